@@ -1,0 +1,1 @@
+//! Database schema migrations (sea-orm-migration).

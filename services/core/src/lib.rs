@@ -1,0 +1,13 @@
+//! Engram's domain vocabulary: identifiers, tenant scopes, memory records and the limits
+//! every input is checked against. Nothing here performs IO or knows about HTTP or SQL.
+
+pub mod ids;
+pub mod limits;
+pub mod memory;
+pub mod scope;
+pub mod validation;
+
+pub use ids::{MemoryId, OrganizationId, ProjectId};
+pub use memory::{Memory, MemoryKind, MemorySource, MemoryState};
+pub use scope::{ProjectScope, SubjectFilter};
+pub use validation::{ExternalId, FieldError, InvalidInput};

@@ -1,0 +1,29 @@
+//! The documented input limits of the public API (see API.md, "Limits"). One place, so the
+//! validation code, the OpenAPI document and the README agree.
+
+/// Largest accepted request body, in bytes.
+pub const MAX_REQUEST_BODY_BYTES: usize = 1024 * 1024;
+/// Largest memory `content`, in bytes of UTF-8.
+pub const MAX_CONTENT_BYTES: usize = 32 * 1024;
+/// Largest `metadata` object, serialized as JSON, in bytes.
+pub const MAX_METADATA_BYTES: usize = 16 * 1024;
+/// Longest external id (`user_id`, `agent_id`, `session_id`, `key`), in characters.
+pub const MAX_EXTERNAL_ID_CHARS: usize = 255;
+/// Memories accepted in one add call.
+pub const MAX_MEMORIES_PER_ADD: usize = 100;
+/// Largest `top_k` for search.
+pub const MAX_TOP_K: usize = 100;
+/// Default `top_k` for search.
+pub const DEFAULT_TOP_K: usize = 10;
+/// Largest list page.
+pub const MAX_LIST_LIMIT: u64 = 500;
+/// Default list page.
+pub const DEFAULT_LIST_LIMIT: u64 = 50;
+/// Most categories on one memory.
+pub const MAX_CATEGORIES: usize = 32;
+/// Longest category, in characters.
+pub const MAX_CATEGORY_CHARS: usize = 64;
+/// Longest search query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 8 * 1024;
+/// Longest change reason, in characters.
+pub const MAX_REASON_CHARS: usize = 1024;

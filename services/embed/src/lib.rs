@@ -1,0 +1,26 @@
+//! Text embedders: the `Embedder` trait the engine uses, and its local model backend
+//! (all-MiniLM-L6-v2 through candle), equivalent to sentence-transformers' output.
+
+use async_trait::async_trait;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("embedding model not found: {0}")]
+    ModelMissing(String),
+    #[error("embedding model could not be loaded: {0}")]
+    ModelInvalid(String),
+    #[error("embedding failed: {0}")]
+    Failed(String),
+    #[error("embedding service unavailable: {0}")]
+    Unavailable(String),
+}
+
+#[async_trait]
+pub trait Embedder: Send + Sync + 'static {
+    /// Stable id of the model, stored with every memory (e.g. `all-MiniLM-L6-v2`).
+    fn model_id(&self) -> &str;
+    /// Length of every vector returned.
+    fn dimension(&self) -> usize;
+    /// One L2-normalised vector per text, in order.
+    async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError>;
+}

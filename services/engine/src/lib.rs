@@ -1,0 +1,1 @@
+//! The memory pipeline: ingest, supersede, index, retrieve.

@@ -1,0 +1,1 @@
+//! HTTP API: auth, tenant scope, problem+json errors, OpenAPI.

@@ -1,0 +1,74 @@
+//! The vector index contract: what the engine asks of any vector store (upsert by version,
+//! delete, scoped search), and its backends. Every call takes the tenant scope.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use engram_core::{MemoryId, MemoryKind, ProjectScope};
+use std::collections::HashMap;
+
+/// What the index stores for one memory: its vector plus the payload the scope filter needs.
+/// The point id is the memory id; `version` lets a stale write be recognised and skipped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexedMemory {
+    pub memory_id: MemoryId,
+    pub version: i64,
+    pub vector: Vec<f32>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: MemoryKind,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A nearest-neighbour query inside one project. `None` filters match anything.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorQuery {
+    pub vector: Vec<f32>,
+    pub limit: usize,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Empty means every kind.
+    pub kinds: Vec<MemoryKind>,
+}
+
+/// One search hit: cosine similarity in [-1, 1].
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorHit {
+    pub memory_id: MemoryId,
+    pub version: i64,
+    pub score: f32,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("vector index unavailable: {0}")]
+    Unavailable(String),
+    #[error("vector has dimension {actual}, the index expects {expected}")]
+    DimensionMismatch { expected: usize, actual: usize },
+    #[error("vector index failure: {0}")]
+    Internal(String),
+}
+
+#[async_trait]
+pub trait VectorIndex: Send + Sync + 'static {
+    /// Insert or replace points of `scope`'s project. A point whose stored version is newer
+    /// than the one given is left as it is (stale writes never win). Idempotent.
+    async fn upsert(&self, scope: &ProjectScope, points: Vec<IndexedMemory>) -> Result<(), IndexError>;
+
+    /// Remove points of `scope`'s project. Ids that are absent (or belong to another
+    /// project) are ignored. Idempotent.
+    async fn delete(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<(), IndexError>;
+
+    /// Nearest neighbours inside `scope`'s project, best first.
+    async fn search(&self, scope: &ProjectScope, query: VectorQuery) -> Result<Vec<VectorHit>, IndexError>;
+
+    /// The stored version of each of `ids` that is present in `scope`'s project.
+    async fn versions(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<HashMap<MemoryId, i64>, IndexError>;
+
+    /// Make every applied write durable on disk.
+    async fn flush(&self) -> Result<(), IndexError>;
+
+    /// Cheap check for `/readyz`.
+    async fn check_ready(&self) -> Result<(), IndexError>;
+}

@@ -1,0 +1,1 @@
+//! Metadata store: sea-orm entities and repositories for SQLite and PostgreSQL, outbox.

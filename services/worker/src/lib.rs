@@ -1,0 +1,1 @@
+//! Background loops: outbox indexer.

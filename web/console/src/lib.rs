@@ -1,0 +1,1 @@
+//! The Leptos admin console (SSR + hydrate).
