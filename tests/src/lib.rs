@@ -1,1 +1,295 @@
-//! Helpers shared by the end-to-end suites.
+//! Test harness for the end-to-end suites: spawns the real `engram serve` binary on port 0
+//! with its own data dir, and offers a typed client for the public API.
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The workspace root (this crate lives in `<root>/tests`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// The `engram` binary under test: `ENGRAM_BIN`, or the debug build in the target dir.
+pub fn engram_binary() -> PathBuf {
+    if let Ok(path) = std::env::var("ENGRAM_BIN") {
+        return PathBuf::from(path);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target"));
+    let binary = target.join("debug").join("engram");
+    assert!(
+        binary.exists(),
+        "{} is missing: build it first with `cargo build -p engram-cli` (make test does)",
+        binary.display()
+    );
+    binary
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct BootstrapFile {
+    pub org_id: String,
+    pub project_id: String,
+    pub api_key: String,
+    pub console_email: String,
+    pub console_password: String,
+}
+
+/// A running `engram serve` child process.
+pub struct TestServer {
+    pub base_url: String,
+    pub data_dir: PathBuf,
+    pub bootstrap: BootstrapFile,
+    child: Child,
+    _owned_dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    /// A server on a fresh data dir.
+    pub async fn spawn() -> Result<Self> {
+        let directory = tempfile::Builder::new().prefix("engram-test-").tempdir()?;
+        let data_dir = directory.path().to_path_buf();
+        let mut server = Self::spawn_in(&data_dir).await?;
+        server._owned_dir = Some(directory);
+        Ok(server)
+    }
+
+    /// A server on an existing data dir (a restart).
+    pub async fn spawn_in(data_dir: &Path) -> Result<Self> {
+        Self::spawn_with(data_dir, &[]).await
+    }
+
+    pub async fn spawn_with(data_dir: &Path, environment: &[(&str, &str)]) -> Result<Self> {
+        let data_dir = data_dir.to_path_buf();
+        let binary = engram_binary();
+        let environment: Vec<(String, String)> =
+            environment.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+        let data_dir_for_child = data_dir.clone();
+        let (child, base_url) = tokio::task::spawn_blocking(move || -> Result<(Child, String)> {
+            let mut command = Command::new(&binary);
+            command
+                .arg("serve")
+                .arg("--data-dir")
+                .arg(&data_dir_for_child)
+                .arg("--listen")
+                .arg("127.0.0.1:0")
+                .env("ENGRAM_LOG", "warn")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            for (key, value) in &environment {
+                command.env(key, value);
+            }
+            let mut child = command.spawn().with_context(|| format!("cannot start {}", binary.display()))?;
+            let stdout = child.stdout.take().context("no stdout")?;
+            let mut lines = BufReader::new(stdout).lines();
+            let base_url = loop {
+                match lines.next() {
+                    Some(Ok(line)) => {
+                        if let Some(url) = line.strip_prefix("listening on ") {
+                            break url.trim().to_string();
+                        }
+                    }
+                    Some(Err(error)) => bail!("reading server output failed: {error}"),
+                    None => bail!("the server exited before listening (see its stderr above)"),
+                }
+            };
+            // Keep draining stdout so the child never blocks on a full pipe.
+            std::thread::spawn(move || for _ in lines {});
+            Ok((child, base_url))
+        })
+        .await??;
+        let bootstrap_text = std::fs::read_to_string(data_dir.join("bootstrap.json"))?;
+        let bootstrap: BootstrapFile = serde_json::from_str(&bootstrap_text)?;
+        Ok(Self { base_url, data_dir, bootstrap, child, _owned_dir: None })
+    }
+
+    pub fn client(&self) -> ApiClient {
+        ApiClient::new(&self.base_url, &self.bootstrap.api_key)
+    }
+
+    pub fn client_with_key(&self, api_key: &str) -> ApiClient {
+        ApiClient::new(&self.base_url, api_key)
+    }
+
+    /// `engram admin create-project` against this server's data dir, while it runs.
+    pub fn create_project(&self, name: &str) -> Result<(String, String)> {
+        let output = Command::new(engram_binary())
+            .args(["admin", "create-project", "--data-dir"])
+            .arg(&self.data_dir)
+            .args(["--name", name, "--json"])
+            .output()?;
+        if !output.status.success() {
+            bail!("create-project failed: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        let created: Value = serde_json::from_slice(&output.stdout)?;
+        Ok((
+            created["project_id"].as_str().context("project_id")?.to_string(),
+            created["api_key"].as_str().context("api_key")?.to_string(),
+        ))
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill_hard(mut self) -> (PathBuf, Option<tempfile::TempDir>) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        (self.data_dir.clone(), self._owned_dir.take())
+    }
+
+    /// SIGTERM and wait for a clean exit; returns whether the exit status was success.
+    pub fn stop(mut self) -> (bool, PathBuf, Option<tempfile::TempDir>) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let status = self.child.wait().map(|status| status.success()).unwrap_or(false);
+        (status, self.data_dir.clone(), self._owned_dir.take())
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response reduced to what tests look at.
+#[derive(Debug)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub request_id: Option<String>,
+    pub retry_after: Option<String>,
+    pub body: Value,
+}
+
+impl ApiResponse {
+    /// Assert this is a problem+json answer with `status` and type slug `slug`.
+    pub fn assert_problem(&self, status: u16, slug: &str) {
+        assert_eq!(self.status, status, "unexpected status; body: {}", self.body);
+        assert!(self.content_type.starts_with("application/problem+json"), "content type {:?}; body {}", self.content_type, self.body);
+        assert_eq!(self.body["type"], format!("https://engram.dev/problems/{slug}"), "body: {}", self.body);
+        assert_eq!(self.body["status"], status, "body: {}", self.body);
+        assert!(self.body["title"].as_str().is_some_and(|title| !title.is_empty()), "title missing: {}", self.body);
+        assert!(self.body["detail"].as_str().is_some_and(|detail| !detail.is_empty()), "detail missing: {}", self.body);
+        assert_eq!(self.body["request_id"].as_str(), self.request_id.as_deref(), "request_id must match x-request-id");
+    }
+
+    pub fn error_fields(&self) -> Vec<String> {
+        self.body["errors"]
+            .as_array()
+            .map(|errors| errors.iter().filter_map(|error| error["field"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Typed helpers for the public API with one API key.
+#[derive(Clone)]
+pub struct ApiClient {
+    base_url: String,
+    api_key: String,
+    http: reqwest::Client,
+}
+
+impl ApiClient {
+    pub fn new(base_url: &str, api_key: &str) -> Self {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap_or_default();
+        Self { base_url: base_url.to_string(), api_key: api_key.to_string(), http }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> ApiResponse {
+        let response = request.send().await.expect("request failed to send");
+        let status = response.status().as_u16();
+        let header = |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_string);
+        let content_type = header("content-type").unwrap_or_default();
+        let request_id = header("x-request-id");
+        let retry_after = header("retry-after");
+        let bytes = response.bytes().await.unwrap_or_default();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).to_string()))
+        };
+        ApiResponse { status, content_type, request_id, retry_after, body }
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(&self.api_key)
+    }
+
+    pub async fn add(&self, memories: Value) -> ApiResponse {
+        self.send(self.request(reqwest::Method::POST, "/v1/memories").json(&json!({ "memories": memories }))).await
+    }
+
+    /// Add one memory and return it (asserting 201).
+    pub async fn add_one(&self, memory: Value) -> Value {
+        let response = self.add(json!([memory])).await;
+        assert_eq!(response.status, 201, "add failed: {}", response.body);
+        response.body["memories"][0].clone()
+    }
+
+    pub async fn get(&self, memory_id: &str) -> ApiResponse {
+        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories/{memory_id}"))).await
+    }
+
+    pub async fn list(&self, query: &str) -> ApiResponse {
+        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories{query}"))).await
+    }
+
+    pub async fn patch(&self, memory_id: &str, if_match: Option<&str>, body: Value) -> ApiResponse {
+        let mut request = self.request(reqwest::Method::PATCH, &format!("/v1/memories/{memory_id}")).json(&body);
+        if let Some(version) = if_match {
+            request = request.header("If-Match", version);
+        }
+        self.send(request).await
+    }
+
+    pub async fn delete(&self, memory_id: &str) -> ApiResponse {
+        self.send(self.request(reqwest::Method::DELETE, &format!("/v1/memories/{memory_id}"))).await
+    }
+
+    pub async fn history(&self, memory_id: &str) -> ApiResponse {
+        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories/{memory_id}/history"))).await
+    }
+
+    pub async fn search(&self, body: Value) -> ApiResponse {
+        self.send(self.request(reqwest::Method::POST, "/v1/memories/search").json(&body)).await
+    }
+
+    /// Contents of the search results for `query`, best first.
+    pub async fn search_contents(&self, query: &str) -> Vec<String> {
+        let response = self.search(json!({"query": query, "top_k": 100})).await;
+        assert_eq!(response.status, 200, "search failed: {}", response.body);
+        response.body["results"]
+            .as_array()
+            .map(|results| results.iter().filter_map(|result| result["memory"]["content"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Every memory id visible in the default list (all pages).
+    pub async fn all_listed_ids(&self, extra_query: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut query = format!("?limit=500{extra_query}");
+            if let Some(cursor) = &cursor {
+                query.push_str(&format!("&cursor={cursor}"));
+            }
+            let response = self.list(&query).await;
+            assert_eq!(response.status, 200, "list failed: {}", response.body);
+            for memory in response.body["memories"].as_array().cloned().unwrap_or_default() {
+                ids.push(memory["id"].as_str().unwrap_or_default().to_string());
+            }
+            match response.body["next_cursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => return ids,
+            }
+        }
+    }
+}

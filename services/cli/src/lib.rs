@@ -1,0 +1,52 @@
+//! The `engram` command line: `serve` runs the embedded all-in-one service, `admin`
+//! manages tenants beside a running server, `bench` prints performance figures.
+
+mod bench;
+pub mod bootstrap;
+pub mod config;
+pub mod server;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(name = "engram", version, about = "Engram: multi-tenant memory for AI agents")]
+struct CommandLine {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run everything in one process: API, console, indexer (SQLite + embedded Qdrant + local model).
+    Serve(config::ServeArgs),
+    /// Administrative commands that work beside a running server.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+    /// Load synthetic memories and print ingest and search figures.
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Create a project in the data dir's organization and print its first API key.
+    CreateProject(bootstrap::CreateProjectArgs),
+}
+
+pub async fn run_from_command_line() -> ExitCode {
+    let command_line = CommandLine::parse();
+    let outcome = match command_line.command {
+        Command::Serve(arguments) => server::serve_until_signal(arguments).await,
+        Command::Admin { command: AdminCommand::CreateProject(arguments) } => bootstrap::create_project_command(arguments).await,
+        Command::Bench(arguments) => bench::run(arguments).await,
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(2)
+        }
+    }
+}

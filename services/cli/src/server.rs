@@ -1,0 +1,159 @@
+//! Assembles the embedded all-in-one service (SQLite, in-process Qdrant, local model,
+//! gateway, console, indexer) and runs it until a shutdown signal, then drains cleanly.
+
+use crate::bootstrap::{self, ServerSecrets};
+use crate::config::{EngramConfig, ServeArgs};
+use anyhow::{Context, Result};
+use engram_embed::Embedder;
+use engram_engine::{EngineSettings, MemoryEngine};
+use engram_gateway::auth::ConsoleSessionKeys;
+use engram_gateway::{AppState, GatewaySettings};
+use engram_index::VectorIndex;
+use engram_storage::Storage;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Console sessions last a working day.
+const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// A running embedded server: its address and the handles a caller (the CLI, the
+/// benchmark) needs.
+pub struct EmbeddedServer {
+    pub address: SocketAddr,
+    pub engine: Arc<MemoryEngine>,
+    pub bootstrap: Option<bootstrap::BootstrapFile>,
+    shutdown_sender: watch::Sender<bool>,
+    server_task: tokio::task::JoinHandle<std::io::Result<()>>,
+    indexer_task: tokio::task::JoinHandle<()>,
+}
+
+impl EmbeddedServer {
+    pub async fn start(config: &EngramConfig) -> Result<Self> {
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+        let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
+        let storage = Storage::connect(&config.database_url).await.context("cannot open the metadata database")?;
+        let bootstrap = bootstrap::bootstrap_if_empty(&storage, &config.data_dir, &secrets).await?;
+
+        let embedder: Arc<dyn Embedder> = Arc::new(
+            engram_embed::LocalMiniLm::load(
+                &config.model_dir,
+                engram_embed::LocalModelOptions { worker_threads: config.embed_threads, ..Default::default() },
+            )
+            .context("cannot load the local embedding model")?,
+        );
+        let index: Arc<dyn VectorIndex> = Arc::new(
+            engram_index::EdgeVectorIndex::open(&config.index_dir, embedder.dimension())
+                .context("cannot open the vector index")?,
+        );
+        let engine = Arc::new(MemoryEngine::new(
+            storage.clone(),
+            index,
+            embedder,
+            EngineSettings { index_wait: config.index_wait, ..Default::default() },
+        ));
+
+        // Replay what a previous run acknowledged but did not index, then repair any point
+        // the index lost (a crash can drop its last unflushed writes).
+        let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
+        let report = engine.applier().reconcile_active_memories(1_000).await?;
+        tracing::info!(
+            replayed,
+            checked = report.memories_checked,
+            missing = report.points_missing,
+            stale = report.points_stale,
+            "index caught up with the database"
+        );
+
+        let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+        let indexer_task = tokio::spawn(engram_worker::run_indexer(engine.applier(), shutdown_receiver.clone()));
+
+        let credentials = engram_gateway::state::CredentialVerifier {
+            storage: storage.clone(),
+            api_key_pepper: secrets.api_key_pepper.clone(),
+            console_sessions: ConsoleSessionKeys::new(&secrets.console_signing_secret, CONSOLE_SESSION_LIFETIME),
+        };
+        let state = AppState { engine: engine.clone(), credentials, settings: GatewaySettings::default() };
+        let console_routes = engram_gateway::console::console_routes(&state, &config.console_assets);
+        let router = engram_gateway::build_router(state, console_routes);
+
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let address = listener.local_addr()?;
+        let mut server_shutdown = shutdown_receiver;
+        let server_task = tokio::spawn(engram_gateway::serve(listener, router, async move {
+            let _ = server_shutdown.wait_for(|stop| *stop).await;
+        }));
+        Ok(Self { address, engine, bootstrap, shutdown_sender, server_task, indexer_task })
+    }
+
+    /// Stop accepting connections, finish in-flight requests, apply what is left in the
+    /// outbox and flush the index.
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.shutdown_sender.send(true);
+        match self.server_task.await {
+            Ok(result) => result.context("server failed")?,
+            Err(join_error) => return Err(anyhow::anyhow!("server task failed: {join_error}")),
+        }
+        let _ = self.indexer_task.await;
+        engram_worker::drain_outbox(&self.engine.applier()).await?;
+        self.engine.index().flush().await?;
+        Ok(())
+    }
+}
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if std::env::var("ENGRAM_LOG_FORMAT").is_ok_and(|format| format == "json") {
+        let _ = builder.json().try_init();
+    } else {
+        let _ = builder.try_init();
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
+    init_logging();
+    let config = EngramConfig::resolve(&arguments);
+    eprintln!("engram serve starting with:\n{config}");
+    let server = EmbeddedServer::start(&config).await?;
+    let base_url = format!("http://{}", server.address);
+    if let Some(first_start) = &server.bootstrap {
+        println!("first start: created an organization, a project, a console account and an API key");
+        println!("  console:  {base_url}/console");
+        println!("  login:    {} / {}", first_start.console_email, first_start.console_password);
+        println!("  api key:  {}", first_start.api_key);
+        println!("  (saved once to {}/bootstrap.json, mode 0600)", config.data_dir.display());
+    } else {
+        println!("  console:  {base_url}/console (credentials in {}/bootstrap.json)", config.data_dir.display());
+    }
+    println!("  api docs: {base_url}/docs");
+    // Tests and scripts read this line to find the port.
+    println!("listening on {base_url}");
+    shutdown_signal().await;
+    eprintln!("shutting down: finishing in-flight requests");
+    server.shutdown().await?;
+    eprintln!("stopped cleanly");
+    Ok(())
+}

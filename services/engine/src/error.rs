@@ -1,0 +1,57 @@
+//! Engine failures in the terms a caller acts on: missing, conflicting, invalid, or a
+//! dependency (database, index, embedder) that is down.
+
+use engram_core::InvalidInput;
+use engram_embed::EmbedError;
+use engram_index::IndexError;
+use engram_storage::StorageError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("not found")]
+    NotFound,
+    #[error("version conflict: the memory is at version {current_version}")]
+    VersionConflict { current_version: i64 },
+    #[error("the idempotency key was already used with a different request")]
+    IdempotencyKeyReused,
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+    #[error("database unavailable: {0}")]
+    StorageUnavailable(String),
+    #[error("vector index unavailable: {0}")]
+    IndexUnavailable(String),
+    #[error("embedding model unavailable: {0}")]
+    EmbedderUnavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StorageError> for EngineError {
+    fn from(error: StorageError) -> Self {
+        match error {
+            StorageError::NotFound => EngineError::NotFound,
+            StorageError::VersionConflict { current_version } => EngineError::VersionConflict { current_version },
+            StorageError::IdempotencyKeyReused => EngineError::IdempotencyKeyReused,
+            StorageError::Unavailable(message) => EngineError::StorageUnavailable(message),
+            other => EngineError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<IndexError> for EngineError {
+    fn from(error: IndexError) -> Self {
+        match error {
+            IndexError::Unavailable(message) => EngineError::IndexUnavailable(message),
+            other => EngineError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<EmbedError> for EngineError {
+    fn from(error: EmbedError) -> Self {
+        match error {
+            EmbedError::Unavailable(message) | EmbedError::ModelMissing(message) => EngineError::EmbedderUnavailable(message),
+            other => EngineError::Internal(other.to_string()),
+        }
+    }
+}

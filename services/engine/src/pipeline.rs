@@ -1,0 +1,260 @@
+//! The write side of the engine: embed, store (memory + history + outbox in one
+//! transaction), then wait a bounded time for the index so writes are readable at once.
+
+use crate::indexing::IndexApplier;
+use crate::EngineError;
+use chrono::{DateTime, Utc};
+use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, MemorySource, ProjectScope};
+use engram_embed::Embedder;
+use engram_index::VectorIndex;
+use engram_storage::{
+    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage, MemoryPatch, Storage,
+};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Tunables of the pipeline.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    /// How long a write waits for the index before answering `202` instead of `201`.
+    pub index_wait: Duration,
+    /// Query embeddings kept in memory.
+    pub query_cache_entries: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        Self { index_wait: Duration::from_secs(5), query_cache_entries: 10_000 }
+    }
+}
+
+/// A validated memory to add (the embedding is computed by the engine).
+#[derive(Clone, Debug)]
+pub struct NewMemory {
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub session_id: Option<ExternalId>,
+    pub kind: MemoryKind,
+    pub key: Option<ExternalId>,
+    pub content: String,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    pub source: MemorySource,
+    pub confidence: f64,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A validated change to one memory.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryEdit {
+    pub content: Option<String>,
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub categories: Option<Vec<String>>,
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    pub reason: Option<String>,
+}
+
+pub enum AddOutcome {
+    /// Stored; `indexed` says whether the index applied them before the answer.
+    Stored { memories: Vec<Memory>, indexed: bool },
+    /// A retry of an earlier request with the same idempotency key: its answer, verbatim.
+    Replayed { status: u16, body: String },
+}
+
+pub struct MemoryEngine {
+    pub(crate) storage: Storage,
+    pub(crate) index: Arc<dyn VectorIndex>,
+    pub(crate) embedder: Arc<dyn Embedder>,
+    pub(crate) applier: Arc<IndexApplier>,
+    pub(crate) settings: EngineSettings,
+    pub(crate) query_embeddings: Mutex<lru::LruCache<String, Arc<Vec<f32>>>>,
+}
+
+impl MemoryEngine {
+    pub fn new(
+        storage: Storage,
+        index: Arc<dyn VectorIndex>,
+        embedder: Arc<dyn Embedder>,
+        settings: EngineSettings,
+    ) -> Self {
+        let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
+        let capacity = NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
+        Self {
+            storage,
+            index,
+            embedder,
+            applier,
+            settings,
+            query_embeddings: Mutex::new(lru::LruCache::new(capacity)),
+        }
+    }
+
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    pub fn applier(&self) -> Arc<IndexApplier> {
+        self.applier.clone()
+    }
+
+    pub fn embedder(&self) -> &Arc<dyn Embedder> {
+        &self.embedder
+    }
+
+    pub fn index(&self) -> &Arc<dyn VectorIndex> {
+        &self.index
+    }
+
+    /// Store memories. `render_response` produces the answer stored for idempotent replay.
+    pub async fn add_memories(
+        &self,
+        scope: &ProjectScope,
+        new_memories: Vec<NewMemory>,
+        actor: &str,
+        idempotency: Option<IdempotencyClaim>,
+        wait_for_index: bool,
+        render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
+    ) -> Result<AddOutcome, EngineError> {
+        let contents: Vec<String> = new_memories.iter().map(|memory| memory.content.clone()).collect();
+        let embeddings = self.embedder.embed(contents).await?;
+        if embeddings.len() != new_memories.len() {
+            return Err(EngineError::Internal("embedder returned a different number of vectors".to_string()));
+        }
+        let model_id = self.embedder.model_id().to_string();
+        let drafts = new_memories
+            .into_iter()
+            .zip(embeddings)
+            .map(|(memory, embedding)| MemoryDraft {
+                user_id: memory.user_id,
+                agent_id: memory.agent_id,
+                session_id: memory.session_id,
+                kind: memory.kind,
+                key: memory.key,
+                content: memory.content,
+                metadata: memory.metadata,
+                categories: memory.categories,
+                source: memory.source,
+                confidence: memory.confidence,
+                expires_at: memory.expires_at,
+                embedding,
+                embedding_model: model_id.clone(),
+            })
+            .collect();
+        let outcome = self.storage.insert_memories(scope, drafts, actor, idempotency, render_response).await?;
+        match outcome {
+            InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
+            InsertOutcome::Inserted { memories, touched } => {
+                let indexed = self.index_after_write(scope, &touched, wait_for_index).await;
+                Ok(AddOutcome::Stored { memories, indexed })
+            }
+        }
+    }
+
+    /// Make the index reflect `touched` before answering, within `index_wait`; otherwise
+    /// leave it to the background indexer. Returns whether the index is up to date.
+    async fn index_after_write(&self, scope: &ProjectScope, touched: &[MemoryId], wait_for_index: bool) -> bool {
+        if !wait_for_index {
+            self.applier.work_available.notify_one();
+            return false;
+        }
+        let applier = self.applier.clone();
+        let scope_copy = *scope;
+        let touched_copy = touched.to_vec();
+        // Spawned so that a client hanging up cannot cancel an apply halfway.
+        let apply = tokio::spawn(async move { applier.apply_pending_for(&scope_copy, &touched_copy).await });
+        match tokio::time::timeout(self.settings.index_wait, apply).await {
+            Ok(Ok(Ok(_))) => true,
+            Ok(Ok(Err(error))) => {
+                tracing::warn!(%error, "index apply after write failed; background indexer will retry");
+                self.applier.work_available.notify_one();
+                false
+            }
+            Ok(Err(join_error)) => {
+                tracing::error!(%join_error, "index apply task failed");
+                self.applier.work_available.notify_one();
+                false
+            }
+            Err(_elapsed) => {
+                tracing::info!("index slower than the write wait budget; answering 202");
+                false
+            }
+        }
+    }
+
+    pub async fn get_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Memory, EngineError> {
+        Ok(self.storage.get_memory(scope, memory_id).await?)
+    }
+
+    pub async fn list_memories(&self, scope: &ProjectScope, filter: &MemoryListFilter) -> Result<MemoryPage, EngineError> {
+        Ok(self.storage.list_memories(scope, filter).await?)
+    }
+
+    pub async fn memory_history(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Vec<HistoryEntry>, EngineError> {
+        Ok(self.storage.memory_history(scope, memory_id).await?)
+    }
+
+    /// Apply an edit (re-embedding changed content); `expected_version` guards against
+    /// overwriting someone else's change.
+    pub async fn edit_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        edit: MemoryEdit,
+        expected_version: Option<i64>,
+        actor: &str,
+    ) -> Result<Memory, EngineError> {
+        // Check existence and version before paying for an embedding.
+        let current = self.storage.get_memory(scope, memory_id).await?;
+        if let Some(expected) = expected_version {
+            if expected != current.version {
+                return Err(EngineError::VersionConflict { current_version: current.version });
+            }
+        }
+        let content = match edit.content {
+            Some(content) => {
+                let mut vectors = self.embedder.embed(vec![content.clone()]).await?;
+                let vector = vectors.pop().ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?;
+                Some((content, vector))
+            }
+            None => None,
+        };
+        let patch = MemoryPatch {
+            content,
+            metadata: edit.metadata,
+            categories: edit.categories,
+            expires_at: edit.expires_at,
+            reason: edit.reason,
+        };
+        let (updated, _) = self.storage.update_memory(scope, memory_id, patch, expected_version, actor).await?;
+        self.index_after_write(scope, &[memory_id], true).await;
+        Ok(updated)
+    }
+
+    pub async fn delete_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<(), EngineError> {
+        self.storage.delete_memory(scope, memory_id).await?;
+        self.index_after_write(scope, &[memory_id], true).await;
+        Ok(())
+    }
+
+    /// Forget cached query embeddings (benchmarks use it to time cold queries).
+    pub fn clear_query_cache(&self) {
+        if let Ok(mut cache) = self.query_embeddings.lock() {
+            cache.clear();
+        }
+    }
+
+    pub(crate) async fn embed_query(&self, query: &str) -> Result<Arc<Vec<f32>>, EngineError> {
+        if let Ok(mut cache) = self.query_embeddings.lock() {
+            if let Some(vector) = cache.get(query) {
+                return Ok(vector.clone());
+            }
+        }
+        let mut vectors = self.embedder.embed(vec![query.to_string()]).await?;
+        let vector = Arc::new(vectors.pop().ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?);
+        if let Ok(mut cache) = self.query_embeddings.lock() {
+            cache.put(query.to_string(), vector.clone());
+        }
+        Ok(vector)
+    }
+}

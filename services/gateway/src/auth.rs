@@ -1,0 +1,208 @@
+//! Credentials: the `ProjectPrincipal` extractor that turns a bearer API key into the only
+//! `ProjectScope` a handler can use, console password hashing (argon2id) and console
+//! session tokens (HS256 JWT with every registered claim checked).
+
+use crate::problem::{ApiError, ProblemKind};
+use crate::state::CredentialVerifier;
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::{Algorithm, Argon2, Params, Version};
+use axum::extract::{FromRef, FromRequestParts};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use chrono::Utc;
+use engram_core::ProjectScope;
+use engram_core::ids::ConsoleAccountId;
+use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A request authenticated with a project API key. Handlers receive the scope from here and
+/// from nowhere else; bodies and query strings never choose the project.
+#[derive(Clone, Debug)]
+pub struct ProjectPrincipal {
+    pub scope: ProjectScope,
+}
+
+impl ProjectPrincipal {
+    /// Who is recorded in memory history for changes made with this credential.
+    pub fn actor(&self) -> String {
+        format!("api_key:project:{}", self.scope.project_id())
+    }
+}
+
+impl<S> FromRequestParts<S> for ProjectPrincipal
+where
+    CredentialVerifier: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let verifier = CredentialVerifier::from_ref(state);
+        let Some(header_value) = parts.headers.get(AUTHORIZATION) else {
+            return Err(ApiError::new(
+                ProblemKind::Unauthorized,
+                "missing Authorization header; send `Authorization: Bearer <project API key>`",
+            ));
+        };
+        let presented = header_value
+            .to_str()
+            .ok()
+            .and_then(|text| text.strip_prefix("Bearer ").or_else(|| text.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| ApiError::new(ProblemKind::Unauthorized, "the Authorization header must be `Bearer <token>`"))?;
+        let scope = verifier
+            .storage
+            .authenticate_api_key(presented, &verifier.api_key_pepper)
+            .await
+            .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+        match scope {
+            Some(scope) => Ok(ProjectPrincipal { scope }),
+            None => Err(ApiError::new(ProblemKind::Unauthorized, "the API key is unknown, revoked or malformed")),
+        }
+    }
+}
+
+/// argon2id with the OWASP-recommended minimum (19 MiB, 2 passes, 1 lane).
+fn password_hasher() -> Argon2<'static> {
+    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+}
+
+pub fn hash_password(password: &str) -> Result<String, String> {
+    let salt = SaltString::generate(&mut rand::rngs::OsRng);
+    password_hasher()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|hash| hash.to_string())
+        .map_err(|error| format!("password hashing failed: {error}"))
+}
+
+pub fn verify_password(password: &str, stored_hash: &str) -> bool {
+    match PasswordHash::new(stored_hash) {
+        Ok(parsed) => password_hasher().verify_password(password.as_bytes(), &parsed).is_ok(),
+        Err(_) => false,
+    }
+}
+
+const CONSOLE_TOKEN_ISSUER: &str = "engram";
+const CONSOLE_TOKEN_AUDIENCE: &str = "engram-console";
+const CONSOLE_TOKEN_TYPE: &str = "console_session";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ConsoleSessionClaims {
+    iss: String,
+    aud: String,
+    sub: String,
+    typ: String,
+    iat: i64,
+    nbf: i64,
+    exp: i64,
+}
+
+/// Signs and verifies console session tokens with a server secret.
+#[derive(Clone)]
+pub struct ConsoleSessionKeys {
+    encoding: Arc<EncodingKey>,
+    decoding: Arc<DecodingKey>,
+    lifetime: Duration,
+}
+
+impl std::fmt::Debug for ConsoleSessionKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleSessionKeys").field("lifetime", &self.lifetime).finish_non_exhaustive()
+    }
+}
+
+impl ConsoleSessionKeys {
+    pub fn new(secret: &[u8], lifetime: Duration) -> Self {
+        Self {
+            encoding: Arc::new(EncodingKey::from_secret(secret)),
+            decoding: Arc::new(DecodingKey::from_secret(secret)),
+            lifetime,
+        }
+    }
+
+    pub fn issue(&self, account_id: ConsoleAccountId) -> Result<String, String> {
+        let now = Utc::now().timestamp();
+        let claims = ConsoleSessionClaims {
+            iss: CONSOLE_TOKEN_ISSUER.to_string(),
+            aud: CONSOLE_TOKEN_AUDIENCE.to_string(),
+            sub: account_id.to_string(),
+            typ: CONSOLE_TOKEN_TYPE.to_string(),
+            iat: now,
+            nbf: now,
+            exp: now + self.lifetime.as_secs() as i64,
+        };
+        jsonwebtoken::encode(&Header::new(jsonwebtoken::Algorithm::HS256), &claims, &self.encoding)
+            .map_err(|error| format!("cannot sign console session: {error}"))
+    }
+
+    /// The account of a valid, unexpired console session token; `None` otherwise.
+    pub fn verify(&self, token: &str) -> Option<ConsoleAccountId> {
+        // The algorithm is pinned: a token claiming any other `alg` (or `none`) is rejected.
+        let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
+        validation.set_issuer(&[CONSOLE_TOKEN_ISSUER]);
+        validation.set_audience(&[CONSOLE_TOKEN_AUDIENCE]);
+        validation.set_required_spec_claims(&["iss", "aud", "sub", "exp", "nbf"]);
+        validation.validate_nbf = true;
+        validation.leeway = 5;
+        let decoded = jsonwebtoken::decode::<ConsoleSessionClaims>(token, &self.decoding, &validation).ok()?;
+        if decoded.claims.typ != CONSOLE_TOKEN_TYPE {
+            return None;
+        }
+        decoded.claims.sub.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_round_trip() {
+        let hash = hash_password("correct horse").unwrap();
+        assert!(hash.starts_with("$argon2id$"));
+        assert!(verify_password("correct horse", &hash));
+        assert!(!verify_password("wrong horse", &hash));
+    }
+
+    #[test]
+    fn console_tokens_verify_only_with_the_same_key() {
+        let keys = ConsoleSessionKeys::new(b"first secret", Duration::from_secs(60));
+        let other = ConsoleSessionKeys::new(b"other secret", Duration::from_secs(60));
+        let account = ConsoleAccountId::generate();
+        let token = keys.issue(account).unwrap();
+        assert_eq!(keys.verify(&token), Some(account));
+        assert_eq!(other.verify(&token), None);
+        assert_eq!(keys.verify("not.a.token"), None);
+    }
+
+    #[test]
+    fn unsigned_tokens_are_rejected() {
+        let keys = ConsoleSessionKeys::new(b"secret", Duration::from_secs(60));
+        let now = Utc::now().timestamp();
+        let payload = serde_json::json!({"iss":"engram","aud":"engram-console","sub":ConsoleAccountId::generate().to_string(),
+            "typ":"console_session","iat":now,"nbf":now,"exp":now+60});
+        use base64_like::encode;
+        let unsigned = format!("{}.{}.", encode(br#"{"alg":"none","typ":"JWT"}"#), encode(payload.to_string().as_bytes()));
+        assert_eq!(keys.verify(&unsigned), None);
+    }
+
+    mod base64_like {
+        /// URL-safe base64 without padding, enough to forge a test token.
+        pub fn encode(bytes: &[u8]) -> String {
+            const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let mut out = String::new();
+            for chunk in bytes.chunks(3) {
+                let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+                let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+                let chars = chunk.len() + 1;
+                for i in 0..chars {
+                    out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                }
+            }
+            out
+        }
+    }
+}

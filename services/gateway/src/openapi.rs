@@ -1,0 +1,130 @@
+//! The OpenAPI 3.1 document generated from the handlers' annotations, and a plain HTML
+//! rendering of it for `/docs` that needs no external scripts or fonts.
+
+use crate::problem::ProblemDocument;
+use crate::routes::memories;
+use crate::views::{
+    AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
+    NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView, SearchResultView,
+};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+struct BearerApiKey;
+
+impl Modify for BearerApiKey {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "api_key",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some("A project API key (`egk_…`)"))
+                    .build(),
+            ),
+        );
+    }
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Engram memory API", description = "Multi-tenant memory for AI agents. See API.md for the contract."),
+    paths(
+        memories::add_memories,
+        memories::list_memories,
+        memories::get_memory,
+        memories::edit_memory,
+        memories::delete_memory,
+        memories::memory_history,
+        memories::search_memories,
+    ),
+    components(schemas(
+        MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
+        NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument
+    )),
+    modifiers(&BearerApiKey),
+    tags((name = "memories", description = "Store, edit, delete and recall memories"))
+)]
+pub struct ApiDocument;
+
+pub fn document_json() -> serde_json::Value {
+    serde_json::to_value(ApiDocument::openapi()).unwrap_or_default()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// A compact reference page: every operation with its parameters, body and responses.
+pub fn render_docs_html() -> String {
+    let document = document_json();
+    let mut body = String::new();
+    let empty = serde_json::Map::new();
+    let paths = document.get("paths").and_then(|paths| paths.as_object()).unwrap_or(&empty);
+    for (path, item) in paths {
+        let Some(operations) = item.as_object() else { continue };
+        for (method, operation) in operations {
+            let summary = operation.get("summary").and_then(|value| value.as_str()).unwrap_or("");
+            body.push_str(&format!(
+                "<section class=\"op\"><h2><span class=\"method {m}\">{M}</span> <code>{p}</code></h2><p>{s}</p>",
+                m = escape(method),
+                M = escape(&method.to_uppercase()),
+                p = escape(path),
+                s = escape(summary)
+            ));
+            if let Some(parameters) = operation.get("parameters").and_then(|value| value.as_array()) {
+                body.push_str("<h3>Parameters</h3><ul>");
+                for parameter in parameters {
+                    let name = parameter.get("name").and_then(|value| value.as_str()).unwrap_or("");
+                    let location = parameter.get("in").and_then(|value| value.as_str()).unwrap_or("");
+                    let description = parameter.get("description").and_then(|value| value.as_str()).unwrap_or("");
+                    body.push_str(&format!(
+                        "<li><code>{}</code> <em>{}</em> {}</li>",
+                        escape(name),
+                        escape(location),
+                        escape(description)
+                    ));
+                }
+                body.push_str("</ul>");
+            }
+            if let Some(schema_ref) = operation
+                .pointer("/requestBody/content/application~1json/schema/$ref")
+                .and_then(|value| value.as_str())
+            {
+                let name = schema_ref.rsplit('/').next().unwrap_or(schema_ref);
+                body.push_str(&format!("<h3>Body</h3><p><a href=\"#schema-{0}\">{0}</a></p>", escape(name)));
+            }
+            if let Some(responses) = operation.get("responses").and_then(|value| value.as_object()) {
+                body.push_str("<h3>Responses</h3><ul>");
+                for (status, response) in responses {
+                    let description = response.get("description").and_then(|value| value.as_str()).unwrap_or("");
+                    body.push_str(&format!("<li><b>{}</b> {}</li>", escape(status), escape(description)));
+                }
+                body.push_str("</ul>");
+            }
+            body.push_str("</section>");
+        }
+    }
+    body.push_str("<h2>Schemas</h2>");
+    if let Some(schemas) = document.pointer("/components/schemas").and_then(|value| value.as_object()) {
+        for (name, schema) in schemas {
+            let pretty = serde_json::to_string_pretty(schema).unwrap_or_default();
+            body.push_str(&format!(
+                "<section id=\"schema-{0}\" class=\"schema\"><h3>{0}</h3><pre>{1}</pre></section>",
+                escape(name),
+                escape(&pretty)
+            ));
+        }
+    }
+    format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Engram API</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:960px;margin:2rem auto;padding:0 1rem;color:#1d2430}}\
+         .op{{border:1px solid #d8dee8;border-radius:6px;padding:0.5rem 1rem;margin:1rem 0}}\
+         .method{{display:inline-block;min-width:4.5rem;text-align:center;border-radius:4px;color:#fff;background:#4a5568;font-size:0.8em;padding:2px 6px}}\
+         .post{{background:#2f855a}}.get{{background:#2b6cb0}}.patch{{background:#b7791f}}.delete{{background:#c53030}}\
+         pre{{background:#f5f7fa;padding:0.5rem;overflow:auto;font-size:0.8em}}</style></head>\
+         <body><h1>Engram memory API</h1><p>Machine-readable: <a href=\"/openapi.json\">/openapi.json</a>. \
+         Authenticate with <code>Authorization: Bearer egk_…</code>. Errors are <code>application/problem+json</code>.</p>{body}</body></html>"
+    )
+}

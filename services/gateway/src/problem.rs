@@ -1,0 +1,270 @@
+//! One table of error codes (slug, title, status) behind every error the API returns, and
+//! the middleware that turns every error response into RFC 9457 problem+json with the
+//! request id — including the ones axum and tower produce themselves.
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use engram_core::{FieldError, InvalidInput};
+use engram_engine::EngineError;
+use http_body_util::BodyExt;
+use serde::Serialize;
+
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+const PROBLEM_TYPE_BASE: &str = "https://engram.dev/problems/";
+
+/// Every kind of problem the API can answer with. The slug is the stable part of `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    MalformedBody,
+    ValidationFailed,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    VersionConflict,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    IdempotencyKeyReused,
+    RateLimited,
+    DependencyUnavailable,
+    Internal,
+}
+
+impl ProblemKind {
+    pub const fn slug(self) -> &'static str {
+        match self {
+            ProblemKind::MalformedBody => "malformed-body",
+            ProblemKind::ValidationFailed => "validation-failed",
+            ProblemKind::Unauthorized => "unauthorized",
+            ProblemKind::Forbidden => "forbidden",
+            ProblemKind::NotFound => "not-found",
+            ProblemKind::MethodNotAllowed => "method-not-allowed",
+            ProblemKind::RequestTimeout => "request-timeout",
+            ProblemKind::VersionConflict => "version-conflict",
+            ProblemKind::PayloadTooLarge => "payload-too-large",
+            ProblemKind::UnsupportedMediaType => "unsupported-media-type",
+            ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
+            ProblemKind::RateLimited => "rate-limited",
+            ProblemKind::DependencyUnavailable => "dependency-unavailable",
+            ProblemKind::Internal => "internal",
+        }
+    }
+
+    pub const fn title(self) -> &'static str {
+        match self {
+            ProblemKind::MalformedBody => "The request body is not valid JSON of the expected shape",
+            ProblemKind::ValidationFailed => "The request is semantically invalid",
+            ProblemKind::Unauthorized => "Missing or invalid credential",
+            ProblemKind::Forbidden => "The credential lacks the required scope",
+            ProblemKind::NotFound => "Not found",
+            ProblemKind::MethodNotAllowed => "Method not allowed",
+            ProblemKind::RequestTimeout => "The request took too long",
+            ProblemKind::VersionConflict => "Version conflict",
+            ProblemKind::PayloadTooLarge => "Request body too large",
+            ProblemKind::UnsupportedMediaType => "Unsupported media type",
+            ProblemKind::IdempotencyKeyReused => "Idempotency key reused with a different request",
+            ProblemKind::RateLimited => "Too many requests",
+            ProblemKind::DependencyUnavailable => "A dependency is unavailable",
+            ProblemKind::Internal => "Internal error",
+        }
+    }
+
+    pub const fn status(self) -> StatusCode {
+        match self {
+            ProblemKind::MalformedBody => StatusCode::BAD_REQUEST,
+            ProblemKind::ValidationFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ProblemKind::Forbidden => StatusCode::FORBIDDEN,
+            ProblemKind::NotFound => StatusCode::NOT_FOUND,
+            ProblemKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ProblemKind::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ProblemKind::VersionConflict => StatusCode::CONFLICT,
+            ProblemKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ProblemKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ProblemKind::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ProblemKind::DependencyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn for_status(status: StatusCode) -> Self {
+        match status {
+            StatusCode::BAD_REQUEST => ProblemKind::MalformedBody,
+            StatusCode::UNAUTHORIZED => ProblemKind::Unauthorized,
+            StatusCode::FORBIDDEN => ProblemKind::Forbidden,
+            StatusCode::NOT_FOUND => ProblemKind::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => ProblemKind::MethodNotAllowed,
+            StatusCode::REQUEST_TIMEOUT => ProblemKind::RequestTimeout,
+            StatusCode::CONFLICT => ProblemKind::VersionConflict,
+            StatusCode::PAYLOAD_TOO_LARGE => ProblemKind::PayloadTooLarge,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => ProblemKind::UnsupportedMediaType,
+            StatusCode::UNPROCESSABLE_ENTITY => ProblemKind::ValidationFailed,
+            StatusCode::TOO_MANY_REQUESTS => ProblemKind::RateLimited,
+            StatusCode::SERVICE_UNAVAILABLE => ProblemKind::DependencyUnavailable,
+            _ => ProblemKind::Internal,
+        }
+    }
+}
+
+/// The problem document (RFC 9457).
+#[derive(Debug, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ProblemDocument {
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    #[serde(default)]
+    pub request_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub errors: Vec<FieldError>,
+}
+
+/// An error answer from a handler.
+#[derive(Debug)]
+pub struct ApiError {
+    pub kind: ProblemKind,
+    pub detail: String,
+    pub errors: Vec<FieldError>,
+    pub retry_after_seconds: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
+        Self { kind, detail: detail.into(), errors: Vec::new(), retry_after_seconds: None }
+    }
+
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        let detail = errors.iter().map(|error| format!("{}: {}", error.field, error.message)).collect::<Vec<_>>().join("; ");
+        Self { kind: ProblemKind::ValidationFailed, detail, errors, retry_after_seconds: None }
+    }
+
+    pub fn memory_not_found() -> Self {
+        Self::new(ProblemKind::NotFound, "no memory with this id exists in this project")
+    }
+
+    fn unavailable(detail: String) -> Self {
+        Self { kind: ProblemKind::DependencyUnavailable, detail, errors: Vec::new(), retry_after_seconds: Some(5) }
+    }
+}
+
+impl From<InvalidInput> for ApiError {
+    fn from(invalid: InvalidInput) -> Self {
+        ApiError::invalid(invalid.0)
+    }
+}
+
+impl From<EngineError> for ApiError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::NotFound => ApiError::memory_not_found(),
+            EngineError::VersionConflict { current_version } => ApiError::new(
+                ProblemKind::VersionConflict,
+                format!("If-Match does not match: the memory is at version {current_version}"),
+            ),
+            EngineError::IdempotencyKeyReused => ApiError::new(
+                ProblemKind::IdempotencyKeyReused,
+                "this Idempotency-Key was already used with a different request body; use a new key",
+            ),
+            EngineError::Invalid(invalid) => invalid.into(),
+            EngineError::StorageUnavailable(_) => ApiError::unavailable("the metadata database is unavailable".to_string()),
+            EngineError::IndexUnavailable(_) => ApiError::unavailable("the vector index is unavailable".to_string()),
+            EngineError::EmbedderUnavailable(_) => ApiError::unavailable("the embedding model is unavailable".to_string()),
+            EngineError::Internal(message) => {
+                tracing::error!(error = %message, "internal error");
+                ApiError::new(ProblemKind::Internal, "an internal error occurred; the request id identifies it in the logs")
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let document = ProblemDocument {
+            problem_type: format!("{PROBLEM_TYPE_BASE}{}", self.kind.slug()),
+            title: self.kind.title().to_string(),
+            status: self.kind.status().as_u16(),
+            detail: self.detail,
+            request_id: None,
+            errors: self.errors,
+        };
+        let mut response = (self.kind.status(), axum::Json(document)).into_response();
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
+        if self.kind == ProblemKind::Unauthorized {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(seconds) = self.retry_after_seconds {
+            if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}
+
+pub async fn unknown_route() -> ApiError {
+    ApiError::new(ProblemKind::NotFound, "no such route; see /openapi.json for the API")
+}
+
+/// Error responses that did not come from `ApiError` (body limit, timeout, method not
+/// allowed, a rejected path) are rewritten as problems; every problem gets the request id.
+pub async fn ensure_problem_responses(request: Request, next: Next) -> Response {
+    // The console renders its own HTML error pages.
+    if request.uri().path().starts_with("/console") {
+        return next.run(request).await;
+    }
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string);
+    let response = next.run(request).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes()));
+    let (mut parts, body) = response.into_parts();
+    let body_bytes = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_else(|_| Bytes::new());
+    let mut document = if is_problem {
+        match serde_json::from_slice::<ProblemDocument>(&body_bytes) {
+            Ok(document) => document,
+            Err(_) => return Response::from_parts(parts, Body::from(body_bytes)),
+        }
+    } else {
+        let kind = ProblemKind::for_status(status);
+        let original_text = String::from_utf8_lossy(&body_bytes).trim().to_string();
+        let detail = match kind {
+            ProblemKind::PayloadTooLarge => format!(
+                "the request body exceeds the limit of {} bytes",
+                engram_core::limits::MAX_REQUEST_BODY_BYTES
+            ),
+            ProblemKind::RequestTimeout => "the request did not complete within the time limit".to_string(),
+            ProblemKind::MethodNotAllowed => "this route does not accept that method".to_string(),
+            _ if !original_text.is_empty() && original_text.len() < 500 => original_text,
+            _ => kind.title().to_string(),
+        };
+        ProblemDocument {
+            problem_type: format!("{PROBLEM_TYPE_BASE}{}", kind.slug()),
+            title: kind.title().to_string(),
+            status: status.as_u16(),
+            detail,
+            request_id: None,
+            errors: Vec::new(),
+        }
+    };
+    document.request_id = request_id;
+    let body = serde_json::to_vec(&document).unwrap_or_default();
+    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}

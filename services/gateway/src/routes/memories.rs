@@ -1,0 +1,242 @@
+//! `/v1/memories…`: add, get, list, edit, delete, history and search, each scoped to the
+//! project of the presented API key.
+
+use crate::auth::ProjectPrincipal;
+use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, request_fingerprint};
+use crate::problem::{ApiError, ProblemDocument};
+use crate::state::AppState;
+use crate::views::{
+    AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView, SearchBody,
+    SearchResponseView, SearchResultView,
+};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
+use engram_engine::{AddOutcome, MemoryEngine};
+use engram_storage::{IdempotencyClaim, MemoryListFilter};
+use serde::Deserialize;
+use std::sync::Arc;
+use utoipa::IntoParams;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/memories", post(add_memories).get(list_memories))
+        .route("/v1/memories/search", post(search_memories))
+        .route("/v1/memories/{memory_id}", get(get_memory).patch(edit_memory).delete(delete_memory))
+        .route("/v1/memories/{memory_id}/history", get(memory_history))
+}
+
+/// An id that is not a UUID cannot exist, so it is simply not found.
+fn parse_memory_id(text: &str) -> Result<MemoryId, ApiError> {
+    text.parse().map_err(|_| ApiError::memory_not_found())
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AddMemoriesQuery {
+    /// Wait until the memories are searchable (default true). `false` answers 202 at once.
+    pub wait: Option<bool>,
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Add 1–100 memories.
+#[utoipa::path(post, path = "/v1/memories", tag = "memories",
+    params(AddMemoriesQuery, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried write safe")),
+    request_body = AddMemoriesBody,
+    responses(
+        (status = 201, description = "Stored and searchable", body = MemoriesEnvelope),
+        (status = 202, description = "Stored; the index will make them searchable shortly", body = MemoriesEnvelope),
+        (status = 400, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 401, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 413, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, body = ProblemDocument, content_type = "application/problem+json"),
+    ),
+    security(("api_key" = [])))]
+pub async fn add_memories(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    IdempotencyKey(idempotency_key): IdempotencyKey,
+    QueryParams(query): QueryParams<AddMemoriesQuery>,
+    body: JsonBody<AddMemoriesBody>,
+) -> Result<Response, ApiError> {
+    let new_memories = body.value.into_new_memories().map_err(ApiError::invalid)?;
+    let wait_for_index = query.wait.unwrap_or(true);
+    let claim = idempotency_key.map(|key| IdempotencyClaim {
+        key,
+        request_fingerprint: request_fingerprint("POST /v1/memories", "", &body.raw),
+    });
+    let render = |memories: &[engram_core::Memory]| {
+        let envelope = MemoriesEnvelope { memories: memories.iter().map(MemoryView::from).collect() };
+        (201, serde_json::to_string(&envelope).unwrap_or_default())
+    };
+    let outcome = engine
+        .add_memories(&principal.scope, new_memories, &principal.actor(), claim, wait_for_index, render)
+        .await?;
+    Ok(match outcome {
+        AddOutcome::Replayed { status, body } => {
+            json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED), body)
+        }
+        AddOutcome::Stored { memories, indexed } => {
+            let status = if indexed { StatusCode::CREATED } else { StatusCode::ACCEPTED };
+            let envelope = MemoriesEnvelope { memories: memories.iter().map(MemoryView::from).collect() };
+            (status, Json(envelope)).into_response()
+        }
+    })
+}
+
+/// Get one memory.
+#[utoipa::path(get, path = "/v1/memories/{memory_id}", tag = "memories",
+    params(("memory_id" = String, Path, description = "Memory id (UUIDv7)")),
+    responses((status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn get_memory(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let memory_id = parse_memory_id(&memory_id)?;
+    let memory = engine.get_memory(&principal.scope, memory_id).await?;
+    Ok(Json(MemoryView::from(&memory)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListMemoriesQuery {
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: Option<String>,
+    /// `active` (default) or `superseded`.
+    pub state: Option<String>,
+    /// 1–500, default 50.
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+}
+
+/// List memories, newest first, with cursor pagination.
+#[utoipa::path(get, path = "/v1/memories", tag = "memories", params(ListMemoriesQuery),
+    responses((status = 200, body = MemoryListView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn list_memories(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    QueryParams(query): QueryParams<ListMemoriesQuery>,
+) -> Result<Json<MemoryListView>, ApiError> {
+    let mut errors = Vec::new();
+    let subject = engram_core::SubjectFilter {
+        user_id: ExternalId::parse_field(query.user_id.as_deref(), "query.user_id", &mut errors),
+        agent_id: ExternalId::parse_field(query.agent_id.as_deref(), "query.agent_id", &mut errors),
+        session_id: ExternalId::parse_field(query.session_id.as_deref(), "query.session_id", &mut errors),
+    };
+    let kind = match query.kind.as_deref() {
+        None => None,
+        Some(text) => text.parse::<MemoryKind>().map_err(|message| errors.push(FieldError::new("query.kind", message))).ok(),
+    };
+    let state = match query.state.as_deref() {
+        None | Some("active") => Some(MemoryState::Active),
+        Some("superseded") => Some(MemoryState::Superseded),
+        Some(other) => {
+            errors.push(FieldError::new("query.state", format!("unknown value {other:?}; expected one of: active, superseded")));
+            None
+        }
+    };
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
+    if !(1..=MAX_LIST_LIMIT as i64).contains(&limit) {
+        errors.push(FieldError::new("query.limit", format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}")));
+    }
+    let after = match query.cursor.as_deref() {
+        None => None,
+        Some(text) => text
+            .parse::<MemoryId>()
+            .map_err(|_| errors.push(FieldError::new("query.cursor", "is not a cursor returned by this API")))
+            .ok(),
+    };
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    let filter = MemoryListFilter { subject, kind, state, after, limit: limit as u64 };
+    let page = engine.list_memories(&principal.scope, &filter).await?;
+    Ok(Json(MemoryListView {
+        memories: page.memories.iter().map(MemoryView::from).collect(),
+        next_cursor: page.next_cursor.map(|cursor| cursor.to_string()),
+    }))
+}
+
+/// Edit a memory. `If-Match: <version>` makes the edit conditional.
+#[utoipa::path(patch, path = "/v1/memories/{memory_id}", tag = "memories",
+    params(("memory_id" = String, Path), ("If-Match" = Option<String>, Header, description = "Expected version, e.g. 3 or \"3\"")),
+    request_body = EditMemoryBody,
+    responses((status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn edit_memory(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+    IfMatchVersion(expected_version): IfMatchVersion,
+    body: JsonBody<EditMemoryBody>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let memory_id = parse_memory_id(&memory_id)?;
+    let edit = body.value.into_edit().map_err(ApiError::invalid)?;
+    let memory = engine.edit_memory(&principal.scope, memory_id, edit, expected_version, &principal.actor()).await?;
+    Ok(Json(MemoryView::from(&memory)))
+}
+
+/// Delete a memory and all its content, history included.
+#[utoipa::path(delete, path = "/v1/memories/{memory_id}", tag = "memories", params(("memory_id" = String, Path)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn delete_memory(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let memory_id = parse_memory_id(&memory_id)?;
+    engine.delete_memory(&principal.scope, memory_id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The change history of a memory, oldest first.
+#[utoipa::path(get, path = "/v1/memories/{memory_id}/history", tag = "memories", params(("memory_id" = String, Path)),
+    responses((status = 200, body = HistoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn memory_history(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+) -> Result<Json<HistoryView>, ApiError> {
+    let memory_id = parse_memory_id(&memory_id)?;
+    let history = engine.memory_history(&principal.scope, memory_id).await?;
+    Ok(Json(HistoryView { history: history.into_iter().map(Into::into).collect() }))
+}
+
+/// Find the memories that best match a query.
+#[utoipa::path(post, path = "/v1/memories/search", tag = "memories", request_body = SearchBody,
+    responses((status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 503, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn search_memories(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    body: JsonBody<SearchBody>,
+) -> Result<Json<SearchResponseView>, ApiError> {
+    let parsed = body.value.into_request().map_err(ApiError::invalid)?;
+    let outcome = engine.search(&principal.scope, parsed.request).await?;
+    Ok(Json(SearchResponseView {
+        results: outcome
+            .results
+            .iter()
+            .map(|hit| SearchResultView { memory: MemoryView::from(&hit.memory), score: hit.score })
+            .collect(),
+        recall_id: outcome.recall_id.to_string(),
+    }))
+}

@@ -1,0 +1,360 @@
+//! The JSON shapes of the public API (as in API.md) and their parsing into validated
+//! engine inputs, collecting every field problem with its path.
+
+use chrono::{DateTime, Utc};
+use engram_core::limits::{
+    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_MEMORIES_PER_ADD, MAX_METADATA_BYTES, MAX_QUERY_BYTES,
+    MAX_REASON_CHARS, MAX_TOP_K,
+};
+use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
+use engram_engine::{MemoryEdit, NewMemory, SearchFilters};
+use engram_storage::HistoryEntry;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// A memory as the API returns it.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct MemoryView {
+    pub id: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `semantic | episodic | procedural | preference`
+    pub kind: String,
+    pub key: Option<String>,
+    pub content: String,
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    /// `user_stated | tool_result | model_inferred | manual | file`
+    pub source: String,
+    pub confidence: f64,
+    /// `active | superseded`
+    pub state: String,
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub valid_from: DateTime<Utc>,
+    pub valid_to: Option<DateTime<Utc>>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl From<&Memory> for MemoryView {
+    fn from(memory: &Memory) -> Self {
+        Self {
+            id: memory.id.to_string(),
+            user_id: memory.user_id.as_ref().map(ToString::to_string),
+            agent_id: memory.agent_id.as_ref().map(ToString::to_string),
+            session_id: memory.session_id.as_ref().map(ToString::to_string),
+            kind: memory.kind.to_string(),
+            key: memory.key.as_ref().map(ToString::to_string),
+            content: memory.content.clone(),
+            metadata: memory.metadata.clone(),
+            categories: memory.categories.clone(),
+            source: memory.source.to_string(),
+            confidence: memory.confidence,
+            state: memory.state.to_string(),
+            version: memory.version,
+            created_at: memory.created_at,
+            updated_at: memory.updated_at,
+            valid_from: memory.valid_from,
+            valid_to: memory.valid_to,
+            expires_at: memory.expires_at,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct MemoriesEnvelope {
+    pub memories: Vec<MemoryView>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct MemoryListView {
+    pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistoryEntryView {
+    pub version: i64,
+    /// `created | updated | superseded`
+    pub event: String,
+    pub content: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+impl From<HistoryEntry> for HistoryEntryView {
+    fn from(entry: HistoryEntry) -> Self {
+        Self {
+            version: entry.version,
+            event: entry.event,
+            content: entry.content,
+            actor: entry.actor,
+            reason: entry.reason,
+            at: entry.at,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct HistoryView {
+    pub history: Vec<HistoryEntryView>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SearchResultView {
+    pub memory: MemoryView,
+    /// Relevance in [0, 1], higher is better.
+    pub score: f32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SearchResponseView {
+    pub results: Vec<SearchResultView>,
+    pub recall_id: String,
+}
+
+/// One memory to add. Only `content` is required.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct NewMemoryBody {
+    /// 1 byte – 32 KiB of UTF-8.
+    pub content: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Default `semantic`.
+    pub kind: Option<String>,
+    /// A memory with a key supersedes the active memory with the same (user_id, agent_id, key).
+    pub key: Option<String>,
+    /// A JSON object of at most 16 KiB.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    pub categories: Option<Vec<String>>,
+    /// Default `user_stated`.
+    pub source: Option<String>,
+    /// 0–1, default 1.
+    pub confidence: Option<f64>,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct AddMemoriesBody {
+    /// 1–100 memories.
+    pub memories: Vec<NewMemoryBody>,
+}
+
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct EditMemoryBody {
+    pub content: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Value>,
+    pub categories: Option<Vec<String>>,
+    /// Set to null to clear the expiry.
+    #[serde(default, deserialize_with = "present_or_null")]
+    #[schema(value_type = Option<DateTime<Utc>>)]
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// Why the memory was changed; kept in its history.
+    pub reason: Option<String>,
+}
+
+fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<DateTime<Utc>>>, D::Error> {
+    Option::<DateTime<Utc>>::deserialize(deserializer).map(Some)
+}
+
+/// Conditions on metadata and time.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
+pub struct SearchFiltersBody {
+    /// Every key must equal the given JSON value.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    /// At least one of these categories.
+    pub categories: Option<Vec<String>>,
+}
+
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct SearchBody {
+    pub query: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kinds: Option<Vec<String>>,
+    pub filters: Option<SearchFiltersBody>,
+    /// 1–100, default 10.
+    pub top_k: Option<i64>,
+    /// 0–1, default 0.
+    pub min_score: Option<f64>,
+}
+
+fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
+    if content.is_empty() {
+        errors.push(FieldError::new(field, "must not be empty"));
+    } else if content.len() > MAX_CONTENT_BYTES {
+        errors.push(FieldError::new(field, format!("must be at most {MAX_CONTENT_BYTES} bytes, got {}", content.len())));
+    }
+}
+
+fn check_metadata(
+    metadata: Option<serde_json::Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> serde_json::Map<String, serde_json::Value> {
+    match metadata {
+        None | Some(serde_json::Value::Null) => serde_json::Map::new(),
+        Some(serde_json::Value::Object(map)) => {
+            let size = serde_json::to_vec(&map).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
+            if size > MAX_METADATA_BYTES {
+                errors.push(FieldError::new(field, format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}")));
+            }
+            map
+        }
+        Some(_) => {
+            errors.push(FieldError::new(field, "must be a JSON object"));
+            serde_json::Map::new()
+        }
+    }
+}
+
+fn check_categories(categories: Option<Vec<String>>, field: &str, errors: &mut Vec<FieldError>) -> Vec<String> {
+    let categories = categories.unwrap_or_default();
+    if categories.len() > MAX_CATEGORIES {
+        errors.push(FieldError::new(field, format!("at most {MAX_CATEGORIES} categories, got {}", categories.len())));
+    }
+    for (position, category) in categories.iter().enumerate() {
+        let characters = category.chars().count();
+        if characters == 0 || characters > MAX_CATEGORY_CHARS {
+            errors.push(FieldError::new(format!("{field}[{position}]"), format!("must be 1–{MAX_CATEGORY_CHARS} characters")));
+        }
+    }
+    categories
+}
+
+fn parse_enum<T: std::str::FromStr<Err = String>>(text: Option<&str>, default: T, field: &str, errors: &mut Vec<FieldError>) -> T {
+    match text {
+        None => default,
+        Some(text) => text.parse().unwrap_or_else(|message| {
+            errors.push(FieldError::new(field, message));
+            default
+        }),
+    }
+}
+
+impl AddMemoriesBody {
+    pub fn into_new_memories(self) -> Result<Vec<NewMemory>, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if self.memories.is_empty() || self.memories.len() > MAX_MEMORIES_PER_ADD {
+            errors.push(FieldError::new(
+                "memories",
+                format!("must hold 1–{MAX_MEMORIES_PER_ADD} memories, got {}", self.memories.len()),
+            ));
+            return Err(errors);
+        }
+        let mut parsed = Vec::with_capacity(self.memories.len());
+        for (position, body) in self.memories.into_iter().enumerate() {
+            let path = |name: &str| format!("memories[{position}].{name}");
+            check_content(&body.content, &path("content"), &mut errors);
+            let confidence = body.confidence.unwrap_or(1.0);
+            if !(0.0..=1.0).contains(&confidence) {
+                errors.push(FieldError::new(path("confidence"), "must be between 0 and 1"));
+            }
+            parsed.push(NewMemory {
+                user_id: ExternalId::parse_field(body.user_id.as_deref(), &path("user_id"), &mut errors),
+                agent_id: ExternalId::parse_field(body.agent_id.as_deref(), &path("agent_id"), &mut errors),
+                session_id: ExternalId::parse_field(body.session_id.as_deref(), &path("session_id"), &mut errors),
+                kind: parse_enum(body.kind.as_deref(), MemoryKind::Semantic, &path("kind"), &mut errors),
+                key: ExternalId::parse_field(body.key.as_deref(), &path("key"), &mut errors),
+                metadata: check_metadata(body.metadata, &path("metadata"), &mut errors),
+                categories: check_categories(body.categories, &path("categories"), &mut errors),
+                source: parse_enum(body.source.as_deref(), MemorySource::UserStated, &path("source"), &mut errors),
+                confidence,
+                expires_at: body.expires_at,
+                content: body.content,
+            });
+        }
+        if errors.is_empty() { Ok(parsed) } else { Err(errors) }
+    }
+}
+
+impl EditMemoryBody {
+    pub fn into_edit(self) -> Result<MemoryEdit, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if self.content.is_none() && self.metadata.is_none() && self.categories.is_none() && self.expires_at.is_none() {
+            errors.push(FieldError::new("body", "nothing to change: give content, metadata, categories or expires_at"));
+        }
+        if let Some(content) = &self.content {
+            check_content(content, "content", &mut errors);
+        }
+        let metadata = self.metadata.map(|value| check_metadata(Some(value), "metadata", &mut errors));
+        let categories = self.categories.map(|categories| check_categories(Some(categories), "categories", &mut errors));
+        if let Some(reason) = &self.reason {
+            if reason.chars().count() > MAX_REASON_CHARS {
+                errors.push(FieldError::new("reason", format!("must be at most {MAX_REASON_CHARS} characters")));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(MemoryEdit { content: self.content, metadata, categories, expires_at: self.expires_at, reason: self.reason })
+    }
+}
+
+/// A validated search.
+pub struct ParsedSearch {
+    pub request: engram_engine::SearchRequest,
+}
+
+impl SearchBody {
+    pub fn into_request(self) -> Result<ParsedSearch, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        if self.query.trim().is_empty() {
+            errors.push(FieldError::new("query", "must not be empty"));
+        } else if self.query.len() > MAX_QUERY_BYTES {
+            errors.push(FieldError::new("query", format!("must be at most {MAX_QUERY_BYTES} bytes")));
+        }
+        let top_k = self.top_k.unwrap_or(engram_core::limits::DEFAULT_TOP_K as i64);
+        if !(1..=MAX_TOP_K as i64).contains(&top_k) {
+            errors.push(FieldError::new("top_k", format!("must be between 1 and {MAX_TOP_K}, got {top_k}")));
+        }
+        let min_score = self.min_score.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&min_score) {
+            errors.push(FieldError::new("min_score", "must be between 0 and 1"));
+        }
+        let mut kinds = Vec::new();
+        for (position, kind) in self.kinds.unwrap_or_default().iter().enumerate() {
+            match kind.parse::<MemoryKind>() {
+                Ok(kind) => kinds.push(kind),
+                Err(message) => errors.push(FieldError::new(format!("kinds[{position}]"), message)),
+            }
+        }
+        let subject = engram_core::SubjectFilter {
+            user_id: ExternalId::parse_field(self.user_id.as_deref(), "user_id", &mut errors),
+            agent_id: ExternalId::parse_field(self.agent_id.as_deref(), "agent_id", &mut errors),
+            session_id: ExternalId::parse_field(self.session_id.as_deref(), "session_id", &mut errors),
+        };
+        let filters_body = self.filters.unwrap_or_default();
+        let filters = SearchFilters {
+            metadata_equals: filters_body.metadata.unwrap_or_default(),
+            created_after: filters_body.created_after,
+            created_before: filters_body.created_before,
+            categories_any: filters_body.categories.unwrap_or_default(),
+        };
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(ParsedSearch {
+            request: engram_engine::SearchRequest {
+                query: self.query,
+                subject,
+                kinds,
+                filters,
+                top_k: top_k as usize,
+                min_score: min_score as f32,
+            },
+        })
+    }
+}

@@ -1,0 +1,11 @@
+//! sea-orm entities, private to the storage crate: code outside it cannot write a query
+//! against a table directly, only call the scoped repository functions.
+
+pub(crate) mod api_keys;
+pub(crate) mod console_accounts;
+pub(crate) mod idempotency_records;
+pub(crate) mod index_outbox;
+pub(crate) mod memories;
+pub(crate) mod memory_history;
+pub(crate) mod organizations;
+pub(crate) mod projects;

@@ -1,0 +1,45 @@
+//! Storage failures as the rest of the system needs to tell them apart: not found, version
+//! conflict, idempotency conflict, a database that is down, and everything else.
+
+use sea_orm::{DbErr, RuntimeErr};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("not found")]
+    NotFound,
+    #[error("version conflict: the memory is at version {current_version}")]
+    VersionConflict { current_version: i64 },
+    #[error("the idempotency key was already used with a different request")]
+    IdempotencyKeyReused,
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("storage configuration: {0}")]
+    Configuration(String),
+    #[error("database error: {0}")]
+    Internal(String),
+}
+
+impl StorageError {
+    pub(crate) fn from_db(error: DbErr) -> Self {
+        match &error {
+            DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => StorageError::Unavailable(error.to_string()),
+            DbErr::Query(RuntimeErr::SqlxError(sqlx_error)) | DbErr::Exec(RuntimeErr::SqlxError(sqlx_error))
+                if is_connection_failure(sqlx_error) =>
+            {
+                StorageError::Unavailable(error.to_string())
+            }
+            _ => StorageError::Internal(error.to_string()),
+        }
+    }
+}
+
+fn is_connection_failure(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed | sqlx::Error::Tls(_)
+    )
+}
+
+pub(crate) fn is_unique_violation(error: &DbErr) -> bool {
+    matches!(error.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+}

@@ -1,0 +1,573 @@
+//! Memory repository: add (with supersede by key, history, outbox and idempotency in one
+//! transaction), get, list, patch with optimistic concurrency, delete, history, hydrate.
+
+use crate::entities::{idempotency_records, index_outbox, memories, memory_history};
+use crate::error::is_unique_violation;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::memory::content_digest;
+use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, MemorySource, MemoryState, ProjectScope, SubjectFilter};
+use sea_orm::sea_query::{Expr, Func, LikeExpr};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    Select, TransactionTrait,
+};
+use std::collections::HashMap;
+
+/// A validated memory ready to be stored, with its embedding already computed.
+#[derive(Clone, Debug)]
+pub struct MemoryDraft {
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub session_id: Option<ExternalId>,
+    pub kind: MemoryKind,
+    pub key: Option<ExternalId>,
+    pub content: String,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    pub source: MemorySource,
+    pub confidence: f64,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub embedding: Vec<f32>,
+    pub embedding_model: String,
+}
+
+/// An `Idempotency-Key` presented with a write, and a digest of the request it came with.
+#[derive(Clone, Debug)]
+pub struct IdempotencyClaim {
+    pub key: String,
+    pub request_fingerprint: String,
+}
+
+pub enum InsertOutcome {
+    /// The memories were stored; `touched` lists every memory whose index entry must change
+    /// (the new ones and any they superseded).
+    Inserted { memories: Vec<Memory>, touched: Vec<MemoryId> },
+    /// The same idempotency key and request were seen before: the first answer, verbatim.
+    Replayed { status: u16, body: String },
+}
+
+/// A change to an existing memory. `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryPatch {
+    /// New content with its embedding.
+    pub content: Option<(String, Vec<f32>)>,
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    pub categories: Option<Vec<String>>,
+    /// `Some(None)` clears the expiry.
+    pub expires_at: Option<Option<DateTime<Utc>>>,
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MemoryListFilter {
+    pub subject: SubjectFilter,
+    pub kind: Option<MemoryKind>,
+    pub state: Option<MemoryState>,
+    /// Case-insensitive substring of the content or the user id (console search).
+    pub text_contains: Option<String>,
+    /// Exclusive: the page starts after this id (pages run newest first).
+    pub after: Option<MemoryId>,
+    pub limit: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct MemoryPage {
+    pub memories: Vec<Memory>,
+    pub next_cursor: Option<MemoryId>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    pub version: i64,
+    pub event: String,
+    pub content: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// Every memory query starts here, so none can forget the tenant filter.
+fn memories_of(scope: &ProjectScope) -> Select<memories::Entity> {
+    memories::Entity::find().filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+}
+
+fn subject_condition(subject: &SubjectFilter) -> Condition {
+    let mut condition = Condition::all();
+    if let Some(user_id) = &subject.user_id {
+        condition = condition.add(memories::Column::UserId.eq(user_id.as_str()));
+    }
+    if let Some(agent_id) = &subject.agent_id {
+        condition = condition.add(memories::Column::AgentId.eq(agent_id.as_str()));
+    }
+    if let Some(session_id) = &subject.session_id {
+        condition = condition.add(memories::Column::SessionId.eq(session_id.as_str()));
+    }
+    condition
+}
+
+pub(crate) fn encode_embedding(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|component| component.to_le_bytes()).collect()
+}
+
+pub(crate) fn decode_embedding(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|chunk| f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
+        .collect()
+}
+
+fn optional_external_id(value: Option<String>, column: &str) -> Result<Option<ExternalId>, StorageError> {
+    value
+        .map(|text| ExternalId::parse(&text).map_err(|error| StorageError::Internal(format!("stored {column} is invalid: {error}"))))
+        .transpose()
+}
+
+pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, StorageError> {
+    let corrupt = |column: &str, error: String| StorageError::Internal(format!("stored {column} is invalid: {error}"));
+    let metadata = match model.metadata {
+        serde_json::Value::Object(map) => map,
+        other => return Err(corrupt("metadata", format!("expected an object, got {other}"))),
+    };
+    let categories: Vec<String> =
+        serde_json::from_value(model.categories).map_err(|error| corrupt("categories", error.to_string()))?;
+    Ok(Memory {
+        id: MemoryId::from_uuid(model.id),
+        organization_id: engram_core::OrganizationId::from_uuid(model.organization_id),
+        project_id: engram_core::ProjectId::from_uuid(model.project_id),
+        user_id: optional_external_id(model.user_id, "user_id")?,
+        agent_id: optional_external_id(model.agent_id, "agent_id")?,
+        session_id: optional_external_id(model.session_id, "session_id")?,
+        kind: model.kind.parse().map_err(|error| corrupt("kind", error))?,
+        key: optional_external_id(model.key, "key")?,
+        content: model.content,
+        metadata,
+        categories,
+        source: model.source.parse().map_err(|error| corrupt("source", error))?,
+        confidence: model.confidence,
+        state: model.state.parse().map_err(|error| corrupt("state", error))?,
+        version: model.version,
+        created_at: model.created_at,
+        updated_at: model.updated_at,
+        valid_from: model.valid_from,
+        valid_to: model.valid_to,
+        expires_at: model.expires_at,
+        embedding_model: model.embedding_model,
+        content_hash: model.content_hash,
+    })
+}
+
+async fn append_history(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    memory_id: MemoryId,
+    version: i64,
+    event: &str,
+    content: Option<String>,
+    actor: &str,
+    reason: Option<String>,
+) -> Result<(), StorageError> {
+    memory_history::Entity::insert(memory_history::ActiveModel {
+        memory_id: Set(memory_id.as_uuid()),
+        project_id: Set(scope.project_id().as_uuid()),
+        version: Set(version),
+        event: Set(event.to_string()),
+        content: Set(content),
+        actor: Set(actor.to_string()),
+        reason: Set(reason),
+        at: Set(Utc::now()),
+        ..Default::default()
+    })
+    .exec(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
+    Ok(())
+}
+
+/// Record that the index entry of `memory_id` must be brought in line with the database.
+async fn enqueue_index_change(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    memory_id: MemoryId,
+) -> Result<(), StorageError> {
+    index_outbox::Entity::insert(index_outbox::ActiveModel {
+        organization_id: Set(scope.organization_id().as_uuid()),
+        project_id: Set(scope.project_id().as_uuid()),
+        memory_id: Set(memory_id.as_uuid()),
+        created_at: Set(Utc::now()),
+        attempts: Set(0),
+        last_error: Set(None),
+        ..Default::default()
+    })
+    .exec(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
+    Ok(())
+}
+
+/// Mark the active memory with the same (user, agent, key) as superseded.
+async fn supersede_active_with_key(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    draft: &MemoryDraft,
+    key: &ExternalId,
+    superseded_by: MemoryId,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<MemoryId>, StorageError> {
+    let mut query = memories_of(scope)
+        .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+        .filter(memories::Column::Key.eq(key.as_str()));
+    query = match &draft.user_id {
+        Some(user_id) => query.filter(memories::Column::UserId.eq(user_id.as_str())),
+        None => query.filter(memories::Column::UserId.is_null()),
+    };
+    query = match &draft.agent_id {
+        Some(agent_id) => query.filter(memories::Column::AgentId.eq(agent_id.as_str())),
+        None => query.filter(memories::Column::AgentId.is_null()),
+    };
+    let Some(previous) = query.one(transaction).await.map_err(StorageError::from_db)? else {
+        return Ok(None);
+    };
+    let next_version = previous.version + 1;
+    memories::Entity::update_many()
+        .col_expr(memories::Column::State, Expr::value(MemoryState::Superseded.as_str()))
+        .col_expr(memories::Column::ValidTo, Expr::value(now))
+        .col_expr(memories::Column::UpdatedAt, Expr::value(now))
+        .col_expr(memories::Column::Version, Expr::value(next_version))
+        .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(memories::Column::Id.eq(previous.id))
+        .exec(transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+    let previous_id = MemoryId::from_uuid(previous.id);
+    append_history(
+        transaction,
+        scope,
+        previous_id,
+        next_version,
+        "superseded",
+        None,
+        actor,
+        Some(format!("superseded by {superseded_by} (same key {key:?})")),
+    )
+    .await?;
+    enqueue_index_change(transaction, scope, previous_id).await?;
+    Ok(Some(previous_id))
+}
+
+impl Storage {
+    /// Store new memories in one transaction: each with a `created` history entry and an
+    /// outbox entry; keyed ones supersede the active memory with the same key. With an
+    /// idempotency claim, a repeated request returns the first answer and writes nothing.
+    pub async fn insert_memories(
+        &self,
+        scope: &ProjectScope,
+        drafts: Vec<MemoryDraft>,
+        actor: &str,
+        idempotency: Option<IdempotencyClaim>,
+        render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
+    ) -> Result<InsertOutcome, StorageError> {
+        // A concurrent request with the same idempotency key, or a concurrent writer of the
+        // same memory key, loses on a unique index; one retry then sees the winner's rows.
+        for attempt in 0..3 {
+            match self.try_insert_memories(scope, &drafts, actor, idempotency.as_ref(), &render_response).await {
+                Err(StorageError::Internal(message)) if attempt < 2 && message.contains("UNIQUE") => continue,
+                Err(StorageError::Internal(message)) if attempt < 2 && message.contains("duplicate key") => continue,
+                other => return other,
+            }
+        }
+        Err(StorageError::Internal("insert kept conflicting with concurrent writers".to_string()))
+    }
+
+    async fn try_insert_memories(
+        &self,
+        scope: &ProjectScope,
+        drafts: &[MemoryDraft],
+        actor: &str,
+        idempotency: Option<&IdempotencyClaim>,
+        render_response: &(impl Fn(&[Memory]) -> (u16, String) + Send + Sync),
+    ) -> Result<InsertOutcome, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        if let Some(claim) = idempotency {
+            let previous = idempotency_records::Entity::find_by_id((scope.project_id().as_uuid(), claim.key.clone()))
+                .one(&transaction)
+                .await
+                .map_err(StorageError::from_db)?;
+            if let Some(previous) = previous {
+                if previous.request_fingerprint != claim.request_fingerprint {
+                    return Err(StorageError::IdempotencyKeyReused);
+                }
+                let status = u16::try_from(previous.response_status).unwrap_or(201);
+                return Ok(InsertOutcome::Replayed { status, body: previous.response_body });
+            }
+        }
+        let now = Utc::now();
+        let mut stored = Vec::with_capacity(drafts.len());
+        let mut touched = Vec::with_capacity(drafts.len());
+        for draft in drafts {
+            let memory_id = MemoryId::generate();
+            if let Some(key) = &draft.key {
+                if let Some(previous_id) =
+                    supersede_active_with_key(&transaction, scope, draft, key, memory_id, actor, now).await?
+                {
+                    touched.push(previous_id);
+                }
+            }
+            let model = memories::ActiveModel {
+                id: Set(memory_id.as_uuid()),
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                user_id: Set(draft.user_id.as_ref().map(|id| id.as_str().to_string())),
+                agent_id: Set(draft.agent_id.as_ref().map(|id| id.as_str().to_string())),
+                session_id: Set(draft.session_id.as_ref().map(|id| id.as_str().to_string())),
+                kind: Set(draft.kind.as_str().to_string()),
+                key: Set(draft.key.as_ref().map(|id| id.as_str().to_string())),
+                content: Set(draft.content.clone()),
+                metadata: Set(serde_json::Value::Object(draft.metadata.clone())),
+                categories: Set(serde_json::json!(draft.categories)),
+                source: Set(draft.source.as_str().to_string()),
+                confidence: Set(draft.confidence),
+                state: Set(MemoryState::Active.as_str().to_string()),
+                version: Set(1),
+                created_at: Set(now),
+                updated_at: Set(now),
+                valid_from: Set(now),
+                valid_to: Set(None),
+                expires_at: Set(draft.expires_at),
+                embedding_model: Set(draft.embedding_model.clone()),
+                embedding: Set(encode_embedding(&draft.embedding)),
+                content_hash: Set(content_digest(&draft.content)),
+            };
+            let inserted = memories::Entity::insert(model).exec_with_returning(&transaction).await.map_err(|error| {
+                if is_unique_violation(&error) {
+                    StorageError::Internal(format!("UNIQUE conflict: {error}"))
+                } else {
+                    StorageError::from_db(error)
+                }
+            })?;
+            append_history(&transaction, scope, memory_id, 1, "created", Some(draft.content.clone()), actor, None)
+                .await?;
+            enqueue_index_change(&transaction, scope, memory_id).await?;
+            touched.push(memory_id);
+            stored.push(memory_from_model(inserted)?);
+        }
+        if let Some(claim) = idempotency {
+            let (status, body) = render_response(&stored);
+            idempotency_records::Entity::insert(idempotency_records::ActiveModel {
+                project_id: Set(scope.project_id().as_uuid()),
+                idempotency_key: Set(claim.key.clone()),
+                request_fingerprint: Set(claim.request_fingerprint.clone()),
+                response_status: Set(i32::from(status)),
+                response_body: Set(body),
+                created_at: Set(now),
+            })
+            .exec(&transaction)
+            .await
+            .map_err(|error| {
+                if is_unique_violation(&error) {
+                    StorageError::Internal(format!("UNIQUE conflict on idempotency key: {error}"))
+                } else {
+                    StorageError::from_db(error)
+                }
+            })?;
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(InsertOutcome::Inserted { memories: stored, touched })
+    }
+
+    pub async fn get_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Memory, StorageError> {
+        let found = memories_of(scope)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        match found {
+            Some(model) => memory_from_model(model),
+            None => Err(StorageError::NotFound),
+        }
+    }
+
+    /// One page of memories, newest first.
+    pub async fn list_memories(&self, scope: &ProjectScope, filter: &MemoryListFilter) -> Result<MemoryPage, StorageError> {
+        let state = filter.state.unwrap_or(MemoryState::Active);
+        let mut query = memories_of(scope)
+            .filter(memories::Column::State.eq(state.as_str()))
+            .filter(subject_condition(&filter.subject));
+        if let Some(kind) = filter.kind {
+            query = query.filter(memories::Column::Kind.eq(kind.as_str()));
+        }
+        if let Some(after) = filter.after {
+            query = query.filter(memories::Column::Id.lt(after.as_uuid()));
+        }
+        if let Some(text) = filter.text_contains.as_deref().filter(|text| !text.is_empty()) {
+            let escaped = text.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+            let pattern = format!("%{escaped}%");
+            let like = |column: memories::Column| {
+                Expr::expr(Func::lower(Expr::col(column))).like(LikeExpr::new(pattern.clone()).escape('\\'))
+            };
+            query = query.filter(Condition::any().add(like(memories::Column::Content)).add(like(memories::Column::UserId)));
+        }
+        let limit = filter.limit.max(1);
+        let mut models = query
+            .order_by_desc(memories::Column::Id)
+            .limit(limit + 1)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let has_more = models.len() as u64 > limit;
+        models.truncate(limit as usize);
+        let memories = models.into_iter().map(memory_from_model).collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = if has_more { memories.last().map(|memory| memory.id) } else { None };
+        Ok(MemoryPage { memories, next_cursor })
+    }
+
+    /// Apply a patch. With `expected_version`, a mismatch is a conflict and changes nothing.
+    pub async fn update_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        patch: MemoryPatch,
+        expected_version: Option<i64>,
+        actor: &str,
+    ) -> Result<(Memory, MemoryId), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let current = memories_of(scope)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        if let Some(expected) = expected_version {
+            if expected != current.version {
+                return Err(StorageError::VersionConflict { current_version: current.version });
+            }
+        }
+        let now = Utc::now();
+        let next_version = current.version + 1;
+        let mut update = memories::Entity::update_many()
+            .col_expr(memories::Column::Version, Expr::value(next_version))
+            .col_expr(memories::Column::UpdatedAt, Expr::value(now));
+        let mut history_content = None;
+        if let Some((content, embedding)) = &patch.content {
+            update = update
+                .col_expr(memories::Column::Content, Expr::value(content.clone()))
+                .col_expr(memories::Column::ContentHash, Expr::value(content_digest(content)))
+                .col_expr(memories::Column::Embedding, Expr::value(encode_embedding(embedding)));
+            history_content = Some(content.clone());
+        }
+        if let Some(metadata) = &patch.metadata {
+            update = update.col_expr(memories::Column::Metadata, Expr::value(serde_json::Value::Object(metadata.clone())));
+        }
+        if let Some(categories) = &patch.categories {
+            update = update.col_expr(memories::Column::Categories, Expr::value(serde_json::json!(categories)));
+        }
+        if let Some(expires_at) = patch.expires_at {
+            update = update.col_expr(memories::Column::ExpiresAt, Expr::value(expires_at));
+        }
+        // The version guard makes a concurrent patch that slipped in between lose cleanly.
+        let result = update
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .filter(memories::Column::Version.eq(current.version))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        if result.rows_affected != 1 {
+            return Err(StorageError::VersionConflict { current_version: current.version });
+        }
+        append_history(&transaction, scope, memory_id, next_version, "updated", history_content, actor, patch.reason.clone())
+            .await?;
+        enqueue_index_change(&transaction, scope, memory_id).await?;
+        let updated = memories_of(scope)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok((memory_from_model(updated)?, memory_id))
+    }
+
+    /// Remove a memory and all its content, history text included. The index entry is
+    /// removed through the outbox.
+    pub async fn delete_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let deleted = memories::Entity::delete_many()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        if deleted.rows_affected == 0 {
+            return Err(StorageError::NotFound);
+        }
+        memory_history::Entity::delete_many()
+            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        enqueue_index_change(&transaction, scope, memory_id).await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    pub async fn memory_history(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Vec<HistoryEntry>, StorageError> {
+        // Existence first, so an id of another project and a deleted id both answer NotFound.
+        self.get_memory(scope, memory_id).await?;
+        let rows = memory_history::Entity::find()
+            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))
+            .order_by_asc(memory_history::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| HistoryEntry {
+                version: row.version,
+                event: row.event,
+                content: row.content,
+                actor: row.actor,
+                reason: row.reason,
+                at: row.at,
+            })
+            .collect())
+    }
+
+    /// The active memories among `ids`: search results are hydrated from here, so anything
+    /// deleted or superseded is dropped even while the index lags.
+    pub async fn active_memories_by_id(
+        &self,
+        scope: &ProjectScope,
+        ids: &[MemoryId],
+    ) -> Result<HashMap<MemoryId, Memory>, StorageError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let models = memories_of(scope)
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        models
+            .into_iter()
+            .map(|model| memory_from_model(model).map(|memory| (memory.id, memory)))
+            .collect()
+    }
+
+    /// Count of active memories in the project (for benchmarks and dashboards).
+    pub async fn count_active_memories(&self, scope: &ProjectScope) -> Result<u64, StorageError> {
+        use sea_orm::PaginatorTrait;
+        memories_of(scope)
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+}

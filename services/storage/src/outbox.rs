@@ -1,0 +1,191 @@
+//! The index outbox: entries written in the same transaction as a memory change, read by
+//! the indexer, which re-reads the memory row and makes the vector index match it.
+
+use crate::entities::{index_outbox, memories};
+use crate::memories::decode_embedding;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::{MemoryId, MemoryKind, MemoryState, OrganizationId, ProjectId, ProjectScope};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use std::collections::HashMap;
+
+/// "Bring the index entry of this memory in line with the database."
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutboxEntry {
+    pub id: i64,
+    pub scope: ProjectScope,
+    pub memory_id: MemoryId,
+    pub attempts: i32,
+}
+
+/// What the index needs of an active memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexingRow {
+    pub memory_id: MemoryId,
+    pub version: i64,
+    pub vector: Vec<f32>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: MemoryKind,
+    pub created_at: DateTime<Utc>,
+}
+
+fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
+    OutboxEntry {
+        id: model.id,
+        // The entry was written under this scope by a request that held it.
+        scope: ProjectScope::from_verified_credential(
+            OrganizationId::from_uuid(model.organization_id),
+            ProjectId::from_uuid(model.project_id),
+        ),
+        memory_id: MemoryId::from_uuid(model.memory_id),
+        attempts: model.attempts,
+    }
+}
+
+impl Storage {
+    /// The oldest pending entries of every project.
+    pub async fn pending_index_changes(&self, limit: u64) -> Result<Vec<OutboxEntry>, StorageError> {
+        let models = index_outbox::Entity::find()
+            .order_by_asc(index_outbox::Column::Id)
+            .limit(limit)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(models.into_iter().map(entry_from_model).collect())
+    }
+
+    /// Pending entries for particular memories of one project (read-your-writes path).
+    pub async fn pending_index_changes_for(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+    ) -> Result<Vec<OutboxEntry>, StorageError> {
+        if memory_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let models = index_outbox::Entity::find()
+            .filter(index_outbox::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(index_outbox::Column::MemoryId.is_in(memory_ids.iter().map(|id| id.as_uuid())))
+            .order_by_asc(index_outbox::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(models.into_iter().map(entry_from_model).collect())
+    }
+
+    /// Current indexable state of `ids`: present only for memories that exist and are active.
+    pub async fn indexing_rows(
+        &self,
+        scope: &ProjectScope,
+        ids: &[MemoryId],
+    ) -> Result<HashMap<MemoryId, IndexingRow>, StorageError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let models = memories::Entity::find()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut rows = HashMap::with_capacity(models.len());
+        for model in models {
+            let kind = model
+                .kind
+                .parse()
+                .map_err(|error| StorageError::Internal(format!("stored kind is invalid: {error}")))?;
+            let memory_id = MemoryId::from_uuid(model.id);
+            rows.insert(
+                memory_id,
+                IndexingRow {
+                    memory_id,
+                    version: model.version,
+                    vector: decode_embedding(&model.embedding),
+                    user_id: model.user_id,
+                    agent_id: model.agent_id,
+                    session_id: model.session_id,
+                    kind,
+                    created_at: model.created_at,
+                },
+            );
+        }
+        Ok(rows)
+    }
+
+    /// Entries whose change is applied and flushed in the index.
+    pub async fn complete_index_changes(&self, entry_ids: &[i64]) -> Result<(), StorageError> {
+        if entry_ids.is_empty() {
+            return Ok(());
+        }
+        let _permit = self.write_permit().await;
+        index_outbox::Entity::delete_many()
+            .filter(index_outbox::Column::Id.is_in(entry_ids.iter().copied()))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    pub async fn record_index_failure(&self, entry_ids: &[i64], error: &str) -> Result<(), StorageError> {
+        if entry_ids.is_empty() {
+            return Ok(());
+        }
+        let _permit = self.write_permit().await;
+        index_outbox::Entity::update_many()
+            .col_expr(index_outbox::Column::Attempts, Expr::col(index_outbox::Column::Attempts).add(1))
+            .col_expr(index_outbox::Column::LastError, Expr::value(error.chars().take(1000).collect::<String>()))
+            .filter(index_outbox::Column::Id.is_in(entry_ids.iter().copied()))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    /// Entries not yet applied to the index.
+    pub async fn outbox_backlog(&self) -> Result<u64, StorageError> {
+        index_outbox::Entity::find().count(&self.connection).await.map_err(StorageError::from_db)
+    }
+
+    /// Active memories of every project in id order, a page at a time, with their versions:
+    /// what the reconciler compares against the index.
+    pub async fn active_memory_versions_after(
+        &self,
+        after: Option<MemoryId>,
+        limit: u64,
+    ) -> Result<Vec<(ProjectScope, MemoryId, i64)>, StorageError> {
+        let mut query = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::OrganizationId)
+            .column(memories::Column::ProjectId)
+            .column(memories::Column::Version)
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
+        if let Some(after) = after {
+            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+        }
+        let rows: Vec<(uuid::Uuid, uuid::Uuid, uuid::Uuid, i64)> = query
+            .order_by_asc(memories::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, organization_id, project_id, version)| {
+                (
+                    ProjectScope::from_verified_credential(
+                        OrganizationId::from_uuid(organization_id),
+                        ProjectId::from_uuid(project_id),
+                    ),
+                    MemoryId::from_uuid(id),
+                    version,
+                )
+            })
+            .collect())
+    }
+}

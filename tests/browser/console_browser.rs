@@ -1,0 +1,59 @@
+//! Drives the console in headless Chromium (playwright-core, `tests/browser/console.spec.mjs`)
+//! against a real server seeded through the API: login, memory list, filter, logout.
+
+use engram_tests::{TestServer, workspace_root};
+use serde_json::json;
+use std::process::Command;
+
+#[tokio::test]
+async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
+    let browser_dir = workspace_root().join("tests/browser");
+    assert!(
+        browser_dir.join("node_modules/playwright-core").exists(),
+        "playwright-core is not installed: run `make test` (it runs `npm ci` in tests/browser)"
+    );
+    assert!(std::path::Path::new("/usr/bin/chromium").exists(), "Chromium is not installed: run `make setup`");
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let contents = [
+        "Prefers window seats on long flights.",
+        "Allergic to shellfish.",
+        "Runs the weekly ops review on Mondays.",
+    ];
+    let response = api
+        .add(json!([
+            {"content": contents[0], "user_id": "traveller-1", "kind": "preference"},
+            {"content": contents[1], "user_id": "traveller-1", "kind": "semantic"},
+            {"content": contents[2], "agent_id": "ops-bot", "kind": "procedural"},
+        ]))
+        .await;
+    assert_eq!(response.status, 201);
+    // A memory of another project must never show up in this console project's list.
+    let (_, other_key) = server.create_project("other").unwrap();
+    server.client_with_key(&other_key).add_one(json!({"content": "Other project's secret."})).await;
+
+    let base_url = server.base_url.clone();
+    let email = server.bootstrap.console_email.clone();
+    let password = server.bootstrap.console_password.clone();
+    let expected = serde_json::to_string(&contents).unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("console.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", email)
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .env("ENGRAM_EXPECT_CONTENTS", expected)
+            .env("ENGRAM_FORBIDDEN_CONTENTS", "[\"Other project's secret.\"]")
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(output.status.success(), "browser test failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" passed, 0 failed"), "browser test summary missing:\n{stdout}");
+}
