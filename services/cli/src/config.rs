@@ -53,7 +53,7 @@ const CONSOLE_ASSETS_SUBPATH: &str = "target/console-pkg";
 fn locate(relative: &str) -> Option<PathBuf> {
     let mut bases: Vec<PathBuf> = Vec::new();
     if let Ok(current) = std::env::current_dir() {
-        bases.push(current);
+        bases.extend(current.ancestors().map(Path::to_path_buf));
     }
     if let Ok(executable) = std::env::current_exe() {
         bases.extend(executable.ancestors().skip(1).map(Path::to_path_buf));

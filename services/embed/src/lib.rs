@@ -24,3 +24,12 @@ pub trait Embedder: Send + Sync + 'static {
     /// One L2-normalised vector per text, in order.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
+
+pub mod local_minilm;
+pub mod openai_compatible;
+
+pub use local_minilm::{
+    DEFAULT_MODEL_SUBDIR, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION, MINILM_MODEL_ID,
+    MODEL_DIR_ENV_VAR, resolve_model_dir,
+};
+pub use openai_compatible::{OpenAiCompatibleEmbedder, OpenAiCompatibleOptions};

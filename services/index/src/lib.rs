@@ -6,6 +6,10 @@ use chrono::{DateTime, Utc};
 use engram_core::{MemoryId, MemoryKind, ProjectScope};
 use std::collections::HashMap;
 
+pub mod edge;
+
+pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
+
 /// What the index stores for one memory: its vector plus the payload the scope filter needs.
 /// The point id is the memory id; `version` lets a stale write be recognised and skipped.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,17 +58,29 @@ pub enum IndexError {
 pub trait VectorIndex: Send + Sync + 'static {
     /// Insert or replace points of `scope`'s project. A point whose stored version is newer
     /// than the one given is left as it is (stale writes never win). Idempotent.
-    async fn upsert(&self, scope: &ProjectScope, points: Vec<IndexedMemory>) -> Result<(), IndexError>;
+    async fn upsert(
+        &self,
+        scope: &ProjectScope,
+        points: Vec<IndexedMemory>,
+    ) -> Result<(), IndexError>;
 
     /// Remove points of `scope`'s project. Ids that are absent (or belong to another
     /// project) are ignored. Idempotent.
     async fn delete(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<(), IndexError>;
 
     /// Nearest neighbours inside `scope`'s project, best first.
-    async fn search(&self, scope: &ProjectScope, query: VectorQuery) -> Result<Vec<VectorHit>, IndexError>;
+    async fn search(
+        &self,
+        scope: &ProjectScope,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>, IndexError>;
 
     /// The stored version of each of `ids` that is present in `scope`'s project.
-    async fn versions(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<HashMap<MemoryId, i64>, IndexError>;
+    async fn versions(
+        &self,
+        scope: &ProjectScope,
+        ids: Vec<MemoryId>,
+    ) -> Result<HashMap<MemoryId, i64>, IndexError>;
 
     /// Make every applied write durable on disk.
     async fn flush(&self) -> Result<(), IndexError>;

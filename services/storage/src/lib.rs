@@ -15,7 +15,7 @@ pub use outbox::{IndexingRow, OutboxEntry};
 pub use tenants::{ApiKeyPepper, BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
 
 use engram_migrations::{Migrator, MigratorTrait};
-use sea_orm::{DatabaseConnection, DbBackend, SqlxPostgresConnector, SqlxSqliteConnector};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, SqlxPostgresConnector, SqlxSqliteConnector};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use std::str::FromStr;

@@ -1,0 +1,799 @@
+//! The in-process vector index on qdrant-edge: one shard directory holds every project's points,
+//! isolated by payload filters, plus the background thread that builds HNSW indexes and flushes.
+
+use crate::{IndexError, IndexedMemory, VectorHit, VectorIndex, VectorQuery};
+use async_trait::async_trait;
+use engram_core::{MemoryId, ProjectScope};
+use qdrant_edge::{
+    Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance, EdgeConfig,
+    EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition, FieldIndexOperations,
+    Filter, HasIdCondition, JsonPath, KeywordIndexParamsBuilder, Match, Memory, NamedQuery,
+    OperationError, Payload, PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType, PointId,
+    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequestBuilder,
+    RetrieveRequestBuilder, ScoringQuery, UpdateOperation, VectorInternal, WithPayloadInterface,
+    WithVector,
+};
+use serde_json::{Value as JsonValue, json};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+const ORGANIZATION_ID_FIELD: &str = "organization_id";
+const PROJECT_ID_FIELD: &str = "project_id";
+const USER_ID_FIELD: &str = "user_id";
+const AGENT_ID_FIELD: &str = "agent_id";
+const SESSION_ID_FIELD: &str = "session_id";
+const KIND_FIELD: &str = "kind";
+const VERSION_FIELD: &str = "version";
+const CREATED_AT_FIELD: &str = "created_at";
+
+/// Fields every filter may touch; each gets a keyword payload index so filtered search does not
+/// have to read payloads point by point.
+const KEYWORD_INDEXED_FIELDS: [&str; 6] = [
+    ORGANIZATION_ID_FIELD,
+    PROJECT_ID_FIELD,
+    USER_ID_FIELD,
+    AGENT_ID_FIELD,
+    SESSION_ID_FIELD,
+    KIND_FIELD,
+];
+
+/// Tuning of the background maintenance. The defaults suit a service; tests and benchmarks lower
+/// the indexing threshold so HNSW building happens on small data sets too.
+#[derive(Clone, Debug)]
+pub struct EdgeIndexOptions {
+    /// Run the optimizer as soon as this many points were written since its last run.
+    pub optimize_after_written_points: u64,
+    /// Run the optimizer at least this often while there were writes, however few.
+    pub optimize_interval: Duration,
+    /// How often the maintenance thread wakes to flush pending writes to disk (and to check the
+    /// optimize interval). This bounds how much an OS crash or power loss can take.
+    pub maintenance_tick: Duration,
+    /// Size (KB of vectors) above which a segment gets an HNSW index. `None` keeps what the shard
+    /// already has, or qdrant-edge's default (10,000 KB) for a new shard.
+    pub indexing_threshold_kb: Option<usize>,
+}
+
+impl Default for EdgeIndexOptions {
+    fn default() -> Self {
+        Self {
+            optimize_after_written_points: 1_000,
+            optimize_interval: Duration::from_secs(5),
+            maintenance_tick: Duration::from_secs(1),
+            indexing_threshold_kb: None,
+        }
+    }
+}
+
+/// Sizes of the shard as a whole (every project), for benchmarks and diagnostics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeIndexStatistics {
+    pub segment_count: usize,
+    /// Approximate, as qdrant-edge reports it.
+    pub point_count: usize,
+    /// Vectors inside HNSW-indexed segments.
+    pub indexed_vector_count: usize,
+}
+
+/// A [`VectorIndex`] backed by one qdrant-edge shard on local disk.
+///
+/// Dropping it stops the maintenance thread (waiting for an optimization in progress to end)
+/// and flushes the shard, so drop it outside async worker threads or accept the short block.
+pub struct EdgeVectorIndex {
+    shared: Arc<SharedShard>,
+    maintenance: Option<MaintenanceThread>,
+    optimize_after_written_points: u64,
+}
+
+/// State shared between the index handle, its blocking tasks and the maintenance thread.
+struct SharedShard {
+    shard: EdgeShard,
+    dimension: usize,
+    directory: PathBuf,
+    /// Serialises upserts and deletes, so the stored-version check and the write it guards form
+    /// one critical section: two concurrent upserts of one memory cannot both pass the check.
+    write_lock: Mutex<()>,
+    /// One optimization at a time, whether the maintenance thread or `optimize_now` asks.
+    optimize_lock: Mutex<()>,
+    points_written_since_optimize: AtomicU64,
+    unflushed_writes: AtomicBool,
+    /// Cleared when a background flush or optimization fails, so `/readyz` reports the broken disk.
+    background_work_healthy: AtomicBool,
+}
+
+enum MaintenanceSignal {
+    /// Enough writes accumulated: optimize now rather than at the next tick.
+    WritesAccumulated,
+    Shutdown,
+}
+
+struct MaintenanceThread {
+    signal_sender: mpsc::Sender<MaintenanceSignal>,
+    handle: JoinHandle<()>,
+}
+
+impl EdgeVectorIndex {
+    /// Open the shard in `directory`, creating it (and the directory) when absent. Vectors have
+    /// `dimension` components and are compared by cosine similarity.
+    pub fn open(directory: &Path, dimension: usize) -> Result<Self, IndexError> {
+        Self::open_with_options(directory, dimension, EdgeIndexOptions::default())
+    }
+
+    pub fn open_with_options(
+        directory: &Path,
+        dimension: usize,
+        options: EdgeIndexOptions,
+    ) -> Result<Self, IndexError> {
+        if dimension == 0 {
+            return Err(IndexError::Unavailable(
+                "vector dimension must be at least 1".to_string(),
+            ));
+        }
+        std::fs::create_dir_all(directory).map_err(|io_error| {
+            IndexError::Unavailable(format!(
+                "cannot create index directory {}: {io_error}",
+                directory.display()
+            ))
+        })?;
+
+        let mut config_builder = EdgeConfig::builder()
+            .vector(
+                DEFAULT_VECTOR_NAME,
+                EdgeVectorParams::builder(dimension, Distance::Cosine).build(),
+            )
+            // Payloads are a few short strings per point; pre-loading them into the page cache
+            // keeps filtered search and version lookups free of disk reads.
+            .payload_memory(Memory::Cached);
+        if let Some(indexing_threshold_kb) = options.indexing_threshold_kb {
+            config_builder = config_builder.optimizers(EdgeOptimizersConfig {
+                indexing_threshold: Some(indexing_threshold_kb),
+                ..EdgeOptimizersConfig::default()
+            });
+        }
+
+        // `load` creates a fresh shard in an empty directory and, for an existing one, checks the
+        // vector definition against the stored segments and replays the WAL left by a crash.
+        let shard =
+            EdgeShard::load(directory, Some(config_builder.build())).map_err(|engine_error| {
+                IndexError::Unavailable(format!(
+                    "cannot open vector index at {}: {engine_error}",
+                    directory.display()
+                ))
+            })?;
+        ensure_payload_indexes(&shard)?;
+
+        let shared = Arc::new(SharedShard {
+            shard,
+            dimension,
+            directory: directory.to_path_buf(),
+            write_lock: Mutex::new(()),
+            optimize_lock: Mutex::new(()),
+            points_written_since_optimize: AtomicU64::new(0),
+            unflushed_writes: AtomicBool::new(false),
+            background_work_healthy: AtomicBool::new(true),
+        });
+        let optimize_after_written_points = options.optimize_after_written_points.max(1);
+        let maintenance = MaintenanceThread::start(Arc::clone(&shared), &options)?;
+        tracing::info!(directory = %directory.display(), dimension, "opened edge vector index");
+        Ok(Self {
+            shared,
+            maintenance: Some(maintenance),
+            optimize_after_written_points,
+        })
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.shared.dimension
+    }
+
+    pub fn directory(&self) -> &Path {
+        &self.shared.directory
+    }
+
+    /// Build HNSW indexes and merge or vacuum segments until there is nothing left to do.
+    /// Blocking (seconds on large data); call it from a blocking context.
+    /// Returns whether anything was optimized.
+    pub fn optimize_now(&self) -> Result<bool, IndexError> {
+        self.shared.optimize()
+    }
+
+    /// Number of points stored for `scope`'s project (exact).
+    pub async fn point_count(&self, scope: &ProjectScope) -> Result<usize, IndexError> {
+        let project_filter = Filter::new_must(project_condition(scope)?);
+        self.run_blocking(move |shared| {
+            let request = CountRequestBuilder::new()
+                .filter(project_filter)
+                .exact(true)
+                .build();
+            shared
+                .shard
+                .count(request)
+                .map_err(|engine_error| engine_failure("count points", engine_error))
+        })
+        .await
+    }
+
+    /// Segment and point counts of the whole shard.
+    pub async fn statistics(&self) -> Result<EdgeIndexStatistics, IndexError> {
+        self.run_blocking(|shared| {
+            let info = shared
+                .shard
+                .info()
+                .map_err(|engine_error| engine_failure("read shard info", engine_error))?;
+            Ok(EdgeIndexStatistics {
+                segment_count: info.segments_count,
+                point_count: info.points_count,
+                indexed_vector_count: info.indexed_vectors_count,
+            })
+        })
+        .await
+    }
+
+    /// Run a synchronous qdrant-edge call on tokio's blocking pool, never on an async worker.
+    async fn run_blocking<T, F>(&self, operation: F) -> Result<T, IndexError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&SharedShard) -> Result<T, IndexError> + Send + 'static,
+    {
+        let shared = Arc::clone(&self.shared);
+        tokio::task::spawn_blocking(move || operation(&shared))
+            .await
+            .map_err(|join_error| {
+                IndexError::Internal(format!("vector index task failed: {join_error}"))
+            })?
+    }
+
+    fn check_dimension(&self, vector: &[f32]) -> Result<(), IndexError> {
+        if vector.len() == self.shared.dimension {
+            Ok(())
+        } else {
+            Err(IndexError::DimensionMismatch {
+                expected: self.shared.dimension,
+                actual: vector.len(),
+            })
+        }
+    }
+
+    fn record_points_written(&self, written_point_count: usize) {
+        if written_point_count == 0 {
+            return;
+        }
+        self.shared.unflushed_writes.store(true, Ordering::Release);
+        let written = written_point_count as u64;
+        let before = self
+            .shared
+            .points_written_since_optimize
+            .fetch_add(written, Ordering::AcqRel);
+        // Wake the thread once per threshold crossing rather than on every write after it.
+        if before < self.optimize_after_written_points
+            && before + written >= self.optimize_after_written_points
+            && let Some(maintenance) = &self.maintenance
+        {
+            // A closed channel means the thread is gone; the periodic work is then lost anyway.
+            let _ = maintenance
+                .signal_sender
+                .send(MaintenanceSignal::WritesAccumulated);
+        }
+    }
+}
+
+impl Drop for EdgeVectorIndex {
+    fn drop(&mut self) {
+        if let Some(maintenance) = self.maintenance.take() {
+            maintenance.stop();
+        }
+        // The shard itself flushes when the last Arc (possibly held by a still-running blocking
+        // task) goes away.
+    }
+}
+
+#[async_trait]
+impl VectorIndex for EdgeVectorIndex {
+    async fn upsert(
+        &self,
+        scope: &ProjectScope,
+        points: Vec<IndexedMemory>,
+    ) -> Result<(), IndexError> {
+        for point in &points {
+            self.check_dimension(&point.vector)?;
+        }
+        if points.is_empty() {
+            return Ok(());
+        }
+        let scope = *scope;
+        let written_point_count = self
+            .run_blocking(move |shared| shared.upsert(&scope, points))
+            .await?;
+        self.record_points_written(written_point_count);
+        Ok(())
+    }
+
+    async fn delete(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<(), IndexError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let scope = *scope;
+        let requested_count = ids.len();
+        self.run_blocking(move |shared| shared.delete(&scope, ids))
+            .await?;
+        // Deletions leave holes the vacuum optimizer reclaims, so they count towards optimizing.
+        self.record_points_written(requested_count);
+        Ok(())
+    }
+
+    async fn search(
+        &self,
+        scope: &ProjectScope,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        self.check_dimension(&query.vector)?;
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let scope = *scope;
+        self.run_blocking(move |shared| shared.search(&scope, query))
+            .await
+    }
+
+    async fn versions(
+        &self,
+        scope: &ProjectScope,
+        ids: Vec<MemoryId>,
+    ) -> Result<HashMap<MemoryId, i64>, IndexError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let project_id = project_id_text(scope);
+        self.run_blocking(move |shared| {
+            let stored = shared.stored_points(ids.iter().map(MemoryId::as_uuid))?;
+            Ok(stored
+                .into_iter()
+                .filter(|(_, stored_point)| {
+                    stored_point.project_id.as_deref() == Some(project_id.as_str())
+                })
+                .map(|(point_uuid, stored_point)| {
+                    (MemoryId::from_uuid(point_uuid), stored_point.version)
+                })
+                .collect())
+        })
+        .await
+    }
+
+    async fn flush(&self) -> Result<(), IndexError> {
+        self.run_blocking(|shared| shared.flush()).await
+    }
+
+    async fn check_ready(&self) -> Result<(), IndexError> {
+        if !self.shared.background_work_healthy.load(Ordering::Acquire) {
+            return Err(IndexError::Unavailable(
+                "the last background flush or optimization failed".to_string(),
+            ));
+        }
+        match &self.maintenance {
+            Some(maintenance) if !maintenance.handle.is_finished() => Ok(()),
+            _ => Err(IndexError::Unavailable(
+                "the vector index maintenance thread has stopped".to_string(),
+            )),
+        }
+    }
+}
+
+/// What the stale-write check needs to know about a point already in the shard.
+struct StoredPoint {
+    project_id: Option<String>,
+    version: i64,
+}
+
+impl SharedShard {
+    /// Returns how many points were written (stale and foreign ones are skipped).
+    fn upsert(
+        &self,
+        scope: &ProjectScope,
+        points: Vec<IndexedMemory>,
+    ) -> Result<usize, IndexError> {
+        // Within one batch the highest version of a memory wins, as it would across batches.
+        let mut newest_by_id: HashMap<Uuid, IndexedMemory> = HashMap::with_capacity(points.len());
+        for point in points {
+            let point_uuid = point.memory_id.as_uuid();
+            match newest_by_id.get(&point_uuid) {
+                Some(kept) if kept.version > point.version => {}
+                _ => {
+                    newest_by_id.insert(point_uuid, point);
+                }
+            }
+        }
+
+        let project_id = project_id_text(scope);
+        let organization_id = scope.organization_id().as_uuid().to_string();
+        let _write_guard = lock_ignoring_poison(&self.write_lock);
+        let stored = self.stored_points(newest_by_id.keys().copied())?;
+
+        let mut skipped_stale_count = 0usize;
+        let mut accepted_points = Vec::with_capacity(newest_by_id.len());
+        for (point_uuid, point) in newest_by_id {
+            if let Some(stored_point) = stored.get(&point_uuid) {
+                if stored_point.project_id.as_deref() != Some(project_id.as_str()) {
+                    // Memory ids are generated server-side and never shared between projects;
+                    // refusing keeps one tenant from ever replacing another tenant's point.
+                    tracing::warn!(
+                        memory_id = %point_uuid,
+                        project_id = %project_id,
+                        "skipped upsert of a point owned by another project"
+                    );
+                    continue;
+                }
+                if stored_point.version > point.version {
+                    skipped_stale_count += 1;
+                    continue;
+                }
+            }
+            accepted_points
+                .push(point_struct(point_uuid, &organization_id, &project_id, point).into());
+        }
+
+        let written_point_count = accepted_points.len();
+        if written_point_count > 0 {
+            let operation = UpdateOperation::PointOperation(PointOperations::UpsertPoints(
+                PointInsertOperations::PointsList(accepted_points),
+            ));
+            self.shard
+                .update(operation)
+                .map_err(|engine_error| engine_failure("upsert points", engine_error))?;
+        }
+        tracing::debug!(
+            project_id = %project_id,
+            written_point_count,
+            skipped_stale_count,
+            "upserted points into the edge vector index"
+        );
+        Ok(written_point_count)
+    }
+
+    fn delete(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<(), IndexError> {
+        let requested_count = ids.len();
+        // Deleting by filter (ids AND project) makes a foreign id a no-op by construction.
+        let delete_filter = Filter {
+            should: None,
+            min_should: None,
+            must: Some(vec![
+                project_condition(scope)?,
+                Condition::HasId(
+                    ids.iter()
+                        .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
+                        .collect::<HasIdCondition>(),
+                ),
+            ]),
+            must_not: None,
+        };
+        let _write_guard = lock_ignoring_poison(&self.write_lock);
+        self.shard
+            .update(UpdateOperation::PointOperation(
+                PointOperations::DeletePointsByFilter(delete_filter),
+            ))
+            .map_err(|engine_error| engine_failure("delete points", engine_error))?;
+        tracing::debug!(
+            project_id = %scope.project_id(),
+            requested_count,
+            "deleted points from the edge vector index"
+        );
+        Ok(())
+    }
+
+    fn search(
+        &self,
+        scope: &ProjectScope,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        let mut conditions = vec![project_condition(scope)?];
+        for (field, wanted) in [
+            (USER_ID_FIELD, query.user_id),
+            (AGENT_ID_FIELD, query.agent_id),
+            (SESSION_ID_FIELD, query.session_id),
+        ] {
+            if let Some(wanted) = wanted {
+                conditions.push(keyword_condition(field, Match::from(wanted))?);
+            }
+        }
+        if !query.kinds.is_empty() {
+            let kind_names: Vec<String> = query
+                .kinds
+                .iter()
+                .map(|kind| kind.as_str().to_string())
+                .collect();
+            conditions.push(keyword_condition(KIND_FIELD, Match::from(kind_names))?);
+        }
+        let search_filter = Filter {
+            should: None,
+            min_should: None,
+            must: Some(conditions),
+            must_not: None,
+        };
+
+        let request = QueryRequestBuilder::new(query.limit)
+            .query(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+                query: VectorInternal::Dense(query.vector),
+                using: None,
+            })))
+            .filter(search_filter)
+            .with_payload(WithPayloadInterface::Fields(vec![field_path(
+                VERSION_FIELD,
+            )?]))
+            .with_vector(WithVector::Bool(false))
+            .build();
+        let scored_points = self
+            .shard
+            .query(request)
+            .map_err(|engine_error| engine_failure("search points", engine_error))?;
+
+        let mut hits = Vec::with_capacity(scored_points.len());
+        for scored_point in scored_points {
+            let PointId::Uuid(point_uuid) = scored_point.id else {
+                // This index only ever writes UUID ids; anything else is not a memory.
+                tracing::warn!(point_id = %scored_point.id, "ignored a search hit with a non-uuid point id");
+                continue;
+            };
+            hits.push(VectorHit {
+                memory_id: MemoryId::from_uuid(point_uuid),
+                version: payload_version(scored_point.payload.as_ref()),
+                score: scored_point.score,
+            });
+        }
+        Ok(hits)
+    }
+
+    /// Project and version of each of `point_uuids` present in the shard, whatever its project.
+    fn stored_points(
+        &self,
+        point_uuids: impl Iterator<Item = Uuid>,
+    ) -> Result<HashMap<Uuid, StoredPoint>, IndexError> {
+        let point_ids: Vec<PointId> = point_uuids.map(PointId::Uuid).collect();
+        if point_ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let request = RetrieveRequestBuilder::new(point_ids)
+            .with_payload(WithPayloadInterface::Fields(vec![
+                field_path(PROJECT_ID_FIELD)?,
+                field_path(VERSION_FIELD)?,
+            ]))
+            .with_vector(WithVector::Bool(false))
+            .build();
+        let records = self
+            .shard
+            .retrieve(request)
+            .map_err(|engine_error| engine_failure("retrieve points", engine_error))?;
+        Ok(records
+            .into_iter()
+            .filter_map(|record| {
+                let PointId::Uuid(point_uuid) = record.id else {
+                    return None;
+                };
+                let project_id = record
+                    .payload
+                    .as_ref()
+                    .and_then(|payload| payload.0.get(PROJECT_ID_FIELD))
+                    .and_then(JsonValue::as_str)
+                    .map(str::to_string);
+                Some((
+                    point_uuid,
+                    StoredPoint {
+                        project_id,
+                        version: payload_version(record.payload.as_ref()),
+                    },
+                ))
+            })
+            .collect())
+    }
+
+    fn flush(&self) -> Result<(), IndexError> {
+        // Clear the flag first: a write landing during the flush sets it again and is flushed
+        // next time instead of being forgotten.
+        self.unflushed_writes.store(false, Ordering::Release);
+        self.shard.flush().map_err(|engine_error| {
+            self.unflushed_writes.store(true, Ordering::Release);
+            engine_failure("flush the shard", engine_error)
+        })
+    }
+
+    fn optimize(&self) -> Result<bool, IndexError> {
+        let _optimize_guard = lock_ignoring_poison(&self.optimize_lock);
+        let pending_points = self.points_written_since_optimize.swap(0, Ordering::AcqRel);
+        let started = Instant::now();
+        let optimized = self
+            .shard
+            .optimize()
+            .map_err(|engine_error| engine_failure("optimize the shard", engine_error))?;
+        tracing::info!(
+            pending_points,
+            optimized,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "optimized the edge vector index"
+        );
+        Ok(optimized)
+    }
+}
+
+impl MaintenanceThread {
+    fn start(shared: Arc<SharedShard>, options: &EdgeIndexOptions) -> Result<Self, IndexError> {
+        let (signal_sender, signal_receiver) = mpsc::channel();
+        let schedule = MaintenanceSchedule {
+            optimize_after_written_points: options.optimize_after_written_points.max(1),
+            optimize_interval: options.optimize_interval,
+            maintenance_tick: options.maintenance_tick.max(Duration::from_millis(10)),
+        };
+        let handle = std::thread::Builder::new()
+            .name("engram-index-maintenance".to_string())
+            .spawn(move || run_maintenance(&shared, &signal_receiver, &schedule))
+            .map_err(|io_error| {
+                IndexError::Unavailable(format!(
+                    "cannot start the vector index maintenance thread: {io_error}"
+                ))
+            })?;
+        Ok(Self {
+            signal_sender,
+            handle,
+        })
+    }
+
+    fn stop(self) {
+        // If the thread already ended, the send fails and the join returns at once.
+        let _ = self.signal_sender.send(MaintenanceSignal::Shutdown);
+        if self.handle.join().is_err() {
+            tracing::error!("the vector index maintenance thread panicked");
+        }
+    }
+}
+
+struct MaintenanceSchedule {
+    optimize_after_written_points: u64,
+    optimize_interval: Duration,
+    maintenance_tick: Duration,
+}
+
+/// The maintenance loop: optimize when enough writes accumulated (or some did and the interval
+/// passed), and flush after writes every tick so an OS crash loses at most about one tick.
+fn run_maintenance(
+    shared: &SharedShard,
+    signal_receiver: &mpsc::Receiver<MaintenanceSignal>,
+    schedule: &MaintenanceSchedule,
+) {
+    let mut last_optimize = Instant::now();
+    loop {
+        match signal_receiver.recv_timeout(schedule.maintenance_tick) {
+            Ok(MaintenanceSignal::Shutdown) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(MaintenanceSignal::WritesAccumulated) | Err(RecvTimeoutError::Timeout) => {}
+        }
+
+        let pending_points = shared.points_written_since_optimize.load(Ordering::Acquire);
+        let optimize_due = pending_points >= schedule.optimize_after_written_points
+            || (pending_points > 0 && last_optimize.elapsed() >= schedule.optimize_interval);
+        let flush_due = shared.unflushed_writes.load(Ordering::Acquire);
+        if !optimize_due && !flush_due {
+            continue;
+        }
+        let mut healthy = true;
+        if optimize_due {
+            last_optimize = Instant::now();
+            if let Err(index_error) = shared.optimize() {
+                tracing::error!(error = %index_error, "background optimization of the vector index failed");
+                healthy = false;
+            }
+        }
+        if flush_due && let Err(index_error) = shared.flush() {
+            tracing::error!(error = %index_error, "background flush of the vector index failed");
+            healthy = false;
+        }
+        // Only work actually attempted can clear an earlier failure.
+        shared
+            .background_work_healthy
+            .store(healthy, Ordering::Release);
+    }
+    tracing::debug!("vector index maintenance thread stopped");
+}
+
+/// Create the keyword payload indexes that are missing. Creating an existing index again would
+/// rebuild it, so the shard's schema is consulted first.
+fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
+    let existing_schema = shard
+        .info()
+        .map_err(|engine_error| engine_failure("read the payload schema", engine_error))?
+        .payload_schema;
+    for field in KEYWORD_INDEXED_FIELDS {
+        let field_path = field_path(field)?;
+        if existing_schema.contains_key(&field_path) {
+            continue;
+        }
+        let field_schema = if field == PROJECT_ID_FIELD {
+            // The tenant flag lets qdrant co-locate each project's points on disk and plan
+            // searches per project, which is how every query here is shaped.
+            PayloadFieldSchema::FieldParams(PayloadSchemaParams::Keyword(
+                KeywordIndexParamsBuilder::new().is_tenant(true).build(),
+            ))
+        } else {
+            PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)
+        };
+        shard
+            .update(UpdateOperation::FieldIndexOperation(
+                FieldIndexOperations::CreateIndex(CreateIndex {
+                    field_name: field_path,
+                    field_schema: Some(field_schema),
+                }),
+            ))
+            .map_err(|engine_error| engine_failure("create a payload index", engine_error))?;
+        tracing::debug!(field, "created payload index");
+    }
+    Ok(())
+}
+
+fn point_struct(
+    point_uuid: Uuid,
+    organization_id: &str,
+    project_id: &str,
+    point: IndexedMemory,
+) -> PointStruct {
+    let payload = json!({
+        ORGANIZATION_ID_FIELD: organization_id,
+        PROJECT_ID_FIELD: project_id,
+        USER_ID_FIELD: point.user_id,
+        AGENT_ID_FIELD: point.agent_id,
+        SESSION_ID_FIELD: point.session_id,
+        KIND_FIELD: point.kind.as_str(),
+        VERSION_FIELD: point.version,
+        CREATED_AT_FIELD: point.created_at.to_rfc3339(),
+    });
+    PointStruct::new(PointId::Uuid(point_uuid), point.vector, payload)
+}
+
+fn project_id_text(scope: &ProjectScope) -> String {
+    scope.project_id().as_uuid().to_string()
+}
+
+fn project_condition(scope: &ProjectScope) -> Result<Condition, IndexError> {
+    keyword_condition(PROJECT_ID_FIELD, Match::from(project_id_text(scope)))
+}
+
+fn keyword_condition(field: &str, wanted: Match) -> Result<Condition, IndexError> {
+    Ok(Condition::Field(FieldCondition::new_match(
+        field_path(field)?,
+        wanted,
+    )))
+}
+
+fn field_path(field: &str) -> Result<JsonPath, IndexError> {
+    field.parse().map_err(|_| {
+        IndexError::Internal(format!(
+            "payload field name {field:?} is not a valid json path"
+        ))
+    })
+}
+
+/// The memory version stored in a payload. A point without one (never written by this code) is
+/// treated as older than anything, so a real write replaces it.
+fn payload_version(payload: Option<&Payload>) -> i64 {
+    payload
+        .and_then(|payload| payload.0.get(VERSION_FIELD))
+        .and_then(JsonValue::as_i64)
+        .unwrap_or(i64::MIN)
+}
+
+fn engine_failure(action: &str, engine_error: OperationError) -> IndexError {
+    match engine_error {
+        OperationError::WrongVectorDimension {
+            expected_dim,
+            received_dim,
+        } => IndexError::DimensionMismatch {
+            expected: expected_dim,
+            actual: received_dim,
+        },
+        other => IndexError::Internal(format!("cannot {action}: {other}")),
+    }
+}
+
+/// The locks guard no data (only ordering), so a panic while holding one leaves nothing broken.
+fn lock_ignoring_poison(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,737 @@
+//! The qdrant-edge index against the real engine in a temporary directory: nearest-neighbour
+//! order, tenant isolation, filters, stale-write protection, deletes, persistence and HNSW.
+
+use chrono::Utc;
+use engram_core::{MemoryId, MemoryKind, OrganizationId, ProjectId, ProjectScope};
+use engram_index::{
+    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, VectorHit, VectorIndex,
+    VectorQuery,
+};
+use std::time::{Duration, Instant};
+
+const DIMENSION: usize = 8;
+
+fn new_scope() -> ProjectScope {
+    ProjectScope::from_verified_credential(OrganizationId::generate(), ProjectId::generate())
+}
+
+/// A unit vector along `axis`.
+fn axis_vector(axis: usize) -> Vec<f32> {
+    let mut vector = vec![0.0; DIMENSION];
+    vector[axis] = 1.0;
+    vector
+}
+
+fn memory(memory_id: MemoryId, version: i64, vector: Vec<f32>) -> IndexedMemory {
+    IndexedMemory {
+        memory_id,
+        version,
+        vector,
+        user_id: None,
+        agent_id: None,
+        session_id: None,
+        kind: MemoryKind::Semantic,
+        created_at: Utc::now(),
+    }
+}
+
+fn query(vector: Vec<f32>, limit: usize) -> VectorQuery {
+    VectorQuery {
+        vector,
+        limit,
+        user_id: None,
+        agent_id: None,
+        session_id: None,
+        kinds: Vec::new(),
+    }
+}
+
+fn hit_ids(hits: &[VectorHit]) -> Vec<MemoryId> {
+    hits.iter().map(|hit| hit.memory_id).collect()
+}
+
+/// Deterministic pseudo-random vectors (an LCG), so the large test needs no extra crate.
+fn pseudo_random_vectors(count: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut state = seed;
+    (0..count)
+        .map(|_| {
+            (0..DIMENSION)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((state >> 33) as f32 / (1u64 << 31) as f32) * 2.0 - 1.0
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn open_index(directory: &tempfile::TempDir) -> EdgeVectorIndex {
+    EdgeVectorIndex::open(directory.path(), DIMENSION).expect("open index")
+}
+
+#[tokio::test]
+async fn nearest_neighbour_comes_first_with_cosine_score() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope = new_scope();
+    let exact = MemoryId::generate();
+    let close = MemoryId::generate();
+    let orthogonal = MemoryId::generate();
+    let opposite = MemoryId::generate();
+    let mut close_vector = axis_vector(0);
+    close_vector[1] = 0.3;
+    let mut opposite_vector = axis_vector(0);
+    opposite_vector[0] = -1.0;
+    index
+        .upsert(
+            &scope,
+            vec![
+                memory(orthogonal, 1, axis_vector(1)),
+                memory(exact, 1, axis_vector(0)),
+                memory(opposite, 1, opposite_vector),
+                memory(close, 1, close_vector),
+            ],
+        )
+        .await
+        .unwrap();
+
+    // Cosine ignores length: a scaled copy of the stored vector is still an exact match.
+    let mut scaled = axis_vector(0);
+    scaled[0] = 5.0;
+    let hits = index.search(&scope, query(scaled, 10)).await.unwrap();
+    assert_eq!(hit_ids(&hits), vec![exact, close, orthogonal, opposite]);
+    assert!((hits[0].score - 1.0).abs() < 1e-5, "{hits:?}");
+    assert!(
+        (hits[1].score - 1.0 / 1.09f32.sqrt()).abs() < 1e-4,
+        "{hits:?}"
+    );
+    assert!(hits[2].score.abs() < 1e-5, "{hits:?}");
+    assert!((hits[3].score + 1.0).abs() < 1e-5, "{hits:?}");
+    assert!(hits.iter().all(|hit| hit.version == 1));
+
+    let limited = index
+        .search(&scope, query(axis_vector(0), 2))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&limited), vec![exact, close]);
+    assert!(
+        index
+            .search(&scope, query(axis_vector(0), 0))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(index.point_count(&scope).await.unwrap(), 4);
+    index.check_ready().await.unwrap();
+}
+
+#[tokio::test]
+async fn projects_never_see_or_remove_each_others_points() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope_a = new_scope();
+    let scope_b = new_scope();
+    let memory_of_a = MemoryId::generate();
+    let memory_of_b = MemoryId::generate();
+    index
+        .upsert(&scope_a, vec![memory(memory_of_a, 3, axis_vector(0))])
+        .await
+        .unwrap();
+    index
+        .upsert(&scope_b, vec![memory(memory_of_b, 1, axis_vector(1))])
+        .await
+        .unwrap();
+
+    let hits_b = index
+        .search(&scope_b, query(axis_vector(0), 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits_b), vec![memory_of_b]);
+
+    let versions_b = index
+        .versions(&scope_b, vec![memory_of_a, memory_of_b])
+        .await
+        .unwrap();
+    assert_eq!(versions_b.len(), 1);
+    assert_eq!(versions_b.get(&memory_of_b), Some(&1));
+
+    index.delete(&scope_b, vec![memory_of_a]).await.unwrap();
+    assert_eq!(
+        index
+            .versions(&scope_a, vec![memory_of_a])
+            .await
+            .unwrap()
+            .get(&memory_of_a),
+        Some(&3)
+    );
+    assert_eq!(
+        hit_ids(
+            &index
+                .search(&scope_a, query(axis_vector(0), 10))
+                .await
+                .unwrap()
+        ),
+        vec![memory_of_a]
+    );
+
+    // An upsert through another project must not take over (or overwrite) the point.
+    index
+        .upsert(&scope_b, vec![memory(memory_of_a, 9, axis_vector(2))])
+        .await
+        .unwrap();
+    assert_eq!(
+        index
+            .versions(&scope_a, vec![memory_of_a])
+            .await
+            .unwrap()
+            .get(&memory_of_a),
+        Some(&3)
+    );
+    assert!(
+        index
+            .versions(&scope_b, vec![memory_of_a])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let hits_a = index
+        .search(&scope_a, query(axis_vector(0), 10))
+        .await
+        .unwrap();
+    assert!(
+        (hits_a[0].score - 1.0).abs() < 1e-5,
+        "vector of A must be unchanged: {hits_a:?}"
+    );
+
+    assert_eq!(index.point_count(&scope_a).await.unwrap(), 1);
+    assert_eq!(index.point_count(&scope_b).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn user_agent_session_and_kind_filters_narrow_the_search() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope = new_scope();
+    let alice_semantic = MemoryId::generate();
+    let alice_episodic_in_session = MemoryId::generate();
+    let bob_by_planner = MemoryId::generate();
+    let unowned_preference = MemoryId::generate();
+    let points = vec![
+        IndexedMemory {
+            user_id: Some("alice".into()),
+            ..memory(alice_semantic, 1, axis_vector(0))
+        },
+        IndexedMemory {
+            user_id: Some("alice".into()),
+            session_id: Some("session-1".into()),
+            kind: MemoryKind::Episodic,
+            ..memory(alice_episodic_in_session, 1, axis_vector(1))
+        },
+        IndexedMemory {
+            user_id: Some("bob".into()),
+            agent_id: Some("planner".into()),
+            kind: MemoryKind::Procedural,
+            ..memory(bob_by_planner, 1, axis_vector(2))
+        },
+        IndexedMemory {
+            kind: MemoryKind::Preference,
+            ..memory(unowned_preference, 1, axis_vector(3))
+        },
+    ];
+    index.upsert(&scope, points).await.unwrap();
+    let probe = vec![1.0; DIMENSION];
+
+    let sorted = |mut ids: Vec<MemoryId>| {
+        ids.sort();
+        ids
+    };
+    let search = |filtered: VectorQuery| {
+        let index = &index;
+        async move { sorted(hit_ids(&index.search(&scope, filtered).await.unwrap())) }
+    };
+
+    assert_eq!(search(query(probe.clone(), 10)).await.len(), 4);
+    assert_eq!(
+        search(VectorQuery {
+            user_id: Some("alice".into()),
+            ..query(probe.clone(), 10)
+        })
+        .await,
+        sorted(vec![alice_semantic, alice_episodic_in_session])
+    );
+    assert_eq!(
+        search(VectorQuery {
+            agent_id: Some("planner".into()),
+            ..query(probe.clone(), 10)
+        })
+        .await,
+        vec![bob_by_planner]
+    );
+    assert_eq!(
+        search(VectorQuery {
+            session_id: Some("session-1".into()),
+            ..query(probe.clone(), 10)
+        })
+        .await,
+        vec![alice_episodic_in_session]
+    );
+    assert_eq!(
+        search(VectorQuery {
+            kinds: vec![MemoryKind::Procedural, MemoryKind::Preference],
+            ..query(probe.clone(), 10)
+        })
+        .await,
+        sorted(vec![bob_by_planner, unowned_preference])
+    );
+    assert_eq!(
+        search(VectorQuery {
+            user_id: Some("alice".into()),
+            kinds: vec![MemoryKind::Semantic],
+            ..query(probe.clone(), 10)
+        })
+        .await,
+        vec![alice_semantic]
+    );
+    assert!(
+        search(VectorQuery {
+            user_id: Some("carol".into()),
+            ..query(probe, 10)
+        })
+        .await
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_stale_version_never_overwrites_a_newer_one() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope = new_scope();
+    let memory_id = MemoryId::generate();
+    index
+        .upsert(&scope, vec![memory(memory_id, 2, axis_vector(2))])
+        .await
+        .unwrap();
+    index
+        .upsert(&scope, vec![memory(memory_id, 1, axis_vector(1))])
+        .await
+        .unwrap();
+
+    assert_eq!(
+        index
+            .versions(&scope, vec![memory_id])
+            .await
+            .unwrap()
+            .get(&memory_id),
+        Some(&2)
+    );
+    let hits = index
+        .search(&scope, query(axis_vector(2), 1))
+        .await
+        .unwrap();
+    assert_eq!(hits[0].memory_id, memory_id);
+    assert_eq!(hits[0].version, 2);
+    assert!(
+        (hits[0].score - 1.0).abs() < 1e-5,
+        "the vector must still be version 2's: {hits:?}"
+    );
+
+    // Within one batch the newest version wins too, whatever the order.
+    index
+        .upsert(
+            &scope,
+            vec![
+                memory(memory_id, 4, axis_vector(4)),
+                memory(memory_id, 3, axis_vector(3)),
+            ],
+        )
+        .await
+        .unwrap();
+    let hits = index
+        .search(&scope, query(axis_vector(4), 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (hits[0].version, hits[0].score > 0.99),
+        (4, true),
+        "{hits:?}"
+    );
+
+    // Re-applying the same version is allowed (idempotent re-index).
+    index
+        .upsert(&scope, vec![memory(memory_id, 4, axis_vector(5))])
+        .await
+        .unwrap();
+    let hits = index
+        .search(&scope, query(axis_vector(5), 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        (hits[0].version, hits[0].score > 0.99),
+        (4, true),
+        "{hits:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_upserts_of_one_memory_end_at_the_newest_version() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = std::sync::Arc::new(open_index(&directory));
+    let scope = new_scope();
+    let memory_id = MemoryId::generate();
+    // Versions arrive in a scrambled order from many tasks at once.
+    let versions: Vec<i64> = (1..=24).map(|step| (step * 7) % 24 + 1).collect();
+    let mut tasks = Vec::new();
+    for version in versions {
+        let index = std::sync::Arc::clone(&index);
+        tasks.push(tokio::spawn(async move {
+            // Only the newest version points along the last axis.
+            let axis = if version == 24 {
+                DIMENSION - 1
+            } else {
+                version as usize % (DIMENSION - 1)
+            };
+            index
+                .upsert(&scope, vec![memory(memory_id, version, axis_vector(axis))])
+                .await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        index
+            .versions(&scope, vec![memory_id])
+            .await
+            .unwrap()
+            .get(&memory_id),
+        Some(&24)
+    );
+    let hits = index
+        .search(&scope, query(axis_vector(DIMENSION - 1), 1))
+        .await
+        .unwrap();
+    assert!(
+        hits[0].score > 0.99,
+        "the vector must be version 24's: {hits:?}"
+    );
+}
+
+#[tokio::test]
+async fn delete_is_idempotent_and_deleted_points_are_not_returned() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope = new_scope();
+    let kept = MemoryId::generate();
+    let deleted = MemoryId::generate();
+    index
+        .upsert(
+            &scope,
+            vec![
+                memory(kept, 1, axis_vector(1)),
+                memory(deleted, 1, axis_vector(0)),
+            ],
+        )
+        .await
+        .unwrap();
+
+    index
+        .delete(&scope, vec![deleted, MemoryId::generate()])
+        .await
+        .unwrap();
+    index.delete(&scope, vec![deleted]).await.unwrap();
+    index.delete(&scope, Vec::new()).await.unwrap();
+
+    assert_eq!(
+        hit_ids(
+            &index
+                .search(&scope, query(axis_vector(0), 10))
+                .await
+                .unwrap()
+        ),
+        vec![kept]
+    );
+    let versions = index.versions(&scope, vec![kept, deleted]).await.unwrap();
+    assert_eq!(versions.len(), 1);
+    assert!(versions.contains_key(&kept));
+    assert_eq!(index.point_count(&scope).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn data_survives_closing_and_reopening_the_directory() {
+    let directory = tempfile::tempdir().unwrap();
+    let scope = new_scope();
+    let survivor = MemoryId::generate();
+    let removed = MemoryId::generate();
+    {
+        let index = open_index(&directory);
+        index
+            .upsert(
+                &scope,
+                vec![
+                    memory(survivor, 5, axis_vector(3)),
+                    memory(removed, 1, axis_vector(4)),
+                ],
+            )
+            .await
+            .unwrap();
+        index.delete(&scope, vec![removed]).await.unwrap();
+        // No explicit flush: the WAL and the flush on drop must be enough.
+    }
+    let reopened = open_index(&directory);
+    let hits = reopened
+        .search(&scope, query(axis_vector(3), 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![survivor]);
+    assert_eq!(hits[0].version, 5);
+    assert!((hits[0].score - 1.0).abs() < 1e-5);
+
+    // Writes after reopening work and persist too.
+    let later = MemoryId::generate();
+    reopened
+        .upsert(&scope, vec![memory(later, 1, axis_vector(6))])
+        .await
+        .unwrap();
+    reopened.flush().await.unwrap();
+    drop(reopened);
+    let reopened_again = open_index(&directory);
+    assert_eq!(reopened_again.point_count(&scope).await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn reopening_with_another_dimension_is_refused() {
+    let directory = tempfile::tempdir().unwrap();
+    drop(open_index(&directory));
+    let error = EdgeVectorIndex::open(directory.path(), DIMENSION * 2)
+        .err()
+        .expect("must refuse");
+    assert!(matches!(error, IndexError::Unavailable(_)), "{error:?}");
+}
+
+#[tokio::test]
+async fn vectors_of_the_wrong_dimension_are_rejected() {
+    let directory = tempfile::tempdir().unwrap();
+    let index = open_index(&directory);
+    let scope = new_scope();
+    let error = index
+        .upsert(&scope, vec![memory(MemoryId::generate(), 1, vec![1.0; 3])])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            IndexError::DimensionMismatch {
+                expected: 8,
+                actual: 3
+            }
+        ),
+        "{error:?}"
+    );
+    let error = index
+        .search(&scope, query(vec![1.0; 9], 5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            error,
+            IndexError::DimensionMismatch {
+                expected: 8,
+                actual: 9
+            }
+        ),
+        "{error:?}"
+    );
+    assert_eq!(index.point_count(&scope).await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_stays_exact_after_hnsw_optimization() {
+    let directory = tempfile::tempdir().unwrap();
+    // A tiny indexing threshold so 2,000 eight-dimensional vectors do get an HNSW index; the
+    // maintenance thread is kept out of the way so `optimize_now` does the work.
+    let options = EdgeIndexOptions {
+        indexing_threshold_kb: Some(10),
+        optimize_after_written_points: u64::MAX,
+        optimize_interval: Duration::from_secs(3600),
+        ..EdgeIndexOptions::default()
+    };
+    let index = EdgeVectorIndex::open_with_options(directory.path(), DIMENSION, options).unwrap();
+    let scope = new_scope();
+    let other_scope = new_scope();
+    let vectors = pseudo_random_vectors(2_000, 7);
+    let ids: Vec<MemoryId> = (0..vectors.len()).map(|_| MemoryId::generate()).collect();
+    for (chunk_ids, chunk_vectors) in ids.chunks(250).zip(vectors.chunks(250)) {
+        let points = chunk_ids
+            .iter()
+            .zip(chunk_vectors)
+            .map(|(id, vector)| memory(*id, 1, vector.clone()))
+            .collect();
+        index.upsert(&scope, points).await.unwrap();
+    }
+    // Another project's copies of the same vectors must never leak into the results.
+    let decoys = vectors[..200]
+        .iter()
+        .map(|vector| memory(MemoryId::generate(), 1, vector.clone()))
+        .collect();
+    index.upsert(&other_scope, decoys).await.unwrap();
+
+    let optimize_index = &index;
+    let optimized = tokio::task::block_in_place(|| optimize_index.optimize_now()).unwrap();
+    assert!(
+        optimized,
+        "the segment is over the indexing threshold and must be optimized"
+    );
+    let statistics = index.statistics().await.unwrap();
+    assert!(statistics.indexed_vector_count > 0, "{statistics:?}");
+    assert_eq!(index.point_count(&scope).await.unwrap(), 2_000);
+
+    for probe in [0usize, 1, 199, 777, 1_500, 1_999] {
+        let hits = index
+            .search(&scope, query(vectors[probe].clone(), 5))
+            .await
+            .unwrap();
+        assert_eq!(hits[0].memory_id, ids[probe], "probe {probe}: {hits:?}");
+        assert!(
+            (hits[0].score - 1.0).abs() < 1e-4,
+            "probe {probe}: {hits:?}"
+        );
+        assert!(
+            hits.windows(2).all(|pair| pair[0].score >= pair[1].score),
+            "best first: {hits:?}"
+        );
+        assert!(
+            hits.iter().all(|hit| ids.contains(&hit.memory_id)),
+            "only this project's points: {hits:?}"
+        );
+    }
+
+    // Writes after optimization land in a fresh appendable segment and are found as well.
+    let late = MemoryId::generate();
+    index
+        .upsert(&scope, vec![memory(late, 1, axis_vector(7))])
+        .await
+        .unwrap();
+    assert_eq!(
+        index
+            .search(&scope, query(axis_vector(7), 1))
+            .await
+            .unwrap()[0]
+            .memory_id,
+        late
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maintenance_thread_optimizes_after_enough_writes() {
+    let directory = tempfile::tempdir().unwrap();
+    let options = EdgeIndexOptions {
+        indexing_threshold_kb: Some(10),
+        optimize_after_written_points: 500,
+        maintenance_tick: Duration::from_millis(50),
+        ..EdgeIndexOptions::default()
+    };
+    let index = EdgeVectorIndex::open_with_options(directory.path(), DIMENSION, options).unwrap();
+    let scope = new_scope();
+    let points = pseudo_random_vectors(1_000, 11)
+        .into_iter()
+        .map(|vector| memory(MemoryId::generate(), 1, vector))
+        .collect();
+    index.upsert(&scope, points).await.unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let statistics = index.statistics().await.unwrap();
+        if statistics.indexed_vector_count > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no background optimization happened: {statistics:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    index.check_ready().await.unwrap();
+    assert_eq!(index.point_count(&scope).await.unwrap(), 1_000);
+}
+
+/// Set in the child process of the crash test: where to write before aborting.
+const CRASH_DIRECTORY_VARIABLE: &str = "ENGRAM_INDEX_CRASH_TEST_DIRECTORY";
+
+#[tokio::test]
+async fn an_acknowledged_upsert_survives_a_process_crash() {
+    if let Ok(crash_directory) = std::env::var(CRASH_DIRECTORY_VARIABLE) {
+        // Child: write without any flush (the maintenance tick is far away), then die the way a
+        // crash does: no destructors, no flush on drop.
+        let options = EdgeIndexOptions {
+            maintenance_tick: Duration::from_secs(3600),
+            ..EdgeIndexOptions::default()
+        };
+        let index = EdgeVectorIndex::open_with_options(
+            std::path::Path::new(&crash_directory),
+            DIMENSION,
+            options,
+        )
+        .expect("open index in the child");
+        let scope: ProjectScope = ProjectScope::from_verified_credential(
+            std::env::var("ENGRAM_INDEX_CRASH_TEST_ORGANIZATION")
+                .unwrap()
+                .parse()
+                .unwrap(),
+            std::env::var("ENGRAM_INDEX_CRASH_TEST_PROJECT")
+                .unwrap()
+                .parse()
+                .unwrap(),
+        );
+        let memory_id: MemoryId = std::env::var("ENGRAM_INDEX_CRASH_TEST_MEMORY")
+            .unwrap()
+            .parse()
+            .unwrap();
+        index
+            .upsert(&scope, vec![memory(memory_id, 7, axis_vector(5))])
+            .await
+            .expect("upsert in the child");
+        std::process::abort();
+    }
+
+    let directory = tempfile::tempdir().unwrap();
+    let scope = new_scope();
+    let memory_id = MemoryId::generate();
+    let child_status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "an_acknowledged_upsert_survives_a_process_crash",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CRASH_DIRECTORY_VARIABLE, directory.path())
+        .env(
+            "ENGRAM_INDEX_CRASH_TEST_ORGANIZATION",
+            scope.organization_id().to_string(),
+        )
+        .env(
+            "ENGRAM_INDEX_CRASH_TEST_PROJECT",
+            scope.project_id().to_string(),
+        )
+        .env("ENGRAM_INDEX_CRASH_TEST_MEMORY", memory_id.to_string())
+        .status()
+        .unwrap();
+    assert!(!child_status.success(), "the child must have aborted");
+
+    let reopened = open_index(&directory);
+    assert_eq!(
+        reopened
+            .versions(&scope, vec![memory_id])
+            .await
+            .unwrap()
+            .get(&memory_id),
+        Some(&7)
+    );
+    let hits = reopened
+        .search(&scope, query(axis_vector(5), 1))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![memory_id]);
+}

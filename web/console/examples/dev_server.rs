@@ -1,0 +1,263 @@
+//! Development-only server: the console over an in-memory `ConsoleBackend` with seeded data.
+//! Not a test and not the real backend (the gateway implements that against the database).
+//!
+//! ```sh
+//! scripts/build-console.sh                       # the hydrate bundle into target/console-pkg
+//! cargo run -p engram-console --features ssr --example dev_server
+//! ```
+//! Environment: `CONSOLE_DEV_LISTEN` (default `127.0.0.1:3900`), `CONSOLE_DEV_PKG_DIR`
+//! (default `<workspace>/target/console-pkg`). Sign in as `admin@example.com` / `dev-password`.
+//! On start it prints the seeded contents of the first project as JSON, the form
+//! `ENGRAM_EXPECT_CONTENTS` of `tests/browser/console.spec.mjs` expects.
+
+use engram_console::{
+    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
+    MemoryRow, ProjectSummary, console_router,
+};
+use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+const EMAIL: &str = "admin@example.com";
+const PASSWORD: &str = "dev-password";
+
+/// (project id, user id, kind, key, content, state, version)
+type SeedRow = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    &'static str,
+    &'static str,
+    i64,
+);
+
+struct DevBackend {
+    sessions: Mutex<HashMap<String, ConsoleAccount>>,
+    projects: Vec<ProjectSummary>,
+    /// (project id, row)
+    memories: Vec<(String, MemoryRow)>,
+    counter: AtomicU64,
+}
+
+impl DevBackend {
+    fn seeded() -> Self {
+        let projects = vec![
+            ProjectSummary {
+                id: "p-support".into(),
+                name: "Support bot".into(),
+            },
+            ProjectSummary {
+                id: "p-sales".into(),
+                name: "Sales assistant".into(),
+            },
+        ];
+        let rows: [SeedRow; 7] = [
+            (
+                "p-support",
+                "u-42",
+                "preference",
+                Some("reply_style"),
+                "Prefers short answers.",
+                "active",
+                2,
+            ),
+            (
+                "p-support",
+                "u-42",
+                "semantic",
+                None,
+                "Works at Acme Corp as a data engineer.",
+                "active",
+                1,
+            ),
+            (
+                "p-support",
+                "u-7",
+                "episodic",
+                None,
+                "Reported a login failure on 2025-03-02.",
+                "active",
+                1,
+            ),
+            (
+                "p-support",
+                "u-7",
+                "procedural",
+                None,
+                "Always answer in French.",
+                "active",
+                1,
+            ),
+            (
+                "p-support",
+                "u-42",
+                "preference",
+                Some("reply_style"),
+                "Prefers long, detailed answers.",
+                "superseded",
+                1,
+            ),
+            (
+                "p-sales",
+                "u-100",
+                "semantic",
+                None,
+                "Budget approved for Q3.",
+                "active",
+                1,
+            ),
+            (
+                "p-sales",
+                "u-101",
+                "preference",
+                None,
+                "Wants invoices in EUR.",
+                "active",
+                1,
+            ),
+        ];
+        let memories = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, (project, user, kind, key, content, state, version))| {
+                let row = MemoryRow {
+                    id: format!("0193-dev-{i:04}"),
+                    user_id: Some(user.into()),
+                    agent_id: None,
+                    session_id: None,
+                    kind: kind.into(),
+                    key: key.map(Into::into),
+                    content: content.into(),
+                    state: state.into(),
+                    version,
+                    updated_at: format!("2025-06-0{}T09:{:02}:00.000Z", 1 + i % 9, i * 7),
+                };
+                (project.to_owned(), row)
+            })
+            .collect();
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            projects,
+            memories,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// Not a secure token: good enough for a development server on localhost.
+    fn new_token(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let a = RandomState::new().hash_one(n);
+        let b = RandomState::new().hash_one(a);
+        format!("dev{a:016x}{b:016x}")
+    }
+
+    fn account(&self, token: &str) -> Option<ConsoleAccount> {
+        self.sessions.lock().ok()?.get(token).cloned()
+    }
+}
+
+#[engram_console::async_trait]
+impl ConsoleBackend for DevBackend {
+    async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
+        if email != EMAIL || password != PASSWORD {
+            return Err(ConsoleError::InvalidCredentials);
+        }
+        let token = self.new_token();
+        let account = ConsoleAccount {
+            email,
+            organization_name: "Acme (dev)".into(),
+        };
+        self.sessions
+            .lock()
+            .map_err(|_| ConsoleError::Internal("session store poisoned".into()))?
+            .insert(token.clone(), account);
+        Ok(token)
+    }
+
+    async fn logout(&self, session_token: String) {
+        if let Ok(mut sessions) = self.sessions.lock() {
+            sessions.remove(&session_token);
+        }
+    }
+
+    async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount> {
+        self.account(session_token)
+    }
+
+    async fn list_projects(
+        &self,
+        session_token: &str,
+    ) -> Result<Vec<ProjectSummary>, ConsoleError> {
+        self.account(session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        Ok(self.projects.clone())
+    }
+
+    async fn list_memories(
+        &self,
+        session_token: &str,
+        query: MemoryListQuery,
+    ) -> Result<MemoryPage, ConsoleError> {
+        self.account(session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        if !self.projects.iter().any(|p| p.id == query.project_id) {
+            return Err(ConsoleError::NotFound);
+        }
+        let text = query.text.as_deref().map(str::to_lowercase);
+        let memories: Vec<MemoryRow> = self
+            .memories
+            .iter()
+            .filter(|(project, _)| *project == query.project_id)
+            .map(|(_, row)| row)
+            .filter(|row| query.kind.as_ref().is_none_or(|k| *k == row.kind))
+            .filter(|row| query.user_id.is_none() || row.user_id == query.user_id)
+            .filter(|row| {
+                text.as_ref().is_none_or(|t| {
+                    row.content.to_lowercase().contains(t)
+                        || row
+                            .user_id
+                            .as_deref()
+                            .is_some_and(|u| u.to_lowercase().contains(t))
+                })
+            })
+            .take(query.limit as usize)
+            .cloned()
+            .collect();
+        Ok(MemoryPage {
+            total_shown: memories.len(),
+            memories,
+        })
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+
+    let listen = std::env::var("CONSOLE_DEV_LISTEN").unwrap_or_else(|_| "127.0.0.1:3900".into());
+    let assets = std::env::var("CONSOLE_DEV_PKG_DIR")
+        .map(ConsoleAssets::new)
+        .unwrap_or_default();
+
+    let backend = DevBackend::seeded();
+    let first_project = backend.projects[0].id.clone();
+    let expect: Vec<&str> = backend
+        .memories
+        .iter()
+        .filter(|(p, row)| *p == first_project && row.state == "active")
+        .map(|(_, row)| row.content.as_str())
+        .collect();
+    println!("ENGRAM_EXPECT_CONTENTS={}", serde_json::to_string(&expect)?);
+
+    let app = console_router(Arc::new(backend), assets);
+    let listener = tokio::net::TcpListener::bind(&listen).await?;
+    tracing::info!(url = %format!("http://{}/console", listener.local_addr()?), "dev console listening");
+    axum::serve(listener, app).await?;
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! The console's server functions (mounted under `/console/api/…`) and its session cookie.
+//! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
+
+use crate::model::{ConsoleError, MemoryListing, SessionInfo};
+use leptos::prelude::*;
+
+/// Where the server functions live; must match the `prefix` of every `#[server]` below.
+pub const API_PREFIX: &str = "/console/api";
+
+/// Sign in: on success the session cookie is set and the browser is sent to the memories.
+#[server(prefix = "/console/api", endpoint = "login")]
+pub async fn login(email: String, password: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::login(email, password).await).await
+}
+
+/// Sign out: ends the backend session, clears the cookie, goes back to the login page.
+#[server(prefix = "/console/api", endpoint = "logout")]
+pub async fn logout() -> Result<(), ConsoleError> {
+    ssr::answer(ssr::logout().await).await
+}
+
+/// The signed-in account and its projects.
+#[server(prefix = "/console/api", endpoint = "session")]
+pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
+    ssr::answer(ssr::load_session().await).await
+}
+
+/// The memories of a project (the first project when `project_id` is empty), filtered by
+/// `text` (content or user) and `kind`.
+#[server(prefix = "/console/api", endpoint = "memories")]
+pub async fn list_memories(
+    project_id: Option<String>,
+    text: Option<String>,
+    kind: Option<String>,
+) -> Result<MemoryListing, ConsoleError> {
+    ssr::answer(ssr::list_memories(project_id, text, kind).await).await
+}
+
+/// The server functions' bodies, the backend from context and the `engram_console` cookie.
+#[cfg(feature = "ssr")]
+pub(crate) mod ssr {
+    use crate::backend::ConsoleBackend;
+    use crate::model::{
+        ConsoleError, MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryListing, SessionInfo,
+    };
+    use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+    use leptos::prelude::use_context;
+    use std::sync::Arc;
+
+    pub async fn login(email: String, password: String) -> Result<(), ConsoleError> {
+        let backend = backend()?;
+        let email = email.trim().to_owned();
+        // Oversized input is refused before it reaches the (deliberately slow) password hash.
+        if email.is_empty() || password.is_empty() || email.len() > 320 || password.len() > 1024 {
+            return Err(ConsoleError::InvalidCredentials);
+        }
+        let token = match backend.login(email, password).await {
+            Ok(token) => token,
+            Err(err) => {
+                // No e-mail in the log: it is personal data, and sign-in history belongs to
+                // the audit log.
+                tracing::info!(error = %err, "console login refused");
+                return Err(err);
+            }
+        };
+        let secure = request_is_https().await;
+        set_cookie(session_cookie(&token, secure)?);
+        leptos_axum::redirect("/console/memories");
+        Ok(())
+    }
+
+    pub async fn logout() -> Result<(), ConsoleError> {
+        let backend = backend()?;
+        if let Some(token) = session_token().await {
+            backend.logout(token).await;
+        }
+        let secure = request_is_https().await;
+        set_cookie(clearing_cookie(secure));
+        leptos_axum::redirect("/console/login");
+        Ok(())
+    }
+
+    pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let account = backend
+            .current_account(&token)
+            .await
+            .ok_or(ConsoleError::Unauthorized)?;
+        let projects = backend.list_projects(&token).await?;
+        Ok(SessionInfo { account, projects })
+    }
+
+    pub async fn list_memories(
+        project_id: Option<String>,
+        text: Option<String>,
+        kind: Option<String>,
+    ) -> Result<MemoryListing, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let project_id = match non_empty(project_id) {
+            Some(id) => id,
+            None => match backend.list_projects(&token).await?.into_iter().next() {
+                Some(first) => first.id,
+                None => return Ok(MemoryListing::default()),
+            },
+        };
+        let query = MemoryListQuery {
+            project_id: project_id.clone(),
+            user_id: None,
+            kind: non_empty(kind),
+            text: non_empty(text).map(|t| t.chars().take(MAX_FILTER_CHARS).collect()),
+            limit: MEMORY_PAGE_LIMIT,
+        };
+        let page = backend.list_memories(&token, query).await?;
+        Ok(MemoryListing {
+            project_id: Some(project_id),
+            page,
+        })
+    }
+
+    /// Gives a failed call an HTTP status that says what went wrong (401, 404, 500) when the
+    /// caller is the browser's `fetch`. Plain form posts (and in-process calls while a page
+    /// renders, whose response is the page) accept `text/html`: their status is left alone,
+    /// since it is the redirect back to the form or the page's own.
+    pub async fn answer<T>(result: Result<T, ConsoleError>) -> Result<T, ConsoleError> {
+        let Err(err) = result else {
+            return result;
+        };
+        let accepts_html = request_headers().await.is_some_and(|h| {
+            h.get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.contains("text/html"))
+        });
+        if !accepts_html && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.set_status(match err {
+                ConsoleError::Unauthorized | ConsoleError::InvalidCredentials => {
+                    StatusCode::UNAUTHORIZED
+                }
+                ConsoleError::NotFound => StatusCode::NOT_FOUND,
+                ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            });
+        }
+        Err(err)
+    }
+
+    /// Name of the session cookie.
+    pub const SESSION_COOKIE: &str = "engram_console";
+
+    /// Longest text filter passed on to the backend; longer input cannot match anything useful.
+    pub const MAX_FILTER_CHARS: usize = 500;
+
+    pub fn backend() -> Result<Arc<dyn ConsoleBackend>, ConsoleError> {
+        use_context::<Arc<dyn ConsoleBackend>>().ok_or_else(|| {
+            tracing::error!("console backend missing from leptos context");
+            ConsoleError::Internal("the console is not configured".into())
+        })
+    }
+
+    pub fn non_empty(value: Option<String>) -> Option<String> {
+        value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    async fn request_headers() -> Option<HeaderMap> {
+        leptos_axum::extract::<HeaderMap>().await.ok()
+    }
+
+    /// The session token of the current request, if it carries the cookie.
+    pub async fn session_token() -> Option<String> {
+        token_from_headers(&request_headers().await?)
+    }
+
+    pub async fn request_is_https() -> bool {
+        request_headers().await.is_some_and(|h| is_https(&h))
+    }
+
+    /// Reads `engram_console` from the `Cookie` header(s).
+    pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(name, _)| *name == SESSION_COOKIE)
+            .map(|(_, value)| value.trim_matches('"').to_owned())
+            .filter(|value| !value.is_empty())
+    }
+
+    /// Whether the browser reached us over https. The gateway usually sits behind a
+    /// TLS-terminating proxy, so the proxy's `X-Forwarded-Proto` / `Forwarded` decide. A
+    /// client forging them over plain http only gets a `Secure` cookie its browser drops.
+    pub fn is_https(headers: &HeaderMap) -> bool {
+        let forwarded_proto = headers
+            .get("x-forwarded-proto")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"));
+        let forwarded = headers
+            .get(header::FORWARDED)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split([';', ','])
+                    .any(|part| part.trim().eq_ignore_ascii_case("proto=https"))
+            });
+        forwarded_proto || forwarded
+    }
+
+    /// RFC 6265 `cookie-octet`: what may appear in a cookie value without quoting.
+    fn is_cookie_octet(b: u8) -> bool {
+        matches!(b, 0x21 | 0x23..=0x2B | 0x2D..=0x3A | 0x3C..=0x5B | 0x5D..=0x7E)
+    }
+
+    fn cookie_attributes(secure: bool) -> &'static str {
+        if secure {
+            "Path=/console; HttpOnly; SameSite=Strict; Secure"
+        } else {
+            "Path=/console; HttpOnly; SameSite=Strict"
+        }
+    }
+
+    /// The `Set-Cookie` value carrying a new session. A browser-session cookie (no
+    /// `Max-Age`): the backend owns expiry, so a stale cookie simply stops working.
+    pub fn session_cookie(token: &str, secure: bool) -> Result<HeaderValue, ConsoleError> {
+        if token.is_empty() || !token.bytes().all(is_cookie_octet) {
+            tracing::error!("console backend issued a session token that is not cookie-safe");
+            return Err(ConsoleError::Internal("could not start a session".into()));
+        }
+        let value = format!("{SESSION_COOKIE}={token}; {}", cookie_attributes(secure));
+        HeaderValue::from_str(&value)
+            .map_err(|_| ConsoleError::Internal("could not start a session".into()))
+    }
+
+    /// The `Set-Cookie` value that removes the session cookie.
+    pub fn clearing_cookie(secure: bool) -> HeaderValue {
+        let value = format!(
+            "{SESSION_COOKIE}=; Max-Age=0; {}",
+            cookie_attributes(secure)
+        );
+        // Built only from constants, so it is always a valid header value.
+        HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+
+    pub fn set_cookie(value: HeaderValue) {
+        if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            response.append_header(header::SET_COOKIE, value);
+        } else {
+            tracing::error!("console response options missing; cookie not set");
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn reads_the_session_cookie_among_others() {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::COOKIE,
+                HeaderValue::from_static("a=1; engram_console=tok-123; b=2"),
+            );
+            assert_eq!(token_from_headers(&headers).as_deref(), Some("tok-123"));
+        }
+
+        #[test]
+        fn refuses_tokens_that_would_break_the_header() {
+            assert!(session_cookie("abc;def", false).is_err());
+            assert!(session_cookie("abc def", false).is_err());
+            let ok = session_cookie("abc_DEF-123", true).expect("cookie-safe token");
+            assert_eq!(
+                ok.to_str().ok(),
+                Some(
+                    "engram_console=abc_DEF-123; Path=/console; HttpOnly; SameSite=Strict; Secure"
+                )
+            );
+        }
+
+        #[test]
+        fn https_is_taken_from_the_proxy_headers() {
+            let mut headers = HeaderMap::new();
+            assert!(!is_https(&headers));
+            headers.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+            assert!(is_https(&headers));
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                header::FORWARDED,
+                HeaderValue::from_static("for=1.2.3.4;proto=https"),
+            );
+            assert!(is_https(&headers));
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! The seam between the console and the rest of Engram: the gateway implements
+//! [`ConsoleBackend`] and hands it to [`crate::console_router`]; the console never touches storage.
+
+use crate::model::{ConsoleAccount, ConsoleError, MemoryListQuery, MemoryPage, ProjectSummary};
+
+/// Everything the console needs from the service, keyed by the opaque session token that
+/// [`ConsoleBackend::login`] issued and the console keeps in the `engram_console` cookie.
+///
+/// Implementations own authentication, tenant scoping and auditing (every call of
+/// `list_memories` is a console read of memory content).
+#[async_trait::async_trait]
+pub trait ConsoleBackend: Send + Sync + 'static {
+    /// Verify e-mail + password; on success an opaque session token for the cookie.
+    ///
+    /// The token must consist of cookie-safe characters (e.g. hex or base64url); anything
+    /// else is refused with [`ConsoleError::Internal`] rather than written into a header.
+    async fn login(&self, email: String, password: String) -> Result<String, ConsoleError>;
+
+    /// End the session; unknown or expired tokens are ignored.
+    async fn logout(&self, session_token: String);
+
+    /// The account behind a live session, `None` when the token is unknown or expired.
+    async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount>;
+
+    /// Projects visible to the session's account, in display order (the first one is the
+    /// console's default). [`ConsoleError::Unauthorized`] when the session is not live.
+    async fn list_projects(&self, session_token: &str)
+    -> Result<Vec<ProjectSummary>, ConsoleError>;
+
+    /// Memories of one project matching the query, newest first, at most `query.limit`.
+    /// [`ConsoleError::NotFound`] for a project the account cannot see.
+    async fn list_memories(
+        &self,
+        session_token: &str,
+        query: MemoryListQuery,
+    ) -> Result<MemoryPage, ConsoleError>;
+}

@@ -1,0 +1,107 @@
+//! The data the console shows and the errors it reports, shared by server and browser.
+//! Plain serde types with no workspace dependencies, so they compile for wasm as well.
+
+use leptos::server_fn::{
+    codec::JsonEncoding,
+    error::{FromServerFnError, ServerFnErrorErr},
+};
+use serde::{Deserialize, Serialize};
+
+/// The signed-in console account, as shown in the page header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleAccount {
+    pub email: String,
+    pub organization_name: String,
+}
+
+/// A project the signed-in account may inspect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectSummary {
+    pub id: String,
+    pub name: String,
+}
+
+/// What the memories table asks the backend for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryListQuery {
+    pub project_id: String,
+    /// Exact `user_id` filter.
+    pub user_id: Option<String>,
+    /// One of `semantic | episodic | procedural | preference`; `None` means every kind.
+    pub kind: Option<String>,
+    /// Case-insensitive substring matched against the content *or* the `user_id`.
+    pub text: Option<String>,
+    /// Upper bound on the rows returned (the console asks for [`MEMORY_PAGE_LIMIT`]).
+    pub limit: u32,
+}
+
+/// One row of the memories table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryRow {
+    pub id: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: String,
+    pub key: Option<String>,
+    pub content: String,
+    pub state: String,
+    pub version: i64,
+    /// RFC 3339, UTC.
+    pub updated_at: String,
+}
+
+/// The rows that matched a [`MemoryListQuery`], newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryPage {
+    pub memories: Vec<MemoryRow>,
+    pub total_shown: usize,
+}
+
+/// How many rows the memories table asks for at most.
+pub const MEMORY_PAGE_LIMIT: u32 = 200;
+
+/// The memory kinds the kind filter offers.
+pub const MEMORY_KINDS: [&str; 4] = ["semantic", "episodic", "procedural", "preference"];
+
+/// An error a console call can end with; it crosses the network to the browser as JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum ConsoleError {
+    /// No session, or the session expired.
+    #[error("you are not signed in")]
+    Unauthorized,
+    /// Login with an unknown e-mail or a wrong password (deliberately not saying which).
+    #[error("wrong e-mail or password")]
+    InvalidCredentials,
+    /// The project (or other object) does not exist for this account.
+    #[error("not found")]
+    NotFound,
+    /// Anything else; the text is shown to the user, so it must not carry secrets.
+    #[error("something went wrong: {0}")]
+    Internal(String),
+}
+
+impl FromServerFnError for ConsoleError {
+    type Encoder = JsonEncoding;
+
+    // Transport failures (network, (de)serialisation) surface as `Internal` so the page can
+    // show them like any other failure.
+    fn from_server_fn_error(value: ServerFnErrorErr) -> Self {
+        ConsoleError::Internal(value.to_string())
+    }
+}
+
+/// The account and the projects it can see: everything the page header needs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    pub account: ConsoleAccount,
+    pub projects: Vec<ProjectSummary>,
+}
+
+/// The memories of one project, with the project the server settled on (the first one
+/// when the browser did not choose).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryListing {
+    pub project_id: Option<String>,
+    pub page: MemoryPage,
+}

@@ -1,0 +1,184 @@
+//! The axum side of the console: SSR pages, server-function endpoints and the wasm bundle,
+//! all under `/console`, plus the guard that sends visitors without a session to the login page.
+
+use crate::BUNDLE_NAME;
+use crate::api::{API_PREFIX, ssr::token_from_headers};
+use crate::app::{App, shell};
+use crate::backend::ConsoleBackend;
+use axum::{
+    Router,
+    extract::{Request, State},
+    http::{HeaderValue, Method, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Redirect, Response},
+    routing::get,
+};
+use leptos::prelude::{LeptosOptions, provide_context};
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tower_http::{services::ServeDir, set_header::SetResponseHeaderLayer};
+
+const LOGIN_PATH: &str = "/console/login";
+const HOME_PATH: &str = "/console/memories";
+/// URL path of the bundle, without the leading slash (the form `LeptosOptions` wants).
+const PKG_URL_DIR: &str = "console/pkg";
+
+/// Where the hydrate bundle built by `scripts/build-console.sh` lives on disk: a directory
+/// holding `engram-console.js` and `engram-console_bg.wasm`, served at `/console/pkg/`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsoleAssets {
+    pub pkg_dir: PathBuf,
+}
+
+impl ConsoleAssets {
+    pub fn new(pkg_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            pkg_dir: pkg_dir.into(),
+        }
+    }
+
+    /// `<workspace>/target/console-pkg`, the build script's default output. Only useful for
+    /// binaries run from a source checkout; deployments should configure the path.
+    pub fn workspace_default() -> Self {
+        let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let workspace = manifest_dir
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(manifest_dir);
+        Self::new(workspace.join("target").join("console-pkg"))
+    }
+
+    fn js_path(&self) -> PathBuf {
+        self.pkg_dir.join(format!("{BUNDLE_NAME}.js"))
+    }
+
+    fn wasm_path(&self) -> PathBuf {
+        self.pkg_dir.join(format!("{BUNDLE_NAME}_bg.wasm"))
+    }
+
+    /// Whether both bundle files are on disk. Checked on every page render (two `stat`s), so
+    /// a bundle built after the server started is picked up without a restart.
+    pub fn bundle_present(&self) -> bool {
+        self.js_path().is_file() && self.wasm_path().is_file()
+    }
+}
+
+impl Default for ConsoleAssets {
+    fn default() -> Self {
+        Self::workspace_default()
+    }
+}
+
+/// The whole console as one router with full `/console/...` paths, ready to be merged into
+/// the gateway's router:
+/// - `GET /console`, `/console/login`, `/console/memories`: server-rendered pages (all but
+///   the login page require a session and redirect to it otherwise);
+/// - `/console/api/{fn}`: the server functions;
+/// - `GET /console/pkg/...`: the hydrate bundle from [`ConsoleAssets::pkg_dir`].
+///
+/// A missing bundle is not fatal: pages are then served without hydration scripts.
+pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -> Router {
+    if assets.bundle_present() {
+        tracing::info!(pkg_dir = %assets.pkg_dir.display(), "console bundle found");
+    } else {
+        tracing::warn!(
+            pkg_dir = %assets.pkg_dir.display(),
+            "console bundle missing; pages are served without hydration (run scripts/build-console.sh)"
+        );
+    }
+
+    // Configured here rather than from a cargo-leptos Cargo.toml section: only the names the
+    // hydration scripts point at matter (`/console/pkg/engram-console.js` and `_bg.wasm`).
+    let options = LeptosOptions::builder()
+        .output_name(BUNDLE_NAME)
+        // site_root is only read to look for a wasm-split manifest, which this bundle never has.
+        .site_root(assets.pkg_dir.to_string_lossy().into_owned())
+        .site_pkg_dir(PKG_URL_DIR)
+        .hash_files(false)
+        .build();
+
+    let context = {
+        let backend = backend.clone();
+        move || provide_context(backend.clone())
+    };
+
+    let pages = {
+        let shell_options = options.clone();
+        let assets = assets.clone();
+        Router::new()
+            // Registers the pages and also every server function (at `/console/api/…`, from
+            // their `prefix`), both with the backend in context.
+            .leptos_routes_with_context(&options, generate_route_list(App), context, move || {
+                shell(shell_options.clone(), assets.bundle_present())
+            })
+            .route("/console/", get(|| async { Redirect::to(HOME_PATH) }))
+            .route_layer(middleware::from_fn_with_state(backend, require_session))
+            .with_state(options)
+    };
+
+    // Pages and answers carry memory content: never cache them, never frame them.
+    let private = pages
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        // Same-origin only: the no-JS login form relies on the Referer to come back with its error.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("same-origin"),
+        ));
+
+    // The bundle has no content hash in its name, so browsers must revalidate it.
+    let bundle = ServeDir::new(&assets.pkg_dir);
+    let bundle = Router::new().nest_service("/console/pkg", bundle).layer(
+        SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache"),
+        ),
+    );
+
+    private
+        .merge(bundle)
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+}
+
+/// Lets only signed-in visitors reach the pages; the login page itself is open (and sends
+/// visitors who already have a session on to the memories). Server functions pass: they
+/// check the session themselves and answer with `ConsoleError::Unauthorized`.
+async fn require_session(
+    State(backend): State<Arc<dyn ConsoleBackend>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if req
+        .uri()
+        .path()
+        .strip_prefix(API_PREFIX)
+        .is_some_and(|rest| rest.starts_with('/'))
+    {
+        return next.run(req).await;
+    }
+    let signed_in = match token_from_headers(req.headers()) {
+        Some(token) => backend.current_account(&token).await.is_some(),
+        None => false,
+    };
+    if req.uri().path() == LOGIN_PATH {
+        if signed_in && req.method() == Method::GET {
+            return Redirect::to(HOME_PATH).into_response();
+        }
+        return next.run(req).await;
+    }
+    if signed_in {
+        next.run(req).await
+    } else {
+        Redirect::to(LOGIN_PATH).into_response()
+    }
+}
