@@ -155,7 +155,7 @@ pub struct EditMemoryBody {
     pub categories: Option<Vec<String>>,
     /// Set to null to clear the expiry.
     #[serde(default, deserialize_with = "present_or_null")]
-    #[schema(value_type = Option<DateTime<Utc>>)]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Option<DateTime<Utc>>>,
     /// Why the memory was changed; kept in its history.
     pub reason: Option<String>,
