@@ -114,11 +114,18 @@ enum IdempotencyRecords {
 }
 
 fn uuid_primary_key<T: IntoIden>(column: T) -> ColumnDef {
-    ColumnDef::new(column).uuid().not_null().primary_key().to_owned()
+    ColumnDef::new(column)
+        .uuid()
+        .not_null()
+        .primary_key()
+        .to_owned()
 }
 
 fn timestamp<T: IntoIden>(column: T) -> ColumnDef {
-    ColumnDef::new(column).timestamp_with_time_zone().not_null().to_owned()
+    ColumnDef::new(column)
+        .timestamp_with_time_zone()
+        .not_null()
+        .to_owned()
 }
 
 #[async_trait::async_trait]
@@ -155,9 +162,22 @@ impl MigrationTrait for Migration {
                 Table::create()
                     .table(ConsoleAccounts::Table)
                     .col(uuid_primary_key(ConsoleAccounts::Id))
-                    .col(ColumnDef::new(ConsoleAccounts::OrganizationId).uuid().not_null())
-                    .col(ColumnDef::new(ConsoleAccounts::Email).string().not_null().unique_key())
-                    .col(ColumnDef::new(ConsoleAccounts::PasswordHash).string().not_null())
+                    .col(
+                        ColumnDef::new(ConsoleAccounts::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(ConsoleAccounts::Email)
+                            .string()
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(
+                        ColumnDef::new(ConsoleAccounts::PasswordHash)
+                            .string()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(ConsoleAccounts::Role).string().not_null())
                     .col(timestamp(ConsoleAccounts::CreatedAt))
                     .foreign_key(
@@ -175,12 +195,25 @@ impl MigrationTrait for Migration {
                     .col(uuid_primary_key(ApiKeys::Id))
                     .col(ColumnDef::new(ApiKeys::OrganizationId).uuid().not_null())
                     .col(ColumnDef::new(ApiKeys::ProjectId).uuid().not_null())
-                    .col(ColumnDef::new(ApiKeys::PublicId).string().not_null().unique_key())
+                    .col(
+                        ColumnDef::new(ApiKeys::PublicId)
+                            .string()
+                            .not_null()
+                            .unique_key(),
+                    )
                     .col(ColumnDef::new(ApiKeys::SecretHash).string().not_null())
                     .col(ColumnDef::new(ApiKeys::Label).string().not_null())
                     .col(timestamp(ApiKeys::CreatedAt))
-                    .col(ColumnDef::new(ApiKeys::RevokedAt).timestamp_with_time_zone().null())
-                    .foreign_key(ForeignKey::create().from(ApiKeys::Table, ApiKeys::ProjectId).to(Projects::Table, Projects::Id))
+                    .col(
+                        ColumnDef::new(ApiKeys::RevokedAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(ApiKeys::Table, ApiKeys::ProjectId)
+                            .to(Projects::Table, Projects::Id),
+                    )
                     .to_owned(),
             )
             .await?;
@@ -206,12 +239,24 @@ impl MigrationTrait for Migration {
                     .col(timestamp(Memories::CreatedAt))
                     .col(timestamp(Memories::UpdatedAt))
                     .col(timestamp(Memories::ValidFrom))
-                    .col(ColumnDef::new(Memories::ValidTo).timestamp_with_time_zone().null())
-                    .col(ColumnDef::new(Memories::ExpiresAt).timestamp_with_time_zone().null())
+                    .col(
+                        ColumnDef::new(Memories::ValidTo)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(Memories::ExpiresAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
                     .col(ColumnDef::new(Memories::EmbeddingModel).string().not_null())
                     .col(ColumnDef::new(Memories::Embedding).binary().not_null())
                     .col(ColumnDef::new(Memories::ContentHash).string().not_null())
-                    .foreign_key(ForeignKey::create().from(Memories::Table, Memories::ProjectId).to(Projects::Table, Projects::Id))
+                    .foreign_key(
+                        ForeignKey::create()
+                            .from(Memories::Table, Memories::ProjectId)
+                            .to(Projects::Table, Projects::Id),
+                    )
                     .to_owned(),
             )
             .await?;
@@ -243,16 +288,28 @@ impl MigrationTrait for Migration {
              WHERE state = 'active' AND key IS NOT NULL";
         let connection = manager.get_connection();
         let backend: DbBackend = manager.get_database_backend();
-        connection.execute(Statement::from_string(backend, one_active_per_key)).await?;
+        connection
+            .execute(Statement::from_string(backend, one_active_per_key))
+            .await?;
 
         manager
             .create_table(
                 Table::create()
                     .table(MemoryHistory::Table)
-                    .col(ColumnDef::new(MemoryHistory::Id).big_integer().not_null().auto_increment().primary_key())
+                    .col(
+                        ColumnDef::new(MemoryHistory::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
                     .col(ColumnDef::new(MemoryHistory::MemoryId).uuid().not_null())
                     .col(ColumnDef::new(MemoryHistory::ProjectId).uuid().not_null())
-                    .col(ColumnDef::new(MemoryHistory::Version).big_integer().not_null())
+                    .col(
+                        ColumnDef::new(MemoryHistory::Version)
+                            .big_integer()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(MemoryHistory::Event).string().not_null())
                     .col(ColumnDef::new(MemoryHistory::Content).text().null())
                     .col(ColumnDef::new(MemoryHistory::Actor).string().not_null())
@@ -275,12 +332,27 @@ impl MigrationTrait for Migration {
             .create_table(
                 Table::create()
                     .table(IndexOutbox::Table)
-                    .col(ColumnDef::new(IndexOutbox::Id).big_integer().not_null().auto_increment().primary_key())
-                    .col(ColumnDef::new(IndexOutbox::OrganizationId).uuid().not_null())
+                    .col(
+                        ColumnDef::new(IndexOutbox::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(IndexOutbox::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(IndexOutbox::ProjectId).uuid().not_null())
                     .col(ColumnDef::new(IndexOutbox::MemoryId).uuid().not_null())
                     .col(timestamp(IndexOutbox::CreatedAt))
-                    .col(ColumnDef::new(IndexOutbox::Attempts).integer().not_null().default(0))
+                    .col(
+                        ColumnDef::new(IndexOutbox::Attempts)
+                            .integer()
+                            .not_null()
+                            .default(0),
+                    )
                     .col(ColumnDef::new(IndexOutbox::LastError).text().null())
                     .to_owned(),
             )
@@ -289,14 +361,36 @@ impl MigrationTrait for Migration {
             .create_table(
                 Table::create()
                     .table(IdempotencyRecords::Table)
-                    .col(ColumnDef::new(IdempotencyRecords::ProjectId).uuid().not_null())
-                    .col(ColumnDef::new(IdempotencyRecords::IdempotencyKey).string().not_null())
-                    .col(ColumnDef::new(IdempotencyRecords::RequestFingerprint).string().not_null())
-                    .col(ColumnDef::new(IdempotencyRecords::ResponseStatus).integer().not_null())
-                    .col(ColumnDef::new(IdempotencyRecords::ResponseBody).text().not_null())
+                    .col(
+                        ColumnDef::new(IdempotencyRecords::ProjectId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(IdempotencyRecords::IdempotencyKey)
+                            .string()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(IdempotencyRecords::RequestFingerprint)
+                            .string()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(IdempotencyRecords::ResponseStatus)
+                            .integer()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(IdempotencyRecords::ResponseBody)
+                            .text()
+                            .not_null(),
+                    )
                     .col(timestamp(IdempotencyRecords::CreatedAt))
                     .primary_key(
-                        Index::create().col(IdempotencyRecords::ProjectId).col(IdempotencyRecords::IdempotencyKey),
+                        Index::create()
+                            .col(IdempotencyRecords::ProjectId)
+                            .col(IdempotencyRecords::IdempotencyKey),
                     )
                     .to_owned(),
             )
@@ -315,7 +409,9 @@ impl MigrationTrait for Migration {
             Projects::Table.into_iden(),
             Organizations::Table.into_iden(),
         ] {
-            manager.drop_table(Table::drop().table(table).to_owned()).await?;
+            manager
+                .drop_table(Table::drop().table(table).to_owned())
+                .await?;
         }
         Ok(())
     }

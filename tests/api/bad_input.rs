@@ -12,15 +12,38 @@ struct Case {
     field: Option<&'static str>,
 }
 
-async fn post_raw(api: &ApiClient, path: &str, content_type: &str, body: Vec<u8>) -> engram_tests::ApiResponse {
-    api.send(api.request(Method::POST, path).header("content-type", content_type).body(body)).await
+async fn post_raw(
+    api: &ApiClient,
+    path: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> engram_tests::ApiResponse {
+    api.send(
+        api.request(Method::POST, path)
+            .header("content-type", content_type)
+            .body(body),
+    )
+    .await
 }
 
 fn check(case: &Case, response: &engram_tests::ApiResponse) {
-    assert_eq!(response.status, case.status, "{}: {}", case.name, response.body);
+    assert_eq!(
+        response.status, case.status,
+        "{}: {}",
+        case.name, response.body
+    );
     response.assert_problem(case.status, case.slug);
     if let Some(field) = case.field {
-        assert!(response.error_fields().iter().any(|reported| reported == field), "{}: expected field {field}, got {:?} in {}", case.name, response.error_fields(), response.body);
+        assert!(
+            response
+                .error_fields()
+                .iter()
+                .any(|reported| reported == field),
+            "{}: expected field {field}, got {:?} in {}",
+            case.name,
+            response.error_fields(),
+            response.body
+        );
     }
 }
 
@@ -31,61 +54,296 @@ async fn invalid_memory_writes_are_rejected_with_the_field_and_write_nothing() {
     let long_id = "u".repeat(256);
     let too_long_content = "x".repeat(32 * 1024 + 1);
     let big_metadata = json!({"blob": "y".repeat(16 * 1024)});
-    let hundred_and_one: Vec<Value> = (0..101).map(|number| json!({"content": format!("m{number}")})).collect();
+    let hundred_and_one: Vec<Value> = (0..101)
+        .map(|number| json!({"content": format!("m{number}")}))
+        .collect();
     let cases: Vec<(Case, Value)> = vec![
-        (Case { name: "no memories", status: 422, slug: "validation-failed", field: Some("memories") }, json!({"memories": []})),
-        (Case { name: "101 memories", status: 422, slug: "validation-failed", field: Some("memories") }, json!({"memories": hundred_and_one})),
-        (Case { name: "empty content", status: 422, slug: "validation-failed", field: Some("memories[0].content") }, json!({"memories": [{"content": ""}]})),
-        (Case { name: "content over 32 KiB", status: 422, slug: "validation-failed", field: Some("memories[0].content") }, json!({"memories": [{"content": too_long_content}]})),
-        (Case { name: "metadata over 16 KiB", status: 422, slug: "validation-failed", field: Some("memories[0].metadata") }, json!({"memories": [{"content": "a", "metadata": big_metadata}]})),
-        (Case { name: "metadata not an object", status: 422, slug: "validation-failed", field: Some("memories[0].metadata") }, json!({"memories": [{"content": "a", "metadata": [1, 2]}]})),
-        (Case { name: "user_id of 256 chars", status: 422, slug: "validation-failed", field: Some("memories[0].user_id") }, json!({"memories": [{"content": "a", "user_id": long_id}]})),
-        (Case { name: "empty agent_id", status: 422, slug: "validation-failed", field: Some("memories[0].agent_id") }, json!({"memories": [{"content": "a", "agent_id": ""}]})),
-        (Case { name: "key of 256 chars", status: 422, slug: "validation-failed", field: Some("memories[0].key") }, json!({"memories": [{"content": "a", "key": "k".repeat(256)}]})),
-        (Case { name: "unknown kind", status: 422, slug: "validation-failed", field: Some("memories[0].kind") }, json!({"memories": [{"content": "a", "kind": "fact"}]})),
-        (Case { name: "unknown source", status: 422, slug: "validation-failed", field: Some("memories[0].source") }, json!({"memories": [{"content": "a", "source": "guess"}]})),
-        (Case { name: "confidence above 1", status: 422, slug: "validation-failed", field: Some("memories[0].confidence") }, json!({"memories": [{"content": "a", "confidence": 1.5}]})),
-        (Case { name: "content not a string", status: 422, slug: "validation-failed", field: Some("memories[0].content") }, json!({"memories": [{"content": 5}]})),
-        (Case { name: "expires_at not a time", status: 422, slug: "validation-failed", field: Some("memories[0].expires_at") }, json!({"memories": [{"content": "a", "expires_at": "tomorrow"}]})),
-        (Case { name: "one bad item in a batch", status: 422, slug: "validation-failed", field: Some("memories[2].kind") },
-            json!({"memories": [{"content": "good one"}, {"content": "good two"}, {"content": "bad", "kind": "nope"}]})),
+        (
+            Case {
+                name: "no memories",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories"),
+            },
+            json!({"memories": []}),
+        ),
+        (
+            Case {
+                name: "101 memories",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories"),
+            },
+            json!({"memories": hundred_and_one}),
+        ),
+        (
+            Case {
+                name: "empty content",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].content"),
+            },
+            json!({"memories": [{"content": ""}]}),
+        ),
+        (
+            Case {
+                name: "content over 32 KiB",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].content"),
+            },
+            json!({"memories": [{"content": too_long_content}]}),
+        ),
+        (
+            Case {
+                name: "metadata over 16 KiB",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].metadata"),
+            },
+            json!({"memories": [{"content": "a", "metadata": big_metadata}]}),
+        ),
+        (
+            Case {
+                name: "metadata not an object",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].metadata"),
+            },
+            json!({"memories": [{"content": "a", "metadata": [1, 2]}]}),
+        ),
+        (
+            Case {
+                name: "user_id of 256 chars",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].user_id"),
+            },
+            json!({"memories": [{"content": "a", "user_id": long_id}]}),
+        ),
+        (
+            Case {
+                name: "empty agent_id",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].agent_id"),
+            },
+            json!({"memories": [{"content": "a", "agent_id": ""}]}),
+        ),
+        (
+            Case {
+                name: "key of 256 chars",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].key"),
+            },
+            json!({"memories": [{"content": "a", "key": "k".repeat(256)}]}),
+        ),
+        (
+            Case {
+                name: "unknown kind",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].kind"),
+            },
+            json!({"memories": [{"content": "a", "kind": "fact"}]}),
+        ),
+        (
+            Case {
+                name: "unknown source",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].source"),
+            },
+            json!({"memories": [{"content": "a", "source": "guess"}]}),
+        ),
+        (
+            Case {
+                name: "confidence above 1",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].confidence"),
+            },
+            json!({"memories": [{"content": "a", "confidence": 1.5}]}),
+        ),
+        (
+            Case {
+                name: "content not a string",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].content"),
+            },
+            json!({"memories": [{"content": 5}]}),
+        ),
+        (
+            Case {
+                name: "expires_at not a time",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[0].expires_at"),
+            },
+            json!({"memories": [{"content": "a", "expires_at": "tomorrow"}]}),
+        ),
+        (
+            Case {
+                name: "one bad item in a batch",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("memories[2].kind"),
+            },
+            json!({"memories": [{"content": "good one"}, {"content": "good two"}, {"content": "bad", "kind": "nope"}]}),
+        ),
     ];
     for (case, body) in &cases {
-        let response = api.send(api.request(Method::POST, "/v1/memories").json(body)).await;
+        let response = api
+            .send(api.request(Method::POST, "/v1/memories").json(body))
+            .await;
         check(case, &response);
     }
 
-    let malformed = post_raw(&api, "/v1/memories", "application/json", b"{\"memories\": [".to_vec()).await;
-    check(&Case { name: "malformed JSON", status: 400, slug: "malformed-body", field: None }, &malformed);
+    let malformed = post_raw(
+        &api,
+        "/v1/memories",
+        "application/json",
+        b"{\"memories\": [".to_vec(),
+    )
+    .await;
+    check(
+        &Case {
+            name: "malformed JSON",
+            status: 400,
+            slug: "malformed-body",
+            field: None,
+        },
+        &malformed,
+    );
     let wrong_type = post_raw(&api, "/v1/memories", "text/plain", b"hello".to_vec()).await;
-    check(&Case { name: "text/plain body", status: 415, slug: "unsupported-media-type", field: None }, &wrong_type);
-    let oversized = format!("{{\"memories\": [{{\"content\": \"{}\"}}]}}", "z".repeat(1024 * 1024 + 10));
-    let too_large = post_raw(&api, "/v1/memories", "application/json", oversized.into_bytes()).await;
-    check(&Case { name: "body over 1 MiB", status: 413, slug: "payload-too-large", field: None }, &too_large);
+    check(
+        &Case {
+            name: "text/plain body",
+            status: 415,
+            slug: "unsupported-media-type",
+            field: None,
+        },
+        &wrong_type,
+    );
+    let oversized = format!(
+        "{{\"memories\": [{{\"content\": \"{}\"}}]}}",
+        "z".repeat(1024 * 1024 + 10)
+    );
+    let too_large = post_raw(
+        &api,
+        "/v1/memories",
+        "application/json",
+        oversized.into_bytes(),
+    )
+    .await;
+    check(
+        &Case {
+            name: "body over 1 MiB",
+            status: 413,
+            slug: "payload-too-large",
+            field: None,
+        },
+        &too_large,
+    );
     let long_key = api
-        .send(api.request(Method::POST, "/v1/memories").header("Idempotency-Key", "k".repeat(300)).json(&json!({"memories": [{"content": "a"}]})))
+        .send(
+            api.request(Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "k".repeat(300))
+                .json(&json!({"memories": [{"content": "a"}]})),
+        )
         .await;
-    check(&Case { name: "idempotency key too long", status: 422, slug: "validation-failed", field: Some("header.Idempotency-Key") }, &long_key);
+    check(
+        &Case {
+            name: "idempotency key too long",
+            status: 422,
+            slug: "validation-failed",
+            field: Some("header.Idempotency-Key"),
+        },
+        &long_key,
+    );
 
     let listed = api.list("?state=active").await;
-    assert_eq!(listed.body["memories"].as_array().unwrap().len(), 0, "nothing was written: {}", listed.body);
-    assert_eq!(api.list("?state=superseded").await.body["memories"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        listed.body["memories"].as_array().unwrap().len(),
+        0,
+        "nothing was written: {}",
+        listed.body
+    );
+    assert_eq!(
+        api.list("?state=superseded").await.body["memories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0
+    );
 }
 
 #[tokio::test]
 async fn invalid_reads_edits_and_searches_are_rejected_precisely() {
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
-    let memory = api.add_one(json!({"content": "Original text.", "user_id": "u-1"})).await;
+    let memory = api
+        .add_one(json!({"content": "Original text.", "user_id": "u-1"}))
+        .await;
     let id = memory["id"].as_str().unwrap();
 
     let search_cases: Vec<(Case, Value)> = vec![
-        (Case { name: "top_k 0", status: 422, slug: "validation-failed", field: Some("top_k") }, json!({"query": "a", "top_k": 0})),
-        (Case { name: "top_k 101", status: 422, slug: "validation-failed", field: Some("top_k") }, json!({"query": "a", "top_k": 101})),
-        (Case { name: "empty query", status: 422, slug: "validation-failed", field: Some("query") }, json!({"query": ""})),
-        (Case { name: "unknown kind", status: 422, slug: "validation-failed", field: Some("kinds[1]") }, json!({"query": "a", "kinds": ["semantic", "x"]})),
-        (Case { name: "min_score 2", status: 422, slug: "validation-failed", field: Some("min_score") }, json!({"query": "a", "min_score": 2})),
-        (Case { name: "missing query", status: 422, slug: "validation-failed", field: None }, json!({"top_k": 3})),
+        (
+            Case {
+                name: "top_k 0",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("top_k"),
+            },
+            json!({"query": "a", "top_k": 0}),
+        ),
+        (
+            Case {
+                name: "top_k 101",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("top_k"),
+            },
+            json!({"query": "a", "top_k": 101}),
+        ),
+        (
+            Case {
+                name: "empty query",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("query"),
+            },
+            json!({"query": ""}),
+        ),
+        (
+            Case {
+                name: "unknown kind",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("kinds[1]"),
+            },
+            json!({"query": "a", "kinds": ["semantic", "x"]}),
+        ),
+        (
+            Case {
+                name: "min_score 2",
+                status: 422,
+                slug: "validation-failed",
+                field: Some("min_score"),
+            },
+            json!({"query": "a", "min_score": 2}),
+        ),
+        (
+            Case {
+                name: "missing query",
+                status: 422,
+                slug: "validation-failed",
+                field: None,
+            },
+            json!({"top_k": 3}),
+        ),
     ];
     for (case, body) in &search_cases {
         check(case, &api.search(body.clone()).await);
@@ -100,21 +358,94 @@ async fn invalid_reads_edits_and_searches_are_rejected_precisely() {
         ("?user_id=", "query.user_id"),
         ("?limit=abc", "query.limit"),
     ] {
-        check(&Case { name: "bad list query", status: 422, slug: "validation-failed", field: Some(field) }, &api.list(query).await);
+        check(
+            &Case {
+                name: "bad list query",
+                status: 422,
+                slug: "validation-failed",
+                field: Some(field),
+            },
+            &api.list(query).await,
+        );
     }
 
-    check(&Case { name: "empty patch", status: 422, slug: "validation-failed", field: Some("body") }, &api.patch(id, None, json!({})).await);
-    check(&Case { name: "empty content", status: 422, slug: "validation-failed", field: Some("content") }, &api.patch(id, None, json!({"content": ""})).await);
-    check(&Case { name: "bad If-Match", status: 422, slug: "validation-failed", field: Some("header.If-Match") }, &api.patch(id, Some("abc"), json!({"content": "b"})).await);
-    check(&Case { name: "unknown memory", status: 404, slug: "not-found", field: None }, &api.get(&uuid::Uuid::now_v7().to_string()).await);
-    check(&Case { name: "not an id", status: 404, slug: "not-found", field: None }, &api.get("not-a-uuid").await);
-    check(&Case { name: "unknown route", status: 404, slug: "not-found", field: None }, &api.send(api.request(Method::GET, "/v1/nothing-here")).await);
-    check(&Case { name: "wrong method", status: 405, slug: "method-not-allowed", field: None }, &api.send(api.request(Method::PUT, "/v1/memories")).await);
+    check(
+        &Case {
+            name: "empty patch",
+            status: 422,
+            slug: "validation-failed",
+            field: Some("body"),
+        },
+        &api.patch(id, None, json!({})).await,
+    );
+    check(
+        &Case {
+            name: "empty content",
+            status: 422,
+            slug: "validation-failed",
+            field: Some("content"),
+        },
+        &api.patch(id, None, json!({"content": ""})).await,
+    );
+    check(
+        &Case {
+            name: "bad If-Match",
+            status: 422,
+            slug: "validation-failed",
+            field: Some("header.If-Match"),
+        },
+        &api.patch(id, Some("abc"), json!({"content": "b"})).await,
+    );
+    check(
+        &Case {
+            name: "unknown memory",
+            status: 404,
+            slug: "not-found",
+            field: None,
+        },
+        &api.get(&uuid::Uuid::now_v7().to_string()).await,
+    );
+    check(
+        &Case {
+            name: "not an id",
+            status: 404,
+            slug: "not-found",
+            field: None,
+        },
+        &api.get("not-a-uuid").await,
+    );
+    check(
+        &Case {
+            name: "unknown route",
+            status: 404,
+            slug: "not-found",
+            field: None,
+        },
+        &api.send(api.request(Method::GET, "/v1/nothing-here")).await,
+    );
+    check(
+        &Case {
+            name: "wrong method",
+            status: 405,
+            slug: "method-not-allowed",
+            field: None,
+        },
+        &api.send(api.request(Method::PUT, "/v1/memories")).await,
+    );
 
     let unchanged = api.get(id).await;
     assert_eq!(unchanged.body["content"], "Original text.");
-    assert_eq!(unchanged.body["version"], 1, "no failed edit changed the memory");
-    assert_eq!(api.history(id).await.body["history"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        unchanged.body["version"], 1,
+        "no failed edit changed the memory"
+    );
+    assert_eq!(
+        api.history(id).await.body["history"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -122,19 +453,57 @@ async fn missing_or_wrong_credentials_get_401_and_a_request_id_is_echoed() {
     let server = TestServer::spawn().await.unwrap();
     let anonymous = reqwest::Client::new();
     let api = server.client();
-    let no_key = api.send(anonymous.post(format!("{}/v1/memories", server.base_url)).json(&json!({"memories": [{"content": "a"}]}))).await;
+    let no_key = api
+        .send(
+            anonymous
+                .post(format!("{}/v1/memories", server.base_url))
+                .json(&json!({"memories": [{"content": "a"}]})),
+        )
+        .await;
     no_key.assert_problem(401, "unauthorized");
-    let forged = server.client_with_key("egk_aaaaaaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    let forged =
+        server.client_with_key("egk_aaaaaaaaaaaaaaaa_bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
     forged.list("").await.assert_problem(401, "unauthorized");
     let (_, real_secret) = server.bootstrap.api_key.rsplit_once('_').unwrap();
-    let wrong_secret = server.bootstrap.api_key.replace(real_secret, &"Z".repeat(real_secret.len()));
-    server.client_with_key(&wrong_secret).list("").await.assert_problem(401, "unauthorized");
-    server.client_with_key("not-a-key").search(json!({"query": "a"})).await.assert_problem(401, "unauthorized");
+    let wrong_secret = server
+        .bootstrap
+        .api_key
+        .replace(real_secret, &"Z".repeat(real_secret.len()));
+    server
+        .client_with_key(&wrong_secret)
+        .list("")
+        .await
+        .assert_problem(401, "unauthorized");
+    server
+        .client_with_key("not-a-key")
+        .search(json!({"query": "a"}))
+        .await
+        .assert_problem(401, "unauthorized");
 
-    let echoed = api.send(api.request(Method::GET, "/v1/memories").header("x-request-id", "trace-me-123")).await;
+    let echoed = api
+        .send(
+            api.request(Method::GET, "/v1/memories")
+                .header("x-request-id", "trace-me-123"),
+        )
+        .await;
     assert_eq!(echoed.request_id.as_deref(), Some("trace-me-123"));
-    let problem = api.send(api.request(Method::GET, "/v1/memories?limit=0").header("x-request-id", "trace-me-456")).await;
+    let problem = api
+        .send(
+            api.request(Method::GET, "/v1/memories?limit=0")
+                .header("x-request-id", "trace-me-456"),
+        )
+        .await;
     assert_eq!(problem.body["request_id"], "trace-me-456");
-    assert!(api.list("").await.request_id.is_some(), "a request id is generated when none is sent");
-    assert_eq!(api.list("").await.body["memories"].as_array().unwrap().len(), 0, "nothing written by rejected calls");
+    assert!(
+        api.list("").await.request_id.is_some(),
+        "a request id is generated when none is sent"
+    );
+    assert_eq!(
+        api.list("").await.body["memories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "nothing written by rejected calls"
+    );
 }

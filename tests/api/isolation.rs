@@ -27,28 +27,55 @@ async fn two_projects_never_see_each_other() {
     for id in [secret_id, unknown.as_str()] {
         beta.get(id).await.assert_problem(404, "not-found");
         beta.history(id).await.assert_problem(404, "not-found");
-        beta.patch(id, None, json!({"content": "overwritten by beta"})).await.assert_problem(404, "not-found");
-        beta.patch(id, Some("1"), json!({"content": "overwritten by beta"})).await.assert_problem(404, "not-found");
+        beta.patch(id, None, json!({"content": "overwritten by beta"}))
+            .await
+            .assert_problem(404, "not-found");
+        beta.patch(id, Some("1"), json!({"content": "overwritten by beta"}))
+            .await
+            .assert_problem(404, "not-found");
         beta.delete(id).await.assert_problem(404, "not-found");
     }
     let foreign = beta.get(secret_id).await;
     let unknown_answer = beta.get(&unknown).await;
-    assert_eq!(foreign.body["detail"], unknown_answer.body["detail"], "existence is not revealed");
+    assert_eq!(
+        foreign.body["detail"], unknown_answer.body["detail"],
+        "existence is not revealed"
+    );
 
     // Lists and searches only ever show the caller's project.
-    assert_eq!(beta.all_listed_ids("").await, vec![beta_own["id"].as_str().unwrap().to_string()]);
+    assert_eq!(
+        beta.all_listed_ids("").await,
+        vec![beta_own["id"].as_str().unwrap().to_string()]
+    );
     assert_eq!(beta.all_listed_ids("&user_id=shared-user").await.len(), 1);
-    let beta_search = beta.search(json!({"query": "launch code", "top_k": 100, "user_id": "shared-user"})).await;
+    let beta_search = beta
+        .search(json!({"query": "launch code", "top_k": 100, "user_id": "shared-user"}))
+        .await;
     let beta_results = beta_search.body["results"].as_array().unwrap();
-    assert!(beta_results.iter().all(|result| result["memory"]["id"] != secret_id), "{}", beta_search.body);
+    assert!(
+        beta_results
+            .iter()
+            .all(|result| result["memory"]["id"] != secret_id),
+        "{}",
+        beta_search.body
+    );
     assert!(!beta_search.body.to_string().contains("7-7-4-1"));
 
     // Alpha's memory is untouched by all of the above.
     let after = alpha.get(secret_id).await;
     assert_eq!(after.body["content"], "Alpha's launch code is 7-7-4-1.");
     assert_eq!(after.body["version"], 1);
-    assert_eq!(alpha.history(secret_id).await.body["history"].as_array().unwrap().len(), 1);
-    assert_eq!(alpha.search_contents("launch code").await, vec!["Alpha's launch code is 7-7-4-1.".to_string()]);
+    assert_eq!(
+        alpha.history(secret_id).await.body["history"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(
+        alpha.search_contents("launch code").await,
+        vec!["Alpha's launch code is 7-7-4-1.".to_string()]
+    );
 
     // Idempotency keys are per project: the same key in beta is a new request, not a replay.
     let post = |client: &engram_tests::ApiClient, content: &str| {
@@ -57,8 +84,14 @@ async fn two_projects_never_see_each_other() {
             .header("Idempotency-Key", "same-key")
             .json(&json!({"memories": [{"content": content}]}))
     };
-    assert_eq!(alpha.send(post(&alpha, "alpha idempotent")).await.status, 201);
+    assert_eq!(
+        alpha.send(post(&alpha, "alpha idempotent")).await.status,
+        201
+    );
     let beta_answer = beta.send(post(&beta, "beta idempotent")).await;
     assert_eq!(beta_answer.status, 201);
-    assert_eq!(beta_answer.body["memories"][0]["content"], "beta idempotent", "no replay of alpha's answer");
+    assert_eq!(
+        beta_answer.body["memories"][0]["content"], "beta idempotent",
+        "no replay of alpha's answer"
+    );
 }

@@ -28,11 +28,18 @@ async fn added_memories_are_readable_listable_and_searchable_at_once() {
     assert_eq!(first["metadata"], json!({"channel": "chat"}));
     assert_eq!(memories[1]["kind"], "semantic", "kind defaults to semantic");
     let id = first["id"].as_str().unwrap();
-    assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7, "ids are UUIDv7");
+    assert_eq!(
+        uuid::Uuid::parse_str(id).unwrap().get_version_num(),
+        7,
+        "ids are UUIDv7"
+    );
 
     let fetched = api.get(id).await;
     assert_eq!(fetched.status, 200);
-    assert_eq!(fetched.body["content"], "Prefers short answers without bullet points.");
+    assert_eq!(
+        fetched.body["content"],
+        "Prefers short answers without bullet points."
+    );
 
     let listed = api.list("?user_id=u-42").await;
     assert_eq!(listed.status, 200);
@@ -40,25 +47,52 @@ async fn added_memories_are_readable_listable_and_searchable_at_once() {
     assert!(listed.body["next_cursor"].is_null());
 
     // Read-your-writes: the 201 means the index already has them.
-    let results = api.search(json!({"query": "where does the user work?", "user_id": "u-42"})).await;
+    let results = api
+        .search(json!({"query": "where does the user work?", "user_id": "u-42"}))
+        .await;
     assert_eq!(results.status, 200, "{}", results.body);
     assert!(results.body["recall_id"].as_str().is_some());
     let hits = results.body["results"].as_array().unwrap();
-    assert_eq!(hits[0]["memory"]["content"], "Works as a marine biologist in Lisbon.");
-    let scores: Vec<f64> = hits.iter().map(|hit| hit["score"].as_f64().unwrap()).collect();
-    assert!(scores.iter().all(|score| (0.0..=1.0).contains(score)), "scores in [0,1]: {scores:?}");
-    assert!(scores.windows(2).all(|pair| pair[0] >= pair[1]), "best first: {scores:?}");
-    assert!(hits.iter().all(|hit| hit["memory"]["user_id"] == "u-42"), "user filter applies");
+    assert_eq!(
+        hits[0]["memory"]["content"],
+        "Works as a marine biologist in Lisbon."
+    );
+    let scores: Vec<f64> = hits
+        .iter()
+        .map(|hit| hit["score"].as_f64().unwrap())
+        .collect();
+    assert!(
+        scores.iter().all(|score| (0.0..=1.0).contains(score)),
+        "scores in [0,1]: {scores:?}"
+    );
+    assert!(
+        scores.windows(2).all(|pair| pair[0] >= pair[1]),
+        "best first: {scores:?}"
+    );
+    assert!(
+        hits.iter().all(|hit| hit["memory"]["user_id"] == "u-42"),
+        "user filter applies"
+    );
 
-    let procedural = api.search(json!({"query": "deploy", "kinds": ["procedural"]})).await;
+    let procedural = api
+        .search(json!({"query": "deploy", "kinds": ["procedural"]}))
+        .await;
     let procedural_hits = procedural.body["results"].as_array().unwrap();
     assert_eq!(procedural_hits.len(), 1, "{}", procedural.body);
     assert_eq!(procedural_hits[0]["memory"]["agent_id"], "ops-bot");
 
-    let strict = api.search(json!({"query": "marine biology job", "min_score": 0.99})).await;
-    assert_eq!(strict.body["results"].as_array().unwrap().len(), 0, "min_score filters weak matches");
+    let strict = api
+        .search(json!({"query": "marine biology job", "min_score": 0.99}))
+        .await;
+    assert_eq!(
+        strict.body["results"].as_array().unwrap().len(),
+        0,
+        "min_score filters weak matches"
+    );
 
-    let filtered = api.search(json!({"query": "answers", "filters": {"metadata": {"channel": "chat"}}})).await;
+    let filtered = api
+        .search(json!({"query": "answers", "filters": {"metadata": {"channel": "chat"}}}))
+        .await;
     let filtered_hits = filtered.body["results"].as_array().unwrap();
     assert_eq!(filtered_hits.len(), 1, "{}", filtered.body);
 }
@@ -67,7 +101,9 @@ async fn added_memories_are_readable_listable_and_searchable_at_once() {
 async fn list_pages_through_every_memory_with_a_cursor() {
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
-    let batch: Vec<_> = (0..7).map(|number| json!({"content": format!("fact number {number}"), "user_id": "pager"})).collect();
+    let batch: Vec<_> = (0..7)
+        .map(|number| json!({"content": format!("fact number {number}"), "user_id": "pager"}))
+        .collect();
     assert_eq!(api.add(json!(batch)).await.status, 201);
     let mut seen = Vec::new();
     let mut cursor: Option<String> = None;
@@ -90,7 +126,9 @@ async fn list_pages_through_every_memory_with_a_cursor() {
     }
     assert_eq!(pages, 3);
     seen.sort();
-    let mut expected: Vec<String> = (0..7).map(|number| format!("fact number {number}")).collect();
+    let mut expected: Vec<String> = (0..7)
+        .map(|number| format!("fact number {number}"))
+        .collect();
     expected.sort();
     assert_eq!(seen, expected, "every memory exactly once");
 }
@@ -100,26 +138,50 @@ async fn a_keyed_memory_supersedes_the_previous_one_for_the_same_user_and_agent(
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
     let old = api.add_one(json!({"content": "Reply in long detailed paragraphs.", "user_id": "u-1", "key": "reply_style", "kind": "preference"})).await;
-    let other_user = api.add_one(json!({"content": "Reply in French.", "user_id": "u-2", "key": "reply_style"})).await;
+    let other_user = api
+        .add_one(json!({"content": "Reply in French.", "user_id": "u-2", "key": "reply_style"}))
+        .await;
     let new = api.add_one(json!({"content": "Reply in one short sentence.", "user_id": "u-1", "key": "reply_style", "kind": "preference"})).await;
 
     let old_now = api.get(old["id"].as_str().unwrap()).await;
     assert_eq!(old_now.body["state"], "superseded");
-    assert!(old_now.body["valid_to"].is_string(), "valid_to set: {}", old_now.body);
+    assert!(
+        old_now.body["valid_to"].is_string(),
+        "valid_to set: {}",
+        old_now.body
+    );
     assert_eq!(old_now.body["version"], 2);
-    assert_eq!(api.get(other_user["id"].as_str().unwrap()).await.body["state"], "active", "other users are untouched");
+    assert_eq!(
+        api.get(other_user["id"].as_str().unwrap()).await.body["state"],
+        "active",
+        "other users are untouched"
+    );
 
     let active_ids = api.all_listed_ids("&user_id=u-1").await;
     assert_eq!(active_ids, vec![new["id"].as_str().unwrap().to_string()]);
     let superseded_ids = api.all_listed_ids("&user_id=u-1&state=superseded").await;
-    assert_eq!(superseded_ids, vec![old["id"].as_str().unwrap().to_string()]);
+    assert_eq!(
+        superseded_ids,
+        vec![old["id"].as_str().unwrap().to_string()]
+    );
 
     let contents = api.search_contents("how should replies be written?").await;
-    assert!(contents.contains(&"Reply in one short sentence.".to_string()), "{contents:?}");
-    assert!(!contents.contains(&"Reply in long detailed paragraphs.".to_string()), "superseded never recalled: {contents:?}");
+    assert!(
+        contents.contains(&"Reply in one short sentence.".to_string()),
+        "{contents:?}"
+    );
+    assert!(
+        !contents.contains(&"Reply in long detailed paragraphs.".to_string()),
+        "superseded never recalled: {contents:?}"
+    );
 
     let history = api.history(old["id"].as_str().unwrap()).await;
-    let events: Vec<&str> = history.body["history"].as_array().unwrap().iter().map(|entry| entry["event"].as_str().unwrap()).collect();
+    let events: Vec<&str> = history.body["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["event"].as_str().unwrap())
+        .collect();
     assert_eq!(events, vec!["created", "superseded"]);
 }
 
@@ -127,19 +189,35 @@ async fn a_keyed_memory_supersedes_the_previous_one_for_the_same_user_and_agent(
 async fn edits_bump_the_version_keep_history_and_respect_if_match() {
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
-    let memory = api.add_one(json!({"content": "Lives in Porto.", "user_id": "u-7"})).await;
+    let memory = api
+        .add_one(json!({"content": "Lives in Porto.", "user_id": "u-7"}))
+        .await;
     let id = memory["id"].as_str().unwrap();
 
-    let edited = api.patch(id, Some("\"1\""), json!({"content": "Lives in Berlin since 2024.", "reason": "user corrected the city"})).await;
+    let edited = api
+        .patch(
+            id,
+            Some("\"1\""),
+            json!({"content": "Lives in Berlin since 2024.", "reason": "user corrected the city"}),
+        )
+        .await;
     assert_eq!(edited.status, 200, "{}", edited.body);
     assert_eq!(edited.body["version"], 2);
     assert_eq!(edited.body["content"], "Lives in Berlin since 2024.");
 
-    let stale = api.patch(id, Some("1"), json!({"content": "Lives in Madrid."})).await;
+    let stale = api
+        .patch(id, Some("1"), json!({"content": "Lives in Madrid."}))
+        .await;
     stale.assert_problem(409, "version-conflict");
-    assert_eq!(api.get(id).await.body["content"], "Lives in Berlin since 2024.", "a conflict changes nothing");
+    assert_eq!(
+        api.get(id).await.body["content"],
+        "Lives in Berlin since 2024.",
+        "a conflict changes nothing"
+    );
 
-    let metadata_only = api.patch(id, Some("2"), json!({"metadata": {"verified": true}})).await;
+    let metadata_only = api
+        .patch(id, Some("2"), json!({"metadata": {"verified": true}}))
+        .await;
     assert_eq!(metadata_only.status, 200);
     assert_eq!(metadata_only.body["version"], 3);
     assert_eq!(metadata_only.body["content"], "Lives in Berlin since 2024.");
@@ -155,8 +233,14 @@ async fn edits_bump_the_version_keep_history_and_respect_if_match() {
     assert_eq!(entries[1]["reason"], "user corrected the city");
     assert_eq!(entries[1]["content"], "Lives in Berlin since 2024.");
 
-    let contents = api.search_contents("which city does the user live in").await;
-    assert_eq!(contents.first().map(String::as_str), Some("Lives in Berlin since 2024."), "the index has the new text");
+    let contents = api
+        .search_contents("which city does the user live in")
+        .await;
+    assert_eq!(
+        contents.first().map(String::as_str),
+        Some("Lives in Berlin since 2024."),
+        "the index has the new text"
+    );
     assert!(!contents.iter().any(|content| content.contains("Porto")));
 }
 
@@ -164,24 +248,48 @@ async fn edits_bump_the_version_keep_history_and_respect_if_match() {
 async fn a_deleted_memory_is_gone_everywhere() {
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
-    let doomed = api.add_one(json!({"content": "Allergic to peanuts.", "user_id": "u-9"})).await;
-    let kept = api.add_one(json!({"content": "Allergic to nothing else.", "user_id": "u-9"})).await;
+    let doomed = api
+        .add_one(json!({"content": "Allergic to peanuts.", "user_id": "u-9"}))
+        .await;
+    let kept = api
+        .add_one(json!({"content": "Allergic to nothing else.", "user_id": "u-9"}))
+        .await;
     let id = doomed["id"].as_str().unwrap();
-    api.patch(id, None, json!({"content": "Severely allergic to peanuts.", "reason": "clarified"})).await;
+    api.patch(
+        id,
+        None,
+        json!({"content": "Severely allergic to peanuts.", "reason": "clarified"}),
+    )
+    .await;
 
     let deleted = api.delete(id).await;
     assert_eq!(deleted.status, 204);
     api.get(id).await.assert_problem(404, "not-found");
     api.history(id).await.assert_problem(404, "not-found");
-    api.patch(id, None, json!({"content": "x"})).await.assert_problem(404, "not-found");
+    api.patch(id, None, json!({"content": "x"}))
+        .await
+        .assert_problem(404, "not-found");
     api.delete(id).await.assert_problem(404, "not-found");
-    assert_eq!(api.all_listed_ids("").await, vec![kept["id"].as_str().unwrap().to_string()]);
+    assert_eq!(
+        api.all_listed_ids("").await,
+        vec![kept["id"].as_str().unwrap().to_string()]
+    );
     let contents = api.search_contents("peanut allergy").await;
-    assert!(!contents.iter().any(|content| content.contains("peanuts")), "deleted never recalled: {contents:?}");
+    assert!(
+        !contents.iter().any(|content| content.contains("peanuts")),
+        "deleted never recalled: {contents:?}"
+    );
 }
 
-async fn post_with_idempotency_key(api: ApiClient, key: &'static str, body: serde_json::Value) -> ApiResponse {
-    let request = api.request(reqwest::Method::POST, "/v1/memories").header("Idempotency-Key", key).json(&body);
+async fn post_with_idempotency_key(
+    api: ApiClient,
+    key: &'static str,
+    body: serde_json::Value,
+) -> ApiResponse {
+    let request = api
+        .request(reqwest::Method::POST, "/v1/memories")
+        .header("Idempotency-Key", key)
+        .json(&body);
     api.send(request).await
 }
 
@@ -194,22 +302,46 @@ async fn a_retried_write_with_the_same_idempotency_key_writes_once() {
     assert_eq!(first.status, 201);
     let second = post_with_idempotency_key(api.clone(), "retry-1", body.clone()).await;
     assert_eq!(second.status, 201);
-    assert_eq!(second.body, first.body, "the retry returns the first answer");
+    assert_eq!(
+        second.body, first.body,
+        "the retry returns the first answer"
+    );
     assert_eq!(api.all_listed_ids("").await.len(), 1, "written once");
 
-    let different = post_with_idempotency_key(api.clone(), "retry-1", json!({"memories": [{"content": "Something else."}]})).await;
+    let different = post_with_idempotency_key(
+        api.clone(),
+        "retry-1",
+        json!({"memories": [{"content": "Something else."}]}),
+    )
+    .await;
     different.assert_problem(422, "idempotency-key-reused");
     assert_eq!(api.all_listed_ids("").await.len(), 1, "nothing new written");
 
     let concurrent: Vec<_> = (0..5)
-        .map(|_| tokio::spawn(post_with_idempotency_key(api.clone(), "retry-2", json!({"memories": [{"content": "Concurrent retry."}]}))))
+        .map(|_| {
+            tokio::spawn(post_with_idempotency_key(
+                api.clone(),
+                "retry-2",
+                json!({"memories": [{"content": "Concurrent retry."}]}),
+            ))
+        })
         .collect();
     let mut answers = Vec::new();
     for handle in concurrent {
         answers.push(handle.await.unwrap());
     }
-    assert!(answers.iter().all(|answer| answer.status == 201), "{:?}", answers.iter().map(|a| (a.status, a.body.clone())).collect::<Vec<_>>());
-    let ids: std::collections::BTreeSet<String> = answers.iter().map(|answer| answer.body["memories"][0]["id"].to_string()).collect();
+    assert!(
+        answers.iter().all(|answer| answer.status == 201),
+        "{:?}",
+        answers
+            .iter()
+            .map(|a| (a.status, a.body.clone()))
+            .collect::<Vec<_>>()
+    );
+    let ids: std::collections::BTreeSet<String> = answers
+        .iter()
+        .map(|answer| answer.body["memories"][0]["id"].to_string())
+        .collect();
     assert_eq!(ids.len(), 1, "concurrent retries agree on one memory");
     assert_eq!(api.all_listed_ids("").await.len(), 2);
 }
@@ -223,14 +355,25 @@ async fn wait_false_answers_202_and_the_memory_becomes_searchable() {
         .json(&json!({"memories": [{"content": "Owns a golden retriever named Miso."}]}));
     let response = api.send(request).await;
     assert_eq!(response.status, 202, "{}", response.body);
-    assert_eq!(response.body["memories"][0]["content"], "Owns a golden retriever named Miso.");
+    assert_eq!(
+        response.body["memories"][0]["content"],
+        "Owns a golden retriever named Miso."
+    );
     let mut found = false;
     for _ in 0..100 {
-        if api.search_contents("what pet does the user have").await.iter().any(|content| content.contains("Miso")) {
+        if api
+            .search_contents("what pet does the user have")
+            .await
+            .iter()
+            .any(|content| content.contains("Miso"))
+        {
             found = true;
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert!(found, "the background indexer makes an accepted write searchable");
+    assert!(
+        found,
+        "the background indexer makes an accepted write searchable"
+    );
 }

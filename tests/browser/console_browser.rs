@@ -12,7 +12,10 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
         browser_dir.join("node_modules/playwright-core").exists(),
         "playwright-core is not installed: run `make test` (it runs `npm ci` in tests/browser)"
     );
-    assert!(std::path::Path::new("/usr/bin/chromium").exists(), "Chromium is not installed: run `make setup`");
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "Chromium is not installed: run `make setup`"
+    );
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
     let contents = [
@@ -30,7 +33,10 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
     assert_eq!(response.status, 201);
     // A memory of another project must never show up in this console project's list.
     let (_, other_key) = server.create_project("other").unwrap();
-    server.client_with_key(&other_key).add_one(json!({"content": "Other project's secret."})).await;
+    server
+        .client_with_key(&other_key)
+        .add_one(json!({"content": "Other project's secret."}))
+        .await;
 
     let base_url = server.base_url.clone();
     let email = server.bootstrap.console_email.clone();
@@ -54,6 +60,12 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
     eprintln!("{stderr}");
-    assert!(output.status.success(), "browser test failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains(" passed, 0 failed"), "browser test summary missing:\n{stdout}");
+    assert!(
+        output.status.success(),
+        "browser test failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(" passed, 0 failed"),
+        "browser test summary missing:\n{stdout}"
+    );
 }

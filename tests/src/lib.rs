@@ -11,7 +11,10 @@ use std::time::Duration;
 
 /// The workspace root (this crate lives in `<root>/tests`).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
 }
 
 /// The `engram` binary under test: `ENGRAM_BIN`, or the debug build in the target dir.
@@ -19,7 +22,9 @@ pub fn engram_binary() -> PathBuf {
     if let Ok(path) = std::env::var("ENGRAM_BIN") {
         return PathBuf::from(path);
     }
-    let target = std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target"));
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target"));
     let binary = target.join("debug").join("engram");
     assert!(
         binary.exists(),
@@ -38,7 +43,9 @@ pub fn model_dir() -> PathBuf {
 
 /// The console bundle built by `scripts/build-console.sh`.
 pub fn console_assets_dir() -> PathBuf {
-    std::env::var("ENGRAM_CONSOLE_ASSETS").map(PathBuf::from).unwrap_or_else(|_| workspace_root().join("target/console-pkg"))
+    std::env::var("ENGRAM_CONSOLE_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| workspace_root().join("target/console-pkg"))
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -77,8 +84,10 @@ impl TestServer {
     pub async fn spawn_with(data_dir: &Path, environment: &[(&str, &str)]) -> Result<Self> {
         let data_dir = data_dir.to_path_buf();
         let binary = engram_binary();
-        let environment: Vec<(String, String)> =
-            environment.iter().map(|(key, value)| (key.to_string(), value.to_string())).collect();
+        let environment: Vec<(String, String)> = environment
+            .iter()
+            .map(|(key, value)| (key.to_string(), value.to_string()))
+            .collect();
         let data_dir_for_child = data_dir.clone();
         let (child, base_url) = tokio::task::spawn_blocking(move || -> Result<(Child, String)> {
             let mut command = Command::new(&binary);
@@ -96,7 +105,9 @@ impl TestServer {
             for (key, value) in &environment {
                 command.env(key, value);
             }
-            let mut child = command.spawn().with_context(|| format!("cannot start {}", binary.display()))?;
+            let mut child = command
+                .spawn()
+                .with_context(|| format!("cannot start {}", binary.display()))?;
             let stdout = child.stdout.take().context("no stdout")?;
             let mut lines = BufReader::new(stdout).lines();
             let base_url = loop {
@@ -117,7 +128,13 @@ impl TestServer {
         .await??;
         let bootstrap_text = std::fs::read_to_string(data_dir.join("bootstrap.json"))?;
         let bootstrap: BootstrapFile = serde_json::from_str(&bootstrap_text)?;
-        Ok(Self { base_url, data_dir, bootstrap, child, _owned_dir: None })
+        Ok(Self {
+            base_url,
+            data_dir,
+            bootstrap,
+            child,
+            _owned_dir: None,
+        })
     }
 
     pub fn client(&self) -> ApiClient {
@@ -136,11 +153,17 @@ impl TestServer {
             .args(["--name", name, "--json"])
             .output()?;
         if !output.status.success() {
-            bail!("create-project failed: {}", String::from_utf8_lossy(&output.stderr));
+            bail!(
+                "create-project failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
         }
         let created: Value = serde_json::from_slice(&output.stdout)?;
         Ok((
-            created["project_id"].as_str().context("project_id")?.to_string(),
+            created["project_id"]
+                .as_str()
+                .context("project_id")?
+                .to_string(),
             created["api_key"].as_str().context("api_key")?.to_string(),
         ))
     }
@@ -157,7 +180,11 @@ impl TestServer {
         use nix::sys::signal::{Signal, kill};
         use nix::unistd::Pid;
         let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let status = self.child.wait().map(|status| status.success()).unwrap_or(false);
+        let status = self
+            .child
+            .wait()
+            .map(|status| status.success())
+            .unwrap_or(false);
         (status, self.data_dir.clone(), self._owned_dir.take())
     }
 }
@@ -182,19 +209,54 @@ pub struct ApiResponse {
 impl ApiResponse {
     /// Assert this is a problem+json answer with `status` and type slug `slug`.
     pub fn assert_problem(&self, status: u16, slug: &str) {
-        assert_eq!(self.status, status, "unexpected status; body: {}", self.body);
-        assert!(self.content_type.starts_with("application/problem+json"), "content type {:?}; body {}", self.content_type, self.body);
-        assert_eq!(self.body["type"], format!("https://engram.dev/problems/{slug}"), "body: {}", self.body);
+        assert_eq!(
+            self.status, status,
+            "unexpected status; body: {}",
+            self.body
+        );
+        assert!(
+            self.content_type.starts_with("application/problem+json"),
+            "content type {:?}; body {}",
+            self.content_type,
+            self.body
+        );
+        assert_eq!(
+            self.body["type"],
+            format!("https://engram.dev/problems/{slug}"),
+            "body: {}",
+            self.body
+        );
         assert_eq!(self.body["status"], status, "body: {}", self.body);
-        assert!(self.body["title"].as_str().is_some_and(|title| !title.is_empty()), "title missing: {}", self.body);
-        assert!(self.body["detail"].as_str().is_some_and(|detail| !detail.is_empty()), "detail missing: {}", self.body);
-        assert_eq!(self.body["request_id"].as_str(), self.request_id.as_deref(), "request_id must match x-request-id");
+        assert!(
+            self.body["title"]
+                .as_str()
+                .is_some_and(|title| !title.is_empty()),
+            "title missing: {}",
+            self.body
+        );
+        assert!(
+            self.body["detail"]
+                .as_str()
+                .is_some_and(|detail| !detail.is_empty()),
+            "detail missing: {}",
+            self.body
+        );
+        assert_eq!(
+            self.body["request_id"].as_str(),
+            self.request_id.as_deref(),
+            "request_id must match x-request-id"
+        );
     }
 
     pub fn error_fields(&self) -> Vec<String> {
         self.body["errors"]
             .as_array()
-            .map(|errors| errors.iter().filter_map(|error| error["field"].as_str().map(str::to_string)).collect())
+            .map(|errors| {
+                errors
+                    .iter()
+                    .filter_map(|error| error["field"].as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -209,8 +271,15 @@ pub struct ApiClient {
 
 impl ApiClient {
     pub fn new(base_url: &str, api_key: &str) -> Self {
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap_or_default();
-        Self { base_url: base_url.to_string(), api_key: api_key.to_string(), http }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap_or_default();
+        Self {
+            base_url: base_url.to_string(),
+            api_key: api_key.to_string(),
+            http,
+        }
     }
 
     pub fn base_url(&self) -> &str {
@@ -220,7 +289,13 @@ impl ApiClient {
     pub async fn send(&self, request: reqwest::RequestBuilder) -> ApiResponse {
         let response = request.send().await.expect("request failed to send");
         let status = response.status().as_u16();
-        let header = |name: &str| response.headers().get(name).and_then(|value| value.to_str().ok()).map(str::to_string);
+        let header = |name: &str| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+        };
         let content_type = header("content-type").unwrap_or_default();
         let request_id = header("x-request-id");
         let retry_after = header("retry-after");
@@ -228,17 +303,30 @@ impl ApiClient {
         let body = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).to_string()))
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).to_string()))
         };
-        ApiResponse { status, content_type, request_id, retry_after, body }
+        ApiResponse {
+            status,
+            content_type,
+            request_id,
+            retry_after,
+            body,
+        }
     }
 
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        self.http.request(method, format!("{}{path}", self.base_url)).bearer_auth(&self.api_key)
+        self.http
+            .request(method, format!("{}{path}", self.base_url))
+            .bearer_auth(&self.api_key)
     }
 
     pub async fn add(&self, memories: Value) -> ApiResponse {
-        self.send(self.request(reqwest::Method::POST, "/v1/memories").json(&json!({ "memories": memories }))).await
+        self.send(
+            self.request(reqwest::Method::POST, "/v1/memories")
+                .json(&json!({ "memories": memories })),
+        )
+        .await
     }
 
     /// Add one memory and return it (asserting 201).
@@ -249,15 +337,19 @@ impl ApiClient {
     }
 
     pub async fn get(&self, memory_id: &str) -> ApiResponse {
-        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories/{memory_id}"))).await
+        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories/{memory_id}")))
+            .await
     }
 
     pub async fn list(&self, query: &str) -> ApiResponse {
-        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories{query}"))).await
+        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories{query}")))
+            .await
     }
 
     pub async fn patch(&self, memory_id: &str, if_match: Option<&str>, body: Value) -> ApiResponse {
-        let mut request = self.request(reqwest::Method::PATCH, &format!("/v1/memories/{memory_id}")).json(&body);
+        let mut request = self
+            .request(reqwest::Method::PATCH, &format!("/v1/memories/{memory_id}"))
+            .json(&body);
         if let Some(version) = if_match {
             request = request.header("If-Match", version);
         }
@@ -265,15 +357,27 @@ impl ApiClient {
     }
 
     pub async fn delete(&self, memory_id: &str) -> ApiResponse {
-        self.send(self.request(reqwest::Method::DELETE, &format!("/v1/memories/{memory_id}"))).await
+        self.send(self.request(
+            reqwest::Method::DELETE,
+            &format!("/v1/memories/{memory_id}"),
+        ))
+        .await
     }
 
     pub async fn history(&self, memory_id: &str) -> ApiResponse {
-        self.send(self.request(reqwest::Method::GET, &format!("/v1/memories/{memory_id}/history"))).await
+        self.send(self.request(
+            reqwest::Method::GET,
+            &format!("/v1/memories/{memory_id}/history"),
+        ))
+        .await
     }
 
     pub async fn search(&self, body: Value) -> ApiResponse {
-        self.send(self.request(reqwest::Method::POST, "/v1/memories/search").json(&body)).await
+        self.send(
+            self.request(reqwest::Method::POST, "/v1/memories/search")
+                .json(&body),
+        )
+        .await
     }
 
     /// Contents of the search results for `query`, best first.
@@ -282,7 +386,12 @@ impl ApiClient {
         assert_eq!(response.status, 200, "search failed: {}", response.body);
         response.body["results"]
             .as_array()
-            .map(|results| results.iter().filter_map(|result| result["memory"]["content"].as_str().map(str::to_string)).collect())
+            .map(|results| {
+                results
+                    .iter()
+                    .filter_map(|result| result["memory"]["content"].as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -297,7 +406,11 @@ impl ApiClient {
             }
             let response = self.list(&query).await;
             assert_eq!(response.status, 200, "list failed: {}", response.body);
-            for memory in response.body["memories"].as_array().cloned().unwrap_or_default() {
+            for memory in response.body["memories"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
                 ids.push(memory["id"].as_str().unwrap_or_default().to_string());
             }
             match response.body["next_cursor"].as_str() {

@@ -35,16 +35,52 @@ pub struct BenchArgs {
     pub embed_threads: usize,
 }
 
-const PEOPLE: &[&str] = &["Ana", "Bo", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jun", "Kofi", "Lena"];
-const VERBS: &[&str] = &["prefers", "dislikes", "is learning", "often mentions", "asked about", "booked", "wants to try", "recommended"];
+const PEOPLE: &[&str] = &[
+    "Ana", "Bo", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jun", "Kofi", "Lena",
+];
+const VERBS: &[&str] = &[
+    "prefers",
+    "dislikes",
+    "is learning",
+    "often mentions",
+    "asked about",
+    "booked",
+    "wants to try",
+    "recommended",
+];
 const THINGS: &[&str] = &[
-    "green tea", "trail running", "jazz piano", "Rust programming", "sourdough baking", "Kyoto temples", "vegan recipes",
-    "chess openings", "watercolor painting", "cold brew coffee", "mountain biking", "French cinema", "board games",
-    "home gardening", "sci-fi novels", "salsa dancing", "bird watching", "espresso machines", "yoga classes", "sushi",
+    "green tea",
+    "trail running",
+    "jazz piano",
+    "Rust programming",
+    "sourdough baking",
+    "Kyoto temples",
+    "vegan recipes",
+    "chess openings",
+    "watercolor painting",
+    "cold brew coffee",
+    "mountain biking",
+    "French cinema",
+    "board games",
+    "home gardening",
+    "sci-fi novels",
+    "salsa dancing",
+    "bird watching",
+    "espresso machines",
+    "yoga classes",
+    "sushi",
 ];
 const CONTEXTS: &[&str] = &[
-    "on weekends", "before work", "with their sister", "during holidays", "after the conference", "every Monday",
-    "when travelling", "since last spring", "at the office", "with friends",
+    "on weekends",
+    "before work",
+    "with their sister",
+    "during holidays",
+    "after the conference",
+    "every Monday",
+    "when travelling",
+    "since last spring",
+    "at the office",
+    "with friends",
 ];
 
 fn synthetic_memory(rng: &mut StdRng) -> (String, String) {
@@ -80,8 +116,10 @@ fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
 fn progress(length: usize, label: &str) -> ProgressBar {
     let bar = ProgressBar::new(length as u64);
     bar.set_style(
-        ProgressStyle::with_template(&format!("{label:>8} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} eta {{eta}}"))
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(&format!(
+            "{label:>8} [{{bar:40}}] {{pos}}/{{len}} {{per_sec}} eta {{eta}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
 }
@@ -89,7 +127,10 @@ fn progress(length: usize, label: &str) -> ProgressBar {
 pub async fn run(arguments: BenchArgs) -> Result<()> {
     crate::server::init_logging();
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
-    let data_dir = arguments.data_dir.clone().unwrap_or_else(|| temporary.clone());
+    let data_dir = arguments
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| temporary.clone());
     let serve_arguments = ServeArgs {
         data_dir: data_dir.clone(),
         listen: "127.0.0.1:0".parse()?,
@@ -131,7 +172,9 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         let bar = bar.clone();
         writers.push(tokio::spawn(async move {
             loop {
-                let Some(batch) = queue.lock().await.pop() else { return Ok::<(), anyhow::Error>(()) };
+                let Some(batch) = queue.lock().await.pop() else {
+                    return Ok::<(), anyhow::Error>(());
+                };
                 let count = batch.len();
                 let response = client
                     .post(&url)
@@ -139,7 +182,11 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
                     .json(&serde_json::json!({"memories": batch}))
                     .send()
                     .await?;
-                anyhow::ensure!(response.status().is_success(), "ingest failed: {}", response.status());
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "ingest failed: {}",
+                    response.status()
+                );
                 bar.inc(count as u64);
             }
         }));
@@ -150,11 +197,16 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     let ingest_elapsed = ingest_started.elapsed();
     bar.finish_and_clear();
 
-    let queries: Vec<String> = (0..arguments.queries).map(|number| synthetic_query(&mut rng, number)).collect();
+    let queries: Vec<String> = (0..arguments.queries)
+        .map(|number| synthetic_query(&mut rng, number))
+        .collect();
     let scope = server
         .engine
         .storage()
-        .authenticate_api_key(&api_key, &crate::bootstrap::load_or_create_server_secrets(&data_dir)?.api_key_pepper)
+        .authenticate_api_key(
+            &api_key,
+            &crate::bootstrap::load_or_create_server_secrets(&data_dir)?.api_key_pepper,
+        )
         .await?
         .context("bootstrap key did not authenticate")?;
 
@@ -169,7 +221,11 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
             .json(&serde_json::json!({"query": query, "top_k": 10}))
             .send()
             .await?;
-        anyhow::ensure!(response.status().is_success(), "search failed: {}", response.status());
+        anyhow::ensure!(
+            response.status().is_success(),
+            "search failed: {}",
+            response.status()
+        );
         let _ = response.bytes().await?;
         http_latencies.push(started.elapsed());
         bar.inc(1);
@@ -198,8 +254,17 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
 
     http_latencies.sort();
     direct_latencies.sort();
-    let stored = server.engine.storage().count_active_memories(&scope).await?;
-    println!("engram bench: {} memories (seed {}), {} queries, top_k 10", stored, arguments.seed, queries.len());
+    let stored = server
+        .engine
+        .storage()
+        .count_active_memories(&scope)
+        .await?;
+    println!(
+        "engram bench: {} memories (seed {}), {} queries, top_k 10",
+        stored,
+        arguments.seed,
+        queries.len()
+    );
     println!(
         "ingest: {:.1} s, {:.0} memories/s over HTTP ({} writers, batches of 100, embedding + index included)",
         ingest_elapsed.as_secs_f64(),
@@ -208,7 +273,10 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     );
     println!("| path | p50 ms | p95 ms | p99 ms |");
     println!("|---|---:|---:|---:|");
-    for (label, latencies) in [("HTTP search (query embedding included)", &http_latencies), ("engine search, no HTTP", &direct_latencies)] {
+    for (label, latencies) in [
+        ("HTTP search (query embedding included)", &http_latencies),
+        ("engine search, no HTTP", &direct_latencies),
+    ] {
         println!(
             "| {label} | {:.2} | {:.2} | {:.2} |",
             percentile(latencies, 0.50),

@@ -43,8 +43,10 @@ pub fn load_or_create_server_secrets(data_dir: &Path) -> Result<ServerSecrets> {
         let secret: [u8; 32] = rand::thread_rng().r#gen();
         write_private_file(&path, hex::encode(secret).as_bytes())?;
     }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let secret = hex::decode(text.trim()).with_context(|| format!("{} is corrupt", path.display()))?;
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let secret =
+        hex::decode(text.trim()).with_context(|| format!("{} is corrupt", path.display()))?;
     // Separate keys per purpose, so a console token can never double as a key hash.
     let derive = |label: &str| {
         use sha2::{Digest, Sha256};
@@ -70,14 +72,28 @@ pub struct BootstrapFile {
 
 /// On an empty database, create the first tenant and write `bootstrap.json`; `None` when the
 /// data dir was already bootstrapped.
-pub async fn bootstrap_if_empty(storage: &Storage, data_dir: &Path, secrets: &ServerSecrets) -> Result<Option<BootstrapFile>> {
+pub async fn bootstrap_if_empty(
+    storage: &Storage,
+    data_dir: &Path,
+    secrets: &ServerSecrets,
+) -> Result<Option<BootstrapFile>> {
     if storage.organization_count().await? > 0 {
         return Ok(None);
     }
-    let console_password: String = rand::thread_rng().sample_iter(&Alphanumeric).take(20).map(char::from).collect();
+    let console_password: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(20)
+        .map(char::from)
+        .collect();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
     let record = storage
-        .bootstrap_organization("Default organization", "Default project", OWNER_EMAIL, &password_hash, &secrets.api_key_pepper)
+        .bootstrap_organization(
+            "Default organization",
+            "Default project",
+            OWNER_EMAIL,
+            &password_hash,
+            &secrets.api_key_pepper,
+        )
         .await?;
     let file = BootstrapFile {
         org_id: record.organization_id.to_string(),
@@ -86,7 +102,10 @@ pub async fn bootstrap_if_empty(storage: &Storage, data_dir: &Path, secrets: &Se
         console_email: OWNER_EMAIL.to_string(),
         console_password,
     };
-    write_private_file(&data_dir.join(BOOTSTRAP_FILE), serde_json::to_string_pretty(&file)?.as_bytes())?;
+    write_private_file(
+        &data_dir.join(BOOTSTRAP_FILE),
+        serde_json::to_string_pretty(&file)?.as_bytes(),
+    )?;
     Ok(Some(file))
 }
 
@@ -112,7 +131,10 @@ struct CreatedProject {
 
 pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> {
     let name = arguments.name.trim();
-    anyhow::ensure!(!name.is_empty() && name.chars().count() <= 200, "--name must be 1–200 characters");
+    anyhow::ensure!(
+        !name.is_empty() && name.chars().count() <= 200,
+        "--name must be 1–200 characters"
+    );
     anyhow::ensure!(
         arguments.data_dir.join(SERVER_SECRET_FILE).exists(),
         "{} has no server secret: start `engram serve --data-dir {}` once first",
@@ -120,21 +142,31 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         arguments.data_dir.display()
     );
     let secrets = load_or_create_server_secrets(&arguments.data_dir)?;
-    let database_url = arguments
-        .database_url
-        .clone()
-        .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", arguments.data_dir.join("engram.db").display()));
+    let database_url = arguments.database_url.clone().unwrap_or_else(|| {
+        format!(
+            "sqlite://{}?mode=rwc",
+            arguments.data_dir.join("engram.db").display()
+        )
+    });
     let storage = Storage::connect(&database_url).await?;
     let organization_id = storage
         .first_organization_id()
         .await?
         .context("the data dir has no organization yet: start `engram serve` once first")?;
-    let (project, api_key) = storage.create_project(organization_id, name, &secrets.api_key_pepper).await?;
-    let created = CreatedProject { project_id: project.id.to_string(), api_key };
+    let (project, api_key) = storage
+        .create_project(organization_id, name, &secrets.api_key_pepper)
+        .await?;
+    let created = CreatedProject {
+        project_id: project.id.to_string(),
+        api_key,
+    };
     if arguments.json {
         println!("{}", serde_json::to_string(&created)?);
     } else {
-        println!("project {} created\nproject_id: {}\napi_key:    {} (shown once)", name, created.project_id, created.api_key);
+        println!(
+            "project {} created\nproject_id: {}\napi_key:    {} (shown once)",
+            name, created.project_id, created.api_key
+        );
     }
     storage.close().await?;
     Ok(())

@@ -58,15 +58,20 @@ fn locate(relative: &str) -> Option<PathBuf> {
     if let Ok(executable) = std::env::current_exe() {
         bases.extend(executable.ancestors().skip(1).map(Path::to_path_buf));
     }
-    bases.into_iter().map(|base| base.join(relative)).find(|candidate| candidate.exists())
+    bases
+        .into_iter()
+        .map(|base| base.join(relative))
+        .find(|candidate| candidate.exists())
 }
 
 impl EngramConfig {
     pub fn resolve(arguments: &ServeArgs) -> Self {
-        let database_url = arguments
-            .database_url
-            .clone()
-            .unwrap_or_else(|| format!("sqlite://{}?mode=rwc", arguments.data_dir.join("engram.db").display()));
+        let database_url = arguments.database_url.clone().unwrap_or_else(|| {
+            format!(
+                "sqlite://{}?mode=rwc",
+                arguments.data_dir.join("engram.db").display()
+            )
+        });
         let model_dir = arguments
             .model_dir
             .clone()
@@ -92,8 +97,12 @@ impl EngramConfig {
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
 pub fn mask_database_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let Some((credentials, host)) = rest.split_once('@') else { return url.to_string() };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((credentials, host)) = rest.split_once('@') else {
+        return url.to_string();
+    };
     match credentials.split_once(':') {
         Some((user, _secret)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_string(),
@@ -104,7 +113,11 @@ impl fmt::Display for EngramConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  data_dir        {}", self.data_dir.display())?;
         writeln!(f, "  listen          {}", self.listen)?;
-        writeln!(f, "  database_url    {}", mask_database_url(&self.database_url))?;
+        writeln!(
+            f,
+            "  database_url    {}",
+            mask_database_url(&self.database_url)
+        )?;
         writeln!(f, "  model_dir       {}", self.model_dir.display())?;
         writeln!(f, "  index_dir       {}", self.index_dir.display())?;
         writeln!(f, "  console_assets  {}", self.console_assets.display())?;
@@ -119,7 +132,13 @@ mod tests {
 
     #[test]
     fn database_passwords_are_masked() {
-        assert_eq!(mask_database_url("postgres://engram:hunter2@db:5432/engram"), "postgres://engram:***@db:5432/engram");
-        assert_eq!(mask_database_url("sqlite:///tmp/x.db?mode=rwc"), "sqlite:///tmp/x.db?mode=rwc");
+        assert_eq!(
+            mask_database_url("postgres://engram:hunter2@db:5432/engram"),
+            "postgres://engram:***@db:5432/engram"
+        );
+        assert_eq!(
+            mask_database_url("sqlite:///tmp/x.db?mode=rwc"),
+            "sqlite:///tmp/x.db?mode=rwc"
+        );
     }
 }

@@ -10,7 +10,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(name = "engram", version, about = "Engram: multi-tenant memory for AI agents")]
+#[command(
+    name = "engram",
+    version,
+    about = "Engram: multi-tenant memory for AI agents"
+)]
 struct CommandLine {
     #[command(subcommand)]
     command: Command,
@@ -39,7 +43,9 @@ pub async fn run_from_command_line() -> ExitCode {
     let command_line = CommandLine::parse();
     let outcome = match command_line.command {
         Command::Serve(arguments) => server::serve_until_signal(arguments).await,
-        Command::Admin { command: AdminCommand::CreateProject(arguments) } => bootstrap::create_project_command(arguments).await,
+        Command::Admin {
+            command: AdminCommand::CreateProject(arguments),
+        } => bootstrap::create_project_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
     };
     match outcome {

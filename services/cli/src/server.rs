@@ -34,13 +34,18 @@ impl EmbeddedServer {
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
         let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
-        let storage = Storage::connect(&config.database_url).await.context("cannot open the metadata database")?;
+        let storage = Storage::connect(&config.database_url)
+            .await
+            .context("cannot open the metadata database")?;
         let bootstrap = bootstrap::bootstrap_if_empty(&storage, &config.data_dir, &secrets).await?;
 
         let embedder: Arc<dyn Embedder> = Arc::new(
             engram_embed::LocalMiniLm::load(
                 &config.model_dir,
-                engram_embed::LocalModelOptions { worker_threads: config.embed_threads, ..Default::default() },
+                engram_embed::LocalModelOptions {
+                    worker_threads: config.embed_threads,
+                    ..Default::default()
+                },
             )
             .context("cannot load the local embedding model")?,
         );
@@ -52,7 +57,10 @@ impl EmbeddedServer {
             storage.clone(),
             index,
             embedder,
-            EngineSettings { index_wait: config.index_wait, ..Default::default() },
+            EngineSettings {
+                index_wait: config.index_wait,
+                ..Default::default()
+            },
         ));
 
         // Replay what a previous run acknowledged but did not index, then repair any point
@@ -68,15 +76,26 @@ impl EmbeddedServer {
         );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-        let indexer_task = tokio::spawn(engram_worker::run_indexer(engine.applier(), shutdown_receiver.clone()));
+        let indexer_task = tokio::spawn(engram_worker::run_indexer(
+            engine.applier(),
+            shutdown_receiver.clone(),
+        ));
 
         let credentials = engram_gateway::state::CredentialVerifier {
             storage: storage.clone(),
             api_key_pepper: secrets.api_key_pepper.clone(),
-            console_sessions: ConsoleSessionKeys::new(&secrets.console_signing_secret, CONSOLE_SESSION_LIFETIME),
+            console_sessions: ConsoleSessionKeys::new(
+                &secrets.console_signing_secret,
+                CONSOLE_SESSION_LIFETIME,
+            ),
         };
-        let state = AppState { engine: engine.clone(), credentials, settings: GatewaySettings::default() };
-        let console_routes = engram_gateway::console::console_routes(&state, &config.console_assets);
+        let state = AppState {
+            engine: engine.clone(),
+            credentials,
+            settings: GatewaySettings::default(),
+        };
+        let console_routes =
+            engram_gateway::console::console_routes(&state, &config.console_assets);
         let router = engram_gateway::build_router(state, console_routes);
 
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -87,7 +106,14 @@ impl EmbeddedServer {
         let server_task = tokio::spawn(engram_gateway::serve(listener, router, async move {
             let _ = server_shutdown.wait_for(|stop| *stop).await;
         }));
-        Ok(Self { address, engine, bootstrap, shutdown_sender, server_task, indexer_task })
+        Ok(Self {
+            address,
+            engine,
+            bootstrap,
+            shutdown_sender,
+            server_task,
+            indexer_task,
+        })
     }
 
     /// Stop accepting connections, finish in-flight requests, apply what is left in the
@@ -106,9 +132,12 @@ impl EmbeddedServer {
 }
 
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info")
+    });
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if std::env::var("ENGRAM_LOG_FORMAT").is_ok_and(|format| format == "json") {
         let _ = builder.json().try_init();
     } else {
@@ -140,13 +169,24 @@ pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
     let server = EmbeddedServer::start(&config).await?;
     let base_url = format!("http://{}", server.address);
     if let Some(first_start) = &server.bootstrap {
-        println!("first start: created an organization, a project, a console account and an API key");
+        println!(
+            "first start: created an organization, a project, a console account and an API key"
+        );
         println!("  console:  {base_url}/console");
-        println!("  login:    {} / {}", first_start.console_email, first_start.console_password);
+        println!(
+            "  login:    {} / {}",
+            first_start.console_email, first_start.console_password
+        );
         println!("  api key:  {}", first_start.api_key);
-        println!("  (saved once to {}/bootstrap.json, mode 0600)", config.data_dir.display());
+        println!(
+            "  (saved once to {}/bootstrap.json, mode 0600)",
+            config.data_dir.display()
+        );
     } else {
-        println!("  console:  {base_url}/console (credentials in {}/bootstrap.json)", config.data_dir.display());
+        println!(
+            "  console:  {base_url}/console (credentials in {}/bootstrap.json)",
+            config.data_dir.display()
+        );
     }
     println!("  api docs: {base_url}/docs");
     // Tests and scripts read this line to find the port.

@@ -9,7 +9,9 @@ use uuid::Uuid;
 macro_rules! uuid_id {
     ($name:ident, $what:literal) => {
         #[doc = concat!("Identifier of ", $what, " (UUIDv7).")]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+        )]
         #[serde(transparent)]
         pub struct $name(Uuid);
 

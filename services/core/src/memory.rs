@@ -112,7 +112,13 @@ mod tests {
     #[test]
     fn unknown_enum_values_are_rejected_with_the_allowed_list() {
         let error = "fact".parse::<MemoryKind>().unwrap_err();
-        assert!(error.contains("semantic, episodic, procedural, preference"), "{error}");
-        assert_eq!("user_stated".parse::<MemorySource>(), Ok(MemorySource::UserStated));
+        assert!(
+            error.contains("semantic, episodic, procedural, preference"),
+            "{error}"
+        );
+        assert_eq!(
+            "user_stated".parse::<MemorySource>(),
+            Ok(MemorySource::UserStated)
+        );
     }
 }

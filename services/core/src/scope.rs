@@ -19,8 +19,14 @@ pub struct ProjectScope {
 
 impl ProjectScope {
     /// Build a scope for a project whose credential has just been verified.
-    pub fn from_verified_credential(organization_id: OrganizationId, project_id: ProjectId) -> Self {
-        Self { organization_id, project_id }
+    pub fn from_verified_credential(
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+    ) -> Self {
+        Self {
+            organization_id,
+            project_id,
+        }
     }
 
     pub fn organization_id(&self) -> OrganizationId {

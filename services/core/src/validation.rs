@@ -14,7 +14,10 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { field: field.into(), message: message.into() }
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -24,7 +27,11 @@ impl FieldError {
 pub struct InvalidInput(pub Vec<FieldError>);
 
 fn summary(errors: &[FieldError]) -> String {
-    errors.iter().map(|error| format!("{}: {}", error.field, error.message)).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(|error| format!("{}: {}", error.field, error.message))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl InvalidInput {
@@ -46,7 +53,9 @@ impl ExternalId {
             return Err("must not be empty".to_string());
         }
         if characters > MAX_EXTERNAL_ID_CHARS {
-            return Err(format!("must be at most {MAX_EXTERNAL_ID_CHARS} characters, got {characters}"));
+            return Err(format!(
+                "must be at most {MAX_EXTERNAL_ID_CHARS} characters, got {characters}"
+            ));
         }
         if text.chars().any(char::is_control) {
             return Err("must not contain control characters".to_string());
@@ -55,7 +64,11 @@ impl ExternalId {
     }
 
     /// Parse a field, recording a problem under `field` when it is invalid.
-    pub fn parse_field(text: Option<&str>, field: &str, errors: &mut Vec<FieldError>) -> Option<Self> {
+    pub fn parse_field(
+        text: Option<&str>,
+        field: &str,
+        errors: &mut Vec<FieldError>,
+    ) -> Option<Self> {
         let text = text?;
         match Self::parse(text) {
             Ok(id) => Some(id),
@@ -97,7 +110,10 @@ mod tests {
         assert!(ExternalId::parse("").is_err());
         assert!(ExternalId::parse(&"a".repeat(255)).is_ok());
         assert!(ExternalId::parse(&"a".repeat(256)).is_err());
-        assert!(ExternalId::parse(&"é".repeat(255)).is_ok(), "limit counts characters, not bytes");
+        assert!(
+            ExternalId::parse(&"é".repeat(255)).is_ok(),
+            "limit counts characters, not bytes"
+        );
         assert!(ExternalId::parse("a\nb").is_err());
     }
 }

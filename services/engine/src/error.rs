@@ -30,7 +30,9 @@ impl From<StorageError> for EngineError {
     fn from(error: StorageError) -> Self {
         match error {
             StorageError::NotFound => EngineError::NotFound,
-            StorageError::VersionConflict { current_version } => EngineError::VersionConflict { current_version },
+            StorageError::VersionConflict { current_version } => {
+                EngineError::VersionConflict { current_version }
+            }
             StorageError::IdempotencyKeyReused => EngineError::IdempotencyKeyReused,
             StorageError::Unavailable(message) => EngineError::StorageUnavailable(message),
             other => EngineError::Internal(other.to_string()),
@@ -50,7 +52,9 @@ impl From<IndexError> for EngineError {
 impl From<EmbedError> for EngineError {
     fn from(error: EmbedError) -> Self {
         match error {
-            EmbedError::Unavailable(message) | EmbedError::ModelMissing(message) => EngineError::EmbedderUnavailable(message),
+            EmbedError::Unavailable(message) | EmbedError::ModelMissing(message) => {
+                EngineError::EmbedderUnavailable(message)
+            }
             other => EngineError::Internal(other.to_string()),
         }
     }

@@ -29,13 +29,25 @@ pub struct IndexApplier {
 
 impl IndexApplier {
     pub fn new(storage: Storage, index: Arc<dyn VectorIndex>) -> Self {
-        Self { storage, index, apply_lock: tokio::sync::Mutex::new(()), work_available: tokio::sync::Notify::new() }
+        Self {
+            storage,
+            index,
+            apply_lock: tokio::sync::Mutex::new(()),
+            work_available: tokio::sync::Notify::new(),
+        }
     }
 
     /// Apply the pending entries of particular memories (the read-your-writes path).
-    pub async fn apply_pending_for(&self, scope: &ProjectScope, memory_ids: &[MemoryId]) -> Result<usize, EngineError> {
+    pub async fn apply_pending_for(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+    ) -> Result<usize, EngineError> {
         let _guard = self.apply_lock.lock().await;
-        let entries = self.storage.pending_index_changes_for(scope, memory_ids).await?;
+        let entries = self
+            .storage
+            .pending_index_changes_for(scope, memory_ids)
+            .await?;
         self.apply_entries_locked(entries).await
     }
 
@@ -50,7 +62,8 @@ impl IndexApplier {
         if entries.is_empty() {
             return Ok(0);
         }
-        let mut by_project: BTreeMap<uuid::Uuid, (ProjectScope, Vec<&OutboxEntry>)> = BTreeMap::new();
+        let mut by_project: BTreeMap<uuid::Uuid, (ProjectScope, Vec<&OutboxEntry>)> =
+            BTreeMap::new();
         for entry in &entries {
             by_project
                 .entry(entry.scope.project_id().as_uuid())
@@ -59,13 +72,19 @@ impl IndexApplier {
                 .push(entry);
         }
         for (scope, project_entries) in by_project.values() {
-            let mut memory_ids: Vec<MemoryId> = project_entries.iter().map(|entry| entry.memory_id).collect();
+            let mut memory_ids: Vec<MemoryId> = project_entries
+                .iter()
+                .map(|entry| entry.memory_id)
+                .collect();
             memory_ids.sort();
             memory_ids.dedup();
             let entry_ids: Vec<i64> = project_entries.iter().map(|entry| entry.id).collect();
             if let Err(error) = self.apply_project(scope, &memory_ids).await {
                 tracing::warn!(project_id = %scope.project_id(), %error, "index apply failed; entries stay pending");
-                let _ = self.storage.record_index_failure(&entry_ids, &error.to_string()).await;
+                let _ = self
+                    .storage
+                    .record_index_failure(&entry_ids, &error.to_string())
+                    .await;
                 return Err(error);
             }
         }
@@ -76,9 +95,17 @@ impl IndexApplier {
         Ok(entries.len())
     }
 
-    async fn apply_project(&self, scope: &ProjectScope, memory_ids: &[MemoryId]) -> Result<(), EngineError> {
+    async fn apply_project(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+    ) -> Result<(), EngineError> {
         let rows = self.storage.indexing_rows(scope, memory_ids).await?;
-        let to_delete: Vec<MemoryId> = memory_ids.iter().filter(|id| !rows.contains_key(id)).copied().collect();
+        let to_delete: Vec<MemoryId> = memory_ids
+            .iter()
+            .filter(|id| !rows.contains_key(id))
+            .copied()
+            .collect();
         let to_upsert: Vec<IndexedMemory> = rows
             .into_values()
             .map(|row| IndexedMemory {
@@ -103,17 +130,28 @@ impl IndexApplier {
 
     /// Compare every active memory with the index and repair missing or stale points.
     /// Run at start-up, so an index that lost writes in a crash is made whole again.
-    pub async fn reconcile_active_memories(&self, page_size: u64) -> Result<ReconcileReport, EngineError> {
+    pub async fn reconcile_active_memories(
+        &self,
+        page_size: u64,
+    ) -> Result<ReconcileReport, EngineError> {
         let mut report = ReconcileReport::default();
         let mut after = None;
         loop {
-            let page = self.storage.active_memory_versions_after(after, page_size).await?;
+            let page = self
+                .storage
+                .active_memory_versions_after(after, page_size)
+                .await?;
             let Some(last) = page.last() else { break };
             after = Some(last.1);
             report.memories_checked += page.len() as u64;
-            let mut by_project: HashMap<uuid::Uuid, (ProjectScope, Vec<(MemoryId, i64)>)> = HashMap::new();
+            let mut by_project: HashMap<uuid::Uuid, (ProjectScope, Vec<(MemoryId, i64)>)> =
+                HashMap::new();
             for (scope, memory_id, version) in page {
-                by_project.entry(scope.project_id().as_uuid()).or_insert_with(|| (scope, Vec::new())).1.push((memory_id, version));
+                by_project
+                    .entry(scope.project_id().as_uuid())
+                    .or_insert_with(|| (scope, Vec::new()))
+                    .1
+                    .push((memory_id, version));
             }
             for (scope, memories) in by_project.into_values() {
                 let ids: Vec<MemoryId> = memories.iter().map(|(id, _)| *id).collect();

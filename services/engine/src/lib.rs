@@ -8,5 +8,5 @@ mod search;
 
 pub use error::EngineError;
 pub use indexing::{IndexApplier, ReconcileReport};
-pub use pipeline::{AddOutcome, EngineSettings, MemoryEngine, MemoryEdit, NewMemory};
+pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine, NewMemory};
 pub use search::{SearchFilters, SearchHit, SearchOutcome, SearchRequest};

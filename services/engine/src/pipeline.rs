@@ -1,14 +1,15 @@
 //! The write side of the engine: embed, store (memory + history + outbox in one
 //! transaction), then wait a bounded time for the index so writes are readable at once.
 
-use crate::indexing::IndexApplier;
 use crate::EngineError;
+use crate::indexing::IndexApplier;
 use chrono::{DateTime, Utc};
 use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, MemorySource, ProjectScope};
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{
-    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage, MemoryPatch, Storage,
+    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,
+    MemoryPatch, Storage,
 };
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
@@ -25,7 +26,10 @@ pub struct EngineSettings {
 
 impl Default for EngineSettings {
     fn default() -> Self {
-        Self { index_wait: Duration::from_secs(5), query_cache_entries: 10_000 }
+        Self {
+            index_wait: Duration::from_secs(5),
+            query_cache_entries: 10_000,
+        }
     }
 }
 
@@ -57,7 +61,10 @@ pub struct MemoryEdit {
 
 pub enum AddOutcome {
     /// Stored; `indexed` says whether the index applied them before the answer.
-    Stored { memories: Vec<Memory>, indexed: bool },
+    Stored {
+        memories: Vec<Memory>,
+        indexed: bool,
+    },
     /// A retry of an earlier request with the same idempotency key: its answer, verbatim.
     Replayed { status: u16, body: String },
 }
@@ -79,7 +86,8 @@ impl MemoryEngine {
         settings: EngineSettings,
     ) -> Self {
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
-        let capacity = NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
+        let capacity =
+            NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
         Self {
             storage,
             index,
@@ -116,10 +124,15 @@ impl MemoryEngine {
         wait_for_index: bool,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<AddOutcome, EngineError> {
-        let contents: Vec<String> = new_memories.iter().map(|memory| memory.content.clone()).collect();
+        let contents: Vec<String> = new_memories
+            .iter()
+            .map(|memory| memory.content.clone())
+            .collect();
         let embeddings = self.embedder.embed(contents).await?;
         if embeddings.len() != new_memories.len() {
-            return Err(EngineError::Internal("embedder returned a different number of vectors".to_string()));
+            return Err(EngineError::Internal(
+                "embedder returned a different number of vectors".to_string(),
+            ));
         }
         let model_id = self.embedder.model_id().to_string();
         let drafts = new_memories
@@ -141,11 +154,16 @@ impl MemoryEngine {
                 embedding_model: model_id.clone(),
             })
             .collect();
-        let outcome = self.storage.insert_memories(scope, drafts, actor, idempotency, render_response).await?;
+        let outcome = self
+            .storage
+            .insert_memories(scope, drafts, actor, idempotency, render_response)
+            .await?;
         match outcome {
             InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
             InsertOutcome::Inserted { memories, touched } => {
-                let indexed = self.index_after_write(scope, &touched, wait_for_index).await;
+                let indexed = self
+                    .index_after_write(scope, &touched, wait_for_index)
+                    .await;
                 Ok(AddOutcome::Stored { memories, indexed })
             }
         }
@@ -153,7 +171,12 @@ impl MemoryEngine {
 
     /// Make the index reflect `touched` before answering, within `index_wait`; otherwise
     /// leave it to the background indexer. Returns whether the index is up to date.
-    async fn index_after_write(&self, scope: &ProjectScope, touched: &[MemoryId], wait_for_index: bool) -> bool {
+    async fn index_after_write(
+        &self,
+        scope: &ProjectScope,
+        touched: &[MemoryId],
+        wait_for_index: bool,
+    ) -> bool {
         if !wait_for_index {
             self.applier.work_available.notify_one();
             return false;
@@ -162,7 +185,10 @@ impl MemoryEngine {
         let scope_copy = *scope;
         let touched_copy = touched.to_vec();
         // Spawned so that a client hanging up cannot cancel an apply halfway.
-        let apply = tokio::spawn(async move { applier.apply_pending_for(&scope_copy, &touched_copy).await });
+        let apply =
+            tokio::spawn(
+                async move { applier.apply_pending_for(&scope_copy, &touched_copy).await },
+            );
         match tokio::time::timeout(self.settings.index_wait, apply).await {
             Ok(Ok(Ok(_))) => true,
             Ok(Ok(Err(error))) => {
@@ -182,15 +208,27 @@ impl MemoryEngine {
         }
     }
 
-    pub async fn get_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Memory, EngineError> {
+    pub async fn get_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<Memory, EngineError> {
         Ok(self.storage.get_memory(scope, memory_id).await?)
     }
 
-    pub async fn list_memories(&self, scope: &ProjectScope, filter: &MemoryListFilter) -> Result<MemoryPage, EngineError> {
+    pub async fn list_memories(
+        &self,
+        scope: &ProjectScope,
+        filter: &MemoryListFilter,
+    ) -> Result<MemoryPage, EngineError> {
         Ok(self.storage.list_memories(scope, filter).await?)
     }
 
-    pub async fn memory_history(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Vec<HistoryEntry>, EngineError> {
+    pub async fn memory_history(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<Vec<HistoryEntry>, EngineError> {
         Ok(self.storage.memory_history(scope, memory_id).await?)
     }
 
@@ -208,13 +246,17 @@ impl MemoryEngine {
         let current = self.storage.get_memory(scope, memory_id).await?;
         if let Some(expected) = expected_version {
             if expected != current.version {
-                return Err(EngineError::VersionConflict { current_version: current.version });
+                return Err(EngineError::VersionConflict {
+                    current_version: current.version,
+                });
             }
         }
         let content = match edit.content {
             Some(content) => {
                 let mut vectors = self.embedder.embed(vec![content.clone()]).await?;
-                let vector = vectors.pop().ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?;
+                let vector = vectors.pop().ok_or_else(|| {
+                    EngineError::Internal("embedder returned no vector".to_string())
+                })?;
                 Some((content, vector))
             }
             None => None,
@@ -226,12 +268,19 @@ impl MemoryEngine {
             expires_at: edit.expires_at,
             reason: edit.reason,
         };
-        let (updated, _) = self.storage.update_memory(scope, memory_id, patch, expected_version, actor).await?;
+        let (updated, _) = self
+            .storage
+            .update_memory(scope, memory_id, patch, expected_version, actor)
+            .await?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(updated)
     }
 
-    pub async fn delete_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<(), EngineError> {
+    pub async fn delete_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<(), EngineError> {
         self.storage.delete_memory(scope, memory_id).await?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(())
@@ -251,7 +300,11 @@ impl MemoryEngine {
             }
         }
         let mut vectors = self.embedder.embed(vec![query.to_string()]).await?;
-        let vector = Arc::new(vectors.pop().ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?);
+        let vector = Arc::new(
+            vectors
+                .pop()
+                .ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?,
+        );
         if let Ok(mut cache) = self.query_embeddings.lock() {
             cache.put(query.to_string(), vector.clone());
         }

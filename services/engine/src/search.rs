@@ -1,8 +1,8 @@
 //! The read side: embed the query (cached), ask the index for candidates inside the
 //! project, hydrate them from the database, drop anything not active, filter and rank.
 
-use crate::pipeline::MemoryEngine;
 use crate::EngineError;
+use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
 use engram_core::{Memory, MemoryKind, ProjectScope, SubjectFilter};
 use engram_index::VectorQuery;
@@ -29,12 +29,21 @@ impl SearchFilters {
     }
 
     fn accepts(&self, memory: &Memory) -> bool {
-        let metadata_matches =
-            self.metadata_equals.iter().all(|(key, expected)| memory.metadata.get(key) == Some(expected));
-        let after_matches = self.created_after.is_none_or(|after| memory.created_at >= after);
-        let before_matches = self.created_before.is_none_or(|before| memory.created_at < before);
+        let metadata_matches = self
+            .metadata_equals
+            .iter()
+            .all(|(key, expected)| memory.metadata.get(key) == Some(expected));
+        let after_matches = self
+            .created_after
+            .is_none_or(|after| memory.created_at >= after);
+        let before_matches = self
+            .created_before
+            .is_none_or(|before| memory.created_at < before);
         let categories_match = self.categories_any.is_empty()
-            || memory.categories.iter().any(|category| self.categories_any.contains(category));
+            || memory
+                .categories
+                .iter()
+                .any(|category| self.categories_any.contains(category));
         metadata_matches && after_matches && before_matches && categories_match
     }
 }
@@ -71,7 +80,11 @@ const CANDIDATE_FACTOR: usize = 3;
 const FILTERED_CANDIDATES: usize = 500;
 
 impl MemoryEngine {
-    pub async fn search(&self, scope: &ProjectScope, request: SearchRequest) -> Result<SearchOutcome, EngineError> {
+    pub async fn search(
+        &self,
+        scope: &ProjectScope,
+        request: SearchRequest,
+    ) -> Result<SearchOutcome, EngineError> {
         let started = Instant::now();
         let vector = self.embed_query(&request.query).await?;
         let embedded = Instant::now();
@@ -87,9 +100,21 @@ impl MemoryEngine {
                 VectorQuery {
                     vector: vector.as_ref().clone(),
                     limit: candidate_limit,
-                    user_id: request.subject.user_id.as_ref().map(|id| id.as_str().to_string()),
-                    agent_id: request.subject.agent_id.as_ref().map(|id| id.as_str().to_string()),
-                    session_id: request.subject.session_id.as_ref().map(|id| id.as_str().to_string()),
+                    user_id: request
+                        .subject
+                        .user_id
+                        .as_ref()
+                        .map(|id| id.as_str().to_string()),
+                    agent_id: request
+                        .subject
+                        .agent_id
+                        .as_ref()
+                        .map(|id| id.as_str().to_string()),
+                    session_id: request
+                        .subject
+                        .session_id
+                        .as_ref()
+                        .map(|id| id.as_str().to_string()),
                     kinds: request.kinds.clone(),
                 },
             )
@@ -100,8 +125,13 @@ impl MemoryEngine {
         let now = Utc::now();
         let mut results = Vec::with_capacity(request.top_k);
         for hit in hits {
-            let Some(memory) = active.remove(&hit.memory_id) else { continue };
-            if memory.expires_at.is_some_and(|expires_at| expires_at <= now) {
+            let Some(memory) = active.remove(&hit.memory_id) else {
+                continue;
+            };
+            if memory
+                .expires_at
+                .is_some_and(|expires_at| expires_at <= now)
+            {
                 continue;
             }
             if !request.filters.accepts(&memory) {

@@ -49,9 +49,17 @@ where
         let presented = header_value
             .to_str()
             .ok()
-            .and_then(|text| text.strip_prefix("Bearer ").or_else(|| text.strip_prefix("bearer ")))
+            .and_then(|text| {
+                text.strip_prefix("Bearer ")
+                    .or_else(|| text.strip_prefix("bearer "))
+            })
             .map(str::trim)
-            .ok_or_else(|| ApiError::new(ProblemKind::Unauthorized, "the Authorization header must be `Bearer <token>`"))?;
+            .ok_or_else(|| {
+                ApiError::new(
+                    ProblemKind::Unauthorized,
+                    "the Authorization header must be `Bearer <token>`",
+                )
+            })?;
         let scope = verifier
             .storage
             .authenticate_api_key(presented, &verifier.api_key_pepper)
@@ -59,7 +67,10 @@ where
             .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
         match scope {
             Some(scope) => Ok(ProjectPrincipal { scope }),
-            None => Err(ApiError::new(ProblemKind::Unauthorized, "the API key is unknown, revoked or malformed")),
+            None => Err(ApiError::new(
+                ProblemKind::Unauthorized,
+                "the API key is unknown, revoked or malformed",
+            )),
         }
     }
 }
@@ -80,7 +91,9 @@ pub fn hash_password(password: &str) -> Result<String, String> {
 
 pub fn verify_password(password: &str, stored_hash: &str) -> bool {
     match PasswordHash::new(stored_hash) {
-        Ok(parsed) => password_hasher().verify_password(password.as_bytes(), &parsed).is_ok(),
+        Ok(parsed) => password_hasher()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok(),
         Err(_) => false,
     }
 }
@@ -110,7 +123,9 @@ pub struct ConsoleSessionKeys {
 
 impl std::fmt::Debug for ConsoleSessionKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConsoleSessionKeys").field("lifetime", &self.lifetime).finish_non_exhaustive()
+        f.debug_struct("ConsoleSessionKeys")
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
     }
 }
 
@@ -134,8 +149,12 @@ impl ConsoleSessionKeys {
             nbf: now,
             exp: now + self.lifetime.as_secs() as i64,
         };
-        jsonwebtoken::encode(&Header::new(jsonwebtoken::Algorithm::HS256), &claims, &self.encoding)
-            .map_err(|error| format!("cannot sign console session: {error}"))
+        jsonwebtoken::encode(
+            &Header::new(jsonwebtoken::Algorithm::HS256),
+            &claims,
+            &self.encoding,
+        )
+        .map_err(|error| format!("cannot sign console session: {error}"))
     }
 
     /// The account of a valid, unexpired console session token; `None` otherwise.
@@ -147,7 +166,9 @@ impl ConsoleSessionKeys {
         validation.set_required_spec_claims(&["iss", "aud", "sub", "exp", "nbf"]);
         validation.validate_nbf = true;
         validation.leeway = 5;
-        let decoded = jsonwebtoken::decode::<ConsoleSessionClaims>(token, &self.decoding, &validation).ok()?;
+        let decoded =
+            jsonwebtoken::decode::<ConsoleSessionClaims>(token, &self.decoding, &validation)
+                .ok()?;
         if decoded.claims.typ != CONSOLE_TOKEN_TYPE {
             return None;
         }
@@ -185,17 +206,26 @@ mod tests {
         let payload = serde_json::json!({"iss":"engram","aud":"engram-console","sub":ConsoleAccountId::generate().to_string(),
             "typ":"console_session","iat":now,"nbf":now,"exp":now+60});
         use base64_like::encode;
-        let unsigned = format!("{}.{}.", encode(br#"{"alg":"none","typ":"JWT"}"#), encode(payload.to_string().as_bytes()));
+        let unsigned = format!(
+            "{}.{}.",
+            encode(br#"{"alg":"none","typ":"JWT"}"#),
+            encode(payload.to_string().as_bytes())
+        );
         assert_eq!(keys.verify(&unsigned), None);
     }
 
     mod base64_like {
         /// URL-safe base64 without padding, enough to forge a test token.
         pub fn encode(bytes: &[u8]) -> String {
-            const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            const ALPHABET: &[u8; 64] =
+                b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
             let mut out = String::new();
             for chunk in bytes.chunks(3) {
-                let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+                let b = [
+                    chunk[0],
+                    *chunk.get(1).unwrap_or(&0),
+                    *chunk.get(2).unwrap_or(&0),
+                ];
                 let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
                 let chars = chunk.len() + 1;
                 for i in 0..chars {

@@ -1,10 +1,13 @@
 //! The console's backend: verifies console logins and sessions against storage and serves
 //! the console pages (Leptos, from `engram-console`) with scoped reads of memories.
 
-use crate::auth::{verify_password, ConsoleSessionKeys};
+use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
-use engram_console::{ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary};
+use engram_console::{
+    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
+    MemoryRow, ProjectSummary,
+};
 use engram_core::{MemoryKind, ProjectId};
 use engram_storage::{ConsoleAccountRecord, MemoryListFilter, Storage};
 use std::path::Path;
@@ -12,8 +15,9 @@ use std::sync::Arc;
 
 /// Verifying against this when the e-mail is unknown keeps the answer time the same, so
 /// timing does not reveal which accounts exist.
-static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| crate::auth::hash_password("no account has this password").unwrap_or_default());
+static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    crate::auth::hash_password("no account has this password").unwrap_or_default()
+});
 
 pub struct GatewayConsoleBackend {
     storage: Storage,
@@ -22,7 +26,10 @@ pub struct GatewayConsoleBackend {
 
 impl GatewayConsoleBackend {
     async fn account_for(&self, session_token: &str) -> Result<ConsoleAccountRecord, ConsoleError> {
-        let account_id = self.sessions.verify(session_token).ok_or(ConsoleError::Unauthorized)?;
+        let account_id = self
+            .sessions
+            .verify(session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
         match self.storage.console_account(account_id).await {
             Ok(Some(account)) => Ok(account),
             Ok(None) => Err(ConsoleError::Unauthorized),
@@ -39,12 +46,21 @@ fn internal(error: impl std::fmt::Display) -> ConsoleError {
 #[async_trait::async_trait]
 impl ConsoleBackend for GatewayConsoleBackend {
     async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
-        let account = self.storage.find_console_account(email.trim()).await.map_err(internal)?;
-        let stored_hash = account.as_ref().map_or(UNKNOWN_ACCOUNT_HASH.clone(), |account| account.password_hash.clone());
-        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
-        let password_matches = tokio::task::spawn_blocking(move || verify_password(&password, &stored_hash))
+        let account = self
+            .storage
+            .find_console_account(email.trim())
             .await
-            .unwrap_or(false);
+            .map_err(internal)?;
+        let stored_hash = account
+            .as_ref()
+            .map_or(UNKNOWN_ACCOUNT_HASH.clone(), |account| {
+                account.password_hash.clone()
+            });
+        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
+        let password_matches =
+            tokio::task::spawn_blocking(move || verify_password(&password, &stored_hash))
+                .await
+                .unwrap_or(false);
         match account {
             Some(account) if password_matches => {
                 tracing::info!(account_id = %account.id, "console login succeeded");
@@ -64,19 +80,47 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount> {
         let account = self.account_for(session_token).await.ok()?;
-        let organization_name = self.storage.organization_name(account.organization_id).await.ok().flatten()?;
-        Some(ConsoleAccount { email: account.email, organization_name })
+        let organization_name = self
+            .storage
+            .organization_name(account.organization_id)
+            .await
+            .ok()
+            .flatten()?;
+        Some(ConsoleAccount {
+            email: account.email,
+            organization_name,
+        })
     }
 
-    async fn list_projects(&self, session_token: &str) -> Result<Vec<ProjectSummary>, ConsoleError> {
+    async fn list_projects(
+        &self,
+        session_token: &str,
+    ) -> Result<Vec<ProjectSummary>, ConsoleError> {
         let account = self.account_for(session_token).await?;
-        let projects = self.storage.list_projects(account.organization_id).await.map_err(internal)?;
-        Ok(projects.into_iter().map(|project| ProjectSummary { id: project.id.to_string(), name: project.name }).collect())
+        let projects = self
+            .storage
+            .list_projects(account.organization_id)
+            .await
+            .map_err(internal)?;
+        Ok(projects
+            .into_iter()
+            .map(|project| ProjectSummary {
+                id: project.id.to_string(),
+                name: project.name,
+            })
+            .collect())
     }
 
-    async fn list_memories(&self, session_token: &str, query: MemoryListQuery) -> Result<MemoryPage, ConsoleError> {
+    async fn list_memories(
+        &self,
+        session_token: &str,
+        query: MemoryListQuery,
+    ) -> Result<MemoryPage, ConsoleError> {
         let account = self.account_for(session_token).await?;
-        let project_id: ProjectId = query.project_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        let project_id: ProjectId = query
+            .project_id
+            .parse()
+            .map_err(|_| ConsoleError::NotFound)?;
         let scope = self
             .storage
             .project_scope_for_console_account(&account, project_id)
@@ -84,22 +128,39 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .map_err(internal)?
             .ok_or(ConsoleError::NotFound)?;
         let kind = match query.kind.as_deref().filter(|kind| !kind.is_empty()) {
-            Some(kind) => Some(kind.parse::<MemoryKind>().map_err(|_| ConsoleError::Internal(format!("unknown kind {kind:?}")))?),
+            Some(kind) => Some(
+                kind.parse::<MemoryKind>()
+                    .map_err(|_| ConsoleError::Internal(format!("unknown kind {kind:?}")))?,
+            ),
             None => None,
         };
-        let user_id = match query.user_id.as_deref().filter(|user_id| !user_id.is_empty()) {
-            Some(user_id) => Some(engram_core::ExternalId::parse(user_id).map_err(ConsoleError::Internal)?),
+        let user_id = match query
+            .user_id
+            .as_deref()
+            .filter(|user_id| !user_id.is_empty())
+        {
+            Some(user_id) => {
+                Some(engram_core::ExternalId::parse(user_id).map_err(ConsoleError::Internal)?)
+            }
             None => None,
         };
         let filter = MemoryListFilter {
-            subject: engram_core::SubjectFilter { user_id, agent_id: None, session_id: None },
+            subject: engram_core::SubjectFilter {
+                user_id,
+                agent_id: None,
+                session_id: None,
+            },
             kind,
             state: None,
             text_contains: query.text.filter(|text| !text.trim().is_empty()),
             after: None,
             limit: u64::from(query.limit.clamp(1, 500)),
         };
-        let page = self.storage.list_memories(&scope, &filter).await.map_err(internal)?;
+        let page = self
+            .storage
+            .list_memories(&scope, &filter)
+            .await
+            .map_err(internal)?;
         let memories: Vec<MemoryRow> = page
             .memories
             .into_iter()
@@ -117,7 +178,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
             })
             .collect();
         let total_shown = memories.len();
-        Ok(MemoryPage { memories, total_shown })
+        Ok(MemoryPage {
+            memories,
+            total_shown,
+        })
     }
 }
 

@@ -21,9 +21,18 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = request.headers().get(CONTENT_TYPE).and_then(|value| value.to_str().ok()).map(str::to_string);
+        let content_type = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string);
         if let Some(content_type) = &content_type {
-            let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+            let essence = content_type
+                .split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase();
             if essence != "application/json" && !essence.ends_with("+json") {
                 return Err(ApiError::new(
                     ProblemKind::UnsupportedMediaType,
@@ -31,23 +40,39 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 ));
             }
         }
-        let raw = Bytes::from_request(request, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::new(
-                    ProblemKind::PayloadTooLarge,
-                    format!("the request body exceeds the limit of {} bytes", engram_core::limits::MAX_REQUEST_BODY_BYTES),
-                )
-            } else {
-                ApiError::new(ProblemKind::MalformedBody, format!("could not read the request body: {rejection}"))
-            }
-        })?;
+        let raw = Bytes::from_request(request, state)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::new(
+                        ProblemKind::PayloadTooLarge,
+                        format!(
+                            "the request body exceeds the limit of {} bytes",
+                            engram_core::limits::MAX_REQUEST_BODY_BYTES
+                        ),
+                    )
+                } else {
+                    ApiError::new(
+                        ProblemKind::MalformedBody,
+                        format!("could not read the request body: {rejection}"),
+                    )
+                }
+            })?;
         let mut deserializer = serde_json::Deserializer::from_slice(&raw);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
             let path = error.path().to_string();
             let inner = error.into_inner();
-            let field = if path == "." { "body".to_string() } else { path };
+            let field = if path == "." {
+                "body".to_string()
+            } else {
+                path
+            };
             let message = inner.to_string();
-            let kind = if inner.is_syntax() || inner.is_eof() { ProblemKind::MalformedBody } else { ProblemKind::ValidationFailed };
+            let kind = if inner.is_syntax() || inner.is_eof() {
+                ProblemKind::MalformedBody
+            } else {
+                ProblemKind::ValidationFailed
+            };
             ApiError {
                 kind,
                 detail: format!("{field}: {message}"),
@@ -55,9 +80,12 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 retry_after_seconds: None,
             }
         })?;
-        deserializer
-            .end()
-            .map_err(|error| ApiError::new(ProblemKind::MalformedBody, format!("trailing characters after the JSON body: {error}")))?;
+        deserializer.end().map_err(|error| {
+            ApiError::new(
+                ProblemKind::MalformedBody,
+                format!("trailing characters after the JSON body: {error}"),
+            )
+        })?;
         Ok(JsonBody { value, raw })
     }
 }
@@ -70,12 +98,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or("");
-        let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
-        serde_path_to_error::deserialize(deserializer).map(QueryParams).map_err(|error| {
-            let field = error.path().to_string();
-            let message = error.into_inner().to_string();
-            ApiError::invalid(vec![FieldError::new(format!("query.{field}"), message)])
-        })
+        let deserializer =
+            serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(QueryParams)
+            .map_err(|error| {
+                let field = error.path().to_string();
+                let message = error.into_inner().to_string();
+                ApiError::invalid(vec![FieldError::new(format!("query.{field}"), message)])
+            })
     }
 }
 
@@ -86,7 +117,9 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatchVersion {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get("if-match") else { return Ok(IfMatchVersion(None)) };
+        let Some(value) = parts.headers.get("if-match") else {
+            return Ok(IfMatchVersion(None));
+        };
         let text = value.to_str().unwrap_or("").trim();
         let unquoted = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
         match unquoted.parse::<i64>() {
@@ -106,9 +139,14 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        let Some(value) = parts.headers.get("idempotency-key") else { return Ok(IdempotencyKey(None)) };
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
         let text = value.to_str().unwrap_or("");
-        if text.is_empty() || text.chars().count() > MAX_EXTERNAL_ID_CHARS || text.chars().any(char::is_control) {
+        if text.is_empty()
+            || text.chars().count() > MAX_EXTERNAL_ID_CHARS
+            || text.chars().any(char::is_control)
+        {
             return Err(ApiError::invalid(vec![FieldError::new(
                 "header.Idempotency-Key",
                 format!("must be 1–{MAX_EXTERNAL_ID_CHARS} printable characters"),

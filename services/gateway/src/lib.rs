@@ -32,7 +32,10 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         .merge(extra_routes)
         .fallback(problem::unknown_route)
         .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
-        .layer(TimeoutLayer::new(request_timeout))
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            request_timeout,
+        ))
         .layer(TraceLayer::new_for_http())
         .layer(axum::middleware::from_fn(problem::ensure_problem_responses))
         .layer(PropagateRequestIdLayer::x_request_id())
@@ -45,9 +48,12 @@ pub async fn serve(
     router: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 /// Default per-request time limit.

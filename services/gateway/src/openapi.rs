@@ -4,8 +4,9 @@
 use crate::problem::ProblemDocument;
 use crate::routes::memories;
 use crate::views::{
-    AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
-    NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView, SearchResultView,
+    AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
+    MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
+    SearchResultView,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -53,7 +54,10 @@ pub fn document_json() -> serde_json::Value {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// A compact reference page: every operation with its parameters, body and responses.
@@ -61,11 +65,19 @@ pub fn render_docs_html() -> String {
     let document = document_json();
     let mut body = String::new();
     let empty = serde_json::Map::new();
-    let paths = document.get("paths").and_then(|paths| paths.as_object()).unwrap_or(&empty);
+    let paths = document
+        .get("paths")
+        .and_then(|paths| paths.as_object())
+        .unwrap_or(&empty);
     for (path, item) in paths {
-        let Some(operations) = item.as_object() else { continue };
+        let Some(operations) = item.as_object() else {
+            continue;
+        };
         for (method, operation) in operations {
-            let summary = operation.get("summary").and_then(|value| value.as_str()).unwrap_or("");
+            let summary = operation
+                .get("summary")
+                .and_then(|value| value.as_str())
+                .unwrap_or("");
             body.push_str(&format!(
                 "<section class=\"op\"><h2><span class=\"method {m}\">{M}</span> <code>{p}</code></h2><p>{s}</p>",
                 m = escape(method),
@@ -73,12 +85,24 @@ pub fn render_docs_html() -> String {
                 p = escape(path),
                 s = escape(summary)
             ));
-            if let Some(parameters) = operation.get("parameters").and_then(|value| value.as_array()) {
+            if let Some(parameters) = operation
+                .get("parameters")
+                .and_then(|value| value.as_array())
+            {
                 body.push_str("<h3>Parameters</h3><ul>");
                 for parameter in parameters {
-                    let name = parameter.get("name").and_then(|value| value.as_str()).unwrap_or("");
-                    let location = parameter.get("in").and_then(|value| value.as_str()).unwrap_or("");
-                    let description = parameter.get("description").and_then(|value| value.as_str()).unwrap_or("");
+                    let name = parameter
+                        .get("name")
+                        .and_then(|value| value.as_str())
+                        .unwrap_or("");
+                    let location = parameter
+                        .get("in")
+                        .and_then(|value| value.as_str())
+                        .unwrap_or("");
+                    let description = parameter
+                        .get("description")
+                        .and_then(|value| value.as_str())
+                        .unwrap_or("");
                     body.push_str(&format!(
                         "<li><code>{}</code> <em>{}</em> {}</li>",
                         escape(name),
@@ -93,13 +117,26 @@ pub fn render_docs_html() -> String {
                 .and_then(|value| value.as_str())
             {
                 let name = schema_ref.rsplit('/').next().unwrap_or(schema_ref);
-                body.push_str(&format!("<h3>Body</h3><p><a href=\"#schema-{0}\">{0}</a></p>", escape(name)));
+                body.push_str(&format!(
+                    "<h3>Body</h3><p><a href=\"#schema-{0}\">{0}</a></p>",
+                    escape(name)
+                ));
             }
-            if let Some(responses) = operation.get("responses").and_then(|value| value.as_object()) {
+            if let Some(responses) = operation
+                .get("responses")
+                .and_then(|value| value.as_object())
+            {
                 body.push_str("<h3>Responses</h3><ul>");
                 for (status, response) in responses {
-                    let description = response.get("description").and_then(|value| value.as_str()).unwrap_or("");
-                    body.push_str(&format!("<li><b>{}</b> {}</li>", escape(status), escape(description)));
+                    let description = response
+                        .get("description")
+                        .and_then(|value| value.as_str())
+                        .unwrap_or("");
+                    body.push_str(&format!(
+                        "<li><b>{}</b> {}</li>",
+                        escape(status),
+                        escape(description)
+                    ));
                 }
                 body.push_str("</ul>");
             }
@@ -107,7 +144,10 @@ pub fn render_docs_html() -> String {
         }
     }
     body.push_str("<h2>Schemas</h2>");
-    if let Some(schemas) = document.pointer("/components/schemas").and_then(|value| value.as_object()) {
+    if let Some(schemas) = document
+        .pointer("/components/schemas")
+        .and_then(|value| value.as_object())
+    {
         for (name, schema) in schemas {
             let pretty = serde_json::to_string_pretty(schema).unwrap_or_default();
             body.push_str(&format!(

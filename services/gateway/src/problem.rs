@@ -56,7 +56,9 @@ impl ProblemKind {
 
     pub const fn title(self) -> &'static str {
         match self {
-            ProblemKind::MalformedBody => "The request body is not valid JSON of the expected shape",
+            ProblemKind::MalformedBody => {
+                "The request body is not valid JSON of the expected shape"
+            }
             ProblemKind::ValidationFailed => "The request is semantically invalid",
             ProblemKind::Unauthorized => "Missing or invalid credential",
             ProblemKind::Forbidden => "The credential lacks the required scope",
@@ -137,20 +139,42 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(kind: ProblemKind, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), errors: Vec::new(), retry_after_seconds: None }
+        Self {
+            kind,
+            detail: detail.into(),
+            errors: Vec::new(),
+            retry_after_seconds: None,
+        }
     }
 
     pub fn invalid(errors: Vec<FieldError>) -> Self {
-        let detail = errors.iter().map(|error| format!("{}: {}", error.field, error.message)).collect::<Vec<_>>().join("; ");
-        Self { kind: ProblemKind::ValidationFailed, detail, errors, retry_after_seconds: None }
+        let detail = errors
+            .iter()
+            .map(|error| format!("{}: {}", error.field, error.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        Self {
+            kind: ProblemKind::ValidationFailed,
+            detail,
+            errors,
+            retry_after_seconds: None,
+        }
     }
 
     pub fn memory_not_found() -> Self {
-        Self::new(ProblemKind::NotFound, "no memory with this id exists in this project")
+        Self::new(
+            ProblemKind::NotFound,
+            "no memory with this id exists in this project",
+        )
     }
 
     fn unavailable(detail: String) -> Self {
-        Self { kind: ProblemKind::DependencyUnavailable, detail, errors: Vec::new(), retry_after_seconds: Some(5) }
+        Self {
+            kind: ProblemKind::DependencyUnavailable,
+            detail,
+            errors: Vec::new(),
+            retry_after_seconds: Some(5),
+        }
     }
 }
 
@@ -173,12 +197,21 @@ impl From<EngineError> for ApiError {
                 "this Idempotency-Key was already used with a different request body; use a new key",
             ),
             EngineError::Invalid(invalid) => invalid.into(),
-            EngineError::StorageUnavailable(_) => ApiError::unavailable("the metadata database is unavailable".to_string()),
-            EngineError::IndexUnavailable(_) => ApiError::unavailable("the vector index is unavailable".to_string()),
-            EngineError::EmbedderUnavailable(_) => ApiError::unavailable("the embedding model is unavailable".to_string()),
+            EngineError::StorageUnavailable(_) => {
+                ApiError::unavailable("the metadata database is unavailable".to_string())
+            }
+            EngineError::IndexUnavailable(_) => {
+                ApiError::unavailable("the vector index is unavailable".to_string())
+            }
+            EngineError::EmbedderUnavailable(_) => {
+                ApiError::unavailable("the embedding model is unavailable".to_string())
+            }
             EngineError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");
-                ApiError::new(ProblemKind::Internal, "an internal error occurred; the request id identifies it in the logs")
+                ApiError::new(
+                    ProblemKind::Internal,
+                    "an internal error occurred; the request id identifies it in the logs",
+                )
             }
         }
     }
@@ -195,9 +228,14 @@ impl IntoResponse for ApiError {
             errors: self.errors,
         };
         let mut response = (self.kind.status(), axum::Json(document)).into_response();
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+        );
         if self.kind == ProblemKind::Unauthorized {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         if let Some(seconds) = self.retry_after_seconds {
             if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
@@ -209,7 +247,10 @@ impl IntoResponse for ApiError {
 }
 
 pub async fn unknown_route() -> ApiError {
-    ApiError::new(ProblemKind::NotFound, "no such route; see /openapi.json for the API")
+    ApiError::new(
+        ProblemKind::NotFound,
+        "no such route; see /openapi.json for the API",
+    )
 }
 
 /// Error responses that did not come from `ApiError` (body limit, timeout, method not
@@ -232,9 +273,17 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
     let is_problem = response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|value| value.as_bytes().starts_with(PROBLEM_CONTENT_TYPE.as_bytes()));
+        .is_some_and(|value| {
+            value
+                .as_bytes()
+                .starts_with(PROBLEM_CONTENT_TYPE.as_bytes())
+        });
     let (mut parts, body) = response.into_parts();
-    let body_bytes = body.collect().await.map(|collected| collected.to_bytes()).unwrap_or_else(|_| Bytes::new());
+    let body_bytes = body
+        .collect()
+        .await
+        .map(|collected| collected.to_bytes())
+        .unwrap_or_else(|_| Bytes::new());
     let mut document = if is_problem {
         match serde_json::from_slice::<ProblemDocument>(&body_bytes) {
             Ok(document) => document,
@@ -248,7 +297,9 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
                 "the request body exceeds the limit of {} bytes",
                 engram_core::limits::MAX_REQUEST_BODY_BYTES
             ),
-            ProblemKind::RequestTimeout => "the request did not complete within the time limit".to_string(),
+            ProblemKind::RequestTimeout => {
+                "the request did not complete within the time limit".to_string()
+            }
             ProblemKind::MethodNotAllowed => "this route does not accept that method".to_string(),
             _ if !original_text.is_empty() && original_text.len() < 500 => original_text,
             _ => kind.title().to_string(),
@@ -264,7 +315,10 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
     };
     document.request_id = request_id;
     let body = serde_json::to_vec(&document).unwrap_or_default();
-    parts.headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_CONTENT_TYPE));
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(PROBLEM_CONTENT_TYPE),
+    );
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body))
 }

@@ -15,7 +15,9 @@ pub struct GatewaySettings {
 
 impl Default for GatewaySettings {
     fn default() -> Self {
-        Self { request_timeout: crate::DEFAULT_REQUEST_TIMEOUT }
+        Self {
+            request_timeout: crate::DEFAULT_REQUEST_TIMEOUT,
+        }
     }
 }
 

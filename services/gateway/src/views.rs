@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use engram_core::limits::{
-    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_MEMORIES_PER_ADD, MAX_METADATA_BYTES, MAX_QUERY_BYTES,
-    MAX_REASON_CHARS, MAX_TOP_K,
+    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_MEMORIES_PER_ADD,
+    MAX_METADATA_BYTES, MAX_QUERY_BYTES, MAX_REASON_CHARS, MAX_TOP_K,
 };
 use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
 use engram_engine::{MemoryEdit, NewMemory, SearchFilters};
@@ -161,7 +161,9 @@ pub struct EditMemoryBody {
     pub reason: Option<String>,
 }
 
-fn present_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Option<DateTime<Utc>>>, D::Error> {
+fn present_or_null<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<DateTime<Utc>>>, D::Error> {
     Option::<DateTime<Utc>>::deserialize(deserializer).map(Some)
 }
 
@@ -195,7 +197,13 @@ fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
     if content.is_empty() {
         errors.push(FieldError::new(field, "must not be empty"));
     } else if content.len() > MAX_CONTENT_BYTES {
-        errors.push(FieldError::new(field, format!("must be at most {MAX_CONTENT_BYTES} bytes, got {}", content.len())));
+        errors.push(FieldError::new(
+            field,
+            format!(
+                "must be at most {MAX_CONTENT_BYTES} bytes, got {}",
+                content.len()
+            ),
+        ));
     }
 }
 
@@ -207,9 +215,14 @@ fn check_metadata(
     match metadata {
         None | Some(serde_json::Value::Null) => serde_json::Map::new(),
         Some(serde_json::Value::Object(map)) => {
-            let size = serde_json::to_vec(&map).map(|bytes| bytes.len()).unwrap_or(usize::MAX);
+            let size = serde_json::to_vec(&map)
+                .map(|bytes| bytes.len())
+                .unwrap_or(usize::MAX);
             if size > MAX_METADATA_BYTES {
-                errors.push(FieldError::new(field, format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}")));
+                errors.push(FieldError::new(
+                    field,
+                    format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"),
+                ));
             }
             map
         }
@@ -220,21 +233,39 @@ fn check_metadata(
     }
 }
 
-fn check_categories(categories: Option<Vec<String>>, field: &str, errors: &mut Vec<FieldError>) -> Vec<String> {
+fn check_categories(
+    categories: Option<Vec<String>>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<String> {
     let categories = categories.unwrap_or_default();
     if categories.len() > MAX_CATEGORIES {
-        errors.push(FieldError::new(field, format!("at most {MAX_CATEGORIES} categories, got {}", categories.len())));
+        errors.push(FieldError::new(
+            field,
+            format!(
+                "at most {MAX_CATEGORIES} categories, got {}",
+                categories.len()
+            ),
+        ));
     }
     for (position, category) in categories.iter().enumerate() {
         let characters = category.chars().count();
         if characters == 0 || characters > MAX_CATEGORY_CHARS {
-            errors.push(FieldError::new(format!("{field}[{position}]"), format!("must be 1–{MAX_CATEGORY_CHARS} characters")));
+            errors.push(FieldError::new(
+                format!("{field}[{position}]"),
+                format!("must be 1–{MAX_CATEGORY_CHARS} characters"),
+            ));
         }
     }
     categories
 }
 
-fn parse_enum<T: std::str::FromStr<Err = String>>(text: Option<&str>, default: T, field: &str, errors: &mut Vec<FieldError>) -> T {
+fn parse_enum<T: std::str::FromStr<Err = String>>(
+    text: Option<&str>,
+    default: T,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> T {
     match text {
         None => default,
         Some(text) => text.parse().unwrap_or_else(|message| {
@@ -250,7 +281,10 @@ impl AddMemoriesBody {
         if self.memories.is_empty() || self.memories.len() > MAX_MEMORIES_PER_ADD {
             errors.push(FieldError::new(
                 "memories",
-                format!("must hold 1–{MAX_MEMORIES_PER_ADD} memories, got {}", self.memories.len()),
+                format!(
+                    "must hold 1–{MAX_MEMORIES_PER_ADD} memories, got {}",
+                    self.memories.len()
+                ),
             ));
             return Err(errors);
         }
@@ -260,46 +294,95 @@ impl AddMemoriesBody {
             check_content(&body.content, &path("content"), &mut errors);
             let confidence = body.confidence.unwrap_or(1.0);
             if !(0.0..=1.0).contains(&confidence) {
-                errors.push(FieldError::new(path("confidence"), "must be between 0 and 1"));
+                errors.push(FieldError::new(
+                    path("confidence"),
+                    "must be between 0 and 1",
+                ));
             }
             parsed.push(NewMemory {
-                user_id: ExternalId::parse_field(body.user_id.as_deref(), &path("user_id"), &mut errors),
-                agent_id: ExternalId::parse_field(body.agent_id.as_deref(), &path("agent_id"), &mut errors),
-                session_id: ExternalId::parse_field(body.session_id.as_deref(), &path("session_id"), &mut errors),
-                kind: parse_enum(body.kind.as_deref(), MemoryKind::Semantic, &path("kind"), &mut errors),
+                user_id: ExternalId::parse_field(
+                    body.user_id.as_deref(),
+                    &path("user_id"),
+                    &mut errors,
+                ),
+                agent_id: ExternalId::parse_field(
+                    body.agent_id.as_deref(),
+                    &path("agent_id"),
+                    &mut errors,
+                ),
+                session_id: ExternalId::parse_field(
+                    body.session_id.as_deref(),
+                    &path("session_id"),
+                    &mut errors,
+                ),
+                kind: parse_enum(
+                    body.kind.as_deref(),
+                    MemoryKind::Semantic,
+                    &path("kind"),
+                    &mut errors,
+                ),
                 key: ExternalId::parse_field(body.key.as_deref(), &path("key"), &mut errors),
                 metadata: check_metadata(body.metadata, &path("metadata"), &mut errors),
                 categories: check_categories(body.categories, &path("categories"), &mut errors),
-                source: parse_enum(body.source.as_deref(), MemorySource::UserStated, &path("source"), &mut errors),
+                source: parse_enum(
+                    body.source.as_deref(),
+                    MemorySource::UserStated,
+                    &path("source"),
+                    &mut errors,
+                ),
                 confidence,
                 expires_at: body.expires_at,
                 content: body.content,
             });
         }
-        if errors.is_empty() { Ok(parsed) } else { Err(errors) }
+        if errors.is_empty() {
+            Ok(parsed)
+        } else {
+            Err(errors)
+        }
     }
 }
 
 impl EditMemoryBody {
     pub fn into_edit(self) -> Result<MemoryEdit, Vec<FieldError>> {
         let mut errors = Vec::new();
-        if self.content.is_none() && self.metadata.is_none() && self.categories.is_none() && self.expires_at.is_none() {
-            errors.push(FieldError::new("body", "nothing to change: give content, metadata, categories or expires_at"));
+        if self.content.is_none()
+            && self.metadata.is_none()
+            && self.categories.is_none()
+            && self.expires_at.is_none()
+        {
+            errors.push(FieldError::new(
+                "body",
+                "nothing to change: give content, metadata, categories or expires_at",
+            ));
         }
         if let Some(content) = &self.content {
             check_content(content, "content", &mut errors);
         }
-        let metadata = self.metadata.map(|value| check_metadata(Some(value), "metadata", &mut errors));
-        let categories = self.categories.map(|categories| check_categories(Some(categories), "categories", &mut errors));
+        let metadata = self
+            .metadata
+            .map(|value| check_metadata(Some(value), "metadata", &mut errors));
+        let categories = self
+            .categories
+            .map(|categories| check_categories(Some(categories), "categories", &mut errors));
         if let Some(reason) = &self.reason {
             if reason.chars().count() > MAX_REASON_CHARS {
-                errors.push(FieldError::new("reason", format!("must be at most {MAX_REASON_CHARS} characters")));
+                errors.push(FieldError::new(
+                    "reason",
+                    format!("must be at most {MAX_REASON_CHARS} characters"),
+                ));
             }
         }
         if !errors.is_empty() {
             return Err(errors);
         }
-        Ok(MemoryEdit { content: self.content, metadata, categories, expires_at: self.expires_at, reason: self.reason })
+        Ok(MemoryEdit {
+            content: self.content,
+            metadata,
+            categories,
+            expires_at: self.expires_at,
+            reason: self.reason,
+        })
     }
 }
 
@@ -314,11 +397,19 @@ impl SearchBody {
         if self.query.trim().is_empty() {
             errors.push(FieldError::new("query", "must not be empty"));
         } else if self.query.len() > MAX_QUERY_BYTES {
-            errors.push(FieldError::new("query", format!("must be at most {MAX_QUERY_BYTES} bytes")));
+            errors.push(FieldError::new(
+                "query",
+                format!("must be at most {MAX_QUERY_BYTES} bytes"),
+            ));
         }
-        let top_k = self.top_k.unwrap_or(engram_core::limits::DEFAULT_TOP_K as i64);
+        let top_k = self
+            .top_k
+            .unwrap_or(engram_core::limits::DEFAULT_TOP_K as i64);
         if !(1..=MAX_TOP_K as i64).contains(&top_k) {
-            errors.push(FieldError::new("top_k", format!("must be between 1 and {MAX_TOP_K}, got {top_k}")));
+            errors.push(FieldError::new(
+                "top_k",
+                format!("must be between 1 and {MAX_TOP_K}, got {top_k}"),
+            ));
         }
         let min_score = self.min_score.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&min_score) {
@@ -334,7 +425,11 @@ impl SearchBody {
         let subject = engram_core::SubjectFilter {
             user_id: ExternalId::parse_field(self.user_id.as_deref(), "user_id", &mut errors),
             agent_id: ExternalId::parse_field(self.agent_id.as_deref(), "agent_id", &mut errors),
-            session_id: ExternalId::parse_field(self.session_id.as_deref(), "session_id", &mut errors),
+            session_id: ExternalId::parse_field(
+                self.session_id.as_deref(),
+                "session_id",
+                &mut errors,
+            ),
         };
         let filters_body = self.filters.unwrap_or_default();
         let filters = SearchFilters {

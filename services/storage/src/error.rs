@@ -22,8 +22,11 @@ pub enum StorageError {
 impl StorageError {
     pub(crate) fn from_db(error: DbErr) -> Self {
         match &error {
-            DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => StorageError::Unavailable(error.to_string()),
-            DbErr::Query(RuntimeErr::SqlxError(sqlx_error)) | DbErr::Exec(RuntimeErr::SqlxError(sqlx_error))
+            DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => {
+                StorageError::Unavailable(error.to_string())
+            }
+            DbErr::Query(RuntimeErr::SqlxError(sqlx_error))
+            | DbErr::Exec(RuntimeErr::SqlxError(sqlx_error))
                 if is_connection_failure(sqlx_error) =>
             {
                 StorageError::Unavailable(error.to_string())
@@ -36,10 +39,17 @@ impl StorageError {
 fn is_connection_failure(error: &sqlx::Error) -> bool {
     matches!(
         error,
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed | sqlx::Error::Tls(_)
+        sqlx::Error::Io(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Tls(_)
     )
 }
 
 pub(crate) fn is_unique_violation(error: &DbErr) -> bool {
-    matches!(error.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+    matches!(
+        error.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
 }

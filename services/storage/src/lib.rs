@@ -9,13 +9,16 @@ pub mod tenants;
 
 pub use error::StorageError;
 pub use memories::{
-    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage, MemoryPatch,
+    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,
+    MemoryPatch,
 };
 pub use outbox::{IndexingRow, OutboxEntry};
 pub use tenants::{ApiKeyPepper, BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
 
 use engram_migrations::{Migrator, MigratorTrait};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, SqlxPostgresConnector, SqlxSqliteConnector};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, SqlxPostgresConnector, SqlxSqliteConnector,
+};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use std::str::FromStr;
@@ -40,7 +43,9 @@ impl Storage {
             // WAL lets readers run beside the writer; synchronous=FULL makes every commit
             // durable before it is acknowledged (a kill -9 or power loss loses nothing).
             let options = SqliteConnectOptions::from_str(database_url)
-                .map_err(|error| StorageError::Configuration(format!("invalid SQLite URL: {error}")))?
+                .map_err(|error| {
+                    StorageError::Configuration(format!("invalid SQLite URL: {error}"))
+                })?
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
@@ -50,7 +55,9 @@ impl Storage {
                 .max_connections(8)
                 .connect_with(options)
                 .await
-                .map_err(|error| StorageError::Unavailable(format!("cannot open SQLite database: {error}")))?;
+                .map_err(|error| {
+                    StorageError::Unavailable(format!("cannot open SQLite database: {error}"))
+                })?;
             Self {
                 connection: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool),
                 write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
@@ -61,14 +68,21 @@ impl Storage {
                 .acquire_timeout(Duration::from_secs(5))
                 .connect(database_url)
                 .await
-                .map_err(|error| StorageError::Unavailable(format!("cannot connect to PostgreSQL: {error}")))?;
-            Self { connection: SqlxPostgresConnector::from_sqlx_postgres_pool(pool), write_gate: None }
+                .map_err(|error| {
+                    StorageError::Unavailable(format!("cannot connect to PostgreSQL: {error}"))
+                })?;
+            Self {
+                connection: SqlxPostgresConnector::from_sqlx_postgres_pool(pool),
+                write_gate: None,
+            }
         } else {
             return Err(StorageError::Configuration(format!(
                 "unsupported database URL {database_url:?}: use sqlite://… or postgres://…"
             )));
         };
-        Migrator::up(&storage.connection, None).await.map_err(StorageError::from_db)?;
+        Migrator::up(&storage.connection, None)
+            .await
+            .map_err(StorageError::from_db)?;
         Ok(storage)
     }
 

@@ -6,11 +6,14 @@ use crate::error::is_unique_violation;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::memory::content_digest;
-use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, MemorySource, MemoryState, ProjectScope, SubjectFilter};
+use engram_core::{
+    ExternalId, Memory, MemoryId, MemoryKind, MemorySource, MemoryState, ProjectScope,
+    SubjectFilter,
+};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    Select, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Select, TransactionTrait,
 };
 use std::collections::HashMap;
 
@@ -42,7 +45,10 @@ pub struct IdempotencyClaim {
 pub enum InsertOutcome {
     /// The memories were stored; `touched` lists every memory whose index entry must change
     /// (the new ones and any they superseded).
-    Inserted { memories: Vec<Memory>, touched: Vec<MemoryId> },
+    Inserted {
+        memories: Vec<Memory>,
+        touched: Vec<MemoryId>,
+    },
     /// The same idempotency key and request were seen before: the first answer, verbatim.
     Replayed { status: u16, body: String },
 }
@@ -107,7 +113,10 @@ fn subject_condition(subject: &SubjectFilter) -> Condition {
 }
 
 pub(crate) fn encode_embedding(vector: &[f32]) -> Vec<u8> {
-    vector.iter().flat_map(|component| component.to_le_bytes()).collect()
+    vector
+        .iter()
+        .flat_map(|component| component.to_le_bytes())
+        .collect()
 }
 
 pub(crate) fn decode_embedding(bytes: &[u8]) -> Vec<f32> {
@@ -117,20 +126,34 @@ pub(crate) fn decode_embedding(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-fn optional_external_id(value: Option<String>, column: &str) -> Result<Option<ExternalId>, StorageError> {
+fn optional_external_id(
+    value: Option<String>,
+    column: &str,
+) -> Result<Option<ExternalId>, StorageError> {
     value
-        .map(|text| ExternalId::parse(&text).map_err(|error| StorageError::Internal(format!("stored {column} is invalid: {error}"))))
+        .map(|text| {
+            ExternalId::parse(&text).map_err(|error| {
+                StorageError::Internal(format!("stored {column} is invalid: {error}"))
+            })
+        })
         .transpose()
 }
 
 pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, StorageError> {
-    let corrupt = |column: &str, error: String| StorageError::Internal(format!("stored {column} is invalid: {error}"));
+    let corrupt = |column: &str, error: String| {
+        StorageError::Internal(format!("stored {column} is invalid: {error}"))
+    };
     let metadata = match model.metadata {
         serde_json::Value::Object(map) => map,
-        other => return Err(corrupt("metadata", format!("expected an object, got {other}"))),
+        other => {
+            return Err(corrupt(
+                "metadata",
+                format!("expected an object, got {other}"),
+            ));
+        }
     };
-    let categories: Vec<String> =
-        serde_json::from_value(model.categories).map_err(|error| corrupt("categories", error.to_string()))?;
+    let categories: Vec<String> = serde_json::from_value(model.categories)
+        .map_err(|error| corrupt("categories", error.to_string()))?;
     Ok(Memory {
         id: MemoryId::from_uuid(model.id),
         organization_id: engram_core::OrganizationId::from_uuid(model.organization_id),
@@ -143,9 +166,15 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
         content: model.content,
         metadata,
         categories,
-        source: model.source.parse().map_err(|error| corrupt("source", error))?,
+        source: model
+            .source
+            .parse()
+            .map_err(|error| corrupt("source", error))?,
         confidence: model.confidence,
-        state: model.state.parse().map_err(|error| corrupt("state", error))?,
+        state: model
+            .state
+            .parse()
+            .map_err(|error| corrupt("state", error))?,
         version: model.version,
         created_at: model.created_at,
         updated_at: model.updated_at,
@@ -226,12 +255,19 @@ async fn supersede_active_with_key(
         Some(agent_id) => query.filter(memories::Column::AgentId.eq(agent_id.as_str())),
         None => query.filter(memories::Column::AgentId.is_null()),
     };
-    let Some(previous) = query.one(transaction).await.map_err(StorageError::from_db)? else {
+    let Some(previous) = query
+        .one(transaction)
+        .await
+        .map_err(StorageError::from_db)?
+    else {
         return Ok(None);
     };
     let next_version = previous.version + 1;
     memories::Entity::update_many()
-        .col_expr(memories::Column::State, Expr::value(MemoryState::Superseded.as_str()))
+        .col_expr(
+            memories::Column::State,
+            Expr::value(MemoryState::Superseded.as_str()),
+        )
         .col_expr(memories::Column::ValidTo, Expr::value(now))
         .col_expr(memories::Column::UpdatedAt, Expr::value(now))
         .col_expr(memories::Column::Version, Expr::value(next_version))
@@ -271,13 +307,32 @@ impl Storage {
         // A concurrent request with the same idempotency key, or a concurrent writer of the
         // same memory key, loses on a unique index; one retry then sees the winner's rows.
         for attempt in 0..3 {
-            match self.try_insert_memories(scope, &drafts, actor, idempotency.as_ref(), &render_response).await {
-                Err(StorageError::Internal(message)) if attempt < 2 && message.contains("UNIQUE") => continue,
-                Err(StorageError::Internal(message)) if attempt < 2 && message.contains("duplicate key") => continue,
+            match self
+                .try_insert_memories(
+                    scope,
+                    &drafts,
+                    actor,
+                    idempotency.as_ref(),
+                    &render_response,
+                )
+                .await
+            {
+                Err(StorageError::Internal(message))
+                    if attempt < 2 && message.contains("UNIQUE") =>
+                {
+                    continue;
+                }
+                Err(StorageError::Internal(message))
+                    if attempt < 2 && message.contains("duplicate key") =>
+                {
+                    continue;
+                }
                 other => return other,
             }
         }
-        Err(StorageError::Internal("insert kept conflicting with concurrent writers".to_string()))
+        Err(StorageError::Internal(
+            "insert kept conflicting with concurrent writers".to_string(),
+        ))
     }
 
     async fn try_insert_memories(
@@ -289,18 +344,28 @@ impl Storage {
         render_response: &(impl Fn(&[Memory]) -> (u16, String) + Send + Sync),
     ) -> Result<InsertOutcome, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         if let Some(claim) = idempotency {
-            let previous = idempotency_records::Entity::find_by_id((scope.project_id().as_uuid(), claim.key.clone()))
-                .one(&transaction)
-                .await
-                .map_err(StorageError::from_db)?;
+            let previous = idempotency_records::Entity::find_by_id((
+                scope.project_id().as_uuid(),
+                claim.key.clone(),
+            ))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
             if let Some(previous) = previous {
                 if previous.request_fingerprint != claim.request_fingerprint {
                     return Err(StorageError::IdempotencyKeyReused);
                 }
                 let status = u16::try_from(previous.response_status).unwrap_or(201);
-                return Ok(InsertOutcome::Replayed { status, body: previous.response_body });
+                return Ok(InsertOutcome::Replayed {
+                    status,
+                    body: previous.response_body,
+                });
             }
         }
         let now = Utc::now();
@@ -309,8 +374,16 @@ impl Storage {
         for draft in drafts {
             let memory_id = MemoryId::generate();
             if let Some(key) = &draft.key {
-                if let Some(previous_id) =
-                    supersede_active_with_key(&transaction, scope, draft, key, memory_id, actor, now).await?
+                if let Some(previous_id) = supersede_active_with_key(
+                    &transaction,
+                    scope,
+                    draft,
+                    key,
+                    memory_id,
+                    actor,
+                    now,
+                )
+                .await?
                 {
                     touched.push(previous_id);
                 }
@@ -340,15 +413,27 @@ impl Storage {
                 embedding: Set(encode_embedding(&draft.embedding)),
                 content_hash: Set(content_digest(&draft.content)),
             };
-            let inserted = memories::Entity::insert(model).exec_with_returning(&transaction).await.map_err(|error| {
-                if is_unique_violation(&error) {
-                    StorageError::Internal(format!("UNIQUE conflict: {error}"))
-                } else {
-                    StorageError::from_db(error)
-                }
-            })?;
-            append_history(&transaction, scope, memory_id, 1, "created", Some(draft.content.clone()), actor, None)
-                .await?;
+            let inserted = memories::Entity::insert(model)
+                .exec_with_returning(&transaction)
+                .await
+                .map_err(|error| {
+                    if is_unique_violation(&error) {
+                        StorageError::Internal(format!("UNIQUE conflict: {error}"))
+                    } else {
+                        StorageError::from_db(error)
+                    }
+                })?;
+            append_history(
+                &transaction,
+                scope,
+                memory_id,
+                1,
+                "created",
+                Some(draft.content.clone()),
+                actor,
+                None,
+            )
+            .await?;
             enqueue_index_change(&transaction, scope, memory_id).await?;
             touched.push(memory_id);
             stored.push(memory_from_model(inserted)?);
@@ -374,10 +459,17 @@ impl Storage {
             })?;
         }
         transaction.commit().await.map_err(StorageError::from_db)?;
-        Ok(InsertOutcome::Inserted { memories: stored, touched })
+        Ok(InsertOutcome::Inserted {
+            memories: stored,
+            touched,
+        })
     }
 
-    pub async fn get_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Memory, StorageError> {
+    pub async fn get_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<Memory, StorageError> {
         let found = memories_of(scope)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .one(&self.connection)
@@ -390,7 +482,11 @@ impl Storage {
     }
 
     /// One page of memories, newest first.
-    pub async fn list_memories(&self, scope: &ProjectScope, filter: &MemoryListFilter) -> Result<MemoryPage, StorageError> {
+    pub async fn list_memories(
+        &self,
+        scope: &ProjectScope,
+        filter: &MemoryListFilter,
+    ) -> Result<MemoryPage, StorageError> {
         let state = filter.state.unwrap_or(MemoryState::Active);
         let mut query = memories_of(scope)
             .filter(memories::Column::State.eq(state.as_str()))
@@ -401,13 +497,26 @@ impl Storage {
         if let Some(after) = filter.after {
             query = query.filter(memories::Column::Id.lt(after.as_uuid()));
         }
-        if let Some(text) = filter.text_contains.as_deref().filter(|text| !text.is_empty()) {
-            let escaped = text.to_lowercase().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_");
+        if let Some(text) = filter
+            .text_contains
+            .as_deref()
+            .filter(|text| !text.is_empty())
+        {
+            let escaped = text
+                .to_lowercase()
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
             let pattern = format!("%{escaped}%");
             let like = |column: memories::Column| {
-                Expr::expr(Func::lower(Expr::col(column))).like(LikeExpr::new(pattern.clone()).escape('\\'))
+                Expr::expr(Func::lower(Expr::col(column)))
+                    .like(LikeExpr::new(pattern.clone()).escape('\\'))
             };
-            query = query.filter(Condition::any().add(like(memories::Column::Content)).add(like(memories::Column::UserId)));
+            query = query.filter(
+                Condition::any()
+                    .add(like(memories::Column::Content))
+                    .add(like(memories::Column::UserId)),
+            );
         }
         let limit = filter.limit.max(1);
         let mut models = query
@@ -418,9 +527,19 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         let has_more = models.len() as u64 > limit;
         models.truncate(limit as usize);
-        let memories = models.into_iter().map(memory_from_model).collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = if has_more { memories.last().map(|memory| memory.id) } else { None };
-        Ok(MemoryPage { memories, next_cursor })
+        let memories = models
+            .into_iter()
+            .map(memory_from_model)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = if has_more {
+            memories.last().map(|memory| memory.id)
+        } else {
+            None
+        };
+        Ok(MemoryPage {
+            memories,
+            next_cursor,
+        })
     }
 
     /// Apply a patch. With `expected_version`, a mismatch is a conflict and changes nothing.
@@ -433,7 +552,11 @@ impl Storage {
         actor: &str,
     ) -> Result<(Memory, MemoryId), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         let current = memories_of(scope)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .one(&transaction)
@@ -442,7 +565,9 @@ impl Storage {
             .ok_or(StorageError::NotFound)?;
         if let Some(expected) = expected_version {
             if expected != current.version {
-                return Err(StorageError::VersionConflict { current_version: current.version });
+                return Err(StorageError::VersionConflict {
+                    current_version: current.version,
+                });
             }
         }
         let now = Utc::now();
@@ -454,15 +579,27 @@ impl Storage {
         if let Some((content, embedding)) = &patch.content {
             update = update
                 .col_expr(memories::Column::Content, Expr::value(content.clone()))
-                .col_expr(memories::Column::ContentHash, Expr::value(content_digest(content)))
-                .col_expr(memories::Column::Embedding, Expr::value(encode_embedding(embedding)));
+                .col_expr(
+                    memories::Column::ContentHash,
+                    Expr::value(content_digest(content)),
+                )
+                .col_expr(
+                    memories::Column::Embedding,
+                    Expr::value(encode_embedding(embedding)),
+                );
             history_content = Some(content.clone());
         }
         if let Some(metadata) = &patch.metadata {
-            update = update.col_expr(memories::Column::Metadata, Expr::value(serde_json::Value::Object(metadata.clone())));
+            update = update.col_expr(
+                memories::Column::Metadata,
+                Expr::value(serde_json::Value::Object(metadata.clone())),
+            );
         }
         if let Some(categories) = &patch.categories {
-            update = update.col_expr(memories::Column::Categories, Expr::value(serde_json::json!(categories)));
+            update = update.col_expr(
+                memories::Column::Categories,
+                Expr::value(serde_json::json!(categories)),
+            );
         }
         if let Some(expires_at) = patch.expires_at {
             update = update.col_expr(memories::Column::ExpiresAt, Expr::value(expires_at));
@@ -476,10 +613,21 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if result.rows_affected != 1 {
-            return Err(StorageError::VersionConflict { current_version: current.version });
+            return Err(StorageError::VersionConflict {
+                current_version: current.version,
+            });
         }
-        append_history(&transaction, scope, memory_id, next_version, "updated", history_content, actor, patch.reason.clone())
-            .await?;
+        append_history(
+            &transaction,
+            scope,
+            memory_id,
+            next_version,
+            "updated",
+            history_content,
+            actor,
+            patch.reason.clone(),
+        )
+        .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
         let updated = memories_of(scope)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
@@ -493,9 +641,17 @@ impl Storage {
 
     /// Remove a memory and all its content, history text included. The index entry is
     /// removed through the outbox.
-    pub async fn delete_memory(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<(), StorageError> {
+    pub async fn delete_memory(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         let deleted = memories::Entity::delete_many()
             .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
@@ -516,7 +672,11 @@ impl Storage {
         Ok(())
     }
 
-    pub async fn memory_history(&self, scope: &ProjectScope, memory_id: MemoryId) -> Result<Vec<HistoryEntry>, StorageError> {
+    pub async fn memory_history(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<Vec<HistoryEntry>, StorageError> {
         // Existence first, so an id of another project and a deleted id both answer NotFound.
         self.get_memory(scope, memory_id).await?;
         let rows = memory_history::Entity::find()

@@ -47,7 +47,10 @@ fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
 
 impl Storage {
     /// The oldest pending entries of every project.
-    pub async fn pending_index_changes(&self, limit: u64) -> Result<Vec<OutboxEntry>, StorageError> {
+    pub async fn pending_index_changes(
+        &self,
+        limit: u64,
+    ) -> Result<Vec<OutboxEntry>, StorageError> {
         let models = index_outbox::Entity::find()
             .order_by_asc(index_outbox::Column::Id)
             .limit(limit)
@@ -94,10 +97,9 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         let mut rows = HashMap::with_capacity(models.len());
         for model in models {
-            let kind = model
-                .kind
-                .parse()
-                .map_err(|error| StorageError::Internal(format!("stored kind is invalid: {error}")))?;
+            let kind = model.kind.parse().map_err(|error| {
+                StorageError::Internal(format!("stored kind is invalid: {error}"))
+            })?;
             let memory_id = MemoryId::from_uuid(model.id);
             rows.insert(
                 memory_id,
@@ -130,14 +132,24 @@ impl Storage {
         Ok(())
     }
 
-    pub async fn record_index_failure(&self, entry_ids: &[i64], error: &str) -> Result<(), StorageError> {
+    pub async fn record_index_failure(
+        &self,
+        entry_ids: &[i64],
+        error: &str,
+    ) -> Result<(), StorageError> {
         if entry_ids.is_empty() {
             return Ok(());
         }
         let _permit = self.write_permit().await;
         index_outbox::Entity::update_many()
-            .col_expr(index_outbox::Column::Attempts, Expr::col(index_outbox::Column::Attempts).add(1))
-            .col_expr(index_outbox::Column::LastError, Expr::value(error.chars().take(1000).collect::<String>()))
+            .col_expr(
+                index_outbox::Column::Attempts,
+                Expr::col(index_outbox::Column::Attempts).add(1),
+            )
+            .col_expr(
+                index_outbox::Column::LastError,
+                Expr::value(error.chars().take(1000).collect::<String>()),
+            )
             .filter(index_outbox::Column::Id.is_in(entry_ids.iter().copied()))
             .exec(&self.connection)
             .await
@@ -147,7 +159,10 @@ impl Storage {
 
     /// Entries not yet applied to the index.
     pub async fn outbox_backlog(&self) -> Result<u64, StorageError> {
-        index_outbox::Entity::find().count(&self.connection).await.map_err(StorageError::from_db)
+        index_outbox::Entity::find()
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
     }
 
     /// Active memories of every project in id order, a page at a time, with their versions:

@@ -9,7 +9,9 @@ use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 use uuid::Uuid;
@@ -31,7 +33,8 @@ impl ApiKeyPepper {
 
     fn hash_secret(&self, secret: &str) -> String {
         // HMAC accepts keys of any length, so this cannot fail.
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
         mac.update(secret.as_bytes());
         hex::encode(mac.finalize().into_bytes())
     }
@@ -68,7 +71,11 @@ pub struct ConsoleAccountRecord {
 }
 
 fn random_text(length: usize) -> String {
-    rand::thread_rng().sample_iter(&Alphanumeric).take(length).map(char::from).collect()
+    rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(length)
+        .map(char::from)
+        .collect()
 }
 
 fn mint_api_key() -> (String, String, String) {
@@ -91,7 +98,10 @@ fn parse_presented_key(presented: &str) -> Option<(&str, &str)> {
 impl Storage {
     pub async fn organization_count(&self) -> Result<u64, StorageError> {
         use sea_orm::PaginatorTrait;
-        organizations::Entity::find().count(&self.connection).await.map_err(StorageError::from_db)
+        organizations::Entity::find()
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
     }
 
     /// First start: an organization, its first project with an API key, and an owner
@@ -107,7 +117,11 @@ impl Storage {
         let _permit = self.write_permit().await;
         let now = Utc::now();
         let organization_id = OrganizationId::generate();
-        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         organizations::Entity::insert(organizations::ActiveModel {
             id: Set(organization_id.as_uuid()),
             name: Set(organization_name.to_string()),
@@ -130,7 +144,11 @@ impl Storage {
         let (project, api_key) =
             insert_project_with_key(&transaction, organization_id, project_name, pepper).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
-        Ok(BootstrapRecord { organization_id, project_id: project.id, api_key })
+        Ok(BootstrapRecord {
+            organization_id,
+            project_id: project.id,
+            api_key,
+        })
     }
 
     /// A new project in an existing organization, with its first API key (shown once).
@@ -141,7 +159,11 @@ impl Storage {
         pepper: &ApiKeyPepper,
     ) -> Result<(ProjectRecord, String), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self.connection.begin().await.map_err(StorageError::from_db)?;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         let exists = organizations::Entity::find_by_id(organization_id.as_uuid())
             .one(&transaction)
             .await
@@ -164,7 +186,10 @@ impl Storage {
         Ok(first.map(|organization| OrganizationId::from_uuid(organization.id)))
     }
 
-    pub async fn organization_name(&self, organization_id: OrganizationId) -> Result<Option<String>, StorageError> {
+    pub async fn organization_name(
+        &self,
+        organization_id: OrganizationId,
+    ) -> Result<Option<String>, StorageError> {
         let found = organizations::Entity::find_by_id(organization_id.as_uuid())
             .one(&self.connection)
             .await
@@ -191,7 +216,11 @@ impl Storage {
         let Some(stored) = stored else {
             return Ok(None);
         };
-        let hashes_match: bool = stored.secret_hash.as_bytes().ct_eq(presented_hash.as_bytes()).into();
+        let hashes_match: bool = stored
+            .secret_hash
+            .as_bytes()
+            .ct_eq(presented_hash.as_bytes())
+            .into();
         if !hashes_match || stored.revoked_at.is_some() {
             return Ok(None);
         }
@@ -201,7 +230,10 @@ impl Storage {
         )))
     }
 
-    pub async fn find_console_account(&self, email: &str) -> Result<Option<ConsoleAccountRecord>, StorageError> {
+    pub async fn find_console_account(
+        &self,
+        email: &str,
+    ) -> Result<Option<ConsoleAccountRecord>, StorageError> {
         let found = console_accounts::Entity::find()
             .filter(console_accounts::Column::Email.eq(email.to_lowercase()))
             .one(&self.connection)
@@ -210,7 +242,10 @@ impl Storage {
         Ok(found.map(account_record))
     }
 
-    pub async fn console_account(&self, id: ConsoleAccountId) -> Result<Option<ConsoleAccountRecord>, StorageError> {
+    pub async fn console_account(
+        &self,
+        id: ConsoleAccountId,
+    ) -> Result<Option<ConsoleAccountRecord>, StorageError> {
         let found = console_accounts::Entity::find_by_id(id.as_uuid())
             .one(&self.connection)
             .await
@@ -218,7 +253,10 @@ impl Storage {
         Ok(found.map(account_record))
     }
 
-    pub async fn list_projects(&self, organization_id: OrganizationId) -> Result<Vec<ProjectRecord>, StorageError> {
+    pub async fn list_projects(
+        &self,
+        organization_id: OrganizationId,
+    ) -> Result<Vec<ProjectRecord>, StorageError> {
         let found = projects::Entity::find()
             .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
             .order_by_asc(projects::Column::CreatedAt)
@@ -280,7 +318,14 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
     .exec(connection)
     .await
     .map_err(StorageError::from_db)?;
-    Ok((ProjectRecord { id: project_id, organization_id, name: name.to_string() }, presented))
+    Ok((
+        ProjectRecord {
+            id: project_id,
+            organization_id,
+            name: name.to_string(),
+        },
+        presented,
+    ))
 }
 
 fn account_record(model: console_accounts::Model) -> ConsoleAccountRecord {
@@ -308,8 +353,14 @@ mod tests {
     #[test]
     fn minted_keys_parse_and_malformed_ones_do_not() {
         let (presented, public_id, secret) = mint_api_key();
-        assert_eq!(parse_presented_key(&presented), Some((public_id.as_str(), secret.as_str())));
+        assert_eq!(
+            parse_presented_key(&presented),
+            Some((public_id.as_str(), secret.as_str()))
+        );
         assert_eq!(parse_presented_key("egk_short_secret"), None);
-        assert_eq!(parse_presented_key(&presented.replacen("egk_", "xyz_", 1)), None);
+        assert_eq!(
+            parse_presented_key(&presented.replacen("egk_", "xyz_", 1)),
+            None
+        );
     }
 }

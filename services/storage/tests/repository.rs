@@ -1,28 +1,42 @@
 //! Storage scenarios run twice from the same code: on SQLite and on a fresh PostgreSQL
 //! database (the local server; `ENGRAM_TEST_POSTGRES_URL` overrides where it is).
 
-use engram_core::{ExternalId, MemoryKind, MemorySource, MemoryState, OrganizationId, ProjectScope, SubjectFilter};
-use engram_storage::{ApiKeyPepper, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPatch, Storage, StorageError};
+use engram_core::{
+    ExternalId, MemoryKind, MemorySource, MemoryState, OrganizationId, ProjectScope, SubjectFilter,
+};
+use engram_storage::{
+    ApiKeyPepper, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPatch,
+    Storage, StorageError,
+};
 
 const DEFAULT_POSTGRES_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 async fn sqlite_storage() -> (Storage, tempfile::TempDir) {
     let directory = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}?mode=rwc", directory.path().join("test.db").display());
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
     (Storage::connect(&url).await.unwrap(), directory)
 }
 
 /// A brand-new database on the local PostgreSQL, so runs never see each other's rows.
 async fn postgres_storage() -> (Storage, ()) {
     use sqlx::Connection;
-    let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL").unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
+    let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
     let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
     let mut admin = sqlx::PgConnection::connect(&admin_url)
         .await
         .unwrap_or_else(|error| panic!("PostgreSQL at {admin_url} is required for these tests (make test starts it): {error}"));
-    sqlx::query(&format!("CREATE DATABASE {database}")).execute(&mut admin).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
     let (base, _) = admin_url.rsplit_once('/').unwrap();
-    let storage = Storage::connect(&format!("{base}/{database}")).await.unwrap();
+    let storage = Storage::connect(&format!("{base}/{database}"))
+        .await
+        .unwrap();
     (storage, ())
 }
 
@@ -49,13 +63,35 @@ fn pepper() -> ApiKeyPepper {
 }
 
 /// A project with a key; returns its scope (via the key, the way requests get one) and the key.
-async fn project(storage: &Storage, organization: Option<OrganizationId>) -> (ProjectScope, String) {
+async fn project(
+    storage: &Storage,
+    organization: Option<OrganizationId>,
+) -> (ProjectScope, String) {
     let organization_id = match organization {
         Some(id) => id,
-        None => storage.bootstrap_organization("org", "first", &format!("{}@example.com", uuid::Uuid::now_v7()), "hash", &pepper()).await.unwrap().organization_id,
+        None => {
+            storage
+                .bootstrap_organization(
+                    "org",
+                    "first",
+                    &format!("{}@example.com", uuid::Uuid::now_v7()),
+                    "hash",
+                    &pepper(),
+                )
+                .await
+                .unwrap()
+                .organization_id
+        }
     };
-    let (_, key) = storage.create_project(organization_id, "project", &pepper()).await.unwrap();
-    let scope = storage.authenticate_api_key(&key, &pepper()).await.unwrap().unwrap();
+    let (_, key) = storage
+        .create_project(organization_id, "project", &pepper())
+        .await
+        .unwrap();
+    let scope = storage
+        .authenticate_api_key(&key, &pepper())
+        .await
+        .unwrap()
+        .unwrap();
     (scope, key)
 }
 
@@ -78,23 +114,50 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
 }
 
 fn render(memories: &[engram_core::Memory]) -> (u16, String) {
-    (201, serde_json::to_string(&memories.iter().map(|memory| memory.id.to_string()).collect::<Vec<_>>()).unwrap())
+    (
+        201,
+        serde_json::to_string(
+            &memories
+                .iter()
+                .map(|memory| memory.id.to_string())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap(),
+    )
 }
 
-async fn insert(storage: &Storage, scope: &ProjectScope, drafts: Vec<MemoryDraft>) -> Vec<engram_core::Memory> {
-    match storage.insert_memories(scope, drafts, "test", None, render).await.unwrap() {
+async fn insert(
+    storage: &Storage,
+    scope: &ProjectScope,
+    drafts: Vec<MemoryDraft>,
+) -> Vec<engram_core::Memory> {
+    match storage
+        .insert_memories(scope, drafts, "test", None, render)
+        .await
+        .unwrap()
+    {
         InsertOutcome::Inserted { memories, .. } => memories,
         InsertOutcome::Replayed { .. } => panic!("unexpected replay"),
     }
 }
 
 fn listing(limit: u64) -> MemoryListFilter {
-    MemoryListFilter { limit, ..Default::default() }
+    MemoryListFilter {
+        limit,
+        ..Default::default()
+    }
 }
 
 async fn round_trip_and_pagination(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
-    let stored = insert(&storage, &scope, (0..7).map(|number| draft(&format!("fact {number}"), Some("u"), None)).collect()).await;
+    let stored = insert(
+        &storage,
+        &scope,
+        (0..7)
+            .map(|number| draft(&format!("fact {number}"), Some("u"), None))
+            .collect(),
+    )
+    .await;
     let fetched = storage.get_memory(&scope, stored[3].id).await.unwrap();
     assert_eq!(fetched, stored[3], "what was stored is what is read");
     assert_eq!(fetched.confidence, 0.9);
@@ -112,47 +175,184 @@ async fn round_trip_and_pagination(storage: Storage) {
     let mut expected: Vec<_> = stored.iter().map(|memory| memory.id).collect();
     expected.reverse();
     assert_eq!(seen, expected, "newest first, every memory once");
-    let rows = storage.indexing_rows(&scope, &[stored[0].id]).await.unwrap();
-    assert_eq!(rows[&stored[0].id].vector, vec![0.25, -0.5, 1.0], "the embedding round-trips exactly");
-    assert_eq!(storage.pending_index_changes(100).await.unwrap().len(), 7, "one outbox entry per write");
-    let text = MemoryListFilter { text_contains: Some("FACT 4".to_string()), ..listing(50) };
-    assert_eq!(storage.list_memories(&scope, &text).await.unwrap().memories.len(), 1, "text filter is case-insensitive");
-    let wildcard = MemoryListFilter { text_contains: Some("%".to_string()), ..listing(50) };
-    assert_eq!(storage.list_memories(&scope, &wildcard).await.unwrap().memories.len(), 0, "LIKE wildcards are escaped");
+    let rows = storage
+        .indexing_rows(&scope, &[stored[0].id])
+        .await
+        .unwrap();
+    assert_eq!(
+        rows[&stored[0].id].vector,
+        vec![0.25, -0.5, 1.0],
+        "the embedding round-trips exactly"
+    );
+    assert_eq!(
+        storage.pending_index_changes(100).await.unwrap().len(),
+        7,
+        "one outbox entry per write"
+    );
+    let text = MemoryListFilter {
+        text_contains: Some("FACT 4".to_string()),
+        ..listing(50)
+    };
+    assert_eq!(
+        storage
+            .list_memories(&scope, &text)
+            .await
+            .unwrap()
+            .memories
+            .len(),
+        1,
+        "text filter is case-insensitive"
+    );
+    let wildcard = MemoryListFilter {
+        text_contains: Some("%".to_string()),
+        ..listing(50)
+    };
+    assert_eq!(
+        storage
+            .list_memories(&scope, &wildcard)
+            .await
+            .unwrap()
+            .memories
+            .len(),
+        0,
+        "LIKE wildcards are escaped"
+    );
 }
 on_both_databases!(round_trip_and_pagination);
 
 async fn another_project_sees_nothing(storage: Storage) {
     let (alpha, _) = project(&storage, None).await;
     let (beta, _) = project(&storage, Some(alpha.organization_id())).await;
-    let stored = insert(&storage, &alpha, vec![draft("alpha secret", Some("u"), Some("k"))]).await;
+    let stored = insert(
+        &storage,
+        &alpha,
+        vec![draft("alpha secret", Some("u"), Some("k"))],
+    )
+    .await;
     let id = stored[0].id;
-    assert!(matches!(storage.get_memory(&beta, id).await, Err(StorageError::NotFound)));
-    assert!(matches!(storage.memory_history(&beta, id).await, Err(StorageError::NotFound)));
-    assert!(matches!(storage.update_memory(&beta, id, MemoryPatch { reason: Some("x".into()), ..Default::default() }, None, "t").await, Err(StorageError::NotFound)));
-    assert!(matches!(storage.delete_memory(&beta, id).await, Err(StorageError::NotFound)));
-    assert!(storage.list_memories(&beta, &listing(500)).await.unwrap().memories.is_empty());
-    assert!(storage.active_memories_by_id(&beta, &[id]).await.unwrap().is_empty());
-    assert!(storage.indexing_rows(&beta, &[id]).await.unwrap().is_empty());
+    assert!(matches!(
+        storage.get_memory(&beta, id).await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(matches!(
+        storage.memory_history(&beta, id).await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(matches!(
+        storage
+            .update_memory(
+                &beta,
+                id,
+                MemoryPatch {
+                    reason: Some("x".into()),
+                    ..Default::default()
+                },
+                None,
+                "t"
+            )
+            .await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(matches!(
+        storage.delete_memory(&beta, id).await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(
+        storage
+            .list_memories(&beta, &listing(500))
+            .await
+            .unwrap()
+            .memories
+            .is_empty()
+    );
+    assert!(
+        storage
+            .active_memories_by_id(&beta, &[id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        storage
+            .indexing_rows(&beta, &[id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     // Same key in the other project: both stay active.
     insert(&storage, &beta, vec![draft("beta", Some("u"), Some("k"))]).await;
-    assert_eq!(storage.get_memory(&alpha, id).await.unwrap().state, MemoryState::Active);
+    assert_eq!(
+        storage.get_memory(&alpha, id).await.unwrap().state,
+        MemoryState::Active
+    );
 }
 on_both_databases!(another_project_sees_nothing);
 
 async fn keys_supersede_within_user_and_agent(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
-    let anonymous = insert(&storage, &scope, vec![draft("no user v1", None, Some("style"))]).await;
-    let user_one = insert(&storage, &scope, vec![draft("user v1", Some("u1"), Some("style"))]).await;
-    let replaced = insert(&storage, &scope, vec![draft("no user v2", None, Some("style")), draft("no user v3", None, Some("style"))]).await;
+    let anonymous = insert(
+        &storage,
+        &scope,
+        vec![draft("no user v1", None, Some("style"))],
+    )
+    .await;
+    let user_one = insert(
+        &storage,
+        &scope,
+        vec![draft("user v1", Some("u1"), Some("style"))],
+    )
+    .await;
+    let replaced = insert(
+        &storage,
+        &scope,
+        vec![
+            draft("no user v2", None, Some("style")),
+            draft("no user v3", None, Some("style")),
+        ],
+    )
+    .await;
     let old = storage.get_memory(&scope, anonymous[0].id).await.unwrap();
     assert_eq!(old.state, MemoryState::Superseded);
     assert!(old.valid_to.is_some());
-    assert_eq!(storage.get_memory(&scope, replaced[0].id).await.unwrap().state, MemoryState::Superseded, "a batch supersedes in order");
-    assert_eq!(storage.get_memory(&scope, replaced[1].id).await.unwrap().state, MemoryState::Active);
-    assert_eq!(storage.get_memory(&scope, user_one[0].id).await.unwrap().state, MemoryState::Active, "other users keep theirs");
-    let superseded = MemoryListFilter { state: Some(MemoryState::Superseded), ..listing(50) };
-    assert_eq!(storage.list_memories(&scope, &superseded).await.unwrap().memories.len(), 2);
+    assert_eq!(
+        storage
+            .get_memory(&scope, replaced[0].id)
+            .await
+            .unwrap()
+            .state,
+        MemoryState::Superseded,
+        "a batch supersedes in order"
+    );
+    assert_eq!(
+        storage
+            .get_memory(&scope, replaced[1].id)
+            .await
+            .unwrap()
+            .state,
+        MemoryState::Active
+    );
+    assert_eq!(
+        storage
+            .get_memory(&scope, user_one[0].id)
+            .await
+            .unwrap()
+            .state,
+        MemoryState::Active,
+        "other users keep theirs"
+    );
+    let superseded = MemoryListFilter {
+        state: Some(MemoryState::Superseded),
+        ..listing(50)
+    };
+    assert_eq!(
+        storage
+            .list_memories(&scope, &superseded)
+            .await
+            .unwrap()
+            .memories
+            .len(),
+        2
+    );
 }
 on_both_databases!(keys_supersede_within_user_and_agent);
 
@@ -162,14 +362,38 @@ async fn concurrent_writers_of_one_key_leave_one_active(storage: Storage) {
     for number in 0..8 {
         let storage = storage.clone();
         tasks.push(tokio::spawn(async move {
-            storage.insert_memories(&scope, vec![draft(&format!("writer {number}"), Some("u"), Some("k"))], "t", None, render).await
+            storage
+                .insert_memories(
+                    &scope,
+                    vec![draft(&format!("writer {number}"), Some("u"), Some("k"))],
+                    "t",
+                    None,
+                    render,
+                )
+                .await
         }));
     }
     for task in tasks {
         assert!(task.await.unwrap().is_ok());
     }
-    let active = storage.list_memories(&scope, &MemoryListFilter { subject: SubjectFilter { user_id: Some(ExternalId::parse("u").unwrap()), ..Default::default() }, ..listing(50) }).await.unwrap();
-    assert_eq!(active.memories.len(), 1, "exactly one active memory per key");
+    let active = storage
+        .list_memories(
+            &scope,
+            &MemoryListFilter {
+                subject: SubjectFilter {
+                    user_id: Some(ExternalId::parse("u").unwrap()),
+                    ..Default::default()
+                },
+                ..listing(50)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        active.memories.len(),
+        1,
+        "exactly one active memory per key"
+    );
 }
 on_both_databases!(concurrent_writers_of_one_key_leave_one_active);
 
@@ -177,46 +401,146 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
     let stored = insert(&storage, &scope, vec![draft("v1", None, None)]).await;
     let id = stored[0].id;
-    let patch = MemoryPatch { content: Some(("v2".to_string(), vec![1.0, 0.0, 0.0])), reason: Some("fix".to_string()), ..Default::default() };
-    let (updated, _) = storage.update_memory(&scope, id, patch.clone(), Some(1), "editor").await.unwrap();
+    let patch = MemoryPatch {
+        content: Some(("v2".to_string(), vec![1.0, 0.0, 0.0])),
+        reason: Some("fix".to_string()),
+        ..Default::default()
+    };
+    let (updated, _) = storage
+        .update_memory(&scope, id, patch.clone(), Some(1), "editor")
+        .await
+        .unwrap();
     assert_eq!(updated.version, 2);
     assert_eq!(updated.content, "v2");
-    assert!(matches!(storage.update_memory(&scope, id, patch, Some(1), "editor").await, Err(StorageError::VersionConflict { current_version: 2 })));
+    assert!(matches!(
+        storage
+            .update_memory(&scope, id, patch, Some(1), "editor")
+            .await,
+        Err(StorageError::VersionConflict { current_version: 2 })
+    ));
     let history = storage.memory_history(&scope, id).await.unwrap();
-    assert_eq!(history.iter().map(|entry| entry.event.as_str()).collect::<Vec<_>>(), vec!["created", "updated"]);
+    assert_eq!(
+        history
+            .iter()
+            .map(|entry| entry.event.as_str())
+            .collect::<Vec<_>>(),
+        vec!["created", "updated"]
+    );
     assert_eq!(history[1].actor, "editor");
     assert_eq!(history[1].reason.as_deref(), Some("fix"));
     storage.delete_memory(&scope, id).await.unwrap();
-    assert!(matches!(storage.memory_history(&scope, id).await, Err(StorageError::NotFound)), "history text is gone with the memory");
-    assert!(storage.indexing_rows(&scope, &[id]).await.unwrap().is_empty());
-    let pending = storage.pending_index_changes_for(&scope, &[id]).await.unwrap();
-    assert_eq!(pending.len(), 3, "create, update and delete each left an outbox entry");
-    storage.complete_index_changes(&pending.iter().map(|entry| entry.id).collect::<Vec<_>>()).await.unwrap();
+    assert!(
+        matches!(
+            storage.memory_history(&scope, id).await,
+            Err(StorageError::NotFound)
+        ),
+        "history text is gone with the memory"
+    );
+    assert!(
+        storage
+            .indexing_rows(&scope, &[id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let pending = storage
+        .pending_index_changes_for(&scope, &[id])
+        .await
+        .unwrap();
+    assert_eq!(
+        pending.len(),
+        3,
+        "create, update and delete each left an outbox entry"
+    );
+    storage
+        .complete_index_changes(&pending.iter().map(|entry| entry.id).collect::<Vec<_>>())
+        .await
+        .unwrap();
     assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
 }
 on_both_databases!(versions_conflict_and_history_records_changes);
 
 async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
-    let claim = |fingerprint: &str| Some(IdempotencyClaim { key: "key-1".to_string(), request_fingerprint: fingerprint.to_string() });
-    let first = storage.insert_memories(&scope, vec![draft("once", None, None)], "t", claim("a"), render).await.unwrap();
-    let InsertOutcome::Inserted { memories, .. } = first else { panic!("first insert must store") };
-    let replay = storage.insert_memories(&scope, vec![draft("once", None, None)], "t", claim("a"), render).await.unwrap();
-    let InsertOutcome::Replayed { status, body } = replay else { panic!("second insert must replay") };
+    let claim = |fingerprint: &str| {
+        Some(IdempotencyClaim {
+            key: "key-1".to_string(),
+            request_fingerprint: fingerprint.to_string(),
+        })
+    };
+    let first = storage
+        .insert_memories(
+            &scope,
+            vec![draft("once", None, None)],
+            "t",
+            claim("a"),
+            render,
+        )
+        .await
+        .unwrap();
+    let InsertOutcome::Inserted { memories, .. } = first else {
+        panic!("first insert must store")
+    };
+    let replay = storage
+        .insert_memories(
+            &scope,
+            vec![draft("once", None, None)],
+            "t",
+            claim("a"),
+            render,
+        )
+        .await
+        .unwrap();
+    let InsertOutcome::Replayed { status, body } = replay else {
+        panic!("second insert must replay")
+    };
     assert_eq!(status, 201);
     assert_eq!(body, render(&memories).1);
-    assert!(matches!(storage.insert_memories(&scope, vec![draft("other", None, None)], "t", claim("b"), render).await, Err(StorageError::IdempotencyKeyReused)));
+    assert!(matches!(
+        storage
+            .insert_memories(
+                &scope,
+                vec![draft("other", None, None)],
+                "t",
+                claim("b"),
+                render
+            )
+            .await,
+        Err(StorageError::IdempotencyKeyReused)
+    ));
     assert_eq!(storage.count_active_memories(&scope).await.unwrap(), 1);
 }
 on_both_databases!(idempotent_inserts_replay_and_reject_other_bodies);
 
 async fn api_keys_authenticate_only_with_the_right_secret(storage: Storage) {
     let (scope, key) = project(&storage, None).await;
-    assert_eq!(storage.authenticate_api_key(&key, &pepper()).await.unwrap(), Some(scope));
-    assert_eq!(storage.authenticate_api_key(&key, &ApiKeyPepper::new(b"other".to_vec())).await.unwrap(), None, "the pepper is part of the hash");
+    assert_eq!(
+        storage.authenticate_api_key(&key, &pepper()).await.unwrap(),
+        Some(scope)
+    );
+    assert_eq!(
+        storage
+            .authenticate_api_key(&key, &ApiKeyPepper::new(b"other".to_vec()))
+            .await
+            .unwrap(),
+        None,
+        "the pepper is part of the hash"
+    );
     let (prefix, secret) = key.rsplit_once('_').unwrap();
     let wrong = format!("{prefix}_{}", "A".repeat(secret.len()));
-    assert_eq!(storage.authenticate_api_key(&wrong, &pepper()).await.unwrap(), None);
-    assert_eq!(storage.authenticate_api_key("egk_nonsense", &pepper()).await.unwrap(), None);
+    assert_eq!(
+        storage
+            .authenticate_api_key(&wrong, &pepper())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        storage
+            .authenticate_api_key("egk_nonsense", &pepper())
+            .await
+            .unwrap(),
+        None
+    );
 }
 on_both_databases!(api_keys_authenticate_only_with_the_right_secret);

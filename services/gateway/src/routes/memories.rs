@@ -6,8 +6,8 @@ use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, requ
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use crate::views::{
-    AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView, SearchBody,
-    SearchResponseView, SearchResultView,
+    AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
+    SearchBody, SearchResponseView, SearchResultView,
 };
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -26,7 +26,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/memories", post(add_memories).get(list_memories))
         .route("/v1/memories/search", post(search_memories))
-        .route("/v1/memories/{memory_id}", get(get_memory).patch(edit_memory).delete(delete_memory))
+        .route(
+            "/v1/memories/{memory_id}",
+            get(get_memory).patch(edit_memory).delete(delete_memory),
+        )
         .route("/v1/memories/{memory_id}/history", get(memory_history))
 }
 
@@ -43,7 +46,10 @@ pub struct AddMemoriesQuery {
 
 fn json_response(status: StatusCode, body: String) -> Response {
     let mut response = (status, body).into_response();
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 
@@ -75,19 +81,35 @@ pub async fn add_memories(
         request_fingerprint: request_fingerprint("POST /v1/memories", "", &body.raw),
     });
     let render = |memories: &[engram_core::Memory]| {
-        let envelope = MemoriesEnvelope { memories: memories.iter().map(MemoryView::from).collect() };
+        let envelope = MemoriesEnvelope {
+            memories: memories.iter().map(MemoryView::from).collect(),
+        };
         (201, serde_json::to_string(&envelope).unwrap_or_default())
     };
     let outcome = engine
-        .add_memories(&principal.scope, new_memories, &principal.actor(), claim, wait_for_index, render)
+        .add_memories(
+            &principal.scope,
+            new_memories,
+            &principal.actor(),
+            claim,
+            wait_for_index,
+            render,
+        )
         .await?;
     Ok(match outcome {
-        AddOutcome::Replayed { status, body } => {
-            json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED), body)
-        }
+        AddOutcome::Replayed { status, body } => json_response(
+            StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
+            body,
+        ),
         AddOutcome::Stored { memories, indexed } => {
-            let status = if indexed { StatusCode::CREATED } else { StatusCode::ACCEPTED };
-            let envelope = MemoriesEnvelope { memories: memories.iter().map(MemoryView::from).collect() };
+            let status = if indexed {
+                StatusCode::CREATED
+            } else {
+                StatusCode::ACCEPTED
+            };
+            let envelope = MemoriesEnvelope {
+                memories: memories.iter().map(MemoryView::from).collect(),
+            };
             (status, Json(envelope)).into_response()
         }
     })
@@ -134,35 +156,60 @@ pub async fn list_memories(
     let subject = engram_core::SubjectFilter {
         user_id: ExternalId::parse_field(query.user_id.as_deref(), "query.user_id", &mut errors),
         agent_id: ExternalId::parse_field(query.agent_id.as_deref(), "query.agent_id", &mut errors),
-        session_id: ExternalId::parse_field(query.session_id.as_deref(), "query.session_id", &mut errors),
+        session_id: ExternalId::parse_field(
+            query.session_id.as_deref(),
+            "query.session_id",
+            &mut errors,
+        ),
     };
     let kind = match query.kind.as_deref() {
         None => None,
-        Some(text) => text.parse::<MemoryKind>().map_err(|message| errors.push(FieldError::new("query.kind", message))).ok(),
+        Some(text) => text
+            .parse::<MemoryKind>()
+            .map_err(|message| errors.push(FieldError::new("query.kind", message)))
+            .ok(),
     };
     let state = match query.state.as_deref() {
         None | Some("active") => Some(MemoryState::Active),
         Some("superseded") => Some(MemoryState::Superseded),
         Some(other) => {
-            errors.push(FieldError::new("query.state", format!("unknown value {other:?}; expected one of: active, superseded")));
+            errors.push(FieldError::new(
+                "query.state",
+                format!("unknown value {other:?}; expected one of: active, superseded"),
+            ));
             None
         }
     };
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
     if !(1..=MAX_LIST_LIMIT as i64).contains(&limit) {
-        errors.push(FieldError::new("query.limit", format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}")));
+        errors.push(FieldError::new(
+            "query.limit",
+            format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}"),
+        ));
     }
     let after = match query.cursor.as_deref() {
         None => None,
         Some(text) => text
             .parse::<MemoryId>()
-            .map_err(|_| errors.push(FieldError::new("query.cursor", "is not a cursor returned by this API")))
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "query.cursor",
+                    "is not a cursor returned by this API",
+                ))
+            })
             .ok(),
     };
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
-    let filter = MemoryListFilter { subject, kind, state, after, limit: limit as u64 };
+    let filter = MemoryListFilter {
+        subject,
+        kind,
+        state,
+        text_contains: None,
+        after,
+        limit: limit as u64,
+    };
     let page = engine.list_memories(&principal.scope, &filter).await?;
     Ok(Json(MemoryListView {
         memories: page.memories.iter().map(MemoryView::from).collect(),
@@ -187,7 +234,15 @@ pub async fn edit_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let edit = body.value.into_edit().map_err(ApiError::invalid)?;
-    let memory = engine.edit_memory(&principal.scope, memory_id, edit, expected_version, &principal.actor()).await?;
+    let memory = engine
+        .edit_memory(
+            &principal.scope,
+            memory_id,
+            edit,
+            expected_version,
+            &principal.actor(),
+        )
+        .await?;
     Ok(Json(MemoryView::from(&memory)))
 }
 
@@ -216,7 +271,9 @@ pub async fn memory_history(
 ) -> Result<Json<HistoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let history = engine.memory_history(&principal.scope, memory_id).await?;
-    Ok(Json(HistoryView { history: history.into_iter().map(Into::into).collect() }))
+    Ok(Json(HistoryView {
+        history: history.into_iter().map(Into::into).collect(),
+    }))
 }
 
 /// Find the memories that best match a query.
@@ -235,7 +292,10 @@ pub async fn search_memories(
         results: outcome
             .results
             .iter()
-            .map(|hit| SearchResultView { memory: MemoryView::from(&hit.memory), score: hit.score })
+            .map(|hit| SearchResultView {
+                memory: MemoryView::from(&hit.memory),
+                score: hit.score,
+            })
             .collect(),
         recall_id: outcome.recall_id.to_string(),
     }))

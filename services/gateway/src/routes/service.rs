@@ -25,14 +25,20 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>
     let storage_ready = state.engine.storage().check_ready().await;
     let index_ready = state.engine.index().check_ready().await;
     match (storage_ready, index_ready) {
-        (Ok(()), Ok(())) => Ok(Json(json!({"status": "ready", "database": "ok", "index": "ok"}))),
+        (Ok(()), Ok(())) => Ok(Json(
+            json!({"status": "ready", "database": "ok", "index": "ok"}),
+        )),
         (storage, index) => {
             let mut problem = ApiError::new(
                 ProblemKind::DependencyUnavailable,
                 format!(
                     "database: {}; index: {}",
-                    storage.err().map_or("ok".to_string(), |error| error.to_string()),
-                    index.err().map_or("ok".to_string(), |error| error.to_string())
+                    storage
+                        .err()
+                        .map_or("ok".to_string(), |error| error.to_string()),
+                    index
+                        .err()
+                        .map_or("ok".to_string(), |error| error.to_string())
                 ),
             );
             problem.retry_after_seconds = Some(5);
