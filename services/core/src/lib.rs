@@ -8,6 +8,6 @@ pub mod scope;
 pub mod validation;
 
 pub use ids::{MemoryId, OrganizationId, ProjectId};
-pub use memory::{Memory, MemoryKind, MemorySource, MemoryState};
+pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use scope::{ProjectScope, SubjectFilter};
 pub use validation::{ExternalId, FieldError, InvalidInput};

@@ -72,6 +72,23 @@ text_enum!(
     }
 );
 
+/// What a caller asks Engram to remember, already validated; the engine computes its
+/// embedding and storage assigns its id, version and timestamps.
+#[derive(Clone, Debug)]
+pub struct NewMemory {
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub session_id: Option<ExternalId>,
+    pub kind: MemoryKind,
+    pub key: Option<ExternalId>,
+    pub content: String,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    pub source: MemorySource,
+    pub confidence: f64,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
 /// A stored memory, as the domain sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Memory {

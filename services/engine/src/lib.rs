@@ -6,7 +6,8 @@ pub mod indexing;
 mod pipeline;
 mod search;
 
+pub use engram_core::NewMemory;
 pub use error::EngineError;
 pub use indexing::{IndexApplier, ReconcileReport};
-pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine, NewMemory};
+pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{SearchFilters, SearchHit, SearchOutcome, SearchRequest};

@@ -4,7 +4,7 @@
 use crate::EngineError;
 use crate::indexing::IndexApplier;
 use chrono::{DateTime, Utc};
-use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, MemorySource, ProjectScope};
+use engram_core::{Memory, MemoryId, NewMemory, ProjectScope};
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{
@@ -31,22 +31,6 @@ impl Default for EngineSettings {
             query_cache_entries: 10_000,
         }
     }
-}
-
-/// A validated memory to add (the embedding is computed by the engine).
-#[derive(Clone, Debug)]
-pub struct NewMemory {
-    pub user_id: Option<ExternalId>,
-    pub agent_id: Option<ExternalId>,
-    pub session_id: Option<ExternalId>,
-    pub kind: MemoryKind,
-    pub key: Option<ExternalId>,
-    pub content: String,
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-    pub categories: Vec<String>,
-    pub source: MemorySource,
-    pub confidence: f64,
-    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A validated change to one memory.
@@ -139,17 +123,7 @@ impl MemoryEngine {
             .into_iter()
             .zip(embeddings)
             .map(|(memory, embedding)| MemoryDraft {
-                user_id: memory.user_id,
-                agent_id: memory.agent_id,
-                session_id: memory.session_id,
-                kind: memory.kind,
-                key: memory.key,
-                content: memory.content,
-                metadata: memory.metadata,
-                categories: memory.categories,
-                source: memory.source,
-                confidence: memory.confidence,
-                expires_at: memory.expires_at,
+                memory,
                 embedding,
                 embedding_model: model_id.clone(),
             })

@@ -7,8 +7,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::memory::content_digest;
 use engram_core::{
-    ExternalId, Memory, MemoryId, MemoryKind, MemorySource, MemoryState, ProjectScope,
-    SubjectFilter,
+    ExternalId, Memory, MemoryId, MemoryKind, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
@@ -17,20 +16,10 @@ use sea_orm::{
 };
 use std::collections::HashMap;
 
-/// A validated memory ready to be stored, with its embedding already computed.
+/// A memory ready to be stored: what the caller asked for plus its embedding.
 #[derive(Clone, Debug)]
 pub struct MemoryDraft {
-    pub user_id: Option<ExternalId>,
-    pub agent_id: Option<ExternalId>,
-    pub session_id: Option<ExternalId>,
-    pub kind: MemoryKind,
-    pub key: Option<ExternalId>,
-    pub content: String,
-    pub metadata: serde_json::Map<String, serde_json::Value>,
-    pub categories: Vec<String>,
-    pub source: MemorySource,
-    pub confidence: f64,
-    pub expires_at: Option<DateTime<Utc>>,
+    pub memory: NewMemory,
     pub embedding: Vec<f32>,
     pub embedding_model: String,
 }
@@ -247,11 +236,11 @@ async fn supersede_active_with_key(
     let mut query = memories_of(scope)
         .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
         .filter(memories::Column::Key.eq(key.as_str()));
-    query = match &draft.user_id {
+    query = match &draft.memory.user_id {
         Some(user_id) => query.filter(memories::Column::UserId.eq(user_id.as_str())),
         None => query.filter(memories::Column::UserId.is_null()),
     };
-    query = match &draft.agent_id {
+    query = match &draft.memory.agent_id {
         Some(agent_id) => query.filter(memories::Column::AgentId.eq(agent_id.as_str())),
         None => query.filter(memories::Column::AgentId.is_null()),
     };
@@ -373,7 +362,7 @@ impl Storage {
         let mut touched = Vec::with_capacity(drafts.len());
         for draft in drafts {
             let memory_id = MemoryId::generate();
-            if let Some(key) = &draft.key {
+            if let Some(key) = &draft.memory.key {
                 if let Some(previous_id) = supersede_active_with_key(
                     &transaction,
                     scope,
@@ -392,26 +381,38 @@ impl Storage {
                 id: Set(memory_id.as_uuid()),
                 organization_id: Set(scope.organization_id().as_uuid()),
                 project_id: Set(scope.project_id().as_uuid()),
-                user_id: Set(draft.user_id.as_ref().map(|id| id.as_str().to_string())),
-                agent_id: Set(draft.agent_id.as_ref().map(|id| id.as_str().to_string())),
-                session_id: Set(draft.session_id.as_ref().map(|id| id.as_str().to_string())),
-                kind: Set(draft.kind.as_str().to_string()),
-                key: Set(draft.key.as_ref().map(|id| id.as_str().to_string())),
-                content: Set(draft.content.clone()),
-                metadata: Set(serde_json::Value::Object(draft.metadata.clone())),
-                categories: Set(serde_json::json!(draft.categories)),
-                source: Set(draft.source.as_str().to_string()),
-                confidence: Set(draft.confidence),
+                user_id: Set(draft
+                    .memory
+                    .user_id
+                    .as_ref()
+                    .map(|id| id.as_str().to_string())),
+                agent_id: Set(draft
+                    .memory
+                    .agent_id
+                    .as_ref()
+                    .map(|id| id.as_str().to_string())),
+                session_id: Set(draft
+                    .memory
+                    .session_id
+                    .as_ref()
+                    .map(|id| id.as_str().to_string())),
+                kind: Set(draft.memory.kind.as_str().to_string()),
+                key: Set(draft.memory.key.as_ref().map(|id| id.as_str().to_string())),
+                content: Set(draft.memory.content.clone()),
+                metadata: Set(serde_json::Value::Object(draft.memory.metadata.clone())),
+                categories: Set(serde_json::json!(draft.memory.categories)),
+                source: Set(draft.memory.source.as_str().to_string()),
+                confidence: Set(draft.memory.confidence),
                 state: Set(MemoryState::Active.as_str().to_string()),
                 version: Set(1),
                 created_at: Set(now),
                 updated_at: Set(now),
                 valid_from: Set(now),
                 valid_to: Set(None),
-                expires_at: Set(draft.expires_at),
+                expires_at: Set(draft.memory.expires_at),
                 embedding_model: Set(draft.embedding_model.clone()),
                 embedding: Set(encode_embedding(&draft.embedding)),
-                content_hash: Set(content_digest(&draft.content)),
+                content_hash: Set(content_digest(&draft.memory.content)),
             };
             let inserted = memories::Entity::insert(model)
                 .exec_with_returning(&transaction)
@@ -429,7 +430,7 @@ impl Storage {
                 memory_id,
                 1,
                 "created",
-                Some(draft.content.clone()),
+                Some(draft.memory.content.clone()),
                 actor,
                 None,
             )

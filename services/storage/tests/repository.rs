@@ -2,7 +2,8 @@
 //! database (the local server; `ENGRAM_TEST_POSTGRES_URL` overrides where it is).
 
 use engram_core::{
-    ExternalId, MemoryKind, MemorySource, MemoryState, OrganizationId, ProjectScope, SubjectFilter,
+    ExternalId, MemoryKind, MemorySource, MemoryState, NewMemory, OrganizationId, ProjectScope,
+    SubjectFilter,
 };
 use engram_storage::{
     ApiKeyPepper, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPatch,
@@ -97,17 +98,19 @@ async fn project(
 
 fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
     MemoryDraft {
-        user_id: user.map(|user| ExternalId::parse(user).unwrap()),
-        agent_id: None,
-        session_id: None,
-        kind: MemoryKind::Semantic,
-        key: key.map(|key| ExternalId::parse(key).unwrap()),
-        content: content.to_string(),
-        metadata: serde_json::Map::new(),
-        categories: vec!["c".to_string()],
-        source: MemorySource::UserStated,
-        confidence: 0.9,
-        expires_at: None,
+        memory: NewMemory {
+            user_id: user.map(|user| ExternalId::parse(user).unwrap()),
+            agent_id: None,
+            session_id: None,
+            kind: MemoryKind::Semantic,
+            key: key.map(|key| ExternalId::parse(key).unwrap()),
+            content: content.to_string(),
+            metadata: serde_json::Map::new(),
+            categories: vec!["c".to_string()],
+            source: MemorySource::UserStated,
+            confidence: 0.9,
+            expires_at: None,
+        },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),
     }
@@ -544,3 +547,4 @@ async fn api_keys_authenticate_only_with_the_right_secret(storage: Storage) {
     );
 }
 on_both_databases!(api_keys_authenticate_only_with_the_right_secret);
+
