@@ -94,7 +94,7 @@ case "$profile" in
 esac
 
 log "building $name for wasm32-unknown-unknown ($profile)"
-CARGO_TARGET_DIR="$target_dir" cargo build -p engram-console --lib \
+CARGO_TARGET_DIR="$target_dir" cargo rustc -p engram-console --lib --crate-type cdylib \
   --target wasm32-unknown-unknown --no-default-features --features hydrate \
   "${profile_args[@]}"
 
