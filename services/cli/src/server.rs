@@ -132,9 +132,21 @@ impl EmbeddedServer {
 }
 
 pub fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info")
-    });
+    let mut filter =
+        tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info")
+        });
+    // qdrant-edge 0.9 warns on every segment open that its feature flags and mmap check
+    // were never initialised: their initialisers are private to the crate and the defaults
+    // are the ones we want, so those two targets only speak up for errors.
+    for directive in [
+        "qdrant_edge::common::flags=error",
+        "qdrant_edge::common::mmap=error",
+    ] {
+        if let Ok(directive) = directive.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
