@@ -168,6 +168,23 @@ impl TestServer {
         ))
     }
 
+    /// Sends SIGTERM without waiting: the server starts its graceful shutdown.
+    pub fn request_shutdown(&self) {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+    }
+
+    /// Waits for the process to end; returns whether it exited successfully.
+    pub fn wait_for_exit(mut self) -> (bool, PathBuf, Option<tempfile::TempDir>) {
+        let status = self
+            .child
+            .wait()
+            .map(|status| status.success())
+            .unwrap_or(false);
+        (status, self.data_dir.clone(), self._owned_dir.take())
+    }
+
     /// SIGKILL: no shutdown code runs.
     pub fn kill_hard(mut self) -> (PathBuf, Option<tempfile::TempDir>) {
         let _ = self.child.kill();
