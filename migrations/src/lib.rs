@@ -4,12 +4,16 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m0001_initial_schema;
+mod m0002_outbox_claims;
 
 pub struct Migrator;
 
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m0001_initial_schema::Migration)]
+        vec![
+            Box::new(m0001_initial_schema::Migration),
+            Box::new(m0002_outbox_claims::Migration),
+        ]
     }
 }

@@ -7,6 +7,11 @@ use engram_index::{IndexedMemory, VectorIndex};
 use engram_storage::{OutboxEntry, Storage};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a worker holds the outbox entries it claimed before others may take them over.
+/// Far longer than applying one batch takes; only a crashed worker's entries wait this long.
+pub const DEFAULT_OUTBOX_LEASE: Duration = Duration::from_secs(60);
 
 /// Figures from one reconciliation pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -19,6 +24,9 @@ pub struct ReconcileReport {
 pub struct IndexApplier {
     storage: Storage,
     index: Arc<dyn VectorIndex>,
+    /// Names this applier's outbox leases; unique per process and applier.
+    worker_id: String,
+    outbox_lease: Duration,
     /// One application at a time: reading a row and writing its point must not interleave
     /// with another application for the same memory, or an old read could re-insert a point
     /// that a newer one just deleted.
@@ -32,6 +40,12 @@ impl IndexApplier {
         Self {
             storage,
             index,
+            worker_id: format!(
+                "{}-{}",
+                std::process::id(),
+                &uuid::Uuid::now_v7().simple().to_string()[24..]
+            ),
+            outbox_lease: DEFAULT_OUTBOX_LEASE,
             apply_lock: tokio::sync::Mutex::new(()),
             work_available: tokio::sync::Notify::new(),
         }
@@ -51,11 +65,20 @@ impl IndexApplier {
         self.apply_entries_locked(entries).await
     }
 
-    /// Apply up to `batch_size` of the oldest pending entries; returns how many were applied.
+    /// Claim up to `batch_size` of the oldest unclaimed entries and apply them; returns how
+    /// many were applied. Other workers (other processes) may do the same at the same time.
     pub async fn apply_oldest_pending(&self, batch_size: u64) -> Result<usize, EngineError> {
         let _guard = self.apply_lock.lock().await;
-        let entries = self.storage.pending_index_changes(batch_size).await?;
+        let entries = self
+            .storage
+            .claim_index_changes(&self.worker_id, batch_size, self.outbox_lease)
+            .await?;
         self.apply_entries_locked(entries).await
+    }
+
+    /// The name this applier's outbox leases carry.
+    pub fn worker_id(&self) -> &str {
+        &self.worker_id
     }
 
     async fn apply_entries_locked(&self, entries: Vec<OutboxEntry>) -> Result<usize, EngineError> {
@@ -119,11 +142,26 @@ impl IndexApplier {
                 created_at: row.created_at,
             })
             .collect();
+        let upserted: Vec<MemoryId> = to_upsert.iter().map(|memory| memory.memory_id).collect();
         if !to_upsert.is_empty() {
             self.index.upsert(scope, to_upsert).await?;
         }
         if !to_delete.is_empty() {
             self.index.delete(scope, to_delete).await?;
+        }
+        // Another worker may have applied a delete of one of these memories between our read
+        // and our upsert, and our upsert would then bring the point back. Deletes are final
+        // (ids are never reused), so one re-read after writing settles it: whatever is no
+        // longer active now is removed again.
+        if !upserted.is_empty() {
+            let still_active = self.storage.indexing_rows(scope, &upserted).await?;
+            let resurrected: Vec<MemoryId> = upserted
+                .into_iter()
+                .filter(|memory_id| !still_active.contains_key(memory_id))
+                .collect();
+            if !resurrected.is_empty() {
+                self.index.delete(scope, resurrected).await?;
+            }
         }
         Ok(())
     }

@@ -7,8 +7,12 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::{MemoryId, MemoryKind, MemoryState, OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Statement,
+};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// "Bring the index entry of this memory in line with the database."
 #[derive(Clone, Debug, PartialEq)]
@@ -45,8 +49,61 @@ fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
     }
 }
 
+/// Leases the oldest unleased entries (or entries whose lease ran out) to one worker.
+/// PostgreSQL: rows another worker is claiming right now are skipped, not waited for.
+const CLAIM_POSTGRES: &str = "UPDATE index_outbox SET claimed_by = $1, claimed_until = $2 \
+     WHERE id IN (SELECT id FROM index_outbox \
+                  WHERE claimed_until IS NULL OR claimed_until < $3 \
+                  ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED) \
+     RETURNING *";
+/// SQLite has one writer at a time, so the statement alone is atomic.
+const CLAIM_SQLITE: &str = "UPDATE index_outbox SET claimed_by = ?, claimed_until = ? \
+     WHERE id IN (SELECT id FROM index_outbox \
+                  WHERE claimed_until IS NULL OR claimed_until < ? \
+                  ORDER BY id LIMIT ?) \
+     RETURNING *";
+
 impl Storage {
-    /// The oldest pending entries of every project.
+    /// Lease up to `limit` of the oldest entries that no live lease holds, for `lease`.
+    /// Any number of workers may call this at once: each entry goes to one of them, and
+    /// comes back to the pool if its worker dies before completing it.
+    pub async fn claim_index_changes(
+        &self,
+        worker_id: &str,
+        limit: u64,
+        lease: Duration,
+    ) -> Result<Vec<OutboxEntry>, StorageError> {
+        let now = Utc::now();
+        let lease_end = now
+            + chrono::Duration::from_std(lease).map_err(|_| {
+                StorageError::Configuration(format!("outbox lease {lease:?} is too long"))
+            })?;
+        let backend = self.connection.get_database_backend();
+        let sql = match backend {
+            DbBackend::Postgres => CLAIM_POSTGRES,
+            _ => CLAIM_SQLITE,
+        };
+        let statement = Statement::from_sql_and_values(
+            backend,
+            sql,
+            [
+                worker_id.into(),
+                lease_end.into(),
+                now.into(),
+                (limit.min(i64::MAX as u64) as i64).into(),
+            ],
+        );
+        let _permit = self.write_permit().await;
+        let mut models = index_outbox::Entity::find()
+            .from_raw_sql(statement)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        models.sort_by_key(|model| model.id);
+        Ok(models.into_iter().map(entry_from_model).collect())
+    }
+
+    /// The oldest pending entries of every project, leased or not (for inspection).
     pub async fn pending_index_changes(
         &self,
         limit: u64,
@@ -141,10 +198,19 @@ impl Storage {
             return Ok(());
         }
         let _permit = self.write_permit().await;
+        // The lease is released so another attempt (by any worker) can follow the backoff.
         index_outbox::Entity::update_many()
             .col_expr(
                 index_outbox::Column::Attempts,
                 Expr::col(index_outbox::Column::Attempts).add(1),
+            )
+            .col_expr(
+                index_outbox::Column::ClaimedBy,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                index_outbox::Column::ClaimedUntil,
+                Expr::value(Option::<DateTime<Utc>>::None),
             )
             .col_expr(
                 index_outbox::Column::LastError,

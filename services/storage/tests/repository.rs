@@ -548,3 +548,98 @@ async fn api_keys_authenticate_only_with_the_right_secret(storage: Storage) {
 }
 on_both_databases!(api_keys_authenticate_only_with_the_right_secret);
 
+/// Four workers drain one outbox at once: every entry is claimed by exactly one of them and
+/// none is left behind; an entry whose worker died (lease ran out) is claimed again.
+async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
+    use std::time::Duration;
+    let (scope, _) = project(&storage, None).await;
+    for batch in 0..6 {
+        insert(
+            &storage,
+            &scope,
+            (0..40)
+                .map(|number| draft(&format!("claim {batch}-{number}"), Some("u"), None))
+                .collect(),
+        )
+        .await;
+    }
+    let expected = storage.pending_index_changes(1_000).await.unwrap();
+    assert_eq!(expected.len(), 240);
+
+    let mut workers = Vec::new();
+    for worker in 0..4 {
+        let storage = storage.clone();
+        workers.push(tokio::spawn(async move {
+            let worker_id = format!("worker-{worker}");
+            let mut claimed = Vec::new();
+            loop {
+                let entries = storage
+                    .claim_index_changes(&worker_id, 7, Duration::from_secs(60))
+                    .await
+                    .unwrap();
+                if entries.is_empty() {
+                    return claimed;
+                }
+                let ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
+                // Give the other workers a chance to run into these rows while they are held.
+                tokio::task::yield_now().await;
+                storage.complete_index_changes(&ids).await.unwrap();
+                claimed.extend(ids);
+            }
+        }));
+    }
+    let mut claimed = Vec::new();
+    let mut workers_that_got_work = 0;
+    for worker in workers {
+        let mine = worker.await.unwrap();
+        workers_that_got_work += usize::from(!mine.is_empty());
+        claimed.extend(mine);
+    }
+    claimed.sort_unstable();
+    let mut unique = claimed.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), claimed.len(), "an entry was claimed twice");
+    let mut expected_ids: Vec<i64> = expected.iter().map(|entry| entry.id).collect();
+    expected_ids.sort_unstable();
+    assert_eq!(claimed, expected_ids, "every entry claimed once, none lost");
+    assert!(workers_that_got_work >= 2, "the work was shared");
+    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+
+    // A worker claims and dies; nobody else gets the entry until its lease runs out.
+    insert(&storage, &scope, vec![draft("orphaned claim", None, None)]).await;
+    let dying = storage
+        .claim_index_changes("dying-worker", 10, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert_eq!(dying.len(), 1);
+    assert!(
+        storage
+            .claim_index_changes("survivor", 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a live lease is respected"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let taken_over = storage
+        .claim_index_changes("survivor", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        taken_over.iter().map(|entry| entry.id).collect::<Vec<_>>(),
+        vec![dying[0].id],
+        "an expired lease returns the entry to the pool"
+    );
+    // A failed attempt releases the lease at once and counts the attempt.
+    storage
+        .record_index_failure(&[dying[0].id], "index unavailable")
+        .await
+        .unwrap();
+    let retried = storage
+        .claim_index_changes("survivor", 10, Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].attempts, 1);
+}
+on_both_databases!(concurrent_workers_claim_each_outbox_entry_once);

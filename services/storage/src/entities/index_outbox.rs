@@ -11,6 +11,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub attempts: i32,
     pub last_error: Option<String>,
+    pub claimed_by: Option<String>,
+    pub claimed_until: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,0 +1,284 @@
+//! Several indexers (as separate worker processes would) drain one outbox into one index
+//! while memories are added, edited and deleted: afterwards the index holds exactly the
+//! active memories at their current versions. Runs on SQLite and on a fresh PostgreSQL.
+
+use engram_core::{ExternalId, MemoryId, MemoryKind, MemorySource, NewMemory, ProjectScope};
+use engram_engine::IndexApplier;
+use engram_index::{EdgeVectorIndex, VectorIndex};
+use engram_storage::{ApiKeyPepper, InsertOutcome, MemoryDraft, MemoryPatch, Storage};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const DEFAULT_POSTGRES_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+async fn fresh_postgres_url() -> String {
+    use sqlx::Connection;
+    let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
+    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
+    let mut admin = sqlx::PgConnection::connect(&admin_url)
+        .await
+        .unwrap_or_else(|error| panic!("PostgreSQL at {admin_url} is required: {error}"));
+    sqlx::query(&format!("CREATE DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let (base, _) = admin_url.rsplit_once('/').unwrap();
+    format!("{base}/{database}")
+}
+
+fn vector(seed: usize) -> Vec<f32> {
+    let angle = seed as f32 * 0.37;
+    vec![angle.cos(), angle.sin(), 0.5]
+}
+
+fn draft(number: usize) -> MemoryDraft {
+    MemoryDraft {
+        memory: NewMemory {
+            user_id: Some(ExternalId::parse(&format!("u-{}", number % 3)).unwrap()),
+            agent_id: None,
+            session_id: None,
+            kind: MemoryKind::Semantic,
+            key: None,
+            content: format!("memory {number}"),
+            metadata: serde_json::Map::new(),
+            categories: Vec::new(),
+            source: MemorySource::UserStated,
+            confidence: 1.0,
+            expires_at: None,
+        },
+        embedding: vector(number),
+        embedding_model: "test-vectors".to_string(),
+    }
+}
+
+async fn project(storage: &Storage) -> ProjectScope {
+    let pepper = ApiKeyPepper::new(b"pepper".to_vec());
+    let record = storage
+        .bootstrap_organization("org", "project", "owner@example.com", "hash", &pepper)
+        .await
+        .unwrap();
+    storage
+        .authenticate_api_key(&record.api_key, &pepper)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+async fn four_indexers_converge(storage: Storage) {
+    let index_dir = tempfile::tempdir().unwrap();
+    let index: Arc<dyn VectorIndex> = Arc::new(EdgeVectorIndex::open(index_dir.path(), 3).unwrap());
+    let scope = project(&storage).await;
+    let writing = Arc::new(AtomicBool::new(true));
+
+    let mut indexers = Vec::new();
+    for _ in 0..4 {
+        let applier = IndexApplier::new(storage.clone(), index.clone());
+        let writing = writing.clone();
+        indexers.push(tokio::spawn(async move {
+            let mut applied = 0;
+            loop {
+                let still_writing = writing.load(Ordering::SeqCst);
+                let count = applier.apply_oldest_pending(5).await.unwrap();
+                applied += count;
+                if count == 0 {
+                    if !still_writing {
+                        return applied;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }
+        }));
+    }
+
+    // The writer: adds, edits (new version, new vector) and deletes, interleaved.
+    let mut ids: Vec<MemoryId> = Vec::new();
+    let mut deleted: Vec<MemoryId> = Vec::new();
+    for round in 0..20 {
+        let outcome = storage
+            .insert_memories(
+                &scope,
+                (0..5).map(|n| draft(round * 5 + n)).collect(),
+                "test",
+                None,
+                |_| (201, String::new()),
+            )
+            .await
+            .unwrap();
+        let InsertOutcome::Inserted { memories, .. } = outcome else {
+            panic!("no idempotency key, nothing to replay")
+        };
+        ids.extend(memories.iter().map(|memory| memory.id));
+        let edited = ids[(round * 7) % ids.len()];
+        if !deleted.contains(&edited) {
+            storage
+                .update_memory(
+                    &scope,
+                    edited,
+                    MemoryPatch {
+                        content: Some((format!("edited in round {round}"), vector(1_000 + round))),
+                        ..Default::default()
+                    },
+                    None,
+                    "test",
+                )
+                .await
+                .unwrap();
+        }
+        if round % 2 == 1 {
+            let victim = ids[(round * 3) % ids.len()];
+            if !deleted.contains(&victim) {
+                storage.delete_memory(&scope, victim).await.unwrap();
+                deleted.push(victim);
+            }
+        }
+        tokio::task::yield_now().await;
+    }
+    writing.store(false, Ordering::SeqCst);
+    let mut applied = Vec::new();
+    for indexer in indexers {
+        applied.push(indexer.await.unwrap());
+    }
+    assert_eq!(
+        storage.outbox_backlog().await.unwrap(),
+        0,
+        "the outbox drained"
+    );
+    assert!(
+        applied.iter().filter(|count| **count > 0).count() >= 2,
+        "the indexers shared the work: {applied:?}"
+    );
+
+    let indexed = index.versions(&scope, ids.clone()).await.unwrap();
+    for memory_id in &ids {
+        if deleted.contains(memory_id) {
+            assert!(
+                !indexed.contains_key(memory_id),
+                "deleted memory {memory_id} was resurrected in the index"
+            );
+            continue;
+        }
+        let stored = storage.get_memory(&scope, *memory_id).await.unwrap();
+        assert_eq!(
+            indexed.get(memory_id),
+            Some(&stored.version),
+            "memory {memory_id} is indexed at its current version"
+        );
+    }
+}
+
+/// The real index, with every upsert held back for a while: it opens, on purpose, the window
+/// in which another worker applies a delete between this worker's read and its write.
+struct UpsertsLateIndex {
+    inner: Arc<dyn VectorIndex>,
+    delay: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl VectorIndex for UpsertsLateIndex {
+    async fn upsert(
+        &self,
+        scope: &ProjectScope,
+        points: Vec<engram_index::IndexedMemory>,
+    ) -> Result<(), engram_index::IndexError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.upsert(scope, points).await
+    }
+    async fn delete(
+        &self,
+        scope: &ProjectScope,
+        ids: Vec<MemoryId>,
+    ) -> Result<(), engram_index::IndexError> {
+        self.inner.delete(scope, ids).await
+    }
+    async fn search(
+        &self,
+        scope: &ProjectScope,
+        query: engram_index::VectorQuery,
+    ) -> Result<Vec<engram_index::VectorHit>, engram_index::IndexError> {
+        self.inner.search(scope, query).await
+    }
+    async fn versions(
+        &self,
+        scope: &ProjectScope,
+        ids: Vec<MemoryId>,
+    ) -> Result<std::collections::HashMap<MemoryId, i64>, engram_index::IndexError> {
+        self.inner.versions(scope, ids).await
+    }
+    async fn flush(&self) -> Result<(), engram_index::IndexError> {
+        self.inner.flush().await
+    }
+    async fn check_ready(&self) -> Result<(), engram_index::IndexError> {
+        self.inner.check_ready().await
+    }
+}
+
+/// Worker A reads a memory and is slow to upsert it; meanwhile the memory is deleted and
+/// worker B applies the delete. A's late upsert must not leave the deleted memory indexed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_upsert_never_resurrects_a_deleted_memory() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    let storage = Storage::connect(&url).await.unwrap();
+    let index: Arc<dyn VectorIndex> =
+        Arc::new(EdgeVectorIndex::open(&directory.path().join("index"), 3).unwrap());
+    let scope = project(&storage).await;
+    let InsertOutcome::Inserted { memories, .. } = storage
+        .insert_memories(&scope, vec![draft(1)], "test", None, |_| {
+            (201, String::new())
+        })
+        .await
+        .unwrap()
+    else {
+        panic!("no idempotency key, nothing to replay")
+    };
+    let memory_id = memories[0].id;
+
+    let slow_worker = IndexApplier::new(
+        storage.clone(),
+        Arc::new(UpsertsLateIndex {
+            inner: index.clone(),
+            delay: std::time::Duration::from_millis(400),
+        }),
+    );
+    let slow = tokio::spawn(async move { slow_worker.apply_oldest_pending(10).await.unwrap() });
+    // The slow worker has claimed the entry and read the row; now the memory goes away.
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    storage.delete_memory(&scope, memory_id).await.unwrap();
+    let fast_worker = IndexApplier::new(storage.clone(), index.clone());
+    assert_eq!(
+        fast_worker.apply_oldest_pending(10).await.unwrap(),
+        1,
+        "the delete's entry"
+    );
+    assert_eq!(slow.await.unwrap(), 1, "the add's entry");
+
+    assert!(
+        index
+            .versions(&scope, vec![memory_id])
+            .await
+            .unwrap()
+            .is_empty(),
+        "the deleted memory was brought back by the late upsert"
+    );
+    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_indexers_converge_on_sqlite() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    four_indexers_converge(Storage::connect(&url).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn four_indexers_converge_on_postgres() {
+    let url = fresh_postgres_url().await;
+    four_indexers_converge(Storage::connect(&url).await.unwrap()).await;
+}
