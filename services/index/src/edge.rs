@@ -607,12 +607,21 @@ impl SharedShard {
             .shard
             .optimize()
             .map_err(|engine_error| engine_failure("optimize the shard", engine_error))?;
-        tracing::info!(
-            pending_points,
-            optimized,
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "optimized the edge vector index"
-        );
+        // Most passes find nothing worth rebuilding; only real work is worth an info line.
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        if optimized {
+            tracing::info!(
+                pending_points,
+                elapsed_ms,
+                "optimized the edge vector index"
+            );
+        } else {
+            tracing::debug!(
+                pending_points,
+                elapsed_ms,
+                "edge vector index needs no optimization"
+            );
+        }
         Ok(optimized)
     }
 }
