@@ -322,3 +322,26 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, Body::from(body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An outage of any dependency is a 503 problem the client can retry, never a 500.
+    #[test]
+    fn dependency_outages_answer_503_with_retry_after() {
+        for outage in [
+            EngineError::IndexUnavailable("connection refused".into()),
+            EngineError::StorageUnavailable("pool timed out".into()),
+            EngineError::EmbedderUnavailable("model missing".into()),
+        ] {
+            let response = ApiError::from(outage).into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(
+                response.headers()[header::CONTENT_TYPE],
+                PROBLEM_CONTENT_TYPE
+            );
+            assert_eq!(response.headers()[header::RETRY_AFTER], "5");
+        }
+    }
+}
