@@ -35,10 +35,25 @@ pub struct Storage {
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
 }
 
+/// How strictly the database must promise durability before Engram uses it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StorageOptions {
+    /// Start even when the database may lose acknowledged commits (PostgreSQL `fsync=off`
+    /// or `synchronous_commit=off`); a loud warning is logged instead of refusing.
+    pub allow_unsafe_durability: bool,
+}
+
 impl Storage {
-    /// Connect to `database_url` (`sqlite://path?mode=rwc` or `postgres://…`) and apply
-    /// pending migrations.
+    /// Connect to `database_url` (`sqlite://path?mode=rwc` or `postgres://…`), refuse a
+    /// database that could lose acknowledged commits, and apply pending migrations.
     pub async fn connect(database_url: &str) -> Result<Self, StorageError> {
+        Self::connect_with_options(database_url, StorageOptions::default()).await
+    }
+
+    pub async fn connect_with_options(
+        database_url: &str,
+        options: StorageOptions,
+    ) -> Result<Self, StorageError> {
         let storage = if database_url.starts_with("sqlite:") {
             // WAL lets readers run beside the writer; synchronous=FULL makes every commit
             // durable before it is acknowledged (a kill -9 or power loss loses nothing).
@@ -80,10 +95,72 @@ impl Storage {
                 "unsupported database URL {database_url:?}: use sqlite://… or postgres://…"
             )));
         };
+        let unsafe_settings = storage.durability_violations().await?;
+        if !unsafe_settings.is_empty() {
+            let summary = unsafe_settings.join(", ");
+            if !options.allow_unsafe_durability {
+                return Err(StorageError::Configuration(format!(
+                    "the database may lose acknowledged writes ({summary}); fix its configuration, \
+                     or set ENGRAM_ALLOW_UNSAFE_DURABILITY=true to start anyway"
+                )));
+            }
+            tracing::warn!(
+                settings = %summary,
+                "UNSAFE: the database may lose acknowledged writes; starting only because \
+                 ENGRAM_ALLOW_UNSAFE_DURABILITY is set"
+            );
+        }
         Migrator::up(&storage.connection, None)
             .await
             .map_err(StorageError::from_db)?;
         Ok(storage)
+    }
+
+    /// Settings under which a commit the database acknowledged could still be lost, as
+    /// `name=value` (empty when the database is safe): SQLite's `synchronous` below FULL,
+    /// PostgreSQL's `fsync` or `synchronous_commit` off.
+    pub async fn durability_violations(&self) -> Result<Vec<String>, StorageError> {
+        let backend = self.connection.get_database_backend();
+        let mut violations = Vec::new();
+        match backend {
+            DbBackend::Sqlite => {
+                // 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+                let level = self.single_setting("PRAGMA synchronous").await?;
+                if !matches!(level.as_str(), "2" | "3") {
+                    violations.push(format!("synchronous={level}"));
+                }
+            }
+            DbBackend::Postgres => {
+                let fsync = self.single_setting("SHOW fsync").await?;
+                if fsync != "on" {
+                    violations.push(format!("fsync={fsync}"));
+                }
+                // `local`, `remote_write`, `on` and `remote_apply` all flush the local WAL.
+                let synchronous_commit = self.single_setting("SHOW synchronous_commit").await?;
+                if synchronous_commit == "off" {
+                    violations.push(format!("synchronous_commit={synchronous_commit}"));
+                }
+            }
+            DbBackend::MySql => {}
+        }
+        Ok(violations)
+    }
+
+    /// The first column of the first row of `sql`, as text.
+    async fn single_setting(&self, sql: &str) -> Result<String, StorageError> {
+        let backend = self.connection.get_database_backend();
+        let row = self
+            .connection
+            .query_one(sea_orm::Statement::from_string(backend, sql.to_string()))
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or_else(|| StorageError::Internal(format!("{sql} returned no row")))?;
+        if let Ok(text) = row.try_get_by_index::<String>(0) {
+            return Ok(text);
+        }
+        row.try_get_by_index::<i64>(0)
+            .map(|number| number.to_string())
+            .map_err(StorageError::from_db)
     }
 
     pub fn backend_name(&self) -> &'static str {

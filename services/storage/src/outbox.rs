@@ -103,6 +103,27 @@ impl Storage {
         Ok(models.into_iter().map(entry_from_model).collect())
     }
 
+    /// Drop every lease. Only for a process that is the sole indexer of this database (the
+    /// embedded `engram serve`): at its start, leases can only belong to an earlier run that
+    /// died, and waiting for them to expire would keep acknowledged changes out of the index.
+    pub async fn release_all_outbox_claims(&self) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let released = index_outbox::Entity::update_many()
+            .col_expr(
+                index_outbox::Column::ClaimedBy,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                index_outbox::Column::ClaimedUntil,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .filter(index_outbox::Column::ClaimedBy.is_not_null())
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(released.rows_affected)
+    }
+
     /// The oldest pending entries of every project, leased or not (for inspection).
     pub async fn pending_index_changes(
         &self,

@@ -22,7 +22,7 @@ async fn sqlite_storage() -> (Storage, tempfile::TempDir) {
 }
 
 /// A brand-new database on the local PostgreSQL, so runs never see each other's rows.
-async fn postgres_storage() -> (Storage, ()) {
+async fn fresh_postgres_url() -> String {
     use sqlx::Connection;
     let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
@@ -35,9 +35,11 @@ async fn postgres_storage() -> (Storage, ()) {
         .await
         .unwrap();
     let (base, _) = admin_url.rsplit_once('/').unwrap();
-    let storage = Storage::connect(&format!("{base}/{database}"))
-        .await
-        .unwrap();
+    format!("{base}/{database}")
+}
+
+async fn postgres_storage() -> (Storage, ()) {
+    let storage = Storage::connect(&fresh_postgres_url().await).await.unwrap();
     (storage, ())
 }
 
@@ -641,5 +643,53 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
         .unwrap();
     assert_eq!(retried.len(), 1);
     assert_eq!(retried[0].attempts, 1);
+    // The embedded server, sole indexer of its database, drops a dead run's leases at start.
+    assert_eq!(storage.release_all_outbox_claims().await.unwrap(), 1);
+    assert_eq!(
+        storage
+            .claim_index_changes("next-run", 10, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 on_both_databases!(concurrent_workers_claim_each_outbox_entry_once);
+
+/// Both databases as Engram configures them promise durable commits.
+async fn the_database_promises_durable_commits(storage: Storage) {
+    assert_eq!(
+        storage.durability_violations().await.unwrap(),
+        Vec::<String>::new()
+    );
+}
+on_both_databases!(the_database_promises_durable_commits);
+
+/// A PostgreSQL session that may lose acknowledged commits is refused, naming the setting,
+/// unless the operator explicitly allows it.
+#[tokio::test]
+async fn postgres_without_synchronous_commit_is_refused_unless_allowed() {
+    let url = format!(
+        "{}?options%5Bsynchronous_commit%5D=off",
+        fresh_postgres_url().await
+    );
+    let refused = Storage::connect(&url).await.err().expect("refused");
+    let message = refused.to_string();
+    assert!(
+        message.contains("synchronous_commit=off")
+            && message.contains("ENGRAM_ALLOW_UNSAFE_DURABILITY"),
+        "{message}"
+    );
+    let allowed = Storage::connect_with_options(
+        &url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability: true,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        allowed.durability_violations().await.unwrap(),
+        vec!["synchronous_commit=off".to_string()]
+    );
+}
