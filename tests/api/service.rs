@@ -2,6 +2,7 @@
 //! the bootstrap file, and `admin create-project`.
 
 use engram_tests::TestServer;
+use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 
 #[tokio::test]
@@ -113,5 +114,96 @@ async fn first_start_writes_a_private_bootstrap_file_and_projects_can_be_added()
             .await
             .len(),
         0
+    );
+}
+
+/// The value of the first sample of `name` whose labels include all of `labels`.
+fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+        })
+        .find(|line| labels.iter().all(|label| line.contains(label)))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+/// Prometheus scrapes request counts and latency by route, search latency by phase and the
+/// outbox backlog from the admin port, without an API key; ids never become labels.
+#[tokio::test]
+async fn metrics_are_served_on_the_admin_port() {
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let added = api
+        .add_one(json!({"content": "Prefers the window seat on long flights.", "user_id": "u-m"}))
+        .await;
+    let memory_id = added["id"].as_str().unwrap().to_string();
+    assert_eq!(api.get(&memory_id).await.status, 200);
+    assert!(!api.search_contents("seat preference").await.is_empty());
+
+    let response = reqwest::get(&server.metrics_url).await.unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"),
+    );
+    let metrics = response.text().await.unwrap();
+    let created = sample(
+        &metrics,
+        "engram_http_requests_total",
+        &[
+            r#"method="POST""#,
+            r#"route="/v1/memories""#,
+            r#"status="201""#,
+        ],
+    );
+    assert_eq!(created, Some(1.0), "one add counted:\n{metrics}");
+    assert_eq!(
+        sample(
+            &metrics,
+            "engram_http_requests_total",
+            &[
+                r#"method="GET""#,
+                r#"route="/v1/memories/{memory_id}""#,
+                r#"status="200""#
+            ],
+        ),
+        Some(1.0),
+        "reads are counted by route template"
+    );
+    assert!(
+        !metrics.contains(&memory_id),
+        "a memory id leaked into a label"
+    );
+    assert!(
+        sample(
+            &metrics,
+            "engram_http_request_duration_seconds_bucket",
+            &[r#"route="/v1/memories/search""#, r#"le="+Inf""#],
+        ) >= Some(1.0)
+    );
+    assert!(
+        sample(
+            &metrics,
+            "engram_search_duration_seconds_count",
+            &[r#"phase="total""#],
+        ) >= Some(1.0),
+        "search latency recorded:\n{metrics}"
+    );
+    assert!(
+        sample(
+            &metrics,
+            "engram_search_duration_seconds_count",
+            &[r#"phase="embed""#]
+        )
+        .is_some()
+    );
+    assert!(
+        metrics.contains("engram_outbox_backlog"),
+        "outbox backlog exported:\n{metrics}"
     );
 }

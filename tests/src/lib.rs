@@ -60,8 +60,13 @@ pub struct BootstrapFile {
 /// A running `engram serve` child process.
 pub struct TestServer {
     pub base_url: String,
+    /// `http://host:port/metrics` on the admin listener.
+    pub metrics_url: String,
     pub data_dir: PathBuf,
     pub bootstrap: BootstrapFile,
+    /// Extra environment the server was started with; admin commands get it too (so they
+    /// reach the same database).
+    environment: Vec<(String, String)>,
     child: Child,
     _owned_dir: Option<tempfile::TempDir>,
 }
@@ -89,47 +94,59 @@ impl TestServer {
             .map(|(key, value)| (key.to_string(), value.to_string()))
             .collect();
         let data_dir_for_child = data_dir.clone();
-        let (child, base_url) = tokio::task::spawn_blocking(move || -> Result<(Child, String)> {
-            let mut command = Command::new(&binary);
-            command
-                .arg("serve")
-                .arg("--data-dir")
-                .arg(&data_dir_for_child)
-                .arg("--listen")
-                .arg("127.0.0.1:0")
-                .env("ENGRAM_LOG", "warn")
-                .env("ENGRAM_MODEL_DIR", model_dir())
-                .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit());
-            for (key, value) in &environment {
-                command.env(key, value);
-            }
-            let mut child = command
-                .spawn()
-                .with_context(|| format!("cannot start {}", binary.display()))?;
-            let stdout = child.stdout.take().context("no stdout")?;
-            let mut lines = BufReader::new(stdout).lines();
-            let base_url = loop {
-                match lines.next() {
-                    Some(Ok(line)) => {
-                        if let Some(url) = line.strip_prefix("listening on ") {
-                            break url.trim().to_string();
-                        }
-                    }
-                    Some(Err(error)) => bail!("reading server output failed: {error}"),
-                    None => bail!("the server exited before listening (see its stderr above)"),
+        let environment_for_child = environment.clone();
+        let (child, base_url, metrics_url) =
+            tokio::task::spawn_blocking(move || -> Result<(Child, String, String)> {
+                let mut command = Command::new(&binary);
+                command
+                    .arg("serve")
+                    .arg("--data-dir")
+                    .arg(&data_dir_for_child)
+                    .arg("--listen")
+                    .arg("127.0.0.1:0")
+                    .arg("--metrics-listen")
+                    .arg("127.0.0.1:0")
+                    .env("ENGRAM_LOG", "warn")
+                    .env("ENGRAM_MODEL_DIR", model_dir())
+                    .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit());
+                for (key, value) in &environment_for_child {
+                    command.env(key, value);
                 }
-            };
-            // Keep draining stdout so the child never blocks on a full pipe.
-            std::thread::spawn(move || for _ in lines {});
-            Ok((child, base_url))
-        })
-        .await??;
+                let mut child = command
+                    .spawn()
+                    .with_context(|| format!("cannot start {}", binary.display()))?;
+                let stdout = child.stdout.take().context("no stdout")?;
+                let mut lines = BufReader::new(stdout).lines();
+                let mut metrics_url = None;
+                let base_url = loop {
+                    match lines.next() {
+                        Some(Ok(line)) => {
+                            if let Some(url) = line.strip_prefix("metrics on ") {
+                                metrics_url = Some(url.trim().to_string());
+                            }
+                            if let Some(url) = line.strip_prefix("listening on ") {
+                                break url.trim().to_string();
+                            }
+                        }
+                        Some(Err(error)) => bail!("reading server output failed: {error}"),
+                        None => bail!("the server exited before listening (see its stderr above)"),
+                    }
+                };
+                // Keep draining stdout so the child never blocks on a full pipe.
+                std::thread::spawn(move || for _ in lines {});
+                let metrics_url =
+                    metrics_url.context("the server did not print its metrics address")?;
+                Ok((child, base_url, metrics_url))
+            })
+            .await??;
         let bootstrap_text = std::fs::read_to_string(data_dir.join("bootstrap.json"))?;
         let bootstrap: BootstrapFile = serde_json::from_str(&bootstrap_text)?;
         Ok(Self {
             base_url,
+            metrics_url,
+            environment,
             data_dir,
             bootstrap,
             child,
@@ -148,6 +165,7 @@ impl TestServer {
     /// `engram admin create-project` against this server's data dir, while it runs.
     pub fn create_project(&self, name: &str) -> Result<(String, String)> {
         let output = Command::new(engram_binary())
+            .envs(self.environment.iter().map(|(key, value)| (key, value)))
             .args(["admin", "create-project", "--data-dir"])
             .arg(&self.data_dir)
             .args(["--name", name, "--json"])

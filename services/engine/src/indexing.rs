@@ -76,6 +76,11 @@ impl IndexApplier {
         self.apply_entries_locked(entries).await
     }
 
+    /// Entries not yet applied to the index (every project, leased or not).
+    pub async fn outbox_backlog(&self) -> Result<u64, EngineError> {
+        Ok(self.storage.outbox_backlog().await?)
+    }
+
     /// The name this applier's outbox leases carry.
     pub fn worker_id(&self) -> &str {
         &self.worker_id

@@ -79,6 +79,9 @@ pub struct SearchOutcome {
 const CANDIDATE_FACTOR: usize = 3;
 const FILTERED_CANDIDATES: usize = 500;
 
+/// Search latency by phase (`embed`, `index`, `hydrate`, `total`).
+pub const SEARCH_DURATION_SECONDS: &str = "engram_search_duration_seconds";
+
 impl MemoryEngine {
     pub async fn search(
         &self,
@@ -153,6 +156,15 @@ impl MemoryEngine {
             index_micros: (searched - embedded).as_micros() as u64,
             hydrate_micros: (hydrated - searched).as_micros() as u64,
         };
+        let seconds = |micros: u64| micros as f64 / 1_000_000.0;
+        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "embed")
+            .record(seconds(outcome.embed_micros));
+        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "index")
+            .record(seconds(outcome.index_micros));
+        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "hydrate")
+            .record(seconds(outcome.hydrate_micros));
+        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "total")
+            .record((hydrated - started).as_secs_f64());
         tracing::debug!(
             recall_id = %outcome.recall_id,
             results = outcome.results.len(),

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod console;
 mod extract;
+pub mod http_metrics;
 pub mod openapi;
 pub mod problem;
 mod routes;
@@ -37,6 +38,7 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
             request_timeout,
         ))
         .layer(TraceLayer::new_for_http())
+        .route_layer(axum::middleware::from_fn(http_metrics::record_http_metrics))
         .layer(axum::middleware::from_fn(problem::ensure_problem_responses))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))

@@ -11,6 +11,18 @@ pub const INDEXER_BATCH_SIZE: u64 = 256;
 const IDLE_POLL: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
+/// Outbox entries waiting for the index: how far search lags behind acknowledged writes.
+pub const OUTBOX_BACKLOG: &str = "engram_outbox_backlog";
+pub const OUTBOX_APPLIED_TOTAL: &str = "engram_outbox_applied_total";
+pub const INDEXER_FAILURES_TOTAL: &str = "engram_indexer_failures_total";
+
+async fn record_outbox_backlog(applier: &IndexApplier) {
+    match applier.outbox_backlog().await {
+        Ok(backlog) => metrics::gauge!(OUTBOX_BACKLOG).set(backlog as f64),
+        Err(error) => tracing::debug!(%error, "outbox backlog unavailable for metrics"),
+    }
+}
+
 /// Apply every pending outbox entry now; returns how many were applied. Used at start-up
 /// (replay after a crash) and at shutdown.
 pub async fn drain_outbox(applier: &IndexApplier) -> Result<usize, engram_engine::EngineError> {
@@ -34,6 +46,10 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
         match drain_outbox(&applier).await {
             Ok(applied) => {
                 if applied > 0 {
+                    metrics::counter!(OUTBOX_APPLIED_TOTAL).increment(applied as u64);
+                }
+                record_outbox_backlog(&applier).await;
+                if applied > 0 {
                     tracing::debug!(applied, "indexer applied outbox entries");
                 }
                 backoff = Duration::from_millis(200);
@@ -44,6 +60,8 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
                 }
             }
             Err(error) => {
+                metrics::counter!(INDEXER_FAILURES_TOTAL).increment(1);
+                record_outbox_backlog(&applier).await;
                 tracing::warn!(%error, backoff_millis = backoff.as_millis() as u64, "indexer failed; retrying");
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}

@@ -1,0 +1,28 @@
+//! Request rate and latency per route, for Prometheus: counted by route template
+//! (`/v1/memories/{id}`), never by raw path, so ids never become label values.
+
+use axum::extract::{MatchedPath, Request};
+use axum::middleware::Next;
+use axum::response::Response;
+use std::time::Instant;
+
+pub const HTTP_REQUESTS_TOTAL: &str = "engram_http_requests_total";
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "engram_http_request_duration_seconds";
+
+pub async fn record_http_metrics(request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_string())
+        // Always present inside a route layer; kept total so a change there cannot panic.
+        .unwrap_or_else(|| "unmatched".to_string());
+    let method = request.method().as_str().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    metrics::counter!(HTTP_REQUESTS_TOTAL, "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    metrics::histogram!(HTTP_REQUEST_DURATION_SECONDS, "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
