@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large crash-harness fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -13,7 +13,7 @@ run: setup console
 ## Run every test: unit, storage on SQLite and PostgreSQL, API end to end, browser.
 test: setup-test console
 	$(CARGO) build -p engram-cli --bin engram
-	$(CARGO) test --workspace --no-fail-fast
+	$(CARGO) test --workspace --no-fail-fast -- --show-output
 
 setup:
 	./scripts/setup.sh run
@@ -25,11 +25,18 @@ setup-test:
 console:
 	./scripts/build-console.sh
 
-## Benchmark: 10k and 100k synthetic memories (release build; prints figures).
+## Benchmark: 10k and 100k synthetic memories (prints figures). The same build as `make run`
+## and `make test`: its dependencies (candle, qdrant-edge, sqlx), where the time goes, are
+## compiled at opt-level 2, so no separate 30-minute release build is needed.
 bench: setup
-	$(CARGO) run --release -p engram-cli --bin engram -- bench --memories 10000 --queries 300
+	$(CARGO) run -p engram-cli --bin engram -- bench --memories 10000 --queries 300
 bench-large: setup
-	$(CARGO) run --release -p engram-cli --bin engram -- bench --memories 100000 --queries 300
+	$(CARGO) run -p engram-cli --bin engram -- bench --memories 100000 --queries 300
+
+## The crash harness with 100 SIGKILL cycles per backend (make test runs 10).
+crash-harness: setup-test console
+	$(CARGO) build -p engram-cli --bin engram
+	ENGRAM_CRASH_CYCLES=100 $(CARGO) test --workspace -- sigkill_cycles --nocapture
 
 fmt:
 	$(CARGO) fmt --all
