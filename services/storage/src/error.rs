@@ -17,6 +17,9 @@ pub enum StorageError {
     Configuration(String),
     #[error("database error: {0}")]
     Internal(String),
+    /// A concurrent transaction won a unique index this one needed; retrying sees its rows.
+    #[error("write conflict with a concurrent transaction: {0}")]
+    WriteConflict(String),
 }
 
 impl StorageError {

@@ -11,8 +11,8 @@ use engram_core::{
 };
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Select, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select, Statement, TransactionTrait,
 };
 use std::collections::HashMap;
 
@@ -223,6 +223,66 @@ async fn enqueue_index_change(
     Ok(())
 }
 
+/// PostgreSQL: take a transaction-scoped advisory lock for every memory key and the
+/// idempotency key this insert touches, in a fixed order (no deadlocks), so concurrent
+/// writers of one key take turns instead of failing on the unique index. SQLite needs none:
+/// its writers already go one at a time.
+async fn lock_write_targets(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    drafts: &[MemoryDraft],
+    idempotency: Option<&IdempotencyClaim>,
+) -> Result<(), StorageError> {
+    let backend = transaction.get_database_backend();
+    if backend != DbBackend::Postgres {
+        return Ok(());
+    }
+    let project = scope.project_id().to_string();
+    let mut lock_ids: Vec<i64> = drafts
+        .iter()
+        .filter_map(|draft| {
+            let key = draft.memory.key.as_ref()?;
+            Some(advisory_lock_id(&[
+                "memory-key",
+                &project,
+                draft.memory.user_id.as_ref().map_or("", |id| id.as_str()),
+                draft.memory.agent_id.as_ref().map_or("", |id| id.as_str()),
+                key.as_str(),
+            ]))
+        })
+        .collect();
+    if let Some(claim) = idempotency {
+        lock_ids.push(advisory_lock_id(&["idempotency-key", &project, &claim.key]));
+    }
+    lock_ids.sort_unstable();
+    lock_ids.dedup();
+    for lock_id in lock_ids {
+        transaction
+            .execute(Statement::from_sql_and_values(
+                backend,
+                "SELECT pg_advisory_xact_lock($1)",
+                [lock_id.into()],
+            ))
+            .await
+            .map_err(StorageError::from_db)?;
+    }
+    Ok(())
+}
+
+/// A 64-bit lock id from the parts (length-prefixed, so ("ab","c") and ("a","bc") differ).
+fn advisory_lock_id(parts: &[&str]) -> i64 {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest = hasher.finalize();
+    let mut first_eight = [0u8; 8];
+    first_eight.copy_from_slice(&digest[..8]);
+    i64::from_le_bytes(first_eight)
+}
+
 /// Mark the active memory with the same (user, agent, key) as superseded.
 async fn supersede_active_with_key(
     transaction: &DatabaseTransaction,
@@ -293,9 +353,12 @@ impl Storage {
         idempotency: Option<IdempotencyClaim>,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<InsertOutcome, StorageError> {
-        // A concurrent request with the same idempotency key, or a concurrent writer of the
-        // same memory key, loses on a unique index; one retry then sees the winner's rows.
-        for attempt in 0..3 {
+        // PostgreSQL writers of the same key or idempotency key queue on advisory locks (see
+        // `lock_write_targets`), so a conflict on a unique index is rare: only two brand-new
+        // keys racing. A retry then sees the winner's committed rows. SQLite's write gate
+        // makes conflicts impossible.
+        const ATTEMPTS: u32 = 5;
+        for attempt in 1..=ATTEMPTS {
             match self
                 .try_insert_memories(
                     scope,
@@ -306,15 +369,10 @@ impl Storage {
                 )
                 .await
             {
-                Err(StorageError::Internal(message))
-                    if attempt < 2 && message.contains("UNIQUE") =>
-                {
-                    continue;
-                }
-                Err(StorageError::Internal(message))
-                    if attempt < 2 && message.contains("duplicate key") =>
-                {
-                    continue;
+                Err(StorageError::WriteConflict(conflict)) if attempt < ATTEMPTS => {
+                    tracing::debug!(attempt, %conflict, "insert conflicted with a concurrent writer; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt) * 5))
+                        .await;
                 }
                 other => return other,
             }
@@ -338,6 +396,7 @@ impl Storage {
             .begin()
             .await
             .map_err(StorageError::from_db)?;
+        lock_write_targets(&transaction, scope, drafts, idempotency).await?;
         if let Some(claim) = idempotency {
             let previous = idempotency_records::Entity::find_by_id((
                 scope.project_id().as_uuid(),
@@ -419,7 +478,7 @@ impl Storage {
                 .await
                 .map_err(|error| {
                     if is_unique_violation(&error) {
-                        StorageError::Internal(format!("UNIQUE conflict: {error}"))
+                        StorageError::WriteConflict(error.to_string())
                     } else {
                         StorageError::from_db(error)
                     }
@@ -453,7 +512,7 @@ impl Storage {
             .await
             .map_err(|error| {
                 if is_unique_violation(&error) {
-                    StorageError::Internal(format!("UNIQUE conflict on idempotency key: {error}"))
+                    StorageError::WriteConflict(format!("idempotency key: {error}"))
                 } else {
                     StorageError::from_db(error)
                 }
