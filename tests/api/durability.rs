@@ -257,3 +257,70 @@ async fn a_graceful_shutdown_finishes_the_request_in_flight() {
         .await;
     assert_eq!(listed.len(), 100);
 }
+
+/// `engram admin reconcile` rebuilds a lost index from the database with the server stopped,
+/// reports what it repaired, finds nothing the second time, and refuses to run beside a
+/// live server on the same data dir.
+#[tokio::test]
+async fn admin_reconcile_rebuilds_a_lost_index_and_refuses_a_live_data_dir() {
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    for content in [
+        "Keeps bees on the roof.",
+        "Learning the cello.",
+        "Allergic to penicillin.",
+    ] {
+        api.add_one(json!({"content": content, "user_id": "u-r"}))
+            .await;
+    }
+    let busy = std::process::Command::new(engram_tests::engram_binary())
+        .args(["admin", "reconcile", "--data-dir"])
+        .arg(&server.data_dir)
+        .output()
+        .unwrap();
+    assert!(
+        !busy.status.success(),
+        "reconcile must not open a live server's index"
+    );
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+    let (clean_exit, data_dir, owned) = server.stop();
+    assert!(clean_exit);
+    let _keep_dir_alive = owned;
+
+    std::fs::remove_dir_all(data_dir.join("index")).unwrap();
+    let reconcile = |expected: &str| {
+        let output = std::process::Command::new(engram_tests::engram_binary())
+            .args(["admin", "reconcile", "--data-dir"])
+            .arg(&data_dir)
+            .env("ENGRAM_LOG", "warn")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            stdout.contains(expected),
+            "expected {expected:?} in {stdout:?}"
+        );
+    };
+    reconcile("3 active memories: missing 3 / stale 0 / orphaned 0");
+    reconcile("3 active memories: missing 0 / stale 0 / orphaned 0");
+
+    let restarted = TestServer::spawn_in(&data_dir).await.unwrap();
+    assert_eq!(
+        restarted
+            .client()
+            .search_contents("which medicine is dangerous for the user")
+            .await
+            .first()
+            .map(String::as_str),
+        Some("Allergic to penicillin.")
+    );
+}

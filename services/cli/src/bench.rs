@@ -141,6 +141,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         index_wait_ms: 30_000,
         embed_threads: arguments.embed_threads,
         allow_unsafe_durability: false,
+        reconcile_interval_secs: 600,
     };
     let config = EngramConfig::resolve(&serve_arguments);
     let server = EmbeddedServer::start(&config).await?;

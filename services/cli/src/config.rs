@@ -33,6 +33,9 @@ pub struct ServeArgs {
     /// Threads that run the embedding model.
     #[arg(long, env = "ENGRAM_EMBED_THREADS", default_value_t = 1)]
     pub embed_threads: usize,
+    /// Seconds between two full index reconciliations (the first runs at start).
+    #[arg(long, env = "ENGRAM_RECONCILE_INTERVAL_SECS", default_value_t = 600)]
+    pub reconcile_interval_secs: u64,
     /// Start even if the database could lose acknowledged writes (PostgreSQL `fsync=off` or
     /// `synchronous_commit=off`); without it such a database is refused.
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
@@ -51,6 +54,7 @@ pub struct EngramConfig {
     pub index_dir: PathBuf,
     pub index_wait: Duration,
     pub embed_threads: usize,
+    pub reconcile_interval: Duration,
     pub allow_unsafe_durability: bool,
 }
 
@@ -101,6 +105,7 @@ impl EngramConfig {
             index_dir: arguments.data_dir.join("index"),
             index_wait: Duration::from_millis(arguments.index_wait_ms),
             embed_threads: arguments.embed_threads.max(1),
+            reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
             allow_unsafe_durability: arguments.allow_unsafe_durability,
         }
     }
@@ -135,6 +140,11 @@ impl fmt::Display for EngramConfig {
         writeln!(f, "  console_assets  {}", self.console_assets.display())?;
         writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
         writeln!(f, "  embed_threads   {}", self.embed_threads)?;
+        writeln!(
+            f,
+            "  reconcile_every {} s",
+            self.reconcile_interval.as_secs()
+        )?;
         write!(
             f,
             "  allow_unsafe_durability {}",

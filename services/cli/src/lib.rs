@@ -4,6 +4,7 @@
 mod bench;
 pub mod bootstrap;
 pub mod config;
+pub mod maintenance;
 pub mod server;
 pub mod telemetry;
 
@@ -38,6 +39,10 @@ enum Command {
 enum AdminCommand {
     /// Create a project in the data dir's organization and print its first API key.
     CreateProject(bootstrap::CreateProjectArgs),
+    /// With the server stopped: repair the vector index from the database (missing, stale
+    /// and orphaned points), with a progress bar. The server also does this at start and
+    /// every --reconcile-interval-secs.
+    Reconcile(maintenance::ReconcileArgs),
 }
 
 pub async fn run_from_command_line() -> ExitCode {
@@ -47,6 +52,9 @@ pub async fn run_from_command_line() -> ExitCode {
         Command::Admin {
             command: AdminCommand::CreateProject(arguments),
         } => bootstrap::create_project_command(arguments).await,
+        Command::Admin {
+            command: AdminCommand::Reconcile(arguments),
+        } => maintenance::reconcile_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
     };
     match outcome {

@@ -15,10 +15,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Points the start-up reconciliation had to repair, by reason (`missing`, `stale`): drift
-/// between the database and the index.
-pub const INDEX_REPAIRED_POINTS_TOTAL: &str = "engram_index_repaired_points_total";
-
 /// Console sessions last a working day.
 const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
@@ -33,15 +29,17 @@ pub struct EmbeddedServer {
     shutdown_sender: watch::Sender<bool>,
     server_task: tokio::task::JoinHandle<std::io::Result<()>>,
     indexer_task: tokio::task::JoinHandle<()>,
+    reconciler_task: tokio::task::JoinHandle<()>,
     admin_server: crate::telemetry::AdminServer,
+    /// Held until the server value is dropped: one process per data dir.
+    _data_dir_lock: crate::maintenance::DataDirLock,
 }
 
 impl EmbeddedServer {
     pub async fn start(config: &EngramConfig) -> Result<Self> {
         // Before anything records a metric, so nothing recorded at start-up is lost.
         crate::telemetry::prometheus_handle()?;
-        std::fs::create_dir_all(&config.data_dir)
-            .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+        let data_dir_lock = crate::maintenance::DataDirLock::acquire(&config.data_dir)?;
         let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
         let storage = Storage::connect_with_options(
             &config.database_url,
@@ -86,22 +84,24 @@ impl EmbeddedServer {
             tracing::info!(released, "released outbox leases of a previous run");
         }
         let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
-        let report = engine.applier().reconcile_active_memories(1_000).await?;
-        metrics::counter!(INDEX_REPAIRED_POINTS_TOTAL, "reason" => "missing")
-            .increment(report.points_missing);
-        metrics::counter!(INDEX_REPAIRED_POINTS_TOTAL, "reason" => "stale")
-            .increment(report.points_stale);
+        let report = engine.applier().reconcile_all_projects(|_, _| {}).await?;
         tracing::info!(
             replayed,
             checked = report.memories_checked,
             missing = report.points_missing,
             stale = report.points_stale,
+            orphaned = report.points_orphaned,
             "index caught up with the database"
         );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
         let indexer_task = tokio::spawn(engram_worker::run_indexer(
             engine.applier(),
+            shutdown_receiver.clone(),
+        ));
+        let reconciler_task = tokio::spawn(engram_worker::run_reconciler(
+            engine.applier(),
+            config.reconcile_interval,
             shutdown_receiver.clone(),
         ));
 
@@ -140,11 +140,13 @@ impl EmbeddedServer {
             address,
             metrics_address: admin_server.address,
             admin_server,
+            _data_dir_lock: data_dir_lock,
             engine,
             bootstrap,
             shutdown_sender,
             server_task,
             indexer_task,
+            reconciler_task,
         })
     }
 
@@ -157,6 +159,7 @@ impl EmbeddedServer {
             Err(join_error) => return Err(anyhow::anyhow!("server task failed: {join_error}")),
         }
         let _ = self.indexer_task.await;
+        let _ = self.reconciler_task.await;
         self.admin_server.stop().await;
         engram_worker::drain_outbox(&self.engine.applier()).await?;
         self.engine.index().flush().await?;

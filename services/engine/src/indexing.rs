@@ -13,13 +13,38 @@ use std::time::Duration;
 /// Far longer than applying one batch takes; only a crashed worker's entries wait this long.
 pub const DEFAULT_OUTBOX_LEASE: Duration = Duration::from_secs(60);
 
-/// Figures from one reconciliation pass.
+/// Figures from one reconciliation pass: what differed between database and index (and
+/// was repaired).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReconcileReport {
+    pub projects_checked: u64,
     pub memories_checked: u64,
+    /// Active memories without a point.
     pub points_missing: u64,
+    /// Points older than their memory.
     pub points_stale: u64,
+    /// Points whose memory is deleted, superseded or unknown.
+    pub points_orphaned: u64,
 }
+
+impl ReconcileReport {
+    fn add(&mut self, other: &ReconcileReport) {
+        self.projects_checked += other.projects_checked;
+        self.memories_checked += other.memories_checked;
+        self.points_missing += other.points_missing;
+        self.points_stale += other.points_stale;
+        self.points_orphaned += other.points_orphaned;
+    }
+
+    /// Points that had to be repaired.
+    pub fn drift(&self) -> u64 {
+        self.points_missing + self.points_stale + self.points_orphaned
+    }
+}
+
+/// Drift found by the last full reconciliation, by kind (`missing`, `stale`, `orphaned`).
+pub const INDEX_DRIFT_POINTS: &str = "engram_index_drift_points";
+const RECONCILE_PAGE_SIZE: usize = 1_000;
 
 pub struct IndexApplier {
     storage: Storage,
@@ -171,55 +196,109 @@ impl IndexApplier {
         Ok(())
     }
 
-    /// Compare every active memory with the index and repair missing or stale points.
-    /// Run at start-up, so an index that lost writes in a crash is made whole again.
-    pub async fn reconcile_active_memories(
+    /// Compare every project's active memories with its index points and repair what
+    /// differs: missing points, stale versions, and orphans (points whose memory is gone).
+    /// `progress` is told (projects done, projects in all) after each project.
+    pub async fn reconcile_all_projects(
         &self,
-        page_size: u64,
+        mut progress: impl FnMut(usize, usize),
     ) -> Result<ReconcileReport, EngineError> {
+        let scopes = self.storage.all_project_scopes_for_maintenance().await?;
         let mut report = ReconcileReport::default();
+        for (done, scope) in scopes.iter().enumerate() {
+            let project_report = self.reconcile_project(scope).await?;
+            report.add(&project_report);
+            progress(done + 1, scopes.len());
+        }
+        self.index.flush().await?;
+        metrics::gauge!(INDEX_DRIFT_POINTS, "kind" => "missing").set(report.points_missing as f64);
+        metrics::gauge!(INDEX_DRIFT_POINTS, "kind" => "stale").set(report.points_stale as f64);
+        metrics::gauge!(INDEX_DRIFT_POINTS, "kind" => "orphaned")
+            .set(report.points_orphaned as f64);
+        Ok(report)
+    }
+
+    /// Reconcile one project (see [`Self::reconcile_all_projects`]).
+    pub async fn reconcile_project(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<ReconcileReport, EngineError> {
+        // The database first: a memory added after this read is in the index but not in
+        // `active`; it looks like an orphan and is re-checked before anything is deleted.
+        let mut active: HashMap<MemoryId, i64> = HashMap::new();
         let mut after = None;
         loop {
             let page = self
                 .storage
-                .active_memory_versions_after(after, page_size)
+                .active_memory_versions_of(scope, after, RECONCILE_PAGE_SIZE as u64)
                 .await?;
             let Some(last) = page.last() else { break };
-            after = Some(last.1);
-            report.memories_checked += page.len() as u64;
-            let mut by_project: HashMap<uuid::Uuid, (ProjectScope, Vec<(MemoryId, i64)>)> =
-                HashMap::new();
-            for (scope, memory_id, version) in page {
-                by_project
-                    .entry(scope.project_id().as_uuid())
-                    .or_insert_with(|| (scope, Vec::new()))
-                    .1
-                    .push((memory_id, version));
-            }
-            for (scope, memories) in by_project.into_values() {
-                let ids: Vec<MemoryId> = memories.iter().map(|(id, _)| *id).collect();
-                let indexed = self.index.versions(&scope, ids).await?;
-                let mut needs_repair = Vec::new();
-                for (memory_id, version) in memories {
-                    match indexed.get(&memory_id) {
-                        None => {
-                            report.points_missing += 1;
-                            needs_repair.push(memory_id);
-                        }
-                        Some(indexed_version) if *indexed_version < version => {
-                            report.points_stale += 1;
-                            needs_repair.push(memory_id);
-                        }
-                        Some(_) => {}
-                    }
-                }
-                if !needs_repair.is_empty() {
-                    let _guard = self.apply_lock.lock().await;
-                    self.apply_project(&scope, &needs_repair).await?;
-                }
+            after = Some(last.0);
+            active.extend(page);
+        }
+        let mut indexed: HashMap<MemoryId, i64> = HashMap::with_capacity(active.len());
+        let mut from = None;
+        loop {
+            let page = self
+                .index
+                .points_page(scope, from, RECONCILE_PAGE_SIZE)
+                .await?;
+            indexed.extend(page.points);
+            match page.next {
+                Some(next) => from = Some(next),
+                None => break,
             }
         }
-        self.index.flush().await?;
+        let mut report = ReconcileReport {
+            projects_checked: 1,
+            memories_checked: active.len() as u64,
+            ..Default::default()
+        };
+        let mut needs_upsert = Vec::new();
+        for (memory_id, version) in &active {
+            match indexed.get(memory_id) {
+                None => {
+                    report.points_missing += 1;
+                    needs_upsert.push(*memory_id);
+                }
+                Some(indexed_version) if indexed_version < version => {
+                    report.points_stale += 1;
+                    needs_upsert.push(*memory_id);
+                }
+                Some(_) => {}
+            }
+        }
+        let maybe_orphaned: Vec<MemoryId> = indexed
+            .keys()
+            .filter(|memory_id| !active.contains_key(memory_id))
+            .copied()
+            .collect();
+        if needs_upsert.is_empty() && maybe_orphaned.is_empty() {
+            return Ok(report);
+        }
+        let _guard = self.apply_lock.lock().await;
+        if !needs_upsert.is_empty() {
+            // Re-reads each row: whatever changed since the scan is applied as it is now.
+            self.apply_project(scope, &needs_upsert).await?;
+        }
+        if !maybe_orphaned.is_empty() {
+            let still_active = self.storage.indexing_rows(scope, &maybe_orphaned).await?;
+            let orphaned: Vec<MemoryId> = maybe_orphaned
+                .into_iter()
+                .filter(|memory_id| !still_active.contains_key(memory_id))
+                .collect();
+            report.points_orphaned = orphaned.len() as u64;
+            if !orphaned.is_empty() {
+                self.index.delete(scope, orphaned).await?;
+            }
+        }
+        tracing::info!(
+            project_id = %scope.project_id(),
+            missing = report.points_missing,
+            stale = report.points_stale,
+            orphaned = report.points_orphaned,
+            "reconciler repaired the index"
+        );
         Ok(report)
     }
 }

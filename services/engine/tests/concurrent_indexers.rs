@@ -205,6 +205,14 @@ impl VectorIndex for UpsertsLateIndex {
     ) -> Result<std::collections::HashMap<MemoryId, i64>, engram_index::IndexError> {
         self.inner.versions(scope, ids).await
     }
+    async fn points_page(
+        &self,
+        scope: &ProjectScope,
+        from: Option<MemoryId>,
+        limit: usize,
+    ) -> Result<engram_index::PointsPage, engram_index::IndexError> {
+        self.inner.points_page(scope, from, limit).await
+    }
     async fn flush(&self) -> Result<(), engram_index::IndexError> {
         self.inner.flush().await
     }
@@ -281,4 +289,99 @@ async fn four_indexers_converge_on_sqlite() {
 async fn four_indexers_converge_on_postgres() {
     let url = fresh_postgres_url().await;
     four_indexers_converge(Storage::connect(&url).await.unwrap()).await;
+}
+
+/// Drift no outbox entry describes (a point lost by the index, a point left stale, a point
+/// whose memory never existed) is found by the reconciler and repaired; a second pass finds
+/// nothing. Another project's points are neither counted nor touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    let storage = Storage::connect(&url).await.unwrap();
+    let index: Arc<dyn VectorIndex> =
+        Arc::new(EdgeVectorIndex::open(&directory.path().join("index"), 3).unwrap());
+    let scope = project(&storage).await;
+    let applier = IndexApplier::new(storage.clone(), index.clone());
+    let InsertOutcome::Inserted { memories, .. } = storage
+        .insert_memories(&scope, (0..5).map(draft).collect(), "test", None, |_| {
+            (201, String::new())
+        })
+        .await
+        .unwrap()
+    else {
+        panic!("no idempotency key, nothing to replay")
+    };
+    assert_eq!(applier.apply_oldest_pending(100).await.unwrap(), 5);
+    let ids: Vec<MemoryId> = memories.iter().map(|memory| memory.id).collect();
+
+    // Lost by the index.
+    index.delete(&scope, vec![ids[0]]).await.unwrap();
+    // Edited in the database, but its outbox entry vanished before it was applied.
+    storage
+        .update_memory(
+            &scope,
+            ids[1],
+            MemoryPatch {
+                content: Some(("edited".to_string(), vector(77))),
+                ..Default::default()
+            },
+            None,
+            "test",
+        )
+        .await
+        .unwrap();
+    let entries = storage
+        .claim_index_changes("lost-worker", 10, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let entry_ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
+    storage.complete_index_changes(&entry_ids).await.unwrap();
+    // A point whose memory does not exist.
+    let stranger = MemoryId::generate();
+    index
+        .upsert(
+            &scope,
+            vec![engram_index::IndexedMemory {
+                memory_id: stranger,
+                version: 1,
+                vector: vector(5),
+                user_id: None,
+                agent_id: None,
+                session_id: None,
+                kind: MemoryKind::Semantic,
+                created_at: chrono::Utc::now(),
+            }],
+        )
+        .await
+        .unwrap();
+
+    let report = applier.reconcile_all_projects(|_, _| {}).await.unwrap();
+    assert_eq!(
+        (
+            report.points_missing,
+            report.points_stale,
+            report.points_orphaned
+        ),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(report.memories_checked, 5);
+    let indexed = index
+        .versions(&scope, ids.iter().copied().chain([stranger]).collect())
+        .await
+        .unwrap();
+    assert_eq!(indexed.len(), 5, "every memory indexed, the stranger gone");
+    assert_eq!(indexed[&ids[1]], 2, "the edit is indexed");
+    assert_eq!(
+        applier
+            .reconcile_all_projects(|_, _| {})
+            .await
+            .unwrap()
+            .drift(),
+        0
+    );
 }

@@ -67,6 +67,15 @@ impl VectorIndex for SwitchableIndex {
         self.check()?;
         self.inner.versions(scope, ids).await
     }
+    async fn points_page(
+        &self,
+        scope: &ProjectScope,
+        from: Option<engram_core::MemoryId>,
+        limit: usize,
+    ) -> Result<engram_index::PointsPage, IndexError> {
+        self.check()?;
+        self.inner.points_page(scope, from, limit).await
+    }
     async fn flush(&self) -> Result<(), IndexError> {
         self.check()?;
         self.inner.flush().await

@@ -1,7 +1,7 @@
 //! The in-process vector index on qdrant-edge: one shard directory holds every project's points,
 //! isolated by payload filters, plus the background thread that builds HNSW indexes and flushes.
 
-use crate::{IndexError, IndexedMemory, VectorHit, VectorIndex, VectorQuery};
+use crate::{IndexError, IndexedMemory, PointsPage, VectorHit, VectorIndex, VectorQuery};
 use async_trait::async_trait;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_edge::{
@@ -10,8 +10,8 @@ use qdrant_edge::{
     Filter, HasIdCondition, JsonPath, KeywordIndexParamsBuilder, Match, Memory, NamedQuery,
     OperationError, Payload, PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType, PointId,
     PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequestBuilder,
-    RetrieveRequestBuilder, ScoringQuery, UpdateOperation, VectorInternal, WithPayloadInterface,
-    WithVector,
+    RetrieveRequestBuilder, ScoringQuery, ScrollRequestBuilder, UpdateOperation, VectorInternal,
+    WithPayloadInterface, WithVector,
 };
 use serde_json::{Value as JsonValue, json};
 use std::collections::HashMap;
@@ -360,6 +360,48 @@ impl VectorIndex for EdgeVectorIndex {
                     (MemoryId::from_uuid(point_uuid), stored_point.version)
                 })
                 .collect())
+        })
+        .await
+    }
+
+    async fn points_page(
+        &self,
+        scope: &ProjectScope,
+        from: Option<MemoryId>,
+        limit: usize,
+    ) -> Result<PointsPage, IndexError> {
+        let project_filter = Filter::new_must(project_condition(scope)?);
+        let limit = limit.max(1);
+        self.run_blocking(move |shared| {
+            let mut request = ScrollRequestBuilder::new()
+                .limit(limit)
+                .filter(project_filter)
+                .with_payload(WithPayloadInterface::Fields(vec![field_path(
+                    VERSION_FIELD,
+                )?]))
+                .with_vector(WithVector::Bool(false));
+            if let Some(from) = from {
+                request = request.offset(PointId::Uuid(from.as_uuid()));
+            }
+            let (records, next) = shared
+                .shard
+                .scroll(request.build())
+                .map_err(|engine_error| engine_failure("scroll points", engine_error))?;
+            let points = records
+                .into_iter()
+                .filter_map(|record| match record.id {
+                    PointId::Uuid(point_uuid) => Some((
+                        MemoryId::from_uuid(point_uuid),
+                        payload_version(record.payload.as_ref()),
+                    )),
+                    _ => None,
+                })
+                .collect();
+            let next = match next {
+                Some(PointId::Uuid(point_uuid)) => Some(MemoryId::from_uuid(point_uuid)),
+                _ => None,
+            };
+            Ok(PointsPage { points, next })
         })
         .await
     }

@@ -24,6 +24,13 @@ pub struct IndexedMemory {
     pub created_at: DateTime<Utc>,
 }
 
+/// A page of [`VectorIndex::points_page`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PointsPage {
+    pub points: Vec<(MemoryId, i64)>,
+    pub next: Option<MemoryId>,
+}
+
 /// A nearest-neighbour query inside one project. `None` filters match anything.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VectorQuery {
@@ -81,6 +88,16 @@ pub trait VectorIndex: Send + Sync + 'static {
         scope: &ProjectScope,
         ids: Vec<MemoryId>,
     ) -> Result<HashMap<MemoryId, i64>, IndexError>;
+
+    /// One page of `scope`'s points in id order, as (id, version), starting at `from`
+    /// (inclusive), and where the next page starts. The reconciler walks the whole project
+    /// with it to find points whose memory is gone (orphans).
+    async fn points_page(
+        &self,
+        scope: &ProjectScope,
+        from: Option<MemoryId>,
+        limit: usize,
+    ) -> Result<PointsPage, IndexError>;
 
     /// Make every applied write durable on disk.
     async fn flush(&self) -> Result<(), IndexError>;

@@ -252,6 +252,36 @@ impl Storage {
             .map_err(StorageError::from_db)
     }
 
+    /// One project's active memories in id order after `after`, with their versions: the
+    /// database side of the reconciler's comparison.
+    pub async fn active_memory_versions_of(
+        &self,
+        scope: &ProjectScope,
+        after: Option<MemoryId>,
+        limit: u64,
+    ) -> Result<Vec<(MemoryId, i64)>, StorageError> {
+        let mut query = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Version)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
+        if let Some(after) = after {
+            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+        }
+        let rows: Vec<(uuid::Uuid, i64)> = query
+            .order_by_asc(memories::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, version)| (MemoryId::from_uuid(id), version))
+            .collect())
+    }
+
     /// Active memories of every project in id order, a page at a time, with their versions:
     /// what the reconciler compares against the index.
     pub async fn active_memory_versions_after(

@@ -176,6 +176,28 @@ impl Storage {
         Ok(created)
     }
 
+    /// Every project's scope, for system work that spans tenants one project at a time (the
+    /// index reconciler). Never reachable from a request: no credential is involved.
+    pub async fn all_project_scopes_for_maintenance(
+        &self,
+    ) -> Result<Vec<ProjectScope>, StorageError> {
+        let all_projects = projects::Entity::find()
+            .order_by_asc(projects::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(all_projects
+            .into_iter()
+            .map(|project| {
+                // The system itself is the verified actor here.
+                ProjectScope::from_verified_credential(
+                    OrganizationId::from_uuid(project.organization_id),
+                    ProjectId::from_uuid(project.id),
+                )
+            })
+            .collect())
+    }
+
     /// The organization created at bootstrap (the embedded default has exactly one).
     pub async fn first_organization_id(&self) -> Result<Option<OrganizationId>, StorageError> {
         let first = organizations::Entity::find()

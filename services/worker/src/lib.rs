@@ -73,3 +73,38 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
     }
     tracing::info!("indexer stopped");
 }
+
+/// Reconcile every project's index with the database every `interval` until `shutdown`:
+/// repairs what no outbox entry describes (an index restored from an old backup, points
+/// lost by the index itself) and keeps the drift gauge current.
+pub async fn run_reconciler(
+    applier: Arc<IndexApplier>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+        match applier.reconcile_all_projects(|_, _| {}).await {
+            Ok(report) if report.drift() > 0 => tracing::warn!(
+                missing = report.points_missing,
+                stale = report.points_stale,
+                orphaned = report.points_orphaned,
+                "periodic reconciliation repaired index drift"
+            ),
+            Ok(report) => tracing::debug!(
+                memories = report.memories_checked,
+                "periodic reconciliation found no drift"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "periodic reconciliation failed; retrying next period")
+            }
+        }
+    }
+    tracing::info!("reconciler stopped");
+}

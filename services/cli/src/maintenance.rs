@@ -1,0 +1,99 @@
+//! Offline maintenance of a data dir: the lock that gives one process the data dir, and
+//! `engram admin reconcile`, which repairs the vector index from the database.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use engram_engine::IndexApplier;
+use engram_index::{EdgeVectorIndex, VectorIndex};
+use engram_storage::Storage;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const LOCK_FILE: &str = "engram.lock";
+
+/// Exclusive use of a data dir. The in-process index must never be opened by two processes,
+/// so `engram serve` and offline admin commands that open it hold this for their lifetime;
+/// the operating system releases it when the process ends, even by SIGKILL.
+pub struct DataDirLock {
+    _file: File,
+}
+
+impl DataDirLock {
+    pub fn acquire(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
+        let path = data_dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Self { _file: file }),
+            Err(TryLockError::WouldBlock) => bail!(
+                "the data dir {} is in use by another engram process (a running `engram serve`?); stop it first",
+                data_dir.display()
+            ),
+            Err(TryLockError::Error(error)) => {
+                Err(error).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReconcileArgs {
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: Option<String>,
+}
+
+/// `engram admin reconcile`: with the server stopped, compare every project's memories with
+/// the index and repair missing, stale and orphaned points, showing progress per project.
+pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
+    let _lock = DataDirLock::acquire(&arguments.data_dir)?;
+    let database_url = arguments.database_url.clone().unwrap_or_else(|| {
+        format!(
+            "sqlite://{}?mode=rwc",
+            arguments.data_dir.join("engram.db").display()
+        )
+    });
+    let storage = Storage::connect(&database_url)
+        .await
+        .context("cannot open the metadata database")?;
+    let index: Arc<dyn VectorIndex> = Arc::new(
+        EdgeVectorIndex::open(
+            &arguments.data_dir.join("index"),
+            engram_embed::MINILM_DIMENSION,
+        )
+        .context("cannot open the vector index")?,
+    );
+    let applier = IndexApplier::new(storage, index);
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} projects ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_message("reconcile");
+    let report = applier
+        .reconcile_all_projects(|done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        })
+        .await?;
+    bar.finish_and_clear();
+    println!(
+        "reconciled {} projects, {} active memories: missing {} / stale {} / orphaned {} points repaired",
+        report.projects_checked,
+        report.memories_checked,
+        report.points_missing,
+        report.points_stale,
+        report.points_orphaned
+    );
+    Ok(())
+}
