@@ -125,7 +125,7 @@ fn progress(length: usize, label: &str) -> ProgressBar {
 }
 
 pub async fn run(arguments: BenchArgs) -> Result<()> {
-    crate::server::init_logging();
+    let telemetry = crate::telemetry::init_telemetry();
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
     let data_dir = arguments
         .data_dir
@@ -290,6 +290,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     let ratio = percentile(&http_latencies, 0.50) / percentile(&direct_latencies, 0.50).max(1e-9);
     println!("HTTP / direct p50 ratio: {ratio:.2}");
     server.shutdown().await?;
+    telemetry.shutdown();
     if arguments.data_dir.is_none() {
         let _ = std::fs::remove_dir_all(&temporary);
     }

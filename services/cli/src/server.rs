@@ -167,32 +167,6 @@ impl EmbeddedServer {
     }
 }
 
-pub fn init_logging() {
-    let mut filter =
-        tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info")
-        });
-    // qdrant-edge 0.9 warns on every segment open that its feature flags and mmap check
-    // were never initialised: their initialisers are private to the crate and the defaults
-    // are the ones we want, so those two targets only speak up for errors.
-    for directive in [
-        "qdrant_edge::common::flags=error",
-        "qdrant_edge::common::mmap=error",
-    ] {
-        if let Ok(directive) = directive.parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::env::var("ENGRAM_LOG_FORMAT").is_ok_and(|format| format == "json") {
-        let _ = builder.json().try_init();
-    } else {
-        let _ = builder.try_init();
-    }
-}
-
 async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
@@ -211,7 +185,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
-    init_logging();
+    let telemetry = crate::telemetry::init_telemetry();
     let config = EngramConfig::resolve(&arguments);
     eprintln!("engram serve starting with:\n{config}");
     let server = EmbeddedServer::start(&config).await?;
@@ -244,6 +218,7 @@ pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
     shutdown_signal().await;
     eprintln!("shutting down: finishing in-flight requests");
     server.shutdown().await?;
+    telemetry.shutdown();
     eprintln!("stopped cleanly");
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! Prometheus metrics: installs the process-wide recorder once and serves `/metrics` on the
-//! admin listener, a port apart from the API so scraping never needs an API key.
+//! Telemetry: logs, OpenTelemetry traces (OTLP export, W3C trace context) and Prometheus
+//! metrics, whose `/metrics` is served on the admin listener, a port apart from the API so
+//! scraping never needs an API key.
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -7,6 +8,7 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 
@@ -76,4 +78,123 @@ impl AdminServer {
     pub async fn stop(self) {
         let _ = self.task.await;
     }
+}
+
+/// Callers' W3C `traceparent` headers are honoured (the gateway reads them through the
+/// global propagator).
+pub fn install_trace_context_propagator() {
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+}
+
+/// The layer that turns tracing spans (HTTP, embed, db, index) into OpenTelemetry spans.
+pub fn otel_layer<S>(
+    provider: &SdkTracerProvider,
+) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
+    use opentelemetry::trace::TracerProvider as _;
+    tracing_opentelemetry::layer().with_tracer(provider.tracer("engram"))
+}
+
+/// An OTLP/HTTP span exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces-specific
+/// variable) is set; the exporter reads the standard `OTEL_EXPORTER_OTLP_*` variables.
+pub fn otlp_tracer_provider_from_env() -> Result<Option<SdkTracerProvider>> {
+    let configured = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|name| std::env::var_os(name).is_some_and(|value| !value.is_empty()));
+    if !configured {
+        return Ok(None);
+    }
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .build()
+        .context("cannot build the OTLP span exporter")?;
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(
+            opentelemetry_sdk::Resource::builder()
+                .with_service_name("engram")
+                .build(),
+        )
+        .build();
+    Ok(Some(provider))
+}
+
+/// Keeps the trace exporter alive; `shutdown` sends what is still buffered.
+pub struct TelemetryGuard {
+    tracer_provider: Option<SdkTracerProvider>,
+}
+
+impl TelemetryGuard {
+    pub fn shutdown(self) {
+        if let Some(provider) = self.tracer_provider
+            && let Err(error) = provider.shutdown()
+        {
+            eprintln!("warning: flushing traces failed: {error}");
+        }
+    }
+}
+
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    let mut filter =
+        tracing_subscriber::EnvFilter::try_from_env("ENGRAM_LOG").unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new("info,sqlx=warn,sea_orm=warn,tower_http=info")
+        });
+    // qdrant-edge 0.9 warns on every segment open that its feature flags and mmap check
+    // were never initialised: their initialisers are private to the crate and the defaults
+    // are the ones we want, so those two targets only speak up for errors.
+    for directive in [
+        "qdrant_edge::common::flags=error",
+        "qdrant_edge::common::mmap=error",
+    ] {
+        if let Ok(directive) = directive.parse() {
+            filter = filter.add_directive(directive);
+        }
+    }
+    filter
+}
+
+/// Logs to stderr (plain, or JSON with the current span's fields such as `request_id` and
+/// `trace_id` when `ENGRAM_LOG_FORMAT=json`), filtered by `ENGRAM_LOG`; spans at info and
+/// above to OTLP when configured, whatever the log filter says.
+pub fn init_telemetry() -> TelemetryGuard {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let tracer_provider = match otlp_tracer_provider_from_env() {
+        Ok(provider) => provider,
+        Err(error) => {
+            eprintln!("warning: trace export disabled: {error:#}");
+            None
+        }
+    };
+    install_trace_context_propagator();
+    let json = std::env::var("ENGRAM_LOG_FORMAT").is_ok_and(|format| format == "json");
+    let plain_logs = (!json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_filter(log_filter())
+    });
+    let json_logs = json.then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_writer(std::io::stderr)
+            .with_filter(log_filter())
+    });
+    let traces = tracer_provider.as_ref().map(|provider| {
+        otel_layer(provider).with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+    });
+    let _ = tracing_subscriber::registry()
+        .with(plain_logs)
+        .with(json_logs)
+        .with(traces)
+        .try_init();
+    TelemetryGuard { tracer_provider }
 }

@@ -14,6 +14,7 @@ use engram_storage::{
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Tunables of the pipeline.
 #[derive(Clone, Debug)]
@@ -112,7 +113,11 @@ impl MemoryEngine {
             .iter()
             .map(|memory| memory.content.clone())
             .collect();
-        let embeddings = self.embedder.embed(contents).await?;
+        let embeddings = self
+            .embedder
+            .embed(contents)
+            .instrument(tracing::info_span!("embed", texts = new_memories.len()))
+            .await?;
         if embeddings.len() != new_memories.len() {
             return Err(EngineError::Internal(
                 "embedder returned a different number of vectors".to_string(),
@@ -131,6 +136,7 @@ impl MemoryEngine {
         let outcome = self
             .storage
             .insert_memories(scope, drafts, actor, idempotency, render_response)
+            .instrument(tracing::info_span!("db.insert_memories"))
             .await?;
         match outcome {
             InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
@@ -163,7 +169,10 @@ impl MemoryEngine {
             tokio::spawn(
                 async move { applier.apply_pending_for(&scope_copy, &touched_copy).await },
             );
-        match tokio::time::timeout(self.settings.index_wait, apply).await {
+        match tokio::time::timeout(self.settings.index_wait, apply)
+            .instrument(tracing::info_span!("index.apply", memories = touched.len()))
+            .await
+        {
             Ok(Ok(Ok(_))) => true,
             Ok(Ok(Err(error))) => {
                 tracing::warn!(%error, "index apply after write failed; background indexer will retry");
@@ -273,7 +282,11 @@ impl MemoryEngine {
                 return Ok(vector.clone());
             }
         }
-        let mut vectors = self.embedder.embed(vec![query.to_string()]).await?;
+        let mut vectors = self
+            .embedder
+            .embed(vec![query.to_string()])
+            .instrument(tracing::info_span!("embed", texts = 1))
+            .await?;
         let vector = Arc::new(
             vectors
                 .pop()

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use engram_core::{Memory, MemoryKind, ProjectScope, SubjectFilter};
 use engram_index::VectorQuery;
 use std::time::Instant;
+use tracing::Instrument;
 use uuid::Uuid;
 
 /// Conditions on metadata and time, applied to hydrated candidates.
@@ -121,10 +122,15 @@ impl MemoryEngine {
                     kinds: request.kinds.clone(),
                 },
             )
+            .instrument(tracing::info_span!("index.search", limit = candidate_limit))
             .await?;
         let searched = Instant::now();
         let ids: Vec<_> = hits.iter().map(|hit| hit.memory_id).collect();
-        let mut active = self.storage.active_memories_by_id(scope, &ids).await?;
+        let mut active = self
+            .storage
+            .active_memories_by_id(scope, &ids)
+            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+            .await?;
         let now = Utc::now();
         let mut results = Vec::with_capacity(request.top_k);
         for hit in hits {

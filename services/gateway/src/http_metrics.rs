@@ -1,5 +1,5 @@
 //! Request rate and latency per route, for Prometheus: counted by route template
-//! (`/v1/memories/{id}`), never by raw path, so ids never become label values.
+//! (`/v1/memories/{memory_id}`), never by raw path, so ids never become label values.
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;

@@ -9,6 +9,7 @@ pub mod openapi;
 pub mod problem;
 mod routes;
 pub mod state;
+pub mod tracing_context;
 mod views;
 
 pub use state::{AppState, GatewaySettings};
@@ -37,7 +38,7 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
             axum::http::StatusCode::REQUEST_TIMEOUT,
             request_timeout,
         ))
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(tracing_context::http_request_span))
         .route_layer(axum::middleware::from_fn(http_metrics::record_http_metrics))
         .layer(axum::middleware::from_fn(problem::ensure_problem_responses))
         .layer(PropagateRequestIdLayer::x_request_id())
