@@ -324,3 +324,76 @@ async fn admin_reconcile_rebuilds_a_lost_index_and_refuses_a_live_data_dir() {
         Some("Allergic to penicillin.")
     );
 }
+
+/// Runs SQL against the local PostgreSQL's maintenance database.
+fn postgres_admin(sql: &str) {
+    let admin = std::env::var("ENGRAM_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let status = std::process::Command::new("psql")
+        .arg(&admin)
+        .args(["-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("psql runs");
+    assert!(status.success(), "psql failed: {sql}");
+}
+
+/// The database goes away under a running server (its database closed to connections and
+/// every session terminated): requests answer 503 problem+json with Retry-After, the write
+/// attempted meanwhile leaves nothing behind, and service resumes by itself when the
+/// database is back.
+#[tokio::test]
+async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
+    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
+    postgres_admin(&format!("CREATE DATABASE {database}"));
+    let url = format!("postgres://postgres@127.0.0.1:5432/{database}");
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(directory.path(), &[("ENGRAM_DATABASE_URL", &url)])
+        .await
+        .unwrap();
+    let api = server.client();
+    api.add_one(json!({"content": "Written before the outage.", "user_id": "u-db"}))
+        .await;
+
+    postgres_admin(&format!(
+        "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
+    ));
+    postgres_admin(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+    ));
+    let during = api
+        .add(json!([{"content": "Attempted during the outage.", "user_id": "u-db"}]))
+        .await;
+    during.assert_problem(503, "dependency-unavailable");
+    assert!(during.retry_after.is_some(), "503 says when to retry");
+    api.list("")
+        .await
+        .assert_problem(503, "dependency-unavailable");
+
+    postgres_admin(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"));
+    let mut recovered = false;
+    for _ in 0..50 {
+        if api.list("").await.status == 200 {
+            recovered = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(
+        recovered,
+        "the server serves again once the database is back"
+    );
+    let contents: Vec<String> = api.list("?user_id=u-db").await.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|memory| memory["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        contents,
+        vec!["Written before the outage.".to_string()],
+        "nothing half-written"
+    );
+    api.add_one(json!({"content": "Written after the outage.", "user_id": "u-db"}))
+        .await;
+}

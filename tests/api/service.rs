@@ -207,3 +207,42 @@ async fn metrics_are_served_on_the_admin_port() {
         "outbox backlog exported:\n{metrics}"
     );
 }
+
+/// `engram migrate` brings an empty PostgreSQL database to the current schema and exits;
+/// running it again changes nothing.
+#[tokio::test]
+async fn migrate_brings_a_fresh_database_up_to_date_and_is_repeatable() {
+    let admin = std::env::var("ENGRAM_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
+    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
+    let created = std::process::Command::new("psql")
+        .arg(&admin)
+        .args(["-q", "-c", &format!("CREATE DATABASE {database}")])
+        .status()
+        .unwrap();
+    assert!(created.success());
+    let (base, _) = admin.rsplit_once('/').unwrap();
+    let url = format!("{base}/{database}");
+    let mut reports = Vec::new();
+    for _ in 0..2 {
+        let output = std::process::Command::new(engram_tests::engram_binary())
+            .args(["migrate", "--database-url", &url])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.contains("postgres schema is up to date ("), "{stdout}");
+        reports.push(stdout.to_string());
+    }
+    assert_eq!(reports[0], reports[1], "the second run finds nothing to apply");
+    let tables = std::process::Command::new("psql")
+        .arg(&url)
+        .args(["-Atc", "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('memories', 'index_outbox', 'api_keys')"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&tables.stdout).trim(), "3");
+}

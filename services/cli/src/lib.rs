@@ -33,6 +33,8 @@ enum Command {
     },
     /// Load synthetic memories and print ingest and search figures.
     Bench(bench::BenchArgs),
+    /// Apply pending database migrations and exit (a deployment's migration step).
+    Migrate(maintenance::MigrateArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -56,6 +58,7 @@ pub async fn run_from_command_line() -> ExitCode {
             command: AdminCommand::Reconcile(arguments),
         } => maintenance::reconcile_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
+        Command::Migrate(arguments) => maintenance::migrate_command(arguments).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

@@ -97,3 +97,32 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
     );
     Ok(())
 }
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The database to bring up to date (`postgres://…` or `sqlite://…`).
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: String,
+    /// Migrate even if the database could lose acknowledged writes.
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
+}
+
+/// `engram migrate`: apply pending schema migrations and exit (the deployment's migration
+/// step; `engram serve` also migrates at start). Safe to run again: nothing left to apply.
+pub async fn migrate_command(arguments: MigrateArgs) -> Result<()> {
+    let storage = Storage::connect_with_options(
+        &arguments.database_url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability: arguments.allow_unsafe_durability,
+        },
+    )
+    .await
+    .context("cannot migrate the database")?;
+    println!(
+        "{} schema is up to date ({} migrations applied in all)",
+        storage.backend_name(),
+        storage.applied_migration_count().await?
+    );
+    Ok(())
+}

@@ -40,14 +40,26 @@ impl StorageError {
 }
 
 fn is_connection_failure(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
+    match error {
         sqlx::Error::Io(_)
-            | sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::WorkerCrashed
-            | sqlx::Error::Tls(_)
-    )
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Tls(_) => true,
+        // The server answered, but only to say it will not serve us: class 08 (connection
+        // exception), 57P01-57P03 (shut down, crashed, starting), 53300 (too many
+        // connections), and a database closed to connections (55000 with that message).
+        sqlx::Error::Database(database_error) => {
+            let code = database_error.code().unwrap_or_default();
+            code.starts_with("08")
+                || matches!(code.as_ref(), "57P01" | "57P02" | "57P03" | "53300")
+                || (code == "55000"
+                    && database_error
+                        .message()
+                        .contains("not currently accepting connections"))
+        }
+        _ => false,
+    }
 }
 
 pub(crate) fn is_unique_violation(error: &DbErr) -> bool {

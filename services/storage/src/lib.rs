@@ -163,6 +163,14 @@ impl Storage {
             .map_err(StorageError::from_db)
     }
 
+    /// How many schema migrations this database has applied.
+    pub async fn applied_migration_count(&self) -> Result<usize, StorageError> {
+        Migrator::get_applied_migrations(&self.connection)
+            .await
+            .map(|applied| applied.len())
+            .map_err(StorageError::from_db)
+    }
+
     pub fn backend_name(&self) -> &'static str {
         match self.connection.get_database_backend() {
             DbBackend::Sqlite => "sqlite",
