@@ -235,14 +235,102 @@ async fn migrate_brings_a_fresh_database_up_to_date_and_is_repeatable() {
             "{stdout}{}",
             String::from_utf8_lossy(&output.stderr)
         );
-        assert!(stdout.contains("postgres schema is up to date ("), "{stdout}");
+        assert!(
+            stdout.contains("postgres schema is up to date ("),
+            "{stdout}"
+        );
         reports.push(stdout.to_string());
     }
-    assert_eq!(reports[0], reports[1], "the second run finds nothing to apply");
+    assert_eq!(
+        reports[0], reports[1],
+        "the second run finds nothing to apply"
+    );
     let tables = std::process::Command::new("psql")
         .arg(&url)
         .args(["-Atc", "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('memories', 'index_outbox', 'api_keys')"])
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&tables.stdout).trim(), "3");
+}
+
+/// An API key that exceeds its rate gets 429 problem+json with Retry-After while another
+/// key is unaffected; every response carries the security headers; only configured
+/// origins pass a CORS preflight.
+#[tokio::test]
+async fn rate_limits_security_headers_and_cors() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_RATE_LIMIT_BURST", "3"),
+            ("ENGRAM_RATE_LIMIT_PER_SECOND", "1"),
+            ("ENGRAM_CORS_ALLOWED_ORIGINS", "https://app.example.com"),
+        ],
+    )
+    .await
+    .unwrap();
+    let (_, other_key) = server.create_project("other").unwrap();
+    let api = server.client();
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(api.list("").await.status);
+    }
+    assert_eq!(
+        &statuses[..3],
+        &[200, 200, 200],
+        "the burst is allowed: {statuses:?}"
+    );
+    assert_eq!(statuses[4], 429, "beyond the burst: {statuses:?}");
+    let limited = api.list("").await;
+    limited.assert_problem(429, "rate-limited");
+    assert!(
+        limited
+            .retry_after
+            .as_deref()
+            .is_some_and(|seconds| seconds.parse::<u64>().is_ok_and(|seconds| seconds >= 1)),
+        "Retry-After in seconds: {:?}",
+        limited.retry_after
+    );
+    assert_eq!(
+        server.client_with_key(&other_key).list("").await.status,
+        200,
+        "another key has its own budget"
+    );
+
+    let http = reqwest::Client::new();
+    let health = http
+        .get(format!("{}/healthz", server.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.headers()["x-content-type-options"], "nosniff");
+    assert_eq!(health.headers()["referrer-policy"], "no-referrer");
+    assert_eq!(health.headers()["x-frame-options"], "DENY");
+
+    let preflight = |origin: &'static str| {
+        http.request(
+            reqwest::Method::OPTIONS,
+            format!("{}/v1/memories", server.base_url),
+        )
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "authorization, content-type",
+        )
+        .send()
+    };
+    let allowed = preflight("https://app.example.com").await.unwrap();
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let refused = preflight("https://evil.example").await.unwrap();
+    assert!(
+        refused
+            .headers()
+            .get("access-control-allow-origin")
+            .is_none(),
+        "an unknown origin gets no CORS grant"
+    );
 }

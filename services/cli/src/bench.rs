@@ -142,6 +142,9 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         embed_threads: arguments.embed_threads,
         allow_unsafe_durability: false,
         reconcile_interval_secs: 600,
+        rate_limit_burst: 0,
+        rate_limit_per_second: 0,
+        cors_allowed_origins: Vec::new(),
     };
     let config = EngramConfig::resolve(&serve_arguments);
     let server = EmbeddedServer::start(&config).await?;

@@ -33,6 +33,17 @@ pub struct ServeArgs {
     /// Threads that run the embedding model.
     #[arg(long, env = "ENGRAM_EMBED_THREADS", default_value_t = 1)]
     pub embed_threads: usize,
+    /// Requests an API key (or a client without one, by address) may make at once; 0 turns
+    /// rate limiting off.
+    #[arg(long, env = "ENGRAM_RATE_LIMIT_BURST", default_value_t = 200)]
+    pub rate_limit_burst: u32,
+    /// Sustained requests per second per API key (or client address); 0 turns it off.
+    #[arg(long, env = "ENGRAM_RATE_LIMIT_PER_SECOND", default_value_t = 100)]
+    pub rate_limit_per_second: u32,
+    /// Comma-separated browser origins allowed to call the API cross-origin
+    /// (`https://app.example.com`); none by default.
+    #[arg(long, env = "ENGRAM_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub cors_allowed_origins: Vec<String>,
     /// Seconds between two full index reconciliations (the first runs at start).
     #[arg(long, env = "ENGRAM_RECONCILE_INTERVAL_SECS", default_value_t = 600)]
     pub reconcile_interval_secs: u64,
@@ -55,6 +66,9 @@ pub struct EngramConfig {
     pub index_wait: Duration,
     pub embed_threads: usize,
     pub reconcile_interval: Duration,
+    pub rate_limit_burst: u32,
+    pub rate_limit_per_second: u32,
+    pub cors_allowed_origins: Vec<String>,
     pub allow_unsafe_durability: bool,
 }
 
@@ -106,6 +120,14 @@ impl EngramConfig {
             index_wait: Duration::from_millis(arguments.index_wait_ms),
             embed_threads: arguments.embed_threads.max(1),
             reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
+            rate_limit_burst: arguments.rate_limit_burst,
+            rate_limit_per_second: arguments.rate_limit_per_second,
+            cors_allowed_origins: arguments
+                .cors_allowed_origins
+                .iter()
+                .map(|origin| origin.trim().to_string())
+                .filter(|origin| !origin.is_empty())
+                .collect(),
             allow_unsafe_durability: arguments.allow_unsafe_durability,
         }
     }
@@ -145,6 +167,20 @@ impl fmt::Display for EngramConfig {
             "  reconcile_every {} s",
             self.reconcile_interval.as_secs()
         )?;
+        writeln!(
+            f,
+            "  rate_limit      burst {} / {} per second per API key",
+            self.rate_limit_burst, self.rate_limit_per_second
+        )?;
+        writeln!(
+            f,
+            "  cors_origins    {}",
+            if self.cors_allowed_origins.is_empty() {
+                "none".to_string()
+            } else {
+                self.cors_allowed_origins.join(", ")
+            }
+        )?;
         write!(
             f,
             "  allow_unsafe_durability {}",
@@ -167,5 +203,32 @@ mod tests {
             mask_database_url("sqlite:///tmp/x.db?mode=rwc"),
             "sqlite:///tmp/x.db?mode=rwc"
         );
+    }
+}
+
+impl EngramConfig {
+    /// The gateway's settings; an origin that is not a valid header value is refused.
+    pub fn gateway_settings(&self) -> anyhow::Result<engram_gateway::GatewaySettings> {
+        let mut cors_allowed_origins = Vec::with_capacity(self.cors_allowed_origins.len());
+        for origin in &self.cors_allowed_origins {
+            let valid_shape = origin.starts_with("https://") || origin.starts_with("http://");
+            let value = axum::http::HeaderValue::from_str(origin)
+                .ok()
+                .filter(|_| valid_shape);
+            match value {
+                Some(value) => cors_allowed_origins.push(value),
+                None => anyhow::bail!(
+                    "invalid CORS origin {origin:?}: expected scheme://host[:port], such as https://app.example.com"
+                ),
+            }
+        }
+        Ok(engram_gateway::GatewaySettings {
+            rate_limit: engram_gateway::rate_limit::RateLimitSettings {
+                burst: self.rate_limit_burst,
+                per_second: self.rate_limit_per_second,
+            },
+            cors_allowed_origins,
+            ..Default::default()
+        })
     }
 }

@@ -6,8 +6,8 @@ use crate::config::{EngramConfig, ServeArgs};
 use anyhow::{Context, Result};
 use engram_embed::Embedder;
 use engram_engine::{EngineSettings, MemoryEngine};
+use engram_gateway::AppState;
 use engram_gateway::auth::ConsoleSessionKeys;
-use engram_gateway::{AppState, GatewaySettings};
 use engram_index::VectorIndex;
 use engram_storage::Storage;
 use std::net::SocketAddr;
@@ -116,7 +116,7 @@ impl EmbeddedServer {
         let state = AppState {
             engine: engine.clone(),
             credentials,
-            settings: GatewaySettings::default(),
+            settings: config.gateway_settings()?,
         };
         let console_routes =
             engram_gateway::console::console_routes(&state, &config.console_assets);

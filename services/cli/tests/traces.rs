@@ -35,6 +35,9 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         index_wait_ms: 5_000,
         embed_threads: 1,
         reconcile_interval_secs: 600,
+        rate_limit_burst: 0,
+        rate_limit_per_second: 0,
+        cors_allowed_origins: Vec::new(),
         allow_unsafe_durability: false,
     };
     let server = EmbeddedServer::start(&EngramConfig::resolve(&arguments))

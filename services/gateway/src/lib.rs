@@ -7,6 +7,7 @@ mod extract;
 pub mod http_metrics;
 pub mod openapi;
 pub mod problem;
+pub mod rate_limit;
 mod routes;
 pub mod state;
 pub mod tracing_context;
@@ -16,10 +17,13 @@ pub use state::{AppState, GatewaySettings};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, HeaderValue, Method, header};
 use engram_core::limits::MAX_REQUEST_BODY_BYTES;
 use std::future::Future;
 use std::time::Duration;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
@@ -27,8 +31,17 @@ use tower_http::trace::TraceLayer;
 /// (the console) merged in by the caller.
 pub fn build_router(state: AppState, extra_routes: Router) -> Router {
     let request_timeout = state.settings.request_timeout;
+    let mut api_routes = routes::memories::router();
+    if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
+        rate_limit::spawn_limiter_cleanup(limits.clone());
+        api_routes = api_routes.layer(
+            tower_governor::GovernorLayer::new(limits)
+                .error_handler(rate_limit::rate_limit_problem),
+        );
+    }
+    let cors = cors_layer(&state.settings.cors_allowed_origins);
     Router::new()
-        .merge(routes::memories::router())
+        .merge(api_routes)
         .merge(routes::service::router())
         .with_state(state)
         .merge(extra_routes)
@@ -43,6 +56,45 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         .layer(axum::middleware::from_fn(problem::ensure_problem_responses))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        // Every response: no MIME sniffing, no referrer leaks, never framed.
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(cors)
+}
+
+/// Cross-origin access for the configured browser origins only (none by default).
+fn cors_layer(allowed_origins: &[HeaderValue]) -> CorsLayer {
+    if allowed_origins.is_empty() {
+        // No CORS headers at all: browsers keep the same-origin policy.
+        return CorsLayer::new();
+    }
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::list(allowed_origins.iter().cloned()))
+        .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::IF_MATCH,
+            HeaderName::from_static("idempotency-key"),
+            HeaderName::from_static("x-request-id"),
+            HeaderName::from_static("traceparent"),
+        ])
+        .expose_headers([
+            header::ETAG,
+            header::RETRY_AFTER,
+            HeaderName::from_static("x-request-id"),
+        ])
+        .max_age(Duration::from_secs(600))
 }
 
 /// Serve until `shutdown` resolves, then finish in-flight requests before returning.

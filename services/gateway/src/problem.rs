@@ -94,7 +94,7 @@ impl ProblemKind {
         }
     }
 
-    fn for_status(status: StatusCode) -> Self {
+    pub(crate) fn for_status(status: StatusCode) -> Self {
         match status {
             StatusCode::BAD_REQUEST => ProblemKind::MalformedBody,
             StatusCode::UNAUTHORIZED => ProblemKind::Unauthorized,

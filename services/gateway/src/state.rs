@@ -11,12 +11,18 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct GatewaySettings {
     pub request_timeout: Duration,
+    /// Per API key (or client address) limits of the `/v1` API.
+    pub rate_limit: crate::rate_limit::RateLimitSettings,
+    /// Browser origins allowed to call the API cross-origin; empty means none.
+    pub cors_allowed_origins: Vec<axum::http::HeaderValue>,
 }
 
 impl Default for GatewaySettings {
     fn default() -> Self {
         Self {
             request_timeout: crate::DEFAULT_REQUEST_TIMEOUT,
+            rate_limit: crate::rate_limit::RateLimitSettings::default(),
+            cors_allowed_origins: Vec::new(),
         }
     }
 }
