@@ -22,9 +22,18 @@ static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::
 pub struct GatewayConsoleBackend {
     storage: Storage,
     sessions: ConsoleSessionKeys,
+    login_throttle: crate::login_throttle::LoginThrottle,
 }
 
 impl GatewayConsoleBackend {
+    pub fn new(storage: Storage, sessions: ConsoleSessionKeys) -> Self {
+        Self {
+            storage,
+            sessions,
+            login_throttle: Default::default(),
+        }
+    }
+
     async fn account_for(&self, session_token: &str) -> Result<ConsoleAccountRecord, ConsoleError> {
         let account_id = self
             .sessions
@@ -46,6 +55,13 @@ fn internal(error: impl std::fmt::Display) -> ConsoleError {
 #[async_trait::async_trait]
 impl ConsoleBackend for GatewayConsoleBackend {
     async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
+        // Checked before the password, so a locked e-mail cannot be probed at all.
+        if let Some(remaining) = self.login_throttle.locked_for(&email) {
+            tracing::warn!("console login refused: too many failed attempts");
+            return Err(ConsoleError::TooManyAttempts {
+                retry_after_seconds: remaining.as_secs().max(1),
+            });
+        }
         let account = self
             .storage
             .find_console_account(email.trim())
@@ -64,10 +80,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
         match account {
             Some(account) if password_matches => {
                 tracing::info!(account_id = %account.id, "console login succeeded");
+                self.login_throttle.record_success(&email);
                 self.sessions.issue(account.id).map_err(internal)
             }
             _ => {
                 tracing::info!("console login failed");
+                self.login_throttle.record_failure(&email);
                 Err(ConsoleError::InvalidCredentials)
             }
         }
@@ -187,9 +205,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
 /// The console's routes, backed by this gateway's storage and session keys.
 pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
-    let backend: Arc<dyn ConsoleBackend> = Arc::new(GatewayConsoleBackend {
-        storage: state.credentials.storage.clone(),
-        sessions: state.credentials.console_sessions.clone(),
-    });
+    let backend: Arc<dyn ConsoleBackend> = Arc::new(GatewayConsoleBackend::new(
+        state.credentials.storage.clone(),
+        state.credentials.console_sessions.clone(),
+    ));
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }

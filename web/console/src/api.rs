@@ -138,6 +138,7 @@ pub(crate) mod ssr {
                     StatusCode::UNAUTHORIZED
                 }
                 ConsoleError::NotFound => StatusCode::NOT_FOUND,
+                ConsoleError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
                 ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             });
         }

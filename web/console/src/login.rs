@@ -16,6 +16,12 @@ pub fn LoginPage() -> impl IntoView {
             .and_then(Result::err)
             .map(|err| match err {
                 ConsoleError::InvalidCredentials => "Wrong e-mail or password.".to_owned(),
+                ConsoleError::TooManyAttempts {
+                    retry_after_seconds,
+                } => format!(
+                    "Too many failed sign-ins. Try again in {} minutes.",
+                    retry_after_seconds.div_ceil(60)
+                ),
                 other => format!("Sign-in failed: {other}."),
             })
     };

@@ -73,6 +73,9 @@ pub enum ConsoleError {
     /// Login with an unknown e-mail or a wrong password (deliberately not saying which).
     #[error("wrong e-mail or password")]
     InvalidCredentials,
+    /// Too many failed sign-ins for this e-mail; it is locked for a while.
+    #[error("too many failed sign-ins; try again in {retry_after_seconds} s")]
+    TooManyAttempts { retry_after_seconds: u64 },
     /// The project (or other object) does not exist for this account.
     #[error("not found")]
     NotFound,
