@@ -206,6 +206,22 @@ async fn metrics_are_served_on_the_admin_port() {
         metrics.contains("engram_outbox_backlog"),
         "outbox backlog exported:\n{metrics}"
     );
+    assert!(
+        sample(&metrics, "engram_embedded_texts_total", &[]) >= Some(2.0),
+        "the add and the search query were embedded:\n{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "engram_embedding_queue_depth", &[]),
+        Some(0.0),
+        "nothing waits for the model once the requests are answered"
+    );
+    assert!(
+        sample(
+            &metrics,
+            "engram_embedding_batch_duration_seconds_count",
+            &[]
+        ) >= Some(2.0)
+    );
 }
 
 /// `engram migrate` brings an empty PostgreSQL database to the current schema and exits;

@@ -69,6 +69,11 @@ pub struct LocalMiniLm {
     max_batch: usize,
 }
 
+/// Batches waiting for a worker: how far the model is behind its callers.
+pub const EMBEDDING_QUEUE_DEPTH: &str = "engram_embedding_queue_depth";
+pub const EMBEDDING_BATCH_DURATION_SECONDS: &str = "engram_embedding_batch_duration_seconds";
+pub const EMBEDDED_TEXTS_TOTAL: &str = "engram_embedded_texts_total";
+
 /// One batch of texts for a worker, with the channel its vectors go back on.
 struct BatchJob {
     texts: Vec<String>,
@@ -159,6 +164,7 @@ impl Embedder for LocalMiniLm {
             self.batch_sender.send(job).await.map_err(|_| {
                 EmbedError::Unavailable("embedding workers have stopped".to_string())
             })?;
+            metrics::gauge!(EMBEDDING_QUEUE_DEPTH).increment(1.0);
             pending_replies.push(reply_receiver);
         }
 
@@ -202,6 +208,7 @@ fn run_worker(
             tracing::debug!(worker_index, "embedding worker stopping, queue closed");
             return;
         };
+        metrics::gauge!(EMBEDDING_QUEUE_DEPTH).decrement(1.0);
         // The caller gave up (its future was dropped); skip the work nobody will read.
         if job.reply.is_closed() {
             continue;
@@ -216,6 +223,9 @@ fn run_worker(
                         "embedding worker panicked while running the model".to_string(),
                     ))
                 });
+        metrics::histogram!(EMBEDDING_BATCH_DURATION_SECONDS)
+            .record(started_at.elapsed().as_secs_f64());
+        metrics::counter!(EMBEDDED_TEXTS_TOTAL).increment(batch_size as u64);
         match &batch_result {
             Ok(_) => tracing::debug!(
                 worker_index,
