@@ -38,6 +38,10 @@ pub async fn drain_outbox(applier: &IndexApplier) -> Result<usize, engram_engine
 
 /// Run the indexer until `shutdown` turns true. Wakes on new work or once a second.
 pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiver<bool>) {
+    // Exported from the start at zero, so dashboards and rate() see the series before the
+    // first entry is applied or the first failure happens.
+    metrics::counter!(OUTBOX_APPLIED_TOTAL).increment(0);
+    metrics::counter!(INDEXER_FAILURES_TOTAL).increment(0);
     let mut backoff = Duration::from_millis(200);
     loop {
         if *shutdown.borrow() {
