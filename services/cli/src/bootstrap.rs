@@ -115,6 +115,9 @@ pub struct CreateProjectArgs {
     pub data_dir: PathBuf,
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Use the database even if it could lose acknowledged writes (as `serve` would).
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
     /// Name of the new project.
     #[arg(long)]
     pub name: String,
@@ -148,7 +151,13 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
             arguments.data_dir.join("engram.db").display()
         )
     });
-    let storage = Storage::connect(&database_url).await?;
+    let storage = Storage::connect_with_options(
+        &database_url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability: arguments.allow_unsafe_durability,
+        },
+    )
+    .await?;
     let organization_id = storage
         .first_organization_id()
         .await?

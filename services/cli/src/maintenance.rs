@@ -50,6 +50,9 @@ pub struct ReconcileArgs {
     pub data_dir: PathBuf,
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: Option<String>,
+    /// Use the database even if it could lose acknowledged writes (as `serve` would).
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
 }
 
 /// `engram admin reconcile`: with the server stopped, compare every project's memories with
@@ -62,9 +65,14 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
             arguments.data_dir.join("engram.db").display()
         )
     });
-    let storage = Storage::connect(&database_url)
-        .await
-        .context("cannot open the metadata database")?;
+    let storage = Storage::connect_with_options(
+        &database_url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability: arguments.allow_unsafe_durability,
+        },
+    )
+    .await
+    .context("cannot open the metadata database")?;
     let index: Arc<dyn VectorIndex> = Arc::new(
         EdgeVectorIndex::open(
             &arguments.data_dir.join("index"),

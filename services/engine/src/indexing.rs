@@ -184,10 +184,10 @@ impl IndexApplier {
         // (ids are never reused), so one re-read after writing settles it: whatever is no
         // longer active now is removed again.
         if !upserted.is_empty() {
-            let still_active = self.storage.indexing_rows(scope, &upserted).await?;
+            let still_active = self.storage.active_memory_ids(scope, &upserted).await?;
             let resurrected: Vec<MemoryId> = upserted
                 .into_iter()
-                .filter(|memory_id| !still_active.contains_key(memory_id))
+                .filter(|memory_id| !still_active.contains(memory_id))
                 .collect();
             if !resurrected.is_empty() {
                 self.index.delete(scope, resurrected).await?;
@@ -282,10 +282,13 @@ impl IndexApplier {
             self.apply_project(scope, &needs_upsert).await?;
         }
         if !maybe_orphaned.is_empty() {
-            let still_active = self.storage.indexing_rows(scope, &maybe_orphaned).await?;
+            let still_active = self
+                .storage
+                .active_memory_ids(scope, &maybe_orphaned)
+                .await?;
             let orphaned: Vec<MemoryId> = maybe_orphaned
                 .into_iter()
-                .filter(|memory_id| !still_active.contains_key(memory_id))
+                .filter(|memory_id| !still_active.contains(memory_id))
                 .collect();
             report.points_orphaned = orphaned.len() as u64;
             if !orphaned.is_empty() {

@@ -196,6 +196,29 @@ impl Storage {
         Ok(rows)
     }
 
+    /// Which of `ids` are active memories of `scope`'s project right now (ids only: the
+    /// indexer's after-write check and the reconciler's orphan check need no embeddings).
+    pub async fn active_memory_ids(
+        &self,
+        scope: &ProjectScope,
+        ids: &[MemoryId],
+    ) -> Result<std::collections::HashSet<MemoryId>, StorageError> {
+        if ids.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let rows: Vec<uuid::Uuid> = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows.into_iter().map(MemoryId::from_uuid).collect())
+    }
+
     /// Entries whose change is applied and flushed in the index.
     pub async fn complete_index_changes(&self, entry_ids: &[i64]) -> Result<(), StorageError> {
         if entry_ids.is_empty() {
