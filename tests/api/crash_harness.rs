@@ -150,20 +150,6 @@ struct Verdict {
     leaked: Vec<String>,
 }
 
-fn create_postgres_database() -> String {
-    let admin = std::env::var("ENGRAM_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
-    let status = std::process::Command::new("psql")
-        .arg(&admin)
-        .args(["-q", "-c", &format!("CREATE DATABASE {database}")])
-        .status()
-        .expect("psql is needed to create the PostgreSQL test database");
-    assert!(status.success(), "cannot create {database} on {admin}");
-    let (base, _) = admin.rsplit_once('/').unwrap();
-    format!("{base}/{database}")
-}
-
 async fn run_crash_harness(backend: &str, database_url: Option<String>) {
     let cycles: usize = std::env::var("ENGRAM_CRASH_CYCLES")
         .ok()
@@ -360,5 +346,9 @@ async fn sigkill_cycles_on_sqlite_lose_resurrect_and_leak_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigkill_cycles_on_postgres_lose_resurrect_and_leak_nothing() {
-    run_crash_harness("postgres + qdrant-edge", Some(create_postgres_database())).await;
+    run_crash_harness(
+        "postgres + qdrant-edge",
+        Some(engram_test_postgres::fresh_database_url().await),
+    )
+    .await;
 }

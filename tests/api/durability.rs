@@ -325,28 +325,16 @@ async fn admin_reconcile_rebuilds_a_lost_index_and_refuses_a_live_data_dir() {
     );
 }
 
-/// Runs SQL against the local PostgreSQL's maintenance database.
-fn postgres_admin(sql: &str) {
-    let admin = std::env::var("ENGRAM_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let status = std::process::Command::new("psql")
-        .arg(&admin)
-        .args(["-q", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("psql runs");
-    assert!(status.success(), "psql failed: {sql}");
-}
-
 /// The database goes away under a running server (its database closed to connections and
 /// every session terminated): requests answer 503 problem+json with Retry-After, the write
 /// attempted meanwhile leaves nothing behind, and service resumes by itself when the
 /// database is back.
 #[tokio::test]
 async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
-    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
-    postgres_admin(&format!("CREATE DATABASE {database}"));
-    let url = format!("postgres://postgres@127.0.0.1:5432/{database}");
+    let engram_test_postgres::TestDatabase {
+        name: database,
+        url,
+    } = engram_test_postgres::create_database().await;
     let directory = tempfile::tempdir().unwrap();
     let server = TestServer::spawn_with(directory.path(), &[("ENGRAM_DATABASE_URL", &url)])
         .await
@@ -355,12 +343,14 @@ async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
     api.add_one(json!({"content": "Written before the outage.", "user_id": "u-db"}))
         .await;
 
-    postgres_admin(&format!(
+    engram_test_postgres::execute_as_admin(&format!(
         "ALTER DATABASE {database} ALLOW_CONNECTIONS false"
-    ));
-    postgres_admin(&format!(
+    ))
+    .await;
+    engram_test_postgres::execute_as_admin(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
-    ));
+    ))
+    .await;
     let during = api
         .add(json!([{"content": "Attempted during the outage.", "user_id": "u-db"}]))
         .await;
@@ -370,7 +360,10 @@ async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
         .await
         .assert_problem(503, "dependency-unavailable");
 
-    postgres_admin(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"));
+    engram_test_postgres::execute_as_admin(&format!(
+        "ALTER DATABASE {database} ALLOW_CONNECTIONS true"
+    ))
+    .await;
     let mut recovered = false;
     for _ in 0..50 {
         if api.list("").await.status == 200 {

@@ -228,17 +228,7 @@ async fn metrics_are_served_on_the_admin_port() {
 /// running it again changes nothing.
 #[tokio::test]
 async fn migrate_brings_a_fresh_database_up_to_date_and_is_repeatable() {
-    let admin = std::env::var("ENGRAM_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
-    let created = std::process::Command::new("psql")
-        .arg(&admin)
-        .args(["-q", "-c", &format!("CREATE DATABASE {database}")])
-        .status()
-        .unwrap();
-    assert!(created.success());
-    let (base, _) = admin.rsplit_once('/').unwrap();
-    let url = format!("{base}/{database}");
+    let url = engram_test_postgres::fresh_database_url().await;
     let mut reports = Vec::new();
     for _ in 0..2 {
         let output = std::process::Command::new(engram_tests::engram_binary())

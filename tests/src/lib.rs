@@ -211,16 +211,9 @@ impl TestServer {
     }
 
     /// SIGTERM and wait for a clean exit; returns whether the exit status was success.
-    pub fn stop(mut self) -> (bool, PathBuf, Option<tempfile::TempDir>) {
-        use nix::sys::signal::{Signal, kill};
-        use nix::unistd::Pid;
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
-        let status = self
-            .child
-            .wait()
-            .map(|status| status.success())
-            .unwrap_or(false);
-        (status, self.data_dir.clone(), self._owned_dir.take())
+    pub fn stop(self) -> (bool, PathBuf, Option<tempfile::TempDir>) {
+        self.request_shutdown();
+        self.wait_for_exit()
     }
 }
 

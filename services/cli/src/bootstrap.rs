@@ -145,19 +145,10 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         arguments.data_dir.display()
     );
     let secrets = load_or_create_server_secrets(&arguments.data_dir)?;
-    let database_url = arguments.database_url.clone().unwrap_or_else(|| {
-        format!(
-            "sqlite://{}?mode=rwc",
-            arguments.data_dir.join("engram.db").display()
-        )
-    });
-    let storage = Storage::connect_with_options(
-        &database_url,
-        engram_storage::StorageOptions {
-            allow_unsafe_durability: arguments.allow_unsafe_durability,
-        },
-    )
-    .await?;
+    let database_url =
+        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let storage =
+        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let organization_id = storage
         .first_organization_id()
         .await?

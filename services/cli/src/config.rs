@@ -93,12 +93,7 @@ fn locate(relative: &str) -> Option<PathBuf> {
 
 impl EngramConfig {
     pub fn resolve(arguments: &ServeArgs) -> Self {
-        let database_url = arguments.database_url.clone().unwrap_or_else(|| {
-            format!(
-                "sqlite://{}?mode=rwc",
-                arguments.data_dir.join("engram.db").display()
-            )
-        });
+        let database_url = database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
         let model_dir = arguments
             .model_dir
             .clone()
@@ -131,6 +126,31 @@ impl EngramConfig {
             allow_unsafe_durability: arguments.allow_unsafe_durability,
         }
     }
+}
+
+/// The database of a data dir: the URL given, or the SQLite file `engram.db` inside it.
+pub fn database_url_for(explicit_url: Option<&str>, data_dir: &Path) -> String {
+    match explicit_url {
+        Some(url) => url.to_string(),
+        None => format!("sqlite://{}?mode=rwc", data_dir.join("engram.db").display()),
+    }
+}
+
+/// Connect (and migrate) the way every command does: refusing a database that could lose
+/// acknowledged writes unless the operator opted in.
+pub async fn open_storage(
+    database_url: &str,
+    allow_unsafe_durability: bool,
+) -> anyhow::Result<engram_storage::Storage> {
+    use anyhow::Context;
+    engram_storage::Storage::connect_with_options(
+        database_url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability,
+        },
+    )
+    .await
+    .context("cannot open the metadata database")
 }
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.

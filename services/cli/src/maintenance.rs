@@ -5,7 +5,6 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_engine::IndexApplier;
 use engram_index::{EdgeVectorIndex, VectorIndex};
-use engram_storage::Storage;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -59,20 +58,10 @@ pub struct ReconcileArgs {
 /// the index and repair missing, stale and orphaned points, showing progress per project.
 pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
     let _lock = DataDirLock::acquire(&arguments.data_dir)?;
-    let database_url = arguments.database_url.clone().unwrap_or_else(|| {
-        format!(
-            "sqlite://{}?mode=rwc",
-            arguments.data_dir.join("engram.db").display()
-        )
-    });
-    let storage = Storage::connect_with_options(
-        &database_url,
-        engram_storage::StorageOptions {
-            allow_unsafe_durability: arguments.allow_unsafe_durability,
-        },
-    )
-    .await
-    .context("cannot open the metadata database")?;
+    let database_url =
+        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let storage =
+        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let index: Arc<dyn VectorIndex> = Arc::new(
         EdgeVectorIndex::open(
             &arguments.data_dir.join("index"),
@@ -119,14 +108,10 @@ pub struct MigrateArgs {
 /// `engram migrate`: apply pending schema migrations and exit (the deployment's migration
 /// step; `engram serve` also migrates at start). Safe to run again: nothing left to apply.
 pub async fn migrate_command(arguments: MigrateArgs) -> Result<()> {
-    let storage = Storage::connect_with_options(
-        &arguments.database_url,
-        engram_storage::StorageOptions {
-            allow_unsafe_durability: arguments.allow_unsafe_durability,
-        },
-    )
-    .await
-    .context("cannot migrate the database")?;
+    let storage =
+        crate::config::open_storage(&arguments.database_url, arguments.allow_unsafe_durability)
+            .await
+            .context("cannot migrate the database")?;
     println!(
         "{} schema is up to date ({} migrations applied in all)",
         storage.backend_name(),

@@ -9,7 +9,6 @@ use engram_engine::{EngineSettings, MemoryEngine};
 use engram_gateway::AppState;
 use engram_gateway::auth::ConsoleSessionKeys;
 use engram_index::VectorIndex;
-use engram_storage::Storage;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,14 +40,9 @@ impl EmbeddedServer {
         crate::telemetry::prometheus_handle()?;
         let data_dir_lock = crate::maintenance::DataDirLock::acquire(&config.data_dir)?;
         let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
-        let storage = Storage::connect_with_options(
-            &config.database_url,
-            engram_storage::StorageOptions {
-                allow_unsafe_durability: config.allow_unsafe_durability,
-            },
-        )
-        .await
-        .context("cannot open the metadata database")?;
+        let storage =
+            crate::config::open_storage(&config.database_url, config.allow_unsafe_durability)
+                .await?;
         let bootstrap = bootstrap::bootstrap_if_empty(&storage, &config.data_dir, &secrets).await?;
 
         let embedder: Arc<dyn Embedder> = Arc::new(

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// How long a worker holds the outbox entries it claimed before others may take them over.
 /// Far longer than applying one batch takes; only a crashed worker's entries wait this long.
-pub const DEFAULT_OUTBOX_LEASE: Duration = Duration::from_secs(60);
+pub const OUTBOX_LEASE: Duration = Duration::from_secs(60);
 
 /// Figures from one reconciliation pass: what differed between database and index (and
 /// was repaired).
@@ -51,7 +51,6 @@ pub struct IndexApplier {
     index: Arc<dyn VectorIndex>,
     /// Names this applier's outbox leases; unique per process and applier.
     worker_id: String,
-    outbox_lease: Duration,
     /// One application at a time: reading a row and writing its point must not interleave
     /// with another application for the same memory, or an old read could re-insert a point
     /// that a newer one just deleted.
@@ -70,7 +69,6 @@ impl IndexApplier {
                 std::process::id(),
                 &uuid::Uuid::now_v7().simple().to_string()[24..]
             ),
-            outbox_lease: DEFAULT_OUTBOX_LEASE,
             apply_lock: tokio::sync::Mutex::new(()),
             work_available: tokio::sync::Notify::new(),
         }
@@ -96,7 +94,7 @@ impl IndexApplier {
         let _guard = self.apply_lock.lock().await;
         let entries = self
             .storage
-            .claim_index_changes(&self.worker_id, batch_size, self.outbox_lease)
+            .claim_index_changes(&self.worker_id, batch_size, OUTBOX_LEASE)
             .await?;
         self.apply_entries_locked(entries).await
     }
@@ -104,11 +102,6 @@ impl IndexApplier {
     /// Entries not yet applied to the index (every project, leased or not).
     pub async fn outbox_backlog(&self) -> Result<u64, EngineError> {
         Ok(self.storage.outbox_backlog().await?)
-    }
-
-    /// The name this applier's outbox leases carry.
-    pub fn worker_id(&self) -> &str {
-        &self.worker_id
     }
 
     async fn apply_entries_locked(&self, entries: Vec<OutboxEntry>) -> Result<usize, EngineError> {

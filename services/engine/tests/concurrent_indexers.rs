@@ -9,24 +9,6 @@ use engram_storage::{ApiKeyPepper, InsertOutcome, MemoryDraft, MemoryPatch, Stor
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-const DEFAULT_POSTGRES_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-async fn fresh_postgres_url() -> String {
-    use sqlx::Connection;
-    let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
-    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|error| panic!("PostgreSQL at {admin_url} is required: {error}"));
-    sqlx::query(&format!("CREATE DATABASE {database}"))
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    format!("{base}/{database}")
-}
-
 fn vector(seed: usize) -> Vec<f32> {
     let angle = seed as f32 * 0.37;
     vec![angle.cos(), angle.sin(), 0.5]
@@ -50,6 +32,22 @@ fn draft(number: usize) -> MemoryDraft {
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),
     }
+}
+
+/// Stores `drafts` (no idempotency key) and returns the stored memories.
+async fn insert(
+    storage: &Storage,
+    scope: &ProjectScope,
+    drafts: Vec<MemoryDraft>,
+) -> Vec<engram_core::Memory> {
+    let outcome = storage
+        .insert_memories(scope, drafts, "test", None, |_| (201, String::new()))
+        .await
+        .unwrap();
+    let InsertOutcome::Inserted { memories, .. } = outcome else {
+        panic!("no idempotency key, nothing to replay")
+    };
+    memories
 }
 
 async fn project(storage: &Storage) -> ProjectScope {
@@ -95,19 +93,12 @@ async fn four_indexers_converge(storage: Storage) {
     let mut ids: Vec<MemoryId> = Vec::new();
     let mut deleted: Vec<MemoryId> = Vec::new();
     for round in 0..20 {
-        let outcome = storage
-            .insert_memories(
-                &scope,
-                (0..5).map(|n| draft(round * 5 + n)).collect(),
-                "test",
-                None,
-                |_| (201, String::new()),
-            )
-            .await
-            .unwrap();
-        let InsertOutcome::Inserted { memories, .. } = outcome else {
-            panic!("no idempotency key, nothing to replay")
-        };
+        let memories = insert(
+            &storage,
+            &scope,
+            (0..5).map(|n| draft(round * 5 + n)).collect(),
+        )
+        .await;
         ids.extend(memories.iter().map(|memory| memory.id));
         let edited = ids[(round * 7) % ids.len()];
         if !deleted.contains(&edited) {
@@ -234,15 +225,7 @@ async fn a_late_upsert_never_resurrects_a_deleted_memory() {
     let index: Arc<dyn VectorIndex> =
         Arc::new(EdgeVectorIndex::open(&directory.path().join("index"), 3).unwrap());
     let scope = project(&storage).await;
-    let InsertOutcome::Inserted { memories, .. } = storage
-        .insert_memories(&scope, vec![draft(1)], "test", None, |_| {
-            (201, String::new())
-        })
-        .await
-        .unwrap()
-    else {
-        panic!("no idempotency key, nothing to replay")
-    };
+    let memories = insert(&storage, &scope, vec![draft(1)]).await;
     let memory_id = memories[0].id;
 
     let slow_worker = IndexApplier::new(
@@ -287,7 +270,7 @@ async fn four_indexers_converge_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn four_indexers_converge_on_postgres() {
-    let url = fresh_postgres_url().await;
+    let url = engram_test_postgres::fresh_database_url().await;
     four_indexers_converge(Storage::connect(&url).await.unwrap()).await;
 }
 
@@ -306,15 +289,7 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
         Arc::new(EdgeVectorIndex::open(&directory.path().join("index"), 3).unwrap());
     let scope = project(&storage).await;
     let applier = IndexApplier::new(storage.clone(), index.clone());
-    let InsertOutcome::Inserted { memories, .. } = storage
-        .insert_memories(&scope, (0..5).map(draft).collect(), "test", None, |_| {
-            (201, String::new())
-        })
-        .await
-        .unwrap()
-    else {
-        panic!("no idempotency key, nothing to replay")
-    };
+    let memories = insert(&storage, &scope, (0..5).map(draft).collect()).await;
     assert_eq!(applier.apply_oldest_pending(100).await.unwrap(), 5);
     let ids: Vec<MemoryId> = memories.iter().map(|memory| memory.id).collect();
 

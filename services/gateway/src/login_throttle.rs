@@ -19,6 +19,16 @@ struct FailureRecord {
     locked_until: Option<Instant>,
 }
 
+impl FailureRecord {
+    fn starting_at(now: Instant) -> Self {
+        Self {
+            failures: 0,
+            window_started: now,
+            locked_until: None,
+        }
+    }
+}
+
 #[derive(Default)]
 pub struct LoginThrottle {
     records: Mutex<HashMap<String, FailureRecord>>,
@@ -48,17 +58,11 @@ impl LoginThrottle {
         if records.len() >= MAX_TRACKED {
             records.retain(|_, record| now.duration_since(record.window_started) < WINDOW);
         }
-        let record = records.entry(normalized(email)).or_insert(FailureRecord {
-            failures: 0,
-            window_started: now,
-            locked_until: None,
-        });
+        let record = records
+            .entry(normalized(email))
+            .or_insert(FailureRecord::starting_at(now));
         if now.duration_since(record.window_started) >= WINDOW {
-            *record = FailureRecord {
-                failures: 0,
-                window_started: now,
-                locked_until: None,
-            };
+            *record = FailureRecord::starting_at(now);
         }
         record.failures += 1;
         if record.failures >= MAX_FAILURES {

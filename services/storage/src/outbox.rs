@@ -9,7 +9,7 @@ use engram_core::{MemoryId, MemoryKind, MemoryState, OrganizationId, ProjectId, 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Statement,
+    QuerySelect, Statement, UpdateMany,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -63,6 +63,19 @@ const CLAIM_SQLITE: &str = "UPDATE index_outbox SET claimed_by = ?, claimed_unti
                   ORDER BY id LIMIT ?) \
      RETURNING *";
 
+/// An outbox update that also clears the lease of the rows it touches.
+fn without_lease(update: UpdateMany<index_outbox::Entity>) -> UpdateMany<index_outbox::Entity> {
+    update
+        .col_expr(
+            index_outbox::Column::ClaimedBy,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            index_outbox::Column::ClaimedUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+}
+
 impl Storage {
     /// Lease up to `limit` of the oldest entries that no live lease holds, for `lease`.
     /// Any number of workers may call this at once: each entry goes to one of them, and
@@ -108,15 +121,7 @@ impl Storage {
     /// died, and waiting for them to expire would keep acknowledged changes out of the index.
     pub async fn release_all_outbox_claims(&self) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
-        let released = index_outbox::Entity::update_many()
-            .col_expr(
-                index_outbox::Column::ClaimedBy,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                index_outbox::Column::ClaimedUntil,
-                Expr::value(Option::<DateTime<Utc>>::None),
-            )
+        let released = without_lease(index_outbox::Entity::update_many())
             .filter(index_outbox::Column::ClaimedBy.is_not_null())
             .exec(&self.connection)
             .await
@@ -243,18 +248,10 @@ impl Storage {
         }
         let _permit = self.write_permit().await;
         // The lease is released so another attempt (by any worker) can follow the backoff.
-        index_outbox::Entity::update_many()
+        without_lease(index_outbox::Entity::update_many())
             .col_expr(
                 index_outbox::Column::Attempts,
                 Expr::col(index_outbox::Column::Attempts).add(1),
-            )
-            .col_expr(
-                index_outbox::Column::ClaimedBy,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                index_outbox::Column::ClaimedUntil,
-                Expr::value(Option::<DateTime<Utc>>::None),
             )
             .col_expr(
                 index_outbox::Column::LastError,
@@ -302,45 +299,6 @@ impl Storage {
         Ok(rows
             .into_iter()
             .map(|(id, version)| (MemoryId::from_uuid(id), version))
-            .collect())
-    }
-
-    /// Active memories of every project in id order, a page at a time, with their versions:
-    /// what the reconciler compares against the index.
-    pub async fn active_memory_versions_after(
-        &self,
-        after: Option<MemoryId>,
-        limit: u64,
-    ) -> Result<Vec<(ProjectScope, MemoryId, i64)>, StorageError> {
-        let mut query = memories::Entity::find()
-            .select_only()
-            .column(memories::Column::Id)
-            .column(memories::Column::OrganizationId)
-            .column(memories::Column::ProjectId)
-            .column(memories::Column::Version)
-            .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
-        if let Some(after) = after {
-            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
-        }
-        let rows: Vec<(uuid::Uuid, uuid::Uuid, uuid::Uuid, i64)> = query
-            .order_by_asc(memories::Column::Id)
-            .limit(limit)
-            .into_tuple()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, organization_id, project_id, version)| {
-                (
-                    ProjectScope::from_verified_credential(
-                        OrganizationId::from_uuid(organization_id),
-                        ProjectId::from_uuid(project_id),
-                    ),
-                    MemoryId::from_uuid(id),
-                    version,
-                )
-            })
             .collect())
     }
 }

@@ -10,8 +10,6 @@ use engram_storage::{
     Storage, StorageError,
 };
 
-const DEFAULT_POSTGRES_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
 async fn sqlite_storage() -> (Storage, tempfile::TempDir) {
     let directory = tempfile::tempdir().unwrap();
     let url = format!(
@@ -21,25 +19,10 @@ async fn sqlite_storage() -> (Storage, tempfile::TempDir) {
     (Storage::connect(&url).await.unwrap(), directory)
 }
 
-/// A brand-new database on the local PostgreSQL, so runs never see each other's rows.
-async fn fresh_postgres_url() -> String {
-    use sqlx::Connection;
-    let admin_url = std::env::var("ENGRAM_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| DEFAULT_POSTGRES_ADMIN_URL.to_string());
-    let database = format!("engram_test_{}", uuid::Uuid::now_v7().simple());
-    let mut admin = sqlx::PgConnection::connect(&admin_url)
-        .await
-        .unwrap_or_else(|error| panic!("PostgreSQL at {admin_url} is required for these tests (make test starts it): {error}"));
-    sqlx::query(&format!("CREATE DATABASE {database}"))
-        .execute(&mut admin)
+async fn postgres_storage() -> (Storage, ()) {
+    let storage = Storage::connect(&engram_test_postgres::fresh_database_url().await)
         .await
         .unwrap();
-    let (base, _) = admin_url.rsplit_once('/').unwrap();
-    format!("{base}/{database}")
-}
-
-async fn postgres_storage() -> (Storage, ()) {
-    let storage = Storage::connect(&fresh_postgres_url().await).await.unwrap();
     (storage, ())
 }
 
@@ -671,7 +654,7 @@ on_both_databases!(the_database_promises_durable_commits);
 async fn postgres_without_synchronous_commit_is_refused_unless_allowed() {
     let url = format!(
         "{}?options%5Bsynchronous_commit%5D=off",
-        fresh_postgres_url().await
+        engram_test_postgres::fresh_database_url().await
     );
     let refused = Storage::connect(&url).await.err().expect("refused");
     let message = refused.to_string();
