@@ -7,8 +7,10 @@ use engram_core::{MemoryId, MemoryKind, ProjectScope};
 use std::collections::HashMap;
 
 pub mod edge;
+pub mod remote;
 
 pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
+pub use remote::{QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model};
 
 /// What the index stores for one memory: its vector plus the payload the scope filter needs.
 /// The point id is the memory id; `version` lets a stale write be recognised and skipped.

@@ -1,12 +1,16 @@
-//! The qdrant-edge index against the real engine in a temporary directory: nearest-neighbour
-//! order, tenant isolation, filters, stale-write protection, deletes, persistence and HNSW.
+//! The vector index contract, run against every backend: nearest-neighbour order, tenant
+//! isolation, filters, stale-write protection, deletes and paging. qdrant-edge always runs (in a
+//! temporary directory); a Qdrant server runs too when `QDRANT_URL` is set (gRPC, such as
+//! `http://127.0.0.1:6334`), each test in a collection of its own that it drops at the end.
+//! Below the contract: what only the embedded engine has (persistence, HNSW maintenance, crash).
 
 use chrono::Utc;
 use engram_core::{MemoryId, MemoryKind, OrganizationId, ProjectId, ProjectScope};
 use engram_index::{
-    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, VectorHit, VectorIndex,
-    VectorQuery,
+    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, QdrantClusterOptions,
+    QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
 };
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const DIMENSION: usize = 8;
@@ -71,10 +75,95 @@ fn open_index(directory: &tempfile::TempDir) -> EdgeVectorIndex {
     EdgeVectorIndex::open(directory.path(), DIMENSION).expect("open index")
 }
 
-#[tokio::test]
-async fn nearest_neighbour_comes_first_with_cosine_score() {
+/// Every point of `scope`, walked page by page with `points_page` (small pages on purpose).
+async fn count_points(index: &dyn VectorIndex, scope: &ProjectScope) -> usize {
+    let mut count = 0;
+    let mut from = None;
+    loop {
+        let page = index.points_page(scope, from, 3).await.unwrap();
+        count += page.points.len();
+        match page.next {
+            Some(next) => from = Some(next),
+            None => return count,
+        }
+    }
+}
+
+/// Opens a fresh qdrant-edge index in a temporary directory that lives as long as the test.
+async fn with_edge_index<F, Fut>(contract_test: F)
+where
+    F: FnOnce(Arc<dyn VectorIndex>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+    let index: Arc<dyn VectorIndex> = Arc::new(open_index(&directory));
+    contract_test(index).await;
+}
+
+/// Runs `contract_test` against the Qdrant server at `QDRANT_URL` in a collection of its own,
+/// or says loudly that it did not.
+async fn with_remote_index<F, Fut>(test_name: &str, contract_test: F)
+where
+    F: FnOnce(Arc<dyn VectorIndex>) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let Ok(url) = std::env::var("QDRANT_URL") else {
+        eprintln!(
+            "SKIPPED remote Qdrant contract test `{test_name}`: QDRANT_URL is not set. \
+             No Qdrant server runs in CI here; see the README's \"Remote Qdrant\" section to run it."
+        );
+        return;
+    };
+    let options = QdrantClusterOptions {
+        url,
+        api_key: std::env::var("QDRANT_API_KEY").ok(),
+        collection_prefix: format!("engram_test_{}", uuid::Uuid::now_v7().simple()),
+        ..QdrantClusterOptions::default()
+    };
+    let remote = Arc::new(
+        QdrantVectorIndex::connect(&options, "contract-model", DIMENSION)
+            .await
+            .expect("connect to the Qdrant server at QDRANT_URL"),
+    );
+    let index: Arc<dyn VectorIndex> = remote.clone();
+    contract_test(index).await;
+    remote.delete_collection().await.unwrap();
+}
+
+/// One test per backend for each contract test.
+macro_rules! index_contract {
+    ($($contract_test:ident),* $(,)?) => {
+        mod on_qdrant_edge {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $contract_test() {
+                    super::with_edge_index(super::$contract_test).await;
+                }
+            )*
+        }
+        mod on_qdrant_server {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $contract_test() {
+                    super::with_remote_index(stringify!($contract_test), super::$contract_test).await;
+                }
+            )*
+        }
+    };
+}
+
+index_contract!(
+    nearest_neighbour_comes_first_with_cosine_score,
+    projects_never_see_or_remove_each_others_points,
+    user_agent_session_and_kind_filters_narrow_the_search,
+    a_stale_version_never_overwrites_a_newer_one,
+    concurrent_upserts_of_one_memory_end_at_the_newest_version,
+    delete_is_idempotent_and_deleted_points_are_not_returned,
+    vectors_of_the_wrong_dimension_are_rejected,
+    points_page_walks_one_project_in_id_order,
+);
+
+async fn nearest_neighbour_comes_first_with_cosine_score(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let exact = MemoryId::generate();
     let close = MemoryId::generate();
@@ -123,14 +212,11 @@ async fn nearest_neighbour_comes_first_with_cosine_score() {
             .unwrap()
             .is_empty()
     );
-    assert_eq!(index.point_count(&scope).await.unwrap(), 4);
+    assert_eq!(count_points(&*index, &scope).await, 4);
     index.check_ready().await.unwrap();
 }
 
-#[tokio::test]
-async fn projects_never_see_or_remove_each_others_points() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+async fn projects_never_see_or_remove_each_others_points(index: Arc<dyn VectorIndex>) {
     let scope_a = new_scope();
     let scope_b = new_scope();
     let memory_of_a = MemoryId::generate();
@@ -205,14 +291,11 @@ async fn projects_never_see_or_remove_each_others_points() {
         "vector of A must be unchanged: {hits_a:?}"
     );
 
-    assert_eq!(index.point_count(&scope_a).await.unwrap(), 1);
-    assert_eq!(index.point_count(&scope_b).await.unwrap(), 1);
+    assert_eq!(count_points(&*index, &scope_a).await, 1);
+    assert_eq!(count_points(&*index, &scope_b).await, 1);
 }
 
-#[tokio::test]
-async fn user_agent_session_and_kind_filters_narrow_the_search() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+async fn user_agent_session_and_kind_filters_narrow_the_search(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let alice_semantic = MemoryId::generate();
     let alice_episodic_in_session = MemoryId::generate();
@@ -304,10 +387,7 @@ async fn user_agent_session_and_kind_filters_narrow_the_search() {
     );
 }
 
-#[tokio::test]
-async fn a_stale_version_never_overwrites_a_newer_one() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+async fn a_stale_version_never_overwrites_a_newer_one(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let memory_id = MemoryId::generate();
     index
@@ -375,10 +455,7 @@ async fn a_stale_version_never_overwrites_a_newer_one() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_upserts_of_one_memory_end_at_the_newest_version() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = std::sync::Arc::new(open_index(&directory));
+async fn concurrent_upserts_of_one_memory_end_at_the_newest_version(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let memory_id = MemoryId::generate();
     // Versions arrive in a scrambled order from many tasks at once.
@@ -419,10 +496,7 @@ async fn concurrent_upserts_of_one_memory_end_at_the_newest_version() {
     );
 }
 
-#[tokio::test]
-async fn delete_is_idempotent_and_deleted_points_are_not_returned() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+async fn delete_is_idempotent_and_deleted_points_are_not_returned(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let kept = MemoryId::generate();
     let deleted = MemoryId::generate();
@@ -456,7 +530,139 @@ async fn delete_is_idempotent_and_deleted_points_are_not_returned() {
     let versions = index.versions(&scope, vec![kept, deleted]).await.unwrap();
     assert_eq!(versions.len(), 1);
     assert!(versions.contains_key(&kept));
-    assert_eq!(index.point_count(&scope).await.unwrap(), 1);
+    assert_eq!(count_points(&*index, &scope).await, 1);
+}
+
+async fn points_page_walks_one_project_in_id_order(index: Arc<dyn VectorIndex>) {
+    let scope = new_scope();
+    let other_scope = new_scope();
+    let mut ids: Vec<MemoryId> = (0..7).map(|_| MemoryId::generate()).collect();
+    index
+        .upsert(
+            &scope,
+            ids.iter()
+                .enumerate()
+                .map(|(position, memory_id)| {
+                    memory(
+                        *memory_id,
+                        position as i64 + 1,
+                        axis_vector(position % DIMENSION),
+                    )
+                })
+                .collect(),
+        )
+        .await
+        .unwrap();
+    index
+        .upsert(
+            &other_scope,
+            vec![memory(MemoryId::generate(), 1, axis_vector(0))],
+        )
+        .await
+        .unwrap();
+
+    let mut walked = Vec::new();
+    let mut from = None;
+    loop {
+        let page = index.points_page(&scope, from, 3).await.unwrap();
+        assert!(page.points.len() <= 3, "{page:?}");
+        walked.extend(page.points);
+        match page.next {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    let mut expected: Vec<(MemoryId, i64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(position, memory_id)| (*memory_id, position as i64 + 1))
+        .collect();
+    expected.sort();
+    ids.sort();
+    let mut walked_sorted = walked.clone();
+    walked_sorted.sort();
+    assert_eq!(
+        walked_sorted, expected,
+        "every point once, with its version, no foreign one"
+    );
+    assert_eq!(count_points(&*index, &other_scope).await, 1);
+}
+
+/// The outage path the gateway maps to 503: a server that does not answer is "unavailable",
+/// not an internal error. Runs everywhere (nothing listens on the port).
+#[tokio::test]
+async fn an_unreachable_qdrant_server_is_reported_unavailable() {
+    let unused_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let options = QdrantClusterOptions {
+        url: format!("http://127.0.0.1:{unused_port}"),
+        timeout: Duration::from_secs(2),
+        ..QdrantClusterOptions::default()
+    };
+    let error = QdrantVectorIndex::connect(&options, "contract-model", DIMENSION)
+        .await
+        .err()
+        .expect("nothing listens there");
+    assert!(matches!(error, IndexError::Unavailable(_)), "{error:?}");
+}
+
+#[test]
+fn collection_names_are_per_model_and_safe() {
+    assert_eq!(
+        engram_index::collection_name_for_model("engram", "sentence-transformers/all-MiniLM-L6-v2"),
+        "engram_sentence-transformers-all-minilm-l6-v2"
+    );
+}
+
+/// Gateways and workers connect side by side: the second connection finds the collection the
+/// first created, sees its points, and a process with another model dimension is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remote_connections_share_one_collection_and_refuse_another_dimension() {
+    let Ok(url) = std::env::var("QDRANT_URL") else {
+        eprintln!(
+            "SKIPPED remote Qdrant test `remote_connections_share_one_collection_and_refuse_another_dimension`: \
+             QDRANT_URL is not set (see the README's \"Remote Qdrant\" section)."
+        );
+        return;
+    };
+    let options = QdrantClusterOptions {
+        url,
+        api_key: std::env::var("QDRANT_API_KEY").ok(),
+        collection_prefix: format!("engram_test_{}", uuid::Uuid::now_v7().simple()),
+        ..QdrantClusterOptions::default()
+    };
+    let (first, second) = tokio::join!(
+        QdrantVectorIndex::connect(&options, "shared-model", DIMENSION),
+        QdrantVectorIndex::connect(&options, "shared-model", DIMENSION),
+    );
+    let (first, second) = (first.unwrap(), second.unwrap());
+    assert_eq!(first.collection_name(), second.collection_name());
+    let scope = new_scope();
+    let memory_id = MemoryId::generate();
+    first
+        .upsert(&scope, vec![memory(memory_id, 1, axis_vector(0))])
+        .await
+        .unwrap();
+    assert_eq!(
+        second
+            .versions(&scope, vec![memory_id])
+            .await
+            .unwrap()
+            .get(&memory_id),
+        Some(&1)
+    );
+    let refused = QdrantVectorIndex::connect(&options, "shared-model", DIMENSION * 2)
+        .await
+        .err()
+        .expect("another dimension must be refused");
+    assert!(
+        matches!(refused, IndexError::DimensionMismatch { .. }),
+        "{refused:?}"
+    );
+    first.delete_collection().await.unwrap();
 }
 
 #[tokio::test]
@@ -511,10 +717,7 @@ async fn reopening_with_another_dimension_is_refused() {
     assert!(matches!(error, IndexError::Unavailable(_)), "{error:?}");
 }
 
-#[tokio::test]
-async fn vectors_of_the_wrong_dimension_are_rejected() {
-    let directory = tempfile::tempdir().unwrap();
-    let index = open_index(&directory);
+async fn vectors_of_the_wrong_dimension_are_rejected(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();
     let error = index
         .upsert(&scope, vec![memory(MemoryId::generate(), 1, vec![1.0; 3])])
@@ -544,7 +747,7 @@ async fn vectors_of_the_wrong_dimension_are_rejected() {
         ),
         "{error:?}"
     );
-    assert_eq!(index.point_count(&scope).await.unwrap(), 0);
+    assert_eq!(count_points(&*index, &scope).await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,583 @@
+//! The vector index on a Qdrant server or cluster (gRPC, `qdrant-client`): one collection per
+//! embedding model, every project's points in it, each request confined to one project.
+//!
+//! Qdrant no longer enforces tenant filters carried in its JWTs, so this module is where the
+//! tenant boundary holds: every read and write goes through [`project_filter`], and there is no
+//! code path that talks to the collection without it.
+
+use crate::{IndexError, IndexedMemory, PointsPage, VectorHit, VectorIndex, VectorQuery};
+use async_trait::async_trait;
+use engram_core::{MemoryId, ProjectScope};
+use qdrant_client::qdrant::{
+    Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
+    DatetimeIndexParamsBuilder, DeleteCollectionBuilder, DeletePointsBuilder, Distance, FieldType,
+    Filter, KeywordIndexParamsBuilder, PayloadIncludeSelector, PointId, PointStruct, Query,
+    QueryPointsBuilder, Range, RetrievedPoint, ScrollPointsBuilder, UpsertPointsBuilder, Value,
+    VectorParamsBuilder, WriteOrderingType, point_id::PointIdOptions, value::Kind, vectors_config,
+};
+use qdrant_client::{Payload, Qdrant, QdrantError};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::time::Duration;
+use uuid::Uuid;
+
+const ORGANIZATION_ID_FIELD: &str = "organization_id";
+const PROJECT_ID_FIELD: &str = "project_id";
+const USER_ID_FIELD: &str = "user_id";
+const AGENT_ID_FIELD: &str = "agent_id";
+const SESSION_ID_FIELD: &str = "session_id";
+const KIND_FIELD: &str = "kind";
+const VERSION_FIELD: &str = "version";
+const CREATED_AT_FIELD: &str = "created_at";
+
+/// Where the cluster is and how the collection is laid out when this process creates it.
+/// An existing collection keeps its layout (Qdrant cannot reshard in place).
+#[derive(Clone)]
+pub struct QdrantClusterOptions {
+    /// gRPC endpoint, such as `http://qdrant:6334`.
+    pub url: String,
+    pub api_key: Option<String>,
+    /// Collections are named `<prefix>_<model>`; several deployments (or test runs) can share
+    /// one cluster with different prefixes.
+    pub collection_prefix: String,
+    pub shard_number: u32,
+    pub replication_factor: u32,
+    pub write_consistency_factor: u32,
+    /// Deadline of one request.
+    pub timeout: Duration,
+}
+
+impl Default for QdrantClusterOptions {
+    fn default() -> Self {
+        Self {
+            url: "http://127.0.0.1:6334".to_string(),
+            api_key: None,
+            collection_prefix: "engram".to_string(),
+            shard_number: 1,
+            replication_factor: 1,
+            write_consistency_factor: 1,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl fmt::Debug for QdrantClusterOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QdrantClusterOptions")
+            .field("url", &self.url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("collection_prefix", &self.collection_prefix)
+            .field("shard_number", &self.shard_number)
+            .field("replication_factor", &self.replication_factor)
+            .field("write_consistency_factor", &self.write_consistency_factor)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+/// The collection name for an embedding model: `<prefix>_<model>` with every character Qdrant
+/// does not accept in a name replaced by `-`.
+pub fn collection_name_for_model(collection_prefix: &str, model_name: &str) -> String {
+    let sanitized_model: String = model_name
+        .chars()
+        .map(|character| {
+            if character.is_ascii_alphanumeric() || character == '-' || character == '_' {
+                character.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("{collection_prefix}_{sanitized_model}")
+}
+
+/// A [`VectorIndex`] on a remote Qdrant collection.
+pub struct QdrantVectorIndex {
+    client: Qdrant,
+    collection_name: String,
+    dimension: usize,
+    timeout_secs: u64,
+}
+
+impl QdrantVectorIndex {
+    /// Connect and make sure the model's collection exists with the expected dimension and
+    /// payload indexes (created when absent; several processes may race to do it).
+    pub async fn connect(
+        options: &QdrantClusterOptions,
+        model_name: &str,
+        dimension: usize,
+    ) -> Result<Self, IndexError> {
+        let client = Qdrant::from_url(&options.url)
+            .api_key(options.api_key.clone())
+            .timeout(options.timeout)
+            .connect_timeout(options.timeout)
+            // The server's version is checked by the first request instead of a start-up probe
+            // that would print to stderr when the cluster is still starting.
+            .skip_compatibility_check()
+            .build()
+            .map_err(|client_error| {
+                IndexError::Unavailable(format!(
+                    "invalid Qdrant URL {:?}: {client_error}",
+                    options.url
+                ))
+            })?;
+        let index = Self {
+            client,
+            collection_name: collection_name_for_model(&options.collection_prefix, model_name),
+            dimension,
+            timeout_secs: options.timeout.as_secs().max(1),
+        };
+        index.ensure_collection(options).await?;
+        Ok(index)
+    }
+
+    pub fn collection_name(&self) -> &str {
+        &self.collection_name
+    }
+
+    pub fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    /// Drop the whole collection (every project). For tests and decommissioning only.
+    pub async fn delete_collection(&self) -> Result<(), IndexError> {
+        self.client
+            .delete_collection(DeleteCollectionBuilder::new(&self.collection_name))
+            .await
+            .map_err(|error| qdrant_failure("delete collection", error))?;
+        Ok(())
+    }
+
+    async fn ensure_collection(&self, options: &QdrantClusterOptions) -> Result<(), IndexError> {
+        let exists = self
+            .client
+            .collection_exists(&self.collection_name)
+            .await
+            .map_err(|error| qdrant_failure("check collection", error))?;
+        if !exists {
+            let created = self
+                .client
+                .create_collection(
+                    CreateCollectionBuilder::new(&self.collection_name)
+                        .vectors_config(VectorParamsBuilder::new(
+                            self.dimension as u64,
+                            Distance::Cosine,
+                        ))
+                        .shard_number(options.shard_number.max(1))
+                        .replication_factor(options.replication_factor.max(1))
+                        .write_consistency_factor(options.write_consistency_factor.max(1))
+                        .timeout(self.timeout_secs),
+                )
+                .await;
+            // Another gateway or worker may have created it in the meantime; the dimension
+            // check below tells a real failure from that race.
+            if let Err(error) = created {
+                tracing::info!(collection = %self.collection_name, %error, "collection creation did not succeed; checking whether another process created it");
+            }
+        }
+        self.check_collection_dimension().await?;
+        self.ensure_payload_indexes().await
+    }
+
+    async fn check_collection_dimension(&self) -> Result<(), IndexError> {
+        let info = self
+            .client
+            .collection_info(&self.collection_name)
+            .await
+            .map_err(|error| qdrant_failure("read collection info", error))?;
+        let stored_dimension = info
+            .result
+            .and_then(|collection| collection.config)
+            .and_then(|config| config.params)
+            .and_then(|params| params.vectors_config)
+            .and_then(|vectors| vectors.config)
+            .and_then(|config| match config {
+                vectors_config::Config::Params(params) => Some(params.size as usize),
+                vectors_config::Config::ParamsMap(_) => None,
+            });
+        match stored_dimension {
+            Some(stored) if stored == self.dimension => Ok(()),
+            Some(stored) => Err(IndexError::DimensionMismatch {
+                expected: stored,
+                actual: self.dimension,
+            }),
+            None => Err(IndexError::Internal(format!(
+                "collection {} has named vectors; Engram expects one unnamed vector",
+                self.collection_name
+            ))),
+        }
+    }
+
+    /// `project_id` is the tenant key (`is_tenant` co-locates each project's points); the
+    /// other filters get keyword indexes and `created_at` a datetime index. Creating an index
+    /// that exists is accepted by Qdrant, so every process may run this at start.
+    async fn ensure_payload_indexes(&self) -> Result<(), IndexError> {
+        let tenant_index = CreateFieldIndexCollectionBuilder::new(
+            &self.collection_name,
+            PROJECT_ID_FIELD,
+            FieldType::Keyword,
+        )
+        .field_index_params(KeywordIndexParamsBuilder::default().is_tenant(true))
+        .wait(true);
+        self.client
+            .create_field_index(tenant_index)
+            .await
+            .map_err(|error| qdrant_failure("create the tenant index", error))?;
+        for field in [
+            ORGANIZATION_ID_FIELD,
+            USER_ID_FIELD,
+            AGENT_ID_FIELD,
+            SESSION_ID_FIELD,
+            KIND_FIELD,
+        ] {
+            self.client
+                .create_field_index(
+                    CreateFieldIndexCollectionBuilder::new(
+                        &self.collection_name,
+                        field,
+                        FieldType::Keyword,
+                    )
+                    .field_index_params(KeywordIndexParamsBuilder::default())
+                    .wait(true),
+                )
+                .await
+                .map_err(|error| qdrant_failure("create a keyword index", error))?;
+        }
+        self.client
+            .create_field_index(
+                CreateFieldIndexCollectionBuilder::new(
+                    &self.collection_name,
+                    CREATED_AT_FIELD,
+                    FieldType::Datetime,
+                )
+                .field_index_params(DatetimeIndexParamsBuilder::default())
+                .wait(true),
+            )
+            .await
+            .map_err(|error| qdrant_failure("create the datetime index", error))?;
+        Ok(())
+    }
+
+    fn check_dimension(&self, vector: &[f32]) -> Result<(), IndexError> {
+        if vector.len() != self.dimension {
+            return Err(IndexError::DimensionMismatch {
+                expected: self.dimension,
+                actual: vector.len(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The one way to build a filter here: the project condition first, then `extra`.
+fn project_filter(scope: &ProjectScope, extra: Vec<Condition>) -> Filter {
+    let mut conditions = Vec::with_capacity(extra.len() + 1);
+    conditions.push(Condition::matches(
+        PROJECT_ID_FIELD,
+        scope.project_id().as_uuid().to_string(),
+    ));
+    conditions.extend(extra);
+    Filter::must(conditions)
+}
+
+fn point_id_of(memory_id: MemoryId) -> PointId {
+    PointId::from(memory_id.as_uuid().to_string())
+}
+
+fn memory_id_of(point_id: Option<&PointId>) -> Option<MemoryId> {
+    match point_id?.point_id_options.as_ref()? {
+        PointIdOptions::Uuid(text) => Uuid::parse_str(text).ok().map(MemoryId::from_uuid),
+        PointIdOptions::Num(_) => None,
+    }
+}
+
+fn payload_version(payload: &HashMap<String, Value>) -> i64 {
+    match payload
+        .get(VERSION_FIELD)
+        .and_then(|value| value.kind.as_ref())
+    {
+        Some(Kind::IntegerValue(version)) => *version,
+        Some(Kind::DoubleValue(version)) => *version as i64,
+        _ => 0,
+    }
+}
+
+fn version_only() -> PayloadIncludeSelector {
+    PayloadIncludeSelector {
+        fields: vec![VERSION_FIELD.to_string()],
+    }
+}
+
+fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
+    let mut payload = Payload::new();
+    payload.insert(
+        ORGANIZATION_ID_FIELD,
+        scope.organization_id().as_uuid().to_string(),
+    );
+    payload.insert(PROJECT_ID_FIELD, scope.project_id().as_uuid().to_string());
+    for (field, value) in [
+        (USER_ID_FIELD, point.user_id),
+        (AGENT_ID_FIELD, point.agent_id),
+        (SESSION_ID_FIELD, point.session_id),
+    ] {
+        if let Some(value) = value {
+            payload.insert(field, value);
+        }
+    }
+    payload.insert(KIND_FIELD, point.kind.as_str().to_string());
+    payload.insert(VERSION_FIELD, point.version);
+    payload.insert(CREATED_AT_FIELD, point.created_at.to_rfc3339());
+    PointStruct::new(point_id_of(point.memory_id), point.vector, payload)
+}
+
+/// Connection trouble, deadlines and overload are outages the caller retries (503); anything
+/// else is a failure to investigate.
+fn qdrant_failure(action: &str, error: QdrantError) -> IndexError {
+    use tonic::Code;
+    let message = format!("qdrant could not {action}: {error}");
+    match &error {
+        QdrantError::ResponseError { status } => match status.code() {
+            Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::ResourceExhausted
+            | Code::Aborted => IndexError::Unavailable(message),
+            // The client reports a refused or reset connection as Internal or Unknown with a
+            // transport error in the message.
+            Code::Internal | Code::Unknown if is_connection_failure(status.message()) => {
+                IndexError::Unavailable(message)
+            }
+            _ => IndexError::Internal(message),
+        },
+        QdrantError::ResourceExhaustedError { .. } | QdrantError::Io(_) => {
+            IndexError::Unavailable(message)
+        }
+        _ => IndexError::Internal(message),
+    }
+}
+
+fn is_connection_failure(message: &str) -> bool {
+    ["Failed to connect", "transport error", "tcp connect error", "connection"]
+        .iter()
+        .any(|marker| message.contains(marker))
+}
+
+#[async_trait]
+impl VectorIndex for QdrantVectorIndex {
+    async fn upsert(
+        &self,
+        scope: &ProjectScope,
+        points: Vec<IndexedMemory>,
+    ) -> Result<(), IndexError> {
+        for point in &points {
+            self.check_dimension(&point.vector)?;
+        }
+        // Within one batch the highest version of a memory wins, as it would across batches.
+        let mut newest_by_id: HashMap<MemoryId, IndexedMemory> = HashMap::new();
+        for point in points {
+            match newest_by_id.get(&point.memory_id) {
+                Some(kept) if kept.version > point.version => {}
+                _ => {
+                    newest_by_id.insert(point.memory_id, point);
+                }
+            }
+        }
+        // Qdrant's update filter makes the stale-write check atomic on the server: an existing
+        // point is only replaced when it belongs to this project and its stored version is not
+        // newer. The filter is per request, so points are grouped by version.
+        let mut by_version: BTreeMap<i64, Vec<PointStruct>> = BTreeMap::new();
+        for point in newest_by_id.into_values() {
+            by_version
+                .entry(point.version)
+                .or_default()
+                .push(point_struct(scope, point));
+        }
+        for (version, points) in by_version {
+            let only_older_points_of_this_project = project_filter(
+                scope,
+                vec![Condition::range(
+                    VERSION_FIELD,
+                    Range {
+                        lte: Some(version as f64),
+                        ..Default::default()
+                    },
+                )],
+            );
+            self.client
+                .upsert_points(
+                    UpsertPointsBuilder::new(&self.collection_name, points)
+                        .update_filter(only_older_points_of_this_project)
+                        .ordering(qdrant_client::qdrant::WriteOrdering {
+                            r#type: WriteOrderingType::Strong as i32,
+                        })
+                        .timeout(self.timeout_secs)
+                        .wait(true),
+                )
+                .await
+                .map_err(|error| qdrant_failure("upsert points", error))?;
+        }
+        Ok(())
+    }
+
+    async fn delete(&self, scope: &ProjectScope, ids: Vec<MemoryId>) -> Result<(), IndexError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Deleting by filter (ids AND project) makes a foreign id a no-op by construction.
+        let filter = project_filter(
+            scope,
+            vec![Condition::has_id(ids.into_iter().map(point_id_of))],
+        );
+        self.client
+            .delete_points(
+                DeletePointsBuilder::new(&self.collection_name)
+                    .points(filter)
+                    .ordering(qdrant_client::qdrant::WriteOrdering {
+                        r#type: WriteOrderingType::Strong as i32,
+                    })
+                    .timeout(self.timeout_secs)
+                    .wait(true),
+            )
+            .await
+            .map_err(|error| qdrant_failure("delete points", error))?;
+        Ok(())
+    }
+
+    async fn search(
+        &self,
+        scope: &ProjectScope,
+        query: VectorQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        self.check_dimension(&query.vector)?;
+        if query.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut conditions = Vec::new();
+        for (field, wanted) in [
+            (USER_ID_FIELD, query.user_id),
+            (AGENT_ID_FIELD, query.agent_id),
+            (SESSION_ID_FIELD, query.session_id),
+        ] {
+            if let Some(wanted) = wanted {
+                conditions.push(Condition::matches(field, wanted));
+            }
+        }
+        if !query.kinds.is_empty() {
+            let kind_names: Vec<String> = query
+                .kinds
+                .iter()
+                .map(|kind| kind.as_str().to_string())
+                .collect();
+            conditions.push(Condition::matches(KIND_FIELD, kind_names));
+        }
+        let response = self
+            .client
+            .query(
+                QueryPointsBuilder::new(&self.collection_name)
+                    .query(Query::new_nearest(query.vector))
+                    .filter(project_filter(scope, conditions))
+                    .limit(query.limit as u64)
+                    .with_payload(version_only())
+                    .timeout(self.timeout_secs),
+            )
+            .await
+            .map_err(|error| qdrant_failure("search", error))?;
+        Ok(response
+            .result
+            .into_iter()
+            .filter_map(|scored| {
+                Some(VectorHit {
+                    memory_id: memory_id_of(scored.id.as_ref())?,
+                    version: payload_version(&scored.payload),
+                    score: scored.score,
+                })
+            })
+            .collect())
+    }
+
+    async fn versions(
+        &self,
+        scope: &ProjectScope,
+        ids: Vec<MemoryId>,
+    ) -> Result<HashMap<MemoryId, i64>, IndexError> {
+        if ids.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let wanted_count = ids.len() as u32;
+        let filter = project_filter(
+            scope,
+            vec![Condition::has_id(ids.into_iter().map(point_id_of))],
+        );
+        let response = self
+            .client
+            .scroll(
+                ScrollPointsBuilder::new(&self.collection_name)
+                    .filter(filter)
+                    .limit(wanted_count)
+                    .with_payload(version_only())
+                    .with_vectors(false)
+                    .timeout(self.timeout_secs),
+            )
+            .await
+            .map_err(|error| qdrant_failure("read point versions", error))?;
+        Ok(response
+            .result
+            .iter()
+            .filter_map(|point: &RetrievedPoint| {
+                Some((
+                    memory_id_of(point.id.as_ref())?,
+                    payload_version(&point.payload),
+                ))
+            })
+            .collect())
+    }
+
+    async fn points_page(
+        &self,
+        scope: &ProjectScope,
+        from: Option<MemoryId>,
+        limit: usize,
+    ) -> Result<PointsPage, IndexError> {
+        let mut request = ScrollPointsBuilder::new(&self.collection_name)
+            .filter(project_filter(scope, Vec::new()))
+            .limit(limit.clamp(1, u32::MAX as usize) as u32)
+            .with_payload(version_only())
+            .with_vectors(false)
+            .timeout(self.timeout_secs);
+        if let Some(from) = from {
+            request = request.offset(point_id_of(from));
+        }
+        let response = self
+            .client
+            .scroll(request)
+            .await
+            .map_err(|error| qdrant_failure("scroll points", error))?;
+        let points = response
+            .result
+            .iter()
+            .filter_map(|point| {
+                Some((
+                    memory_id_of(point.id.as_ref())?,
+                    payload_version(&point.payload),
+                ))
+            })
+            .collect();
+        Ok(PointsPage {
+            points,
+            next: memory_id_of(response.next_page_offset.as_ref()),
+        })
+    }
+
+    /// Every write already waited for the cluster's write-ahead log (`wait=true`).
+    async fn flush(&self) -> Result<(), IndexError> {
+        Ok(())
+    }
+
+    async fn check_ready(&self) -> Result<(), IndexError> {
+        self.client
+            .health_check()
+            .await
+            .map_err(|error| qdrant_failure("answer a health check", error))?;
+        Ok(())
+    }
+}
