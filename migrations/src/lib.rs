@@ -5,6 +5,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m0001_initial_schema;
 mod m0002_outbox_claims;
+mod m0003_memory_tombstones;
 
 pub struct Migrator;
 
@@ -14,6 +15,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m0001_initial_schema::Migration),
             Box::new(m0002_outbox_claims::Migration),
+            Box::new(m0003_memory_tombstones::Migration),
         ]
     }
 }

@@ -74,6 +74,17 @@ impl IndexApplier {
         }
     }
 
+    /// Both stores answer: what a worker's `/readyz` reports.
+    pub async fn check_ready(&self) -> Result<(), EngineError> {
+        self.storage.check_ready().await?;
+        self.index.check_ready().await?;
+        Ok(())
+    }
+
+    pub fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
     /// Apply the pending entries of particular memories (the read-your-writes path).
     pub async fn apply_pending_for(
         &self,

@@ -41,6 +41,10 @@ pub struct StorageOptions {
     /// Start even when the database may lose acknowledged commits (PostgreSQL `fsync=off`
     /// or `synchronous_commit=off`); a loud warning is logged instead of refusing.
     pub allow_unsafe_durability: bool,
+    /// Leave the schema as it is and refuse to start when migrations are pending (cluster
+    /// gateways and workers: only `engram migrate` changes a shared schema, so two new
+    /// pods never race to migrate it).
+    pub require_migrated_schema: bool,
 }
 
 impl Storage {
@@ -109,6 +113,18 @@ impl Storage {
                 "UNSAFE: the database may lose acknowledged writes; starting only because \
                  ENGRAM_ALLOW_UNSAFE_DURABILITY is set"
             );
+        }
+        if options.require_migrated_schema {
+            let pending = Migrator::get_pending_migrations(&storage.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            if !pending.is_empty() {
+                return Err(StorageError::Configuration(format!(
+                    "the database schema has {} pending migration(s); run `engram migrate` first",
+                    pending.len()
+                )));
+            }
+            return Ok(storage);
         }
         Migrator::up(&storage.connection, None)
             .await

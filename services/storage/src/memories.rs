@@ -1,7 +1,9 @@
 //! Memory repository: add (with supersede by key, history, outbox and idempotency in one
 //! transaction), get, list, patch with optimistic concurrency, delete, history, hydrate.
 
-use crate::entities::{idempotency_records, index_outbox, memories, memory_history};
+use crate::entities::{
+    idempotency_records, index_outbox, memories, memory_history, memory_tombstones,
+};
 use crate::error::is_unique_violation;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
@@ -699,8 +701,8 @@ impl Storage {
         Ok((memory_from_model(updated)?, memory_id))
     }
 
-    /// Remove a memory and all its content, history text included. The index entry is
-    /// removed through the outbox.
+    /// Remove a memory and all its content, history text included, leaving a content-free
+    /// tombstone (ids, last version, time). The index entry is removed through the outbox.
     pub async fn delete_memory(
         &self,
         scope: &ProjectScope,
@@ -712,6 +714,17 @@ impl Storage {
             .begin()
             .await
             .map_err(StorageError::from_db)?;
+        let Some(last_version) = memories_of(scope)
+            .select_only()
+            .column(memories::Column::Version)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .into_tuple::<i64>()
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+        else {
+            return Err(StorageError::NotFound);
+        };
         let deleted = memories::Entity::delete_many()
             .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
@@ -721,6 +734,16 @@ impl Storage {
         if deleted.rows_affected == 0 {
             return Err(StorageError::NotFound);
         }
+        memory_tombstones::Entity::insert(memory_tombstones::ActiveModel {
+            memory_id: Set(memory_id.as_uuid()),
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            last_version: Set(last_version),
+            deleted_at: Set(Utc::now()),
+        })
+        .exec(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
         memory_history::Entity::delete_many()
             .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))
@@ -730,6 +753,58 @@ impl Storage {
         enqueue_index_change(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())
+    }
+
+    /// The tombstone of a deleted memory of `scope`'s project: its last version and when it
+    /// was deleted (nothing else is kept). `None` for a live, unknown or purged id.
+    pub async fn memory_tombstone(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<Option<(i64, DateTime<Utc>)>, StorageError> {
+        let tombstone = memory_tombstones::Entity::find()
+            .filter(memory_tombstones::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_tombstones::Column::MemoryId.eq(memory_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(tombstone.map(|tombstone| (tombstone.last_version, tombstone.deleted_at)))
+    }
+
+    /// Which of `ids` were deleted from `scope`'s project (tombstone still kept).
+    pub async fn tombstoned_memory_ids(
+        &self,
+        scope: &ProjectScope,
+        ids: &[MemoryId],
+    ) -> Result<std::collections::HashSet<MemoryId>, StorageError> {
+        if ids.is_empty() {
+            return Ok(std::collections::HashSet::new());
+        }
+        let rows: Vec<uuid::Uuid> = memory_tombstones::Entity::find()
+            .select_only()
+            .column(memory_tombstones::Column::MemoryId)
+            .filter(memory_tombstones::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_tombstones::Column::MemoryId.is_in(ids.iter().map(|id| id.as_uuid())))
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows.into_iter().map(MemoryId::from_uuid).collect())
+    }
+
+    /// Drop tombstones of memories deleted before `deleted_before` (every project: a
+    /// maintenance sweep of the worker); returns how many went.
+    pub async fn purge_tombstones_deleted_before(
+        &self,
+        deleted_before: DateTime<Utc>,
+    ) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let purged = memory_tombstones::Entity::delete_many()
+            .filter(memory_tombstones::Column::DeletedAt.lt(deleted_before))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(purged.rows_affected)
     }
 
     pub async fn memory_history(

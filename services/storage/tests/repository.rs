@@ -448,6 +448,97 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
 }
 on_both_databases!(versions_conflict_and_history_records_changes);
 
+async fn deletes_leave_content_free_tombstones_until_purged(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, None).await;
+    let memories = insert(
+        &storage,
+        &scope,
+        vec![draft("remember the tombstone", None, None)],
+    )
+    .await;
+    let id = memories[0].id;
+    storage
+        .update_memory(
+            &scope,
+            id,
+            MemoryPatch {
+                content: Some(("second version".to_string(), vec![1.0, 0.0, 0.0])),
+                ..Default::default()
+            },
+            None,
+            "editor",
+        )
+        .await
+        .unwrap();
+    assert_eq!(storage.memory_tombstone(&scope, id).await.unwrap(), None);
+    storage.delete_memory(&scope, id).await.unwrap();
+
+    let (last_version, deleted_at) = storage
+        .memory_tombstone(&scope, id)
+        .await
+        .unwrap()
+        .expect("a tombstone");
+    assert_eq!(last_version, 2, "the tombstone keeps the last version");
+    assert!((chrono::Utc::now() - deleted_at).num_seconds().abs() < 60);
+    assert_eq!(
+        storage.memory_tombstone(&other_scope, id).await.unwrap(),
+        None,
+        "another project learns nothing about it"
+    );
+    assert_eq!(
+        storage
+            .tombstoned_memory_ids(&scope, &[id])
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // A purge with a cutoff before the deletion keeps it; one after removes it.
+    let kept = storage
+        .purge_tombstones_deleted_before(deleted_at - chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(kept, 0);
+    assert!(
+        storage
+            .memory_tombstone(&scope, id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let purged = storage
+        .purge_tombstones_deleted_before(deleted_at + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(purged, 1);
+    assert_eq!(storage.memory_tombstone(&scope, id).await.unwrap(), None);
+}
+on_both_databases!(deletes_leave_content_free_tombstones_until_purged);
+
+/// Cluster roles never migrate: on a schema with pending migrations they refuse to start
+/// and name the command that fixes it; once migrated they start.
+#[tokio::test]
+async fn cluster_roles_refuse_a_schema_with_pending_migrations() {
+    let url = engram_test_postgres::fresh_database_url().await;
+    let strict = engram_storage::StorageOptions {
+        require_migrated_schema: true,
+        ..Default::default()
+    };
+    let refused = Storage::connect_with_options(&url, strict)
+        .await
+        .err()
+        .expect("an empty database has pending migrations");
+    assert!(
+        refused.to_string().contains("run `engram migrate` first"),
+        "{refused}"
+    );
+    Storage::connect(&url).await.unwrap().close().await.unwrap();
+    let started = Storage::connect_with_options(&url, strict).await.unwrap();
+    assert!(started.applied_migration_count().await.unwrap() >= 3);
+}
+
 async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
     let claim = |fingerprint: &str| {
@@ -667,6 +758,7 @@ async fn postgres_without_synchronous_commit_is_refused_unless_allowed() {
         &url,
         engram_storage::StorageOptions {
             allow_unsafe_durability: true,
+            ..Default::default()
         },
     )
     .await

@@ -1,5 +1,5 @@
-//! Background loops run beside the gateway (in-process for `engram serve`): the outbox
-//! indexer, which applies pending index changes and retries them with backoff.
+//! Background loops of `engram worker` (in-process for `engram serve`): the outbox indexer,
+//! which applies pending index changes with backoff, the reconciler and the tombstone purge.
 
 use engram_engine::IndexApplier;
 use std::sync::Arc;
@@ -111,4 +111,46 @@ pub async fn run_reconciler(
         }
     }
     tracing::info!("reconciler stopped");
+}
+
+pub const TOMBSTONES_PURGED_TOTAL: &str = "engram_tombstones_purged_total";
+
+/// Drop tombstones older than `retention`; returns how many went.
+pub async fn purge_expired_tombstones(
+    storage: &engram_storage::Storage,
+    retention: Duration,
+) -> Result<u64, engram_storage::StorageError> {
+    let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let cutoff = chrono::Utc::now()
+        .checked_sub_signed(retention)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let purged = storage.purge_tombstones_deleted_before(cutoff).await?;
+    metrics::counter!(TOMBSTONES_PURGED_TOTAL).increment(purged);
+    Ok(purged)
+}
+
+/// Purge expired tombstones every `interval` until `shutdown`. Every worker may run it: the
+/// purge is one idempotent DELETE.
+pub async fn run_tombstone_purge(
+    storage: engram_storage::Storage,
+    retention: Duration,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    metrics::counter!(TOMBSTONES_PURGED_TOTAL).increment(0);
+    loop {
+        match purge_expired_tombstones(&storage, retention).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "purged expired tombstones"),
+            Err(error) => tracing::warn!(%error, "tombstone purge failed; retrying next period"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+    }
+    tracing::info!("tombstone purge stopped");
 }

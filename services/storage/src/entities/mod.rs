@@ -7,5 +7,6 @@ pub(crate) mod idempotency_records;
 pub(crate) mod index_outbox;
 pub(crate) mod memories;
 pub(crate) mod memory_history;
+pub(crate) mod memory_tombstones;
 pub(crate) mod organizations;
 pub(crate) mod projects;
