@@ -145,8 +145,11 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         rate_limit_burst: 0,
         rate_limit_per_second: 0,
         cors_allowed_origins: Vec::new(),
+        tombstone_retention_hours: 720,
+        server_secret: None,
+        qdrant: crate::config::QdrantArgs::embedded(),
     };
-    let config = EngramConfig::resolve(&serve_arguments);
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
     let server = EmbeddedServer::start(&config).await?;
     let api_key = match &server.bootstrap {
         Some(bootstrap) => bootstrap.api_key.clone(),

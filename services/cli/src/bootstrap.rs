@@ -13,7 +13,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 const SERVER_SECRET_FILE: &str = "server_secret";
-const BOOTSTRAP_FILE: &str = "bootstrap.json";
+pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
 pub const OWNER_EMAIL: &str = "owner@engram.local";
 
 /// Write a new file readable only by its owner; never overwrite an existing one.
@@ -36,29 +36,52 @@ pub struct ServerSecrets {
     pub console_signing_secret: Vec<u8>,
 }
 
+/// The deployment's secrets: from `ENGRAM_SERVER_SECRET` when given (every gateway of a
+/// deployment shares it), else from the data dir's file, created on first start.
+pub fn server_secrets(explicit_secret: Option<&str>, data_dir: &Path) -> Result<ServerSecrets> {
+    if let Some(text) = explicit_secret {
+        return ServerSecrets::from_hex(text)
+            .context("ENGRAM_SERVER_SECRET must be 64 hex characters (32 random bytes, e.g. `openssl rand -hex 32`)");
+    }
+    load_or_create_server_secrets(data_dir)
+}
+
 /// Read the data dir's secret, creating it on first start.
 pub fn load_or_create_server_secrets(data_dir: &Path) -> Result<ServerSecrets> {
     let path = data_dir.join(SERVER_SECRET_FILE);
     if !path.exists() {
+        std::fs::create_dir_all(data_dir)
+            .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
         let secret: [u8; 32] = rand::thread_rng().r#gen();
         write_private_file(&path, hex::encode(secret).as_bytes())?;
     }
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let secret =
-        hex::decode(text.trim()).with_context(|| format!("{} is corrupt", path.display()))?;
-    // Separate keys per purpose, so a console token can never double as a key hash.
-    let derive = |label: &str| {
-        use sha2::{Digest, Sha256};
-        let mut hasher = Sha256::new();
-        hasher.update(&secret);
-        hasher.update(label.as_bytes());
-        hasher.finalize().to_vec()
-    };
-    Ok(ServerSecrets {
-        api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
-        console_signing_secret: derive("engram console session signing v1"),
-    })
+    ServerSecrets::from_hex(&text).with_context(|| format!("{} is corrupt", path.display()))
+}
+
+impl ServerSecrets {
+    /// Separate keys per purpose, derived from one 32-byte secret, so a console token can
+    /// never double as a key hash.
+    pub fn from_hex(text: &str) -> Result<Self> {
+        let secret = hex::decode(text.trim()).context("not hex")?;
+        anyhow::ensure!(
+            secret.len() == 32,
+            "expected 32 bytes, got {}",
+            secret.len()
+        );
+        let derive = |label: &str| {
+            use sha2::{Digest, Sha256};
+            let mut hasher = Sha256::new();
+            hasher.update(&secret);
+            hasher.update(label.as_bytes());
+            hasher.finalize().to_vec()
+        };
+        Ok(Self {
+            api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
+            console_signing_secret: derive("engram console session signing v1"),
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -70,11 +93,11 @@ pub struct BootstrapFile {
     pub console_password: String,
 }
 
-/// On an empty database, create the first tenant and write `bootstrap.json`; `None` when the
-/// data dir was already bootstrapped.
+/// On an empty database, create the first tenant and write its credentials once to
+/// `bootstrap_path` (mode 0600); `None` when the database already has an organization.
 pub async fn bootstrap_if_empty(
     storage: &Storage,
-    data_dir: &Path,
+    bootstrap_path: &Path,
     secrets: &ServerSecrets,
 ) -> Result<Option<BootstrapFile>> {
     if storage.organization_count().await? > 0 {
@@ -103,7 +126,7 @@ pub async fn bootstrap_if_empty(
         console_password,
     };
     write_private_file(
-        &data_dir.join(BOOTSTRAP_FILE),
+        bootstrap_path,
         serde_json::to_string_pretty(&file)?.as_bytes(),
     )?;
     Ok(Some(file))
@@ -118,6 +141,9 @@ pub struct CreateProjectArgs {
     /// Use the database even if it could lose acknowledged writes (as `serve` would).
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
+    /// The deployment's secret (as the gateways have it); default: the data dir's.
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
+    pub server_secret: Option<String>,
     /// Name of the new project.
     #[arg(long)]
     pub name: String,
@@ -139,12 +165,12 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         "--name must be 1–200 characters"
     );
     anyhow::ensure!(
-        arguments.data_dir.join(SERVER_SECRET_FILE).exists(),
-        "{} has no server secret: start `engram serve --data-dir {}` once first",
+        arguments.server_secret.is_some() || arguments.data_dir.join(SERVER_SECRET_FILE).exists(),
+        "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
         arguments.data_dir.display(),
         arguments.data_dir.display()
     );
-    let secrets = load_or_create_server_secrets(&arguments.data_dir)?;
+    let secrets = server_secrets(arguments.server_secret.as_deref(), &arguments.data_dir)?;
     let database_url =
         crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
     let storage =

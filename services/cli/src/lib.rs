@@ -1,5 +1,6 @@
-//! The `engram` command line: `serve` runs the embedded all-in-one service, `admin`
-//! manages tenants beside a running server, `bench` prints performance figures.
+//! The `engram` command line: `serve` runs the all-in-one service, `gateway` and `worker` the
+//! roles of a cluster deployment, `migrate` its schema step, `admin` manages tenants and the
+//! index, `bench` prints performance figures.
 
 mod bench;
 pub mod bootstrap;
@@ -26,6 +27,12 @@ struct CommandLine {
 enum Command {
     /// Run everything in one process: API, console, indexer (SQLite + embedded Qdrant + local model).
     Serve(config::ServeArgs),
+    /// Run the API and console only, against PostgreSQL and a Qdrant cluster; run as many as
+    /// needed behind a load balancer.
+    Gateway(config::ServeArgs),
+    /// Run the outbox indexer, reconciler and tombstone purge against PostgreSQL and a Qdrant
+    /// cluster; any number may run at once.
+    Worker(config::ServeArgs),
     /// Administrative commands that work beside a running server.
     Admin {
         #[command(subcommand)]
@@ -50,7 +57,13 @@ enum AdminCommand {
 pub async fn run_from_command_line() -> ExitCode {
     let command_line = CommandLine::parse();
     let outcome = match command_line.command {
-        Command::Serve(arguments) => server::serve_until_signal(arguments).await,
+        Command::Serve(arguments) => {
+            server::serve_until_signal(arguments, config::Role::AllInOne).await
+        }
+        Command::Gateway(arguments) => {
+            server::serve_until_signal(arguments, config::Role::Gateway).await
+        }
+        Command::Worker(arguments) => server::work_until_signal(arguments).await,
         Command::Admin {
             command: AdminCommand::CreateProject(arguments),
         } => bootstrap::create_project_command(arguments).await,

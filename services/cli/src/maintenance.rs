@@ -103,6 +103,13 @@ pub struct MigrateArgs {
     /// Migrate even if the database could lose acknowledged writes.
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
+    /// On an empty database, also create the first organization, project, owner account and
+    /// API key, and write their credentials once to this file (mode 0600). Needs the
+    /// deployment's ENGRAM_SERVER_SECRET, so the gateways accept the key.
+    #[arg(long, env = "ENGRAM_BOOTSTRAP_FILE")]
+    pub bootstrap_file: Option<PathBuf>,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
+    pub server_secret: Option<String>,
 }
 
 /// `engram migrate`: apply pending schema migrations and exit (the deployment's migration
@@ -117,5 +124,19 @@ pub async fn migrate_command(arguments: MigrateArgs) -> Result<()> {
         storage.backend_name(),
         storage.applied_migration_count().await?
     );
+    if let Some(bootstrap_file) = &arguments.bootstrap_file {
+        let Some(server_secret) = arguments.server_secret.as_deref() else {
+            bail!("--bootstrap-file needs ENGRAM_SERVER_SECRET (the gateways' secret)");
+        };
+        let secrets = crate::bootstrap::ServerSecrets::from_hex(server_secret)
+            .context("ENGRAM_SERVER_SECRET must be 64 hex characters")?;
+        match crate::bootstrap::bootstrap_if_empty(&storage, bootstrap_file, &secrets).await? {
+            Some(_) => println!(
+                "created the first organization; its credentials are in {} (shown nowhere else)",
+                bootstrap_file.display()
+            ),
+            None => println!("the database already has an organization; nothing bootstrapped"),
+        }
+    }
     Ok(())
 }

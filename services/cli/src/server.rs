@@ -1,8 +1,8 @@
-//! Assembles the embedded all-in-one service (SQLite, in-process Qdrant, local model,
-//! gateway, console, indexer) and runs it until a shutdown signal, then drains cleanly.
+//! Assembles each role from the same parts and runs it until a shutdown signal, then drains
+//! cleanly: `serve` (everything in one process), `gateway` (API + console) and `worker`.
 
 use crate::bootstrap::{self, ServerSecrets};
-use crate::config::{EngramConfig, ServeArgs};
+use crate::config::{EngramConfig, IndexBackend, Role, ServeArgs};
 use anyhow::{Context, Result};
 use engram_embed::Embedder;
 use engram_engine::{EngineSettings, MemoryEngine};
@@ -17,33 +17,109 @@ use tokio::sync::watch;
 /// Console sessions last a working day.
 const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// A running embedded server: its address and the handles a caller (the CLI, the
-/// benchmark) needs.
+/// A running API process (`serve` or `gateway`): its address and the handles a caller (the
+/// CLI, the benchmark, tests) needs.
 pub struct EmbeddedServer {
     pub address: SocketAddr,
     /// Where Prometheus scrapes `/metrics`.
     pub metrics_address: SocketAddr,
     pub engine: Arc<MemoryEngine>,
     pub bootstrap: Option<bootstrap::BootstrapFile>,
+    role: Role,
     shutdown_sender: watch::Sender<bool>,
     server_task: tokio::task::JoinHandle<std::io::Result<()>>,
-    indexer_task: tokio::task::JoinHandle<()>,
-    reconciler_task: tokio::task::JoinHandle<()>,
+    /// Indexer, reconciler and tombstone purge of an all-in-one process; none in a gateway.
+    background_tasks: Vec<tokio::task::JoinHandle<()>>,
     admin_server: crate::telemetry::AdminServer,
-    /// Held until the server value is dropped: one process per data dir.
-    _data_dir_lock: crate::maintenance::DataDirLock,
+    /// Held until the server value is dropped: one process per embedded index.
+    _data_dir_lock: Option<crate::maintenance::DataDirLock>,
 }
 
+/// The vector index the configuration names: the embedded one in the data dir, or the model's
+/// collection on a Qdrant cluster (created on first use).
+pub async fn open_vector_index(
+    config: &EngramConfig,
+    dimension: usize,
+) -> Result<Arc<dyn VectorIndex>> {
+    Ok(match &config.index_backend {
+        IndexBackend::Embedded { index_dir } => Arc::new(
+            engram_index::EdgeVectorIndex::open(index_dir, dimension)
+                .context("cannot open the vector index")?,
+        ),
+        IndexBackend::Cluster(options) => Arc::new(
+            engram_index::QdrantVectorIndex::connect(
+                options,
+                engram_embed::MINILM_MODEL_ID,
+                dimension,
+            )
+            .await
+            .with_context(|| {
+                format!("cannot open the vector index on Qdrant at {}", options.url)
+            })?,
+        ),
+    })
+}
+
+/// Start the background loops that keep the index in step with the database.
+fn spawn_index_maintenance(
+    config: &EngramConfig,
+    applier: Arc<engram_engine::IndexApplier>,
+    storage: engram_storage::Storage,
+    shutdown_receiver: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(engram_worker::run_indexer(
+            applier.clone(),
+            shutdown_receiver.clone(),
+        )),
+        tokio::spawn(engram_worker::run_reconciler(
+            applier,
+            config.reconcile_interval,
+            shutdown_receiver.clone(),
+        )),
+        tokio::spawn(engram_worker::run_tombstone_purge(
+            storage,
+            config.tombstone_retention,
+            TOMBSTONE_PURGE_INTERVAL,
+            shutdown_receiver.clone(),
+        )),
+    ]
+}
+
+/// Tombstones are purged hourly; their retention is counted in hours.
+const TOMBSTONE_PURGE_INTERVAL: Duration = Duration::from_secs(60 * 60);
+
 impl EmbeddedServer {
+    /// `serve` (everything in one process) or `gateway` (API and console only), by
+    /// `config.role`.
     pub async fn start(config: &EngramConfig) -> Result<Self> {
         // Before anything records a metric, so nothing recorded at start-up is lost.
         crate::telemetry::prometheus_handle()?;
-        let data_dir_lock = crate::maintenance::DataDirLock::acquire(&config.data_dir)?;
-        let secrets: ServerSecrets = bootstrap::load_or_create_server_secrets(&config.data_dir)?;
-        let storage =
-            crate::config::open_storage(&config.database_url, config.allow_unsafe_durability)
-                .await?;
-        let bootstrap = bootstrap::bootstrap_if_empty(&storage, &config.data_dir, &secrets).await?;
+        let all_in_one = config.role == Role::AllInOne;
+        let embedded_index = matches!(config.index_backend, IndexBackend::Embedded { .. });
+        let data_dir_lock = if embedded_index {
+            Some(crate::maintenance::DataDirLock::acquire(&config.data_dir)?)
+        } else {
+            None
+        };
+        let secrets: ServerSecrets =
+            bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
+        let storage = crate::config::open_storage_for(config).await?;
+        let bootstrap = if all_in_one {
+            bootstrap::bootstrap_if_empty(
+                &storage,
+                &config.data_dir.join(bootstrap::BOOTSTRAP_FILE),
+                &secrets,
+            )
+            .await?
+        } else {
+            if storage.organization_count().await? == 0 {
+                tracing::warn!(
+                    "the database has no organization yet: run `engram migrate --bootstrap-file <path>` once to create the first one"
+                );
+            }
+            None
+        };
 
         let embedder: Arc<dyn Embedder> = Arc::new(
             engram_embed::LocalMiniLm::load(
@@ -55,10 +131,7 @@ impl EmbeddedServer {
             )
             .context("cannot load the local embedding model")?,
         );
-        let index: Arc<dyn VectorIndex> = Arc::new(
-            engram_index::EdgeVectorIndex::open(&config.index_dir, embedder.dimension())
-                .context("cannot open the vector index")?,
-        );
+        let index = open_vector_index(config, embedder.dimension()).await?;
         let engine = Arc::new(MemoryEngine::new(
             storage.clone(),
             index,
@@ -69,35 +142,37 @@ impl EmbeddedServer {
             },
         ));
 
-        // Replay what a previous run acknowledged but did not index, then repair any point
-        // the index lost (a crash can drop its last unflushed writes). This process is the
-        // only indexer of its data dir, so leases left in the outbox belong to a run that
-        // died: they are released instead of waited out.
-        let released = storage.release_all_outbox_claims().await?;
-        if released > 0 {
-            tracing::info!(released, "released outbox leases of a previous run");
-        }
-        let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
-        let report = engine.applier().reconcile_all_projects(|_, _| {}).await?;
-        tracing::info!(
-            replayed,
-            checked = report.memories_checked,
-            missing = report.points_missing,
-            stale = report.points_stale,
-            orphaned = report.points_orphaned,
-            "index caught up with the database"
-        );
-
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-        let indexer_task = tokio::spawn(engram_worker::run_indexer(
-            engine.applier(),
-            shutdown_receiver.clone(),
-        ));
-        let reconciler_task = tokio::spawn(engram_worker::run_reconciler(
-            engine.applier(),
-            config.reconcile_interval,
-            shutdown_receiver.clone(),
-        ));
+        let mut background_tasks = Vec::new();
+        if all_in_one {
+            // Replay what a previous run acknowledged but did not index, then repair any
+            // point the index lost (a crash can drop its last unflushed writes).
+            if embedded_index {
+                // This process is the only indexer of its data dir, so leases left in the
+                // outbox belong to a run that died: released instead of waited out. (With a
+                // cluster, other workers may hold live leases.)
+                let released = storage.release_all_outbox_claims().await?;
+                if released > 0 {
+                    tracing::info!(released, "released outbox leases of a previous run");
+                }
+            }
+            let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
+            let report = engine.applier().reconcile_all_projects(|_, _| {}).await?;
+            tracing::info!(
+                replayed,
+                checked = report.memories_checked,
+                missing = report.points_missing,
+                stale = report.points_stale,
+                orphaned = report.points_orphaned,
+                "index caught up with the database"
+            );
+            background_tasks = spawn_index_maintenance(
+                config,
+                engine.applier(),
+                storage.clone(),
+                &shutdown_receiver,
+            );
+        }
 
         let credentials = engram_gateway::state::CredentialVerifier {
             storage: storage.clone(),
@@ -121,11 +196,14 @@ impl EmbeddedServer {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let address = listener.local_addr()?;
         let mut admin_shutdown = shutdown_receiver.clone();
-        let admin_server =
-            crate::telemetry::AdminServer::start(config.metrics_listen, async move {
+        let admin_server = crate::telemetry::AdminServer::start(
+            config.metrics_listen,
+            Some(engine.applier()),
+            async move {
                 let _ = admin_shutdown.wait_for(|stop| *stop).await;
-            })
-            .await?;
+            },
+        )
+        .await?;
         let mut server_shutdown = shutdown_receiver;
         let server_task = tokio::spawn(engram_gateway::serve(listener, router, async move {
             let _ = server_shutdown.wait_for(|stop| *stop).await;
@@ -137,26 +215,101 @@ impl EmbeddedServer {
             _data_dir_lock: data_dir_lock,
             engine,
             bootstrap,
+            role: config.role,
             shutdown_sender,
             server_task,
-            indexer_task,
-            reconciler_task,
+            background_tasks,
         })
     }
 
-    /// Stop accepting connections, finish in-flight requests, apply what is left in the
-    /// outbox and flush the index.
+    /// Stop accepting connections and finish in-flight requests; an all-in-one process then
+    /// applies what is left in the outbox and flushes the index (a gateway leaves that to
+    /// the workers).
     pub async fn shutdown(self) -> Result<()> {
         let _ = self.shutdown_sender.send(true);
         match self.server_task.await {
             Ok(result) => result.context("server failed")?,
             Err(join_error) => return Err(anyhow::anyhow!("server task failed: {join_error}")),
         }
-        let _ = self.indexer_task.await;
-        let _ = self.reconciler_task.await;
+        for task in self.background_tasks {
+            let _ = task.await;
+        }
         self.admin_server.stop().await;
-        engram_worker::drain_outbox(&self.engine.applier()).await?;
+        if self.role == Role::AllInOne {
+            engram_worker::drain_outbox(&self.engine.applier()).await?;
+        }
         self.engine.index().flush().await?;
+        Ok(())
+    }
+}
+
+/// A running `engram worker`: the outbox indexer, the reconciler and the tombstone purge
+/// against the shared database and Qdrant cluster, with `/metrics`, `/healthz` and `/readyz`
+/// on the admin port.
+pub struct WorkerProcess {
+    pub metrics_address: SocketAddr,
+    applier: Arc<engram_engine::IndexApplier>,
+    shutdown_sender: watch::Sender<bool>,
+    background_tasks: Vec<tokio::task::JoinHandle<()>>,
+    admin_server: crate::telemetry::AdminServer,
+}
+
+impl WorkerProcess {
+    pub async fn start(config: &EngramConfig) -> Result<Self> {
+        crate::telemetry::prometheus_handle()?;
+        let storage = crate::config::open_storage_for(config).await?;
+        // Workers never embed: vectors were computed by the gateway and stored with the row.
+        let index = open_vector_index(config, engram_embed::MINILM_DIMENSION).await?;
+        let applier = Arc::new(engram_engine::IndexApplier::new(storage.clone(), index));
+        let (shutdown_sender, shutdown_receiver) = watch::channel(false);
+        // The first reconciliation runs at start in the background, so a large backlog does
+        // not delay readiness.
+        let first_reconciliation = {
+            let applier = applier.clone();
+            tokio::spawn(async move {
+                match applier.reconcile_all_projects(|_, _| {}).await {
+                    Ok(report) => tracing::info!(
+                        checked = report.memories_checked,
+                        missing = report.points_missing,
+                        stale = report.points_stale,
+                        orphaned = report.points_orphaned,
+                        "start-up reconciliation done"
+                    ),
+                    Err(error) => {
+                        tracing::warn!(%error, "start-up reconciliation failed; the periodic one will retry")
+                    }
+                }
+            })
+        };
+        let mut background_tasks =
+            spawn_index_maintenance(config, applier.clone(), storage, &shutdown_receiver);
+        background_tasks.push(first_reconciliation);
+        let mut admin_shutdown = shutdown_receiver;
+        let admin_server = crate::telemetry::AdminServer::start(
+            config.metrics_listen,
+            Some(applier.clone()),
+            async move {
+                let _ = admin_shutdown.wait_for(|stop| *stop).await;
+            },
+        )
+        .await?;
+        Ok(Self {
+            metrics_address: admin_server.address,
+            applier,
+            shutdown_sender,
+            background_tasks,
+            admin_server,
+        })
+    }
+
+    /// Stop the loops (an apply in progress finishes: its leases are completed or expire).
+    pub async fn shutdown(self) -> Result<()> {
+        let _ = self.shutdown_sender.send(true);
+        for task in self.background_tasks {
+            let _ = task.await;
+        }
+        self.admin_server.stop().await;
+        drop(self.applier);
         Ok(())
     }
 }
@@ -178,10 +331,11 @@ async fn shutdown_signal() {
     }
 }
 
-pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
+/// `engram serve` and `engram gateway`.
+pub async fn serve_until_signal(arguments: ServeArgs, role: Role) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
-    let config = EngramConfig::resolve(&arguments);
-    eprintln!("engram serve starting with:\n{config}");
+    let config = EngramConfig::resolve_for_role(&arguments, role)?;
+    eprintln!("engram {} starting with:\n{config}", role.command_name());
     let server = EmbeddedServer::start(&config).await?;
     let base_url = format!("http://{}", server.address);
     if let Some(first_start) = &server.bootstrap {
@@ -198,11 +352,13 @@ pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
             "  (saved once to {}/bootstrap.json, mode 0600)",
             config.data_dir.display()
         );
-    } else {
+    } else if role == Role::AllInOne {
         println!(
             "  console:  {base_url}/console (credentials in {}/bootstrap.json)",
             config.data_dir.display()
         );
+    } else {
+        println!("  console:  {base_url}/console");
     }
     println!("  api docs: {base_url}/docs");
     // Tests and scripts read this line to find the admin port.
@@ -212,6 +368,23 @@ pub async fn serve_until_signal(arguments: ServeArgs) -> Result<()> {
     shutdown_signal().await;
     eprintln!("shutting down: finishing in-flight requests");
     server.shutdown().await?;
+    telemetry.shutdown();
+    eprintln!("stopped cleanly");
+    Ok(())
+}
+
+/// `engram worker`.
+pub async fn work_until_signal(arguments: ServeArgs) -> Result<()> {
+    let telemetry = crate::telemetry::init_telemetry();
+    let config = EngramConfig::resolve_for_role(&arguments, Role::Worker)?;
+    eprintln!("engram worker starting with:\n{config}");
+    let worker = WorkerProcess::start(&config).await?;
+    // Tests and scripts read this line to find the admin port.
+    println!("metrics on http://{}/metrics", worker.metrics_address);
+    println!("worker running");
+    shutdown_signal().await;
+    eprintln!("shutting down: stopping the indexer");
+    worker.shutdown().await?;
     telemetry.shutdown();
     eprintln!("stopped cleanly");
     Ok(())

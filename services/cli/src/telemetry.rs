@@ -32,8 +32,33 @@ pub fn prometheus_handle() -> Result<PrometheusHandle> {
     Ok(PROMETHEUS.get_or_init(|| handle).clone())
 }
 
-fn admin_router(handle: PrometheusHandle) -> Router {
-    Router::new().route(
+/// `/metrics`, plus `/healthz` (the process serves) and `/readyz` (its database and index
+/// answer) for a worker, which has no API port to probe.
+fn admin_router(
+    handle: PrometheusHandle,
+    readiness: Option<std::sync::Arc<engram_engine::IndexApplier>>,
+) -> Router {
+    let router = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let readiness = readiness.clone();
+                async move {
+                    let Some(applier) = readiness else {
+                        return (axum::http::StatusCode::OK, "ready".to_string());
+                    };
+                    match applier.check_ready().await {
+                        Ok(()) => (axum::http::StatusCode::OK, "ready".to_string()),
+                        Err(error) => (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("not ready: {error}"),
+                        ),
+                    }
+                }
+            }),
+        );
+    router.route(
         "/metrics",
         get(move || {
             let handle = handle.clone();
@@ -60,6 +85,7 @@ pub struct AdminServer {
 impl AdminServer {
     pub async fn start(
         listen: SocketAddr,
+        readiness: Option<std::sync::Arc<engram_engine::IndexApplier>>,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Self> {
         let handle = prometheus_handle()?;
@@ -68,7 +94,7 @@ impl AdminServer {
             .with_context(|| format!("cannot listen on {listen} for metrics"))?;
         let address = listener.local_addr()?;
         let task = tokio::spawn(async move {
-            axum::serve(listener, admin_router(handle))
+            axum::serve(listener, admin_router(handle, readiness))
                 .with_graceful_shutdown(shutdown)
                 .await
         });

@@ -38,11 +38,17 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         rate_limit_burst: 0,
         rate_limit_per_second: 0,
         cors_allowed_origins: Vec::new(),
+        tombstone_retention_hours: 720,
+        server_secret: None,
+        qdrant: engram_cli::config::QdrantArgs::embedded(),
         allow_unsafe_durability: false,
     };
-    let server = EmbeddedServer::start(&EngramConfig::resolve(&arguments))
-        .await
-        .unwrap();
+    let server = EmbeddedServer::start(&EngramConfig::resolve(
+        &arguments,
+        engram_cli::config::Role::AllInOne,
+    ))
+    .await
+    .unwrap();
     let api_key = server.bootstrap.as_ref().unwrap().api_key.clone();
     let base_url = format!("http://{}", server.address);
     let http = reqwest::Client::new();
