@@ -106,6 +106,10 @@ impl TestServer {
                     .arg("127.0.0.1:0")
                     .arg("--metrics-listen")
                     .arg("127.0.0.1:0")
+                    // The suite's servers use the embedded index unless a test says otherwise,
+                    // even when the developer's shell points QDRANT_URL at a cluster.
+                    .env_remove("QDRANT_URL")
+                    .env_remove("QDRANT_API_KEY")
                     .env("ENGRAM_LOG", "warn")
                     .env("ENGRAM_MODEL_DIR", model_dir())
                     .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
@@ -447,4 +451,92 @@ impl ApiClient {
             }
         }
     }
+}
+
+/// A running `engram gateway` or `engram worker` of a cluster test.
+pub struct RoleProcess {
+    /// `http://host:port` of a gateway; `None` for a worker.
+    pub base_url: Option<String>,
+    pub metrics_url: String,
+    child: Child,
+}
+
+impl RoleProcess {
+    /// Start `engram <role>` with `environment` (database, Qdrant, secret) on free ports and
+    /// wait until it is serving (a gateway prints `listening on`, a worker `worker running`).
+    pub async fn spawn(role: &str, environment: &[(String, String)]) -> Result<Self> {
+        let binary = engram_binary();
+        let role = role.to_string();
+        let environment = environment.to_vec();
+        tokio::task::spawn_blocking(move || -> Result<Self> {
+            let mut command = Command::new(&binary);
+            command
+                .arg(&role)
+                .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+                .env("ENGRAM_LOG", "warn")
+                .env("ENGRAM_MODEL_DIR", model_dir())
+                .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
+                .envs(environment.iter().map(|(key, value)| (key, value)))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            let mut child = command
+                .spawn()
+                .with_context(|| format!("cannot start {}", binary.display()))?;
+            let stdout = child.stdout.take().context("no stdout")?;
+            let mut lines = BufReader::new(stdout).lines();
+            let mut metrics_url = None;
+            let base_url = loop {
+                match lines.next() {
+                    Some(Ok(line)) => {
+                        if let Some(url) = line.strip_prefix("metrics on ") {
+                            metrics_url = Some(url.trim().to_string());
+                        }
+                        if let Some(url) = line.strip_prefix("listening on ") {
+                            break Some(url.trim().to_string());
+                        }
+                        if line.trim() == "worker running" {
+                            break None;
+                        }
+                    }
+                    Some(Err(error)) => bail!("reading {role} output failed: {error}"),
+                    None => bail!("`engram {role}` exited before serving (see its stderr above)"),
+                }
+            };
+            std::thread::spawn(move || for _ in lines {});
+            Ok(Self {
+                base_url,
+                metrics_url: metrics_url.context("no metrics address printed")?,
+                child,
+            })
+        })
+        .await?
+    }
+
+    /// SIGTERM, then wait; returns whether it exited cleanly.
+    pub fn stop(mut self) -> bool {
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        self.child
+            .wait()
+            .map(|status| status.success())
+            .unwrap_or(false)
+    }
+}
+
+impl Drop for RoleProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run an `engram` command to completion (migrate, admin) with `environment`.
+pub fn run_engram(arguments: &[&str], environment: &[(String, String)]) -> std::process::Output {
+    Command::new(engram_binary())
+        .args(arguments)
+        .env_remove("QDRANT_URL")
+        .envs(environment.iter().map(|(key, value)| (key, value)))
+        .output()
+        .expect("run engram")
 }
