@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m0001_initial_schema;
 mod m0002_outbox_claims;
 mod m0003_memory_tombstones;
+mod m0004_api_key_management;
 
 pub struct Migrator;
 
@@ -16,6 +17,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0001_initial_schema::Migration),
             Box::new(m0002_outbox_claims::Migration),
             Box::new(m0003_memory_tombstones::Migration),
+            Box::new(m0004_api_key_management::Migration),
         ]
     }
 }

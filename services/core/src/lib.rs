@@ -1,12 +1,14 @@
 //! Engram's domain vocabulary: identifiers, tenant scopes, memory records and the limits
 //! every input is checked against. Nothing here performs IO or knows about HTTP or SQL.
 
+pub mod access;
 pub mod ids;
 pub mod limits;
 pub mod memory;
 pub mod scope;
 pub mod validation;
 
+pub use access::{ApiScope, ApiScopes, KeyEnvironment};
 pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use scope::{ProjectScope, SubjectFilter};

@@ -10,8 +10,8 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use chrono::Utc;
-use engram_core::ProjectScope;
 use engram_core::ids::ConsoleAccountId;
+use engram_core::{ApiScope, ApiScopes, ProjectScope};
 use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -22,12 +22,29 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct ProjectPrincipal {
     pub scope: ProjectScope,
+    /// The key that authenticated the request and what it may do.
+    pub key_id: engram_core::ids::ApiKeyId,
+    pub scopes: ApiScopes,
 }
 
 impl ProjectPrincipal {
     /// Who is recorded in memory history for changes made with this credential.
     pub fn actor(&self) -> String {
         format!("api_key:project:{}", self.scope.project_id())
+    }
+
+    /// `403 forbidden` naming the missing scope unless the credential holds `required`.
+    pub fn require(&self, required: ApiScope) -> Result<(), ApiError> {
+        if self.scopes.contains(required) {
+            return Ok(());
+        }
+        Err(ApiError::new(
+            ProblemKind::Forbidden,
+            format!(
+                "this API key lacks the `{required}` scope; it holds: {}",
+                self.scopes.names().join(", ")
+            ),
+        ))
     }
 }
 
@@ -60,18 +77,82 @@ where
                     "the Authorization header must be `Bearer <token>`",
                 )
             })?;
-        let scope = verifier
+        let verified = verifier
             .storage
-            .authenticate_api_key(presented, &verifier.api_key_pepper)
+            .verify_api_key(presented, &verifier.api_key_pepper)
             .await
             .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-        match scope {
-            Some(scope) => Ok(ProjectPrincipal { scope }),
+        match verified {
+            Some(verified) => Ok(ProjectPrincipal {
+                scope: verified.scope,
+                key_id: verified.key_id,
+                scopes: verified.scopes,
+            }),
             None => Err(ApiError::new(
                 ProblemKind::Unauthorized,
-                "the API key is unknown, revoked or malformed",
+                "the API key is unknown, expired, revoked or malformed",
             )),
         }
+    }
+}
+
+/// The permission a handler needs, named in its signature: `Authorized<MemoriesWrite>`
+/// rejects a credential without that scope (403) before the handler runs.
+pub trait Permission: Send + Sync + 'static {
+    const SCOPE: ApiScope;
+}
+
+/// Read memories: get, list, history, search.
+pub struct MemoriesRead;
+/// Add and edit memories.
+pub struct MemoriesWrite;
+/// Delete memories.
+pub struct MemoriesDelete;
+/// Manage the project's API keys.
+pub struct ProjectAdmin;
+
+impl Permission for MemoriesRead {
+    const SCOPE: ApiScope = ApiScope::MemoriesRead;
+}
+impl Permission for MemoriesWrite {
+    const SCOPE: ApiScope = ApiScope::MemoriesWrite;
+}
+impl Permission for MemoriesDelete {
+    const SCOPE: ApiScope = ApiScope::MemoriesDelete;
+}
+impl Permission for ProjectAdmin {
+    const SCOPE: ApiScope = ApiScope::Admin;
+}
+
+/// A project principal holding permission `P`.
+pub struct Authorized<P: Permission> {
+    pub principal: ProjectPrincipal,
+    _permission: std::marker::PhantomData<P>,
+}
+
+impl<P: Permission> std::ops::Deref for Authorized<P> {
+    type Target = ProjectPrincipal;
+
+    fn deref(&self) -> &ProjectPrincipal {
+        &self.principal
+    }
+}
+
+impl<S, P> FromRequestParts<S> for Authorized<P>
+where
+    CredentialVerifier: FromRef<S>,
+    S: Send + Sync,
+    P: Permission,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let principal = ProjectPrincipal::from_request_parts(parts, state).await?;
+        principal.require(P::SCOPE)?;
+        Ok(Self {
+            principal,
+            _permission: std::marker::PhantomData,
+        })
     }
 }
 

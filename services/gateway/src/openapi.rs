@@ -2,7 +2,7 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::memories;
+use crate::routes::{keys, memories};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -21,7 +21,7 @@ impl Modify for BearerApiKey {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("A project API key (`egk_…`)"))
+                    .description(Some("A project API key (`egk_live_…` or `egk_test_…`); each route names the scope it needs"))
                     .build(),
             ),
         );
@@ -39,13 +39,19 @@ impl Modify for BearerApiKey {
         memories::delete_memory,
         memories::memory_history,
         memories::search_memories,
+        keys::list_keys,
+        keys::create_key,
+        keys::revoke_key,
+        keys::roll_key,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
-        NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument
+        NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
+        keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody
     )),
     modifiers(&BearerApiKey),
-    tags((name = "memories", description = "Store, edit, delete and recall memories"))
+    tags((name = "memories", description = "Store, edit, delete and recall memories"),
+        (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;
 

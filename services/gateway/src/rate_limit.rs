@@ -32,7 +32,7 @@ impl Default for RateLimitSettings {
     }
 }
 
-/// Keys the bucket by the API key's public id (`egk_<public id>_…`, never its secret), or
+/// Keys the bucket by the API key's public id (`egk_live_<public id>_…`, never its secret), or
 /// by the peer address for requests that present no API key.
 #[derive(Clone, Copy, Debug)]
 pub struct ApiKeyOrPeerAddress;
@@ -46,9 +46,7 @@ impl KeyExtractor for ApiKeyOrPeerAddress {
             .get(header::AUTHORIZATION)
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(|token| token.strip_prefix("egk_"))
-            .and_then(|rest| rest.split_once('_'))
-            .map(|(public_id, _secret)| public_id);
+            .and_then(engram_core::access::api_key_public_id);
         if let Some(public_id) = public_id {
             return Ok(format!("key:{public_id}"));
         }

@@ -1,12 +1,14 @@
 //! The metadata store, source of truth for memories: connection setup for SQLite and
 //! PostgreSQL, migrations, and repositories whose every memory query is project-scoped.
 
+pub mod api_keys;
 mod entities;
 mod error;
 pub mod memories;
 pub mod outbox;
 pub mod tenants;
 
+pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use error::StorageError;
 pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,

@@ -1,25 +1,16 @@
 //! Organizations, projects, console accounts and project API keys; the credential checks
 //! that turn a presented API key (or a verified console session) into a `ProjectScope`.
 
-use crate::entities::{api_keys, console_accounts, organizations, projects};
+use crate::entities::{console_accounts, organizations, projects};
 use crate::{Storage, StorageError};
 use chrono::Utc;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use hmac::{Hmac, Mac};
-use rand::Rng;
-use rand::distributions::Alphanumeric;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
 };
 use sha2::Sha256;
-use subtle::ConstantTimeEq;
-use uuid::Uuid;
-
-/// Prefix of every project API key: `egk_<public id>_<secret>`.
-pub const API_KEY_PREFIX: &str = "egk_";
-const PUBLIC_ID_LENGTH: usize = 16;
-const SECRET_LENGTH: usize = 40;
 
 /// Server-side secret mixed into API key hashes (HMAC-SHA-256), so a leaked database alone
 /// does not allow offline guessing of key secrets.
@@ -31,7 +22,7 @@ impl ApiKeyPepper {
         Self(secret_bytes)
     }
 
-    fn hash_secret(&self, secret: &str) -> String {
+    pub(crate) fn hash_secret(&self, secret: &str) -> String {
         // HMAC accepts keys of any length, so this cannot fail.
         let mut mac =
             <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
@@ -68,31 +59,6 @@ pub struct ConsoleAccountRecord {
     pub email: String,
     pub password_hash: String,
     pub role: String,
-}
-
-fn random_text(length: usize) -> String {
-    rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(length)
-        .map(char::from)
-        .collect()
-}
-
-fn mint_api_key() -> (String, String, String) {
-    let public_id = random_text(PUBLIC_ID_LENGTH).to_lowercase();
-    let secret = random_text(SECRET_LENGTH);
-    let presented = format!("{API_KEY_PREFIX}{public_id}_{secret}");
-    (presented, public_id, secret)
-}
-
-/// Split `egk_<public id>_<secret>`; `None` for anything else.
-fn parse_presented_key(presented: &str) -> Option<(&str, &str)> {
-    let rest = presented.strip_prefix(API_KEY_PREFIX)?;
-    let (public_id, secret) = rest.split_once('_')?;
-    if public_id.len() != PUBLIC_ID_LENGTH || secret.len() != SECRET_LENGTH {
-        return None;
-    }
-    Some((public_id, secret))
 }
 
 impl Storage {
@@ -219,37 +185,17 @@ impl Storage {
         Ok(found.map(|organization| organization.name))
     }
 
-    /// Verify a presented API key; the scope of its project when it is valid and not revoked.
-    /// Unknown ids and wrong secrets are indistinguishable to the caller.
+    /// Verify a presented API key; the scope of its project when it is valid, unexpired and
+    /// not revoked. Unknown ids and wrong secrets are indistinguishable to the caller.
     pub async fn authenticate_api_key(
         &self,
         presented: &str,
         pepper: &ApiKeyPepper,
     ) -> Result<Option<ProjectScope>, StorageError> {
-        let Some((public_id, secret)) = parse_presented_key(presented) else {
-            return Ok(None);
-        };
-        let stored = api_keys::Entity::find()
-            .filter(api_keys::Column::PublicId.eq(public_id))
-            .one(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        let presented_hash = pepper.hash_secret(secret);
-        let Some(stored) = stored else {
-            return Ok(None);
-        };
-        let hashes_match: bool = stored
-            .secret_hash
-            .as_bytes()
-            .ct_eq(presented_hash.as_bytes())
-            .into();
-        if !hashes_match || stored.revoked_at.is_some() {
-            return Ok(None);
-        }
-        Ok(Some(ProjectScope::from_verified_credential(
-            OrganizationId::from_uuid(stored.organization_id),
-            ProjectId::from_uuid(stored.project_id),
-        )))
+        Ok(self
+            .verify_api_key(presented, pepper)
+            .await?
+            .map(|verified| verified.scope))
     }
 
     pub async fn find_console_account(
@@ -326,20 +272,19 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
     .exec(connection)
     .await
     .map_err(StorageError::from_db)?;
-    let (presented, public_id, secret) = mint_api_key();
-    api_keys::Entity::insert(api_keys::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        organization_id: Set(organization_id.as_uuid()),
-        project_id: Set(project_id.as_uuid()),
-        public_id: Set(public_id),
-        secret_hash: Set(pepper.hash_secret(&secret)),
-        label: Set("default".to_string()),
-        created_at: Set(now),
-        revoked_at: Set(None),
-    })
-    .exec(connection)
-    .await
-    .map_err(StorageError::from_db)?;
+    let project_scope = ProjectScope::from_verified_credential(organization_id, project_id);
+    let (_, presented) = crate::api_keys::insert_api_key(
+        connection,
+        &project_scope,
+        &crate::api_keys::NewApiKey {
+            label: "default".to_string(),
+            scopes: engram_core::ApiScopes::all(),
+            environment: engram_core::KeyEnvironment::Live,
+            expires_at: None,
+        },
+        pepper,
+    )
+    .await?;
     Ok((
         ProjectRecord {
             id: project_id,
@@ -365,24 +310,5 @@ fn project_record(model: projects::Model) -> ProjectRecord {
         id: ProjectId::from_uuid(model.id),
         organization_id: OrganizationId::from_uuid(model.organization_id),
         name: model.name,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minted_keys_parse_and_malformed_ones_do_not() {
-        let (presented, public_id, secret) = mint_api_key();
-        assert_eq!(
-            parse_presented_key(&presented),
-            Some((public_id.as_str(), secret.as_str()))
-        );
-        assert_eq!(parse_presented_key("egk_short_secret"), None);
-        assert_eq!(
-            parse_presented_key(&presented.replacen("egk_", "xyz_", 1)),
-            None
-        );
     }
 }

@@ -1,7 +1,7 @@
 //! `/v1/memories…`: add, get, list, edit, delete, history and search, each scoped to the
 //! project of the presented API key.
 
-use crate::auth::ProjectPrincipal;
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
 use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, request_fingerprint};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
@@ -57,7 +57,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 #[utoipa::path(post, path = "/v1/memories", tag = "memories",
     params(AddMemoriesQuery, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried write safe")),
     request_body = AddMemoriesBody,
-    responses(
+    responses((status = 403, description = "The API key lacks the `memories:write` scope", body = ProblemDocument, content_type = "application/problem+json"), 
         (status = 201, description = "Stored and searchable", body = MemoriesEnvelope),
         (status = 202, description = "Stored; the index will make them searchable shortly", body = MemoriesEnvelope),
         (status = 400, body = ProblemDocument, content_type = "application/problem+json"),
@@ -66,9 +66,9 @@ fn json_response(status: StatusCode, body: String) -> Response {
         (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json"),
     ),
-    security(("api_key" = [])))]
+    security(("api_key" = ["memories:write"])))]
 pub async fn add_memories(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     QueryParams(query): QueryParams<AddMemoriesQuery>,
@@ -118,10 +118,10 @@ pub async fn add_memories(
 /// Get one memory.
 #[utoipa::path(get, path = "/v1/memories/{memory_id}", tag = "memories",
     params(("memory_id" = String, Path, description = "Memory id (UUIDv7)")),
-    responses((status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
 pub async fn get_memory(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
 ) -> Result<Json<MemoryView>, ApiError> {
@@ -145,10 +145,10 @@ pub struct ListMemoriesQuery {
 
 /// List memories, newest first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/memories", tag = "memories", params(ListMemoriesQuery),
-    responses((status = 200, body = MemoryListView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = MemoryListView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
 pub async fn list_memories(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<ListMemoriesQuery>,
 ) -> Result<Json<MemoryListView>, ApiError> {
@@ -221,12 +221,12 @@ pub async fn list_memories(
 #[utoipa::path(patch, path = "/v1/memories/{memory_id}", tag = "memories",
     params(("memory_id" = String, Path), ("If-Match" = Option<String>, Header, description = "Expected version, e.g. 3 or \"3\"")),
     request_body = EditMemoryBody,
-    responses((status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+    responses((status = 403, description = "The API key lacks the `memories:write` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = MemoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    security(("api_key" = ["memories:write"])))]
 pub async fn edit_memory(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
     IfMatchVersion(expected_version): IfMatchVersion,
@@ -248,10 +248,10 @@ pub async fn edit_memory(
 
 /// Delete a memory and all its content, history included.
 #[utoipa::path(delete, path = "/v1/memories/{memory_id}", tag = "memories", params(("memory_id" = String, Path)),
-    responses((status = 204, description = "Deleted"), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    responses((status = 403, description = "The API key lacks the `memories:delete` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 204, description = "Deleted"), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:delete"])))]
 pub async fn delete_memory(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesDelete>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
@@ -262,10 +262,10 @@ pub async fn delete_memory(
 
 /// The change history of a memory, oldest first.
 #[utoipa::path(get, path = "/v1/memories/{memory_id}/history", tag = "memories", params(("memory_id" = String, Path)),
-    responses((status = 200, body = HistoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = HistoryView), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
 pub async fn memory_history(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
 ) -> Result<Json<HistoryView>, ApiError> {
@@ -278,11 +278,11 @@ pub async fn memory_history(
 
 /// Find the memories that best match a query.
 #[utoipa::path(post, path = "/v1/memories/search", tag = "memories", request_body = SearchBody,
-    responses((status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = [])))]
+    security(("api_key" = ["memories:read"])))]
 pub async fn search_memories(
-    principal: ProjectPrincipal,
+    principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {

@@ -1,4 +1,5 @@
 //! Route handlers, one module per resource.
 
+pub mod keys;
 pub mod memories;
 pub mod service;

@@ -12,6 +12,10 @@ pub struct Model {
     pub label: String,
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,
+    pub scopes: String,
+    pub environment: String,
+    pub expires_at: Option<DateTimeUtc>,
+    pub last_used_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

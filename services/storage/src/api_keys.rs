@@ -1,0 +1,288 @@
+//! Project API keys: minting (the secret is returned once and stored only as a peppered
+//! HMAC), verification with scopes, expiry and revocation, listing, revoking and rolling
+//! with an overlap window. Every management call is confined to one project's scope.
+
+use crate::entities::api_keys;
+use crate::tenants::ApiKeyPepper;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::access::{
+    API_KEY_PUBLIC_ID_LENGTH, API_KEY_SECRET_LENGTH, format_api_key, parse_api_key,
+};
+use engram_core::ids::ApiKeyId;
+use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
+use rand::Rng;
+use rand::distributions::Alphanumeric;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+};
+use subtle::ConstantTimeEq;
+
+/// `last_used_at` is written at most this often per key, so authentication stays a read.
+const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::seconds(60);
+
+/// What is known about a key, never its secret.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiKeyRecord {
+    pub id: ApiKeyId,
+    pub label: String,
+    /// The key's public part (`egk_live_<public id>_…`), safe to show.
+    pub public_id: String,
+    pub environment: KeyEnvironment,
+    pub scopes: ApiScopes,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A presented key that verified: its project and what it may do.
+#[derive(Clone, Debug)]
+pub struct VerifiedApiKey {
+    pub scope: ProjectScope,
+    pub key_id: ApiKeyId,
+    pub scopes: ApiScopes,
+    pub environment: KeyEnvironment,
+}
+
+/// A key to mint.
+#[derive(Clone, Debug)]
+pub struct NewApiKey {
+    pub label: String,
+    pub scopes: ApiScopes,
+    pub environment: KeyEnvironment,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+fn random_text(length: usize) -> String {
+    rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(length)
+        .map(char::from)
+        .collect()
+}
+
+fn record_from_model(model: api_keys::Model) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: ApiKeyId::from_uuid(model.id),
+        label: model.label,
+        public_id: model.public_id,
+        environment: KeyEnvironment::parse(&model.environment).unwrap_or(KeyEnvironment::Live),
+        scopes: ApiScopes::from_stored_text(&model.scopes),
+        created_at: model.created_at,
+        expires_at: model.expires_at,
+        last_used_at: model.last_used_at,
+        revoked_at: model.revoked_at,
+    }
+}
+
+/// Insert a new key of `scope`'s project; returns its record and the presented text.
+pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
+    connection: &C,
+    scope: &ProjectScope,
+    new_key: &NewApiKey,
+    pepper: &ApiKeyPepper,
+) -> Result<(ApiKeyRecord, String), StorageError> {
+    let public_id = random_text(API_KEY_PUBLIC_ID_LENGTH).to_lowercase();
+    let secret = random_text(API_KEY_SECRET_LENGTH);
+    let presented = format_api_key(new_key.environment, &public_id, &secret);
+    let model = api_keys::ActiveModel {
+        id: Set(uuid::Uuid::now_v7()),
+        organization_id: Set(scope.organization_id().as_uuid()),
+        project_id: Set(scope.project_id().as_uuid()),
+        public_id: Set(public_id),
+        secret_hash: Set(pepper.hash_secret(&secret)),
+        label: Set(new_key.label.clone()),
+        created_at: Set(Utc::now()),
+        revoked_at: Set(None),
+        scopes: Set(new_key.scopes.to_stored_text()),
+        environment: Set(new_key.environment.as_str().to_string()),
+        expires_at: Set(new_key.expires_at),
+        last_used_at: Set(None),
+    };
+    let inserted = api_keys::Entity::insert(model)
+        .exec_with_returning(connection)
+        .await
+        .map_err(StorageError::from_db)?;
+    Ok((record_from_model(inserted), presented))
+}
+
+fn keys_of(scope: &ProjectScope) -> sea_orm::Select<api_keys::Entity> {
+    api_keys::Entity::find().filter(api_keys::Column::ProjectId.eq(scope.project_id().as_uuid()))
+}
+
+impl Storage {
+    /// Verify a presented API key: well-formed with a valid checksum, known, the right
+    /// secret (constant-time), not revoked and not expired. Unknown ids and wrong secrets are
+    /// indistinguishable to the caller.
+    pub async fn verify_api_key(
+        &self,
+        presented: &str,
+        pepper: &ApiKeyPepper,
+    ) -> Result<Option<VerifiedApiKey>, StorageError> {
+        let Some(parsed) = parse_api_key(presented) else {
+            return Ok(None);
+        };
+        let stored = api_keys::Entity::find()
+            .filter(api_keys::Column::PublicId.eq(parsed.public_id))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let presented_hash = pepper.hash_secret(parsed.secret);
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let hashes_match: bool = stored
+            .secret_hash
+            .as_bytes()
+            .ct_eq(presented_hash.as_bytes())
+            .into();
+        let now = Utc::now();
+        let expired = stored
+            .expires_at
+            .is_some_and(|expires_at| expires_at <= now);
+        let environment_matches = stored.environment == parsed.environment.as_str();
+        if !hashes_match || stored.revoked_at.is_some() || expired || !environment_matches {
+            return Ok(None);
+        }
+        let stale_last_use = stored
+            .last_used_at
+            .is_none_or(|last_used_at| now - last_used_at >= LAST_USED_RESOLUTION);
+        if stale_last_use {
+            // Best effort: a failure to record the time must not fail the request.
+            let recorded = api_keys::Entity::update_many()
+                .col_expr(
+                    api_keys::Column::LastUsedAt,
+                    sea_orm::sea_query::Expr::value(now),
+                )
+                .filter(api_keys::Column::Id.eq(stored.id))
+                .exec(&self.connection)
+                .await;
+            if let Err(error) = recorded {
+                tracing::debug!(%error, "could not record an API key's last use");
+            }
+        }
+        Ok(Some(VerifiedApiKey {
+            scope: ProjectScope::from_verified_credential(
+                OrganizationId::from_uuid(stored.organization_id),
+                ProjectId::from_uuid(stored.project_id),
+            ),
+            key_id: ApiKeyId::from_uuid(stored.id),
+            scopes: ApiScopes::from_stored_text(&stored.scopes),
+            environment: parsed.environment,
+        }))
+    }
+
+    /// Mint a key for `scope`'s project. The presented text is returned only here.
+    pub async fn create_api_key(
+        &self,
+        scope: &ProjectScope,
+        new_key: &NewApiKey,
+        pepper: &ApiKeyPepper,
+    ) -> Result<(ApiKeyRecord, String), StorageError> {
+        let _permit = self.write_permit().await;
+        insert_api_key(&self.connection, scope, new_key, pepper).await
+    }
+
+    /// Every key of `scope`'s project, newest first (revoked and expired ones included, so
+    /// the console can show what happened to them).
+    pub async fn list_api_keys(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<Vec<ApiKeyRecord>, StorageError> {
+        let models = keys_of(scope)
+            .order_by_desc(api_keys::Column::CreatedAt)
+            .order_by_desc(api_keys::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(models.into_iter().map(record_from_model).collect())
+    }
+
+    /// Revoke a key of `scope`'s project at once (idempotent). A key of another project is
+    /// `NotFound`.
+    pub async fn revoke_api_key(
+        &self,
+        scope: &ProjectScope,
+        key_id: ApiKeyId,
+    ) -> Result<ApiKeyRecord, StorageError> {
+        let _permit = self.write_permit().await;
+        let found = keys_of(scope)
+            .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        if found.revoked_at.is_some() {
+            return Ok(record_from_model(found));
+        }
+        let mut active: api_keys::ActiveModel = found.into();
+        active.revoked_at = Set(Some(Utc::now()));
+        let updated = sea_orm::ActiveModelTrait::update(active, &self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(record_from_model(updated))
+    }
+
+    /// Replace a key with a new one of the same label, scopes, environment and expiry. The
+    /// old key keeps working for `overlap` (so deployments can switch without downtime),
+    /// then expires; an overlap of zero revokes it at once. Returns the new key, its
+    /// presented text and the old key as it is now. A revoked or expired key cannot be
+    /// rolled (`NotFound`, as if it did not exist).
+    pub async fn roll_api_key(
+        &self,
+        scope: &ProjectScope,
+        key_id: ApiKeyId,
+        overlap: std::time::Duration,
+        pepper: &ApiKeyPepper,
+    ) -> Result<(ApiKeyRecord, String, ApiKeyRecord), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let now = Utc::now();
+        let found = keys_of(scope)
+            .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        let usable = found.revoked_at.is_none()
+            && found.expires_at.is_none_or(|expires_at| expires_at > now);
+        if !usable {
+            return Err(StorageError::NotFound);
+        }
+        let old_record = record_from_model(found.clone());
+        let (new_record, presented) = insert_api_key(
+            &transaction,
+            scope,
+            &NewApiKey {
+                label: old_record.label.clone(),
+                scopes: old_record.scopes.clone(),
+                environment: old_record.environment,
+                expires_at: old_record.expires_at,
+            },
+            pepper,
+        )
+        .await?;
+        let overlap = chrono::Duration::from_std(overlap).unwrap_or(chrono::Duration::zero());
+        let mut active: api_keys::ActiveModel = found.into();
+        if overlap.is_zero() {
+            active.revoked_at = Set(Some(now));
+        } else {
+            let overlap_end = now + overlap;
+            let expires_at = match old_record.expires_at {
+                Some(existing) if existing < overlap_end => existing,
+                _ => overlap_end,
+            };
+            active.expires_at = Set(Some(expires_at));
+        }
+        let updated_old = sea_orm::ActiveModelTrait::update(active, &transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok((new_record, presented, record_from_model(updated_old)))
+    }
+}
