@@ -7,6 +7,7 @@ mod m0001_initial_schema;
 mod m0002_outbox_claims;
 mod m0003_memory_tombstones;
 mod m0004_api_key_management;
+mod m0005_audit_log;
 
 pub struct Migrator;
 
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_outbox_claims::Migration),
             Box::new(m0003_memory_tombstones::Migration),
             Box::new(m0004_api_key_management::Migration),
+            Box::new(m0005_audit_log::Migration),
         ]
     }
 }

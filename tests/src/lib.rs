@@ -304,6 +304,7 @@ pub struct ApiClient {
 impl ApiClient {
     pub fn new(base_url: &str, api_key: &str) -> Self {
         let http = reqwest::Client::builder()
+            .user_agent("engram-tests")
             .timeout(Duration::from_secs(60))
             .build()
             .unwrap_or_default();
@@ -351,6 +352,13 @@ impl ApiClient {
         self.http
             .request(method, format!("{}{path}", self.base_url))
             .bearer_auth(&self.api_key)
+    }
+
+    /// Send `request`, expect 200 and return the body as text (exports).
+    pub async fn http_text(&self, request: reqwest::RequestBuilder) -> String {
+        let response = request.send().await.expect("request failed");
+        assert_eq!(response.status().as_u16(), 200);
+        response.text().await.expect("body")
     }
 
     pub async fn add(&self, memories: Value) -> ApiResponse {

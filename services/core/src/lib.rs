@@ -2,6 +2,7 @@
 //! every input is checked against. Nothing here performs IO or knows about HTTP or SQL.
 
 pub mod access;
+pub mod audit;
 pub mod ids;
 pub mod limits;
 pub mod memory;

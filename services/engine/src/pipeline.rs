@@ -104,7 +104,7 @@ impl MemoryEngine {
         &self,
         scope: &ProjectScope,
         new_memories: Vec<NewMemory>,
-        actor: &str,
+        actor: &engram_core::audit::Actor,
         idempotency: Option<IdempotencyClaim>,
         wait_for_index: bool,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
@@ -223,7 +223,7 @@ impl MemoryEngine {
         memory_id: MemoryId,
         edit: MemoryEdit,
         expected_version: Option<i64>,
-        actor: &str,
+        actor: &engram_core::audit::Actor,
     ) -> Result<Memory, EngineError> {
         // Check existence and version before paying for an embedding.
         let current = self.storage.get_memory(scope, memory_id).await?;
@@ -263,8 +263,9 @@ impl MemoryEngine {
         &self,
         scope: &ProjectScope,
         memory_id: MemoryId,
+        actor: &engram_core::audit::Actor,
     ) -> Result<(), EngineError> {
-        self.storage.delete_memory(scope, memory_id).await?;
+        self.storage.delete_memory(scope, memory_id, actor).await?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(())
     }

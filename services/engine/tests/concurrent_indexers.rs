@@ -41,7 +41,13 @@ async fn insert(
     drafts: Vec<MemoryDraft>,
 ) -> Vec<engram_core::Memory> {
     let outcome = storage
-        .insert_memories(scope, drafts, "test", None, |_| (201, String::new()))
+        .insert_memories(
+            scope,
+            drafts,
+            &engram_core::audit::Actor::system("test"),
+            None,
+            |_| (201, String::new()),
+        )
         .await
         .unwrap();
     let InsertOutcome::Inserted { memories, .. } = outcome else {
@@ -111,7 +117,7 @@ async fn four_indexers_converge(storage: Storage) {
                         ..Default::default()
                     },
                     None,
-                    "test",
+                    &engram_core::audit::Actor::system("test"),
                 )
                 .await
                 .unwrap();
@@ -119,7 +125,10 @@ async fn four_indexers_converge(storage: Storage) {
         if round % 2 == 1 {
             let victim = ids[(round * 3) % ids.len()];
             if !deleted.contains(&victim) {
-                storage.delete_memory(&scope, victim).await.unwrap();
+                storage
+                    .delete_memory(&scope, victim, &engram_core::audit::Actor::system("test"))
+                    .await
+                    .unwrap();
                 deleted.push(victim);
             }
         }
@@ -238,7 +247,14 @@ async fn a_late_upsert_never_resurrects_a_deleted_memory() {
     let slow = tokio::spawn(async move { slow_worker.apply_oldest_pending(10).await.unwrap() });
     // The slow worker has claimed the entry and read the row; now the memory goes away.
     tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-    storage.delete_memory(&scope, memory_id).await.unwrap();
+    storage
+        .delete_memory(
+            &scope,
+            memory_id,
+            &engram_core::audit::Actor::system("test"),
+        )
+        .await
+        .unwrap();
     let fast_worker = IndexApplier::new(storage.clone(), index.clone());
     assert_eq!(
         fast_worker.apply_oldest_pending(10).await.unwrap(),
@@ -305,7 +321,7 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
                 ..Default::default()
             },
             None,
-            "test",
+            &engram_core::audit::Actor::system("test"),
         )
         .await
         .unwrap();

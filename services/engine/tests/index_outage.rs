@@ -176,9 +176,14 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
             })
             .collect();
         let outcome = engine
-            .add_memories(&scope, memories, "test", None, true, |_| {
-                (201, String::new())
-            })
+            .add_memories(
+                &scope,
+                memories,
+                &engram_core::audit::Actor::system("test"),
+                None,
+                true,
+                |_| (201, String::new()),
+            )
             .await
             .expect("a write is acknowledged while the index is down");
         let AddOutcome::Stored { memories, indexed } = outcome else {

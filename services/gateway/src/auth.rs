@@ -10,6 +10,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use chrono::Utc;
+use engram_core::audit::{Actor, ActorKind};
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{ApiScope, ApiScopes, ProjectScope};
 use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
@@ -25,12 +26,53 @@ pub struct ProjectPrincipal {
     /// The key that authenticated the request and what it may do.
     pub key_id: engram_core::ids::ApiKeyId,
     pub scopes: ApiScopes,
+    pub origin: RequestOrigin,
+}
+
+/// Where a request came from, for the audit log.
+#[derive(Clone, Debug, Default)]
+pub struct RequestOrigin {
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl RequestOrigin {
+    pub fn of(parts: &Parts) -> Self {
+        let header = |name: &str| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(|value| value.chars().take(256).collect::<String>())
+        };
+        Self {
+            ip: parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|axum::extract::ConnectInfo(address)| address.ip().to_string()),
+            user_agent: header("user-agent"),
+            request_id: header("x-request-id"),
+        }
+    }
+
+    pub fn actor(&self, kind: ActorKind, id: String) -> Actor {
+        Actor {
+            kind,
+            id,
+            ip: self.ip.clone(),
+            user_agent: self.user_agent.clone(),
+            request_id: self.request_id.clone(),
+        }
+    }
 }
 
 impl ProjectPrincipal {
-    /// Who is recorded in memory history for changes made with this credential.
-    pub fn actor(&self) -> String {
-        format!("api_key:project:{}", self.scope.project_id())
+    /// Who is recorded in memory history and the audit log for changes made with this
+    /// credential: the key, with the request's address, user agent and id.
+    pub fn actor(&self) -> Actor {
+        self.origin
+            .actor(ActorKind::ApiKey, self.key_id.to_string())
     }
 
     /// `403 forbidden` naming the missing scope unless the credential holds `required`.
@@ -87,6 +129,7 @@ where
                 scope: verified.scope,
                 key_id: verified.key_id,
                 scopes: verified.scopes,
+                origin: RequestOrigin::of(parts),
             }),
             None => Err(ApiError::new(
                 ProblemKind::Unauthorized,

@@ -8,6 +8,7 @@ use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
     MemoryRow, ProjectSummary,
 };
+use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
 use engram_core::{MemoryKind, ProjectId};
 use engram_storage::{ConsoleAccountRecord, MemoryListFilter, Storage};
 use std::path::Path;
@@ -52,6 +53,37 @@ fn internal(error: impl std::fmt::Display) -> ConsoleError {
     ConsoleError::Internal("the service could not complete the request".to_string())
 }
 
+impl GatewayConsoleBackend {
+    async fn audit_account_event(
+        &self,
+        account: &ConsoleAccountRecord,
+        action: AuditAction,
+        outcome: AuditOutcome,
+    ) -> Result<(), ConsoleError> {
+        let event = NewAuditEvent {
+            action,
+            outcome,
+            target_ids: vec![account.id.to_string()],
+            details: serde_json::json!({}),
+        };
+        self.storage
+            .record_audit_event(
+                account.organization_id,
+                None,
+                &Actor {
+                    kind: ActorKind::ConsoleAccount,
+                    id: account.id.to_string(),
+                    ip: None,
+                    user_agent: None,
+                    request_id: None,
+                },
+                &event,
+            )
+            .await
+            .map_err(internal)
+    }
+}
+
 #[async_trait::async_trait]
 impl ConsoleBackend for GatewayConsoleBackend {
     async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
@@ -81,10 +113,28 @@ impl ConsoleBackend for GatewayConsoleBackend {
             Some(account) if password_matches => {
                 tracing::info!(account_id = %account.id, "console login succeeded");
                 self.login_throttle.record_success(&email);
+                self.audit_account_event(
+                    &account,
+                    AuditAction::ConsoleLogin,
+                    AuditOutcome::Success,
+                )
+                .await?;
                 self.sessions.issue(account.id).map_err(internal)
             }
-            _ => {
-                tracing::info!("console login failed");
+            Some(account) => {
+                tracing::info!(account_id = %account.id, "console login failed: wrong password");
+                self.login_throttle.record_failure(&email);
+                self.audit_account_event(
+                    &account,
+                    AuditAction::ConsoleLoginFailed,
+                    AuditOutcome::Failure,
+                )
+                .await?;
+                Err(ConsoleError::InvalidCredentials)
+            }
+            None => {
+                // No organization to file it under; the log line and the throttle remain.
+                tracing::info!("console login failed: unknown account");
                 self.login_throttle.record_failure(&email);
                 Err(ConsoleError::InvalidCredentials)
             }
@@ -196,6 +246,28 @@ impl ConsoleBackend for GatewayConsoleBackend {
             })
             .collect();
         let total_shown = memories.len();
+        // Compliance must know who saw what: the page is shown only once its read is logged.
+        if total_shown > 0 {
+            self.storage
+                .record_audit_event(
+                    account.organization_id,
+                    Some(&scope),
+                    &Actor {
+                        kind: ActorKind::ConsoleAccount,
+                        id: account.id.to_string(),
+                        ip: None,
+                        user_agent: None,
+                        request_id: None,
+                    },
+                    &NewAuditEvent::success(
+                        AuditAction::MemoryContentViewed,
+                        memories.iter().map(|memory| memory.id.clone()).collect(),
+                        serde_json::json!({ "page": "memories" }),
+                    ),
+                )
+                .await
+                .map_err(internal)?;
+        }
         Ok(MemoryPage {
             memories,
             total_shown,

@@ -32,7 +32,9 @@ use tower_http::trace::TraceLayer;
 /// (the console) merged in by the caller.
 pub fn build_router(state: AppState, extra_routes: Router) -> Router {
     let request_timeout = state.settings.request_timeout;
-    let mut api_routes = routes::memories::router().merge(routes::keys::router());
+    let mut api_routes = routes::memories::router()
+        .merge(routes::keys::router())
+        .merge(routes::audit::router());
     if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
         rate_limit::spawn_limiter_cleanup(limits.clone());
         api_routes = api_routes.layer(

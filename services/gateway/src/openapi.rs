@@ -2,7 +2,7 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::{keys, memories};
+use crate::routes::{audit, keys, memories};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -43,15 +43,20 @@ impl Modify for BearerApiKey {
         keys::create_key,
         keys::revoke_key,
         keys::roll_key,
+        audit::list_audit_events,
+        audit::verify_audit_chain,
+        audit::export_audit_events,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
-        keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody
+        keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
+        audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
-        (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"))
+        (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
+        (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;
 

@@ -357,9 +357,14 @@ fn qdrant_failure(action: &str, error: QdrantError) -> IndexError {
 }
 
 fn is_connection_failure(message: &str) -> bool {
-    ["Failed to connect", "transport error", "tcp connect error", "connection"]
-        .iter()
-        .any(|marker| message.contains(marker))
+    [
+        "Failed to connect",
+        "transport error",
+        "tcp connect error",
+        "connection",
+    ]
+    .iter()
+    .any(|marker| message.contains(marker))
 }
 
 #[async_trait]

@@ -2,6 +2,7 @@
 //! HMAC), verification with scopes, expiry and revocation, listing, revoking and rolling
 //! with an overlap window. Every management call is confined to one project's scope.
 
+use crate::audit::append_audit_event;
 use crate::entities::api_keys;
 use crate::tenants::ApiKeyPepper;
 use crate::{Storage, StorageError};
@@ -9,6 +10,7 @@ use chrono::{DateTime, Utc};
 use engram_core::access::{
     API_KEY_PUBLIC_ID_LENGTH, API_KEY_SECRET_LENGTH, format_api_key, parse_api_key,
 };
+use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ApiKeyId;
 use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
 use rand::Rng;
@@ -179,9 +181,34 @@ impl Storage {
         scope: &ProjectScope,
         new_key: &NewApiKey,
         pepper: &ApiKeyPepper,
+        actor: &Actor,
     ) -> Result<(ApiKeyRecord, String), StorageError> {
         let _permit = self.write_permit().await;
-        insert_api_key(&self.connection, scope, new_key, pepper).await
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let (record, presented) = insert_api_key(&transaction, scope, new_key, pepper).await?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::ApiKeyCreated,
+                vec![record.id.to_string()],
+                serde_json::json!({
+                    "label": record.label,
+                    "scopes": record.scopes.names(),
+                    "environment": record.environment.as_str(),
+                    "expires_at": record.expires_at,
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok((record, presented))
     }
 
     /// Every key of `scope`'s project, newest first (revoked and expired ones included, so
@@ -205,11 +232,17 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         key_id: ApiKeyId,
+        actor: &Actor,
     ) -> Result<ApiKeyRecord, StorageError> {
         let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
         let found = keys_of(scope)
             .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
-            .one(&self.connection)
+            .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound)?;
@@ -218,9 +251,22 @@ impl Storage {
         }
         let mut active: api_keys::ActiveModel = found.into();
         active.revoked_at = Set(Some(Utc::now()));
-        let updated = sea_orm::ActiveModelTrait::update(active, &self.connection)
+        let updated = sea_orm::ActiveModelTrait::update(active, &transaction)
             .await
             .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::ApiKeyRevoked,
+                vec![key_id.to_string()],
+                serde_json::json!({}),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(record_from_model(updated))
     }
 
@@ -235,6 +281,7 @@ impl Storage {
         key_id: ApiKeyId,
         overlap: std::time::Duration,
         pepper: &ApiKeyPepper,
+        actor: &Actor,
     ) -> Result<(ApiKeyRecord, String, ApiKeyRecord), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self
@@ -282,6 +329,21 @@ impl Storage {
         let updated_old = sea_orm::ActiveModelTrait::update(active, &transaction)
             .await
             .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::ApiKeyRolled,
+                vec![key_id.to_string(), new_record.id.to_string()],
+                serde_json::json!({
+                    "overlap_seconds": overlap.num_seconds(),
+                    "previous_expires_at": updated_old.expires_at,
+                }),
+            ),
+        )
+        .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((new_record, presented, record_from_model(updated_old)))
     }

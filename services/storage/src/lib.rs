@@ -2,6 +2,7 @@
 //! PostgreSQL, migrations, and repositories whose every memory query is project-scoped.
 
 pub mod api_keys;
+pub mod audit;
 mod entities;
 mod error;
 pub mod memories;
@@ -9,6 +10,7 @@ pub mod outbox;
 pub mod tenants;
 
 pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
+pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};
 pub use error::StorageError;
 pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,

@@ -1,12 +1,14 @@
 //! Memory repository: add (with supersede by key, history, outbox and idempotency in one
 //! transaction), get, list, patch with optimistic concurrency, delete, history, hydrate.
 
+use crate::audit::append_audit_event;
 use crate::entities::{
     idempotency_records, index_outbox, memories, memory_history, memory_tombstones,
 };
 use crate::error::is_unique_violation;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::memory::content_digest;
 use engram_core::{
     ExternalId, Memory, MemoryId, MemoryKind, MemoryState, NewMemory, ProjectScope, SubjectFilter,
@@ -351,7 +353,7 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         drafts: Vec<MemoryDraft>,
-        actor: &str,
+        actor: &Actor,
         idempotency: Option<IdempotencyClaim>,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<InsertOutcome, StorageError> {
@@ -388,7 +390,7 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         drafts: &[MemoryDraft],
-        actor: &str,
+        actor: &Actor,
         idempotency: Option<&IdempotencyClaim>,
         render_response: &(impl Fn(&[Memory]) -> (u16, String) + Send + Sync),
     ) -> Result<InsertOutcome, StorageError> {
@@ -421,6 +423,7 @@ impl Storage {
         let now = Utc::now();
         let mut stored = Vec::with_capacity(drafts.len());
         let mut touched = Vec::with_capacity(drafts.len());
+        let mut superseded = Vec::new();
         for draft in drafts {
             let memory_id = MemoryId::generate();
             if let Some(key) = &draft.memory.key {
@@ -430,12 +433,13 @@ impl Storage {
                     draft,
                     key,
                     memory_id,
-                    actor,
+                    &actor.label(),
                     now,
                 )
                 .await?
                 {
                     touched.push(previous_id);
+                    superseded.push(previous_id.to_string());
                 }
             }
             let model = memories::ActiveModel {
@@ -492,7 +496,7 @@ impl Storage {
                 1,
                 "created",
                 Some(draft.memory.content.clone()),
-                actor,
+                &actor.label(),
                 None,
             )
             .await?;
@@ -500,6 +504,24 @@ impl Storage {
             touched.push(memory_id);
             stored.push(memory_from_model(inserted)?);
         }
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryCreated,
+                stored.iter().map(|memory| memory.id.to_string()).collect(),
+                serde_json::json!({
+                    "content_sha256": stored
+                        .iter()
+                        .map(|memory| content_digest(&memory.content))
+                        .collect::<Vec<_>>(),
+                    "superseded": superseded,
+                }),
+            ),
+        )
+        .await?;
         if let Some(claim) = idempotency {
             let (status, body) = render_response(&stored);
             idempotency_records::Entity::insert(idempotency_records::ActiveModel {
@@ -611,7 +633,7 @@ impl Storage {
         memory_id: MemoryId,
         patch: MemoryPatch,
         expected_version: Option<i64>,
-        actor: &str,
+        actor: &Actor,
     ) -> Result<(Memory, MemoryId), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self
@@ -686,8 +708,36 @@ impl Storage {
             next_version,
             "updated",
             history_content,
-            actor,
+            &actor.label(),
             patch.reason.clone(),
+        )
+        .await?;
+        let mut changed_fields = Vec::new();
+        for (field, changed) in [
+            ("content", patch.content.is_some()),
+            ("metadata", patch.metadata.is_some()),
+            ("categories", patch.categories.is_some()),
+            ("expires_at", patch.expires_at.is_some()),
+        ] {
+            if changed {
+                changed_fields.push(field);
+            }
+        }
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryUpdated,
+                vec![memory_id.to_string()],
+                serde_json::json!({
+                    "version": next_version,
+                    "fields": changed_fields,
+                    "content_sha256": patch.content.as_ref().map(|(content, _)| content_digest(content)),
+                    "reason_given": patch.reason.is_some(),
+                }),
+            ),
         )
         .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
@@ -707,6 +757,7 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         memory_id: MemoryId,
+        actor: &Actor,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self
@@ -750,6 +801,18 @@ impl Storage {
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryDeleted,
+                vec![memory_id.to_string()],
+                serde_json::json!({ "last_version": last_version }),
+            ),
+        )
+        .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())

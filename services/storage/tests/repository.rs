@@ -44,6 +44,10 @@ macro_rules! on_both_databases {
     };
 }
 
+fn system_actor() -> engram_core::audit::Actor {
+    engram_core::audit::Actor::system("test")
+}
+
 fn pepper() -> ApiKeyPepper {
     ApiKeyPepper::new(b"test pepper".to_vec())
 }
@@ -120,7 +124,7 @@ async fn insert(
     drafts: Vec<MemoryDraft>,
 ) -> Vec<engram_core::Memory> {
     match storage
-        .insert_memories(scope, drafts, "test", None, render)
+        .insert_memories(scope, drafts, &system_actor(), None, render)
         .await
         .unwrap()
     {
@@ -236,13 +240,13 @@ async fn another_project_sees_nothing(storage: Storage) {
                     ..Default::default()
                 },
                 None,
-                "t"
+                &system_actor()
             )
             .await,
         Err(StorageError::NotFound)
     ));
     assert!(matches!(
-        storage.delete_memory(&beta, id).await,
+        storage.delete_memory(&beta, id, &system_actor()).await,
         Err(StorageError::NotFound)
     ));
     assert!(
@@ -354,7 +358,7 @@ async fn concurrent_writers_of_one_key_leave_one_active(storage: Storage) {
                 .insert_memories(
                     &scope,
                     vec![draft(&format!("writer {number}"), Some("u"), Some("k"))],
-                    "t",
+                    &system_actor(),
                     None,
                     render,
                 )
@@ -395,14 +399,14 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
         ..Default::default()
     };
     let (updated, _) = storage
-        .update_memory(&scope, id, patch.clone(), Some(1), "editor")
+        .update_memory(&scope, id, patch.clone(), Some(1), &system_actor())
         .await
         .unwrap();
     assert_eq!(updated.version, 2);
     assert_eq!(updated.content, "v2");
     assert!(matches!(
         storage
-            .update_memory(&scope, id, patch, Some(1), "editor")
+            .update_memory(&scope, id, patch, Some(1), &system_actor())
             .await,
         Err(StorageError::VersionConflict { current_version: 2 })
     ));
@@ -414,9 +418,12 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
             .collect::<Vec<_>>(),
         vec!["created", "updated"]
     );
-    assert_eq!(history[1].actor, "editor");
+    assert_eq!(history[1].actor, "system:test");
     assert_eq!(history[1].reason.as_deref(), Some("fix"));
-    storage.delete_memory(&scope, id).await.unwrap();
+    storage
+        .delete_memory(&scope, id, &system_actor())
+        .await
+        .unwrap();
     assert!(
         matches!(
             storage.memory_history(&scope, id).await,
@@ -467,12 +474,15 @@ async fn deletes_leave_content_free_tombstones_until_purged(storage: Storage) {
                 ..Default::default()
             },
             None,
-            "editor",
+            &system_actor(),
         )
         .await
         .unwrap();
     assert_eq!(storage.memory_tombstone(&scope, id).await.unwrap(), None);
-    storage.delete_memory(&scope, id).await.unwrap();
+    storage
+        .delete_memory(&scope, id, &system_actor())
+        .await
+        .unwrap();
 
     let (last_version, deleted_at) = storage
         .memory_tombstone(&scope, id)
@@ -517,6 +527,55 @@ async fn deletes_leave_content_free_tombstones_until_purged(storage: Storage) {
 }
 on_both_databases!(deletes_leave_content_free_tombstones_until_purged);
 
+async fn concurrent_audit_appends_form_one_unbroken_chain(storage: Storage) {
+    use engram_core::audit::{AuditAction, NewAuditEvent};
+    let (scope, _) = project(&storage, None).await;
+    let mut writers = Vec::new();
+    for writer in 0..8 {
+        let storage = storage.clone();
+        writers.push(tokio::spawn(async move {
+            for event in 0..10 {
+                storage
+                    .record_audit_event(
+                        scope.organization_id(),
+                        Some(&scope),
+                        &system_actor(),
+                        &NewAuditEvent::success(
+                            AuditAction::MemoryContentViewed,
+                            vec![format!("{writer}-{event}")],
+                            serde_json::json!({}),
+                        ),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let verification = storage.verify_audit_chain(&scope).await.unwrap();
+    assert_eq!(verification.first_broken, None);
+    assert_eq!(verification.events_checked, 80);
+    let events = storage
+        .audit_events(
+            &scope,
+            &engram_storage::AuditFilter {
+                limit: 500,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let sequences: Vec<i64> = events.iter().map(|event| event.sequence).collect();
+    assert_eq!(
+        sequences,
+        (1..=80).collect::<Vec<i64>>(),
+        "no gaps, no forks"
+    );
+}
+on_both_databases!(concurrent_audit_appends_form_one_unbroken_chain);
+
 /// Cluster roles never migrate: on a schema with pending migrations they refuse to start
 /// and name the command that fixes it; once migrated they start.
 #[tokio::test]
@@ -551,7 +610,7 @@ async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
         .insert_memories(
             &scope,
             vec![draft("once", None, None)],
-            "t",
+            &system_actor(),
             claim("a"),
             render,
         )
@@ -564,7 +623,7 @@ async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
         .insert_memories(
             &scope,
             vec![draft("once", None, None)],
-            "t",
+            &system_actor(),
             claim("a"),
             render,
         )
@@ -580,7 +639,7 @@ async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
             .insert_memories(
                 &scope,
                 vec![draft("other", None, None)],
-                "t",
+                &system_actor(),
                 claim("b"),
                 render
             )

@@ -49,3 +49,14 @@ pub async fn create_database() -> TestDatabase {
 pub async fn fresh_database_url() -> String {
     create_database().await.url
 }
+
+/// Runs `sql` on the database at `database_url` (a test database); panics if it fails.
+pub async fn execute_on(database_url: &str, sql: &str) {
+    let mut connection = sqlx::PgConnection::connect(database_url)
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect to {database_url}: {error}"));
+    sqlx::query(sql)
+        .execute(&mut connection)
+        .await
+        .unwrap_or_else(|error| panic!("{sql} failed: {error}"));
+}

@@ -221,7 +221,12 @@ pub async fn create_key(
     let new_key = body.value.into_new_key().map_err(ApiError::invalid)?;
     let (record, secret) = credentials
         .storage
-        .create_api_key(&principal.scope, &new_key, &credentials.api_key_pepper)
+        .create_api_key(
+            &principal.scope,
+            &new_key,
+            &credentials.api_key_pepper,
+            &principal.actor(),
+        )
         .await
         .map_err(key_error)?;
     tracing::info!(key_id = %record.id, created_by = %principal.key_id, "api key created");
@@ -249,7 +254,7 @@ pub async fn revoke_key(
     let key_id = parse_key_id(&key_id)?;
     let record = credentials
         .storage
-        .revoke_api_key(&principal.scope, key_id)
+        .revoke_api_key(&principal.scope, key_id, &principal.actor())
         .await
         .map_err(key_error)?;
     tracing::info!(key_id = %record.id, revoked_by = %principal.key_id, "api key revoked");
@@ -297,6 +302,7 @@ pub async fn roll_key(
             key_id,
             std::time::Duration::from_secs(overlap_seconds),
             &credentials.api_key_pepper,
+            &principal.actor(),
         )
         .await
         .map_err(key_error)?;

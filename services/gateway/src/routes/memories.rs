@@ -256,7 +256,9 @@ pub async fn delete_memory(
     Path(memory_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
-    engine.delete_memory(&principal.scope, memory_id).await?;
+    engine
+        .delete_memory(&principal.scope, memory_id, &principal.actor())
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -2,6 +2,8 @@
 //! against a table directly, only call the scoped repository functions.
 
 pub(crate) mod api_keys;
+pub(crate) mod audit_chain_heads;
+pub(crate) mod audit_events;
 pub(crate) mod console_accounts;
 pub(crate) mod idempotency_records;
 pub(crate) mod index_outbox;

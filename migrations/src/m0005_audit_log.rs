@@ -1,0 +1,173 @@
+//! The audit log: append-only events hash-chained per organization (each event's hash covers
+//! the previous one), and the head of each chain, locked while appending so concurrent
+//! writers never fork it. Events hold ids and digests, never memory content.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum AuditEvents {
+    Table,
+    Id,
+    OrganizationId,
+    Sequence,
+    ProjectId,
+    At,
+    ActorType,
+    ActorId,
+    Action,
+    TargetType,
+    TargetIds,
+    Outcome,
+    Ip,
+    UserAgent,
+    RequestId,
+    Details,
+    PreviousHash,
+    Hash,
+}
+
+#[derive(DeriveIden)]
+enum AuditChainHeads {
+    Table,
+    OrganizationId,
+    LastSequence,
+    LastHash,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(AuditEvents::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(AuditEvents::Id)
+                            .big_integer()
+                            .not_null()
+                            .auto_increment()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::Sequence)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::ProjectId).uuid().null())
+                    .col(
+                        ColumnDef::new(AuditEvents::At)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::ActorType)
+                            .string_len(32)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::ActorId)
+                            .string_len(255)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::Action)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::TargetType)
+                            .string_len(32)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::TargetIds).text().not_null())
+                    .col(
+                        ColumnDef::new(AuditEvents::Outcome)
+                            .string_len(16)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::Ip).string_len(64).null())
+                    .col(
+                        ColumnDef::new(AuditEvents::UserAgent)
+                            .string_len(256)
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditEvents::RequestId)
+                            .string_len(128)
+                            .null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::Details).text().not_null())
+                    .col(
+                        ColumnDef::new(AuditEvents::PreviousHash)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AuditEvents::Hash).string_len(64).not_null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("audit_events_organization_sequence")
+                    .table(AuditEvents::Table)
+                    .col(AuditEvents::OrganizationId)
+                    .col(AuditEvents::Sequence)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("audit_events_project_id")
+                    .table(AuditEvents::Table)
+                    .col(AuditEvents::ProjectId)
+                    .col(AuditEvents::Id)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(AuditChainHeads::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(AuditChainHeads::OrganizationId)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditChainHeads::LastSequence)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(AuditChainHeads::LastHash)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(AuditChainHeads::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(AuditEvents::Table).to_owned())
+            .await
+    }
+}

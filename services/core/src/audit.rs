@@ -1,0 +1,264 @@
+//! The audit trail's domain: who acted (`Actor`), what happened (`NewAuditEvent`, never
+//! memory content: ids and digests only) and the hash that chains each organization's events
+//! so any edit, insertion or removal of a stored event is detectable.
+
+use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+
+/// The chain of every organization starts from this hash.
+pub const AUDIT_CHAIN_GENESIS: &str =
+    "0000000000000000000000000000000000000000000000000000000000000000";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActorKind {
+    ApiKey,
+    ConsoleAccount,
+    System,
+}
+
+impl ActorKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::ApiKey => "api_key",
+            ActorKind::ConsoleAccount => "console_account",
+            ActorKind::System => "system",
+        }
+    }
+}
+
+/// Who did something, and from where: recorded with every change and in the audit log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Actor {
+    pub kind: ActorKind,
+    pub id: String,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl Actor {
+    /// Engram itself or an operator's command (tests, maintenance, the CLI).
+    pub fn system(id: &str) -> Self {
+        Self {
+            kind: ActorKind::System,
+            id: id.to_string(),
+            ip: None,
+            user_agent: None,
+            request_id: None,
+        }
+    }
+
+    /// How memory history names this actor: `api_key:<key id>`.
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.kind.as_str(), self.id)
+    }
+}
+
+/// What an audit event records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuditAction {
+    MemoryCreated,
+    MemoryUpdated,
+    MemoryDeleted,
+    /// A console page showed memory content.
+    MemoryContentViewed,
+    ApiKeyCreated,
+    ApiKeyRevoked,
+    ApiKeyRolled,
+    ConsoleLogin,
+    ConsoleLoginFailed,
+}
+
+impl AuditAction {
+    pub const ALL: [AuditAction; 9] = [
+        AuditAction::MemoryCreated,
+        AuditAction::MemoryUpdated,
+        AuditAction::MemoryDeleted,
+        AuditAction::MemoryContentViewed,
+        AuditAction::ApiKeyCreated,
+        AuditAction::ApiKeyRevoked,
+        AuditAction::ApiKeyRolled,
+        AuditAction::ConsoleLogin,
+        AuditAction::ConsoleLoginFailed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AuditAction::MemoryCreated => "memory.created",
+            AuditAction::MemoryUpdated => "memory.updated",
+            AuditAction::MemoryDeleted => "memory.deleted",
+            AuditAction::MemoryContentViewed => "memory.content_viewed",
+            AuditAction::ApiKeyCreated => "api_key.created",
+            AuditAction::ApiKeyRevoked => "api_key.revoked",
+            AuditAction::ApiKeyRolled => "api_key.rolled",
+            AuditAction::ConsoleLogin => "console.login",
+            AuditAction::ConsoleLoginFailed => "console.login_failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|action| action.as_str() == text)
+    }
+
+    pub const fn target_type(self) -> &'static str {
+        match self {
+            AuditAction::MemoryCreated
+            | AuditAction::MemoryUpdated
+            | AuditAction::MemoryDeleted
+            | AuditAction::MemoryContentViewed => "memory",
+            AuditAction::ApiKeyCreated | AuditAction::ApiKeyRevoked | AuditAction::ApiKeyRolled => {
+                "api_key"
+            }
+            AuditAction::ConsoleLogin | AuditAction::ConsoleLoginFailed => "console_account",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AuditOutcome {
+    Success,
+    Failure,
+}
+
+impl AuditOutcome {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Success => "success",
+            AuditOutcome::Failure => "failure",
+        }
+    }
+}
+
+/// An event to append. `details` is content-free by construction of its callers: versions,
+/// counts and SHA-256 digests of content, never the content.
+#[derive(Clone, Debug)]
+pub struct NewAuditEvent {
+    pub action: AuditAction,
+    pub outcome: AuditOutcome,
+    pub target_ids: Vec<String>,
+    pub details: serde_json::Value,
+}
+
+impl NewAuditEvent {
+    pub fn success(
+        action: AuditAction,
+        target_ids: Vec<String>,
+        details: serde_json::Value,
+    ) -> Self {
+        Self {
+            action,
+            outcome: AuditOutcome::Success,
+            target_ids,
+            details,
+        }
+    }
+}
+
+/// Every field of a stored event that the chain protects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainedFields<'a> {
+    pub organization_id: &'a str,
+    pub sequence: i64,
+    pub project_id: Option<&'a str>,
+    pub at: DateTime<Utc>,
+    pub actor_type: &'a str,
+    pub actor_id: &'a str,
+    pub action: &'a str,
+    pub target_type: &'a str,
+    pub target_ids: &'a str,
+    pub outcome: &'a str,
+    pub ip: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+    pub details: &'a str,
+}
+
+/// SHA-256 over the previous event's hash and this event's fields, each length-prefixed so
+/// no two different events serialise alike.
+pub fn chain_hash(previous_hash: &str, fields: &ChainedFields<'_>) -> String {
+    let mut hasher = Sha256::new();
+    let at = fields
+        .at
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let sequence = fields.sequence.to_string();
+    let parts: [Option<&str>; 15] = [
+        Some(previous_hash),
+        Some(fields.organization_id),
+        Some(&sequence),
+        fields.project_id,
+        Some(&at),
+        Some(fields.actor_type),
+        Some(fields.actor_id),
+        Some(fields.action),
+        Some(fields.target_type),
+        Some(fields.target_ids),
+        Some(fields.outcome),
+        fields.ip,
+        fields.user_agent,
+        fields.request_id,
+        Some(fields.details),
+    ];
+    for part in parts {
+        match part {
+            Some(text) => {
+                hasher.update((text.len() as u64).to_be_bytes());
+                hasher.update(text.as_bytes());
+            }
+            None => hasher.update(u64::MAX.to_be_bytes()),
+        }
+    }
+    hex::encode(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields<'a>(action: &'a str, project_id: Option<&'a str>) -> ChainedFields<'a> {
+        ChainedFields {
+            organization_id: "org",
+            sequence: 1,
+            project_id,
+            at: DateTime::parse_from_rfc3339("2026-11-30T12:00:00Z")
+                .unwrap()
+                .with_timezone(&Utc),
+            actor_type: "api_key",
+            actor_id: "k1",
+            action,
+            target_type: "memory",
+            target_ids: "[\"m1\"]",
+            outcome: "success",
+            ip: None,
+            user_agent: None,
+            request_id: Some("r1"),
+            details: "{}",
+        }
+    }
+
+    #[test]
+    fn any_field_or_link_change_changes_the_hash() {
+        let base = chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", Some("p")));
+        assert_eq!(base.len(), 64);
+        assert_ne!(
+            base,
+            chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.deleted", Some("p")))
+        );
+        assert_ne!(
+            base,
+            chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", None))
+        );
+        assert_ne!(
+            base,
+            chain_hash(&base, &fields("memory.created", Some("p")))
+        );
+        // Absent and empty are different.
+        assert_ne!(
+            chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", None)),
+            chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", Some("")))
+        );
+        assert_eq!(
+            base,
+            chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", Some("p")))
+        );
+    }
+}

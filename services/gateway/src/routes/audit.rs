@@ -1,0 +1,380 @@
+//! `/v1/audit`: the project's audit events (filters, cursor), verification of the
+//! organization's hash chain, and CSV / NDJSON export. Needs the `admin` scope.
+
+use crate::auth::{Authorized, ProjectAdmin};
+use crate::extract::QueryParams;
+use crate::problem::{ApiError, ProblemDocument};
+use crate::state::{AppState, CredentialVerifier};
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use engram_core::FieldError;
+use engram_core::audit::AuditAction;
+use engram_storage::{AuditEventRecord, AuditFilter};
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+/// Most events one export returns; narrow the time range for more.
+pub const MAX_EXPORT_EVENTS: usize = 100_000;
+const DEFAULT_PAGE: u64 = 100;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/audit", get(list_audit_events))
+        .route("/v1/audit/verify", post(verify_audit_chain))
+        .route("/v1/audit/export", get(export_audit_events))
+}
+
+/// One audit event. Never memory content: ids, versions and SHA-256 digests.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditEventView {
+    pub id: i64,
+    /// Position in the organization's chain.
+    pub sequence: i64,
+    pub at: DateTime<Utc>,
+    /// `api_key | console_account | system`
+    pub actor_type: String,
+    pub actor_id: String,
+    /// Such as `memory.created`, `memory.deleted`, `api_key.rolled`, `console.login_failed`.
+    pub action: String,
+    pub target_type: String,
+    pub target_ids: Vec<String>,
+    /// `success | failure`
+    pub outcome: String,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+    /// SHA-256 chaining this event to the previous one.
+    pub hash: String,
+}
+
+impl From<AuditEventRecord> for AuditEventView {
+    fn from(record: AuditEventRecord) -> Self {
+        Self {
+            id: record.id,
+            sequence: record.sequence,
+            at: record.at,
+            actor_type: record.actor_type,
+            actor_id: record.actor_id,
+            action: record.action,
+            target_type: record.target_type,
+            target_ids: record.target_ids,
+            outcome: record.outcome,
+            ip: record.ip,
+            user_agent: record.user_agent,
+            request_id: record.request_id,
+            details: record.details,
+            hash: record.hash,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditPageView {
+    pub events: Vec<AuditEventView>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AuditQuery {
+    /// Only this action (`memory.created`, …).
+    pub action: Option<String>,
+    /// Only this actor (an API key id or console account id).
+    pub actor_id: Option<String>,
+    /// Only events about this target id (a memory or key id).
+    pub target_id: Option<String>,
+    /// From this time (inclusive), RFC 3339.
+    pub since: Option<DateTime<Utc>>,
+    /// Before this time, RFC 3339.
+    pub until: Option<DateTime<Utc>>,
+    /// 1–500, default 100.
+    pub limit: Option<i64>,
+    pub cursor: Option<String>,
+    /// Export only: `ndjson` (default) or `csv`.
+    pub format: Option<String>,
+}
+
+impl AuditQuery {
+    fn into_filter(&self) -> Result<AuditFilter, ApiError> {
+        let mut errors = Vec::new();
+        if let Some(action) = &self.action
+            && AuditAction::parse(action).is_none()
+        {
+            errors.push(FieldError::new(
+                "query.action",
+                format!(
+                    "unknown action; use one of {}",
+                    AuditAction::ALL.map(AuditAction::as_str).join(", ")
+                ),
+            ));
+        }
+        let limit = match self.limit {
+            None => DEFAULT_PAGE,
+            Some(limit) if (1..=500).contains(&limit) => limit as u64,
+            Some(_) => {
+                errors.push(FieldError::new("query.limit", "must be 1–500"));
+                DEFAULT_PAGE
+            }
+        };
+        let after_id = match self.cursor.as_deref() {
+            None => None,
+            Some(cursor) => match cursor.parse::<i64>() {
+                Ok(after_id) if after_id >= 0 => Some(after_id),
+                _ => {
+                    errors.push(FieldError::new(
+                        "query.cursor",
+                        "is not a cursor returned by this API",
+                    ));
+                    None
+                }
+            },
+        };
+        for (field, value) in [
+            ("query.actor_id", &self.actor_id),
+            ("query.target_id", &self.target_id),
+        ] {
+            if value
+                .as_ref()
+                .is_some_and(|text| text.is_empty() || text.len() > 255)
+            {
+                errors.push(FieldError::new(field, "must be 1–255 characters"));
+            }
+        }
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && since >= until
+        {
+            errors.push(FieldError::new("query.until", "must be after `since`"));
+        }
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(errors));
+        }
+        Ok(AuditFilter {
+            action: self.action.clone(),
+            actor_id: self.actor_id.clone(),
+            target_id: self.target_id.clone(),
+            since: self.since,
+            until: self.until,
+            after_id,
+            limit,
+        })
+    }
+}
+
+fn storage_error(error: engram_storage::StorageError) -> ApiError {
+    ApiError::from(engram_engine::EngineError::from(error))
+}
+
+/// The project's audit events, oldest first, with cursor pagination.
+#[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
+    responses((status = 200, body = AuditPageView),
+        (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn list_audit_events(
+    principal: Authorized<ProjectAdmin>,
+    State(credentials): State<CredentialVerifier>,
+    QueryParams(query): QueryParams<AuditQuery>,
+) -> Result<Json<AuditPageView>, ApiError> {
+    let filter = query.into_filter()?;
+    let events = credentials
+        .storage
+        .audit_events(&principal.scope, &filter)
+        .await
+        .map_err(storage_error)?;
+    let next_cursor = (events.len() as u64 == filter.limit)
+        .then(|| events.last().map(|event| event.id.to_string()))
+        .flatten();
+    Ok(Json(AuditPageView {
+        events: events.into_iter().map(AuditEventView::from).collect(),
+        next_cursor,
+    }))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditVerificationView {
+    /// True when every event of the organization's chain recomputes to its stored hash.
+    pub verified: bool,
+    /// Events of this project that were checked (the chain spans the organization).
+    pub project_events_checked: u64,
+    /// The first event that does not match, when it belongs to this project; events of
+    /// other projects are not identified.
+    pub first_broken_link: Option<BrokenLinkView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BrokenLinkView {
+    /// The event's id; null when it is not this project's (or a removed newest event).
+    pub event_id: Option<i64>,
+    pub sequence: Option<i64>,
+    pub reason: String,
+}
+
+/// Recompute the organization's audit chain and name the first broken link.
+#[utoipa::path(post, path = "/v1/audit/verify", tag = "audit",
+    responses((status = 200, body = AuditVerificationView),
+        (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn verify_audit_chain(
+    principal: Authorized<ProjectAdmin>,
+    State(credentials): State<CredentialVerifier>,
+) -> Result<Json<AuditVerificationView>, ApiError> {
+    let verification = credentials
+        .storage
+        .verify_audit_chain(&principal.scope)
+        .await
+        .map_err(storage_error)?;
+    let own_project = principal.scope.project_id().to_string();
+    let mut project_events_checked = 0;
+    let mut after_id = None;
+    // Counting through the project's own events keeps other projects' volume private.
+    loop {
+        let page = credentials
+            .storage
+            .audit_events(
+                &principal.scope,
+                &AuditFilter {
+                    after_id,
+                    limit: 500,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(storage_error)?;
+        let Some(last) = page.last() else { break };
+        after_id = Some(last.id);
+        project_events_checked += page
+            .iter()
+            .filter(|event| match &verification.first_broken {
+                Some(broken) => event.sequence < broken.sequence,
+                None => true,
+            })
+            .count() as u64;
+    }
+    let first_broken_link = verification.first_broken.map(|broken| {
+        // A removed newest event (event id 0) belongs to no project: say what happened.
+        let ours =
+            broken.project_id.as_deref() == Some(own_project.as_str()) || broken.event_id == 0;
+        BrokenLinkView {
+            event_id: ours.then_some(broken.event_id).filter(|id| *id > 0),
+            sequence: ours.then_some(broken.sequence),
+            reason: if ours {
+                broken.reason
+            } else {
+                "the chain is broken at an event outside this project".to_string()
+            },
+        }
+    });
+    Ok(Json(AuditVerificationView {
+        verified: first_broken_link.is_none(),
+        project_events_checked,
+        first_broken_link,
+    }))
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// Export the project's audit events matching the filters as NDJSON (default) or CSV.
+#[utoipa::path(get, path = "/v1/audit/export", tag = "audit", params(AuditQuery),
+    responses((status = 200, description = "`application/x-ndjson` or `text/csv`"),
+        (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn export_audit_events(
+    principal: Authorized<ProjectAdmin>,
+    State(credentials): State<CredentialVerifier>,
+    QueryParams(query): QueryParams<AuditQuery>,
+) -> Result<Response, ApiError> {
+    let as_csv = match query.format.as_deref() {
+        None | Some("ndjson") => false,
+        Some("csv") => true,
+        Some(_) => {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "query.format",
+                "must be `ndjson` or `csv`",
+            )]));
+        }
+    };
+    let mut filter = query.into_filter()?;
+    filter.limit = 500;
+    let mut events = Vec::new();
+    loop {
+        let page = credentials
+            .storage
+            .audit_events(&principal.scope, &filter)
+            .await
+            .map_err(storage_error)?;
+        let Some(last) = page.last() else { break };
+        filter.after_id = Some(last.id);
+        let full_page = page.len() == 500;
+        events.extend(page.into_iter().map(AuditEventView::from));
+        if events.len() >= MAX_EXPORT_EVENTS || !full_page {
+            break;
+        }
+    }
+    events.truncate(MAX_EXPORT_EVENTS);
+    let (content_type, body) = if as_csv {
+        let mut body = String::from(
+            "id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n",
+        );
+        for event in &events {
+            let row = [
+                event.id.to_string(),
+                event.sequence.to_string(),
+                event.at.to_rfc3339(),
+                event.actor_type.clone(),
+                event.actor_id.clone(),
+                event.action.clone(),
+                event.target_type.clone(),
+                event.target_ids.join(" "),
+                event.outcome.clone(),
+                event.ip.clone().unwrap_or_default(),
+                event.user_agent.clone().unwrap_or_default(),
+                event.request_id.clone().unwrap_or_default(),
+                event.details.to_string(),
+                event.hash.clone(),
+            ];
+            body.push_str(
+                &row.iter()
+                    .map(|field| csv_field(field))
+                    .collect::<Vec<_>>()
+                    .join(","),
+            );
+            body.push('\n');
+        }
+        ("text/csv; charset=utf-8", body)
+    } else {
+        let mut body = String::new();
+        for event in &events {
+            body.push_str(&serde_json::to_string(event).unwrap_or_default());
+            body.push('\n');
+        }
+        ("application/x-ndjson", body)
+    };
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (
+                header::CONTENT_DISPOSITION,
+                if as_csv {
+                    "attachment; filename=\"audit.csv\""
+                } else {
+                    "attachment; filename=\"audit.ndjson\""
+                },
+            ),
+        ],
+        body,
+    )
+        .into_response())
+}

@@ -1,0 +1,293 @@
+//! The audit log end to end, on PostgreSQL: every change through the API is recorded with
+//! who, from where and which request, never with memory content; the project's admin key
+//! reads, filters, pages and exports its events and no other project's; verification passes
+//! on an untouched chain and names the first broken link after a row is edited or removed.
+
+use engram_tests::{ApiClient, TestServer};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+async fn audit(client: &ApiClient, query: &str) -> Value {
+    let response = client
+        .send(client.request(reqwest::Method::GET, &format!("/v1/audit{query}")))
+        .await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    response.body
+}
+
+async fn verify(client: &ApiClient) -> Value {
+    let response = client
+        .send(client.request(reqwest::Method::POST, "/v1/audit/verify"))
+        .await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    response.body
+}
+
+fn actions(page: &Value) -> Vec<String> {
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["action"].as_str().unwrap().to_string())
+        .collect()
+}
+
+struct AuditedServer {
+    server: TestServer,
+    database_url: String,
+    _directory: tempfile::TempDir,
+}
+
+async fn server_on_postgres() -> AuditedServer {
+    let database = engram_test_postgres::create_database().await;
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[("ENGRAM_DATABASE_URL", database.url.as_str())],
+    )
+    .await
+    .unwrap();
+    AuditedServer {
+        server,
+        database_url: database.url,
+        _directory: directory,
+    }
+}
+
+/// Memory writes, an edit, a delete and key management, as one admin would do them.
+async fn scripted_changes(api: &ApiClient) -> (String, String) {
+    let secret_fact = "Alice's locker code is 4417.";
+    let first = api
+        .add_one(json!({"content": secret_fact, "user_id": "alice"}))
+        .await;
+    let memory_id = first["id"].as_str().unwrap().to_string();
+    let edited = api
+        .patch(
+            &memory_id,
+            None,
+            json!({"content": "Alice's locker code is 9921.", "reason": "changed"}),
+        )
+        .await;
+    assert_eq!(edited.status, 200);
+    let doomed = api.add_one(json!({"content": "Temporary note."})).await;
+    assert_eq!(api.delete(doomed["id"].as_str().unwrap()).await.status, 204);
+    let created = api
+        .send(
+            api.request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({"label": "ci", "scopes": ["memories:read"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    let key_id = created.body["key"]["id"].as_str().unwrap().to_string();
+    let rolled = api
+        .send(
+            api.request(reqwest::Method::POST, &format!("/v1/keys/{key_id}/roll"))
+                .json(&json!({"overlap_seconds": 0})),
+        )
+        .await;
+    assert_eq!(rolled.status, 201);
+    let new_key_id = rolled.body["key"]["id"].as_str().unwrap().to_string();
+    let revoked = api
+        .send(api.request(
+            reqwest::Method::POST,
+            &format!("/v1/keys/{new_key_id}/revoke"),
+        ))
+        .await;
+    assert_eq!(revoked.status, 200);
+    (memory_id, secret_fact.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_change_is_audited_without_content_and_only_for_its_project() {
+    let audited = server_on_postgres().await;
+    let api = audited.server.client();
+    let (memory_id, secret_fact) = scripted_changes(&api).await;
+
+    let page = audit(&api, "").await;
+    assert_eq!(
+        actions(&page),
+        vec![
+            "memory.created",
+            "memory.updated",
+            "memory.created",
+            "memory.deleted",
+            "api_key.created",
+            "api_key.rolled",
+            "api_key.revoked"
+        ]
+    );
+    let events = page["events"].as_array().unwrap();
+    let own_key_id = audit(&api, "?action=api_key.created").await["events"][0]["actor_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for event in events {
+        assert_eq!(event["actor_type"], "api_key");
+        assert_eq!(event["actor_id"], own_key_id.as_str());
+        assert_eq!(event["outcome"], "success");
+        assert_eq!(event["ip"], "127.0.0.1");
+        assert!(
+            event["request_id"]
+                .as_str()
+                .is_some_and(|id| !id.is_empty())
+        );
+        assert_eq!(event["user_agent"], "engram-tests");
+        assert_eq!(event["hash"].as_str().unwrap().len(), 64);
+    }
+    // Content never enters the log; its digest does.
+    let everything = serde_json::to_string(&page).unwrap();
+    assert!(!everything.contains("locker code"), "{everything}");
+    assert!(!everything.contains("Temporary note"));
+    let digest = hex::encode(Sha256::digest(secret_fact.as_bytes()));
+    assert_eq!(events[0]["details"]["content_sha256"][0], digest.as_str());
+    assert_eq!(events[0]["target_ids"][0], memory_id.as_str());
+    assert_eq!(events[1]["details"]["version"], 2);
+    assert_eq!(events[3]["details"]["last_version"], 1);
+
+    // Filters and the cursor.
+    assert_eq!(
+        actions(&audit(&api, "?action=memory.deleted").await),
+        vec!["memory.deleted"]
+    );
+    assert_eq!(
+        actions(&audit(&api, &format!("?target_id={memory_id}")).await),
+        vec!["memory.created", "memory.updated"]
+    );
+    let first_page = audit(&api, "?limit=4").await;
+    assert_eq!(first_page["events"].as_array().unwrap().len(), 4);
+    let cursor = first_page["next_cursor"].as_str().unwrap();
+    let second_page = audit(&api, &format!("?limit=4&cursor={cursor}")).await;
+    assert_eq!(actions(&second_page), actions(&page)[4..].to_vec());
+    assert!(second_page["next_cursor"].is_null());
+    let bad = api
+        .send(api.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=memory.exploded&limit=0",
+        ))
+        .await;
+    bad.assert_problem(422, "validation-failed");
+    assert_eq!(bad.error_fields(), vec!["query.action", "query.limit"]);
+
+    // Exports hold the same events.
+    let ndjson = api
+        .send(api.request(reqwest::Method::GET, "/v1/audit/export"))
+        .await;
+    assert_eq!(ndjson.status, 200);
+    let csv = api
+        .http_text(api.request(reqwest::Method::GET, "/v1/audit/export?format=csv"))
+        .await;
+    assert_eq!(csv.lines().count(), 1 + 7, "{csv}");
+    assert!(csv.starts_with("id,sequence,at,actor_type"));
+    let ndjson_text = api
+        .http_text(api.request(reqwest::Method::GET, "/v1/audit/export?format=ndjson"))
+        .await;
+    let exported: Vec<Value> = ndjson_text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(exported.len(), 7);
+    assert_eq!(exported[6]["action"], "api_key.revoked");
+
+    // The chain verifies.
+    let verification = verify(&api).await;
+    assert_eq!(verification["verified"], true, "{verification}");
+    assert_eq!(verification["project_events_checked"], 7);
+
+    // Another project of the organization sees none of it; a read-only key sees nothing.
+    let (_, other_key) = audited.server.create_project("other").unwrap();
+    let other = audited.server.client_with_key(&other_key);
+    assert!(
+        audit(&other, "").await["events"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let other_verification = verify(&other).await;
+    assert_eq!(other_verification["verified"], true);
+    assert_eq!(other_verification["project_events_checked"], 0);
+    let reader_key = api
+        .send(
+            api.request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({"label": "r", "scopes": ["memories:read"]})),
+        )
+        .await;
+    let reader = audited
+        .server
+        .client_with_key(reader_key.body["secret"].as_str().unwrap());
+    reader
+        .send(reader.request(reqwest::Method::GET, "/v1/audit"))
+        .await
+        .assert_problem(403, "forbidden");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_names_the_first_edited_event() {
+    let audited = server_on_postgres().await;
+    let api = audited.server.client();
+    scripted_changes(&api).await;
+    let events = audit(&api, "").await["events"].as_array().unwrap().clone();
+    let victim = &events[2];
+    // Rewrite history: pretend the deleted note was never created.
+    engram_test_postgres::execute_on(
+        &audited.database_url,
+        &format!(
+            "UPDATE audit_events SET action = 'memory.updated' WHERE id = {}",
+            victim["id"]
+        ),
+    )
+    .await;
+    let verification = verify(&api).await;
+    assert_eq!(verification["verified"], false, "{verification}");
+    assert_eq!(verification["first_broken_link"]["event_id"], victim["id"]);
+    assert!(
+        verification["first_broken_link"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("edited"),
+        "{verification}"
+    );
+    assert_eq!(verification["project_events_checked"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_detects_removed_events_in_the_middle_and_at_the_end() {
+    let audited = server_on_postgres().await;
+    let api = audited.server.client();
+    scripted_changes(&api).await;
+    let events = audit(&api, "").await["events"].as_array().unwrap().clone();
+
+    // The newest event removed: only the chain head still knows it existed.
+    engram_test_postgres::execute_on(
+        &audited.database_url,
+        &format!("DELETE FROM audit_events WHERE id = {}", events[6]["id"]),
+    )
+    .await;
+    let verification = verify(&api).await;
+    assert_eq!(verification["verified"], false, "{verification}");
+    assert!(
+        verification["first_broken_link"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("newest events were removed"),
+        "{verification}"
+    );
+
+    // An event removed from the middle: the next one is named.
+    engram_test_postgres::execute_on(
+        &audited.database_url,
+        &format!("DELETE FROM audit_events WHERE id = {}", events[3]["id"]),
+    )
+    .await;
+    let verification = verify(&api).await;
+    assert_eq!(
+        verification["first_broken_link"]["event_id"],
+        events[4]["id"]
+    );
+    assert!(
+        verification["first_broken_link"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("missing"),
+        "{verification}"
+    );
+}
