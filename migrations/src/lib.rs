@@ -8,6 +8,7 @@ mod m0002_outbox_claims;
 mod m0003_memory_tombstones;
 mod m0004_api_key_management;
 mod m0005_audit_log;
+mod m0006_end_user_token_keys;
 
 pub struct Migrator;
 
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0003_memory_tombstones::Migration),
             Box::new(m0004_api_key_management::Migration),
             Box::new(m0005_audit_log::Migration),
+            Box::new(m0006_end_user_token_keys::Migration),
         ]
     }
 }

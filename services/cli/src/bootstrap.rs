@@ -34,6 +34,8 @@ fn write_private_file(path: &Path, contents: &[u8]) -> Result<()> {
 pub struct ServerSecrets {
     pub api_key_pepper: ApiKeyPepper,
     pub console_signing_secret: Vec<u8>,
+    /// Base of every project's end-user token signing key.
+    pub end_user_token_secret: Vec<u8>,
 }
 
 /// The deployment's secrets: from `ENGRAM_SERVER_SECRET` when given (every gateway of a
@@ -80,6 +82,7 @@ impl ServerSecrets {
         Ok(Self {
             api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
             console_signing_secret: derive("engram console session signing v1"),
+            end_user_token_secret: derive("engram end-user token signing v1"),
         })
     }
 }

@@ -181,6 +181,9 @@ impl EmbeddedServer {
                 &secrets.console_signing_secret,
                 CONSOLE_SESSION_LIFETIME,
             ),
+            end_user_tokens: engram_gateway::end_user_tokens::EndUserTokenKeys::new(
+                &secrets.end_user_token_secret,
+            ),
         };
         let state = AppState {
             engine: engine.clone(),

@@ -12,6 +12,8 @@ pub const AUDIT_CHAIN_GENESIS: &str =
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActorKind {
     ApiKey,
+    /// An end-user token: the id is `<user id>`, the project is the event's.
+    EndUser,
     ConsoleAccount,
     System,
 }
@@ -20,6 +22,7 @@ impl ActorKind {
     pub const fn as_str(self) -> &'static str {
         match self {
             ActorKind::ApiKey => "api_key",
+            ActorKind::EndUser => "end_user",
             ActorKind::ConsoleAccount => "console_account",
             ActorKind::System => "system",
         }
@@ -67,10 +70,12 @@ pub enum AuditAction {
     ApiKeyRolled,
     ConsoleLogin,
     ConsoleLoginFailed,
+    /// The project's end-user token signing key was replaced: every token it signed is void.
+    EndUserSigningKeyRotated,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 9] = [
+    pub const ALL: [AuditAction; 10] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -80,6 +85,7 @@ impl AuditAction {
         AuditAction::ApiKeyRolled,
         AuditAction::ConsoleLogin,
         AuditAction::ConsoleLoginFailed,
+        AuditAction::EndUserSigningKeyRotated,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -93,6 +99,7 @@ impl AuditAction {
             AuditAction::ApiKeyRolled => "api_key.rolled",
             AuditAction::ConsoleLogin => "console.login",
             AuditAction::ConsoleLoginFailed => "console.login_failed",
+            AuditAction::EndUserSigningKeyRotated => "end_user_token.signing_key_rotated",
         }
     }
 
@@ -110,6 +117,7 @@ impl AuditAction {
                 "api_key"
             }
             AuditAction::ConsoleLogin | AuditAction::ConsoleLoginFailed => "console_account",
+            AuditAction::EndUserSigningKeyRotated => "project",
         }
     }
 }

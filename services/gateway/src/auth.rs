@@ -12,7 +12,7 @@ use axum::http::request::Parts;
 use chrono::Utc;
 use engram_core::audit::{Actor, ActorKind};
 use engram_core::ids::ConsoleAccountId;
-use engram_core::{ApiScope, ApiScopes, ProjectScope};
+use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectScope};
 use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -23,10 +23,20 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct ProjectPrincipal {
     pub scope: ProjectScope,
-    /// The key that authenticated the request and what it may do.
-    pub key_id: engram_core::ids::ApiKeyId,
+    /// The credential that authenticated the request and what it may do.
+    pub credential: PrincipalCredential,
     pub scopes: ApiScopes,
     pub origin: RequestOrigin,
+}
+
+/// What authenticated a project request.
+#[derive(Clone, Debug)]
+pub enum PrincipalCredential {
+    ApiKey(engram_core::ids::ApiKeyId),
+    /// An end-user token: every call is confined to this end-user's memories.
+    EndUserToken {
+        user_id: ExternalId,
+    },
 }
 
 /// Where a request came from, for the audit log.
@@ -71,8 +81,55 @@ impl ProjectPrincipal {
     /// Who is recorded in memory history and the audit log for changes made with this
     /// credential: the key, with the request's address, user agent and id.
     pub fn actor(&self) -> Actor {
-        self.origin
-            .actor(ActorKind::ApiKey, self.key_id.to_string())
+        match &self.credential {
+            PrincipalCredential::ApiKey(key_id) => {
+                self.origin.actor(ActorKind::ApiKey, key_id.to_string())
+            }
+            PrincipalCredential::EndUserToken { user_id } => self
+                .origin
+                .actor(ActorKind::EndUser, user_id.as_str().to_string()),
+        }
+    }
+
+    /// The end-user an end-user token confines this request to; `None` for a project key.
+    pub fn end_user(&self) -> Option<&ExternalId> {
+        match &self.credential {
+            PrincipalCredential::ApiKey(_) => None,
+            PrincipalCredential::EndUserToken { user_id } => Some(user_id),
+        }
+    }
+
+    /// For an end-user token: the memory must be that end-user's, or it does not exist for
+    /// this request (404, exactly like another project's id).
+    pub fn confine_to_end_user(&self, memory_user_id: Option<&ExternalId>) -> Result<(), ApiError> {
+        match self.end_user() {
+            Some(end_user) if memory_user_id != Some(end_user) => {
+                Err(ApiError::from(engram_engine::EngineError::NotFound))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// For an end-user token: a `user_id` filter or field must name that end-user (403
+    /// otherwise), and an absent one becomes it.
+    pub fn end_user_subject(
+        &self,
+        requested: Option<ExternalId>,
+        field: &str,
+    ) -> Result<Option<ExternalId>, ApiError> {
+        let Some(end_user) = self.end_user() else {
+            return Ok(requested);
+        };
+        match requested {
+            Some(requested) if &requested != end_user => Err(ApiError::new(
+                ProblemKind::Forbidden,
+                format!(
+                    "`{field}`: this end-user token is confined to user_id {:?}",
+                    end_user.as_str()
+                ),
+            )),
+            _ => Ok(Some(end_user.clone())),
+        }
     }
 
     /// `403 forbidden` naming the missing scope unless the credential holds `required`.
@@ -119,6 +176,9 @@ where
                     "the Authorization header must be `Bearer <token>`",
                 )
             })?;
+        if !presented.starts_with(engram_core::access::API_KEY_PREFIX) {
+            return verify_end_user_token(&verifier, presented, parts).await;
+        }
         let verified = verifier
             .storage
             .verify_api_key(presented, &verifier.api_key_pepper)
@@ -127,7 +187,7 @@ where
         match verified {
             Some(verified) => Ok(ProjectPrincipal {
                 scope: verified.scope,
-                key_id: verified.key_id,
+                credential: PrincipalCredential::ApiKey(verified.key_id),
                 scopes: verified.scopes,
                 origin: RequestOrigin::of(parts),
             }),
@@ -137,6 +197,42 @@ where
             )),
         }
     }
+}
+
+/// An end-user token: its kid names the project and key generation; the project must still
+/// be on that generation, and the token must verify with that generation's key.
+async fn verify_end_user_token(
+    verifier: &CredentialVerifier,
+    presented: &str,
+    parts: &Parts,
+) -> Result<ProjectPrincipal, ApiError> {
+    let rejected = || {
+        ApiError::new(
+            ProblemKind::Unauthorized,
+            "the token is not a valid API key or end-user token (expired, revoked, or signed with another key)",
+        )
+    };
+    let Some((project_id, generation)) = crate::end_user_tokens::claimed_key(presented) else {
+        return Err(rejected());
+    };
+    let scope = verifier
+        .storage
+        .scope_for_end_user_token(project_id, generation)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
+        .ok_or_else(rejected)?;
+    let verified = verifier
+        .end_user_tokens
+        .verify(presented, project_id, generation)
+        .ok_or_else(rejected)?;
+    Ok(ProjectPrincipal {
+        scope,
+        credential: PrincipalCredential::EndUserToken {
+            user_id: verified.user_id,
+        },
+        scopes: verified.scopes,
+        origin: RequestOrigin::of(parts),
+    })
 }
 
 /// The permission a handler needs, named in its signature: `Authorized<MemoriesWrite>`

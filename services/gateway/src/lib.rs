@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod console;
+pub mod end_user_tokens;
 mod extract;
 pub mod http_metrics;
 pub mod login_throttle;
@@ -34,7 +35,8 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
     let request_timeout = state.settings.request_timeout;
     let mut api_routes = routes::memories::router()
         .merge(routes::keys::router())
-        .merge(routes::audit::router());
+        .merge(routes::audit::router())
+        .merge(routes::end_user_tokens::router());
     if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
         rate_limit::spawn_limiter_cleanup(limits.clone());
         api_routes = api_routes.layer(

@@ -2,7 +2,7 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::{audit, keys, memories};
+use crate::routes::{audit, end_user_tokens, keys, memories};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -21,7 +21,7 @@ impl Modify for BearerApiKey {
             SecurityScheme::Http(
                 HttpBuilder::new()
                     .scheme(HttpAuthScheme::Bearer)
-                    .description(Some("A project API key (`egk_live_…` or `egk_test_…`); each route names the scope it needs"))
+                    .description(Some("A project API key (`egk_live_…` or `egk_test_…`), or an end-user token (a JWT from `POST /v1/end-user-tokens`, confined to one user_id); each route names the scope it needs"))
                     .build(),
             ),
         );
@@ -46,17 +46,21 @@ impl Modify for BearerApiKey {
         audit::list_audit_events,
         audit::verify_audit_chain,
         audit::export_audit_events,
+        end_user_tokens::mint_end_user_token,
+        end_user_tokens::rotate_signing_key,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
         keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
-        audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView
+        audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
+        end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
-        (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"))
+        (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
+        (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"))
 )]
 pub struct ApiDocument;
 

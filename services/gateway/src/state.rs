@@ -40,6 +40,7 @@ pub struct CredentialVerifier {
     pub storage: Storage,
     pub api_key_pepper: ApiKeyPepper,
     pub console_sessions: ConsoleSessionKeys,
+    pub end_user_tokens: crate::end_user_tokens::EndUserTokenKeys,
 }
 
 impl FromRef<AppState> for CredentialVerifier {

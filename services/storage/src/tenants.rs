@@ -198,6 +198,83 @@ impl Storage {
             .map(|verified| verified.scope))
     }
 
+    /// Part of verifying an end-user token: the scope of `project_id` when `generation` is
+    /// its current signing-key generation (a rotated key's tokens get `None`). The caller
+    /// checks the token's signature with the key of that generation before using the scope.
+    pub async fn scope_for_end_user_token(
+        &self,
+        project_id: ProjectId,
+        generation: i64,
+    ) -> Result<Option<ProjectScope>, StorageError> {
+        let project = projects::Entity::find_by_id(project_id.as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(project
+            .filter(|project| project.end_user_key_generation == generation)
+            .map(|project| {
+                ProjectScope::from_verified_credential(
+                    OrganizationId::from_uuid(project.organization_id),
+                    ProjectId::from_uuid(project.id),
+                )
+            }))
+    }
+
+    /// The generation of the project's current end-user signing key.
+    pub async fn end_user_key_generation(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
+        projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .map(|project| project.end_user_key_generation)
+            .ok_or(StorageError::NotFound)
+    }
+
+    /// Replace the project's end-user signing key (every token signed before stops working),
+    /// audited; returns the new generation.
+    pub async fn rotate_end_user_signing_key(
+        &self,
+        scope: &ProjectScope,
+        actor: &engram_core::audit::Actor,
+    ) -> Result<i64, StorageError> {
+        use sea_orm::sea_query::Expr;
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        projects::Entity::update_many()
+            .col_expr(
+                projects::Column::EndUserKeyGeneration,
+                Expr::col(projects::Column::EndUserKeyGeneration).add(1),
+            )
+            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let generation = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .map(|project| project.end_user_key_generation)
+            .ok_or(StorageError::NotFound)?;
+        crate::audit::append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &engram_core::audit::NewAuditEvent::success(
+                engram_core::audit::AuditAction::EndUserSigningKeyRotated,
+                vec![scope.project_id().to_string()],
+                serde_json::json!({ "generation": generation }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(generation)
+    }
+
     pub async fn find_console_account(
         &self,
         email: &str,
@@ -268,6 +345,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         organization_id: Set(organization_id.as_uuid()),
         name: Set(name.to_string()),
         created_at: Set(now),
+        end_user_key_generation: Set(1),
     })
     .exec(connection)
     .await

@@ -229,7 +229,7 @@ pub async fn create_key(
         )
         .await
         .map_err(key_error)?;
-    tracing::info!(key_id = %record.id, created_by = %principal.key_id, "api key created");
+    tracing::info!(key_id = %record.id, created_by = %principal.actor().id, "api key created");
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKeyView {
@@ -257,7 +257,7 @@ pub async fn revoke_key(
         .revoke_api_key(&principal.scope, key_id, &principal.actor())
         .await
         .map_err(key_error)?;
-    tracing::info!(key_id = %record.id, revoked_by = %principal.key_id, "api key revoked");
+    tracing::info!(key_id = %record.id, revoked_by = %principal.actor().id, "api key revoked");
     Ok(Json(ApiKeyView::from(&record)))
 }
 

@@ -1,7 +1,7 @@
 //! `/v1/memories…`: add, get, list, edit, delete, history and search, each scoped to the
 //! project of the presented API key.
 
-use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
 use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, request_fingerprint};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
@@ -31,6 +31,19 @@ pub fn router() -> Router<AppState> {
             get(get_memory).patch(edit_memory).delete(delete_memory),
         )
         .route("/v1/memories/{memory_id}/history", get(memory_history))
+}
+
+/// For an end-user token, a memory of another end-user does not exist (404).
+async fn confine_existing_memory(
+    principal: &ProjectPrincipal,
+    engine: &MemoryEngine,
+    memory_id: MemoryId,
+) -> Result<(), ApiError> {
+    if principal.end_user().is_none() {
+        return Ok(());
+    }
+    let memory = engine.get_memory(&principal.scope, memory_id).await?;
+    principal.confine_to_end_user(memory.user_id.as_ref())
 }
 
 /// An id that is not a UUID cannot exist, so it is simply not found.
@@ -74,7 +87,13 @@ pub async fn add_memories(
     QueryParams(query): QueryParams<AddMemoriesQuery>,
     body: JsonBody<AddMemoriesBody>,
 ) -> Result<Response, ApiError> {
-    let new_memories = body.value.into_new_memories().map_err(ApiError::invalid)?;
+    let mut new_memories = body.value.into_new_memories().map_err(ApiError::invalid)?;
+    for (position, memory) in new_memories.iter_mut().enumerate() {
+        memory.user_id = principal.end_user_subject(
+            memory.user_id.take(),
+            &format!("memories[{position}].user_id"),
+        )?;
+    }
     let wait_for_index = query.wait.unwrap_or(true);
     let claim = idempotency_key.map(|key| IdempotencyClaim {
         key,
@@ -127,6 +146,7 @@ pub async fn get_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let memory = engine.get_memory(&principal.scope, memory_id).await?;
+    principal.confine_to_end_user(memory.user_id.as_ref())?;
     Ok(Json(MemoryView::from(&memory)))
 }
 
@@ -202,6 +222,8 @@ pub async fn list_memories(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
+    let mut subject = subject;
+    subject.user_id = principal.end_user_subject(subject.user_id, "query.user_id")?;
     let filter = MemoryListFilter {
         subject,
         kind,
@@ -234,6 +256,7 @@ pub async fn edit_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let edit = body.value.into_edit().map_err(ApiError::invalid)?;
+    confine_existing_memory(&principal, &engine, memory_id).await?;
     let memory = engine
         .edit_memory(
             &principal.scope,
@@ -256,6 +279,7 @@ pub async fn delete_memory(
     Path(memory_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
+    confine_existing_memory(&principal, &engine, memory_id).await?;
     engine
         .delete_memory(&principal.scope, memory_id, &principal.actor())
         .await?;
@@ -272,6 +296,7 @@ pub async fn memory_history(
     Path(memory_id): Path<String>,
 ) -> Result<Json<HistoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
+    confine_existing_memory(&principal, &engine, memory_id).await?;
     let history = engine.memory_history(&principal.scope, memory_id).await?;
     Ok(Json(HistoryView {
         history: history.into_iter().map(Into::into).collect(),
@@ -288,7 +313,9 @@ pub async fn search_memories(
     State(engine): State<Arc<MemoryEngine>>,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {
-    let parsed = body.value.into_request().map_err(ApiError::invalid)?;
+    let mut parsed = body.value.into_request().map_err(ApiError::invalid)?;
+    parsed.request.subject.user_id =
+        principal.end_user_subject(parsed.request.subject.user_id.take(), "user_id")?;
     let outcome = engine.search(&principal.scope, parsed.request).await?;
     Ok(Json(SearchResponseView {
         results: outcome

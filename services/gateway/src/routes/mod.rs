@@ -1,6 +1,7 @@
 //! Route handlers, one module per resource.
 
 pub mod audit;
+pub mod end_user_tokens;
 pub mod keys;
 pub mod memories;
 pub mod service;

@@ -8,6 +8,7 @@ pub struct Model {
     pub organization_id: Uuid,
     pub name: String,
     pub created_at: DateTimeUtc,
+    pub end_user_key_generation: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
