@@ -4,7 +4,7 @@
 //! registered claim is required and checked; rotating the generation voids old tokens.
 
 use chrono::{DateTime, Utc};
-use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectId, ProjectScope};
+use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectId};
 use hmac::{Hmac, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -89,10 +89,10 @@ impl EndUserTokenKeys {
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// Sign a token for `user_id` of `scope`'s project.
+    /// Sign a token for `user_id` of the project.
     pub fn mint(
         &self,
-        scope: &ProjectScope,
+        project_id: ProjectId,
         generation: i64,
         user_id: &ExternalId,
         scopes: &ApiScopes,
@@ -105,18 +105,18 @@ impl EndUserTokenKeys {
             aud: END_USER_TOKEN_AUDIENCE.to_string(),
             sub: user_id.as_str().to_string(),
             typ: END_USER_TOKEN_TYPE.to_string(),
-            pid: scope.project_id().to_string(),
+            pid: project_id.to_string(),
             scp: scopes.to_stored_text(),
             iat: now,
             nbf: now,
             exp: expires_at,
         };
         let mut header = Header::new(Algorithm::HS256);
-        header.kid = Some(key_id(scope.project_id(), generation));
+        header.kid = Some(key_id(project_id, generation));
         let token = jsonwebtoken::encode(
             &header,
             &claims,
-            &EncodingKey::from_secret(&self.signing_secret(scope.project_id(), generation)),
+            &EncodingKey::from_secret(&self.signing_secret(project_id, generation)),
         )
         .map_err(|error| format!("cannot sign an end-user token: {error}"))?;
         let expires_at = DateTime::from_timestamp(expires_at, 0).unwrap_or_else(Utc::now);
@@ -162,33 +162,25 @@ impl EndUserTokenKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use engram_core::OrganizationId;
-
-    fn scope() -> ProjectScope {
-        ProjectScope::from_verified_credential(OrganizationId::generate(), ProjectId::generate())
-    }
 
     #[test]
     fn a_token_verifies_only_with_its_project_and_generation() {
         let keys = EndUserTokenKeys::new(b"server secret");
-        let scope = scope();
+        let project_id = ProjectId::generate();
         let alice = ExternalId::parse("alice").unwrap();
         let scopes = ApiScopes::from_scopes([ApiScope::MemoriesRead]);
         let (token, _) = keys
-            .mint(&scope, 3, &alice, &scopes, Duration::from_secs(60))
+            .mint(project_id, 3, &alice, &scopes, Duration::from_secs(60))
             .unwrap();
-        assert_eq!(claimed_key(&token), Some((scope.project_id(), 3)));
-        let verified = keys.verify(&token, scope.project_id(), 3).unwrap();
+        assert_eq!(claimed_key(&token), Some((project_id, 3)));
+        let verified = keys.verify(&token, project_id, 3).unwrap();
         assert_eq!(verified.user_id, alice);
         assert_eq!(verified.scopes, scopes);
-        assert!(
-            keys.verify(&token, scope.project_id(), 4).is_none(),
-            "rotated"
-        );
+        assert!(keys.verify(&token, project_id, 4).is_none(), "rotated");
         assert!(keys.verify(&token, ProjectId::generate(), 3).is_none());
         assert!(
             EndUserTokenKeys::new(b"another secret")
-                .verify(&token, scope.project_id(), 3)
+                .verify(&token, project_id, 3)
                 .is_none()
         );
     }

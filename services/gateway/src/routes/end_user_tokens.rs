@@ -144,7 +144,7 @@ pub async fn mint_end_user_token(
     let (token, expires_at) = credentials
         .end_user_tokens
         .mint(
-            &principal.scope,
+            principal.scope.project_id(),
             generation,
             &user_id,
             &scopes,
