@@ -1,0 +1,448 @@
+//! Who may call what: every `/v1` route × every kind of principal (no credential, a garbage
+//! credential, another project's admin key, a key per single scope, an all-scope key, an
+//! end-user token, a console session token), each answered exactly as the scope table says,
+//! and another project's key never sees this project's ids. Plus: 10,000 wrong secrets
+//! against one key id are throttled.
+
+use engram_tests::{ApiClient, TestServer};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    Read,
+    Write,
+    Delete,
+    Admin,
+    /// Any project API key (minting end-user tokens), never an end-user token.
+    AnyApiKey,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Route {
+    method: &'static str,
+    /// `{memory}` and `{key}` are replaced by a fresh target of this project per call.
+    path: &'static str,
+    needs: Needs,
+    success: u16,
+}
+
+const ROUTES: &[Route] = &[
+    Route {
+        method: "GET",
+        path: "/v1/memories",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/memories",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/memories/{memory}",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "PATCH",
+        path: "/v1/memories/{memory}",
+        needs: Needs::Write,
+        success: 200,
+    },
+    Route {
+        method: "DELETE",
+        path: "/v1/memories/{memory}",
+        needs: Needs::Delete,
+        success: 204,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/memories/{memory}/history",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/memories/search",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/keys",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/keys",
+        needs: Needs::Admin,
+        success: 201,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/keys/{key}/revoke",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/keys/{key}/roll",
+        needs: Needs::Admin,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/audit",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/audit/verify",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/audit/export",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/end-user-tokens",
+        needs: Needs::AnyApiKey,
+        success: 201,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/end-user-tokens/rotate-signing-key",
+        needs: Needs::Admin,
+        success: 200,
+    },
+];
+
+#[derive(Clone, Debug)]
+enum Principal {
+    NoCredential,
+    Garbage,
+    ForeignAdmin,
+    ScopedKey(&'static str),
+    AllScopes,
+    EndUserToken,
+    ConsoleSession,
+}
+
+impl Principal {
+    fn name(&self) -> String {
+        match self {
+            Principal::ScopedKey(scope) => format!("key[{scope}]"),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+fn body_for(route: &Route) -> Option<Value> {
+    match (route.method, route.path) {
+        ("POST", "/v1/memories") => {
+            Some(json!({"memories": [{"content": "Matrix write.", "user_id": "alice"}]}))
+        }
+        ("PATCH", _) => Some(json!({"content": "Matrix edit."})),
+        ("POST", "/v1/memories/search") => Some(json!({"query": "matrix"})),
+        ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["memories:read"]})),
+        ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
+        ("POST", "/v1/end-user-tokens") => {
+            Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))
+        }
+        _ => None,
+    }
+}
+
+/// What the scope table says `principal` gets from `route` (on this project's targets).
+fn expected_status(route: &Route, principal: &Principal) -> u16 {
+    let targets_an_id = route.path.contains('{');
+    match principal {
+        Principal::NoCredential | Principal::Garbage | Principal::ConsoleSession => 401,
+        // Authorized in its own project: ids of ours do not exist there.
+        Principal::ForeignAdmin if targets_an_id => 404,
+        Principal::ForeignAdmin | Principal::AllScopes => route.success,
+        Principal::ScopedKey(scope) => {
+            let holds = match route.needs {
+                Needs::Read => *scope == "memories:read",
+                Needs::Write => *scope == "memories:write",
+                Needs::Delete => *scope == "memories:delete",
+                Needs::Admin => *scope == "admin",
+                Needs::AnyApiKey => true,
+            };
+            match (holds, route.needs) {
+                // The body asks for a `memories:read` token: more than any other single-scope
+                // key holds, and a token never exceeds its parent.
+                (true, Needs::AnyApiKey) if *scope != "memories:read" => 403,
+                (true, _) => route.success,
+                (false, _) => 403,
+            }
+        }
+        // Read and write for alice; no delete, no admin, no minting.
+        Principal::EndUserToken => match route.needs {
+            Needs::Read | Needs::Write => route.success,
+            Needs::Delete | Needs::Admin | Needs::AnyApiKey => 403,
+        },
+    }
+}
+
+struct Fixture {
+    server: TestServer,
+    admin: ApiClient,
+    keys: BTreeMap<&'static str, String>,
+    foreign_admin_key: String,
+    console_token: String,
+}
+
+impl Fixture {
+    async fn new() -> Self {
+        let server = TestServer::spawn().await.unwrap();
+        let admin = server.client();
+        let mut keys = BTreeMap::new();
+        for scope in [
+            "memories:read",
+            "memories:write",
+            "memories:delete",
+            "admin",
+        ] {
+            let created = admin
+                .send(
+                    admin
+                        .request(reqwest::Method::POST, "/v1/keys")
+                        .json(&json!({"label": scope, "scopes": [scope]})),
+                )
+                .await;
+            assert_eq!(created.status, 201);
+            keys.insert(scope, created.body["secret"].as_str().unwrap().to_string());
+        }
+        let (_, foreign_admin_key) = server.create_project("foreign").unwrap();
+        let secrets =
+            engram_cli::bootstrap::load_or_create_server_secrets(&server.data_dir).unwrap();
+        let console_token = engram_gateway::auth::ConsoleSessionKeys::new(
+            &secrets.console_signing_secret,
+            std::time::Duration::from_secs(600),
+        )
+        .issue(engram_core::ids::ConsoleAccountId::generate())
+        .unwrap();
+        Self {
+            server,
+            admin,
+            keys,
+            foreign_admin_key,
+            console_token,
+        }
+    }
+
+    async fn credential(&self, principal: &Principal) -> Option<String> {
+        match principal {
+            Principal::NoCredential => None,
+            Principal::Garbage => Some("egk_live_0000000000000000_not-a-real-key".to_string()),
+            Principal::ForeignAdmin => Some(self.foreign_admin_key.clone()),
+            Principal::ScopedKey(scope) => Some(self.keys[scope].clone()),
+            Principal::AllScopes => Some(self.server.bootstrap.api_key.clone()),
+            Principal::ConsoleSession => Some(self.console_token.clone()),
+            Principal::EndUserToken => {
+                // Fresh per call: a rotate cell may have voided the previous one.
+                let minted = self
+                    .admin
+                    .send(
+                        self.admin
+                            .request(reqwest::Method::POST, "/v1/end-user-tokens")
+                            .json(&json!({"user_id": "alice"})),
+                    )
+                    .await;
+                assert_eq!(minted.status, 201);
+                Some(minted.body["token"].as_str().unwrap().to_string())
+            }
+        }
+    }
+
+    /// A fresh target for a route with an id: alice's memory, or a new read key.
+    async fn path_for(&self, route: &Route) -> (String, Vec<String>) {
+        if route.path.contains("{memory}") {
+            let memory = self
+                .admin
+                .add_one(json!({"content": "Matrix target of alice.", "user_id": "alice"}))
+                .await;
+            let id = memory["id"].as_str().unwrap().to_string();
+            return (route.path.replace("{memory}", &id), vec![id]);
+        }
+        if route.path.contains("{key}") {
+            let created = self
+                .admin
+                .send(
+                    self.admin
+                        .request(reqwest::Method::POST, "/v1/keys")
+                        .json(&json!({"label": "target", "scopes": ["memories:read"]})),
+                )
+                .await;
+            let id = created.body["key"]["id"].as_str().unwrap().to_string();
+            return (route.path.replace("{key}", &id), vec![id]);
+        }
+        (route.path.to_string(), Vec::new())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_answers_every_principal_as_the_scope_table_says() {
+    let fixture = Fixture::new().await;
+    let own_memory = fixture
+        .admin
+        .add_one(json!({"content": "Our own fact the foreign project must never see.", "user_id": "alice"}))
+        .await;
+    let own_ids = [own_memory["id"].as_str().unwrap().to_string()];
+    let principals = [
+        Principal::NoCredential,
+        Principal::Garbage,
+        Principal::ForeignAdmin,
+        Principal::ScopedKey("memories:read"),
+        Principal::ScopedKey("memories:write"),
+        Principal::ScopedKey("memories:delete"),
+        Principal::ScopedKey("admin"),
+        Principal::AllScopes,
+        Principal::EndUserToken,
+        Principal::ConsoleSession,
+    ];
+    let http = reqwest::Client::new();
+    let mut mismatches = Vec::new();
+    let mut cells = 0;
+    for route in ROUTES {
+        for principal in &principals {
+            let (path, target_ids) = fixture.path_for(route).await;
+            let mut request = http.request(
+                route.method.parse().unwrap(),
+                format!("{}{path}", fixture.server.base_url),
+            );
+            if let Some(credential) = fixture.credential(principal).await {
+                request = request.bearer_auth(credential);
+            }
+            if let Some(body) = body_for(route) {
+                request = request.json(&body);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            cells += 1;
+            let expected = expected_status(route, principal);
+            if status != expected {
+                mismatches.push(format!(
+                    "{} {} as {}: {status}, expected {expected}: {text:.200}",
+                    route.method,
+                    route.path,
+                    principal.name()
+                ));
+            }
+            if matches!(principal, Principal::ForeignAdmin) {
+                for id in own_ids.iter().chain(target_ids.iter()) {
+                    if status < 400 && text.contains(id.as_str()) {
+                        mismatches.push(format!(
+                            "{} {} as the foreign admin leaked id {id}",
+                            route.method, route.path
+                        ));
+                    }
+                }
+                assert!(!text.contains("must never see"), "{route:?}: {text}");
+            }
+        }
+    }
+    eprintln!(
+        "security matrix: {} routes × {} principals = {cells} cells checked",
+        ROUTES.len(),
+        principals.len()
+    );
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// A guessing attack on one key id runs into that key's rate limit: of 10,000 wrong secrets
+/// only about the burst plus the refill reach the key check at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_wrong_secrets_against_one_key_id_are_throttled() {
+    let server = TestServer::spawn().await.unwrap();
+    let real_key = server.bootstrap.api_key.clone();
+    let public_id = engram_core::access::api_key_public_id(&real_key)
+        .unwrap()
+        .to_string();
+    let http = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    let mut attempts = futures_like::Buffered::new(32);
+    for attempt in 0..10_000u32 {
+        let guess = format!("egk_live_{public_id}_{:040}", attempt);
+        let request = http
+            .get(format!("{}/v1/memories", server.base_url))
+            .bearer_auth(guess)
+            .send();
+        attempts.push(tokio::spawn(async move {
+            request
+                .await
+                .map(|response| response.status().as_u16())
+                .unwrap_or(0)
+        }));
+        while let Some(status) = attempts.next_ready().await {
+            *statuses.entry(status).or_default() += 1;
+        }
+    }
+    for status in attempts.drain().await {
+        *statuses.entry(status).or_default() += 1;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let checked = statuses.get(&401).copied().unwrap_or(0);
+    let throttled = statuses.get(&429).copied().unwrap_or(0);
+    eprintln!(
+        "10,000 wrong secrets in {elapsed:.1} s: {checked} reached the key check (401), {throttled} throttled (429)"
+    );
+    assert_eq!(checked + throttled, 10_000, "{statuses:?}");
+    // Burst 200, refill 100/s: the rest must have been refused before the check.
+    let allowed = 200.0 + 100.0 * elapsed + 50.0;
+    assert!((checked as f64) <= allowed, "{checked} > {allowed}");
+    assert!(throttled >= 10_000 - allowed as usize);
+}
+
+/// A small bounded-concurrency helper (no extra crate): at most `limit` requests in flight.
+mod futures_like {
+    use std::collections::VecDeque;
+    use tokio::task::JoinHandle;
+
+    pub struct Buffered {
+        limit: usize,
+        in_flight: VecDeque<JoinHandle<u16>>,
+    }
+
+    impl Buffered {
+        pub fn new(limit: usize) -> Self {
+            Self {
+                limit,
+                in_flight: VecDeque::new(),
+            }
+        }
+
+        pub fn push(&mut self, task: JoinHandle<u16>) {
+            self.in_flight.push_back(task);
+        }
+
+        /// Waits for the oldest request while the window is full.
+        pub async fn next_ready(&mut self) -> Option<u16> {
+            if self.in_flight.len() < self.limit {
+                return None;
+            }
+            let oldest = self.in_flight.pop_front()?;
+            Some(oldest.await.unwrap_or(0))
+        }
+
+        pub async fn drain(&mut self) -> Vec<u16> {
+            let mut statuses = Vec::new();
+            while let Some(task) = self.in_flight.pop_front() {
+                statuses.push(task.await.unwrap_or(0));
+            }
+            statuses
+        }
+    }
+}
