@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large crash-harness fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -37,6 +37,11 @@ bench-large: setup
 crash-harness: setup-test console
 	$(CARGO) build -p engram-cli --bin engram
 	ENGRAM_CRASH_CYCLES=100 $(CARGO) test --workspace -- sigkill_cycles --nocapture
+
+## The cross-tenant property with 10,000 random operation sequences (make test runs 1,000).
+proptest-large: setup-test console
+	$(CARGO) build -p engram-cli --bin engram
+	ENGRAM_PROPTEST_CASES=10000 $(CARGO) test --workspace -- no_response_ever_contains --nocapture
 
 fmt:
 	$(CARGO) fmt --all

@@ -200,3 +200,98 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
     storage.close().await?;
     Ok(())
 }
+
+#[derive(Debug, Args)]
+pub struct CreateOrganizationArgs {
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
+    pub server_secret: Option<String>,
+    /// Name of the new organization.
+    #[arg(long)]
+    pub name: String,
+    /// E-mail of its owner's console account.
+    #[arg(long)]
+    pub owner_email: String,
+    /// How many projects to create in it (1–20), each with its first API key.
+    #[arg(long, default_value_t = 1)]
+    pub projects: u8,
+}
+
+#[derive(Debug, Serialize)]
+struct CreatedOrganization {
+    organization_id: String,
+    console_email: String,
+    console_password: String,
+    projects: Vec<CreatedProject>,
+}
+
+/// `engram admin create-organization`: a new tenant organization with an owner account and
+/// projects, printed once as JSON (the password and keys are shown nowhere else).
+pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> Result<()> {
+    let name = arguments.name.trim();
+    anyhow::ensure!(
+        !name.is_empty() && name.chars().count() <= 200,
+        "--name must be 1–200 characters"
+    );
+    anyhow::ensure!(
+        (1..=20).contains(&arguments.projects),
+        "--projects must be 1–20"
+    );
+    anyhow::ensure!(
+        arguments.owner_email.contains('@') && arguments.owner_email.len() <= 254,
+        "--owner-email must be an e-mail address"
+    );
+    let secrets = server_secrets(arguments.server_secret.as_deref(), &arguments.data_dir)?;
+    let database_url =
+        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let storage =
+        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let console_password: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(20)
+        .map(char::from)
+        .collect();
+    let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
+    let record = storage
+        .bootstrap_organization(
+            name,
+            "project 1",
+            &arguments.owner_email,
+            &password_hash,
+            &secrets.api_key_pepper,
+        )
+        .await?;
+    let mut projects = vec![CreatedProject {
+        project_id: record.project_id.to_string(),
+        api_key: record.api_key,
+    }];
+    for number in 2..=arguments.projects {
+        let (project, api_key) = storage
+            .create_project(
+                record.organization_id,
+                &format!("project {number}"),
+                &secrets.api_key_pepper,
+            )
+            .await?;
+        projects.push(CreatedProject {
+            project_id: project.id.to_string(),
+            api_key,
+        });
+    }
+    println!(
+        "{}",
+        serde_json::to_string(&CreatedOrganization {
+            organization_id: record.organization_id.to_string(),
+            console_email: arguments.owner_email.to_lowercase(),
+            console_password,
+            projects,
+        })?
+    );
+    storage.close().await?;
+    Ok(())
+}

@@ -48,6 +48,8 @@ enum Command {
 enum AdminCommand {
     /// Create a project in the data dir's organization and print its first API key.
     CreateProject(bootstrap::CreateProjectArgs),
+    /// Create another organization with an owner account and projects; prints JSON once.
+    CreateOrganization(bootstrap::CreateOrganizationArgs),
     /// With the server stopped: repair the vector index from the database (missing, stale
     /// and orphaned points), with a progress bar. The server also does this at start and
     /// every --reconcile-interval-secs.
@@ -67,6 +69,9 @@ pub async fn run_from_command_line() -> ExitCode {
         Command::Admin {
             command: AdminCommand::CreateProject(arguments),
         } => bootstrap::create_project_command(arguments).await,
+        Command::Admin {
+            command: AdminCommand::CreateOrganization(arguments),
+        } => bootstrap::create_organization_command(arguments).await,
         Command::Admin {
             command: AdminCommand::Reconcile(arguments),
         } => maintenance::reconcile_command(arguments).await,
