@@ -69,3 +69,76 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
         "browser test summary missing:\n{stdout}"
     );
 }
+
+#[tokio::test]
+async fn the_console_shows_a_verified_audit_log_filters_and_exports_it() {
+    let browser_dir = workspace_root().join("tests/browser");
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let secret = "The vault combination is 31-7-22.";
+    let stored = api
+        .add_one(json!({"content": secret, "user_id": "u-1"}))
+        .await;
+    let id = stored["id"].as_str().unwrap();
+    assert_eq!(
+        api.patch(
+            id,
+            None,
+            json!({"content": "The vault combination changed."})
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(api.delete(id).await.status, 204);
+    let created = api
+        .send(
+            api.request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({"label": "ci", "scopes": ["memories:read"]})),
+        )
+        .await;
+    assert_eq!(created.status, 201);
+    api.add_one(json!({"content": "Something to look at in the console."}))
+        .await;
+
+    let base_url = server.base_url.clone();
+    let email = server.bootstrap.console_email.clone();
+    let password = server.bootstrap.console_password.clone();
+    let expected_actions = serde_json::to_string(&[
+        "memory.created",
+        "memory.updated",
+        "memory.deleted",
+        "api_key.created",
+        "console.login",
+        "console.login_failed",
+        "memory.content_viewed",
+    ])
+    .unwrap();
+    let forbidden = serde_json::to_string(&[secret, "The vault combination changed."]).unwrap();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("audit.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", email)
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .env("ENGRAM_EXPECT_ACTIONS", expected_actions)
+            .env("ENGRAM_FORBIDDEN_TEXT", forbidden)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success(),
+        "browser test failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains(" passed, 0 failed"),
+        "summary missing:\n{stdout}"
+    );
+}

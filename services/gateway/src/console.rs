@@ -4,13 +4,14 @@
 use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
+use engram_console::model::{AuditChainStatus, AuditListing, AuditQuery, AuditRow};
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
     MemoryRow, ProjectSummary,
 };
 use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
 use engram_core::{MemoryKind, ProjectId};
-use engram_storage::{ConsoleAccountRecord, MemoryListFilter, Storage};
+use engram_storage::{AuditFilter, ConsoleAccountRecord, MemoryListFilter, Storage};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -272,6 +273,116 @@ impl ConsoleBackend for GatewayConsoleBackend {
             memories,
             total_shown,
         })
+    }
+
+    async fn audit_log(
+        &self,
+        session_token: &str,
+        query: AuditQuery,
+    ) -> Result<AuditListing, ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        let scope = self.project_scope(&account, &query.project_id).await?;
+        if let Some(action) = &query.action
+            && AuditAction::parse(action).is_none()
+        {
+            return Err(ConsoleError::Internal(format!("unknown action {action:?}")));
+        }
+        let events = self
+            .storage
+            .audit_events(
+                &scope,
+                &AuditFilter {
+                    action: query.action.clone(),
+                    limit: u64::from(query.limit.clamp(1, 500)),
+                    newest_first: true,
+                    include_organization_events: true,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(internal)?;
+        let verification = self
+            .storage
+            .verify_audit_chain(&scope)
+            .await
+            .map_err(internal)?;
+        Ok(AuditListing {
+            project_id: Some(query.project_id),
+            events: events
+                .into_iter()
+                .map(|event| AuditRow {
+                    id: event.id,
+                    sequence: event.sequence,
+                    at: event.at.to_rfc3339(),
+                    actor_type: event.actor_type,
+                    actor_id: event.actor_id,
+                    action: event.action,
+                    target_ids: event.target_ids,
+                    outcome: event.outcome,
+                    ip: event.ip,
+                    request_id: event.request_id,
+                })
+                .collect(),
+            chain: AuditChainStatus {
+                verified: verification.first_broken.is_none(),
+                events_checked: verification.events_checked,
+                broken_at_event: verification
+                    .first_broken
+                    .as_ref()
+                    .map(|broken| broken.event_id)
+                    .filter(|event_id| *event_id > 0),
+                broken_reason: verification.first_broken.map(|broken| broken.reason),
+            },
+        })
+    }
+
+    async fn export_audit_csv(
+        &self,
+        session_token: &str,
+        project_id: &str,
+    ) -> Result<String, ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        let scope = self.project_scope(&account, project_id).await?;
+        let mut filter = AuditFilter {
+            limit: 500,
+            include_organization_events: true,
+            ..Default::default()
+        };
+        let mut events = Vec::new();
+        loop {
+            let page = self
+                .storage
+                .audit_events(&scope, &filter)
+                .await
+                .map_err(internal)?;
+            let Some(last) = page.last() else { break };
+            filter.after_id = Some(last.id);
+            let full_page = page.len() == 500;
+            events.extend(
+                page.into_iter()
+                    .map(crate::routes::audit::AuditEventView::from),
+            );
+            if !full_page || events.len() >= crate::routes::audit::MAX_EXPORT_EVENTS {
+                break;
+            }
+        }
+        Ok(crate::routes::audit::events_as_csv(&events))
+    }
+}
+
+impl GatewayConsoleBackend {
+    /// The scope of a project the account may see; `NotFound` otherwise.
+    async fn project_scope(
+        &self,
+        account: &ConsoleAccountRecord,
+        project_id: &str,
+    ) -> Result<engram_core::ProjectScope, ConsoleError> {
+        let project_id: ProjectId = project_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        self.storage
+            .project_scope_for_console_account(account, project_id)
+            .await
+            .map_err(internal)?
+            .ok_or(ConsoleError::NotFound)
     }
 }
 

@@ -45,9 +45,14 @@ pub struct AuditFilter {
     pub target_id: Option<String>,
     pub since: Option<DateTime<Utc>>,
     pub until: Option<DateTime<Utc>>,
-    /// Events after this id (the cursor).
+    /// Events after this id (the cursor; with `newest_first`, before it).
     pub after_id: Option<i64>,
     pub limit: u64,
+    /// Newest first (the console's view) instead of oldest first.
+    pub newest_first: bool,
+    /// Also the organization's events that belong to no project (console logins), for the
+    /// organization's own console; never for a project key.
+    pub include_organization_events: bool,
 }
 
 /// The outcome of recomputing an organization's chain.
@@ -239,8 +244,22 @@ impl Storage {
         scope: &ProjectScope,
         filter: &AuditFilter,
     ) -> Result<Vec<AuditEventRecord>, StorageError> {
-        let mut query = audit_events::Entity::find()
-            .filter(audit_events::Column::ProjectId.eq(scope.project_id().as_uuid()));
+        let project_condition = if filter.include_organization_events {
+            sea_orm::Condition::any()
+                .add(audit_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .add(
+                    sea_orm::Condition::all()
+                        .add(
+                            audit_events::Column::OrganizationId
+                                .eq(scope.organization_id().as_uuid()),
+                        )
+                        .add(audit_events::Column::ProjectId.is_null()),
+                )
+        } else {
+            sea_orm::Condition::all()
+                .add(audit_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        };
+        let mut query = audit_events::Entity::find().filter(project_condition);
         if let Some(action) = &filter.action {
             query = query.filter(audit_events::Column::Action.eq(action.as_str()));
         }
@@ -260,10 +279,18 @@ impl Storage {
             query = query.filter(audit_events::Column::At.lt(until));
         }
         if let Some(after_id) = filter.after_id {
-            query = query.filter(audit_events::Column::Id.gt(after_id));
+            query = if filter.newest_first {
+                query.filter(audit_events::Column::Id.lt(after_id))
+            } else {
+                query.filter(audit_events::Column::Id.gt(after_id))
+            };
         }
+        query = if filter.newest_first {
+            query.order_by_desc(audit_events::Column::Id)
+        } else {
+            query.order_by_asc(audit_events::Column::Id)
+        };
         let models = query
-            .order_by_asc(audit_events::Column::Id)
             .limit(filter.limit.clamp(1, MAX_AUDIT_PAGE))
             .all(&self.connection)
             .await

@@ -230,6 +230,34 @@ impl ConsoleBackend for DevBackend {
             memories,
         })
     }
+
+    /// The dev server keeps no audit trail: an empty, trivially verified log.
+    async fn audit_log(
+        &self,
+        session_token: &str,
+        query: engram_console::model::AuditQuery,
+    ) -> Result<engram_console::model::AuditListing, ConsoleError> {
+        self.account(session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        Ok(engram_console::model::AuditListing {
+            project_id: Some(query.project_id),
+            events: Vec::new(),
+            chain: engram_console::model::AuditChainStatus {
+                verified: true,
+                ..Default::default()
+            },
+        })
+    }
+
+    async fn export_audit_csv(
+        &self,
+        session_token: &str,
+        _project_id: &str,
+    ) -> Result<String, ConsoleError> {
+        self.account(session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        Ok("id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n".to_string())
+    }
 }
 
 #[tokio::main]

@@ -1,7 +1,7 @@
 //! The console's server functions (mounted under `/console/api/…`) and its session cookie.
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
-use crate::model::{ConsoleError, MemoryListing, SessionInfo};
+use crate::model::{AuditListing, ConsoleError, MemoryListing, SessionInfo};
 use leptos::prelude::*;
 
 /// Where the server functions live; must match the `prefix` of every `#[server]` below.
@@ -36,12 +36,23 @@ pub async fn list_memories(
     ssr::answer(ssr::list_memories(project_id, text, kind).await).await
 }
 
+/// The audit log of a project (the first project when `project_id` is empty), newest first,
+/// with the verification of the organization's hash chain.
+#[server(prefix = "/console/api", endpoint = "audit")]
+pub async fn load_audit(
+    project_id: Option<String>,
+    action: Option<String>,
+) -> Result<AuditListing, ConsoleError> {
+    ssr::answer(ssr::load_audit(project_id, action).await).await
+}
+
 /// The server functions' bodies, the backend from context and the `engram_console` cookie.
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
     use crate::backend::ConsoleBackend;
     use crate::model::{
-        ConsoleError, MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryListing, SessionInfo,
+        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleError, MEMORY_PAGE_LIMIT,
+        MemoryListQuery, MemoryListing, SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
     use leptos::prelude::use_context;
@@ -117,6 +128,29 @@ pub(crate) mod ssr {
             project_id: Some(project_id),
             page,
         })
+    }
+
+    pub async fn load_audit(
+        project_id: Option<String>,
+        action: Option<String>,
+    ) -> Result<AuditListing, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let project_id = match non_empty(project_id) {
+            Some(id) => id,
+            None => match backend.list_projects(&token).await?.into_iter().next() {
+                Some(first) => first.id,
+                None => return Ok(AuditListing::default()),
+            },
+        };
+        let query = AuditQuery {
+            project_id: project_id.clone(),
+            action: non_empty(action),
+            limit: AUDIT_PAGE_LIMIT,
+        };
+        let mut listing = backend.audit_log(&token, query).await?;
+        listing.project_id = Some(project_id);
+        Ok(listing)
     }
 
     /// Gives a failed call an HTTP status that says what went wrong (401, 404, 500) when the

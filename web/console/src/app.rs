@@ -1,6 +1,7 @@
 //! The console's root component, its routes and (server side) the HTML document around it.
 //! Every route lives under `/console`; the router sees full paths, nothing is nested.
 
+use crate::audit::AuditPage;
 use crate::login::LoginPage;
 use crate::memories::MemoriesPage;
 use leptos::prelude::*;
@@ -70,6 +71,7 @@ pub fn App() -> impl IntoView {
                     // Async: the page is sent once the memories are loaded, so it is complete
                     // without JavaScript and a session lost mid-render can still redirect.
                     <Route path=path!("/console/memories") view=MemoriesPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/audit") view=AuditPage ssr=SsrMode::Async />
                 </Routes>
             </div>
         </Router>

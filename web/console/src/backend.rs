@@ -1,7 +1,10 @@
 //! The seam between the console and the rest of Engram: the gateway implements
 //! [`ConsoleBackend`] and hands it to [`crate::console_router`]; the console never touches storage.
 
-use crate::model::{ConsoleAccount, ConsoleError, MemoryListQuery, MemoryPage, ProjectSummary};
+use crate::model::{
+    AuditListing, AuditQuery, ConsoleAccount, ConsoleError, MemoryListQuery, MemoryPage,
+    ProjectSummary,
+};
 
 /// Everything the console needs from the service, keyed by the opaque session token that
 /// [`ConsoleBackend::login`] issued and the console keeps in the `engram_console` cookie.
@@ -34,4 +37,19 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         session_token: &str,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError>;
+
+    /// The project's audit events (and the organization's own, such as console logins),
+    /// newest first, with the verification of the organization's hash chain.
+    async fn audit_log(
+        &self,
+        session_token: &str,
+        query: AuditQuery,
+    ) -> Result<AuditListing, ConsoleError>;
+
+    /// Every audit event of the project as CSV, for download.
+    async fn export_audit_csv(
+        &self,
+        session_token: &str,
+        project_id: &str,
+    ) -> Result<String, ConsoleError>;
 }

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod app;
+mod audit;
 mod login;
 mod memories;
 pub mod model;

@@ -96,6 +96,10 @@ pub fn MemoriesPage() -> impl IntoView {
             <a class="brand" href="/console/memories">
                 "Engram"
             </a>
+            <nav class="nav">
+                <a href="/console/memories" aria-current="page">"Memories"</a>
+                <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
+            </nav>
             <span class="spacer"></span>
             <Transition fallback=|| ()>{header_account}</Transition>
             <ActionForm action=logout attr:class="logout-form">

@@ -108,3 +108,63 @@ pub struct MemoryListing {
     pub project_id: Option<String>,
     pub page: MemoryPage,
 }
+
+/// What the audit page asks the backend for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditQuery {
+    pub project_id: String,
+    /// One of [`AUDIT_ACTIONS`]; `None` means every action.
+    pub action: Option<String>,
+    pub limit: u32,
+}
+
+/// One row of the audit table (never memory content).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: i64,
+    pub sequence: i64,
+    /// RFC 3339, UTC.
+    pub at: String,
+    pub actor_type: String,
+    pub actor_id: String,
+    pub action: String,
+    pub target_ids: Vec<String>,
+    pub outcome: String,
+    pub ip: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// The recomputed hash chain of the organization.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditChainStatus {
+    pub verified: bool,
+    pub events_checked: u64,
+    /// Where it breaks, when it does.
+    pub broken_at_event: Option<i64>,
+    pub broken_reason: Option<String>,
+}
+
+/// The audit page's data: newest events first, and the chain's verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditListing {
+    pub project_id: Option<String>,
+    pub events: Vec<AuditRow>,
+    pub chain: AuditChainStatus,
+}
+
+/// How many audit rows the page shows at most.
+pub const AUDIT_PAGE_LIMIT: u32 = 200;
+
+/// The actions the audit filter offers.
+pub const AUDIT_ACTIONS: [&str; 10] = [
+    "memory.created",
+    "memory.updated",
+    "memory.deleted",
+    "memory.content_viewed",
+    "api_key.created",
+    "api_key.revoked",
+    "api_key.rolled",
+    "console.login",
+    "console.login_failed",
+    "end_user_token.signing_key_rotated",
+];

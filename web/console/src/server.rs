@@ -113,6 +113,17 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
                 shell(shell_options.clone(), assets.bundle_present())
             })
             .route("/console/", get(|| async { Redirect::to(HOME_PATH) }))
+            .route(
+                "/console/audit/export.csv",
+                get({
+                    let backend = backend.clone();
+                    move |headers: axum::http::HeaderMap,
+                          query: axum::extract::Query<ExportQuery>| {
+                        let backend = backend.clone();
+                        async move { export_audit_csv(backend, headers, query.0).await }
+                    }
+                }),
+            )
             .route_layer(middleware::from_fn_with_state(backend, require_session))
             .with_state(options)
     };
@@ -148,6 +159,45 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
         ))
+}
+
+#[derive(serde::Deserialize)]
+struct ExportQuery {
+    project: String,
+}
+
+/// The project's audit events as a CSV download (the session guard ran already).
+async fn export_audit_csv(
+    backend: Arc<dyn ConsoleBackend>,
+    headers: axum::http::HeaderMap,
+    query: ExportQuery,
+) -> Response {
+    use crate::model::ConsoleError;
+    let Some(token) = token_from_headers(&headers) else {
+        return Redirect::to(LOGIN_PATH).into_response();
+    };
+    match backend.export_audit_csv(&token, &query.project).await {
+        Ok(csv) => (
+            [
+                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"audit.csv\"",
+                ),
+            ],
+            csv,
+        )
+            .into_response(),
+        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
+        Err(ConsoleError::NotFound) => {
+            (axum::http::StatusCode::NOT_FOUND, "no such project").into_response()
+        }
+        Err(error) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )
+            .into_response(),
+    }
 }
 
 /// Lets only signed-in visitors reach the pages; the login page itself is open (and sends

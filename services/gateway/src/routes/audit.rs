@@ -161,6 +161,7 @@ impl AuditQuery {
             until: self.until,
             after_id,
             limit,
+            ..Default::default()
         })
     }
 }
@@ -284,6 +285,39 @@ fn csv_field(text: &str) -> String {
     }
 }
 
+/// Events as CSV with a header row (shared with the console's download).
+pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
+    let mut body = String::from(
+        "id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n",
+    );
+    for event in events {
+        let row = [
+            event.id.to_string(),
+            event.sequence.to_string(),
+            event.at.to_rfc3339(),
+            event.actor_type.clone(),
+            event.actor_id.clone(),
+            event.action.clone(),
+            event.target_type.clone(),
+            event.target_ids.join(" "),
+            event.outcome.clone(),
+            event.ip.clone().unwrap_or_default(),
+            event.user_agent.clone().unwrap_or_default(),
+            event.request_id.clone().unwrap_or_default(),
+            event.details.to_string(),
+            event.hash.clone(),
+        ];
+        body.push_str(
+            &row.iter()
+                .map(|field| csv_field(field))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        body.push('\n');
+    }
+    body
+}
+
 /// Export the project's audit events matching the filters as NDJSON (default) or CSV.
 #[utoipa::path(get, path = "/v1/audit/export", tag = "audit", params(AuditQuery),
     responses((status = 200, description = "`application/x-ndjson` or `text/csv`"),
@@ -324,34 +358,7 @@ pub async fn export_audit_events(
     }
     events.truncate(MAX_EXPORT_EVENTS);
     let (content_type, body) = if as_csv {
-        let mut body = String::from(
-            "id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n",
-        );
-        for event in &events {
-            let row = [
-                event.id.to_string(),
-                event.sequence.to_string(),
-                event.at.to_rfc3339(),
-                event.actor_type.clone(),
-                event.actor_id.clone(),
-                event.action.clone(),
-                event.target_type.clone(),
-                event.target_ids.join(" "),
-                event.outcome.clone(),
-                event.ip.clone().unwrap_or_default(),
-                event.user_agent.clone().unwrap_or_default(),
-                event.request_id.clone().unwrap_or_default(),
-                event.details.to_string(),
-                event.hash.clone(),
-            ];
-            body.push_str(
-                &row.iter()
-                    .map(|field| csv_field(field))
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-            body.push('\n');
-        }
+        let body = events_as_csv(&events);
         ("text/csv; charset=utf-8", body)
     } else {
         let mut body = String::new();

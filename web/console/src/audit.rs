@@ -1,0 +1,201 @@
+//! The audit log page: the chain's verification status, an action filter, the newest events
+//! of the project (and the organization's console logins) and a CSV export link.
+
+use crate::api::{Logout, load_audit, load_session};
+use crate::model::{AUDIT_ACTIONS, AuditListing, AuditRow, ConsoleError, SessionInfo};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+fn non_empty(value: &str) -> Option<String> {
+    let value = value.trim();
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+#[component]
+pub fn AuditPage() -> impl IntoView {
+    let query = use_query_map().get_untracked();
+    let initial_project = query.get("project").and_then(|p| non_empty(&p));
+    let initial_action = query
+        .get("action")
+        .and_then(|a| non_empty(&a))
+        .unwrap_or_default();
+    let project = RwSignal::new(initial_project.clone());
+    let action = RwSignal::new(initial_action.clone());
+
+    let session = Resource::new(|| (), |_| load_session());
+    let audit = Resource::new(
+        move || (project.get(), non_empty(&action.get())),
+        |(project, action)| load_audit(project, action),
+    );
+    let logout = ServerAction::<Logout>::new();
+
+    let project_select = move || {
+        let initial_project = initial_project.clone();
+        Suspend::new(async move {
+            match session.await {
+                Ok(SessionInfo { projects, .. }) => view! {
+                    <select
+                        name="project"
+                        data-testid="project-select"
+                        on:change=move |ev| project.set(non_empty(&event_target_value(&ev)))
+                    >
+                        {projects
+                            .into_iter()
+                            .map(|p| {
+                                let selected = initial_project.as_deref() == Some(p.id.as_str());
+                                view! { <option value=p.id selected=selected>{p.name}</option> }
+                            })
+                            .collect_view()}
+                    </select>
+                }
+                .into_any(),
+                Err(ConsoleError::Unauthorized) => {
+                    view! { <Redirect path="/console/login" /> }.into_any()
+                }
+                Err(err) => view! { <span class="error">{err.to_string()}</span> }.into_any(),
+            }
+        })
+    };
+
+    let listing = move || Suspend::new(async move { audit_view(audit.await) });
+
+    view! {
+        <Title text="Audit log · Engram console" />
+        <header class="topbar">
+            <a class="brand" href="/console/memories">"Engram"</a>
+            <nav class="nav">
+                <a href="/console/memories">"Memories"</a>
+                <a href="/console/audit" aria-current="page">"Audit log"</a>
+            </nav>
+            <span class="spacer"></span>
+            <ActionForm action=logout attr:class="logout-form">
+                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+            </ActionForm>
+        </header>
+        <main class="content">
+            <h1>"Audit log"</h1>
+            <form class="filters" method="get" action="/console/audit" on:submit=|ev| ev.prevent_default()>
+                <label>
+                    <span>"Project"</span>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_select}</Transition>
+                </label>
+                <label>
+                    <span>"Action"</span>
+                    <select
+                        name="action"
+                        data-testid="action-select"
+                        on:change=move |ev| action.set(event_target_value(&ev))
+                    >
+                        <option value="" selected=initial_action.is_empty()>"All actions"</option>
+                        {AUDIT_ACTIONS
+                            .iter()
+                            .map(|a| view! { <option value=*a selected=initial_action == *a>{*a}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                <button type="submit" class="no-js-only">"Apply"</button>
+            </form>
+            <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
+                {listing}
+            </Transition>
+        </main>
+    }
+}
+
+fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
+    let listing = match listing {
+        Ok(listing) => listing,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(err) => {
+            return view! { <p class="error" role="alert" data-testid="audit-error">{err.to_string()}</p> }
+                .into_any();
+        }
+    };
+    let Some(project_id) = listing.project_id else {
+        return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
+    };
+    let chain = listing.chain;
+    let status = if chain.verified {
+        view! {
+            <p class="badge state-active" data-testid="audit-verification" data-verified="true">
+                {format!("Hash chain verified: {} events recomputed", chain.events_checked)}
+            </p>
+        }
+        .into_any()
+    } else {
+        view! {
+            <p class="error" role="alert" data-testid="audit-verification" data-verified="false">
+                {format!(
+                    "Hash chain broken{}: {}",
+                    chain.broken_at_event.map(|id| format!(" at event {id}")).unwrap_or_default(),
+                    chain.broken_reason.unwrap_or_default()
+                )}
+            </p>
+        }
+        .into_any()
+    };
+    let export_href = format!("/console/audit/export.csv?project={project_id}");
+    let rows = if listing.events.is_empty() {
+        view! { <p class="empty" data-testid="audit-empty">"No events match."</p> }.into_any()
+    } else {
+        view! {
+            <div class="table-wrap">
+                <table class="memories" data-testid="audit-table">
+                    <thead>
+                        <tr>
+                            <th class="num">"#"</th>
+                            <th>"When"</th>
+                            <th>"Action"</th>
+                            <th>"Actor"</th>
+                            <th>"Targets"</th>
+                            <th>"Outcome"</th>
+                            <th>"From"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{listing.events.into_iter().map(audit_row).collect_view()}</tbody>
+                </table>
+            </div>
+        }
+        .into_any()
+    };
+    view! {
+        {status}
+        <p>
+            <a href=export_href download="audit.csv" data-testid="audit-export">"Export CSV"</a>
+        </p>
+        {rows}
+    }
+    .into_any()
+}
+
+fn audit_row(event: AuditRow) -> impl IntoView {
+    let AuditRow {
+        sequence,
+        at,
+        actor_type,
+        actor_id,
+        action,
+        target_ids,
+        outcome,
+        ip,
+        ..
+    } = event;
+    let when = at.get(..19).unwrap_or(&at).replacen('T', " ", 1);
+    let actor = format!("{actor_type} {actor_id}");
+    let targets = target_ids.join(", ");
+    let action_attribute = action.clone();
+    view! {
+        <tr data-testid="audit-row" data-action=action_attribute>
+            <td class="num">{sequence}</td>
+            <td class="nowrap"><time datetime=at>{when}</time></td>
+            <td data-testid="audit-action">{action}</td>
+            <td>{actor}</td>
+            <td class="content">{targets}</td>
+            <td>{outcome}</td>
+            <td>{ip.unwrap_or_default()}</td>
+        </tr>
+    }
+}
