@@ -9,6 +9,7 @@ mod m0003_memory_tombstones;
 mod m0004_api_key_management;
 mod m0005_audit_log;
 mod m0006_end_user_token_keys;
+mod m0007_console_sessions;
 
 pub struct Migrator;
 
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0004_api_key_management::Migration),
             Box::new(m0005_audit_log::Migration),
             Box::new(m0006_end_user_token_keys::Migration),
+            Box::new(m0007_console_sessions::Migration),
         ]
     }
 }

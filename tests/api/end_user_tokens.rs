@@ -303,7 +303,10 @@ async fn jwt_attacks_are_refused() {
         std::time::Duration::from_secs(600),
     );
     let console_token = console_keys
-        .issue(engram_core::ids::ConsoleAccountId::generate())
+        .issue(
+            engram_core::ids::ConsoleAccountId::generate(),
+            uuid::Uuid::now_v7(),
+        )
         .unwrap();
     attacks.push(("console session on the API", console_token));
 

@@ -230,7 +230,10 @@ impl Fixture {
             &secrets.console_signing_secret,
             std::time::Duration::from_secs(600),
         )
-        .issue(engram_core::ids::ConsoleAccountId::generate())
+        .issue(
+            engram_core::ids::ConsoleAccountId::generate(),
+            uuid::Uuid::now_v7(),
+        )
         .unwrap();
         Self {
             server,

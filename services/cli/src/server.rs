@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// Console sessions last a working day.
-const CONSOLE_SESSION_LIFETIME: Duration = Duration::from_secs(12 * 60 * 60);
+/// Console access tokens live 15 minutes; the session (renewed through its rotating refresh
+/// token) lasts `engram_gateway::console::CONSOLE_SESSION_LIFETIME`.
+const CONSOLE_ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
 /// A running API process (`serve` or `gateway`): its address and the handles a caller (the
 /// CLI, the benchmark, tests) needs.
@@ -179,7 +180,7 @@ impl EmbeddedServer {
             api_key_pepper: secrets.api_key_pepper.clone(),
             console_sessions: ConsoleSessionKeys::new(
                 &secrets.console_signing_secret,
-                CONSOLE_SESSION_LIFETIME,
+                CONSOLE_ACCESS_TOKEN_LIFETIME,
             ),
             end_user_tokens: engram_gateway::end_user_tokens::EndUserTokenKeys::new(
                 &secrets.end_user_token_secret,

@@ -328,12 +328,19 @@ struct ConsoleSessionClaims {
     aud: String,
     sub: String,
     typ: String,
+    /// The server-side session: looked up on every request, so logout ends it at once.
+    sid: String,
     iat: i64,
     nbf: i64,
     exp: i64,
 }
 
-/// Signs and verifies console session tokens with a server secret.
+/// The key id of console session tokens. A new signing key gets a new id; tokens carrying an
+/// id this server does not know are refused.
+pub const CONSOLE_SIGNING_KEY_ID: &str = "console-v1";
+
+/// Signs and verifies console access tokens (short-lived JWTs naming a server-side session)
+/// with a server secret.
 #[derive(Clone)]
 pub struct ConsoleSessionKeys {
     encoding: Arc<EncodingKey>,
@@ -349,7 +356,16 @@ impl std::fmt::Debug for ConsoleSessionKeys {
     }
 }
 
+/// A verified console access token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsoleSessionClaim {
+    pub account_id: ConsoleAccountId,
+    pub session_id: uuid::Uuid,
+}
+
 impl ConsoleSessionKeys {
+    /// `lifetime` is the access token's: the session itself lasts as long as its refresh
+    /// token keeps being rotated within the session's expiry.
     pub fn new(secret: &[u8], lifetime: Duration) -> Self {
         Self {
             encoding: Arc::new(EncodingKey::from_secret(secret)),
@@ -358,27 +374,35 @@ impl ConsoleSessionKeys {
         }
     }
 
-    pub fn issue(&self, account_id: ConsoleAccountId) -> Result<String, String> {
+    pub fn issue(
+        &self,
+        account_id: ConsoleAccountId,
+        session_id: uuid::Uuid,
+    ) -> Result<String, String> {
         let now = Utc::now().timestamp();
         let claims = ConsoleSessionClaims {
             iss: CONSOLE_TOKEN_ISSUER.to_string(),
             aud: CONSOLE_TOKEN_AUDIENCE.to_string(),
             sub: account_id.to_string(),
             typ: CONSOLE_TOKEN_TYPE.to_string(),
+            sid: session_id.to_string(),
             iat: now,
             nbf: now,
             exp: now + self.lifetime.as_secs() as i64,
         };
-        jsonwebtoken::encode(
-            &Header::new(jsonwebtoken::Algorithm::HS256),
-            &claims,
-            &self.encoding,
-        )
-        .map_err(|error| format!("cannot sign console session: {error}"))
+        let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some(CONSOLE_SIGNING_KEY_ID.to_string());
+        jsonwebtoken::encode(&header, &claims, &self.encoding)
+            .map_err(|error| format!("cannot sign console session: {error}"))
     }
 
-    /// The account of a valid, unexpired console session token; `None` otherwise.
-    pub fn verify(&self, token: &str) -> Option<ConsoleAccountId> {
+    /// The account and session of a valid, unexpired console access token; `None` otherwise
+    /// (the caller still checks that the session is live).
+    pub fn verify(&self, token: &str) -> Option<ConsoleSessionClaim> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        if header.kid.as_deref() != Some(CONSOLE_SIGNING_KEY_ID) {
+            return None;
+        }
         // The algorithm is pinned: a token claiming any other `alg` (or `none`) is rejected.
         let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
         validation.set_issuer(&[CONSOLE_TOKEN_ISSUER]);
@@ -392,7 +416,10 @@ impl ConsoleSessionKeys {
         if decoded.claims.typ != CONSOLE_TOKEN_TYPE {
             return None;
         }
-        decoded.claims.sub.parse().ok()
+        Some(ConsoleSessionClaim {
+            account_id: decoded.claims.sub.parse().ok()?,
+            session_id: decoded.claims.sid.parse().ok()?,
+        })
     }
 }
 
@@ -413,8 +440,15 @@ mod tests {
         let keys = ConsoleSessionKeys::new(b"first secret", Duration::from_secs(60));
         let other = ConsoleSessionKeys::new(b"other secret", Duration::from_secs(60));
         let account = ConsoleAccountId::generate();
-        let token = keys.issue(account).unwrap();
-        assert_eq!(keys.verify(&token), Some(account));
+        let session = uuid::Uuid::now_v7();
+        let token = keys.issue(account, session).unwrap();
+        assert_eq!(
+            keys.verify(&token),
+            Some(ConsoleSessionClaim {
+                account_id: account,
+                session_id: session
+            })
+        );
         assert_eq!(other.verify(&token), None);
         assert_eq!(keys.verify("not.a.token"), None);
     }
@@ -424,7 +458,7 @@ mod tests {
         let keys = ConsoleSessionKeys::new(b"secret", Duration::from_secs(60));
         let now = Utc::now().timestamp();
         let payload = serde_json::json!({"iss":"engram","aud":"engram-console","sub":ConsoleAccountId::generate().to_string(),
-            "typ":"console_session","iat":now,"nbf":now,"exp":now+60});
+            "typ":"console_session","sid":uuid::Uuid::now_v7().to_string(),"iat":now,"nbf":now,"exp":now+60});
         use base64_like::encode;
         let unsigned = format!(
             "{}.{}.",

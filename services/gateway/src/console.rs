@@ -4,14 +4,16 @@
 use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
-use engram_console::model::{AuditChainStatus, AuditListing, AuditQuery, AuditRow};
+use engram_console::model::{AuditChainStatus, AuditListing, AuditQuery, AuditRow, SessionTokens};
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
     MemoryRow, ProjectSummary,
 };
 use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
 use engram_core::{MemoryKind, ProjectId};
-use engram_storage::{AuditFilter, ConsoleAccountRecord, MemoryListFilter, Storage};
+use engram_storage::{
+    AuditFilter, ConsoleAccountRecord, MemoryListFilter, RefreshOutcome, Storage,
+};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -37,11 +39,20 @@ impl GatewayConsoleBackend {
     }
 
     async fn account_for(&self, session_token: &str) -> Result<ConsoleAccountRecord, ConsoleError> {
-        let account_id = self
+        let claim = self
             .sessions
             .verify(session_token)
             .ok_or(ConsoleError::Unauthorized)?;
-        match self.storage.console_account(account_id).await {
+        // Every request checks the session, so logout (or a detected replay) ends it at once.
+        if !self
+            .storage
+            .console_session_is_live(claim.session_id)
+            .await
+            .map_err(internal)?
+        {
+            return Err(ConsoleError::Unauthorized);
+        }
+        match self.storage.console_account(claim.account_id).await {
             Ok(Some(account)) => Ok(account),
             Ok(None) => Err(ConsoleError::Unauthorized),
             Err(error) => Err(internal(error)),
@@ -54,7 +65,41 @@ fn internal(error: impl std::fmt::Display) -> ConsoleError {
     ConsoleError::Internal("the service could not complete the request".to_string())
 }
 
+/// How long a console session lasts without a new login (its refresh token keeps being
+/// rotated within it; the access token lives 15 minutes).
+pub const CONSOLE_SESSION_LIFETIME: chrono::Duration = chrono::Duration::hours(12);
+
+/// 256 random bits, hex: cookie-safe and stored only as a SHA-256.
+fn new_refresh_token() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
 impl GatewayConsoleBackend {
+    async fn start_session(
+        &self,
+        account: &ConsoleAccountRecord,
+    ) -> Result<SessionTokens, ConsoleError> {
+        let refresh = new_refresh_token();
+        let session_id = self
+            .storage
+            .create_console_session(
+                account.id,
+                account.organization_id,
+                &refresh,
+                chrono::Utc::now() + CONSOLE_SESSION_LIFETIME,
+            )
+            .await
+            .map_err(internal)?;
+        let access = self
+            .sessions
+            .issue(account.id, session_id)
+            .map_err(internal)?;
+        Ok(SessionTokens { access, refresh })
+    }
+
     async fn audit_account_event(
         &self,
         account: &ConsoleAccountRecord,
@@ -87,7 +132,7 @@ impl GatewayConsoleBackend {
 
 #[async_trait::async_trait]
 impl ConsoleBackend for GatewayConsoleBackend {
-    async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
+    async fn login(&self, email: String, password: String) -> Result<SessionTokens, ConsoleError> {
         // Checked before the password, so a locked e-mail cannot be probed at all.
         if let Some(remaining) = self.login_throttle.locked_for(&email) {
             tracing::warn!("console login refused: too many failed attempts");
@@ -120,7 +165,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     AuditOutcome::Success,
                 )
                 .await?;
-                self.sessions.issue(account.id).map_err(internal)
+                self.start_session(&account).await
             }
             Some(account) => {
                 tracing::info!(account_id = %account.id, "console login failed: wrong password");
@@ -142,9 +187,36 @@ impl ConsoleBackend for GatewayConsoleBackend {
         }
     }
 
-    async fn logout(&self, _session_token: String) {
-        // Sessions are signed tokens; logging out clears the cookie (the console does that).
-        // Server-side revocation arrives with refresh tokens (issue: identity and access).
+    async fn logout(&self, session_token: String) {
+        let Some(claim) = self.sessions.verify(&session_token) else {
+            return;
+        };
+        if let Err(error) = self.storage.revoke_console_session(claim.session_id).await {
+            tracing::error!(%error, "console logout could not revoke the session");
+        }
+    }
+
+    async fn refresh(&self, refresh_token: &str) -> Option<SessionTokens> {
+        let replacement = new_refresh_token();
+        let outcome = self
+            .storage
+            .rotate_console_refresh_token(refresh_token, &replacement)
+            .await
+            .map_err(|error| tracing::error!(%error, "console refresh failed"))
+            .ok()?;
+        match outcome {
+            RefreshOutcome::Rotated {
+                session_id,
+                account_id,
+            } => {
+                let access = self.sessions.issue(account_id, session_id).ok()?;
+                Some(SessionTokens {
+                    access,
+                    refresh: replacement,
+                })
+            }
+            RefreshOutcome::ReplayDetected | RefreshOutcome::Refused => None,
+        }
     }
 
     async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount> {

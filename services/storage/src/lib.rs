@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod console_sessions;
 mod entities;
 mod error;
 pub mod memories;
@@ -11,6 +12,7 @@ pub mod tenants;
 
 pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};
+pub use console_sessions::RefreshOutcome;
 pub use error::StorageError;
 pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,

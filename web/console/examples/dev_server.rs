@@ -160,7 +160,11 @@ impl DevBackend {
 
 #[engram_console::async_trait]
 impl ConsoleBackend for DevBackend {
-    async fn login(&self, email: String, password: String) -> Result<String, ConsoleError> {
+    async fn login(
+        &self,
+        email: String,
+        password: String,
+    ) -> Result<engram_console::model::SessionTokens, ConsoleError> {
         if email != EMAIL || password != PASSWORD {
             return Err(ConsoleError::InvalidCredentials);
         }
@@ -173,7 +177,15 @@ impl ConsoleBackend for DevBackend {
             .lock()
             .map_err(|_| ConsoleError::Internal("session store poisoned".into()))?
             .insert(token.clone(), account);
-        Ok(token)
+        // The dev server has no refresh: sessions live until the process ends.
+        Ok(engram_console::model::SessionTokens {
+            access: token,
+            refresh: "dev-no-refresh".to_string(),
+        })
+    }
+
+    async fn refresh(&self, _refresh_token: &str) -> Option<engram_console::model::SessionTokens> {
+        None
     }
 
     async fn logout(&self, session_token: String) {

@@ -65,8 +65,8 @@ pub(crate) mod ssr {
         if email.is_empty() || password.is_empty() || email.len() > 320 || password.len() > 1024 {
             return Err(ConsoleError::InvalidCredentials);
         }
-        let token = match backend.login(email, password).await {
-            Ok(token) => token,
+        let tokens = match backend.login(email, password).await {
+            Ok(tokens) => tokens,
             Err(err) => {
                 // No e-mail in the log: it is personal data, and sign-in history belongs to
                 // the audit log.
@@ -75,7 +75,8 @@ pub(crate) mod ssr {
             }
         };
         let secure = request_is_https().await;
-        set_cookie(session_cookie(&token, secure)?);
+        set_cookie(session_cookie(&tokens.access, secure)?);
+        set_cookie(refresh_cookie(&tokens.refresh, secure)?);
         leptos_axum::redirect("/console/memories");
         Ok(())
     }
@@ -87,6 +88,7 @@ pub(crate) mod ssr {
         }
         let secure = request_is_https().await;
         set_cookie(clearing_cookie(secure));
+        set_cookie(clearing_refresh_cookie(secure));
         leptos_axum::redirect("/console/login");
         Ok(())
     }
@@ -181,6 +183,7 @@ pub(crate) mod ssr {
 
     /// Name of the session cookie.
     pub const SESSION_COOKIE: &str = "engram_console";
+    pub const REFRESH_COOKIE: &str = "engram_console_refresh";
 
     /// Longest text filter passed on to the backend; longer input cannot match anything useful.
     pub const MAX_FILTER_CHARS: usize = 500;
@@ -209,17 +212,55 @@ pub(crate) mod ssr {
         request_headers().await.is_some_and(|h| is_https(&h))
     }
 
-    /// Reads `engram_console` from the `Cookie` header(s).
+    /// Reads `engram_console` (the access token) from the `Cookie` header(s).
     pub fn token_from_headers(headers: &HeaderMap) -> Option<String> {
+        cookie_from_headers(headers, SESSION_COOKIE)
+    }
+
+    /// Reads `engram_console_refresh` from the `Cookie` header(s).
+    pub fn refresh_token_from_headers(headers: &HeaderMap) -> Option<String> {
+        cookie_from_headers(headers, REFRESH_COOKIE)
+    }
+
+    fn cookie_from_headers(headers: &HeaderMap, cookie_name: &str) -> Option<String> {
         headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(name, _)| *name == SESSION_COOKIE)
+            .find(|(name, _)| *name == cookie_name)
             .map(|(_, value)| value.trim_matches('"').to_owned())
             .filter(|value| !value.is_empty())
+    }
+
+    /// The request's `Cookie` header with both session cookies replaced by `tokens` (after a
+    /// refresh, so the handlers downstream see the new session).
+    pub fn with_session_cookies(
+        headers: &HeaderMap,
+        access: &str,
+        refresh: &str,
+    ) -> Option<HeaderValue> {
+        let others: Vec<String> = headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .map(str::trim)
+            .filter(|pair| {
+                let name = pair.split_once('=').map_or(*pair, |(name, _)| name);
+                !pair.is_empty() && name != SESSION_COOKIE && name != REFRESH_COOKIE
+            })
+            .map(str::to_owned)
+            .collect();
+        let mut cookie = others.join("; ");
+        if !cookie.is_empty() {
+            cookie.push_str("; ");
+        }
+        cookie.push_str(&format!(
+            "{SESSION_COOKIE}={access}; {REFRESH_COOKIE}={refresh}"
+        ));
+        HeaderValue::from_str(&cookie).ok()
     }
 
     /// Whether the browser reached us over https. The gateway usually sits behind a
@@ -264,6 +305,26 @@ pub(crate) mod ssr {
         let value = format!("{SESSION_COOKIE}={token}; {}", cookie_attributes(secure));
         HeaderValue::from_str(&value)
             .map_err(|_| ConsoleError::Internal("could not start a session".into()))
+    }
+
+    /// The `Set-Cookie` value carrying a refresh token (same attributes as the session's).
+    pub fn refresh_cookie(token: &str, secure: bool) -> Result<HeaderValue, ConsoleError> {
+        if token.is_empty() || !token.bytes().all(is_cookie_octet) {
+            tracing::error!("console backend issued a refresh token that is not cookie-safe");
+            return Err(ConsoleError::Internal("could not start a session".into()));
+        }
+        let value = format!("{REFRESH_COOKIE}={token}; {}", cookie_attributes(secure));
+        HeaderValue::from_str(&value)
+            .map_err(|_| ConsoleError::Internal("could not start a session".into()))
+    }
+
+    /// The `Set-Cookie` value that removes the refresh cookie.
+    pub fn clearing_refresh_cookie(secure: bool) -> HeaderValue {
+        let value = format!(
+            "{REFRESH_COOKIE}=; Max-Age=0; {}",
+            cookie_attributes(secure)
+        );
+        HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
     /// The `Set-Cookie` value that removes the session cookie.

@@ -3,7 +3,7 @@
 
 use crate::model::{
     AuditListing, AuditQuery, ConsoleAccount, ConsoleError, MemoryListQuery, MemoryPage,
-    ProjectSummary,
+    ProjectSummary, SessionTokens,
 };
 
 /// Everything the console needs from the service, keyed by the opaque session token that
@@ -13,14 +13,18 @@ use crate::model::{
 /// `list_memories` is a console read of memory content).
 #[async_trait::async_trait]
 pub trait ConsoleBackend: Send + Sync + 'static {
-    /// Verify e-mail + password; on success an opaque session token for the cookie.
+    /// Verify e-mail + password; on success a new session's access and refresh tokens.
     ///
-    /// The token must consist of cookie-safe characters (e.g. hex or base64url); anything
+    /// Tokens must consist of cookie-safe characters (e.g. hex or base64url); anything
     /// else is refused with [`ConsoleError::Internal`] rather than written into a header.
-    async fn login(&self, email: String, password: String) -> Result<String, ConsoleError>;
+    async fn login(&self, email: String, password: String) -> Result<SessionTokens, ConsoleError>;
 
-    /// End the session; unknown or expired tokens are ignored.
+    /// End the session of this access token at once; unknown or expired tokens are ignored.
     async fn logout(&self, session_token: String);
+
+    /// Exchange a refresh token for a new pair (the old one stops working). `None` when it
+    /// is unknown, expired, revoked, or was already used (which also ends its session).
+    async fn refresh(&self, refresh_token: &str) -> Option<SessionTokens>;
 
     /// The account behind a live session, `None` when the token is unknown or expired.
     async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount>;

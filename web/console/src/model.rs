@@ -168,3 +168,11 @@ pub const AUDIT_ACTIONS: [&str; 10] = [
     "console.login_failed",
     "end_user_token.signing_key_rotated",
 ];
+
+/// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a
+/// short-lived access token and the refresh token that renews it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionTokens {
+    pub access: String,
+    pub refresh: String,
+}

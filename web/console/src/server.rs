@@ -2,7 +2,13 @@
 //! all under `/console`, plus the guard that sends visitors without a session to the login page.
 
 use crate::BUNDLE_NAME;
-use crate::api::{API_PREFIX, ssr::token_from_headers};
+use crate::api::{
+    API_PREFIX,
+    ssr::{
+        is_https, refresh_cookie, refresh_token_from_headers, session_cookie, token_from_headers,
+        with_session_cookies,
+    },
+};
 use crate::app::{App, shell};
 use crate::backend::ConsoleBackend;
 use axum::{
@@ -205,30 +211,87 @@ async fn export_audit_csv(
 /// check the session themselves and answer with `ConsoleError::Unauthorized`.
 async fn require_session(
     State(backend): State<Arc<dyn ConsoleBackend>>,
-    req: Request,
+    mut req: Request,
     next: Next,
 ) -> Response {
-    if req
-        .uri()
-        .path()
-        .strip_prefix(API_PREFIX)
-        .is_some_and(|rest| rest.starts_with('/'))
-    {
-        return next.run(req).await;
+    // CSRF: besides SameSite=Strict cookies, a state-changing request must come from this
+    // very origin when the browser says where it comes from.
+    if !matches!(*req.method(), Method::GET | Method::HEAD) && !same_origin(req.headers()) {
+        tracing::warn!("cross-origin console request refused");
+        return (
+            axum::http::StatusCode::FORBIDDEN,
+            "cross-origin requests to the console are refused",
+        )
+            .into_response();
     }
-    let signed_in = match token_from_headers(req.headers()) {
+    // An expired (or missing) access token is renewed with the refresh token; the request
+    // then continues with the new session, and the response carries both new cookies.
+    let mut signed_in = match token_from_headers(req.headers()) {
         Some(token) => backend.current_account(&token).await.is_some(),
         None => false,
     };
-    if req.uri().path() == LOGIN_PATH {
-        if signed_in && req.method() == Method::GET {
-            return Redirect::to(HOME_PATH).into_response();
-        }
-        return next.run(req).await;
+    let mut renewed = None;
+    if !signed_in
+        && let Some(refresh) = refresh_token_from_headers(req.headers())
+        && let Some(tokens) = backend.refresh(&refresh).await
+        && let Some(cookie) = with_session_cookies(req.headers(), &tokens.access, &tokens.refresh)
+    {
+        req.headers_mut().insert(header::COOKIE, cookie);
+        signed_in = true;
+        renewed = Some(tokens);
     }
-    if signed_in {
+    let secure = is_https(req.headers());
+    let is_api = req
+        .uri()
+        .path()
+        .strip_prefix(API_PREFIX)
+        .is_some_and(|rest| rest.starts_with('/'));
+    let mut response = if is_api {
+        next.run(req).await
+    } else if req.uri().path() == LOGIN_PATH {
+        if signed_in && req.method() == Method::GET {
+            Redirect::to(HOME_PATH).into_response()
+        } else {
+            next.run(req).await
+        }
+    } else if signed_in {
         next.run(req).await
     } else {
         Redirect::to(LOGIN_PATH).into_response()
+    };
+    if let Some(tokens) = renewed {
+        for cookie in [
+            session_cookie(&tokens.access, secure),
+            refresh_cookie(&tokens.refresh, secure),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            response.headers_mut().append(header::SET_COOKIE, cookie);
+        }
+    }
+    response
+}
+
+/// Whether `Origin` (or, without it, `Referer`) names this host; requests that carry neither
+/// (non-browser clients) pass, since the cookies are SameSite=Strict anyway.
+fn same_origin(headers: &axum::http::HeaderMap) -> bool {
+    let host = headers
+        .get("x-forwarded-host")
+        .or_else(|| headers.get(header::HOST))
+        .and_then(|value| value.to_str().ok());
+    let claimed = headers
+        .get(header::ORIGIN)
+        .or_else(|| headers.get(header::REFERER))
+        .and_then(|value| value.to_str().ok());
+    let Some(claimed) = claimed else {
+        return true;
+    };
+    let claimed_host = claimed
+        .split_once("://")
+        .map(|(_, rest)| rest.split('/').next().unwrap_or(""));
+    match (claimed_host, host) {
+        (Some(claimed_host), Some(host)) => claimed_host.eq_ignore_ascii_case(host),
+        _ => false,
     }
 }
