@@ -295,3 +295,80 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
     storage.close().await?;
     Ok(())
 }
+
+#[derive(Debug, Args)]
+pub struct CreateMemberArgs {
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[arg(long, env = "ENGRAM_DATABASE_URL")]
+    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
+    /// The organization; default: the first one (the embedded default has exactly one).
+    #[arg(long)]
+    pub organization_id: Option<String>,
+    /// E-mail the member signs in with.
+    #[arg(long)]
+    pub email: String,
+    /// owner, admin, compliance (memories and audit), analyst (never memory content) or
+    /// developer (keys and settings, never memory content).
+    #[arg(long)]
+    pub role: String,
+}
+
+#[derive(Debug, Serialize)]
+struct CreatedMember {
+    account_id: String,
+    email: String,
+    role: String,
+    password: String,
+}
+
+/// `engram admin create-member`: an admin-created console account with a role; its initial
+/// password is printed once as JSON.
+pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
+    let Some(role) = engram_core::ConsoleRole::parse(&arguments.role) else {
+        anyhow::bail!(
+            "--role must be one of owner, admin, compliance, analyst, developer (got {:?})",
+            arguments.role
+        );
+    };
+    let email = arguments.email.trim().to_lowercase();
+    anyhow::ensure!(
+        email.contains('@') && email.len() <= 254,
+        "--email must be an e-mail address"
+    );
+    let database_url =
+        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let storage =
+        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let organization_id = match &arguments.organization_id {
+        Some(text) => text
+            .parse::<engram_core::OrganizationId>()
+            .map_err(|_| anyhow::anyhow!("--organization-id is not an organization id"))?,
+        None => storage
+            .first_organization_id()
+            .await?
+            .context("no organization yet: start `engram serve` once first")?,
+    };
+    let password: String = rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(20)
+        .map(char::from)
+        .collect();
+    let password_hash = hash_password(&password).map_err(anyhow::Error::msg)?;
+    let account_id = storage
+        .create_console_account(organization_id, &email, &password_hash, role)
+        .await?;
+    println!(
+        "{}",
+        serde_json::to_string(&CreatedMember {
+            account_id: account_id.to_string(),
+            email,
+            role: role.as_str().to_string(),
+            password,
+        })?
+    );
+    storage.close().await?;
+    Ok(())
+}

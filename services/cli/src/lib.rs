@@ -50,6 +50,8 @@ enum AdminCommand {
     CreateProject(bootstrap::CreateProjectArgs),
     /// Create another organization with an owner account and projects; prints JSON once.
     CreateOrganization(bootstrap::CreateOrganizationArgs),
+    /// Add a console member with a role to an organization; prints the password once.
+    CreateMember(bootstrap::CreateMemberArgs),
     /// With the server stopped: repair the vector index from the database (missing, stale
     /// and orphaned points), with a progress bar. The server also does this at start and
     /// every --reconcile-interval-secs.
@@ -72,6 +74,9 @@ pub async fn run_from_command_line() -> ExitCode {
         Command::Admin {
             command: AdminCommand::CreateOrganization(arguments),
         } => bootstrap::create_organization_command(arguments).await,
+        Command::Admin {
+            command: AdminCommand::CreateMember(arguments),
+        } => bootstrap::create_member_command(arguments).await,
         Command::Admin {
             command: AdminCommand::Reconcile(arguments),
         } => maintenance::reconcile_command(arguments).await,

@@ -103,6 +103,64 @@ impl ApiScopes {
     }
 }
 
+/// What a console member may do in their organization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsoleRole {
+    /// Everything, including the organization itself.
+    Owner,
+    /// Everything but the organization itself.
+    Admin,
+    /// Read, correct, delete and erase memories; read the audit log.
+    Compliance,
+    /// Dashboards and usage; never memory content.
+    Analyst,
+    /// API keys and settings; never memory content.
+    Developer,
+}
+
+impl ConsoleRole {
+    pub const ALL: [ConsoleRole; 5] = [
+        ConsoleRole::Owner,
+        ConsoleRole::Admin,
+        ConsoleRole::Compliance,
+        ConsoleRole::Analyst,
+        ConsoleRole::Developer,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConsoleRole::Owner => "owner",
+            ConsoleRole::Admin => "admin",
+            ConsoleRole::Compliance => "compliance",
+            ConsoleRole::Analyst => "analyst",
+            ConsoleRole::Developer => "developer",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|role| role.as_str() == text)
+    }
+
+    /// A stored role this version does not know gets the least privilege.
+    pub fn from_stored(text: &str) -> Self {
+        Self::parse(text).unwrap_or(ConsoleRole::Analyst)
+    }
+
+    pub const fn can_read_memory_content(self) -> bool {
+        matches!(
+            self,
+            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Compliance
+        )
+    }
+
+    pub const fn can_read_audit_log(self) -> bool {
+        matches!(
+            self,
+            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Compliance
+        )
+    }
+}
+
 /// Live keys serve production traffic; test keys are for development and CI. The prefix
 /// shows which one a key is, so a test key pasted into production is noticed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ pub mod memory;
 pub mod scope;
 pub mod validation;
 
-pub use access::{ApiScope, ApiScopes, KeyEnvironment};
+pub use access::{ApiScope, ApiScopes, ConsoleRole, KeyEnvironment};
 pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use scope::{ProjectScope, SubjectFilter};

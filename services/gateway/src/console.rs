@@ -9,6 +9,7 @@ use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
     MemoryRow, ProjectSummary,
 };
+use engram_core::ConsoleRole;
 use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
 use engram_core::{MemoryKind, ProjectId};
 use engram_storage::{
@@ -58,6 +59,20 @@ impl GatewayConsoleBackend {
             Err(error) => Err(internal(error)),
         }
     }
+}
+
+/// `Forbidden` naming the role unless the account's role passes `allowed`.
+fn require_role(
+    account: &ConsoleAccountRecord,
+    allowed: fn(ConsoleRole) -> bool,
+) -> Result<(), ConsoleError> {
+    let role = ConsoleRole::from_stored(&account.role);
+    if allowed(role) {
+        return Ok(());
+    }
+    Err(ConsoleError::Forbidden {
+        role: role.as_str().to_string(),
+    })
 }
 
 fn internal(error: impl std::fmt::Display) -> ConsoleError {
@@ -228,6 +243,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .ok()
             .flatten()?;
         Some(ConsoleAccount {
+            role: ConsoleRole::from_stored(&account.role).as_str().to_string(),
             email: account.email,
             organization_name,
         })
@@ -258,6 +274,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
         let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_read_memory_content)?;
         let project_id: ProjectId = query
             .project_id
             .parse()
@@ -353,6 +370,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
         let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_read_audit_log)?;
         let scope = self.project_scope(&account, &query.project_id).await?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
@@ -414,6 +432,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
     ) -> Result<String, ConsoleError> {
         let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_read_audit_log)?;
         let scope = self.project_scope(&account, project_id).await?;
         let mut filter = AuditFilter {
             limit: 500,

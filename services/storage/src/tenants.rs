@@ -275,6 +275,46 @@ impl Storage {
         Ok(generation)
     }
 
+    /// A new console member of an existing organization with `role` (admin-created; the
+    /// password is chosen by the caller and shown once). A taken e-mail is `WriteConflict`.
+    pub async fn create_console_account(
+        &self,
+        organization_id: OrganizationId,
+        email: &str,
+        password_hash: &str,
+        role: engram_core::ConsoleRole,
+    ) -> Result<ConsoleAccountId, StorageError> {
+        let _permit = self.write_permit().await;
+        let exists = organizations::Entity::find_by_id(organization_id.as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if exists.is_none() {
+            return Err(StorageError::NotFound);
+        }
+        let account_id = ConsoleAccountId::generate();
+        console_accounts::Entity::insert(console_accounts::ActiveModel {
+            id: Set(account_id.as_uuid()),
+            organization_id: Set(organization_id.as_uuid()),
+            email: Set(email.trim().to_lowercase()),
+            password_hash: Set(password_hash.to_string()),
+            role: Set(role.as_str().to_string()),
+            created_at: Set(Utc::now()),
+        })
+        .exec_without_returning(&self.connection)
+        .await
+        .map_err(|error| {
+            if crate::error::is_unique_violation(&error) {
+                StorageError::WriteConflict(format!(
+                    "a console account with e-mail {email:?} exists"
+                ))
+            } else {
+                StorageError::from_db(error)
+            }
+        })?;
+        Ok(account_id)
+    }
+
     pub async fn find_console_account(
         &self,
         email: &str,

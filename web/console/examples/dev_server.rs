@@ -172,6 +172,7 @@ impl ConsoleBackend for DevBackend {
         let account = ConsoleAccount {
             email,
             organization_name: "Acme (dev)".into(),
+            role: "owner".into(),
         };
         self.sessions
             .lock()

@@ -174,6 +174,7 @@ pub(crate) mod ssr {
                     StatusCode::UNAUTHORIZED
                 }
                 ConsoleError::NotFound => StatusCode::NOT_FOUND,
+                ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
                 ConsoleError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
                 ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             });

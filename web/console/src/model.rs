@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct ConsoleAccount {
     pub email: String,
     pub organization_name: String,
+    /// `owner | admin | compliance | analyst | developer`
+    pub role: String,
 }
 
 /// A project the signed-in account may inspect.
@@ -79,6 +81,10 @@ pub enum ConsoleError {
     /// The project (or other object) does not exist for this account.
     #[error("not found")]
     NotFound,
+    /// The account's role does not allow this (analysts and developers never see memory
+    /// content).
+    #[error("your role ({role}) cannot see this")]
+    Forbidden { role: String },
     /// Anything else; the text is shown to the user, so it must not carry secrets.
     #[error("something went wrong: {0}")]
     Internal(String),

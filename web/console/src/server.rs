@@ -198,6 +198,9 @@ async fn export_audit_csv(
         Err(ConsoleError::NotFound) => {
             (axum::http::StatusCode::NOT_FOUND, "no such project").into_response()
         }
+        Err(error @ ConsoleError::Forbidden { .. }) => {
+            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
+        }
         Err(error) => (
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             error.to_string(),
