@@ -1,5 +1,5 @@
 //! Console roles: owners, admins and compliance staff see memory content and the audit log;
-//! analysts and developers see neither (403 from the console's API, an explanation on the
+//! owners, admins and developers manage API keys; analysts and developers never see content (403 from the console's API, an explanation on the
 //! page, and no content anywhere in what they receive). Members are admin-created with
 //! `engram admin create-member`.
 
@@ -140,9 +140,16 @@ async fn only_owners_admins_and_compliance_see_memory_content_and_the_audit_log(
         )
         .await;
         let (page_status, page_body) = get(&server, &cookie, "/console/memories").await;
+        let (keys_status, keys_body) = call(&server, &cookie, "keys").await;
         matrix.push(format!(
-            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}"
+            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}, keys {keys_status}"
         ));
+        let manages_keys = matches!(role.as_str(), "owner" | "admin" | "developer");
+        assert_eq!(
+            keys_status,
+            if manages_keys { 200 } else { 403 },
+            "{role} keys: {keys_body}"
+        );
         assert_eq!(
             memories_status, expected,
             "{role} memories: {memories_body}"

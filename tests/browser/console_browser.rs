@@ -142,3 +142,57 @@ async fn the_console_shows_a_verified_audit_log_filters_and_exports_it() {
         "summary missing:\n{stdout}"
     );
 }
+
+#[tokio::test]
+async fn the_console_creates_revokes_and_rolls_api_keys() {
+    let browser_dir = workspace_root().join("tests/browser");
+    let server = TestServer::spawn().await.unwrap();
+    let base_url = server.base_url.clone();
+    let email = server.bootstrap.console_email.clone();
+    let password = server.bootstrap.console_password.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("keys.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", email)
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    let secrets: std::collections::HashMap<String, String> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("secret "))
+        .filter_map(|rest| rest.split_once(' '))
+        .map(|(label, secret)| (label.to_string(), secret.to_string()))
+        .collect();
+    // What the page showed is what the API honours.
+    let revoked = server.client_with_key(&secrets["dashboard"]);
+    revoked.list("").await.assert_problem(401, "unauthorized");
+    let original = server.client_with_key(&secrets["ingest-original"]);
+    let rolled = server.client_with_key(&secrets["ingest-rolled"]);
+    for (name, client) in [("original (overlap)", &original), ("rolled", &rolled)] {
+        let written = client
+            .add(json!([{"content": format!("written with the {name} key")}]))
+            .await;
+        assert_eq!(written.status, 201, "{name}: {}", written.body);
+        // Write-only: reading is refused.
+        client.list("").await.assert_problem(403, "forbidden");
+    }
+    // The console's key changes are in the audit log under the console account.
+    let audit = server
+        .client()
+        .send(
+            server
+                .client()
+                .request(reqwest::Method::GET, "/v1/audit?action=api_key.revoked"),
+        )
+        .await;
+    assert_eq!(audit.body["events"][0]["actor_type"], "console_account");
+}

@@ -153,6 +153,13 @@ impl ConsoleRole {
         )
     }
 
+    pub const fn can_manage_api_keys(self) -> bool {
+        matches!(
+            self,
+            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Developer
+        )
+    }
+
     pub const fn can_read_audit_log(self) -> bool {
         matches!(
             self,

@@ -4,7 +4,10 @@
 use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
-use engram_console::model::{AuditChainStatus, AuditListing, AuditQuery, AuditRow, SessionTokens};
+use engram_console::model::{
+    AuditChainStatus, AuditListing, AuditQuery, AuditRow, KeyListing, KeyRow, NewKeyRequest,
+    NewKeySecret, SessionTokens,
+};
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
     MemoryRow, ProjectSummary,
@@ -26,14 +29,20 @@ static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::
 
 pub struct GatewayConsoleBackend {
     storage: Storage,
+    api_key_pepper: engram_storage::ApiKeyPepper,
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
 }
 
 impl GatewayConsoleBackend {
-    pub fn new(storage: Storage, sessions: ConsoleSessionKeys) -> Self {
+    pub fn new(
+        storage: Storage,
+        api_key_pepper: engram_storage::ApiKeyPepper,
+        sessions: ConsoleSessionKeys,
+    ) -> Self {
         Self {
             storage,
+            api_key_pepper,
             sessions,
             login_throttle: Default::default(),
         }
@@ -58,6 +67,36 @@ impl GatewayConsoleBackend {
             Ok(None) => Err(ConsoleError::Unauthorized),
             Err(error) => Err(internal(error)),
         }
+    }
+}
+
+fn console_actor(account: &ConsoleAccountRecord) -> Actor {
+    Actor {
+        kind: ActorKind::ConsoleAccount,
+        id: account.id.to_string(),
+        ip: None,
+        user_agent: None,
+        request_id: None,
+    }
+}
+
+fn parse_key_id(text: &str) -> Result<engram_core::ids::ApiKeyId, ConsoleError> {
+    uuid::Uuid::parse_str(text)
+        .map(engram_core::ids::ApiKeyId::from_uuid)
+        .map_err(|_| ConsoleError::NotFound)
+}
+
+fn key_row(record: &engram_storage::ApiKeyRecord) -> KeyRow {
+    let view = crate::routes::keys::ApiKeyView::from(record);
+    KeyRow {
+        id: view.id,
+        label: view.label,
+        prefix: view.prefix,
+        scopes: view.scopes,
+        state: view.state,
+        created_at: view.created_at.to_rfc3339(),
+        expires_at: view.expires_at.map(|at| at.to_rfc3339()),
+        last_used_at: view.last_used_at.map(|at| at.to_rfc3339()),
     }
 }
 
@@ -426,6 +465,111 @@ impl ConsoleBackend for GatewayConsoleBackend {
         })
     }
 
+    async fn list_keys(
+        &self,
+        session_token: &str,
+        project_id: &str,
+    ) -> Result<KeyListing, ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_manage_api_keys)?;
+        let scope = self.project_scope(&account, project_id).await?;
+        let keys = self.storage.list_api_keys(&scope).await.map_err(internal)?;
+        Ok(KeyListing {
+            project_id: Some(project_id.to_string()),
+            keys: keys.iter().map(key_row).collect(),
+        })
+    }
+
+    async fn create_key(
+        &self,
+        session_token: &str,
+        request: NewKeyRequest,
+    ) -> Result<NewKeySecret, ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_manage_api_keys)?;
+        let scope = self.project_scope(&account, &request.project_id).await?;
+        let scopes: Vec<engram_core::ApiScope> = request
+            .scopes
+            .iter()
+            .filter_map(|name| engram_core::ApiScope::parse(name))
+            .collect();
+        if request.label.trim().is_empty() || scopes.is_empty() {
+            return Err(ConsoleError::Internal(
+                "give the key a label and at least one scope".to_string(),
+            ));
+        }
+        let (record, secret) = self
+            .storage
+            .create_api_key(
+                &scope,
+                &engram_storage::NewApiKey {
+                    label: request.label,
+                    scopes: engram_core::ApiScopes::from_scopes(scopes),
+                    environment: engram_core::KeyEnvironment::Live,
+                    expires_at: None,
+                },
+                &self.api_key_pepper,
+                &console_actor(&account),
+            )
+            .await
+            .map_err(internal)?;
+        Ok(NewKeySecret {
+            key: key_row(&record),
+            secret,
+        })
+    }
+
+    async fn revoke_key(
+        &self,
+        session_token: &str,
+        project_id: &str,
+        key_id: &str,
+    ) -> Result<(), ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_manage_api_keys)?;
+        let scope = self.project_scope(&account, project_id).await?;
+        let key_id = parse_key_id(key_id)?;
+        match self
+            .storage
+            .revoke_api_key(&scope, key_id, &console_actor(&account))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(engram_storage::StorageError::NotFound) => Err(ConsoleError::NotFound),
+            Err(error) => Err(internal(error)),
+        }
+    }
+
+    async fn roll_key(
+        &self,
+        session_token: &str,
+        project_id: &str,
+        key_id: &str,
+    ) -> Result<NewKeySecret, ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        require_role(&account, ConsoleRole::can_manage_api_keys)?;
+        let scope = self.project_scope(&account, project_id).await?;
+        let key_id = parse_key_id(key_id)?;
+        match self
+            .storage
+            .roll_api_key(
+                &scope,
+                key_id,
+                std::time::Duration::from_secs(24 * 60 * 60),
+                &self.api_key_pepper,
+                &console_actor(&account),
+            )
+            .await
+        {
+            Ok((record, secret, _previous)) => Ok(NewKeySecret {
+                key: key_row(&record),
+                secret,
+            }),
+            Err(engram_storage::StorageError::NotFound) => Err(ConsoleError::NotFound),
+            Err(error) => Err(internal(error)),
+        }
+    }
+
     async fn export_audit_csv(
         &self,
         session_token: &str,
@@ -481,6 +625,7 @@ impl GatewayConsoleBackend {
 pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     let backend: Arc<dyn ConsoleBackend> = Arc::new(GatewayConsoleBackend::new(
         state.credentials.storage.clone(),
+        state.credentials.api_key_pepper.clone(),
         state.credentials.console_sessions.clone(),
     ));
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))

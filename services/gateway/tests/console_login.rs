@@ -31,7 +31,10 @@ async fn backend() -> (GatewayConsoleBackend, tempfile::TempDir) {
         .await
         .unwrap();
     let sessions = ConsoleSessionKeys::new(b"console signing secret", Duration::from_secs(600));
-    (GatewayConsoleBackend::new(storage, sessions), directory)
+    (
+        GatewayConsoleBackend::new(storage, ApiKeyPepper::new(b"pepper".to_vec()), sessions),
+        directory,
+    )
 }
 
 #[tokio::test]

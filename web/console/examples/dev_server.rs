@@ -262,6 +262,42 @@ impl ConsoleBackend for DevBackend {
         })
     }
 
+    async fn list_keys(
+        &self,
+        _session_token: &str,
+        _project_id: &str,
+    ) -> Result<engram_console::model::KeyListing, ConsoleError> {
+        Ok(engram_console::model::KeyListing::default())
+    }
+
+    async fn create_key(
+        &self,
+        _session_token: &str,
+        _request: engram_console::model::NewKeyRequest,
+    ) -> Result<engram_console::model::NewKeySecret, ConsoleError> {
+        Err(ConsoleError::Internal(
+            "the dev server has no API keys".into(),
+        ))
+    }
+
+    async fn revoke_key(
+        &self,
+        _session_token: &str,
+        _project_id: &str,
+        _key_id: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn roll_key(
+        &self,
+        _session_token: &str,
+        _project_id: &str,
+        _key_id: &str,
+    ) -> Result<engram_console::model::NewKeySecret, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
     async fn export_audit_csv(
         &self,
         session_token: &str,

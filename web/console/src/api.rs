@@ -1,7 +1,9 @@
 //! The console's server functions (mounted under `/console/api/…`) and its session cookie.
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
-use crate::model::{AuditListing, ConsoleError, MemoryListing, SessionInfo};
+use crate::model::{
+    AuditListing, ConsoleError, KeyListing, MemoryListing, NewKeySecret, SessionInfo,
+};
 use leptos::prelude::*;
 
 /// Where the server functions live; must match the `prefix` of every `#[server]` below.
@@ -46,13 +48,48 @@ pub async fn load_audit(
     ssr::answer(ssr::load_audit(project_id, action).await).await
 }
 
+/// The API keys of a project (the first project when `project_id` is empty).
+#[server(prefix = "/console/api", endpoint = "keys")]
+pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {
+    ssr::answer(ssr::load_keys(project_id).await).await
+}
+
+/// Create a key with the checked scopes; the answer carries its secret, once.
+#[server(prefix = "/console/api", endpoint = "create_key")]
+pub async fn create_key(
+    project_id: Option<String>,
+    label: String,
+    read: Option<String>,
+    write: Option<String>,
+    delete: Option<String>,
+    admin: Option<String>,
+) -> Result<NewKeySecret, ConsoleError> {
+    ssr::answer(ssr::create_key(project_id, label, [read, write, delete, admin]).await).await
+}
+
+/// Revoke a key at once.
+#[server(prefix = "/console/api", endpoint = "revoke_key")]
+pub async fn revoke_key(project_id: Option<String>, key_id: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::revoke_key(project_id, key_id).await).await
+}
+
+/// Roll a key: a new secret, the old one works for another day.
+#[server(prefix = "/console/api", endpoint = "roll_key")]
+pub async fn roll_key(
+    project_id: Option<String>,
+    key_id: String,
+) -> Result<NewKeySecret, ConsoleError> {
+    ssr::answer(ssr::roll_key(project_id, key_id).await).await
+}
+
 /// The server functions' bodies, the backend from context and the `engram_console` cookie.
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
     use crate::backend::ConsoleBackend;
     use crate::model::{
-        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleError, MEMORY_PAGE_LIMIT,
-        MemoryListQuery, MemoryListing, SessionInfo,
+        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleError, KEY_SCOPES, KeyListing,
+        MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryListing, NewKeyRequest, NewKeySecret,
+        SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
     use leptos::prelude::use_context;
@@ -153,6 +190,86 @@ pub(crate) mod ssr {
         let mut listing = backend.audit_log(&token, query).await?;
         listing.project_id = Some(project_id);
         Ok(listing)
+    }
+
+    /// The project a keys call is about: the one given, or the account's first.
+    async fn key_project(
+        backend: &std::sync::Arc<dyn ConsoleBackend>,
+        token: &str,
+        project_id: Option<String>,
+    ) -> Result<Option<String>, ConsoleError> {
+        match non_empty(project_id) {
+            Some(id) => Ok(Some(id)),
+            None => Ok(backend
+                .list_projects(token)
+                .await?
+                .into_iter()
+                .next()
+                .map(|first| first.id)),
+        }
+    }
+
+    pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let Some(project_id) = key_project(&backend, &token, project_id).await? else {
+            return Ok(KeyListing::default());
+        };
+        let mut listing = backend.list_keys(&token, &project_id).await?;
+        listing.project_id = Some(project_id);
+        Ok(listing)
+    }
+
+    pub async fn create_key(
+        project_id: Option<String>,
+        label: String,
+        checked: [Option<String>; 4],
+    ) -> Result<NewKeySecret, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let project_id = key_project(&backend, &token, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        let scopes: Vec<String> = KEY_SCOPES
+            .iter()
+            .zip(checked)
+            .filter(|(_, checked)| checked.is_some())
+            .map(|(scope, _)| scope.to_string())
+            .collect();
+        backend
+            .create_key(
+                &token,
+                NewKeyRequest {
+                    project_id,
+                    label: label.trim().chars().take(100).collect(),
+                    scopes,
+                },
+            )
+            .await
+    }
+
+    pub async fn revoke_key(
+        project_id: Option<String>,
+        key_id: String,
+    ) -> Result<(), ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let project_id = key_project(&backend, &token, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend.revoke_key(&token, &project_id, &key_id).await
+    }
+
+    pub async fn roll_key(
+        project_id: Option<String>,
+        key_id: String,
+    ) -> Result<NewKeySecret, ConsoleError> {
+        let backend = backend()?;
+        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let project_id = key_project(&backend, &token, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend.roll_key(&token, &project_id, &key_id).await
     }
 
     /// Gives a failed call an HTTP status that says what went wrong (401, 404, 500) when the

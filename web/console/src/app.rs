@@ -2,6 +2,7 @@
 //! Every route lives under `/console`; the router sees full paths, nothing is nested.
 
 use crate::audit::AuditPage;
+use crate::keys::KeysPage;
 use crate::login::LoginPage;
 use crate::memories::MemoriesPage;
 use leptos::prelude::*;
@@ -72,6 +73,7 @@ pub fn App() -> impl IntoView {
                     // without JavaScript and a session lost mid-render can still redirect.
                     <Route path=path!("/console/memories") view=MemoriesPage ssr=SsrMode::Async />
                     <Route path=path!("/console/audit") view=AuditPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/keys") view=KeysPage ssr=SsrMode::Async />
                 </Routes>
             </div>
         </Router>

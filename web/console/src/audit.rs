@@ -66,6 +66,7 @@ pub fn AuditPage() -> impl IntoView {
             <a class="brand" href="/console/memories">"Engram"</a>
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
+                <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit" aria-current="page">"Audit log"</a>
             </nav>
             <span class="spacer"></span>

@@ -2,8 +2,8 @@
 //! [`ConsoleBackend`] and hands it to [`crate::console_router`]; the console never touches storage.
 
 use crate::model::{
-    AuditListing, AuditQuery, ConsoleAccount, ConsoleError, MemoryListQuery, MemoryPage,
-    ProjectSummary, SessionTokens,
+    AuditListing, AuditQuery, ConsoleAccount, ConsoleError, KeyListing, MemoryListQuery,
+    MemoryPage, NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens,
 };
 
 /// Everything the console needs from the service, keyed by the opaque session token that
@@ -56,4 +56,34 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         session_token: &str,
         project_id: &str,
     ) -> Result<String, ConsoleError>;
+
+    /// The project's API keys (owners, admins and developers).
+    async fn list_keys(
+        &self,
+        session_token: &str,
+        project_id: &str,
+    ) -> Result<KeyListing, ConsoleError>;
+
+    /// Create a key; its secret is in the answer only.
+    async fn create_key(
+        &self,
+        session_token: &str,
+        request: NewKeyRequest,
+    ) -> Result<NewKeySecret, ConsoleError>;
+
+    /// Revoke a key at once.
+    async fn revoke_key(
+        &self,
+        session_token: &str,
+        project_id: &str,
+        key_id: &str,
+    ) -> Result<(), ConsoleError>;
+
+    /// Replace a key; the old one keeps working for a day.
+    async fn roll_key(
+        &self,
+        session_token: &str,
+        project_id: &str,
+        key_id: &str,
+    ) -> Result<NewKeySecret, ConsoleError>;
 }

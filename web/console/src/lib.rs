@@ -7,6 +7,7 @@
 pub mod api;
 pub mod app;
 mod audit;
+mod keys;
 mod login;
 mod memories;
 pub mod model;

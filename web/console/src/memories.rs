@@ -98,6 +98,7 @@ pub fn MemoriesPage() -> impl IntoView {
             </a>
             <nav class="nav">
                 <a href="/console/memories" aria-current="page">"Memories"</a>
+                <a href="/console/keys" data-testid="nav-keys">"API keys"</a>
                 <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
             </nav>
             <span class="spacer"></span>

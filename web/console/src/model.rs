@@ -182,3 +182,48 @@ pub struct SessionTokens {
     pub access: String,
     pub refresh: String,
 }
+
+/// One row of the API keys table (never a secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRow {
+    pub id: String,
+    pub label: String,
+    /// `egk_<environment>_<public id>_`
+    pub prefix: String,
+    pub scopes: Vec<String>,
+    /// `active | expired | revoked`
+    pub state: String,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+    pub last_used_at: Option<String>,
+}
+
+/// The project's API keys, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyListing {
+    pub project_id: Option<String>,
+    pub keys: Vec<KeyRow>,
+}
+
+/// A key just created or rolled: the only time its secret is shown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewKeySecret {
+    pub key: KeyRow,
+    pub secret: String,
+}
+
+/// What the create form asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewKeyRequest {
+    pub project_id: String,
+    pub label: String,
+    pub scopes: Vec<String>,
+}
+
+/// The scopes the create form offers.
+pub const KEY_SCOPES: [&str; 4] = [
+    "memories:read",
+    "memories:write",
+    "memories:delete",
+    "admin",
+];

@@ -1,0 +1,215 @@
+//! The API keys page: the project's keys (never their secrets), a form that creates one and
+//! shows its secret once, and revoke / roll buttons per key.
+
+use crate::api::{CreateKey, Logout, RevokeKey, RollKey, load_keys};
+use crate::model::{ConsoleError, KEY_SCOPES, KeyListing, KeyRow, NewKeySecret};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+#[component]
+pub fn KeysPage() -> impl IntoView {
+    let project = use_query_map()
+        .get_untracked()
+        .get("project")
+        .filter(|project| !project.trim().is_empty())
+        .unwrap_or_default();
+    let logout = ServerAction::<Logout>::new();
+    let create = ServerAction::<CreateKey>::new();
+    let revoke = ServerAction::<RevokeKey>::new();
+    let roll = ServerAction::<RollKey>::new();
+    let project_for_keys = project.clone();
+    let keys = Resource::new(
+        move || {
+            (
+                create.version().get(),
+                revoke.version().get(),
+                roll.version().get(),
+            )
+        },
+        move |_| {
+            let project = project_for_keys.clone();
+            load_keys((!project.is_empty()).then_some(project))
+        },
+    );
+
+    // The secret of the key just created or rolled; gone with the next page load.
+    let latest = RwSignal::new(None::<NewKeySecret>);
+    Effect::new(move |_| {
+        if let Some(Ok(created)) = create.value().get() {
+            latest.set(Some(created));
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(rolled)) = roll.value().get() {
+            latest.set(Some(rolled));
+        }
+    });
+    let new_secret = move || {
+        latest.get().map(|NewKeySecret { key, secret }| {
+            view! {
+                <section class="card secret" data-testid="new-key">
+                    <p>
+                        "The secret of "<strong>{key.label}</strong>
+                        " — copy it now, it is shown only once:"
+                    </p>
+                    <code data-testid="new-key-secret">{secret}</code>
+                </section>
+            }
+        })
+    };
+    let action_error = move || {
+        let errors = [
+            create.value().get().and_then(Result::err),
+            revoke.value().get().and_then(Result::err),
+            roll.value().get().and_then(Result::err),
+        ];
+        errors.into_iter().flatten().next().map(|error| {
+            view! { <p class="error" role="alert" data-testid="keys-error">{error.to_string()}</p> }
+        })
+    };
+    let project_field = project.clone();
+    let table = move || {
+        let project = project.clone();
+        Suspend::new(async move { keys_view(keys.await, project, revoke, roll) })
+    };
+
+    view! {
+        <Title text="API keys · Engram console" />
+        <header class="topbar">
+            <a class="brand" href="/console/memories">"Engram"</a>
+            <nav class="nav">
+                <a href="/console/memories">"Memories"</a>
+                <a href="/console/keys" aria-current="page">"API keys"</a>
+                <a href="/console/audit">"Audit log"</a>
+            </nav>
+            <span class="spacer"></span>
+            <ActionForm action=logout attr:class="logout-form">
+                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+            </ActionForm>
+        </header>
+        <main class="content">
+            <h1>"API keys"</h1>
+            <ActionForm action=create attr:class="filters" attr:data-testid="create-key-form">
+                <input type="hidden" name="project_id" value=project_field />
+                <label class="grow">
+                    <span>"Label"</span>
+                    <input type="text" name="label" required maxlength="100" data-testid="key-label" />
+                </label>
+                {KEY_SCOPES
+                    .iter()
+                    .zip(["read", "write", "delete", "admin"])
+                    .map(|(scope, field)| {
+                        view! {
+                            <label class="checkbox">
+                                <input type="checkbox" name=field data-testid=format!("scope-{field}") />
+                                <span>{*scope}</span>
+                            </label>
+                        }
+                    })
+                    .collect_view()}
+                <button type="submit" data-testid="create-key">"Create key"</button>
+            </ActionForm>
+            {action_error}
+            {new_secret}
+            <Transition fallback=|| view! { <p class="muted">"Loading keys…"</p> }>{table}</Transition>
+        </main>
+    }
+}
+
+fn keys_view(
+    listing: Result<KeyListing, ConsoleError>,
+    project: String,
+    revoke: ServerAction<RevokeKey>,
+    roll: ServerAction<RollKey>,
+) -> AnyView {
+    let listing = match listing {
+        Ok(listing) => listing,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert" data-testid="keys-error">{error.to_string()}</p> }
+                .into_any();
+        }
+    };
+    if listing.keys.is_empty() {
+        return view! { <p class="empty">"No keys yet."</p> }.into_any();
+    }
+    view! {
+        <div class="table-wrap">
+            <table class="memories" data-testid="keys-table">
+                <thead>
+                    <tr>
+                        <th>"Label"</th>
+                        <th>"Key"</th>
+                        <th>"Scopes"</th>
+                        <th>"State"</th>
+                        <th>"Expires"</th>
+                        <th>"Last used"</th>
+                        <th></th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {listing
+                        .keys
+                        .into_iter()
+                        .map(|key| key_row(key, project.clone(), revoke, roll))
+                        .collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+fn key_row(
+    key: KeyRow,
+    project: String,
+    revoke: ServerAction<RevokeKey>,
+    roll: ServerAction<RollKey>,
+) -> impl IntoView {
+    let KeyRow {
+        id: key_id,
+        label,
+        prefix,
+        scopes,
+        state,
+        expires_at,
+        last_used_at,
+        ..
+    } = key;
+    let active = state == "active";
+    let project_for_roll = project.clone();
+    let key_id_for_roll = key_id.clone();
+    let label_attribute = label.clone();
+    let state_attribute = state.clone();
+    let state_class = format!("badge state-{state}");
+    view! {
+        <tr data-testid="key-row" data-label=label_attribute data-state=state_attribute>
+            <td>{label}</td>
+            <td><code>{prefix}"…"</code></td>
+            <td data-testid="key-scopes">{scopes.join(" ")}</td>
+            <td><span class=state_class>{state}</span></td>
+            <td class="nowrap">{expires_at.unwrap_or_else(|| "never".into())}</td>
+            <td class="nowrap">{last_used_at.unwrap_or_else(|| "never".into())}</td>
+            <td class="nowrap">
+                {active
+                    .then(|| {
+                        view! {
+                            <ActionForm action=roll attr:class="inline">
+                                <input type="hidden" name="project_id" value=project_for_roll />
+                                <input type="hidden" name="key_id" value=key_id_for_roll />
+                                <button type="submit" class="ghost" data-testid="roll-key">"Roll"</button>
+                            </ActionForm>
+                            <ActionForm action=revoke attr:class="inline">
+                                <input type="hidden" name="project_id" value=project />
+                                <input type="hidden" name="key_id" value=key_id />
+                                <button type="submit" class="ghost" data-testid="revoke-key">"Revoke"</button>
+                            </ActionForm>
+                        }
+                    })}
+            </td>
+        </tr>
+    }
+}
