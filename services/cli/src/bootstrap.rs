@@ -29,6 +29,16 @@ fn write_private_file(path: &Path, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// A console account's initial password: 20 random alphanumerics (about 119 bits), shown
+/// once.
+fn new_console_password() -> String {
+    rand::thread_rng()
+        .sample_iter(&Alphanumeric)
+        .take(20)
+        .map(char::from)
+        .collect()
+}
+
 /// Server-wide secrets, derived from one random value kept in the data dir.
 #[derive(Clone)]
 pub struct ServerSecrets {
@@ -106,11 +116,7 @@ pub async fn bootstrap_if_empty(
     if storage.organization_count().await? > 0 {
         return Ok(None);
     }
-    let console_password: String = rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(20)
-        .map(char::from)
-        .collect();
+    let console_password = new_console_password();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
     let record = storage
         .bootstrap_organization(
@@ -251,11 +257,7 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
         crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
-    let console_password: String = rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(20)
-        .map(char::from)
-        .collect();
+    let console_password = new_console_password();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
     let record = storage
         .bootstrap_organization(
@@ -351,11 +353,7 @@ pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
             .await?
             .context("no organization yet: start `engram serve` once first")?,
     };
-    let password: String = rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(20)
-        .map(char::from)
-        .collect();
+    let password = new_console_password();
     let password_hash = hash_password(&password).map_err(anyhow::Error::msg)?;
     let account_id = storage
         .create_console_account(organization_id, &email, &password_hash, role)

@@ -80,12 +80,6 @@ fn console_actor(account: &ConsoleAccountRecord) -> Actor {
     }
 }
 
-fn parse_key_id(text: &str) -> Result<engram_core::ids::ApiKeyId, ConsoleError> {
-    uuid::Uuid::parse_str(text)
-        .map(engram_core::ids::ApiKeyId::from_uuid)
-        .map_err(|_| ConsoleError::NotFound)
-}
-
 fn key_row(record: &engram_storage::ApiKeyRecord) -> KeyRow {
     let view = crate::routes::keys::ApiKeyView::from(record);
     KeyRow {
@@ -170,13 +164,7 @@ impl GatewayConsoleBackend {
             .record_audit_event(
                 account.organization_id,
                 None,
-                &Actor {
-                    kind: ActorKind::ConsoleAccount,
-                    id: account.id.to_string(),
-                    ip: None,
-                    user_agent: None,
-                    request_id: None,
-                },
+                &console_actor(account),
                 &event,
             )
             .await
@@ -312,18 +300,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         session_token: &str,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_read_memory_content)?;
-        let project_id: ProjectId = query
-            .project_id
-            .parse()
-            .map_err(|_| ConsoleError::NotFound)?;
-        let scope = self
-            .storage
-            .project_scope_for_console_account(&account, project_id)
-            .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
+        let (account, scope) = self
+            .authorized_project(
+                session_token,
+                &query.project_id,
+                ConsoleRole::can_read_memory_content,
+            )
+            .await?;
         let kind = match query.kind.as_deref().filter(|kind| !kind.is_empty()) {
             Some(kind) => Some(
                 kind.parse::<MemoryKind>()
@@ -381,13 +364,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .record_audit_event(
                     account.organization_id,
                     Some(&scope),
-                    &Actor {
-                        kind: ActorKind::ConsoleAccount,
-                        id: account.id.to_string(),
-                        ip: None,
-                        user_agent: None,
-                        request_id: None,
-                    },
+                    &console_actor(&account),
                     &NewAuditEvent::success(
                         AuditAction::MemoryContentViewed,
                         memories.iter().map(|memory| memory.id.clone()).collect(),
@@ -408,9 +385,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         session_token: &str,
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_read_audit_log)?;
-        let scope = self.project_scope(&account, &query.project_id).await?;
+        let (_, scope) = self
+            .authorized_project(
+                session_token,
+                &query.project_id,
+                ConsoleRole::can_read_audit_log,
+            )
+            .await?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
         {
@@ -470,9 +451,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         session_token: &str,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_manage_api_keys)?;
-        let scope = self.project_scope(&account, project_id).await?;
+        let (_, scope) = self
+            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .await?;
         let keys = self.storage.list_api_keys(&scope).await.map_err(internal)?;
         Ok(KeyListing {
             project_id: Some(project_id.to_string()),
@@ -485,9 +466,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         session_token: &str,
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_manage_api_keys)?;
-        let scope = self.project_scope(&account, &request.project_id).await?;
+        let (account, scope) = self
+            .authorized_project(
+                session_token,
+                &request.project_id,
+                ConsoleRole::can_manage_api_keys,
+            )
+            .await?;
         let scopes: Vec<engram_core::ApiScope> = request
             .scopes
             .iter()
@@ -525,10 +510,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<(), ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_manage_api_keys)?;
-        let scope = self.project_scope(&account, project_id).await?;
-        let key_id = parse_key_id(key_id)?;
+        let (account, scope) = self
+            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .await?;
+        let key_id: engram_core::ids::ApiKeyId =
+            key_id.parse().map_err(|_| ConsoleError::NotFound)?;
         match self
             .storage
             .revoke_api_key(&scope, key_id, &console_actor(&account))
@@ -546,10 +532,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_manage_api_keys)?;
-        let scope = self.project_scope(&account, project_id).await?;
-        let key_id = parse_key_id(key_id)?;
+        let (account, scope) = self
+            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .await?;
+        let key_id: engram_core::ids::ApiKeyId =
+            key_id.parse().map_err(|_| ConsoleError::NotFound)?;
         match self
             .storage
             .roll_api_key(
@@ -575,37 +562,38 @@ impl ConsoleBackend for GatewayConsoleBackend {
         session_token: &str,
         project_id: &str,
     ) -> Result<String, ConsoleError> {
-        let account = self.account_for(session_token).await?;
-        require_role(&account, ConsoleRole::can_read_audit_log)?;
-        let scope = self.project_scope(&account, project_id).await?;
-        let mut filter = AuditFilter {
-            limit: 500,
-            include_organization_events: true,
-            ..Default::default()
-        };
-        let mut events = Vec::new();
-        loop {
-            let page = self
-                .storage
-                .audit_events(&scope, &filter)
-                .await
-                .map_err(internal)?;
-            let Some(last) = page.last() else { break };
-            filter.after_id = Some(last.id);
-            let full_page = page.len() == 500;
-            events.extend(
-                page.into_iter()
-                    .map(crate::routes::audit::AuditEventView::from),
-            );
-            if !full_page || events.len() >= crate::routes::audit::MAX_EXPORT_EVENTS {
-                break;
-            }
-        }
+        let (_, scope) = self
+            .authorized_project(session_token, project_id, ConsoleRole::can_read_audit_log)
+            .await?;
+        let events = crate::routes::audit::events_for_export(
+            &self.storage,
+            &scope,
+            AuditFilter {
+                include_organization_events: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(internal)?;
         Ok(crate::routes::audit::events_as_csv(&events))
     }
 }
 
 impl GatewayConsoleBackend {
+    /// The signed-in account and the scope of `project_id`, when the account's role passes
+    /// `allowed` (`Forbidden` otherwise) and the project is visible to it (`NotFound`).
+    async fn authorized_project(
+        &self,
+        session_token: &str,
+        project_id: &str,
+        allowed: fn(ConsoleRole) -> bool,
+    ) -> Result<(ConsoleAccountRecord, engram_core::ProjectScope), ConsoleError> {
+        let account = self.account_for(session_token).await?;
+        require_role(&account, allowed)?;
+        let scope = self.project_scope(&account, project_id).await?;
+        Ok((account, scope))
+    }
+
     /// The scope of a project the account may see; `NotFound` otherwise.
     async fn project_scope(
         &self,

@@ -100,6 +100,16 @@ where
     contract_test(index).await;
 }
 
+/// The server at `url` (and `QDRANT_API_KEY`), with a collection prefix of this test's own.
+fn remote_test_options(url: String) -> QdrantClusterOptions {
+    QdrantClusterOptions {
+        url,
+        api_key: std::env::var("QDRANT_API_KEY").ok(),
+        collection_prefix: format!("engram_test_{}", uuid::Uuid::now_v7().simple()),
+        ..QdrantClusterOptions::default()
+    }
+}
+
 /// Runs `contract_test` against the Qdrant server at `QDRANT_URL` in a collection of its own,
 /// or says loudly that it did not.
 async fn with_remote_index<F, Fut>(test_name: &str, contract_test: F)
@@ -114,12 +124,7 @@ where
         );
         return;
     };
-    let options = QdrantClusterOptions {
-        url,
-        api_key: std::env::var("QDRANT_API_KEY").ok(),
-        collection_prefix: format!("engram_test_{}", uuid::Uuid::now_v7().simple()),
-        ..QdrantClusterOptions::default()
-    };
+    let options = remote_test_options(url);
     let remote = Arc::new(
         QdrantVectorIndex::connect(&options, "contract-model", DIMENSION)
             .await
@@ -628,12 +633,7 @@ async fn remote_connections_share_one_collection_and_refuse_another_dimension() 
         );
         return;
     };
-    let options = QdrantClusterOptions {
-        url,
-        api_key: std::env::var("QDRANT_API_KEY").ok(),
-        collection_prefix: format!("engram_test_{}", uuid::Uuid::now_v7().simple()),
-        ..QdrantClusterOptions::default()
-    };
+    let options = remote_test_options(url);
     let (first, second) = tokio::join!(
         QdrantVectorIndex::connect(&options, "shared-model", DIMENSION),
         QdrantVectorIndex::connect(&options, "shared-model", DIMENSION),

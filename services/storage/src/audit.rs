@@ -59,6 +59,8 @@ pub struct AuditFilter {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AuditVerification {
     pub events_checked: u64,
+    /// Of those, the events of the caller's project.
+    pub project_events_checked: u64,
     /// The first event whose stored hash, link or sequence does not match, with its project.
     pub first_broken: Option<BrokenLink>,
 }
@@ -309,6 +311,8 @@ impl Storage {
         let mut previous_hash = AUDIT_CHAIN_GENESIS.to_string();
         let mut expected_sequence = 1;
         let mut events_checked = 0u64;
+        let mut project_events_checked = 0u64;
+        let own_project = scope.project_id().as_uuid();
         let mut after_id = 0i64;
         loop {
             let page = audit_events::Entity::find()
@@ -333,6 +337,7 @@ impl Storage {
                 if model.sequence != expected_sequence {
                     return Ok(AuditVerification {
                         events_checked,
+                        project_events_checked,
                         first_broken: Some(broken(format!(
                             "sequence {} where {expected_sequence} was expected: an event is missing or was inserted",
                             model.sequence
@@ -342,6 +347,7 @@ impl Storage {
                 if model.previous_hash != previous_hash {
                     return Ok(AuditVerification {
                         events_checked,
+                        project_events_checked,
                         first_broken: Some(broken(
                             "its link does not match the previous event's hash".to_string(),
                         )),
@@ -351,6 +357,7 @@ impl Storage {
                 if recomputed != model.hash {
                     return Ok(AuditVerification {
                         events_checked,
+                        project_events_checked,
                         first_broken: Some(broken(
                             "its content does not match its hash: the event was edited".to_string(),
                         )),
@@ -359,6 +366,9 @@ impl Storage {
                 previous_hash = model.hash.clone();
                 expected_sequence += 1;
                 events_checked += 1;
+                if model.project_id == Some(own_project) {
+                    project_events_checked += 1;
+                }
             }
         }
         // The head must point at the last event: removing the newest events is detected.
@@ -371,6 +381,7 @@ impl Storage {
         {
             return Ok(AuditVerification {
                 events_checked,
+                project_events_checked,
                 first_broken: Some(BrokenLink {
                     event_id: 0,
                     sequence: head.last_sequence,
@@ -385,6 +396,7 @@ impl Storage {
         }
         Ok(AuditVerification {
             events_checked,
+            project_events_checked,
             first_broken: None,
         })
     }

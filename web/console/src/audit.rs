@@ -2,15 +2,11 @@
 //! of the project (and the organization's console logins) and a CSV export link.
 
 use crate::api::{Logout, load_audit, load_session};
-use crate::model::{AUDIT_ACTIONS, AuditListing, AuditRow, ConsoleError, SessionInfo};
+use crate::model::{AUDIT_ACTIONS, AuditListing, AuditRow, ConsoleError};
+use crate::project_picker::{non_empty, project_select};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
-
-fn non_empty(value: &str) -> Option<String> {
-    let value = value.trim();
-    (!value.is_empty()).then(|| value.to_owned())
-}
 
 #[component]
 pub fn AuditPage() -> impl IntoView {
@@ -30,32 +26,9 @@ pub fn AuditPage() -> impl IntoView {
     );
     let logout = ServerAction::<Logout>::new();
 
-    let project_select = move || {
+    let project_selector = move || {
         let initial_project = initial_project.clone();
-        Suspend::new(async move {
-            match session.await {
-                Ok(SessionInfo { projects, .. }) => view! {
-                    <select
-                        name="project"
-                        data-testid="project-select"
-                        on:change=move |ev| project.set(non_empty(&event_target_value(&ev)))
-                    >
-                        {projects
-                            .into_iter()
-                            .map(|p| {
-                                let selected = initial_project.as_deref() == Some(p.id.as_str());
-                                view! { <option value=p.id selected=selected>{p.name}</option> }
-                            })
-                            .collect_view()}
-                    </select>
-                }
-                .into_any(),
-                Err(ConsoleError::Unauthorized) => {
-                    view! { <Redirect path="/console/login" /> }.into_any()
-                }
-                Err(err) => view! { <span class="error">{err.to_string()}</span> }.into_any(),
-            }
-        })
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
 
     let listing = move || Suspend::new(async move { audit_view(audit.await) });
@@ -79,7 +52,7 @@ pub fn AuditPage() -> impl IntoView {
             <form class="filters" method="get" action="/console/audit" on:submit=|ev| ev.prevent_default()>
                 <label>
                     <span>"Project"</span>
-                    <Transition fallback=|| view! { <select disabled></select> }>{project_select}</Transition>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label>
                     <span>"Action"</span>

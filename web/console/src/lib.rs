@@ -11,6 +11,7 @@ mod keys;
 mod login;
 mod memories;
 pub mod model;
+mod project_picker;
 
 #[cfg(feature = "ssr")]
 mod backend;

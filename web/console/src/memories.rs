@@ -3,14 +3,10 @@
 
 use crate::api::{Logout, list_memories, load_session};
 use crate::model::{ConsoleError, MEMORY_KINDS, MemoryListing, MemoryRow, SessionInfo};
+use crate::project_picker::{non_empty, project_select};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
-
-fn non_empty(value: &str) -> Option<String> {
-    let value = value.trim();
-    (!value.is_empty()).then(|| value.to_owned())
-}
 
 #[component]
 pub fn MemoriesPage() -> impl IntoView {
@@ -56,36 +52,9 @@ pub fn MemoriesPage() -> impl IntoView {
         })
     };
 
-    let project_select = move || {
+    let project_selector = move || {
         let initial_project = initial_project.clone();
-        Suspend::new(async move {
-            match session.await {
-                Ok(SessionInfo { projects, .. }) => view! {
-                    <select
-                        name="project"
-                        data-testid="project-select"
-                        on:change=move |ev| project.set(non_empty(&event_target_value(&ev)))
-                    >
-                        {projects
-                            .into_iter()
-                            .map(|p| {
-                                let selected = initial_project.as_deref() == Some(p.id.as_str());
-                                view! {
-                                    <option value=p.id selected=selected>
-                                        {p.name}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
-                    </select>
-                }
-                .into_any(),
-                Err(ConsoleError::Unauthorized) => {
-                    view! { <Redirect path="/console/login" /> }.into_any()
-                }
-                Err(err) => view! { <span class="error">{err.to_string()}</span> }.into_any(),
-            }
-        })
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
 
     let table = move || Suspend::new(async move { listing_view(memories.await) });
@@ -120,7 +89,7 @@ pub fn MemoriesPage() -> impl IntoView {
                 <label>
                     <span>"Project"</span>
                     <Transition fallback=|| view! { <select disabled></select> }>
-                        {project_select}
+                        {project_selector}
                     </Transition>
                 </label>
                 <label class="grow">

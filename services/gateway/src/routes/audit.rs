@@ -230,32 +230,6 @@ pub async fn verify_audit_chain(
         .await
         .map_err(storage_error)?;
     let own_project = principal.scope.project_id().to_string();
-    let mut project_events_checked = 0;
-    let mut after_id = None;
-    // Counting through the project's own events keeps other projects' volume private.
-    loop {
-        let page = credentials
-            .storage
-            .audit_events(
-                &principal.scope,
-                &AuditFilter {
-                    after_id,
-                    limit: 500,
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(storage_error)?;
-        let Some(last) = page.last() else { break };
-        after_id = Some(last.id);
-        project_events_checked += page
-            .iter()
-            .filter(|event| match &verification.first_broken {
-                Some(broken) => event.sequence < broken.sequence,
-                None => true,
-            })
-            .count() as u64;
-    }
     let first_broken_link = verification.first_broken.map(|broken| {
         // A removed newest event (event id 0) belongs to no project: say what happened.
         let ours =
@@ -272,7 +246,8 @@ pub async fn verify_audit_chain(
     });
     Ok(Json(AuditVerificationView {
         verified: first_broken_link.is_none(),
-        project_events_checked,
+        // Only the project's own count: other projects' volume stays private.
+        project_events_checked: verification.project_events_checked,
         first_broken_link,
     }))
 }
@@ -283,6 +258,32 @@ fn csv_field(text: &str) -> String {
     } else {
         text.to_string()
     }
+}
+
+/// Every event matching `filter` (its cursor and limit aside), oldest first, at most
+/// [`MAX_EXPORT_EVENTS`]: what the API's and the console's exports hold.
+pub(crate) async fn events_for_export(
+    storage: &engram_storage::Storage,
+    scope: &engram_core::ProjectScope,
+    mut filter: AuditFilter,
+) -> Result<Vec<AuditEventView>, engram_storage::StorageError> {
+    const PAGE: u64 = 500;
+    filter.limit = PAGE;
+    filter.after_id = None;
+    filter.newest_first = false;
+    let mut events = Vec::new();
+    loop {
+        let page = storage.audit_events(scope, &filter).await?;
+        let Some(last) = page.last() else { break };
+        filter.after_id = Some(last.id);
+        let full_page = page.len() as u64 == PAGE;
+        events.extend(page.into_iter().map(AuditEventView::from));
+        if events.len() >= MAX_EXPORT_EVENTS || !full_page {
+            break;
+        }
+    }
+    events.truncate(MAX_EXPORT_EVENTS);
+    Ok(events)
 }
 
 /// Events as CSV with a header row (shared with the console's download).
@@ -339,24 +340,9 @@ pub async fn export_audit_events(
             )]));
         }
     };
-    let mut filter = query.into_filter()?;
-    filter.limit = 500;
-    let mut events = Vec::new();
-    loop {
-        let page = credentials
-            .storage
-            .audit_events(&principal.scope, &filter)
-            .await
-            .map_err(storage_error)?;
-        let Some(last) = page.last() else { break };
-        filter.after_id = Some(last.id);
-        let full_page = page.len() == 500;
-        events.extend(page.into_iter().map(AuditEventView::from));
-        if events.len() >= MAX_EXPORT_EVENTS || !full_page {
-            break;
-        }
-    }
-    events.truncate(MAX_EXPORT_EVENTS);
+    let events = events_for_export(&credentials.storage, &principal.scope, query.into_filter()?)
+        .await
+        .map_err(storage_error)?;
     let (content_type, body) = if as_csv {
         let body = events_as_csv(&events);
         ("text/csv; charset=utf-8", body)

@@ -168,9 +168,7 @@ pub struct RollApiKeyBody {
 }
 
 fn parse_key_id(text: &str) -> Result<ApiKeyId, ApiError> {
-    uuid::Uuid::parse_str(text)
-        .map(ApiKeyId::from_uuid)
-        .map_err(|_| key_not_found())
+    text.parse().map_err(|_| key_not_found())
 }
 
 fn key_not_found() -> ApiError {
