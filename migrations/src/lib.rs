@@ -10,6 +10,7 @@ mod m0004_api_key_management;
 mod m0005_audit_log;
 mod m0006_end_user_token_keys;
 mod m0007_console_sessions;
+mod m0008_console_invitations;
 
 pub struct Migrator;
 
@@ -24,6 +25,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0005_audit_log::Migration),
             Box::new(m0006_end_user_token_keys::Migration),
             Box::new(m0007_console_sessions::Migration),
+            Box::new(m0008_console_invitations::Migration),
         ]
     }
 }

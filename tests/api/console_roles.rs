@@ -141,9 +141,16 @@ async fn only_owners_admins_and_compliance_see_memory_content_and_the_audit_log(
         .await;
         let (page_status, page_body) = get(&server, &cookie, "/console/memories").await;
         let (keys_status, keys_body) = call(&server, &cookie, "keys").await;
+        let (members_status, members_body) = call(&server, &cookie, "members").await;
         matrix.push(format!(
-            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}, keys {keys_status}"
+            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}, keys {keys_status}, members {members_status}"
         ));
+        let manages_members = matches!(role.as_str(), "owner" | "admin");
+        assert_eq!(
+            members_status,
+            if manages_members { 200 } else { 403 },
+            "{role} members: {members_body}"
+        );
         let manages_keys = matches!(role.as_str(), "owner" | "admin" | "developer");
         assert_eq!(
             keys_status,

@@ -196,3 +196,32 @@ async fn the_console_creates_revokes_and_rolls_api_keys() {
         .await;
     assert_eq!(audit.body["events"][0]["actor_type"], "console_account");
 }
+
+#[tokio::test]
+async fn the_console_invites_re_roles_and_removes_members() {
+    let browser_dir = workspace_root().join("tests/browser");
+    let server = TestServer::spawn().await.unwrap();
+    let base_url = server.base_url.clone();
+    let email = server.bootstrap.console_email.clone();
+    let password = server.bootstrap.console_password.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("members.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", email)
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(
+        stdout.contains("8 passed, 0 failed"),
+        "summary missing:\n{stdout}"
+    );
+}

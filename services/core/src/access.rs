@@ -160,6 +160,22 @@ impl ConsoleRole {
         )
     }
 
+    /// Invite, re-role and remove console members. Only owners may touch owners (see
+    /// [`ConsoleRole::can_assign`]).
+    pub const fn can_manage_members(self) -> bool {
+        matches!(self, ConsoleRole::Owner | ConsoleRole::Admin)
+    }
+
+    /// Whether a member with this role may give `role` to someone, or change or remove a
+    /// member who has it: admins manage everyone but owners.
+    pub const fn can_assign(self, role: ConsoleRole) -> bool {
+        match self {
+            ConsoleRole::Owner => true,
+            ConsoleRole::Admin => !matches!(role, ConsoleRole::Owner),
+            _ => false,
+        }
+    }
+
     pub const fn can_read_audit_log(self) -> bool {
         matches!(
             self,

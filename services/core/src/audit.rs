@@ -72,10 +72,15 @@ pub enum AuditAction {
     ConsoleLoginFailed,
     /// The project's end-user token signing key was replaced: every token it signed is void.
     EndUserSigningKeyRotated,
+    ConsoleMemberInvited,
+    ConsoleInvitationAccepted,
+    ConsoleInvitationRevoked,
+    ConsoleMemberRoleChanged,
+    ConsoleMemberRemoved,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 10] = [
+    pub const ALL: [AuditAction; 15] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -86,6 +91,11 @@ impl AuditAction {
         AuditAction::ConsoleLogin,
         AuditAction::ConsoleLoginFailed,
         AuditAction::EndUserSigningKeyRotated,
+        AuditAction::ConsoleMemberInvited,
+        AuditAction::ConsoleInvitationAccepted,
+        AuditAction::ConsoleInvitationRevoked,
+        AuditAction::ConsoleMemberRoleChanged,
+        AuditAction::ConsoleMemberRemoved,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -100,6 +110,11 @@ impl AuditAction {
             AuditAction::ConsoleLogin => "console.login",
             AuditAction::ConsoleLoginFailed => "console.login_failed",
             AuditAction::EndUserSigningKeyRotated => "end_user_token.signing_key_rotated",
+            AuditAction::ConsoleMemberInvited => "console.member_invited",
+            AuditAction::ConsoleInvitationAccepted => "console.invitation_accepted",
+            AuditAction::ConsoleInvitationRevoked => "console.invitation_revoked",
+            AuditAction::ConsoleMemberRoleChanged => "console.member_role_changed",
+            AuditAction::ConsoleMemberRemoved => "console.member_removed",
         }
     }
 
@@ -116,7 +131,14 @@ impl AuditAction {
             AuditAction::ApiKeyCreated | AuditAction::ApiKeyRevoked | AuditAction::ApiKeyRolled => {
                 "api_key"
             }
-            AuditAction::ConsoleLogin | AuditAction::ConsoleLoginFailed => "console_account",
+            AuditAction::ConsoleLogin
+            | AuditAction::ConsoleLoginFailed
+            | AuditAction::ConsoleInvitationAccepted
+            | AuditAction::ConsoleMemberRoleChanged
+            | AuditAction::ConsoleMemberRemoved => "console_account",
+            AuditAction::ConsoleMemberInvited | AuditAction::ConsoleInvitationRevoked => {
+                "console_invitation"
+            }
             AuditAction::EndUserSigningKeyRotated => "project",
         }
     }

@@ -5,12 +5,13 @@ use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
 use engram_console::model::{
-    AuditChainStatus, AuditListing, AuditQuery, AuditRow, KeyListing, KeyRow, NewKeyRequest,
-    NewKeySecret, SessionTokens,
+    AuditChainStatus, AuditListing, AuditQuery, AuditRow, INVITATION_LIFETIME_DAYS,
+    InvitationPreview, InvitationRow, KeyListing, KeyRow, MemberListing, MemberRow, NewInvitation,
+    NewKeyRequest, NewKeySecret, SessionTokens,
 };
 use engram_console::{
-    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
-    MemoryRow, ProjectSummary,
+    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
+    ConsoleRequestOrigin, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
 use engram_core::ConsoleRole;
 use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
@@ -48,10 +49,13 @@ impl GatewayConsoleBackend {
         }
     }
 
-    async fn account_for(&self, session_token: &str) -> Result<ConsoleAccountRecord, ConsoleError> {
+    async fn account_for(
+        &self,
+        caller: &ConsoleCaller,
+    ) -> Result<ConsoleAccountRecord, ConsoleError> {
         let claim = self
             .sessions
-            .verify(session_token)
+            .verify(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;
         // Every request checks the session, so logout (or a detected replay) ends it at once.
         if !self
@@ -70,13 +74,13 @@ impl GatewayConsoleBackend {
     }
 }
 
-fn console_actor(account: &ConsoleAccountRecord) -> Actor {
+fn console_actor(account: &ConsoleAccountRecord, origin: &ConsoleRequestOrigin) -> Actor {
     Actor {
         kind: ActorKind::ConsoleAccount,
         id: account.id.to_string(),
-        ip: None,
-        user_agent: None,
-        request_id: None,
+        ip: origin.ip.clone(),
+        user_agent: origin.user_agent.clone(),
+        request_id: origin.request_id.clone(),
     }
 }
 
@@ -151,6 +155,7 @@ impl GatewayConsoleBackend {
     async fn audit_account_event(
         &self,
         account: &ConsoleAccountRecord,
+        origin: &ConsoleRequestOrigin,
         action: AuditAction,
         outcome: AuditOutcome,
     ) -> Result<(), ConsoleError> {
@@ -164,7 +169,7 @@ impl GatewayConsoleBackend {
             .record_audit_event(
                 account.organization_id,
                 None,
-                &console_actor(account),
+                &console_actor(account, origin),
                 &event,
             )
             .await
@@ -174,7 +179,12 @@ impl GatewayConsoleBackend {
 
 #[async_trait::async_trait]
 impl ConsoleBackend for GatewayConsoleBackend {
-    async fn login(&self, email: String, password: String) -> Result<SessionTokens, ConsoleError> {
+    async fn login(
+        &self,
+        email: String,
+        password: String,
+        origin: &ConsoleRequestOrigin,
+    ) -> Result<SessionTokens, ConsoleError> {
         // Checked before the password, so a locked e-mail cannot be probed at all.
         if let Some(remaining) = self.login_throttle.locked_for(&email) {
             tracing::warn!("console login refused: too many failed attempts");
@@ -203,6 +213,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 self.login_throttle.record_success(&email);
                 self.audit_account_event(
                     &account,
+                    origin,
                     AuditAction::ConsoleLogin,
                     AuditOutcome::Success,
                 )
@@ -214,6 +225,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 self.login_throttle.record_failure(&email);
                 self.audit_account_event(
                     &account,
+                    origin,
                     AuditAction::ConsoleLoginFailed,
                     AuditOutcome::Failure,
                 )
@@ -229,8 +241,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
         }
     }
 
-    async fn logout(&self, session_token: String) {
-        let Some(claim) = self.sessions.verify(&session_token) else {
+    async fn logout(&self, caller: &ConsoleCaller) {
+        let Some(claim) = self.sessions.verify(&caller.session_token) else {
             return;
         };
         if let Err(error) = self.storage.revoke_console_session(claim.session_id).await {
@@ -261,8 +273,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
         }
     }
 
-    async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount> {
-        let account = self.account_for(session_token).await.ok()?;
+    async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount> {
+        let account = self.account_for(caller).await.ok()?;
         let organization_name = self
             .storage
             .organization_name(account.organization_id)
@@ -278,9 +290,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn list_projects(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
     ) -> Result<Vec<ProjectSummary>, ConsoleError> {
-        let account = self.account_for(session_token).await?;
+        let account = self.account_for(caller).await?;
         let projects = self
             .storage
             .list_projects(account.organization_id)
@@ -297,12 +309,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn list_memories(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
         let (account, scope) = self
             .authorized_project(
-                session_token,
+                caller,
                 &query.project_id,
                 ConsoleRole::can_read_memory_content,
             )
@@ -310,7 +322,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let kind = match query.kind.as_deref().filter(|kind| !kind.is_empty()) {
             Some(kind) => Some(
                 kind.parse::<MemoryKind>()
-                    .map_err(|_| ConsoleError::Internal(format!("unknown kind {kind:?}")))?,
+                    .map_err(|_| ConsoleError::InvalidInput(format!("unknown kind {kind:?}")))?,
             ),
             None => None,
         };
@@ -364,7 +376,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .record_audit_event(
                     account.organization_id,
                     Some(&scope),
-                    &console_actor(&account),
+                    &console_actor(&account, &caller.origin),
                     &NewAuditEvent::success(
                         AuditAction::MemoryContentViewed,
                         memories.iter().map(|memory| memory.id.clone()).collect(),
@@ -382,20 +394,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn audit_log(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(
-                session_token,
-                &query.project_id,
-                ConsoleRole::can_read_audit_log,
-            )
+            .authorized_project(caller, &query.project_id, ConsoleRole::can_read_audit_log)
             .await?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
         {
-            return Err(ConsoleError::Internal(format!("unknown action {action:?}")));
+            return Err(ConsoleError::InvalidInput(format!(
+                "unknown action {action:?}"
+            )));
         }
         let events = self
             .storage
@@ -430,6 +440,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     target_ids: event.target_ids,
                     outcome: event.outcome,
                     ip: event.ip,
+                    user_agent: event.user_agent,
                     request_id: event.request_id,
                 })
                 .collect(),
@@ -448,11 +459,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn list_keys(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
             .await?;
         let keys = self.storage.list_api_keys(&scope).await.map_err(internal)?;
         Ok(KeyListing {
@@ -463,12 +474,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn create_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError> {
         let (account, scope) = self
             .authorized_project(
-                session_token,
+                caller,
                 &request.project_id,
                 ConsoleRole::can_manage_api_keys,
             )
@@ -479,7 +490,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .filter_map(|name| engram_core::ApiScope::parse(name))
             .collect();
         if request.label.trim().is_empty() || scopes.is_empty() {
-            return Err(ConsoleError::Internal(
+            return Err(ConsoleError::InvalidInput(
                 "give the key a label and at least one scope".to_string(),
             ));
         }
@@ -494,7 +505,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     expires_at: None,
                 },
                 &self.api_key_pepper,
-                &console_actor(&account),
+                &console_actor(&account, &caller.origin),
             )
             .await
             .map_err(internal)?;
@@ -506,18 +517,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn revoke_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
         key_id: &str,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
         match self
             .storage
-            .revoke_api_key(&scope, key_id, &console_actor(&account))
+            .revoke_api_key(&scope, key_id, &console_actor(&account, &caller.origin))
             .await
         {
             Ok(_) => Ok(()),
@@ -528,12 +539,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn roll_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(session_token, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
@@ -544,7 +555,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 key_id,
                 std::time::Duration::from_secs(24 * 60 * 60),
                 &self.api_key_pepper,
-                &console_actor(&account),
+                &console_actor(&account, &caller.origin),
             )
             .await
         {
@@ -559,11 +570,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn export_audit_csv(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<String, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(session_token, project_id, ConsoleRole::can_read_audit_log)
+            .authorized_project(caller, project_id, ConsoleRole::can_read_audit_log)
             .await?;
         let events = crate::routes::audit::events_for_export(
             &self.storage,
@@ -577,6 +588,205 @@ impl ConsoleBackend for GatewayConsoleBackend {
         .map_err(internal)?;
         Ok(crate::routes::audit::events_as_csv(&events))
     }
+
+    async fn list_members(&self, caller: &ConsoleCaller) -> Result<MemberListing, ConsoleError> {
+        let account = self.account_for(caller).await?;
+        require_role(&account, ConsoleRole::can_manage_members)?;
+        let role = ConsoleRole::from_stored(&account.role);
+        let members = self
+            .storage
+            .list_console_members(account.organization_id)
+            .await
+            .map_err(internal)?;
+        let invitations = self
+            .storage
+            .list_pending_console_invitations(account.organization_id)
+            .await
+            .map_err(internal)?;
+        Ok(MemberListing {
+            members: members
+                .into_iter()
+                .map(|member| MemberRow {
+                    is_you: member.id == account.id,
+                    id: member.id.to_string(),
+                    email: member.email,
+                    role: member.role.as_str().to_string(),
+                    joined_at: member.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                })
+                .collect(),
+            invitations: invitations.iter().map(invitation_row).collect(),
+            assignable_roles: ConsoleRole::ALL
+                .into_iter()
+                .filter(|candidate| role.can_assign(*candidate))
+                .map(|candidate| candidate.as_str().to_string())
+                .collect(),
+        })
+    }
+
+    async fn invite_member(
+        &self,
+        caller: &ConsoleCaller,
+        email: &str,
+        role: &str,
+    ) -> Result<NewInvitation, ConsoleError> {
+        let account = self.account_for(caller).await?;
+        let role = self.assignable_role(&account, role)?;
+        let token = new_refresh_token();
+        let invitation = self
+            .storage
+            .create_console_invitation(
+                account.organization_id,
+                email,
+                role,
+                &token,
+                chrono::Utc::now() + chrono::Duration::days(INVITATION_LIFETIME_DAYS),
+                &console_actor(&account, &caller.origin),
+                account.id,
+            )
+            .await
+            .map_err(|error| match error {
+                engram_storage::StorageError::WriteConflict(message) => {
+                    ConsoleError::Refused(message)
+                }
+                other => internal(other),
+            })?;
+        Ok(NewInvitation {
+            invitation: invitation_row(&invitation),
+            link_path: format!("/console/invite?token={token}"),
+        })
+    }
+
+    async fn revoke_invitation(
+        &self,
+        caller: &ConsoleCaller,
+        invitation_id: &str,
+    ) -> Result<(), ConsoleError> {
+        let account = self.account_for(caller).await?;
+        require_role(&account, ConsoleRole::can_manage_members)?;
+        let invitation_id: uuid::Uuid =
+            invitation_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        self.storage
+            .revoke_console_invitation(
+                account.organization_id,
+                invitation_id,
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map_err(member_change_error)
+    }
+
+    async fn change_member_role(
+        &self,
+        caller: &ConsoleCaller,
+        member_id: &str,
+        role: &str,
+    ) -> Result<(), ConsoleError> {
+        let account = self.account_for(caller).await?;
+        let new_role = self.assignable_role(&account, role)?;
+        let member = self.member_to_manage(&account, member_id).await?;
+        self.storage
+            .change_console_member_role(
+                account.organization_id,
+                member.id,
+                new_role,
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map(|_| ())
+            .map_err(member_change_error)
+    }
+
+    async fn remove_member(
+        &self,
+        caller: &ConsoleCaller,
+        member_id: &str,
+    ) -> Result<(), ConsoleError> {
+        let account = self.account_for(caller).await?;
+        require_role(&account, ConsoleRole::can_manage_members)?;
+        let member = self.member_to_manage(&account, member_id).await?;
+        self.storage
+            .remove_console_member(
+                account.organization_id,
+                member.id,
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map_err(member_change_error)
+    }
+
+    async fn preview_invitation(&self, token: &str) -> Result<InvitationPreview, ConsoleError> {
+        let (invitation, organization_id) = self
+            .storage
+            .pending_console_invitation(token)
+            .await
+            .map_err(internal)?
+            .ok_or(ConsoleError::NotFound)?;
+        let organization_name = self
+            .storage
+            .organization_name(organization_id)
+            .await
+            .map_err(internal)?
+            .unwrap_or_default();
+        Ok(InvitationPreview {
+            email: invitation.email,
+            organization_name,
+            role: invitation.role.as_str().to_string(),
+        })
+    }
+
+    async fn accept_invitation(
+        &self,
+        token: &str,
+        password: String,
+        origin: &ConsoleRequestOrigin,
+    ) -> Result<SessionTokens, ConsoleError> {
+        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
+        let password_hash =
+            tokio::task::spawn_blocking(move || crate::auth::hash_password(&password))
+                .await
+                .map_err(internal)?
+                .map_err(internal)?;
+        let origin_actor = Actor {
+            kind: ActorKind::ConsoleAccount,
+            id: String::new(),
+            ip: origin.ip.clone(),
+            user_agent: origin.user_agent.clone(),
+            request_id: origin.request_id.clone(),
+        };
+        let account = self
+            .storage
+            .accept_console_invitation(token, &password_hash, &origin_actor)
+            .await
+            .map_err(|error| match error {
+                engram_storage::StorageError::NotFound => ConsoleError::NotFound,
+                engram_storage::StorageError::WriteConflict(message) => {
+                    ConsoleError::Refused(message)
+                }
+                other => internal(other),
+            })?;
+        tracing::info!(account_id = %account.id, "console invitation accepted");
+        self.start_session(&account).await
+    }
+}
+
+fn invitation_row(invitation: &engram_storage::ConsoleInvitationRecord) -> InvitationRow {
+    InvitationRow {
+        id: invitation.id.to_string(),
+        email: invitation.email.clone(),
+        role: invitation.role.as_str().to_string(),
+        expires_at: invitation
+            .expires_at
+            .format("%Y-%m-%d %H:%M UTC")
+            .to_string(),
+    }
+}
+
+fn member_change_error(error: engram_storage::StorageError) -> ConsoleError {
+    match error {
+        engram_storage::StorageError::NotFound => ConsoleError::NotFound,
+        engram_storage::StorageError::Refused(message) => ConsoleError::Refused(message),
+        other => internal(other),
+    }
 }
 
 impl GatewayConsoleBackend {
@@ -584,14 +794,66 @@ impl GatewayConsoleBackend {
     /// `allowed` (`Forbidden` otherwise) and the project is visible to it (`NotFound`).
     async fn authorized_project(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
         allowed: fn(ConsoleRole) -> bool,
     ) -> Result<(ConsoleAccountRecord, engram_core::ProjectScope), ConsoleError> {
-        let account = self.account_for(session_token).await?;
+        let account = self.account_for(caller).await?;
         require_role(&account, allowed)?;
         let scope = self.project_scope(&account, project_id).await?;
         Ok((account, scope))
+    }
+
+    /// The role named `role` when the account may hand it out (`Forbidden` otherwise).
+    fn assignable_role(
+        &self,
+        account: &ConsoleAccountRecord,
+        role: &str,
+    ) -> Result<ConsoleRole, ConsoleError> {
+        require_role(account, ConsoleRole::can_manage_members)?;
+        let wanted = ConsoleRole::parse(role).ok_or_else(|| {
+            ConsoleError::InvalidInput(format!(
+                "unknown role {role:?}; one of owner, admin, compliance, analyst, developer"
+            ))
+        })?;
+        let own_role = ConsoleRole::from_stored(&account.role);
+        if !own_role.can_assign(wanted) {
+            return Err(ConsoleError::Forbidden {
+                role: own_role.as_str().to_string(),
+            });
+        }
+        Ok(wanted)
+    }
+
+    /// Another member of the account's organization whom its role may change or remove:
+    /// never oneself, and owners only by owners.
+    async fn member_to_manage(
+        &self,
+        account: &ConsoleAccountRecord,
+        member_id: &str,
+    ) -> Result<ConsoleAccountRecord, ConsoleError> {
+        let member_id: engram_core::ids::ConsoleAccountId =
+            member_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        let member = self
+            .storage
+            .console_account(member_id)
+            .await
+            .map_err(internal)?
+            .filter(|member| member.organization_id == account.organization_id)
+            .ok_or(ConsoleError::NotFound)?;
+        if member.id == account.id {
+            return Err(ConsoleError::Refused(
+                "you cannot change or remove your own membership; ask another owner or admin"
+                    .to_string(),
+            ));
+        }
+        let own_role = ConsoleRole::from_stored(&account.role);
+        if !own_role.can_assign(ConsoleRole::from_stored(&member.role)) {
+            return Err(ConsoleError::Forbidden {
+                role: own_role.as_str().to_string(),
+            });
+        }
+        Ok(member)
     }
 
     /// The scope of a project the account may see; `NotFound` otherwise.

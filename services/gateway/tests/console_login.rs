@@ -43,28 +43,48 @@ async fn repeated_wrong_passwords_lock_the_email_until_the_lockout_ends() {
     // A success resets the count: four failures, a success, four more failures: no lock.
     for _ in 0..MAX_FAILURES - 1 {
         assert_eq!(
-            backend.login(EMAIL.into(), "wrong".into()).await,
+            backend
+                .login(EMAIL.into(), "wrong".into(), &Default::default())
+                .await,
             Err(ConsoleError::InvalidCredentials)
         );
     }
-    assert!(backend.login(EMAIL.into(), PASSWORD.into()).await.is_ok());
+    assert!(
+        backend
+            .login(EMAIL.into(), PASSWORD.into(), &Default::default())
+            .await
+            .is_ok()
+    );
     for _ in 0..MAX_FAILURES - 1 {
         assert_eq!(
-            backend.login(EMAIL.into(), "wrong".into()).await,
+            backend
+                .login(EMAIL.into(), "wrong".into(), &Default::default())
+                .await,
             Err(ConsoleError::InvalidCredentials)
         );
     }
-    assert!(backend.login(EMAIL.into(), PASSWORD.into()).await.is_ok());
+    assert!(
+        backend
+            .login(EMAIL.into(), PASSWORD.into(), &Default::default())
+            .await
+            .is_ok()
+    );
 
     for _ in 0..MAX_FAILURES {
         assert_eq!(
-            backend.login(EMAIL.into(), "wrong".into()).await,
+            backend
+                .login(EMAIL.into(), "wrong".into(), &Default::default())
+                .await,
             Err(ConsoleError::InvalidCredentials)
         );
     }
     // Locked: even the right password (in another casing of the e-mail) is refused.
     match backend
-        .login(" Owner@Example.com ".into(), PASSWORD.into())
+        .login(
+            " Owner@Example.com ".into(),
+            PASSWORD.into(),
+            &Default::default(),
+        )
         .await
     {
         Err(ConsoleError::TooManyAttempts {
@@ -77,7 +97,11 @@ async fn repeated_wrong_passwords_lock_the_email_until_the_lockout_ends() {
     // Another e-mail is not locked by this one's failures.
     assert_eq!(
         backend
-            .login("someone@example.com".into(), "wrong".into())
+            .login(
+                "someone@example.com".into(),
+                "wrong".into(),
+                &Default::default()
+            )
             .await,
         Err(ConsoleError::InvalidCredentials)
     );

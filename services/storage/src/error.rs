@@ -20,6 +20,10 @@ pub enum StorageError {
     /// A concurrent transaction won a unique index this one needed; retrying sees its rows.
     #[error("write conflict with a concurrent transaction: {0}")]
     WriteConflict(String),
+    /// A rule of the domain forbids the change (e.g. removing an organization's last owner);
+    /// the message says which.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl StorageError {

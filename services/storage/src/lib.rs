@@ -6,6 +6,7 @@ pub mod audit;
 pub mod console_sessions;
 mod entities;
 mod error;
+pub mod members;
 pub mod memories;
 pub mod outbox;
 pub mod tenants;
@@ -14,6 +15,7 @@ pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};
 pub use console_sessions::RefreshOutcome;
 pub use error::StorageError;
+pub use members::{ConsoleInvitationRecord, ConsoleMemberRecord};
 pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,
     MemoryPatch,

@@ -827,3 +827,236 @@ async fn postgres_without_synchronous_commit_is_refused_unless_allowed() {
         vec!["synchronous_commit=off".to_string()]
     );
 }
+
+/// Invitations are single-use and expire; an organization always keeps an owner, even when
+/// two owners demote each other at the same moment; removing a member ends their sessions;
+/// no organization can touch another's members.
+async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(storage: Storage) {
+    use engram_core::ConsoleRole;
+    let owner_email = format!("{}@example.com", uuid::Uuid::now_v7());
+    let organization_id = storage
+        .bootstrap_organization("org", "first", &owner_email, "hash", &pepper())
+        .await
+        .unwrap()
+        .organization_id;
+    let owner = storage
+        .find_console_account(&owner_email)
+        .await
+        .unwrap()
+        .unwrap();
+
+    let invited_email = format!("Invited-{}@Example.com", uuid::Uuid::now_v7());
+    let invitation = storage
+        .create_console_invitation(
+            organization_id,
+            &invited_email,
+            ConsoleRole::Owner,
+            "token-one",
+            chrono::Utc::now() + chrono::Duration::days(7),
+            &system_actor(),
+            owner.id,
+        )
+        .await
+        .unwrap();
+    assert_eq!(invitation.email, invited_email.to_lowercase());
+    assert_eq!(
+        storage
+            .list_pending_console_invitations(organization_id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // The owner's address cannot be invited again.
+    assert!(matches!(
+        storage
+            .create_console_invitation(
+                organization_id,
+                &owner_email,
+                ConsoleRole::Analyst,
+                "token-x",
+                chrono::Utc::now() + chrono::Duration::days(7),
+                &system_actor(),
+                owner.id,
+            )
+            .await,
+        Err(StorageError::WriteConflict(_))
+    ));
+
+    // Accepting twice (sequentially or at once) creates exactly one account.
+    let mut acceptances = Vec::new();
+    for _ in 0..4 {
+        let storage = storage.clone();
+        acceptances.push(tokio::spawn(async move {
+            storage
+                .accept_console_invitation("token-one", "hash-2", &system_actor())
+                .await
+        }));
+    }
+    let mut accepted = Vec::new();
+    for acceptance in acceptances {
+        if let Ok(account) = acceptance.await.unwrap() {
+            accepted.push(account);
+        }
+    }
+    assert_eq!(accepted.len(), 1, "one link, one account");
+    let second_owner = accepted.remove(0);
+    assert_eq!(second_owner.role, "owner");
+    assert!(matches!(
+        storage
+            .accept_console_invitation("token-one", "hash-3", &system_actor())
+            .await,
+        Err(StorageError::NotFound)
+    ));
+    // An expired link is refused too.
+    storage
+        .create_console_invitation(
+            organization_id,
+            "late@example.com",
+            ConsoleRole::Analyst,
+            "token-expired",
+            chrono::Utc::now() - chrono::Duration::seconds(1),
+            &system_actor(),
+            owner.id,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        storage
+            .accept_console_invitation("token-expired", "hash", &system_actor())
+            .await,
+        Err(StorageError::NotFound)
+    ));
+
+    // Two owners demote each other at once: one of them stays owner.
+    let first = {
+        let storage = storage.clone();
+        tokio::spawn(async move {
+            storage
+                .change_console_member_role(
+                    organization_id,
+                    owner.id,
+                    ConsoleRole::Analyst,
+                    &system_actor(),
+                )
+                .await
+        })
+    };
+    let second = {
+        let storage = storage.clone();
+        let second_owner_id = second_owner.id;
+        tokio::spawn(async move {
+            storage
+                .change_console_member_role(
+                    organization_id,
+                    second_owner_id,
+                    ConsoleRole::Analyst,
+                    &system_actor(),
+                )
+                .await
+        })
+    };
+    let outcomes = [first.await.unwrap(), second.await.unwrap()];
+    assert_eq!(outcomes.iter().filter(|outcome| outcome.is_ok()).count(), 1);
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, Err(StorageError::Refused(_))))
+    );
+    let members = storage.list_console_members(organization_id).await.unwrap();
+    assert_eq!(
+        members
+            .iter()
+            .filter(|member| member.role == ConsoleRole::Owner)
+            .count(),
+        1
+    );
+    let remaining_owner = members
+        .iter()
+        .find(|member| member.role == ConsoleRole::Owner)
+        .unwrap()
+        .id;
+    let analyst = members
+        .iter()
+        .find(|member| member.role == ConsoleRole::Analyst)
+        .unwrap()
+        .id;
+    assert!(matches!(
+        storage
+            .remove_console_member(organization_id, remaining_owner, &system_actor())
+            .await,
+        Err(StorageError::Refused(_))
+    ));
+
+    // Another organization cannot see or touch these members.
+    let other_organization = storage
+        .bootstrap_organization(
+            "other",
+            "p",
+            &format!("{}@example.com", uuid::Uuid::now_v7()),
+            "hash",
+            &pepper(),
+        )
+        .await
+        .unwrap()
+        .organization_id;
+    assert!(matches!(
+        storage
+            .remove_console_member(other_organization, analyst, &system_actor())
+            .await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(matches!(
+        storage
+            .change_console_member_role(
+                other_organization,
+                analyst,
+                ConsoleRole::Owner,
+                &system_actor()
+            )
+            .await,
+        Err(StorageError::NotFound)
+    ));
+    assert_eq!(
+        storage
+            .list_console_members(other_organization)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    // Removing a member ends their sessions at once.
+    let session = storage
+        .create_console_session(
+            analyst,
+            organization_id,
+            "refresh-of-analyst",
+            chrono::Utc::now() + chrono::Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert!(storage.console_session_is_live(session).await.unwrap());
+    storage
+        .remove_console_member(organization_id, analyst, &system_actor())
+        .await
+        .unwrap();
+    assert!(!storage.console_session_is_live(session).await.unwrap());
+    assert_eq!(
+        storage
+            .console_account(analyst)
+            .await
+            .unwrap()
+            .map(|a| a.id),
+        None
+    );
+    assert_eq!(
+        storage
+            .list_console_members(organization_id)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+on_both_databases!(members_and_invitations_keep_an_owner_and_stay_in_their_organization);

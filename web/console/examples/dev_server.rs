@@ -11,8 +11,8 @@
 //! `ENGRAM_EXPECT_CONTENTS` of `tests/browser/console.spec.mjs` expects.
 
 use engram_console::{
-    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleError, MemoryListQuery, MemoryPage,
-    MemoryRow, ProjectSummary, console_router,
+    ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError, MemoryListQuery,
+    MemoryPage, MemoryRow, ProjectSummary, console_router,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
@@ -164,6 +164,7 @@ impl ConsoleBackend for DevBackend {
         &self,
         email: String,
         password: String,
+        _origin: &engram_console::ConsoleRequestOrigin,
     ) -> Result<engram_console::model::SessionTokens, ConsoleError> {
         if email != EMAIL || password != PASSWORD {
             return Err(ConsoleError::InvalidCredentials);
@@ -189,31 +190,31 @@ impl ConsoleBackend for DevBackend {
         None
     }
 
-    async fn logout(&self, session_token: String) {
+    async fn logout(&self, caller: &ConsoleCaller) {
         if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.remove(&session_token);
+            sessions.remove(&caller.session_token);
         }
     }
 
-    async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount> {
-        self.account(session_token)
+    async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount> {
+        self.account(&caller.session_token)
     }
 
     async fn list_projects(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
     ) -> Result<Vec<ProjectSummary>, ConsoleError> {
-        self.account(session_token)
+        self.account(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;
         Ok(self.projects.clone())
     }
 
     async fn list_memories(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
-        self.account(session_token)
+        self.account(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;
         if !self.projects.iter().any(|p| p.id == query.project_id) {
             return Err(ConsoleError::NotFound);
@@ -247,10 +248,10 @@ impl ConsoleBackend for DevBackend {
     /// The dev server keeps no audit trail: an empty, trivially verified log.
     async fn audit_log(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: engram_console::model::AuditQuery,
     ) -> Result<engram_console::model::AuditListing, ConsoleError> {
-        self.account(session_token)
+        self.account(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;
         Ok(engram_console::model::AuditListing {
             project_id: Some(query.project_id),
@@ -264,7 +265,7 @@ impl ConsoleBackend for DevBackend {
 
     async fn list_keys(
         &self,
-        _session_token: &str,
+        _caller: &ConsoleCaller,
         _project_id: &str,
     ) -> Result<engram_console::model::KeyListing, ConsoleError> {
         Ok(engram_console::model::KeyListing::default())
@@ -272,7 +273,7 @@ impl ConsoleBackend for DevBackend {
 
     async fn create_key(
         &self,
-        _session_token: &str,
+        _caller: &ConsoleCaller,
         _request: engram_console::model::NewKeyRequest,
     ) -> Result<engram_console::model::NewKeySecret, ConsoleError> {
         Err(ConsoleError::Internal(
@@ -282,7 +283,7 @@ impl ConsoleBackend for DevBackend {
 
     async fn revoke_key(
         &self,
-        _session_token: &str,
+        _caller: &ConsoleCaller,
         _project_id: &str,
         _key_id: &str,
     ) -> Result<(), ConsoleError> {
@@ -291,7 +292,7 @@ impl ConsoleBackend for DevBackend {
 
     async fn roll_key(
         &self,
-        _session_token: &str,
+        _caller: &ConsoleCaller,
         _project_id: &str,
         _key_id: &str,
     ) -> Result<engram_console::model::NewKeySecret, ConsoleError> {
@@ -300,12 +301,85 @@ impl ConsoleBackend for DevBackend {
 
     async fn export_audit_csv(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         _project_id: &str,
     ) -> Result<String, ConsoleError> {
-        self.account(session_token)
+        self.account(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;
         Ok("id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n".to_string())
+    }
+
+    /// The dev server has one member (the signed-in owner) and no invitations.
+    async fn list_members(
+        &self,
+        caller: &ConsoleCaller,
+    ) -> Result<engram_console::model::MemberListing, ConsoleError> {
+        let account = self
+            .account(&caller.session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        Ok(engram_console::model::MemberListing {
+            members: vec![engram_console::model::MemberRow {
+                id: "dev-owner".into(),
+                email: account.email,
+                role: account.role,
+                joined_at: "2026-01-01T00:00:00+00:00".into(),
+                is_you: true,
+            }],
+            invitations: Vec::new(),
+            assignable_roles: Vec::new(),
+        })
+    }
+
+    async fn invite_member(
+        &self,
+        _caller: &ConsoleCaller,
+        _email: &str,
+        _role: &str,
+    ) -> Result<engram_console::model::NewInvitation, ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server has no invitations".into(),
+        ))
+    }
+
+    async fn revoke_invitation(
+        &self,
+        _caller: &ConsoleCaller,
+        _invitation_id: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn change_member_role(
+        &self,
+        _caller: &ConsoleCaller,
+        _member_id: &str,
+        _role: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn remove_member(
+        &self,
+        _caller: &ConsoleCaller,
+        _member_id: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn preview_invitation(
+        &self,
+        _token: &str,
+    ) -> Result<engram_console::model::InvitationPreview, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn accept_invitation(
+        &self,
+        _token: &str,
+        _password: String,
+        _origin: &engram_console::ConsoleRequestOrigin,
+    ) -> Result<engram_console::model::SessionTokens, ConsoleError> {
+        Err(ConsoleError::NotFound)
     }
 }
 

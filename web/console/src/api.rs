@@ -2,7 +2,8 @@
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
 use crate::model::{
-    AuditListing, ConsoleError, KeyListing, MemoryListing, NewKeySecret, SessionInfo,
+    AuditListing, ConsoleError, InvitationPreview, KeyListing, MemberListing, MemoryListing,
+    NewInvitation, NewKeySecret, SessionInfo,
 };
 use leptos::prelude::*;
 
@@ -82,14 +83,61 @@ pub async fn roll_key(
     ssr::answer(ssr::roll_key(project_id, key_id).await).await
 }
 
+/// The organization's members and pending invitations.
+#[server(prefix = "/console/api", endpoint = "members")]
+pub async fn load_members() -> Result<MemberListing, ConsoleError> {
+    ssr::answer(ssr::load_members().await).await
+}
+
+/// Invite someone; the answer carries the invitation link, once.
+#[server(prefix = "/console/api", endpoint = "invite_member")]
+pub async fn invite_member(email: String, role: String) -> Result<NewInvitation, ConsoleError> {
+    ssr::answer(ssr::invite_member(email, role).await).await
+}
+
+/// Withdraw a pending invitation.
+#[server(prefix = "/console/api", endpoint = "revoke_invitation")]
+pub async fn revoke_invitation(invitation_id: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::revoke_invitation(invitation_id).await).await
+}
+
+/// Give a member another role.
+#[server(prefix = "/console/api", endpoint = "change_member_role")]
+pub async fn change_member_role(member_id: String, role: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::change_member_role(member_id, role).await).await
+}
+
+/// Remove a member; their sessions end at once.
+#[server(prefix = "/console/api", endpoint = "remove_member")]
+pub async fn remove_member(member_id: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::remove_member(member_id).await).await
+}
+
+/// Who an invitation link is for (no session needed).
+#[server(prefix = "/console/api", endpoint = "invitation")]
+pub async fn load_invitation(token: String) -> Result<InvitationPreview, ConsoleError> {
+    ssr::answer(ssr::load_invitation(token).await).await
+}
+
+/// Accept an invitation with a new password: signs the new member in.
+#[server(prefix = "/console/api", endpoint = "accept_invitation")]
+pub async fn accept_invitation(
+    token: String,
+    password: String,
+    password_again: String,
+) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::accept_invitation(token, password, password_again).await).await
+}
+
 /// The server functions' bodies, the backend from context and the `engram_console` cookie.
 #[cfg(feature = "ssr")]
 pub(crate) mod ssr {
     use crate::backend::ConsoleBackend;
     use crate::model::{
-        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleError, KEY_SCOPES, KeyListing,
-        MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryListing, NewKeyRequest, NewKeySecret,
-        SessionInfo,
+        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleCaller, ConsoleError,
+        ConsoleRequestOrigin, InvitationPreview, KEY_SCOPES, KeyListing, MEMORY_PAGE_LIMIT,
+        MIN_PASSWORD_CHARS, MemberListing, MemoryListQuery, MemoryListing, NewInvitation,
+        NewKeyRequest, NewKeySecret, SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
     use leptos::prelude::use_context;
@@ -102,7 +150,10 @@ pub(crate) mod ssr {
         if email.is_empty() || password.is_empty() || email.len() > 320 || password.len() > 1024 {
             return Err(ConsoleError::InvalidCredentials);
         }
-        let tokens = match backend.login(email, password).await {
+        let tokens = match backend
+            .login(email, password, &request_origin().await)
+            .await
+        {
             Ok(tokens) => tokens,
             Err(err) => {
                 // No e-mail in the log: it is personal data, and sign-in history belongs to
@@ -111,17 +162,24 @@ pub(crate) mod ssr {
                 return Err(err);
             }
         };
+        start_session_cookies(&tokens).await?;
+        leptos_axum::redirect("/console/memories");
+        Ok(())
+    }
+
+    async fn start_session_cookies(
+        tokens: &crate::model::SessionTokens,
+    ) -> Result<(), ConsoleError> {
         let secure = request_is_https().await;
         set_cookie(session_cookie(&tokens.access, secure)?);
         set_cookie(refresh_cookie(&tokens.refresh, secure)?);
-        leptos_axum::redirect("/console/memories");
         Ok(())
     }
 
     pub async fn logout() -> Result<(), ConsoleError> {
         let backend = backend()?;
-        if let Some(token) = session_token().await {
-            backend.logout(token).await;
+        if let Ok(caller) = caller().await {
+            backend.logout(&caller).await;
         }
         let secure = request_is_https().await;
         set_cookie(clearing_cookie(secure));
@@ -132,12 +190,12 @@ pub(crate) mod ssr {
 
     pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let caller = caller().await?;
         let account = backend
-            .current_account(&token)
+            .current_account(&caller)
             .await
             .ok_or(ConsoleError::Unauthorized)?;
-        let projects = backend.list_projects(&token).await?;
+        let projects = backend.list_projects(&caller).await?;
         Ok(SessionInfo { account, projects })
     }
 
@@ -147,10 +205,10 @@ pub(crate) mod ssr {
         kind: Option<String>,
     ) -> Result<MemoryListing, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let caller = caller().await?;
         let project_id = match non_empty(project_id) {
             Some(id) => id,
-            None => match backend.list_projects(&token).await?.into_iter().next() {
+            None => match backend.list_projects(&caller).await?.into_iter().next() {
                 Some(first) => first.id,
                 None => return Ok(MemoryListing::default()),
             },
@@ -162,7 +220,7 @@ pub(crate) mod ssr {
             text: non_empty(text).map(|t| t.chars().take(MAX_FILTER_CHARS).collect()),
             limit: MEMORY_PAGE_LIMIT,
         };
-        let page = backend.list_memories(&token, query).await?;
+        let page = backend.list_memories(&caller, query).await?;
         Ok(MemoryListing {
             project_id: Some(project_id),
             page,
@@ -174,10 +232,10 @@ pub(crate) mod ssr {
         action: Option<String>,
     ) -> Result<AuditListing, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
+        let caller = caller().await?;
         let project_id = match non_empty(project_id) {
             Some(id) => id,
-            None => match backend.list_projects(&token).await?.into_iter().next() {
+            None => match backend.list_projects(&caller).await?.into_iter().next() {
                 Some(first) => first.id,
                 None => return Ok(AuditListing::default()),
             },
@@ -187,7 +245,7 @@ pub(crate) mod ssr {
             action: non_empty(action),
             limit: AUDIT_PAGE_LIMIT,
         };
-        let mut listing = backend.audit_log(&token, query).await?;
+        let mut listing = backend.audit_log(&caller, query).await?;
         listing.project_id = Some(project_id);
         Ok(listing)
     }
@@ -195,13 +253,13 @@ pub(crate) mod ssr {
     /// The project a keys call is about: the one given, or the account's first.
     async fn key_project(
         backend: &std::sync::Arc<dyn ConsoleBackend>,
-        token: &str,
+        caller: &ConsoleCaller,
         project_id: Option<String>,
     ) -> Result<Option<String>, ConsoleError> {
         match non_empty(project_id) {
             Some(id) => Ok(Some(id)),
             None => Ok(backend
-                .list_projects(token)
+                .list_projects(caller)
                 .await?
                 .into_iter()
                 .next()
@@ -211,11 +269,11 @@ pub(crate) mod ssr {
 
     pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
-        let Some(project_id) = key_project(&backend, &token, project_id).await? else {
+        let caller = caller().await?;
+        let Some(project_id) = key_project(&backend, &caller, project_id).await? else {
             return Ok(KeyListing::default());
         };
-        let mut listing = backend.list_keys(&token, &project_id).await?;
+        let mut listing = backend.list_keys(&caller, &project_id).await?;
         listing.project_id = Some(project_id);
         Ok(listing)
     }
@@ -226,8 +284,8 @@ pub(crate) mod ssr {
         checked: [Option<String>; 4],
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
-        let project_id = key_project(&backend, &token, project_id)
+        let caller = caller().await?;
+        let project_id = key_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
         let scopes: Vec<String> = KEY_SCOPES
@@ -238,7 +296,7 @@ pub(crate) mod ssr {
             .collect();
         backend
             .create_key(
-                &token,
+                &caller,
                 NewKeyRequest {
                     project_id,
                     label: label.trim().chars().take(100).collect(),
@@ -253,11 +311,11 @@ pub(crate) mod ssr {
         key_id: String,
     ) -> Result<(), ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
-        let project_id = key_project(&backend, &token, project_id)
+        let caller = caller().await?;
+        let project_id = key_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
-        backend.revoke_key(&token, &project_id, &key_id).await
+        backend.revoke_key(&caller, &project_id, &key_id).await
     }
 
     pub async fn roll_key(
@@ -265,11 +323,101 @@ pub(crate) mod ssr {
         key_id: String,
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
-        let token = session_token().await.ok_or(ConsoleError::Unauthorized)?;
-        let project_id = key_project(&backend, &token, project_id)
+        let caller = caller().await?;
+        let project_id = key_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
-        backend.roll_key(&token, &project_id, &key_id).await
+        backend.roll_key(&caller, &project_id, &key_id).await
+    }
+
+    pub async fn load_members() -> Result<MemberListing, ConsoleError> {
+        backend()?.list_members(&caller().await?).await
+    }
+
+    pub async fn invite_member(email: String, role: String) -> Result<NewInvitation, ConsoleError> {
+        let email = email.trim().to_owned();
+        if !looks_like_email(&email) {
+            return Err(ConsoleError::InvalidInput(
+                "enter the e-mail address of the person to invite".into(),
+            ));
+        }
+        let mut invitation = backend()?
+            .invite_member(&caller().await?, &email, role.trim())
+            .await?;
+        // A link to paste into an e-mail: absolute, on the host the inviter is using.
+        if let Some(headers) = request_headers().await {
+            let host = headers
+                .get("x-forwarded-host")
+                .or_else(|| headers.get(header::HOST))
+                .and_then(|value| value.to_str().ok());
+            if let Some(host) = host {
+                let scheme = if is_https(&headers) { "https" } else { "http" };
+                invitation.link_path = format!("{scheme}://{host}{}", invitation.link_path);
+            }
+        }
+        Ok(invitation)
+    }
+
+    /// Enough to catch typing mistakes; whether the address works shows when the invitee
+    /// follows the link.
+    fn looks_like_email(email: &str) -> bool {
+        email.len() <= 320
+            && !email.chars().any(char::is_whitespace)
+            && email
+                .split_once('@')
+                .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'))
+    }
+
+    pub async fn revoke_invitation(invitation_id: String) -> Result<(), ConsoleError> {
+        backend()?
+            .revoke_invitation(&caller().await?, invitation_id.trim())
+            .await
+    }
+
+    pub async fn change_member_role(member_id: String, role: String) -> Result<(), ConsoleError> {
+        backend()?
+            .change_member_role(&caller().await?, member_id.trim(), role.trim())
+            .await
+    }
+
+    pub async fn remove_member(member_id: String) -> Result<(), ConsoleError> {
+        backend()?
+            .remove_member(&caller().await?, member_id.trim())
+            .await
+    }
+
+    pub async fn load_invitation(token: String) -> Result<InvitationPreview, ConsoleError> {
+        if token.len() > 128 {
+            return Err(ConsoleError::NotFound);
+        }
+        backend()?.preview_invitation(token.trim()).await
+    }
+
+    pub async fn accept_invitation(
+        token: String,
+        password: String,
+        password_again: String,
+    ) -> Result<(), ConsoleError> {
+        if token.len() > 128 {
+            return Err(ConsoleError::NotFound);
+        }
+        if password != password_again {
+            return Err(ConsoleError::InvalidInput(
+                "the two passwords differ".into(),
+            ));
+        }
+        let length = password.chars().count();
+        if length < MIN_PASSWORD_CHARS || password.len() > 1024 {
+            return Err(ConsoleError::InvalidInput(format!(
+                "choose a password of at least {MIN_PASSWORD_CHARS} characters (at most 1024 bytes)"
+            )));
+        }
+        let tokens = backend()?
+            .accept_invitation(token.trim(), password, &request_origin().await)
+            .await?;
+        start_session_cookies(&tokens).await?;
+        leptos_axum::redirect("/console/memories");
+        Ok(())
     }
 
     /// Gives a failed call an HTTP status that says what went wrong (401, 404, 500) when the
@@ -293,6 +441,8 @@ pub(crate) mod ssr {
                 ConsoleError::NotFound => StatusCode::NOT_FOUND,
                 ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
                 ConsoleError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
+                ConsoleError::InvalidInput(_) => StatusCode::BAD_REQUEST,
+                ConsoleError::Refused(_) => StatusCode::CONFLICT,
                 ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             });
         }
@@ -321,9 +471,36 @@ pub(crate) mod ssr {
         leptos_axum::extract::<HeaderMap>().await.ok()
     }
 
-    /// The session token of the current request, if it carries the cookie.
-    pub async fn session_token() -> Option<String> {
-        token_from_headers(&request_headers().await?)
+    /// The caller of the current request: its session token (`Unauthorized` without the
+    /// cookie) and where it came from.
+    pub async fn caller() -> Result<ConsoleCaller, ConsoleError> {
+        let headers = request_headers().await.ok_or(ConsoleError::Unauthorized)?;
+        let session_token = token_from_headers(&headers).ok_or(ConsoleError::Unauthorized)?;
+        Ok(ConsoleCaller::new(session_token, request_origin().await))
+    }
+
+    /// The client's address, user agent and request id, for the audit log.
+    pub async fn request_origin() -> ConsoleRequestOrigin {
+        let peer = leptos_axum::extract::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+            .await
+            .ok()
+            .map(|axum::extract::ConnectInfo(address)| address.ip().to_string());
+        let headers = request_headers().await.unwrap_or_default();
+        origin_from(&headers, peer)
+    }
+
+    pub fn origin_from(headers: &HeaderMap, peer_ip: Option<String>) -> ConsoleRequestOrigin {
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(|value| value.chars().take(256).collect::<String>())
+        };
+        ConsoleRequestOrigin {
+            ip: peer_ip,
+            user_agent: header("user-agent"),
+            request_id: header("x-request-id"),
+        }
     }
 
     pub async fn request_is_https() -> bool {

@@ -2,8 +2,10 @@
 //! Every route lives under `/console`; the router sees full paths, nothing is nested.
 
 use crate::audit::AuditPage;
+use crate::invite::InvitePage;
 use crate::keys::KeysPage;
 use crate::login::LoginPage;
+use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
 use leptos::prelude::*;
 use leptos_meta::{Title, provide_meta_context};
@@ -74,6 +76,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/memories") view=MemoriesPage ssr=SsrMode::Async />
                     <Route path=path!("/console/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/console/keys") view=KeysPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/members") view=MembersPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>
         </Router>

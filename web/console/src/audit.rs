@@ -41,6 +41,7 @@ pub fn AuditPage() -> impl IntoView {
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit" aria-current="page">"Audit log"</a>
+                <a href="/console/members" data-testid="nav-members">"Members"</a>
             </nav>
             <span class="spacer"></span>
             <ActionForm action=logout attr:class="logout-form">

@@ -2,12 +2,14 @@
 //! [`ConsoleBackend`] and hands it to [`crate::console_router`]; the console never touches storage.
 
 use crate::model::{
-    AuditListing, AuditQuery, ConsoleAccount, ConsoleError, KeyListing, MemoryListQuery,
-    MemoryPage, NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens,
+    AuditListing, AuditQuery, ConsoleAccount, ConsoleCaller, ConsoleError, ConsoleRequestOrigin,
+    InvitationPreview, KeyListing, MemberListing, MemoryListQuery, MemoryPage, NewInvitation,
+    NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens,
 };
 
-/// Everything the console needs from the service, keyed by the opaque session token that
-/// [`ConsoleBackend::login`] issued and the console keeps in the `engram_console` cookie.
+/// Everything the console needs from the service, keyed by the caller: the opaque session
+/// token that [`ConsoleBackend::login`] issued (kept in the `engram_console` cookie) and the
+/// request's origin, which the audit log records.
 ///
 /// Implementations own authentication, tenant scoping and auditing (every call of
 /// `list_memories` is a console read of memory content).
@@ -17,28 +19,35 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     ///
     /// Tokens must consist of cookie-safe characters (e.g. hex or base64url); anything
     /// else is refused with [`ConsoleError::Internal`] rather than written into a header.
-    async fn login(&self, email: String, password: String) -> Result<SessionTokens, ConsoleError>;
+    async fn login(
+        &self,
+        email: String,
+        password: String,
+        origin: &ConsoleRequestOrigin,
+    ) -> Result<SessionTokens, ConsoleError>;
 
     /// End the session of this access token at once; unknown or expired tokens are ignored.
-    async fn logout(&self, session_token: String);
+    async fn logout(&self, caller: &ConsoleCaller);
 
     /// Exchange a refresh token for a new pair (the old one stops working). `None` when it
     /// is unknown, expired, revoked, or was already used (which also ends its session).
     async fn refresh(&self, refresh_token: &str) -> Option<SessionTokens>;
 
     /// The account behind a live session, `None` when the token is unknown or expired.
-    async fn current_account(&self, session_token: &str) -> Option<ConsoleAccount>;
+    async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount>;
 
     /// Projects visible to the session's account, in display order (the first one is the
     /// console's default). [`ConsoleError::Unauthorized`] when the session is not live.
-    async fn list_projects(&self, session_token: &str)
-    -> Result<Vec<ProjectSummary>, ConsoleError>;
+    async fn list_projects(
+        &self,
+        caller: &ConsoleCaller,
+    ) -> Result<Vec<ProjectSummary>, ConsoleError>;
 
     /// Memories of one project matching the query, newest first, at most `query.limit`.
     /// [`ConsoleError::NotFound`] for a project the account cannot see.
     async fn list_memories(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError>;
 
@@ -46,35 +55,35 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// newest first, with the verification of the organization's hash chain.
     async fn audit_log(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError>;
 
     /// Every audit event of the project as CSV, for download.
     async fn export_audit_csv(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<String, ConsoleError>;
 
     /// The project's API keys (owners, admins and developers).
     async fn list_keys(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError>;
 
     /// Create a key; its secret is in the answer only.
     async fn create_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError>;
 
     /// Revoke a key at once.
     async fn revoke_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
         key_id: &str,
     ) -> Result<(), ConsoleError>;
@@ -82,8 +91,53 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// Replace a key; the old one keeps working for a day.
     async fn roll_key(
         &self,
-        session_token: &str,
+        caller: &ConsoleCaller,
         project_id: &str,
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError>;
+
+    /// The organization's members and pending invitations (owners and admins).
+    async fn list_members(&self, caller: &ConsoleCaller) -> Result<MemberListing, ConsoleError>;
+
+    /// Invite an e-mail address with a role; the link is in the answer only.
+    async fn invite_member(
+        &self,
+        caller: &ConsoleCaller,
+        email: &str,
+        role: &str,
+    ) -> Result<NewInvitation, ConsoleError>;
+
+    /// Withdraw a pending invitation.
+    async fn revoke_invitation(
+        &self,
+        caller: &ConsoleCaller,
+        invitation_id: &str,
+    ) -> Result<(), ConsoleError>;
+
+    /// Give a member another role (never one's own; only owners touch owners).
+    async fn change_member_role(
+        &self,
+        caller: &ConsoleCaller,
+        member_id: &str,
+        role: &str,
+    ) -> Result<(), ConsoleError>;
+
+    /// Remove a member; their sessions end at once.
+    async fn remove_member(
+        &self,
+        caller: &ConsoleCaller,
+        member_id: &str,
+    ) -> Result<(), ConsoleError>;
+
+    /// Who an invitation link is for; [`ConsoleError::NotFound`] when it is unknown, used,
+    /// withdrawn or expired. Needs no session.
+    async fn preview_invitation(&self, token: &str) -> Result<InvitationPreview, ConsoleError>;
+
+    /// Accept an invitation with a new password: the account is created and signed in.
+    async fn accept_invitation(
+        &self,
+        token: &str,
+        password: String,
+        origin: &ConsoleRequestOrigin,
+    ) -> Result<SessionTokens, ConsoleError>;
 }

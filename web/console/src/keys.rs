@@ -82,6 +82,7 @@ pub fn KeysPage() -> impl IntoView {
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/keys" aria-current="page">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
+                <a href="/console/members" data-testid="nav-members">"Members"</a>
             </nav>
             <span class="spacer"></span>
             <ActionForm action=logout attr:class="logout-form">

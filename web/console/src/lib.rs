@@ -7,8 +7,10 @@
 pub mod api;
 pub mod app;
 mod audit;
+mod invite;
 mod keys;
 mod login;
+mod members;
 mod memories;
 pub mod model;
 mod project_picker;
@@ -19,8 +21,8 @@ mod backend;
 mod server;
 
 pub use model::{
-    ConsoleAccount, ConsoleError, MEMORY_KINDS, MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryPage,
-    MemoryRow, ProjectSummary,
+    ConsoleAccount, ConsoleCaller, ConsoleError, ConsoleRequestOrigin, MEMORY_KINDS,
+    MEMORY_PAGE_LIMIT, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
 
 /// Re-exported so implementors of [`ConsoleBackend`] use the same macro version.

@@ -69,6 +69,7 @@ pub fn MemoriesPage() -> impl IntoView {
                 <a href="/console/memories" aria-current="page">"Memories"</a>
                 <a href="/console/keys" data-testid="nav-keys">"API keys"</a>
                 <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
+                <a href="/console/members" data-testid="nav-members">"Members"</a>
             </nav>
             <span class="spacer"></span>
             <Transition fallback=|| ()>{header_account}</Transition>

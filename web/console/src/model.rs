@@ -85,6 +85,12 @@ pub enum ConsoleError {
     /// content).
     #[error("your role ({role}) cannot see this")]
     Forbidden { role: String },
+    /// The input cannot be used (a malformed e-mail, a too-short password); says what to fix.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A rule forbids the change (e.g. removing the last owner); says which.
+    #[error("{0}")]
+    Refused(String),
     /// Anything else; the text is shown to the user, so it must not carry secrets.
     #[error("something went wrong: {0}")]
     Internal(String),
@@ -137,6 +143,7 @@ pub struct AuditRow {
     pub target_ids: Vec<String>,
     pub outcome: String,
     pub ip: Option<String>,
+    pub user_agent: Option<String>,
     pub request_id: Option<String>,
 }
 
@@ -162,7 +169,7 @@ pub struct AuditListing {
 pub const AUDIT_PAGE_LIMIT: u32 = 200;
 
 /// The actions the audit filter offers.
-pub const AUDIT_ACTIONS: [&str; 10] = [
+pub const AUDIT_ACTIONS: [&str; 15] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -173,6 +180,11 @@ pub const AUDIT_ACTIONS: [&str; 10] = [
     "console.login",
     "console.login_failed",
     "end_user_token.signing_key_rotated",
+    "console.member_invited",
+    "console.invitation_accepted",
+    "console.invitation_revoked",
+    "console.member_role_changed",
+    "console.member_removed",
 ];
 
 /// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a
@@ -227,3 +239,85 @@ pub const KEY_SCOPES: [&str; 4] = [
     "memories:delete",
     "admin",
 ];
+
+/// Where a console request came from, for the audit log: the client's address, its user
+/// agent and the request id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleRequestOrigin {
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// Who is calling the backend: the session token of the `engram_console` cookie and where
+/// the request came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConsoleCaller {
+    pub session_token: String,
+    pub origin: ConsoleRequestOrigin,
+}
+
+impl ConsoleCaller {
+    pub fn new(session_token: impl Into<String>, origin: ConsoleRequestOrigin) -> Self {
+        Self {
+            session_token: session_token.into(),
+            origin,
+        }
+    }
+}
+
+/// The roles a console member can have, most powerful first.
+pub const CONSOLE_ROLES: [&str; 5] = ["owner", "admin", "compliance", "analyst", "developer"];
+
+/// Shortest password an invitee may choose (OWASP: at least 8; we ask for more since
+/// the console has no second factor yet).
+pub const MIN_PASSWORD_CHARS: usize = 12;
+
+/// How long an invitation link works.
+pub const INVITATION_LIFETIME_DAYS: i64 = 7;
+
+/// One row of the members table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRow {
+    pub id: String,
+    pub email: String,
+    pub role: String,
+    /// RFC 3339, UTC.
+    pub joined_at: String,
+    /// The signed-in account itself (its own role cannot be changed from here).
+    pub is_you: bool,
+}
+
+/// An invitation not yet accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvitationRow {
+    pub id: String,
+    pub email: String,
+    pub role: String,
+    pub expires_at: String,
+}
+
+/// The members page's data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberListing {
+    pub members: Vec<MemberRow>,
+    pub invitations: Vec<InvitationRow>,
+    /// The roles the signed-in account may hand out (admins cannot make owners).
+    pub assignable_roles: Vec<String>,
+}
+
+/// An invitation just created: its link is shown once, to be sent to the invitee.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewInvitation {
+    pub invitation: InvitationRow,
+    /// `https://<console host>/console/invite?token=…` (the path alone when the host is unknown).
+    pub link_path: String,
+}
+
+/// What the invitation page shows before the invitee picks a password.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvitationPreview {
+    pub email: String,
+    pub organization_name: String,
+    pub role: String,
+}

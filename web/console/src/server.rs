@@ -26,6 +26,8 @@ use std::sync::Arc;
 use tower_http::{services::ServeDir, set_header::SetResponseHeaderLayer};
 
 const LOGIN_PATH: &str = "/console/login";
+/// Where an invitation link leads: open without a session, like the login page.
+const INVITE_PATH: &str = "/console/invite";
 const HOME_PATH: &str = "/console/memories";
 /// URL path of the bundle, without the leading slash (the form `LeptosOptions` wants).
 const PKG_URL_DIR: &str = "console/pkg";
@@ -182,7 +184,8 @@ async fn export_audit_csv(
     let Some(token) = token_from_headers(&headers) else {
         return Redirect::to(LOGIN_PATH).into_response();
     };
-    match backend.export_audit_csv(&token, &query.project).await {
+    let caller = crate::model::ConsoleCaller::new(token, Default::default());
+    match backend.export_audit_csv(&caller, &query.project).await {
         Ok(csv) => (
             [
                 (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
@@ -230,7 +233,10 @@ async fn require_session(
     // An expired (or missing) access token is renewed with the refresh token; the request
     // then continues with the new session, and the response carries both new cookies.
     let mut signed_in = match token_from_headers(req.headers()) {
-        Some(token) => backend.current_account(&token).await.is_some(),
+        Some(token) => backend
+            .current_account(&crate::model::ConsoleCaller::new(token, Default::default()))
+            .await
+            .is_some(),
         None => false,
     };
     let mut renewed = None;
@@ -257,7 +263,7 @@ async fn require_session(
         } else {
             next.run(req).await
         }
-    } else if signed_in {
+    } else if signed_in || req.uri().path() == INVITE_PATH {
         next.run(req).await
     } else {
         Redirect::to(LOGIN_PATH).into_response()

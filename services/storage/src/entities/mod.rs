@@ -5,6 +5,7 @@ pub(crate) mod api_keys;
 pub(crate) mod audit_chain_heads;
 pub(crate) mod audit_events;
 pub(crate) mod console_accounts;
+pub(crate) mod console_invitations;
 pub(crate) mod console_sessions;
 pub(crate) mod idempotency_records;
 pub(crate) mod index_outbox;

@@ -1,0 +1,72 @@
+//! The invitation page: reached from an invitation link without a session, it names the
+//! organization and role, and lets the invitee choose a password (which signs them in).
+
+use crate::api::{AcceptInvitation, load_invitation};
+use crate::model::{ConsoleError, MIN_PASSWORD_CHARS};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::hooks::use_query_map;
+
+#[component]
+pub fn InvitePage() -> impl IntoView {
+    let token = use_query_map()
+        .get_untracked()
+        .get("token")
+        .unwrap_or_default();
+    let accept = ServerAction::<AcceptInvitation>::new();
+    let token_for_preview = token.clone();
+    let preview = Resource::new(|| (), move |_| load_invitation(token_for_preview.clone()));
+    let error = move || {
+        accept.value().get().and_then(Result::err).map(|error| {
+            let message = match error {
+                ConsoleError::NotFound => {
+                    "This invitation is no longer valid: ask for a new one.".to_string()
+                }
+                other => other.to_string(),
+            };
+            view! { <p class="error" role="alert" data-testid="invite-error">{message}</p> }
+        })
+    };
+    let body = move || {
+        let token = token.clone();
+        Suspend::new(async move {
+            match preview.await {
+                Ok(invitation) => view! {
+                    <p data-testid="invite-greeting">
+                        "You are invited to "<strong>{invitation.organization_name}</strong>
+                        " as "<strong>{invitation.role}</strong>" ("{invitation.email}")."
+                    </p>
+                    <ActionForm action=accept attr:class="stack" attr:data-testid="accept-form">
+                        <input type="hidden" name="token" value=token />
+                        <label>
+                            <span>{format!("New password (at least {MIN_PASSWORD_CHARS} characters)")}</span>
+                            <input type="password" name="password" required autocomplete="new-password" data-testid="invite-password" />
+                        </label>
+                        <label>
+                            <span>"The same password again"</span>
+                            <input type="password" name="password_again" required autocomplete="new-password" data-testid="invite-password-again" />
+                        </label>
+                        {error}
+                        <button type="submit" class="primary" data-testid="accept-invitation">"Join"</button>
+                    </ActionForm>
+                }
+                .into_any(),
+                Err(_) => view! {
+                    <p class="error" role="alert" data-testid="invite-invalid">
+                        "This invitation is no longer valid: it was used, withdrawn or has expired. Ask for a new one."
+                    </p>
+                }
+                .into_any(),
+            }
+        })
+    };
+    view! {
+        <Title text="Join · Engram console" />
+        <main class="centered">
+            <section class="card login-card">
+                <h1 class="brand">"Engram"</h1>
+                <Suspense fallback=|| view! { <p class="muted">"Checking the invitation…"</p> }>{body}</Suspense>
+            </section>
+        </main>
+    }
+}
