@@ -194,3 +194,55 @@ async fn an_access_token_with_an_unknown_key_id_is_refused() {
         200
     );
 }
+
+fn key_id_of(access_token: &str) -> String {
+    let header = access_token.split('.').next().unwrap();
+    let header: serde_json::Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).unwrap()).unwrap();
+    header["kid"].as_str().unwrap().to_string()
+}
+
+/// Raising ENGRAM_CONSOLE_SIGNING_KEY_VERSION rotates the console signing key: access tokens
+/// of the previous key keep working for their few minutes, older ones are refused, and a
+/// session carries on through its refresh token with a token of the new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_the_console_signing_key_signs_nobody_out() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_in(directory.path()).await.unwrap();
+    let (access_v1, refresh) = login(&server).await;
+    assert_eq!(key_id_of(&access_v1), "console-v1");
+    let (stopped, data_dir, _) = server.stop();
+    assert!(stopped);
+
+    let server = TestServer::spawn_with(&data_dir, &[("ENGRAM_CONSOLE_SIGNING_KEY_VERSION", "2")])
+        .await
+        .unwrap();
+    let visit_v1 = visit(&server, &format!("engram_console={access_v1}")).await;
+    assert_eq!(visit_v1.0, 200, "the previous key still verifies");
+    let (access_v2, _) = login(&server).await;
+    assert_eq!(key_id_of(&access_v2), "console-v2");
+    let (stopped, data_dir, _) = server.stop();
+    assert!(stopped);
+
+    let server = TestServer::spawn_with(&data_dir, &[("ENGRAM_CONSOLE_SIGNING_KEY_VERSION", "3")])
+        .await
+        .unwrap();
+    assert!(
+        refused(&visit(&server, &format!("engram_console={access_v1}")).await),
+        "two versions back is refused"
+    );
+    assert_eq!(
+        visit(&server, &format!("engram_console={access_v2}"))
+            .await
+            .0,
+        200
+    );
+    // With its refresh token, the first session continues under the new key.
+    let renewed = visit(
+        &server,
+        &format!("engram_console={access_v1}; engram_console_refresh={refresh}"),
+    )
+    .await;
+    assert_eq!(renewed.0, 200);
+    assert_eq!(key_id_of(&renewed.2["engram_console"]), "console-v3");
+}

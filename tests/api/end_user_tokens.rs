@@ -332,3 +332,51 @@ async fn jwt_attacks_are_refused() {
         "/console/login"
     );
 }
+
+/// One end-user cannot use up the project's quota: past its own burst it gets 429 with
+/// Retry-After, while another end-user of the same project (and the project key) carry on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_end_user_has_a_rate_limit_of_their_own() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_END_USER_RATE_LIMIT_BURST", "5"),
+            ("ENGRAM_END_USER_RATE_LIMIT_PER_SECOND", "1"),
+        ],
+    )
+    .await
+    .unwrap();
+    let admin = server.client();
+    let (_, alice) = mint(&admin, json!({"user_id": "alice"})).await;
+    let (_, bob) = mint(&admin, json!({"user_id": "bob"})).await;
+    let alice = server.client_with_key(alice["token"].as_str().unwrap());
+    let bob = server.client_with_key(bob["token"].as_str().unwrap());
+
+    let mut alice_statuses = Vec::new();
+    for _ in 0..8 {
+        alice_statuses.push(alice.list("").await);
+    }
+    let ok = alice_statuses.iter().filter(|r| r.status == 200).count();
+    let limited: Vec<_> = alice_statuses.iter().filter(|r| r.status == 429).collect();
+    // Burst 5 and one more per second: at most 6 or 7 pass in this quick loop.
+    assert!((5..=7).contains(&ok), "alice passed {ok} of 8");
+    assert!(!limited.is_empty(), "alice was never limited");
+    limited[0].assert_problem(429, "rate-limited");
+    assert!(
+        limited[0].body["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("end-user"),
+        "{}",
+        limited[0].body
+    );
+    assert!(limited[0].retry_after.is_some(), "Retry-After is set");
+    // Bob and the project key are unaffected by alice's burst.
+    assert_eq!(bob.list("").await.status, 200);
+    assert_eq!(admin.list("").await.status, 200);
+    eprintln!(
+        "end-user limit: alice {ok} passed, {} limited; bob unaffected",
+        limited.len()
+    );
+}

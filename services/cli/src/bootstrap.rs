@@ -43,9 +43,11 @@ fn new_console_password() -> String {
 #[derive(Clone)]
 pub struct ServerSecrets {
     pub api_key_pepper: ApiKeyPepper,
+    /// Version 1 of the console session signing key (see [`Self::console_signing_secret_for`]).
     pub console_signing_secret: Vec<u8>,
     /// Base of every project's end-user token signing key.
     pub end_user_token_secret: Vec<u8>,
+    root: Vec<u8>,
 }
 
 /// The deployment's secrets: from `ENGRAM_SERVER_SECRET` when given (every gateway of a
@@ -73,6 +75,16 @@ pub fn load_or_create_server_secrets(data_dir: &Path) -> Result<ServerSecrets> {
 }
 
 impl ServerSecrets {
+    /// The console session signing key of `version` (`ENGRAM_CONSOLE_SIGNING_KEY_VERSION`):
+    /// raising the version rotates the key without a new server secret.
+    pub fn console_signing_secret_for(&self, version: u32) -> Vec<u8> {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update(&self.root);
+        hasher.update(format!("engram console session signing v{version}").as_bytes());
+        hasher.finalize().to_vec()
+    }
+
     /// Separate keys per purpose, derived from one 32-byte secret, so a console token can
     /// never double as a key hash.
     pub fn from_hex(text: &str) -> Result<Self> {
@@ -90,6 +102,7 @@ impl ServerSecrets {
             hasher.finalize().to_vec()
         };
         Ok(Self {
+            root: secret.clone(),
             api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
             console_signing_secret: derive("engram console session signing v1"),
             end_user_token_secret: derive("engram end-user token signing v1"),

@@ -40,6 +40,22 @@ pub struct ServeArgs {
     /// Sustained requests per second per API key (or client address); 0 turns it off.
     #[arg(long, env = "ENGRAM_RATE_LIMIT_PER_SECOND", default_value_t = 100)]
     pub rate_limit_per_second: u32,
+    /// Requests one end-user (an end-user token's `user_id`) may make at once; 0 turns the
+    /// per-end-user limit off (the project key's limit still applies to the address).
+    #[arg(long, env = "ENGRAM_END_USER_RATE_LIMIT_BURST", default_value_t = 40)]
+    pub end_user_rate_limit_burst: u32,
+    /// Sustained requests per second per end-user; 0 turns it off.
+    #[arg(
+        long,
+        env = "ENGRAM_END_USER_RATE_LIMIT_PER_SECOND",
+        default_value_t = 10
+    )]
+    pub end_user_rate_limit_per_second: u32,
+    /// Version of the console session signing key (derived from the server secret). Raise it
+    /// to rotate the key: tokens of the previous version stay valid for their remaining
+    /// minutes, older ones are refused; sessions continue through their refresh tokens.
+    #[arg(long, env = "ENGRAM_CONSOLE_SIGNING_KEY_VERSION", default_value_t = 1)]
+    pub console_signing_key_version: u32,
     /// Comma-separated browser origins allowed to call the API cross-origin
     /// (`https://app.example.com`); none by default.
     #[arg(long, env = "ENGRAM_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
@@ -158,6 +174,9 @@ pub struct EngramConfig {
     pub reconcile_interval: Duration,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: u32,
+    pub end_user_rate_limit_burst: u32,
+    pub end_user_rate_limit_per_second: u32,
+    pub console_signing_key_version: u32,
     pub cors_allowed_origins: Vec<String>,
     pub allow_unsafe_durability: bool,
     pub tombstone_retention: Duration,
@@ -254,6 +273,9 @@ impl EngramConfig {
             reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
             rate_limit_burst: arguments.rate_limit_burst,
             rate_limit_per_second: arguments.rate_limit_per_second,
+            end_user_rate_limit_burst: arguments.end_user_rate_limit_burst,
+            end_user_rate_limit_per_second: arguments.end_user_rate_limit_per_second,
+            console_signing_key_version: arguments.console_signing_key_version.max(1),
             cors_allowed_origins: arguments
                 .cors_allowed_origins
                 .iter()
@@ -377,6 +399,16 @@ impl fmt::Display for EngramConfig {
             f,
             "  rate_limit      burst {} / {} per second per API key",
             self.rate_limit_burst, self.rate_limit_per_second
+        )?;
+        writeln!(
+            f,
+            "  end_user_limit  burst {} / {} per second per end-user",
+            self.end_user_rate_limit_burst, self.end_user_rate_limit_per_second
+        )?;
+        writeln!(
+            f,
+            "  console_key     version {} (previous version still verifies)",
+            self.console_signing_key_version
         )?;
         writeln!(
             f,

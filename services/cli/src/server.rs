@@ -178,14 +178,27 @@ impl EmbeddedServer {
         let credentials = engram_gateway::state::CredentialVerifier {
             storage: storage.clone(),
             api_key_pepper: secrets.api_key_pepper.clone(),
-            console_sessions: ConsoleSessionKeys::new(
-                &secrets.console_signing_secret,
+            console_sessions: ConsoleSessionKeys::rotating(
+                config.console_signing_key_version,
+                &secrets.console_signing_secret_for(config.console_signing_key_version),
+                Some(&secrets.console_signing_secret_for(
+                    config.console_signing_key_version.saturating_sub(1),
+                )),
                 CONSOLE_ACCESS_TOKEN_LIFETIME,
             ),
             end_user_tokens: engram_gateway::end_user_tokens::EndUserTokenKeys::new(
                 &secrets.end_user_token_secret,
             ),
+            end_user_rate_limit: engram_gateway::rate_limit::EndUserRateLimiter::new(
+                engram_gateway::rate_limit::RateLimitSettings {
+                    burst: config.end_user_rate_limit_burst,
+                    per_second: config.end_user_rate_limit_per_second,
+                },
+            ),
         };
+        if let Some(limiter) = &credentials.end_user_rate_limit {
+            limiter.spawn_cleanup();
+        }
         let state = AppState {
             engine: engine.clone(),
             credentials,

@@ -225,6 +225,17 @@ async fn verify_end_user_token(
         .end_user_tokens
         .verify(presented, project_id, generation)
         .ok_or_else(rejected)?;
+    if let Some(limiter) = &verifier.end_user_rate_limit
+        && let Err(retry_after_seconds) =
+            limiter.check(&scope.project_id().to_string(), verified.user_id.as_str())
+    {
+        let mut problem = ApiError::new(
+            ProblemKind::RateLimited,
+            format!("too many requests for this end-user; retry in {retry_after_seconds} s"),
+        );
+        problem.retry_after_seconds = Some(retry_after_seconds);
+        return Err(problem);
+    }
     Ok(ProjectPrincipal {
         scope,
         credential: PrincipalCredential::EndUserToken {
@@ -335,22 +346,28 @@ struct ConsoleSessionClaims {
     exp: i64,
 }
 
-/// The key id of console session tokens. A new signing key gets a new id; tokens carrying an
-/// id this server does not know are refused.
-pub const CONSOLE_SIGNING_KEY_ID: &str = "console-v1";
+/// The key id of version `version` of the console session signing key (`console-v1`, …);
+/// tokens carrying an id this server does not know are refused.
+fn console_key_id(version: u32) -> String {
+    format!("console-v{version}")
+}
 
-/// Signs and verifies console access tokens (short-lived JWTs naming a server-side session)
-/// with a server secret.
+/// Signs console access tokens (short-lived JWTs naming a server-side session) with the
+/// current key and verifies them with the current or the previous one, each bound to its
+/// key id: rotating the key does not sign anyone out.
 #[derive(Clone)]
 pub struct ConsoleSessionKeys {
+    signing_key_id: String,
     encoding: Arc<EncodingKey>,
-    decoding: Arc<DecodingKey>,
+    /// (key id, key): the current key first, then the previous one during a rotation.
+    decoding: Arc<Vec<(String, DecodingKey)>>,
     lifetime: Duration,
 }
 
 impl std::fmt::Debug for ConsoleSessionKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConsoleSessionKeys")
+            .field("signing_key_id", &self.signing_key_id)
             .field("lifetime", &self.lifetime)
             .finish_non_exhaustive()
     }
@@ -364,12 +381,33 @@ pub struct ConsoleSessionClaim {
 }
 
 impl ConsoleSessionKeys {
-    /// `lifetime` is the access token's: the session itself lasts as long as its refresh
-    /// token keeps being rotated within the session's expiry.
+    /// Version 1 only. `lifetime` is the access token's: the session itself lasts as long as
+    /// its refresh token keeps being rotated within the session's expiry.
     pub fn new(secret: &[u8], lifetime: Duration) -> Self {
+        Self::rotating(1, secret, None, lifetime)
+    }
+
+    /// Signs with key `version` (`secret`); also accepts tokens of `version - 1` signed with
+    /// `previous_secret`, for the minutes they have left.
+    pub fn rotating(
+        version: u32,
+        secret: &[u8],
+        previous_secret: Option<&[u8]>,
+        lifetime: Duration,
+    ) -> Self {
+        let mut decoding = vec![(console_key_id(version), DecodingKey::from_secret(secret))];
+        if let Some(previous_secret) = previous_secret
+            && version > 1
+        {
+            decoding.push((
+                console_key_id(version - 1),
+                DecodingKey::from_secret(previous_secret),
+            ));
+        }
         Self {
+            signing_key_id: console_key_id(version),
             encoding: Arc::new(EncodingKey::from_secret(secret)),
-            decoding: Arc::new(DecodingKey::from_secret(secret)),
+            decoding: Arc::new(decoding),
             lifetime,
         }
     }
@@ -391,7 +429,7 @@ impl ConsoleSessionKeys {
             exp: now + self.lifetime.as_secs() as i64,
         };
         let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
-        header.kid = Some(CONSOLE_SIGNING_KEY_ID.to_string());
+        header.kid = Some(self.signing_key_id.clone());
         jsonwebtoken::encode(&header, &claims, &self.encoding)
             .map_err(|error| format!("cannot sign console session: {error}"))
     }
@@ -400,9 +438,8 @@ impl ConsoleSessionKeys {
     /// (the caller still checks that the session is live).
     pub fn verify(&self, token: &str) -> Option<ConsoleSessionClaim> {
         let header = jsonwebtoken::decode_header(token).ok()?;
-        if header.kid.as_deref() != Some(CONSOLE_SIGNING_KEY_ID) {
-            return None;
-        }
+        let kid = header.kid?;
+        let (_, decoding_key) = self.decoding.iter().find(|(key_id, _)| *key_id == kid)?;
         // The algorithm is pinned: a token claiming any other `alg` (or `none`) is rejected.
         let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
         validation.set_issuer(&[CONSOLE_TOKEN_ISSUER]);
@@ -411,8 +448,7 @@ impl ConsoleSessionKeys {
         validation.validate_nbf = true;
         validation.leeway = 5;
         let decoded =
-            jsonwebtoken::decode::<ConsoleSessionClaims>(token, &self.decoding, &validation)
-                .ok()?;
+            jsonwebtoken::decode::<ConsoleSessionClaims>(token, decoding_key, &validation).ok()?;
         if decoded.claims.typ != CONSOLE_TOKEN_TYPE {
             return None;
         }
@@ -451,6 +487,48 @@ mod tests {
         );
         assert_eq!(other.verify(&token), None);
         assert_eq!(keys.verify("not.a.token"), None);
+    }
+
+    #[test]
+    fn a_rotated_key_accepts_the_previous_version_only() {
+        let lifetime = Duration::from_secs(60);
+        let version_one = ConsoleSessionKeys::new(b"key one", lifetime);
+        let version_two = ConsoleSessionKeys::rotating(2, b"key two", Some(b"key one"), lifetime);
+        let version_three =
+            ConsoleSessionKeys::rotating(3, b"key three", Some(b"key two"), lifetime);
+        let account = ConsoleAccountId::generate();
+        let session = uuid::Uuid::now_v7();
+        let old_token = version_one.issue(account, session).unwrap();
+        let new_token = version_two.issue(account, session).unwrap();
+        assert!(
+            version_two.verify(&old_token).is_some(),
+            "previous key still verifies"
+        );
+        assert!(version_two.verify(&new_token).is_some());
+        assert!(version_three.verify(&new_token).is_some());
+        assert_eq!(
+            version_three.verify(&old_token),
+            None,
+            "two versions back is refused"
+        );
+        assert_eq!(version_one.verify(&new_token), None, "unknown kid");
+        // A token signed with key one but naming kid console-v2 fails: ids are bound to keys.
+        let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some("console-v2".to_string());
+        let now = Utc::now().timestamp();
+        let claims = ConsoleSessionClaims {
+            iss: CONSOLE_TOKEN_ISSUER.to_string(),
+            aud: CONSOLE_TOKEN_AUDIENCE.to_string(),
+            sub: account.to_string(),
+            typ: CONSOLE_TOKEN_TYPE.to_string(),
+            sid: session.to_string(),
+            iat: now,
+            nbf: now,
+            exp: now + 60,
+        };
+        let mislabeled =
+            jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(b"key one")).unwrap();
+        assert_eq!(version_two.verify(&mislabeled), None);
     }
 
     #[test]

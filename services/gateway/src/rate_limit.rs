@@ -112,3 +112,58 @@ pub fn rate_limit_problem(error: GovernorError) -> Response<Body> {
         .into_response(),
     }
 }
+
+/// Requests per end-user: a browser or mobile app holding an end-user token shares its
+/// project's quota with every other end-user, so one user (or a stolen token) must not be
+/// able to use it up. Checked after the token is verified, so a forged token cannot spend
+/// someone else's allowance.
+pub struct EndUserRateLimiter {
+    limiter: governor::DefaultKeyedRateLimiter<String>,
+}
+
+impl std::fmt::Debug for EndUserRateLimiter {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("EndUserRateLimiter")
+            .finish_non_exhaustive()
+    }
+}
+
+impl EndUserRateLimiter {
+    /// `None` when either number is 0 (no per-end-user limit).
+    pub fn new(settings: RateLimitSettings) -> Option<Arc<Self>> {
+        let burst = std::num::NonZeroU32::new(settings.burst)?;
+        let per_second = std::num::NonZeroU32::new(settings.per_second)?;
+        let quota = governor::Quota::per_second(per_second).allow_burst(burst);
+        Some(Arc::new(Self {
+            limiter: governor::RateLimiter::keyed(quota),
+        }))
+    }
+
+    /// `Err(seconds to wait)` when this end-user of this project is over the limit.
+    pub fn check(&self, project_id: &str, user_id: &str) -> Result<(), u64> {
+        use governor::clock::{Clock, DefaultClock};
+        let key = format!("{project_id}\u{0}{user_id}");
+        self.limiter.check_key(&key).map_err(|not_until| {
+            not_until
+                .wait_time_from(DefaultClock::default().now())
+                .as_secs()
+                .max(1)
+        })
+    }
+
+    /// Forget end-users not seen for a while, so memory stays bounded.
+    pub fn spawn_cleanup(self: &Arc<Self>) {
+        let limiter = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                ticker.tick().await;
+                let Some(limiter) = limiter.upgrade() else {
+                    return;
+                };
+                limiter.limiter.retain_recent();
+            }
+        });
+    }
+}

@@ -41,6 +41,8 @@ pub struct CredentialVerifier {
     pub api_key_pepper: ApiKeyPepper,
     pub console_sessions: ConsoleSessionKeys,
     pub end_user_tokens: crate::end_user_tokens::EndUserTokenKeys,
+    /// Per end-user request limits for end-user tokens; `None` for no limit.
+    pub end_user_rate_limit: Option<Arc<crate::rate_limit::EndUserRateLimiter>>,
 }
 
 impl FromRef<AppState> for CredentialVerifier {
