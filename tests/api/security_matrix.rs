@@ -1,10 +1,11 @@
 //! Who may call what: every `/v1` route × every kind of principal (no credential, a garbage
 //! credential, another project's admin key, a key per single scope, an all-scope key, an
-//! end-user token, a console session token), each answered exactly as the scope table says,
+//! end-user token, a forged console session token, the live console session of each console
+//! role, as bearer and as the console's cookie), each answered exactly as the scope table says,
 //! and another project's key never sees this project's ids. Plus: 10,000 wrong secrets
 //! against one key id are throttled.
 
-use engram_tests::{ApiClient, TestServer};
+use engram_tests::{ApiClient, TestServer, run_engram};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
@@ -135,12 +136,16 @@ enum Principal {
     AllScopes,
     EndUserToken,
     ConsoleSession,
+    /// A signed-in console member of this organization with this role: console sessions
+    /// never open the `/v1` API, whatever the role.
+    ConsoleRole(&'static str),
 }
 
 impl Principal {
     fn name(&self) -> String {
         match self {
             Principal::ScopedKey(scope) => format!("key[{scope}]"),
+            Principal::ConsoleRole(role) => format!("console[{role}]"),
             other => format!("{other:?}"),
         }
     }
@@ -166,7 +171,10 @@ fn body_for(route: &Route) -> Option<Value> {
 fn expected_status(route: &Route, principal: &Principal) -> u16 {
     let targets_an_id = route.path.contains('{');
     match principal {
-        Principal::NoCredential | Principal::Garbage | Principal::ConsoleSession => 401,
+        Principal::NoCredential
+        | Principal::Garbage
+        | Principal::ConsoleSession
+        | Principal::ConsoleRole(_) => 401,
         // Authorized in its own project: ids of ours do not exist there.
         Principal::ForeignAdmin if targets_an_id => 404,
         Principal::ForeignAdmin | Principal::AllScopes => route.success,
@@ -200,6 +208,34 @@ struct Fixture {
     keys: BTreeMap<&'static str, String>,
     foreign_admin_key: String,
     console_token: String,
+    /// Access tokens of live console sessions, by role.
+    console_role_tokens: BTreeMap<&'static str, String>,
+}
+
+/// Signs in through the console and returns the access token of the new session.
+async fn console_access_token(server: &TestServer, email: &str, password: &str) -> String {
+    let response = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/console/api/login", server.base_url))
+        .form(&[("email", email), ("password", password)])
+        .send()
+        .await
+        .unwrap();
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(|value| {
+            value
+                .split(';')
+                .next()?
+                .strip_prefix("engram_console=")
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("login as {email} failed: {}", response.status()))
 }
 
 impl Fixture {
@@ -235,12 +271,47 @@ impl Fixture {
             uuid::Uuid::now_v7(),
         )
         .unwrap();
+        let mut console_role_tokens = BTreeMap::new();
+        console_role_tokens.insert(
+            "owner",
+            console_access_token(
+                &server,
+                &server.bootstrap.console_email,
+                &server.bootstrap.console_password,
+            )
+            .await,
+        );
+        for role in ["admin", "compliance", "analyst", "developer"] {
+            let output = run_engram(
+                &[
+                    "admin",
+                    "create-member",
+                    "--data-dir",
+                    &server.data_dir.display().to_string(),
+                    "--email",
+                    &format!("{role}@example.com"),
+                    "--role",
+                    role,
+                ],
+                &[],
+            );
+            assert!(output.status.success());
+            let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+            let token = console_access_token(
+                &server,
+                created["email"].as_str().unwrap(),
+                created["password"].as_str().unwrap(),
+            )
+            .await;
+            console_role_tokens.insert(role, token);
+        }
         Self {
             server,
             admin,
             keys,
             foreign_admin_key,
             console_token,
+            console_role_tokens,
         }
     }
 
@@ -252,6 +323,7 @@ impl Fixture {
             Principal::ScopedKey(scope) => Some(self.keys[scope].clone()),
             Principal::AllScopes => Some(self.server.bootstrap.api_key.clone()),
             Principal::ConsoleSession => Some(self.console_token.clone()),
+            Principal::ConsoleRole(role) => Some(self.console_role_tokens[role].clone()),
             Principal::EndUserToken => {
                 // Fresh per call: a rotate cell may have voided the previous one.
                 let minted = self
@@ -313,6 +385,11 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
         Principal::AllScopes,
         Principal::EndUserToken,
         Principal::ConsoleSession,
+        Principal::ConsoleRole("owner"),
+        Principal::ConsoleRole("admin"),
+        Principal::ConsoleRole("compliance"),
+        Principal::ConsoleRole("analyst"),
+        Principal::ConsoleRole("developer"),
     ];
     let http = reqwest::Client::new();
     let mut mismatches = Vec::new();
@@ -325,6 +402,11 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
                 format!("{}{path}", fixture.server.base_url),
             );
             if let Some(credential) = fixture.credential(principal).await {
+                // A console session is offered both ways: as a bearer token and as the
+                // console's own cookie.
+                if matches!(principal, Principal::ConsoleRole(_)) {
+                    request = request.header("Cookie", format!("engram_console={credential}"));
+                }
                 request = request.bearer_auth(credential);
             }
             if let Some(body) = body_for(route) {
