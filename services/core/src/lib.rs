@@ -6,6 +6,7 @@ pub mod audit;
 pub mod ids;
 pub mod limits;
 pub mod memory;
+pub mod pii;
 pub mod scope;
 pub mod validation;
 

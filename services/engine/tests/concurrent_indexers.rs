@@ -213,6 +213,20 @@ impl VectorIndex for UpsertsLateIndex {
     ) -> Result<engram_index::PointsPage, engram_index::IndexError> {
         self.inner.points_page(scope, from, limit).await
     }
+    async fn delete_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<(), engram_index::IndexError> {
+        self.inner.delete_subject(scope, user_id).await
+    }
+    async fn count_points(
+        &self,
+        scope: &ProjectScope,
+        user_id: Option<&str>,
+    ) -> Result<u64, engram_index::IndexError> {
+        self.inner.count_points(scope, user_id).await
+    }
     async fn flush(&self) -> Result<(), engram_index::IndexError> {
         self.inner.flush().await
     }

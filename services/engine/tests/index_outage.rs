@@ -76,6 +76,18 @@ impl VectorIndex for SwitchableIndex {
         self.check()?;
         self.inner.points_page(scope, from, limit).await
     }
+    async fn delete_subject(&self, scope: &ProjectScope, user_id: &str) -> Result<(), IndexError> {
+        self.check()?;
+        self.inner.delete_subject(scope, user_id).await
+    }
+    async fn count_points(
+        &self,
+        scope: &ProjectScope,
+        user_id: Option<&str>,
+    ) -> Result<u64, IndexError> {
+        self.check()?;
+        self.inner.count_points(scope, user_id).await
+    }
     async fn flush(&self) -> Result<(), IndexError> {
         self.check()?;
         self.inner.flush().await

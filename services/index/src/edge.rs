@@ -326,6 +326,47 @@ impl VectorIndex for EdgeVectorIndex {
         Ok(())
     }
 
+    async fn delete_subject(&self, scope: &ProjectScope, user_id: &str) -> Result<(), IndexError> {
+        let scope = *scope;
+        let user_id = user_id.to_string();
+        self.run_blocking(move |shared| shared.delete_subject(&scope, user_id))
+            .await?;
+        self.record_points_written(1);
+        Ok(())
+    }
+
+    async fn count_points(
+        &self,
+        scope: &ProjectScope,
+        user_id: Option<&str>,
+    ) -> Result<u64, IndexError> {
+        let mut conditions = vec![project_condition(scope)?];
+        if let Some(user_id) = user_id {
+            conditions.push(keyword_condition(
+                USER_ID_FIELD,
+                Match::from(user_id.to_string()),
+            )?);
+        }
+        let count_filter = Filter {
+            should: None,
+            min_should: None,
+            must: Some(conditions),
+            must_not: None,
+        };
+        self.run_blocking(move |shared| {
+            let request = CountRequestBuilder::new()
+                .filter(count_filter)
+                .exact(true)
+                .build();
+            shared
+                .shard
+                .count(request)
+                .map(|count| count as u64)
+                .map_err(|engine_error| engine_failure("count points", engine_error))
+        })
+        .await
+    }
+
     async fn search(
         &self,
         scope: &ProjectScope,
@@ -523,6 +564,25 @@ impl SharedShard {
             requested_count,
             "deleted points from the edge vector index"
         );
+        Ok(())
+    }
+
+    fn delete_subject(&self, scope: &ProjectScope, user_id: String) -> Result<(), IndexError> {
+        let delete_filter = Filter {
+            should: None,
+            min_should: None,
+            must: Some(vec![
+                project_condition(scope)?,
+                keyword_condition(USER_ID_FIELD, Match::from(user_id))?,
+            ]),
+            must_not: None,
+        };
+        let _write_guard = lock_ignoring_poison(&self.write_lock);
+        self.shard
+            .update(UpdateOperation::PointOperation(
+                PointOperations::DeletePointsByFilter(delete_filter),
+            ))
+            .map_err(|engine_error| engine_failure("delete a subject's points", engine_error))?;
         Ok(())
     }
 

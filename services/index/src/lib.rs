@@ -101,6 +101,18 @@ pub trait VectorIndex: Send + Sync + 'static {
         limit: usize,
     ) -> Result<PointsPage, IndexError>;
 
+    /// Remove every point of one end-user of `scope`'s project, whatever its id (subject
+    /// erasure: also catches points whose memory row is already gone). Idempotent.
+    async fn delete_subject(&self, scope: &ProjectScope, user_id: &str) -> Result<(), IndexError>;
+
+    /// Exact number of `scope`'s points, of one end-user when `user_id` is given. Erasure
+    /// verification asks the index itself, not the database's idea of it.
+    async fn count_points(
+        &self,
+        scope: &ProjectScope,
+        user_id: Option<&str>,
+    ) -> Result<u64, IndexError>;
+
     /// Make every applied write durable on disk.
     async fn flush(&self) -> Result<(), IndexError>;
 

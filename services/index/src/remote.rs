@@ -448,6 +448,46 @@ impl VectorIndex for QdrantVectorIndex {
         Ok(())
     }
 
+    async fn delete_subject(&self, scope: &ProjectScope, user_id: &str) -> Result<(), IndexError> {
+        let filter = project_filter(
+            scope,
+            vec![Condition::matches(USER_ID_FIELD, user_id.to_string())],
+        );
+        self.client
+            .delete_points(
+                DeletePointsBuilder::new(&self.collection_name)
+                    .points(filter)
+                    .ordering(qdrant_client::qdrant::WriteOrdering {
+                        r#type: WriteOrderingType::Strong as i32,
+                    })
+                    .timeout(self.timeout_secs)
+                    .wait(true),
+            )
+            .await
+            .map_err(|error| qdrant_failure("delete a subject's points", error))?;
+        Ok(())
+    }
+
+    async fn count_points(
+        &self,
+        scope: &ProjectScope,
+        user_id: Option<&str>,
+    ) -> Result<u64, IndexError> {
+        let conditions = user_id
+            .map(|user_id| vec![Condition::matches(USER_ID_FIELD, user_id.to_string())])
+            .unwrap_or_default();
+        let counted = self
+            .client
+            .count(
+                qdrant_client::qdrant::CountPointsBuilder::new(&self.collection_name)
+                    .filter(project_filter(scope, conditions))
+                    .exact(true),
+            )
+            .await
+            .map_err(|error| qdrant_failure("count points", error))?;
+        Ok(counted.result.map(|result| result.count).unwrap_or(0))
+    }
+
     async fn search(
         &self,
         scope: &ProjectScope,
