@@ -11,6 +11,7 @@ mod m0005_audit_log;
 mod m0006_end_user_token_keys;
 mod m0007_console_sessions;
 mod m0008_console_invitations;
+mod m0009_governance;
 
 pub struct Migrator;
 
@@ -26,6 +27,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0006_end_user_token_keys::Migration),
             Box::new(m0007_console_sessions::Migration),
             Box::new(m0008_console_invitations::Migration),
+            Box::new(m0009_governance::Migration),
         ]
     }
 }

@@ -125,6 +125,50 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 200,
     },
+    Route {
+        method: "GET",
+        path: "/v1/project/settings",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "PATCH",
+        path: "/v1/project/settings",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "PUT",
+        path: "/v1/memories/{memory}/flags",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    // A subject of its own: the erasure runs in the background and must not remove the
+    // targets other cells create for alice.
+    Route {
+        method: "POST",
+        path: "/v1/subjects/zed/erasure",
+        needs: Needs::Admin,
+        success: 202,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/tasks/{task}",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/subjects/alice/export",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/retention/preview",
+        needs: Needs::Admin,
+        success: 200,
+    },
 ];
 
 #[derive(Clone, Debug)]
@@ -156,10 +200,12 @@ fn body_for(route: &Route) -> Option<Value> {
         ("POST", "/v1/memories") => {
             Some(json!({"memories": [{"content": "Matrix write.", "user_id": "alice"}]}))
         }
-        ("PATCH", _) => Some(json!({"content": "Matrix edit."})),
+        ("PATCH", "/v1/memories/{memory}") => Some(json!({"content": "Matrix edit."})),
         ("POST", "/v1/memories/search") => Some(json!({"query": "matrix"})),
         ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["memories:read"]})),
         ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
+        ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
+        ("PUT", _) => Some(json!({"immutable": false})),
         ("POST", "/v1/end-user-tokens") => {
             Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))
         }
@@ -349,6 +395,18 @@ impl Fixture {
                 .await;
             let id = memory["id"].as_str().unwrap().to_string();
             return (route.path.replace("{memory}", &id), vec![id]);
+        }
+        if route.path.contains("{task}") {
+            let requested = self
+                .admin
+                .send(
+                    self.admin
+                        .request(reqwest::Method::POST, "/v1/subjects/zed/erasure"),
+                )
+                .await;
+            assert_eq!(requested.status, 202, "{}", requested.body);
+            let id = requested.body["id"].as_str().unwrap().to_string();
+            return (route.path.replace("{task}", &id), vec![id]);
         }
         if route.path.contains("{key}") {
             let created = self

@@ -149,6 +149,8 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         console_signing_key_version: 1,
         cors_allowed_origins: Vec::new(),
         tombstone_retention_hours: 720,
+        retention_sweep_interval_secs: 3600,
+        erasure_ledger: None,
         server_secret: None,
         qdrant: crate::config::QdrantArgs::embedded(),
     };

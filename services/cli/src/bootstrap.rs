@@ -47,6 +47,8 @@ pub struct ServerSecrets {
     pub console_signing_secret: Vec<u8>,
     /// Base of every project's end-user token signing key.
     pub end_user_token_secret: Vec<u8>,
+    /// Keys the digest that stands for an erased end-user in the ledger and audit log.
+    pub subject_digest_key: Vec<u8>,
     root: Vec<u8>,
 }
 
@@ -106,6 +108,7 @@ impl ServerSecrets {
             api_key_pepper: ApiKeyPepper::new(derive("engram api key pepper v1")),
             console_signing_secret: derive("engram console session signing v1"),
             end_user_token_secret: derive("engram end-user token signing v1"),
+            subject_digest_key: derive("engram subject digest v1"),
         })
     }
 }

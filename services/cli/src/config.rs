@@ -71,6 +71,19 @@ pub struct ServeArgs {
     /// late or replayed index write for it is recognised; the worker purges older ones.
     #[arg(long, env = "ENGRAM_TOMBSTONE_RETENTION_HOURS", default_value_t = 720)]
     pub tombstone_retention_hours: u64,
+    /// Seconds between two retention sweeps (memories past `expires_at` or their kind's
+    /// retention are hard-deleted; the first sweep runs at start).
+    #[arg(
+        long,
+        env = "ENGRAM_RETENTION_SWEEP_INTERVAL_SECS",
+        default_value_t = 3600
+    )]
+    pub retention_sweep_interval_secs: u64,
+    /// The erasure ledger: one content-free line per erased subject, replayed at start so a
+    /// database restored from an older backup does not bring erased data back. Keep it out of
+    /// the database's backups. Default: `erasure-ledger.jsonl` in the data dir.
+    #[arg(long, env = "ENGRAM_ERASURE_LEDGER")]
+    pub erasure_ledger: Option<PathBuf>,
     /// 64 hex characters from which API-key hashing and console-session signing keys are
     /// derived. Every gateway of a deployment needs the same one; `serve` keeps its own in
     /// the data dir when this is not set.
@@ -180,6 +193,8 @@ pub struct EngramConfig {
     pub cors_allowed_origins: Vec<String>,
     pub allow_unsafe_durability: bool,
     pub tombstone_retention: Duration,
+    pub retention_sweep_interval: Duration,
+    pub erasure_ledger: PathBuf,
     pub server_secret: Option<String>,
     pub role: Role,
 }
@@ -220,12 +235,12 @@ impl EngramConfig {
             matches!(config.index_backend, IndexBackend::Cluster(_)),
             "`engram {command}` needs a Qdrant server or cluster: set --qdrant-url or QDRANT_URL (the embedded index belongs to one `engram serve` process)"
         );
-        if role == Role::Gateway {
-            anyhow::ensure!(
-                config.server_secret.is_some(),
-                "`engram gateway` needs the deployment's server secret: set ENGRAM_SERVER_SECRET (64 hex characters, the same for every gateway)"
-            );
-        }
+        // Gateways verify keys and sessions with it; workers key the erasure ledger's
+        // subject digests with it, which must match the gateways'.
+        anyhow::ensure!(
+            config.server_secret.is_some(),
+            "`engram {command}` needs the deployment's server secret: set ENGRAM_SERVER_SECRET (64 hex characters, the same for every gateway and worker)"
+        );
         if config.database_url.starts_with("sqlite") {
             tracing::warn!(
                 "a distributed role on SQLite: only processes on this machine can share it; use PostgreSQL for more than one host"
@@ -286,6 +301,13 @@ impl EngramConfig {
             tombstone_retention: Duration::from_secs(
                 arguments.tombstone_retention_hours.saturating_mul(3600),
             ),
+            retention_sweep_interval: Duration::from_secs(
+                arguments.retention_sweep_interval_secs.max(1),
+            ),
+            erasure_ledger: arguments
+                .erasure_ledger
+                .clone()
+                .unwrap_or_else(|| arguments.data_dir.join("erasure-ledger.jsonl")),
             server_secret: arguments.server_secret.clone(),
             role,
         }
@@ -424,6 +446,12 @@ impl fmt::Display for EngramConfig {
             "  tombstones kept {} h",
             self.tombstone_retention.as_secs() / 3600
         )?;
+        writeln!(
+            f,
+            "  retention_sweep every {} s",
+            self.retention_sweep_interval.as_secs()
+        )?;
+        writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
         writeln!(
             f,
             "  server_secret   {}",

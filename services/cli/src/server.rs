@@ -87,6 +87,36 @@ fn spawn_index_maintenance(
     ]
 }
 
+/// Where erasures are remembered (a file outside the database) and the subject digest key.
+fn ledger_settings(
+    config: &EngramConfig,
+    secrets: &ServerSecrets,
+) -> engram_engine::ErasureLedgerSettings {
+    engram_engine::ErasureLedgerSettings {
+        ledger_path: Some(config.erasure_ledger.clone()),
+        subject_digest_key: secrets.subject_digest_key.clone(),
+    }
+}
+
+/// The task runner (subject erasure) and the retention sweeper.
+fn spawn_governance_loops(
+    config: &EngramConfig,
+    governance: Arc<engram_engine::DataGovernance>,
+    shutdown_receiver: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(engram_worker::tasks::run_task_runner(
+            governance.clone(),
+            shutdown_receiver.clone(),
+        )),
+        tokio::spawn(engram_worker::retention::run_retention_sweeper(
+            governance,
+            config.retention_sweep_interval,
+            shutdown_receiver.clone(),
+        )),
+    ]
+}
+
 /// Tombstones are purged hourly; their retention is counted in hours.
 const TOMBSTONE_PURGE_INTERVAL: Duration = Duration::from_secs(60 * 60);
 
@@ -139,6 +169,7 @@ impl EmbeddedServer {
             embedder,
             EngineSettings {
                 index_wait: config.index_wait,
+                ledger: ledger_settings(config, &secrets),
                 ..Default::default()
             },
         ));
@@ -158,6 +189,16 @@ impl EmbeddedServer {
                 }
             }
             let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
+            // A database restored from an older copy may hold subjects erased since: erase
+            // them again before anything is served.
+            let replay = engine.governance().replay_erasure_ledger().await?;
+            if replay.subjects_erased_again > 0 {
+                tracing::warn!(
+                    subjects = replay.subjects_erased_again,
+                    memories = replay.memories_erased_again,
+                    "erasure ledger replayed: restored data of erased subjects removed again"
+                );
+            }
             let report = engine.applier().reconcile_all_projects(|_, _| {}).await?;
             tracing::info!(
                 replayed,
@@ -173,6 +214,11 @@ impl EmbeddedServer {
                 storage.clone(),
                 &shutdown_receiver,
             );
+            background_tasks.extend(spawn_governance_loops(
+                config,
+                engine.governance().clone(),
+                &shutdown_receiver,
+            ));
         }
 
         let credentials = engram_gateway::state::CredentialVerifier {
@@ -275,9 +321,29 @@ impl WorkerProcess {
     pub async fn start(config: &EngramConfig) -> Result<Self> {
         crate::telemetry::prometheus_handle()?;
         let storage = crate::config::open_storage_for(config).await?;
+        let secrets: ServerSecrets =
+            bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
         let index = open_vector_index(config, engram_embed::MINILM_DIMENSION).await?;
-        let applier = Arc::new(engram_engine::IndexApplier::new(storage.clone(), index));
+        let applier = Arc::new(engram_engine::IndexApplier::new(
+            storage.clone(),
+            index.clone(),
+        ));
+        let governance = Arc::new(engram_engine::DataGovernance::new(
+            storage.clone(),
+            index,
+            applier.clone(),
+            ledger_settings(config, &secrets),
+        ));
+        match governance.replay_erasure_ledger().await {
+            Ok(replay) if replay.subjects_erased_again > 0 => tracing::warn!(
+                subjects = replay.subjects_erased_again,
+                memories = replay.memories_erased_again,
+                "erasure ledger replayed: restored data of erased subjects removed again"
+            ),
+            Ok(_) => {}
+            Err(error) => tracing::error!(%error, "erasure ledger replay failed"),
+        }
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
         // The first reconciliation runs at start in the background, so a large backlog does
         // not delay readiness.
@@ -300,6 +366,11 @@ impl WorkerProcess {
         };
         let mut background_tasks =
             spawn_index_maintenance(config, applier.clone(), storage, &shutdown_receiver);
+        background_tasks.extend(spawn_governance_loops(
+            config,
+            governance,
+            &shutdown_receiver,
+        ));
         background_tasks.push(first_reconciliation);
         let mut admin_shutdown = shutdown_receiver;
         let admin_server = crate::telemetry::AdminServer::start(

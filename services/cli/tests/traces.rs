@@ -42,6 +42,8 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         console_signing_key_version: 1,
         cors_allowed_origins: Vec::new(),
         tombstone_retention_hours: 720,
+        retention_sweep_interval_secs: 3600,
+        erasure_ledger: None,
         server_secret: None,
         qdrant: engram_cli::config::QdrantArgs::embedded(),
         allow_unsafe_durability: false,

@@ -77,10 +77,16 @@ pub enum AuditAction {
     ConsoleInvitationRevoked,
     ConsoleMemberRoleChanged,
     ConsoleMemberRemoved,
+    ProjectSettingsChanged,
+    MemoryFlagsChanged,
+    SubjectErasureRequested,
+    SubjectErased,
+    SubjectExported,
+    MemoryExpired,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 15] = [
+    pub const ALL: [AuditAction; 21] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -96,6 +102,12 @@ impl AuditAction {
         AuditAction::ConsoleInvitationRevoked,
         AuditAction::ConsoleMemberRoleChanged,
         AuditAction::ConsoleMemberRemoved,
+        AuditAction::ProjectSettingsChanged,
+        AuditAction::MemoryFlagsChanged,
+        AuditAction::SubjectErasureRequested,
+        AuditAction::SubjectErased,
+        AuditAction::SubjectExported,
+        AuditAction::MemoryExpired,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -115,6 +127,12 @@ impl AuditAction {
             AuditAction::ConsoleInvitationRevoked => "console.invitation_revoked",
             AuditAction::ConsoleMemberRoleChanged => "console.member_role_changed",
             AuditAction::ConsoleMemberRemoved => "console.member_removed",
+            AuditAction::ProjectSettingsChanged => "project.settings_changed",
+            AuditAction::MemoryFlagsChanged => "memory.flags_changed",
+            AuditAction::SubjectErasureRequested => "subject.erasure_requested",
+            AuditAction::SubjectErased => "subject.erased",
+            AuditAction::SubjectExported => "subject.exported",
+            AuditAction::MemoryExpired => "memory.expired",
         }
     }
 
@@ -139,6 +157,11 @@ impl AuditAction {
             AuditAction::ConsoleMemberInvited | AuditAction::ConsoleInvitationRevoked => {
                 "console_invitation"
             }
+            AuditAction::ProjectSettingsChanged => "project",
+            AuditAction::MemoryFlagsChanged | AuditAction::MemoryExpired => "memory",
+            AuditAction::SubjectErasureRequested
+            | AuditAction::SubjectErased
+            | AuditAction::SubjectExported => "subject",
             AuditAction::EndUserSigningKeyRotated => "project",
         }
     }

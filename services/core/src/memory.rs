@@ -114,6 +114,10 @@ pub struct Memory {
     pub expires_at: Option<DateTime<Utc>>,
     pub embedding_model: String,
     pub content_hash: String,
+    /// Cannot be edited or deleted (subject erasure still removes it).
+    pub immutable: bool,
+    /// Cannot be edited, deleted, expired or erased until the hold is lifted.
+    pub legal_hold: bool,
 }
 
 /// SHA-256 of the content, hex encoded: lets the audit log and deduplication refer to

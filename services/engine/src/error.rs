@@ -22,6 +22,14 @@ pub enum EngineError {
     IndexUnavailable(String),
     #[error("embedding model unavailable: {0}")]
     EmbedderUnavailable(String),
+    /// The memory is immutable or under legal hold; the message says which.
+    #[error("{0}")]
+    Locked(String),
+    /// Subject erasure refused: these memories of the subject are under legal hold.
+    #[error("{} memories of this subject are under legal hold", memory_ids.len())]
+    SubjectHeld {
+        memory_ids: Vec<engram_core::MemoryId>,
+    },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -35,6 +43,7 @@ impl From<StorageError> for EngineError {
             }
             StorageError::IdempotencyKeyReused => EngineError::IdempotencyKeyReused,
             StorageError::Unavailable(message) => EngineError::StorageUnavailable(message),
+            StorageError::Refused(message) => EngineError::Locked(message),
             other => EngineError::Internal(other.to_string()),
         }
     }

@@ -2,12 +2,17 @@
 //! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
 
 mod error;
+pub mod governance;
 pub mod indexing;
 mod pipeline;
 mod search;
 
 pub use engram_core::NewMemory;
 pub use error::EngineError;
+pub use governance::{
+    DataGovernance, ErasureCounts, ErasureLedgerSettings, ErasureReceipt, ErasureVerification,
+    LedgerReplay,
+};
 pub use indexing::{IndexApplier, ReconcileReport};
 pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{SearchFilters, SearchHit, SearchOutcome, SearchRequest};

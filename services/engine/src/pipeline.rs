@@ -23,6 +23,8 @@ pub struct EngineSettings {
     pub index_wait: Duration,
     /// Query embeddings kept in memory.
     pub query_cache_entries: usize,
+    /// Where erasures are remembered outside the database, and the subject digest key.
+    pub ledger: crate::governance::ErasureLedgerSettings,
 }
 
 impl Default for EngineSettings {
@@ -30,6 +32,7 @@ impl Default for EngineSettings {
         Self {
             index_wait: Duration::from_secs(5),
             query_cache_entries: 10_000,
+            ledger: Default::default(),
         }
     }
 }
@@ -61,6 +64,23 @@ pub struct MemoryEngine {
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
     pub(crate) query_embeddings: Mutex<lru::LruCache<String, Arc<Vec<f32>>>>,
+    pub(crate) governance: Arc<crate::governance::DataGovernance>,
+}
+
+/// Checked before paying for an embedding; storage checks again inside its transaction.
+fn refuse_locked_memory(memory: &Memory) -> Result<(), EngineError> {
+    if memory.legal_hold {
+        return Err(EngineError::Locked(
+            "the memory is under legal hold: lift the hold before changing or deleting it"
+                .to_string(),
+        ));
+    }
+    if memory.immutable {
+        return Err(EngineError::Locked(
+            "the memory is immutable: it cannot be changed or deleted".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 impl MemoryEngine {
@@ -71,6 +91,12 @@ impl MemoryEngine {
         settings: EngineSettings,
     ) -> Self {
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
+        let governance = Arc::new(crate::governance::DataGovernance::new(
+            storage.clone(),
+            index.clone(),
+            applier.clone(),
+            settings.ledger.clone(),
+        ));
         let capacity =
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
         Self {
@@ -80,11 +106,17 @@ impl MemoryEngine {
             applier,
             settings,
             query_embeddings: Mutex::new(lru::LruCache::new(capacity)),
+            governance,
         }
     }
 
     pub fn storage(&self) -> &Storage {
         &self.storage
+    }
+
+    /// PII redaction, erasure, export and retention.
+    pub fn governance(&self) -> &Arc<crate::governance::DataGovernance> {
+        &self.governance
     }
 
     pub fn applier(&self) -> Arc<IndexApplier> {
@@ -109,10 +141,22 @@ impl MemoryEngine {
         wait_for_index: bool,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<AddOutcome, EngineError> {
-        let contents: Vec<String> = new_memories
+        let mut new_memories = new_memories;
+        let mut contents: Vec<String> = new_memories
             .iter()
             .map(|memory| memory.content.clone())
             .collect();
+        // Before anything is embedded or stored: masked text is all the stores ever see.
+        self.governance
+            .redact_personal_data(scope, &mut contents, |index| {
+                format!("memories[{index}].content")
+            })
+            .await?;
+        for (memory, content) in new_memories.iter_mut().zip(&contents) {
+            if memory.content != *content {
+                memory.content = content.clone();
+            }
+        }
         let embeddings = self
             .embedder
             .embed(contents)
@@ -234,8 +278,14 @@ impl MemoryEngine {
                 });
             }
         }
+        refuse_locked_memory(&current)?;
         let content = match edit.content {
             Some(content) => {
+                let mut redacted = [content];
+                self.governance
+                    .redact_personal_data(scope, &mut redacted, |_| "content".to_string())
+                    .await?;
+                let [content] = redacted;
                 let mut vectors = self.embedder.embed(vec![content.clone()]).await?;
                 let vector = vectors.pop().ok_or_else(|| {
                     EngineError::Internal("embedder returned no vector".to_string())

@@ -36,7 +36,8 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
     let mut api_routes = routes::memories::router()
         .merge(routes::keys::router())
         .merge(routes::audit::router())
-        .merge(routes::end_user_tokens::router());
+        .merge(routes::end_user_tokens::router())
+        .merge(routes::governance::router());
     if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
         rate_limit::spawn_limiter_cleanup(limits.clone());
         api_routes = api_routes.layer(

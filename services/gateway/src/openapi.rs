@@ -2,7 +2,7 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::{audit, end_user_tokens, keys, memories};
+use crate::routes::{audit, end_user_tokens, governance, keys, memories};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -48,19 +48,29 @@ impl Modify for BearerApiKey {
         audit::export_audit_events,
         end_user_tokens::mint_end_user_token,
         end_user_tokens::rotate_signing_key,
+        governance::get_project_settings,
+        governance::update_project_settings,
+        governance::set_memory_flags,
+        governance::request_subject_erasure,
+        governance::get_task,
+        governance::export_subject,
+        governance::retention_preview,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
         keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
-        end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView
+        end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
+        governance::ProjectSettingsView, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
+        governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
-        (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"))
+        (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"),
+        (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;
 

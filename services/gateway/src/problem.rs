@@ -31,6 +31,8 @@ pub enum ProblemKind {
     IdempotencyKeyReused,
     RateLimited,
     DependencyUnavailable,
+    MemoryLocked,
+    LegalHold,
     Internal,
 }
 
@@ -50,6 +52,8 @@ impl ProblemKind {
             ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::DependencyUnavailable => "dependency-unavailable",
+            ProblemKind::MemoryLocked => "memory-locked",
+            ProblemKind::LegalHold => "legal-hold",
             ProblemKind::Internal => "internal",
         }
     }
@@ -71,6 +75,8 @@ impl ProblemKind {
             ProblemKind::IdempotencyKeyReused => "Idempotency key reused with a different request",
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::DependencyUnavailable => "A dependency is unavailable",
+            ProblemKind::MemoryLocked => "The memory is immutable or under legal hold",
+            ProblemKind::LegalHold => "Data of this subject is under legal hold",
             ProblemKind::Internal => "Internal error",
         }
     }
@@ -90,6 +96,7 @@ impl ProblemKind {
             ProblemKind::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
             ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::DependencyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ProblemKind::MemoryLocked | ProblemKind::LegalHold => StatusCode::CONFLICT,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -205,6 +212,23 @@ impl From<EngineError> for ApiError {
             }
             EngineError::EmbedderUnavailable(_) => {
                 ApiError::unavailable("the embedding model is unavailable".to_string())
+            }
+            EngineError::Locked(message) => ApiError::new(ProblemKind::MemoryLocked, message),
+            EngineError::SubjectHeld { memory_ids } => {
+                let mut problem = ApiError::new(
+                    ProblemKind::LegalHold,
+                    format!(
+                        "{} memories of this subject are under legal hold; lift the holds (PUT /v1/memories/{{id}}/flags) before erasing",
+                        memory_ids.len()
+                    ),
+                );
+                problem.errors = memory_ids
+                    .iter()
+                    .map(|memory_id| {
+                        FieldError::new(format!("memories/{memory_id}"), "under legal hold")
+                    })
+                    .collect();
+                problem
             }
             EngineError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");

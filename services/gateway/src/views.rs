@@ -37,6 +37,10 @@ pub struct MemoryView {
     pub valid_from: DateTime<Utc>,
     pub valid_to: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// Cannot be edited or deleted (subject erasure still removes it).
+    pub immutable: bool,
+    /// Cannot be edited, deleted, expired or erased until the hold is lifted.
+    pub legal_hold: bool,
 }
 
 impl From<&Memory> for MemoryView {
@@ -60,6 +64,8 @@ impl From<&Memory> for MemoryView {
             valid_from: memory.valid_from,
             valid_to: memory.valid_to,
             expires_at: memory.expires_at,
+            immutable: memory.immutable,
+            legal_hold: memory.legal_hold,
         }
     }
 }

@@ -6,9 +6,11 @@ pub mod audit;
 pub mod console_sessions;
 mod entities;
 mod error;
+pub mod governance;
 pub mod members;
 pub mod memories;
 pub mod outbox;
+pub mod tasks;
 pub mod tenants;
 
 pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};

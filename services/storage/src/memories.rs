@@ -176,7 +176,25 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
         expires_at: model.expires_at,
         embedding_model: model.embedding_model,
         content_hash: model.content_hash,
+        immutable: model.immutable,
+        legal_hold: model.legal_hold,
     })
+}
+
+/// Immutable and held memories refuse edits and deletes, naming why.
+fn refuse_locked(immutable: bool, legal_hold: bool) -> Result<(), StorageError> {
+    if legal_hold {
+        return Err(StorageError::Refused(
+            "the memory is under legal hold: lift the hold before changing or deleting it"
+                .to_string(),
+        ));
+    }
+    if immutable {
+        return Err(StorageError::Refused(
+            "the memory is immutable: it cannot be changed or deleted".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 async fn append_history(
@@ -478,6 +496,8 @@ impl Storage {
                 embedding_model: Set(draft.embedding_model.clone()),
                 embedding: Set(encode_embedding(&draft.embedding)),
                 content_hash: Set(content_digest(&draft.memory.content)),
+                immutable: Set(false),
+                legal_hold: Set(false),
             };
             let inserted = memories::Entity::insert(model)
                 .exec_with_returning(&transaction)
@@ -654,6 +674,7 @@ impl Storage {
                 });
             }
         }
+        refuse_locked(current.immutable, current.legal_hold)?;
         let now = Utc::now();
         let next_version = current.version + 1;
         let mut update = memories::Entity::update_many()
@@ -765,17 +786,20 @@ impl Storage {
             .begin()
             .await
             .map_err(StorageError::from_db)?;
-        let Some(last_version) = memories_of(scope)
+        let Some((last_version, immutable, legal_hold)) = memories_of(scope)
             .select_only()
             .column(memories::Column::Version)
+            .column(memories::Column::Immutable)
+            .column(memories::Column::LegalHold)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
-            .into_tuple::<i64>()
+            .into_tuple::<(i64, bool, bool)>()
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
         else {
             return Err(StorageError::NotFound);
         };
+        refuse_locked(immutable, legal_hold)?;
         let deleted = memories::Entity::delete_many()
             .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))

@@ -351,6 +351,26 @@ impl Storage {
         Ok(found.into_iter().map(project_record).collect())
     }
 
+    /// The scope of a project named by an erasure ledger line (written under a verified
+    /// scope, read back after a restore); `None` when no such project is in the organization.
+    pub async fn project_scope_for_erasure_ledger(
+        &self,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+    ) -> Result<Option<ProjectScope>, StorageError> {
+        let found = projects::Entity::find_by_id(project_id.as_uuid())
+            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(found.map(|project| {
+            ProjectScope::from_verified_credential(
+                OrganizationId::from_uuid(project.organization_id),
+                ProjectId::from_uuid(project.id),
+            )
+        }))
+    }
+
     /// The scope of `project_id` for a console account of `organization_id` whose session was
     /// verified; `None` when the project belongs to another organization.
     pub async fn project_scope_for_console_account(
@@ -386,6 +406,8 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         name: Set(name.to_string()),
         created_at: Set(now),
         end_user_key_generation: Set(1),
+        pii_redaction: Set(engram_core::pii::PiiRedaction::Off.as_str().to_string()),
+        retention_days: Set(serde_json::json!({})),
     })
     .exec(connection)
     .await

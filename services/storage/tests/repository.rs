@@ -1060,3 +1060,208 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
     );
 }
 on_both_databases!(members_and_invitations_keep_an_owner_and_stay_in_their_organization);
+
+/// Retention picks memories past their own expiry or their kind's age limit, never
+/// immutable or held ones; expiring removes rows and history, leaves tombstones, and touches
+/// no other project.
+async fn retention_takes_expired_and_old_memories_but_never_flagged_ones(storage: Storage) {
+    use engram_storage::governance::ProjectSettings;
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let episodic = |content: &str| {
+        let mut memory = draft(content, Some("u"), None);
+        memory.memory.kind = MemoryKind::Episodic;
+        memory
+    };
+    let stored = insert(
+        &storage,
+        &scope,
+        vec![
+            episodic("episode one"),
+            episodic("episode two"),
+            episodic("episode three"),
+            draft("a semantic fact", Some("u"), None),
+        ],
+    )
+    .await;
+    insert(&storage, &other_scope, vec![episodic("foreign episode")]).await;
+    let settings = ProjectSettings {
+        retention_days: [(MemoryKind::Episodic, 30)].into_iter().collect(),
+        ..Default::default()
+    };
+    storage
+        .update_project_settings(&scope, &settings, &system_actor())
+        .await
+        .unwrap();
+    assert_eq!(storage.project_settings(&scope).await.unwrap(), settings);
+    let now = chrono::Utc::now();
+    assert!(
+        storage
+            .memories_due_for_retention(&scope, &settings, now, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let later = now + chrono::Duration::days(31);
+    let due = storage
+        .memories_due_for_retention(&scope, &settings, later, 100)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 3, "the three episodes, not the fact");
+    storage
+        .set_memory_flags(
+            &scope,
+            stored[0].id,
+            Some(true),
+            None,
+            None,
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    storage
+        .set_memory_flags(
+            &scope,
+            stored[1].id,
+            None,
+            Some(true),
+            Some("hold"),
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    let due = storage
+        .memories_due_for_retention(&scope, &settings, later, 100)
+        .await
+        .unwrap();
+    assert_eq!(due, vec![(stored[2].id, MemoryKind::Episodic)]);
+    // Flagged memories are spared even when named explicitly.
+    let expired = storage
+        .expire_memories(
+            &scope,
+            &[stored[0].id, stored[1].id, stored[2].id],
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(expired, vec![stored[2].id]);
+    assert!(matches!(
+        storage.get_memory(&scope, stored[2].id).await,
+        Err(StorageError::NotFound)
+    ));
+    assert!(
+        storage
+            .memory_tombstone(&scope, stored[2].id)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // The other project's episode is untouched by this project's rules.
+    assert_eq!(
+        storage.count_active_memories(&other_scope).await.unwrap(),
+        1
+    );
+    // Locked memories refuse edits and deletes.
+    assert!(matches!(
+        storage
+            .delete_memory(&scope, stored[0].id, &system_actor())
+            .await,
+        Err(StorageError::Refused(_))
+    ));
+}
+on_both_databases!(retention_takes_expired_and_old_memories_but_never_flagged_ones);
+
+/// Erasure in batches removes every memory of the subject with its history, refuses while a
+/// memory is held, and leaves other subjects and projects alone.
+async fn subject_erasure_batches_remove_everything_of_one_subject(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let subject: Vec<MemoryDraft> = (0..5)
+        .map(|n| draft(&format!("subject memory {n}"), Some("erase-me"), None))
+        .collect();
+    let stored = insert(&storage, &scope, subject).await;
+    insert(
+        &storage,
+        &scope,
+        vec![draft("someone else", Some("keep-me"), None)],
+    )
+    .await;
+    insert(
+        &storage,
+        &other_scope,
+        vec![draft("same id, other project", Some("erase-me"), None)],
+    )
+    .await;
+    storage
+        .set_memory_flags(
+            &scope,
+            stored[0].id,
+            None,
+            Some(true),
+            None,
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        storage
+            .held_memories_of_subject(&scope, "erase-me")
+            .await
+            .unwrap(),
+        vec![stored[0].id]
+    );
+    assert!(matches!(
+        storage.erase_subject_batch(&scope, "erase-me", 2).await,
+        Err(StorageError::Refused(_))
+    ));
+    storage
+        .set_memory_flags(
+            &scope,
+            stored[0].id,
+            None,
+            Some(false),
+            None,
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    let mut erased = Vec::new();
+    let mut history_entries = 0;
+    loop {
+        let (ids, history) = storage
+            .erase_subject_batch(&scope, "erase-me", 2)
+            .await
+            .unwrap();
+        if ids.is_empty() {
+            break;
+        }
+        assert!(ids.len() <= 2);
+        history_entries += history;
+        erased.extend(ids);
+    }
+    assert_eq!(erased.len(), 5);
+    assert_eq!(history_entries, 5);
+    let remains = storage
+        .subject_remains(&scope, "erase-me", &erased)
+        .await
+        .unwrap();
+    assert_eq!(
+        remains,
+        engram_storage::governance::DatabaseRemains::default()
+    );
+    assert_eq!(
+        storage
+            .count_subject_memories(&scope, "keep-me")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        storage
+            .count_subject_memories(&other_scope, "erase-me")
+            .await
+            .unwrap(),
+        1
+    );
+}
+on_both_databases!(subject_erasure_batches_remove_everything_of_one_subject);

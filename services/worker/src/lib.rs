@@ -1,6 +1,9 @@
 //! Background loops of `engram worker` (in-process for `engram serve`): the outbox indexer,
 //! which applies pending index changes with backoff, the reconciler and the tombstone purge.
 
+pub mod retention;
+pub mod tasks;
+
 use engram_engine::IndexApplier;
 use std::sync::Arc;
 use std::time::Duration;

@@ -169,7 +169,7 @@ pub struct AuditListing {
 pub const AUDIT_PAGE_LIMIT: u32 = 200;
 
 /// The actions the audit filter offers.
-pub const AUDIT_ACTIONS: [&str; 15] = [
+pub const AUDIT_ACTIONS: [&str; 21] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -185,6 +185,12 @@ pub const AUDIT_ACTIONS: [&str; 15] = [
     "console.invitation_revoked",
     "console.member_role_changed",
     "console.member_removed",
+    "project.settings_changed",
+    "memory.flags_changed",
+    "subject.erasure_requested",
+    "subject.erased",
+    "subject.exported",
+    "memory.expired",
 ];
 
 /// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a

@@ -27,6 +27,8 @@ pub struct Model {
     pub embedding_model: String,
     pub embedding: Vec<u8>,
     pub content_hash: String,
+    pub immutable: bool,
+    pub legal_hold: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

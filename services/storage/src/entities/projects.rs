@@ -9,6 +9,8 @@ pub struct Model {
     pub name: String,
     pub created_at: DateTimeUtc,
     pub end_user_key_generation: i64,
+    pub pii_redaction: String,
+    pub retention_days: Json,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

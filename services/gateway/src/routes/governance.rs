@@ -1,0 +1,444 @@
+//! Compliance routes (all need the `admin` scope): project settings (PII redaction,
+//! retention per kind), memory flags (immutable, legal hold), subject erasure as a task with
+//! a receipt, subject export as NDJSON, the retention dry run, and task status.
+
+use crate::auth::{Authorized, ProjectAdmin};
+use crate::extract::JsonBody;
+use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::state::AppState;
+use crate::views::{HistoryEntryView, MemoryView};
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use engram_core::audit::{AuditAction, NewAuditEvent};
+use engram_core::pii::PiiRedaction;
+use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind};
+use engram_engine::MemoryEngine;
+use engram_storage::governance::ProjectSettings;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Longest retention a kind can be given (100 years).
+const MAX_RETENTION_DAYS: u32 = 36_500;
+/// Memory ids the retention dry run lists at most.
+const RETENTION_PREVIEW_IDS: u64 = 100;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(
+            "/v1/project/settings",
+            get(get_project_settings).patch(update_project_settings),
+        )
+        .route("/v1/memories/{memory_id}/flags", put(set_memory_flags))
+        .route(
+            "/v1/subjects/{user_id}/erasure",
+            post(request_subject_erasure),
+        )
+        .route("/v1/subjects/{user_id}/export", get(export_subject))
+        .route("/v1/tasks/{task_id}", get(get_task))
+        .route("/v1/retention/preview", get(retention_preview))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProjectSettingsView {
+    /// `off | mask | reject`: what happens to e-mail addresses, phone numbers, card numbers
+    /// and national ids in memory content before it is stored or embedded.
+    pub pii_redaction: String,
+    /// Days a memory of a kind is kept after its creation (kinds not listed: until deleted).
+    #[schema(value_type = Object)]
+    pub retention_days: BTreeMap<String, u32>,
+}
+
+impl From<&ProjectSettings> for ProjectSettingsView {
+    fn from(settings: &ProjectSettings) -> Self {
+        Self {
+            pii_redaction: settings.pii_redaction.as_str().to_string(),
+            retention_days: settings
+                .retention_days
+                .iter()
+                .map(|(kind, days)| (kind.as_str().to_string(), *days))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateProjectSettingsBody {
+    pub pii_redaction: Option<String>,
+    /// Replaces the whole map; `null` for a kind removes its limit.
+    #[schema(value_type = Object)]
+    pub retention_days: Option<BTreeMap<String, Option<u32>>>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryFlagsBody {
+    pub immutable: Option<bool>,
+    pub legal_hold: Option<bool>,
+    /// Why (kept in the audit log as "reason given"; up to 1,000 characters).
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskView {
+    pub id: String,
+    /// `subject_erasure`
+    pub kind: String,
+    /// `queued | running | succeeded | failed`
+    pub status: String,
+    pub progress: TaskProgressView,
+    /// For a finished erasure: the receipt (counts per store, times, verification, digest).
+    #[schema(value_type = Object)]
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub request_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskProgressView {
+    pub done: i64,
+    pub total: i64,
+}
+
+impl From<engram_storage::tasks::TaskRecord> for TaskView {
+    fn from(task: engram_storage::tasks::TaskRecord) -> Self {
+        Self {
+            id: task.id.to_string(),
+            kind: task.kind,
+            status: task.status,
+            progress: TaskProgressView {
+                done: task.progress_done,
+                total: task.progress_total,
+            },
+            result: task.result,
+            error: task.error,
+            request_id: task.request_id,
+            created_at: task.created_at,
+            updated_at: task.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RetentionPreviewView {
+    /// How many memories the next sweep removes (at most the listed ids' limit is counted
+    /// exactly; see `more`).
+    pub would_delete: u64,
+    #[schema(value_type = Object)]
+    pub by_kind: BTreeMap<String, u64>,
+    /// The first ids it would remove, oldest first.
+    pub memory_ids: Vec<String>,
+    /// More than `would_delete` are due.
+    pub more: bool,
+}
+
+fn storage_error(error: engram_storage::StorageError) -> ApiError {
+    ApiError::from(engram_engine::EngineError::from(error))
+}
+
+fn parse_user_id(text: &str) -> Result<ExternalId, ApiError> {
+    ExternalId::parse(text)
+        .map_err(|message| ApiError::invalid(vec![FieldError::new("user_id", message)]))
+}
+
+/// The project's governance settings.
+#[utoipa::path(get, path = "/v1/project/settings", tag = "compliance",
+    responses((status = 200, body = ProjectSettingsView)), security(("api_key" = [])))]
+pub async fn get_project_settings(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+) -> Result<Json<ProjectSettingsView>, ApiError> {
+    let settings = engine
+        .governance()
+        .project_settings(&principal.scope)
+        .await?;
+    Ok(Json(ProjectSettingsView::from(&settings)))
+}
+
+/// Change PII redaction or retention; audited with old and new values.
+#[utoipa::path(patch, path = "/v1/project/settings", tag = "compliance", request_body = UpdateProjectSettingsBody,
+    responses((status = 200, body = ProjectSettingsView),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn update_project_settings(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    body: JsonBody<UpdateProjectSettingsBody>,
+) -> Result<Json<ProjectSettingsView>, ApiError> {
+    let body = body.value;
+    let mut settings = engine
+        .governance()
+        .project_settings(&principal.scope)
+        .await?;
+    let mut errors = Vec::new();
+    if let Some(mode) = &body.pii_redaction {
+        match PiiRedaction::parse(mode) {
+            Some(mode) => settings.pii_redaction = mode,
+            None => errors.push(FieldError::new(
+                "pii_redaction",
+                "must be one of off, mask, reject",
+            )),
+        }
+    }
+    if let Some(retention_days) = &body.retention_days {
+        let mut replacement = BTreeMap::new();
+        for (kind_name, days) in retention_days {
+            let field = format!("retention_days.{kind_name}");
+            let Ok(kind) = kind_name.parse::<MemoryKind>() else {
+                errors.push(FieldError::new(
+                    field,
+                    "unknown kind; one of semantic, episodic, procedural, preference",
+                ));
+                continue;
+            };
+            match days {
+                None => {}
+                Some(days) if (1..=MAX_RETENTION_DAYS).contains(days) => {
+                    replacement.insert(kind, *days);
+                }
+                Some(_) => errors.push(FieldError::new(
+                    field,
+                    format!("must be 1–{MAX_RETENTION_DAYS} days, or null for no limit"),
+                )),
+            }
+        }
+        settings.retention_days = replacement;
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    let saved = engine
+        .storage()
+        .update_project_settings(&principal.scope, &settings, &principal.actor())
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(ProjectSettingsView::from(&saved)))
+}
+
+/// Mark a memory immutable or put it under legal hold (or lift either).
+#[utoipa::path(put, path = "/v1/memories/{memory_id}/flags", tag = "compliance", request_body = MemoryFlagsBody,
+    params(("memory_id" = String, Path)),
+    responses((status = 200, body = MemoryView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn set_memory_flags(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+    body: JsonBody<MemoryFlagsBody>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let memory_id: MemoryId = memory_id
+        .parse()
+        .map_err(|_| ApiError::memory_not_found())?;
+    let body = body.value;
+    if body
+        .reason
+        .as_ref()
+        .is_some_and(|reason| reason.chars().count() > 1_000)
+    {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "reason",
+            "at most 1,000 characters",
+        )]));
+    }
+    engine
+        .storage()
+        .set_memory_flags(
+            &principal.scope,
+            memory_id,
+            body.immutable,
+            body.legal_hold,
+            body.reason.as_deref(),
+            &principal.actor(),
+        )
+        .await
+        .map_err(storage_error)?;
+    let memory = engine.get_memory(&principal.scope, memory_id).await?;
+    Ok(Json(MemoryView::from(&memory)))
+}
+
+/// Erase everything about one end-user of the project: `202` with a task to follow
+/// (`GET /v1/tasks/{id}`), whose result is the receipt. `409 legal-hold` lists held memories.
+#[utoipa::path(post, path = "/v1/subjects/{user_id}/erasure", tag = "compliance",
+    params(("user_id" = String, Path)),
+    responses((status = 202, body = TaskView),
+        (status = 409, description = "Memories of the subject are under legal hold (listed in `errors`)", body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn request_subject_erasure(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(user_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let user_id = parse_user_id(&user_id)?;
+    let held = engine
+        .storage()
+        .held_memories_of_subject(&principal.scope, user_id.as_str())
+        .await
+        .map_err(storage_error)?;
+    if !held.is_empty() {
+        return Err(engram_engine::EngineError::SubjectHeld { memory_ids: held }.into());
+    }
+    let task = engine
+        .storage()
+        .create_task(
+            &principal.scope,
+            "subject_erasure",
+            Some(user_id.as_str()),
+            principal.origin.request_id.as_deref(),
+        )
+        .await
+        .map_err(storage_error)?;
+    engine
+        .storage()
+        .record_audit_event(
+            principal.scope.organization_id(),
+            Some(&principal.scope),
+            &principal.actor(),
+            &NewAuditEvent::success(
+                AuditAction::SubjectErasureRequested,
+                vec![
+                    engine
+                        .governance()
+                        .subject_digest(&principal.scope, user_id.as_str()),
+                    task.id.to_string(),
+                ],
+                serde_json::json!({ "task_id": task.id.to_string() }),
+            ),
+        )
+        .await
+        .map_err(storage_error)?;
+    engine.governance().task_queued.notify_one();
+    let location = format!("/v1/tasks/{}", task.id);
+    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// A background task of the project, with progress and, when done, its result.
+#[utoipa::path(get, path = "/v1/tasks/{task_id}", tag = "compliance",
+    params(("task_id" = String, Path)),
+    responses((status = 200, body = TaskView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn get_task(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(task_id): Path<String>,
+) -> Result<Json<TaskView>, ApiError> {
+    let not_found = || {
+        ApiError::new(
+            ProblemKind::NotFound,
+            "no task with this id exists in this project",
+        )
+    };
+    let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
+    let task = engine
+        .storage()
+        .task(&principal.scope, task_id)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(not_found)?;
+    Ok(Json(TaskView::from(task)))
+}
+
+/// One exported memory: the memory and its full history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExportedMemoryView {
+    pub memory: MemoryView,
+    pub history: Vec<HistoryEntryView>,
+}
+
+/// Everything live about one end-user as NDJSON: one line per memory (with its history),
+/// then a summary line `{"summary": {...}}`.
+#[utoipa::path(get, path = "/v1/subjects/{user_id}/export", tag = "compliance",
+    params(("user_id" = String, Path)),
+    responses((status = 200, content_type = "application/x-ndjson", description = "One `{\"memory\", \"history\"}` object per line, then `{\"summary\"}`")),
+    security(("api_key" = [])))]
+pub async fn export_subject(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(user_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let user_id = parse_user_id(&user_id)?;
+    let exported = engine
+        .governance()
+        .export_subject(&principal.scope, user_id.as_str(), &principal.actor())
+        .await?;
+    let mut lines = String::new();
+    for item in &exported {
+        let view = ExportedMemoryView {
+            memory: MemoryView::from(&item.memory),
+            history: item
+                .history
+                .iter()
+                .cloned()
+                .map(HistoryEntryView::from)
+                .collect(),
+        };
+        lines.push_str(&serde_json::to_string(&view).unwrap_or_default());
+        lines.push('\n');
+    }
+    lines.push_str(
+        &serde_json::json!({
+            "summary": {
+                "user_id": user_id.as_str(),
+                "memories": exported.len(),
+                "session_messages": 0,
+                "session_state": 0,
+                "exported_at": Utc::now(),
+            }
+        })
+        .to_string(),
+    );
+    lines.push('\n');
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/x-ndjson"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"subject-export.ndjson\"",
+            ),
+        ],
+        lines,
+    )
+        .into_response())
+}
+
+/// What the next retention sweep removes, without removing anything.
+#[utoipa::path(get, path = "/v1/retention/preview", tag = "compliance",
+    responses((status = 200, body = RetentionPreviewView)), security(("api_key" = [])))]
+pub async fn retention_preview(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+) -> Result<Json<RetentionPreviewView>, ApiError> {
+    // Counted up to a generous bound; the listed ids are the first ones.
+    let due = engine
+        .governance()
+        .retention_preview(&principal.scope, 100_001)
+        .await?;
+    let more = due.len() > 100_000;
+    let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, kind) in due.iter().take(100_000) {
+        *by_kind.entry(kind.as_str().to_string()).or_default() += 1;
+    }
+    Ok(Json(RetentionPreviewView {
+        would_delete: due.len().min(100_000) as u64,
+        by_kind,
+        memory_ids: due
+            .iter()
+            .take(RETENTION_PREVIEW_IDS as usize)
+            .map(|(id, _)| id.to_string())
+            .collect(),
+        more,
+    }))
+}

@@ -1,0 +1,702 @@
+//! Governance in the database: project settings (PII redaction, retention per kind), the
+//! immutable and legal-hold flags of memories, subject erasure and export, retention sweeps,
+//! and the content-free erasure ledger. Every function takes the project scope.
+
+use crate::audit::append_audit_event;
+use crate::entities::{
+    erasure_ledger, idempotency_records, index_outbox, memories, memory_history, memory_tombstones,
+    projects,
+};
+use crate::memories::memory_from_model;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
+use engram_core::pii::PiiRedaction;
+use engram_core::{Memory, MemoryId, MemoryKind, ProjectScope};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, TransactionTrait,
+};
+use std::collections::BTreeMap;
+
+/// A project's governance settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectSettings {
+    pub pii_redaction: PiiRedaction,
+    /// Days a memory of a kind is kept after it was created; absent kinds are kept until
+    /// deleted (or their own `expires_at`).
+    pub retention_days: BTreeMap<MemoryKind, u32>,
+}
+
+/// The governance flags of one memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryFlags {
+    /// Cannot be edited or deleted (subject erasure still removes it).
+    pub immutable: bool,
+    /// Cannot be edited, deleted, expired or erased until the hold is lifted.
+    pub legal_hold: bool,
+}
+
+/// What one erasure removed from the database.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatabaseErasure {
+    pub memories: u64,
+    pub history_entries: u64,
+    pub idempotency_records: u64,
+}
+
+/// What an independent look at the database finds of a subject after erasure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatabaseRemains {
+    pub memories: u64,
+    pub history_entries: u64,
+    pub idempotency_records: u64,
+}
+
+/// A memory with its full version history, for subject export.
+#[derive(Clone, Debug)]
+pub struct ExportedMemory {
+    pub memory: Memory,
+    pub flags: MemoryFlags,
+    pub history: Vec<crate::memories::HistoryEntry>,
+}
+
+/// One entry of the erasure ledger: which project erased which subject (as a keyed digest,
+/// never the id itself), and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErasureLedgerEntry {
+    pub project_scope: ProjectScope,
+    pub subject_digest: String,
+    pub erased_at: DateTime<Utc>,
+}
+
+impl Storage {
+    pub async fn project_settings(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<ProjectSettings, StorageError> {
+        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        Ok(settings_from_model(&project))
+    }
+
+    /// Replace the project's settings; the change is audited (old and new values, which
+    /// hold no personal data).
+    pub async fn update_project_settings(
+        &self,
+        scope: &ProjectScope,
+        settings: &ProjectSettings,
+        actor: &Actor,
+    ) -> Result<ProjectSettings, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        let previous = settings_from_model(&project);
+        projects::Entity::update_many()
+            .col_expr(
+                projects::Column::PiiRedaction,
+                Expr::value(settings.pii_redaction.as_str()),
+            )
+            .col_expr(
+                projects::Column::RetentionDays,
+                Expr::value(retention_json(&settings.retention_days)),
+            )
+            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::ProjectSettingsChanged,
+                vec![scope.project_id().to_string()],
+                serde_json::json!({
+                    "pii_redaction": { "from": previous.pii_redaction.as_str(), "to": settings.pii_redaction.as_str() },
+                    "retention_days": { "from": retention_json(&previous.retention_days), "to": retention_json(&settings.retention_days) },
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(settings.clone())
+    }
+
+    pub async fn memory_flags(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+    ) -> Result<MemoryFlags, StorageError> {
+        let flags = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Immutable)
+            .column(memories::Column::LegalHold)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .into_tuple::<(bool, bool)>()
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        Ok(MemoryFlags {
+            immutable: flags.0,
+            legal_hold: flags.1,
+        })
+    }
+
+    /// Set the flags of a memory (audited with the reason). `None` leaves a flag as it is.
+    pub async fn set_memory_flags(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        immutable: Option<bool>,
+        legal_hold: Option<bool>,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> Result<MemoryFlags, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut update = memories::Entity::update_many();
+        if let Some(immutable) = immutable {
+            update = update.col_expr(memories::Column::Immutable, Expr::value(immutable));
+        }
+        if let Some(legal_hold) = legal_hold {
+            update = update.col_expr(memories::Column::LegalHold, Expr::value(legal_hold));
+        }
+        let changed = if immutable.is_some() || legal_hold.is_some() {
+            update
+                .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+                .exec(&transaction)
+                .await
+                .map_err(StorageError::from_db)?
+                .rows_affected
+        } else {
+            1
+        };
+        let flags = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Immutable)
+            .column(memories::Column::LegalHold)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .into_tuple::<(bool, bool)>()
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let (Some((now_immutable, now_held)), true) = (flags, changed == 1) else {
+            return Err(StorageError::NotFound);
+        };
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryFlagsChanged,
+                vec![memory_id.to_string()],
+                serde_json::json!({
+                    "immutable": now_immutable,
+                    "legal_hold": now_held,
+                    "reason_given": reason.is_some(),
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(MemoryFlags {
+            immutable: now_immutable,
+            legal_hold: now_held,
+        })
+    }
+
+    /// Ids of the subject's memories under legal hold (erasure refuses while there are any).
+    pub async fn held_memories_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        let held = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::UserId.eq(user_id))
+            .filter(memories::Column::LegalHold.eq(true))
+            .order_by_asc(memories::Column::Id)
+            .into_tuple::<uuid::Uuid>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(held.into_iter().map(MemoryId::from_uuid).collect())
+    }
+
+    /// How many memories (every state) the subject has in the project.
+    pub async fn count_subject_memories(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        memories::Entity::find()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::UserId.eq(user_id))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// Erase up to `batch` of the subject's memories in one transaction: rows, history
+    /// (content included), a content-free tombstone each and an outbox entry each, so the
+    /// index follows even if the process dies before it deletes the points itself. Held
+    /// memories are refused (`Refused`). Returns the ids erased; call until it returns none.
+    pub async fn erase_subject_batch(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+        batch: u64,
+    ) -> Result<(Vec<MemoryId>, u64), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let rows = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Version)
+            .column(memories::Column::LegalHold)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::UserId.eq(user_id))
+            .order_by_asc(memories::Column::Id)
+            .limit(batch)
+            .into_tuple::<(uuid::Uuid, i64, bool)>()
+            .all(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        if rows.iter().any(|(_, _, held)| *held) {
+            return Err(StorageError::Refused(
+                "a memory of this subject is under legal hold".to_string(),
+            ));
+        }
+        if rows.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
+        let history_deleted = memory_history::Entity::delete_many()
+            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .rows_affected;
+        memories::Entity::delete_many()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.is_in(ids.clone()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let now = Utc::now();
+        memory_tombstones::Entity::insert_many(rows.iter().map(|(id, version, _)| {
+            memory_tombstones::ActiveModel {
+                memory_id: Set(*id),
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                last_version: Set(*version),
+                deleted_at: Set(now),
+            }
+        }))
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(memory_tombstones::Column::MemoryId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        index_outbox::Entity::insert_many(ids.iter().map(|id| index_outbox::ActiveModel {
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            memory_id: Set(*id),
+            created_at: Set(now),
+            attempts: Set(0),
+            last_error: Set(None),
+            ..Default::default()
+        }))
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok((
+            ids.into_iter().map(MemoryId::from_uuid).collect(),
+            history_deleted,
+        ))
+    }
+
+    /// Remove the project's idempotency records whose stored answer mentions the subject
+    /// (`"user_id":"<id>"`) or one of `memory_ids`: a replayed answer must not bring back
+    /// erased content.
+    pub async fn erase_subject_idempotency_records(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        let keys = self.idempotency_records_mentioning(scope, user_id).await?;
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let _permit = self.write_permit().await;
+        let mut removed = 0;
+        for chunk in keys.chunks(500) {
+            removed += idempotency_records::Entity::delete_many()
+                .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?
+                .rows_affected;
+        }
+        Ok(removed)
+    }
+
+    async fn idempotency_records_mentioning(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<String>, StorageError> {
+        let needle = format!(
+            "\"user_id\":{}",
+            serde_json::Value::String(user_id.to_string())
+        );
+        let records = idempotency_records::Entity::find()
+            .select_only()
+            .column(idempotency_records::Column::IdempotencyKey)
+            .column(idempotency_records::Column::ResponseBody)
+            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .into_tuple::<(String, String)>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(records
+            .into_iter()
+            .filter(|(_, body)| body.contains(&needle))
+            .map(|(key, _)| key)
+            .collect())
+    }
+
+    /// An independent count of what is left of the subject: memories with its `user_id`,
+    /// history rows of the erased ids, and idempotency answers that mention it.
+    pub async fn subject_remains(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+        erased_ids: &[MemoryId],
+    ) -> Result<DatabaseRemains, StorageError> {
+        let memories_left = self.count_subject_memories(scope, user_id).await?;
+        let mut history_left = 0;
+        for chunk in erased_ids.chunks(500) {
+            history_left += memory_history::Entity::find()
+                .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(
+                    memory_history::Column::MemoryId
+                        .is_in(chunk.iter().map(|id| id.as_uuid()).collect::<Vec<_>>()),
+                )
+                .count(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        let idempotency_left = self
+            .idempotency_records_mentioning(scope, user_id)
+            .await?
+            .len() as u64;
+        Ok(DatabaseRemains {
+            memories: memories_left,
+            history_entries: history_left,
+            idempotency_records: idempotency_left,
+        })
+    }
+
+    /// Record a finished erasure in the ledger and the audit log, in one transaction.
+    pub async fn record_erasure(
+        &self,
+        scope: &ProjectScope,
+        subject_digest: &str,
+        receipt: &serde_json::Value,
+        actor: &Actor,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        erasure_ledger::Entity::insert(erasure_ledger::ActiveModel {
+            id: Set(uuid::Uuid::now_v7()),
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            subject_digest: Set(subject_digest.to_string()),
+            erased_at: Set(Utc::now()),
+        })
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::SubjectErased,
+                vec![subject_digest.to_string()],
+                receipt.clone(),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)
+    }
+
+    /// Whether the ledger holds this subject digest for the project.
+    pub async fn erasure_recorded(
+        &self,
+        scope: &ProjectScope,
+        subject_digest: &str,
+    ) -> Result<bool, StorageError> {
+        Ok(erasure_ledger::Entity::find()
+            .filter(erasure_ledger::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(erasure_ledger::Column::SubjectDigest.eq(subject_digest))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            > 0)
+    }
+
+    /// The distinct `user_id`s with memories in the project (to match ledger digests after
+    /// a restore).
+    pub async fn subjects_of_project(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<Vec<String>, StorageError> {
+        memories::Entity::find()
+            .select_only()
+            .column(memories::Column::UserId)
+            .distinct()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::UserId.is_not_null())
+            .into_tuple::<String>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// Every live memory of the subject with its history, oldest first.
+    pub async fn export_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<ExportedMemory>, StorageError> {
+        let rows = memories::Entity::find()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::UserId.eq(user_id))
+            .order_by_asc(memories::Column::CreatedAt)
+            .order_by_asc(memories::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut exported = Vec::with_capacity(rows.len());
+        for row in rows {
+            let flags = MemoryFlags {
+                immutable: row.immutable,
+                legal_hold: row.legal_hold,
+            };
+            let memory = memory_from_model(row)?;
+            let history = self.memory_history(scope, memory.id).await?;
+            exported.push(ExportedMemory {
+                memory,
+                flags,
+                history,
+            });
+        }
+        Ok(exported)
+    }
+
+    /// Memories the retention rules remove at `now`: past their own `expires_at`, or older
+    /// than their kind's retention; never immutable or held ones. At most `limit`, oldest
+    /// first, as (id, kind).
+    pub async fn memories_due_for_retention(
+        &self,
+        scope: &ProjectScope,
+        settings: &ProjectSettings,
+        now: DateTime<Utc>,
+        limit: u64,
+    ) -> Result<Vec<(MemoryId, MemoryKind)>, StorageError> {
+        let mut due = Condition::any().add(memories::Column::ExpiresAt.lte(now));
+        for (kind, days) in &settings.retention_days {
+            due = due.add(
+                Condition::all()
+                    .add(memories::Column::Kind.eq(kind.as_str()))
+                    .add(
+                        memories::Column::CreatedAt
+                            .lte(now - chrono::Duration::days(i64::from(*days))),
+                    ),
+            );
+        }
+        let rows = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Kind)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Immutable.eq(false))
+            .filter(memories::Column::LegalHold.eq(false))
+            .filter(due)
+            .order_by_asc(memories::Column::CreatedAt)
+            .limit(limit)
+            .into_tuple::<(uuid::Uuid, String)>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        rows.into_iter()
+            .map(|(id, kind)| {
+                let kind = kind
+                    .parse()
+                    .map_err(|error| StorageError::Internal(format!("stored kind: {error}")))?;
+                Ok((MemoryId::from_uuid(id), kind))
+            })
+            .collect()
+    }
+
+    /// Hard-delete expired memories (rows, history, tombstone and outbox entry each) and
+    /// audit them in one event. Memories that became immutable or held meanwhile stay.
+    pub async fn expire_memories(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        actor: &Actor,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        if memory_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let candidates: Vec<uuid::Uuid> = memory_ids.iter().map(|id| id.as_uuid()).collect();
+        let rows = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Version)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.is_in(candidates))
+            .filter(memories::Column::Immutable.eq(false))
+            .filter(memories::Column::LegalHold.eq(false))
+            .into_tuple::<(uuid::Uuid, i64)>()
+            .all(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _)| *id).collect();
+        memory_history::Entity::delete_many()
+            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        memories::Entity::delete_many()
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::Id.is_in(ids.clone()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let now = Utc::now();
+        memory_tombstones::Entity::insert_many(rows.iter().map(|(id, version)| {
+            memory_tombstones::ActiveModel {
+                memory_id: Set(*id),
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                last_version: Set(*version),
+                deleted_at: Set(now),
+            }
+        }))
+        .on_conflict(
+            sea_orm::sea_query::OnConflict::column(memory_tombstones::Column::MemoryId)
+                .do_nothing()
+                .to_owned(),
+        )
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        index_outbox::Entity::insert_many(ids.iter().map(|id| index_outbox::ActiveModel {
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            memory_id: Set(*id),
+            created_at: Set(now),
+            attempts: Set(0),
+            last_error: Set(None),
+            ..Default::default()
+        }))
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryExpired,
+                ids.iter().map(ToString::to_string).collect(),
+                serde_json::json!({ "count": ids.len() }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
+    }
+}
+
+fn settings_from_model(project: &projects::Model) -> ProjectSettings {
+    let retention_days = project
+        .retention_days
+        .as_object()
+        .map(|days| {
+            days.iter()
+                .filter_map(|(kind, days)| {
+                    Some((kind.parse().ok()?, u32::try_from(days.as_u64()?).ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ProjectSettings {
+        pii_redaction: PiiRedaction::parse(&project.pii_redaction).unwrap_or_default(),
+        retention_days,
+    }
+}
+
+fn retention_json(retention_days: &BTreeMap<MemoryKind, u32>) -> serde_json::Value {
+    serde_json::Value::Object(
+        retention_days
+            .iter()
+            .map(|(kind, days)| (kind.as_str().to_string(), serde_json::json!(days)))
+            .collect(),
+    )
+}

@@ -1,0 +1,208 @@
+//! Background tasks of a project (subject erasure): queued by a request, claimed by one
+//! runner at a time with a lease (a runner that dies leaves its task to the next), with
+//! progress, result and error readable through the API.
+
+use crate::entities::tasks;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::{OrganizationId, ProjectId, ProjectScope};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
+use uuid::Uuid;
+
+/// A task as the API shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRecord {
+    pub id: Uuid,
+    pub kind: String,
+    /// `queued | running | succeeded | failed`
+    pub status: String,
+    pub progress_done: i64,
+    pub progress_total: i64,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub request_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A task a runner holds the lease of.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimedTask {
+    pub id: Uuid,
+    pub scope: ProjectScope,
+    pub kind: String,
+    pub subject: Option<String>,
+    pub request_id: Option<String>,
+}
+
+impl Storage {
+    /// Queue a task for `scope`'s project.
+    pub async fn create_task(
+        &self,
+        scope: &ProjectScope,
+        kind: &str,
+        subject: Option<&str>,
+        request_id: Option<&str>,
+    ) -> Result<TaskRecord, StorageError> {
+        let _permit = self.write_permit().await;
+        let now = Utc::now();
+        let id = Uuid::now_v7();
+        let model = tasks::ActiveModel {
+            id: Set(id),
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            kind: Set(kind.to_string()),
+            subject: Set(subject.map(str::to_string)),
+            status: Set("queued".to_string()),
+            progress_done: Set(0),
+            progress_total: Set(0),
+            result: Set(None),
+            error: Set(None),
+            request_id: Set(request_id.map(str::to_string)),
+            created_at: Set(now),
+            updated_at: Set(now),
+            claimed_until: Set(None),
+        };
+        tasks::Entity::insert(model)
+            .exec_without_returning(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        self.task(scope, id).await?.ok_or(StorageError::NotFound)
+    }
+
+    /// A task of `scope`'s project; `None` for an unknown id or another project's.
+    pub async fn task(
+        &self,
+        scope: &ProjectScope,
+        task_id: Uuid,
+    ) -> Result<Option<TaskRecord>, StorageError> {
+        let found = tasks::Entity::find_by_id(task_id)
+            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(found.map(task_record))
+    }
+
+    /// Lease the oldest queued task (or a running one whose lease ran out) for `lease`.
+    pub async fn claim_next_task(
+        &self,
+        lease: std::time::Duration,
+    ) -> Result<Option<ClaimedTask>, StorageError> {
+        let _permit = self.write_permit().await;
+        let now = Utc::now();
+        let candidates = tasks::Entity::find()
+            .filter(
+                Condition::any()
+                    .add(tasks::Column::Status.eq("queued"))
+                    .add(
+                        Condition::all()
+                            .add(tasks::Column::Status.eq("running"))
+                            .add(tasks::Column::ClaimedUntil.lt(now)),
+                    ),
+            )
+            .order_by_asc(tasks::Column::CreatedAt)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(5));
+        for candidate in candidates {
+            // Only one runner wins the row: the update is guarded by what it read.
+            let mut claim = tasks::Entity::update_many()
+                .col_expr(tasks::Column::Status, Expr::value("running"))
+                .col_expr(tasks::Column::ClaimedUntil, Expr::value(until))
+                .col_expr(tasks::Column::UpdatedAt, Expr::value(now))
+                .filter(tasks::Column::Id.eq(candidate.id))
+                .filter(tasks::Column::Status.eq(candidate.status.clone()));
+            claim = match candidate.claimed_until {
+                Some(previous) => claim.filter(tasks::Column::ClaimedUntil.eq(previous)),
+                None => claim.filter(tasks::Column::ClaimedUntil.is_null()),
+            };
+            let claimed = claim
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            if claimed.rows_affected == 1 {
+                return Ok(Some(ClaimedTask {
+                    id: candidate.id,
+                    scope: ProjectScope::from_verified_credential(
+                        OrganizationId::from_uuid(candidate.organization_id),
+                        ProjectId::from_uuid(candidate.project_id),
+                    ),
+                    kind: candidate.kind,
+                    subject: candidate.subject,
+                    request_id: candidate.request_id,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Record progress and extend the lease.
+    pub async fn task_progress(
+        &self,
+        task_id: Uuid,
+        done: i64,
+        total: i64,
+        lease: std::time::Duration,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let now = Utc::now();
+        let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(5));
+        tasks::Entity::update_many()
+            .col_expr(tasks::Column::ProgressDone, Expr::value(done))
+            .col_expr(tasks::Column::ProgressTotal, Expr::value(total))
+            .col_expr(tasks::Column::UpdatedAt, Expr::value(now))
+            .col_expr(tasks::Column::ClaimedUntil, Expr::value(until))
+            .filter(tasks::Column::Id.eq(task_id))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    /// End a task with its result or error. The subject is cleared: a finished task keeps
+    /// no personal data.
+    pub async fn finish_task(
+        &self,
+        task_id: Uuid,
+        outcome: Result<serde_json::Value, String>,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let (status, result, error) = match outcome {
+            Ok(result) => ("succeeded", Some(result), None),
+            Err(error) => ("failed", None, Some(error)),
+        };
+        tasks::Entity::update_many()
+            .col_expr(tasks::Column::Status, Expr::value(status))
+            .col_expr(tasks::Column::Result, Expr::value(result))
+            .col_expr(tasks::Column::Error, Expr::value(error))
+            .col_expr(tasks::Column::Subject, Expr::value(Option::<String>::None))
+            .col_expr(
+                tasks::Column::ClaimedUntil,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .col_expr(tasks::Column::UpdatedAt, Expr::value(Utc::now()))
+            .filter(tasks::Column::Id.eq(task_id))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+}
+
+fn task_record(model: tasks::Model) -> TaskRecord {
+    TaskRecord {
+        id: model.id,
+        kind: model.kind,
+        status: model.status,
+        progress_done: model.progress_done,
+        progress_total: model.progress_total,
+        result: model.result,
+        error: model.error,
+        request_id: model.request_id,
+        created_at: model.created_at,
+        updated_at: model.updated_at,
+    }
+}

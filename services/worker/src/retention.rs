@@ -1,0 +1,46 @@
+//! The retention sweeper: every interval, each project's memories past their `expires_at` or
+//! their kind's retention are hard-deleted from the database and the index (immutable and
+//! held ones are exempt). Every worker may run it: expiring a memory twice is a no-op.
+
+use engram_engine::DataGovernance;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// One sweep over every project; returns how many memories were removed.
+pub async fn sweep_all_projects(
+    engine: &DataGovernance,
+) -> Result<u64, engram_engine::EngineError> {
+    let mut removed = 0;
+    for scope in engine
+        .storage()
+        .all_project_scopes_for_maintenance()
+        .await?
+    {
+        removed += engine.sweep_retention(&scope).await?;
+    }
+    Ok(removed)
+}
+
+pub async fn run_retention_sweeper(
+    engine: Arc<DataGovernance>,
+    interval: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    metrics::counter!("engram_retention_deleted_total").increment(0);
+    loop {
+        match sweep_all_projects(&engine).await {
+            Ok(0) => {}
+            Ok(removed) => tracing::info!(removed, "retention sweep finished"),
+            Err(error) => tracing::warn!(%error, "retention sweep failed; retrying next period"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.changed() => {}
+        }
+        if *shutdown.borrow() {
+            break;
+        }
+    }
+    tracing::info!("retention sweeper stopped");
+}

@@ -1,0 +1,112 @@
+//! The task runner: claims queued background tasks (subject erasure) one at a time with a
+//! lease, writes their progress as they go and their receipt or error at the end. A runner
+//! that dies leaves its task to whichever runner claims it after the lease.
+
+use engram_engine::DataGovernance;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How long a claimed task stays with its runner without a progress write.
+const TASK_LEASE: Duration = Duration::from_secs(60);
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// Progress is written at most this often.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+pub const TASKS_FINISHED_TOTAL: &str = "engram_tasks_finished_total";
+
+/// Run queued tasks until `shutdown` turns true. Wakes when a task is queued in this
+/// process, and once a second for tasks queued by other processes.
+pub async fn run_task_runner(engine: Arc<DataGovernance>, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        match engine.storage().claim_next_task(TASK_LEASE).await {
+            Ok(Some(task)) => run_claimed_task(&engine, task).await,
+            Ok(None) => {
+                tokio::select! {
+                    _ = engine.task_queued.notified() => {}
+                    _ = tokio::time::sleep(IDLE_POLL) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot claim a task; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(IDLE_POLL * 5) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+    tracing::info!("task runner stopped");
+}
+
+async fn run_claimed_task(engine: &Arc<DataGovernance>, task: engram_storage::tasks::ClaimedTask) {
+    tracing::info!(task_id = %task.id, kind = %task.kind, "task started");
+    let outcome = match (task.kind.as_str(), task.subject.as_deref()) {
+        ("subject_erasure", Some(user_id)) => run_erasure(engine, &task, user_id).await,
+        _ => Err(format!("unknown task kind {:?}", task.kind)),
+    };
+    let status = if outcome.is_ok() {
+        "succeeded"
+    } else {
+        "failed"
+    };
+    if let Err(error) = &outcome {
+        tracing::warn!(task_id = %task.id, %error, "task failed");
+    }
+    metrics::counter!(TASKS_FINISHED_TOTAL, "kind" => task.kind.clone(), "status" => status)
+        .increment(1);
+    if let Err(error) = engine.storage().finish_task(task.id, outcome).await {
+        // The lease runs out and another claim runs the (idempotent) task again.
+        tracing::error!(task_id = %task.id, %error, "cannot record the end of a task");
+    }
+}
+
+async fn run_erasure(
+    engine: &Arc<DataGovernance>,
+    task: &engram_storage::tasks::ClaimedTask,
+    user_id: &str,
+) -> Result<serde_json::Value, String> {
+    let (progress_sender, mut progress_receiver) = watch::channel((0u64, 0u64));
+    let storage = engine.storage().clone();
+    let task_id = task.id;
+    let progress_writer = tokio::spawn(async move {
+        while progress_receiver.changed().await.is_ok() {
+            let (done, total) = *progress_receiver.borrow_and_update();
+            if let Err(error) = storage
+                .task_progress(task_id, done as i64, total as i64, TASK_LEASE)
+                .await
+            {
+                tracing::warn!(%error, "cannot record task progress");
+            }
+            tokio::time::sleep(PROGRESS_EVERY).await;
+        }
+    });
+    let actor = engram_core::audit::Actor::system("subject-erasure");
+    let receipt = engine
+        .erase_subject(
+            &task.scope,
+            user_id,
+            task.request_id.clone(),
+            &actor,
+            |done, total| {
+                progress_sender.send_replace((done, total));
+            },
+        )
+        .await;
+    drop(progress_sender);
+    let _ = progress_writer.await;
+    let receipt = receipt.map_err(|error| error.to_string())?;
+    let total = receipt.removed.memories as i64;
+    if let Err(error) = engine
+        .storage()
+        .task_progress(task.id, total, total, TASK_LEASE)
+        .await
+    {
+        tracing::warn!(%error, "cannot record final task progress");
+    }
+    serde_json::to_value(&receipt).map_err(|error| error.to_string())
+}

@@ -1,0 +1,819 @@
+//! Compliance workflows end to end against a spawned `engram serve`: subject erasure as a task
+//! with a verified receipt (and at 10,000 memories), legal hold and immutable memories,
+//! subject export with no foreign items, PII masking and rejection, retention sweeps that
+//! really delete, and restores that never bring erased data back.
+
+use engram_tests::{ApiClient, ApiResponse, TestServer};
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+async fn admin_call(
+    client: &ApiClient,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> ApiResponse {
+    let mut request = client.request(method, path);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    client.send(request).await
+}
+
+async fn add_for(client: &ApiClient, user_id: &str, contents: &[String]) -> Vec<String> {
+    let mut ids = Vec::new();
+    for chunk in contents.chunks(100) {
+        let memories: Vec<Value> = chunk
+            .iter()
+            .map(|content| json!({"content": content, "user_id": user_id}))
+            .collect();
+        let added = client.add(json!(memories)).await;
+        assert!(added.status == 201 || added.status == 202, "{}", added.body);
+        for memory in added.body["memories"].as_array().unwrap() {
+            ids.push(memory["id"].as_str().unwrap().to_string());
+        }
+    }
+    ids
+}
+
+/// Ask for an erasure and wait for its task to end; returns (task view, seconds taken).
+async fn erase(client: &ApiClient, user_id: &str) -> (Value, f64) {
+    let started = Instant::now();
+    let requested = admin_call(
+        client,
+        reqwest::Method::POST,
+        &format!("/v1/subjects/{user_id}/erasure"),
+        None,
+    )
+    .await;
+    assert_eq!(requested.status, 202, "{}", requested.body);
+    let task_id = requested.body["id"].as_str().unwrap().to_string();
+    let mut last_progress = None;
+    loop {
+        let task = admin_call(
+            client,
+            reqwest::Method::GET,
+            &format!("/v1/tasks/{task_id}"),
+            None,
+        )
+        .await;
+        assert_eq!(task.status, 200, "{}", task.body);
+        let progress = (
+            task.body["progress"]["done"].as_i64().unwrap(),
+            task.body["progress"]["total"].as_i64().unwrap(),
+        );
+        if last_progress != Some(progress) {
+            eprintln!(
+                "  erasure of {user_id}: {} — {}/{}",
+                task.body["status"], progress.0, progress.1
+            );
+            last_progress = Some(progress);
+        }
+        match task.body["status"].as_str().unwrap() {
+            "succeeded" | "failed" => return (task.body, started.elapsed().as_secs_f64()),
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "erasure never finished"
+        );
+    }
+}
+
+async fn count_listed(client: &ApiClient, user_id: &str) -> usize {
+    client
+        .all_listed_ids(&format!("&user_id={user_id}"))
+        .await
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let alice: Vec<String> = (0..30)
+        .map(|n| format!("Alice's fact number {n}: she keeps bees in Lyon."))
+        .collect();
+    let alice_ids = add_for(&client, "alice", &alice).await;
+    add_for(
+        &client,
+        "bob",
+        &["Bob collects maps of Lisbon.".to_string()],
+    )
+    .await;
+    // Edits leave history text; an idempotent write leaves a stored answer with content.
+    for id in alice_ids.iter().take(5) {
+        let edited = client
+            .patch(
+                id,
+                None,
+                json!({"content": "Alice moved her bees to Annecy.", "reason": "moved"}),
+            )
+            .await;
+        assert_eq!(edited.status, 200, "{}", edited.body);
+    }
+    let idempotent = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "alice-once")
+                .json(&json!({"memories": [{"content": "Alice's secret garden is behind the mill.", "user_id": "alice"}]})),
+        )
+        .await;
+    assert_eq!(idempotent.status, 201);
+    assert!(
+        !client
+            .search_contents("secret garden behind the mill")
+            .await
+            .is_empty()
+    );
+
+    let (task, seconds) = erase(&client, "alice").await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let receipt = &task["result"];
+    assert_eq!(receipt["removed"]["memories"], 31, "{receipt}");
+    assert_eq!(receipt["removed"]["history_entries"], 31 + 5, "{receipt}");
+    assert_eq!(receipt["removed"]["idempotency_records"], 1, "{receipt}");
+    assert_eq!(receipt["verification"]["verified"], true, "{receipt}");
+    for remaining in [
+        "database_memories_remaining",
+        "history_entries_remaining",
+        "idempotency_records_remaining",
+        "index_points_remaining",
+    ] {
+        assert_eq!(
+            receipt["verification"][remaining], 0,
+            "{remaining}: {receipt}"
+        );
+    }
+    assert_eq!(receipt["digest"].as_str().unwrap().len(), 64);
+    assert_eq!(task["progress"]["done"], 31);
+    assert!(
+        !task.to_string().contains("alice"),
+        "the task keeps no end-user id: {task}"
+    );
+    eprintln!("erased 31 memories of alice in {seconds:.2} s");
+
+    // Nothing of alice is left anywhere a client can look; bob is untouched.
+    assert_eq!(count_listed(&client, "alice").await, 0);
+    assert!(
+        client
+            .search_contents("bees in Lyon")
+            .await
+            .iter()
+            .all(|c| !c.contains("Alice"))
+    );
+    assert!(
+        client
+            .search_contents("secret garden behind the mill")
+            .await
+            .iter()
+            .all(|c| !c.contains("garden"))
+    );
+    client
+        .get(&alice_ids[0])
+        .await
+        .assert_problem(404, "not-found");
+    client
+        .history(&alice_ids[0])
+        .await
+        .assert_problem(404, "not-found");
+    assert_eq!(count_listed(&client, "bob").await, 1);
+    let export = client
+        .http_text(client.request(reqwest::Method::GET, "/v1/subjects/alice/export"))
+        .await;
+    assert_eq!(export.lines().count(), 1, "only the summary line: {export}");
+
+    // The audit log has the request and the receipt, never the id or content.
+    let audit = admin_call(
+        &client,
+        reqwest::Method::GET,
+        "/v1/audit?action=subject.erased",
+        None,
+    )
+    .await;
+    let events = audit.body["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["details"]["digest"], receipt["digest"]);
+    let all_audit = admin_call(&client, reqwest::Method::GET, "/v1/audit?limit=500", None).await;
+    assert!(
+        all_audit.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "subject.erasure_requested")
+    );
+    let verify = admin_call(&client, reqwest::Method::POST, "/v1/audit/verify", None).await;
+    assert_eq!(verify.body["verified"], true);
+
+    // An unknown subject erases to an empty, verified receipt.
+    let (nobody, _) = erase(&client, "nobody").await;
+    assert_eq!(nobody["status"], "succeeded");
+    assert_eq!(nobody["result"]["removed"]["memories"], 0);
+    assert_eq!(nobody["result"]["verification"]["verified"], true);
+    // Another project's key cannot see the task.
+    let (_, other_key) = server.create_project("other").unwrap();
+    let other = server.client_with_key(&other_key);
+    admin_call(
+        &other,
+        reqwest::Method::GET,
+        &format!("/v1/tasks/{}", task["id"].as_str().unwrap()),
+        None,
+    )
+    .await
+    .assert_problem(404, "not-found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legal_hold_blocks_erasure_and_changes_immutable_blocks_changes() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let carol = add_for(
+        &client,
+        "carol",
+        &[
+            "Carol signed the contract on May 3.".to_string(),
+            "Carol prefers phone calls.".to_string(),
+        ],
+    )
+    .await;
+    let held = admin_call(
+        &client,
+        reqwest::Method::PUT,
+        &format!("/v1/memories/{}/flags", carol[0]),
+        Some(json!({"legal_hold": true, "reason": "litigation 2026-17"})),
+    )
+    .await;
+    assert_eq!(held.status, 200, "{}", held.body);
+    assert_eq!(held.body["legal_hold"], true);
+
+    // Erasure is refused, naming what is held, and nothing is removed.
+    let refused = admin_call(
+        &client,
+        reqwest::Method::POST,
+        "/v1/subjects/carol/erasure",
+        None,
+    )
+    .await;
+    refused.assert_problem(409, "legal-hold");
+    assert_eq!(
+        refused.body["errors"][0]["field"],
+        format!("memories/{}", carol[0])
+    );
+    assert_eq!(count_listed(&client, "carol").await, 2);
+    // A held memory cannot be edited or deleted either.
+    client
+        .patch(&carol[0], None, json!({"content": "changed"}))
+        .await
+        .assert_problem(409, "memory-locked");
+    client
+        .delete(&carol[0])
+        .await
+        .assert_problem(409, "memory-locked");
+
+    // Immutable: no edits, no deletes, but erasure still removes it once the hold is lifted.
+    let immutable = admin_call(
+        &client,
+        reqwest::Method::PUT,
+        &format!("/v1/memories/{}/flags", carol[1]),
+        Some(json!({"immutable": true})),
+    )
+    .await;
+    assert_eq!(immutable.body["immutable"], true);
+    let edit = client
+        .patch(&carol[1], None, json!({"content": "Carol prefers e-mail."}))
+        .await;
+    edit.assert_problem(409, "memory-locked");
+    assert!(edit.body["detail"].as_str().unwrap().contains("immutable"));
+    client
+        .delete(&carol[1])
+        .await
+        .assert_problem(409, "memory-locked");
+    assert_eq!(
+        client.get(&carol[1]).await.body["content"],
+        "Carol prefers phone calls."
+    );
+
+    let lifted = admin_call(
+        &client,
+        reqwest::Method::PUT,
+        &format!("/v1/memories/{}/flags", carol[0]),
+        Some(json!({"legal_hold": false})),
+    )
+    .await;
+    assert_eq!(lifted.body["legal_hold"], false);
+    let (task, _) = erase(&client, "carol").await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    assert_eq!(task["result"]["removed"]["memories"], 2);
+    assert_eq!(count_listed(&client, "carol").await, 0);
+
+    // Flags need the admin scope, and a bad body changes nothing.
+    admin_call(
+        &client,
+        reqwest::Method::PUT,
+        "/v1/memories/not-a-uuid/flags",
+        Some(json!({"legal_hold": true})),
+    )
+    .await
+    .assert_problem(404, "not-found");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_holds_the_subject_and_nothing_else() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let dave = add_for(
+        &client,
+        "dave",
+        &[
+            "Dave runs marathons.".to_string(),
+            "Dave is allergic to nuts.".to_string(),
+        ],
+    )
+    .await;
+    client
+        .patch(
+            &dave[0],
+            None,
+            json!({"content": "Dave runs ultramarathons.", "reason": "update"}),
+        )
+        .await;
+    add_for(&client, "erin", &["Erin paints watercolours.".to_string()]).await;
+    let (_, other_key) = server.create_project("other").unwrap();
+    let other = server.client_with_key(&other_key);
+    add_for(
+        &other,
+        "dave",
+        &["Another project's Dave likes jazz.".to_string()],
+    )
+    .await;
+
+    let response = client
+        .send(client.request(reqwest::Method::GET, "/v1/subjects/dave/export"))
+        .await;
+    assert_eq!(response.status, 200);
+    let text = client
+        .http_text(client.request(reqwest::Method::GET, "/v1/subjects/dave/export"))
+        .await;
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for line in &lines[..2] {
+        assert_eq!(line["memory"]["user_id"], "dave");
+    }
+    let edited = lines
+        .iter()
+        .find(|line| line["memory"]["id"] == dave[0].as_str())
+        .unwrap();
+    assert_eq!(
+        edited["history"].as_array().unwrap().len(),
+        2,
+        "created and updated"
+    );
+    assert_eq!(lines[2]["summary"]["memories"], 2);
+    assert!(
+        !text.contains("Erin") && !text.contains("jazz"),
+        "no foreign items: {text}"
+    );
+    // Both downloads above are in the audit log.
+    let audit = admin_call(
+        &client,
+        reqwest::Method::GET,
+        "/v1/audit?action=subject.exported",
+        None,
+    )
+    .await;
+    assert_eq!(audit.body["events"].as_array().unwrap().len(), 2);
+    // A malformed user id is a 422 naming the field.
+    let too_long = "x".repeat(256);
+    let bad = admin_call(
+        &client,
+        reqwest::Method::GET,
+        &format!("/v1/subjects/{too_long}/export"),
+        None,
+    )
+    .await;
+    bad.assert_problem(422, "validation-failed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn personal_data_is_masked_or_rejected_before_it_is_stored() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let settings = admin_call(&client, reqwest::Method::GET, "/v1/project/settings", None).await;
+    assert_eq!(settings.body["pii_redaction"], "off");
+    for (body, field) in [
+        (json!({"pii_redaction": "sometimes"}), "pii_redaction"),
+        (
+            json!({"retention_days": {"episodic": 0}}),
+            "retention_days.episodic",
+        ),
+        (
+            json!({"retention_days": {"gossip": 10}}),
+            "retention_days.gossip",
+        ),
+    ] {
+        let refused = admin_call(
+            &client,
+            reqwest::Method::PATCH,
+            "/v1/project/settings",
+            Some(body),
+        )
+        .await;
+        refused.assert_problem(422, "validation-failed");
+        assert_eq!(refused.body["errors"][0]["field"], field);
+    }
+
+    let masked = admin_call(
+        &client,
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        Some(json!({"pii_redaction": "mask"})),
+    )
+    .await;
+    assert_eq!(masked.body["pii_redaction"], "mask");
+    let added = client
+        .add(json!([{"content": "Reach Frank at frank.li@example.com or 138 1234 5678; card 4111 1111 1111 1111.", "user_id": "frank"}]))
+        .await;
+    assert_eq!(added.status, 201);
+    let content = added.body["memories"][0]["content"].as_str().unwrap();
+    assert_eq!(
+        content,
+        "Reach Frank at [email] or [phone]; card [payment_card]."
+    );
+    let id = added.body["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let edited = client
+        .patch(
+            &id,
+            None,
+            json!({"content": "Frank's id is 11010519491231002X."}),
+        )
+        .await;
+    assert_eq!(edited.body["content"], "Frank's id is [national_id].");
+    let history = client.history(&id).await;
+    assert!(!history.body.to_string().contains("frank.li@example.com"));
+    assert!(!history.body.to_string().contains("11010519491231002X"));
+    // What was never stored cannot be found either.
+    for hit in client.search_contents("frank.li@example.com").await {
+        assert!(!hit.contains("frank.li@"), "{hit}");
+    }
+
+    admin_call(
+        &client,
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        Some(json!({"pii_redaction": "reject"})),
+    )
+    .await;
+    let before = count_listed(&client, "frank").await;
+    let rejected = client
+        .add(json!([
+            {"content": "Frank likes tea.", "user_id": "frank"},
+            {"content": "Frank's card is 5500-0000-0000-0004.", "user_id": "frank"}
+        ]))
+        .await;
+    rejected.assert_problem(422, "validation-failed");
+    assert_eq!(rejected.body["errors"][0]["field"], "memories[1].content");
+    assert!(
+        rejected.body["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("payment_card")
+    );
+    assert_eq!(
+        count_listed(&client, "frank").await,
+        before,
+        "nothing of the batch is stored"
+    );
+    client
+        .patch(&id, None, json!({"content": "Call +44 20 7946 0958."}))
+        .await
+        .assert_problem(422, "validation-failed");
+    // Text without personal data passes, and ordinary numbers are left alone.
+    let fine = client
+        .add(json!([{"content": "Frank's order 2024-01-15 had 12345 items.", "user_id": "frank"}]))
+        .await;
+    assert_eq!(fine.status, 201);
+    assert_eq!(
+        fine.body["memories"][0]["content"],
+        "Frank's order 2024-01-15 had 12345 items."
+    );
+    let audit = admin_call(
+        &client,
+        reqwest::Method::GET,
+        "/v1/audit?action=project.settings_changed",
+        None,
+    )
+    .await;
+    assert_eq!(audit.body["events"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_sweeps_delete_from_every_store_but_spare_immutable_and_held() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[("ENGRAM_RETENTION_SWEEP_INTERVAL_SECS", "1")],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let soon = (chrono::Utc::now() + chrono::Duration::seconds(3)).to_rfc3339();
+    let added = client
+        .add(json!([
+            {"content": "Gina's parking spot is C-12 this week.", "user_id": "gina", "expires_at": soon},
+            {"content": "Gina's badge expires soon but is kept.", "user_id": "gina", "expires_at": soon},
+            {"content": "Gina's held note expires too.", "user_id": "gina", "expires_at": soon},
+            {"content": "Gina likes oolong tea.", "user_id": "gina"}
+        ]))
+        .await;
+    let ids: Vec<String> = added.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    admin_call(
+        &client,
+        reqwest::Method::PUT,
+        &format!("/v1/memories/{}/flags", ids[1]),
+        Some(json!({"immutable": true})),
+    )
+    .await;
+    admin_call(
+        &client,
+        reqwest::Method::PUT,
+        &format!("/v1/memories/{}/flags", ids[2]),
+        Some(json!({"legal_hold": true})),
+    )
+    .await;
+
+    let preview_before =
+        admin_call(&client, reqwest::Method::GET, "/v1/retention/preview", None).await;
+    assert_eq!(
+        preview_before.body["would_delete"], 0,
+        "{}",
+        preview_before.body
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The sweep runs every second: wait until the expired memory is gone.
+    let started = Instant::now();
+    loop {
+        if client.get(&ids[0]).await.status == 404 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the sweeper never removed it"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        client
+            .search_contents("parking spot C-12")
+            .await
+            .iter()
+            .all(|c| !c.contains("C-12"))
+    );
+    client
+        .history(&ids[0])
+        .await
+        .assert_problem(404, "not-found");
+    for kept in &ids[1..] {
+        assert_eq!(
+            client.get(kept).await.status,
+            200,
+            "immutable, held and unexpired stay"
+        );
+    }
+    let audit = admin_call(
+        &client,
+        reqwest::Method::GET,
+        "/v1/audit?action=memory.expired",
+        None,
+    )
+    .await;
+    let expired_ids: Vec<&str> = audit.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|event| {
+            event["target_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|id| id.as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(expired_ids, vec![ids[0].as_str()]);
+    let metrics = reqwest::get(&server.metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("engram_retention_deleted_total 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("retention"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // The dry run names what the next sweep would take: lift the hold and look.
+    let settings = admin_call(
+        &client,
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        Some(json!({"retention_days": {"episodic": 30}})),
+    )
+    .await;
+    assert_eq!(settings.body["retention_days"]["episodic"], 30);
+    let preview = admin_call(&client, reqwest::Method::GET, "/v1/retention/preview", None).await;
+    assert_eq!(
+        preview.body["would_delete"], 0,
+        "held and immutable are exempt: {}",
+        preview.body
+    );
+}
+
+/// The 10,000-memory erasure: ingest through the API, erase, verify; prints the timings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_with_ten_thousand_memories_is_erased_and_verified() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let subject_size: usize = std::env::var("ENGRAM_ERASURE_SUBJECT_SIZE")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(10_000);
+    let contents: Vec<String> = (0..subject_size)
+        .map(|n| {
+            format!(
+                "Harriet note {n}: met supplier {} about order {}.",
+                n % 97,
+                n * 7
+            )
+        })
+        .collect();
+    let ingest_started = Instant::now();
+    let writers: Vec<_> = contents
+        .chunks(subject_size.div_ceil(2).max(1))
+        .map(|half| {
+            let client = server.client();
+            let half = half.to_vec();
+            tokio::spawn(async move { add_for(&client, "harriet", &half).await.len() })
+        })
+        .collect();
+    let mut written = 0;
+    for writer in writers {
+        written += writer.await.unwrap();
+    }
+    assert_eq!(written, subject_size);
+    let ingest_seconds = ingest_started.elapsed().as_secs_f64();
+    add_for(&client, "ivan", &["Ivan's only memory.".to_string()]).await;
+
+    let (task, seconds) = erase(&client, "harriet").await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let receipt = &task["result"];
+    assert_eq!(receipt["removed"]["memories"], subject_size as u64);
+    assert_eq!(receipt["verification"]["verified"], true, "{receipt}");
+    assert_eq!(receipt["verification"]["index_points_remaining"], 0);
+    assert_eq!(count_listed(&client, "harriet").await, 0);
+    assert_eq!(count_listed(&client, "ivan").await, 1);
+    eprintln!(
+        "erasure: {subject_size} memories ingested in {ingest_seconds:.1} s, erased and verified in {seconds:.2} s (receipt {} → {})",
+        receipt["started_at"], receipt["finished_at"]
+    );
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The database files of a data dir (SQLite and its write-ahead log).
+fn database_files(data_dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    ["engram.db", "engram.db-wal", "engram.db-shm"]
+        .iter()
+        .map(|name| data_dir.join(name))
+        .filter(|path| path.exists())
+        .collect()
+}
+
+/// Restoring the database or the index from a copy taken before an erasure does not bring
+/// the erased subject back: the erasure ledger (outside the database) is replayed at start,
+/// and the reconciler drops index points whose memory is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restoring_an_older_copy_never_resurrects_an_erased_subject() {
+    let directory = tempfile::tempdir().unwrap();
+    let data_dir = directory.path().join("data");
+    let backup = directory.path().join("backup");
+    let server = TestServer::spawn_in(&data_dir).await.unwrap();
+    let client = server.client();
+    add_for(
+        &client,
+        "judy",
+        &[
+            "Judy's locker code is 4471.".to_string(),
+            "Judy drives a green van.".to_string(),
+        ],
+    )
+    .await;
+    add_for(&client, "ken", &["Ken plays the oboe.".to_string()]).await;
+    assert!(server.stop().0);
+    // The backup: database and index as they were before the erasure.
+    std::fs::create_dir_all(backup.join("db")).unwrap();
+    for file in database_files(&data_dir) {
+        std::fs::copy(&file, backup.join("db").join(file.file_name().unwrap())).unwrap();
+    }
+    copy_tree(&data_dir.join("index"), &backup.join("index"));
+
+    let server = TestServer::spawn_in(&data_dir).await.unwrap();
+    let client = server.client();
+    let (task, _) = erase(&client, "judy").await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    assert!(server.stop().0);
+    let ledger = std::fs::read_to_string(data_dir.join("erasure-ledger.jsonl")).unwrap();
+    assert_eq!(ledger.lines().count(), 1);
+    assert!(
+        !ledger.contains("judy") && !ledger.contains("locker"),
+        "content-free: {ledger}"
+    );
+
+    // 1. The database comes back from the backup (with judy's rows); the index is current.
+    for file in database_files(&data_dir) {
+        std::fs::remove_file(file).unwrap();
+    }
+    for entry in std::fs::read_dir(backup.join("db")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), data_dir.join(entry.file_name())).unwrap();
+    }
+    let server = TestServer::spawn_in(&data_dir).await.unwrap();
+    let client = server.client();
+    assert_eq!(
+        count_listed(&client, "judy").await,
+        0,
+        "the ledger replay erased judy again"
+    );
+    assert!(
+        client
+            .search_contents("locker code")
+            .await
+            .iter()
+            .all(|c| !c.contains("4471"))
+    );
+    assert_eq!(count_listed(&client, "ken").await, 1);
+    assert!(server.stop().0);
+
+    // 2. The index comes back from the backup (with judy's points); the database is current.
+    std::fs::remove_dir_all(data_dir.join("index")).unwrap();
+    copy_tree(&backup.join("index"), &data_dir.join("index"));
+    let server = TestServer::spawn_in(&data_dir).await.unwrap();
+    let client = server.client();
+    assert!(
+        client
+            .search_contents("Judy's locker code")
+            .await
+            .iter()
+            .all(|c| !c.contains("4471"))
+    );
+    assert!(
+        client
+            .search_contents("green van")
+            .await
+            .iter()
+            .all(|c| !c.contains("Judy"))
+    );
+    assert_eq!(count_listed(&client, "ken").await, 1);
+    // The start-up reconciliation found judy's two restored points and removed them.
+    let metrics = reqwest::get(&server.metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("engram_index_drift_points{kind=\"orphaned\"} 2"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|line| line.contains("drift"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
