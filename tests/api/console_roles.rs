@@ -40,11 +40,17 @@ async fn login(server: &TestServer, email: &str, password: &str) -> String {
 
 /// (status, body) of a console server function called the way the browser's fetch does.
 async fn call(server: &TestServer, cookie: &str, function: &str) -> (u16, String) {
+    // The memories function takes its filters as JSON; the others as a form.
+    let (content_type, body) = if function == "memories" {
+        ("application/json", r#"{"filters":{}}"#)
+    } else {
+        ("application/x-www-form-urlencoded", "")
+    };
     let response = client()
         .post(format!("{}/console/api/{function}", server.base_url))
         .header("Cookie", cookie)
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body("")
+        .header("Content-Type", content_type)
+        .body(body)
         .send()
         .await
         .unwrap();
@@ -142,8 +148,26 @@ async fn only_owners_admins_and_compliance_see_memory_content_and_the_audit_log(
         let (page_status, page_body) = get(&server, &cookie, "/console/memories").await;
         let (keys_status, keys_body) = call(&server, &cookie, "keys").await;
         let (members_status, members_body) = call(&server, &cookie, "members").await;
+        // The compliance workflows (subjects, memory pages) follow the content rule.
+        let subject_response = client()
+            .post(format!("{}/console/api/subject", server.base_url))
+            .header("Cookie", &cookie)
+            .form(&[
+                ("project_id", project_id.as_str()),
+                ("user_id", "patient-7"),
+            ])
+            .send()
+            .await
+            .unwrap();
+        let subject_status = subject_response.status().as_u16();
+        assert_eq!(
+            subject_status,
+            expected,
+            "{role} subject: {}",
+            subject_response.text().await.unwrap_or_default()
+        );
         matrix.push(format!(
-            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}, keys {keys_status}, members {members_status}"
+            "{role}: memories {memories_status}, audit {audit_status}, export {export_status}, page {page_status}, keys {keys_status}, members {members_status}, subject {subject_status}"
         ));
         let manages_members = matches!(role.as_str(), "owner" | "admin");
         assert_eq!(

@@ -225,3 +225,117 @@ async fn the_console_invites_re_roles_and_removes_members() {
         "summary missing:\n{stdout}"
     );
 }
+
+#[tokio::test]
+async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
+    let browser_dir = workspace_root().join("tests/browser");
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    for (content, user, category) in [
+        (
+            "Olivia prefers window seats on long flights.",
+            "olivia",
+            "travel",
+        ),
+        (
+            "Olivia's passport is kept at the front desk.",
+            "olivia",
+            "travel",
+        ),
+        ("Paul's gym membership renews in March.", "paul", "health"),
+        ("Rita's temporary access code is 1188.", "rita", "access"),
+        (
+            "Temporary note 1 about the Q3 offsite.",
+            "quentin",
+            "offsite",
+        ),
+        (
+            "Temporary note 2 about the Q3 offsite.",
+            "quentin",
+            "offsite",
+        ),
+        (
+            "Temporary note 3 about the Q3 offsite.",
+            "quentin",
+            "offsite",
+        ),
+    ] {
+        client
+            .add_one(json!({"content": content, "user_id": user, "categories": [category]}))
+            .await;
+    }
+    let output = engram_tests::run_engram(
+        &[
+            "admin",
+            "create-member",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--email",
+            "officer@example.com",
+            "--role",
+            "compliance",
+        ],
+        &[],
+    );
+    assert!(output.status.success());
+    let officer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let base_url = server.base_url.clone();
+    let password = officer["password"].as_str().unwrap().to_string();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("compliance.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", "officer@example.com")
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(
+        stdout.contains("12 passed, 0 failed"),
+        "summary missing:\n{stdout}"
+    );
+    // What the browser did is what the API sees.
+    assert!(client.all_listed_ids("&user_id=olivia").await.is_empty());
+    assert!(client.all_listed_ids("&user_id=quentin").await.is_empty());
+    assert!(client.all_listed_ids("&user_id=rita").await.is_empty());
+    assert_eq!(client.all_listed_ids("&user_id=paul").await.len(), 1);
+    let audit = |action: &'static str| {
+        let client = server.client();
+        async move {
+            client
+                .send(client.request(reqwest::Method::GET, &format!("/v1/audit?action={action}")))
+                .await
+                .body["events"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+    let updated = audit("memory.updated").await;
+    assert_eq!(updated.len(), 1);
+    assert_eq!(updated[0]["actor_type"], "console_account");
+    assert_eq!(updated[0]["details"]["reason_given"], true);
+    assert_eq!(audit("memory.flags_changed").await.len(), 2);
+    assert_eq!(audit("subject.erased").await.len(), 1);
+    assert_eq!(audit("subject.exported").await.len(), 1);
+    let deleted = audit("memory.deleted").await;
+    assert!(
+        deleted
+            .iter()
+            .any(|event| event["details"]["reason"] == "offsite planning is over"),
+        "{deleted:?}"
+    );
+    assert!(
+        deleted
+            .iter()
+            .any(|event| event["details"]["reason"] == "temporary access expired"),
+        "{deleted:?}"
+    );
+}

@@ -404,6 +404,28 @@ impl DataGovernance {
         Ok(exported)
     }
 
+    /// Delete the given memories (a console bulk delete by filter) with a reason; immutable
+    /// and held ones are skipped. Returns (deleted, skipped).
+    pub async fn delete_memories_in_bulk(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<(u64, u64), EngineError> {
+        let mut deleted = 0u64;
+        for chunk in memory_ids.chunks(500) {
+            let removed = self
+                .storage
+                .delete_memories_in_bulk(scope, chunk, reason, actor)
+                .await?;
+            deleted += removed.len() as u64;
+            self.index.delete(scope, removed).await?;
+        }
+        self.applier.work_available.notify_one();
+        Ok((deleted, memory_ids.len() as u64 - deleted))
+    }
+
     /// What the next retention sweep of the project removes, without removing it.
     pub async fn retention_preview(
         &self,

@@ -315,7 +315,21 @@ impl MemoryEngine {
         memory_id: MemoryId,
         actor: &engram_core::audit::Actor,
     ) -> Result<(), EngineError> {
-        self.storage.delete_memory(scope, memory_id, actor).await?;
+        self.delete_memory_with_reason(scope, memory_id, None, actor)
+            .await
+    }
+
+    /// Delete with the reason a person gave (the console asks for one).
+    pub async fn delete_memory_with_reason(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        reason: Option<&str>,
+        actor: &engram_core::audit::Actor,
+    ) -> Result<(), EngineError> {
+        self.storage
+            .delete_memory_with_reason(scope, memory_id, reason, actor)
+            .await?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(())
     }

@@ -5,9 +5,10 @@ use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
 use engram_console::model::{
-    AuditChainStatus, AuditListing, AuditQuery, AuditRow, INVITATION_LIFETIME_DAYS,
-    InvitationPreview, InvitationRow, KeyListing, KeyRow, MemberListing, MemberRow, NewInvitation,
-    NewKeyRequest, NewKeySecret, SessionTokens,
+    AuditChainStatus, AuditListing, AuditQuery, AuditRow, BulkDeleteOutcome, BulkDeletePreview,
+    ErasureStatus, HistoryRow, INVITATION_LIFETIME_DAYS, InvitationPreview, InvitationRow,
+    KeyListing, KeyRow, MemberListing, MemberRow, MemoryDetail, NewInvitation, NewKeyRequest,
+    NewKeySecret, SessionTokens, SubjectSummary,
 };
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
@@ -30,6 +31,8 @@ static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::
 
 pub struct GatewayConsoleBackend {
     storage: Storage,
+    /// For corrections (re-embedding), search by meaning, bulk deletes and erasure.
+    engine: Option<Arc<engram_engine::MemoryEngine>>,
     api_key_pepper: engram_storage::ApiKeyPepper,
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
@@ -43,9 +46,50 @@ impl GatewayConsoleBackend {
     ) -> Self {
         Self {
             storage,
+            engine: None,
             api_key_pepper,
             sessions,
             login_throttle: Default::default(),
+        }
+    }
+
+    /// The engine that corrections, searches by meaning and erasures go through.
+    pub fn with_engine(mut self, engine: Arc<engram_engine::MemoryEngine>) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    fn engine(&self) -> Result<&engram_engine::MemoryEngine, ConsoleError> {
+        self.engine
+            .as_deref()
+            .ok_or_else(|| ConsoleError::Internal("this console has no memory engine".to_string()))
+    }
+
+    /// Every memory a console filter matches, up to the bulk-delete limit (more is refused).
+    async fn memories_matching(
+        &self,
+        scope: &engram_core::ProjectScope,
+        query: &MemoryListQuery,
+    ) -> Result<Vec<engram_core::Memory>, ConsoleError> {
+        let limit = engram_console::model::BULK_DELETE_LIMIT;
+        let mut filter = memory_filter(query, 500)?;
+        let mut matching = Vec::new();
+        loop {
+            let page = self
+                .storage
+                .list_memories(scope, &filter)
+                .await
+                .map_err(internal)?;
+            matching.extend(page.memories);
+            if matching.len() as u64 > limit {
+                return Err(ConsoleError::Refused(format!(
+                    "more than {limit} memories match: narrow the filter"
+                )));
+            }
+            match page.next_cursor {
+                Some(cursor) => filter.after = Some(cursor),
+                None => return Ok(matching),
+            }
         }
     }
 
@@ -319,56 +363,47 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 ConsoleRole::can_read_memory_content,
             )
             .await?;
-        let kind = match query.kind.as_deref().filter(|kind| !kind.is_empty()) {
-            Some(kind) => Some(
-                kind.parse::<MemoryKind>()
-                    .map_err(|_| ConsoleError::InvalidInput(format!("unknown kind {kind:?}")))?,
-            ),
-            None => None,
-        };
-        let user_id = match query
-            .user_id
+        let memories: Vec<MemoryRow> = match query
+            .meaning
             .as_deref()
-            .filter(|user_id| !user_id.is_empty())
+            .filter(|text| !text.trim().is_empty())
         {
-            Some(user_id) => {
-                Some(engram_core::ExternalId::parse(user_id).map_err(ConsoleError::Internal)?)
+            Some(meaning) => {
+                let engine = self.engine()?;
+                let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 100)))?;
+                let request = engram_engine::SearchRequest {
+                    query: meaning.chars().take(2_000).collect(),
+                    subject: filter.subject,
+                    kinds: filter.kind.into_iter().collect(),
+                    filters: engram_engine::SearchFilters {
+                        created_after: filter.created_from,
+                        created_before: filter.created_to,
+                        categories_any: filter.category.into_iter().collect(),
+                        ..Default::default()
+                    },
+                    top_k: query.limit.clamp(1, 100) as usize,
+                    min_score: 0.0,
+                };
+                let outcome = engine.search(&scope, request).await.map_err(engine_error)?;
+                outcome
+                    .results
+                    .iter()
+                    .map(|hit| memory_row(&hit.memory, Some(hit.score)))
+                    .collect()
             }
-            None => None,
+            None => {
+                let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 500)))?;
+                let page = self
+                    .storage
+                    .list_memories(&scope, &filter)
+                    .await
+                    .map_err(internal)?;
+                page.memories
+                    .iter()
+                    .map(|memory| memory_row(memory, None))
+                    .collect()
+            }
         };
-        let filter = MemoryListFilter {
-            subject: engram_core::SubjectFilter {
-                user_id,
-                agent_id: None,
-                session_id: None,
-            },
-            kind,
-            state: None,
-            text_contains: query.text.filter(|text| !text.trim().is_empty()),
-            after: None,
-            limit: u64::from(query.limit.clamp(1, 500)),
-        };
-        let page = self
-            .storage
-            .list_memories(&scope, &filter)
-            .await
-            .map_err(internal)?;
-        let memories: Vec<MemoryRow> = page
-            .memories
-            .into_iter()
-            .map(|memory| MemoryRow {
-                id: memory.id.to_string(),
-                user_id: memory.user_id.map(|id| id.into_string()),
-                agent_id: memory.agent_id.map(|id| id.into_string()),
-                session_id: memory.session_id.map(|id| id.into_string()),
-                kind: memory.kind.to_string(),
-                key: memory.key.map(|id| id.into_string()),
-                content: memory.content,
-                state: memory.state.to_string(),
-                version: memory.version,
-                updated_at: memory.updated_at.to_rfc3339(),
-            })
-            .collect();
         let total_shown = memories.len();
         // Compliance must know who saw what: the page is shown only once its read is logged.
         if total_shown > 0 {
@@ -767,6 +802,490 @@ impl ConsoleBackend for GatewayConsoleBackend {
         tracing::info!(account_id = %account.id, "console invitation accepted");
         self.start_session(&account).await
     }
+
+    async fn memory_detail(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+    ) -> Result<MemoryDetail, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let memory = match self.storage.get_memory(&scope, memory_id).await {
+            Ok(memory) => memory,
+            Err(engram_storage::StorageError::NotFound) => return Err(ConsoleError::NotFound),
+            Err(error) => return Err(internal(error)),
+        };
+        let history = self
+            .storage
+            .memory_history(&scope, memory_id)
+            .await
+            .map_err(internal)?;
+        self.storage
+            .record_audit_event(
+                account.organization_id,
+                Some(&scope),
+                &console_actor(&account, &caller.origin),
+                &NewAuditEvent::success(
+                    AuditAction::MemoryContentViewed,
+                    vec![memory_id.to_string()],
+                    serde_json::json!({ "page": "memory" }),
+                ),
+            )
+            .await
+            .map_err(internal)?;
+        let mut previous_content: Option<String> = None;
+        let mut rows = Vec::with_capacity(history.len());
+        for entry in &history {
+            let diff = match (&previous_content, &entry.content) {
+                (Some(before), Some(after)) if before != after => {
+                    engram_console::diff::word_diff(before, after)
+                }
+                (None, Some(after)) => engram_console::diff::word_diff("", after),
+                _ => Vec::new(),
+            };
+            if entry.content.is_some() {
+                previous_content = entry.content.clone();
+            }
+            rows.push(HistoryRow {
+                version: entry.version,
+                event: entry.event.clone(),
+                content: entry.content.clone(),
+                actor: entry.actor.clone(),
+                reason: entry.reason.clone(),
+                at: entry.at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
+                diff,
+            });
+        }
+        Ok(MemoryDetail {
+            project_id: project_id.to_string(),
+            created_by: history.first().map(|entry| entry.actor.clone()),
+            confidence: memory.confidence,
+            created_at: memory
+                .created_at
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string(),
+            metadata_json: serde_json::to_string_pretty(&memory.metadata).unwrap_or_default(),
+            expires_at: memory.expires_at.map(|at| at.to_rfc3339()),
+            memory: memory_row(&memory, None),
+            history: rows,
+        })
+    }
+
+    async fn correct_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        content: String,
+        reason: String,
+    ) -> Result<(), ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let reason = required_reason(reason)?;
+        let content = content.trim().to_string();
+        if content.is_empty() || content.len() > engram_core::limits::MAX_CONTENT_BYTES {
+            return Err(ConsoleError::InvalidInput(format!(
+                "the content must be 1 byte to {} KiB",
+                engram_core::limits::MAX_CONTENT_BYTES / 1024
+            )));
+        }
+        self.engine()?
+            .edit_memory(
+                &scope,
+                memory_id,
+                engram_engine::MemoryEdit {
+                    content: Some(content),
+                    reason: Some(reason),
+                    ..Default::default()
+                },
+                None,
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map(|_| ())
+            .map_err(engine_error)
+    }
+
+    async fn delete_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        reason: String,
+    ) -> Result<(), ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let reason = required_reason(reason)?;
+        self.engine()?
+            .delete_memory_with_reason(
+                &scope,
+                memory_id,
+                Some(&reason),
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map_err(engine_error)
+    }
+
+    async fn set_memory_flags(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        immutable: Option<bool>,
+        legal_hold: Option<bool>,
+        reason: String,
+    ) -> Result<(), ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let reason = required_reason(reason)?;
+        self.storage
+            .set_memory_flags(
+                &scope,
+                memory_id,
+                immutable,
+                legal_hold,
+                Some(&reason),
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|error| engine_error(error.into()))
+    }
+
+    async fn preview_bulk_delete(
+        &self,
+        caller: &ConsoleCaller,
+        query: MemoryListQuery,
+    ) -> Result<BulkDeletePreview, ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(
+                caller,
+                &query.project_id,
+                ConsoleRole::can_read_memory_content,
+            )
+            .await?;
+        let matching = self.memories_matching(&scope, &query).await?;
+        Ok(BulkDeletePreview {
+            matching: matching.len() as u64,
+            locked: matching
+                .iter()
+                .filter(|memory| memory.immutable || memory.legal_hold)
+                .count() as u64,
+        })
+    }
+
+    async fn bulk_delete(
+        &self,
+        caller: &ConsoleCaller,
+        query: MemoryListQuery,
+        expected: u64,
+        reason: String,
+    ) -> Result<BulkDeleteOutcome, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(
+                caller,
+                &query.project_id,
+                ConsoleRole::can_read_memory_content,
+            )
+            .await?;
+        let reason = required_reason(reason)?;
+        let matching = self.memories_matching(&scope, &query).await?;
+        if matching.len() as u64 != expected {
+            return Err(ConsoleError::Refused(format!(
+                "{} memories match now, not {expected}: count again before deleting",
+                matching.len()
+            )));
+        }
+        let ids: Vec<engram_core::MemoryId> = matching.iter().map(|memory| memory.id).collect();
+        let (deleted, skipped_locked) = self
+            .engine()?
+            .governance()
+            .delete_memories_in_bulk(
+                &scope,
+                &ids,
+                &reason,
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map_err(engine_error)?;
+        Ok(BulkDeleteOutcome {
+            deleted,
+            skipped_locked,
+        })
+    }
+
+    async fn subject_summary(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<SubjectSummary, ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let user_id = parse_subject(user_id)?;
+        let memories = self
+            .storage
+            .count_subject_memories(&scope, user_id.as_str())
+            .await
+            .map_err(internal)?;
+        let held = self
+            .storage
+            .held_memories_of_subject(&scope, user_id.as_str())
+            .await
+            .map_err(internal)?;
+        Ok(SubjectSummary {
+            project_id: project_id.to_string(),
+            user_id: user_id.into_string(),
+            memories,
+            held_memory_ids: held.iter().map(ToString::to_string).collect(),
+        })
+    }
+
+    async fn request_erasure(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let user_id = parse_subject(user_id)?;
+        let task = crate::routes::governance::queue_subject_erasure(
+            self.engine()?,
+            &scope,
+            &user_id,
+            &console_actor(&account, &caller.origin),
+            caller.origin.request_id.as_deref(),
+        )
+        .await
+        .map_err(engine_error)?;
+        Ok(erasure_status(project_id, task))
+    }
+
+    async fn erasure_status(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        task_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let task_id: uuid::Uuid = task_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        let task = self
+            .storage
+            .task(&scope, task_id)
+            .await
+            .map_err(internal)?
+            .ok_or(ConsoleError::NotFound)?;
+        Ok(erasure_status(project_id, task))
+    }
+
+    async fn export_subject(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<String, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let user_id = parse_subject(user_id)?;
+        let exported = self
+            .engine()?
+            .governance()
+            .export_subject(
+                &scope,
+                user_id.as_str(),
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map_err(engine_error)?;
+        Ok(crate::routes::governance::subject_export_ndjson(
+            user_id.as_str(),
+            &exported,
+        ))
+    }
+}
+
+fn memory_row(memory: &engram_core::Memory, score: Option<f32>) -> MemoryRow {
+    MemoryRow {
+        id: memory.id.to_string(),
+        user_id: memory.user_id.as_ref().map(|id| id.as_str().to_string()),
+        agent_id: memory.agent_id.as_ref().map(|id| id.as_str().to_string()),
+        session_id: memory.session_id.as_ref().map(|id| id.as_str().to_string()),
+        kind: memory.kind.to_string(),
+        key: memory.key.as_ref().map(|id| id.as_str().to_string()),
+        content: memory.content.clone(),
+        state: memory.state.to_string(),
+        version: memory.version,
+        updated_at: memory.updated_at.to_rfc3339(),
+        source: memory.source.to_string(),
+        categories: memory.categories.clone(),
+        immutable: memory.immutable,
+        legal_hold: memory.legal_hold,
+        score,
+    }
+}
+
+fn invalid(field: &str, message: impl std::fmt::Display) -> ConsoleError {
+    ConsoleError::InvalidInput(format!("{field}: {message}"))
+}
+
+fn optional_id(
+    value: &Option<String>,
+    field: &str,
+) -> Result<Option<engram_core::ExternalId>, ConsoleError> {
+    match value
+        .as_deref()
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+    {
+        Some(text) => engram_core::ExternalId::parse(text)
+            .map(Some)
+            .map_err(|message| invalid(field, message)),
+        None => Ok(None),
+    }
+}
+
+fn optional_date(
+    value: &Option<String>,
+    field: &str,
+    next_day: bool,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, ConsoleError> {
+    let Some(text) = value
+        .as_deref()
+        .map(str::trim)
+        .filter(|text| !text.is_empty())
+    else {
+        return Ok(None);
+    };
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|_| invalid(field, "expected a date as YYYY-MM-DD"))?;
+    let date = if next_day {
+        date.succ_opt().unwrap_or(date)
+    } else {
+        date
+    };
+    Ok(date.and_hms_opt(0, 0, 0).map(|midnight| midnight.and_utc()))
+}
+
+/// The storage filter a console query asks for (every field checked, none trusted).
+fn memory_filter(query: &MemoryListQuery, limit: u64) -> Result<MemoryListFilter, ConsoleError> {
+    let non_empty = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(str::to_string)
+    };
+    let kind = match non_empty(&query.kind) {
+        Some(kind) => Some(
+            kind.parse::<MemoryKind>()
+                .map_err(|_| invalid("kind", "unknown kind"))?,
+        ),
+        None => None,
+    };
+    let state = match non_empty(&query.state) {
+        Some(state) => Some(
+            state
+                .parse::<engram_core::MemoryState>()
+                .map_err(|_| invalid("state", "unknown state"))?,
+        ),
+        None => None,
+    };
+    let source = match non_empty(&query.source) {
+        Some(source) => Some(
+            source
+                .parse::<engram_core::MemorySource>()
+                .map_err(|_| invalid("source", "unknown source"))?,
+        ),
+        None => None,
+    };
+    Ok(MemoryListFilter {
+        subject: engram_core::SubjectFilter {
+            user_id: optional_id(&query.user_id, "user")?,
+            agent_id: optional_id(&query.agent_id, "agent")?,
+            session_id: optional_id(&query.session_id, "session")?,
+        },
+        kind,
+        state,
+        text_contains: non_empty(&query.text).map(|text| text.chars().take(500).collect()),
+        after: None,
+        limit,
+        source,
+        category: non_empty(&query.category).map(|category| category.chars().take(64).collect()),
+        created_from: optional_date(&query.created_from, "from", false)?,
+        created_to: optional_date(&query.created_to, "to", true)?,
+    })
+}
+
+fn parse_memory_id(text: &str) -> Result<engram_core::MemoryId, ConsoleError> {
+    text.trim().parse().map_err(|_| ConsoleError::NotFound)
+}
+
+fn parse_subject(text: &str) -> Result<engram_core::ExternalId, ConsoleError> {
+    engram_core::ExternalId::parse(text.trim()).map_err(|message| invalid("user", message))
+}
+
+/// Corrections, deletions and flag changes need a reason (1–500 characters).
+fn required_reason(reason: String) -> Result<String, ConsoleError> {
+    let reason = reason.trim().to_string();
+    if reason.is_empty() {
+        return Err(ConsoleError::InvalidInput("give a reason".to_string()));
+    }
+    Ok(reason.chars().take(500).collect())
+}
+
+fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
+    match error {
+        engram_engine::EngineError::NotFound => ConsoleError::NotFound,
+        engram_engine::EngineError::Locked(message) => ConsoleError::Refused(message),
+        engram_engine::EngineError::SubjectHeld { memory_ids } => ConsoleError::Refused(format!(
+            "{} memories of this end-user are under legal hold: {}",
+            memory_ids.len(),
+            memory_ids
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        engram_engine::EngineError::Invalid(invalid) => {
+            ConsoleError::InvalidInput(invalid.to_string())
+        }
+        engram_engine::EngineError::VersionConflict { .. } => {
+            ConsoleError::Refused("the memory changed meanwhile: reload and try again".to_string())
+        }
+        other => internal(other),
+    }
+}
+
+fn erasure_status(project_id: &str, task: engram_storage::tasks::TaskRecord) -> ErasureStatus {
+    let receipt = task.result.as_ref();
+    ErasureStatus {
+        project_id: project_id.to_string(),
+        task_id: task.id.to_string(),
+        status: task.status.clone(),
+        done: task.progress_done,
+        total: task.progress_total,
+        verified: receipt.and_then(|receipt| receipt["verification"]["verified"].as_bool()),
+        removed_memories: receipt.and_then(|receipt| receipt["removed"]["memories"].as_u64()),
+        digest: receipt.and_then(|receipt| receipt["digest"].as_str().map(str::to_string)),
+        receipt: receipt.map(|receipt| serde_json::to_string_pretty(receipt).unwrap_or_default()),
+        error: task.error,
+    }
 }
 
 fn invitation_row(invitation: &engram_storage::ConsoleInvitationRecord) -> InvitationRow {
@@ -873,10 +1392,13 @@ impl GatewayConsoleBackend {
 
 /// The console's routes, backed by this gateway's storage and session keys.
 pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
-    let backend: Arc<dyn ConsoleBackend> = Arc::new(GatewayConsoleBackend::new(
-        state.credentials.storage.clone(),
-        state.credentials.api_key_pepper.clone(),
-        state.credentials.console_sessions.clone(),
-    ));
+    let backend: Arc<dyn ConsoleBackend> = Arc::new(
+        GatewayConsoleBackend::new(
+            state.credentials.storage.clone(),
+            state.credentials.api_key_pepper.clone(),
+            state.credentials.console_sessions.clone(),
+        )
+        .with_engine(state.engine.clone()),
+    );
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }

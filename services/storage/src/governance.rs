@@ -589,6 +589,37 @@ impl Storage {
         memory_ids: &[MemoryId],
         actor: &Actor,
     ) -> Result<Vec<MemoryId>, StorageError> {
+        self.hard_delete_memories(scope, memory_ids, AuditAction::MemoryExpired, None, actor)
+            .await
+    }
+
+    /// Hard-delete memories chosen by a filter (console bulk delete) with the reason given;
+    /// immutable and held ones are skipped. Returns the ids deleted.
+    pub async fn delete_memories_in_bulk(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        self.hard_delete_memories(
+            scope,
+            memory_ids,
+            AuditAction::MemoryDeleted,
+            Some(reason),
+            actor,
+        )
+        .await
+    }
+
+    async fn hard_delete_memories(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        action: AuditAction,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> Result<Vec<MemoryId>, StorageError> {
         if memory_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -663,9 +694,9 @@ impl Storage {
             Some(scope),
             actor,
             &NewAuditEvent::success(
-                AuditAction::MemoryExpired,
+                action,
                 ids.iter().map(ToString::to_string).collect(),
-                serde_json::json!({ "count": ids.len() }),
+                serde_json::json!({ "count": ids.len(), "bulk": true, "reason": reason }),
             ),
         )
         .await?;

@@ -68,6 +68,13 @@ pub struct MemoryListFilter {
     /// Exclusive: the page starts after this id (pages run newest first).
     pub after: Option<MemoryId>,
     pub limit: u64,
+    pub source: Option<engram_core::MemorySource>,
+    /// The memory carries this category.
+    pub category: Option<String>,
+    /// Created at or after.
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created before.
+    pub created_to: Option<DateTime<Utc>>,
 }
 
 #[derive(Clone, Debug)]
@@ -601,6 +608,28 @@ impl Storage {
         if let Some(after) = filter.after {
             query = query.filter(memories::Column::Id.lt(after.as_uuid()));
         }
+        if let Some(source) = filter.source {
+            query = query.filter(memories::Column::Source.eq(source.as_str()));
+        }
+        if let Some(from) = filter.created_from {
+            query = query.filter(memories::Column::CreatedAt.gte(from));
+        }
+        if let Some(to) = filter.created_to {
+            query = query.filter(memories::Column::CreatedAt.lt(to));
+        }
+        if let Some(category) = filter.category.as_deref().filter(|c| !c.is_empty()) {
+            // Categories are a JSON array of strings: match the quoted element in its text.
+            let element = serde_json::Value::String(category.to_string()).to_string();
+            let escaped = element
+                .replace('\\', "\\\\")
+                .replace('%', "\\%")
+                .replace('_', "\\_");
+            query = query.filter(
+                Expr::col(memories::Column::Categories)
+                    .cast_as(sea_orm::sea_query::Alias::new("text"))
+                    .like(LikeExpr::new(format!("%{escaped}%")).escape('\\')),
+            );
+        }
         if let Some(text) = filter
             .text_contains
             .as_deref()
@@ -780,6 +809,18 @@ impl Storage {
         memory_id: MemoryId,
         actor: &Actor,
     ) -> Result<(), StorageError> {
+        self.delete_memory_with_reason(scope, memory_id, None, actor)
+            .await
+    }
+
+    /// [`Storage::delete_memory`] with the reason a person gave (kept in the audit event).
+    pub async fn delete_memory_with_reason(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        reason: Option<&str>,
+        actor: &Actor,
+    ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self
             .connection
@@ -833,7 +874,7 @@ impl Storage {
             &NewAuditEvent::success(
                 AuditAction::MemoryDeleted,
                 vec![memory_id.to_string()],
-                serde_json::json!({ "last_version": last_version }),
+                serde_json::json!({ "last_version": last_version, "reason": reason }),
             ),
         )
         .await?;

@@ -133,6 +133,11 @@ impl DevBackend {
                     state: state.into(),
                     version,
                     updated_at: format!("2025-06-0{}T09:{:02}:00.000Z", 1 + i % 9, i * 7),
+                    source: "user_stated".into(),
+                    categories: Vec::new(),
+                    immutable: false,
+                    legal_hold: false,
+                    score: None,
                 };
                 (project.to_owned(), row)
             })
@@ -379,6 +384,103 @@ impl ConsoleBackend for DevBackend {
         _password: String,
         _origin: &engram_console::ConsoleRequestOrigin,
     ) -> Result<engram_console::model::SessionTokens, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    // The dev server's data is read-only: the compliance actions say so.
+    async fn memory_detail(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+    ) -> Result<engram_console::model::MemoryDetail, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn correct_memory(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+        _content: String,
+        _reason: String,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn delete_memory(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+        _reason: String,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn set_memory_flags(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+        _immutable: Option<bool>,
+        _legal_hold: Option<bool>,
+        _reason: String,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn preview_bulk_delete(
+        &self,
+        _caller: &ConsoleCaller,
+        _query: MemoryListQuery,
+    ) -> Result<engram_console::model::BulkDeletePreview, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn bulk_delete(
+        &self,
+        _caller: &ConsoleCaller,
+        _query: MemoryListQuery,
+        _expected: u64,
+        _reason: String,
+    ) -> Result<engram_console::model::BulkDeleteOutcome, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn subject_summary(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _user_id: &str,
+    ) -> Result<engram_console::model::SubjectSummary, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn request_erasure(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _user_id: &str,
+    ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn erasure_status(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _task_id: &str,
+    ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn export_subject(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _user_id: &str,
+    ) -> Result<String, ConsoleError> {
         Err(ConsoleError::NotFound)
     }
 }

@@ -2,8 +2,9 @@
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
 use crate::model::{
-    AuditListing, ConsoleError, InvitationPreview, KeyListing, MemberListing, MemoryListing,
-    NewInvitation, NewKeySecret, SessionInfo,
+    AuditListing, BulkDeleteOutcome, BulkDeletePreview, ConsoleError, ErasureStatus,
+    InvitationPreview, KeyListing, MemberListing, MemoryDetail, MemoryFilters, MemoryListing,
+    NewInvitation, NewKeySecret, SessionInfo, SubjectSummary,
 };
 use leptos::prelude::*;
 
@@ -28,15 +29,159 @@ pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
     ssr::answer(ssr::load_session().await).await
 }
 
-/// The memories of a project (the first project when `project_id` is empty), filtered by
-/// `text` (content or user) and `kind`.
-#[server(prefix = "/console/api", endpoint = "memories")]
-pub async fn list_memories(
+/// The memories of a project (the first project when none is chosen) matching the filters,
+/// or the nearest ones to `meaning`.
+// JSON: the filters are a nested struct whose fields may all be absent.
+#[server(prefix = "/console/api", endpoint = "memories", input = leptos::server_fn::codec::Json)]
+pub async fn list_memories(filters: MemoryFilters) -> Result<MemoryListing, ConsoleError> {
+    ssr::answer(ssr::list_memories(filters).await).await
+}
+
+/// One memory with provenance and history.
+#[server(prefix = "/console/api", endpoint = "memory")]
+pub async fn load_memory(
+    project_id: String,
+    memory_id: String,
+) -> Result<MemoryDetail, ConsoleError> {
+    ssr::answer(
+        ssr::backend()?
+            .memory_detail(&ssr::caller().await?, &project_id, &memory_id)
+            .await,
+    )
+    .await
+}
+
+/// Correct a memory (a reason is required).
+#[server(prefix = "/console/api", endpoint = "correct_memory")]
+pub async fn correct_memory(
+    project_id: String,
+    memory_id: String,
+    content: String,
+    reason: String,
+) -> Result<(), ConsoleError> {
+    let result = ssr::backend()?
+        .correct_memory(
+            &ssr::caller().await?,
+            &project_id,
+            &memory_id,
+            content,
+            reason,
+        )
+        .await;
+    ssr::answer(result).await
+}
+
+/// Delete a memory (a reason and a confirmation are required).
+#[server(prefix = "/console/api", endpoint = "delete_memory")]
+pub async fn delete_memory(
+    project_id: String,
+    memory_id: String,
+    reason: String,
+    confirm: Option<String>,
+) -> Result<(), ConsoleError> {
+    if confirm.is_none() {
+        return ssr::answer(Err(ConsoleError::InvalidInput(
+            "tick the box to confirm the deletion".into(),
+        )))
+        .await;
+    }
+    let result = ssr::backend()?
+        .delete_memory(&ssr::caller().await?, &project_id, &memory_id, reason)
+        .await;
+    if result.is_ok() {
+        leptos_axum::redirect(&format!("/console/memories?project={project_id}"));
+    }
+    ssr::answer(result).await
+}
+
+/// Set (`on`) or lift (`off`) the `immutable` or `legal_hold` flag of a memory.
+#[server(prefix = "/console/api", endpoint = "set_memory_flag")]
+pub async fn set_memory_flag(
+    project_id: String,
+    memory_id: String,
+    flag: String,
+    value: String,
+    reason: String,
+) -> Result<(), ConsoleError> {
+    let on = value == "on";
+    let (immutable, legal_hold) = match flag.as_str() {
+        "immutable" => (Some(on), None),
+        "legal_hold" => (None, Some(on)),
+        _ => return ssr::answer(Err(ConsoleError::InvalidInput("unknown flag".into()))).await,
+    };
+    let result = ssr::backend()?
+        .set_memory_flags(
+            &ssr::caller().await?,
+            &project_id,
+            &memory_id,
+            immutable,
+            legal_hold,
+            reason,
+        )
+        .await;
+    ssr::answer(result).await
+}
+
+/// How many memories the filters match, before a bulk delete.
+// JSON: the filters are a nested struct whose fields may all be absent.
+#[server(prefix = "/console/api", endpoint = "preview_bulk_delete", input = leptos::server_fn::codec::Json)]
+pub async fn preview_bulk_delete(
+    filters: MemoryFilters,
+) -> Result<BulkDeletePreview, ConsoleError> {
+    ssr::answer(ssr::preview_bulk_delete(filters).await).await
+}
+
+/// Delete what the filters match, if that is still `expected` memories.
+// JSON: the filters are a nested struct whose fields may all be absent.
+#[server(prefix = "/console/api", endpoint = "bulk_delete", input = leptos::server_fn::codec::Json)]
+pub async fn bulk_delete(
+    filters: MemoryFilters,
+    expected: u64,
+    reason: String,
+) -> Result<BulkDeleteOutcome, ConsoleError> {
+    ssr::answer(ssr::bulk_delete(filters, expected, reason).await).await
+}
+
+/// One end-user of a project: memories and holds.
+#[server(prefix = "/console/api", endpoint = "subject")]
+pub async fn load_subject(
     project_id: Option<String>,
-    text: Option<String>,
-    kind: Option<String>,
-) -> Result<MemoryListing, ConsoleError> {
-    ssr::answer(ssr::list_memories(project_id, text, kind).await).await
+    user_id: String,
+) -> Result<SubjectSummary, ConsoleError> {
+    ssr::answer(ssr::load_subject(project_id, user_id).await).await
+}
+
+/// Start erasing an end-user; `confirm` must repeat the user id.
+#[server(prefix = "/console/api", endpoint = "request_erasure")]
+pub async fn request_erasure(
+    project_id: String,
+    user_id: String,
+    confirm: String,
+) -> Result<ErasureStatus, ConsoleError> {
+    if confirm.trim() != user_id.trim() {
+        return ssr::answer(Err(ConsoleError::InvalidInput(
+            "type the end-user id again to confirm the erasure".into(),
+        )))
+        .await;
+    }
+    let result = ssr::backend()?
+        .request_erasure(&ssr::caller().await?, &project_id, &user_id)
+        .await;
+    ssr::answer(result).await
+}
+
+/// Progress (and, when done, the receipt) of an erasure.
+#[server(prefix = "/console/api", endpoint = "erasure_status")]
+pub async fn load_erasure_status(
+    project_id: String,
+    task_id: String,
+) -> Result<ErasureStatus, ConsoleError> {
+    ssr::answer(
+        ssr::backend()?
+            .erasure_status(&ssr::caller().await?, &project_id, &task_id)
+            .await,
+    )
+    .await
 }
 
 /// The audit log of a project (the first project when `project_id` is empty), newest first,
@@ -134,10 +279,10 @@ pub async fn accept_invitation(
 pub(crate) mod ssr {
     use crate::backend::ConsoleBackend;
     use crate::model::{
-        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, ConsoleCaller, ConsoleError,
-        ConsoleRequestOrigin, InvitationPreview, KEY_SCOPES, KeyListing, MEMORY_PAGE_LIMIT,
-        MIN_PASSWORD_CHARS, MemberListing, MemoryListQuery, MemoryListing, NewInvitation,
-        NewKeyRequest, NewKeySecret, SessionInfo,
+        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview,
+        ConsoleCaller, ConsoleError, ConsoleRequestOrigin, InvitationPreview, KEY_SCOPES,
+        KeyListing, MEMORY_PAGE_LIMIT, MIN_PASSWORD_CHARS, MemberListing, MemoryFilters,
+        MemoryListQuery, MemoryListing, NewInvitation, NewKeyRequest, NewKeySecret, SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
     use leptos::prelude::use_context;
@@ -199,32 +344,75 @@ pub(crate) mod ssr {
         Ok(SessionInfo { account, projects })
     }
 
-    pub async fn list_memories(
-        project_id: Option<String>,
-        text: Option<String>,
-        kind: Option<String>,
-    ) -> Result<MemoryListing, ConsoleError> {
-        let backend = backend()?;
-        let caller = caller().await?;
-        let project_id = match non_empty(project_id) {
+    /// The backend query for the filters: the chosen project or the account's first.
+    async fn memory_query(
+        backend: &Arc<dyn ConsoleBackend>,
+        caller: &ConsoleCaller,
+        filters: MemoryFilters,
+    ) -> Result<Option<MemoryListQuery>, ConsoleError> {
+        let project_id = match non_empty(filters.project_id) {
             Some(id) => id,
-            None => match backend.list_projects(&caller).await?.into_iter().next() {
+            None => match backend.list_projects(caller).await?.into_iter().next() {
                 Some(first) => first.id,
-                None => return Ok(MemoryListing::default()),
+                None => return Ok(None),
             },
         };
-        let query = MemoryListQuery {
-            project_id: project_id.clone(),
-            user_id: None,
-            kind: non_empty(kind),
-            text: non_empty(text).map(|t| t.chars().take(MAX_FILTER_CHARS).collect()),
-            limit: MEMORY_PAGE_LIMIT,
+        let short = |value: Option<String>| {
+            non_empty(value).map(|text| text.chars().take(MAX_FILTER_CHARS).collect::<String>())
         };
+        Ok(Some(MemoryListQuery {
+            project_id,
+            user_id: short(filters.user_id),
+            kind: short(filters.kind),
+            text: short(filters.text),
+            limit: MEMORY_PAGE_LIMIT,
+            agent_id: short(filters.agent_id),
+            session_id: short(filters.session_id),
+            state: short(filters.state),
+            source: short(filters.source),
+            category: short(filters.category),
+            created_from: short(filters.created_from),
+            created_to: short(filters.created_to),
+            meaning: short(filters.meaning),
+        }))
+    }
+
+    pub async fn list_memories(filters: MemoryFilters) -> Result<MemoryListing, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(query) = memory_query(&backend, &caller, filters).await? else {
+            return Ok(MemoryListing::default());
+        };
+        let project_id = query.project_id.clone();
         let page = backend.list_memories(&caller, query).await?;
         Ok(MemoryListing {
             project_id: Some(project_id),
             page,
         })
+    }
+
+    pub async fn preview_bulk_delete(
+        filters: MemoryFilters,
+    ) -> Result<BulkDeletePreview, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let query = memory_query(&backend, &caller, filters)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend.preview_bulk_delete(&caller, query).await
+    }
+
+    pub async fn bulk_delete(
+        filters: MemoryFilters,
+        expected: u64,
+        reason: String,
+    ) -> Result<BulkDeleteOutcome, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let query = memory_query(&backend, &caller, filters)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend.bulk_delete(&caller, query, expected, reason).await
     }
 
     pub async fn load_audit(
@@ -265,6 +453,20 @@ pub(crate) mod ssr {
                 .next()
                 .map(|first| first.id)),
         }
+    }
+
+    pub async fn load_subject(
+        project_id: Option<String>,
+        user_id: String,
+    ) -> Result<crate::model::SubjectSummary, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let project_id = key_project(&backend, &caller, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend
+            .subject_summary(&caller, &project_id, &user_id)
+            .await
     }
 
     pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {

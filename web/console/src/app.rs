@@ -7,6 +7,8 @@ use crate::keys::KeysPage;
 use crate::login::LoginPage;
 use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
+use crate::memory::MemoryPage;
+use crate::subjects::SubjectsPage;
 use leptos::prelude::*;
 use leptos_meta::{Title, provide_meta_context};
 use leptos_router::{
@@ -77,6 +79,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/audit") view=AuditPage ssr=SsrMode::Async />
                     <Route path=path!("/console/keys") view=KeysPage ssr=SsrMode::Async />
                     <Route path=path!("/console/members") view=MembersPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/memory") view=MemoryPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/subjects") view=SubjectsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>

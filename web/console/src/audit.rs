@@ -39,6 +39,7 @@ pub fn AuditPage() -> impl IntoView {
             <a class="brand" href="/console/memories">"Engram"</a>
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
+                <a href="/console/subjects">"Subjects"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit" aria-current="page">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>

@@ -2,9 +2,10 @@
 //! [`ConsoleBackend`] and hands it to [`crate::console_router`]; the console never touches storage.
 
 use crate::model::{
-    AuditListing, AuditQuery, ConsoleAccount, ConsoleCaller, ConsoleError, ConsoleRequestOrigin,
-    InvitationPreview, KeyListing, MemberListing, MemoryListQuery, MemoryPage, NewInvitation,
-    NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens,
+    AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview, ConsoleAccount, ConsoleCaller,
+    ConsoleError, ConsoleRequestOrigin, ErasureStatus, InvitationPreview, KeyListing,
+    MemberListing, MemoryDetail, MemoryListQuery, MemoryPage, NewInvitation, NewKeyRequest,
+    NewKeySecret, ProjectSummary, SessionTokens, SubjectSummary,
 };
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
@@ -140,4 +141,90 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         password: String,
         origin: &ConsoleRequestOrigin,
     ) -> Result<SessionTokens, ConsoleError>;
+
+    /// One memory with provenance and history (a console read of content: audited).
+    async fn memory_detail(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+    ) -> Result<MemoryDetail, ConsoleError>;
+
+    /// Correct a memory's content; the reason is mandatory and kept in its history.
+    async fn correct_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        content: String,
+        reason: String,
+    ) -> Result<(), ConsoleError>;
+
+    /// Delete one memory, with the reason kept in the audit log.
+    async fn delete_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        reason: String,
+    ) -> Result<(), ConsoleError>;
+
+    /// Set or clear the immutable and legal-hold flags (`None` leaves one as it is).
+    async fn set_memory_flags(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        immutable: Option<bool>,
+        legal_hold: Option<bool>,
+        reason: String,
+    ) -> Result<(), ConsoleError>;
+
+    /// How many memories a filter matches, for a bulk delete's confirmation.
+    async fn preview_bulk_delete(
+        &self,
+        caller: &ConsoleCaller,
+        query: MemoryListQuery,
+    ) -> Result<BulkDeletePreview, ConsoleError>;
+
+    /// Delete what the filter matches, if it still matches `expected` memories.
+    async fn bulk_delete(
+        &self,
+        caller: &ConsoleCaller,
+        query: MemoryListQuery,
+        expected: u64,
+        reason: String,
+    ) -> Result<BulkDeleteOutcome, ConsoleError>;
+
+    /// One end-user of a project: how many memories, and which are held.
+    async fn subject_summary(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<SubjectSummary, ConsoleError>;
+
+    /// Start erasing an end-user (refused while memories are held).
+    async fn request_erasure(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError>;
+
+    /// Progress or receipt of an erasure task.
+    async fn erasure_status(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        task_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError>;
+
+    /// Everything live about an end-user as NDJSON (audited).
+    async fn export_subject(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<String, ConsoleError>;
 }

@@ -80,6 +80,7 @@ pub fn KeysPage() -> impl IntoView {
             <a class="brand" href="/console/memories">"Engram"</a>
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
+                <a href="/console/subjects">"Subjects"</a>
                 <a href="/console/keys" aria-current="page">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>

@@ -7,13 +7,16 @@
 pub mod api;
 pub mod app;
 mod audit;
+pub mod diff;
 mod invite;
 mod keys;
 mod login;
 mod members;
 mod memories;
+mod memory;
 pub mod model;
 mod project_picker;
+mod subjects;
 
 #[cfg(feature = "ssr")]
 mod backend;

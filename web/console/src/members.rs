@@ -69,6 +69,7 @@ pub fn MembersPage() -> impl IntoView {
             <a class="brand" href="/console/memories">"Engram"</a>
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
+                <a href="/console/subjects">"Subjects"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members" aria-current="page">"Members"</a>

@@ -1,40 +1,83 @@
 //! The memories page: account header, project selector, filters and the memories table.
 //! Filters reload through the `list_memories` server function; a GET form keeps them usable without JS.
 
-use crate::api::{Logout, list_memories, load_session};
-use crate::model::{ConsoleError, MEMORY_KINDS, MemoryListing, MemoryRow, SessionInfo};
+use crate::api::{BulkDelete, Logout, PreviewBulkDelete, list_memories, load_session};
+use crate::model::{
+    ConsoleError, MEMORY_KINDS, MEMORY_SOURCES, MemoryFilters, MemoryListing, MemoryRow,
+    SessionInfo,
+};
 use crate::project_picker::{non_empty, project_select};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
 
+/// A text filter bound to one field of the filters signal.
+fn filter_input(
+    label: &'static str,
+    name: &'static str,
+    placeholder: &'static str,
+    input_type: &'static str,
+    initial: String,
+    filters: RwSignal<MemoryFilters>,
+    set: fn(&mut MemoryFilters, Option<String>),
+) -> impl IntoView {
+    view! {
+        <label>
+            <span>{label}</span>
+            <input
+                type=input_type
+                name=name
+                placeholder=placeholder
+                autocomplete="off"
+                value=initial
+                data-testid=format!("filter-{name}")
+                on:input=move |ev| {
+                    let value = non_empty(&event_target_value(&ev));
+                    filters.update(|filters| set(filters, value));
+                }
+            />
+        </label>
+    }
+}
+
 #[component]
 pub fn MemoriesPage() -> impl IntoView {
     // Filters start from the query string, so the no-JS form (method=get) and shared links
-    // land on the same view; after hydration they live in signals and never reload the page.
+    // land on the same view; after hydration they live in one signal and never reload the page.
     let query = use_query_map().get_untracked();
-    let initial_project = query.get("project").and_then(|p| non_empty(&p));
-    let initial_text = query.get("q").unwrap_or_default();
-    let initial_kind = query
-        .get("kind")
-        .and_then(|k| non_empty(&k))
-        .unwrap_or_default();
-
+    let from_query = |name: &str| query.get(name).and_then(|value| non_empty(&value));
+    let initial = MemoryFilters {
+        project_id: from_query("project"),
+        text: from_query("q"),
+        kind: from_query("kind"),
+        user_id: from_query("user"),
+        agent_id: from_query("agent"),
+        session_id: from_query("session"),
+        state: from_query("state"),
+        source: from_query("source"),
+        category: from_query("category"),
+        created_from: from_query("from"),
+        created_to: from_query("to"),
+        meaning: from_query("meaning"),
+    };
+    let initial_project = initial.project_id.clone();
+    let initial_kind = initial.kind.clone().unwrap_or_default();
+    let initial_state = initial.state.clone().unwrap_or_default();
+    let initial_source = initial.source.clone().unwrap_or_default();
+    let filters = RwSignal::new(initial.clone());
     let project = RwSignal::new(initial_project.clone());
-    let text = RwSignal::new(initial_text.clone());
-    let kind = RwSignal::new(initial_kind.clone());
+    Effect::new(move |_| {
+        let chosen = project.get();
+        filters.update(|filters| filters.project_id = chosen);
+    });
 
     let session = Resource::new(|| (), |_| load_session());
+    let bulk_delete = ServerAction::<BulkDelete>::new();
     let memories = Resource::new(
-        move || {
-            (
-                project.get(),
-                non_empty(&text.get()),
-                non_empty(&kind.get()),
-            )
-        },
-        |(project, text, kind)| list_memories(project, text, kind),
+        move || (filters.get(), bulk_delete.version().get()),
+        |(filters, _)| list_memories(filters),
     );
+    let preview = ServerAction::<PreviewBulkDelete>::new();
     let logout = ServerAction::<Logout>::new();
 
     let header_account = move || {
@@ -59,6 +102,86 @@ pub fn MemoriesPage() -> impl IntoView {
 
     let table = move || Suspend::new(async move { listing_view(memories.await) });
 
+    // Bulk delete: count first, then confirm by typing the count and a reason.
+    let bulk_expected = RwSignal::new(String::new());
+    let bulk_reason = RwSignal::new(String::new());
+    let bulk_section = move || {
+        let preview_result = preview.value().get();
+        let outcome = bulk_delete.value().get();
+        view! {
+            <div class="bulk" data-testid="bulk-delete">
+                <button
+                    type="button"
+                    class="ghost"
+                    data-testid="bulk-preview"
+                    on:click=move |_| {
+                        preview.dispatch(PreviewBulkDelete { filters: filters.get_untracked() });
+                    }
+                >
+                    "Bulk delete…"
+                </button>
+                {preview_result.map(|result| match result {
+                    Ok(counted) => view! {
+                        <span data-testid="bulk-count" data-matching=counted.matching.to_string()>
+                            {format!(
+                                "{} memories match these filters{}. Type the number and a reason to delete them:",
+                                counted.matching,
+                                if counted.locked > 0 { format!(" ({} immutable or held ones will be kept)", counted.locked) } else { String::new() }
+                            )}
+                        </span>
+                        <input type="number" min="0" placeholder="how many" data-testid="bulk-expected"
+                            on:input=move |ev| bulk_expected.set(event_target_value(&ev)) />
+                        <input type="text" placeholder="reason" maxlength="500" data-testid="bulk-reason"
+                            on:input=move |ev| bulk_reason.set(event_target_value(&ev)) />
+                        <button type="button" class="danger" data-testid="bulk-confirm"
+                            on:click=move |_| {
+                                let expected = bulk_expected.get_untracked().trim().parse().unwrap_or(u64::MAX);
+                                bulk_delete.dispatch(BulkDelete {
+                                    filters: filters.get_untracked(),
+                                    expected,
+                                    reason: bulk_reason.get_untracked(),
+                                });
+                            }>
+                            "Delete them"
+                        </button>
+                    }.into_any(),
+                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.to_string()}</span> }.into_any(),
+                })}
+                {outcome.map(|result| match result {
+                    Ok(done) => view! {
+                        <span class="notice" data-testid="bulk-outcome" data-deleted=done.deleted.to_string()>
+                            {format!("Deleted {} memories; kept {} immutable or held.", done.deleted, done.skipped_locked)}
+                        </span>
+                    }.into_any(),
+                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.to_string()}</span> }.into_any(),
+                })}
+            </div>
+        }
+    };
+
+    let select = move |name: &'static str,
+                       all_label: &'static str,
+                       options: Vec<&'static str>,
+                       initial: String,
+                       set: fn(&mut MemoryFilters, Option<String>)| {
+        view! {
+            <select
+                name=name
+                data-testid=if name == "kind" { "kind-select".to_string() } else { format!("filter-{name}") }
+                on:change=move |ev| {
+                    let value = non_empty(&event_target_value(&ev));
+                    filters.update(|filters| set(filters, value));
+                }
+            >
+                <option value="" selected=initial.is_empty()>{all_label}</option>
+                {options
+                    .into_iter()
+                    .map(|option| view! { <option value=option selected=initial == option>{option}</option> })
+                    .collect_view()}
+            </select>
+        }
+    };
+
     view! {
         <Title text="Memories · Engram console" />
         <header class="topbar">
@@ -67,6 +190,7 @@ pub fn MemoriesPage() -> impl IntoView {
             </a>
             <nav class="nav">
                 <a href="/console/memories" aria-current="page">"Memories"</a>
+                <a href="/console/subjects" data-testid="nav-subjects">"Subjects"</a>
                 <a href="/console/keys" data-testid="nav-keys">"API keys"</a>
                 <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>
@@ -100,37 +224,52 @@ pub fn MemoriesPage() -> impl IntoView {
                         name="q"
                         placeholder="Content or user id"
                         autocomplete="off"
-                        value=initial_text
+                        value=initial.text.clone().unwrap_or_default()
                         data-testid="memory-filter"
-                        on:input=move |ev| text.set(event_target_value(&ev))
+                        on:input=move |ev| {
+                            let value = non_empty(&event_target_value(&ev));
+                            filters.update(|filters| filters.text = value);
+                        }
+                    />
+                </label>
+                <label class="grow">
+                    <span>"By meaning"</span>
+                    <input
+                        type="search"
+                        name="meaning"
+                        placeholder="What it is about"
+                        autocomplete="off"
+                        value=initial.meaning.clone().unwrap_or_default()
+                        data-testid="memory-meaning"
+                        on:input=move |ev| {
+                            let value = non_empty(&event_target_value(&ev));
+                            filters.update(|filters| filters.meaning = value);
+                        }
                     />
                 </label>
                 <label>
                     <span>"Kind"</span>
-                    <select
-                        name="kind"
-                        data-testid="kind-select"
-                        on:change=move |ev| kind.set(event_target_value(&ev))
-                    >
-                        <option value="" selected=initial_kind.is_empty()>
-                            "All kinds"
-                        </option>
-                        {MEMORY_KINDS
-                            .iter()
-                            .map(|k| {
-                                view! {
-                                    <option value=*k selected=initial_kind == *k>
-                                        {*k}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
-                    </select>
+                    {select("kind", "All kinds", MEMORY_KINDS.to_vec(), initial_kind, |f, v| f.kind = v)}
                 </label>
+                <label>
+                    <span>"State"</span>
+                    {select("state", "Active", vec!["superseded"], initial_state, |f, v| f.state = v)}
+                </label>
+                <label>
+                    <span>"Source"</span>
+                    {select("source", "All sources", MEMORY_SOURCES.to_vec(), initial_source, |f, v| f.source = v)}
+                </label>
+                {filter_input("User", "user", "user id", "text", initial.user_id.clone().unwrap_or_default(), filters, |f, v| f.user_id = v)}
+                {filter_input("Agent", "agent", "agent id", "text", initial.agent_id.clone().unwrap_or_default(), filters, |f, v| f.agent_id = v)}
+                {filter_input("Session", "session", "session id", "text", initial.session_id.clone().unwrap_or_default(), filters, |f, v| f.session_id = v)}
+                {filter_input("Category", "category", "category", "text", initial.category.clone().unwrap_or_default(), filters, |f, v| f.category = v)}
+                {filter_input("From", "from", "", "date", initial.created_from.clone().unwrap_or_default(), filters, |f, v| f.created_from = v)}
+                {filter_input("To", "to", "", "date", initial.created_to.clone().unwrap_or_default(), filters, |f, v| f.created_to = v)}
                 <button type="submit" class="no-js-only">
                     "Apply"
                 </button>
             </form>
+            {bulk_section}
             <Transition fallback=|| view! { <p class="muted">"Loading memories…"</p> }>
                 {table}
             </Transition>
@@ -164,6 +303,7 @@ fn listing_view(listing: Result<MemoryListing, ConsoleError>) -> AnyView {
     if listing.project_id.is_none() {
         return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
     }
+    let project_id = listing.project_id.clone().unwrap_or_default();
     let page = listing.page;
     if page.memories.is_empty() {
         return view! {
@@ -197,14 +337,20 @@ fn listing_view(listing: Result<MemoryListing, ConsoleError>) -> AnyView {
                         <th>"Updated"</th>
                     </tr>
                 </thead>
-                <tbody>{page.memories.into_iter().map(memory_row).collect_view()}</tbody>
+                <tbody>
+                    {page
+                        .memories
+                        .into_iter()
+                        .map(|memory| memory_row(memory, project_id.clone()))
+                        .collect_view()}
+                </tbody>
             </table>
         </div>
     }
     .into_any()
 }
 
-fn memory_row(memory: MemoryRow) -> impl IntoView {
+fn memory_row(memory: MemoryRow, project_id: String) -> impl IntoView {
     let MemoryRow {
         id,
         user_id,
@@ -214,13 +360,20 @@ fn memory_row(memory: MemoryRow) -> impl IntoView {
         state,
         version,
         updated_at,
+        immutable,
+        legal_hold,
+        score,
         ..
     } = memory;
     let updated_short = short_timestamp(&updated_at);
+    let link = format!("/console/memory?project={project_id}&id={id}");
     view! {
         <tr data-testid="memory-row" data-memory-id=id data-kind=kind.clone()>
-            <td class="content" data-testid="memory-content">
-                {content}
+            <td class="content">
+                <a href=link data-testid="memory-link"><span data-testid="memory-content">{content}</span></a>
+                {legal_hold.then(|| view! { <span class="badge state-held">" legal hold"</span> })}
+                {immutable.then(|| view! { <span class="badge">" immutable"</span> })}
+                {score.map(|score| view! { <span class="muted" data-testid="memory-score">{format!(" {score:.2}")}</span> })}
             </td>
             <td>
                 <span class=format!("badge kind-{kind}")>{kind.clone()}</span>

@@ -35,10 +35,44 @@ pub struct MemoryListQuery {
     pub text: Option<String>,
     /// Upper bound on the rows returned (the console asks for [`MEMORY_PAGE_LIMIT`]).
     pub limit: u32,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `active` (default) or `superseded`.
+    pub state: Option<String>,
+    /// `user_stated | tool_result | model_inferred | manual | file`
+    pub source: Option<String>,
+    pub category: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    pub created_from: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    pub created_to: Option<String>,
+    /// Search by meaning instead of listing: the nearest memories to this text.
+    pub meaning: Option<String>,
+}
+
+impl MemoryListQuery {
+    /// Only a project: every active memory, newest first.
+    pub fn for_project(project_id: impl Into<String>, limit: u32) -> Self {
+        Self {
+            project_id: project_id.into(),
+            user_id: None,
+            kind: None,
+            text: None,
+            limit,
+            agent_id: None,
+            session_id: None,
+            state: None,
+            source: None,
+            category: None,
+            created_from: None,
+            created_to: None,
+            meaning: None,
+        }
+    }
 }
 
 /// One row of the memories table.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MemoryRow {
     pub id: String,
     pub user_id: Option<String>,
@@ -51,10 +85,16 @@ pub struct MemoryRow {
     pub version: i64,
     /// RFC 3339, UTC.
     pub updated_at: String,
+    pub source: String,
+    pub categories: Vec<String>,
+    pub immutable: bool,
+    pub legal_hold: bool,
+    /// Similarity to the query, for a search by meaning.
+    pub score: Option<f32>,
 }
 
 /// The rows that matched a [`MemoryListQuery`], newest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryPage {
     pub memories: Vec<MemoryRow>,
     pub total_shown: usize,
@@ -115,7 +155,7 @@ pub struct SessionInfo {
 
 /// The memories of one project, with the project the server settled on (the first one
 /// when the browser did not choose).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemoryListing {
     pub project_id: Option<String>,
     pub page: MemoryPage,
@@ -326,4 +366,110 @@ pub struct InvitationPreview {
     pub email: String,
     pub organization_name: String,
     pub role: String,
+}
+
+/// The memory sources the filter offers.
+pub const MEMORY_SOURCES: [&str; 5] = [
+    "user_stated",
+    "tool_result",
+    "model_inferred",
+    "manual",
+    "file",
+];
+
+/// One piece of a word diff between two versions of a memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffPart {
+    /// `same | added | removed`
+    pub change: String,
+    pub text: String,
+}
+
+/// One version in a memory's history, with what changed since the one before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRow {
+    pub version: i64,
+    /// `created | updated | superseded`
+    pub event: String,
+    pub content: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub at: String,
+    /// Word diff against the previous version's content (empty when it did not change).
+    pub diff: Vec<DiffPart>,
+}
+
+/// A memory's page: the memory, its provenance and its history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryDetail {
+    pub project_id: String,
+    pub memory: MemoryRow,
+    pub confidence: f64,
+    pub created_at: String,
+    /// Who created it (an API key, an end-user, a console account), from its history.
+    pub created_by: Option<String>,
+    pub metadata_json: String,
+    pub expires_at: Option<String>,
+    pub history: Vec<HistoryRow>,
+}
+
+/// What a bulk delete by filter would remove.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkDeletePreview {
+    pub matching: u64,
+    /// Of those, immutable or held ones, which are kept.
+    pub locked: u64,
+}
+
+/// What a bulk delete removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkDeleteOutcome {
+    pub deleted: u64,
+    pub skipped_locked: u64,
+}
+
+/// Most memories one bulk delete may remove.
+pub const BULK_DELETE_LIMIT: u64 = 10_000;
+
+/// One end-user of a project, as the subjects page shows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectSummary {
+    pub project_id: String,
+    pub user_id: String,
+    pub memories: u64,
+    pub held_memory_ids: Vec<String>,
+}
+
+/// A subject erasure task and, once done, its receipt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureStatus {
+    pub project_id: String,
+    pub task_id: String,
+    /// `queued | running | succeeded | failed`
+    pub status: String,
+    pub done: i64,
+    pub total: i64,
+    pub verified: Option<bool>,
+    pub removed_memories: Option<u64>,
+    pub digest: Option<String>,
+    /// The whole receipt, pretty-printed.
+    pub receipt: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The memories page's filters, as the browser sends them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryFilters {
+    pub project_id: Option<String>,
+    pub text: Option<String>,
+    pub kind: Option<String>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub state: Option<String>,
+    pub source: Option<String>,
+    pub category: Option<String>,
+    pub created_from: Option<String>,
+    pub created_to: Option<String>,
+    pub meaning: Option<String>,
 }

@@ -132,6 +132,17 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
                     }
                 }),
             )
+            .route(
+                "/console/subjects/export.ndjson",
+                get({
+                    let backend = backend.clone();
+                    move |headers: axum::http::HeaderMap,
+                          query: axum::extract::Query<SubjectExportQuery>| {
+                        let backend = backend.clone();
+                        async move { export_subject(backend, headers, query.0).await }
+                    }
+                }),
+            )
             .route_layer(middleware::from_fn_with_state(backend, require_session))
             .with_state(options)
     };
@@ -172,6 +183,57 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
 #[derive(serde::Deserialize)]
 struct ExportQuery {
     project: String,
+}
+
+#[derive(serde::Deserialize)]
+struct SubjectExportQuery {
+    project: String,
+    user: String,
+}
+
+/// Everything live about one end-user as an NDJSON download (the session guard ran already).
+async fn export_subject(
+    backend: Arc<dyn ConsoleBackend>,
+    headers: axum::http::HeaderMap,
+    query: SubjectExportQuery,
+) -> Response {
+    use crate::model::ConsoleError;
+    let Some(token) = token_from_headers(&headers) else {
+        return Redirect::to(LOGIN_PATH).into_response();
+    };
+    let caller =
+        crate::model::ConsoleCaller::new(token, crate::api::ssr::origin_from(&headers, None));
+    match backend
+        .export_subject(&caller, &query.project, &query.user)
+        .await
+    {
+        Ok(ndjson) => (
+            [
+                (header::CONTENT_TYPE, "application/x-ndjson"),
+                (
+                    header::CONTENT_DISPOSITION,
+                    "attachment; filename=\"subject-export.ndjson\"",
+                ),
+            ],
+            ndjson,
+        )
+            .into_response(),
+        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
+        Err(ConsoleError::NotFound) => {
+            (axum::http::StatusCode::NOT_FOUND, "no such project").into_response()
+        }
+        Err(error @ ConsoleError::Forbidden { .. }) => {
+            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
+        }
+        Err(error @ ConsoleError::InvalidInput(_)) => {
+            (axum::http::StatusCode::BAD_REQUEST, error.to_string()).into_response()
+        }
+        Err(error) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )
+            .into_response(),
+    }
 }
 
 /// The project's audit events as a CSV download (the session guard ran already).

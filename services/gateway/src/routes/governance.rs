@@ -278,50 +278,95 @@ pub async fn request_subject_erasure(
     Path(user_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
-    let held = engine
-        .storage()
-        .held_memories_of_subject(&principal.scope, user_id.as_str())
-        .await
-        .map_err(storage_error)?;
-    if !held.is_empty() {
-        return Err(engram_engine::EngineError::SubjectHeld { memory_ids: held }.into());
-    }
-    let task = engine
-        .storage()
-        .create_task(
-            &principal.scope,
-            "subject_erasure",
-            Some(user_id.as_str()),
-            principal.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(storage_error)?;
-    engine
-        .storage()
-        .record_audit_event(
-            principal.scope.organization_id(),
-            Some(&principal.scope),
-            &principal.actor(),
-            &NewAuditEvent::success(
-                AuditAction::SubjectErasureRequested,
-                vec![
-                    engine
-                        .governance()
-                        .subject_digest(&principal.scope, user_id.as_str()),
-                    task.id.to_string(),
-                ],
-                serde_json::json!({ "task_id": task.id.to_string() }),
-            ),
-        )
-        .await
-        .map_err(storage_error)?;
-    engine.governance().task_queued.notify_one();
+    let task = queue_subject_erasure(
+        &engine,
+        &principal.scope,
+        &user_id,
+        &principal.actor(),
+        principal.origin.request_id.as_deref(),
+    )
+    .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {
         response.headers_mut().insert(header::LOCATION, value);
     }
     Ok(response)
+}
+
+/// Queue the erasure of one end-user (refused while any of their memories is held) and
+/// audit the request; the API and the console both start erasures here.
+pub async fn queue_subject_erasure(
+    engine: &MemoryEngine,
+    scope: &engram_core::ProjectScope,
+    user_id: &ExternalId,
+    actor: &engram_core::audit::Actor,
+    request_id: Option<&str>,
+) -> Result<engram_storage::tasks::TaskRecord, engram_engine::EngineError> {
+    let held = engine
+        .storage()
+        .held_memories_of_subject(scope, user_id.as_str())
+        .await?;
+    if !held.is_empty() {
+        return Err(engram_engine::EngineError::SubjectHeld { memory_ids: held });
+    }
+    let task = engine
+        .storage()
+        .create_task(scope, "subject_erasure", Some(user_id.as_str()), request_id)
+        .await?;
+    engine
+        .storage()
+        .record_audit_event(
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::SubjectErasureRequested,
+                vec![
+                    engine.governance().subject_digest(scope, user_id.as_str()),
+                    task.id.to_string(),
+                ],
+                serde_json::json!({ "task_id": task.id.to_string() }),
+            ),
+        )
+        .await?;
+    engine.governance().task_queued.notify_one();
+    Ok(task)
+}
+
+/// The NDJSON of a subject export: one `{"memory", "history"}` per line, then a summary.
+pub fn subject_export_ndjson(
+    user_id: &str,
+    exported: &[engram_storage::governance::ExportedMemory],
+) -> String {
+    let mut lines = String::new();
+    for item in exported {
+        let view = ExportedMemoryView {
+            memory: MemoryView::from(&item.memory),
+            history: item
+                .history
+                .iter()
+                .cloned()
+                .map(HistoryEntryView::from)
+                .collect(),
+        };
+        lines.push_str(&serde_json::to_string(&view).unwrap_or_default());
+        lines.push('\n');
+    }
+    lines.push_str(
+        &serde_json::json!({
+            "summary": {
+                "user_id": user_id,
+                "memories": exported.len(),
+                "session_messages": 0,
+                "session_state": 0,
+                "exported_at": Utc::now(),
+            }
+        })
+        .to_string(),
+    );
+    lines.push('\n');
+    lines
 }
 
 /// A background task of the project, with progress and, when done, its result.
@@ -374,33 +419,7 @@ pub async fn export_subject(
         .governance()
         .export_subject(&principal.scope, user_id.as_str(), &principal.actor())
         .await?;
-    let mut lines = String::new();
-    for item in &exported {
-        let view = ExportedMemoryView {
-            memory: MemoryView::from(&item.memory),
-            history: item
-                .history
-                .iter()
-                .cloned()
-                .map(HistoryEntryView::from)
-                .collect(),
-        };
-        lines.push_str(&serde_json::to_string(&view).unwrap_or_default());
-        lines.push('\n');
-    }
-    lines.push_str(
-        &serde_json::json!({
-            "summary": {
-                "user_id": user_id.as_str(),
-                "memories": exported.len(),
-                "session_messages": 0,
-                "session_state": 0,
-                "exported_at": Utc::now(),
-            }
-        })
-        .to_string(),
-    );
-    lines.push('\n');
+    let lines = subject_export_ndjson(user_id.as_str(), &exported);
     Ok((
         [
             (header::CONTENT_TYPE, "application/x-ndjson"),

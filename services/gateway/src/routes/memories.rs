@@ -231,6 +231,7 @@ pub async fn list_memories(
         text_contains: None,
         after,
         limit: limit as u64,
+        ..Default::default()
     };
     let page = engine.list_memories(&principal.scope, &filter).await?;
     Ok(Json(MemoryListView {

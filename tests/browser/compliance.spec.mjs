@@ -1,0 +1,215 @@
+// Drives the compliance workflows in the system Chromium (playwright-core), signed in as a
+// compliance officer: filter memories and search them by meaning, open one (provenance),
+// correct it with a reason (the history shows the diff), put it under legal hold (erasure of
+// its subject is refused, naming it), lift the hold, export the subject, erase it and watch
+// the erasure finish with a verified receipt, then bulk-delete by filter after a dry-run
+// count. Prints `N passed, N failed`; exits non-zero on any failure.
+//
+// Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD.
+
+import { chromium } from 'playwright-core';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const artifacts = path.join(here, 'artifacts');
+const base = process.env.ENGRAM_URL.replace(/\/+$/, '');
+const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
+
+let passed = 0;
+let failed = 0;
+async function check(name, fn) {
+  const started = Date.now();
+  try {
+    await fn();
+    passed += 1;
+    console.log(`ok   - ${name} (${Date.now() - started} ms)`);
+    return true;
+  } catch (err) {
+    failed += 1;
+    console.log(`FAIL - ${name}: ${err && err.message ? err.message : err}`);
+    return false;
+  }
+}
+function assert(condition, message) {
+  if (!condition) throw new Error(message);
+}
+async function until(what, probe) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const value = await probe().catch(() => false);
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+async function hydrated(page) {
+  await page.waitForSelector('[data-testid="console-root"][data-hydrated="true"]');
+}
+async function screenshot(page, name) {
+  mkdirSync(artifacts, { recursive: true });
+  const file = path.join(artifacts, name);
+  await page.screenshot({ path: file, fullPage: true });
+  console.log(`  screenshot: ${file}`);
+}
+async function rowContents(page) {
+  return page.$$eval('[data-testid="memory-row"]', (rows) =>
+    rows.map((row) => row.querySelector('[data-testid="memory-content"]')?.textContent.trim() ?? ''));
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+    '--no-first-run', '--disable-sync', '--disable-quic'],
+});
+try {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
+  const page = await context.newPage();
+  page.setDefaultTimeout(timeout);
+  const browserErrors = [];
+  page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+  let memoryUrl;
+  const steps = [
+    ['the compliance officer signs in and filters by user', async () => {
+      await page.goto(`${base}/console/login`);
+      await hydrated(page);
+      await page.getByTestId('login-email').fill(process.env.ENGRAM_CONSOLE_EMAIL);
+      await page.getByTestId('login-password').fill(process.env.ENGRAM_CONSOLE_PASSWORD);
+      await page.getByTestId('login-submit').click();
+      await page.waitForURL((url) => url.pathname === '/console/memories');
+      await hydrated(page);
+      await page.getByTestId('filter-user').fill('olivia');
+      await until('two of olivia\'s memories', async () => (await rowContents(page)).length === 2);
+      const contents = await rowContents(page);
+      assert(contents.every((c) => c.includes('Olivia')), `rows: ${contents}`);
+    }],
+    ['a search by meaning puts the right memory first', async () => {
+      await page.getByTestId('memory-meaning').fill('where does she like to sit on a plane');
+      await until('the window seat first', async () => (await rowContents(page))[0]?.includes('window seats'));
+      assert(await page.getByTestId('memory-score').first().isVisible(), 'scores are shown');
+    }],
+    ['the memory page shows provenance', async () => {
+      await page.getByTestId('memory-link').first().click();
+      await page.waitForURL((url) => url.pathname === '/console/memory');
+      await hydrated(page);
+      memoryUrl = page.url();
+      assert((await page.getByTestId('provenance-source').textContent()).trim() === 'user_stated', 'source');
+      const creator = (await page.getByTestId('provenance-creator').textContent()).trim();
+      assert(creator.startsWith('api_key'), `creator: ${creator}`);
+    }],
+    ['a correction needs a reason and shows up as a diff in the history', async () => {
+      await page.getByTestId('correct-content').fill('Olivia prefers aisle seats on long flights.');
+      await page.getByTestId('correct-reason').fill('customer corrected it on the phone');
+      await page.getByTestId('correct-submit').click();
+      await until('version 2', async () => (await page.getByTestId('memory-version').textContent()).trim() === '2');
+      const latest = page.getByTestId('history-entry').first();
+      assert((await latest.getAttribute('data-version')) === '2', 'newest first');
+      const removed = await latest.getByTestId('diff-removed').allTextContents();
+      const added = await latest.getByTestId('diff-added').allTextContents();
+      assert(removed.join(' ').includes('window'), `removed: ${removed}`);
+      assert(added.join(' ').includes('aisle'), `added: ${added}`);
+      assert((await latest.getByTestId('history-reason').textContent()).includes('customer corrected'), 'reason shown');
+      await screenshot(page, '30-memory-history.png');
+    }],
+    ['a legal hold locks the memory', async () => {
+      await page.getByTestId('flag-legal_hold-reason').fill('litigation hold 2026-17');
+      await page.getByTestId('flag-legal_hold-submit').click();
+      await page.getByTestId('badge-held').waitFor();
+      await page.getByTestId('correct-locked').waitFor();
+    }],
+    ['erasing a subject with held memories is refused, naming them', async () => {
+      await page.goto(`${base}/console/subjects?user=olivia`);
+      await hydrated(page);
+      const summary = page.getByTestId('subject-summary');
+      await summary.waitFor();
+      assert((await summary.getAttribute('data-memories')) === '2', 'two memories');
+      await page.getByTestId('subject-held').waitFor();
+      await page.getByTestId('erase-confirm').fill('olivia');
+      await page.getByTestId('erase-submit').click();
+      const error = (await page.getByTestId('erasure-error').textContent()).trim();
+      assert(error.includes('legal hold'), `error: ${error}`);
+    }],
+    ['the hold is lifted and the subject exported', async () => {
+      await page.goto(memoryUrl);
+      await hydrated(page);
+      await page.getByTestId('flag-legal_hold-reason').fill('litigation closed');
+      await page.getByTestId('flag-legal_hold-submit').click();
+      await until('the hold to go', async () => (await page.getByTestId('badge-held').count()) === 0);
+      await page.goto(`${base}/console/subjects?user=olivia`);
+      await hydrated(page);
+      await page.getByTestId('subject-summary').waitFor();
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByTestId('subject-export').click(),
+      ]);
+      const text = readFileSync(await download.path(), 'utf8');
+      const lines = text.trim().split('\n').map((line) => JSON.parse(line));
+      assert(lines.length === 3, `lines: ${text}`);
+      assert(lines.slice(0, 2).every((line) => line.memory.user_id === 'olivia'), 'only olivia');
+      assert(!text.includes('Paul'), 'no other subject');
+      console.log(`  export: ${lines.length - 1} memories`);
+    }],
+    ['erasure runs with progress and ends with a verified receipt', async () => {
+      await page.getByTestId('erase-confirm').fill('olivia');
+      await page.getByTestId('erase-submit').click();
+      const erasure = page.getByTestId('erasure');
+      await until('the erasure to succeed', async () => (await erasure.getAttribute('data-status')) === 'succeeded');
+      assert((await erasure.getAttribute('data-verified')) === 'true', 'verified');
+      const digest = (await page.getByTestId('erasure-digest').textContent()).trim();
+      assert(/^[0-9a-f]{64}$/.test(digest), `digest: ${digest}`);
+      const receipt = (await page.getByTestId('erasure-receipt').textContent());
+      assert(!receipt.includes('olivia'), 'the receipt names no end-user');
+      console.log(`  receipt digest: ${digest}`);
+      await screenshot(page, '31-erasure-receipt.png');
+    }],
+    ['nothing of olivia is left in the memories list', async () => {
+      await page.goto(`${base}/console/memories?user=olivia`);
+      await hydrated(page);
+      await page.getByTestId('memories-empty').waitFor();
+    }],
+    ['deleting one memory needs a reason and a confirmation', async () => {
+      await page.goto(`${base}/console/memories?user=rita`);
+      await hydrated(page);
+      await until('rita\'s memory', async () => (await rowContents(page)).length === 1);
+      await page.getByTestId('memory-link').first().click();
+      await page.waitForURL((url) => url.pathname === '/console/memory');
+      await hydrated(page);
+      await page.getByTestId('delete-reason').fill('temporary access expired');
+      await page.getByTestId('delete-submit').click();
+      const error = (await page.getByTestId('memory-error').textContent()).trim();
+      assert(error.includes('confirm'), `error: ${error}`);
+      await page.getByTestId('delete-confirm').check();
+      await page.getByTestId('delete-submit').click();
+      await page.waitForURL((url) => url.pathname === '/console/memories');
+      await hydrated(page);
+    }],
+    ['bulk delete counts first, then deletes what the filter matches', async () => {
+      await page.goto(`${base}/console/memories?category=offsite`);
+      await hydrated(page);
+      await until('three offsite notes', async () => (await rowContents(page)).length === 3);
+      await page.getByTestId('bulk-preview').click();
+      const count = page.getByTestId('bulk-count');
+      await count.waitFor();
+      assert((await count.getAttribute('data-matching')) === '3', 'three match');
+      await page.getByTestId('bulk-expected').fill('3');
+      await page.getByTestId('bulk-reason').fill('offsite planning is over');
+      await page.getByTestId('bulk-confirm').click();
+      const outcome = page.getByTestId('bulk-outcome');
+      await outcome.waitFor();
+      assert((await outcome.getAttribute('data-deleted')) === '3', 'three deleted');
+      await page.getByTestId('memories-empty').waitFor();
+      await screenshot(page, '32-bulk-delete.png');
+    }],
+    ['the browser reported no errors', async () => {
+      assert(browserErrors.length === 0, browserErrors.join('; '));
+    }],
+  ];
+  for (const [name, fn] of steps) {
+    if (!(await check(name, fn))) break;
+  }
+} finally {
+  await browser.close();
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

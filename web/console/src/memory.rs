@@ -1,0 +1,243 @@
+//! A memory's page: content, provenance (source, confidence, creator, scope), flags, version
+//! history with word diffs and reasons, and the compliance actions: correct (with a reason),
+//! mark immutable or put under legal hold (and lift), delete (reason and confirmation).
+
+use crate::api::{CorrectMemory, DeleteMemory, Logout, SetMemoryFlag, load_memory};
+use crate::model::{ConsoleError, DiffPart, HistoryRow, MemoryDetail};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+#[component]
+pub fn MemoryPage() -> impl IntoView {
+    let query = use_query_map().get_untracked();
+    let project_id = query.get("project").unwrap_or_default();
+    let memory_id = query.get("id").unwrap_or_default();
+    let logout = ServerAction::<Logout>::new();
+    let correct = ServerAction::<CorrectMemory>::new();
+    let set_flag = ServerAction::<SetMemoryFlag>::new();
+    let delete = ServerAction::<DeleteMemory>::new();
+    let (project_for_load, memory_for_load) = (project_id.clone(), memory_id.clone());
+    let detail = Resource::new(
+        move || (correct.version().get(), set_flag.version().get()),
+        move |_| load_memory(project_for_load.clone(), memory_for_load.clone()),
+    );
+    let action_error = move || {
+        let errors = [
+            correct.value().get().and_then(Result::err),
+            set_flag.value().get().and_then(Result::err),
+            delete.value().get().and_then(Result::err),
+        ];
+        errors.into_iter().flatten().next().map(|error| {
+            view! { <p class="error" role="alert" data-testid="memory-error">{error.to_string()}</p> }
+        })
+    };
+    let back = format!("/console/memories?project={project_id}");
+    let body =
+        move || Suspend::new(async move { detail_view(detail.await, correct, set_flag, delete) });
+    view! {
+        <Title text="Memory · Engram console" />
+        <header class="topbar">
+            <a class="brand" href="/console/memories">"Engram"</a>
+            <nav class="nav">
+                <a href=back.clone() aria-current="page">"Memories"</a>
+                <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/keys">"API keys"</a>
+                <a href="/console/audit">"Audit log"</a>
+                <a href="/console/members">"Members"</a>
+            </nav>
+            <span class="spacer"></span>
+            <ActionForm action=logout attr:class="logout-form">
+                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+            </ActionForm>
+        </header>
+        <main class="content">
+            <p><a href=back>"← All memories"</a></p>
+            {action_error}
+            <Transition fallback=|| view! { <p class="muted">"Loading the memory…"</p> }>{body}</Transition>
+        </main>
+    }
+}
+
+fn detail_view(
+    detail: Result<MemoryDetail, ConsoleError>,
+    correct: ServerAction<CorrectMemory>,
+    set_flag: ServerAction<SetMemoryFlag>,
+    delete: ServerAction<DeleteMemory>,
+) -> AnyView {
+    let detail = match detail {
+        Ok(detail) => detail,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(ConsoleError::Forbidden { role }) => {
+            return view! {
+                <p class="notice" data-testid="memory-forbidden">
+                    "Your role (" {role} ") cannot see memory content."
+                </p>
+            }
+            .into_any();
+        }
+        Err(ConsoleError::NotFound) => {
+            return view! {
+                <p class="notice" data-testid="memory-gone">
+                    "This memory does not exist (it may have been deleted or erased)."
+                </p>
+            }
+            .into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+        }
+    };
+    let MemoryDetail {
+        project_id,
+        memory,
+        confidence,
+        created_at,
+        created_by,
+        metadata_json,
+        expires_at,
+        history,
+    } = detail;
+    let memory_id = memory.id.clone();
+    let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
+    let flag_form = move |flag: &'static str,
+                          label_on: &'static str,
+                          label_off: &'static str,
+                          is_on: bool| {
+        let project_id = project_for_flags.clone();
+        let memory_id = memory_for_flags.clone();
+        view! {
+            <ActionForm action=set_flag attr:class="stack" attr:data-testid=format!("flag-{flag}")>
+                <input type="hidden" name="project_id" value=project_id />
+                <input type="hidden" name="memory_id" value=memory_id />
+                <input type="hidden" name="flag" value=flag />
+                <input type="hidden" name="value" value=if is_on { "off" } else { "on" } />
+                <input type="text" name="reason" required maxlength="500" placeholder="Reason" data-testid=format!("flag-{flag}-reason") />
+                <button type="submit" data-testid=format!("flag-{flag}-submit")>
+                    {if is_on { label_off } else { label_on }}
+                </button>
+            </ActionForm>
+        }
+    };
+    let immutable_form = flag_form(
+        "immutable",
+        "Mark immutable",
+        "Make editable again",
+        memory.immutable,
+    );
+    let hold_form = flag_form(
+        "legal_hold",
+        "Put under legal hold",
+        "Lift the legal hold",
+        memory.legal_hold,
+    );
+    let locked = memory.immutable || memory.legal_hold;
+    let correct_section = if locked {
+        view! { <p class="muted" data-testid="correct-locked">"Immutable or held memories cannot be corrected."</p> }.into_any()
+    } else {
+        let (project_id, memory_id) = (project_id.clone(), memory_id.clone());
+        let content = memory.content.clone();
+        view! {
+            <ActionForm action=correct attr:class="stack" attr:data-testid="correct-form">
+                <input type="hidden" name="project_id" value=project_id />
+                <input type="hidden" name="memory_id" value=memory_id />
+                <textarea name="content" required data-testid="correct-content">{content}</textarea>
+                <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="correct-reason" />
+                <button type="submit" data-testid="correct-submit">"Save the correction"</button>
+            </ActionForm>
+        }.into_any()
+    };
+    let delete_section = view! {
+        <ActionForm action=delete attr:class="stack" attr:data-testid="delete-form">
+            <input type="hidden" name="project_id" value=project_id />
+            <input type="hidden" name="memory_id" value=memory_id />
+            <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="delete-reason" />
+            <label class="checkbox">
+                <input type="checkbox" name="confirm" value="yes" data-testid="delete-confirm" />
+                <span>"Delete this memory and its history for good"</span>
+            </label>
+            <button type="submit" class="danger" data-testid="delete-submit">"Delete"</button>
+        </ActionForm>
+    };
+    let state_class = format!("badge state-{}", memory.state);
+    let kind_class = format!("badge kind-{}", memory.kind);
+    view! {
+        <h1 data-testid="memory-heading">"Memory"</h1>
+        <p class="content" data-testid="memory-detail-content">{memory.content.clone()}</p>
+        <p>
+            <span class=kind_class>{memory.kind.clone()}</span>" "
+            <span class=state_class>{memory.state.clone()}</span>" "
+            {memory.legal_hold.then(|| view! { <span class="badge state-held" data-testid="badge-held">"legal hold"</span> })}" "
+            {memory.immutable.then(|| view! { <span class="badge" data-testid="badge-immutable">"immutable"</span> })}
+        </p>
+        <dl class="detail" data-testid="provenance">
+            <dt>"Source"</dt><dd data-testid="provenance-source">{memory.source.clone()}</dd>
+            <dt>"Confidence"</dt><dd>{format!("{confidence:.2}")}</dd>
+            <dt>"Created by"</dt><dd data-testid="provenance-creator">{created_by.unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Created"</dt><dd>{created_at}</dd>
+            <dt>"User"</dt><dd>{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Agent"</dt><dd>{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Session"</dt><dd>{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Key"</dt><dd>{memory.key.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Categories"</dt><dd>{if memory.categories.is_empty() { "—".to_string() } else { memory.categories.join(", ") }}</dd>
+            <dt>"Expires"</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
+            <dt>"Version"</dt><dd data-testid="memory-version">{memory.version}</dd>
+            <dt>"Metadata"</dt><dd><code>{metadata_json}</code></dd>
+            <dt>"Recalls"</dt><dd class="muted">"Recall events are not recorded yet."</dd>
+        </dl>
+        <div class="actions">
+            <section class="card">
+                <h2>"Correct"</h2>
+                {correct_section}
+            </section>
+            <section class="card">
+                <h2>"Flags"</h2>
+                {immutable_form}
+                {hold_form}
+            </section>
+            <section class="card">
+                <h2>"Delete"</h2>
+                {delete_section}
+            </section>
+        </div>
+        <h2>"History"</h2>
+        <ol class="history" data-testid="history">
+            {history.into_iter().rev().map(history_item).collect_view()}
+        </ol>
+    }
+    .into_any()
+}
+
+fn history_item(entry: HistoryRow) -> impl IntoView {
+    let HistoryRow {
+        version,
+        event,
+        actor,
+        reason,
+        at,
+        diff,
+        ..
+    } = entry;
+    view! {
+        <li data-testid="history-entry" data-version=version.to_string() data-event=event.clone()>
+            <strong>{format!("v{version} {event}")}</strong>
+            <span class="muted">{format!(" · {at} · {actor}")}</span>
+            {reason.map(|reason| view! { <div data-testid="history-reason">"Reason: " {reason}</div> })}
+            <div class="diff" data-testid="history-diff">{diff.into_iter().map(diff_part).collect_view()}</div>
+        </li>
+    }
+}
+
+fn diff_part(part: DiffPart) -> impl IntoView {
+    match part.change.as_str() {
+        "added" => view! { <ins class="diff-added" data-testid="diff-added">{part.text}</ins>" " }
+            .into_any(),
+        "removed" => {
+            view! { <del class="diff-removed" data-testid="diff-removed">{part.text}</del>" " }
+                .into_any()
+        }
+        _ => view! { <span>{part.text}</span>" " }.into_any(),
+    }
+}

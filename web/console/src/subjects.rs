@@ -1,0 +1,190 @@
+//! The subjects page: look up one end-user of a project, download everything about them
+//! (NDJSON), or erase them — confirmed by typing the id again — and follow the erasure's
+//! progress until its receipt (counts, verification, digest) is shown.
+
+use crate::api::{Logout, RequestErasure, load_erasure_status, load_session, load_subject};
+use crate::model::{ConsoleError, ErasureStatus, SubjectSummary};
+use crate::project_picker::{non_empty, project_select};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+#[component]
+pub fn SubjectsPage() -> impl IntoView {
+    let query = use_query_map().get_untracked();
+    let initial_project = query.get("project").and_then(|p| non_empty(&p));
+    let initial_user = query.get("user").unwrap_or_default();
+    let project = RwSignal::new(initial_project.clone());
+    let user = RwSignal::new(non_empty(&initial_user));
+    let session = Resource::new(|| (), |_| load_session());
+    let erase = ServerAction::<RequestErasure>::new();
+    // The server picks the account's first project when none is chosen.
+    let summary = Resource::new(
+        move || (project.get(), user.get(), erase.version().get()),
+        |(project, user, _)| async move {
+            match user {
+                Some(user) => Some(load_subject(project, user).await),
+                None => None,
+            }
+        },
+    );
+    // Polled while the erasure runs (in the browser only: effects do not run on the server).
+    let task = RwSignal::new(None::<ErasureStatus>);
+    Effect::new(move |_| {
+        if let Some(Ok(started)) = erase.value().get() {
+            task.set(Some(started));
+        }
+    });
+    Effect::new(move |_| {
+        let Some(current) = task.get() else {
+            return;
+        };
+        if current.status == "succeeded" || current.status == "failed" {
+            return;
+        }
+        let project = current.project_id.clone();
+        let task_id = current.task_id.clone();
+        set_timeout(
+            move || {
+                leptos::task::spawn_local(async move {
+                    if let Ok(next) = load_erasure_status(project, task_id).await {
+                        task.set(Some(next));
+                    }
+                });
+            },
+            std::time::Duration::from_millis(250),
+        );
+    });
+    let logout = ServerAction::<Logout>::new();
+    let project_selector = move || {
+        let initial_project = initial_project.clone();
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
+    };
+    let summary_view = move || {
+        Suspend::new(async move { summary.await.map(|loaded| subject_view(loaded, erase)) })
+    };
+    let progress = move || task.get().map(erasure_view);
+    let erase_error = move || {
+        erase.value().get().and_then(Result::err).map(|error| {
+            view! { <p class="error" role="alert" data-testid="erasure-error">{error.to_string()}</p> }
+        })
+    };
+    view! {
+        <Title text="Subjects · Engram console" />
+        <header class="topbar">
+            <a class="brand" href="/console/memories">"Engram"</a>
+            <nav class="nav">
+                <a href="/console/memories">"Memories"</a>
+                <a href="/console/subjects" aria-current="page">"Subjects"</a>
+                <a href="/console/keys">"API keys"</a>
+                <a href="/console/audit">"Audit log"</a>
+                <a href="/console/members">"Members"</a>
+            </nav>
+            <span class="spacer"></span>
+            <ActionForm action=logout attr:class="logout-form">
+                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+            </ActionForm>
+        </header>
+        <main class="content">
+            <h1>"Subjects"</h1>
+            <p class="muted">"Everything about one end-user: export it, or erase it from every store."</p>
+            <form class="filters" method="get" action="/console/subjects" on:submit=|ev| ev.prevent_default()>
+                <label>
+                    <span>"Project"</span>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
+                </label>
+                <label class="grow">
+                    <span>"End-user id"</span>
+                    <input
+                        type="search"
+                        name="user"
+                        value=initial_user
+                        autocomplete="off"
+                        data-testid="subject-user"
+                        on:change=move |ev| user.set(non_empty(&event_target_value(&ev)))
+                    />
+                </label>
+                <button type="submit" data-testid="subject-lookup">"Look up"</button>
+            </form>
+            {erase_error}
+            {progress}
+            <Transition fallback=|| view! { <p class="muted">"Looking up…"</p> }>{summary_view}</Transition>
+        </main>
+    }
+}
+
+fn subject_view(
+    summary: Result<SubjectSummary, ConsoleError>,
+    erase: ServerAction<RequestErasure>,
+) -> AnyView {
+    let summary = match summary {
+        Ok(summary) => summary,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(ConsoleError::Forbidden { role }) => {
+            return view! {
+                <p class="notice" data-testid="subjects-forbidden">
+                    "Your role (" {role} ") cannot export or erase end-users."
+                </p>
+            }
+            .into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert" data-testid="subject-error">{error.to_string()}</p> }
+                .into_any();
+        }
+    };
+    let project = summary.project_id.clone();
+    let export_link = format!(
+        "/console/subjects/export.ndjson?project={project}&user={}",
+        summary.user_id
+    );
+    let held = summary.held_memory_ids.clone();
+    view! {
+        <section class="card" data-testid="subject-summary" data-memories=summary.memories.to_string()>
+            <p>
+                <strong>{summary.user_id.clone()}</strong>
+                {format!(" has {} memories in this project.", summary.memories)}
+            </p>
+            {(!held.is_empty()).then(|| view! {
+                <p class="error" data-testid="subject-held">
+                    {format!("{} of them are under legal hold — erasure is refused until the holds are lifted: {}", held.len(), held.join(", "))}
+                </p>
+            })}
+            <p><a href=export_link data-testid="subject-export" download>"Download everything (NDJSON)"</a></p>
+            <ActionForm action=erase attr:class="filters" attr:data-testid="erase-form">
+                <input type="hidden" name="project_id" value=project />
+                <input type="hidden" name="user_id" value=summary.user_id.clone() />
+                <label class="grow">
+                    <span>"Type the end-user id again to erase everything about them"</span>
+                    <input type="text" name="confirm" required autocomplete="off" data-testid="erase-confirm" />
+                </label>
+                <button type="submit" class="danger" data-testid="erase-submit">"Erase"</button>
+            </ActionForm>
+        </section>
+    }
+    .into_any()
+}
+
+fn erasure_view(status: ErasureStatus) -> impl IntoView {
+    let finished = status.status == "succeeded" || status.status == "failed";
+    let total = status.total.max(status.done).max(1);
+    view! {
+        <section class="card" data-testid="erasure" data-status=status.status.clone() data-verified=status.verified.map(|v| v.to_string()).unwrap_or_default()>
+            <p>
+                <strong>{format!("Erasure {}", status.status)}</strong>
+                {format!(" — {} of {} memories", status.done, status.total)}
+            </p>
+            {(!finished).then(|| view! { <progress data-testid="erasure-progress" value=status.done.to_string() max=total.to_string()></progress> })}
+            {status.verified.map(|verified| view! {
+                <p data-testid="erasure-verified">
+                    {if verified { "Verified: nothing of this end-user remains in the database or the index." } else { "Verification found remains." }}
+                </p>
+            })}
+            {status.digest.map(|digest| view! { <p class="muted">"Receipt digest " <code data-testid="erasure-digest">{digest}</code></p> })}
+            {status.receipt.map(|receipt| view! { <pre class="receipt" data-testid="erasure-receipt">{receipt}</pre> })}
+            {status.error.map(|error| view! { <p class="error" data-testid="erasure-failed">{error}</p> })}
+        </section>
+    }
+}
