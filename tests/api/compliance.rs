@@ -134,6 +134,11 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
     assert_eq!(receipt["removed"]["memories"], 31, "{receipt}");
     assert_eq!(receipt["removed"]["history_entries"], 31 + 5, "{receipt}");
     assert_eq!(receipt["removed"]["idempotency_records"], 1, "{receipt}");
+    // The search above cached its query embedding; erasure empties that cache.
+    assert!(
+        receipt["removed"]["query_cache_entries"].as_u64().unwrap() >= 1,
+        "{receipt}"
+    );
     assert_eq!(receipt["verification"]["verified"], true, "{receipt}");
     for remaining in [
         "database_memories_remaining",

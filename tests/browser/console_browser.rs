@@ -339,3 +339,62 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
         "{deleted:?}"
     );
 }
+
+#[tokio::test]
+async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() {
+    let browser_dir = workspace_root().join("tests/browser");
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let expired = client
+        .add_one(json!({
+            "content": "Sam's one-time code is 4411.",
+            "user_id": "sam",
+            "kind": "episodic",
+            "expires_at": (chrono::Utc::now() - chrono::Duration::minutes(1)).to_rfc3339(),
+        }))
+        .await;
+    client
+        .add_one(json!({"content": "Sam likes jazz.", "user_id": "sam"}))
+        .await;
+    let base_url = server.base_url.clone();
+    let email = server.bootstrap.console_email.clone();
+    let password = server.bootstrap.console_password.clone();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg("settings.spec.mjs")
+            .current_dir(&browser_dir)
+            .env("ENGRAM_URL", base_url)
+            .env("ENGRAM_CONSOLE_EMAIL", email)
+            .env("ENGRAM_CONSOLE_PASSWORD", password)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(
+        stdout.contains("5 passed, 0 failed"),
+        "summary missing:\n{stdout}"
+    );
+    // What the browser set is what the API enforces.
+    client
+        .get(expired["id"].as_str().unwrap())
+        .await
+        .assert_problem(404, "not-found");
+    let settings = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(settings.body["pii_redaction"], "mask");
+    assert_eq!(settings.body["retention_days"]["episodic"], 30);
+    let masked = client
+        .add_one(json!({"content": "Mail sam@example.com today.", "user_id": "sam"}))
+        .await;
+    assert_eq!(masked["content"], "Mail [email] today.");
+    let expired_events = client
+        .send(client.request(reqwest::Method::GET, "/v1/audit?action=memory.expired"))
+        .await;
+    assert_eq!(expired_events.body["events"].as_array().unwrap().len(), 1);
+}

@@ -49,6 +49,9 @@ pub struct ErasureCounts {
     pub history_entries: u64,
     pub idempotency_records: u64,
     pub index_points: u64,
+    /// Query embeddings cached in this process (all of them: a cached query may be about the
+    /// subject, and the cache does not know whose it is).
+    pub query_cache_entries: u64,
     /// Session messages, session state and recall events are not stored by this version;
     /// they are reported so a receipt names every store the design has.
     pub session_messages: u64,
@@ -105,6 +108,10 @@ fn pii_rejection(field: String, kinds: &BTreeSet<PiiKind>) -> FieldError {
     )
 }
 
+/// Query text → embedding, shared by the search path and erasure (which empties it: cached
+/// query text may be about the erased end-user).
+pub type QueryCache = Arc<std::sync::Mutex<lru::LruCache<String, Arc<Vec<f32>>>>>;
+
 /// The compliance operations: they need the database and the index, never the embedding
 /// model, so a worker runs them without loading it.
 pub struct DataGovernance {
@@ -112,6 +119,7 @@ pub struct DataGovernance {
     index: Arc<dyn VectorIndex>,
     applier: Arc<IndexApplier>,
     ledger: ErasureLedgerSettings,
+    query_cache: Option<QueryCache>,
     /// Woken when this process queues a background task, so its runner starts at once.
     pub task_queued: tokio::sync::Notify,
 }
@@ -128,8 +136,15 @@ impl DataGovernance {
             index,
             applier,
             ledger,
+            query_cache: None,
             task_queued: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The in-process query cache erasure must empty (a worker has none).
+    pub fn with_query_cache(mut self, query_cache: QueryCache) -> Self {
+        self.query_cache = Some(query_cache);
+        self
     }
 
     pub fn storage(&self) -> &Storage {
@@ -235,6 +250,12 @@ impl DataGovernance {
         let stray_points = self.index.count_points(scope, Some(user_id)).await?;
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = removed.memories + stray_points;
+        if let Some(cache) = &self.query_cache
+            && let Ok(mut cache) = cache.lock()
+        {
+            removed.query_cache_entries = cache.len() as u64;
+            cache.clear();
+        }
         self.index.flush().await?;
         self.applier.work_available.notify_one();
 

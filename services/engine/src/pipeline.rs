@@ -63,7 +63,7 @@ pub struct MemoryEngine {
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
-    pub(crate) query_embeddings: Mutex<lru::LruCache<String, Arc<Vec<f32>>>>,
+    pub(crate) query_embeddings: crate::governance::QueryCache,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
 }
 
@@ -91,21 +91,26 @@ impl MemoryEngine {
         settings: EngineSettings,
     ) -> Self {
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
-        let governance = Arc::new(crate::governance::DataGovernance::new(
-            storage.clone(),
-            index.clone(),
-            applier.clone(),
-            settings.ledger.clone(),
-        ));
         let capacity =
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
+        let query_embeddings: crate::governance::QueryCache =
+            Arc::new(Mutex::new(lru::LruCache::new(capacity)));
+        let governance = Arc::new(
+            crate::governance::DataGovernance::new(
+                storage.clone(),
+                index.clone(),
+                applier.clone(),
+                settings.ledger.clone(),
+            )
+            .with_query_cache(query_embeddings.clone()),
+        );
         Self {
             storage,
             index,
             embedder,
             applier,
             settings,
-            query_embeddings: Mutex::new(lru::LruCache::new(capacity)),
+            query_embeddings,
             governance,
         }
     }

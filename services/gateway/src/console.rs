@@ -6,9 +6,9 @@ use crate::state::AppState;
 use axum::Router;
 use engram_console::model::{
     AuditChainStatus, AuditListing, AuditQuery, AuditRow, BulkDeleteOutcome, BulkDeletePreview,
-    ErasureStatus, HistoryRow, INVITATION_LIFETIME_DAYS, InvitationPreview, InvitationRow,
-    KeyListing, KeyRow, MemberListing, MemberRow, MemoryDetail, NewInvitation, NewKeyRequest,
-    NewKeySecret, SessionTokens, SubjectSummary,
+    ErasureStatus, GovernanceSettings, HistoryRow, INVITATION_LIFETIME_DAYS, InvitationPreview,
+    InvitationRow, KeyListing, KeyRow, MemberListing, MemberRow, MemoryDetail, NewInvitation,
+    NewKeyRequest, NewKeySecret, RetentionPreview, SessionTokens, SubjectSummary,
 };
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
@@ -1117,6 +1117,101 @@ impl ConsoleBackend for GatewayConsoleBackend {
             user_id.as_str(),
             &exported,
         ))
+    }
+
+    async fn governance_settings(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+    ) -> Result<GovernanceSettings, ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let governance = self.engine()?.governance();
+        let settings = governance
+            .project_settings(&scope)
+            .await
+            .map_err(engine_error)?;
+        let due = governance
+            .retention_preview(&scope, 100_000)
+            .await
+            .map_err(engine_error)?;
+        let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
+        for (_, kind) in &due {
+            *by_kind.entry(kind.as_str().to_string()).or_default() += 1;
+        }
+        Ok(GovernanceSettings {
+            project_id: project_id.to_string(),
+            pii_redaction: settings.pii_redaction.as_str().to_string(),
+            retention_days: MemoryKind::ALL
+                .iter()
+                .map(|kind| {
+                    (
+                        kind.as_str().to_string(),
+                        settings.retention_days.get(kind).copied(),
+                    )
+                })
+                .collect(),
+            preview: RetentionPreview {
+                would_delete: due.len() as u64,
+                by_kind: by_kind.into_iter().collect(),
+                memory_ids: due.iter().take(20).map(|(id, _)| id.to_string()).collect(),
+            },
+        })
+    }
+
+    async fn save_governance_settings(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        pii_redaction: &str,
+        retention_days: Vec<(String, Option<u32>)>,
+    ) -> Result<(), ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        let pii_redaction = engram_core::pii::PiiRedaction::parse(pii_redaction)
+            .ok_or_else(|| invalid("PII redaction", "one of off, mask, reject"))?;
+        let mut days_by_kind = std::collections::BTreeMap::new();
+        for (kind, days) in retention_days {
+            let parsed: MemoryKind = kind.parse().map_err(|_| invalid(&kind, "unknown kind"))?;
+            if let Some(days) = days {
+                if !(1..=36_500).contains(&days) {
+                    return Err(invalid(
+                        &kind,
+                        "retention must be 1–36500 days, or empty for no limit",
+                    ));
+                }
+                days_by_kind.insert(parsed, days);
+            }
+        }
+        self.storage
+            .update_project_settings(
+                &scope,
+                &engram_storage::governance::ProjectSettings {
+                    pii_redaction,
+                    retention_days: days_by_kind,
+                },
+                &console_actor(&account, &caller.origin),
+            )
+            .await
+            .map(|_| ())
+            .map_err(internal)
+    }
+
+    async fn sweep_retention_now(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+    ) -> Result<u64, ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .await?;
+        self.engine()?
+            .governance()
+            .sweep_retention(&scope)
+            .await
+            .map_err(engine_error)
     }
 }
 

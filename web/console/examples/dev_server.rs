@@ -483,6 +483,34 @@ impl ConsoleBackend for DevBackend {
     ) -> Result<String, ConsoleError> {
         Err(ConsoleError::NotFound)
     }
+
+    async fn governance_settings(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+    ) -> Result<engram_console::model::GovernanceSettings, ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server has no settings".into(),
+        ))
+    }
+
+    async fn save_governance_settings(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _pii_redaction: &str,
+        _retention_days: Vec<(String, Option<u32>)>,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn sweep_retention_now(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+    ) -> Result<u64, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
 }
 
 #[tokio::main]

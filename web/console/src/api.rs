@@ -170,6 +170,69 @@ pub async fn request_erasure(
     ssr::answer(result).await
 }
 
+/// The project's governance settings with the retention dry run.
+#[server(prefix = "/console/api", endpoint = "settings")]
+pub async fn load_settings(
+    project_id: Option<String>,
+) -> Result<crate::model::GovernanceSettings, ConsoleError> {
+    ssr::answer(ssr::load_settings(project_id).await).await
+}
+
+/// Save PII redaction and retention days (empty: no limit for that kind).
+#[server(prefix = "/console/api", endpoint = "save_settings")]
+pub async fn save_settings(
+    project_id: String,
+    pii_redaction: String,
+    semantic: Option<String>,
+    episodic: Option<String>,
+    procedural: Option<String>,
+    preference: Option<String>,
+) -> Result<(), ConsoleError> {
+    let mut retention = Vec::new();
+    for (kind, days) in [
+        ("semantic", semantic),
+        ("episodic", episodic),
+        ("procedural", procedural),
+        ("preference", preference),
+    ] {
+        let days = match days
+            .as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+        {
+            Some(text) => match text.parse::<u32>() {
+                Ok(days) => Some(days),
+                Err(_) => {
+                    return ssr::answer(Err(ConsoleError::InvalidInput(format!(
+                        "{kind}: days must be a whole number (or empty for no limit)"
+                    ))))
+                    .await;
+                }
+            },
+            None => None,
+        };
+        retention.push((kind.to_string(), days));
+    }
+    let result = ssr::backend()?
+        .save_governance_settings(
+            &ssr::caller().await?,
+            &project_id,
+            &pii_redaction,
+            retention,
+        )
+        .await;
+    ssr::answer(result).await
+}
+
+/// Run the project's retention sweep now.
+#[server(prefix = "/console/api", endpoint = "sweep_now")]
+pub async fn sweep_now(project_id: String) -> Result<u64, ConsoleError> {
+    let result = ssr::backend()?
+        .sweep_retention_now(&ssr::caller().await?, &project_id)
+        .await;
+    ssr::answer(result).await
+}
+
 /// Progress (and, when done, the receipt) of an erasure.
 #[server(prefix = "/console/api", endpoint = "erasure_status")]
 pub async fn load_erasure_status(
@@ -467,6 +530,17 @@ pub(crate) mod ssr {
         backend
             .subject_summary(&caller, &project_id, &user_id)
             .await
+    }
+
+    pub async fn load_settings(
+        project_id: Option<String>,
+    ) -> Result<crate::model::GovernanceSettings, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(project_id) = key_project(&backend, &caller, project_id).await? else {
+            return Ok(Default::default());
+        };
+        backend.governance_settings(&caller, &project_id).await
     }
 
     pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {

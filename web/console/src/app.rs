@@ -8,6 +8,7 @@ use crate::login::LoginPage;
 use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
 use crate::memory::MemoryPage;
+use crate::settings::SettingsPage;
 use crate::subjects::SubjectsPage;
 use leptos::prelude::*;
 use leptos_meta::{Title, provide_meta_context};
@@ -81,6 +82,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/members") view=MembersPage ssr=SsrMode::Async />
                     <Route path=path!("/console/memory") view=MemoryPage ssr=SsrMode::Async />
                     <Route path=path!("/console/subjects") view=SubjectsPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/settings") view=SettingsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>

@@ -40,6 +40,7 @@ pub fn AuditPage() -> impl IntoView {
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit" aria-current="page">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>

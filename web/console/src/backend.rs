@@ -3,9 +3,9 @@
 
 use crate::model::{
     AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview, ConsoleAccount, ConsoleCaller,
-    ConsoleError, ConsoleRequestOrigin, ErasureStatus, InvitationPreview, KeyListing,
-    MemberListing, MemoryDetail, MemoryListQuery, MemoryPage, NewInvitation, NewKeyRequest,
-    NewKeySecret, ProjectSummary, SessionTokens, SubjectSummary,
+    ConsoleError, ConsoleRequestOrigin, ErasureStatus, GovernanceSettings, InvitationPreview,
+    KeyListing, MemberListing, MemoryDetail, MemoryListQuery, MemoryPage, NewInvitation,
+    NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens, SubjectSummary,
 };
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
@@ -227,4 +227,27 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         project_id: &str,
         user_id: &str,
     ) -> Result<String, ConsoleError>;
+
+    /// PII redaction, retention per kind and the retention dry run.
+    async fn governance_settings(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+    ) -> Result<GovernanceSettings, ConsoleError>;
+
+    /// Save PII redaction and retention days per kind (`None`: no limit).
+    async fn save_governance_settings(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        pii_redaction: &str,
+        retention_days: Vec<(String, Option<u32>)>,
+    ) -> Result<(), ConsoleError>;
+
+    /// Run the retention sweep of the project now; returns how many memories it removed.
+    async fn sweep_retention_now(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+    ) -> Result<u64, ConsoleError>;
 }

@@ -81,6 +81,7 @@ pub fn KeysPage() -> impl IntoView {
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys" aria-current="page">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>

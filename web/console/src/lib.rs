@@ -16,6 +16,7 @@ mod memories;
 mod memory;
 pub mod model;
 mod project_picker;
+mod settings;
 mod subjects;
 
 #[cfg(feature = "ssr")]

@@ -70,6 +70,7 @@ pub fn MembersPage() -> impl IntoView {
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members" aria-current="page">"Members"</a>

@@ -191,6 +191,7 @@ pub fn MemoriesPage() -> impl IntoView {
             <nav class="nav">
                 <a href="/console/memories" aria-current="page">"Memories"</a>
                 <a href="/console/subjects" data-testid="nav-subjects">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys" data-testid="nav-keys">"API keys"</a>
                 <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
                 <a href="/console/members" data-testid="nav-members">"Members"</a>

@@ -42,6 +42,7 @@ pub fn MemoryPage() -> impl IntoView {
             <nav class="nav">
                 <a href=back.clone() aria-current="page">"Memories"</a>
                 <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members">"Members"</a>

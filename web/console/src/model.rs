@@ -473,3 +473,26 @@ pub struct MemoryFilters {
     pub created_to: Option<String>,
     pub meaning: Option<String>,
 }
+
+/// The project's governance settings and what the next retention sweep would remove.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GovernanceSettings {
+    pub project_id: String,
+    /// `off | mask | reject`
+    pub pii_redaction: String,
+    /// (kind, days) for every kind; `None` keeps memories of that kind until deleted.
+    pub retention_days: Vec<(String, Option<u32>)>,
+    pub preview: RetentionPreview,
+}
+
+/// The retention dry run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionPreview {
+    pub would_delete: u64,
+    pub by_kind: Vec<(String, u64)>,
+    /// The first ids, oldest first.
+    pub memory_ids: Vec<String>,
+}
+
+/// The PII modes the settings page offers.
+pub const PII_MODES: [&str; 3] = ["off", "mask", "reject"];

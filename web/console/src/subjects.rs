@@ -76,6 +76,7 @@ pub fn SubjectsPage() -> impl IntoView {
             <nav class="nav">
                 <a href="/console/memories">"Memories"</a>
                 <a href="/console/subjects" aria-current="page">"Subjects"</a>
+                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
                 <a href="/console/keys">"API keys"</a>
                 <a href="/console/audit">"Audit log"</a>
                 <a href="/console/members">"Members"</a>

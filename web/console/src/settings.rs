@@ -1,0 +1,164 @@
+//! The settings page (owners, admins, compliance): PII redaction, retention days per kind,
+//! the dry run of the next retention sweep, and a button that runs the sweep now.
+
+use crate::api::{Logout, SaveSettings, SweepNow, load_session, load_settings};
+use crate::model::{ConsoleError, GovernanceSettings, PII_MODES};
+use crate::project_picker::{non_empty, project_select};
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+#[component]
+pub fn SettingsPage() -> impl IntoView {
+    let query = use_query_map().get_untracked();
+    let initial_project = query.get("project").and_then(|p| non_empty(&p));
+    let project = RwSignal::new(initial_project.clone());
+    let session = Resource::new(|| (), |_| load_session());
+    let save = ServerAction::<SaveSettings>::new();
+    let sweep = ServerAction::<SweepNow>::new();
+    let settings = Resource::new(
+        move || (project.get(), save.version().get(), sweep.version().get()),
+        |(project, _, _)| load_settings(project),
+    );
+    let logout = ServerAction::<Logout>::new();
+    let project_selector = move || {
+        let initial_project = initial_project.clone();
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
+    };
+    let messages = move || {
+        let saved = save.value().get().map(|result| match result {
+            Ok(()) => view! { <p class="notice" data-testid="settings-saved">"Saved."</p> }.into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.to_string()}</p> }.into_any(),
+        });
+        let swept = sweep.value().get().map(|result| match result {
+            Ok(removed) => view! {
+                <p class="notice" data-testid="sweep-result" data-removed=removed.to_string()>
+                    {format!("The sweep removed {removed} memories from the database and the index.")}
+                </p>
+            }
+            .into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.to_string()}</p> }.into_any(),
+        });
+        (saved, swept)
+    };
+    let body = move || Suspend::new(async move { settings_view(settings.await, save, sweep) });
+    view! {
+        <Title text="Settings · Engram console" />
+        <header class="topbar">
+            <a class="brand" href="/console/memories">"Engram"</a>
+            <nav class="nav">
+                <a href="/console/memories">"Memories"</a>
+                <a href="/console/subjects">"Subjects"</a>
+                <a href="/console/settings" aria-current="page">"Settings"</a>
+                <a href="/console/keys">"API keys"</a>
+                <a href="/console/audit">"Audit log"</a>
+                <a href="/console/members">"Members"</a>
+            </nav>
+            <span class="spacer"></span>
+            <ActionForm action=logout attr:class="logout-form">
+                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+            </ActionForm>
+        </header>
+        <main class="content">
+            <h1>"Data governance"</h1>
+            <form class="filters" on:submit=|ev| ev.prevent_default()>
+                <label>
+                    <span>"Project"</span>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
+                </label>
+            </form>
+            {messages}
+            <Transition fallback=|| view! { <p class="muted">"Loading settings…"</p> }>{body}</Transition>
+        </main>
+    }
+}
+
+fn settings_view(
+    settings: Result<GovernanceSettings, ConsoleError>,
+    save: ServerAction<SaveSettings>,
+    sweep: ServerAction<SweepNow>,
+) -> AnyView {
+    let settings = match settings {
+        Ok(settings) => settings,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(ConsoleError::Forbidden { role }) => {
+            return view! {
+                <p class="notice" data-testid="settings-forbidden">
+                    "Your role (" {role} ") cannot change data governance settings."
+                </p>
+            }
+            .into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+        }
+    };
+    let GovernanceSettings {
+        project_id,
+        pii_redaction,
+        retention_days,
+        preview,
+    } = settings;
+    let by_kind = preview
+        .by_kind
+        .iter()
+        .map(|(kind, count)| format!("{kind}: {count}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let project_for_sweep = project_id.clone();
+    view! {
+        <section class="card">
+            <h2>"Personal data and retention"</h2>
+            <ActionForm action=save attr:class="stack" attr:data-testid="settings-form">
+                <input type="hidden" name="project_id" value=project_id />
+                <label>
+                    <span>"PII redaction (e-mail, phone, card and national id numbers)"</span>
+                    <select name="pii_redaction" data-testid="settings-pii">
+                        {PII_MODES
+                            .iter()
+                            .map(|mode| view! { <option value=*mode selected=*mode == pii_redaction>{*mode}</option> })
+                            .collect_view()}
+                    </select>
+                </label>
+                {retention_days
+                    .into_iter()
+                    .map(|(kind, days)| {
+                        let label = format!("Keep {kind} memories for (days, empty = until deleted)");
+                        view! {
+                            <label>
+                                <span>{label}</span>
+                                <input
+                                    type="number"
+                                    min="1"
+                                    max="36500"
+                                    name=kind.clone()
+                                    value=days.map(|days| days.to_string()).unwrap_or_default()
+                                    data-testid=format!("settings-retention-{kind}")
+                                />
+                            </label>
+                        }
+                    })
+                    .collect_view()}
+                <button type="submit" data-testid="settings-save">"Save"</button>
+            </ActionForm>
+        </section>
+        <section class="card" data-testid="retention-preview" data-would-delete=preview.would_delete.to_string()>
+            <h2>"Next retention sweep"</h2>
+            <p>
+                {format!("The next sweep removes {} memories", preview.would_delete)}
+                {(!by_kind.is_empty()).then(|| format!(" ({by_kind})"))}
+                "; immutable and held memories are never removed."
+            </p>
+            {(!preview.memory_ids.is_empty()).then(|| view! {
+                <p class="muted">"First: " {preview.memory_ids.join(", ")}</p>
+            })}
+            <ActionForm action=sweep attr:class="inline">
+                <input type="hidden" name="project_id" value=project_for_sweep />
+                <button type="submit" class="danger" data-testid="sweep-now">"Run the sweep now"</button>
+            </ActionForm>
+        </section>
+    }
+    .into_any()
+}
