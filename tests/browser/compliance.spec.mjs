@@ -7,77 +7,21 @@
 //
 // Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD.
 
-import { chromium } from 'playwright-core';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
+import { assert, base, hydrated, newPage, runSteps, screenshot, signIn, until } from './harness.mjs';
+import { readFileSync } from 'node:fs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const artifacts = path.join(here, 'artifacts');
-const base = process.env.ENGRAM_URL.replace(/\/+$/, '');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
-
-let passed = 0;
-let failed = 0;
-async function check(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok   - ${name} (${Date.now() - started} ms)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`FAIL - ${name}: ${err && err.message ? err.message : err}`);
-    return false;
-  }
-}
-function assert(condition, message) {
-  if (!condition) throw new Error(message);
-}
-async function until(what, probe) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const value = await probe().catch(() => false);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-async function hydrated(page) {
-  await page.waitForSelector('[data-testid="console-root"][data-hydrated="true"]');
-}
-async function screenshot(page, name) {
-  mkdirSync(artifacts, { recursive: true });
-  const file = path.join(artifacts, name);
-  await page.screenshot({ path: file, fullPage: true });
-  console.log(`  screenshot: ${file}`);
-}
 async function rowContents(page) {
   return page.$$eval('[data-testid="memory-row"]', (rows) =>
     rows.map((row) => row.querySelector('[data-testid="memory-content"]')?.textContent.trim() ?? ''));
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--no-first-run', '--disable-sync', '--disable-quic'],
-});
-try {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, acceptDownloads: true });
-  const page = await context.newPage();
-  page.setDefaultTimeout(timeout);
+await runSteps(async (browser) => {
   const browserErrors = [];
-  page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+  const page = await newPage(browser, browserErrors, { acceptDownloads: true });
   let memoryUrl;
   const steps = [
     ['the compliance officer signs in and filters by user', async () => {
-      await page.goto(`${base}/console/login`);
-      await hydrated(page);
-      await page.getByTestId('login-email').fill(process.env.ENGRAM_CONSOLE_EMAIL);
-      await page.getByTestId('login-password').fill(process.env.ENGRAM_CONSOLE_PASSWORD);
-      await page.getByTestId('login-submit').click();
-      await page.waitForURL((url) => url.pathname === '/console/memories');
+      await signIn(page, process.env.ENGRAM_CONSOLE_EMAIL, process.env.ENGRAM_CONSOLE_PASSWORD);
       await hydrated(page);
       await page.getByTestId('filter-user').fill('olivia');
       await until('two of olivia\'s memories', async () => (await rowContents(page)).length === 2);
@@ -205,11 +149,5 @@ try {
       assert(browserErrors.length === 0, browserErrors.join('; '));
     }],
   ];
-  for (const [name, fn] of steps) {
-    if (!(await check(name, fn))) break;
-  }
-} finally {
-  await browser.close();
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+  return steps;
+});

@@ -199,36 +199,27 @@ async fn the_console_creates_revokes_and_rolls_api_keys() {
 
 #[tokio::test]
 async fn the_console_invites_re_roles_and_removes_members() {
-    let browser_dir = workspace_root().join("tests/browser");
     let server = TestServer::spawn().await.unwrap();
-    let base_url = server.base_url.clone();
-    let email = server.bootstrap.console_email.clone();
-    let password = server.bootstrap.console_password.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("members.spec.mjs")
-            .current_dir(&browser_dir)
-            .env("ENGRAM_URL", base_url)
-            .env("ENGRAM_CONSOLE_EMAIL", email)
-            .env("ENGRAM_CONSOLE_PASSWORD", password)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "browser test failed:\n{stdout}");
-    assert!(
-        stdout.contains("8 passed, 0 failed"),
-        "summary missing:\n{stdout}"
-    );
+    run_spec(
+        "members.spec.mjs",
+        vec![
+            ("ENGRAM_URL", server.base_url.clone()),
+            (
+                "ENGRAM_CONSOLE_EMAIL",
+                server.bootstrap.console_email.clone(),
+            ),
+            (
+                "ENGRAM_CONSOLE_PASSWORD",
+                server.bootstrap.console_password.clone(),
+            ),
+        ],
+        8,
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
-    let browser_dir = workspace_root().join("tests/browser");
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
     for (content, user, category) in [
@@ -279,28 +270,19 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
     );
     assert!(output.status.success());
     let officer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    let base_url = server.base_url.clone();
-    let password = officer["password"].as_str().unwrap().to_string();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("compliance.spec.mjs")
-            .current_dir(&browser_dir)
-            .env("ENGRAM_URL", base_url)
-            .env("ENGRAM_CONSOLE_EMAIL", "officer@example.com")
-            .env("ENGRAM_CONSOLE_PASSWORD", password)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "browser test failed:\n{stdout}");
-    assert!(
-        stdout.contains("12 passed, 0 failed"),
-        "summary missing:\n{stdout}"
-    );
+    run_spec(
+        "compliance.spec.mjs",
+        vec![
+            ("ENGRAM_URL", server.base_url.clone()),
+            ("ENGRAM_CONSOLE_EMAIL", "officer@example.com".to_string()),
+            (
+                "ENGRAM_CONSOLE_PASSWORD",
+                officer["password"].as_str().unwrap().to_string(),
+            ),
+        ],
+        12,
+    )
+    .await;
     // What the browser did is what the API sees.
     assert!(client.all_listed_ids("&user_id=olivia").await.is_empty());
     assert!(client.all_listed_ids("&user_id=quentin").await.is_empty());
@@ -342,7 +324,6 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
 
 #[tokio::test]
 async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() {
-    let browser_dir = workspace_root().join("tests/browser");
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
     let expired = client
@@ -356,29 +337,22 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
     client
         .add_one(json!({"content": "Sam likes jazz.", "user_id": "sam"}))
         .await;
-    let base_url = server.base_url.clone();
-    let email = server.bootstrap.console_email.clone();
-    let password = server.bootstrap.console_password.clone();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .arg("settings.spec.mjs")
-            .current_dir(&browser_dir)
-            .env("ENGRAM_URL", base_url)
-            .env("ENGRAM_CONSOLE_EMAIL", email)
-            .env("ENGRAM_CONSOLE_PASSWORD", password)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
-    println!("{stdout}");
-    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "browser test failed:\n{stdout}");
-    assert!(
-        stdout.contains("5 passed, 0 failed"),
-        "summary missing:\n{stdout}"
-    );
+    run_spec(
+        "settings.spec.mjs",
+        vec![
+            ("ENGRAM_URL", server.base_url.clone()),
+            (
+                "ENGRAM_CONSOLE_EMAIL",
+                server.bootstrap.console_email.clone(),
+            ),
+            (
+                "ENGRAM_CONSOLE_PASSWORD",
+                server.bootstrap.console_password.clone(),
+            ),
+        ],
+        5,
+    )
+    .await;
     // What the browser set is what the API enforces.
     client
         .get(expired["id"].as_str().unwrap())
@@ -397,4 +371,34 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
         .send(client.request(reqwest::Method::GET, "/v1/audit?action=memory.expired"))
         .await;
     assert_eq!(expired_events.body["events"].as_array().unwrap().len(), 1);
+}
+
+/// Runs one browser spec of `tests/browser` with `environment` and returns its output,
+/// asserting that all `expected_steps` steps passed.
+async fn run_spec(spec: &str, environment: Vec<(&str, String)>, expected_steps: usize) -> String {
+    let browser_dir = workspace_root().join("tests/browser");
+    let spec = spec.to_string();
+    let environment: Vec<(String, String)> = environment
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .arg(&spec)
+            .current_dir(&browser_dir)
+            .envs(environment)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+    println!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "browser test failed:\n{stdout}");
+    assert!(
+        stdout.contains(&format!("{expected_steps} passed, 0 failed")),
+        "summary missing:\n{stdout}"
+    );
+    stdout
 }

@@ -7,82 +7,24 @@
 //
 // Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD.
 
-import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
+import { assert, base, hydrated, newPage, runSteps, screenshot, signIn, until } from './harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const artifacts = path.join(here, 'artifacts');
-const base = process.env.ENGRAM_URL.replace(/\/+$/, '');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
 const invitee = 'officer@example.com';
 const inviteePassword = 'correct horse battery staple';
 
-let passed = 0;
-let failed = 0;
-async function check(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok   - ${name} (${Date.now() - started} ms)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`FAIL - ${name}: ${err && err.message ? err.message : err}`);
-    return false;
-  }
-}
-function assert(condition, message) {
-  if (!condition) throw new Error(message);
-}
-async function until(what, probe) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const value = await probe().catch(() => false);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-async function hydrated(page) {
-  await page.waitForSelector('[data-testid="console-root"][data-hydrated="true"]');
-}
-async function screenshot(page, name) {
-  mkdirSync(artifacts, { recursive: true });
-  const file = path.join(artifacts, name);
-  await page.screenshot({ path: file, fullPage: true });
-  console.log(`  screenshot: ${file}`);
-}
 function memberRow(page, email) {
   return page.locator(`[data-testid="member-row"][data-email="${email}"]`);
 }
 
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--no-first-run', '--disable-sync', '--disable-quic'],
-});
-try {
-  const viewport = { viewport: { width: 1280, height: 860 } };
-  const owner = await (await browser.newContext(viewport)).newPage();
-  // The invitee has a browser of their own: no cookies of the owner's.
-  const member = await (await browser.newContext(viewport)).newPage();
+await runSteps(async (browser) => {
   const browserErrors = [];
-  for (const page of [owner, member]) {
-    page.setDefaultTimeout(timeout);
-    page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
-  }
+  const owner = await newPage(browser, browserErrors);
+  // The invitee has a browser of their own: no cookies of the owner's.
+  const member = await newPage(browser, browserErrors);
   let link;
   const steps = [
     ['the owner signs in and opens the members page', async () => {
-      await owner.goto(`${base}/console/login`);
-      await hydrated(owner);
-      await owner.getByTestId('login-email').fill(process.env.ENGRAM_CONSOLE_EMAIL);
-      await owner.getByTestId('login-password').fill(process.env.ENGRAM_CONSOLE_PASSWORD);
-      await owner.getByTestId('login-submit').click();
-      await owner.waitForURL((url) => url.pathname === '/console/memories');
+      await signIn(owner, process.env.ENGRAM_CONSOLE_EMAIL, process.env.ENGRAM_CONSOLE_PASSWORD);
       await owner.getByTestId('nav-members').click();
       await owner.waitForURL((url) => url.pathname === '/console/members');
       await hydrated(owner);
@@ -154,11 +96,5 @@ try {
       assert(browserErrors.length === 0, browserErrors.join('; '));
     }],
   ];
-  for (const [name, fn] of steps) {
-    if (!(await check(name, fn))) break;
-  }
-} finally {
-  await browser.close();
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+  return steps;
+});

@@ -5,66 +5,15 @@
 //
 // Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD.
 
-import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
+import { assert, base, hydrated, newPage, runSteps, screenshot, signIn, until } from './harness.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const artifacts = path.join(here, 'artifacts');
-const base = process.env.ENGRAM_URL.replace(/\/+$/, '');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
-
-let passed = 0;
-let failed = 0;
-async function check(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    passed += 1;
-    console.log(`ok   - ${name} (${Date.now() - started} ms)`);
-    return true;
-  } catch (err) {
-    failed += 1;
-    console.log(`FAIL - ${name}: ${err && err.message ? err.message : err}`);
-    return false;
-  }
-}
-function assert(condition, message) {
-  if (!condition) throw new Error(message);
-}
-async function until(what, probe) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const value = await probe().catch(() => false);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-async function hydrated(page) {
-  await page.waitForSelector('[data-testid="console-root"][data-hydrated="true"]');
-}
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
-    '--no-first-run', '--disable-sync', '--disable-quic'],
-});
-try {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  page.setDefaultTimeout(timeout);
+await runSteps(async (browser) => {
   const browserErrors = [];
-  page.on('pageerror', (err) => browserErrors.push(`pageerror: ${err.message}`));
+  const page = await newPage(browser, browserErrors);
   const preview = () => page.getByTestId('retention-preview');
   const steps = [
     ['the dry run names the expired memory', async () => {
-      await page.goto(`${base}/console/login`);
-      await hydrated(page);
-      await page.getByTestId('login-email').fill(process.env.ENGRAM_CONSOLE_EMAIL);
-      await page.getByTestId('login-password').fill(process.env.ENGRAM_CONSOLE_PASSWORD);
-      await page.getByTestId('login-submit').click();
-      await page.waitForURL((url) => url.pathname === '/console/memories');
+      await signIn(page, process.env.ENGRAM_CONSOLE_EMAIL, process.env.ENGRAM_CONSOLE_PASSWORD);
       await page.getByTestId('nav-settings').click();
       await page.waitForURL((url) => url.pathname === '/console/settings');
       await hydrated(page);
@@ -80,10 +29,7 @@ try {
       await hydrated(page);
       assert((await page.getByTestId('settings-pii').inputValue()) === 'mask', 'mask kept');
       assert((await page.getByTestId('settings-retention-episodic').inputValue()) === '30', '30 days kept');
-      mkdirSync(artifacts, { recursive: true });
-      const file = path.join(artifacts, '40-settings.png');
-      await page.screenshot({ path: file, fullPage: true });
-      console.log(`  screenshot: ${file}`);
+      await screenshot(page, '40-settings.png');
     }],
     ['the sweep removes what the dry run named', async () => {
       await page.getByTestId('sweep-now').click();
@@ -105,11 +51,5 @@ try {
       assert(browserErrors.length === 0, browserErrors.join('; '));
     }],
   ];
-  for (const [name, fn] of steps) {
-    if (!(await check(name, fn))) break;
-  }
-} finally {
-  await browser.close();
-}
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+  return steps;
+});

@@ -407,19 +407,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let total_shown = memories.len();
         // Compliance must know who saw what: the page is shown only once its read is logged.
         if total_shown > 0 {
-            self.storage
-                .record_audit_event(
-                    account.organization_id,
-                    Some(&scope),
-                    &console_actor(&account, &caller.origin),
-                    &NewAuditEvent::success(
-                        AuditAction::MemoryContentViewed,
-                        memories.iter().map(|memory| memory.id.clone()).collect(),
-                        serde_json::json!({ "page": "memories" }),
-                    ),
-                )
-                .await
-                .map_err(internal)?;
+            self.audit_content_view(
+                &account,
+                &scope,
+                caller,
+                memories.iter().map(|memory| memory.id.clone()).collect(),
+                "memories",
+            )
+            .await?;
         }
         Ok(MemoryPage {
             memories,
@@ -823,19 +818,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .memory_history(&scope, memory_id)
             .await
             .map_err(internal)?;
-        self.storage
-            .record_audit_event(
-                account.organization_id,
-                Some(&scope),
-                &console_actor(&account, &caller.origin),
-                &NewAuditEvent::success(
-                    AuditAction::MemoryContentViewed,
-                    vec![memory_id.to_string()],
-                    serde_json::json!({ "page": "memory" }),
-                ),
-            )
-            .await
-            .map_err(internal)?;
+        self.audit_content_view(
+            &account,
+            &scope,
+            caller,
+            vec![memory_id.to_string()],
+            "memory",
+        )
+        .await?;
         let mut previous_content: Option<String> = None;
         let mut rows = Vec::with_capacity(history.len());
         for entry in &history {
@@ -1468,6 +1458,30 @@ impl GatewayConsoleBackend {
             });
         }
         Ok(member)
+    }
+
+    /// Log that the account was shown the content of `memory_ids` (before it is shown).
+    async fn audit_content_view(
+        &self,
+        account: &ConsoleAccountRecord,
+        scope: &engram_core::ProjectScope,
+        caller: &ConsoleCaller,
+        memory_ids: Vec<String>,
+        page: &str,
+    ) -> Result<(), ConsoleError> {
+        self.storage
+            .record_audit_event(
+                account.organization_id,
+                Some(scope),
+                &console_actor(account, &caller.origin),
+                &NewAuditEvent::success(
+                    AuditAction::MemoryContentViewed,
+                    memory_ids,
+                    serde_json::json!({ "page": page }),
+                ),
+            )
+            .await
+            .map_err(internal)
     }
 
     /// The scope of a project the account may see; `NotFound` otherwise.

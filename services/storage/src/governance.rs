@@ -299,50 +299,12 @@ impl Storage {
         if rows.is_empty() {
             return Ok((Vec::new(), 0));
         }
-        let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _, _)| *id).collect();
-        let history_deleted = memory_history::Entity::delete_many()
-            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .rows_affected;
-        memories::Entity::delete_many()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(memories::Column::Id.is_in(ids.clone()))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
-        let now = Utc::now();
-        memory_tombstones::Entity::insert_many(rows.iter().map(|(id, version, _)| {
-            memory_tombstones::ActiveModel {
-                memory_id: Set(*id),
-                organization_id: Set(scope.organization_id().as_uuid()),
-                project_id: Set(scope.project_id().as_uuid()),
-                last_version: Set(*version),
-                deleted_at: Set(now),
-            }
-        }))
-        .on_conflict(
-            sea_orm::sea_query::OnConflict::column(memory_tombstones::Column::MemoryId)
-                .do_nothing()
-                .to_owned(),
-        )
-        .exec_without_returning(&transaction)
-        .await
-        .map_err(StorageError::from_db)?;
-        index_outbox::Entity::insert_many(ids.iter().map(|id| index_outbox::ActiveModel {
-            organization_id: Set(scope.organization_id().as_uuid()),
-            project_id: Set(scope.project_id().as_uuid()),
-            memory_id: Set(*id),
-            created_at: Set(now),
-            attempts: Set(0),
-            last_error: Set(None),
-            ..Default::default()
-        }))
-        .exec_without_returning(&transaction)
-        .await
-        .map_err(StorageError::from_db)?;
+        let versions: Vec<(uuid::Uuid, i64)> = rows
+            .iter()
+            .map(|(id, version, _)| (*id, *version))
+            .collect();
+        let history_deleted = remove_memory_rows(&transaction, scope, &versions).await?;
+        let ids: Vec<uuid::Uuid> = versions.iter().map(|(id, _)| *id).collect();
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((
             ids.into_iter().map(MemoryId::from_uuid).collect(),
@@ -645,49 +607,8 @@ impl Storage {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
+        remove_memory_rows(&transaction, scope, &rows).await?;
         let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _)| *id).collect();
-        memory_history::Entity::delete_many()
-            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
-        memories::Entity::delete_many()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(memories::Column::Id.is_in(ids.clone()))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
-        let now = Utc::now();
-        memory_tombstones::Entity::insert_many(rows.iter().map(|(id, version)| {
-            memory_tombstones::ActiveModel {
-                memory_id: Set(*id),
-                organization_id: Set(scope.organization_id().as_uuid()),
-                project_id: Set(scope.project_id().as_uuid()),
-                last_version: Set(*version),
-                deleted_at: Set(now),
-            }
-        }))
-        .on_conflict(
-            sea_orm::sea_query::OnConflict::column(memory_tombstones::Column::MemoryId)
-                .do_nothing()
-                .to_owned(),
-        )
-        .exec_without_returning(&transaction)
-        .await
-        .map_err(StorageError::from_db)?;
-        index_outbox::Entity::insert_many(ids.iter().map(|id| index_outbox::ActiveModel {
-            organization_id: Set(scope.organization_id().as_uuid()),
-            project_id: Set(scope.project_id().as_uuid()),
-            memory_id: Set(*id),
-            created_at: Set(now),
-            attempts: Set(0),
-            last_error: Set(None),
-            ..Default::default()
-        }))
-        .exec_without_returning(&transaction)
-        .await
-        .map_err(StorageError::from_db)?;
         append_audit_event(
             &transaction,
             scope.organization_id(),
@@ -703,6 +624,62 @@ impl Storage {
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
     }
+}
+
+/// Inside `transaction`: hard-delete the memories `(id, last version)` with their history
+/// (content included), leave a content-free tombstone each, and an outbox entry each so the
+/// index follows even if the caller dies before deleting the points itself. Returns how many
+/// history rows went.
+async fn remove_memory_rows(
+    transaction: &sea_orm::DatabaseTransaction,
+    scope: &ProjectScope,
+    rows: &[(uuid::Uuid, i64)],
+) -> Result<u64, StorageError> {
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _)| *id).collect();
+    let history_deleted = memory_history::Entity::delete_many()
+        .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
+        .exec(transaction)
+        .await
+        .map_err(StorageError::from_db)?
+        .rows_affected;
+    memories::Entity::delete_many()
+        .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(memories::Column::Id.is_in(ids.clone()))
+        .exec(transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+    let now = Utc::now();
+    memory_tombstones::Entity::insert_many(rows.iter().map(|(id, version)| {
+        memory_tombstones::ActiveModel {
+            memory_id: Set(*id),
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            last_version: Set(*version),
+            deleted_at: Set(now),
+        }
+    }))
+    .on_conflict(
+        sea_orm::sea_query::OnConflict::column(memory_tombstones::Column::MemoryId)
+            .do_nothing()
+            .to_owned(),
+    )
+    .exec_without_returning(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
+    index_outbox::Entity::insert_many(ids.iter().map(|id| index_outbox::ActiveModel {
+        organization_id: Set(scope.organization_id().as_uuid()),
+        project_id: Set(scope.project_id().as_uuid()),
+        memory_id: Set(*id),
+        created_at: Set(now),
+        attempts: Set(0),
+        last_error: Set(None),
+        ..Default::default()
+    }))
+    .exec_without_returning(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
+    Ok(history_deleted)
 }
 
 fn settings_from_model(project: &projects::Model) -> ProjectSettings {

@@ -1,9 +1,10 @@
 //! The audit log page: the chain's verification status, an action filter, the newest events
 //! of the project (and the organization's console logins) and a CSV export link.
 
-use crate::api::{Logout, load_audit, load_session};
+use crate::api::{load_audit, load_session};
 use crate::model::{AUDIT_ACTIONS, AuditListing, AuditRow, ConsoleError};
 use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -24,7 +25,6 @@ pub fn AuditPage() -> impl IntoView {
         move || (project.get(), non_empty(&action.get())),
         |(project, action)| load_audit(project, action),
     );
-    let logout = ServerAction::<Logout>::new();
 
     let project_selector = move || {
         let initial_project = initial_project.clone();
@@ -35,21 +35,7 @@ pub fn AuditPage() -> impl IntoView {
 
     view! {
         <Title text="Audit log · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href="/console/memories">"Memories"</a>
-                <a href="/console/subjects">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys">"API keys"</a>
-                <a href="/console/audit" aria-current="page">"Audit log"</a>
-                <a href="/console/members" data-testid="nav-members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/audit" />
         <main class="content">
             <h1>"Audit log"</h1>
             <form class="filters" method="get" action="/console/audit" on:submit=|ev| ev.prevent_default()>

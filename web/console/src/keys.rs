@@ -1,8 +1,9 @@
 //! The API keys page: the project's keys (never their secrets), a form that creates one and
 //! shows its secret once, and revoke / roll buttons per key.
 
-use crate::api::{CreateKey, Logout, RevokeKey, RollKey, load_keys};
+use crate::api::{CreateKey, RevokeKey, RollKey, load_keys};
 use crate::model::{ConsoleError, KEY_SCOPES, KeyListing, KeyRow, NewKeySecret};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -14,7 +15,6 @@ pub fn KeysPage() -> impl IntoView {
         .get("project")
         .filter(|project| !project.trim().is_empty())
         .unwrap_or_default();
-    let logout = ServerAction::<Logout>::new();
     let create = ServerAction::<CreateKey>::new();
     let revoke = ServerAction::<RevokeKey>::new();
     let roll = ServerAction::<RollKey>::new();
@@ -76,21 +76,7 @@ pub fn KeysPage() -> impl IntoView {
 
     view! {
         <Title text="API keys · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href="/console/memories">"Memories"</a>
-                <a href="/console/subjects">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys" aria-current="page">"API keys"</a>
-                <a href="/console/audit">"Audit log"</a>
-                <a href="/console/members" data-testid="nav-members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/keys" />
         <main class="content">
             <h1>"API keys"</h1>
             <ActionForm action=create attr:class="filters" attr:data-testid="create-key-form">

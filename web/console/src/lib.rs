@@ -18,6 +18,7 @@ pub mod model;
 mod project_picker;
 mod settings;
 mod subjects;
+mod topbar;
 
 #[cfg(feature = "ssr")]
 mod backend;

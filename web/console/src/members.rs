@@ -1,17 +1,15 @@
 //! The members page (owners and admins): who has access to the console with which role,
 //! invitations (the link is shown once), role changes and removals.
 
-use crate::api::{
-    ChangeMemberRole, InviteMember, Logout, RemoveMember, RevokeInvitation, load_members,
-};
+use crate::api::{ChangeMemberRole, InviteMember, RemoveMember, RevokeInvitation, load_members};
 use crate::model::{ConsoleError, InvitationRow, MemberListing, MemberRow, NewInvitation};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::components::Redirect;
 
 #[component]
 pub fn MembersPage() -> impl IntoView {
-    let logout = ServerAction::<Logout>::new();
     let invite = ServerAction::<InviteMember>::new();
     let revoke = ServerAction::<RevokeInvitation>::new();
     let change_role = ServerAction::<ChangeMemberRole>::new();
@@ -65,21 +63,7 @@ pub fn MembersPage() -> impl IntoView {
 
     view! {
         <Title text="Members · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href="/console/memories">"Memories"</a>
-                <a href="/console/subjects">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys">"API keys"</a>
-                <a href="/console/audit">"Audit log"</a>
-                <a href="/console/members" aria-current="page">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/members" />
         <main class="content">
             <h1>"Members"</h1>
             {action_error}

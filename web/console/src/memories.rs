@@ -1,12 +1,13 @@
 //! The memories page: account header, project selector, filters and the memories table.
 //! Filters reload through the `list_memories` server function; a GET form keeps them usable without JS.
 
-use crate::api::{BulkDelete, Logout, PreviewBulkDelete, list_memories, load_session};
+use crate::api::{BulkDelete, PreviewBulkDelete, list_memories, load_session};
 use crate::model::{
     ConsoleError, MEMORY_KINDS, MEMORY_SOURCES, MemoryFilters, MemoryListing, MemoryRow,
     SessionInfo,
 };
 use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -78,7 +79,6 @@ pub fn MemoriesPage() -> impl IntoView {
         |(filters, _)| list_memories(filters),
     );
     let preview = ServerAction::<PreviewBulkDelete>::new();
-    let logout = ServerAction::<Logout>::new();
 
     let header_account = move || {
         Suspend::new(async move {
@@ -184,26 +184,9 @@ pub fn MemoriesPage() -> impl IntoView {
 
     view! {
         <Title text="Memories · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">
-                "Engram"
-            </a>
-            <nav class="nav">
-                <a href="/console/memories" aria-current="page">"Memories"</a>
-                <a href="/console/subjects" data-testid="nav-subjects">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys" data-testid="nav-keys">"API keys"</a>
-                <a href="/console/audit" data-testid="nav-audit">"Audit log"</a>
-                <a href="/console/members" data-testid="nav-members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
+        <TopBar current="/console/memories">
             <Transition fallback=|| ()>{header_account}</Transition>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">
-                    "Log out"
-                </button>
-            </ActionForm>
-        </header>
+        </TopBar>
         <main class="content">
             <h1>"Memories"</h1>
             <form

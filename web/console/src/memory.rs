@@ -2,8 +2,9 @@
 //! history with word diffs and reasons, and the compliance actions: correct (with a reason),
 //! mark immutable or put under legal hold (and lift), delete (reason and confirmation).
 
-use crate::api::{CorrectMemory, DeleteMemory, Logout, SetMemoryFlag, load_memory};
+use crate::api::{CorrectMemory, DeleteMemory, SetMemoryFlag, load_memory};
 use crate::model::{ConsoleError, DiffPart, HistoryRow, MemoryDetail};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -13,7 +14,6 @@ pub fn MemoryPage() -> impl IntoView {
     let query = use_query_map().get_untracked();
     let project_id = query.get("project").unwrap_or_default();
     let memory_id = query.get("id").unwrap_or_default();
-    let logout = ServerAction::<Logout>::new();
     let correct = ServerAction::<CorrectMemory>::new();
     let set_flag = ServerAction::<SetMemoryFlag>::new();
     let delete = ServerAction::<DeleteMemory>::new();
@@ -37,21 +37,7 @@ pub fn MemoryPage() -> impl IntoView {
         move || Suspend::new(async move { detail_view(detail.await, correct, set_flag, delete) });
     view! {
         <Title text="Memory · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href=back.clone() aria-current="page">"Memories"</a>
-                <a href="/console/subjects">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys">"API keys"</a>
-                <a href="/console/audit">"Audit log"</a>
-                <a href="/console/members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/memories" />
         <main class="content">
             <p><a href=back>"← All memories"</a></p>
             {action_error}

@@ -1,9 +1,10 @@
 //! The settings page (owners, admins, compliance): PII redaction, retention days per kind,
 //! the dry run of the next retention sweep, and a button that runs the sweep now.
 
-use crate::api::{Logout, SaveSettings, SweepNow, load_session, load_settings};
+use crate::api::{SaveSettings, SweepNow, load_session, load_settings};
 use crate::model::{ConsoleError, GovernanceSettings, PII_MODES};
 use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -20,7 +21,6 @@ pub fn SettingsPage() -> impl IntoView {
         move || (project.get(), save.version().get(), sweep.version().get()),
         |(project, _, _)| load_settings(project),
     );
-    let logout = ServerAction::<Logout>::new();
     let project_selector = move || {
         let initial_project = initial_project.clone();
         Suspend::new(async move { project_select(session.await, initial_project, project) })
@@ -44,21 +44,7 @@ pub fn SettingsPage() -> impl IntoView {
     let body = move || Suspend::new(async move { settings_view(settings.await, save, sweep) });
     view! {
         <Title text="Settings · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href="/console/memories">"Memories"</a>
-                <a href="/console/subjects">"Subjects"</a>
-                <a href="/console/settings" aria-current="page">"Settings"</a>
-                <a href="/console/keys">"API keys"</a>
-                <a href="/console/audit">"Audit log"</a>
-                <a href="/console/members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/settings" />
         <main class="content">
             <h1>"Data governance"</h1>
             <form class="filters" on:submit=|ev| ev.prevent_default()>

@@ -2,9 +2,10 @@
 //! (NDJSON), or erase them — confirmed by typing the id again — and follow the erasure's
 //! progress until its receipt (counts, verification, digest) is shown.
 
-use crate::api::{Logout, RequestErasure, load_erasure_status, load_session, load_subject};
+use crate::api::{RequestErasure, load_erasure_status, load_session, load_subject};
 use crate::model::{ConsoleError, ErasureStatus, SubjectSummary};
 use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
@@ -55,7 +56,6 @@ pub fn SubjectsPage() -> impl IntoView {
             std::time::Duration::from_millis(250),
         );
     });
-    let logout = ServerAction::<Logout>::new();
     let project_selector = move || {
         let initial_project = initial_project.clone();
         Suspend::new(async move { project_select(session.await, initial_project, project) })
@@ -71,21 +71,7 @@ pub fn SubjectsPage() -> impl IntoView {
     };
     view! {
         <Title text="Subjects · Engram console" />
-        <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                <a href="/console/memories">"Memories"</a>
-                <a href="/console/subjects" aria-current="page">"Subjects"</a>
-                <a href="/console/settings" data-testid="nav-settings">"Settings"</a>
-                <a href="/console/keys">"API keys"</a>
-                <a href="/console/audit">"Audit log"</a>
-                <a href="/console/members">"Members"</a>
-            </nav>
-            <span class="spacer"></span>
-            <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
-            </ActionForm>
-        </header>
+        <TopBar current="/console/subjects" />
         <main class="content">
             <h1>"Subjects"</h1>
             <p class="muted">"Everything about one end-user: export it, or erase it from every store."</p>
