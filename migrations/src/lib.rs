@@ -12,6 +12,7 @@ mod m0006_end_user_token_keys;
 mod m0007_console_sessions;
 mod m0008_console_invitations;
 mod m0009_governance;
+mod m0010_usage;
 
 pub struct Migrator;
 
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0007_console_sessions::Migration),
             Box::new(m0008_console_invitations::Migration),
             Box::new(m0009_governance::Migration),
+            Box::new(m0010_usage::Migration),
         ]
     }
 }

@@ -169,6 +169,12 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 200,
     },
+    Route {
+        method: "GET",
+        path: "/v1/usage",
+        needs: Needs::Admin,
+        success: 200,
+    },
 ];
 
 #[derive(Clone, Debug)]

@@ -245,10 +245,15 @@ impl EmbeddedServer {
         if let Some(limiter) = &credentials.end_user_rate_limit {
             limiter.spawn_cleanup();
         }
+        // The flusher ends after the server (and with it every meter clone) is gone, having
+        // written what was left: shutdown awaits it with the background tasks.
+        let (meter, meter_flusher) = engram_gateway::metering::UsageMeter::start(storage.clone());
+        background_tasks.push(meter_flusher);
         let state = AppState {
             engine: engine.clone(),
             credentials,
             settings: config.gateway_settings()?,
+            meter,
         };
         let console_routes =
             engram_gateway::console::console_routes(&state, &config.console_assets);

@@ -8,6 +8,7 @@ pub mod limits;
 pub mod memory;
 pub mod pii;
 pub mod scope;
+pub mod usage;
 pub mod validation;
 
 pub use access::{ApiScope, ApiScopes, ConsoleRole, KeyEnvironment};

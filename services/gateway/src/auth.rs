@@ -91,6 +91,15 @@ impl ProjectPrincipal {
         }
     }
 
+    /// Who usage is billed to: `key:<id>` for an API key, `end_user` for end-user tokens
+    /// (which the project's keys mint).
+    pub fn usage_credential(&self) -> String {
+        match &self.credential {
+            PrincipalCredential::ApiKey(key_id) => format!("key:{key_id}"),
+            PrincipalCredential::EndUserToken { .. } => "end_user".to_string(),
+        }
+    }
+
     /// The end-user an end-user token confines this request to; `None` for a project key.
     pub fn end_user(&self) -> Option<&ExternalId> {
         match &self.credential {

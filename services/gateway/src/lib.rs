@@ -7,6 +7,7 @@ pub mod end_user_tokens;
 mod extract;
 pub mod http_metrics;
 pub mod login_throttle;
+pub mod metering;
 pub mod openapi;
 pub mod problem;
 pub mod rate_limit;
@@ -37,7 +38,8 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         .merge(routes::keys::router())
         .merge(routes::audit::router())
         .merge(routes::end_user_tokens::router())
-        .merge(routes::governance::router());
+        .merge(routes::governance::router())
+        .merge(routes::usage::router());
     if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
         rate_limit::spawn_limiter_cleanup(limits.clone());
         api_routes = api_routes.layer(

@@ -2,7 +2,7 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::{audit, end_user_tokens, governance, keys, memories};
+use crate::routes::{audit, end_user_tokens, governance, keys, memories, usage};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -55,6 +55,7 @@ impl Modify for BearerApiKey {
         governance::get_task,
         governance::export_subject,
         governance::retention_preview,
+        usage::project_usage,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
@@ -63,13 +64,15 @@ impl Modify for BearerApiKey {
         audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
         governance::ProjectSettingsView, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
-        governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView
+        governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView,
+        usage::UsageView, usage::UsageRowView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
         (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"),
+        (name = "usage", description = "Metered units per project (needs the `admin` scope)"),
         (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;

@@ -32,6 +32,14 @@ pub struct AppState {
     pub engine: Arc<MemoryEngine>,
     pub credentials: CredentialVerifier,
     pub settings: GatewaySettings,
+    /// Billable units of successful requests.
+    pub meter: crate::metering::UsageMeter,
+}
+
+impl FromRef<AppState> for crate::metering::UsageMeter {
+    fn from_ref(state: &AppState) -> Self {
+        state.meter.clone()
+    }
 }
 
 /// Everything needed to turn a presented credential into a scope.

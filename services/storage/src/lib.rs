@@ -12,6 +12,7 @@ pub mod memories;
 pub mod outbox;
 pub mod tasks;
 pub mod tenants;
+pub mod usage;
 
 pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};

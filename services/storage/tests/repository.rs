@@ -1265,3 +1265,74 @@ async fn subject_erasure_batches_remove_everything_of_one_subject(storage: Stora
     );
 }
 on_both_databases!(subject_erasure_batches_remove_everything_of_one_subject);
+
+/// Usage counters add up exactly under concurrent batches, per hour and credential, and the
+/// daily view is the sum of the hours; another project's usage is never included.
+async fn usage_counters_add_up_exactly(storage: Storage) {
+    use engram_core::usage::UsageUnit;
+    use engram_storage::usage::{UsageGranularity, UsageIncrement};
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let base = chrono::Utc::now()
+        .date_naive()
+        .and_hms_opt(10, 15, 0)
+        .unwrap()
+        .and_utc();
+    let increment =
+        |scope: &ProjectScope, credential: &str, minutes: i64, quantity: i64| UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            credential: credential.to_string(),
+            unit: UsageUnit::Searches,
+            at: base + chrono::Duration::minutes(minutes),
+            quantity,
+        };
+    let mut writers = Vec::new();
+    for writer in 0..8 {
+        let storage = storage.clone();
+        let batch = vec![
+            increment(&scope, "key:a", 0, 1),
+            increment(&scope, "key:a", 90, 2),
+            increment(&scope, "end_user", 10, writer + 1),
+        ];
+        writers.push(tokio::spawn(async move {
+            storage.add_usage(&batch).await.unwrap()
+        }));
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    storage
+        .add_usage(&[increment(&other_scope, "key:b", 0, 1000)])
+        .await
+        .unwrap();
+    let from = base - chrono::Duration::hours(12);
+    let to = base + chrono::Duration::hours(12);
+    let hourly = storage
+        .usage(&scope, from, to, UsageGranularity::Hour)
+        .await
+        .unwrap();
+    let quantity = |rows: &[engram_storage::usage::UsageRow], credential: &str| -> i64 {
+        rows.iter()
+            .filter(|row| row.credential == credential)
+            .map(|row| row.quantity)
+            .sum()
+    };
+    assert_eq!(quantity(&hourly, "key:a"), 8 + 16);
+    assert_eq!(quantity(&hourly, "end_user"), (1..=8).sum::<i64>());
+    assert_eq!(
+        hourly
+            .iter()
+            .filter(|row| row.credential == "key:a")
+            .count(),
+        2,
+        "two hours"
+    );
+    let daily = storage
+        .usage(&scope, from, to, UsageGranularity::Day)
+        .await
+        .unwrap();
+    assert_eq!(quantity(&daily, "key:a"), quantity(&hourly, "key:a"));
+    assert_eq!(quantity(&daily, "key:b"), 0, "another project's usage");
+}
+on_both_databases!(usage_counters_add_up_exactly);

@@ -83,6 +83,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 pub async fn add_memories(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
+    State(meter): State<crate::metering::UsageMeter>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     QueryParams(query): QueryParams<AddMemoriesQuery>,
     body: JsonBody<AddMemoriesBody>,
@@ -121,6 +122,13 @@ pub async fn add_memories(
             body,
         ),
         AddOutcome::Stored { memories, indexed } => {
+            // Only what was stored is billed: a replay above stored nothing.
+            meter.record(
+                &principal.scope,
+                &principal.usage_credential(),
+                engram_core::usage::UsageUnit::MemoriesWritten,
+                memories.len() as u64,
+            );
             let status = if indexed {
                 StatusCode::CREATED
             } else {
@@ -312,12 +320,19 @@ pub async fn memory_history(
 pub async fn search_memories(
     principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
+    State(meter): State<crate::metering::UsageMeter>,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {
     let mut parsed = body.value.into_request().map_err(ApiError::invalid)?;
     parsed.request.subject.user_id =
         principal.end_user_subject(parsed.request.subject.user_id.take(), "user_id")?;
     let outcome = engine.search(&principal.scope, parsed.request).await?;
+    meter.record(
+        &principal.scope,
+        &principal.usage_credential(),
+        engram_core::usage::UsageUnit::Searches,
+        1,
+    );
     Ok(Json(SearchResponseView {
         results: outcome
             .results

@@ -6,3 +6,4 @@ pub mod governance;
 pub mod keys;
 pub mod memories;
 pub mod service;
+pub mod usage;

@@ -16,3 +16,4 @@ pub(crate) mod memory_tombstones;
 pub(crate) mod organizations;
 pub(crate) mod projects;
 pub(crate) mod tasks;
+pub(crate) mod usage_hourly;
