@@ -13,6 +13,7 @@ mod m0007_console_sessions;
 mod m0008_console_invitations;
 mod m0009_governance;
 mod m0010_usage;
+mod m0011_price_book;
 
 pub struct Migrator;
 
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0008_console_invitations::Migration),
             Box::new(m0009_governance::Migration),
             Box::new(m0010_usage::Migration),
+            Box::new(m0011_price_book::Migration),
         ]
     }
 }

@@ -175,6 +175,12 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 200,
     },
+    Route {
+        method: "GET",
+        path: "/v1/costs",
+        needs: Needs::Admin,
+        success: 200,
+    },
 ];
 
 #[derive(Clone, Debug)]

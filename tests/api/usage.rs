@@ -171,3 +171,68 @@ async fn a_clean_shutdown_right_after_a_request_loses_no_usage() {
     let body = usage(&server.client(), "").await;
     assert_eq!(body["totals"]["memories_written"], 1, "{body}");
 }
+
+/// A price set with `engram admin set-price` turns the day's usage into cost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn costs_are_usage_times_the_price_in_effect() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let yesterday = (chrono::Utc::now().date_naive() - chrono::Duration::days(1)).to_string();
+    let set = engram_tests::run_engram(
+        &[
+            "admin",
+            "set-price",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--unit",
+            "searches",
+            "--price",
+            "0.0004",
+            "--currency",
+            "usd",
+            "--effective-from",
+            &yesterday,
+        ],
+        &[],
+    );
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let refused = engram_tests::run_engram(
+        &[
+            "admin",
+            "set-price",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--unit",
+            "hugs",
+            "--price",
+            "1",
+        ],
+        &[],
+    );
+    assert!(!refused.status.success());
+    for query in ["bread", "tea", "maps"] {
+        assert_eq!(client.search(json!({"query": query})).await.status, 200);
+    }
+    totals_reach(&client, json!({"memories_written": 0, "searches": 3})).await;
+    let costs = client
+        .send(client.request(reqwest::Method::GET, "/v1/costs"))
+        .await;
+    assert_eq!(costs.status, 200, "{}", costs.body);
+    assert_eq!(costs.body["totals_micros"]["USD"], 1_200, "{}", costs.body);
+    let searches = costs.body["days"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["unit"] == "searches")
+        .unwrap();
+    assert_eq!(searches["unit_price_micros"], 400);
+    assert_eq!(searches["quantity"], 3);
+    let csv = client
+        .http_text(client.request(reqwest::Method::GET, "/v1/costs?format=csv"))
+        .await;
+    assert!(csv.contains(",searches,3,USD,400,1200"), "{csv}");
+}

@@ -6,6 +6,7 @@ mod bench;
 pub mod bootstrap;
 pub mod config;
 pub mod maintenance;
+pub mod pricing;
 pub mod server;
 pub mod telemetry;
 
@@ -52,6 +53,9 @@ enum AdminCommand {
     CreateOrganization(bootstrap::CreateOrganizationArgs),
     /// Add a console member with a role to an organization; prints the password once.
     CreateMember(bootstrap::CreateMemberArgs),
+    /// Add a unit price to the price book (the deployment's, or an organization's override),
+    /// applying from a date on.
+    SetPrice(pricing::SetPriceArgs),
     /// With the server stopped: repair the vector index from the database (missing, stale
     /// and orphaned points), with a progress bar. The server also does this at start and
     /// every --reconcile-interval-secs.
@@ -80,6 +84,9 @@ pub async fn run_from_command_line() -> ExitCode {
         Command::Admin {
             command: AdminCommand::Reconcile(arguments),
         } => maintenance::reconcile_command(arguments).await,
+        Command::Admin {
+            command: AdminCommand::SetPrice(arguments),
+        } => pricing::set_price_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
         Command::Migrate(arguments) => maintenance::migrate_command(arguments).await,
     };

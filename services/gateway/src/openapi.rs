@@ -56,6 +56,7 @@ impl Modify for BearerApiKey {
         governance::export_subject,
         governance::retention_preview,
         usage::project_usage,
+        usage::project_costs,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
@@ -65,7 +66,7 @@ impl Modify for BearerApiKey {
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
         governance::ProjectSettingsView, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
         governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView,
-        usage::UsageView, usage::UsageRowView
+        usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),

@@ -134,3 +134,130 @@ impl Storage {
             .collect())
     }
 }
+
+/// One entry of the price book.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PriceEntry {
+    /// `None`: the deployment's default; `Some`: this organization's override.
+    pub organization_id: Option<OrganizationId>,
+    pub unit: UsageUnit,
+    /// ISO 4217, e.g. `USD`.
+    pub currency: String,
+    /// Price of one unit in millionths of the currency.
+    pub unit_price_micros: i64,
+    pub effective_from: DateTime<Utc>,
+}
+
+/// The cost of one unit on one day.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostRow {
+    pub day: DateTime<Utc>,
+    pub unit: UsageUnit,
+    pub quantity: i64,
+    /// The price in effect that day (the organization's override, else the default);
+    /// `None` when the book has no price for the unit yet.
+    pub price: Option<PriceEntry>,
+    pub cost_micros: i64,
+}
+
+impl Storage {
+    /// Add a price to the book; it applies from `effective_from` until a later entry for the
+    /// same unit (and organization) takes over. Past entries are never changed, so a cost
+    /// computed for a past day stays the same.
+    pub async fn add_price(&self, entry: &PriceEntry) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        crate::entities::price_book::Entity::insert(crate::entities::price_book::ActiveModel {
+            id: Set(uuid::Uuid::now_v7()),
+            organization_id: Set(entry.organization_id.map(|id| id.as_uuid())),
+            unit: Set(entry.unit.as_str().to_string()),
+            currency: Set(entry.currency.clone()),
+            unit_price_micros: Set(entry.unit_price_micros),
+            effective_from: Set(entry.effective_from),
+            created_at: Set(Utc::now()),
+        })
+        .exec_without_returning(&self.connection)
+        .await
+        .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    /// The entries that apply to an organization: the defaults and its overrides.
+    pub async fn price_book_for(
+        &self,
+        organization_id: OrganizationId,
+    ) -> Result<Vec<PriceEntry>, StorageError> {
+        use crate::entities::price_book;
+        let rows = price_book::Entity::find()
+            .filter(
+                sea_orm::Condition::any()
+                    .add(price_book::Column::OrganizationId.is_null())
+                    .add(price_book::Column::OrganizationId.eq(organization_id.as_uuid())),
+            )
+            .order_by_asc(price_book::Column::EffectiveFrom)
+            .order_by_asc(price_book::Column::CreatedAt)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                Some(PriceEntry {
+                    organization_id: row.organization_id.map(OrganizationId::from_uuid),
+                    unit: UsageUnit::parse(&row.unit)?,
+                    currency: row.currency,
+                    unit_price_micros: row.unit_price_micros,
+                    effective_from: row.effective_from,
+                })
+            })
+            .collect())
+    }
+
+    /// Cost per day and unit of the project's usage from `from` to `to`: quantity × the price
+    /// in effect on that day.
+    pub async fn costs(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<CostRow>, StorageError> {
+        let book = self.price_book_for(scope.organization_id()).await?;
+        let usage = self.usage(scope, from, to, UsageGranularity::Day).await?;
+        let mut per_day: BTreeMap<(DateTime<Utc>, UsageUnit), i64> = BTreeMap::new();
+        for row in usage {
+            *per_day.entry((row.period_start, row.unit)).or_default() += row.quantity;
+        }
+        Ok(per_day
+            .into_iter()
+            .map(|((day, unit), quantity)| {
+                let price = price_in_effect(&book, unit, day);
+                let cost_micros = price
+                    .as_ref()
+                    .map_or(0, |price| price.unit_price_micros.saturating_mul(quantity));
+                CostRow {
+                    day,
+                    unit,
+                    quantity,
+                    price,
+                    cost_micros,
+                }
+            })
+            .collect())
+    }
+}
+
+/// The price of `unit` on `day`: the organization's latest override that started on or
+/// before the day, else the latest default that did.
+pub fn price_in_effect(
+    book: &[PriceEntry],
+    unit: UsageUnit,
+    day: DateTime<Utc>,
+) -> Option<PriceEntry> {
+    let latest = |overrides: bool| {
+        book.iter()
+            .filter(|entry| entry.unit == unit && entry.organization_id.is_some() == overrides)
+            .filter(|entry| entry.effective_from <= day)
+            .max_by_key(|entry| entry.effective_from)
+            .cloned()
+    };
+    latest(true).or_else(|| latest(false))
+}

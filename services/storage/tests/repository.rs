@@ -1336,3 +1336,50 @@ async fn usage_counters_add_up_exactly(storage: Storage) {
     assert_eq!(quantity(&daily, "key:b"), 0, "another project's usage");
 }
 on_both_databases!(usage_counters_add_up_exactly);
+
+/// A price applies from its effective date on, an organization's override beats the
+/// default, and cost is quantity × the price of that day.
+async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
+    use engram_core::usage::UsageUnit;
+    use engram_storage::usage::{PriceEntry, UsageIncrement};
+    let (scope, _) = project(&storage, None).await;
+    let day = |offset: i64| {
+        (chrono::Utc::now().date_naive() - chrono::Duration::days(10 - offset))
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+    };
+    let price = |organization: bool, micros: i64, from: i64| PriceEntry {
+        organization_id: organization.then(|| scope.organization_id()),
+        unit: UsageUnit::Searches,
+        currency: "USD".to_string(),
+        unit_price_micros: micros,
+        effective_from: day(from),
+    };
+    storage.add_price(&price(false, 1_000, 0)).await.unwrap();
+    storage.add_price(&price(false, 2_000, 2)).await.unwrap();
+    storage.add_price(&price(true, 500, 4)).await.unwrap();
+    let increments: Vec<UsageIncrement> = (0..6)
+        .map(|offset| UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            credential: "key:a".to_string(),
+            unit: UsageUnit::Searches,
+            at: day(offset) + chrono::Duration::hours(12),
+            quantity: 10,
+        })
+        .collect();
+    storage.add_usage(&increments).await.unwrap();
+    let costs = storage.costs(&scope, day(0), day(6)).await.unwrap();
+    let per_day: Vec<i64> = costs.iter().map(|row| row.cost_micros).collect();
+    // Days 0–1 at the first default, 2–3 at the second, 4–5 at the organization's override.
+    assert_eq!(per_day, vec![10_000, 10_000, 20_000, 20_000, 5_000, 5_000]);
+    // Another organization only gets the defaults.
+    let (other_scope, _) = project(&storage, None).await;
+    let book = storage
+        .price_book_for(other_scope.organization_id())
+        .await
+        .unwrap();
+    assert_eq!(book.len(), 2);
+}
+on_both_databases!(costs_use_the_price_in_effect_each_day);

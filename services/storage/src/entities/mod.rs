@@ -14,6 +14,7 @@ pub(crate) mod memories;
 pub(crate) mod memory_history;
 pub(crate) mod memory_tombstones;
 pub(crate) mod organizations;
+pub(crate) mod price_book;
 pub(crate) mod projects;
 pub(crate) mod tasks;
 pub(crate) mod usage_hourly;
