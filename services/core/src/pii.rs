@@ -209,7 +209,7 @@ pub fn is_payment_card(candidate: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// GB 11643-1999: 6-digit region, 8-digit birth date, 3-digit sequence, and a check

@@ -78,6 +78,7 @@ impl Storage {
     /// Invite `email` into the organization with `role`. `token` (random, chosen by the
     /// caller and sent to the invitee) is stored only as its SHA-256. An e-mail that already
     /// has an account is `WriteConflict`; a pending invitation for it is replaced.
+    #[allow(clippy::too_many_arguments)] // each is a distinct fact of the invitation
     pub async fn create_console_invitation(
         &self,
         organization_id: OrganizationId,
