@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large crash-harness proptest-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large bench-metering crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -32,6 +32,10 @@ bench: setup
 	$(CARGO) run -p engram-cli --bin engram -- bench --memories 10000 --queries 300
 bench-large: setup
 	$(CARGO) run -p engram-cli --bin engram -- bench --memories 100000 --queries 300
+
+## Write and search throughput with usage metering off, then on, in one run; prints the overhead.
+bench-metering: setup
+	$(CARGO) run -p engram-cli --bin engram -- bench --memories 3000 --queries 300 --compare-metering
 
 ## The crash harness with 100 SIGKILL cycles per backend (make test runs 10).
 crash-harness: setup-test console

@@ -33,6 +33,16 @@ pub struct BenchArgs {
     pub model_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     pub embed_threads: usize,
+    /// Run everything twice, metering off then on, and print the overhead.
+    #[arg(long, default_value_t = false)]
+    pub compare_metering: bool,
+}
+
+/// What one run measured.
+struct Figures {
+    writes_per_second: f64,
+    searches_per_second: f64,
+    search_p50_ms: f64,
 }
 
 const PEOPLE: &[&str] = &[
@@ -126,11 +136,42 @@ fn progress(length: usize, label: &str) -> ProgressBar {
 
 pub async fn run(arguments: BenchArgs) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
+    if !arguments.compare_metering {
+        measure(&arguments, true, arguments.data_dir.clone()).await?;
+        telemetry.shutdown();
+        return Ok(());
+    }
+    // Same seed, fresh data dirs: the two runs do exactly the same work.
+    println!("## metering off");
+    let off = measure(&arguments, false, None).await?;
+    println!("## metering on");
+    let on = measure(&arguments, true, None).await?;
+    let overhead = |without: f64, with: f64| (without - with) / without * 100.0;
+    println!("| metering | writes/s | searches/s | search p50 ms |");
+    println!("|---|---:|---:|---:|");
+    for (label, figures) in [("off", &off), ("on", &on)] {
+        println!(
+            "| {label} | {:.1} | {:.1} | {:.2} |",
+            figures.writes_per_second, figures.searches_per_second, figures.search_p50_ms
+        );
+    }
+    println!(
+        "metering overhead: writes {:+.2} %, searches {:+.2} % (positive = slower with metering)",
+        overhead(off.writes_per_second, on.writes_per_second),
+        overhead(off.searches_per_second, on.searches_per_second)
+    );
+    telemetry.shutdown();
+    Ok(())
+}
+
+async fn measure(
+    arguments: &BenchArgs,
+    metering: bool,
+    data_dir: Option<PathBuf>,
+) -> Result<Figures> {
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
-    let data_dir = arguments
-        .data_dir
-        .clone()
-        .unwrap_or_else(|| temporary.clone());
+    let keep_data_dir = data_dir.is_some();
+    let data_dir = data_dir.unwrap_or_else(|| temporary.clone());
     let serve_arguments = ServeArgs {
         data_dir: data_dir.clone(),
         listen: "127.0.0.1:0".parse()?,
@@ -151,6 +192,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
         erasure_ledger: None,
+        metering,
         server_secret: None,
         qdrant: crate::config::QdrantArgs::embedded(),
     };
@@ -226,6 +268,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
 
     // Search over HTTP (embedding included: every query is new to the cache).
     let bar = progress(queries.len(), "http");
+    let searches_started = Instant::now();
     let mut http_latencies = Vec::with_capacity(queries.len());
     for query in &queries {
         let started = Instant::now();
@@ -244,6 +287,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         http_latencies.push(started.elapsed());
         bar.inc(1);
     }
+    let searches_elapsed = searches_started.elapsed();
     bar.finish_and_clear();
 
     // The same queries straight on the engine, with a cold embedding cache again.
@@ -301,9 +345,12 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     let ratio = percentile(&http_latencies, 0.50) / percentile(&direct_latencies, 0.50).max(1e-9);
     println!("HTTP / direct p50 ratio: {ratio:.2}");
     server.shutdown().await?;
-    telemetry.shutdown();
-    if arguments.data_dir.is_none() {
+    if !keep_data_dir {
         let _ = std::fs::remove_dir_all(&temporary);
     }
-    Ok(())
+    Ok(Figures {
+        writes_per_second: arguments.memories as f64 / ingest_elapsed.as_secs_f64(),
+        searches_per_second: queries.len() as f64 / searches_elapsed.as_secs_f64(),
+        search_p50_ms: percentile(&http_latencies, 0.50),
+    })
 }

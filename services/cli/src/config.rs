@@ -84,6 +84,9 @@ pub struct ServeArgs {
     /// the database's backups. Default: `erasure-ledger.jsonl` in the data dir.
     #[arg(long, env = "ENGRAM_ERASURE_LEDGER")]
     pub erasure_ledger: Option<PathBuf>,
+    /// Meter billable usage (`--metering false` turns it off, e.g. to measure its overhead).
+    #[arg(long, env = "ENGRAM_METERING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metering: bool,
     /// 64 hex characters from which API-key hashing and console-session signing keys are
     /// derived. Every gateway of a deployment needs the same one; `serve` keeps its own in
     /// the data dir when this is not set.
@@ -195,6 +198,7 @@ pub struct EngramConfig {
     pub tombstone_retention: Duration,
     pub retention_sweep_interval: Duration,
     pub erasure_ledger: PathBuf,
+    pub metering: bool,
     pub server_secret: Option<String>,
     pub role: Role,
 }
@@ -308,6 +312,7 @@ impl EngramConfig {
                 .erasure_ledger
                 .clone()
                 .unwrap_or_else(|| arguments.data_dir.join("erasure-ledger.jsonl")),
+            metering: arguments.metering,
             server_secret: arguments.server_secret.clone(),
             role,
         }
@@ -452,6 +457,11 @@ impl fmt::Display for EngramConfig {
             self.retention_sweep_interval.as_secs()
         )?;
         writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
+        writeln!(
+            f,
+            "  metering        {}",
+            if self.metering { "on" } else { "off" }
+        )?;
         writeln!(
             f,
             "  server_secret   {}",

@@ -247,8 +247,14 @@ impl EmbeddedServer {
         }
         // The flusher ends after the server (and with it every meter clone) is gone, having
         // written what was left: shutdown awaits it with the background tasks.
-        let (meter, meter_flusher) = engram_gateway::metering::UsageMeter::start(storage.clone());
-        background_tasks.push(meter_flusher);
+        let meter = if config.metering {
+            let (meter, meter_flusher) =
+                engram_gateway::metering::UsageMeter::start(storage.clone());
+            background_tasks.push(meter_flusher);
+            meter
+        } else {
+            engram_gateway::metering::UsageMeter::default()
+        };
         let state = AppState {
             engine: engine.clone(),
             credentials,

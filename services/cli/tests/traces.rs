@@ -44,6 +44,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
         erasure_ledger: None,
+        metering: true,
         server_secret: None,
         qdrant: engram_cli::config::QdrantArgs::embedded(),
         allow_unsafe_durability: false,
