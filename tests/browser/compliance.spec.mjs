@@ -104,6 +104,8 @@ await runSteps(async (browser) => {
       assert(/^[0-9a-f]{64}$/.test(digest), `digest: ${digest}`);
       const receipt = (await page.getByTestId('erasure-receipt').textContent());
       assert(!receipt.includes('olivia'), 'the receipt names no end-user');
+      await until('the summary to show nothing left', async () =>
+        (await page.getByTestId('subject-summary').getAttribute('data-memories')) === '0');
       console.log(`  receipt digest: ${digest}`);
       await screenshot(page, '31-erasure-receipt.png');
     }],

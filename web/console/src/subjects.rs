@@ -20,9 +20,18 @@ pub fn SubjectsPage() -> impl IntoView {
     let session = Resource::new(|| (), |_| load_session());
     let erase = ServerAction::<RequestErasure>::new();
     // The server picks the account's first project when none is chosen.
+    // Bumped when an erasure ends, so the summary shows what is left afterwards.
+    let erasure_ended = RwSignal::new(0u32);
     let summary = Resource::new(
-        move || (project.get(), user.get(), erase.version().get()),
-        |(project, user, _)| async move {
+        move || {
+            (
+                project.get(),
+                user.get(),
+                erase.version().get(),
+                erasure_ended.get(),
+            )
+        },
+        |(project, user, _, _)| async move {
             match user {
                 Some(user) => Some(load_subject(project, user).await),
                 None => None,
@@ -49,7 +58,11 @@ pub fn SubjectsPage() -> impl IntoView {
             move || {
                 leptos::task::spawn_local(async move {
                     if let Ok(next) = load_erasure_status(project, task_id).await {
+                        let ended = next.status == "succeeded" || next.status == "failed";
                         task.set(Some(next));
+                        if ended {
+                            erasure_ended.update(|count| *count += 1);
+                        }
                     }
                 });
             },
