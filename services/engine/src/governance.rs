@@ -213,7 +213,22 @@ impl DataGovernance {
         user_id: &str,
         request_id: Option<String>,
         actor: &Actor,
+        progress: impl FnMut(u64, u64) + Send,
+    ) -> Result<ErasureReceipt, EngineError> {
+        self.erase_subject_with(scope, user_id, request_id, actor, progress, true)
+            .await
+    }
+
+    /// `append_ledger_line` is false when replaying the ledger, which already names the
+    /// subject: a replay after every restore must not grow the file.
+    async fn erase_subject_with(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+        request_id: Option<String>,
+        actor: &Actor,
         mut progress: impl FnMut(u64, u64) + Send,
+        append_ledger_line: bool,
     ) -> Result<ErasureReceipt, EngineError> {
         let started_at = Utc::now();
         let held = self
@@ -224,6 +239,9 @@ impl DataGovernance {
             return Err(EngineError::SubjectHeld { memory_ids: held });
         }
         let total = self.storage.count_subject_memories(scope, user_id).await?;
+        // Counted in the index itself, not assumed from the database: some memories may never
+        // have been indexed, and a restored index may hold points without rows.
+        let points_before = self.index.count_points(scope, Some(user_id)).await?;
         let mut removed = ErasureCounts::default();
         let mut erased_ids: Vec<MemoryId> = Vec::new();
         progress(0, total);
@@ -247,9 +265,8 @@ impl DataGovernance {
             .erase_subject_idempotency_records(scope, user_id)
             .await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
-        let stray_points = self.index.count_points(scope, Some(user_id)).await?;
         self.index.delete_subject(scope, user_id).await?;
-        removed.index_points = removed.memories + stray_points;
+        removed.index_points = points_before;
         if let Some(cache) = &self.query_cache
             && let Ok(mut cache) = cache.lock()
         {
@@ -295,7 +312,9 @@ impl DataGovernance {
                 index_points_remaining
             )));
         }
-        self.append_to_ledger_file(scope, &digest_of_subject, receipt.finished_at)?;
+        if append_ledger_line {
+            self.append_to_ledger_file(scope, &digest_of_subject, receipt.finished_at)?;
+        }
         let receipt_json = serde_json::to_value(&receipt)
             .map_err(|error| EngineError::Internal(error.to_string()))?;
         self.storage
@@ -379,7 +398,7 @@ impl DataGovernance {
                     .count_subject_memories(&scope, &user_id)
                     .await?;
                 match self
-                    .erase_subject(&scope, &user_id, None, &actor, |_, _| {})
+                    .erase_subject_with(&scope, &user_id, None, &actor, |_, _| {}, false)
                     .await
                 {
                     Ok(_) => {

@@ -158,9 +158,7 @@ impl MemoryEngine {
             })
             .await?;
         for (memory, content) in new_memories.iter_mut().zip(&contents) {
-            if memory.content != *content {
-                memory.content = content.clone();
-            }
+            memory.content.clone_from(content);
         }
         let embeddings = self
             .embedder

@@ -313,8 +313,8 @@ impl Storage {
     }
 
     /// Remove the project's idempotency records whose stored answer mentions the subject
-    /// (`"user_id":"<id>"`) or one of `memory_ids`: a replayed answer must not bring back
-    /// erased content.
+    /// (`"user_id":"<id>"`, as every memory in a stored answer carries its user): a replayed
+    /// answer must not bring back erased content.
     pub async fn erase_subject_idempotency_records(
         &self,
         scope: &ProjectScope,

@@ -413,12 +413,8 @@ pub(crate) mod ssr {
         caller: &ConsoleCaller,
         filters: MemoryFilters,
     ) -> Result<Option<MemoryListQuery>, ConsoleError> {
-        let project_id = match non_empty(filters.project_id) {
-            Some(id) => id,
-            None => match backend.list_projects(caller).await?.into_iter().next() {
-                Some(first) => first.id,
-                None => return Ok(None),
-            },
+        let Some(project_id) = chosen_project(backend, caller, filters.project_id).await? else {
+            return Ok(None);
         };
         let short = |value: Option<String>| {
             non_empty(value).map(|text| text.chars().take(MAX_FILTER_CHARS).collect::<String>())
@@ -484,12 +480,8 @@ pub(crate) mod ssr {
     ) -> Result<AuditListing, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let project_id = match non_empty(project_id) {
-            Some(id) => id,
-            None => match backend.list_projects(&caller).await?.into_iter().next() {
-                Some(first) => first.id,
-                None => return Ok(AuditListing::default()),
-            },
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+            return Ok(AuditListing::default());
         };
         let query = AuditQuery {
             project_id: project_id.clone(),
@@ -501,8 +493,9 @@ pub(crate) mod ssr {
         Ok(listing)
     }
 
-    /// The project a keys call is about: the one given, or the account's first.
-    async fn key_project(
+    /// The project a call is about: the one given, or the account's first (`None` when the
+    /// organization has no project).
+    async fn chosen_project(
         backend: &std::sync::Arc<dyn ConsoleBackend>,
         caller: &ConsoleCaller,
         project_id: Option<String>,
@@ -524,7 +517,7 @@ pub(crate) mod ssr {
     ) -> Result<crate::model::SubjectSummary, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let project_id = key_project(&backend, &caller, project_id)
+        let project_id = chosen_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
         backend
@@ -537,7 +530,7 @@ pub(crate) mod ssr {
     ) -> Result<crate::model::GovernanceSettings, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let Some(project_id) = key_project(&backend, &caller, project_id).await? else {
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
             return Ok(Default::default());
         };
         backend.governance_settings(&caller, &project_id).await
@@ -546,7 +539,7 @@ pub(crate) mod ssr {
     pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let Some(project_id) = key_project(&backend, &caller, project_id).await? else {
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
             return Ok(KeyListing::default());
         };
         let mut listing = backend.list_keys(&caller, &project_id).await?;
@@ -561,7 +554,7 @@ pub(crate) mod ssr {
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let project_id = key_project(&backend, &caller, project_id)
+        let project_id = chosen_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
         let scopes: Vec<String> = KEY_SCOPES
@@ -588,7 +581,7 @@ pub(crate) mod ssr {
     ) -> Result<(), ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let project_id = key_project(&backend, &caller, project_id)
+        let project_id = chosen_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
         backend.revoke_key(&caller, &project_id, &key_id).await
@@ -600,7 +593,7 @@ pub(crate) mod ssr {
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let project_id = key_project(&backend, &caller, project_id)
+        let project_id = chosen_project(&backend, &caller, project_id)
             .await?
             .ok_or(ConsoleError::NotFound)?;
         backend.roll_key(&caller, &project_id, &key_id).await
