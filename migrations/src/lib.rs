@@ -14,6 +14,7 @@ mod m0008_console_invitations;
 mod m0009_governance;
 mod m0010_usage;
 mod m0011_price_book;
+mod m0012_spend_limits;
 
 pub struct Migrator;
 
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0009_governance::Migration),
             Box::new(m0010_usage::Migration),
             Box::new(m0011_price_book::Migration),
+            Box::new(m0012_spend_limits::Migration),
         ]
     }
 }

@@ -79,6 +79,14 @@ pub struct ServeArgs {
         default_value_t = 3600
     )]
     pub retention_sweep_interval_secs: u64,
+    /// Seconds between samples of stored memories for the `memory_days` usage unit (the
+    /// first runs at start; each day keeps its latest sample).
+    #[arg(
+        long,
+        env = "ENGRAM_USAGE_SAMPLE_INTERVAL_SECS",
+        default_value_t = 3600
+    )]
+    pub usage_sample_interval_secs: u64,
     /// The erasure ledger: one content-free line per erased subject, replayed at start so a
     /// database restored from an older backup does not bring erased data back. Keep it out of
     /// the database's backups. Default: `erasure-ledger.jsonl` in the data dir.
@@ -197,6 +205,7 @@ pub struct EngramConfig {
     pub allow_unsafe_durability: bool,
     pub tombstone_retention: Duration,
     pub retention_sweep_interval: Duration,
+    pub usage_sample_interval: Duration,
     pub erasure_ledger: PathBuf,
     pub metering: bool,
     pub server_secret: Option<String>,
@@ -308,6 +317,7 @@ impl EngramConfig {
             retention_sweep_interval: Duration::from_secs(
                 arguments.retention_sweep_interval_secs.max(1),
             ),
+            usage_sample_interval: Duration::from_secs(arguments.usage_sample_interval_secs.max(1)),
             erasure_ledger: arguments
                 .erasure_ledger
                 .clone()
@@ -455,6 +465,11 @@ impl fmt::Display for EngramConfig {
             f,
             "  retention_sweep every {} s",
             self.retention_sweep_interval.as_secs()
+        )?;
+        writeln!(
+            f,
+            "  usage_sample every {} s",
+            self.usage_sample_interval.as_secs()
         )?;
         writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
         writeln!(

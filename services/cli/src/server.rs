@@ -98,7 +98,7 @@ fn ledger_settings(
     }
 }
 
-/// The task runner (subject erasure) and the retention sweeper.
+/// The task runner (subject erasure), the usage sampler and the retention sweeper.
 fn spawn_governance_loops(
     config: &EngramConfig,
     governance: Arc<engram_engine::DataGovernance>,
@@ -107,6 +107,11 @@ fn spawn_governance_loops(
     vec![
         tokio::spawn(engram_worker::tasks::run_task_runner(
             governance.clone(),
+            shutdown_receiver.clone(),
+        )),
+        tokio::spawn(engram_worker::usage_sampling::run_usage_sampler(
+            governance.storage().clone(),
+            config.usage_sample_interval,
             shutdown_receiver.clone(),
         )),
         tokio::spawn(engram_worker::retention::run_retention_sweeper(
@@ -255,11 +260,14 @@ impl EmbeddedServer {
         } else {
             engram_gateway::metering::UsageMeter::default()
         };
+        let spend_guard =
+            engram_gateway::spend_guard::SpendGuard::new(storage.clone(), meter.clone());
         let state = AppState {
             engine: engine.clone(),
             credentials,
             settings: config.gateway_settings()?,
             meter,
+            spend_guard,
         };
         let console_routes =
             engram_gateway::console::console_routes(&state, &config.console_assets);

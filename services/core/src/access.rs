@@ -176,6 +176,19 @@ impl ConsoleRole {
         }
     }
 
+    /// Usage and cost pages.
+    pub const fn can_read_usage(self) -> bool {
+        matches!(
+            self,
+            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Analyst
+        )
+    }
+
+    /// Budgets, quotas and recall budgets.
+    pub const fn can_manage_spend_limits(self) -> bool {
+        matches!(self, ConsoleRole::Owner | ConsoleRole::Admin)
+    }
+
     pub const fn can_read_audit_log(self) -> bool {
         matches!(
             self,

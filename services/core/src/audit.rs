@@ -83,10 +83,14 @@ pub enum AuditAction {
     SubjectErased,
     SubjectExported,
     MemoryExpired,
+    /// Budget, quotas or recall budget of a project changed.
+    ProjectLimitsChanged,
+    /// The month's cost reached an alert threshold of the project's budget.
+    BudgetThresholdReached,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 21] = [
+    pub const ALL: [AuditAction; 23] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -108,6 +112,8 @@ impl AuditAction {
         AuditAction::SubjectErased,
         AuditAction::SubjectExported,
         AuditAction::MemoryExpired,
+        AuditAction::ProjectLimitsChanged,
+        AuditAction::BudgetThresholdReached,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -133,6 +139,8 @@ impl AuditAction {
             AuditAction::SubjectErased => "subject.erased",
             AuditAction::SubjectExported => "subject.exported",
             AuditAction::MemoryExpired => "memory.expired",
+            AuditAction::ProjectLimitsChanged => "project.limits_changed",
+            AuditAction::BudgetThresholdReached => "project.budget_threshold_reached",
         }
     }
 
@@ -157,7 +165,9 @@ impl AuditAction {
             AuditAction::ConsoleMemberInvited | AuditAction::ConsoleInvitationRevoked => {
                 "console_invitation"
             }
-            AuditAction::ProjectSettingsChanged => "project",
+            AuditAction::ProjectSettingsChanged
+            | AuditAction::ProjectLimitsChanged
+            | AuditAction::BudgetThresholdReached => "project",
             AuditAction::MemoryFlagsChanged | AuditAction::MemoryExpired => "memory",
             AuditAction::SubjectErasureRequested
             | AuditAction::SubjectErased

@@ -1,6 +1,9 @@
-//! Billable units: what a request spends, named the way invoices and the usage API name it.
+//! Billable units and spend limits: what a request spends, named the way invoices and the
+//! usage API name it, and the per-project budget, quotas and recall budget that cap it.
 
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -9,19 +12,274 @@ pub enum UsageUnit {
     MemoriesWritten,
     /// Successful searches.
     Searches,
+    /// Tokens run through the embedding model: stored contents, edited contents and search
+    /// queries (a query served from the embedding cache embeds nothing).
+    TokensEmbedded,
+    /// Live memories held, sampled once a day: one memory kept for a day is one memory-day.
+    MemoryDays,
 }
 
 impl UsageUnit {
-    pub const ALL: [UsageUnit; 2] = [UsageUnit::MemoriesWritten, UsageUnit::Searches];
+    pub const ALL: [UsageUnit; 4] = [
+        UsageUnit::MemoriesWritten,
+        UsageUnit::Searches,
+        UsageUnit::TokensEmbedded,
+        UsageUnit::MemoryDays,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
             UsageUnit::MemoriesWritten => "memories_written",
             UsageUnit::Searches => "searches",
+            UsageUnit::TokensEmbedded => "tokens_embedded",
+            UsageUnit::MemoryDays => "memory_days",
         }
     }
 
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|unit| unit.as_str() == text)
+    }
+}
+
+/// A calendar month in UTC: the period budgets and quotas are counted over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BillingMonth {
+    first_day: NaiveDate,
+}
+
+impl BillingMonth {
+    pub fn containing(at: DateTime<Utc>) -> Self {
+        let date = at.date_naive();
+        Self {
+            first_day: NaiveDate::from_ymd_opt(date.year(), date.month(), 1).unwrap_or(date),
+        }
+    }
+
+    pub fn starts_at(self) -> DateTime<Utc> {
+        Utc.from_utc_datetime(&self.first_day.and_time(chrono::NaiveTime::MIN))
+    }
+
+    /// The first instant of the next month: when the month's budget and quotas reset.
+    pub fn resets_at(self) -> DateTime<Utc> {
+        self.next().starts_at()
+    }
+
+    pub fn next(self) -> Self {
+        Self {
+            first_day: self
+                .first_day
+                .checked_add_months(chrono::Months::new(1))
+                .unwrap_or(self.first_day),
+        }
+    }
+
+    pub fn days(self) -> i64 {
+        (self.next().first_day - self.first_day).num_days()
+    }
+
+    /// `2026-11`.
+    pub fn label(self) -> String {
+        self.first_day.format("%Y-%m").to_string()
+    }
+}
+
+/// A project's monthly spending limit, in millionths of its currency.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonthlyBudget {
+    pub amount_micros: i64,
+    /// ISO 4217 code; the budget counts only prices in this currency.
+    pub currency: String,
+    /// Percentages of the budget at which an alert is recorded (once per month each).
+    pub alert_thresholds_percent: Vec<u8>,
+    /// When set, requests are refused (402) once the month's cost has reached the budget.
+    pub hard_cap: bool,
+}
+
+/// The most a single search may return, in memories and in tokens of content.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallBudget {
+    pub max_results: Option<u32>,
+    pub max_tokens: Option<u32>,
+}
+
+/// Everything that caps a project's spending; all parts optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendLimits {
+    pub monthly_budget: Option<MonthlyBudget>,
+    /// Most requests (writes and searches) per minute for the whole project.
+    pub requests_per_minute: Option<u32>,
+    /// Most units per calendar month, per unit.
+    pub monthly_quotas: BTreeMap<UsageUnit, u64>,
+    pub recall: RecallBudget,
+}
+
+impl SpendLimits {
+    /// Whether any check has to look at the month's usage before serving a request.
+    pub fn meters_the_month(&self) -> bool {
+        self.monthly_budget.is_some() || !self.monthly_quotas.is_empty()
+    }
+}
+
+/// Which limit a request ran into, with what a client needs to back off correctly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitReached {
+    /// `monthly_budget`, `monthly_quota.<unit>` or `requests_per_minute`.
+    pub limit: String,
+    /// The limit's value (micros of the currency for the budget).
+    pub maximum: i64,
+    /// What has been used in the period so far.
+    pub used: i64,
+    /// `month` or `minute`.
+    pub period: &'static str,
+    pub resets_at: DateTime<Utc>,
+}
+
+/// What one request is about to spend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedSpend {
+    pub unit: UsageUnit,
+    pub quantity: u64,
+}
+
+/// The monthly checks, decided on the month's usage so far (per unit) and cost (micros in
+/// the budget's currency). A quota refuses a request that would take the unit past it; the
+/// budget refuses once the cost has reached it (so the request that reaches it is served
+/// and the overshoot is at most one request's cost).
+pub fn check_monthly_limits(
+    limits: &SpendLimits,
+    month: BillingMonth,
+    used: &BTreeMap<UsageUnit, i64>,
+    spent_micros: i64,
+    planned: &[PlannedSpend],
+) -> Result<(), LimitReached> {
+    for spend in planned {
+        let Some(&quota) = limits.monthly_quotas.get(&spend.unit) else {
+            continue;
+        };
+        let used_so_far = used.get(&spend.unit).copied().unwrap_or(0);
+        let after = used_so_far.saturating_add(i64::try_from(spend.quantity).unwrap_or(i64::MAX));
+        if after > i64::try_from(quota).unwrap_or(i64::MAX) {
+            return Err(LimitReached {
+                limit: format!("monthly_quota.{}", spend.unit.as_str()),
+                maximum: i64::try_from(quota).unwrap_or(i64::MAX),
+                used: used_so_far,
+                period: "month",
+                resets_at: month.resets_at(),
+            });
+        }
+    }
+    if let Some(budget) = &limits.monthly_budget {
+        if budget.hard_cap && spent_micros >= budget.amount_micros {
+            return Err(LimitReached {
+                limit: "monthly_budget".to_string(),
+                maximum: budget.amount_micros,
+                used: spent_micros,
+                period: "month",
+                resets_at: month.resets_at(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The alert thresholds (percent) the month's cost has reached.
+pub fn thresholds_reached(budget: &MonthlyBudget, spent_micros: i64) -> Vec<u8> {
+    if budget.amount_micros <= 0 {
+        return budget.alert_thresholds_percent.clone();
+    }
+    budget
+        .alert_thresholds_percent
+        .iter()
+        .copied()
+        .filter(|percent| {
+            i128::from(spent_micros) * 100
+                >= i128::from(budget.amount_micros) * i128::from(*percent)
+        })
+        .collect()
+}
+
+/// A straight-line forecast of the month's cost from what was spent by `now`.
+pub fn forecast_month_cost(month: BillingMonth, spent_micros: i64, now: DateTime<Utc>) -> i64 {
+    let elapsed = (now - month.starts_at()).num_seconds().max(1);
+    let whole = (month.resets_at() - month.starts_at()).num_seconds().max(1);
+    let projected = i128::from(spent_micros) * i128::from(whole) / i128::from(elapsed);
+    i64::try_from(projected).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn month() -> BillingMonth {
+        BillingMonth::containing(Utc.with_ymd_and_hms(2026, 2, 14, 9, 0, 0).unwrap())
+    }
+
+    #[test]
+    fn a_month_knows_its_bounds_and_length() {
+        let february = month();
+        assert_eq!(february.label(), "2026-02");
+        assert_eq!(february.days(), 28);
+        assert_eq!(
+            february.resets_at(),
+            Utc.with_ymd_and_hms(2026, 3, 1, 0, 0, 0).unwrap()
+        );
+        let december =
+            BillingMonth::containing(Utc.with_ymd_and_hms(2026, 12, 31, 23, 59, 59).unwrap());
+        assert_eq!(
+            december.resets_at(),
+            Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_quota_refuses_the_request_that_would_pass_it() {
+        let limits = SpendLimits {
+            monthly_quotas: BTreeMap::from([(UsageUnit::MemoriesWritten, 5)]),
+            ..SpendLimits::default()
+        };
+        let used = BTreeMap::from([(UsageUnit::MemoriesWritten, 3)]);
+        let two = [PlannedSpend {
+            unit: UsageUnit::MemoriesWritten,
+            quantity: 2,
+        }];
+        let three = [PlannedSpend {
+            unit: UsageUnit::MemoriesWritten,
+            quantity: 3,
+        }];
+        assert!(check_monthly_limits(&limits, month(), &used, 0, &two).is_ok());
+        let refused = check_monthly_limits(&limits, month(), &used, 0, &three).unwrap_err();
+        assert_eq!(refused.limit, "monthly_quota.memories_written");
+        assert_eq!((refused.maximum, refused.used), (5, 3));
+        assert_eq!(refused.resets_at, month().resets_at());
+    }
+
+    #[test]
+    fn a_hard_capped_budget_refuses_once_reached_and_a_soft_one_never() {
+        let mut budget = MonthlyBudget {
+            amount_micros: 10_000,
+            currency: "USD".to_string(),
+            alert_thresholds_percent: vec![50, 80, 100],
+            hard_cap: true,
+        };
+        let limits = |budget: &MonthlyBudget| SpendLimits {
+            monthly_budget: Some(budget.clone()),
+            ..SpendLimits::default()
+        };
+        let none = BTreeMap::new();
+        assert!(check_monthly_limits(&limits(&budget), month(), &none, 9_999, &[]).is_ok());
+        let refused =
+            check_monthly_limits(&limits(&budget), month(), &none, 10_000, &[]).unwrap_err();
+        assert_eq!(refused.limit, "monthly_budget");
+        budget.hard_cap = false;
+        assert!(check_monthly_limits(&limits(&budget), month(), &none, 50_000, &[]).is_ok());
+        assert_eq!(thresholds_reached(&budget, 7_999), vec![50]);
+        assert_eq!(thresholds_reached(&budget, 8_000), vec![50, 80]);
+        assert_eq!(thresholds_reached(&budget, 12_000), vec![50, 80, 100]);
+    }
+
+    #[test]
+    fn the_forecast_extends_the_spending_rate_to_the_month_end() {
+        let half_way = Utc.with_ymd_and_hms(2026, 2, 15, 0, 0, 0).unwrap();
+        assert_eq!(forecast_month_cost(month(), 1_000, half_way), 2_000);
     }
 }

@@ -23,6 +23,18 @@ pub trait Embedder: Send + Sync + 'static {
     fn dimension(&self) -> usize;
     /// One L2-normalised vector per text, in order.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Tokens the model reads for `text` (what usage metering bills as tokens embedded and
+    /// what recall budgets count). The default estimates four characters per token, for
+    /// providers whose tokenizer is not available here; the local model counts exactly.
+    fn count_tokens(&self, text: &str) -> u64 {
+        estimate_tokens(text)
+    }
+}
+
+/// About four characters per token, at least one for a non-empty text.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
 }
 
 pub mod local_minilm;

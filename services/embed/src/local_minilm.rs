@@ -67,6 +67,8 @@ impl Default for LocalModelOptions {
 pub struct LocalMiniLm {
     batch_sender: mpsc::Sender<BatchJob>,
     max_batch: usize,
+    /// A copy of the model's tokenizer for counting tokens without a trip to a worker.
+    counting_tokenizer: Tokenizer,
 }
 
 /// Batches waiting for a worker: how far the model is behind its callers.
@@ -121,6 +123,7 @@ impl LocalMiniLm {
         Ok(Self {
             batch_sender,
             max_batch,
+            counting_tokenizer: model.tokenizer.clone(),
         })
     }
 }
@@ -133,6 +136,18 @@ impl Embedder for LocalMiniLm {
 
     fn dimension(&self) -> usize {
         MINILM_DIMENSION
+    }
+
+    /// Tokens as the model sees them: special tokens included, truncated at the model's limit.
+    fn count_tokens(&self, text: &str) -> u64 {
+        match self.counting_tokenizer.encode(text, true) {
+            Ok(encoding) => encoding
+                .get_attention_mask()
+                .iter()
+                .filter(|&&mask| mask == 1)
+                .count() as u64,
+            Err(_) => crate::estimate_tokens(text),
+        }
     }
 
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {

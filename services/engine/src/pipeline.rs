@@ -344,10 +344,14 @@ impl MemoryEngine {
         }
     }
 
-    pub(crate) async fn embed_query(&self, query: &str) -> Result<Arc<Vec<f32>>, EngineError> {
+    /// The query's vector and the tokens embedding it took (0 when it came from the cache).
+    pub(crate) async fn embed_query(
+        &self,
+        query: &str,
+    ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
         if let Ok(mut cache) = self.query_embeddings.lock() {
             if let Some(vector) = cache.get(query) {
-                return Ok(vector.clone());
+                return Ok((vector.clone(), 0));
             }
         }
         let mut vectors = self
@@ -363,6 +367,6 @@ impl MemoryEngine {
         if let Ok(mut cache) = self.query_embeddings.lock() {
             cache.put(query.to_string(), vector.clone());
         }
-        Ok(vector)
+        Ok((vector, self.embedder.count_tokens(query)))
     }
 }

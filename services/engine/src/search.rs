@@ -73,6 +73,8 @@ pub struct SearchOutcome {
     pub embed_micros: u64,
     pub index_micros: u64,
     pub hydrate_micros: u64,
+    /// Tokens of the query run through the model (0 when its embedding was cached).
+    pub tokens_embedded: u64,
 }
 
 /// Candidates fetched per requested result: hydration drops superseded, deleted, expired
@@ -90,7 +92,7 @@ impl MemoryEngine {
         request: SearchRequest,
     ) -> Result<SearchOutcome, EngineError> {
         let started = Instant::now();
-        let vector = self.embed_query(&request.query).await?;
+        let (vector, tokens_embedded) = self.embed_query(&request.query).await?;
         let embedded = Instant::now();
         let candidate_limit = if request.filters.is_empty() {
             (request.top_k * CANDIDATE_FACTOR).max(30)
@@ -161,6 +163,7 @@ impl MemoryEngine {
             embed_micros: (embedded - started).as_micros() as u64,
             index_micros: (searched - embedded).as_micros() as u64,
             hydrate_micros: (hydrated - searched).as_micros() as u64,
+            tokens_embedded,
         };
         let seconds = |micros: u64| micros as f64 / 1_000_000.0;
         metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "embed")

@@ -2,10 +2,12 @@
 //! the gateways' meters, and read back per hour or per day (the daily rollup is the sum of
 //! the hours, computed by the query, so the two can never disagree).
 
-use crate::entities::usage_hourly;
+use crate::audit::append_audit_event;
+use crate::entities::{budget_alerts, projects, usage_hourly};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Duration, DurationRound, Utc};
-use engram_core::usage::UsageUnit;
+use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
+use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
@@ -261,3 +263,217 @@ pub fn price_in_effect(
     };
     latest(true).or_else(|| latest(false))
 }
+
+/// A budget alert that fired: the month's cost reached `threshold_percent` of the budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetAlert {
+    pub month: String,
+    pub threshold_percent: u8,
+    pub spent_micros: i64,
+    pub budget_micros: i64,
+    pub currency: String,
+    pub reached_at: DateTime<Utc>,
+}
+
+impl Storage {
+    /// The project's budget, quotas and recall budget (all empty until set).
+    pub async fn spend_limits(&self, scope: &ProjectScope) -> Result<SpendLimits, StorageError> {
+        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        Ok(serde_json::from_value(project.spend_limits).unwrap_or_default())
+    }
+
+    /// Replace the project's limits; audited with the old and new values.
+    pub async fn set_spend_limits(
+        &self,
+        scope: &ProjectScope,
+        limits: &SpendLimits,
+        actor: &Actor,
+    ) -> Result<SpendLimits, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        let new_value = serde_json::to_value(limits)
+            .map_err(|error| StorageError::Internal(format!("limits not serialisable: {error}")))?;
+        projects::Entity::update_many()
+            .col_expr(
+                projects::Column::SpendLimits,
+                Expr::value(new_value.clone()),
+            )
+            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::ProjectLimitsChanged,
+                vec![scope.project_id().to_string()],
+                serde_json::json!({ "from": project.spend_limits, "to": new_value }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(limits.clone())
+    }
+
+    /// The project's usage per unit in `month` so far (what has been flushed).
+    pub async fn month_usage(
+        &self,
+        scope: &ProjectScope,
+        month: BillingMonth,
+    ) -> Result<BTreeMap<UsageUnit, i64>, StorageError> {
+        let rows = self
+            .usage(
+                scope,
+                month.starts_at(),
+                month.resets_at(),
+                UsageGranularity::Day,
+            )
+            .await?;
+        let mut per_unit = BTreeMap::new();
+        for row in rows {
+            *per_unit.entry(row.unit).or_default() += row.quantity;
+        }
+        Ok(per_unit)
+    }
+
+    /// Record that the month's cost reached a threshold, once: `true` when this call recorded
+    /// it (and wrote the audit event), `false` when it had already been recorded.
+    pub async fn record_budget_alert(
+        &self,
+        scope: &ProjectScope,
+        alert: &BudgetAlert,
+    ) -> Result<bool, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let inserted = budget_alerts::Entity::insert(budget_alerts::ActiveModel {
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            month: Set(alert.month.clone()),
+            threshold_percent: Set(i32::from(alert.threshold_percent)),
+            spent_micros: Set(alert.spent_micros),
+            budget_micros: Set(alert.budget_micros),
+            currency: Set(alert.currency.clone()),
+            reached_at: Set(alert.reached_at),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                budget_alerts::Column::ProjectId,
+                budget_alerts::Column::Month,
+                budget_alerts::Column::ThresholdPercent,
+            ])
+            .do_nothing()
+            .to_owned(),
+        )
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        if inserted == 0 {
+            return Ok(false);
+        }
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            &Actor::system("budget"),
+            &NewAuditEvent::success(
+                AuditAction::BudgetThresholdReached,
+                vec![scope.project_id().to_string()],
+                serde_json::json!({
+                    "month": alert.month,
+                    "threshold_percent": alert.threshold_percent,
+                    "spent_micros": alert.spent_micros,
+                    "budget_micros": alert.budget_micros,
+                    "currency": alert.currency,
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(true)
+    }
+
+    /// The alerts that fired in `month`, lowest threshold first.
+    pub async fn budget_alerts(
+        &self,
+        scope: &ProjectScope,
+        month: BillingMonth,
+    ) -> Result<Vec<BudgetAlert>, StorageError> {
+        let rows = budget_alerts::Entity::find()
+            .filter(budget_alerts::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(budget_alerts::Column::Month.eq(month.label()))
+            .order_by_asc(budget_alerts::Column::ThresholdPercent)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| BudgetAlert {
+                month: row.month,
+                threshold_percent: u8::try_from(row.threshold_percent).unwrap_or(u8::MAX),
+                spent_micros: row.spent_micros,
+                budget_micros: row.budget_micros,
+                currency: row.currency,
+                reached_at: row.reached_at,
+            })
+            .collect())
+    }
+
+    /// Set (not add to) one day's sample of a gauge-like unit such as memory-days: sampling
+    /// the same day twice leaves one sample. Stored at the day's first hour under the
+    /// credential `storage`.
+    pub async fn set_daily_sample(
+        &self,
+        scope: &ProjectScope,
+        unit: UsageUnit,
+        day: DateTime<Utc>,
+        quantity: i64,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let day_start = day.duration_trunc(Duration::days(1)).unwrap_or(day);
+        usage_hourly::Entity::insert(usage_hourly::ActiveModel {
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            credential: Set(SAMPLED_CREDENTIAL.to_string()),
+            unit: Set(unit.as_str().to_string()),
+            hour_start: Set(day_start),
+            quantity: Set(quantity),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                usage_hourly::Column::ProjectId,
+                usage_hourly::Column::HourStart,
+                usage_hourly::Column::Unit,
+                usage_hourly::Column::Credential,
+            ])
+            .update_column(usage_hourly::Column::Quantity)
+            .to_owned(),
+        )
+        .exec_without_returning(&self.connection)
+        .await
+        .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+}
+
+/// The credential sampled units (memory-days) are stored under.
+pub const SAMPLED_CREDENTIAL: &str = "storage";

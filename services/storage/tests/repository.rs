@@ -1383,3 +1383,89 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
     assert_eq!(book.len(), 2);
 }
 on_both_databases!(costs_use_the_price_in_effect_each_day);
+
+/// Spend limits round-trip and are audited; a budget alert is recorded once per threshold
+/// and month even when raised concurrently; a daily sample replaces the day's earlier one.
+async fn spend_limits_alerts_and_daily_samples(storage: Storage) {
+    use engram_core::usage::{BillingMonth, MonthlyBudget, SpendLimits, UsageUnit};
+    use engram_storage::usage::BudgetAlert;
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, None).await;
+    assert_eq!(
+        storage.spend_limits(&scope).await.unwrap(),
+        SpendLimits::default()
+    );
+    let limits = SpendLimits {
+        monthly_budget: Some(MonthlyBudget {
+            amount_micros: 5_000_000,
+            currency: "EUR".to_string(),
+            alert_thresholds_percent: vec![50, 100],
+            hard_cap: true,
+        }),
+        requests_per_minute: Some(60),
+        monthly_quotas: [(UsageUnit::Searches, 1_000)].into_iter().collect(),
+        recall: engram_core::usage::RecallBudget {
+            max_results: Some(5),
+            max_tokens: None,
+        },
+    };
+    storage
+        .set_spend_limits(&scope, &limits, &engram_core::audit::Actor::system("test"))
+        .await
+        .unwrap();
+    assert_eq!(storage.spend_limits(&scope).await.unwrap(), limits);
+    assert_eq!(
+        storage.spend_limits(&other_scope).await.unwrap(),
+        SpendLimits::default(),
+        "another project keeps its own limits"
+    );
+
+    let month = BillingMonth::containing(chrono::Utc::now());
+    let alert = BudgetAlert {
+        month: month.label(),
+        threshold_percent: 50,
+        spent_micros: 2_600_000,
+        budget_micros: 5_000_000,
+        currency: "EUR".to_string(),
+        reached_at: chrono::Utc::now(),
+    };
+    let mut racers = Vec::new();
+    for _ in 0..4 {
+        let storage = storage.clone();
+        let alert = alert.clone();
+        racers.push(tokio::spawn(async move {
+            storage.record_budget_alert(&scope, &alert).await.unwrap()
+        }));
+    }
+    let mut first_times = 0;
+    for racer in racers {
+        first_times += usize::from(racer.await.unwrap());
+    }
+    assert_eq!(
+        first_times, 1,
+        "one of four concurrent raisers records the alert"
+    );
+    let alerts = storage.budget_alerts(&scope, month).await.unwrap();
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].threshold_percent, 50);
+    assert!(
+        storage
+            .budget_alerts(&other_scope, month)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let now = chrono::Utc::now();
+    storage
+        .set_daily_sample(&scope, UsageUnit::MemoryDays, now, 7)
+        .await
+        .unwrap();
+    storage
+        .set_daily_sample(&scope, UsageUnit::MemoryDays, now, 4)
+        .await
+        .unwrap();
+    let used = storage.month_usage(&scope, month).await.unwrap();
+    assert_eq!(used.get(&UsageUnit::MemoryDays), Some(&4));
+}
+on_both_databases!(spend_limits_alerts_and_daily_samples);

@@ -3,6 +3,7 @@
 
 pub mod retention;
 pub mod tasks;
+pub mod usage_sampling;
 
 use engram_engine::IndexApplier;
 use std::sync::Arc;

@@ -4,6 +4,7 @@
 pub(crate) mod api_keys;
 pub(crate) mod audit_chain_heads;
 pub(crate) mod audit_events;
+pub(crate) mod budget_alerts;
 pub(crate) mod console_accounts;
 pub(crate) mod console_invitations;
 pub(crate) mod console_sessions;

@@ -11,6 +11,7 @@ pub struct Model {
     pub end_user_key_generation: i64,
     pub pii_redaction: String,
     pub retention_days: Json,
+    pub spend_limits: Json,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
