@@ -181,6 +181,18 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 200,
     },
+    Route {
+        method: "GET",
+        path: "/v1/project/limits",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "PUT",
+        path: "/v1/project/limits",
+        needs: Needs::Admin,
+        success: 200,
+    },
 ];
 
 #[derive(Clone, Debug)]
@@ -217,6 +229,7 @@ fn body_for(route: &Route) -> Option<Value> {
         ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["memories:read"]})),
         ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
         ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
+        ("PUT", "/v1/project/limits") => Some(json!({"recall": {"max_results": 100}})),
         ("PUT", _) => Some(json!({"immutable": false})),
         ("POST", "/v1/end-user-tokens") => {
             Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))

@@ -1,7 +1,9 @@
 //! Usage metering end to end: a scripted workload with retries and failures is billed
-//! exactly (stored memories and successful searches only; replays and failed calls never),
-//! per credential, per hour and per day (the day equals the sum of its hours), and a clean
-//! shutdown right after the last request loses nothing.
+//! exactly (stored memories, successful searches and the tokens the model read; replays and
+//! failed calls never), per credential, per hour and per day (the day equals the sum of its
+//! hours); a clean shutdown right after the last request loses nothing; memory-days are
+//! sampled; quotas, the rate quota, the recall budget and a hard-capped budget are enforced
+//! at their boundary with problems that name the limit, and budget alerts fire once.
 
 use engram_tests::{ApiClient, TestServer};
 use serde_json::{Value, json};
@@ -15,12 +17,30 @@ async fn usage(client: &ApiClient, query: &str) -> Value {
     response.body
 }
 
-/// Waits until the meter has written `expected` totals (it flushes every second).
+/// Tokens all-MiniLM-L6-v2 reads for `text`, counted with its own tokenizer.json.
+fn model_tokens(text: &str) -> i64 {
+    let tokenizer =
+        tokenizers::Tokenizer::from_file(engram_tests::model_dir().join("tokenizer.json")).unwrap();
+    let encoding = tokenizer.encode(text, true).unwrap();
+    encoding
+        .get_attention_mask()
+        .iter()
+        .filter(|&&mask| mask == 1)
+        .count() as i64
+}
+
+/// Waits until the meter has written `expected` totals (it flushes every second); units
+/// not named in `expected` are not compared.
 async fn totals_reach(client: &ApiClient, expected: Value) -> Value {
     let started = Instant::now();
     loop {
         let body = usage(client, "").await;
-        if body["totals"] == expected {
+        let matches = expected
+            .as_object()
+            .unwrap()
+            .iter()
+            .all(|(unit, quantity)| &body["totals"][unit] == quantity);
+        if matches {
             return body;
         }
         assert!(
@@ -82,7 +102,22 @@ async fn a_scripted_workload_is_billed_exactly() {
     );
     assert_eq!(end_user.search(json!({"query": "tea"})).await.status, 200);
 
-    let body = totals_reach(&client, json!({"memories_written": 4, "searches": 3})).await;
+    let billed_texts = [
+        "Uma likes rye bread.",
+        "Uma runs on Sundays.",
+        "Uma's sister is called Vera.",
+        "bread",
+        "running",
+        "Uma prefers tea.",
+        "tea",
+    ];
+    let tokens: i64 = billed_texts.iter().map(|text| model_tokens(text)).sum();
+    println!("scripted workload: 4 memories written, 3 searches, {tokens} tokens embedded");
+    let body = totals_reach(
+        &client,
+        json!({"memories_written": 4, "searches": 3, "tokens_embedded": tokens}),
+    )
+    .await;
     let by_credential = |credential_prefix: &str, unit: &str| -> i64 {
         body["usage"]
             .as_array()
@@ -114,7 +149,7 @@ async fn a_scripted_workload_is_billed_exactly() {
             .map(|row| row["quantity"].as_i64().unwrap())
             .sum()
     };
-    for unit in ["memories_written", "searches"] {
+    for unit in ["memories_written", "searches", "tokens_embedded"] {
         assert_eq!(sum(&hourly, unit), sum(&body, unit), "{unit}");
     }
     let csv = client
@@ -132,10 +167,14 @@ async fn a_scripted_workload_is_billed_exactly() {
     // Another project sees none of it; bad parameters are a 422 naming the field.
     let (_, other_key) = server.create_project("other").unwrap();
     let other = usage(&server.client_with_key(&other_key), "").await;
-    assert_eq!(
-        other["totals"],
-        json!({"memories_written": 0, "searches": 0})
-    );
+    for unit in [
+        "memories_written",
+        "searches",
+        "tokens_embedded",
+        "memory_days",
+    ] {
+        assert_eq!(other["totals"][unit], 0, "{unit}: {}", other["totals"]);
+    }
     for (query, field) in [
         ("?from=yesterday", "from"),
         ("?granularity=minute", "granularity"),
@@ -233,4 +272,304 @@ async fn costs_are_usage_times_the_price_in_effect() {
         .http_text(client.request(reqwest::Method::GET, "/v1/costs?format=csv"))
         .await;
     assert!(csv.contains(",searches,3,USD,400,1200"), "{csv}");
+}
+
+async fn put_limits(client: &ApiClient, limits: Value) -> engram_tests::ApiResponse {
+    client
+        .send(
+            client
+                .request(reqwest::Method::PUT, "/v1/project/limits")
+                .json(&limits),
+        )
+        .await
+}
+
+fn first_of_next_month() -> String {
+    use chrono::Datelike;
+    let today = chrono::Utc::now().date_naive();
+    let next = chrono::NaiveDate::from_ymd_opt(today.year(), today.month(), 1)
+        .unwrap()
+        .checked_add_months(chrono::Months::new(1))
+        .unwrap();
+    format!("{next}T00:00:00Z")
+}
+
+/// The limit a refused request names, with the reset at the next month's first instant.
+fn assert_limit(response: &engram_tests::ApiResponse, name: &str, maximum: i64, used: i64) {
+    let limit = &response.body["limit"];
+    assert_eq!(limit["name"], name, "{}", response.body);
+    assert_eq!(limit["maximum"], maximum, "{}", response.body);
+    assert_eq!(limit["used"], used, "{}", response.body);
+    assert_eq!(limit["period"], "month", "{}", response.body);
+    let resets_at = chrono::DateTime::parse_from_rfc3339(limit["resets_at"].as_str().unwrap())
+        .unwrap()
+        .with_timezone(&chrono::Utc);
+    assert_eq!(
+        resets_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        first_of_next_month()
+    );
+    assert!(response.retry_after.is_some(), "Retry-After is set");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quotas_the_rate_quota_and_the_recall_budget_hold_at_their_boundary() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let saved = put_limits(
+        &client,
+        json!({
+            "monthly_quotas": {"memories_written": 5, "searches": 3},
+            "recall": {"max_results": 2}
+        }),
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert_eq!(
+        saved.body["limits"]["monthly_quotas"]["memories_written"],
+        5
+    );
+
+    // 3 + 2 memories fill the quota exactly; one more is refused and stores nothing.
+    let three = json!([
+        {"content": "Ida keeps bees.", "user_id": "ida"},
+        {"content": "Ida's hives are on the roof.", "user_id": "ida"},
+        {"content": "Ida sells honey on Saturdays.", "user_id": "ida"}
+    ]);
+    assert_eq!(client.add(three).await.status, 201);
+    let two = json!([
+        {"content": "Ida's favourite flower is lavender.", "user_id": "ida"},
+        {"content": "Ida lost a queen bee in May.", "user_id": "ida"}
+    ]);
+    assert_eq!(client.add(two).await.status, 201);
+    let refused = client
+        .add(json!([{"content": "Ida wants a sixth hive.", "user_id": "ida"}]))
+        .await;
+    refused.assert_problem(429, "quota-exceeded");
+    assert_limit(&refused, "monthly_quota.memories_written", 5, 5);
+    assert_eq!(client.all_listed_ids("&user_id=ida").await.len(), 5);
+
+    // The recall budget caps every search at 2 results, and says so.
+    for query in ["bees", "honey", "flowers"] {
+        let found = client
+            .search(json!({"query": query, "user_id": "ida", "top_k": 10}))
+            .await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        assert_eq!(
+            found.body["results"].as_array().unwrap().len(),
+            2,
+            "{query}"
+        );
+        assert_eq!(found.body["recall_budget"]["max_results"], 2);
+    }
+    let fourth = client
+        .search(json!({"query": "queen", "user_id": "ida"}))
+        .await;
+    fourth.assert_problem(429, "quota-exceeded");
+    assert_limit(&fourth, "monthly_quota.searches", 3, 3);
+    // Refused requests are not billed.
+    totals_reach(&client, json!({"memories_written": 5, "searches": 3})).await;
+
+    // Another project is not limited by this one's quotas.
+    let (_, other_key) = server.create_project("unlimited").unwrap();
+    let other = server.client_with_key(&other_key);
+    assert_eq!(other.search(json!({"query": "bees"})).await.status, 200);
+
+    // A token budget keeps the best-ranked memories that fit.
+    let limits = put_limits(&client, json!({"recall": {"max_tokens": 12}})).await;
+    assert_eq!(limits.status, 200, "{}", limits.body);
+    let budgeted = client
+        .search(json!({"query": "bees", "user_id": "ida", "top_k": 5}))
+        .await;
+    assert_eq!(budgeted.status, 200, "{}", budgeted.body);
+    let returned: i64 = budgeted.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| model_tokens(hit["memory"]["content"].as_str().unwrap()))
+        .sum();
+    assert!(returned <= 12, "{returned} tokens returned");
+    assert!(!budgeted.body["results"].as_array().unwrap().is_empty());
+    assert!(budgeted.body["recall_budget"]["omitted"].as_u64().unwrap() >= 1);
+
+    // Bad limits are refused, each problem named by its field, and change nothing.
+    let bad = put_limits(
+        &client,
+        json!({
+            "monthly_quotas": {"hugs": 1, "memory_days": 10},
+            "monthly_budget": {"amount_micros": -1, "currency": "dollars"},
+            "recall": {"max_results": 0},
+            "requests_per_minute": 0
+        }),
+    )
+    .await;
+    bad.assert_problem(422, "validation-failed");
+    let mut fields = bad.error_fields();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "monthly_budget.amount_micros",
+            "monthly_budget.currency",
+            "monthly_quotas.hugs",
+            "monthly_quotas.memory_days",
+            "recall.max_results",
+            "requests_per_minute"
+        ]
+    );
+    let unchanged = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/limits"))
+        .await;
+    assert_eq!(unchanged.body["limits"]["recall"]["max_tokens"], 12);
+    assert_eq!(
+        unchanged.body["month_to_date"]["used"]["memories_written"],
+        5
+    );
+
+    // A rate quota of 2 requests per minute: the third is a 429 naming it.
+    assert_eq!(
+        put_limits(&client, json!({"requests_per_minute": 2}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(client.search(json!({"query": "bees"})).await.status, 200);
+    assert_eq!(client.search(json!({"query": "hives"})).await.status, 200);
+    let limited = client.search(json!({"query": "honey"})).await;
+    limited.assert_problem(429, "rate-limited");
+    assert_eq!(limited.body["limit"]["name"], "requests_per_minute");
+    assert_eq!(limited.body["limit"]["period"], "minute");
+    assert!(limited.retry_after.is_some());
+
+    // Every change of the limits is in the audit log.
+    let changes = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=project.limits_changed",
+        ))
+        .await;
+    assert_eq!(changes.body["events"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let yesterday = (chrono::Utc::now().date_naive() - chrono::Duration::days(1)).to_string();
+    let set = engram_tests::run_engram(
+        &[
+            "admin",
+            "set-price",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--unit",
+            "searches",
+            "--price",
+            "0.001",
+            "--currency",
+            "USD",
+            "--effective-from",
+            &yesterday,
+        ],
+        &[],
+    );
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    // 5 searches' worth, alerts at half, 80 % and all of it.
+    let saved = put_limits(
+        &client,
+        json!({"monthly_budget": {
+            "amount_micros": 5_000, "currency": "usd",
+            "alert_thresholds_percent": [100, 50, 80], "hard_cap": true
+        }}),
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert_eq!(
+        saved.body["limits"]["monthly_budget"]["alert_thresholds_percent"],
+        json!([50, 80, 100])
+    );
+    assert_eq!(saved.body["limits"]["monthly_budget"]["currency"], "USD");
+    for query in ["one", "two", "three", "four", "five"] {
+        let found = client.search(json!({"query": query})).await;
+        assert_eq!(found.status, 200, "{query}: {}", found.body);
+    }
+    let refused = client.search(json!({"query": "six"})).await;
+    refused.assert_problem(402, "budget-exceeded");
+    assert_limit(&refused, "monthly_budget", 5_000, 5_000);
+    assert_eq!(refused.body["limit"]["currency"], "USD");
+    // Writes are refused too while the budget is spent.
+    client
+        .add(json!([{"content": "Not while the budget is spent."}]))
+        .await
+        .assert_problem(402, "budget-exceeded");
+    assert_eq!(client.search(json!({"query": "seven"})).await.status, 402);
+
+    let limits = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/limits"))
+        .await;
+    let month = &limits.body["month_to_date"];
+    assert_eq!(month["spent_micros"], 5_000, "{}", limits.body);
+    assert_eq!(month["used"]["searches"], 5);
+    assert!(month["forecast_micros"].as_i64().unwrap() >= 5_000);
+    let thresholds: Vec<i64> = month["alerts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|alert| alert["threshold_percent"].as_i64().unwrap())
+        .collect();
+    assert_eq!(thresholds, [50, 80, 100]);
+    let audited = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=project.budget_threshold_reached",
+        ))
+        .await;
+    assert_eq!(
+        audited.body["events"].as_array().unwrap().len(),
+        3,
+        "each threshold is recorded once: {}",
+        audited.body
+    );
+
+    // Raising the budget lets requests through at once.
+    let raised = put_limits(
+        &client,
+        json!({"monthly_budget": {"amount_micros": 10_000, "currency": "USD", "hard_cap": true}}),
+    )
+    .await;
+    assert_eq!(raised.status, 200);
+    assert_eq!(client.search(json!({"query": "eight"})).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_memories_are_sampled_as_memory_days() {
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[("ENGRAM_USAGE_SAMPLE_INTERVAL_SECS", "1")],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "Kai grows tomatoes.", "user_id": "kai"},
+            {"content": "Kai has two cats.", "user_id": "kai"},
+            {"content": "Kai cycles to work.", "user_id": "kai"}
+        ]))
+        .await;
+    assert_eq!(added.status, 201);
+    totals_reach(&client, json!({"memory_days": 3})).await;
+    // A later sample of the same day replaces the earlier one (it is not added to it).
+    let deleted = client
+        .delete(added.body["memories"][0]["id"].as_str().unwrap())
+        .await;
+    assert_eq!(deleted.status, 204);
+    totals_reach(&client, json!({"memory_days": 2})).await;
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let body = usage(&client, "").await;
+    assert_eq!(body["totals"]["memory_days"], 2, "{body}");
 }

@@ -23,6 +23,8 @@ use engram_storage::{
 use std::path::Path;
 use std::sync::Arc;
 
+mod usage;
+
 /// Verifying against this when the e-mail is unknown keeps the answer time the same, so
 /// timing does not reveal which accounts exist.
 static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
@@ -36,6 +38,8 @@ pub struct GatewayConsoleBackend {
     api_key_pepper: engram_storage::ApiKeyPepper,
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
+    /// Told about limits saved in the console, so they apply at once.
+    spend_guard: Option<Arc<crate::spend_guard::SpendGuard>>,
 }
 
 impl GatewayConsoleBackend {
@@ -50,7 +54,14 @@ impl GatewayConsoleBackend {
             api_key_pepper,
             sessions,
             login_throttle: Default::default(),
+            spend_guard: None,
         }
+    }
+
+    /// The guard that enforces spend limits on this server.
+    pub fn with_spend_guard(mut self, guard: Arc<crate::spend_guard::SpendGuard>) -> Self {
+        self.spend_guard = Some(guard);
+        self
     }
 
     /// The engine that corrections, searches by meaning and erasures go through.
@@ -1189,6 +1200,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .map_err(internal)
     }
 
+    async fn usage_overview(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        days: u32,
+    ) -> Result<engram_console::model::UsageOverview, ConsoleError> {
+        self.build_usage_overview(caller, project_id, days).await
+    }
+
+    async fn save_spend_limits(
+        &self,
+        caller: &ConsoleCaller,
+        form: engram_console::model::SpendLimitsForm,
+    ) -> Result<(), ConsoleError> {
+        self.store_spend_limits(caller, form).await
+    }
+
     async fn sweep_retention_now(
         &self,
         caller: &ConsoleCaller,
@@ -1507,7 +1535,8 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
             state.credentials.api_key_pepper.clone(),
             state.credentials.console_sessions.clone(),
         )
-        .with_engine(state.engine.clone()),
+        .with_engine(state.engine.clone())
+        .with_spend_guard(state.spend_guard.clone()),
     );
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }

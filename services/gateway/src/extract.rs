@@ -78,6 +78,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 detail: format!("{field}: {message}"),
                 errors: vec![FieldError::new(field, message)],
                 retry_after_seconds: None,
+                limit: None,
             }
         })?;
         deserializer.end().map_err(|error| {

@@ -12,6 +12,7 @@ pub mod openapi;
 pub mod problem;
 pub mod rate_limit;
 mod routes;
+pub mod spend_guard;
 pub mod state;
 pub mod tracing_context;
 mod views;

@@ -1,14 +1,17 @@
 //! The usage meter: handlers record billable units after a request succeeded; a background
-//! flusher sums them per project, credential, unit and hour and writes them in one
-//! transaction every second (or every 1,000 records), so requests never wait on it.
-//! A clean shutdown flushes everything; a crash loses at most the last second.
+//! flusher writes the sums per project, credential, unit and hour in one transaction every
+//! second (or sooner after 1,000 records), so requests never wait on it. Units not yet
+//! written stay visible to the spend guard, so limits see them at once. A clean shutdown
+//! flushes everything; a crash loses at most the last second.
 
-use chrono::Utc;
-use engram_core::ProjectScope;
+use chrono::{DateTime, Utc};
 use engram_core::usage::UsageUnit;
+use engram_core::{ProjectId, ProjectScope};
 use engram_storage::Storage;
 use engram_storage::usage::{UsageIncrement, hour_start};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -17,22 +20,35 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Records that trigger a write before the second is up.
 const FLUSH_AT_RECORDS: usize = 1_000;
 
+type PendingKey = (ProjectId, DateTime<Utc>, UsageUnit, String);
+
+/// Usage recorded but not yet written, shared by the meter's clones and its flusher.
+#[derive(Debug, Default)]
+struct PendingUsage {
+    increments: Mutex<HashMap<PendingKey, UsageIncrement>>,
+    records_since_flush: AtomicUsize,
+}
+
 /// Cheap to clone; every clone feeds the same flusher. A meter without a flusher (tests that
 /// build a gateway by hand) drops what it is given.
 #[derive(Clone, Debug, Default)]
 pub struct UsageMeter {
-    sender: Option<mpsc::UnboundedSender<UsageIncrement>>,
+    pending: Arc<PendingUsage>,
+    /// Wakes the flusher early; the flusher ends once every clone (every sender) is gone.
+    wake_flusher: Option<mpsc::Sender<()>>,
 }
 
 impl UsageMeter {
     /// A meter and its flusher task; the task ends (after a last flush) once every clone of
     /// the meter is dropped.
     pub fn start(storage: Storage) -> (Self, tokio::task::JoinHandle<()>) {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let flusher = tokio::spawn(run_flusher(storage, receiver));
+        let (wake_flusher, wake_receiver) = mpsc::channel(1);
+        let pending = Arc::new(PendingUsage::default());
+        let flusher = tokio::spawn(run_flusher(storage, pending.clone(), wake_receiver));
         (
             Self {
-                sender: Some(sender),
+                pending,
+                wake_flusher: Some(wake_flusher),
             },
             flusher,
         )
@@ -43,83 +59,125 @@ impl UsageMeter {
         if quantity == 0 {
             return;
         }
-        let Some(sender) = &self.sender else {
+        let Some(wake_flusher) = &self.wake_flusher else {
             return;
         };
-        let increment = UsageIncrement {
-            organization_id: scope.organization_id(),
-            project_id: scope.project_id(),
-            credential: credential.to_string(),
+        let at = Utc::now();
+        let quantity = i64::try_from(quantity).unwrap_or(i64::MAX);
+        let key = (
+            scope.project_id(),
+            hour_start(at),
             unit,
-            at: Utc::now(),
-            quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
-        };
-        if sender.send(increment).is_err() {
-            tracing::error!("usage meter flusher is gone; usage not recorded");
+            credential.to_string(),
+        );
+        match self.pending.increments.lock() {
+            Ok(mut increments) => {
+                increments
+                    .entry(key)
+                    .and_modify(|total| total.quantity = total.quantity.saturating_add(quantity))
+                    .or_insert_with(|| UsageIncrement {
+                        organization_id: scope.organization_id(),
+                        project_id: scope.project_id(),
+                        credential: credential.to_string(),
+                        unit,
+                        at,
+                        quantity,
+                    });
+            }
+            Err(_) => {
+                tracing::error!("usage meter lock poisoned; usage not recorded");
+                return;
+            }
         }
+        let records = self
+            .pending
+            .records_since_flush
+            .fetch_add(1, Ordering::Relaxed)
+            + 1;
+        if records >= FLUSH_AT_RECORDS {
+            // A full channel means a wake-up is already on its way.
+            let _ = wake_flusher.try_send(());
+        }
+    }
+
+    /// Units of the project recorded but not yet written, per unit, for hours at or after
+    /// `since` (the spend guard adds them to what storage knows).
+    pub fn unflushed(
+        &self,
+        project_id: ProjectId,
+        since: DateTime<Utc>,
+    ) -> HashMap<UsageUnit, i64> {
+        let mut per_unit = HashMap::new();
+        if let Ok(increments) = self.pending.increments.lock() {
+            for ((pending_project, hour, unit, _), increment) in increments.iter() {
+                if *pending_project == project_id && *hour >= hour_start(since) {
+                    *per_unit.entry(*unit).or_default() += increment.quantity;
+                }
+            }
+        }
+        per_unit
     }
 }
 
-async fn run_flusher(storage: Storage, mut receiver: mpsc::UnboundedReceiver<UsageIncrement>) {
-    let mut pending: HashMap<
-        (
-            engram_core::ProjectId,
-            chrono::DateTime<Utc>,
-            UsageUnit,
-            String,
-        ),
-        UsageIncrement,
-    > = HashMap::new();
-    let mut received_since_flush = 0usize;
+async fn run_flusher(
+    storage: Storage,
+    pending: Arc<PendingUsage>,
+    mut wake_receiver: mpsc::Receiver<()>,
+) {
     let mut ticker = tokio::time::interval(FLUSH_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let closed = tokio::select! {
-            received = receiver.recv() => match received {
-                Some(increment) => {
-                    received_since_flush += 1;
-                    let key = (
-                        increment.project_id,
-                        hour_start(increment.at),
-                        increment.unit,
-                        increment.credential.clone(),
-                    );
-                    pending
-                        .entry(key)
-                        .and_modify(|total| total.quantity += increment.quantity)
-                        .or_insert(increment);
-                    if received_since_flush < FLUSH_AT_RECORDS {
-                        continue;
-                    }
-                    false
-                }
-                None => true,
-            },
+            woken = wake_receiver.recv() => woken.is_none(),
             _ = ticker.tick() => false,
         };
-        if !pending.is_empty() {
-            let batch: Vec<UsageIncrement> = pending.values().cloned().collect();
-            match storage.add_usage(&batch).await {
-                Ok(()) => {
-                    pending.clear();
-                    received_since_flush = 0;
-                }
-                // Kept and retried with the next flush: the batch is one transaction, so a
-                // failed write counted nothing.
-                Err(error) => {
-                    tracing::warn!(%error, records = batch.len(), "usage flush failed; retrying")
-                }
-            }
-        }
+        flush(&storage, &pending).await;
         if closed {
-            if !pending.is_empty() {
-                tracing::error!(
-                    records = pending.len(),
-                    "usage could not be written at shutdown"
-                );
+            let left = pending.increments.lock().map(|map| map.len()).unwrap_or(0);
+            if left > 0 {
+                tracing::error!(records = left, "usage could not be written at shutdown");
             }
             tracing::info!("usage meter stopped");
             return;
+        }
+    }
+}
+
+/// Write what is pending; what was written is then taken out of the pending sums (records
+/// that arrived meanwhile stay). The batch is one transaction, so a failed write counted
+/// nothing and is retried with the next flush.
+async fn flush(storage: &Storage, pending: &PendingUsage) {
+    let batch: Vec<(PendingKey, UsageIncrement)> = match pending.increments.lock() {
+        Ok(increments) => increments
+            .iter()
+            .map(|(key, increment)| (key.clone(), increment.clone()))
+            .collect(),
+        Err(_) => return,
+    };
+    if batch.is_empty() {
+        return;
+    }
+    pending.records_since_flush.store(0, Ordering::Relaxed);
+    let increments: Vec<UsageIncrement> = batch
+        .iter()
+        .map(|(_, increment)| increment.clone())
+        .collect();
+    if let Err(error) = storage.add_usage(&increments).await {
+        tracing::warn!(%error, records = increments.len(), "usage flush failed; retrying");
+        return;
+    }
+    if let Ok(mut current) = pending.increments.lock() {
+        for (key, written) in batch {
+            let emptied = match current.get_mut(&key) {
+                Some(total) => {
+                    total.quantity -= written.quantity;
+                    total.quantity <= 0
+                }
+                None => false,
+            };
+            if emptied {
+                current.remove(&key);
+            }
         }
     }
 }

@@ -57,6 +57,8 @@ impl Modify for BearerApiKey {
         governance::retention_preview,
         usage::project_usage,
         usage::project_costs,
+        usage::get_spend_limits,
+        usage::put_spend_limits,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
@@ -66,14 +68,16 @@ impl Modify for BearerApiKey {
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
         governance::ProjectSettingsView, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
         governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView,
-        usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView
+        usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
+        usage::SpendLimitsBody, usage::MonthlyBudgetBody, usage::RecallBudgetBody, usage::SpendLimitsView,
+        usage::MonthToDateView, usage::BudgetAlertView, crate::views::RecallBudgetView, crate::problem::LimitProblem
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
         (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"),
-        (name = "usage", description = "Metered units per project (needs the `admin` scope)"),
+        (name = "usage", description = "Metered units, costs, budgets and quotas per project (needs the `admin` scope)"),
         (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;

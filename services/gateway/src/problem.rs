@@ -33,6 +33,10 @@ pub enum ProblemKind {
     DependencyUnavailable,
     MemoryLocked,
     LegalHold,
+    /// A monthly quota would be passed (429).
+    QuotaExceeded,
+    /// The project's hard-capped monthly budget is spent (402).
+    BudgetExceeded,
     Internal,
 }
 
@@ -54,6 +58,8 @@ impl ProblemKind {
             ProblemKind::DependencyUnavailable => "dependency-unavailable",
             ProblemKind::MemoryLocked => "memory-locked",
             ProblemKind::LegalHold => "legal-hold",
+            ProblemKind::QuotaExceeded => "quota-exceeded",
+            ProblemKind::BudgetExceeded => "budget-exceeded",
             ProblemKind::Internal => "internal",
         }
     }
@@ -77,6 +83,8 @@ impl ProblemKind {
             ProblemKind::DependencyUnavailable => "A dependency is unavailable",
             ProblemKind::MemoryLocked => "The memory is immutable or under legal hold",
             ProblemKind::LegalHold => "Data of this subject is under legal hold",
+            ProblemKind::QuotaExceeded => "A usage quota of the project is used up",
+            ProblemKind::BudgetExceeded => "The project's monthly budget is spent",
             ProblemKind::Internal => "Internal error",
         }
     }
@@ -97,6 +105,8 @@ impl ProblemKind {
             ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::DependencyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::MemoryLocked | ProblemKind::LegalHold => StatusCode::CONFLICT,
+            ProblemKind::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
+            ProblemKind::BudgetExceeded => StatusCode::PAYMENT_REQUIRED,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -133,6 +143,26 @@ pub struct ProblemDocument {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
     pub errors: Vec<FieldError>,
+    /// For `quota-exceeded`, `budget-exceeded` and a project's `rate-limited`: which limit,
+    /// its value, what was used, the period and when it resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitProblem>,
+}
+
+/// The limit a request ran into.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct LimitProblem {
+    /// `monthly_budget`, `monthly_quota.<unit>` or `requests_per_minute`.
+    pub name: String,
+    /// The limit (millionths of `currency` for the budget).
+    pub maximum: i64,
+    /// Used in the period so far.
+    pub used: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+    /// `month` or `minute`.
+    pub period: String,
+    pub resets_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// An error answer from a handler.
@@ -142,6 +172,7 @@ pub struct ApiError {
     pub detail: String,
     pub errors: Vec<FieldError>,
     pub retry_after_seconds: Option<u64>,
+    pub limit: Option<LimitProblem>,
 }
 
 impl ApiError {
@@ -151,6 +182,7 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             retry_after_seconds: None,
+            limit: None,
         }
     }
 
@@ -165,6 +197,7 @@ impl ApiError {
             detail,
             errors,
             retry_after_seconds: None,
+            limit: None,
         }
     }
 
@@ -181,6 +214,7 @@ impl ApiError {
             detail,
             errors: Vec::new(),
             retry_after_seconds: Some(5),
+            limit: None,
         }
     }
 }
@@ -250,6 +284,7 @@ impl IntoResponse for ApiError {
             detail: self.detail,
             request_id: None,
             errors: self.errors,
+            limit: self.limit,
         };
         let mut response = (self.kind.status(), axum::Json(document)).into_response();
         response.headers_mut().insert(
@@ -335,6 +370,7 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
             detail,
             request_id: None,
             errors: Vec::new(),
+            limit: None,
         }
     };
     document.request_id = request_id;

@@ -34,6 +34,14 @@ pub struct AppState {
     pub settings: GatewaySettings,
     /// Billable units of successful requests.
     pub meter: crate::metering::UsageMeter,
+    /// Budgets, quotas and rate quotas per project.
+    pub spend_guard: Arc<crate::spend_guard::SpendGuard>,
+}
+
+impl FromRef<AppState> for Arc<crate::spend_guard::SpendGuard> {
+    fn from_ref(state: &AppState) -> Self {
+        state.spend_guard.clone()
+    }
 }
 
 impl FromRef<AppState> for crate::metering::UsageMeter {

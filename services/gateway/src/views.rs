@@ -122,6 +122,22 @@ pub struct SearchResultView {
 pub struct SearchResponseView {
     pub results: Vec<SearchResultView>,
     pub recall_id: String,
+    /// Present when the project's recall budget cut the results short.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall_budget: Option<RecallBudgetView>,
+}
+
+/// The project's recall budget as applied to one search.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecallBudgetView {
+    /// Most memories a search returns.
+    pub max_results: Option<u32>,
+    /// Most tokens of memory content a search returns, counted by the embedding model's
+    /// tokenizer.
+    pub max_tokens: Option<u32>,
+    /// Memories found but left out to stay within `max_tokens` (`max_results` is applied
+    /// before the search, as a lower `top_k`).
+    pub omitted: u32,
 }
 
 /// One memory to add. Only `content` is required.

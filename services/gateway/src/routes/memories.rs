@@ -4,7 +4,9 @@
 use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
 use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, request_fingerprint};
 use crate::problem::{ApiError, ProblemDocument};
+use crate::spend_guard::SpendGuard;
 use crate::state::AppState;
+use crate::views::RecallBudgetView;
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
     SearchBody, SearchResponseView, SearchResultView,
@@ -15,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
 use engram_engine::{AddOutcome, MemoryEngine};
 use engram_storage::{IdempotencyClaim, MemoryListFilter};
@@ -84,6 +87,7 @@ pub async fn add_memories(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     State(meter): State<crate::metering::UsageMeter>,
+    State(spend_guard): State<Arc<SpendGuard>>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
     QueryParams(query): QueryParams<AddMemoriesQuery>,
     body: JsonBody<AddMemoriesBody>,
@@ -95,6 +99,22 @@ pub async fn add_memories(
             &format!("memories[{position}].user_id"),
         )?;
     }
+    spend_guard
+        .admit(
+            &principal.scope,
+            &[
+                PlannedSpend {
+                    unit: UsageUnit::MemoriesWritten,
+                    quantity: new_memories.len() as u64,
+                },
+                // At least one token is embedded: refused once the token quota is used up.
+                PlannedSpend {
+                    unit: UsageUnit::TokensEmbedded,
+                    quantity: 1,
+                },
+            ],
+        )
+        .await?;
     let wait_for_index = query.wait.unwrap_or(true);
     let claim = idempotency_key.map(|key| IdempotencyClaim {
         key,
@@ -123,11 +143,23 @@ pub async fn add_memories(
         ),
         AddOutcome::Stored { memories, indexed } => {
             // Only what was stored is billed: a replay above stored nothing.
+            let credential = principal.usage_credential();
             meter.record(
                 &principal.scope,
-                &principal.usage_credential(),
-                engram_core::usage::UsageUnit::MemoriesWritten,
+                &credential,
+                UsageUnit::MemoriesWritten,
                 memories.len() as u64,
+            );
+            // The stored content is what was embedded (after PII masking).
+            let tokens: u64 = memories
+                .iter()
+                .map(|memory| engine.embedder().count_tokens(&memory.content))
+                .sum();
+            meter.record(
+                &principal.scope,
+                &credential,
+                UsageUnit::TokensEmbedded,
+                tokens,
             );
             let status = if indexed {
                 StatusCode::CREATED
@@ -259,6 +291,8 @@ pub async fn list_memories(
 pub async fn edit_memory(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
+    State(meter): State<crate::metering::UsageMeter>,
+    State(spend_guard): State<Arc<SpendGuard>>,
     Path(memory_id): Path<String>,
     IfMatchVersion(expected_version): IfMatchVersion,
     body: JsonBody<EditMemoryBody>,
@@ -266,6 +300,18 @@ pub async fn edit_memory(
     let memory_id = parse_memory_id(&memory_id)?;
     let edit = body.value.into_edit().map_err(ApiError::invalid)?;
     confine_existing_memory(&principal, &engine, memory_id).await?;
+    let reembeds = edit.content.is_some();
+    if reembeds {
+        spend_guard
+            .admit(
+                &principal.scope,
+                &[PlannedSpend {
+                    unit: UsageUnit::TokensEmbedded,
+                    quantity: 1,
+                }],
+            )
+            .await?;
+    }
     let memory = engine
         .edit_memory(
             &principal.scope,
@@ -275,6 +321,14 @@ pub async fn edit_memory(
             &principal.actor(),
         )
         .await?;
+    if reembeds {
+        meter.record(
+            &principal.scope,
+            &principal.usage_credential(),
+            UsageUnit::TokensEmbedded,
+            engine.embedder().count_tokens(&memory.content),
+        );
+    }
     Ok(Json(MemoryView::from(&memory)))
 }
 
@@ -321,27 +375,70 @@ pub async fn search_memories(
     principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     State(meter): State<crate::metering::UsageMeter>,
+    State(spend_guard): State<Arc<SpendGuard>>,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {
     let mut parsed = body.value.into_request().map_err(ApiError::invalid)?;
     parsed.request.subject.user_id =
         principal.end_user_subject(parsed.request.subject.user_id.take(), "user_id")?;
+    let limits = spend_guard
+        .admit(
+            &principal.scope,
+            &[
+                PlannedSpend {
+                    unit: UsageUnit::Searches,
+                    quantity: 1,
+                },
+                PlannedSpend {
+                    unit: UsageUnit::TokensEmbedded,
+                    quantity: 1,
+                },
+            ],
+        )
+        .await?;
+    let recall = limits.recall.clone();
+    let requested = parsed.request.top_k;
+    if let Some(max_results) = recall.max_results {
+        parsed.request.top_k = parsed.request.top_k.min(max_results.max(1) as usize);
+    }
     let outcome = engine.search(&principal.scope, parsed.request).await?;
+    let credential = principal.usage_credential();
+    meter.record(&principal.scope, &credential, UsageUnit::Searches, 1);
     meter.record(
         &principal.scope,
-        &principal.usage_credential(),
-        engram_core::usage::UsageUnit::Searches,
-        1,
+        &credential,
+        UsageUnit::TokensEmbedded,
+        outcome.tokens_embedded,
     );
+    let found = outcome.results.len();
+    let mut results = Vec::with_capacity(found);
+    let mut tokens_returned: u64 = 0;
+    for hit in &outcome.results {
+        if let Some(max_tokens) = recall.max_tokens {
+            let tokens = engine.embedder().count_tokens(&hit.memory.content);
+            // Ranked order is kept: a memory that does not fit ends the list.
+            if tokens_returned + tokens > u64::from(max_tokens) {
+                break;
+            }
+            tokens_returned += tokens;
+        }
+        results.push(SearchResultView {
+            memory: MemoryView::from(&hit.memory),
+            score: hit.score,
+        });
+    }
+    let cut_by_count = recall.max_results.is_some_and(|max_results| {
+        (max_results as usize) < requested && found >= max_results as usize
+    });
+    let omitted = found - results.len();
+    let recall_budget = (cut_by_count || omitted > 0).then(|| RecallBudgetView {
+        max_results: recall.max_results,
+        max_tokens: recall.max_tokens,
+        omitted: omitted as u32,
+    });
     Ok(Json(SearchResponseView {
-        results: outcome
-            .results
-            .iter()
-            .map(|hit| SearchResultView {
-                memory: MemoryView::from(&hit.memory),
-                score: hit.score,
-            })
-            .collect(),
+        results,
         recall_id: outcome.recall_id.to_string(),
+        recall_budget,
     }))
 }

@@ -1,9 +1,11 @@
 //! `GET /v1/usage`: the project's metered units per hour or day, per unit and credential,
-//! with totals; as JSON or CSV. Needs the `admin` scope.
+//! with totals; `GET /v1/costs`; `GET|PUT /v1/project/limits` (budget, quotas, recall
+//! budget). JSON or CSV. Needs the `admin` scope.
 
 use crate::auth::{Authorized, ProjectAdmin};
-use crate::extract::QueryParams;
+use crate::extract::{JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
+use crate::spend_guard::SpendGuard;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -12,6 +14,10 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
+use engram_core::limits::MAX_TOP_K;
+use engram_core::usage::{
+    BillingMonth, MonthlyBudget, RecallBudget, SpendLimits, UsageUnit, forecast_month_cost,
+};
 use engram_engine::MemoryEngine;
 use engram_storage::usage::UsageGranularity;
 use serde::{Deserialize, Serialize};
@@ -26,6 +32,10 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/usage", get(project_usage))
         .route("/v1/costs", get(project_costs))
+        .route(
+            "/v1/project/limits",
+            get(get_spend_limits).put(put_spend_limits),
+        )
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -99,7 +109,7 @@ pub async fn project_usage(
         .usage(&principal.scope, from, to, granularity)
         .await
         .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    let mut totals: BTreeMap<String, i64> = engram_core::usage::UsageUnit::ALL
+    let mut totals: BTreeMap<String, i64> = UsageUnit::ALL
         .iter()
         .map(|unit| (unit.as_str().to_string(), 0))
         .collect();
@@ -303,4 +313,304 @@ fn parse_range(
         .map(|at| at.and_utc())
         .unwrap_or_default();
     Ok((start, end, csv))
+}
+
+/// The recall budget in the limits document.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBudgetBody {
+    /// Most memories one search returns (1–100).
+    pub max_results: Option<u32>,
+    /// Most tokens of memory content one search returns (1–100,000).
+    pub max_tokens: Option<u32>,
+}
+
+/// A monthly budget in the limits document.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MonthlyBudgetBody {
+    /// The budget in millionths of `currency` (`250000000` is 250.00).
+    pub amount_micros: i64,
+    /// ISO 4217, e.g. `USD`; only prices in this currency count against the budget.
+    pub currency: String,
+    /// Percentages (1–1000) at which an alert is recorded once a month; default `[80, 100]`.
+    #[serde(default)]
+    pub alert_thresholds_percent: Option<Vec<u16>>,
+    /// Refuse requests with `402 budget-exceeded` once the month's cost reaches the budget.
+    #[serde(default)]
+    pub hard_cap: bool,
+}
+
+/// Budget, quotas and recall budget of the project. `PUT` replaces the whole document;
+/// an absent part means no limit.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpendLimitsBody {
+    pub monthly_budget: Option<MonthlyBudgetBody>,
+    /// Most writes and searches per minute for the whole project (1–1,000,000).
+    pub requests_per_minute: Option<u32>,
+    /// Most units per calendar month (UTC): `memories_written`, `searches`,
+    /// `tokens_embedded`.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub monthly_quotas: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub recall: RecallBudgetBody,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct BudgetAlertView {
+    pub threshold_percent: u8,
+    pub spent_micros: i64,
+    pub budget_micros: i64,
+    pub currency: String,
+    pub reached_at: DateTime<Utc>,
+}
+
+/// The month so far, as the limits see it.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MonthToDateView {
+    /// `2026-11`
+    pub month: String,
+    pub resets_at: DateTime<Utc>,
+    #[schema(value_type = Object)]
+    pub used: BTreeMap<String, i64>,
+    /// Cost so far in the budget's currency (0 without a budget).
+    pub spent_micros: i64,
+    /// Straight-line forecast of the month's cost.
+    pub forecast_micros: i64,
+    pub alerts: Vec<BudgetAlertView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SpendLimitsView {
+    pub limits: SpendLimitsBody,
+    pub month_to_date: MonthToDateView,
+}
+
+const MAX_ALERT_THRESHOLDS: usize = 10;
+const MAX_REQUESTS_PER_MINUTE: u32 = 1_000_000;
+const MAX_RECALL_TOKENS: u32 = 100_000;
+const DEFAULT_ALERT_THRESHOLDS: [u8; 2] = [80, 100];
+
+impl SpendLimitsBody {
+    fn from_limits(limits: &SpendLimits) -> Self {
+        Self {
+            monthly_budget: limits
+                .monthly_budget
+                .as_ref()
+                .map(|budget| MonthlyBudgetBody {
+                    amount_micros: budget.amount_micros,
+                    currency: budget.currency.clone(),
+                    alert_thresholds_percent: Some(
+                        budget
+                            .alert_thresholds_percent
+                            .iter()
+                            .map(|percent| u16::from(*percent))
+                            .collect(),
+                    ),
+                    hard_cap: budget.hard_cap,
+                }),
+            requests_per_minute: limits.requests_per_minute,
+            monthly_quotas: limits
+                .monthly_quotas
+                .iter()
+                .map(|(unit, quota)| (unit.as_str().to_string(), *quota))
+                .collect(),
+            recall: RecallBudgetBody {
+                max_results: limits.recall.max_results,
+                max_tokens: limits.recall.max_tokens,
+            },
+        }
+    }
+
+    /// The limits, or every problem, each named by its field.
+    pub(crate) fn into_limits(self) -> Result<SpendLimits, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let monthly_budget = self.monthly_budget.and_then(|budget| {
+            if budget.amount_micros < 0 {
+                errors.push(FieldError::new(
+                    "monthly_budget.amount_micros",
+                    "must not be negative",
+                ));
+            }
+            let currency = budget.currency.trim().to_ascii_uppercase();
+            if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_uppercase()) {
+                errors.push(FieldError::new(
+                    "monthly_budget.currency",
+                    "must be a three-letter ISO 4217 code such as USD",
+                ));
+            }
+            let mut thresholds: Vec<u8> = Vec::new();
+            let given = budget.alert_thresholds_percent.unwrap_or_else(|| {
+                DEFAULT_ALERT_THRESHOLDS
+                    .iter()
+                    .map(|p| u16::from(*p))
+                    .collect()
+            });
+            if given.len() > MAX_ALERT_THRESHOLDS {
+                errors.push(FieldError::new(
+                    "monthly_budget.alert_thresholds_percent",
+                    format!("at most {MAX_ALERT_THRESHOLDS} thresholds"),
+                ));
+            }
+            for (position, percent) in given.iter().enumerate() {
+                match u8::try_from(*percent).ok().filter(|percent| *percent >= 1) {
+                    Some(percent) => thresholds.push(percent),
+                    None => errors.push(FieldError::new(
+                        format!("monthly_budget.alert_thresholds_percent[{position}]"),
+                        "must be between 1 and 255",
+                    )),
+                }
+            }
+            thresholds.sort_unstable();
+            thresholds.dedup();
+            Some(MonthlyBudget {
+                amount_micros: budget.amount_micros,
+                currency,
+                alert_thresholds_percent: thresholds,
+                hard_cap: budget.hard_cap,
+            })
+        });
+        if let Some(per_minute) = self.requests_per_minute {
+            if !(1..=MAX_REQUESTS_PER_MINUTE).contains(&per_minute) {
+                errors.push(FieldError::new(
+                    "requests_per_minute",
+                    format!("must be between 1 and {MAX_REQUESTS_PER_MINUTE}"),
+                ));
+            }
+        }
+        let mut monthly_quotas = BTreeMap::new();
+        for (unit_name, quota) in self.monthly_quotas {
+            let field = format!("monthly_quotas.{unit_name}");
+            match UsageUnit::parse(&unit_name) {
+                Some(UsageUnit::MemoryDays) => errors.push(FieldError::new(
+                    field,
+                    "memory_days is sampled once a day and cannot be capped per request",
+                )),
+                Some(unit) => {
+                    monthly_quotas.insert(unit, quota);
+                }
+                None => errors.push(FieldError::new(
+                    field,
+                    "unknown unit; expected memories_written, searches or tokens_embedded",
+                )),
+            }
+        }
+        if let Some(max_results) = self.recall.max_results {
+            if !(1..=MAX_TOP_K as u32).contains(&max_results) {
+                errors.push(FieldError::new(
+                    "recall.max_results",
+                    format!("must be between 1 and {MAX_TOP_K}"),
+                ));
+            }
+        }
+        if let Some(max_tokens) = self.recall.max_tokens {
+            if !(1..=MAX_RECALL_TOKENS).contains(&max_tokens) {
+                errors.push(FieldError::new(
+                    "recall.max_tokens",
+                    format!("must be between 1 and {MAX_RECALL_TOKENS}"),
+                ));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(SpendLimits {
+            monthly_budget,
+            requests_per_minute: self.requests_per_minute,
+            monthly_quotas,
+            recall: RecallBudget {
+                max_results: self.recall.max_results,
+                max_tokens: self.recall.max_tokens,
+            },
+        })
+    }
+}
+
+async fn limits_view(
+    guard: &SpendGuard,
+    engine: &MemoryEngine,
+    scope: &engram_core::ProjectScope,
+    limits: &SpendLimits,
+) -> Result<SpendLimitsView, ApiError> {
+    let now = Utc::now();
+    let month = BillingMonth::containing(now);
+    let month_to_date = guard.month_to_date(scope, limits, month).await?;
+    let alerts = engine
+        .storage()
+        .budget_alerts(scope, month)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    Ok(SpendLimitsView {
+        limits: SpendLimitsBody::from_limits(limits),
+        month_to_date: MonthToDateView {
+            month: month.label(),
+            resets_at: month.resets_at(),
+            used: UsageUnit::ALL
+                .iter()
+                .map(|unit| {
+                    (
+                        unit.as_str().to_string(),
+                        month_to_date.used.get(unit).copied().unwrap_or(0),
+                    )
+                })
+                .collect(),
+            spent_micros: month_to_date.spent_micros,
+            forecast_micros: forecast_month_cost(month, month_to_date.spent_micros, now),
+            alerts: alerts
+                .into_iter()
+                .map(|alert| BudgetAlertView {
+                    threshold_percent: alert.threshold_percent,
+                    spent_micros: alert.spent_micros,
+                    budget_micros: alert.budget_micros,
+                    currency: alert.currency,
+                    reached_at: alert.reached_at,
+                })
+                .collect(),
+        },
+    })
+}
+
+/// The project's budget, quotas and recall budget, with the month so far.
+#[utoipa::path(get, path = "/v1/project/limits", tag = "usage",
+    responses((status = 200, body = SpendLimitsView)),
+    security(("api_key" = [])))]
+pub async fn get_spend_limits(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    State(guard): State<Arc<SpendGuard>>,
+) -> Result<Json<SpendLimitsView>, ApiError> {
+    let limits = engine
+        .storage()
+        .spend_limits(&principal.scope)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    Ok(Json(
+        limits_view(&guard, &engine, &principal.scope, &limits).await?,
+    ))
+}
+
+/// Replace the project's budget, quotas and recall budget (audited). Takes effect at once
+/// on this server, within 5 s on others.
+#[utoipa::path(put, path = "/v1/project/limits", tag = "usage", request_body = SpendLimitsBody,
+    responses((status = 200, body = SpendLimitsView),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn put_spend_limits(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    State(guard): State<Arc<SpendGuard>>,
+    body: JsonBody<SpendLimitsBody>,
+) -> Result<Json<SpendLimitsView>, ApiError> {
+    let limits = body.value.into_limits().map_err(ApiError::invalid)?;
+    let saved = engine
+        .storage()
+        .set_spend_limits(&principal.scope, &limits, &principal.actor())
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    guard.remember(&principal.scope, saved.clone());
+    Ok(Json(
+        limits_view(&guard, &engine, &principal.scope, &saved).await?,
+    ))
 }

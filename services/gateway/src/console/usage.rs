@@ -1,0 +1,424 @@
+//! The console's usage and cost page: usage per day and unit, cost per day, the month's
+//! burn-down, the organization's top projects, and the spend-limit form both ways.
+
+use super::{GatewayConsoleBackend, console_actor, internal, require_role};
+use crate::routes::usage::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
+use chrono::{Duration, Utc};
+use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay, UsageOverview};
+use engram_console::{ConsoleCaller, ConsoleError};
+use engram_core::ConsoleRole;
+use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_cost};
+use engram_storage::usage::UsageGranularity;
+use std::collections::BTreeMap;
+
+/// Units drawn per day (memory-days last: a gauge rather than traffic).
+const CHARTED_UNITS: [UsageUnit; 4] = UsageUnit::ALL;
+const DEFAULT_CURRENCY: &str = "USD";
+
+impl GatewayConsoleBackend {
+    pub(super) async fn build_usage_overview(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        days: u32,
+    ) -> Result<UsageOverview, ConsoleError> {
+        let account = self.account_for(caller).await?;
+        require_role(&account, ConsoleRole::can_read_usage)?;
+        let scope = self.project_scope(&account, project_id).await?;
+        let can_edit_limits = ConsoleRole::from_stored(&account.role).can_manage_spend_limits();
+        let limits = self.storage.spend_limits(&scope).await.map_err(internal)?;
+        let now = Utc::now();
+        let today = now.date_naive();
+        let first_day = today - Duration::days(i64::from(days.max(1)) - 1);
+        let range_start = first_day
+            .and_hms_opt(0, 0, 0)
+            .map(|at| at.and_utc())
+            .unwrap_or(now);
+        let range_end = (today + Duration::days(1))
+            .and_hms_opt(0, 0, 0)
+            .map(|at| at.and_utc())
+            .unwrap_or(now);
+        let usage = self
+            .storage
+            .usage(&scope, range_start, range_end, UsageGranularity::Day)
+            .await
+            .map_err(internal)?;
+        let costs = self
+            .storage
+            .costs(&scope, range_start, range_end)
+            .await
+            .map_err(internal)?;
+        let currency = limits
+            .monthly_budget
+            .as_ref()
+            .map(|budget| budget.currency.clone())
+            .or_else(|| {
+                costs
+                    .iter()
+                    .find_map(|row| row.price.as_ref().map(|p| p.currency.clone()))
+            })
+            .unwrap_or_else(|| DEFAULT_CURRENCY.to_string());
+        let in_currency = |row: &engram_storage::usage::CostRow| {
+            row.price
+                .as_ref()
+                .is_some_and(|price| price.currency == currency)
+        };
+        let mut quantities: BTreeMap<(chrono::NaiveDate, UsageUnit), i64> = BTreeMap::new();
+        for row in &usage {
+            *quantities
+                .entry((row.period_start.date_naive(), row.unit))
+                .or_default() += row.quantity;
+        }
+        let mut day_costs: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
+        for row in costs.iter().filter(|row| in_currency(row)) {
+            *day_costs.entry(row.day.date_naive()).or_default() += row.cost_micros;
+        }
+        let mut day_rows = Vec::new();
+        let mut day = first_day;
+        while day <= today {
+            day_rows.push(UsageDay {
+                day: day.to_string(),
+                quantities: CHARTED_UNITS
+                    .iter()
+                    .map(|unit| quantities.get(&(day, *unit)).copied().unwrap_or(0))
+                    .collect(),
+                cost_micros: day_costs.get(&day).copied().unwrap_or(0),
+            });
+            day += Duration::days(1);
+        }
+        let range_cost_micros = day_costs.values().sum();
+        let month = self.month_budget(&scope, &limits, &currency).await?;
+        let top_projects = self.top_projects(&account, &currency).await?;
+        let project_name = top_projects
+            .iter()
+            .find(|project| project.project_id == project_id)
+            .map(|project| project.name.clone())
+            .unwrap_or_else(|| project_id.to_string());
+        Ok(UsageOverview {
+            project_id: project_id.to_string(),
+            project_name,
+            currency,
+            units: CHARTED_UNITS
+                .iter()
+                .map(|unit| unit.as_str().to_string())
+                .collect(),
+            days: day_rows,
+            range_cost_micros,
+            month,
+            top_projects,
+            limits: limits_form(project_id, &limits),
+            can_edit_limits,
+        })
+    }
+
+    /// The month so far: cumulative cost per day, forecast, budget, alerts and quotas.
+    async fn month_budget(
+        &self,
+        scope: &engram_core::ProjectScope,
+        limits: &SpendLimits,
+        currency: &str,
+    ) -> Result<MonthBudget, ConsoleError> {
+        let now = Utc::now();
+        let month = BillingMonth::containing(now);
+        let costs = self
+            .storage
+            .costs(scope, month.starts_at(), month.resets_at())
+            .await
+            .map_err(internal)?;
+        let day_of_month = (now - month.starts_at()).num_days() + 1;
+        let mut per_day = vec![0i64; usize::try_from(day_of_month).unwrap_or(0)];
+        for row in costs.iter().filter(|row| {
+            row.price
+                .as_ref()
+                .is_some_and(|price| price.currency == currency)
+        }) {
+            let index = usize::try_from((row.day - month.starts_at()).num_days()).unwrap_or(0);
+            if let Some(slot) = per_day.get_mut(index) {
+                *slot += row.cost_micros;
+            }
+        }
+        let mut running = 0i64;
+        let cumulative_micros: Vec<i64> = per_day
+            .iter()
+            .map(|cost| {
+                running += cost;
+                running
+            })
+            .collect();
+        let spent_micros = running;
+        let used = self
+            .storage
+            .month_usage(scope, month)
+            .await
+            .map_err(internal)?;
+        let alerts = self
+            .storage
+            .budget_alerts(scope, month)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|alert| {
+                (
+                    alert.threshold_percent,
+                    alert.reached_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                )
+            })
+            .collect();
+        Ok(MonthBudget {
+            month: month.label(),
+            days_in_month: u32::try_from(month.days()).unwrap_or(31),
+            day_of_month: u32::try_from(day_of_month).unwrap_or(1),
+            cumulative_micros,
+            spent_micros,
+            forecast_micros: forecast_month_cost(month, spent_micros, now),
+            budget_micros: limits
+                .monthly_budget
+                .as_ref()
+                .map(|budget| budget.amount_micros),
+            hard_cap: limits
+                .monthly_budget
+                .as_ref()
+                .is_some_and(|budget| budget.hard_cap),
+            alerts,
+            quotas: [
+                UsageUnit::MemoriesWritten,
+                UsageUnit::Searches,
+                UsageUnit::TokensEmbedded,
+            ]
+            .iter()
+            .map(|unit| {
+                (
+                    unit.as_str().to_string(),
+                    used.get(unit).copied().unwrap_or(0),
+                    limits.monthly_quotas.get(unit).copied(),
+                )
+            })
+            .collect(),
+        })
+    }
+
+    /// Every project of the account's organization by this month's cost, highest first.
+    async fn top_projects(
+        &self,
+        account: &engram_storage::ConsoleAccountRecord,
+        currency: &str,
+    ) -> Result<Vec<ProjectCost>, ConsoleError> {
+        let month = BillingMonth::containing(Utc::now());
+        let mut ranked = Vec::new();
+        for project in self
+            .storage
+            .list_projects(account.organization_id)
+            .await
+            .map_err(internal)?
+        {
+            let scope = self.project_scope(account, &project.id.to_string()).await?;
+            let cost_micros = self
+                .storage
+                .costs(&scope, month.starts_at(), month.resets_at())
+                .await
+                .map_err(internal)?
+                .iter()
+                .filter(|row| {
+                    row.price
+                        .as_ref()
+                        .is_some_and(|price| price.currency == currency)
+                })
+                .map(|row| row.cost_micros)
+                .sum();
+            ranked.push(ProjectCost {
+                project_id: project.id.to_string(),
+                name: project.name,
+                cost_micros,
+            });
+        }
+        ranked.sort_by(|a, b| b.cost_micros.cmp(&a.cost_micros).then(a.name.cmp(&b.name)));
+        Ok(ranked)
+    }
+
+    pub(super) async fn store_spend_limits(
+        &self,
+        caller: &ConsoleCaller,
+        form: SpendLimitsForm,
+    ) -> Result<(), ConsoleError> {
+        let account = self.account_for(caller).await?;
+        require_role(&account, ConsoleRole::can_manage_spend_limits)?;
+        let scope = self.project_scope(&account, &form.project_id).await?;
+        let body = limits_body(&form)?;
+        let limits = body.into_limits().map_err(|errors| {
+            ConsoleError::InvalidInput(
+                errors
+                    .iter()
+                    .map(|error| format!("{}: {}", error.field, error.message))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })?;
+        let saved = self
+            .storage
+            .set_spend_limits(&scope, &limits, &console_actor(&account, &caller.origin))
+            .await
+            .map_err(internal)?;
+        if let Some(guard) = &self.spend_guard {
+            guard.remember(&scope, saved);
+        }
+        Ok(())
+    }
+}
+
+/// `12.5` → 12,500,000 micros; at most six decimals.
+fn parse_amount(text: &str) -> Result<i64, ConsoleError> {
+    let invalid = || {
+        ConsoleError::InvalidInput(format!(
+            "monthly budget: {text:?} is not an amount such as 250.00"
+        ))
+    };
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() && fraction.is_empty()
+        || fraction.len() > 6
+        || !whole.chars().all(|c| c.is_ascii_digit())
+        || !fraction.chars().all(|c| c.is_ascii_digit())
+    {
+        return Err(invalid());
+    }
+    let whole: i64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| invalid())?
+    };
+    let fraction_micros: i64 = format!("{fraction:0<6}").parse().map_err(|_| invalid())?;
+    whole
+        .checked_mul(1_000_000)
+        .and_then(|micros| micros.checked_add(fraction_micros))
+        .ok_or_else(invalid)
+}
+
+fn parse_number<T: std::str::FromStr>(text: &str, label: &str) -> Result<Option<T>, ConsoleError> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.replace([',', '_', ' '], "")
+        .parse()
+        .map(Some)
+        .map_err(|_| ConsoleError::InvalidInput(format!("{label}: {text:?} is not a whole number")))
+}
+
+fn limits_body(form: &SpendLimitsForm) -> Result<SpendLimitsBody, ConsoleError> {
+    let monthly_budget = if form.budget_amount.is_empty() {
+        None
+    } else {
+        let mut thresholds = Vec::new();
+        for part in form
+            .alert_thresholds
+            .split(',')
+            .map(|part| part.trim().trim_end_matches('%').trim())
+        {
+            if part.is_empty() {
+                continue;
+            }
+            thresholds.push(part.parse::<u16>().map_err(|_| {
+                ConsoleError::InvalidInput(format!(
+                    "alert thresholds: {part:?} is not a percentage"
+                ))
+            })?);
+        }
+        Some(MonthlyBudgetBody {
+            amount_micros: parse_amount(&form.budget_amount)?,
+            currency: if form.currency.is_empty() {
+                DEFAULT_CURRENCY.to_string()
+            } else {
+                form.currency.clone()
+            },
+            alert_thresholds_percent: Some(thresholds),
+            hard_cap: form.hard_cap,
+        })
+    };
+    let mut monthly_quotas = BTreeMap::new();
+    for (unit, text, label) in [
+        (
+            UsageUnit::MemoriesWritten,
+            &form.quota_memories_written,
+            "memories written per month",
+        ),
+        (
+            UsageUnit::Searches,
+            &form.quota_searches,
+            "searches per month",
+        ),
+        (
+            UsageUnit::TokensEmbedded,
+            &form.quota_tokens_embedded,
+            "tokens embedded per month",
+        ),
+    ] {
+        if let Some(quota) = parse_number::<u64>(text, label)? {
+            monthly_quotas.insert(unit.as_str().to_string(), quota);
+        }
+    }
+    Ok(SpendLimitsBody {
+        monthly_budget,
+        requests_per_minute: parse_number(&form.requests_per_minute, "requests per minute")?,
+        monthly_quotas,
+        recall: RecallBudgetBody {
+            max_results: parse_number(&form.recall_max_results, "most memories per search")?,
+            max_tokens: parse_number(&form.recall_max_tokens, "most tokens per search")?,
+        },
+    })
+}
+
+fn limits_form(project_id: &str, limits: &SpendLimits) -> SpendLimitsForm {
+    let text = |value: Option<String>| value.unwrap_or_default();
+    let budget = limits.monthly_budget.as_ref();
+    SpendLimitsForm {
+        project_id: project_id.to_string(),
+        budget_amount: text(
+            budget.map(|budget| format!("{:.2}", budget.amount_micros as f64 / 1_000_000.0)),
+        ),
+        currency: text(budget.map(|budget| budget.currency.clone())),
+        alert_thresholds: text(budget.map(|budget| {
+            budget
+                .alert_thresholds_percent
+                .iter()
+                .map(|percent| percent.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })),
+        hard_cap: budget.is_some_and(|budget| budget.hard_cap),
+        requests_per_minute: text(limits.requests_per_minute.map(|value| value.to_string())),
+        quota_memories_written: text(
+            limits
+                .monthly_quotas
+                .get(&UsageUnit::MemoriesWritten)
+                .map(|value| value.to_string()),
+        ),
+        quota_searches: text(
+            limits
+                .monthly_quotas
+                .get(&UsageUnit::Searches)
+                .map(|value| value.to_string()),
+        ),
+        quota_tokens_embedded: text(
+            limits
+                .monthly_quotas
+                .get(&UsageUnit::TokensEmbedded)
+                .map(|value| value.to_string()),
+        ),
+        recall_max_results: text(limits.recall.max_results.map(|value| value.to_string())),
+        recall_max_tokens: text(limits.recall.max_tokens.map(|value| value.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_amount;
+
+    #[test]
+    fn amounts_are_read_exactly_as_micros() {
+        assert_eq!(parse_amount("250").unwrap(), 250_000_000);
+        assert_eq!(parse_amount("0.015").unwrap(), 15_000);
+        assert_eq!(parse_amount("12.345678").unwrap(), 12_345_678);
+        assert!(parse_amount("1.2345678").is_err());
+        assert!(parse_amount("-3").is_err());
+        assert!(parse_amount("abc").is_err());
+        assert!(parse_amount(".").is_err());
+    }
+}

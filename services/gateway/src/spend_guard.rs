@@ -1,0 +1,344 @@
+//! Spend limits at the door: before a write or a search the project's rate quota, monthly
+//! quotas and hard-capped budget are checked, and budget alerts are raised as the month's
+//! cost crosses their thresholds.
+//!
+//! The month's usage is what storage holds plus what this gateway's meter has not written
+//! yet, so one gateway enforces exactly; with several, another gateway's last second of
+//! usage (its unflushed meter) is seen one flush later.
+
+use crate::metering::UsageMeter;
+use crate::problem::{ApiError, LimitProblem, ProblemKind};
+use chrono::Utc;
+use engram_core::usage::{
+    BillingMonth, LimitReached, PlannedSpend, SpendLimits, UsageUnit, check_monthly_limits,
+    thresholds_reached,
+};
+use engram_core::{ProjectId, ProjectScope};
+use engram_engine::EngineError;
+use engram_storage::Storage;
+use engram_storage::usage::{BudgetAlert, price_in_effect};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a project's limits are reused before they are read again; a change made through
+/// this gateway applies at once, one made through another gateway within this time.
+const LIMITS_CACHE_TTL: Duration = Duration::from_secs(5);
+
+type ProjectRateLimiter = governor::DefaultDirectRateLimiter;
+
+/// The month's usage and cost of a project as the guard sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MonthToDate {
+    pub used: BTreeMap<UsageUnit, i64>,
+    /// Cost in the budget's currency (or, without a budget, in none: 0).
+    pub spent_micros: i64,
+}
+
+pub struct SpendGuard {
+    storage: Storage,
+    meter: UsageMeter,
+    limits: Mutex<HashMap<ProjectId, (Instant, Arc<SpendLimits>)>>,
+    /// One limiter per project with a rate quota, rebuilt when the quota changes.
+    rate_limiters: Mutex<HashMap<ProjectId, (u32, Arc<ProjectRateLimiter>)>>,
+    /// Thresholds already recorded, so storage is asked once per threshold and month.
+    alerts_raised: Mutex<HashSet<(ProjectId, BillingMonth, u8)>>,
+}
+
+impl std::fmt::Debug for SpendGuard {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("SpendGuard").finish_non_exhaustive()
+    }
+}
+
+fn storage_problem(error: engram_storage::StorageError) -> ApiError {
+    ApiError::from(EngineError::from(error))
+}
+
+impl SpendGuard {
+    pub fn new(storage: Storage, meter: UsageMeter) -> Arc<Self> {
+        Arc::new(Self {
+            storage,
+            meter,
+            limits: Mutex::default(),
+            rate_limiters: Mutex::default(),
+            alerts_raised: Mutex::default(),
+        })
+    }
+
+    /// The project's limits, from the cache when fresh.
+    pub async fn limits(&self, scope: &ProjectScope) -> Result<Arc<SpendLimits>, ApiError> {
+        let project_id = scope.project_id();
+        if let Ok(cache) = self.limits.lock() {
+            if let Some((read_at, limits)) = cache.get(&project_id) {
+                if read_at.elapsed() < LIMITS_CACHE_TTL {
+                    return Ok(limits.clone());
+                }
+            }
+        }
+        let limits = Arc::new(
+            self.storage
+                .spend_limits(scope)
+                .await
+                .map_err(storage_problem)?,
+        );
+        if let Ok(mut cache) = self.limits.lock() {
+            cache.insert(project_id, (Instant::now(), limits.clone()));
+        }
+        Ok(limits)
+    }
+
+    /// Use these limits from now on (called after they were saved).
+    pub fn remember(&self, scope: &ProjectScope, limits: SpendLimits) {
+        if let Ok(mut cache) = self.limits.lock() {
+            cache.insert(scope.project_id(), (Instant::now(), Arc::new(limits)));
+        }
+    }
+
+    /// Let a request that plans to spend `planned` through, or refuse it with the limit it
+    /// ran into. Returns the limits, so the handler can apply the recall budget.
+    pub async fn admit(
+        &self,
+        scope: &ProjectScope,
+        planned: &[PlannedSpend],
+    ) -> Result<Arc<SpendLimits>, ApiError> {
+        let limits = self.limits(scope).await?;
+        if let Some(per_minute) = limits.requests_per_minute {
+            self.check_rate(scope.project_id(), per_minute)?;
+        }
+        if !limits.meters_the_month() {
+            return Ok(limits);
+        }
+        let now = Utc::now();
+        let month = BillingMonth::containing(now);
+        let month_to_date = self.month_to_date(scope, &limits, month).await?;
+        if let Some(budget) = &limits.monthly_budget {
+            self.raise_alerts(scope, month, budget, month_to_date.spent_micros)
+                .await;
+        }
+        check_monthly_limits(
+            &limits,
+            month,
+            &month_to_date.used,
+            month_to_date.spent_micros,
+            planned,
+        )
+        .map_err(|reached| {
+            let currency = (reached.limit == "monthly_budget")
+                .then(|| limits.monthly_budget.as_ref().map(|b| b.currency.clone()))
+                .flatten();
+            limit_problem(reached, currency)
+        })?;
+        Ok(limits)
+    }
+
+    /// Usage per unit and cost so far this month, written or not.
+    pub async fn month_to_date(
+        &self,
+        scope: &ProjectScope,
+        limits: &SpendLimits,
+        month: BillingMonth,
+    ) -> Result<MonthToDate, ApiError> {
+        let mut used = self
+            .storage
+            .month_usage(scope, month)
+            .await
+            .map_err(storage_problem)?;
+        let unflushed = self.meter.unflushed(scope.project_id(), month.starts_at());
+        for (unit, quantity) in &unflushed {
+            *used.entry(*unit).or_default() += quantity;
+        }
+        let Some(budget) = &limits.monthly_budget else {
+            return Ok(MonthToDate {
+                used,
+                spent_micros: 0,
+            });
+        };
+        let written_costs = self
+            .storage
+            .costs(scope, month.starts_at(), month.resets_at())
+            .await
+            .map_err(storage_problem)?;
+        let mut spent_micros: i64 = written_costs
+            .iter()
+            .filter(|row| {
+                row.price
+                    .as_ref()
+                    .is_some_and(|price| price.currency == budget.currency)
+            })
+            .map(|row| row.cost_micros)
+            .sum();
+        if !unflushed.is_empty() {
+            let book = self
+                .storage
+                .price_book_for(scope.organization_id())
+                .await
+                .map_err(storage_problem)?;
+            let today = Utc::now();
+            for (unit, quantity) in unflushed {
+                if let Some(price) = price_in_effect(&book, unit, today)
+                    .filter(|price| price.currency == budget.currency)
+                {
+                    spent_micros = spent_micros
+                        .saturating_add(price.unit_price_micros.saturating_mul(quantity));
+                }
+            }
+        }
+        Ok(MonthToDate { used, spent_micros })
+    }
+
+    fn check_rate(&self, project_id: ProjectId, per_minute: u32) -> Result<(), ApiError> {
+        use governor::clock::{Clock, DefaultClock};
+        let Some(quota_per_minute) = NonZeroU32::new(per_minute) else {
+            return Err(limit_problem(
+                LimitReached {
+                    limit: "requests_per_minute".to_string(),
+                    maximum: 0,
+                    used: 0,
+                    period: "minute",
+                    resets_at: Utc::now() + chrono::Duration::minutes(1),
+                },
+                None,
+            ));
+        };
+        let limiter = {
+            let Ok(mut limiters) = self.rate_limiters.lock() else {
+                return Ok(());
+            };
+            let entry = limiters.entry(project_id).or_insert_with(|| {
+                (
+                    per_minute,
+                    Arc::new(governor::RateLimiter::direct(governor::Quota::per_minute(
+                        quota_per_minute,
+                    ))),
+                )
+            });
+            if entry.0 != per_minute {
+                *entry = (
+                    per_minute,
+                    Arc::new(governor::RateLimiter::direct(governor::Quota::per_minute(
+                        quota_per_minute,
+                    ))),
+                );
+            }
+            entry.1.clone()
+        };
+        limiter.check().map_err(|not_until| {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            limit_problem(
+                LimitReached {
+                    limit: "requests_per_minute".to_string(),
+                    maximum: i64::from(per_minute),
+                    used: i64::from(per_minute),
+                    period: "minute",
+                    resets_at: Utc::now()
+                        + chrono::Duration::from_std(wait)
+                            .unwrap_or_else(|_| chrono::Duration::seconds(60)),
+                },
+                None,
+            )
+        })
+    }
+
+    /// Record each threshold the month's cost has reached, once per month (storage keeps the
+    /// record and writes the audit event). A failure is logged, never shown to the caller.
+    async fn raise_alerts(
+        &self,
+        scope: &ProjectScope,
+        month: BillingMonth,
+        budget: &engram_core::usage::MonthlyBudget,
+        spent_micros: i64,
+    ) {
+        for threshold_percent in thresholds_reached(budget, spent_micros) {
+            let key = (scope.project_id(), month, threshold_percent);
+            let already = self
+                .alerts_raised
+                .lock()
+                .map(|raised| raised.contains(&key))
+                .unwrap_or(true);
+            if already {
+                continue;
+            }
+            let alert = BudgetAlert {
+                month: month.label(),
+                threshold_percent,
+                spent_micros,
+                budget_micros: budget.amount_micros,
+                currency: budget.currency.clone(),
+                reached_at: Utc::now(),
+            };
+            match self.storage.record_budget_alert(scope, &alert).await {
+                Ok(first_time) => {
+                    if first_time {
+                        tracing::warn!(
+                            project_id = %scope.project_id(),
+                            threshold_percent,
+                            spent_micros,
+                            budget_micros = budget.amount_micros,
+                            "budget threshold reached"
+                        );
+                        metrics::counter!("engram_budget_alerts_total").increment(1);
+                    }
+                    if let Ok(mut raised) = self.alerts_raised.lock() {
+                        raised.insert(key);
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "budget alert not recorded"),
+            }
+        }
+    }
+}
+
+/// The problem for a reached limit: 402 for the budget, 429 otherwise, with Retry-After.
+fn limit_problem(reached: LimitReached, currency: Option<String>) -> ApiError {
+    let (kind, detail) = match reached.limit.as_str() {
+        "monthly_budget" => (
+            ProblemKind::BudgetExceeded,
+            format!(
+                "the project's monthly budget of {} is spent ({} so far); it resets at {}",
+                format_micros(reached.maximum, currency.as_deref()),
+                format_micros(reached.used, currency.as_deref()),
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+        "requests_per_minute" => (
+            ProblemKind::RateLimited,
+            format!(
+                "the project allows {} requests per minute; retry after {}",
+                reached.maximum,
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+        quota => (
+            ProblemKind::QuotaExceeded,
+            format!(
+                "{quota}: {} of {} used this month; it resets at {}",
+                reached.used,
+                reached.maximum,
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+    };
+    let wait_seconds = (reached.resets_at - Utc::now()).num_seconds().max(1);
+    let mut problem = ApiError::new(kind, detail);
+    problem.retry_after_seconds = u64::try_from(wait_seconds).ok();
+    problem.limit = Some(LimitProblem {
+        name: reached.limit,
+        maximum: reached.maximum,
+        used: reached.used,
+        currency,
+        period: reached.period.to_string(),
+        resets_at: reached.resets_at,
+    });
+    problem
+}
+
+/// `12.50 USD` from micros.
+pub fn format_micros(micros: i64, currency: Option<&str>) -> String {
+    let amount = format!("{:.2}", micros as f64 / 1_000_000.0);
+    match currency {
+        Some(currency) => format!("{amount} {currency}"),
+        None => amount,
+    }
+}
