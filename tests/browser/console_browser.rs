@@ -1,8 +1,8 @@
 //! Drives the console in headless Chromium (playwright-core, `tests/browser/console.spec.mjs`)
 //! against a real server seeded through the API: login, memory list, filter, logout.
 
-use engram_tests::{TestServer, workspace_root};
-use serde_json::json;
+use engram_tests::{TestServer, run_engram, workspace_root};
+use serde_json::{Value, json};
 use std::process::Command;
 
 #[tokio::test]
@@ -401,4 +401,122 @@ async fn run_spec(spec: &str, environment: Vec<(&str, String)>, expected_steps: 
         "summary missing:\n{stdout}"
     );
     stdout
+}
+
+#[tokio::test]
+async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enforces() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let data_dir = server.data_dir.display().to_string();
+    let three_days_ago = (chrono::Utc::now().date_naive() - chrono::Duration::days(3)).to_string();
+    // 0.01 USD a search, 0.002 USD a memory written.
+    for (unit, price) in [("searches", "0.01"), ("memories_written", "0.002")] {
+        let set = run_engram(
+            &[
+                "admin",
+                "set-price",
+                "--data-dir",
+                &data_dir,
+                "--unit",
+                unit,
+                "--price",
+                price,
+                "--currency",
+                "USD",
+                "--effective-from",
+                &three_days_ago,
+            ],
+            &[],
+        );
+        assert!(
+            set.status.success(),
+            "{}",
+            String::from_utf8_lossy(&set.stderr)
+        );
+    }
+    let added = client
+        .add(json!([
+            {"content": "Noor plays the oud.", "user_id": "noor"},
+            {"content": "Noor studies geology.", "user_id": "noor"},
+            {"content": "Noor drinks mint tea.", "user_id": "noor"}
+        ]))
+        .await;
+    assert_eq!(added.status, 201);
+    for query in ["music", "rocks", "tea", "studies"] {
+        assert_eq!(client.search(json!({"query": query})).await.status, 200);
+    }
+    let (_, beta_key) = server.create_project("beta").unwrap();
+    let beta = server.client_with_key(&beta_key);
+    assert_eq!(beta.search(json!({"query": "anything"})).await.status, 200);
+    let analyst = run_engram(
+        &[
+            "admin",
+            "create-member",
+            "--data-dir",
+            &data_dir,
+            "--email",
+            "analyst@example.com",
+            "--role",
+            "analyst",
+        ],
+        &[],
+    );
+    assert!(
+        analyst.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyst.stderr)
+    );
+    let analyst: Value = serde_json::from_slice(&analyst.stdout).unwrap();
+    // The meter writes within a second; the page reads what was written.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let usage = client
+            .send(client.request(reqwest::Method::GET, "/v1/usage"))
+            .await;
+        if usage.body["totals"]["searches"] == 4 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", usage.body);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    run_spec(
+        "usage.spec.mjs",
+        vec![
+            ("ENGRAM_URL", server.base_url.clone()),
+            (
+                "ENGRAM_CONSOLE_EMAIL",
+                server.bootstrap.console_email.clone(),
+            ),
+            (
+                "ENGRAM_CONSOLE_PASSWORD",
+                server.bootstrap.console_password.clone(),
+            ),
+            ("ANALYST_EMAIL", "analyst@example.com".to_string()),
+            (
+                "ANALYST_PASSWORD",
+                analyst["password"].as_str().unwrap().to_string(),
+            ),
+            ("PROJECT_ID", server.bootstrap.project_id.clone()),
+            ("EXPECTED_SEARCHES", "4".to_string()),
+            ("EXPECTED_WRITES", "3".to_string()),
+            ("EXPECTED_COST_MICROS", (4 * 10_000 + 3 * 2_000).to_string()),
+        ],
+        7,
+    )
+    .await;
+    // The budget the browser saved is the one the API enforces: 0.046 of 0.05 USD spent, one
+    // more search brings it to 0.056, and the next is refused.
+    let limits = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/limits"))
+        .await;
+    assert_eq!(
+        limits.body["limits"]["monthly_budget"]["amount_micros"],
+        50_000
+    );
+    assert_eq!(limits.body["limits"]["monthly_budget"]["hard_cap"], true);
+    assert_eq!(client.search(json!({"query": "oud"})).await.status, 200);
+    client
+        .search(json!({"query": "geology"}))
+        .await
+        .assert_problem(402, "budget-exceeded");
 }

@@ -33,7 +33,8 @@ pub struct BenchArgs {
     pub model_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     pub embed_threads: usize,
-    /// Run everything twice, metering off then on, and print the overhead.
+    /// Run everything three times — metering off, on, and on with a budget and quotas checked
+    /// on every request — and print the overhead.
     #[arg(long, default_value_t = false)]
     pub compare_metering: bool,
 }
@@ -137,19 +138,25 @@ fn progress(length: usize, label: &str) -> ProgressBar {
 pub async fn run(arguments: BenchArgs) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
     if !arguments.compare_metering {
-        measure(&arguments, true, arguments.data_dir.clone()).await?;
+        measure(&arguments, true, false, arguments.data_dir.clone()).await?;
         telemetry.shutdown();
         return Ok(());
     }
     // Same seed, fresh data dirs: the two runs do exactly the same work.
     println!("## metering off");
-    let off = measure(&arguments, false, None).await?;
+    let off = measure(&arguments, false, false, None).await?;
     println!("## metering on");
-    let on = measure(&arguments, true, None).await?;
+    let on = measure(&arguments, true, false, None).await?;
+    println!("## metering on, with a hard-capped budget and monthly quotas checked per request");
+    let limited = measure(&arguments, true, true, None).await?;
     let overhead = |without: f64, with: f64| (without - with) / without * 100.0;
     println!("| metering | writes/s | searches/s | search p50 ms |");
     println!("|---|---:|---:|---:|");
-    for (label, figures) in [("off", &off), ("on", &on)] {
+    for (label, figures) in [
+        ("off", &off),
+        ("on", &on),
+        ("on + budget and quotas", &limited),
+    ] {
         println!(
             "| {label} | {:.1} | {:.1} | {:.2} |",
             figures.writes_per_second, figures.searches_per_second, figures.search_p50_ms
@@ -160,6 +167,11 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
         overhead(off.writes_per_second, on.writes_per_second),
         overhead(off.searches_per_second, on.searches_per_second)
     );
+    println!(
+        "metering + limits overhead: writes {:+.2} %, searches {:+.2} %",
+        overhead(off.writes_per_second, limited.writes_per_second),
+        overhead(off.searches_per_second, limited.searches_per_second)
+    );
     telemetry.shutdown();
     Ok(())
 }
@@ -167,6 +179,7 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
 async fn measure(
     arguments: &BenchArgs,
     metering: bool,
+    with_limits: bool,
     data_dir: Option<PathBuf>,
 ) -> Result<Figures> {
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
@@ -191,6 +204,7 @@ async fn measure(
         cors_allowed_origins: Vec::new(),
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
+        usage_sample_interval_secs: 3600,
         erasure_ledger: None,
         metering,
         server_secret: None,
@@ -205,6 +219,23 @@ async fn measure(
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
     let mut rng = StdRng::seed_from_u64(arguments.seed);
+    if with_limits {
+        // Limits far above the load: every request pays for the checks, none is refused.
+        let response = client
+            .put(format!("{base_url}/v1/project/limits"))
+            .bearer_auth(&api_key)
+            .json(&serde_json::json!({
+                "monthly_budget": {"amount_micros": 1_000_000_000_000i64, "currency": "USD", "hard_cap": true},
+                "monthly_quotas": {"memories_written": 1_000_000_000u64, "searches": 1_000_000_000u64}
+            }))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "setting limits failed: {}",
+            response.status()
+        );
+    }
 
     // Ingest through the public API, 100 per request, a few writers at once.
     let batches: Vec<Vec<serde_json::Value>> = (0..arguments.memories)

@@ -511,6 +511,25 @@ impl ConsoleBackend for DevBackend {
     ) -> Result<u64, ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }
+
+    async fn usage_overview(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _days: u32,
+    ) -> Result<engram_console::model::UsageOverview, ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server meters no usage".into(),
+        ))
+    }
+
+    async fn save_spend_limits(
+        &self,
+        _caller: &ConsoleCaller,
+        _form: engram_console::model::SpendLimitsForm,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
 }
 
 #[tokio::main]

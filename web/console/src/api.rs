@@ -224,6 +224,52 @@ pub async fn save_settings(
     ssr::answer(result).await
 }
 
+/// Usage, cost, the month against the budget and the limits of a project (the first
+/// project when none is chosen) over the last `days` days (default 30).
+#[server(prefix = "/console/api", endpoint = "usage")]
+pub async fn load_usage(
+    project_id: Option<String>,
+    days: Option<u32>,
+) -> Result<crate::model::UsageOverview, ConsoleError> {
+    ssr::answer(ssr::load_usage(project_id, days).await).await
+}
+
+/// Save the project's budget, quotas and recall budget (empty fields: no limit).
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/console/api", endpoint = "save_limits")]
+pub async fn save_limits(
+    project_id: String,
+    budget_amount: Option<String>,
+    currency: Option<String>,
+    alert_thresholds: Option<String>,
+    hard_cap: Option<String>,
+    requests_per_minute: Option<String>,
+    quota_memories_written: Option<String>,
+    quota_searches: Option<String>,
+    quota_tokens_embedded: Option<String>,
+    recall_max_results: Option<String>,
+    recall_max_tokens: Option<String>,
+) -> Result<(), ConsoleError> {
+    let text = |value: Option<String>| value.unwrap_or_default().trim().to_string();
+    let form = crate::model::SpendLimitsForm {
+        project_id,
+        budget_amount: text(budget_amount),
+        currency: text(currency),
+        alert_thresholds: text(alert_thresholds),
+        hard_cap: hard_cap.is_some_and(|value| value == "on" || value == "true"),
+        requests_per_minute: text(requests_per_minute),
+        quota_memories_written: text(quota_memories_written),
+        quota_searches: text(quota_searches),
+        quota_tokens_embedded: text(quota_tokens_embedded),
+        recall_max_results: text(recall_max_results),
+        recall_max_tokens: text(recall_max_tokens),
+    };
+    let result = ssr::backend()?
+        .save_spend_limits(&ssr::caller().await?, form)
+        .await;
+    ssr::answer(result).await
+}
+
 /// Run the project's retention sweep now.
 #[server(prefix = "/console/api", endpoint = "sweep_now")]
 pub async fn sweep_now(project_id: String) -> Result<u64, ConsoleError> {
@@ -534,6 +580,20 @@ pub(crate) mod ssr {
             return Ok(Default::default());
         };
         backend.governance_settings(&caller, &project_id).await
+    }
+
+    pub async fn load_usage(
+        project_id: Option<String>,
+        days: Option<u32>,
+    ) -> Result<crate::model::UsageOverview, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+            return Ok(Default::default());
+        };
+        backend
+            .usage_overview(&caller, &project_id, days.unwrap_or(30).clamp(1, 366))
+            .await
     }
 
     pub async fn load_keys(project_id: Option<String>) -> Result<KeyListing, ConsoleError> {

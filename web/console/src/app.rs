@@ -10,6 +10,7 @@ use crate::memories::MemoriesPage;
 use crate::memory::MemoryPage;
 use crate::settings::SettingsPage;
 use crate::subjects::SubjectsPage;
+use crate::usage::UsagePage;
 use leptos::prelude::*;
 use leptos_meta::{Title, provide_meta_context};
 use leptos_router::{
@@ -83,6 +84,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/memory") view=MemoryPage ssr=SsrMode::Async />
                     <Route path=path!("/console/subjects") view=SubjectsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/settings") view=SettingsPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/usage") view=UsagePage ssr=SsrMode::Async />
                     <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>

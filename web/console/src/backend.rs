@@ -5,7 +5,8 @@ use crate::model::{
     AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview, ConsoleAccount, ConsoleCaller,
     ConsoleError, ConsoleRequestOrigin, ErasureStatus, GovernanceSettings, InvitationPreview,
     KeyListing, MemberListing, MemoryDetail, MemoryListQuery, MemoryPage, NewInvitation,
-    NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens, SubjectSummary,
+    NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens, SpendLimitsForm, SubjectSummary,
+    UsageOverview,
 };
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
@@ -250,4 +251,20 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<u64, ConsoleError>;
+
+    /// Usage per day and unit over the last `days` days, cost, the month against the budget,
+    /// the organization's top projects and the limits (owners, admins and analysts).
+    async fn usage_overview(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        days: u32,
+    ) -> Result<UsageOverview, ConsoleError>;
+
+    /// Replace the project's budget, quotas and recall budget (owners and admins).
+    async fn save_spend_limits(
+        &self,
+        caller: &ConsoleCaller,
+        form: SpendLimitsForm,
+    ) -> Result<(), ConsoleError>;
 }

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod app;
 mod audit;
+pub mod charts;
 pub mod diff;
 mod invite;
 mod keys;
@@ -19,6 +20,7 @@ mod project_picker;
 mod settings;
 mod subjects;
 mod topbar;
+mod usage;
 
 #[cfg(feature = "ssr")]
 mod backend;

@@ -496,3 +496,82 @@ pub struct RetentionPreview {
 
 /// The PII modes the settings page offers.
 pub const PII_MODES: [&str; 3] = ["off", "mask", "reject"];
+
+/// One day of the usage page: a quantity per unit (in [`UsageOverview::units`] order) and
+/// the day's cost.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageDay {
+    /// `2026-11-30`
+    pub day: String,
+    pub quantities: Vec<i64>,
+    pub cost_micros: i64,
+}
+
+/// A project's cost this month, for the organization's ranking.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectCost {
+    pub project_id: String,
+    pub name: String,
+    pub cost_micros: i64,
+}
+
+/// The month so far against the project's budget.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonthBudget {
+    /// `2026-11`
+    pub month: String,
+    pub days_in_month: u32,
+    /// Days elapsed, today included.
+    pub day_of_month: u32,
+    /// Cost to the end of each elapsed day (the burn-down's line).
+    pub cumulative_micros: Vec<i64>,
+    pub spent_micros: i64,
+    pub forecast_micros: i64,
+    pub budget_micros: Option<i64>,
+    pub hard_cap: bool,
+    /// (threshold %, when) of each alert raised this month.
+    pub alerts: Vec<(u8, String)>,
+    /// (unit, used this month, monthly quota if any).
+    pub quotas: Vec<(String, i64, Option<u64>)>,
+}
+
+/// The budget settings form, as text so the page can show what was typed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpendLimitsForm {
+    pub project_id: String,
+    /// Decimal amount, e.g. `250.00`; empty: no budget.
+    pub budget_amount: String,
+    pub currency: String,
+    /// Comma separated percentages, e.g. `50, 80, 100`.
+    pub alert_thresholds: String,
+    pub hard_cap: bool,
+    pub requests_per_minute: String,
+    pub quota_memories_written: String,
+    pub quota_searches: String,
+    pub quota_tokens_embedded: String,
+    pub recall_max_results: String,
+    pub recall_max_tokens: String,
+}
+
+/// Everything the usage and cost page shows for one project.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageOverview {
+    pub project_id: String,
+    pub project_name: String,
+    /// Currency of the costs shown (the budget's, else the price book's).
+    pub currency: String,
+    /// Unit names, in the order of [`UsageDay::quantities`].
+    pub units: Vec<String>,
+    /// Every day of the range, oldest first, days without usage included.
+    pub days: Vec<UsageDay>,
+    pub range_cost_micros: i64,
+    pub month: MonthBudget,
+    /// The organization's projects by cost this month, highest first.
+    pub top_projects: Vec<ProjectCost>,
+    pub limits: SpendLimitsForm,
+    /// Owners and admins may change the limits; analysts see them.
+    pub can_edit_limits: bool,
+}
+
+/// Day ranges the usage page offers.
+pub const USAGE_RANGES: [u32; 3] = [7, 30, 90];

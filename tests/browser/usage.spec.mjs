@@ -1,0 +1,91 @@
+// Drives the usage and cost page in the system Chromium (playwright-core): today's usage per
+// unit and cost per day are drawn as bars, the organization's projects are ranked by cost,
+// a budget saved in the form draws the burn-down's budget line, the range switches, and an
+// analyst sees the charts without being able to change the limits. Prints `N passed, N
+// failed`; exits non-zero on any failure.
+//
+// Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD, ANALYST_EMAIL,
+// ANALYST_PASSWORD, PROJECT_ID (the default project), EXPECTED_SEARCHES,
+// EXPECTED_WRITES, EXPECTED_COST_MICROS (today's cost of the default project).
+
+import { assert, base, hydrated, newPage, runSteps, screenshot, signIn, until } from './harness.mjs';
+
+const expectedSearches = process.env.EXPECTED_SEARCHES;
+const expectedWrites = process.env.EXPECTED_WRITES;
+const expectedCost = process.env.EXPECTED_COST_MICROS;
+
+const bars = (page, chart) => page.locator(`[data-testid="${chart}"] rect.bar`);
+
+await runSteps(async (browser) => {
+  const browserErrors = [];
+  const owner = await newPage(browser, browserErrors);
+  const steps = [
+    ['today\'s usage is drawn per unit', async () => {
+      await signIn(owner, process.env.ENGRAM_CONSOLE_EMAIL, process.env.ENGRAM_CONSOLE_PASSWORD);
+      await owner.getByTestId('nav-usage').click();
+      await owner.waitForURL((url) => url.pathname === '/console/usage');
+      await hydrated(owner);
+      await owner.getByTestId('usage-searches').waitFor();
+      assert(await owner.getByTestId('usage-searches').getAttribute('data-total') === expectedSearches, 'searches total');
+      assert(await owner.getByTestId('usage-memories_written').getAttribute('data-total') === expectedWrites, 'writes total');
+      assert(await bars(owner, 'chart-usage-searches').count() === 30, 'one bar per day of 30');
+      const today = await bars(owner, 'chart-usage-searches').last().getAttribute('data-value');
+      assert(today === expectedSearches, `today's bar is ${today}`);
+      const tokens = await owner.getByTestId('usage-tokens_embedded').getAttribute('data-total');
+      assert(Number(tokens) > 0, `tokens embedded: ${tokens}`);
+    }],
+    ['cost per day and the top projects are drawn', async () => {
+      const today = await bars(owner, 'chart-cost-per-day').last().getAttribute('data-value');
+      assert(today === expectedCost, `today's cost is ${today}, expected ${expectedCost}`);
+      const ranked = bars(owner, 'chart-top-projects');
+      assert(await ranked.count() === 2, 'two projects ranked');
+      assert(await ranked.first().getAttribute('data-project') === process.env.PROJECT_ID, 'the busiest project first');
+    }],
+    ['a budget saved in the form draws the burn-down against it', async () => {
+      await owner.getByTestId('limits-budget_amount').fill('0.05');
+      await owner.getByTestId('limits-currency').fill('USD');
+      await owner.getByTestId('limits-alert_thresholds').fill('50, 80');
+      await owner.getByTestId('limits-hard_cap').check();
+      await owner.getByTestId('limits-save').click();
+      await owner.getByTestId('limits-saved').waitFor();
+      const budgetLine = owner.getByTestId('burn-budget');
+      // A horizontal line has no height, so Playwright never calls it visible: wait until it exists.
+      await budgetLine.waitFor({ state: 'attached' });
+      assert(await budgetLine.getAttribute('data-value') === '50000', 'budget line at 0.05 USD');
+      const summary = owner.getByTestId('month-summary');
+      assert(await summary.getAttribute('data-spent') === expectedCost, 'spent so far');
+      assert(Number(await owner.getByTestId('burn-forecast').getAttribute('data-value')) >= Number(expectedCost), 'forecast');
+      assert((await owner.getByTestId('budget-line').textContent()).includes('0.05 USD'), 'budget in words');
+      await screenshot(owner, '50-usage.png');
+      await owner.reload();
+      await hydrated(owner);
+      assert(await owner.getByTestId('limits-budget_amount').inputValue() === '0.05', 'kept after reload');
+      assert(await owner.getByTestId('limits-hard_cap').isChecked(), 'hard cap kept');
+    }],
+    ['a bad amount is refused with a message and changes nothing', async () => {
+      await owner.getByTestId('limits-budget_amount').fill('lots');
+      await owner.getByTestId('limits-save').click();
+      const error = owner.getByTestId('limits-error');
+      await error.waitFor();
+      assert((await error.textContent()).includes('not an amount'), await error.textContent());
+    }],
+    ['the range switches to 7 days', async () => {
+      await owner.getByTestId('usage-range').selectOption('7');
+      await until('7 daily bars', async () => (await bars(owner, 'chart-usage-searches').count()) === 7);
+    }],
+    ['an analyst sees the charts but cannot change the limits', async () => {
+      const analyst = await newPage(browser, browserErrors);
+      await signIn(analyst, process.env.ANALYST_EMAIL, process.env.ANALYST_PASSWORD);
+      await analyst.goto(`${base}/console/usage`);
+      await hydrated(analyst);
+      await analyst.getByTestId('chart-burn-down').waitFor();
+      await analyst.getByTestId('limits-read-only').waitFor();
+      assert(await analyst.getByTestId('limits-save').count() === 0, 'no save button');
+      assert(await analyst.getByTestId('limits-budget_amount').isDisabled(), 'fields are read-only');
+    }],
+    ['the browser reported no errors', async () => {
+      assert(browserErrors.length === 0, browserErrors.join('; '));
+    }],
+  ];
+  return steps;
+});

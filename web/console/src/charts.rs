@@ -1,0 +1,261 @@
+//! Charts as inline SVG, drawn on the server (and identically in the browser): daily bars,
+//! the budget burn-down with its forecast, and ranked horizontal bars. Pure functions from
+//! numbers to markup, so they are tested without a browser.
+
+use crate::model::{MonthBudget, ProjectCost};
+
+const WIDTH: f64 = 640.0;
+const HEIGHT: f64 = 180.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 12.0;
+const TOP: f64 = 12.0;
+const BOTTOM: f64 = 28.0;
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// `1234567` → `1,234,567`.
+pub fn group_digits(value: i64) -> String {
+    let digits = value.unsigned_abs().to_string();
+    let mut grouped = String::new();
+    for (position, digit) in digits.chars().enumerate() {
+        if position > 0 && (digits.len() - position) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(digit);
+    }
+    if value < 0 {
+        format!("-{grouped}")
+    } else {
+        grouped
+    }
+}
+
+/// Micros of a currency as `12.34 USD`: at least two decimals, more only when the amount has
+/// them (`0.0015 EUR`), so small prices stay visible and nothing is rounded away.
+pub fn money(micros: i64, currency: &str) -> String {
+    let sign = if micros < 0 { "-" } else { "" };
+    let whole = micros.unsigned_abs() / 1_000_000;
+    let fraction = format!("{:06}", micros.unsigned_abs() % 1_000_000);
+    let trimmed = fraction.trim_end_matches('0');
+    let decimals = if trimmed.len() < 2 {
+        &fraction[..2]
+    } else {
+        trimmed
+    };
+    format!("{sign}{}.{decimals} {currency}", group_digits(whole as i64))
+}
+
+/// A vertical bar per day. `labels` and `values` have the same length.
+pub fn daily_bars(
+    test_id: &str,
+    caption: &str,
+    labels: &[String],
+    values: &[i64],
+    color: &str,
+    format_value: &dyn Fn(i64) -> String,
+) -> String {
+    let maximum = values.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let plot_height = HEIGHT - TOP - BOTTOM;
+    let slot = plot_width / labels.len().max(1) as f64;
+    let bar_width = (slot * 0.7).max(1.0);
+    let mut svg = format!(
+        r#"<svg class="chart" data-testid="{id}" role="img" aria-label="{caption}" viewBox="0 0 {WIDTH} {HEIGHT}">"#,
+        id = escape(test_id),
+        caption = escape(caption),
+    );
+    svg.push_str(&axes(&format_value(maximum as i64)));
+    for (index, (label, value)) in labels.iter().zip(values).enumerate() {
+        let height = (*value as f64 / maximum) * plot_height;
+        let x = LEFT + index as f64 * slot + (slot - bar_width) / 2.0;
+        let y = TOP + plot_height - height;
+        svg.push_str(&format!(
+            r#"<rect class="bar" data-day="{day}" data-value="{value}" x="{x:.1}" y="{y:.1}" width="{bar_width:.1}" height="{height:.1}" fill="{color}"><title>{day}: {shown}</title></rect>"#,
+            day = escape(label),
+            shown = escape(&format_value(*value)),
+        ));
+    }
+    if let (Some(first), Some(last)) = (labels.first(), labels.last()) {
+        svg.push_str(&format!(
+            r#"<text class="tick" x="{LEFT}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
+            y = HEIGHT - 8.0,
+            x = WIDTH - RIGHT,
+            first = escape(first),
+            last = escape(last),
+        ));
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn axes(maximum_label: &str) -> String {
+    format!(
+        r#"<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" /><line class="axis" x1="{LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" /><text class="tick" text-anchor="end" x="{label_x}" y="{label_y}">{maximum_label}</text><text class="tick" text-anchor="end" x="{label_x}" y="{bottom}">0</text>"#,
+        bottom = HEIGHT - BOTTOM,
+        right = WIDTH - RIGHT,
+        label_x = LEFT - 6.0,
+        label_y = TOP + 10.0,
+        maximum_label = escape(maximum_label),
+    )
+}
+
+/// Cost to date per day of the month (solid), the forecast from today to the month's end
+/// (dashed) and the budget (a horizontal line), on one scale.
+pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
+    let days = month.days_in_month.max(1) as f64;
+    let top_value = [
+        month.budget_micros.unwrap_or(0),
+        month.forecast_micros,
+        month.spent_micros,
+        month.cumulative_micros.iter().copied().max().unwrap_or(0),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(0)
+    .max(1) as f64
+        * 1.1;
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let plot_height = HEIGHT - TOP - BOTTOM;
+    let x_of = |day: f64| LEFT + (day / days) * plot_width;
+    let y_of = |micros: i64| TOP + plot_height - (micros as f64 / top_value) * plot_height;
+    let mut svg = format!(
+        r#"<svg class="chart" data-testid="chart-burn-down" role="img" aria-label="Cost this month against the budget" viewBox="0 0 {WIDTH} {HEIGHT}">"#
+    );
+    svg.push_str(&axes(&money(top_value as i64, currency)));
+    let mut points = format!("{:.1},{:.1}", x_of(0.0), y_of(0));
+    for (index, cumulative) in month.cumulative_micros.iter().enumerate() {
+        points.push_str(&format!(
+            " {:.1},{:.1}",
+            x_of(index as f64 + 1.0),
+            y_of(*cumulative)
+        ));
+    }
+    svg.push_str(&format!(
+        r##"<polyline data-testid="burn-actual" data-points="{count}" points="{points}" fill="none" stroke="#2563eb" stroke-width="2" />"##,
+        count = month.cumulative_micros.len(),
+    ));
+    svg.push_str(&format!(
+        r##"<line data-testid="burn-forecast" data-value="{forecast}" x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="#2563eb" stroke-width="2" stroke-dasharray="6 4" opacity="0.6"><title>Forecast: {shown}</title></line>"##,
+        forecast = month.forecast_micros,
+        x1 = x_of(f64::from(month.day_of_month)),
+        y1 = y_of(month.spent_micros),
+        x2 = x_of(days),
+        y2 = y_of(month.forecast_micros),
+        shown = escape(&money(month.forecast_micros, currency)),
+    ));
+    if let Some(budget) = month.budget_micros {
+        svg.push_str(&format!(
+            r##"<line data-testid="burn-budget" data-value="{budget}" x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dc2626" stroke-width="1.5"><title>Budget: {shown}</title></line><text class="tick" x="{label_x}" y="{label_y:.1}" fill="#dc2626">budget</text>"##,
+            y = y_of(budget),
+            x2 = WIDTH - RIGHT,
+            label_x = LEFT + 4.0,
+            label_y = y_of(budget) - 4.0,
+            shown = escape(&money(budget, currency)),
+        ));
+    }
+    svg.push_str(&format!(
+        r#"<text class="tick" x="{LEFT}" y="{y}">day 1</text><text class="tick" text-anchor="end" x="{x}" y="{y}">day {days}</text></svg>"#,
+        y = HEIGHT - 8.0,
+        x = WIDTH - RIGHT,
+        days = month.days_in_month,
+    ));
+    svg
+}
+
+/// One horizontal bar per project, longest first; `current` is drawn darker.
+pub fn ranked_bars(projects: &[ProjectCost], currency: &str, current: &str) -> String {
+    let row_height = 26.0;
+    let height = (projects.len().max(1) as f64) * row_height + 8.0;
+    let label_width = 180.0;
+    let maximum = projects
+        .iter()
+        .map(|project| project.cost_micros)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let bar_room = WIDTH - label_width - 120.0;
+    let mut svg = format!(
+        r#"<svg class="chart" data-testid="chart-top-projects" role="img" aria-label="Projects by cost this month" viewBox="0 0 {WIDTH} {height}">"#
+    );
+    for (index, project) in projects.iter().enumerate() {
+        let y = 4.0 + index as f64 * row_height;
+        let width = (project.cost_micros as f64 / maximum * bar_room).max(1.0);
+        let color = if project.project_id == current {
+            "#1d4ed8"
+        } else {
+            "#93c5fd"
+        };
+        svg.push_str(&format!(
+            r#"<text class="label" x="{label_x}" y="{text_y:.1}" text-anchor="end">{name}</text><rect class="bar" data-project="{id}" data-value="{value}" x="{label_width}" y="{y:.1}" width="{width:.1}" height="18" fill="{color}" /><text class="tick" x="{amount_x:.1}" y="{text_y:.1}">{amount}</text>"#,
+            label_x = label_width - 8.0,
+            text_y = y + 13.0,
+            name = escape(&project.name),
+            id = escape(&project.project_id),
+            value = project.cost_micros,
+            amount_x = label_width + width + 6.0,
+            amount = escape(&money(project.cost_micros, currency)),
+        ));
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_are_grouped_and_money_keeps_small_prices_visible() {
+        assert_eq!(group_digits(1_234_567), "1,234,567");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(money(12_340_000, "USD"), "12.34 USD");
+        assert_eq!(money(1_500, "EUR"), "0.0015 EUR");
+        assert_eq!(money(50_000, "USD"), "0.05 USD");
+        assert_eq!(money(1_234_000_000, "USD"), "1,234.00 USD");
+        assert_eq!(money(-2_500_000, "USD"), "-2.50 USD");
+    }
+
+    #[test]
+    fn daily_bars_draw_one_bar_per_day_scaled_to_the_largest() {
+        let labels = vec!["2026-11-01".to_string(), "2026-11-02".to_string()];
+        let svg = daily_bars("chart-x", "x", &labels, &[5, 10], "#000", &|v| {
+            v.to_string()
+        });
+        assert_eq!(svg.matches("<rect class=\"bar\"").count(), 2);
+        assert!(svg.contains(r#"data-value="10" x="#));
+        assert!(svg.contains(&format!("height=\"{:.1}\"", HEIGHT - TOP - BOTTOM)));
+    }
+
+    #[test]
+    fn the_burn_down_shows_budget_forecast_and_one_point_per_elapsed_day() {
+        let month = MonthBudget {
+            month: "2026-11".to_string(),
+            days_in_month: 30,
+            day_of_month: 3,
+            cumulative_micros: vec![100, 250, 300],
+            spent_micros: 300,
+            forecast_micros: 3_000,
+            budget_micros: Some(2_000),
+            ..MonthBudget::default()
+        };
+        let svg = burn_down(&month, "USD");
+        assert!(svg.contains(r#"data-testid="burn-actual" data-points="3""#));
+        assert!(svg.contains(r#"data-testid="burn-budget" data-value="2000""#));
+        assert!(svg.contains(r#"data-testid="burn-forecast" data-value="3000""#));
+    }
+
+    #[test]
+    fn names_are_escaped() {
+        let projects = vec![ProjectCost {
+            project_id: "p".to_string(),
+            name: "<script>".to_string(),
+            cost_micros: 1,
+        }];
+        assert!(ranked_bars(&projects, "USD", "p").contains("&lt;script&gt;"));
+    }
+}

@@ -1,0 +1,279 @@
+//! The usage and cost page (owners, admins, analysts): units per day, cost per day, the
+//! month's budget burn-down with a forecast, the organization's top projects, and the
+//! budget, quota and recall-budget settings (editable by owners and admins).
+
+use crate::api::{SaveLimits, load_session, load_usage};
+use crate::charts::{burn_down, daily_bars, group_digits, money, ranked_bars};
+use crate::model::{ConsoleError, SpendLimitsForm, USAGE_RANGES, UsageOverview};
+use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+/// A colour per unit, in the order the backend lists units.
+const UNIT_COLORS: [&str; 4] = ["#2563eb", "#059669", "#d97706", "#7c3aed"];
+
+#[component]
+pub fn UsagePage() -> impl IntoView {
+    let query = use_query_map().get_untracked();
+    let initial_project = query.get("project").and_then(|p| non_empty(&p));
+    let initial_days = query
+        .get("days")
+        .and_then(|days| days.parse::<u32>().ok())
+        .filter(|days| USAGE_RANGES.contains(days))
+        .unwrap_or(30);
+    let project = RwSignal::new(initial_project.clone());
+    let days = RwSignal::new(initial_days);
+    let session = Resource::new(|| (), |_| load_session());
+    let save = ServerAction::<SaveLimits>::new();
+    let overview = Resource::new(
+        move || (project.get(), days.get(), save.version().get()),
+        |(project, days, _)| load_usage(project, Some(days)),
+    );
+    let project_selector = move || {
+        let initial_project = initial_project.clone();
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
+    };
+    let saved = move || {
+        save.value().get().map(|result| match result {
+            Ok(()) => view! { <p class="notice" data-testid="limits-saved">"Limits saved."</p> }.into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="limits-error">{error.to_string()}</p> }.into_any(),
+        })
+    };
+    let body = move || Suspend::new(async move { usage_view(overview.await, save) });
+    view! {
+        <Title text="Usage and cost · Engram console" />
+        <TopBar current="/console/usage" />
+        <main class="content">
+            <h1>"Usage and cost"</h1>
+            <form class="filters" on:submit=|ev| ev.prevent_default()>
+                <label>
+                    <span>"Project"</span>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
+                </label>
+                <label>
+                    <span>"Range"</span>
+                    <select
+                        name="days"
+                        data-testid="usage-range"
+                        on:change=move |ev| {
+                            if let Ok(chosen) = event_target_value(&ev).parse::<u32>() {
+                                days.set(chosen);
+                            }
+                        }
+                    >
+                        {USAGE_RANGES
+                            .iter()
+                            .map(|range| view! {
+                                <option value=range.to_string() selected=*range == initial_days>
+                                    {format!("Last {range} days")}
+                                </option>
+                            })
+                            .collect_view()}
+                    </select>
+                </label>
+            </form>
+            {saved}
+            <Transition fallback=|| view! { <p class="muted">"Loading usage…"</p> }>{body}</Transition>
+        </main>
+    }
+}
+
+fn usage_view(
+    overview: Result<UsageOverview, ConsoleError>,
+    save: ServerAction<SaveLimits>,
+) -> AnyView {
+    let overview = match overview {
+        Ok(overview) => overview,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(ConsoleError::Forbidden { role }) => {
+            return view! {
+                <p class="notice" data-testid="usage-forbidden">
+                    "Your role (" {role} ") cannot see usage and cost."
+                </p>
+            }
+            .into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+        }
+    };
+    let currency = overview.currency.clone();
+    let month = &overview.month;
+    let day_labels: Vec<String> = overview.days.iter().map(|day| day.day.clone()).collect();
+    let unit_charts = overview
+        .units
+        .iter()
+        .enumerate()
+        .map(|(index, unit)| {
+            let values: Vec<i64> = overview
+                .days
+                .iter()
+                .map(|day| day.quantities.get(index).copied().unwrap_or(0))
+                .collect();
+            let total: i64 = values.iter().sum();
+            let svg = daily_bars(
+                &format!("chart-usage-{unit}"),
+                &format!("{unit} per day"),
+                &day_labels,
+                &values,
+                UNIT_COLORS[index % UNIT_COLORS.len()],
+                &|value| group_digits(value),
+            );
+            view! {
+                <figure class="chart-card" data-testid=format!("usage-{unit}") data-total=total.to_string()>
+                    <figcaption>
+                        <strong>{unit.replace('_', " ")}</strong>
+                        " · " {group_digits(total)} " in range"
+                    </figcaption>
+                    <div inner_html=svg></div>
+                </figure>
+            }
+        })
+        .collect_view();
+    let cost_values: Vec<i64> = overview.days.iter().map(|day| day.cost_micros).collect();
+    let cost_currency = currency.clone();
+    let cost_svg = daily_bars(
+        "chart-cost-per-day",
+        "cost per day",
+        &day_labels,
+        &cost_values,
+        "#0f766e",
+        &move |micros| money(micros, &cost_currency),
+    );
+    let burn_svg = burn_down(month, &currency);
+    let top_svg = ranked_bars(&overview.top_projects, &currency, &overview.project_id);
+    let budget_line = match month.budget_micros {
+        Some(budget) => {
+            let share = if budget > 0 {
+                month.spent_micros as f64 / budget as f64 * 100.0
+            } else {
+                100.0
+            };
+            format!(
+                "{} of {} spent ({share:.0} %), forecast {} by month end{}",
+                money(month.spent_micros, &currency),
+                money(budget, &currency),
+                money(month.forecast_micros, &currency),
+                if month.hard_cap {
+                    "; requests stop when the budget is spent"
+                } else {
+                    ""
+                }
+            )
+        }
+        None => format!(
+            "{} spent, forecast {} by month end; no budget set",
+            money(month.spent_micros, &currency),
+            money(month.forecast_micros, &currency)
+        ),
+    };
+    let alerts = month
+        .alerts
+        .iter()
+        .map(|(threshold, at)| {
+            view! {
+                <li data-testid="budget-alert" data-threshold=threshold.to_string()>
+                    {format!("{threshold} % of the budget reached at {at}")}
+                </li>
+            }
+        })
+        .collect_view();
+    let quotas = month
+        .quotas
+        .iter()
+        .map(|(unit, used, quota)| {
+            let limit = quota
+                .map(|quota| group_digits(quota as i64))
+                .unwrap_or_else(|| "no quota".to_string());
+            view! {
+                <tr data-testid=format!("quota-{unit}")>
+                    <td>{unit.replace('_', " ")}</td>
+                    <td>{group_digits(*used)}</td>
+                    <td>{limit}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let range_cost = money(overview.range_cost_micros, &currency);
+    let limits_form = limits_form(overview.limits.clone(), overview.can_edit_limits, save);
+    view! {
+        <section class="card" data-testid="month-summary" data-spent=month.spent_micros.to_string()
+            data-forecast=month.forecast_micros.to_string()>
+            <h2>{format!("{} · {}", overview.project_name, month.month)}</h2>
+            <p data-testid="budget-line">{budget_line}</p>
+            <ul class="alerts">{alerts}</ul>
+            <div inner_html=burn_svg></div>
+            <p class="legend muted">"Solid: cost to date. Dashed: forecast at the current rate. Red: budget."</p>
+        </section>
+        <section class="card">
+            <h2>"Cost per day"</h2>
+            <p data-testid="range-cost">{format!("{range_cost} over the range")}</p>
+            <div inner_html=cost_svg></div>
+        </section>
+        <section class="card">
+            <h2>"Usage per day"</h2>
+            <div class="chart-grid">{unit_charts}</div>
+        </section>
+        <section class="card">
+            <h2>"Top projects this month"</h2>
+            <div inner_html=top_svg></div>
+        </section>
+        <section class="card">
+            <h2>"Quotas this month"</h2>
+            <table class="table">
+                <thead><tr><th>"Unit"</th><th>"Used"</th><th>"Monthly quota"</th></tr></thead>
+                <tbody>{quotas}</tbody>
+            </table>
+        </section>
+        {limits_form}
+    }
+    .into_any()
+}
+
+fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLimits>) -> AnyView {
+    let field =
+        move |name: &'static str, label: &'static str, value: String, placeholder: &'static str| {
+            view! {
+                <label>
+                    <span>{label}</span>
+                    <input
+                        name=name
+                        value=value
+                        placeholder=placeholder
+                        disabled=!can_edit
+                        data-testid=format!("limits-{name}")
+                    />
+                </label>
+            }
+        };
+    view! {
+        <section class="card">
+            <h2>"Budget and limits"</h2>
+            {(!can_edit).then(|| view! {
+                <p class="muted" data-testid="limits-read-only">"Only owners and admins can change these."</p>
+            })}
+            <ActionForm action=save attr:class="stack" attr:data-testid="limits-form">
+                <input type="hidden" name="project_id" value=form.project_id.clone() />
+                {field("budget_amount", "Monthly budget (empty: none)", form.budget_amount, "250.00")}
+                {field("currency", "Currency", form.currency, "USD")}
+                {field("alert_thresholds", "Alert at (% of the budget)", form.alert_thresholds, "80, 100")}
+                <label class="checkbox">
+                    <input type="checkbox" name="hard_cap" checked=form.hard_cap disabled=!can_edit data-testid="limits-hard_cap" />
+                    <span>"Hard cap: refuse requests (402) once the budget is spent"</span>
+                </label>
+                {field("requests_per_minute", "Requests per minute (project)", form.requests_per_minute, "no limit")}
+                {field("quota_memories_written", "Memories written per month", form.quota_memories_written, "no quota")}
+                {field("quota_searches", "Searches per month", form.quota_searches, "no quota")}
+                {field("quota_tokens_embedded", "Tokens embedded per month", form.quota_tokens_embedded, "no quota")}
+                {field("recall_max_results", "Recall budget: most memories per search", form.recall_max_results, "no limit")}
+                {field("recall_max_tokens", "Recall budget: most tokens per search", form.recall_max_tokens, "no limit")}
+                {can_edit.then(|| view! { <button type="submit" data-testid="limits-save">"Save limits"</button> })}
+            </ActionForm>
+        </section>
+    }
+    .into_any()
+}
