@@ -10,7 +10,7 @@ use engram_core::{ProjectId, ProjectScope};
 use engram_storage::Storage;
 use engram_storage::usage::{UsageIncrement, hour_start};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -27,6 +27,9 @@ type PendingKey = (ProjectId, DateTime<Utc>, UsageUnit, String);
 struct PendingUsage {
     increments: Mutex<HashMap<PendingKey, UsageIncrement>>,
     records_since_flush: AtomicUsize,
+    /// Counts successful flushes: what storage holds changes only when this does (for this
+    /// gateway's usage), so readers can cache what they read from storage until then.
+    flushes: AtomicU64,
 }
 
 /// Cheap to clone; every clone feeds the same flusher. A meter without a flusher (tests that
@@ -100,6 +103,11 @@ impl UsageMeter {
         }
     }
 
+    /// How many flushes have been written so far.
+    pub fn flushes(&self) -> u64 {
+        self.pending.flushes.load(Ordering::Acquire)
+    }
+
     /// Units of the project recorded but not yet written, per unit, for hours at or after
     /// `since` (the spend guard adds them to what storage knows).
     pub fn unflushed(
@@ -166,6 +174,9 @@ async fn flush(storage: &Storage, pending: &PendingUsage) {
         tracing::warn!(%error, records = increments.len(), "usage flush failed; retrying");
         return;
     }
+    // Counted before the written units leave the pending sums: a reader that sees the old
+    // count afterwards knows it has seen them in one of the two places (see SpendGuard).
+    pending.flushes.fetch_add(1, Ordering::AcqRel);
     if let Ok(mut current) = pending.increments.lock() {
         for (key, written) in batch {
             let emptied = match current.get_mut(&key) {

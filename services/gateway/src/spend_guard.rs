@@ -4,7 +4,8 @@
 //!
 //! The month's usage is what storage holds plus what this gateway's meter has not written
 //! yet, so one gateway enforces exactly; with several, another gateway's last second of
-//! usage (its unflushed meter) is seen one flush later.
+//! usage (its unflushed meter) is seen one flush later. What storage holds is read again
+//! only after this gateway's meter flushed (or a second passed), not on every request.
 
 use crate::metering::UsageMeter;
 use crate::problem::{ApiError, LimitProblem, ProblemKind};
@@ -44,6 +45,23 @@ pub struct SpendGuard {
     rate_limiters: Mutex<HashMap<ProjectId, (u32, Arc<ProjectRateLimiter>)>>,
     /// Thresholds already recorded, so storage is asked once per threshold and month.
     alerts_raised: Mutex<HashSet<(ProjectId, BillingMonth, u8)>>,
+    /// The month's written usage per project, valid until the meter flushes again.
+    written: Mutex<HashMap<ProjectId, Arc<WrittenMonth>>>,
+}
+
+/// Longest a read of written usage is reused: bounds how late another gateway's writes and
+/// a price change are seen.
+const WRITTEN_USAGE_TTL: Duration = Duration::from_secs(1);
+
+/// The month as storage held it after `flushes` flushes of this gateway's meter.
+struct WrittenMonth {
+    month: BillingMonth,
+    flushes: u64,
+    read_at: Instant,
+    used: BTreeMap<UsageUnit, i64>,
+    /// Cost per currency.
+    spent_micros: BTreeMap<String, i64>,
+    price_book: Vec<engram_storage::usage::PriceEntry>,
 }
 
 impl std::fmt::Debug for SpendGuard {
@@ -64,6 +82,7 @@ impl SpendGuard {
             limits: Mutex::default(),
             rate_limiters: Mutex::default(),
             alerts_raised: Mutex::default(),
+            written: Mutex::default(),
         })
     }
 
@@ -140,12 +159,18 @@ impl SpendGuard {
         limits: &SpendLimits,
         month: BillingMonth,
     ) -> Result<MonthToDate, ApiError> {
-        let mut used = self
-            .storage
-            .month_usage(scope, month)
-            .await
-            .map_err(storage_problem)?;
-        let unflushed = self.meter.unflushed(scope.project_id(), month.starts_at());
+        // A flush between reading storage and reading the meter could hide units from both;
+        // the flush counter shows it happened, and the two are read again.
+        let mut attempts = 0;
+        let (written, unflushed) = loop {
+            attempts += 1;
+            let written = self.written_month(scope, month).await?;
+            let unflushed = self.meter.unflushed(scope.project_id(), month.starts_at());
+            if self.meter.flushes() == written.flushes || attempts >= 3 {
+                break (written, unflushed);
+            }
+        };
+        let mut used = written.used.clone();
         for (unit, quantity) in &unflushed {
             *used.entry(*unit).or_default() += quantity;
         }
@@ -155,37 +180,67 @@ impl SpendGuard {
                 spent_micros: 0,
             });
         };
-        let written_costs = self
-            .storage
-            .costs(scope, month.starts_at(), month.resets_at())
-            .await
-            .map_err(storage_problem)?;
-        let mut spent_micros: i64 = written_costs
-            .iter()
-            .filter(|row| {
-                row.price
-                    .as_ref()
-                    .is_some_and(|price| price.currency == budget.currency)
-            })
-            .map(|row| row.cost_micros)
-            .sum();
-        if !unflushed.is_empty() {
-            let book = self
-                .storage
-                .price_book_for(scope.organization_id())
-                .await
-                .map_err(storage_problem)?;
-            let today = Utc::now();
-            for (unit, quantity) in unflushed {
-                if let Some(price) = price_in_effect(&book, unit, today)
-                    .filter(|price| price.currency == budget.currency)
-                {
-                    spent_micros = spent_micros
-                        .saturating_add(price.unit_price_micros.saturating_mul(quantity));
-                }
+        let mut spent_micros = written
+            .spent_micros
+            .get(&budget.currency)
+            .copied()
+            .unwrap_or(0);
+        let today = Utc::now();
+        for (unit, quantity) in unflushed {
+            if let Some(price) = price_in_effect(&written.price_book, unit, today)
+                .filter(|price| price.currency == budget.currency)
+            {
+                spent_micros =
+                    spent_micros.saturating_add(price.unit_price_micros.saturating_mul(quantity));
             }
         }
         Ok(MonthToDate { used, spent_micros })
+    }
+
+    /// What storage holds for the month, reused until this gateway's meter writes again (or,
+    /// for other gateways' writes and price changes, for at most a second).
+    async fn written_month(
+        &self,
+        scope: &ProjectScope,
+        month: BillingMonth,
+    ) -> Result<Arc<WrittenMonth>, ApiError> {
+        let project_id = scope.project_id();
+        let flushes_before_read = self.meter.flushes();
+        if let Ok(cache) = self.written.lock() {
+            if let Some(written) = cache.get(&project_id) {
+                if written.month == month
+                    && written.flushes == flushes_before_read
+                    && written.read_at.elapsed() < WRITTEN_USAGE_TTL
+                {
+                    return Ok(written.clone());
+                }
+            }
+        }
+        let (costs, price_book) = self
+            .storage
+            .costs_with_price_book(scope, month.starts_at(), month.resets_at())
+            .await
+            .map_err(storage_problem)?;
+        let mut used: BTreeMap<UsageUnit, i64> = BTreeMap::new();
+        let mut spent_micros: BTreeMap<String, i64> = BTreeMap::new();
+        for row in &costs {
+            *used.entry(row.unit).or_default() += row.quantity;
+            if let Some(price) = &row.price {
+                *spent_micros.entry(price.currency.clone()).or_default() += row.cost_micros;
+            }
+        }
+        let written = Arc::new(WrittenMonth {
+            month,
+            flushes: flushes_before_read,
+            read_at: Instant::now(),
+            used,
+            spent_micros,
+            price_book,
+        });
+        if let Ok(mut cache) = self.written.lock() {
+            cache.insert(project_id, written.clone());
+        }
+        Ok(written)
     }
 
     fn check_rate(&self, project_id: ProjectId, per_minute: u32) -> Result<(), ApiError> {

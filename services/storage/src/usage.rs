@@ -222,13 +222,23 @@ impl Storage {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<CostRow>, StorageError> {
+        Ok(self.costs_with_price_book(scope, from, to).await?.0)
+    }
+
+    /// [`Storage::costs`] and the price book it used (what applies to the organization).
+    pub async fn costs_with_price_book(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<(Vec<CostRow>, Vec<PriceEntry>), StorageError> {
         let book = self.price_book_for(scope.organization_id()).await?;
         let usage = self.usage(scope, from, to, UsageGranularity::Day).await?;
         let mut per_day: BTreeMap<(DateTime<Utc>, UsageUnit), i64> = BTreeMap::new();
         for row in usage {
             *per_day.entry((row.period_start, row.unit)).or_default() += row.quantity;
         }
-        Ok(per_day
+        let rows = per_day
             .into_iter()
             .map(|((day, unit), quantity)| {
                 let price = price_in_effect(&book, unit, day);
@@ -243,7 +253,8 @@ impl Storage {
                     cost_micros,
                 }
             })
-            .collect())
+            .collect();
+        Ok((rows, book))
     }
 }
 
