@@ -15,6 +15,7 @@ mod m0009_governance;
 mod m0010_usage;
 mod m0011_price_book;
 mod m0012_spend_limits;
+mod m0013_files;
 
 pub struct Migrator;
 
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0010_usage::Migration),
             Box::new(m0011_price_book::Migration),
             Box::new(m0012_spend_limits::Migration),
+            Box::new(m0013_files::Migration),
         ]
     }
 }

@@ -22,7 +22,8 @@ enum Needs {
 #[derive(Clone, Copy, Debug)]
 struct Route {
     method: &'static str,
-    /// `{memory}` and `{key}` are replaced by a fresh target of this project per call.
+    /// `{memory}`, `{file}`, `{task}` and `{key}` are replaced by a fresh target of this
+    /// project per call.
     path: &'static str,
     needs: Needs,
     success: u16,
@@ -180,6 +181,24 @@ const ROUTES: &[Route] = &[
         path: "/v1/costs",
         needs: Needs::Admin,
         success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/files?name=matrix.md&user_id=alice",
+        needs: Needs::Write,
+        success: 202,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/files/{file}",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "DELETE",
+        path: "/v1/files/{file}",
+        needs: Needs::Delete,
+        success: 204,
     },
     Route {
         method: "GET",
@@ -411,7 +430,7 @@ impl Fixture {
         }
     }
 
-    /// A fresh target for a route with an id: alice's memory, or a new read key.
+    /// A fresh target for a route with an id: alice's memory or file, a task, or a new read key.
     async fn path_for(&self, route: &Route) -> (String, Vec<String>) {
         if route.path.contains("{memory}") {
             let memory = self
@@ -432,6 +451,43 @@ impl Fixture {
             assert_eq!(requested.status, 202, "{}", requested.body);
             let id = requested.body["id"].as_str().unwrap().to_string();
             return (route.path.replace("{task}", &id), vec![id]);
+        }
+        if route.path.contains("{file}") {
+            let uploaded = self
+                .admin
+                .send(
+                    self.admin
+                        .request(
+                            reqwest::Method::POST,
+                            "/v1/files?name=target.md&user_id=alice",
+                        )
+                        .header("content-type", "text/markdown")
+                        .body("A file target of alice."),
+                )
+                .await;
+            assert_eq!(uploaded.status, 202, "{}", uploaded.body);
+            let id = uploaded.body["file"]["id"].as_str().unwrap().to_string();
+            // Deleting needs the ingest to have finished.
+            let started = std::time::Instant::now();
+            loop {
+                let file = self
+                    .admin
+                    .send(
+                        self.admin
+                            .request(reqwest::Method::GET, &format!("/v1/files/{id}")),
+                    )
+                    .await;
+                if file.body["status"] == "ingested" {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < std::time::Duration::from_secs(30),
+                    "{}",
+                    file.body
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            return (route.path.replace("{file}", &id), vec![id]);
         }
         if route.path.contains("{key}") {
             let created = self
@@ -494,6 +550,11 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
             }
             if let Some(body) = body_for(route) {
                 request = request.json(&body);
+            }
+            if route.path.starts_with("/v1/files?") {
+                request = request
+                    .header("content-type", "text/markdown")
+                    .body("# Matrix\n\nA file of alice.");
             }
             let response = request.send().await.unwrap();
             let status = response.status().as_u16();

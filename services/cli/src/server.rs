@@ -226,6 +226,14 @@ impl EmbeddedServer {
             ));
         }
 
+        // File ingest embeds, so it runs wherever the model is loaded: every gateway.
+        background_tasks.push(tokio::spawn(
+            engram_worker::file_ingest::run_file_ingest_runner(
+                engine.clone(),
+                shutdown_receiver.clone(),
+            ),
+        ));
+
         let credentials = engram_gateway::state::CredentialVerifier {
             storage: storage.clone(),
             api_key_pepper: secrets.api_key_pepper.clone(),

@@ -17,14 +17,17 @@ pub enum UsageUnit {
     TokensEmbedded,
     /// Live memories held, sampled once a day: one memory kept for a day is one memory-day.
     MemoryDays,
+    /// Bytes of uploaded files that were ingested (billed when the ingest succeeds).
+    FileBytes,
 }
 
 impl UsageUnit {
-    pub const ALL: [UsageUnit; 4] = [
+    pub const ALL: [UsageUnit; 5] = [
         UsageUnit::MemoriesWritten,
         UsageUnit::Searches,
         UsageUnit::TokensEmbedded,
         UsageUnit::MemoryDays,
+        UsageUnit::FileBytes,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -33,6 +36,7 @@ impl UsageUnit {
             UsageUnit::Searches => "searches",
             UsageUnit::TokensEmbedded => "tokens_embedded",
             UsageUnit::MemoryDays => "memory_days",
+            UsageUnit::FileBytes => "file_bytes",
         }
     }
 

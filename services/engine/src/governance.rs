@@ -49,6 +49,9 @@ pub struct ErasureCounts {
     pub history_entries: u64,
     pub idempotency_records: u64,
     pub index_points: u64,
+    /// Uploaded files about the subject (their text and their record).
+    #[serde(default)]
+    pub files: u64,
     /// Query embeddings cached in this process (all of them: a cached query may be about the
     /// subject, and the cache does not know whose it is).
     pub query_cache_entries: u64,
@@ -264,6 +267,7 @@ impl DataGovernance {
             .storage
             .erase_subject_idempotency_records(scope, user_id)
             .await?;
+        removed.files = self.storage.delete_files_of_subject(scope, user_id).await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = points_before;

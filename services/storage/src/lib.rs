@@ -6,6 +6,7 @@ pub mod audit;
 pub mod console_sessions;
 mod entities;
 mod error;
+pub mod files;
 pub mod governance;
 pub mod members;
 pub mod memories;

@@ -85,14 +85,17 @@ impl Storage {
         Ok(found.map(task_record))
     }
 
-    /// Lease the oldest queued task (or a running one whose lease ran out) for `lease`.
+    /// Lease the oldest queued task of one of `kinds` (or a running one whose lease ran out)
+    /// for `lease`.
     pub async fn claim_next_task(
         &self,
+        kinds: &[&str],
         lease: std::time::Duration,
     ) -> Result<Option<ClaimedTask>, StorageError> {
         let _permit = self.write_permit().await;
         let now = Utc::now();
         let candidates = tasks::Entity::find()
+            .filter(tasks::Column::Kind.is_in(kinds.iter().copied()))
             .filter(
                 Condition::any()
                     .add(tasks::Column::Status.eq("queued"))

@@ -22,7 +22,11 @@ pub async fn run_task_runner(engine: Arc<DataGovernance>, mut shutdown: watch::R
         if *shutdown.borrow() {
             break;
         }
-        match engine.storage().claim_next_task(TASK_LEASE).await {
+        match engine
+            .storage()
+            .claim_next_task(&["subject_erasure"], TASK_LEASE)
+            .await
+        {
             Ok(Some(task)) => run_claimed_task(&engine, task).await,
             Ok(None) => {
                 tokio::select! {

@@ -11,8 +11,8 @@ use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_co
 use engram_storage::usage::UsageGranularity;
 use std::collections::BTreeMap;
 
-/// Units drawn per day (memory-days last: a gauge rather than traffic).
-const CHARTED_UNITS: [UsageUnit; 4] = UsageUnit::ALL;
+/// Units drawn per day, in the order the units are defined.
+const CHARTED_UNITS: [UsageUnit; 5] = UsageUnit::ALL;
 const DEFAULT_CURRENCY: &str = "USD";
 
 impl GatewayConsoleBackend {

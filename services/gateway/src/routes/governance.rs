@@ -330,7 +330,7 @@ pub async fn queue_subject_erasure(
             ),
         )
         .await?;
-    engine.governance().task_queued.notify_one();
+    engine.governance().task_queued.notify_waiters();
     Ok(task)
 }
 

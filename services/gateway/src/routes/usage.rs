@@ -350,7 +350,7 @@ pub struct SpendLimitsBody {
     /// Most writes and searches per minute for the whole project (1–1,000,000).
     pub requests_per_minute: Option<u32>,
     /// Most units per calendar month (UTC): `memories_written`, `searches`,
-    /// `tokens_embedded`.
+    /// `tokens_embedded`, `file_bytes`.
     #[serde(default)]
     #[schema(value_type = Object)]
     pub monthly_quotas: BTreeMap<String, u64>,
@@ -493,7 +493,7 @@ impl SpendLimitsBody {
                 }
                 None => errors.push(FieldError::new(
                     field,
-                    "unknown unit; expected memories_written, searches or tokens_embedded",
+                    "unknown unit; expected memories_written, searches, tokens_embedded or file_bytes",
                 )),
             }
         }

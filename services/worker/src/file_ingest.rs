@@ -1,0 +1,265 @@
+//! The file-ingest runner: claims `file_ingest` tasks, cuts each file into chunks and stores
+//! them as memories (`source = file`) in idempotent batches, so a runner that dies midway
+//! is continued by the next claim without storing a chunk twice; bills what it ingested.
+//! It needs the embedding model, so it runs where the engine does (serve and gateway).
+
+use chrono::Utc;
+use engram_core::files::{CHUNK_TARGET_CHARS, FileChunk, FileFormat, chunk_file};
+use engram_core::usage::UsageUnit;
+use engram_core::{ExternalId, MemoryId, MemoryKind, MemorySource, NewMemory, ProjectScope};
+use engram_engine::{AddOutcome, MemoryEngine};
+use engram_storage::IdempotencyClaim;
+use engram_storage::files::{FILE_INGEST_TASK, FileRecord};
+use engram_storage::tasks::ClaimedTask;
+use engram_storage::usage::UsageIncrement;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+const TASK_LEASE: Duration = Duration::from_secs(120);
+const IDLE_POLL: Duration = Duration::from_secs(1);
+/// Chunks embedded and stored per batch (one transaction, one progress update).
+const CHUNKS_PER_BATCH: usize = 16;
+
+pub async fn run_file_ingest_runner(
+    engine: Arc<MemoryEngine>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        match engine
+            .storage()
+            .claim_next_task(&[FILE_INGEST_TASK], TASK_LEASE)
+            .await
+        {
+            Ok(Some(task)) => {
+                let outcome = ingest_claimed_file(&engine, &task).await;
+                let status = if outcome.is_ok() {
+                    "succeeded"
+                } else {
+                    "failed"
+                };
+                metrics::counter!(crate::tasks::TASKS_FINISHED_TOTAL, "kind" => FILE_INGEST_TASK, "status" => status)
+                    .increment(1);
+                if let Err(error) = &outcome {
+                    tracing::warn!(task_id = %task.id, %error, "file ingest failed");
+                }
+                if let Err(error) = engine.storage().finish_task(task.id, outcome).await {
+                    tracing::error!(task_id = %task.id, %error, "cannot record the end of a task");
+                }
+            }
+            Ok(None) => {
+                tokio::select! {
+                    _ = engine.governance().task_queued.notified() => {}
+                    _ = tokio::time::sleep(IDLE_POLL) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot claim a file-ingest task; retrying");
+                tokio::select! {
+                    _ = tokio::time::sleep(IDLE_POLL * 5) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+    }
+    tracing::info!("file ingest runner stopped");
+}
+
+async fn ingest_claimed_file(
+    engine: &MemoryEngine,
+    task: &ClaimedTask,
+) -> Result<serde_json::Value, String> {
+    let storage = engine.storage();
+    let file_id: uuid::Uuid = task
+        .subject
+        .as_deref()
+        .and_then(|subject| subject.parse().ok())
+        .ok_or_else(|| "the task names no file".to_string())?;
+    let file = storage
+        .file(&task.scope, file_id)
+        .await
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| "the file was deleted before it was ingested".to_string())?;
+    let outcome = ingest(engine, task, &file).await;
+    let finished = storage
+        .finish_file(
+            &task.scope,
+            file_id,
+            outcome.as_ref().map(|_| ()).map_err(Clone::clone),
+        )
+        .await;
+    if let Err(error) = finished {
+        tracing::error!(%error, %file_id, "cannot record the end of a file ingest");
+    }
+    outcome
+}
+
+async fn ingest(
+    engine: &MemoryEngine,
+    task: &ClaimedTask,
+    file: &FileRecord,
+) -> Result<serde_json::Value, String> {
+    let storage = engine.storage();
+    let scope = &task.scope;
+    let text = storage
+        .file_text(scope, file.id)
+        .await
+        .map_err(|error| error.to_string())?
+        .ok_or_else(|| "the file's text is no longer stored; upload it again".to_string())?;
+    let format = FileFormat::parse(&file.format)
+        .ok_or_else(|| format!("unknown file format {:?}", file.format))?;
+    let chunks = chunk_file(format, &text, CHUNK_TARGET_CHARS);
+    let total = chunks.len();
+    let mut actor = engram_core::audit::Actor::system("file-ingest");
+    actor.request_id = task.request_id.clone();
+    let mut memory_ids: Vec<MemoryId> = Vec::with_capacity(total);
+    storage
+        .task_progress(task.id, 0, total as i64, TASK_LEASE)
+        .await
+        .map_err(|error| error.to_string())?;
+    for (batch_number, batch) in chunks.chunks(CHUNKS_PER_BATCH).enumerate() {
+        let new_memories = batch
+            .iter()
+            .map(|chunk| chunk_memory(file, chunk, total))
+            .collect::<Result<Vec<_>, String>>()?;
+        // The same batch of the same file is stored once, however often the task is retried.
+        let claim = IdempotencyClaim {
+            key: format!("file-ingest:{}:{batch_number}", file.id),
+            request_fingerprint: engram_core::memory::content_digest(
+                &batch
+                    .iter()
+                    .map(|chunk| chunk.content.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\u{0}"),
+            ),
+        };
+        let render = |memories: &[engram_core::Memory]| {
+            let ids: Vec<String> = memories
+                .iter()
+                .map(|memory| memory.id.to_string())
+                .collect();
+            (201, serde_json::json!(ids).to_string())
+        };
+        let stored_ids = match engine
+            .add_memories(scope, new_memories, &actor, Some(claim), false, render)
+            .await
+        {
+            Ok(AddOutcome::Stored { memories, .. }) => {
+                let tokens: u64 = memories
+                    .iter()
+                    .map(|memory| engine.embedder().count_tokens(&memory.content))
+                    .sum();
+                bill(
+                    engine,
+                    scope,
+                    file,
+                    &[
+                        (UsageUnit::MemoriesWritten, memories.len() as i64),
+                        (
+                            UsageUnit::TokensEmbedded,
+                            i64::try_from(tokens).unwrap_or(i64::MAX),
+                        ),
+                    ],
+                )
+                .await?;
+                memories.iter().map(|memory| memory.id).collect::<Vec<_>>()
+            }
+            Ok(AddOutcome::Replayed { body, .. }) => serde_json::from_str::<Vec<String>>(&body)
+                .map_err(|error| format!("unreadable earlier batch: {error}"))?
+                .iter()
+                .filter_map(|id| id.parse().ok())
+                .collect(),
+            Err(error) => {
+                return Err(format!(
+                    "chunk {} of {total}: {error}",
+                    batch_number * CHUNKS_PER_BATCH + 1
+                ));
+            }
+        };
+        memory_ids.extend(stored_ids);
+        storage
+            .record_file_progress(scope, file.id, total, &memory_ids)
+            .await
+            .map_err(|error| error.to_string())?;
+        storage
+            .task_progress(task.id, memory_ids.len() as i64, total as i64, TASK_LEASE)
+            .await
+            .map_err(|error| error.to_string())?;
+    }
+    bill(
+        engine,
+        scope,
+        file,
+        &[(UsageUnit::FileBytes, file.size_bytes)],
+    )
+    .await?;
+    Ok(serde_json::json!({
+        "file_id": file.id.to_string(),
+        "chunks": total,
+        "memories": memory_ids.len(),
+    }))
+}
+
+fn chunk_memory(file: &FileRecord, chunk: &FileChunk, total: usize) -> Result<NewMemory, String> {
+    let external = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(ExternalId::parse)
+            .transpose()
+            .map_err(|error| format!("stored id is invalid: {error}"))
+    };
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("file_id".into(), file.id.to_string().into());
+    metadata.insert("file_name".into(), file.name.clone().into());
+    metadata.insert("chunk_index".into(), chunk.index.into());
+    metadata.insert("chunk_count".into(), total.into());
+    if let Some(heading) = &chunk.heading {
+        metadata.insert("heading".into(), heading.clone().into());
+    }
+    Ok(NewMemory {
+        user_id: external(&file.user_id)?,
+        agent_id: external(&file.agent_id)?,
+        session_id: external(&file.session_id)?,
+        kind: file
+            .kind
+            .parse::<MemoryKind>()
+            .unwrap_or(MemoryKind::Semantic),
+        key: None,
+        content: chunk.content.clone(),
+        metadata,
+        categories: Vec::new(),
+        source: MemorySource::File,
+        confidence: 1.0,
+        expires_at: None,
+    })
+}
+
+/// Usage is written straight to storage (one transaction), billed to whoever uploaded.
+async fn bill(
+    engine: &MemoryEngine,
+    scope: &ProjectScope,
+    file: &FileRecord,
+    units: &[(UsageUnit, i64)],
+) -> Result<(), String> {
+    let increments: Vec<UsageIncrement> = units
+        .iter()
+        .filter(|(_, quantity)| *quantity > 0)
+        .map(|(unit, quantity)| UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            credential: file.credential.clone(),
+            unit: *unit,
+            at: Utc::now(),
+            quantity: *quantity,
+        })
+        .collect();
+    engine
+        .storage()
+        .add_usage(&increments)
+        .await
+        .map_err(|error| error.to_string())
+}
