@@ -12,7 +12,7 @@ use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
 
 /// A colour per unit, in the order the backend lists units.
-const UNIT_COLORS: [&str; 4] = ["#2563eb", "#059669", "#d97706", "#7c3aed"];
+const UNIT_COLORS: [&str; 5] = ["#2563eb", "#059669", "#d97706", "#7c3aed", "#be185d"];
 
 #[component]
 pub fn UsagePage() -> impl IntoView {
