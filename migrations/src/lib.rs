@@ -16,6 +16,7 @@ mod m0010_usage;
 mod m0011_price_book;
 mod m0012_spend_limits;
 mod m0013_files;
+mod m0014_session_state;
 
 pub struct Migrator;
 
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0011_price_book::Migration),
             Box::new(m0012_spend_limits::Migration),
             Box::new(m0013_files::Migration),
+            Box::new(m0014_session_state::Migration),
         ]
     }
 }

@@ -22,8 +22,8 @@ enum Needs {
 #[derive(Clone, Copy, Debug)]
 struct Route {
     method: &'static str,
-    /// `{memory}`, `{file}`, `{task}` and `{key}` are replaced by a fresh target of this
-    /// project per call.
+    /// `{memory}`, `{file}`, `{task}`, `{state}` and `{key}` are replaced by a fresh target of
+    /// this project per call.
     path: &'static str,
     needs: Needs,
     success: u16,
@@ -202,6 +202,30 @@ const ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
+        path: "/v1/sessions/matrix/state",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/sessions/matrix/state/{state}",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "PUT",
+        path: "/v1/sessions/matrix/state/{state}",
+        needs: Needs::Write,
+        success: 200,
+    },
+    Route {
+        method: "DELETE",
+        path: "/v1/sessions/matrix/state/{state}",
+        needs: Needs::Delete,
+        success: 204,
+    },
+    Route {
+        method: "GET",
         path: "/v1/project/limits",
         needs: Needs::Admin,
         success: 200,
@@ -249,6 +273,7 @@ fn body_for(route: &Route) -> Option<Value> {
         ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
         ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
         ("PUT", "/v1/project/limits") => Some(json!({"recall": {"max_results": 100}})),
+        ("PUT", "/v1/sessions/matrix/state/{state}") => Some(json!({"value": {"step": 2}})),
         ("PUT", _) => Some(json!({"immutable": false})),
         ("POST", "/v1/end-user-tokens") => {
             Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))
@@ -265,6 +290,9 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         | Principal::Garbage
         | Principal::ConsoleSession
         | Principal::ConsoleRole(_) => 401,
+        // Authorized in its own project: a PUT of session state creates the key there,
+        // beside ours, never over it.
+        Principal::ForeignAdmin if route.method == "PUT" && route.path.contains("{state}") => 201,
         // Authorized in its own project: ids of ours do not exist there.
         Principal::ForeignAdmin if targets_an_id => 404,
         Principal::ForeignAdmin | Principal::AllScopes => route.success,
@@ -488,6 +516,24 @@ impl Fixture {
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
             return (route.path.replace("{file}", &id), vec![id]);
+        }
+        if route.path.contains("{state}") {
+            let key = format!("k-{}", uuid::Uuid::now_v7());
+            let written = self
+                .admin
+                .send(
+                    self.admin
+                        .request(
+                            reqwest::Method::PUT,
+                            &format!("/v1/sessions/matrix/state/{key}"),
+                        )
+                        .json(&json!({"value": {"step": 1}, "user_id": "alice"})),
+                )
+                .await;
+            assert_eq!(written.status, 201, "{}", written.body);
+            // The key is in the caller's own path, so an answer repeating it reveals nothing:
+            // what must not leak is our value (the foreign GET is checked to be a 404).
+            return (route.path.replace("{state}", &key), Vec::new());
         }
         if route.path.contains("{key}") {
             let created = self

@@ -55,10 +55,11 @@ pub struct ErasureCounts {
     /// Query embeddings cached in this process (all of them: a cached query may be about the
     /// subject, and the cache does not know whose it is).
     pub query_cache_entries: u64,
-    /// Session messages, session state and recall events are not stored by this version;
-    /// they are reported so a receipt names every store the design has.
-    pub session_messages: u64,
+    /// Session state values that belonged to the subject.
     pub session_state: u64,
+    /// Session messages and recall events are not stored by this version; they are
+    /// reported so a receipt names every store the design has.
+    pub session_messages: u64,
     pub recall_events: u64,
 }
 
@@ -268,6 +269,10 @@ impl DataGovernance {
             .erase_subject_idempotency_records(scope, user_id)
             .await?;
         removed.files = self.storage.delete_files_of_subject(scope, user_id).await?;
+        removed.session_state = self
+            .storage
+            .delete_session_state_of_subject(scope, user_id)
+            .await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = points_before;

@@ -11,6 +11,7 @@ pub mod governance;
 pub mod members;
 pub mod memories;
 pub mod outbox;
+pub mod session_state;
 pub mod tasks;
 pub mod tenants;
 pub mod usage;

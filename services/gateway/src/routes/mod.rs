@@ -7,4 +7,5 @@ pub mod governance;
 pub mod keys;
 pub mod memories;
 pub mod service;
+pub mod sessions;
 pub mod usage;

@@ -18,5 +18,6 @@ pub(crate) mod memory_tombstones;
 pub(crate) mod organizations;
 pub(crate) mod price_book;
 pub(crate) mod projects;
+pub(crate) mod session_state;
 pub(crate) mod tasks;
 pub(crate) mod usage_hourly;

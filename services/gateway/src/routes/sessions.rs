@@ -1,0 +1,324 @@
+//! Session state (run memory): `GET | PUT | DELETE /v1/sessions/{session_id}/state/{key}`
+//! and `GET /v1/sessions/{session_id}/state`. Values are JSON with a version; `If-Match`
+//! makes a write or delete conditional, `If-None-Match: *` makes a write create-only, so a
+//! long task resumes from its last checkpoint and two writers never silently overwrite.
+
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::extract::{IfMatchVersion, JsonBody};
+use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use engram_core::{ExternalId, FieldError};
+use engram_engine::MemoryEngine;
+use engram_storage::session_state::{MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::ToSchema;
+
+/// Largest value, as JSON text.
+pub const MAX_STATE_VALUE_BYTES: usize = 64 * 1024;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sessions/{session_id}/state", get(list_session_state))
+        .route(
+            "/v1/sessions/{session_id}/state/{key}",
+            get(get_session_state)
+                .put(put_session_state)
+                .delete(delete_session_state),
+        )
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionStateView {
+    pub session_id: String,
+    pub key: String,
+    #[schema(value_type = Object)]
+    pub value: serde_json::Value,
+    /// Raised by every write; send it back as `If-Match` to write only over this version.
+    pub version: i64,
+    pub user_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<SessionStateEntry> for SessionStateView {
+    fn from(entry: SessionStateEntry) -> Self {
+        Self {
+            session_id: entry.session_id,
+            key: entry.key,
+            value: entry.value,
+            version: entry.version,
+            user_id: entry.user_id,
+            created_at: entry.created_at,
+            updated_at: entry.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct SessionStateListView {
+    pub state: Vec<SessionStateView>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutSessionStateBody {
+    /// Any JSON value, at most 64 KiB as JSON text.
+    #[schema(value_type = Object)]
+    pub value: serde_json::Value,
+    /// The end-user the value belongs to (subject erasure removes it); an end-user token
+    /// sets its own.
+    pub user_id: Option<String>,
+}
+
+fn parse_path(
+    session_id: &str,
+    key: Option<&str>,
+) -> Result<(ExternalId, Option<ExternalId>), ApiError> {
+    let mut errors = Vec::new();
+    let session_id = ExternalId::parse(session_id)
+        .map_err(|message| errors.push(FieldError::new("path.session_id", message)))
+        .ok();
+    let key = key.and_then(|key| {
+        ExternalId::parse(key)
+            .map_err(|message| errors.push(FieldError::new("path.key", message)))
+            .ok()
+    });
+    match session_id {
+        Some(session_id) if errors.is_empty() => Ok((session_id, key)),
+        _ => Err(ApiError::invalid(errors)),
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(
+        ProblemKind::NotFound,
+        "no value with this key exists in this session",
+    )
+}
+
+/// An end-user token sees only its own values.
+fn visible(principal: &ProjectPrincipal, entry: &SessionStateEntry) -> bool {
+    match principal.end_user() {
+        Some(end_user) => entry.user_id.as_deref() == Some(end_user.as_str()),
+        None => true,
+    }
+}
+
+fn with_etag(mut response: Response, version: i64) -> Response {
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{version}\"")) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}
+
+fn refused(refusal: StateWriteRefused) -> ApiError {
+    match refusal {
+        StateWriteRefused::VersionMismatch {
+            current: Some(version),
+        } => ApiError::new(
+            ProblemKind::VersionConflict,
+            format!(
+                "the value is at version {version}; read it again and retry with If-Match: \"{version}\""
+            ),
+        ),
+        StateWriteRefused::VersionMismatch { current: None } => ApiError::new(
+            ProblemKind::VersionConflict,
+            "there is no value with this key; write without If-Match to create it",
+        ),
+        StateWriteRefused::TooManyKeys => ApiError::invalid(vec![FieldError::new(
+            "path.key",
+            format!("a session holds at most {MAX_KEYS_PER_SESSION} keys"),
+        )]),
+    }
+}
+
+fn storage_problem(error: engram_storage::StorageError) -> ApiError {
+    ApiError::from(engram_engine::EngineError::from(error))
+}
+
+/// One value of a session, with its version (also as `ETag`).
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
+    params(("session_id" = String, Path), ("key" = String, Path)),
+    responses((status = 200, body = SessionStateView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
+pub async fn get_session_state(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path((session_id, key)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let (session_id, key) = parse_path(&session_id, Some(&key))?;
+    let key = key.ok_or_else(not_found)?;
+    let entry = engine
+        .storage()
+        .session_state(&principal.scope, session_id.as_str(), key.as_str())
+        .await
+        .map_err(storage_problem)?
+        .filter(|entry| visible(&principal, entry))
+        .ok_or_else(not_found)?;
+    let version = entry.version;
+    Ok(with_etag(
+        Json(SessionStateView::from(entry)).into_response(),
+        version,
+    ))
+}
+
+/// Every value of a session, in key order.
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/state", tag = "sessions",
+    params(("session_id" = String, Path)),
+    responses((status = 200, body = SessionStateListView)),
+    security(("api_key" = ["memories:read"])))]
+pub async fn list_session_state(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(session_id): Path<String>,
+) -> Result<Json<SessionStateListView>, ApiError> {
+    let (session_id, _) = parse_path(&session_id, None)?;
+    let entries = engine
+        .storage()
+        .session_state_entries(&principal.scope, session_id.as_str())
+        .await
+        .map_err(storage_problem)?;
+    Ok(Json(SessionStateListView {
+        state: entries
+            .into_iter()
+            .filter(|entry| visible(&principal, entry))
+            .map(SessionStateView::from)
+            .collect(),
+    }))
+}
+
+/// Write a value: `201` when created, `200` when replaced. `If-Match: "3"` writes only over
+/// version 3 and `If-None-Match: *` only when there is no value (`409 version-conflict`
+/// otherwise, naming the current version).
+#[utoipa::path(put, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
+    params(("session_id" = String, Path), ("key" = String, Path),
+        ("If-Match" = Option<String>, Header, description = "Expected version"),
+        ("If-None-Match" = Option<String>, Header, description = "`*`: create only")),
+    request_body = PutSessionStateBody,
+    responses((status = 200, body = SessionStateView), (status = 201, body = SessionStateView),
+        (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:write"])))]
+pub async fn put_session_state(
+    principal: Authorized<MemoriesWrite>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path((session_id, key)): Path<(String, String)>,
+    IfMatchVersion(expected): IfMatchVersion,
+    headers: HeaderMap,
+    body: JsonBody<PutSessionStateBody>,
+) -> Result<Response, ApiError> {
+    let (session_id, key) = parse_path(&session_id, Some(&key))?;
+    let key = key.ok_or_else(not_found)?;
+    let create_only = match headers.get(header::IF_NONE_MATCH) {
+        None => false,
+        Some(value) if value.as_bytes() == b"*" => true,
+        Some(_) => {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "header.If-None-Match",
+                "only * (create only) is supported",
+            )]));
+        }
+    };
+    let body = body.value;
+    let value_bytes = serde_json::to_vec(&body.value)
+        .map(|json| json.len())
+        .unwrap_or(0);
+    if value_bytes > MAX_STATE_VALUE_BYTES {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "value",
+            format!("at most {MAX_STATE_VALUE_BYTES} bytes as JSON, got {value_bytes}"),
+        )]));
+    }
+    let user_id = body
+        .user_id
+        .as_deref()
+        .map(|user_id| {
+            ExternalId::parse(user_id)
+                .map_err(|message| ApiError::invalid(vec![FieldError::new("user_id", message)]))
+        })
+        .transpose()?;
+    let user_id = principal.end_user_subject(user_id, "user_id")?;
+    // An end-user token never writes over another end-user's value.
+    if let Some(existing) = engine
+        .storage()
+        .session_state(&principal.scope, session_id.as_str(), key.as_str())
+        .await
+        .map_err(storage_problem)?
+    {
+        if !visible(&principal, &existing) {
+            return Err(not_found());
+        }
+    }
+    let (entry, created) = engine
+        .storage()
+        .put_session_state(
+            &principal.scope,
+            session_id.as_str(),
+            key.as_str(),
+            body.value,
+            user_id.as_ref().map(ExternalId::as_str),
+            expected,
+            create_only,
+        )
+        .await
+        .map_err(storage_problem)?
+        .map_err(refused)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let version = entry.version;
+    Ok(with_etag(
+        (status, Json(SessionStateView::from(entry))).into_response(),
+        version,
+    ))
+}
+
+/// Remove a value (`If-Match` makes it conditional).
+#[utoipa::path(delete, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
+    params(("session_id" = String, Path), ("key" = String, Path),
+        ("If-Match" = Option<String>, Header, description = "Expected version")),
+    responses((status = 204, description = "Removed"),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:delete"])))]
+pub async fn delete_session_state(
+    principal: Authorized<MemoriesDelete>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path((session_id, key)): Path<(String, String)>,
+    IfMatchVersion(expected): IfMatchVersion,
+) -> Result<StatusCode, ApiError> {
+    let (session_id, key) = parse_path(&session_id, Some(&key))?;
+    let key = key.ok_or_else(not_found)?;
+    let existing = engine
+        .storage()
+        .session_state(&principal.scope, session_id.as_str(), key.as_str())
+        .await
+        .map_err(storage_problem)?
+        .filter(|entry| visible(&principal, entry))
+        .ok_or_else(not_found)?;
+    match engine
+        .storage()
+        .delete_session_state(
+            &principal.scope,
+            session_id.as_str(),
+            existing.key.as_str(),
+            expected,
+        )
+        .await
+        .map_err(storage_problem)?
+    {
+        Ok(Some(_)) => Ok(StatusCode::NO_CONTENT),
+        Ok(None) => Err(not_found()),
+        Err(refusal) => Err(refused(refusal)),
+    }
+}

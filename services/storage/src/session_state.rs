@@ -1,0 +1,228 @@
+//! Session state (run memory): a JSON value per project, session and key with a version
+//! that every write raises, so a writer holding an old version is refused instead of
+//! overwriting (optimistic concurrency); removed with the end-user it belongs to.
+
+use crate::entities::session_state;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::ProjectScope;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    TransactionTrait,
+};
+
+/// Most keys one session may hold.
+pub const MAX_KEYS_PER_SESSION: u64 = 1_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionStateEntry {
+    pub session_id: String,
+    pub key: String,
+    pub value: serde_json::Value,
+    pub version: i64,
+    pub user_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Why a conditional write did not happen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StateWriteRefused {
+    /// The stored version is not the expected one (`None`: there is no value).
+    VersionMismatch { current: Option<i64> },
+    /// The session already holds the most keys allowed.
+    TooManyKeys,
+}
+
+fn entry(model: session_state::Model) -> SessionStateEntry {
+    SessionStateEntry {
+        session_id: model.session_id,
+        key: model.key,
+        value: model.value,
+        version: model.version,
+        user_id: model.user_id,
+        created_at: model.created_at,
+        updated_at: model.updated_at,
+    }
+}
+
+fn of_session(scope: &ProjectScope, session_id: &str) -> sea_orm::Select<session_state::Entity> {
+    session_state::Entity::find()
+        .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(session_state::Column::SessionId.eq(session_id))
+}
+
+impl Storage {
+    pub async fn session_state(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+        key: &str,
+    ) -> Result<Option<SessionStateEntry>, StorageError> {
+        Ok(of_session(scope, session_id)
+            .filter(session_state::Column::Key.eq(key))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .map(entry))
+    }
+
+    /// Every key of a session, in key order.
+    pub async fn session_state_entries(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+    ) -> Result<Vec<SessionStateEntry>, StorageError> {
+        Ok(of_session(scope, session_id)
+            .order_by_asc(session_state::Column::Key)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(entry)
+            .collect())
+    }
+
+    /// Write a value: version 1 when new, else the stored version + 1. With `expected`, only
+    /// when the stored version is that one; with `create_only`, only when there is none.
+    pub async fn put_session_state(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+        key: &str,
+        value: serde_json::Value,
+        user_id: Option<&str>,
+        expected: Option<i64>,
+        create_only: bool,
+    ) -> Result<Result<(SessionStateEntry, bool), StateWriteRefused>, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let current = of_session(scope, session_id)
+            .filter(session_state::Column::Key.eq(key))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let current_version = current.as_ref().map(|row| row.version);
+        let refused = StateWriteRefused::VersionMismatch {
+            current: current_version,
+        };
+        if (create_only && current.is_some())
+            || expected.is_some_and(|expected| Some(expected) != current_version)
+        {
+            return Ok(Err(refused));
+        }
+        let now = Utc::now();
+        let created = current.is_none();
+        match current {
+            Some(row) => {
+                // Guarded by the version read: a concurrent writer that got there first
+                // makes this update match nothing.
+                let updated = session_state::Entity::update_many()
+                    .col_expr(session_state::Column::Value, Expr::value(value))
+                    .col_expr(session_state::Column::Version, Expr::value(row.version + 1))
+                    .col_expr(session_state::Column::UpdatedAt, Expr::value(now))
+                    .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                    .filter(session_state::Column::SessionId.eq(session_id))
+                    .filter(session_state::Column::Key.eq(key))
+                    .filter(session_state::Column::Version.eq(row.version))
+                    .exec(&transaction)
+                    .await
+                    .map_err(StorageError::from_db)?;
+                if updated.rows_affected != 1 {
+                    return Ok(Err(refused));
+                }
+            }
+            None => {
+                let keys = of_session(scope, session_id)
+                    .count(&transaction)
+                    .await
+                    .map_err(StorageError::from_db)?;
+                if keys >= MAX_KEYS_PER_SESSION {
+                    return Ok(Err(StateWriteRefused::TooManyKeys));
+                }
+                let inserted = session_state::Entity::insert(session_state::ActiveModel {
+                    organization_id: Set(scope.organization_id().as_uuid()),
+                    project_id: Set(scope.project_id().as_uuid()),
+                    session_id: Set(session_id.to_string()),
+                    key: Set(key.to_string()),
+                    value: Set(value),
+                    version: Set(1),
+                    user_id: Set(user_id.map(str::to_string)),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                })
+                .exec_without_returning(&transaction)
+                .await;
+                // A concurrent first write of the same key won.
+                if inserted.is_err() {
+                    return Ok(Err(refused));
+                }
+            }
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        let stored = self
+            .session_state(scope, session_id, key)
+            .await?
+            .ok_or(StorageError::NotFound)?;
+        Ok(Ok((stored, created)))
+    }
+
+    /// Remove a value (only at `expected`, when given). `Ok(None)`: there was none.
+    pub async fn delete_session_state(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+        key: &str,
+        expected: Option<i64>,
+    ) -> Result<Result<Option<i64>, StateWriteRefused>, StorageError> {
+        let _permit = self.write_permit().await;
+        let current = self.session_state(scope, session_id, key).await?;
+        let Some(current) = current else {
+            return Ok(if expected.is_some() {
+                Err(StateWriteRefused::VersionMismatch { current: None })
+            } else {
+                Ok(None)
+            });
+        };
+        if expected.is_some_and(|expected| expected != current.version) {
+            return Ok(Err(StateWriteRefused::VersionMismatch {
+                current: Some(current.version),
+            }));
+        }
+        let deleted = session_state::Entity::delete_many()
+            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(session_state::Column::SessionId.eq(session_id))
+            .filter(session_state::Column::Key.eq(key))
+            .filter(session_state::Column::Version.eq(current.version))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if deleted.rows_affected != 1 {
+            return Ok(Err(StateWriteRefused::VersionMismatch {
+                current: Some(current.version),
+            }));
+        }
+        Ok(Ok(Some(current.version)))
+    }
+
+    /// Remove every value that belongs to an end-user (subject erasure); returns how many.
+    pub async fn delete_session_state_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let deleted = session_state::Entity::delete_many()
+            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(session_state::Column::UserId.eq(user_id))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(deleted.rows_affected)
+    }
+}
