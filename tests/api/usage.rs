@@ -214,24 +214,7 @@ async fn a_clean_shutdown_right_after_a_request_loses_no_usage() {
 async fn costs_are_usage_times_the_price_in_effect() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    let yesterday = (chrono::Utc::now().date_naive() - chrono::Duration::days(1)).to_string();
-    let set = engram_tests::run_engram(
-        &[
-            "admin",
-            "set-price",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--unit",
-            "searches",
-            "--price",
-            "0.0004",
-            "--currency",
-            "usd",
-            "--effective-from",
-            &yesterday,
-        ],
-        &[],
-    );
+    let set = engram_tests::set_price(&server.data_dir, "searches", "0.0004", "usd", 1);
     assert!(
         set.status.success(),
         "{}",
@@ -454,24 +437,7 @@ async fn quotas_the_rate_quota_and_the_recall_budget_hold_at_their_boundary() {
 async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    let yesterday = (chrono::Utc::now().date_naive() - chrono::Duration::days(1)).to_string();
-    let set = engram_tests::run_engram(
-        &[
-            "admin",
-            "set-price",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--unit",
-            "searches",
-            "--price",
-            "0.001",
-            "--currency",
-            "USD",
-            "--effective-from",
-            &yesterday,
-        ],
-        &[],
-    );
+    let set = engram_tests::set_price(&server.data_dir, "searches", "0.001", "USD", 1);
     assert!(
         set.status.success(),
         "{}",

@@ -408,26 +408,9 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
     let data_dir = server.data_dir.display().to_string();
-    let three_days_ago = (chrono::Utc::now().date_naive() - chrono::Duration::days(3)).to_string();
-    // 0.01 USD a search, 0.002 USD a memory written.
+    // 0.01 USD a search, 0.002 USD a memory written, from three days ago.
     for (unit, price) in [("searches", "0.01"), ("memories_written", "0.002")] {
-        let set = run_engram(
-            &[
-                "admin",
-                "set-price",
-                "--data-dir",
-                &data_dir,
-                "--unit",
-                unit,
-                "--price",
-                price,
-                "--currency",
-                "USD",
-                "--effective-from",
-                &three_days_ago,
-            ],
-            &[],
-        );
+        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD", 3);
         assert!(
             set.status.success(),
             "{}",

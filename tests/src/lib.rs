@@ -548,3 +548,33 @@ pub fn run_engram(arguments: &[&str], environment: &[(String, String)]) -> std::
         .output()
         .expect("run engram")
 }
+
+/// `engram admin set-price` on a server's data dir: `price` of one `unit` in `currency`
+/// from `days_ago` days before today. Returns the command's output.
+pub fn set_price(
+    data_dir: &Path,
+    unit: &str,
+    price: &str,
+    currency: &str,
+    days_ago: i64,
+) -> std::process::Output {
+    let effective_from =
+        (chrono::Utc::now().date_naive() - chrono::Duration::days(days_ago)).to_string();
+    run_engram(
+        &[
+            "admin",
+            "set-price",
+            "--data-dir",
+            &data_dir.display().to_string(),
+            "--unit",
+            unit,
+            "--price",
+            price,
+            "--currency",
+            currency,
+            "--effective-from",
+            &effective_from,
+        ],
+        &[],
+    )
+}

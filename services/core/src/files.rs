@@ -150,10 +150,10 @@ fn sections(format: FileFormat, text: &str) -> Vec<Section> {
     let mut in_fence = false;
     let flush = |block: &mut String, sections: &mut Vec<Section>| {
         let trimmed = block.trim();
-        if !trimmed.is_empty() {
-            if let Some(section) = sections.last_mut() {
-                section.blocks.push(trimmed.to_string());
-            }
+        if !trimmed.is_empty()
+            && let Some(section) = sections.last_mut()
+        {
+            section.blocks.push(trimmed.to_string());
         }
         block.clear();
     };
@@ -163,22 +163,20 @@ fn sections(format: FileFormat, text: &str) -> Vec<Section> {
             if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
                 in_fence = !in_fence;
             }
-            if !in_fence {
-                if let Some((level, title)) = markdown_heading(line) {
-                    flush(&mut block, &mut sections);
-                    while heading_stack.last().is_some_and(|(open, _)| *open >= level) {
-                        heading_stack.pop();
-                    }
-                    heading_stack.push((level, title));
-                    sections.push(Section {
-                        headings: heading_stack
-                            .iter()
-                            .map(|(_, title)| title.clone())
-                            .collect(),
-                        blocks: Vec::new(),
-                    });
-                    continue;
+            if !in_fence && let Some((level, title)) = markdown_heading(line) {
+                flush(&mut block, &mut sections);
+                while heading_stack.last().is_some_and(|(open, _)| *open >= level) {
+                    heading_stack.pop();
                 }
+                heading_stack.push((level, title));
+                sections.push(Section {
+                    headings: heading_stack
+                        .iter()
+                        .map(|(_, title)| title.clone())
+                        .collect(),
+                    blocks: Vec::new(),
+                });
+                continue;
             }
             if line.trim().is_empty() && !in_fence {
                 flush(&mut block, &mut sections);

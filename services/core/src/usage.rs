@@ -172,16 +172,17 @@ pub fn check_monthly_limits(
             });
         }
     }
-    if let Some(budget) = &limits.monthly_budget {
-        if budget.hard_cap && spent_micros >= budget.amount_micros {
-            return Err(LimitReached {
-                limit: "monthly_budget".to_string(),
-                maximum: budget.amount_micros,
-                used: spent_micros,
-                period: "month",
-                resets_at: month.resets_at(),
-            });
-        }
+    if let Some(budget) = &limits.monthly_budget
+        && budget.hard_cap
+        && spent_micros >= budget.amount_micros
+    {
+        return Err(LimitReached {
+            limit: "monthly_budget".to_string(),
+            maximum: budget.amount_micros,
+            used: spent_micros,
+            period: "month",
+            resets_at: month.resets_at(),
+        });
     }
     Ok(())
 }

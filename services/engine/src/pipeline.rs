@@ -349,10 +349,10 @@ impl MemoryEngine {
         &self,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
-        if let Ok(mut cache) = self.query_embeddings.lock() {
-            if let Some(vector) = cache.get(query) {
-                return Ok((vector.clone(), 0));
-            }
+        if let Ok(mut cache) = self.query_embeddings.lock()
+            && let Some(vector) = cache.get(query)
+        {
+            return Ok((vector.clone(), 0));
         }
         let mut vectors = self
             .embedder

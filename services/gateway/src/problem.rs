@@ -172,7 +172,8 @@ pub struct ApiError {
     pub detail: String,
     pub errors: Vec<FieldError>,
     pub retry_after_seconds: Option<u64>,
-    pub limit: Option<LimitProblem>,
+    /// Boxed: rarely present, and it would make every handler's error large.
+    pub limit: Option<Box<LimitProblem>>,
 }
 
 impl ApiError {
@@ -284,7 +285,7 @@ impl IntoResponse for ApiError {
             detail: self.detail,
             request_id: None,
             errors: self.errors,
-            limit: self.limit,
+            limit: self.limit.map(|limit| *limit),
         };
         let mut response = (self.kind.status(), axum::Json(document)).into_response();
         response.headers_mut().insert(

@@ -89,12 +89,11 @@ impl SpendGuard {
     /// The project's limits, from the cache when fresh.
     pub async fn limits(&self, scope: &ProjectScope) -> Result<Arc<SpendLimits>, ApiError> {
         let project_id = scope.project_id();
-        if let Ok(cache) = self.limits.lock() {
-            if let Some((read_at, limits)) = cache.get(&project_id) {
-                if read_at.elapsed() < LIMITS_CACHE_TTL {
-                    return Ok(limits.clone());
-                }
-            }
+        if let Ok(cache) = self.limits.lock()
+            && let Some((read_at, limits)) = cache.get(&project_id)
+            && read_at.elapsed() < LIMITS_CACHE_TTL
+        {
+            return Ok(limits.clone());
         }
         let limits = Arc::new(
             self.storage
@@ -206,15 +205,13 @@ impl SpendGuard {
     ) -> Result<Arc<WrittenMonth>, ApiError> {
         let project_id = scope.project_id();
         let flushes_before_read = self.meter.flushes();
-        if let Ok(cache) = self.written.lock() {
-            if let Some(written) = cache.get(&project_id) {
-                if written.month == month
-                    && written.flushes == flushes_before_read
-                    && written.read_at.elapsed() < WRITTEN_USAGE_TTL
-                {
-                    return Ok(written.clone());
-                }
-            }
+        if let Ok(cache) = self.written.lock()
+            && let Some(written) = cache.get(&project_id)
+            && written.month == month
+            && written.flushes == flushes_before_read
+            && written.read_at.elapsed() < WRITTEN_USAGE_TTL
+        {
+            return Ok(written.clone());
         }
         let (costs, price_book) = self
             .storage
@@ -378,14 +375,14 @@ fn limit_problem(reached: LimitReached, currency: Option<String>) -> ApiError {
     let wait_seconds = (reached.resets_at - Utc::now()).num_seconds().max(1);
     let mut problem = ApiError::new(kind, detail);
     problem.retry_after_seconds = u64::try_from(wait_seconds).ok();
-    problem.limit = Some(LimitProblem {
+    problem.limit = Some(Box::new(LimitProblem {
         name: reached.limit,
         maximum: reached.maximum,
         used: reached.used,
         currency,
         period: reached.period.to_string(),
         resets_at: reached.resets_at,
-    });
+    }));
     problem
 }
 

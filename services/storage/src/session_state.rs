@@ -26,6 +26,18 @@ pub struct SessionStateEntry {
     pub updated_at: DateTime<Utc>,
 }
 
+/// A value to write and the condition it is written under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StateWrite<'a> {
+    pub value: serde_json::Value,
+    /// The end-user it belongs to (only set when the key is created).
+    pub user_id: Option<&'a str>,
+    /// Write only over this version.
+    pub expected: Option<i64>,
+    /// Write only when there is no value.
+    pub create_only: bool,
+}
+
 /// Why a conditional write did not happen.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StateWriteRefused {
@@ -91,11 +103,14 @@ impl Storage {
         scope: &ProjectScope,
         session_id: &str,
         key: &str,
-        value: serde_json::Value,
-        user_id: Option<&str>,
-        expected: Option<i64>,
-        create_only: bool,
+        write: StateWrite<'_>,
     ) -> Result<Result<(SessionStateEntry, bool), StateWriteRefused>, StorageError> {
+        let StateWrite {
+            value,
+            user_id,
+            expected,
+            create_only,
+        } = write;
         let _permit = self.write_permit().await;
         let transaction = self
             .connection

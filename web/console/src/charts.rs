@@ -23,7 +23,7 @@ pub fn group_digits(value: i64) -> String {
     let digits = value.unsigned_abs().to_string();
     let mut grouped = String::new();
     for (position, digit) in digits.chars().enumerate() {
-        if position > 0 && (digits.len() - position) % 3 == 0 {
+        if position > 0 && (digits.len() - position).is_multiple_of(3) {
             grouped.push(',');
         }
         grouped.push(digit);

@@ -287,10 +287,10 @@ async fn file_of(
         .await
         .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
         .ok_or_else(file_not_found)?;
-    if let Some(end_user) = principal.end_user() {
-        if file.user_id.as_deref() != Some(end_user.as_str()) {
-            return Err(file_not_found());
-        }
+    if let Some(end_user) = principal.end_user()
+        && file.user_id.as_deref() != Some(end_user.as_str())
+    {
+        return Err(file_not_found());
     }
     Ok(file)
 }

@@ -431,7 +431,7 @@ pub async fn search_memories(
         (max_results as usize) < requested && found >= max_results as usize
     });
     let omitted = found - results.len();
-    let recall_budget = (cut_by_count || omitted > 0).then(|| RecallBudgetView {
+    let recall_budget = (cut_by_count || omitted > 0).then_some(RecallBudgetView {
         max_results: recall.max_results,
         max_tokens: recall.max_tokens,
         omitted: omitted as u32,

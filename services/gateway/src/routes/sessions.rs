@@ -15,7 +15,9 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::{ExternalId, FieldError};
 use engram_engine::MemoryEngine;
-use engram_storage::session_state::{MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused};
+use engram_storage::session_state::{
+    MAX_KEYS_PER_SESSION, SessionStateEntry, StateWrite, StateWriteRefused,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -247,15 +249,13 @@ pub async fn put_session_state(
         .transpose()?;
     let user_id = principal.end_user_subject(user_id, "user_id")?;
     // An end-user token never writes over another end-user's value.
-    if let Some(existing) = engine
+    let existing = engine
         .storage()
         .session_state(&principal.scope, session_id.as_str(), key.as_str())
         .await
-        .map_err(storage_problem)?
-    {
-        if !visible(&principal, &existing) {
-            return Err(not_found());
-        }
+        .map_err(storage_problem)?;
+    if existing.is_some_and(|existing| !visible(&principal, &existing)) {
+        return Err(not_found());
     }
     let (entry, created) = engine
         .storage()
@@ -263,10 +263,12 @@ pub async fn put_session_state(
             &principal.scope,
             session_id.as_str(),
             key.as_str(),
-            body.value,
-            user_id.as_ref().map(ExternalId::as_str),
-            expected,
-            create_only,
+            StateWrite {
+                value: body.value,
+                user_id: user_id.as_ref().map(ExternalId::as_str),
+                expected,
+                create_only,
+            },
         )
         .await
         .map_err(storage_problem)?

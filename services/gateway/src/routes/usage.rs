@@ -427,7 +427,7 @@ impl SpendLimitsBody {
     /// The limits, or every problem, each named by its field.
     pub(crate) fn into_limits(self) -> Result<SpendLimits, Vec<FieldError>> {
         let mut errors = Vec::new();
-        let monthly_budget = self.monthly_budget.and_then(|budget| {
+        let monthly_budget = self.monthly_budget.map(|budget| {
             if budget.amount_micros < 0 {
                 errors.push(FieldError::new(
                     "monthly_budget.amount_micros",
@@ -465,20 +465,20 @@ impl SpendLimitsBody {
             }
             thresholds.sort_unstable();
             thresholds.dedup();
-            Some(MonthlyBudget {
+            MonthlyBudget {
                 amount_micros: budget.amount_micros,
                 currency,
                 alert_thresholds_percent: thresholds,
                 hard_cap: budget.hard_cap,
-            })
-        });
-        if let Some(per_minute) = self.requests_per_minute {
-            if !(1..=MAX_REQUESTS_PER_MINUTE).contains(&per_minute) {
-                errors.push(FieldError::new(
-                    "requests_per_minute",
-                    format!("must be between 1 and {MAX_REQUESTS_PER_MINUTE}"),
-                ));
             }
+        });
+        if let Some(per_minute) = self.requests_per_minute
+            && !(1..=MAX_REQUESTS_PER_MINUTE).contains(&per_minute)
+        {
+            errors.push(FieldError::new(
+                "requests_per_minute",
+                format!("must be between 1 and {MAX_REQUESTS_PER_MINUTE}"),
+            ));
         }
         let mut monthly_quotas = BTreeMap::new();
         for (unit_name, quota) in self.monthly_quotas {
@@ -497,21 +497,21 @@ impl SpendLimitsBody {
                 )),
             }
         }
-        if let Some(max_results) = self.recall.max_results {
-            if !(1..=MAX_TOP_K as u32).contains(&max_results) {
-                errors.push(FieldError::new(
-                    "recall.max_results",
-                    format!("must be between 1 and {MAX_TOP_K}"),
-                ));
-            }
+        if let Some(max_results) = self.recall.max_results
+            && !(1..=MAX_TOP_K as u32).contains(&max_results)
+        {
+            errors.push(FieldError::new(
+                "recall.max_results",
+                format!("must be between 1 and {MAX_TOP_K}"),
+            ));
         }
-        if let Some(max_tokens) = self.recall.max_tokens {
-            if !(1..=MAX_RECALL_TOKENS).contains(&max_tokens) {
-                errors.push(FieldError::new(
-                    "recall.max_tokens",
-                    format!("must be between 1 and {MAX_RECALL_TOKENS}"),
-                ));
-            }
+        if let Some(max_tokens) = self.recall.max_tokens
+            && !(1..=MAX_RECALL_TOKENS).contains(&max_tokens)
+        {
+            errors.push(FieldError::new(
+                "recall.max_tokens",
+                format!("must be between 1 and {MAX_RECALL_TOKENS}"),
+            ));
         }
         if !errors.is_empty() {
             return Err(errors);
