@@ -8,7 +8,6 @@ use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay,
 use engram_console::{ConsoleCaller, ConsoleError};
 use engram_core::ConsoleRole;
 use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_cost};
-use engram_storage::usage::UsageGranularity;
 use std::collections::BTreeMap;
 
 /// Units drawn per day, in the order the units are defined.
@@ -38,11 +37,7 @@ impl GatewayConsoleBackend {
             .and_hms_opt(0, 0, 0)
             .map(|at| at.and_utc())
             .unwrap_or(now);
-        let usage = self
-            .storage
-            .usage(&scope, range_start, range_end, UsageGranularity::Day)
-            .await
-            .map_err(internal)?;
+        // One read gives both: each cost row carries the day's quantity of its unit.
         let costs = self
             .storage
             .costs(&scope, range_start, range_end)
@@ -58,20 +53,19 @@ impl GatewayConsoleBackend {
                     .find_map(|row| row.price.as_ref().map(|p| p.currency.clone()))
             })
             .unwrap_or_else(|| DEFAULT_CURRENCY.to_string());
-        let in_currency = |row: &engram_storage::usage::CostRow| {
-            row.price
+        let mut quantities: BTreeMap<(chrono::NaiveDate, UsageUnit), i64> = BTreeMap::new();
+        let mut day_costs: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
+        for row in &costs {
+            *quantities
+                .entry((row.day.date_naive(), row.unit))
+                .or_default() += row.quantity;
+            if row
+                .price
                 .as_ref()
                 .is_some_and(|price| price.currency == currency)
-        };
-        let mut quantities: BTreeMap<(chrono::NaiveDate, UsageUnit), i64> = BTreeMap::new();
-        for row in &usage {
-            *quantities
-                .entry((row.period_start.date_naive(), row.unit))
-                .or_default() += row.quantity;
-        }
-        let mut day_costs: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
-        for row in costs.iter().filter(|row| in_currency(row)) {
-            *day_costs.entry(row.day.date_naive()).or_default() += row.cost_micros;
+            {
+                *day_costs.entry(row.day.date_naive()).or_default() += row.cost_micros;
+            }
         }
         let mut day_rows = Vec::new();
         let mut day = first_day;

@@ -199,6 +199,8 @@ pub async fn upload_file(
             ),
         )
     })?;
+    // Cut once here to refuse an oversized file and to check the quota before anything is
+    // stored; the runner cuts again (the same pure function) rather than storing the chunks.
     let chunk_count = chunk_file(format, &text, CHUNK_TARGET_CHARS).len();
     if chunk_count > MAX_CHUNKS_PER_FILE {
         return Err(ApiError::invalid(vec![FieldError::new(

@@ -136,17 +136,7 @@ pub async fn project_usage(
                 row.quantity
             ));
         }
-        return Ok((
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"usage.csv\"",
-                ),
-            ],
-            text,
-        )
-            .into_response());
+        return Ok(csv_attachment("usage.csv", text));
     }
     Ok(Json(UsageView {
         granularity: match granularity {
@@ -247,17 +237,7 @@ pub async fn project_costs(
                 row.cost_micros
             ));
         }
-        return Ok((
-            [
-                (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
-                (
-                    header::CONTENT_DISPOSITION,
-                    "attachment; filename=\"costs.csv\"",
-                ),
-            ],
-            text,
-        )
-            .into_response());
+        return Ok(csv_attachment("costs.csv", text));
     }
     Ok(Json(CostsView {
         from,
@@ -266,6 +246,19 @@ pub async fn project_costs(
         days,
     })
     .into_response())
+}
+
+/// CSV text as a download named `file_name`.
+fn csv_attachment(file_name: &'static str, text: String) -> Response {
+    let disposition = format!("attachment; filename=\"{file_name}\"");
+    (
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        text,
+    )
+        .into_response()
 }
 
 /// `from`/`to` days (inclusive, at most a year apart) as a half-open time range, and whether
