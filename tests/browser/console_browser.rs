@@ -497,6 +497,7 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         50_000
     );
     assert_eq!(limits.body["limits"]["monthly_budget"]["hard_cap"], true);
+    assert_eq!(limits.body["limits"]["monthly_quotas"]["file_bytes"], 1000);
     assert_eq!(client.search(json!({"query": "oud"})).await.status, 200);
     client
         .search(json!({"query": "geology"}))

@@ -46,6 +46,7 @@ await runSteps(async (browser) => {
       await owner.getByTestId('limits-currency').fill('USD');
       await owner.getByTestId('limits-alert_thresholds').fill('50, 80');
       await owner.getByTestId('limits-hard_cap').check();
+      await owner.getByTestId('limits-quota_file_bytes').fill('1000');
       await owner.getByTestId('limits-save').click();
       await owner.getByTestId('limits-saved').waitFor();
       const budgetLine = owner.getByTestId('burn-budget');
@@ -61,6 +62,8 @@ await runSteps(async (browser) => {
       await hydrated(owner);
       assert(await owner.getByTestId('limits-budget_amount').inputValue() === '0.05', 'kept after reload');
       assert(await owner.getByTestId('limits-hard_cap').isChecked(), 'hard cap kept');
+      assert(await owner.getByTestId('limits-quota_file_bytes').inputValue() === '1000', 'file quota kept');
+      assert((await owner.getByTestId('quota-file_bytes').textContent()).includes('1,000'), 'file quota listed');
     }],
     ['a bad amount is refused with a message and changes nothing', async () => {
       await owner.getByTestId('limits-budget_amount').fill('lots');

@@ -247,6 +247,7 @@ pub async fn save_limits(
     quota_memories_written: Option<String>,
     quota_searches: Option<String>,
     quota_tokens_embedded: Option<String>,
+    quota_file_bytes: Option<String>,
     recall_max_results: Option<String>,
     recall_max_tokens: Option<String>,
 ) -> Result<(), ConsoleError> {
@@ -261,6 +262,7 @@ pub async fn save_limits(
         quota_memories_written: text(quota_memories_written),
         quota_searches: text(quota_searches),
         quota_tokens_embedded: text(quota_tokens_embedded),
+        quota_file_bytes: text(quota_file_bytes),
         recall_max_results: text(recall_max_results),
         recall_max_tokens: text(recall_max_tokens),
     };

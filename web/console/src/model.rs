@@ -549,6 +549,7 @@ pub struct SpendLimitsForm {
     pub quota_memories_written: String,
     pub quota_searches: String,
     pub quota_tokens_embedded: String,
+    pub quota_file_bytes: String,
     pub recall_max_results: String,
     pub recall_max_tokens: String,
 }

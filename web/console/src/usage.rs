@@ -269,6 +269,7 @@ fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLim
                 {field("quota_memories_written", "Memories written per month", form.quota_memories_written, "no quota")}
                 {field("quota_searches", "Searches per month", form.quota_searches, "no quota")}
                 {field("quota_tokens_embedded", "Tokens embedded per month", form.quota_tokens_embedded, "no quota")}
+                {field("quota_file_bytes", "File bytes ingested per month", form.quota_file_bytes, "no quota")}
                 {field("recall_max_results", "Recall budget: most memories per search", form.recall_max_results, "no limit")}
                 {field("recall_max_tokens", "Recall budget: most tokens per search", form.recall_max_tokens, "no limit")}
                 {can_edit.then(|| view! { <button type="submit" data-testid="limits-save">"Save limits"</button> })}

@@ -178,6 +178,7 @@ impl GatewayConsoleBackend {
                 UsageUnit::MemoriesWritten,
                 UsageUnit::Searches,
                 UsageUnit::TokensEmbedded,
+                UsageUnit::FileBytes,
             ]
             .iter()
             .map(|unit| {
@@ -343,6 +344,11 @@ fn limits_body(form: &SpendLimitsForm) -> Result<SpendLimitsBody, ConsoleError> 
             &form.quota_tokens_embedded,
             "tokens embedded per month",
         ),
+        (
+            UsageUnit::FileBytes,
+            &form.quota_file_bytes,
+            "file bytes per month",
+        ),
     ] {
         if let Some(quota) = parse_number::<u64>(text, label)? {
             monthly_quotas.insert(unit.as_str().to_string(), quota);
@@ -394,6 +400,12 @@ fn limits_form(project_id: &str, limits: &SpendLimits) -> SpendLimitsForm {
             limits
                 .monthly_quotas
                 .get(&UsageUnit::TokensEmbedded)
+                .map(|value| value.to_string()),
+        ),
+        quota_file_bytes: text(
+            limits
+                .monthly_quotas
+                .get(&UsageUnit::FileBytes)
                 .map(|value| value.to_string()),
         ),
         recall_max_results: text(limits.recall.max_results.map(|value| value.to_string())),
