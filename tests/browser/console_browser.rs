@@ -200,22 +200,7 @@ async fn the_console_creates_revokes_and_rolls_api_keys() {
 #[tokio::test]
 async fn the_console_invites_re_roles_and_removes_members() {
     let server = TestServer::spawn().await.unwrap();
-    run_spec(
-        "members.spec.mjs",
-        vec![
-            ("ENGRAM_URL", server.base_url.clone()),
-            (
-                "ENGRAM_CONSOLE_EMAIL",
-                server.bootstrap.console_email.clone(),
-            ),
-            (
-                "ENGRAM_CONSOLE_PASSWORD",
-                server.bootstrap.console_password.clone(),
-            ),
-        ],
-        8,
-    )
-    .await;
+    run_spec("members.spec.mjs", owner_environment(&server), 8).await;
 }
 
 #[tokio::test]
@@ -337,22 +322,7 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
     client
         .add_one(json!({"content": "Sam likes jazz.", "user_id": "sam"}))
         .await;
-    run_spec(
-        "settings.spec.mjs",
-        vec![
-            ("ENGRAM_URL", server.base_url.clone()),
-            (
-                "ENGRAM_CONSOLE_EMAIL",
-                server.bootstrap.console_email.clone(),
-            ),
-            (
-                "ENGRAM_CONSOLE_PASSWORD",
-                server.bootstrap.console_password.clone(),
-            ),
-        ],
-        5,
-    )
-    .await;
+    run_spec("settings.spec.mjs", owner_environment(&server), 5).await;
     // What the browser set is what the API enforces.
     client
         .get(expired["id"].as_str().unwrap())
@@ -371,6 +341,21 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
         .send(client.request(reqwest::Method::GET, "/v1/audit?action=memory.expired"))
         .await;
     assert_eq!(expired_events.body["events"].as_array().unwrap().len(), 1);
+}
+
+/// The server's address and its owner's console sign-in, as every spec reads them.
+fn owner_environment(server: &TestServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("ENGRAM_URL", server.base_url.clone()),
+        (
+            "ENGRAM_CONSOLE_EMAIL",
+            server.bootstrap.console_email.clone(),
+        ),
+        (
+            "ENGRAM_CONSOLE_PASSWORD",
+            server.bootstrap.console_password.clone(),
+        ),
+    ]
 }
 
 /// Runs one browser spec of `tests/browser` with `environment` and returns its output,
@@ -464,26 +449,21 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
     }
     run_spec(
         "usage.spec.mjs",
-        vec![
-            ("ENGRAM_URL", server.base_url.clone()),
-            (
-                "ENGRAM_CONSOLE_EMAIL",
-                server.bootstrap.console_email.clone(),
-            ),
-            (
-                "ENGRAM_CONSOLE_PASSWORD",
-                server.bootstrap.console_password.clone(),
-            ),
-            ("ANALYST_EMAIL", "analyst@example.com".to_string()),
-            (
-                "ANALYST_PASSWORD",
-                analyst["password"].as_str().unwrap().to_string(),
-            ),
-            ("PROJECT_ID", server.bootstrap.project_id.clone()),
-            ("EXPECTED_SEARCHES", "4".to_string()),
-            ("EXPECTED_WRITES", "3".to_string()),
-            ("EXPECTED_COST_MICROS", (4 * 10_000 + 3 * 2_000).to_string()),
-        ],
+        [
+            owner_environment(&server),
+            vec![
+                ("ANALYST_EMAIL", "analyst@example.com".to_string()),
+                (
+                    "ANALYST_PASSWORD",
+                    analyst["password"].as_str().unwrap().to_string(),
+                ),
+                ("PROJECT_ID", server.bootstrap.project_id.clone()),
+                ("EXPECTED_SEARCHES", "4".to_string()),
+                ("EXPECTED_WRITES", "3".to_string()),
+                ("EXPECTED_COST_MICROS", (4 * 10_000 + 3 * 2_000).to_string()),
+            ],
+        ]
+        .concat(),
         7,
     )
     .await;

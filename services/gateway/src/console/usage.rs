@@ -82,7 +82,9 @@ impl GatewayConsoleBackend {
         }
         let range_cost_micros = day_costs.values().sum();
         let month = self.month_budget(&scope, &limits, &currency).await?;
-        let top_projects = self.top_projects(&account, &currency).await?;
+        let top_projects = self
+            .top_projects(&account, &currency, (project_id, month.spent_micros))
+            .await?;
         let project_name = top_projects
             .iter()
             .find(|project| project.project_id == project_id)
@@ -140,11 +142,10 @@ impl GatewayConsoleBackend {
             })
             .collect();
         let spent_micros = running;
-        let used = self
-            .storage
-            .month_usage(scope, month)
-            .await
-            .map_err(internal)?;
+        let mut used: BTreeMap<UsageUnit, i64> = BTreeMap::new();
+        for row in &costs {
+            *used.entry(row.unit).or_default() += row.quantity;
+        }
         let alerts = self
             .storage
             .budget_alerts(scope, month)
@@ -193,10 +194,12 @@ impl GatewayConsoleBackend {
     }
 
     /// Every project of the account's organization by this month's cost, highest first.
+    /// `shown` is the project on the page with the cost already computed for it.
     async fn top_projects(
         &self,
         account: &engram_storage::ConsoleAccountRecord,
         currency: &str,
+        shown: (&str, i64),
     ) -> Result<Vec<ProjectCost>, ConsoleError> {
         let month = BillingMonth::containing(Utc::now());
         let mut ranked = Vec::new();
@@ -206,7 +209,16 @@ impl GatewayConsoleBackend {
             .await
             .map_err(internal)?
         {
-            let scope = self.project_scope(account, &project.id.to_string()).await?;
+            let project_id = project.id.to_string();
+            if project_id == shown.0 {
+                ranked.push(ProjectCost {
+                    project_id,
+                    name: project.name,
+                    cost_micros: shown.1,
+                });
+                continue;
+            }
+            let scope = self.project_scope(account, &project_id).await?;
             let cost_micros = self
                 .storage
                 .costs(&scope, month.starts_at(), month.resets_at())
@@ -221,7 +233,7 @@ impl GatewayConsoleBackend {
                 .map(|row| row.cost_micros)
                 .sum();
             ranked.push(ProjectCost {
-                project_id: project.id.to_string(),
+                project_id,
                 name: project.name,
                 cost_micros,
             });
