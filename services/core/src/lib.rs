@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod audit;
+pub mod conversation;
 pub mod files;
 pub mod ids;
 pub mod limits;
