@@ -17,6 +17,7 @@ mod m0011_price_book;
 mod m0012_spend_limits;
 mod m0013_files;
 mod m0014_session_state;
+mod m0015_session_messages;
 
 pub struct Migrator;
 
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0012_spend_limits::Migration),
             Box::new(m0013_files::Migration),
             Box::new(m0014_session_state::Migration),
+            Box::new(m0015_session_messages::Migration),
         ]
     }
 }

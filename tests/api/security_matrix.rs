@@ -226,6 +226,18 @@ const ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
+        path: "/v1/sessions/matrix/messages",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/sessions/matrix/messages",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "GET",
         path: "/v1/project/limits",
         needs: Needs::Admin,
         success: 200,
@@ -274,6 +286,9 @@ fn body_for(route: &Route) -> Option<Value> {
         ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
         ("PUT", "/v1/project/limits") => Some(json!({"recall": {"max_results": 100}})),
         ("PUT", "/v1/sessions/matrix/state/{state}") => Some(json!({"value": {"step": 2}})),
+        ("POST", "/v1/sessions/matrix/messages") => Some(
+            json!({"user_id": "alice", "messages": [{"role": "user", "content": "Matrix message."}]}),
+        ),
         ("PUT", _) => Some(json!({"immutable": false})),
         ("POST", "/v1/end-user-tokens") => {
             Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))

@@ -1,6 +1,8 @@
 //! Test harness for the end-to-end suites: spawns the real `engram serve` binary on port 0
 //! with its own data dir, and offers a typed client for the public API.
 
+pub mod llm_stand_in;
+
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use serde_json::{Value, json};

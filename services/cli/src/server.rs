@@ -175,6 +175,11 @@ impl EmbeddedServer {
             EngineSettings {
                 index_wait: config.index_wait,
                 ledger: ledger_settings(config, &secrets),
+                llm: config
+                    .llm
+                    .as_ref()
+                    .map(crate::config::LlmConfig::engine_settings)
+                    .transpose()?,
                 ..Default::default()
             },
         ));
@@ -226,9 +231,16 @@ impl EmbeddedServer {
             ));
         }
 
-        // File ingest embeds, so it runs wherever the model is loaded: every gateway.
+        // File ingest and message derivation embed, so they run wherever the model is
+        // loaded: every gateway.
         background_tasks.push(tokio::spawn(
             engram_worker::file_ingest::run_file_ingest_runner(
+                engine.clone(),
+                shutdown_receiver.clone(),
+            ),
+        ));
+        background_tasks.push(tokio::spawn(
+            engram_worker::message_derivation::run_message_derivation_runner(
                 engine.clone(),
                 shutdown_receiver.clone(),
             ),

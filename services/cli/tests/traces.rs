@@ -48,6 +48,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         metering: true,
         server_secret: None,
         qdrant: engram_cli::config::QdrantArgs::embedded(),
+        llm: engram_cli::config::LlmArgs::none(),
         allow_unsafe_durability: false,
     };
     let server = EmbeddedServer::start(&EngramConfig::resolve(

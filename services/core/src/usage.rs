@@ -19,15 +19,22 @@ pub enum UsageUnit {
     MemoryDays,
     /// Bytes of uploaded files that were ingested (billed when the ingest succeeds).
     FileBytes,
+    /// Prompt tokens sent to the configured LLM (extraction, reconciliation), as the
+    /// provider counted them; per model in `GET /v1/usage`'s `llm_by_model`.
+    LlmTokensIn,
+    /// Completion tokens the LLM answered with, as the provider counted them.
+    LlmTokensOut,
 }
 
 impl UsageUnit {
-    pub const ALL: [UsageUnit; 5] = [
+    pub const ALL: [UsageUnit; 7] = [
         UsageUnit::MemoriesWritten,
         UsageUnit::Searches,
         UsageUnit::TokensEmbedded,
         UsageUnit::MemoryDays,
         UsageUnit::FileBytes,
+        UsageUnit::LlmTokensIn,
+        UsageUnit::LlmTokensOut,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -37,6 +44,8 @@ impl UsageUnit {
             UsageUnit::TokensEmbedded => "tokens_embedded",
             UsageUnit::MemoryDays => "memory_days",
             UsageUnit::FileBytes => "file_bytes",
+            UsageUnit::LlmTokensIn => "llm_tokens_in",
+            UsageUnit::LlmTokensOut => "llm_tokens_out",
         }
     }
 

@@ -30,6 +30,9 @@ pub enum EngineError {
     SubjectHeld {
         memory_ids: Vec<engram_core::MemoryId>,
     },
+    /// The configured LLM failed or answered something unusable.
+    #[error("{0}")]
+    LlmUnavailable(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

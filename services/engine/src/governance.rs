@@ -57,9 +57,10 @@ pub struct ErasureCounts {
     pub query_cache_entries: u64,
     /// Session state values that belonged to the subject.
     pub session_state: u64,
-    /// Session messages and recall events are not stored by this version; they are
-    /// reported so a receipt names every store the design has.
+    /// Conversation messages the subject's sessions held.
     pub session_messages: u64,
+    /// Recall events are not stored by this version; reported so a receipt names every
+    /// store the design has.
     pub recall_events: u64,
 }
 
@@ -71,6 +72,8 @@ pub struct ErasureVerification {
     pub history_entries_remaining: u64,
     pub idempotency_records_remaining: u64,
     pub index_points_remaining: u64,
+    #[serde(default)]
+    pub session_messages_remaining: u64,
 }
 
 /// One line of the ledger file.
@@ -125,7 +128,7 @@ pub struct DataGovernance {
     ledger: ErasureLedgerSettings,
     query_cache: Option<QueryCache>,
     /// Woken when this process queues a background task, so its runner starts at once.
-    pub task_queued: tokio::sync::Notify,
+    pub task_queued: Arc<tokio::sync::Notify>,
 }
 
 impl DataGovernance {
@@ -141,7 +144,7 @@ impl DataGovernance {
             applier,
             ledger,
             query_cache: None,
-            task_queued: tokio::sync::Notify::new(),
+            task_queued: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -273,6 +276,10 @@ impl DataGovernance {
             .storage
             .delete_session_state_of_subject(scope, user_id)
             .await?;
+        removed.session_messages = self
+            .storage
+            .delete_session_messages_of_subject(scope, user_id)
+            .await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = points_before;
@@ -290,15 +297,21 @@ impl DataGovernance {
             .subject_remains(scope, user_id, &erased_ids)
             .await?;
         let index_points_remaining = self.index.count_points(scope, Some(user_id)).await?;
+        let session_messages_remaining = self
+            .storage
+            .count_session_messages_of_subject(scope, user_id)
+            .await?;
         let verification = ErasureVerification {
             verified: remains.memories == 0
                 && remains.history_entries == 0
                 && remains.idempotency_records == 0
-                && index_points_remaining == 0,
+                && index_points_remaining == 0
+                && session_messages_remaining == 0,
             database_memories_remaining: remains.memories,
             history_entries_remaining: remains.history_entries,
             idempotency_records_remaining: remains.idempotency_records,
             index_points_remaining,
+            session_messages_remaining,
         };
         let digest_of_subject = self.subject_digest(scope, user_id);
         let mut receipt = ErasureReceipt {
@@ -314,10 +327,11 @@ impl DataGovernance {
         receipt.digest = receipt_digest(&receipt);
         if !verification.verified {
             return Err(EngineError::Internal(format!(
-                "erasure verification failed: {} memories, {} history entries, {} idempotency records and {} index points remain",
+                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages and {} index points remain",
                 remains.memories,
                 remains.history_entries,
                 remains.idempotency_records,
+                session_messages_remaining,
                 index_points_remaining
             )));
         }

@@ -1,9 +1,11 @@
 //! The memory pipeline: embed and store new memories with their outbox entries, apply them
 //! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
 
+pub mod derivation;
 mod error;
 pub mod governance;
 pub mod indexing;
+pub mod llm;
 mod pipeline;
 mod search;
 

@@ -25,6 +25,9 @@ pub struct EngineSettings {
     pub query_cache_entries: usize,
     /// Where erasures are remembered outside the database, and the subject digest key.
     pub ledger: crate::governance::ErasureLedgerSettings,
+    /// The LLM that extracts and reconciles memories from messages; `None`: messages
+    /// become episodic memories verbatim.
+    pub llm: Option<crate::llm::LlmSettings>,
 }
 
 impl Default for EngineSettings {
@@ -33,6 +36,7 @@ impl Default for EngineSettings {
             index_wait: Duration::from_secs(5),
             query_cache_entries: 10_000,
             ledger: Default::default(),
+            llm: None,
         }
     }
 }
@@ -65,6 +69,7 @@ pub struct MemoryEngine {
     pub(crate) settings: EngineSettings,
     pub(crate) query_embeddings: crate::governance::QueryCache,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
+    pub(crate) llm: Option<Arc<crate::llm::ChatModel>>,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -84,12 +89,19 @@ fn refuse_locked_memory(memory: &Memory) -> Result<(), EngineError> {
 }
 
 impl MemoryEngine {
+    /// The engine; an LLM whose HTTP client cannot be built is reported and left out.
     pub fn new(
         storage: Storage,
         index: Arc<dyn VectorIndex>,
         embedder: Arc<dyn Embedder>,
         settings: EngineSettings,
     ) -> Self {
+        let llm = settings.llm.clone().and_then(|llm_settings| {
+            crate::llm::ChatModel::new(llm_settings)
+                .map_err(|error| tracing::error!(%error, "the LLM cannot be used"))
+                .ok()
+                .map(Arc::new)
+        });
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
         let capacity =
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
@@ -112,7 +124,13 @@ impl MemoryEngine {
             settings,
             query_embeddings,
             governance,
+            llm,
         }
+    }
+
+    /// The configured LLM's model name, if any.
+    pub fn llm_model(&self) -> Option<&str> {
+        self.llm.as_deref().map(crate::llm::ChatModel::model)
     }
 
     pub fn storage(&self) -> &Storage {
@@ -178,6 +196,8 @@ impl MemoryEngine {
                 memory,
                 embedding,
                 embedding_model: model_id.clone(),
+                supersedes: None,
+                reason: None,
             })
             .collect();
         let outcome = self
@@ -198,7 +218,7 @@ impl MemoryEngine {
 
     /// Make the index reflect `touched` before answering, within `index_wait`; otherwise
     /// leave it to the background indexer. Returns whether the index is up to date.
-    async fn index_after_write(
+    pub(crate) async fn index_after_write(
         &self,
         scope: &ProjectScope,
         touched: &[MemoryId],

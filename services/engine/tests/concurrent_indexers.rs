@@ -31,6 +31,8 @@ fn draft(number: usize) -> MemoryDraft {
         },
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),
+        supersedes: None,
+        reason: None,
     }
 }
 

@@ -2,7 +2,9 @@
 //! rendering of it for `/docs` that needs no external scripts or fonts.
 
 use crate::problem::ProblemDocument;
-use crate::routes::{audit, end_user_tokens, files, governance, keys, memories, sessions, usage};
+use crate::routes::{
+    audit, end_user_tokens, files, governance, keys, memories, messages, sessions, usage,
+};
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
@@ -66,6 +68,8 @@ impl Modify for BearerApiKey {
         sessions::list_session_state,
         sessions::put_session_state,
         sessions::delete_session_state,
+        messages::add_messages,
+        messages::list_messages,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
@@ -79,14 +83,16 @@ impl Modify for BearerApiKey {
         usage::SpendLimitsBody, usage::MonthlyBudgetBody, usage::RecallBudgetBody, usage::SpendLimitsView,
         usage::MonthToDateView, usage::BudgetAlertView, crate::views::RecallBudgetView, crate::problem::LimitProblem,
         files::FileView, files::UploadedFileView,
-        sessions::SessionStateView, sessions::SessionStateListView, sessions::PutSessionStateBody
+        sessions::SessionStateView, sessions::SessionStateListView, sessions::PutSessionStateBody,
+        messages::AddMessagesBody, messages::MessageBody, messages::MessageView, messages::AddedMessagesView,
+        messages::MessagePageView, usage::LlmModelUsageView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
         (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"),
-        (name = "sessions", description = "Session state: versioned JSON values per session and key, for checkpoints"),
+        (name = "sessions", description = "Conversation history that becomes memories, and session state: versioned JSON values per session and key, for checkpoints"),
         (name = "files", description = "Plain-text and Markdown files ingested as memories in the background"),
         (name = "usage", description = "Metered units, costs, budgets and quotas per project (needs the `admin` scope)"),
         (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))

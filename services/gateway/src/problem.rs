@@ -249,6 +249,9 @@ impl From<EngineError> for ApiError {
                 ApiError::unavailable("the embedding model is unavailable".to_string())
             }
             EngineError::Locked(message) => ApiError::new(ProblemKind::MemoryLocked, message),
+            EngineError::LlmUnavailable(message) => {
+                ApiError::unavailable(format!("the LLM is unavailable: {message}"))
+            }
             EngineError::SubjectHeld { memory_ids } => {
                 let mut problem = ApiError::new(
                     ProblemKind::LegalHold,

@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod audit;
 pub mod console_sessions;
+pub mod conversations;
 mod entities;
 mod error;
 pub mod files;

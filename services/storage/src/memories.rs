@@ -26,6 +26,11 @@ pub struct MemoryDraft {
     pub memory: NewMemory,
     pub embedding: Vec<f32>,
     pub embedding_model: String,
+    /// An active memory this one replaces (reconciliation's SUPERSEDE): marked superseded
+    /// in the same transaction, unless it is immutable, on legal hold or no longer active.
+    pub supersedes: Option<MemoryId>,
+    /// Why it was stored, for its `created` history entry.
+    pub reason: Option<String>,
 }
 
 /// An `Idempotency-Key` presented with a write, and a digest of the request it came with.
@@ -340,6 +345,57 @@ async fn supersede_active_with_key(
     else {
         return Ok(None);
     };
+    mark_superseded(
+        transaction,
+        scope,
+        previous,
+        actor,
+        now,
+        format!("superseded by {superseded_by} (same key {key:?})"),
+    )
+    .await
+    .map(Some)
+}
+
+/// Mark one named active memory superseded (reconciliation decided the new memory replaces
+/// it); an immutable or held memory, or one no longer active, is left alone.
+async fn supersede_named_memory(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    target: MemoryId,
+    superseded_by: MemoryId,
+    actor: &str,
+    now: DateTime<Utc>,
+    reason: Option<&str>,
+) -> Result<Option<MemoryId>, StorageError> {
+    let Some(previous) = memories_of(scope)
+        .filter(memories::Column::Id.eq(target.as_uuid()))
+        .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+        .filter(memories::Column::Immutable.eq(false))
+        .filter(memories::Column::LegalHold.eq(false))
+        .one(transaction)
+        .await
+        .map_err(StorageError::from_db)?
+    else {
+        return Ok(None);
+    };
+    let why = match reason {
+        Some(reason) => format!("superseded by {superseded_by}: {reason}"),
+        None => format!("superseded by {superseded_by}"),
+    };
+    mark_superseded(transaction, scope, previous, actor, now, why)
+        .await
+        .map(Some)
+}
+
+async fn mark_superseded(
+    transaction: &DatabaseTransaction,
+    scope: &ProjectScope,
+    previous: memories::Model,
+    actor: &str,
+    now: DateTime<Utc>,
+    reason: String,
+) -> Result<MemoryId, StorageError> {
     let next_version = previous.version + 1;
     memories::Entity::update_many()
         .col_expr(
@@ -363,11 +419,11 @@ async fn supersede_active_with_key(
         "superseded",
         None,
         actor,
-        Some(format!("superseded by {superseded_by} (same key {key:?})")),
+        Some(reason),
     )
     .await?;
     enqueue_index_change(transaction, scope, previous_id).await?;
-    Ok(Some(previous_id))
+    Ok(previous_id)
 }
 
 impl Storage {
@@ -467,6 +523,21 @@ impl Storage {
                     superseded.push(previous_id.to_string());
                 }
             }
+            if let Some(target) = draft.supersedes
+                && let Some(previous_id) = supersede_named_memory(
+                    &transaction,
+                    scope,
+                    target,
+                    memory_id,
+                    &actor.label(),
+                    now,
+                    draft.reason.as_deref(),
+                )
+                .await?
+            {
+                touched.push(previous_id);
+                superseded.push(previous_id.to_string());
+            }
             let model = memories::ActiveModel {
                 id: Set(memory_id.as_uuid()),
                 organization_id: Set(scope.organization_id().as_uuid()),
@@ -524,7 +595,7 @@ impl Storage {
                 "created",
                 Some(draft.memory.content.clone()),
                 &actor.label(),
-                None,
+                draft.reason.clone(),
             )
             .await?;
             enqueue_index_change(&transaction, scope, memory_id).await?;

@@ -102,6 +102,8 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),
+        supersedes: None,
+        reason: None,
     }
 }
 
@@ -1469,3 +1471,248 @@ async fn spend_limits_alerts_and_daily_samples(storage: Storage) {
     assert_eq!(used.get(&UsageUnit::MemoryDays), Some(&4));
 }
 on_both_databases!(spend_limits_alerts_and_daily_samples);
+
+async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
+    use engram_core::conversation::MessageRole;
+    use engram_core::usage::UsageUnit;
+    use engram_storage::conversations::{LlmCallRecord, MessageBatch, NewMessage};
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let now = chrono::Utc::now();
+    let batch = |user: Option<&str>, texts: &[&str]| MessageBatch {
+        session_id: ExternalId::parse("s-1").unwrap(),
+        user_id: user.map(|user| ExternalId::parse(user).unwrap()),
+        agent_id: None,
+        messages: texts
+            .iter()
+            .map(|text| NewMessage {
+                role: MessageRole::User,
+                name: None,
+                content: text.to_string(),
+                memory_key: None,
+                sent_at: now,
+            })
+            .collect(),
+    };
+    let (first, task) = storage
+        .append_session_messages(
+            &scope,
+            batch(Some("ana"), &["one", "two", "three"]),
+            Some("key:k"),
+            None,
+        )
+        .await
+        .unwrap();
+    let task = task.expect("a derivation task is queued with the messages");
+    assert_eq!(task.kind, "message_derivation");
+    assert_eq!(task.progress_total, 3);
+    let (_, none) = storage
+        .append_session_messages(&scope, batch(None, &["four"]), None, None)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    let (page, cursor) = storage
+        .session_messages(&scope, "s-1", None, None, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.iter()
+            .map(|message| message.content.as_str())
+            .collect::<Vec<_>>(),
+        ["one", "two"]
+    );
+    let (rest, end) = storage
+        .session_messages(&scope, "s-1", None, cursor, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.iter()
+            .map(|message| message.content.as_str())
+            .collect::<Vec<_>>(),
+        ["three", "four"]
+    );
+    assert_eq!(end, None);
+    let earlier = storage
+        .messages_before(&scope, "s-1", rest[1].id, 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        earlier
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect::<Vec<_>>(),
+        ["two", "three"]
+    );
+    assert_eq!(
+        storage
+            .messages_of_batch(&scope, first[0].batch_id)
+            .await
+            .unwrap()
+            .len(),
+        3
+    );
+    let (foreign, _) = storage
+        .session_messages(&other_scope, "s-1", None, None, 10)
+        .await
+        .unwrap();
+    assert!(foreign.is_empty(), "another project sees no messages");
+    assert_eq!(
+        storage
+            .delete_session_messages_of_subject(&other_scope, "ana")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        storage
+            .delete_session_messages_of_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        storage
+            .count_session_messages_of_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        0
+    );
+
+    // LLM calls: per model, and the hourly counters agree with them.
+    for (model, tokens_in, tokens_out, succeeded) in [
+        ("small", 100, 20, true),
+        ("small", 50, 10, true),
+        ("large", 0, 0, false),
+    ] {
+        storage
+            .record_llm_call(
+                &scope,
+                &LlmCallRecord {
+                    credential: "key:k".to_string(),
+                    model: model.to_string(),
+                    purpose: "extraction".to_string(),
+                    tokens_in,
+                    tokens_out,
+                    duration_ms: 5,
+                    succeeded,
+                    at: now,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let by_model = storage
+        .llm_usage_by_model(
+            &scope,
+            now - chrono::Duration::hours(1),
+            now + chrono::Duration::hours(1),
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_model.len(), 2);
+    assert_eq!(
+        (
+            by_model[0].model.as_str(),
+            by_model[0].calls,
+            by_model[0].failed_calls
+        ),
+        ("large", 1, 1)
+    );
+    assert_eq!(
+        (
+            by_model[1].model.as_str(),
+            by_model[1].calls,
+            by_model[1].tokens_in,
+            by_model[1].tokens_out
+        ),
+        ("small", 2, 150, 30)
+    );
+    let used = storage
+        .month_usage(&scope, engram_core::usage::BillingMonth::containing(now))
+        .await
+        .unwrap();
+    assert_eq!(used.get(&UsageUnit::LlmTokensIn), Some(&150));
+    assert_eq!(used.get(&UsageUnit::LlmTokensOut), Some(&30));
+    assert!(
+        storage
+            .llm_usage_by_model(
+                &other_scope,
+                now - chrono::Duration::hours(1),
+                now + chrono::Duration::hours(1)
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A draft that names the memory it supersedes: the old one is superseded with the
+    // reason; an immutable one is left alone.
+    let stored = |outcome: InsertOutcome| match outcome {
+        InsertOutcome::Inserted { memories, .. } => memories,
+        InsertOutcome::Replayed { .. } => panic!("not a replay"),
+    };
+    let old = stored(
+        storage
+            .insert_memories(
+                &scope,
+                vec![draft("Lives in Berlin", Some("bo"), None)],
+                &system_actor(),
+                None,
+                |_| (201, String::new()),
+            )
+            .await
+            .unwrap(),
+    )
+    .remove(0);
+    let mut replacing = draft("Lives in Lisbon", Some("bo"), None);
+    replacing.supersedes = Some(old.id);
+    replacing.reason = Some("moved".to_string());
+    let new = stored(
+        storage
+            .insert_memories(&scope, vec![replacing], &system_actor(), None, |_| {
+                (201, String::new())
+            })
+            .await
+            .unwrap(),
+    )
+    .remove(0);
+    let old_now = storage.get_memory(&scope, old.id).await.unwrap();
+    assert_eq!(old_now.state, MemoryState::Superseded);
+    let history = storage.memory_history(&scope, old.id).await.unwrap();
+    let reason = history.last().unwrap().reason.clone().unwrap();
+    assert!(
+        reason.contains("moved") && reason.contains(&new.id.to_string()),
+        "{reason}"
+    );
+    assert_eq!(
+        storage.memory_history(&scope, new.id).await.unwrap()[0]
+            .reason
+            .as_deref(),
+        Some("moved")
+    );
+    storage
+        .set_memory_flags(
+            &scope,
+            new.id,
+            Some(true),
+            None,
+            Some("fixed"),
+            &system_actor(),
+        )
+        .await
+        .unwrap();
+    let mut over_immutable = draft("Lives in Porto", Some("bo"), None);
+    over_immutable.supersedes = Some(new.id);
+    storage
+        .insert_memories(&scope, vec![over_immutable], &system_actor(), None, |_| {
+            (201, String::new())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        storage.get_memory(&scope, new.id).await.unwrap().state,
+        MemoryState::Active,
+        "an immutable memory is never superseded"
+    );
+}
+on_both_databases!(conversation_history_llm_calls_and_named_supersede);

@@ -17,56 +17,22 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 const TASK_LEASE: Duration = Duration::from_secs(120);
-const IDLE_POLL: Duration = Duration::from_secs(1);
 /// Chunks embedded and stored per batch (one transaction, one progress update).
 const CHUNKS_PER_BATCH: usize = 16;
 
-pub async fn run_file_ingest_runner(
-    engine: Arc<MemoryEngine>,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        if *shutdown.borrow() {
-            break;
-        }
-        match engine
-            .storage()
-            .claim_next_task(&[FILE_INGEST_TASK], TASK_LEASE)
-            .await
-        {
-            Ok(Some(task)) => {
-                let outcome = ingest_claimed_file(&engine, &task).await;
-                let status = if outcome.is_ok() {
-                    "succeeded"
-                } else {
-                    "failed"
-                };
-                metrics::counter!(crate::tasks::TASKS_FINISHED_TOTAL, "kind" => FILE_INGEST_TASK, "status" => status)
-                    .increment(1);
-                if let Err(error) = &outcome {
-                    tracing::warn!(task_id = %task.id, %error, "file ingest failed");
-                }
-                if let Err(error) = engine.storage().finish_task(task.id, outcome).await {
-                    tracing::error!(task_id = %task.id, %error, "cannot record the end of a task");
-                }
-            }
-            Ok(None) => {
-                tokio::select! {
-                    _ = engine.governance().task_queued.notified() => {}
-                    _ = tokio::time::sleep(IDLE_POLL) => {}
-                    _ = shutdown.changed() => {}
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot claim a file-ingest task; retrying");
-                tokio::select! {
-                    _ = tokio::time::sleep(IDLE_POLL * 5) => {}
-                    _ = shutdown.changed() => {}
-                }
-            }
-        }
-    }
-    tracing::info!("file ingest runner stopped");
+pub async fn run_file_ingest_runner(engine: Arc<MemoryEngine>, shutdown: watch::Receiver<bool>) {
+    crate::tasks::serve_tasks(
+        engine.storage().clone(),
+        engine.governance().task_queued.clone(),
+        &[FILE_INGEST_TASK],
+        TASK_LEASE,
+        shutdown,
+        |task| {
+            let engine = engine.clone();
+            async move { ingest_claimed_file(&engine, &task).await }
+        },
+    )
+    .await;
 }
 
 async fn ingest_claimed_file(

@@ -3,9 +3,12 @@
 //! that dies leaves its task to whichever runner claims it after the lease.
 
 use engram_engine::DataGovernance;
+use engram_storage::Storage;
+use engram_storage::tasks::ClaimedTask;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 /// How long a claimed task stays with its runner without a progress write.
 const TASK_LEASE: Duration = Duration::from_secs(60);
@@ -15,22 +18,48 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(250);
 
 pub const TASKS_FINISHED_TOTAL: &str = "engram_tasks_finished_total";
 
-/// Run queued tasks until `shutdown` turns true. Wakes when a task is queued in this
-/// process, and once a second for tasks queued by other processes.
-pub async fn run_task_runner(engine: Arc<DataGovernance>, mut shutdown: watch::Receiver<bool>) {
+/// Claim and run tasks of `kinds` one at a time until `shutdown` turns true, recording
+/// each one's result or error. Wakes when `wake` is notified (a task queued in this
+/// process), and once a second for tasks queued by other processes.
+pub async fn serve_tasks<Run, Running>(
+    storage: Storage,
+    wake: Arc<Notify>,
+    kinds: &'static [&'static str],
+    lease: Duration,
+    mut shutdown: watch::Receiver<bool>,
+    run: Run,
+) where
+    Run: Fn(ClaimedTask) -> Running,
+    Running: Future<Output = Result<serde_json::Value, String>>,
+{
     loop {
         if *shutdown.borrow() {
             break;
         }
-        match engine
-            .storage()
-            .claim_next_task(&["subject_erasure"], TASK_LEASE)
-            .await
-        {
-            Ok(Some(task)) => run_claimed_task(&engine, task).await,
+        match storage.claim_next_task(kinds, lease).await {
+            Ok(Some(task)) => {
+                tracing::info!(task_id = %task.id, kind = %task.kind, "task started");
+                let task_id = task.id;
+                let kind = task.kind.clone();
+                let outcome = run(task).await;
+                let status = if outcome.is_ok() {
+                    "succeeded"
+                } else {
+                    "failed"
+                };
+                if let Err(error) = &outcome {
+                    tracing::warn!(%task_id, %error, "task failed");
+                }
+                metrics::counter!(TASKS_FINISHED_TOTAL, "kind" => kind, "status" => status)
+                    .increment(1);
+                if let Err(error) = storage.finish_task(task_id, outcome).await {
+                    // The lease runs out and another claim runs the (idempotent) task again.
+                    tracing::error!(%task_id, %error, "cannot record the end of a task");
+                }
+            }
             Ok(None) => {
                 tokio::select! {
-                    _ = engine.task_queued.notified() => {}
+                    _ = wake.notified() => {}
                     _ = tokio::time::sleep(IDLE_POLL) => {}
                     _ = shutdown.changed() => {}
                 }
@@ -44,29 +73,28 @@ pub async fn run_task_runner(engine: Arc<DataGovernance>, mut shutdown: watch::R
             }
         }
     }
-    tracing::info!("task runner stopped");
+    tracing::info!(?kinds, "task runner stopped");
 }
 
-async fn run_claimed_task(engine: &Arc<DataGovernance>, task: engram_storage::tasks::ClaimedTask) {
-    tracing::info!(task_id = %task.id, kind = %task.kind, "task started");
-    let outcome = match (task.kind.as_str(), task.subject.as_deref()) {
-        ("subject_erasure", Some(user_id)) => run_erasure(engine, &task, user_id).await,
-        _ => Err(format!("unknown task kind {:?}", task.kind)),
-    };
-    let status = if outcome.is_ok() {
-        "succeeded"
-    } else {
-        "failed"
-    };
-    if let Err(error) = &outcome {
-        tracing::warn!(task_id = %task.id, %error, "task failed");
-    }
-    metrics::counter!(TASKS_FINISHED_TOTAL, "kind" => task.kind.clone(), "status" => status)
-        .increment(1);
-    if let Err(error) = engine.storage().finish_task(task.id, outcome).await {
-        // The lease runs out and another claim runs the (idempotent) task again.
-        tracing::error!(task_id = %task.id, %error, "cannot record the end of a task");
-    }
+/// Run queued subject erasures until `shutdown` turns true.
+pub async fn run_task_runner(engine: Arc<DataGovernance>, shutdown: watch::Receiver<bool>) {
+    serve_tasks(
+        engine.storage().clone(),
+        engine.task_queued.clone(),
+        &["subject_erasure"],
+        TASK_LEASE,
+        shutdown,
+        |task| {
+            let engine = engine.clone();
+            async move {
+                match task.subject.as_deref() {
+                    Some(user_id) => run_erasure(&engine, &task, user_id).await,
+                    None => Err("the erasure task names no subject".to_string()),
+                }
+            }
+        },
+    )
+    .await;
 }
 
 async fn run_erasure(

@@ -6,6 +6,7 @@ pub mod files;
 pub mod governance;
 pub mod keys;
 pub mod memories;
+pub mod messages;
 pub mod service;
 pub mod sessions;
 pub mod usage;

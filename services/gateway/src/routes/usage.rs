@@ -60,6 +60,17 @@ pub struct UsageRowView {
     pub quantity: i64,
 }
 
+/// LLM calls and tokens of one model over the range.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct LlmModelUsageView {
+    pub model: String,
+    pub calls: i64,
+    /// Calls that failed (after retries); they carry no tokens.
+    pub failed_calls: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UsageView {
     pub granularity: String,
@@ -68,6 +79,9 @@ pub struct UsageView {
     #[schema(value_type = Object)]
     pub totals: BTreeMap<String, i64>,
     pub usage: Vec<UsageRowView>,
+    /// `llm_tokens_in` / `llm_tokens_out` per model (one row per model called).
+    #[serde(default)]
+    pub llm_by_model: Vec<LlmModelUsageView>,
 }
 
 fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate, FieldError> {
@@ -116,6 +130,20 @@ pub async fn project_usage(
     for row in &rows {
         *totals.entry(row.unit.as_str().to_string()).or_default() += row.quantity;
     }
+    let llm_by_model: Vec<LlmModelUsageView> = engine
+        .storage()
+        .llm_usage_by_model(&principal.scope, from, to)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
+        .into_iter()
+        .map(|usage| LlmModelUsageView {
+            model: usage.model,
+            calls: usage.calls,
+            failed_calls: usage.failed_calls,
+            tokens_in: usage.tokens_in,
+            tokens_out: usage.tokens_out,
+        })
+        .collect();
     let usage: Vec<UsageRowView> = rows
         .into_iter()
         .map(|row| UsageRowView {
@@ -148,6 +176,7 @@ pub async fn project_usage(
         to,
         totals,
         usage,
+        llm_by_model,
     })
     .into_response())
 }

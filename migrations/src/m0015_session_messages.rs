@@ -1,0 +1,176 @@
+//! Conversation history (`session_messages`, removed with the end-user it belongs to) and
+//! one row per LLM call (`llm_calls`: model, purpose, tokens in and out) for cost by model.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum SessionMessages {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    SessionId,
+    UserId,
+    AgentId,
+    Role,
+    Name,
+    Content,
+    MemoryKey,
+    SentAt,
+    CreatedAt,
+    BatchId,
+}
+
+#[derive(DeriveIden)]
+enum LlmCalls {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    Credential,
+    Model,
+    Purpose,
+    TokensIn,
+    TokensOut,
+    DurationMs,
+    Succeeded,
+    At,
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(SessionMessages::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(SessionMessages::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(SessionMessages::ProjectId).uuid().not_null())
+                    .col(
+                        ColumnDef::new(SessionMessages::SessionId)
+                            .string_len(255)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::UserId)
+                            .string_len(255)
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::AgentId)
+                            .string_len(255)
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::Role)
+                            .string_len(16)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(SessionMessages::Name).string_len(255).null())
+                    .col(ColumnDef::new(SessionMessages::Content).text().not_null())
+                    .col(
+                        ColumnDef::new(SessionMessages::MemoryKey)
+                            .string_len(255)
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::SentAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(SessionMessages::CreatedAt)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(SessionMessages::BatchId).uuid().not_null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("session_messages_in_order")
+                    .table(SessionMessages::Table)
+                    .col(SessionMessages::ProjectId)
+                    .col(SessionMessages::SessionId)
+                    .col(SessionMessages::Id)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("session_messages_by_user")
+                    .table(SessionMessages::Table)
+                    .col(SessionMessages::ProjectId)
+                    .col(SessionMessages::UserId)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_table(
+                Table::create()
+                    .table(LlmCalls::Table)
+                    .if_not_exists()
+                    .col(ColumnDef::new(LlmCalls::Id).uuid().not_null().primary_key())
+                    .col(ColumnDef::new(LlmCalls::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(LlmCalls::ProjectId).uuid().not_null())
+                    .col(
+                        ColumnDef::new(LlmCalls::Credential)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(LlmCalls::Model).string_len(255).not_null())
+                    .col(ColumnDef::new(LlmCalls::Purpose).string_len(32).not_null())
+                    .col(ColumnDef::new(LlmCalls::TokensIn).big_integer().not_null())
+                    .col(ColumnDef::new(LlmCalls::TokensOut).big_integer().not_null())
+                    .col(
+                        ColumnDef::new(LlmCalls::DurationMs)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(LlmCalls::Succeeded).boolean().not_null())
+                    .col(
+                        ColumnDef::new(LlmCalls::At)
+                            .timestamp_with_time_zone()
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("llm_calls_by_time")
+                    .table(LlmCalls::Table)
+                    .col(LlmCalls::ProjectId)
+                    .col(LlmCalls::At)
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_table(Table::drop().table(LlmCalls::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(SessionMessages::Table).to_owned())
+            .await
+    }
+}

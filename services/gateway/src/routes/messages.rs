@@ -1,0 +1,400 @@
+//! Conversation ingest: `POST /v1/sessions/{session_id}/messages` stores a batch of
+//! messages and (unless asked not to) derives memories from them in a background task it
+//! waits for; `GET` pages through the session's history in order.
+
+use crate::auth::{Authorized, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::extract::{JsonBody, QueryParams};
+use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::routes::governance::TaskView;
+use crate::spend_guard::SpendGuard;
+use crate::state::AppState;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use chrono::{DateTime, Utc};
+use engram_core::conversation::{MAX_MESSAGE_PAGE, MAX_MESSAGES_PER_CALL, MessageRole};
+use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_CONTENT_BYTES};
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{ExternalId, FieldError};
+use engram_engine::MemoryEngine;
+use engram_storage::conversations::{MessageBatch, NewMessage, SessionMessage};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use utoipa::{IntoParams, ToSchema};
+
+/// Longest a `POST …/messages` waits for its derivation before answering `202`.
+pub const DERIVATION_WAIT: Duration = Duration::from_secs(20);
+const DERIVATION_POLL: Duration = Duration::from_millis(20);
+
+pub fn router() -> Router<AppState> {
+    Router::new().route(
+        "/v1/sessions/{session_id}/messages",
+        post(add_messages).get(list_messages),
+    )
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageBody {
+    /// `user | assistant | system | tool`
+    pub role: String,
+    /// At most 32 KiB of UTF-8.
+    pub content: String,
+    /// Who spoke (a person's or a tool's name), 1–255 characters.
+    pub name: Option<String>,
+    /// When it was said (RFC 3339); default: when it arrived.
+    pub timestamp: Option<String>,
+    /// Without an LLM, the memory this message becomes gets this key: a later message with
+    /// the same key (same user and agent) supersedes it.
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddMessagesBody {
+    /// 1–100 messages, oldest first.
+    pub messages: Vec<MessageBody>,
+    /// The end-user the conversation is with (subject erasure removes the messages); an
+    /// end-user token sets its own.
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    /// Derive memories from the messages (default true): with an LLM configured, extracted
+    /// and reconciled facts; without one, each non-system message verbatim as an episodic
+    /// memory, duplicates skipped.
+    pub derive_memories: Option<bool>,
+    /// Wait for the derivation (default true, at most 20 s); `false` answers 202 at once.
+    pub wait: Option<bool>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessageView {
+    pub id: String,
+    pub session_id: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub role: String,
+    pub name: Option<String>,
+    pub content: String,
+    pub key: Option<String>,
+    pub timestamp: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<SessionMessage> for MessageView {
+    fn from(message: SessionMessage) -> Self {
+        Self {
+            id: message.id.to_string(),
+            session_id: message.session_id,
+            user_id: message.user_id,
+            agent_id: message.agent_id,
+            role: message.role,
+            name: message.name,
+            content: message.content,
+            key: message.memory_key,
+            timestamp: message.sent_at,
+            created_at: message.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct AddedMessagesView {
+    pub messages: Vec<MessageView>,
+    /// The derivation task (absent with `derive_memories: false`). When it has finished, its
+    /// `result` lists each decision: `{action: ADD|UPDATE|SUPERSEDE|DELETE|NOOP, memory_id,
+    /// replaces, content, reason}`, with the method (`llm` or `verbatim`) and LLM tokens.
+    pub derivation: Option<TaskView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct MessagePageView {
+    pub messages: Vec<MessageView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct ListMessagesQuery {
+    /// The page starts after this message id.
+    pub after: Option<String>,
+    /// 1–500, default 50.
+    pub limit: Option<u64>,
+}
+
+fn optional_id(
+    value: Option<&str>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> Option<ExternalId> {
+    value.and_then(|text| {
+        ExternalId::parse(text)
+            .map_err(|message| errors.push(FieldError::new(field, message)))
+            .ok()
+    })
+}
+
+fn parse_messages(
+    bodies: Vec<MessageBody>,
+    now: DateTime<Utc>,
+    errors: &mut Vec<FieldError>,
+) -> Vec<NewMessage> {
+    if bodies.is_empty() {
+        errors.push(FieldError::new("messages", "send at least one message"));
+    }
+    if bodies.len() > MAX_MESSAGES_PER_CALL {
+        errors.push(FieldError::new(
+            "messages",
+            format!(
+                "at most {MAX_MESSAGES_PER_CALL} messages per call, got {}",
+                bodies.len()
+            ),
+        ));
+        return Vec::new();
+    }
+    let mut messages = Vec::with_capacity(bodies.len());
+    for (index, body) in bodies.into_iter().enumerate() {
+        let field = |name: &str| format!("messages[{index}].{name}");
+        let role = body
+            .role
+            .parse::<MessageRole>()
+            .map_err(|message| errors.push(FieldError::new(field("role"), message)))
+            .ok();
+        if body.content.trim().is_empty() {
+            errors.push(FieldError::new(field("content"), "must not be empty"));
+        } else if body.content.len() > MAX_CONTENT_BYTES {
+            errors.push(FieldError::new(
+                field("content"),
+                format!(
+                    "at most {MAX_CONTENT_BYTES} bytes, got {}",
+                    body.content.len()
+                ),
+            ));
+        }
+        let name = optional_id(body.name.as_deref(), &field("name"), errors);
+        let memory_key = optional_id(body.key.as_deref(), &field("key"), errors);
+        let sent_at = match body.timestamp.as_deref() {
+            None => Some(now),
+            Some(text) => DateTime::parse_from_rfc3339(text.trim())
+                .map(|at| at.with_timezone(&Utc))
+                .map_err(|_| {
+                    errors.push(FieldError::new(
+                        field("timestamp"),
+                        "expected an RFC 3339 time such as 2026-11-30T09:15:00Z",
+                    ))
+                })
+                .ok(),
+        };
+        if let (Some(role), Some(sent_at)) = (role, sent_at) {
+            messages.push(NewMessage {
+                role,
+                name: name.map(ExternalId::into_string),
+                content: body.content,
+                memory_key,
+                sent_at,
+            });
+        }
+    }
+    messages
+}
+
+fn storage_problem(error: engram_storage::StorageError) -> ApiError {
+    ApiError::from(engram_engine::EngineError::from(error))
+}
+
+/// Store messages of a session; derive memories from them. `201` with the finished
+/// derivation (or none), `202` with its task when it is still running (poll
+/// `GET /v1/tasks/{id}`). A failed derivation (the LLM down) keeps the messages: the task
+/// says why.
+#[utoipa::path(post, path = "/v1/sessions/{session_id}/messages", tag = "sessions",
+    params(("session_id" = String, Path)),
+    request_body = AddMessagesBody,
+    responses((status = 201, body = AddedMessagesView), (status = 202, body = AddedMessagesView),
+        (status = 403, description = "The API key lacks the `memories:write` scope", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:write"])))]
+pub async fn add_messages(
+    principal: Authorized<MemoriesWrite>,
+    State(engine): State<Arc<MemoryEngine>>,
+    State(spend_guard): State<Arc<SpendGuard>>,
+    Path(session_id): Path<String>,
+    body: JsonBody<AddMessagesBody>,
+) -> Result<Response, ApiError> {
+    let body = body.value;
+    let mut errors = Vec::new();
+    let session_id = ExternalId::parse(&session_id)
+        .map_err(|message| errors.push(FieldError::new("path.session_id", message)))
+        .ok();
+    let user_id = optional_id(body.user_id.as_deref(), "user_id", &mut errors);
+    let agent_id = optional_id(body.agent_id.as_deref(), "agent_id", &mut errors);
+    let mut messages = parse_messages(body.messages, Utc::now(), &mut errors);
+    let (Some(session_id), true) = (session_id, errors.is_empty()) else {
+        return Err(ApiError::invalid(errors));
+    };
+    let user_id = principal.end_user_subject(user_id, "user_id")?;
+    // Masked (or refused) before anything is stored or sent to an LLM.
+    let mut contents: Vec<String> = messages
+        .iter()
+        .map(|message| message.content.clone())
+        .collect();
+    engine
+        .governance()
+        .redact_personal_data(&principal.scope, &mut contents, |index| {
+            format!("messages[{index}].content")
+        })
+        .await?;
+    for (message, content) in messages.iter_mut().zip(contents) {
+        message.content = content;
+    }
+    let derive = body.derive_memories.unwrap_or(true);
+    if derive {
+        let mut planned = vec![
+            PlannedSpend {
+                unit: UsageUnit::MemoriesWritten,
+                quantity: messages.len() as u64,
+            },
+            PlannedSpend {
+                unit: UsageUnit::TokensEmbedded,
+                quantity: 1,
+            },
+        ];
+        // What the LLM will spend is known only after it answered: a quota on its tokens
+        // refuses once it is used up.
+        if engine.llm_model().is_some() {
+            planned.extend([
+                PlannedSpend {
+                    unit: UsageUnit::LlmTokensIn,
+                    quantity: 1,
+                },
+                PlannedSpend {
+                    unit: UsageUnit::LlmTokensOut,
+                    quantity: 1,
+                },
+            ]);
+        }
+        spend_guard.admit(&principal.scope, &planned).await?;
+    }
+    let credential = principal.usage_credential();
+    let (stored, task) = engine
+        .storage()
+        .append_session_messages(
+            &principal.scope,
+            MessageBatch {
+                session_id,
+                user_id,
+                agent_id,
+                messages,
+            },
+            derive.then_some(credential.as_str()),
+            principal.origin.request_id.as_deref(),
+        )
+        .await
+        .map_err(storage_problem)?;
+    let mut task = task;
+    if let Some(queued) = &task {
+        engine.governance().task_queued.notify_waiters();
+        if body.wait.unwrap_or(true) {
+            task = Some(wait_for_task(&engine, &principal, queued.id).await?);
+        }
+    }
+    let finished = task
+        .as_ref()
+        .is_none_or(|task| task.status == "succeeded" || task.status == "failed");
+    let status = if finished {
+        StatusCode::CREATED
+    } else {
+        StatusCode::ACCEPTED
+    };
+    let location = task.as_ref().map(|task| format!("/v1/tasks/{}", task.id));
+    let mut response = (
+        status,
+        Json(AddedMessagesView {
+            messages: stored.into_iter().map(MessageView::from).collect(),
+            derivation: task.map(TaskView::from),
+        }),
+    )
+        .into_response();
+    if let Some(location) = location
+        && let Ok(value) = HeaderValue::from_str(&location)
+    {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// The task as it is when it finishes or [`DERIVATION_WAIT`] runs out.
+async fn wait_for_task(
+    engine: &MemoryEngine,
+    principal: &ProjectPrincipal,
+    task_id: uuid::Uuid,
+) -> Result<engram_storage::tasks::TaskRecord, ApiError> {
+    let deadline = tokio::time::Instant::now() + DERIVATION_WAIT;
+    loop {
+        let task = engine
+            .storage()
+            .task(&principal.scope, task_id)
+            .await
+            .map_err(storage_problem)?
+            .ok_or_else(|| ApiError::new(ProblemKind::Internal, "the derivation task vanished"))?;
+        let finished = task.status == "succeeded" || task.status == "failed";
+        if finished || tokio::time::Instant::now() >= deadline {
+            return Ok(task);
+        }
+        tokio::time::sleep(DERIVATION_POLL).await;
+    }
+}
+
+/// A session's messages in the order they were stored (an end-user token sees its own).
+#[utoipa::path(get, path = "/v1/sessions/{session_id}/messages", tag = "sessions",
+    params(("session_id" = String, Path), ListMessagesQuery),
+    responses((status = 200, body = MessagePageView),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
+pub async fn list_messages(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(session_id): Path<String>,
+    QueryParams(query): QueryParams<ListMessagesQuery>,
+) -> Result<Json<MessagePageView>, ApiError> {
+    let mut errors = Vec::new();
+    let session_id = ExternalId::parse(&session_id)
+        .map_err(|message| errors.push(FieldError::new("path.session_id", message)))
+        .ok();
+    let after = query.after.as_deref().and_then(|text| {
+        text.parse::<uuid::Uuid>()
+            .map_err(|_| {
+                errors.push(FieldError::new(
+                    "after",
+                    "expected a message id from next_cursor",
+                ))
+            })
+            .ok()
+    });
+    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if !(1..=MAX_MESSAGE_PAGE).contains(&limit) {
+        errors.push(FieldError::new(
+            "limit",
+            format!("must be between 1 and {MAX_MESSAGE_PAGE}"),
+        ));
+    }
+    let (Some(session_id), true) = (session_id, errors.is_empty()) else {
+        return Err(ApiError::invalid(errors));
+    };
+    let (page, cursor) = engine
+        .storage()
+        .session_messages(
+            &principal.scope,
+            session_id.as_str(),
+            principal.end_user().map(ExternalId::as_str),
+            after,
+            limit,
+        )
+        .await
+        .map_err(storage_problem)?;
+    Ok(Json(MessagePageView {
+        messages: page.into_iter().map(MessageView::from).collect(),
+        next_cursor: cursor.map(|id| id.to_string()),
+    }))
+}

@@ -1,0 +1,422 @@
+//! Conversation history of a session (stored with the derivation task that turns it into
+//! memories, in one transaction, so an acknowledged message is never lost), paged in order,
+//! removed with the end-user it belongs to; and the record of every LLM call with its tokens.
+
+use crate::entities::{llm_calls, session_messages, tasks, usage_hourly};
+use crate::tasks::TaskRecord;
+use crate::usage::hour_start;
+use crate::{Storage, StorageError};
+use chrono::{DateTime, Utc};
+use engram_core::conversation::MessageRole;
+use engram_core::usage::UsageUnit;
+use engram_core::{ExternalId, ProjectScope};
+use sea_orm::sea_query::{Expr, OnConflict};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    TransactionTrait,
+};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// The task kind that derives memories from a batch of messages.
+pub const MESSAGE_DERIVATION_TASK: &str = "message_derivation";
+
+/// A message to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage {
+    pub role: MessageRole,
+    pub name: Option<String>,
+    pub content: String,
+    /// Without an LLM the message is stored verbatim as a memory with this key, superseding
+    /// the active memory with the same key.
+    pub memory_key: Option<ExternalId>,
+    /// When it was said (the caller's timestamp, else when it arrived).
+    pub sent_at: DateTime<Utc>,
+}
+
+/// Messages of one call, with the subject they belong to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageBatch {
+    pub session_id: ExternalId,
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub messages: Vec<NewMessage>,
+}
+
+/// A stored message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionMessage {
+    pub id: Uuid,
+    pub session_id: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub role: String,
+    pub name: Option<String>,
+    pub content: String,
+    pub memory_key: Option<String>,
+    pub sent_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub batch_id: Uuid,
+}
+
+/// What a derivation task works on: the batch and who pays for the work. Kept in the
+/// task's `subject` column as `<batch id> <credential>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivationSubject {
+    pub batch_id: Uuid,
+    pub credential: String,
+}
+
+impl DerivationSubject {
+    pub fn encode(&self) -> String {
+        format!("{} {}", self.batch_id, self.credential)
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        let (batch_id, credential) = text.split_once(' ')?;
+        Some(Self {
+            batch_id: batch_id.parse().ok()?,
+            credential: credential.to_string(),
+        })
+    }
+}
+
+/// One call to the LLM, as recorded for cost by model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmCallRecord {
+    /// `key:<id>`, `end_user` or `system`: who is billed.
+    pub credential: String,
+    pub model: String,
+    /// `extraction`, `reconciliation`, …
+    pub purpose: String,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+    pub duration_ms: i64,
+    pub succeeded: bool,
+    pub at: DateTime<Utc>,
+}
+
+/// LLM usage of one model over a range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LlmModelUsage {
+    pub model: String,
+    pub calls: i64,
+    pub failed_calls: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
+}
+
+fn message(model: session_messages::Model) -> SessionMessage {
+    SessionMessage {
+        id: model.id,
+        session_id: model.session_id,
+        user_id: model.user_id,
+        agent_id: model.agent_id,
+        role: model.role,
+        name: model.name,
+        content: model.content,
+        memory_key: model.memory_key,
+        sent_at: model.sent_at,
+        created_at: model.created_at,
+        batch_id: model.batch_id,
+    }
+}
+
+fn messages_of(scope: &ProjectScope) -> sea_orm::Select<session_messages::Entity> {
+    session_messages::Entity::find()
+        .filter(session_messages::Column::ProjectId.eq(scope.project_id().as_uuid()))
+}
+
+impl Storage {
+    /// Store a batch of messages, and with `derive_for` (the credential billed) the task
+    /// that derives memories from them, in one transaction.
+    pub async fn append_session_messages(
+        &self,
+        scope: &ProjectScope,
+        batch: MessageBatch,
+        derive_for: Option<&str>,
+        request_id: Option<&str>,
+    ) -> Result<(Vec<SessionMessage>, Option<TaskRecord>), StorageError> {
+        let _permit = self.write_permit().await;
+        let now = Utc::now();
+        let batch_id = Uuid::now_v7();
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut ids = Vec::with_capacity(batch.messages.len());
+        for new_message in &batch.messages {
+            let id = Uuid::now_v7();
+            ids.push(id);
+            session_messages::Entity::insert(session_messages::ActiveModel {
+                id: Set(id),
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                session_id: Set(batch.session_id.as_str().to_string()),
+                user_id: Set(batch.user_id.as_ref().map(|id| id.as_str().to_string())),
+                agent_id: Set(batch.agent_id.as_ref().map(|id| id.as_str().to_string())),
+                role: Set(new_message.role.as_str().to_string()),
+                name: Set(new_message.name.clone()),
+                content: Set(new_message.content.clone()),
+                memory_key: Set(new_message
+                    .memory_key
+                    .as_ref()
+                    .map(|key| key.as_str().to_string())),
+                sent_at: Set(new_message.sent_at),
+                created_at: Set(now),
+                batch_id: Set(batch_id),
+            })
+            .exec_without_returning(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        }
+        let task_id = Uuid::now_v7();
+        if let Some(credential) = derive_for {
+            tasks::Entity::insert(tasks::ActiveModel {
+                id: Set(task_id),
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                kind: Set(MESSAGE_DERIVATION_TASK.to_string()),
+                subject: Set(Some(
+                    DerivationSubject {
+                        batch_id,
+                        credential: credential.to_string(),
+                    }
+                    .encode(),
+                )),
+                status: Set("queued".to_string()),
+                progress_done: Set(0),
+                progress_total: Set(i64::try_from(batch.messages.len()).unwrap_or(0)),
+                result: Set(None),
+                error: Set(None),
+                request_id: Set(request_id.map(str::to_string)),
+                created_at: Set(now),
+                updated_at: Set(now),
+                claimed_until: Set(None),
+            })
+            .exec_without_returning(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        let stored = self.messages_of_batch(scope, batch_id).await?;
+        let task = match derive_for {
+            Some(_) => Some(
+                self.task(scope, task_id)
+                    .await?
+                    .ok_or(StorageError::NotFound)?,
+            ),
+            None => None,
+        };
+        Ok((stored, task))
+    }
+
+    /// The messages of one call, in the order they were sent.
+    pub async fn messages_of_batch(
+        &self,
+        scope: &ProjectScope,
+        batch_id: Uuid,
+    ) -> Result<Vec<SessionMessage>, StorageError> {
+        Ok(messages_of(scope)
+            .filter(session_messages::Column::BatchId.eq(batch_id))
+            .order_by_asc(session_messages::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(message)
+            .collect())
+    }
+
+    /// Up to `limit` messages of the session before message `before`, oldest first (the
+    /// conversation a new batch continues).
+    pub async fn messages_before(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+        before: Uuid,
+        limit: u64,
+    ) -> Result<Vec<SessionMessage>, StorageError> {
+        let mut earlier: Vec<SessionMessage> = messages_of(scope)
+            .filter(session_messages::Column::SessionId.eq(session_id))
+            .filter(session_messages::Column::Id.lt(before))
+            .order_by_desc(session_messages::Column::Id)
+            .limit(limit)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(message)
+            .collect();
+        earlier.reverse();
+        Ok(earlier)
+    }
+
+    /// A page of a session's history in the order it was stored, after message `after`;
+    /// with `user_id`, only that end-user's messages. The cursor is the last message's id
+    /// when more follow.
+    pub async fn session_messages(
+        &self,
+        scope: &ProjectScope,
+        session_id: &str,
+        user_id: Option<&str>,
+        after: Option<Uuid>,
+        limit: u64,
+    ) -> Result<(Vec<SessionMessage>, Option<Uuid>), StorageError> {
+        let mut query = messages_of(scope)
+            .filter(session_messages::Column::SessionId.eq(session_id))
+            .order_by_asc(session_messages::Column::Id)
+            .limit(limit + 1);
+        if let Some(user_id) = user_id {
+            query = query.filter(session_messages::Column::UserId.eq(user_id));
+        }
+        if let Some(after) = after {
+            query = query.filter(session_messages::Column::Id.gt(after));
+        }
+        let mut page: Vec<SessionMessage> = query
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(message)
+            .collect();
+        let more = page.len() as u64 > limit;
+        page.truncate(limit as usize);
+        let cursor = if more {
+            page.last().map(|last| last.id)
+        } else {
+            None
+        };
+        Ok((page, cursor))
+    }
+
+    /// Remove every message of an end-user in the project (subject erasure).
+    pub async fn delete_session_messages_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let deleted = session_messages::Entity::delete_many()
+            .filter(session_messages::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(session_messages::Column::UserId.eq(user_id))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(deleted.rows_affected)
+    }
+
+    /// Messages of an end-user still stored (erasure verification).
+    pub async fn count_session_messages_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        use sea_orm::PaginatorTrait;
+        messages_of(scope)
+            .filter(session_messages::Column::UserId.eq(user_id))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// Record one LLM call and bill its tokens, in one transaction (so the per-model record
+    /// and the hourly rollup can never disagree).
+    pub async fn record_llm_call(
+        &self,
+        scope: &ProjectScope,
+        call: &LlmCallRecord,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        llm_calls::Entity::insert(llm_calls::ActiveModel {
+            id: Set(Uuid::now_v7()),
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            credential: Set(call.credential.clone()),
+            model: Set(call.model.clone()),
+            purpose: Set(call.purpose.clone()),
+            tokens_in: Set(call.tokens_in),
+            tokens_out: Set(call.tokens_out),
+            duration_ms: Set(call.duration_ms),
+            succeeded: Set(call.succeeded),
+            at: Set(call.at),
+        })
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+        for (unit, quantity) in [
+            (UsageUnit::LlmTokensIn, call.tokens_in),
+            (UsageUnit::LlmTokensOut, call.tokens_out),
+        ] {
+            if quantity <= 0 {
+                continue;
+            }
+            usage_hourly::Entity::insert(usage_hourly::ActiveModel {
+                organization_id: Set(scope.organization_id().as_uuid()),
+                project_id: Set(scope.project_id().as_uuid()),
+                credential: Set(call.credential.clone()),
+                unit: Set(unit.as_str().to_string()),
+                hour_start: Set(hour_start(call.at)),
+                quantity: Set(quantity),
+            })
+            .on_conflict(
+                OnConflict::columns([
+                    usage_hourly::Column::ProjectId,
+                    usage_hourly::Column::HourStart,
+                    usage_hourly::Column::Unit,
+                    usage_hourly::Column::Credential,
+                ])
+                .value(
+                    usage_hourly::Column::Quantity,
+                    Expr::col((usage_hourly::Entity, usage_hourly::Column::Quantity)).add(quantity),
+                )
+                .to_owned(),
+            )
+            .exec_without_returning(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        }
+        transaction.commit().await.map_err(StorageError::from_db)
+    }
+
+    /// LLM calls and tokens per model from `from` (inclusive) to `to` (exclusive).
+    pub async fn llm_usage_by_model(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<LlmModelUsage>, StorageError> {
+        let calls = llm_calls::Entity::find()
+            .filter(llm_calls::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(llm_calls::Column::At.gte(from))
+            .filter(llm_calls::Column::At.lt(to))
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut per_model: BTreeMap<String, LlmModelUsage> = BTreeMap::new();
+        for call in calls {
+            let usage = per_model
+                .entry(call.model.clone())
+                .or_insert_with(|| LlmModelUsage {
+                    model: call.model.clone(),
+                    calls: 0,
+                    failed_calls: 0,
+                    tokens_in: 0,
+                    tokens_out: 0,
+                });
+            usage.calls += 1;
+            if !call.succeeded {
+                usage.failed_calls += 1;
+            }
+            usage.tokens_in += call.tokens_in;
+            usage.tokens_out += call.tokens_out;
+        }
+        Ok(per_model.into_values().collect())
+    }
+}
