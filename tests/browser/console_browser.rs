@@ -390,8 +390,40 @@ async fn run_spec(spec: &str, environment: Vec<(&str, String)>, expected_steps: 
 
 #[tokio::test]
 async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enforces() {
-    let server = TestServer::spawn().await.unwrap();
+    // TEST DOUBLE for the third-party LLM provider: it finds nothing worth remembering, and
+    // reports the tokens the usage page must show for its model.
+    let stand_in = engram_tests::llm_stand_in::LlmStandIn::start(|_| {
+        engram_tests::llm_stand_in::ScriptedReply::Json {
+            content: json!({"memories": []}),
+            prompt_tokens: 1234,
+            completion_tokens: 56,
+        }
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+        ],
+    )
+    .await
+    .unwrap();
     let client = server.client();
+    let derived = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/sessions/chat/messages")
+                .json(&json!({"user_id": "noor", "messages": [{"role": "user", "content": "Hello there."}]})),
+        )
+        .await;
+    assert_eq!(
+        derived.body["derivation"]["status"], "succeeded",
+        "{}",
+        derived.body
+    );
     let data_dir = server.data_dir.display().to_string();
     // 0.01 USD a search, 0.002 USD a memory written, from three days ago.
     for (unit, price) in [("searches", "0.01"), ("memories_written", "0.002")] {
@@ -461,6 +493,7 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
                 ("EXPECTED_SEARCHES", "4".to_string()),
                 ("EXPECTED_WRITES", "3".to_string()),
                 ("EXPECTED_COST_MICROS", (4 * 10_000 + 3 * 2_000).to_string()),
+                ("LLM_MODEL", "stand-in-chat".to_string()),
             ],
         ]
         .concat(),

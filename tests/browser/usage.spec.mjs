@@ -6,7 +6,8 @@
 //
 // Environment: ENGRAM_URL, ENGRAM_CONSOLE_EMAIL, ENGRAM_CONSOLE_PASSWORD, ANALYST_EMAIL,
 // ANALYST_PASSWORD, PROJECT_ID (the default project), EXPECTED_SEARCHES,
-// EXPECTED_WRITES, EXPECTED_COST_MICROS (today's cost of the default project).
+// EXPECTED_WRITES, EXPECTED_COST_MICROS (today's cost of the default project), LLM_MODEL
+// (the model whose 1,234 tokens in and 56 out the page must list).
 
 import { assert, base, hydrated, newPage, runSteps, screenshot, signIn, until } from './harness.mjs';
 
@@ -33,6 +34,9 @@ await runSteps(async (browser) => {
       assert(today === expectedSearches, `today's bar is ${today}`);
       const tokens = await owner.getByTestId('usage-tokens_embedded').getAttribute('data-total');
       assert(Number(tokens) > 0, `tokens embedded: ${tokens}`);
+      assert(await owner.getByTestId('usage-llm_tokens_in').getAttribute('data-total') === '1234', 'LLM tokens in');
+      const model = (await owner.getByTestId(`llm-model-${process.env.LLM_MODEL}`).textContent()).replace(/\s+/g, ' ');
+      assert(model.includes('1,234') && model.includes('56'), `LLM tokens by model: ${model}`);
     }],
     ['cost per day and the top projects are drawn', async () => {
       const today = await bars(owner, 'chart-cost-per-day').last().getAttribute('data-value');

@@ -572,6 +572,18 @@ pub struct UsageOverview {
     pub limits: SpendLimitsForm,
     /// Owners and admins may change the limits; analysts see them.
     pub can_edit_limits: bool,
+    /// LLM calls and tokens per model over the range.
+    pub llm_by_model: Vec<LlmModelUsage>,
+}
+
+/// One model's LLM calls over the usage page's range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LlmModelUsage {
+    pub model: String,
+    pub calls: i64,
+    pub failed_calls: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
 }
 
 /// Day ranges the usage page offers.

@@ -198,6 +198,27 @@ fn usage_view(
             }
         })
         .collect_view();
+    let llm_rows = if overview.llm_by_model.is_empty() {
+        view! { <tr><td colspan="5" class="muted">"No LLM calls in this range."</td></tr> }
+            .into_any()
+    } else {
+        overview
+            .llm_by_model
+            .iter()
+            .map(|usage| {
+                view! {
+                    <tr data-testid=format!("llm-model-{}", usage.model)>
+                        <td>{usage.model.clone()}</td>
+                        <td>{group_digits(usage.calls)}</td>
+                        <td>{group_digits(usage.failed_calls)}</td>
+                        <td>{group_digits(usage.tokens_in)}</td>
+                        <td>{group_digits(usage.tokens_out)}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
     let range_cost = money(overview.range_cost_micros, &currency);
     let limits_form = limits_form(overview.limits.clone(), overview.can_edit_limits, save);
     view! {
@@ -227,6 +248,13 @@ fn usage_view(
             <table class="table">
                 <thead><tr><th>"Unit"</th><th>"Used"</th><th>"Monthly quota"</th></tr></thead>
                 <tbody>{quotas}</tbody>
+            </table>
+        </section>
+        <section class="card">
+            <h2>"LLM tokens by model"</h2>
+            <table class="table" data-testid="llm-by-model">
+                <thead><tr><th>"Model"</th><th>"Calls"</th><th>"Failed"</th><th>"Tokens in"</th><th>"Tokens out"</th></tr></thead>
+                <tbody>{llm_rows}</tbody>
             </table>
         </section>
         {limits_form}

@@ -11,7 +11,7 @@ use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_co
 use std::collections::BTreeMap;
 
 /// Units drawn per day, in the order the units are defined.
-const CHARTED_UNITS: [UsageUnit; 5] = UsageUnit::ALL;
+const CHARTED_UNITS: [UsageUnit; 7] = UsageUnit::ALL;
 const DEFAULT_CURRENCY: &str = "USD";
 
 impl GatewayConsoleBackend {
@@ -90,6 +90,20 @@ impl GatewayConsoleBackend {
             .find(|project| project.project_id == project_id)
             .map(|project| project.name.clone())
             .unwrap_or_else(|| project_id.to_string());
+        let llm_by_model = self
+            .storage
+            .llm_usage_by_model(&scope, range_start, range_end)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .map(|usage| engram_console::model::LlmModelUsage {
+                model: usage.model,
+                calls: usage.calls,
+                failed_calls: usage.failed_calls,
+                tokens_in: usage.tokens_in,
+                tokens_out: usage.tokens_out,
+            })
+            .collect();
         Ok(UsageOverview {
             project_id: project_id.to_string(),
             project_name,
@@ -104,6 +118,7 @@ impl GatewayConsoleBackend {
             top_projects,
             limits: limits_form(project_id, &limits),
             can_edit_limits,
+            llm_by_model,
         })
     }
 
