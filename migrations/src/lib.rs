@@ -18,6 +18,7 @@ mod m0012_spend_limits;
 mod m0013_files;
 mod m0014_session_state;
 mod m0015_session_messages;
+mod m0016_feedback;
 
 pub struct Migrator;
 
@@ -40,6 +41,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0013_files::Migration),
             Box::new(m0014_session_state::Migration),
             Box::new(m0015_session_messages::Migration),
+            Box::new(m0016_feedback::Migration),
         ]
     }
 }

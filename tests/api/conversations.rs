@@ -254,7 +254,47 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
     assert_eq!(foreign.status, 200);
     assert_eq!(foreign.body["messages"], json!([]));
 
-    // Erasing ana removes her messages, and the receipt counts them.
+    // Without an LLM, a correction is kept as feedback and changes nothing.
+    let feedback = client
+        .send(
+            client
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/memories/{user_memory_id}/feedback"),
+                )
+                .json(&json!({"rating": "wrong", "text": "It is Osaka, not Kyoto."})),
+        )
+        .await;
+    assert_eq!(feedback.status, 201, "{}", feedback.body);
+    assert!(feedback.body["correction"].is_null());
+    assert_eq!(
+        client.get(&user_memory_id).await.body["content"],
+        "I want to visit Kyoto in April."
+    );
+    client
+        .send(
+            client
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/memories/{user_memory_id}/feedback"),
+                )
+                .json(&json!({"rating": "meh"})),
+        )
+        .await
+        .assert_problem(422, "validation-failed");
+    other
+        .send(
+            other
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/memories/{user_memory_id}/feedback"),
+                )
+                .json(&json!({"rating": "relevant"})),
+        )
+        .await
+        .assert_problem(404, "not-found");
+
+    // Erasing ana removes her messages and feedback, and the receipt counts them.
     let erasure = client
         .send(client.request(reqwest::Method::POST, "/v1/subjects/ana/erasure"))
         .await;
@@ -273,6 +313,7 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
         receipt["result"]["removed"]["session_messages"], 6,
         "{receipt}"
     );
+    assert_eq!(receipt["result"]["removed"]["feedback"], 1, "{receipt}");
     let left = get_path(&client, "/v1/sessions/chat-1/messages").await;
     assert_eq!(left.body["messages"], json!([]), "{}", left.body);
     let unrelated = get_path(&client, "/v1/sessions/chat-2/messages").await;
@@ -565,5 +606,102 @@ async fn an_llm_outage_keeps_the_messages_and_says_why_nothing_was_derived() {
     assert_eq!(
         usage["llm_by_model"],
         json!([{"model": "stand-in-chat", "calls": 1, "failed_calls": 1, "tokens_in": 0, "tokens_out": 0}])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correction_in_feedback_is_applied_by_the_llm_and_feedback_is_kept_per_memory_and_recall()
+{
+    let stand_in = LlmStandIn::start(|request| {
+        assert!(request.system_prompt.contains("You correct"), "{}", request.system_prompt);
+        assert!(request.user_prompt.contains("Stored memory: The user lives in Berlin."));
+        ScriptedReply::Json {
+            content: json!({"action": "UPDATE", "content": "The user lives in Munich.", "reason": "the user corrected the city"}),
+            prompt_tokens: 90,
+            completion_tokens: 20,
+        }
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+        ],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let memory = client
+        .add_one(json!({"content": "The user lives in Berlin.", "user_id": "dee"}))
+        .await;
+    let memory_id = memory["id"].as_str().unwrap().to_string();
+    let found = client
+        .search(json!({"query": "where does the user live", "user_id": "dee"}))
+        .await;
+    let recall_id = found.body["recall_id"].as_str().unwrap().to_string();
+
+    let corrected = client
+        .send(
+            client
+                .request(reqwest::Method::POST, &format!("/v1/memories/{memory_id}/feedback"))
+                .json(&json!({"rating": "wrong", "text": "I live in Munich, not Berlin.", "recall_id": recall_id})),
+        )
+        .await;
+    assert_eq!(corrected.status, 201, "{}", corrected.body);
+    assert_eq!(corrected.body["correction"]["action"], "UPDATE");
+    let now = client.get(&memory_id).await.body;
+    assert_eq!(now["content"], "The user lives in Munich.");
+    assert_eq!(now["version"], 2);
+    let history = client.history(&memory_id).await.body;
+    assert_eq!(
+        history["history"].as_array().unwrap().last().unwrap()["reason"],
+        "correction from feedback: the user corrected the city"
+    );
+    let hits = client
+        .search(json!({"query": "which city does the user live in", "user_id": "dee", "top_k": 1}))
+        .await;
+    assert_eq!(
+        hits.body["results"][0]["memory"]["content"],
+        "The user lives in Munich."
+    );
+
+    let rated = client
+        .send(
+            client
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/recalls/{recall_id}/feedback"),
+                )
+                .json(&json!({"rating": "relevant", "memory_id": memory_id})),
+        )
+        .await;
+    assert_eq!(rated.status, 201, "{}", rated.body);
+    assert!(rated.body["correction"].is_null());
+    let on_recall = get_path(&client, &format!("/v1/recalls/{recall_id}/feedback")).await;
+    let ratings: Vec<&str> = on_recall.body["feedback"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|feedback| feedback["rating"].as_str().unwrap())
+        .collect();
+    assert_eq!(ratings, vec!["wrong", "relevant"]);
+    let on_memory = get_path(&client, &format!("/v1/memories/{memory_id}/feedback")).await;
+    assert_eq!(on_memory.body["feedback"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        on_memory.body["feedback"][0]["text"],
+        "I live in Munich, not Berlin."
+    );
+    let (_, other_key) = server.create_project("other").unwrap();
+    let other = server.client_with_key(&other_key);
+    let foreign = get_path(&other, &format!("/v1/recalls/{recall_id}/feedback")).await;
+    assert_eq!(foreign.body["feedback"], json!([]));
+
+    let usage = usage_totals(&client).await;
+    assert_eq!(
+        usage["llm_by_model"],
+        json!([{"model": "stand-in-chat", "calls": 1, "failed_calls": 0, "tokens_in": 90, "tokens_out": 20}])
     );
 }

@@ -225,6 +225,18 @@ const ROUTES: &[Route] = &[
         success: 204,
     },
     Route {
+        method: "POST",
+        path: "/v1/memories/{memory}/feedback",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/memories/{memory}/feedback",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
         method: "GET",
         path: "/v1/sessions/matrix/messages",
         needs: Needs::Read,
@@ -286,6 +298,7 @@ fn body_for(route: &Route) -> Option<Value> {
         ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
         ("PUT", "/v1/project/limits") => Some(json!({"recall": {"max_results": 100}})),
         ("PUT", "/v1/sessions/matrix/state/{state}") => Some(json!({"value": {"step": 2}})),
+        ("POST", "/v1/memories/{memory}/feedback") => Some(json!({"rating": "relevant"})),
         ("POST", "/v1/sessions/matrix/messages") => Some(
             json!({"user_id": "alice", "messages": [{"role": "user", "content": "Matrix message."}]}),
         ),

@@ -350,6 +350,94 @@ impl MemoryEngine {
         Ok(derivation)
     }
 
+    /// Apply a natural-language correction to one memory with the LLM (`None` without an
+    /// LLM: the feedback is only kept). The model may rewrite the memory, delete it, or
+    /// leave it; its reason goes into the history, prefixed so a reviewer sees where it
+    /// came from. Returns the change and the tokens it embedded.
+    pub async fn correct_memory(
+        &self,
+        scope: &ProjectScope,
+        memory: &Memory,
+        correction: &str,
+        credential: &str,
+        actor: &Actor,
+    ) -> Result<Option<(DerivedChange, u64)>, EngineError> {
+        let Some(llm) = self.llm.clone() else {
+            return Ok(None);
+        };
+        let mut spent = MessageDerivation::default();
+        let prompt = format!(
+            "Stored memory: {}\n\nCorrection: {correction}",
+            memory.content
+        );
+        let reply = self
+            .call_llm(
+                scope,
+                &llm,
+                "correction",
+                &llm.prompts().correct_memory,
+                &prompt,
+                credential,
+                &mut spent,
+            )
+            .await?;
+        let answer = json_in_answer(&reply).map_err(llm_problem)?;
+        let text_of = |field: &str| {
+            answer[field]
+                .as_str()
+                .map(str::trim)
+                .filter(|text| !text.is_empty())
+                .map(str::to_string)
+        };
+        let reason = format!(
+            "correction from feedback: {}",
+            text_of("reason").unwrap_or_else(|| "no reason given".to_string())
+        );
+        let action = text_of("action").unwrap_or_default().to_ascii_uppercase();
+        let change = match (action.as_str(), text_of("content")) {
+            ("UPDATE", Some(content)) if content != memory.content => {
+                let decision = ReconcileDecision {
+                    action: ReconcileAction::Update,
+                    target: Some(memory.id),
+                    content: Some(content),
+                    reason,
+                };
+                self.apply_update(scope, memory.id, &decision, actor, &mut spent)
+                    .await?
+            }
+            ("DELETE", _) => {
+                match self
+                    .delete_memory_with_reason(scope, memory.id, Some(&reason), actor)
+                    .await
+                {
+                    Ok(()) => DerivedChange {
+                        action: ReconcileAction::Delete,
+                        memory_id: Some(memory.id),
+                        replaces: None,
+                        content: None,
+                        reason,
+                    },
+                    Err(EngineError::Locked(why)) => DerivedChange {
+                        action: ReconcileAction::Noop,
+                        memory_id: Some(memory.id),
+                        replaces: None,
+                        content: None,
+                        reason: format!("not deleted: {why}"),
+                    },
+                    Err(other) => return Err(other),
+                }
+            }
+            _ => DerivedChange {
+                action: ReconcileAction::Noop,
+                memory_id: Some(memory.id),
+                replaces: None,
+                content: None,
+                reason,
+            },
+        };
+        Ok(Some((change, spent.tokens_embedded)))
+    }
+
     async fn apply_update(
         &self,
         scope: &ProjectScope,

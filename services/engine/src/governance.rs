@@ -59,6 +59,9 @@ pub struct ErasureCounts {
     pub session_state: u64,
     /// Conversation messages the subject's sessions held.
     pub session_messages: u64,
+    /// Feedback on the subject's memories (its text may be about them).
+    #[serde(default)]
+    pub feedback: u64,
     /// Recall events are not stored by this version; reported so a receipt names every
     /// store the design has.
     pub recall_events: u64,
@@ -74,6 +77,8 @@ pub struct ErasureVerification {
     pub index_points_remaining: u64,
     #[serde(default)]
     pub session_messages_remaining: u64,
+    #[serde(default)]
+    pub feedback_remaining: u64,
 }
 
 /// One line of the ledger file.
@@ -280,6 +285,10 @@ impl DataGovernance {
             .storage
             .delete_session_messages_of_subject(scope, user_id)
             .await?;
+        removed.feedback = self
+            .storage
+            .delete_feedback_of_subject(scope, user_id)
+            .await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = points_before;
@@ -301,17 +310,23 @@ impl DataGovernance {
             .storage
             .count_session_messages_of_subject(scope, user_id)
             .await?;
+        let feedback_remaining = self
+            .storage
+            .count_feedback_of_subject(scope, user_id)
+            .await?;
         let verification = ErasureVerification {
             verified: remains.memories == 0
                 && remains.history_entries == 0
                 && remains.idempotency_records == 0
                 && index_points_remaining == 0
-                && session_messages_remaining == 0,
+                && session_messages_remaining == 0
+                && feedback_remaining == 0,
             database_memories_remaining: remains.memories,
             history_entries_remaining: remains.history_entries,
             idempotency_records_remaining: remains.idempotency_records,
             index_points_remaining,
             session_messages_remaining,
+            feedback_remaining,
         };
         let digest_of_subject = self.subject_digest(scope, user_id);
         let mut receipt = ErasureReceipt {
@@ -327,11 +342,12 @@ impl DataGovernance {
         receipt.digest = receipt_digest(&receipt);
         if !verification.verified {
             return Err(EngineError::Internal(format!(
-                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages and {} index points remain",
+                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages, {} feedback and {} index points remain",
                 remains.memories,
                 remains.history_entries,
                 remains.idempotency_records,
                 session_messages_remaining,
+                feedback_remaining,
                 index_points_remaining
             )));
         }

@@ -15,16 +15,20 @@ pub struct LlmPrompts {
     pub extract_memories: String,
     /// Decides ADD / UPDATE / SUPERSEDE / DELETE / NOOP for candidates next to stored memories.
     pub reconcile_memories: String,
+    /// Applies a natural-language correction (feedback) to one memory.
+    pub correct_memory: String,
 }
 
 const EXTRACT_MEMORIES_FILE: &str = "extract_memories.md";
 const RECONCILE_MEMORIES_FILE: &str = "reconcile_memories.md";
+const CORRECT_MEMORY_FILE: &str = "correct_memory.md";
 
 impl Default for LlmPrompts {
     fn default() -> Self {
         Self {
             extract_memories: include_str!("../prompts/extract_memories.md").to_string(),
             reconcile_memories: include_str!("../prompts/reconcile_memories.md").to_string(),
+            correct_memory: include_str!("../prompts/correct_memory.md").to_string(),
         }
     }
 }
@@ -36,6 +40,7 @@ impl LlmPrompts {
         for (file_name, prompt) in [
             (EXTRACT_MEMORIES_FILE, &mut prompts.extract_memories),
             (RECONCILE_MEMORIES_FILE, &mut prompts.reconcile_memories),
+            (CORRECT_MEMORY_FILE, &mut prompts.correct_memory),
         ] {
             let path = folder.join(file_name);
             if path.exists() {

@@ -3,7 +3,7 @@
 
 use crate::problem::ProblemDocument;
 use crate::routes::{
-    audit, end_user_tokens, files, governance, keys, memories, messages, sessions, usage,
+    audit, end_user_tokens, feedback, files, governance, keys, memories, messages, sessions, usage,
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
@@ -70,6 +70,10 @@ impl Modify for BearerApiKey {
         sessions::delete_session_state,
         messages::add_messages,
         messages::list_messages,
+        feedback::give_memory_feedback,
+        feedback::give_recall_feedback,
+        feedback::list_memory_feedback,
+        feedback::list_recall_feedback,
     ),
     components(schemas(
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
@@ -85,7 +89,9 @@ impl Modify for BearerApiKey {
         files::FileView, files::UploadedFileView,
         sessions::SessionStateView, sessions::SessionStateListView, sessions::PutSessionStateBody,
         messages::AddMessagesBody, messages::MessageBody, messages::MessageView, messages::AddedMessagesView,
-        messages::MessagePageView, usage::LlmModelUsageView
+        messages::MessagePageView, usage::LlmModelUsageView,
+        feedback::MemoryFeedbackBody, feedback::RecallFeedbackBody, feedback::FeedbackView,
+        feedback::FeedbackListView, feedback::CorrectionView
     )),
     modifiers(&BearerApiKey),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),

@@ -7,6 +7,7 @@ pub mod console_sessions;
 pub mod conversations;
 mod entities;
 mod error;
+pub mod feedback;
 pub mod files;
 pub mod governance;
 pub mod members;

@@ -1716,3 +1716,87 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     );
 }
 on_both_databases!(conversation_history_llm_calls_and_named_supersede);
+
+async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storage: Storage) {
+    use engram_storage::feedback::NewFeedback;
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let memory = match storage
+        .insert_memories(
+            &scope,
+            vec![draft("Likes tea", Some("ana"), None)],
+            &system_actor(),
+            None,
+            |_| (201, String::new()),
+        )
+        .await
+        .unwrap()
+    {
+        InsertOutcome::Inserted { memories, .. } => memories[0].clone(),
+        InsertOutcome::Replayed { .. } => panic!("not a replay"),
+    };
+    let recall_id = uuid::Uuid::now_v7();
+    for (rating, text) in [("relevant", None), ("wrong", Some("It is coffee."))] {
+        storage
+            .record_feedback(
+                &scope,
+                NewFeedback {
+                    memory_id: Some(memory.id),
+                    recall_id: Some(recall_id),
+                    user_id: Some("ana".to_string()),
+                    rating: rating.to_string(),
+                    text: text.map(str::to_string),
+                    credential: "key:k".to_string(),
+                    correction: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let on_memory = storage.feedback_on_memory(&scope, memory.id).await.unwrap();
+    assert_eq!(
+        on_memory
+            .iter()
+            .map(|feedback| feedback.rating.as_str())
+            .collect::<Vec<_>>(),
+        ["relevant", "wrong"]
+    );
+    assert_eq!(on_memory[1].text.as_deref(), Some("It is coffee."));
+    assert_eq!(
+        storage
+            .feedback_on_recall(&scope, recall_id)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(
+        storage
+            .feedback_on_recall(&other_scope, recall_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        storage
+            .delete_feedback_of_subject(&other_scope, "ana")
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        storage
+            .delete_feedback_of_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        storage
+            .count_feedback_of_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        0
+    );
+}
+on_both_databases!(feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject);

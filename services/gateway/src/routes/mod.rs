@@ -2,6 +2,7 @@
 
 pub mod audit;
 pub mod end_user_tokens;
+pub mod feedback;
 pub mod files;
 pub mod governance;
 pub mod keys;

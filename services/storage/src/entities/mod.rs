@@ -9,6 +9,7 @@ pub(crate) mod console_accounts;
 pub(crate) mod console_invitations;
 pub(crate) mod console_sessions;
 pub(crate) mod erasure_ledger;
+pub(crate) mod feedback;
 pub(crate) mod files;
 pub(crate) mod idempotency_records;
 pub(crate) mod index_outbox;
