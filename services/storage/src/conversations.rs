@@ -2,15 +2,14 @@
 //! memories, in one transaction, so an acknowledged message is never lost), paged in order,
 //! removed with the end-user it belongs to; and the record of every LLM call with its tokens.
 
-use crate::entities::{llm_calls, session_messages, tasks, usage_hourly};
+use crate::entities::{llm_calls, session_messages, tasks};
 use crate::tasks::TaskRecord;
-use crate::usage::hour_start;
+use crate::usage::{UsageIncrement, add_to_hourly_counter};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::conversation::MessageRole;
 use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope};
-use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     TransactionTrait,
@@ -357,30 +356,18 @@ impl Storage {
             if quantity <= 0 {
                 continue;
             }
-            usage_hourly::Entity::insert(usage_hourly::ActiveModel {
-                organization_id: Set(scope.organization_id().as_uuid()),
-                project_id: Set(scope.project_id().as_uuid()),
-                credential: Set(call.credential.clone()),
-                unit: Set(unit.as_str().to_string()),
-                hour_start: Set(hour_start(call.at)),
-                quantity: Set(quantity),
-            })
-            .on_conflict(
-                OnConflict::columns([
-                    usage_hourly::Column::ProjectId,
-                    usage_hourly::Column::HourStart,
-                    usage_hourly::Column::Unit,
-                    usage_hourly::Column::Credential,
-                ])
-                .value(
-                    usage_hourly::Column::Quantity,
-                    Expr::col((usage_hourly::Entity, usage_hourly::Column::Quantity)).add(quantity),
-                )
-                .to_owned(),
+            add_to_hourly_counter(
+                &transaction,
+                &UsageIncrement {
+                    organization_id: scope.organization_id(),
+                    project_id: scope.project_id(),
+                    credential: call.credential.clone(),
+                    unit,
+                    at: call.at,
+                    quantity,
+                },
             )
-            .exec_without_returning(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
+            .await?;
         }
         transaction.commit().await.map_err(StorageError::from_db)
     }

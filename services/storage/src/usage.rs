@@ -49,6 +49,40 @@ pub fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
     at.duration_trunc(Duration::hours(1)).unwrap_or(at)
 }
 
+/// Add one increment to its hourly counter (created at 0 if absent), inside the caller's
+/// transaction.
+pub(crate) async fn add_to_hourly_counter(
+    transaction: &sea_orm::DatabaseTransaction,
+    increment: &UsageIncrement,
+) -> Result<(), StorageError> {
+    usage_hourly::Entity::insert(usage_hourly::ActiveModel {
+        organization_id: Set(increment.organization_id.as_uuid()),
+        project_id: Set(increment.project_id.as_uuid()),
+        credential: Set(increment.credential.clone()),
+        unit: Set(increment.unit.as_str().to_string()),
+        hour_start: Set(hour_start(increment.at)),
+        quantity: Set(increment.quantity),
+    })
+    .on_conflict(
+        OnConflict::columns([
+            usage_hourly::Column::ProjectId,
+            usage_hourly::Column::HourStart,
+            usage_hourly::Column::Unit,
+            usage_hourly::Column::Credential,
+        ])
+        .value(
+            usage_hourly::Column::Quantity,
+            Expr::col((usage_hourly::Entity, usage_hourly::Column::Quantity))
+                .add(increment.quantity),
+        )
+        .to_owned(),
+    )
+    .exec_without_returning(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
+    Ok(())
+}
+
 impl Storage {
     /// Add every increment to its hourly counter, in one transaction (all or nothing, so a
     /// retried batch after a failure is not counted twice).
@@ -63,31 +97,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         for increment in increments {
-            usage_hourly::Entity::insert(usage_hourly::ActiveModel {
-                organization_id: Set(increment.organization_id.as_uuid()),
-                project_id: Set(increment.project_id.as_uuid()),
-                credential: Set(increment.credential.clone()),
-                unit: Set(increment.unit.as_str().to_string()),
-                hour_start: Set(hour_start(increment.at)),
-                quantity: Set(increment.quantity),
-            })
-            .on_conflict(
-                OnConflict::columns([
-                    usage_hourly::Column::ProjectId,
-                    usage_hourly::Column::HourStart,
-                    usage_hourly::Column::Unit,
-                    usage_hourly::Column::Credential,
-                ])
-                .value(
-                    usage_hourly::Column::Quantity,
-                    Expr::col((usage_hourly::Entity, usage_hourly::Column::Quantity))
-                        .add(increment.quantity),
-                )
-                .to_owned(),
-            )
-            .exec_without_returning(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
+            add_to_hourly_counter(&transaction, increment).await?;
         }
         transaction.commit().await.map_err(StorageError::from_db)
     }
