@@ -31,6 +31,25 @@ async fn get_path(client: &ApiClient, path: &str) -> ApiResponse {
         .await
 }
 
+/// A server whose LLM is the stand-in (model `stand-in-chat`), and its data dir.
+async fn server_with_llm(
+    stand_in: &LlmStandIn,
+    api_key: Option<&str>,
+) -> (TestServer, tempfile::TempDir) {
+    let directory = tempfile::tempdir().unwrap();
+    let mut environment = vec![
+        ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+        ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+    ];
+    if let Some(api_key) = api_key {
+        environment.push(("ENGRAM_LLM_API_KEY", api_key));
+    }
+    let server = TestServer::spawn_with(directory.path(), &environment)
+        .await
+        .unwrap();
+    (server, directory)
+}
+
 fn actions(derivation: &Value) -> Vec<String> {
     let mut actions: Vec<String> = derivation["result"]["changes"]
         .as_array()
@@ -390,17 +409,7 @@ async fn an_llm_extracts_and_reconciles_and_every_change_carries_its_reason() {
     })
     .await
     .unwrap();
-    let directory = tempfile::tempdir().unwrap();
-    let server = TestServer::spawn_with(
-        directory.path(),
-        &[
-            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
-            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
-            ("ENGRAM_LLM_API_KEY", "sk-test-secret"),
-        ],
-    )
-    .await
-    .unwrap();
+    let (server, _data_dir) = server_with_llm(&stand_in, Some("sk-test-secret")).await;
     let client = server.client();
 
     let first = post_messages(
@@ -567,16 +576,7 @@ async fn an_llm_outage_keeps_the_messages_and_says_why_nothing_was_derived() {
     let stand_in = LlmStandIn::start(|_| ScriptedReply::Status(503))
         .await
         .unwrap();
-    let directory = tempfile::tempdir().unwrap();
-    let server = TestServer::spawn_with(
-        directory.path(),
-        &[
-            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
-            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
-        ],
-    )
-    .await
-    .unwrap();
+    let (server, _data_dir) = server_with_llm(&stand_in, None).await;
     let client = server.client();
     let response = post_messages(
         &client,
@@ -623,16 +623,7 @@ async fn a_correction_in_feedback_is_applied_by_the_llm_and_feedback_is_kept_per
     })
     .await
     .unwrap();
-    let directory = tempfile::tempdir().unwrap();
-    let server = TestServer::spawn_with(
-        directory.path(),
-        &[
-            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
-            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
-        ],
-    )
-    .await
-    .unwrap();
+    let (server, _data_dir) = server_with_llm(&stand_in, None).await;
     let client = server.client();
     let memory = client
         .add_one(json!({"content": "The user lives in Berlin.", "user_id": "dee"}))
