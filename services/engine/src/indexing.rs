@@ -174,6 +174,7 @@ impl IndexApplier {
                 session_id: row.session_id,
                 kind: row.kind,
                 created_at: row.created_at,
+                text: row.content,
             })
             .collect();
         let upserted: Vec<MemoryId> = to_upsert.iter().map(|memory| memory.memory_id).collect();

@@ -200,6 +200,13 @@ impl VectorIndex for UpsertsLateIndex {
     ) -> Result<Vec<engram_index::VectorHit>, engram_index::IndexError> {
         self.inner.search(scope, query).await
     }
+    async fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: engram_index::KeywordQuery,
+    ) -> Result<Vec<engram_index::VectorHit>, engram_index::IndexError> {
+        self.inner.keyword_search(scope, query).await
+    }
     async fn versions(
         &self,
         scope: &ProjectScope,
@@ -361,6 +368,7 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
                 session_id: None,
                 kind: MemoryKind::Semantic,
                 created_at: chrono::Utc::now(),
+                text: "a point without a memory".to_string(),
             }],
         )
         .await

@@ -1,17 +1,23 @@
 //! The in-process vector index on qdrant-edge: one shard directory holds every project's points,
 //! isolated by payload filters, plus the background thread that builds HNSW indexes and flushes.
 
-use crate::{IndexError, IndexedMemory, PointsPage, VectorHit, VectorIndex, VectorQuery};
+use crate::{
+    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PointsPage, VectorHit, VectorIndex,
+    VectorQuery,
+};
 use async_trait::async_trait;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_edge::{
-    Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance, EdgeConfig,
-    EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition, FieldIndexOperations,
-    Filter, HasIdCondition, JsonPath, KeywordIndexParamsBuilder, Match, Memory, NamedQuery,
-    OperationError, Payload, PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType, PointId,
-    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequestBuilder,
-    RetrieveRequestBuilder, ScoringQuery, ScrollRequestBuilder, UpdateOperation, VectorInternal,
-    WithPayloadInterface, WithVector,
+    Bm25Params, Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance,
+    EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition,
+    FieldIndexOperations, Filter, HasIdCondition, IdfCorpusParams, IdfParams, JsonPath,
+    KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery, OperationError, Payload,
+    PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType, PointId, PointInsertOperations,
+    PointOperations, PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder,
+    ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
+    StemmingAlgorithm, StopwordsInterface, TextIndexParamsBuilder, TextQueryBuilder,
+    TextQueryScoring, TextScoringParams, TextScoringType, TokenizerType, UpdateOperation,
+    VectorInternal, WithPayloadInterface, WithVector,
 };
 use serde_json::{Value as JsonValue, json};
 use std::collections::HashMap;
@@ -31,6 +37,9 @@ const SESSION_ID_FIELD: &str = "session_id";
 const KIND_FIELD: &str = "kind";
 const VERSION_FIELD: &str = "version";
 const CREATED_AT_FIELD: &str = "created_at";
+/// The memory's content, with a BM25-scored full-text index.
+const TEXT_FIELD: &str = "text";
+const LAYOUT_FIELD: &str = "layout";
 
 /// Fields every filter may touch; each gets a keyword payload index so filtered search does not
 /// have to read payloads point by point.
@@ -381,6 +390,19 @@ impl VectorIndex for EdgeVectorIndex {
             .await
     }
 
+    async fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        if query.limit == 0 || query.text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let scope = *scope;
+        self.run_blocking(move |shared| shared.keyword_search(&scope, query))
+            .await
+    }
+
     async fn versions(
         &self,
         scope: &ProjectScope,
@@ -417,9 +439,10 @@ impl VectorIndex for EdgeVectorIndex {
             let mut request = ScrollRequestBuilder::new()
                 .limit(limit)
                 .filter(project_filter)
-                .with_payload(WithPayloadInterface::Fields(vec![field_path(
-                    VERSION_FIELD,
-                )?]))
+                .with_payload(WithPayloadInterface::Fields(vec![
+                    field_path(VERSION_FIELD)?,
+                    field_path(LAYOUT_FIELD)?,
+                ]))
                 .with_vector(WithVector::Bool(false));
             if let Some(from) = from {
                 request = request.offset(PointId::Uuid(from.as_uuid()));
@@ -433,7 +456,7 @@ impl VectorIndex for EdgeVectorIndex {
                 .filter_map(|record| match record.id {
                     PointId::Uuid(point_uuid) => Some((
                         MemoryId::from_uuid(point_uuid),
-                        payload_version(record.payload.as_ref()),
+                        current_layout_version(record.payload.as_ref()),
                     )),
                     _ => None,
                 })
@@ -591,31 +614,11 @@ impl SharedShard {
         scope: &ProjectScope,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>, IndexError> {
-        let mut conditions = vec![project_condition(scope)?];
-        for (field, wanted) in [
-            (USER_ID_FIELD, query.user_id),
-            (AGENT_ID_FIELD, query.agent_id),
-            (SESSION_ID_FIELD, query.session_id),
-        ] {
-            if let Some(wanted) = wanted {
-                conditions.push(keyword_condition(field, Match::from(wanted))?);
-            }
-        }
-        if !query.kinds.is_empty() {
-            let kind_names: Vec<String> = query
-                .kinds
-                .iter()
-                .map(|kind| kind.as_str().to_string())
-                .collect();
-            conditions.push(keyword_condition(KIND_FIELD, Match::from(kind_names))?);
-        }
-        let search_filter = Filter {
-            should: None,
-            min_should: None,
-            must: Some(conditions),
-            must_not: None,
-        };
-
+        let search_filter = search_filter(
+            scope,
+            [query.user_id, query.agent_id, query.session_id],
+            &query.kinds,
+        )?;
         let request = QueryRequestBuilder::new(query.limit)
             .query(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
                 query: VectorInternal::Dense(query.vector),
@@ -631,23 +634,65 @@ impl SharedShard {
             .shard
             .query(request)
             .map_err(|engine_error| engine_failure("search points", engine_error))?;
-
-        let mut hits = Vec::with_capacity(scored_points.len());
-        for scored_point in scored_points {
-            let PointId::Uuid(point_uuid) = scored_point.id else {
-                // This index only ever writes UUID ids; anything else is not a memory.
-                tracing::warn!(point_id = %scored_point.id, "ignored a search hit with a non-uuid point id");
-                continue;
-            };
-            hits.push(VectorHit {
-                memory_id: MemoryId::from_uuid(point_uuid),
-                version: payload_version(scored_point.payload.as_ref()),
-                score: scored_point.score,
-            });
-        }
-        Ok(hits)
+        Ok(hits_of(scored_points))
     }
 
+    fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        let search_filter = search_filter(
+            scope,
+            [query.user_id, query.agent_id, query.session_id],
+            &query.kinds,
+        )?;
+        let request = QueryRequestBuilder::new(query.limit)
+            .query(
+                TextQueryBuilder::new(field_path(TEXT_FIELD)?, query.text)
+                    .scoring(TextQueryScoring::Bm25(Bm25Params::default()))
+                    .build(),
+            )
+            // Term statistics come from the points this query may see, so one tenant's data
+            // never shifts another tenant's ranking.
+            .params(SearchParams {
+                idf: Some(IdfParams::Corpus(IdfCorpusParams {
+                    corpus: search_filter.clone(),
+                })),
+                ..SearchParams::default()
+            })
+            .filter(search_filter)
+            .with_payload(WithPayloadInterface::Fields(vec![field_path(
+                VERSION_FIELD,
+            )?]))
+            .with_vector(WithVector::Bool(false))
+            .build();
+        let scored_points = self
+            .shard
+            .query(request)
+            .map_err(|engine_error| engine_failure("keyword search points", engine_error))?;
+        Ok(hits_of(scored_points))
+    }
+}
+
+fn hits_of(scored_points: Vec<qdrant_edge::ScoredPoint>) -> Vec<VectorHit> {
+    let mut hits = Vec::with_capacity(scored_points.len());
+    for scored_point in scored_points {
+        let PointId::Uuid(point_uuid) = scored_point.id else {
+            // This index only ever writes UUID ids; anything else is not a memory.
+            tracing::warn!(point_id = %scored_point.id, "ignored a search hit with a non-uuid point id");
+            continue;
+        };
+        hits.push(VectorHit {
+            memory_id: MemoryId::from_uuid(point_uuid),
+            version: payload_version(scored_point.payload.as_ref()),
+            score: scored_point.score,
+        });
+    }
+    hits
+}
+
+impl SharedShard {
     /// Project and version of each of `point_uuids` present in the shard, whatever its project.
     fn stored_points(
         &self,
@@ -837,7 +882,67 @@ fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
             .map_err(|engine_error| engine_failure("create a payload index", engine_error))?;
         tracing::debug!(field, "created payload index");
     }
+    let text_path = field_path(TEXT_FIELD)?;
+    if !existing_schema.contains_key(&text_path) {
+        shard
+            .update(UpdateOperation::FieldIndexOperation(
+                FieldIndexOperations::CreateIndex(CreateIndex {
+                    field_name: text_path,
+                    field_schema: Some(PayloadFieldSchema::FieldParams(PayloadSchemaParams::Text(
+                        keyword_text_index_params(),
+                    ))),
+                }),
+            ))
+            .map_err(|engine_error| engine_failure("create the keyword index", engine_error))?;
+        tracing::debug!(field = TEXT_FIELD, "created keyword index");
+    }
     Ok(())
+}
+
+/// How memory text is tokenized for keyword search: Unicode word segmentation with Chinese
+/// (jieba) and Japanese (vaporetto) segmenters, lowercase, English stop words dropped and
+/// English words stemmed (Snowball), scored with BM25. The remote backend declares the same.
+fn keyword_text_index_params() -> qdrant_edge::TextIndexParams {
+    TextIndexParamsBuilder::new()
+        .tokenizer(TokenizerType::Multilingual)
+        .lowercase(true)
+        .stopwords(StopwordsInterface::Language(Language::English))
+        .stemmer(StemmingAlgorithm::Snowball(SnowballParams {
+            r#type: Snowball::Snowball,
+            language: SnowballLanguage::English,
+        }))
+        .scoring(TextScoringParams {
+            r#type: TextScoringType::Bm25,
+        })
+        .build()
+}
+
+/// The filter of a search: the project, then each given subject field, then the kinds.
+fn search_filter(
+    scope: &ProjectScope,
+    [user_id, agent_id, session_id]: [Option<String>; 3],
+    kinds: &[engram_core::MemoryKind],
+) -> Result<Filter, IndexError> {
+    let mut conditions = vec![project_condition(scope)?];
+    for (field, wanted) in [
+        (USER_ID_FIELD, user_id),
+        (AGENT_ID_FIELD, agent_id),
+        (SESSION_ID_FIELD, session_id),
+    ] {
+        if let Some(wanted) = wanted {
+            conditions.push(keyword_condition(field, Match::from(wanted))?);
+        }
+    }
+    if !kinds.is_empty() {
+        let kind_names: Vec<String> = kinds.iter().map(|kind| kind.as_str().to_string()).collect();
+        conditions.push(keyword_condition(KIND_FIELD, Match::from(kind_names))?);
+    }
+    Ok(Filter {
+        should: None,
+        min_should: None,
+        must: Some(conditions),
+        must_not: None,
+    })
 }
 
 fn point_struct(
@@ -855,6 +960,8 @@ fn point_struct(
         KIND_FIELD: point.kind.as_str(),
         VERSION_FIELD: point.version,
         CREATED_AT_FIELD: point.created_at.to_rfc3339(),
+        TEXT_FIELD: point.text,
+        LAYOUT_FIELD: POINT_LAYOUT,
     });
     PointStruct::new(PointId::Uuid(point_uuid), point.vector, payload)
 }
@@ -889,6 +996,19 @@ fn payload_version(payload: Option<&Payload>) -> i64 {
         .and_then(|payload| payload.0.get(VERSION_FIELD))
         .and_then(JsonValue::as_i64)
         .unwrap_or(i64::MIN)
+}
+
+/// The version the reconciler compares, or `i64::MIN` for a point of an older layout so that
+/// it is rewritten with what this layout adds.
+fn current_layout_version(payload: Option<&Payload>) -> i64 {
+    let layout = payload
+        .and_then(|payload| payload.0.get(LAYOUT_FIELD))
+        .and_then(JsonValue::as_i64);
+    if layout == Some(POINT_LAYOUT) {
+        payload_version(payload)
+    } else {
+        i64::MIN
+    }
 }
 
 fn engine_failure(action: &str, engine_error: OperationError) -> IndexError {

@@ -7,9 +7,11 @@ use engram_core::{MemoryId, MemoryKind, ProjectScope};
 use std::collections::HashMap;
 
 pub mod edge;
+pub mod keywords;
 pub mod remote;
 
 pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
+pub use keywords::InMemoryKeywordScorer;
 pub use remote::{QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model};
 
 /// What the index stores for one memory: its vector plus the payload the scope filter needs.
@@ -24,6 +26,8 @@ pub struct IndexedMemory {
     pub session_id: Option<String>,
     pub kind: MemoryKind,
     pub created_at: DateTime<Utc>,
+    /// The memory's content (after PII masking), indexed for keyword (BM25) search.
+    pub text: String,
 }
 
 /// A page of [`VectorIndex::points_page`].
@@ -45,7 +49,27 @@ pub struct VectorQuery {
     pub kinds: Vec<MemoryKind>,
 }
 
-/// One search hit: cosine similarity in [-1, 1].
+/// A keyword (BM25) query inside one project: `text` is tokenized by the index itself
+/// (English stemming and stop words, Chinese and Japanese segmentation). Term statistics
+/// (IDF) are gathered over the points the filters let through, never over other projects.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeywordQuery {
+    pub text: String,
+    pub limit: usize,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Empty means every kind.
+    pub kinds: Vec<MemoryKind>,
+}
+
+/// The version of the point layout written by this code. Points of an older layout (written
+/// before keyword search existed, so without `text`) are reported as stale by
+/// [`VectorIndex::points_page`] and rewritten by the reconciler.
+pub const POINT_LAYOUT: i64 = 2;
+
+/// One search hit: cosine similarity in [-1, 1] for vector search, a BM25 score (≥ 0,
+/// unbounded) for keyword search.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VectorHit {
     pub memory_id: MemoryId,
@@ -84,6 +108,14 @@ pub trait VectorIndex: Send + Sync + 'static {
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>, IndexError>;
 
+    /// Best BM25 matches of `query.text` inside `scope`'s project, best first. Memories
+    /// without any query term are not returned.
+    async fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError>;
+
     /// The stored version of each of `ids` that is present in `scope`'s project.
     async fn versions(
         &self,
@@ -93,7 +125,8 @@ pub trait VectorIndex: Send + Sync + 'static {
 
     /// One page of `scope`'s points in id order, as (id, version), starting at `from`
     /// (inclusive), and where the next page starts. The reconciler walks the whole project
-    /// with it to find points whose memory is gone (orphans).
+    /// with it to find points whose memory is gone (orphans). A point of an older
+    /// [`POINT_LAYOUT`] is reported with version `i64::MIN`, so it gets rewritten.
     async fn points_page(
         &self,
         scope: &ProjectScope,

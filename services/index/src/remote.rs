@@ -5,15 +5,20 @@
 //! tenant boundary holds: every read and write goes through [`project_filter`], and there is no
 //! code path that talks to the collection without it.
 
-use crate::{IndexError, IndexedMemory, PointsPage, VectorHit, VectorIndex, VectorQuery};
+use crate::{
+    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PointsPage, VectorHit, VectorIndex,
+    VectorQuery,
+};
 use async_trait::async_trait;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_client::qdrant::{
     Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
     DatetimeIndexParamsBuilder, DeleteCollectionBuilder, DeletePointsBuilder, Distance, FieldType,
-    Filter, KeywordIndexParamsBuilder, PayloadIncludeSelector, PointId, PointStruct, Query,
-    QueryPointsBuilder, Range, RetrievedPoint, ScrollPointsBuilder, UpsertPointsBuilder, Value,
-    VectorParamsBuilder, WriteOrderingType, point_id::PointIdOptions, value::Kind, vectors_config,
+    Filter, IdfParams, KeywordIndexParamsBuilder, PayloadIncludeSelector, PointId, PointStruct,
+    Query, QueryPointsBuilder, Range, RetrievedPoint, ScoredPoint, ScrollPointsBuilder,
+    SearchParams, TextIndexParamsBuilder, TextQueryBuilder, TokenizerType, UpsertPointsBuilder,
+    Value, VectorParamsBuilder, WriteOrderingType, point_id::PointIdOptions, value::Kind,
+    vectors_config,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +33,9 @@ const AGENT_ID_FIELD: &str = "agent_id";
 const SESSION_ID_FIELD: &str = "session_id";
 const KIND_FIELD: &str = "kind";
 const VERSION_FIELD: &str = "version";
+/// The memory's content, with a BM25-scored full-text index (needs Qdrant 1.20 or newer).
+const TEXT_FIELD: &str = "text";
+const LAYOUT_FIELD: &str = "layout";
 const CREATED_AT_FIELD: &str = "created_at";
 
 /// Where the cluster is and how the collection is laid out when this process creates it.
@@ -255,6 +263,25 @@ impl QdrantVectorIndex {
             )
             .await
             .map_err(|error| qdrant_failure("create the datetime index", error))?;
+        // The same tokenization as the embedded index (see `edge::keyword_text_index_params`).
+        self.client
+            .create_field_index(
+                CreateFieldIndexCollectionBuilder::new(
+                    &self.collection_name,
+                    TEXT_FIELD,
+                    FieldType::Text,
+                )
+                .field_index_params(
+                    TextIndexParamsBuilder::new(TokenizerType::Multilingual)
+                        .lowercase(true)
+                        .stopwords_language("english".to_string())
+                        .snowball_stemmer("english".to_string())
+                        .bm25_scoring(),
+                )
+                .wait(true),
+            )
+            .await
+            .map_err(|error| qdrant_failure("create the keyword index", error))?;
         Ok(())
     }
 
@@ -278,6 +305,42 @@ fn project_filter(scope: &ProjectScope, extra: Vec<Condition>) -> Filter {
     ));
     conditions.extend(extra);
     Filter::must(conditions)
+}
+
+/// Conditions on the given subject fields and kinds (the project condition is added by
+/// [`project_filter`]).
+fn subject_conditions(
+    [user_id, agent_id, session_id]: [Option<String>; 3],
+    kinds: &[engram_core::MemoryKind],
+) -> Vec<Condition> {
+    let mut conditions = Vec::new();
+    for (field, wanted) in [
+        (USER_ID_FIELD, user_id),
+        (AGENT_ID_FIELD, agent_id),
+        (SESSION_ID_FIELD, session_id),
+    ] {
+        if let Some(wanted) = wanted {
+            conditions.push(Condition::matches(field, wanted));
+        }
+    }
+    if !kinds.is_empty() {
+        let kind_names: Vec<String> = kinds.iter().map(|kind| kind.as_str().to_string()).collect();
+        conditions.push(Condition::matches(KIND_FIELD, kind_names));
+    }
+    conditions
+}
+
+fn hits_of(scored_points: Vec<ScoredPoint>) -> Vec<VectorHit> {
+    scored_points
+        .into_iter()
+        .filter_map(|scored| {
+            Some(VectorHit {
+                memory_id: memory_id_of(scored.id.as_ref())?,
+                version: payload_version(&scored.payload),
+                score: scored.score,
+            })
+        })
+        .collect()
 }
 
 fn point_id_of(memory_id: MemoryId) -> PointId {
@@ -327,6 +390,8 @@ fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
     payload.insert(KIND_FIELD, point.kind.as_str().to_string());
     payload.insert(VERSION_FIELD, point.version);
     payload.insert(CREATED_AT_FIELD, point.created_at.to_rfc3339());
+    payload.insert(TEXT_FIELD, point.text);
+    payload.insert(LAYOUT_FIELD, POINT_LAYOUT);
     PointStruct::new(point_id_of(point.memory_id), point.vector, payload)
 }
 
@@ -497,24 +562,10 @@ impl VectorIndex for QdrantVectorIndex {
         if query.limit == 0 {
             return Ok(Vec::new());
         }
-        let mut conditions = Vec::new();
-        for (field, wanted) in [
-            (USER_ID_FIELD, query.user_id),
-            (AGENT_ID_FIELD, query.agent_id),
-            (SESSION_ID_FIELD, query.session_id),
-        ] {
-            if let Some(wanted) = wanted {
-                conditions.push(Condition::matches(field, wanted));
-            }
-        }
-        if !query.kinds.is_empty() {
-            let kind_names: Vec<String> = query
-                .kinds
-                .iter()
-                .map(|kind| kind.as_str().to_string())
-                .collect();
-            conditions.push(Condition::matches(KIND_FIELD, kind_names));
-        }
+        let conditions = subject_conditions(
+            [query.user_id, query.agent_id, query.session_id],
+            &query.kinds,
+        );
         let response = self
             .client
             .query(
@@ -527,17 +578,44 @@ impl VectorIndex for QdrantVectorIndex {
             )
             .await
             .map_err(|error| qdrant_failure("search", error))?;
-        Ok(response
-            .result
-            .into_iter()
-            .filter_map(|scored| {
-                Some(VectorHit {
-                    memory_id: memory_id_of(scored.id.as_ref())?,
-                    version: payload_version(&scored.payload),
-                    score: scored.score,
-                })
-            })
-            .collect())
+        Ok(hits_of(response.result))
+    }
+
+    async fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        if query.limit == 0 || query.text.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let conditions = subject_conditions(
+            [query.user_id, query.agent_id, query.session_id],
+            &query.kinds,
+        );
+        let filter = project_filter(scope, conditions);
+        // Term statistics come from the points this query may see, never other projects.
+        let params = SearchParams {
+            idf: Some(IdfParams {
+                corpus: Some(filter.clone()),
+            }),
+            ..SearchParams::default()
+        };
+        let response = self
+            .client
+            .query(
+                QueryPointsBuilder::new(&self.collection_name)
+                    .query(Query::new_text(TextQueryBuilder::new(query.text)))
+                    .using(TEXT_FIELD)
+                    .params(params)
+                    .filter(filter)
+                    .limit(query.limit as u64)
+                    .with_payload(version_only())
+                    .timeout(self.timeout_secs),
+            )
+            .await
+            .map_err(|error| qdrant_failure("keyword search", error))?;
+        Ok(hits_of(response.result))
     }
 
     async fn versions(
@@ -586,7 +664,9 @@ impl VectorIndex for QdrantVectorIndex {
         let mut request = ScrollPointsBuilder::new(&self.collection_name)
             .filter(project_filter(scope, Vec::new()))
             .limit(limit.clamp(1, u32::MAX as usize) as u32)
-            .with_payload(version_only())
+            .with_payload(PayloadIncludeSelector {
+                fields: vec![VERSION_FIELD.to_string(), LAYOUT_FIELD.to_string()],
+            })
             .with_vectors(false)
             .timeout(self.timeout_secs);
         if let Some(from) = from {
@@ -601,10 +681,21 @@ impl VectorIndex for QdrantVectorIndex {
             .result
             .iter()
             .filter_map(|point| {
-                Some((
-                    memory_id_of(point.id.as_ref())?,
-                    payload_version(&point.payload),
-                ))
+                // A point of an older layout (no keyword text) counts as stale: rewritten.
+                let layout = match point
+                    .payload
+                    .get(LAYOUT_FIELD)
+                    .and_then(|v| v.kind.as_ref())
+                {
+                    Some(Kind::IntegerValue(layout)) => Some(*layout),
+                    _ => None,
+                };
+                let version = if layout == Some(POINT_LAYOUT) {
+                    payload_version(&point.payload)
+                } else {
+                    i64::MIN
+                };
+                Some((memory_id_of(point.id.as_ref())?, version))
             })
             .collect();
         Ok(PointsPage {

@@ -7,8 +7,8 @@
 use chrono::Utc;
 use engram_core::{MemoryId, MemoryKind, OrganizationId, ProjectId, ProjectScope};
 use engram_index::{
-    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, QdrantClusterOptions,
-    QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
+    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, KeywordQuery,
+    QdrantClusterOptions, QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +36,7 @@ fn memory(memory_id: MemoryId, version: i64, vector: Vec<f32>) -> IndexedMemory 
         session_id: None,
         kind: MemoryKind::Semantic,
         created_at: Utc::now(),
+        text: String::new(),
     }
 }
 
@@ -166,7 +167,142 @@ index_contract!(
     delete_is_idempotent_and_deleted_points_are_not_returned,
     vectors_of_the_wrong_dimension_are_rejected,
     points_page_walks_one_project_in_id_order,
+    keyword_search_stems_english_and_segments_chinese_and_japanese,
+    keyword_statistics_and_results_stay_inside_the_project,
 );
+
+fn keyword_query(text: &str, limit: usize) -> KeywordQuery {
+    KeywordQuery {
+        text: text.to_string(),
+        limit,
+        user_id: None,
+        agent_id: None,
+        session_id: None,
+        kinds: Vec::new(),
+    }
+}
+
+fn with_text(memory_id: MemoryId, axis: usize, text: &str) -> IndexedMemory {
+    IndexedMemory {
+        text: text.to_string(),
+        ..memory(memory_id, 1, axis_vector(axis % DIMENSION))
+    }
+}
+
+async fn keyword_search_stems_english_and_segments_chinese_and_japanese(
+    index: Arc<dyn VectorIndex>,
+) {
+    let scope = new_scope();
+    let invoices = MemoryId::generate();
+    let parcel = MemoryId::generate();
+    let beijing_duck = MemoryId::generate();
+    let tokyo_home = MemoryId::generate();
+    index
+        .upsert(
+            &scope,
+            vec![
+                with_text(
+                    invoices,
+                    0,
+                    "The quarterly invoices were reconciled by Dana",
+                ),
+                with_text(parcel, 1, "Ship the parcel to Lisbon on Friday"),
+                with_text(beijing_duck, 2, "我最喜欢吃北京烤鸭"),
+                with_text(tokyo_home, 3, "私は東京都に住んでいます"),
+            ],
+        )
+        .await
+        .unwrap();
+
+    // Other inflections of the stored words match through the English stemmer.
+    let hits = index
+        .keyword_search(&scope, keyword_query("reconciling an invoice", 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![invoices], "{hits:?}");
+    assert!(hits[0].score > 0.0);
+
+    // A Chinese word inside an unsegmented sentence is found.
+    let hits = index
+        .keyword_search(&scope, keyword_query("北京", 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![beijing_duck], "{hits:?}");
+
+    // So is a Japanese one (a query with kana is read as Japanese; kanji alone as Chinese).
+    let hits = index
+        .keyword_search(&scope, keyword_query("東京に住む", 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![tokyo_home], "{hits:?}");
+
+    // Stop words alone match nothing, and neither does an absent word.
+    for nothing in ["the to on", "helicopter"] {
+        let hits = index
+            .keyword_search(&scope, keyword_query(nothing, 10))
+            .await
+            .unwrap();
+        assert!(hits.is_empty(), "{nothing:?} matched {hits:?}");
+    }
+
+    // A memory holding both query words comes before one holding only one of them.
+    let second_friday = MemoryId::generate();
+    index
+        .upsert(
+            &scope,
+            vec![with_text(second_friday, 4, "Friday is the team lunch")],
+        )
+        .await
+        .unwrap();
+    let hits = index
+        .keyword_search(&scope, keyword_query("parcel friday", 10))
+        .await
+        .unwrap();
+    assert_eq!(hit_ids(&hits), vec![parcel, second_friday], "{hits:?}");
+}
+
+async fn keyword_statistics_and_results_stay_inside_the_project(index: Arc<dyn VectorIndex>) {
+    let scope_a = new_scope();
+    let scope_b = new_scope();
+    let zebra_of_a = MemoryId::generate();
+    let lion_of_a = MemoryId::generate();
+    index
+        .upsert(
+            &scope_a,
+            vec![
+                with_text(zebra_of_a, 0, "zebra crossing near the office"),
+                with_text(lion_of_a, 1, "lion statue in the park"),
+            ],
+        )
+        .await
+        .unwrap();
+    let before = index
+        .keyword_search(&scope_a, keyword_query("zebra lion", 10))
+        .await
+        .unwrap();
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // Another project fills up with one of the two words.
+    let foreign: Vec<IndexedMemory> = (0..40)
+        .map(|position| with_text(MemoryId::generate(), position, "zebra zebra herd"))
+        .collect();
+    index.upsert(&scope_b, foreign).await.unwrap();
+
+    let after = index
+        .keyword_search(&scope_a, keyword_query("zebra lion", 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        after, before,
+        "project A's ranking and scores must not depend on project B's words"
+    );
+    let hits_b = index
+        .keyword_search(&scope_b, keyword_query("zebra lion", 100))
+        .await
+        .unwrap();
+    assert_eq!(hits_b.len(), 40);
+    assert!(!hit_ids(&hits_b).contains(&zebra_of_a));
+}
 
 async fn nearest_neighbour_comes_first_with_cosine_score(index: Arc<dyn VectorIndex>) {
     let scope = new_scope();

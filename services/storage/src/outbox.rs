@@ -34,6 +34,8 @@ pub struct IndexingRow {
     pub session_id: Option<String>,
     pub kind: MemoryKind,
     pub created_at: DateTime<Utc>,
+    /// The stored (PII-masked) content, for keyword search.
+    pub content: String,
 }
 
 fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
@@ -195,6 +197,7 @@ impl Storage {
                     session_id: model.session_id,
                     kind,
                     created_at: model.created_at,
+                    content: model.content,
                 },
             );
         }
