@@ -5,7 +5,7 @@ use crate::config::{EngramConfig, ServeArgs};
 use crate::server::EmbeddedServer;
 use anyhow::{Context, Result};
 use clap::Args;
-use engram_engine::{SearchFilters, SearchRequest};
+use engram_engine::SearchRequest;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -116,7 +116,7 @@ fn synthetic_query(rng: &mut StdRng, number: usize) -> String {
     )
 }
 
-fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -124,7 +124,7 @@ fn percentile(sorted: &[Duration], fraction: f64) -> f64 {
     sorted[position.min(sorted.len() - 1)].as_secs_f64() * 1000.0
 }
 
-fn progress(length: usize, label: &str) -> ProgressBar {
+pub(crate) fn progress(length: usize, label: &str) -> ProgressBar {
     let bar = ProgressBar::new(length as u64);
     bar.set_style(
         ProgressStyle::with_template(&format!(
@@ -197,32 +197,12 @@ async fn measure(
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
     let keep_data_dir = data_dir.is_some();
     let data_dir = data_dir.unwrap_or_else(|| temporary.clone());
-    let serve_arguments = ServeArgs {
-        data_dir: data_dir.clone(),
-        listen: "127.0.0.1:0".parse()?,
-        metrics_listen: "127.0.0.1:0".parse()?,
-        database_url: None,
-        model_dir: arguments.model_dir.clone(),
-        console_assets: None,
-        index_wait_ms: 30_000,
-        embed_threads: arguments.embed_threads,
-        allow_unsafe_durability: false,
-        reconcile_interval_secs: 600,
-        rate_limit_burst: 0,
-        rate_limit_per_second: 0,
-        end_user_rate_limit_burst: 0,
-        end_user_rate_limit_per_second: 0,
-        console_signing_key_version: 1,
-        cors_allowed_origins: Vec::new(),
-        tombstone_retention_hours: 720,
-        retention_sweep_interval_secs: 3600,
-        usage_sample_interval_secs: 3600,
-        erasure_ledger: None,
+    let serve_arguments = bench_serve_arguments(
+        data_dir.clone(),
+        arguments.model_dir.clone(),
+        arguments.embed_threads,
         metering,
-        server_secret: None,
-        qdrant: crate::config::QdrantArgs::embedded(),
-        llm: crate::config::LlmArgs::none(),
-    };
+    )?;
     let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
     let server = EmbeddedServer::start(&config).await?;
     let api_key = match &server.bootstrap {
@@ -342,10 +322,8 @@ async fn measure(
         let request = SearchRequest {
             query: query.clone(),
             subject: Default::default(),
-            kinds: Vec::new(),
-            filters: SearchFilters::default(),
             top_k: 10,
-            min_score: 0.0,
+            ..SearchRequest::default()
         };
         let started = Instant::now();
         server.engine.search(&scope, request).await?;
@@ -396,5 +374,44 @@ async fn measure(
         writes_per_second: arguments.memories as f64 / ingest_elapsed.as_secs_f64(),
         searches_per_second: queries.len() as f64 / searches_elapsed.as_secs_f64(),
         search_p50_ms: percentile(&http_latencies, 0.50),
+    })
+}
+
+/// An embedded server on a fresh data dir and free ports, as the benchmarks run it: no rate
+/// limits, no LLM, the embedded index.
+pub(crate) fn bench_serve_arguments(
+    data_dir: PathBuf,
+    model_dir: Option<PathBuf>,
+    embed_threads: usize,
+    metering: bool,
+) -> Result<ServeArgs> {
+    Ok(ServeArgs {
+        data_dir,
+        listen: "127.0.0.1:0".parse()?,
+        metrics_listen: "127.0.0.1:0".parse()?,
+        database_url: None,
+        model_dir,
+        console_assets: None,
+        index_wait_ms: 30_000,
+        embed_threads,
+        allow_unsafe_durability: false,
+        reconcile_interval_secs: 600,
+        rate_limit_burst: 0,
+        rate_limit_per_second: 0,
+        end_user_rate_limit_burst: 0,
+        end_user_rate_limit_per_second: 0,
+        console_signing_key_version: 1,
+        cors_allowed_origins: Vec::new(),
+        tombstone_retention_hours: 720,
+        retention_sweep_interval_secs: 3600,
+        usage_sample_interval_secs: 3600,
+        consolidation_interval_secs: 0,
+        consolidation_compact_after_secs: 2_592_000,
+        erasure_ledger: None,
+        metering,
+        server_secret: None,
+        qdrant: crate::config::QdrantArgs::embedded(),
+        llm: crate::config::LlmArgs::none(),
+        embedding: crate::config::EmbeddingArgs::local(),
     })
 }

@@ -1,6 +1,7 @@
 //! The memory pipeline: embed and store new memories with their outbox entries, apply them
 //! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
 
+pub mod consolidation;
 pub mod derivation;
 mod error;
 pub mod governance;
@@ -17,4 +18,8 @@ pub use governance::{
 };
 pub use indexing::{IndexApplier, ReconcileReport};
 pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine};
-pub use search::{SearchFilters, SearchHit, SearchOutcome, SearchRequest};
+pub use search::{
+    DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
+    PackedContext, RankingSignals, RetrievalMode, SearchFilters, SearchHit, SearchOutcome,
+    SearchRequest, SearchTimings, pack_context,
+};

@@ -1,11 +1,14 @@
-//! The read side: embed the query (cached), ask the index for candidates inside the
-//! project, hydrate them from the database, drop anything not active, filter and rank.
+//! The read side: gather candidates from dense (vector) and keyword (BM25) search inside the
+//! project, hydrate them from the database, fuse, boost, filter, diversify and rank.
 
 use crate::EngineError;
 use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
-use engram_core::{Memory, MemoryKind, ProjectScope, SubjectFilter};
-use engram_index::VectorQuery;
+use engram_core::{Memory, MemoryId, MemoryKind, ProjectScope, SubjectFilter};
+use engram_index::{InMemoryKeywordScorer, KeywordQuery, VectorHit, VectorQuery};
+use engram_storage::recall::MemoryWithEmbedding;
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 use tracing::Instrument;
 use uuid::Uuid;
@@ -49,41 +52,194 @@ impl SearchFilters {
     }
 }
 
+/// Which signals rank the results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetrievalMode {
+    /// Dense and keyword search fused (the default).
+    #[default]
+    Hybrid,
+    /// Cosine similarity of the embeddings only.
+    Dense,
+    /// BM25 over the memory text only (nothing is embedded).
+    Keyword,
+}
+
+impl RetrievalMode {
+    pub const ALL: [RetrievalMode; 3] = [Self::Hybrid, Self::Dense, Self::Keyword];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hybrid => "hybrid",
+            Self::Dense => "dense",
+            Self::Keyword => "keyword",
+        }
+    }
+}
+
+impl std::str::FromStr for RetrievalMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| format!("must be one of hybrid, dense, keyword; got {text:?}"))
+    }
+}
+
+/// How the dense and keyword signals are combined in hybrid mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusionMethod {
+    /// `(1 − w) · cosine + w · BM25 / best BM25`: keeps how strong each match is.
+    #[default]
+    Weighted,
+    /// Reciprocal rank fusion (k = 60) of the two rankings, weighted the same way and scaled
+    /// to 0–1: only the ranks count.
+    Rrf,
+}
+
+impl FusionMethod {
+    pub const ALL: [FusionMethod; 2] = [Self::Weighted, Self::Rrf];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Weighted => "weighted",
+            Self::Rrf => "rrf",
+        }
+    }
+}
+
+impl std::str::FromStr for FusionMethod {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|method| method.as_str() == text)
+            .ok_or_else(|| format!("must be one of weighted, rrf; got {text:?}"))
+    }
+}
+
+/// The rank constant of reciprocal rank fusion.
+const RRF_K: f32 = 60.0;
+
+/// Weight of the keyword signal in the hybrid score when the request names none.
+pub const DEFAULT_KEYWORD_WEIGHT: f32 = 0.5;
+/// Largest recency bonus, for a memory valid from right now; halves every half-life.
+pub const DEFAULT_RECENCY_WEIGHT: f32 = 0.05;
+pub const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
+/// Bonus of a memory from the session named in the request (unless it filters by it).
+pub const SESSION_BOOST: f32 = 0.05;
+/// A result at least this similar (cosine of the embeddings) to a better one is left out
+/// when diversifying.
+pub const NEAR_DUPLICATE_SIMILARITY: f32 = 0.97;
+/// At most this many `always` procedures are returned at task start.
+pub const MAX_ALWAYS_PROCEDURES: usize = 20;
+/// `as_of` ranks in memory over at most this many memories valid at that time (newest first).
+pub const MAX_AS_OF_CANDIDATES: u64 = 5_000;
+
 #[derive(Clone, Debug)]
 pub struct SearchRequest {
     pub query: String,
+    /// `session_id` boosts that session's memories; it filters only with `session_only`.
     pub subject: SubjectFilter,
+    pub session_only: bool,
     pub kinds: Vec<MemoryKind>,
     pub filters: SearchFilters,
     pub top_k: usize,
     pub min_score: f32,
+    pub retrieval: RetrievalMode,
+    pub fusion: FusionMethod,
+    /// 0–1: share of the keyword signal in the hybrid score.
+    pub keyword_weight: f32,
+    /// 0–1: largest bonus for recency (see [`RECENCY_HALF_LIFE_DAYS`]).
+    pub recency_weight: f32,
+    /// Rank what was true at this moment: memories superseded later are candidates too.
+    pub as_of: Option<DateTime<Utc>>,
+    /// Leave out results nearly identical to a better one.
+    pub diversify: bool,
+    /// Also return the procedural memories marked `"always": true` (task start).
+    pub include_always: bool,
+}
+
+impl Default for SearchRequest {
+    fn default() -> Self {
+        Self {
+            query: String::new(),
+            subject: SubjectFilter::default(),
+            session_only: false,
+            kinds: Vec::new(),
+            filters: SearchFilters::default(),
+            top_k: engram_core::limits::DEFAULT_TOP_K,
+            min_score: 0.0,
+            retrieval: RetrievalMode::Hybrid,
+            fusion: FusionMethod::Weighted,
+            keyword_weight: DEFAULT_KEYWORD_WEIGHT,
+            recency_weight: DEFAULT_RECENCY_WEIGHT,
+            as_of: None,
+            diversify: true,
+            include_always: false,
+        }
+    }
+}
+
+/// Why a result ranks where it does.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankingSignals {
+    /// Cosine similarity of query and memory (absent in keyword mode).
+    pub dense_similarity: Option<f32>,
+    /// BM25 score (absent when the memory holds no query term or keyword search did not run).
+    pub keyword_score: Option<f32>,
+    pub recency_bonus: f32,
+    pub session_bonus: f32,
 }
 
 #[derive(Clone, Debug)]
 pub struct SearchHit {
     pub memory: Memory,
-    /// Cosine similarity clamped to [0, 1].
+    /// 0–1, best first. Dense mode: the cosine similarity; keyword mode: BM25 relative to the
+    /// best match; hybrid: their weighted sum. Plus the recency and session bonuses.
     pub score: f32,
+    pub signals: RankingSignals,
+}
+
+/// Where the time of one search went, in microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchTimings {
+    pub embed_micros: u64,
+    pub dense_micros: u64,
+    pub keyword_micros: u64,
+    pub hydrate_micros: u64,
+    pub rank_micros: u64,
+    pub total_micros: u64,
 }
 
 #[derive(Clone, Debug)]
 pub struct SearchOutcome {
     pub results: Vec<SearchHit>,
+    /// `always` procedures (with `include_always`), oldest first; never repeated in `results`.
+    pub always: Vec<Memory>,
     pub recall_id: Uuid,
-    pub embed_micros: u64,
-    pub index_micros: u64,
-    pub hydrate_micros: u64,
-    /// Tokens of the query run through the model (0 when its embedding was cached).
+    pub timings: SearchTimings,
+    /// Tokens of the query run through the model (0 when cached or not embedded).
     pub tokens_embedded: u64,
 }
 
-/// Candidates fetched per requested result: hydration drops superseded, deleted, expired
-/// and filtered-out memories, so the index is asked for more than `top_k`.
-const CANDIDATE_FACTOR: usize = 3;
+/// Candidates fetched per requested result from each retriever: fusion needs both lists
+/// deep enough to overlap, and hydration drops what is no longer active or filtered out.
+const CANDIDATE_FACTOR: usize = 5;
+const MIN_CANDIDATES: usize = 50;
 const FILTERED_CANDIDATES: usize = 500;
 
-/// Search latency by phase (`embed`, `index`, `hydrate`, `total`).
+/// Search latency by phase (`embed`, `dense`, `keyword`, `hydrate`, `rank`, `total`).
 pub const SEARCH_DURATION_SECONDS: &str = "engram_search_duration_seconds";
+
+/// One memory under consideration, with what the retrievers said about it.
+struct Candidate {
+    memory: Memory,
+    embedding: Vec<f32>,
+    keyword_score: Option<f32>,
+}
 
 impl MemoryEngine {
     pub async fn search(
@@ -92,96 +248,478 @@ impl MemoryEngine {
         request: SearchRequest,
     ) -> Result<SearchOutcome, EngineError> {
         let started = Instant::now();
-        let (vector, tokens_embedded) = self.embed_query(&request.query).await?;
-        let embedded = Instant::now();
-        let candidate_limit = if request.filters.is_empty() {
-            (request.top_k * CANDIDATE_FACTOR).max(30)
+        let mut timings = SearchTimings::default();
+        let query_vector = if request.retrieval == RetrievalMode::Keyword {
+            None
         } else {
-            FILTERED_CANDIDATES
+            Some(self.embed_query(&request.query).await?)
         };
-        let hits = self
-            .index
-            .search(
-                scope,
-                VectorQuery {
-                    vector: vector.as_ref().clone(),
-                    limit: candidate_limit,
-                    user_id: request
-                        .subject
-                        .user_id
-                        .as_ref()
-                        .map(|id| id.as_str().to_string()),
-                    agent_id: request
-                        .subject
-                        .agent_id
-                        .as_ref()
-                        .map(|id| id.as_str().to_string()),
-                    session_id: request
-                        .subject
-                        .session_id
-                        .as_ref()
-                        .map(|id| id.as_str().to_string()),
-                    kinds: request.kinds.clone(),
-                },
-            )
-            .instrument(tracing::info_span!("index.search", limit = candidate_limit))
-            .await?;
-        let searched = Instant::now();
-        let ids: Vec<_> = hits.iter().map(|hit| hit.memory_id).collect();
-        let mut active = self
-            .storage
-            .active_memories_by_id(scope, &ids)
-            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
-            .await?;
-        let now = Utc::now();
-        let mut results = Vec::with_capacity(request.top_k);
-        for hit in hits {
-            let Some(memory) = active.remove(&hit.memory_id) else {
-                continue;
-            };
-            if memory
-                .expires_at
-                .is_some_and(|expires_at| expires_at <= now)
-            {
-                continue;
+        let tokens_embedded = query_vector.as_ref().map_or(0, |(_, tokens)| *tokens);
+        let query_vector: Option<Arc<Vec<f32>>> = query_vector.map(|(vector, _)| vector);
+        timings.embed_micros = started.elapsed().as_micros() as u64;
+
+        let candidates = match request.as_of {
+            Some(as_of) => {
+                self.candidates_valid_at(
+                    scope,
+                    &request,
+                    as_of,
+                    query_vector.as_deref(),
+                    &mut timings,
+                )
+                .await?
             }
-            if !request.filters.accepts(&memory) {
-                continue;
+            None => {
+                self.candidates_from_index(scope, &request, query_vector.as_deref(), &mut timings)
+                    .await?
             }
-            let score = hit.score.clamp(0.0, 1.0);
-            if score < request.min_score {
-                continue;
-            }
-            results.push(SearchHit { memory, score });
-        }
-        results.sort_by(|left, right| right.score.total_cmp(&left.score));
-        results.truncate(request.top_k);
-        let hydrated = Instant::now();
+        };
+
+        let ranking_started = Instant::now();
+        let always = if request.include_always {
+            self.storage
+                .always_procedures(
+                    scope,
+                    request.subject.user_id.as_ref(),
+                    request.subject.agent_id.as_ref(),
+                    MAX_ALWAYS_PROCEDURES,
+                )
+                .await?
+        } else {
+            Vec::new()
+        };
+        let always_ids: Vec<MemoryId> = always.iter().map(|memory| memory.id).collect();
+        let results = rank_candidates(
+            candidates,
+            &request,
+            query_vector.as_deref().map(Vec::as_slice),
+            &always_ids,
+            request.as_of.unwrap_or_else(Utc::now),
+        );
+        timings.rank_micros = ranking_started.elapsed().as_micros() as u64;
+        timings.total_micros = started.elapsed().as_micros() as u64;
+
         let outcome = SearchOutcome {
             results,
+            always,
             recall_id: Uuid::now_v7(),
-            embed_micros: (embedded - started).as_micros() as u64,
-            index_micros: (searched - embedded).as_micros() as u64,
-            hydrate_micros: (hydrated - searched).as_micros() as u64,
+            timings,
             tokens_embedded,
         };
-        let seconds = |micros: u64| micros as f64 / 1_000_000.0;
-        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "embed")
-            .record(seconds(outcome.embed_micros));
-        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "index")
-            .record(seconds(outcome.index_micros));
-        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "hydrate")
-            .record(seconds(outcome.hydrate_micros));
-        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => "total")
-            .record((hydrated - started).as_secs_f64());
+        record_search_metrics(&timings);
         tracing::debug!(
             recall_id = %outcome.recall_id,
+            retrieval = request.retrieval.as_str(),
             results = outcome.results.len(),
-            embed_micros = outcome.embed_micros,
-            index_micros = outcome.index_micros,
-            hydrate_micros = outcome.hydrate_micros,
+            embed_micros = timings.embed_micros,
+            dense_micros = timings.dense_micros,
+            keyword_micros = timings.keyword_micros,
+            hydrate_micros = timings.hydrate_micros,
+            rank_micros = timings.rank_micros,
             "search answered"
         );
         Ok(outcome)
+    }
+
+    /// Dense and keyword candidates from the index (concurrently), hydrated from the database.
+    async fn candidates_from_index(
+        &self,
+        scope: &ProjectScope,
+        request: &SearchRequest,
+        query_vector: Option<&Vec<f32>>,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let candidate_limit = if request.filters.is_empty() {
+            (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES)
+        } else {
+            FILTERED_CANDIDATES
+        };
+        let as_text =
+            |id: &Option<engram_core::ExternalId>| id.as_ref().map(|id| id.as_str().to_string());
+        let user_id = as_text(&request.subject.user_id);
+        let agent_id = as_text(&request.subject.agent_id);
+        let session_id = if request.session_only {
+            as_text(&request.subject.session_id)
+        } else {
+            None
+        };
+        let dense_search = async {
+            let Some(vector) = query_vector else {
+                return Ok((Vec::new(), 0));
+            };
+            let dense_started = Instant::now();
+            let hits = self
+                .index
+                .search(
+                    scope,
+                    VectorQuery {
+                        vector: vector.clone(),
+                        limit: candidate_limit,
+                        user_id: user_id.clone(),
+                        agent_id: agent_id.clone(),
+                        session_id: session_id.clone(),
+                        kinds: request.kinds.clone(),
+                    },
+                )
+                .instrument(tracing::info_span!("index.search", limit = candidate_limit))
+                .await?;
+            Ok::<_, EngineError>((hits, dense_started.elapsed().as_micros() as u64))
+        };
+        let keyword_search = async {
+            if request.retrieval == RetrievalMode::Dense {
+                return Ok((Vec::new(), 0));
+            }
+            let keyword_started = Instant::now();
+            let hits = self
+                .index
+                .keyword_search(
+                    scope,
+                    KeywordQuery {
+                        text: request.query.clone(),
+                        limit: candidate_limit,
+                        user_id: user_id.clone(),
+                        agent_id: agent_id.clone(),
+                        session_id: session_id.clone(),
+                        kinds: request.kinds.clone(),
+                    },
+                )
+                .instrument(tracing::info_span!(
+                    "index.keyword_search",
+                    limit = candidate_limit
+                ))
+                .await?;
+            Ok::<_, EngineError>((hits, keyword_started.elapsed().as_micros() as u64))
+        };
+        let (dense, keyword) = tokio::join!(dense_search, keyword_search);
+        let (dense_hits, dense_micros) = dense?;
+        let (keyword_hits, keyword_micros) = keyword?;
+        timings.dense_micros = dense_micros;
+        timings.keyword_micros = keyword_micros;
+
+        let hydrate_started = Instant::now();
+        let keyword_scores: HashMap<MemoryId, f32> = keyword_hits
+            .iter()
+            .map(|hit| (hit.memory_id, hit.score))
+            .collect();
+        let mut ids: Vec<MemoryId> = dense_hits
+            .iter()
+            .chain(keyword_hits.iter())
+            .map(|hit: &VectorHit| hit.memory_id)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let mut hydrated = self
+            .storage
+            .active_memories_with_embeddings(scope, &ids)
+            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+            .await?;
+        let now = Utc::now();
+        let candidates = ids
+            .into_iter()
+            .filter_map(|memory_id| hydrated.remove(&memory_id))
+            .filter(|found| {
+                found
+                    .memory
+                    .expires_at
+                    .is_none_or(|expires_at| expires_at > now)
+            })
+            .map(|found| Candidate {
+                keyword_score: keyword_scores.get(&found.memory.id).copied(),
+                memory: found.memory,
+                embedding: found.embedding,
+            })
+            .collect();
+        timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
+        Ok(candidates)
+    }
+
+    /// Every memory of the subject that was valid at `as_of` (superseded ones included),
+    /// scored in memory: the index only holds what is active now.
+    async fn candidates_valid_at(
+        &self,
+        scope: &ProjectScope,
+        request: &SearchRequest,
+        as_of: DateTime<Utc>,
+        query_vector: Option<&Vec<f32>>,
+        timings: &mut SearchTimings,
+    ) -> Result<Vec<Candidate>, EngineError> {
+        let hydrate_started = Instant::now();
+        let mut subject = request.subject.clone();
+        if !request.session_only {
+            subject.session_id = None;
+        }
+        let valid = self
+            .storage
+            .memories_valid_at(scope, &subject, &request.kinds, as_of, MAX_AS_OF_CANDIDATES)
+            .instrument(tracing::info_span!("db.memories_valid_at"))
+            .await?;
+        timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
+        let valid: Vec<MemoryWithEmbedding> = valid
+            .into_iter()
+            .filter(|found| {
+                found
+                    .memory
+                    .expires_at
+                    .is_none_or(|expires_at| expires_at > as_of)
+            })
+            .collect();
+        let keyword_started = Instant::now();
+        let keyword_scores = if request.retrieval == RetrievalMode::Dense {
+            vec![0.0; valid.len()]
+        } else {
+            let texts: Vec<&str> = valid
+                .iter()
+                .map(|found| found.memory.content.as_str())
+                .collect();
+            InMemoryKeywordScorer::new()?.score(&request.query, &texts)
+        };
+        timings.keyword_micros = keyword_started.elapsed().as_micros() as u64;
+        let keep_without_keywords = query_vector.is_some();
+        Ok(valid
+            .into_iter()
+            .zip(keyword_scores)
+            .filter(|(_, keyword_score)| keep_without_keywords || *keyword_score > 0.0)
+            .map(|(found, keyword_score)| Candidate {
+                memory: found.memory,
+                embedding: found.embedding,
+                keyword_score: (keyword_score > 0.0).then_some(keyword_score),
+            })
+            .collect())
+    }
+}
+
+/// Score, filter, order and diversify the candidates; `always` procedures are left out (they
+/// are returned on their own).
+fn rank_candidates(
+    candidates: Vec<Candidate>,
+    request: &SearchRequest,
+    query_vector: Option<&[f32]>,
+    always_ids: &[MemoryId],
+    now: DateTime<Utc>,
+) -> Vec<SearchHit> {
+    let best_keyword_score = candidates
+        .iter()
+        .filter_map(|candidate| candidate.keyword_score)
+        .fold(0.0_f32, f32::max);
+    let keyword_weight = match request.retrieval {
+        RetrievalMode::Hybrid => request.keyword_weight.clamp(0.0, 1.0),
+        RetrievalMode::Dense => 0.0,
+        RetrievalMode::Keyword => 1.0,
+    };
+    // Ranks (1 = best) in each signal, for reciprocal rank fusion.
+    let rank_by = |score_of: &dyn Fn(&Candidate) -> Option<f32>| -> HashMap<MemoryId, f32> {
+        let mut scored: Vec<(MemoryId, f32)> = candidates
+            .iter()
+            .filter_map(|candidate| score_of(candidate).map(|score| (candidate.memory.id, score)))
+            .collect();
+        scored.sort_by(|left, right| right.1.total_cmp(&left.1));
+        scored
+            .into_iter()
+            .enumerate()
+            .map(|(position, (memory_id, _))| (memory_id, position as f32 + 1.0))
+            .collect()
+    };
+    let use_ranks =
+        request.retrieval == RetrievalMode::Hybrid && request.fusion == FusionMethod::Rrf;
+    let (dense_ranks, keyword_ranks) = if use_ranks {
+        (
+            rank_by(&|candidate: &Candidate| {
+                query_vector.map(|query| cosine_similarity(query, &candidate.embedding))
+            }),
+            rank_by(&|candidate: &Candidate| candidate.keyword_score),
+        )
+    } else {
+        (HashMap::new(), HashMap::new())
+    };
+    let boosted_session = (!request.session_only)
+        .then_some(request.subject.session_id.as_ref())
+        .flatten();
+    let mut scored: Vec<(SearchHit, Vec<f32>)> = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        if always_ids.contains(&candidate.memory.id) || !request.filters.accepts(&candidate.memory)
+        {
+            continue;
+        }
+        let dense_similarity =
+            query_vector.map(|query| cosine_similarity(query, &candidate.embedding));
+        let keyword_relative = match (candidate.keyword_score, best_keyword_score > 0.0) {
+            (Some(score), true) => score / best_keyword_score,
+            _ => 0.0,
+        };
+        if request.retrieval == RetrievalMode::Keyword && keyword_relative <= 0.0 {
+            continue;
+        }
+        let base = if use_ranks {
+            let reciprocal = |ranks: &HashMap<MemoryId, f32>| {
+                ranks
+                    .get(&candidate.memory.id)
+                    .map_or(0.0, |rank| (RRF_K + 1.0) / (RRF_K + rank))
+            };
+            (1.0 - keyword_weight) * reciprocal(&dense_ranks)
+                + keyword_weight * reciprocal(&keyword_ranks)
+        } else {
+            (1.0 - keyword_weight) * dense_similarity.unwrap_or(0.0).clamp(0.0, 1.0)
+                + keyword_weight * keyword_relative
+        };
+        let age_days = (now - candidate.memory.valid_from).num_seconds().max(0) as f64 / 86_400.0;
+        let recency_bonus = request.recency_weight.clamp(0.0, 1.0)
+            * 0.5_f64.powf(age_days / RECENCY_HALF_LIFE_DAYS) as f32;
+        let session_bonus = match (boosted_session, &candidate.memory.session_id) {
+            (Some(wanted), Some(session)) if wanted == session => SESSION_BOOST,
+            _ => 0.0,
+        };
+        let score = (base + recency_bonus + session_bonus).clamp(0.0, 1.0);
+        if score < request.min_score {
+            continue;
+        }
+        scored.push((
+            SearchHit {
+                memory: candidate.memory,
+                score,
+                signals: RankingSignals {
+                    dense_similarity,
+                    keyword_score: candidate.keyword_score,
+                    recency_bonus,
+                    session_bonus,
+                },
+            },
+            candidate.embedding,
+        ));
+    }
+    // Ties (equal scores) keep a stable order: newer memories first.
+    scored.sort_by(|(left, _), (right, _)| {
+        right
+            .score
+            .total_cmp(&left.score)
+            .then_with(|| right.memory.id.cmp(&left.memory.id))
+    });
+    let mut kept: Vec<(SearchHit, Vec<f32>)> = Vec::with_capacity(request.top_k);
+    for (hit, embedding) in scored {
+        if kept.len() >= request.top_k {
+            break;
+        }
+        let near_duplicate = request.diversify
+            && kept.iter().any(|(_, kept_embedding)| {
+                cosine_similarity(kept_embedding, &embedding) >= NEAR_DUPLICATE_SIMILARITY
+            });
+        if !near_duplicate {
+            kept.push((hit, embedding));
+        }
+    }
+    kept.into_iter().map(|(hit, _)| hit).collect()
+}
+
+fn cosine_similarity(left: &[f32], right: &[f32]) -> f32 {
+    if left.len() != right.len() || left.is_empty() {
+        return 0.0;
+    }
+    let (mut dot, mut left_norm, mut right_norm) = (0.0_f32, 0.0_f32, 0.0_f32);
+    for (a, b) in left.iter().zip(right) {
+        dot += a * b;
+        left_norm += a * a;
+        right_norm += b * b;
+    }
+    if left_norm == 0.0 || right_norm == 0.0 {
+        return 0.0;
+    }
+    dot / (left_norm.sqrt() * right_norm.sqrt())
+}
+
+fn record_search_metrics(timings: &SearchTimings) {
+    let seconds = |micros: u64| micros as f64 / 1_000_000.0;
+    for (phase, micros) in [
+        ("embed", timings.embed_micros),
+        ("dense", timings.dense_micros),
+        ("keyword", timings.keyword_micros),
+        ("hydrate", timings.hydrate_micros),
+        ("rank", timings.rank_micros),
+        ("total", timings.total_micros),
+    ] {
+        metrics::histogram!(SEARCH_DURATION_SECONDS, "phase" => phase).record(seconds(micros));
+    }
+}
+
+/// A ready-to-inject block of memories that fits a token budget.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedContext {
+    pub text: String,
+    /// Tokens of `text` by the embedding model's tokenizer (an estimate of an LLM's count).
+    pub tokens: u64,
+    /// The memories in `text`, in order.
+    pub memory_ids: Vec<MemoryId>,
+    /// Results that did not fit.
+    pub omitted: usize,
+}
+
+/// One line per memory, `always` procedures first, then results best first, each with its
+/// provenance (kind, source, date, id), until the next line would exceed `token_budget`.
+pub fn pack_context(
+    always: &[Memory],
+    results: &[SearchHit],
+    token_budget: u64,
+    count_tokens: impl Fn(&str) -> u64,
+) -> PackedContext {
+    const HEADER: &str = "Memories (most relevant first):";
+    let mut text = HEADER.to_string();
+    let mut tokens = count_tokens(HEADER);
+    let mut memory_ids = Vec::new();
+    let mut omitted = 0;
+    let lines = always
+        .iter()
+        .map(|memory| (memory, true))
+        .chain(results.iter().map(|hit| (&hit.memory, false)));
+    for (memory, is_always) in lines {
+        if omitted > 0 {
+            // Ranked order is kept: once one memory does not fit, the rest are left out too.
+            omitted += 1;
+            continue;
+        }
+        let line = format!(
+            "\n- {} [{}{}, {}, {}, id {}]",
+            memory.content.replace('\n', " "),
+            memory.kind.as_str(),
+            if is_always { ", always" } else { "" },
+            memory.source.as_str(),
+            memory.valid_from.format("%Y-%m-%d"),
+            memory.id,
+        );
+        let line_tokens = count_tokens(&line);
+        if tokens + line_tokens > token_budget {
+            omitted += 1;
+            continue;
+        }
+        tokens += line_tokens;
+        text.push_str(&line);
+        memory_ids.push(memory.id);
+    }
+    PackedContext {
+        text,
+        tokens,
+        memory_ids,
+        omitted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_of_parallel_orthogonal_and_mismatched_vectors() {
+        assert!((cosine_similarity(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert_eq!(cosine_similarity(&[1.0, 0.0], &[0.0, 3.0]), 0.0);
+        assert_eq!(cosine_similarity(&[1.0], &[1.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn retrieval_modes_and_fusion_methods_parse_and_print() {
+        for mode in RetrievalMode::ALL {
+            assert_eq!(mode.as_str().parse::<RetrievalMode>(), Ok(mode));
+        }
+        assert!("bm25".parse::<RetrievalMode>().is_err());
+        for method in FusionMethod::ALL {
+            assert_eq!(method.as_str().parse::<FusionMethod>(), Ok(method));
+        }
+        assert!("max".parse::<FusionMethod>().is_err());
     }
 }

@@ -59,6 +59,14 @@ impl VectorIndex for SwitchableIndex {
         self.check()?;
         self.inner.search(scope, query).await
     }
+    async fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: engram_index::KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        self.check()?;
+        self.inner.keyword_search(scope, query).await
+    }
     async fn versions(
         &self,
         scope: &ProjectScope,
@@ -128,11 +136,10 @@ fn memory(content: &str) -> NewMemory {
 fn query(text: &str) -> SearchRequest {
     SearchRequest {
         query: text.to_string(),
-        subject: Default::default(),
-        kinds: Vec::new(),
-        filters: Default::default(),
         top_k: 50,
-        min_score: 0.0,
+        // The notes differ by a number only: every one of them must come back.
+        diversify: false,
+        ..SearchRequest::default()
     }
 }
 

@@ -393,7 +393,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
                         ..Default::default()
                     },
                     top_k: query.limit.clamp(1, 100) as usize,
-                    min_score: 0.0,
+                    // The console's session field is a filter, like its other fields.
+                    session_only: true,
+                    ..engram_engine::SearchRequest::default()
                 };
                 let outcome = engine.search(&scope, request).await.map_err(engine_error)?;
                 outcome
@@ -1186,12 +1188,19 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 days_by_kind.insert(parsed, days);
             }
         }
+        // The console edits these two; the rest is kept as it is.
+        let current = self
+            .storage
+            .project_settings(&scope)
+            .await
+            .map_err(internal)?;
         self.storage
             .update_project_settings(
                 &scope,
                 &engram_storage::governance::ProjectSettings {
                     pii_redaction,
                     retention_days: days_by_kind,
+                    ..current
                 },
                 &console_actor(&account, &caller.origin),
             )

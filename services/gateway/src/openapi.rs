@@ -54,6 +54,7 @@ impl Modify for BearerApiKey {
         governance::update_project_settings,
         governance::set_memory_flags,
         governance::request_subject_erasure,
+        governance::request_consolidation,
         governance::get_task,
         governance::export_subject,
         governance::retention_preview,
@@ -76,7 +77,7 @@ impl Modify for BearerApiKey {
         feedback::list_recall_feedback,
     ),
     components(schemas(
-        MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView,
+        MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView, crate::views::RankingSignalsView, crate::views::SearchTimingsView, crate::views::SearchContextView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
         keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,

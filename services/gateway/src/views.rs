@@ -114,14 +114,88 @@ pub struct HistoryView {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SearchResultView {
     pub memory: MemoryView,
-    /// Relevance in [0, 1], higher is better.
+    /// Relevance in [0, 1], higher is better: the weighted sum of cosine similarity and BM25
+    /// (relative to the best keyword match) in hybrid mode, plus recency and session bonuses.
     pub score: f32,
+    /// Why it ranks here (with `explain: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signals: Option<RankingSignalsView>,
+}
+
+/// The signals behind one result's score.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct RankingSignalsView {
+    /// Cosine similarity of query and memory; absent in keyword mode.
+    pub dense_similarity: Option<f32>,
+    /// BM25 score; absent when the memory holds no query term (or in dense mode).
+    pub keyword_score: Option<f32>,
+    pub recency_bonus: f32,
+    pub session_bonus: f32,
+}
+
+impl From<&engram_engine::RankingSignals> for RankingSignalsView {
+    fn from(signals: &engram_engine::RankingSignals) -> Self {
+        Self {
+            dense_similarity: signals.dense_similarity,
+            keyword_score: signals.keyword_score,
+            recency_bonus: signals.recency_bonus,
+            session_bonus: signals.session_bonus,
+        }
+    }
+}
+
+/// Where one search's time went, in milliseconds (with `explain: true`).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SearchTimingsView {
+    pub embed: f64,
+    pub dense: f64,
+    pub keyword: f64,
+    pub hydrate: f64,
+    pub rank: f64,
+    /// Inside the engine, from the first stage to the last.
+    pub total: f64,
+}
+
+impl From<&engram_engine::SearchTimings> for SearchTimingsView {
+    fn from(timings: &engram_engine::SearchTimings) -> Self {
+        let millis = |micros: u64| micros as f64 / 1_000.0;
+        Self {
+            embed: millis(timings.embed_micros),
+            dense: millis(timings.dense_micros),
+            keyword: millis(timings.keyword_micros),
+            hydrate: millis(timings.hydrate_micros),
+            rank: millis(timings.rank_micros),
+            total: millis(timings.total_micros),
+        }
+    }
+}
+
+/// Memories packed into a ready-to-inject text within a token budget (`context_tokens`).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct SearchContextView {
+    /// One line per memory: content, then kind, source, date and id (its provenance).
+    /// `always` procedures come first, then results best first.
+    pub text: String,
+    /// Tokens of `text`, counted by the embedding model's tokenizer.
+    pub tokens: u64,
+    pub memory_ids: Vec<String>,
+    /// Memories that did not fit the budget.
+    pub omitted: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SearchResponseView {
     pub results: Vec<SearchResultView>,
     pub recall_id: String,
+    /// Procedural memories marked `"always": true` (with `include_always: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<Vec<MemoryView>>,
+    /// With `context_tokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<SearchContextView>,
+    /// With `explain: true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings_ms: Option<SearchTimingsView>,
     /// Present when the project's recall budget cut the results short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall_budget: Option<RecallBudgetView>,
@@ -213,6 +287,28 @@ pub struct SearchBody {
     pub top_k: Option<i64>,
     /// 0–1, default 0.
     pub min_score: Option<f64>,
+    /// `hybrid` (default), `dense` or `keyword`.
+    pub retrieval: Option<String>,
+    /// How hybrid mode combines its signals: `weighted` (default: the weighted sum of cosine
+    /// and relative BM25) or `rrf` (reciprocal rank fusion, k = 60, scaled to 0–1).
+    pub fusion: Option<String>,
+    /// `true` makes `session_id` a filter; by default it only boosts that session's memories.
+    pub session_only: Option<bool>,
+    /// Rank what was true at this moment (RFC 3339, not in the future): memories superseded
+    /// since then are candidates, memories created after it are not.
+    pub as_of: Option<DateTime<Utc>>,
+    /// 0–1, default 0.5: share of the keyword (BM25) signal in the hybrid score.
+    pub keyword_weight: Option<f64>,
+    /// 0–1, default 0.05: largest bonus for recency, halving every 30 days.
+    pub recency_weight: Option<f64>,
+    /// Default true: leave out results nearly identical to a better one.
+    pub diversify: Option<bool>,
+    /// Also return the procedural memories marked `"always": true` (at task start).
+    pub include_always: Option<bool>,
+    /// 1–8192: also return `context`, the results packed into this many tokens.
+    pub context_tokens: Option<i64>,
+    /// Add `signals` to each result and `timings_ms` to the response.
+    pub explain: Option<bool>,
 }
 
 fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
@@ -411,7 +507,12 @@ impl EditMemoryBody {
 /// A validated search.
 pub struct ParsedSearch {
     pub request: engram_engine::SearchRequest,
+    pub context_tokens: Option<u64>,
+    pub explain: bool,
 }
+
+/// Largest `context_tokens`.
+pub const MAX_CONTEXT_TOKENS: i64 = 8_192;
 
 impl SearchBody {
     pub fn into_request(self) -> Result<ParsedSearch, Vec<FieldError>> {
@@ -460,6 +561,64 @@ impl SearchBody {
             created_before: filters_body.created_before,
             categories_any: filters_body.categories.unwrap_or_default(),
         };
+        let retrieval = match self.retrieval.as_deref() {
+            None => engram_engine::RetrievalMode::default(),
+            Some(text) => text.parse().unwrap_or_else(|message| {
+                errors.push(FieldError::new("retrieval", message));
+                engram_engine::RetrievalMode::default()
+            }),
+        };
+        let fusion = match self.fusion.as_deref() {
+            None => engram_engine::FusionMethod::default(),
+            Some(text) => text.parse().unwrap_or_else(|message| {
+                errors.push(FieldError::new("fusion", message));
+                engram_engine::FusionMethod::default()
+            }),
+        };
+        let mut fraction = |value: Option<f64>, default: f32, field: &str| match value {
+            None => default,
+            Some(value) if (0.0..=1.0).contains(&value) => value as f32,
+            Some(value) => {
+                errors.push(FieldError::new(
+                    field,
+                    format!("must be between 0 and 1, got {value}"),
+                ));
+                default
+            }
+        };
+        let keyword_weight = fraction(
+            self.keyword_weight,
+            engram_engine::DEFAULT_KEYWORD_WEIGHT,
+            "keyword_weight",
+        );
+        let recency_weight = fraction(
+            self.recency_weight,
+            engram_engine::DEFAULT_RECENCY_WEIGHT,
+            "recency_weight",
+        );
+        // A little slack for clocks that run slightly ahead of ours.
+        if let Some(as_of) = self.as_of
+            && as_of > Utc::now() + chrono::Duration::minutes(5)
+        {
+            errors.push(FieldError::new("as_of", "must not be in the future"));
+        }
+        if self.session_only == Some(true) && subject.session_id.is_none() {
+            errors.push(FieldError::new(
+                "session_only",
+                "needs a session_id to filter by",
+            ));
+        }
+        let context_tokens = match self.context_tokens {
+            None => None,
+            Some(tokens) if (1..=MAX_CONTEXT_TOKENS).contains(&tokens) => Some(tokens as u64),
+            Some(tokens) => {
+                errors.push(FieldError::new(
+                    "context_tokens",
+                    format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
+                ));
+                None
+            }
+        };
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -467,11 +626,21 @@ impl SearchBody {
             request: engram_engine::SearchRequest {
                 query: self.query,
                 subject,
+                session_only: self.session_only.unwrap_or(false),
                 kinds,
                 filters,
                 top_k: top_k as usize,
                 min_score: min_score as f32,
+                retrieval,
+                fusion,
+                keyword_weight,
+                recency_weight,
+                as_of: self.as_of,
+                diversify: self.diversify.unwrap_or(true),
+                include_always: self.include_always.unwrap_or(false),
             },
+            context_tokens,
+            explain: self.explain.unwrap_or(false),
         })
     }
 }

@@ -13,6 +13,7 @@ pub mod governance;
 pub mod members;
 pub mod memories;
 pub mod outbox;
+pub mod recall;
 pub mod session_state;
 pub mod tasks;
 pub mod tenants;

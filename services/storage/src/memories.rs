@@ -99,11 +99,11 @@ pub struct HistoryEntry {
 }
 
 /// Every memory query starts here, so none can forget the tenant filter.
-fn memories_of(scope: &ProjectScope) -> Select<memories::Entity> {
+pub(crate) fn memories_of(scope: &ProjectScope) -> Select<memories::Entity> {
     memories::Entity::find().filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
 }
 
-fn subject_condition(subject: &SubjectFilter) -> Condition {
+pub(crate) fn subject_condition(subject: &SubjectFilter) -> Condition {
     let mut condition = Condition::all();
     if let Some(user_id) = &subject.user_id {
         condition = condition.add(memories::Column::UserId.eq(user_id.as_str()));
@@ -1053,6 +1053,51 @@ impl Storage {
             .into_iter()
             .map(|model| memory_from_model(model).map(|memory| (memory.id, memory)))
             .collect()
+    }
+
+    /// Mark `merged` superseded by `kept` in one transaction (consolidation found them to say
+    /// the same), each with `reason` in its history; their index points are removed through
+    /// the outbox. Immutable, held and no-longer-active ones are left as they are. Returns
+    /// the ids actually superseded.
+    pub async fn supersede_memories_by(
+        &self,
+        scope: &ProjectScope,
+        kept: MemoryId,
+        merged: &[MemoryId],
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        if merged.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _permit = self.write_permit().await;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        let now = Utc::now();
+        let mut superseded = Vec::with_capacity(merged.len());
+        for target in merged {
+            if *target == kept {
+                continue;
+            }
+            if let Some(previous_id) = supersede_named_memory(
+                &transaction,
+                scope,
+                *target,
+                kept,
+                &actor.label(),
+                now,
+                Some(reason),
+            )
+            .await?
+            {
+                superseded.push(previous_id);
+            }
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(superseded)
     }
 
     /// Count of active memories in the project (for benchmarks and dashboards).

@@ -9,7 +9,8 @@ use crate::state::AppState;
 use crate::views::RecallBudgetView;
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
-    SearchBody, SearchResponseView, SearchResultView,
+    RankingSignalsView, SearchBody, SearchContextView, SearchResponseView, SearchResultView,
+    SearchTimingsView,
 };
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -401,6 +402,9 @@ pub async fn search_memories(
     if let Some(max_results) = recall.max_results {
         parsed.request.top_k = parsed.request.top_k.min(max_results.max(1) as usize);
     }
+    let context_tokens = parsed.context_tokens;
+    let explain = parsed.explain;
+    let include_always = parsed.request.include_always;
     let outcome = engine.search(&principal.scope, parsed.request).await?;
     let credential = principal.usage_credential();
     meter.record(&principal.scope, &credential, UsageUnit::Searches, 1);
@@ -425,6 +429,7 @@ pub async fn search_memories(
         results.push(SearchResultView {
             memory: MemoryView::from(&hit.memory),
             score: hit.score,
+            signals: explain.then(|| RankingSignalsView::from(&hit.signals)),
         });
     }
     let cut_by_count = recall.max_results.is_some_and(|max_results| {
@@ -436,9 +441,27 @@ pub async fn search_memories(
         max_tokens: recall.max_tokens,
         omitted: omitted as u32,
     });
+    // The context holds what the response returns: the recall budget applies to it too.
+    let context = context_tokens.map(|token_budget| {
+        let packed = engram_engine::pack_context(
+            &outcome.always,
+            &outcome.results[..results.len()],
+            token_budget,
+            |text| engine.embedder().count_tokens(text),
+        );
+        SearchContextView {
+            text: packed.text,
+            tokens: packed.tokens,
+            memory_ids: packed.memory_ids.iter().map(ToString::to_string).collect(),
+            omitted: packed.omitted,
+        }
+    });
     Ok(Json(SearchResponseView {
         results,
         recall_id: outcome.recall_id.to_string(),
+        always: include_always.then(|| outcome.always.iter().map(MemoryView::from).collect()),
+        context,
+        timings_ms: explain.then(|| SearchTimingsView::from(&outcome.timings)),
         recall_budget,
     }))
 }
