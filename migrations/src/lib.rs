@@ -19,6 +19,7 @@ mod m0013_files;
 mod m0014_session_state;
 mod m0015_session_messages;
 mod m0016_feedback;
+mod m0017_derive_memories_setting;
 
 pub struct Migrator;
 
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0014_session_state::Migration),
             Box::new(m0015_session_messages::Migration),
             Box::new(m0016_feedback::Migration),
+            Box::new(m0017_derive_memories_setting::Migration),
         ]
     }
 }

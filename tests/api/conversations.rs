@@ -696,3 +696,67 @@ async fn a_correction_in_feedback_is_applied_by_the_llm_and_feedback_is_kept_per
         json!([{"model": "stand-in-chat", "calls": 1, "failed_calls": 0, "tokens_in": 90, "tokens_out": 20}])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_project_setting_decides_derivation_when_the_request_does_not() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let settings = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(settings.body["derive_memories"], true, "{}", settings.body);
+    let changed = client
+        .send(
+            client
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"derive_memories": false})),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(changed.body["derive_memories"], false);
+
+    let stored_only = post_messages(
+        &client,
+        "log-1",
+        json!({"user_id": "eve", "messages": [{"role": "user", "content": "My locker code is in the blue notebook."}]}),
+    )
+    .await;
+    assert_eq!(stored_only.status, 201, "{}", stored_only.body);
+    assert!(
+        stored_only.body["derivation"].is_null(),
+        "{}",
+        stored_only.body
+    );
+    assert!(client.search_contents("locker code").await.is_empty());
+
+    // The request flag still wins over the setting.
+    let derived = post_messages(
+        &client,
+        "log-1",
+        json!({"user_id": "eve", "derive_memories": true,
+               "messages": [{"role": "user", "content": "My bike is the red one by the door."}]}),
+    )
+    .await;
+    assert_eq!(derived.status, 201, "{}", derived.body);
+    assert_eq!(derived.body["derivation"]["status"], "succeeded");
+    assert_eq!(
+        client
+            .search_contents("which bike")
+            .await
+            .first()
+            .map(String::as_str),
+        Some("My bike is the red one by the door.")
+    );
+    // The change is in the audit log.
+    let audit = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=project.settings_changed",
+        ))
+        .await;
+    assert!(
+        audit.body.to_string().contains("derive_memories"),
+        "{}",
+        audit.body
+    );
+}

@@ -647,7 +647,7 @@ impl MemoryEngine {
 
     /// One LLM call, recorded (model, purpose, tokens) and billed whether or not it worked.
     #[allow(clippy::too_many_arguments)]
-    async fn call_llm(
+    pub(crate) async fn call_llm(
         &self,
         scope: &ProjectScope,
         llm: &ChatModel,

@@ -17,11 +17,14 @@ pub struct LlmPrompts {
     pub reconcile_memories: String,
     /// Applies a natural-language correction (feedback) to one memory.
     pub correct_memory: String,
+    /// Summarises old episodic memories (consolidation).
+    pub compact_episodes: String,
 }
 
 const EXTRACT_MEMORIES_FILE: &str = "extract_memories.md";
 const RECONCILE_MEMORIES_FILE: &str = "reconcile_memories.md";
 const CORRECT_MEMORY_FILE: &str = "correct_memory.md";
+const COMPACT_EPISODES_FILE: &str = "compact_episodes.md";
 
 impl Default for LlmPrompts {
     fn default() -> Self {
@@ -29,6 +32,7 @@ impl Default for LlmPrompts {
             extract_memories: include_str!("../prompts/extract_memories.md").to_string(),
             reconcile_memories: include_str!("../prompts/reconcile_memories.md").to_string(),
             correct_memory: include_str!("../prompts/correct_memory.md").to_string(),
+            compact_episodes: include_str!("../prompts/compact_episodes.md").to_string(),
         }
     }
 }
@@ -41,6 +45,7 @@ impl LlmPrompts {
             (EXTRACT_MEMORIES_FILE, &mut prompts.extract_memories),
             (RECONCILE_MEMORIES_FILE, &mut prompts.reconcile_memories),
             (CORRECT_MEMORY_FILE, &mut prompts.correct_memory),
+            (COMPACT_EPISODES_FILE, &mut prompts.compact_episodes),
         ] {
             let path = folder.join(file_name);
             if path.exists() {

@@ -21,12 +21,25 @@ use sea_orm::{
 use std::collections::BTreeMap;
 
 /// A project's governance settings.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProjectSettings {
     pub pii_redaction: PiiRedaction,
     /// Days a memory of a kind is kept after it was created; absent kinds are kept until
     /// deleted (or their own `expires_at`).
     pub retention_days: BTreeMap<MemoryKind, u32>,
+    /// Whether conversation ingest turns stored messages into memories when the request
+    /// does not say.
+    pub derive_memories: bool,
+}
+
+impl Default for ProjectSettings {
+    fn default() -> Self {
+        Self {
+            pii_redaction: PiiRedaction::default(),
+            retention_days: BTreeMap::new(),
+            derive_memories: true,
+        }
+    }
 }
 
 /// The governance flags of one memory.
@@ -113,6 +126,10 @@ impl Storage {
                 projects::Column::RetentionDays,
                 Expr::value(retention_json(&settings.retention_days)),
             )
+            .col_expr(
+                projects::Column::DeriveMemories,
+                Expr::value(settings.derive_memories),
+            )
             .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
             .exec(&transaction)
             .await
@@ -128,6 +145,7 @@ impl Storage {
                 serde_json::json!({
                     "pii_redaction": { "from": previous.pii_redaction.as_str(), "to": settings.pii_redaction.as_str() },
                     "retention_days": { "from": retention_json(&previous.retention_days), "to": retention_json(&settings.retention_days) },
+                    "derive_memories": { "from": previous.derive_memories, "to": settings.derive_memories },
                 }),
             ),
         )
@@ -697,6 +715,7 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
     ProjectSettings {
         pii_redaction: PiiRedaction::parse(&project.pii_redaction).unwrap_or_default(),
         retention_days,
+        derive_memories: project.derive_memories,
     }
 }
 

@@ -71,6 +71,24 @@ impl Storage {
         self.task(scope, id).await?.ok_or(StorageError::NotFound)
     }
 
+    /// Whether `scope`'s project has a task of `kind` queued or running (a scheduler queues
+    /// no second one).
+    pub async fn open_task_exists(
+        &self,
+        scope: &ProjectScope,
+        kind: &str,
+    ) -> Result<bool, StorageError> {
+        use sea_orm::PaginatorTrait;
+        let open = tasks::Entity::find()
+            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(tasks::Column::Kind.eq(kind))
+            .filter(tasks::Column::Status.is_in(["queued", "running"]))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(open > 0)
+    }
+
     /// A task of `scope`'s project; `None` for an unknown id or another project's.
     pub async fn task(
         &self,

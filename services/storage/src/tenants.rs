@@ -409,6 +409,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         pii_redaction: Set(engram_core::pii::PiiRedaction::Off.as_str().to_string()),
         retention_days: Set(serde_json::json!({})),
         spend_limits: Set(serde_json::json!({})),
+        derive_memories: Set(true),
     })
     .exec(connection)
     .await

@@ -1,6 +1,7 @@
 //! Background loops of `engram worker` (in-process for `engram serve`): the outbox indexer,
 //! which applies pending index changes with backoff, the reconciler and the tombstone purge.
 
+pub mod consolidation;
 pub mod file_ingest;
 pub mod message_derivation;
 pub mod retention;

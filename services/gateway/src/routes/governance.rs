@@ -41,6 +41,7 @@ pub fn router() -> Router<AppState> {
         )
         .route("/v1/subjects/{user_id}/export", get(export_subject))
         .route("/v1/tasks/{task_id}", get(get_task))
+        .route("/v1/consolidations", post(request_consolidation))
         .route("/v1/retention/preview", get(retention_preview))
 }
 
@@ -52,6 +53,9 @@ pub struct ProjectSettingsView {
     /// Days a memory of a kind is kept after its creation (kinds not listed: until deleted).
     #[schema(value_type = Object)]
     pub retention_days: BTreeMap<String, u32>,
+    /// Whether `POST /v1/sessions/{id}/messages` derives memories when the request does not
+    /// say (`derive_memories`). Default true.
+    pub derive_memories: bool,
 }
 
 impl From<&ProjectSettings> for ProjectSettingsView {
@@ -63,6 +67,7 @@ impl From<&ProjectSettings> for ProjectSettingsView {
                 .iter()
                 .map(|(kind, days)| (kind.as_str().to_string(), *days))
                 .collect(),
+            derive_memories: settings.derive_memories,
         }
     }
 }
@@ -74,6 +79,7 @@ pub struct UpdateProjectSettingsBody {
     /// Replaces the whole map; `null` for a kind removes its limit.
     #[schema(value_type = Object)]
     pub retention_days: Option<BTreeMap<String, Option<u32>>>,
+    pub derive_memories: Option<bool>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -212,6 +218,9 @@ pub async fn update_project_settings(
         }
         settings.retention_days = replacement;
     }
+    if let Some(derive_memories) = body.derive_memories {
+        settings.derive_memories = derive_memories;
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
@@ -286,6 +295,36 @@ pub async fn request_subject_erasure(
         principal.origin.request_id.as_deref(),
     )
     .await?;
+    let location = format!("/v1/tasks/{}", task.id);
+    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// Merge the project's near-duplicate memories now (the worker also does it on a schedule):
+/// `202` with a `consolidation` task whose result lists each merge. Nothing is deleted: the
+/// merged memories become `superseded`, with the reason in their history.
+#[utoipa::path(post, path = "/v1/consolidations", tag = "memories",
+    responses((status = 202, body = TaskView),
+        (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn request_consolidation(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+) -> Result<Response, ApiError> {
+    let task = engine
+        .storage()
+        .create_task(
+            &principal.scope,
+            engram_engine::consolidation::CONSOLIDATION_TASK,
+            None,
+            principal.origin.request_id.as_deref(),
+        )
+        .await
+        .map_err(storage_error)?;
+    engine.governance().task_queued.notify_one();
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {

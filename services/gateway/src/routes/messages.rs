@@ -61,9 +61,10 @@ pub struct AddMessagesBody {
     /// end-user token sets its own.
     pub user_id: Option<String>,
     pub agent_id: Option<String>,
-    /// Derive memories from the messages (default true): with an LLM configured, extracted
-    /// and reconciled facts; without one, each non-system message verbatim as an episodic
-    /// memory, duplicates skipped.
+    /// Derive memories from the messages (default: the project's `derive_memories` setting,
+    /// itself true unless changed): with an LLM configured, extracted and reconciled facts;
+    /// without one, each non-system message verbatim as an episodic memory, duplicates
+    /// skipped.
     pub derive_memories: Option<bool>,
     /// Wait for the derivation (default true, at most 20 s); `false` answers 202 at once.
     pub wait: Option<bool>,
@@ -248,7 +249,16 @@ pub async fn add_messages(
     for (message, content) in messages.iter_mut().zip(contents) {
         message.content = content;
     }
-    let derive = body.derive_memories.unwrap_or(true);
+    let derive = match body.derive_memories {
+        Some(derive) => derive,
+        None => {
+            engine
+                .governance()
+                .project_settings(&principal.scope)
+                .await?
+                .derive_memories
+        }
+    };
     if derive {
         let mut planned = vec![
             PlannedSpend {

@@ -12,6 +12,7 @@ pub struct Model {
     pub pii_redaction: String,
     pub retention_days: Json,
     pub spend_limits: Json,
+    pub derive_memories: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
