@@ -1,6 +1,7 @@
 //! Test harness for the end-to-end suites: spawns the real `engram serve` binary on port 0
 //! with its own data dir, and offers a typed client for the public API.
 
+pub mod embedding_stand_in;
 pub mod llm_stand_in;
 
 use anyhow::{Context, Result, bail};

@@ -87,6 +87,23 @@ pub struct ServeArgs {
         default_value_t = 3600
     )]
     pub usage_sample_interval_secs: u64,
+    /// Seconds between consolidation runs: each project's near-duplicate memories are merged
+    /// (a `consolidation` task per project; the first run one interval after start). 0 turns
+    /// the schedule off; `POST /v1/consolidations` still runs one.
+    #[arg(
+        long,
+        env = "ENGRAM_CONSOLIDATION_INTERVAL_SECS",
+        default_value_t = 86_400
+    )]
+    pub consolidation_interval_secs: u64,
+    /// With an LLM, consolidation compacts episodic memories valid for longer than this
+    /// (seconds; default 30 days) into summaries.
+    #[arg(
+        long,
+        env = "ENGRAM_CONSOLIDATION_COMPACT_AFTER_SECS",
+        default_value_t = 2_592_000
+    )]
+    pub consolidation_compact_after_secs: u64,
     /// The erasure ledger: one content-free line per erased subject, replayed at start so a
     /// database restored from an older backup does not bring erased data back. Keep it out of
     /// the database's backups. Default: `erasure-ledger.jsonl` in the data dir.
@@ -104,6 +121,70 @@ pub struct ServeArgs {
     pub qdrant: QdrantArgs,
     #[command(flatten)]
     pub llm: LlmArgs,
+    #[command(flatten)]
+    pub embedding: EmbeddingArgs,
+}
+
+/// An OpenAI-compatible embedding provider (OpenAI, TEI, vLLM, DashScope's compatible mode)
+/// instead of the local model. Unset: the local all-MiniLM-L6-v2.
+#[derive(Clone, Debug, Args)]
+pub struct EmbeddingArgs {
+    /// Base URL whose `/embeddings` answers (`https://api.openai.com/v1`, a TEI or vLLM
+    /// server's `/v1`).
+    #[arg(long, env = "ENGRAM_EMBEDDING_BASE_URL")]
+    pub embedding_base_url: Option<String>,
+    /// Model name sent with every call and stored with every memory.
+    #[arg(
+        long,
+        env = "ENGRAM_EMBEDDING_MODEL",
+        default_value = "text-embedding-3-small"
+    )]
+    pub embedding_model: String,
+    /// Length of the provider's vectors (checked on every answer).
+    #[arg(long, env = "ENGRAM_EMBEDDING_DIMENSION", default_value_t = 1536)]
+    pub embedding_dimension: usize,
+    #[arg(long, env = "ENGRAM_EMBEDDING_API_KEY", hide_env_values = true)]
+    pub embedding_api_key: Option<String>,
+    /// Deadline of one request, in seconds.
+    #[arg(long, env = "ENGRAM_EMBEDDING_TIMEOUT_SECS", default_value_t = 30)]
+    pub embedding_timeout_secs: u64,
+}
+
+impl EmbeddingArgs {
+    /// The local model, for programmatic use.
+    pub fn local() -> Self {
+        Self {
+            embedding_base_url: None,
+            embedding_model: "text-embedding-3-small".to_string(),
+            embedding_dimension: 1536,
+            embedding_api_key: None,
+            embedding_timeout_secs: 30,
+        }
+    }
+}
+
+/// A remote embedding provider, resolved.
+#[derive(Clone)]
+pub struct EmbeddingProviderConfig {
+    pub base_url: String,
+    pub model: String,
+    pub dimension: usize,
+    pub api_key: Option<String>,
+    pub timeout: Duration,
+}
+
+impl EmbeddingProviderConfig {
+    pub fn options(&self) -> engram_embed::OpenAiCompatibleOptions {
+        engram_embed::OpenAiCompatibleOptions {
+            api_key: self.api_key.clone(),
+            request_timeout: self.timeout,
+            ..engram_embed::OpenAiCompatibleOptions::new(
+                self.base_url.clone(),
+                self.model.clone(),
+                self.dimension,
+            )
+        }
+    }
 }
 
 /// The optional LLM that turns conversation into memories. Unset: messages become episodic
@@ -243,10 +324,15 @@ pub struct EngramConfig {
     pub tombstone_retention: Duration,
     pub retention_sweep_interval: Duration,
     pub usage_sample_interval: Duration,
+    /// `None`: no scheduled consolidation.
+    pub consolidation_interval: Option<Duration>,
+    pub consolidation_limits: engram_engine::consolidation::ConsolidationLimits,
     pub erasure_ledger: PathBuf,
     pub metering: bool,
     pub server_secret: Option<String>,
     pub llm: Option<LlmConfig>,
+    /// `None`: the local model.
+    pub embedding_provider: Option<EmbeddingProviderConfig>,
     pub role: Role,
 }
 
@@ -300,6 +386,18 @@ fn locate(relative: &str) -> Option<PathBuf> {
 }
 
 impl EngramConfig {
+    /// The embedding model vectors come from, and their length: the provider's, or the
+    /// local model's.
+    pub fn embedding_model_and_dimension(&self) -> (String, usize) {
+        match &self.embedding_provider {
+            Some(provider) => (provider.model.clone(), provider.dimension),
+            None => (
+                engram_embed::MINILM_MODEL_ID.to_string(),
+                engram_embed::MINILM_DIMENSION,
+            ),
+        }
+    }
+
     /// The configuration `role` runs with; a distributed role without a shared database, a
     /// Qdrant cluster or (for gateways) a server secret is refused with what to set.
     pub fn resolve_for_role(arguments: &ServeArgs, role: Role) -> anyhow::Result<Self> {
@@ -386,6 +484,14 @@ impl EngramConfig {
                 arguments.retention_sweep_interval_secs.max(1),
             ),
             usage_sample_interval: Duration::from_secs(arguments.usage_sample_interval_secs.max(1)),
+            consolidation_interval: (arguments.consolidation_interval_secs > 0)
+                .then(|| Duration::from_secs(arguments.consolidation_interval_secs)),
+            consolidation_limits: engram_engine::consolidation::ConsolidationLimits {
+                compact_after: chrono::Duration::seconds(
+                    i64::try_from(arguments.consolidation_compact_after_secs).unwrap_or(i64::MAX),
+                ),
+                ..Default::default()
+            },
             erasure_ledger: arguments
                 .erasure_ledger
                 .clone()
@@ -404,6 +510,19 @@ impl EngramConfig {
                     api_key: arguments.llm.llm_api_key.clone(),
                     timeout: Duration::from_secs(arguments.llm.llm_timeout_secs.max(1)),
                     prompts_dir: arguments.llm.llm_prompts_dir.clone(),
+                }),
+            embedding_provider: arguments
+                .embedding
+                .embedding_base_url
+                .as_deref()
+                .map(str::trim)
+                .filter(|url| !url.is_empty())
+                .map(|base_url| EmbeddingProviderConfig {
+                    base_url: base_url.to_string(),
+                    model: arguments.embedding.embedding_model.clone(),
+                    dimension: arguments.embedding.embedding_dimension,
+                    api_key: arguments.embedding.embedding_api_key.clone(),
+                    timeout: Duration::from_secs(arguments.embedding.embedding_timeout_secs.max(1)),
                 }),
             role,
         }
@@ -552,6 +671,15 @@ impl fmt::Display for EngramConfig {
             "  usage_sample every {} s",
             self.usage_sample_interval.as_secs()
         )?;
+        match self.consolidation_interval {
+            Some(interval) => write!(f, "  consolidation   every {} s", interval.as_secs())?,
+            None => write!(f, "  consolidation   on request only")?,
+        }
+        writeln!(
+            f,
+            ", compacts episodes older than {} s (with an LLM)",
+            self.consolidation_limits.compact_after.num_seconds()
+        )?;
         writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
         writeln!(
             f,
@@ -573,6 +701,22 @@ impl fmt::Display for EngramConfig {
                         .to_string())
             )?,
             None => writeln!(f, "  llm             none (messages are kept verbatim)")?,
+        }
+        match &self.embedding_provider {
+            Some(provider) => writeln!(
+                f,
+                "  embedding       {} model {} ({} dimensions, api key {}), timeout {} s",
+                provider.base_url,
+                provider.model,
+                provider.dimension,
+                if provider.api_key.is_some() {
+                    "***"
+                } else {
+                    "none"
+                },
+                provider.timeout.as_secs(),
+            )?,
+            None => writeln!(f, "  embedding       local all-MiniLM-L6-v2")?,
         }
         writeln!(
             f,

@@ -7,6 +7,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod maintenance;
 pub mod pricing;
+mod recall_bench;
 pub mod server;
 pub mod telemetry;
 
@@ -41,6 +42,9 @@ enum Command {
     },
     /// Load synthetic memories and print ingest and search figures.
     Bench(bench::BenchArgs),
+    /// Ingest the LoCoMo conversations and print recall (hit@k, all@k) for dense, keyword and
+    /// hybrid retrieval side by side.
+    BenchRecall(recall_bench::RecallBenchArgs),
     /// Apply pending database migrations and exit (a deployment's migration step).
     Migrate(maintenance::MigrateArgs),
 }
@@ -88,6 +92,7 @@ pub async fn run_from_command_line() -> ExitCode {
             command: AdminCommand::SetPrice(arguments),
         } => pricing::set_price_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
+        Command::BenchRecall(arguments) => recall_bench::run(arguments).await,
         Command::Migrate(arguments) => maintenance::migrate_command(arguments).await,
     };
     match outcome {

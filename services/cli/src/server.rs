@@ -38,25 +38,28 @@ pub struct EmbeddedServer {
 
 /// The vector index the configuration names: the embedded one in the data dir, or the model's
 /// collection on a Qdrant cluster (created on first use).
-pub async fn open_vector_index(
-    config: &EngramConfig,
-    dimension: usize,
-) -> Result<Arc<dyn VectorIndex>> {
+pub async fn open_vector_index(config: &EngramConfig) -> Result<Arc<dyn VectorIndex>> {
+    let (model_id, dimension) = config.embedding_model_and_dimension();
+    let model_id = model_id.as_str();
     Ok(match &config.index_backend {
-        IndexBackend::Embedded { index_dir } => Arc::new(
-            engram_index::EdgeVectorIndex::open(index_dir, dimension)
-                .context("cannot open the vector index")?,
-        ),
-        IndexBackend::Cluster(options) => Arc::new(
-            engram_index::QdrantVectorIndex::connect(
-                options,
-                engram_embed::MINILM_MODEL_ID,
-                dimension,
+        IndexBackend::Embedded { index_dir } => {
+            // One index per model: the local model keeps the original `index` directory.
+            let index_dir = if model_id == engram_embed::MINILM_MODEL_ID {
+                index_dir.clone()
+            } else {
+                index_dir.with_file_name(engram_index::collection_name_for_model("index", model_id))
+            };
+            Arc::new(
+                engram_index::EdgeVectorIndex::open(&index_dir, dimension)
+                    .context("cannot open the vector index")?,
             )
-            .await
-            .with_context(|| {
-                format!("cannot open the vector index on Qdrant at {}", options.url)
-            })?,
+        }
+        IndexBackend::Cluster(options) => Arc::new(
+            engram_index::QdrantVectorIndex::connect(options, model_id, dimension)
+                .await
+                .with_context(|| {
+                    format!("cannot open the vector index on Qdrant at {}", options.url)
+                })?,
         ),
     })
 }
@@ -157,17 +160,37 @@ impl EmbeddedServer {
             None
         };
 
-        let embedder: Arc<dyn Embedder> = Arc::new(
-            engram_embed::LocalMiniLm::load(
-                &config.model_dir,
-                engram_embed::LocalModelOptions {
-                    worker_threads: config.embed_threads,
-                    ..Default::default()
-                },
-            )
-            .context("cannot load the local embedding model")?,
-        );
-        let index = open_vector_index(config, embedder.dimension()).await?;
+        let embedder: Arc<dyn Embedder> = match &config.embedding_provider {
+            Some(provider) => Arc::new(
+                engram_embed::OpenAiCompatibleEmbedder::new(provider.options())
+                    .context("cannot set up the embedding provider")?,
+            ),
+            None => Arc::new(
+                engram_embed::LocalMiniLm::load(
+                    &config.model_dir,
+                    engram_embed::LocalModelOptions {
+                        worker_threads: config.embed_threads,
+                        ..Default::default()
+                    },
+                )
+                .context("cannot load the local embedding model")?,
+            ),
+        };
+        // Vectors of two models cannot be compared: the data must have been embedded with
+        // the model this process uses (re-embedding a data set is not built yet).
+        let models_in_use = storage.embedding_models_in_use_for_maintenance().await?;
+        if let Some(other) = models_in_use
+            .iter()
+            .find(|model| model.as_str() != embedder.model_id())
+        {
+            anyhow::bail!(
+                "the stored memories were embedded with {other:?}, this process embeds with {:?}: \
+                 vectors of different models cannot be searched together; use the data's model \
+                 (or a fresh data dir / database)",
+                embedder.model_id()
+            );
+        }
+        let index = open_vector_index(config).await?;
         let engine = Arc::new(MemoryEngine::new(
             storage.clone(),
             index,
@@ -245,6 +268,23 @@ impl EmbeddedServer {
                 shutdown_receiver.clone(),
             ),
         ));
+        background_tasks.push(tokio::spawn(
+            engram_worker::consolidation::run_consolidation_runner(
+                engine.clone(),
+                config.consolidation_limits,
+                shutdown_receiver.clone(),
+            ),
+        ));
+        if let Some(interval) = config.consolidation_interval {
+            background_tasks.push(tokio::spawn(
+                engram_worker::consolidation::run_consolidation_scheduler(
+                    engine.storage().clone(),
+                    engine.governance().task_queued.clone(),
+                    interval,
+                    shutdown_receiver.clone(),
+                ),
+            ));
+        }
 
         let credentials = engram_gateway::state::CredentialVerifier {
             storage: storage.clone(),
@@ -363,7 +403,7 @@ impl WorkerProcess {
         let secrets: ServerSecrets =
             bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
-        let index = open_vector_index(config, engram_embed::MINILM_DIMENSION).await?;
+        let index = open_vector_index(config).await?;
         let applier = Arc::new(engram_engine::IndexApplier::new(
             storage.clone(),
             index.clone(),

@@ -44,11 +44,14 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,
+        consolidation_interval_secs: 0,
+        consolidation_compact_after_secs: 2_592_000,
         erasure_ledger: None,
         metering: true,
         server_secret: None,
         qdrant: engram_cli::config::QdrantArgs::embedded(),
         llm: engram_cli::config::LlmArgs::none(),
+        embedding: engram_cli::config::EmbeddingArgs::local(),
         allow_unsafe_durability: false,
     };
     let server = EmbeddedServer::start(&EngramConfig::resolve(

@@ -1,0 +1,336 @@
+//! `engram bench-recall`: ingests the LoCoMo conversations through the HTTP API of an embedded
+//! server (one end-user per conversation, one memory per turn) and prints how often the
+//! evidence turns come back, for dense, keyword and hybrid retrieval side by side.
+
+use crate::bench::{bench_serve_arguments, percentile, progress};
+use crate::config::EngramConfig;
+use crate::server::EmbeddedServer;
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Debug, Args)]
+pub struct RecallBenchArgs {
+    /// Folder with LoCoMo's `turns.jsonl` and `queries.jsonl` (evaluation data; read in place,
+    /// never copied).
+    #[arg(long, default_value = "../shared/bench/locomo")]
+    pub data: PathBuf,
+    /// Only these conversations (comma-separated ids); default all.
+    #[arg(long, value_delimiter = ',')]
+    pub conversations: Vec<String>,
+    /// Extra hybrid rows at these keyword weights (comma-separated, 0–1), for tuning.
+    #[arg(long, value_delimiter = ',')]
+    pub keyword_weights: Vec<f64>,
+    /// Write one run file per method here, in the format `score_run.py` reads.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    #[arg(long, default_value_t = 2)]
+    pub embed_threads: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct Turn {
+    conv_id: String,
+    session: u32,
+    dia_id: String,
+    seq: u32,
+    speaker: String,
+    text: String,
+    timestamp: String,
+    #[serde(default)]
+    image_caption: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Question {
+    conv_id: String,
+    qid: String,
+    question: String,
+    category: u8,
+    evidence: Vec<String>,
+}
+
+/// Hits and misses of one method over one subset of questions.
+#[derive(Default, Clone)]
+struct Tally {
+    questions: usize,
+    hit_at: [usize; 3],
+    all_at: [usize; 2],
+}
+
+impl Tally {
+    fn add(&mut self, evidence: &HashSet<&str>, ranked: &[String]) {
+        self.questions += 1;
+        for (slot, depth) in [1usize, 5, 10].into_iter().enumerate() {
+            if ranked
+                .iter()
+                .take(depth)
+                .any(|id| evidence.contains(id.as_str()))
+            {
+                self.hit_at[slot] += 1;
+            }
+        }
+        for (slot, depth) in [5usize, 10].into_iter().enumerate() {
+            let found: HashSet<&str> = ranked.iter().take(depth).map(String::as_str).collect();
+            if evidence.iter().all(|id| found.contains(id)) {
+                self.all_at[slot] += 1;
+            }
+        }
+    }
+
+    fn rate(count: usize, questions: usize) -> f64 {
+        count as f64 / questions.max(1) as f64
+    }
+}
+
+/// One retrieval configuration to measure.
+struct Method {
+    label: String,
+    body: serde_json::Value,
+}
+
+pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
+    let turns_path = arguments.data.join("turns.jsonl");
+    let queries_path = arguments.data.join("queries.jsonl");
+    if !turns_path.exists() || !queries_path.exists() {
+        println!(
+            "SKIPPED bench-recall: LoCoMo data not found at {} (needs turns.jsonl and queries.jsonl)",
+            arguments.data.display()
+        );
+        return Ok(());
+    }
+    let wanted = |conversation: &str| {
+        arguments.conversations.is_empty()
+            || arguments.conversations.iter().any(|id| id == conversation)
+    };
+    let turns: Vec<Turn> = read_json_lines(&turns_path)?
+        .into_iter()
+        .filter(|turn: &Turn| wanted(&turn.conv_id))
+        .collect();
+    let questions: Vec<Question> = read_json_lines(&queries_path)?
+        .into_iter()
+        .filter(|question: &Question| wanted(&question.conv_id))
+        .collect();
+    anyhow::ensure!(!turns.is_empty(), "no turns left after --conversations");
+
+    let telemetry = crate::telemetry::init_telemetry();
+    let data_dir =
+        std::env::temp_dir().join(format!("engram-bench-recall-{}", uuid::Uuid::now_v7()));
+    let serve_arguments = bench_serve_arguments(
+        data_dir.clone(),
+        arguments.model_dir.clone(),
+        arguments.embed_threads,
+        true,
+    )?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = server
+        .bootstrap
+        .as_ref()
+        .map(|bootstrap| bootstrap.api_key.clone())
+        .context("bench-recall needs a fresh data dir (it reads the bootstrap API key)")?;
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::new();
+
+    // Ingest: every turn as "speaker: text", its ids and session date in metadata, 100 per
+    // request, each request waiting until its memories are searchable.
+    let bar = progress(turns.len(), "ingest");
+    let ingest_started = Instant::now();
+    for batch in turns.chunks(100) {
+        let memories: Vec<serde_json::Value> = batch
+            .iter()
+            .map(|turn| {
+                serde_json::json!({
+                    "content": memory_content(turn),
+                    "user_id": turn.conv_id,
+                    "session_id": format!("{}-s{}", turn.conv_id, turn.session),
+                    "kind": "episodic",
+                    "metadata": {
+                        "dia_id": turn.dia_id,
+                        "session": turn.session,
+                        "seq": turn.seq,
+                        "timestamp": turn.timestamp,
+                    },
+                })
+            })
+            .collect();
+        let response = client
+            .post(format!("{base_url}/v1/memories"))
+            .bearer_auth(&api_key)
+            .json(&serde_json::json!({ "memories": memories }))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "ingest failed: {}",
+            response.status()
+        );
+        bar.inc(batch.len() as u64);
+    }
+    let ingest_elapsed = ingest_started.elapsed();
+    bar.finish_and_clear();
+
+    let mut methods = vec![
+        Method {
+            label: "dense".to_string(),
+            body: serde_json::json!({"retrieval": "dense"}),
+        },
+        Method {
+            label: "keyword (BM25)".to_string(),
+            body: serde_json::json!({"retrieval": "keyword"}),
+        },
+        Method {
+            label: "hybrid, RRF k=60".to_string(),
+            body: serde_json::json!({"fusion": "rrf"}),
+        },
+        Method {
+            label: "hybrid (default)".to_string(),
+            body: serde_json::json!({}),
+        },
+    ];
+    for weight in &arguments.keyword_weights {
+        methods.push(Method {
+            label: format!("hybrid, keyword_weight {weight}"),
+            body: serde_json::json!({"keyword_weight": weight}),
+        });
+    }
+
+    let mut rows = Vec::new();
+    for method in &methods {
+        let bar = progress(questions.len(), "search");
+        let mut headline = Tally::default();
+        let mut adversarial = Tally::default();
+        let mut latencies = Vec::with_capacity(questions.len());
+        let mut run_lines = Vec::with_capacity(questions.len());
+        for question in &questions {
+            let mut body = serde_json::json!({
+                "query": question.question,
+                "user_id": question.conv_id,
+                "top_k": 10,
+                "recency_weight": 0,
+            });
+            if let (Some(body), Some(extra)) = (body.as_object_mut(), method.body.as_object()) {
+                body.extend(extra.clone());
+            }
+            let started = Instant::now();
+            let response = client
+                .post(format!("{base_url}/v1/memories/search"))
+                .bearer_auth(&api_key)
+                .json(&body)
+                .send()
+                .await?;
+            anyhow::ensure!(
+                response.status().is_success(),
+                "search failed: {}",
+                response.status()
+            );
+            let answer: serde_json::Value = response.json().await?;
+            latencies.push(started.elapsed());
+            let ranked: Vec<String> = answer["results"]
+                .as_array()
+                .map(|results| {
+                    results
+                        .iter()
+                        .filter_map(|result| result["memory"]["metadata"]["dia_id"].as_str())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let evidence: HashSet<&str> = question.evidence.iter().map(String::as_str).collect();
+            if question.category == 5 {
+                adversarial.add(&evidence, &ranked);
+            } else {
+                headline.add(&evidence, &ranked);
+            }
+            run_lines.push(serde_json::json!({"qid": question.qid, "top": ranked}).to_string());
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        latencies.sort();
+        if let Some(run_dir) = &arguments.run_dir {
+            std::fs::create_dir_all(run_dir)?;
+            let file_name = format!("{}.jsonl", method.label.replace([' ', '(', ')', ','], "_"));
+            let mut file = std::fs::File::create(run_dir.join(file_name))?;
+            for line in &run_lines {
+                writeln!(file, "{line}")?;
+            }
+        }
+        rows.push((method.label.clone(), headline, adversarial, latencies));
+    }
+
+    let conversations: BTreeMap<&str, usize> =
+        turns.iter().fold(BTreeMap::new(), |mut counts, turn| {
+            *counts.entry(turn.conv_id.as_str()).or_default() += 1;
+            counts
+        });
+    println!(
+        "engram bench-recall: LoCoMo ({}), {} conversations, {} turns, {} questions; top_k 10, one end-user per conversation",
+        arguments.data.display(),
+        conversations.len(),
+        turns.len(),
+        questions.len()
+    );
+    println!(
+        "ingest: {:.1} s, {:.0} turns/s over HTTP (embedding and indexing included)",
+        ingest_elapsed.as_secs_f64(),
+        turns.len() as f64 / ingest_elapsed.as_secs_f64()
+    );
+    println!(
+        "| method | subset | n | hit@1 | hit@5 | hit@10 | all@5 | all@10 | search p50 ms | p95 ms |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (label, headline, adversarial, latencies) in &rows {
+        for (subset, tally) in [("cat 1-4", headline), ("cat 5", adversarial)] {
+            let rate = |count| Tally::rate(count, tally.questions);
+            println!(
+                "| {label} | {subset} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} |",
+                tally.questions,
+                rate(tally.hit_at[0]),
+                rate(tally.hit_at[1]),
+                rate(tally.hit_at[2]),
+                rate(tally.all_at[0]),
+                rate(tally.all_at[1]),
+                percentile(latencies, 0.50),
+                percentile(latencies, 0.95),
+            );
+        }
+    }
+    println!("baseline (README, RRF of BM25 and dense, cat 1-4): hit@5 .525, hit@10 .632");
+    server.shutdown().await?;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    telemetry.shutdown();
+    Ok(())
+}
+
+/// What one turn is stored as: the README's `"speaker: text"`, plus the caption of a shared
+/// photo, which is part of what was said.
+fn memory_content(turn: &Turn) -> String {
+    match &turn.image_caption {
+        Some(caption) if !caption.trim().is_empty() => {
+            format!(
+                "{}: {} [shared a photo: {}]",
+                turn.speaker, turn.text, caption
+            )
+        }
+        _ => format!("{}: {}", turn.speaker, turn.text),
+    }
+}
+
+fn read_json_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .enumerate()
+        .map(|(number, line)| {
+            serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: not a valid line", path.display(), number + 1))
+        })
+        .collect()
+}

@@ -1,0 +1,753 @@
+//! Hybrid retrieval end to end, on the real model and index: keyword (BM25) search that finds
+//! exact terms, inflections, Chinese and Japanese; session boost versus session filter;
+//! `as_of` (what was true then); `always` procedures at task start; a token-budgeted
+//! `context`; per-stage timings; bad parameters refused with the field named. Last, the
+//! LoCoMo recall benchmark on one conversation, which must print its table.
+
+use engram_tests::embedding_stand_in::EmbeddingStandIn;
+use engram_tests::llm_stand_in::{LlmStandIn, ScriptedReply};
+use engram_tests::{ApiClient, TestServer, run_engram, workspace_root};
+use serde_json::{Value, json};
+
+fn contents(response_body: &Value) -> Vec<String> {
+    response_body["results"]
+        .as_array()
+        .map(|results| {
+            results
+                .iter()
+                .filter_map(|result| result["memory"]["content"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn search_ok(client: &ApiClient, body: Value) -> Value {
+    let response = client.search(body.clone()).await;
+    assert_eq!(
+        response.status, 200,
+        "search {body} failed: {}",
+        response.body
+    );
+    response.body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyword_search_finds_exact_terms_inflections_chinese_and_japanese() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "The staging database password rotates every month under ticket OPS-4471", "user_id": "dana"},
+            {"content": "Production database credentials live in the team vault", "user_id": "dana"},
+            {"content": "The analytics database is backed up nightly", "user_id": "dana"},
+            {"content": "Dana's laptop password manager is 1Password", "user_id": "dana"},
+            {"content": "我最喜欢吃北京烤鸭", "user_id": "dana"},
+            {"content": "私は東京都に住んでいます", "user_id": "dana"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+
+    // An identifier the embedding model has no meaning for: keyword and hybrid put it first.
+    for (retrieval, fusion) in [
+        ("keyword", "weighted"),
+        ("hybrid", "weighted"),
+        ("hybrid", "rrf"),
+    ] {
+        let body = search_ok(
+            &client,
+            json!({"query": "OPS-4471", "user_id": "dana", "retrieval": retrieval, "fusion": fusion}),
+        )
+        .await;
+        let found = contents(&body);
+        assert!(
+            found
+                .first()
+                .is_some_and(|first| first.contains("OPS-4471")),
+            "{retrieval} {fusion}: {found:?}"
+        );
+        for result in body["results"].as_array().unwrap() {
+            let score = result["score"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&score), "{body}");
+        }
+    }
+    // Keyword search returns only memories holding a query term; other inflections count.
+    let found = contents(
+        &search_ok(
+            &client,
+            json!({"query": "rotating passwords", "user_id": "dana", "retrieval": "keyword"}),
+        )
+        .await,
+    );
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[0].contains("rotates"), "{found:?}");
+    // Chinese and Japanese words inside unsegmented sentences.
+    for (query, expected) in [("北京", "北京烤鸭"), ("東京に住む", "東京都")] {
+        let found = contents(
+            &search_ok(
+                &client,
+                json!({"query": query, "user_id": "dana", "retrieval": "keyword"}),
+            )
+            .await,
+        );
+        assert_eq!(found.len(), 1, "{query}: {found:?}");
+        assert!(found[0].contains(expected), "{query}: {found:?}");
+    }
+    // Dense retrieval ranks everything by meaning, so it returns unrelated memories too.
+    let dense = contents(
+        &search_ok(
+            &client,
+            json!({"query": "北京", "user_id": "dana", "retrieval": "dense"}),
+        )
+        .await,
+    );
+    assert_eq!(dense.len(), 6, "{dense:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_id_boosts_its_memories_and_filters_only_when_asked() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let same = "Booked a hotel room near the conference venue";
+    let added = client
+        .add(json!([
+            {"content": same, "user_id": "ana", "session_id": "trip-porto"},
+            {"content": same, "user_id": "ana", "session_id": "trip-lyon"},
+            {"content": "Ordered a vegetarian meal for the flight", "user_id": "ana", "session_id": "trip-porto"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+
+    for session in ["trip-porto", "trip-lyon"] {
+        let body = search_ok(
+            &client,
+            json!({"query": "hotel booking", "user_id": "ana", "session_id": session,
+                   "diversify": false, "explain": true}),
+        )
+        .await;
+        let results = body["results"].as_array().unwrap();
+        assert_eq!(results.len(), 3, "boosting filters nothing: {body}");
+        assert_eq!(results[0]["memory"]["session_id"], session, "{body}");
+        assert!(results[0]["signals"]["session_bonus"].as_f64().unwrap() > 0.0);
+        assert_eq!(results[1]["memory"]["content"], same);
+        assert_eq!(results[1]["signals"]["session_bonus"].as_f64(), Some(0.0));
+    }
+    // Diversity: the identical memory is returned once, the boosted session's copy.
+    let body = search_ok(
+        &client,
+        json!({"query": "hotel booking", "user_id": "ana", "session_id": "trip-lyon"}),
+    )
+    .await;
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{body}");
+    assert_eq!(results[0]["memory"]["session_id"], "trip-lyon");
+    // Filtering by the session is explicit.
+    let body = search_ok(
+        &client,
+        json!({"query": "hotel booking", "user_id": "ana", "session_id": "trip-porto",
+               "session_only": true}),
+    )
+    .await;
+    for result in body["results"].as_array().unwrap() {
+        assert_eq!(result["memory"]["session_id"], "trip-porto", "{body}");
+    }
+    assert_eq!(body["results"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_of_answers_what_was_true_at_that_time() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let before_anything = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let lisbon = client
+        .add_one(json!({"content": "Mia lives in Lisbon", "user_id": "mia", "key": "home-city"}))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let while_in_lisbon = chrono::Utc::now();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let berlin = client
+        .add_one(json!({"content": "Mia lives in Berlin", "user_id": "mia", "key": "home-city"}))
+        .await;
+
+    let now = contents(
+        &search_ok(
+            &client,
+            json!({"query": "where does Mia live", "user_id": "mia"}),
+        )
+        .await,
+    );
+    assert_eq!(now, vec![berlin["content"].as_str().unwrap().to_string()]);
+    for retrieval in ["hybrid", "dense", "keyword"] {
+        let then = contents(
+            &search_ok(
+                &client,
+                json!({"query": "where does Mia live", "user_id": "mia",
+                       "as_of": while_in_lisbon, "retrieval": retrieval}),
+            )
+            .await,
+        );
+        assert_eq!(
+            then,
+            vec![lisbon["content"].as_str().unwrap().to_string()],
+            "{retrieval}"
+        );
+    }
+    let nothing_yet = search_ok(
+        &client,
+        json!({"query": "where does Mia live", "user_id": "mia", "as_of": before_anything}),
+    )
+    .await;
+    assert_eq!(nothing_yet["results"], json!([]));
+    // Another end-user's past is not this one's.
+    let other = search_ok(
+        &client,
+        json!({"query": "where does Mia live", "user_id": "someone-else", "as_of": while_in_lisbon}),
+    )
+    .await;
+    assert_eq!(other["results"], json!([]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_procedures_come_first_in_a_context_that_fits_the_budget() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "Always answer in British English", "kind": "procedural",
+             "agent_id": "planner", "metadata": {"always": true}},
+            {"content": "Never book flights before 7 am for Ana", "kind": "procedural",
+             "agent_id": "planner", "user_id": "ana", "metadata": {"always": true}},
+            {"content": "Bruno wants receipts as PDF", "kind": "procedural",
+             "agent_id": "planner", "user_id": "bruno", "metadata": {"always": true}},
+            {"content": "Summaries go to the writer's inbox", "kind": "procedural",
+             "agent_id": "writer", "metadata": {"always": true}},
+            {"content": "Use the travel policy of 2024", "kind": "procedural", "agent_id": "planner"},
+            {"content": "Ana prefers aisle seats", "user_id": "ana", "agent_id": "planner"},
+            {"content": "Ana flies to Oslo in March", "user_id": "ana", "agent_id": "planner"},
+            {"content": "Ana is vegetarian", "user_id": "ana", "agent_id": "planner"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+
+    let body = search_ok(
+        &client,
+        json!({"query": "plan Ana's trip to Oslo", "user_id": "ana", "agent_id": "planner",
+               "include_always": true, "context_tokens": 400}),
+    )
+    .await;
+    let always: Vec<&str> = body["always"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|memory| memory["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        always,
+        vec![
+            "Always answer in British English",
+            "Never book flights before 7 am for Ana"
+        ],
+        "the agent's own and this user's, not Bruno's nor the writer's: {body}"
+    );
+    let results = contents(&body);
+    assert!(
+        !results
+            .iter()
+            .any(|content| content.starts_with("Always answer")),
+        "{results:?}"
+    );
+    let context = &body["context"];
+    let text = context["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Memories (most relevant first):"),
+        "{text}"
+    );
+    let lines: Vec<&str> = text.lines().skip(1).collect();
+    assert!(
+        lines[0].contains("Always answer in British English")
+            && lines[0].contains("procedural, always"),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("Ana flies to Oslo in March")),
+        "{text}"
+    );
+    let first_id = body["always"][0]["id"].as_str().unwrap();
+    assert!(
+        lines[0].contains(first_id),
+        "provenance names the memory: {text}"
+    );
+    assert_eq!(context["omitted"], 0);
+    assert!(context["tokens"].as_u64().unwrap() <= 400);
+    assert_eq!(context["memory_ids"].as_array().unwrap().len(), lines.len());
+
+    // A small budget keeps the best lines and says how many were left out.
+    let tight = search_ok(
+        &client,
+        json!({"query": "plan Ana's trip to Oslo", "user_id": "ana", "agent_id": "planner",
+               "include_always": true, "context_tokens": 80}),
+    )
+    .await;
+    let tight_context = &tight["context"];
+    assert!(
+        tight_context["tokens"].as_u64().unwrap() <= 80,
+        "{tight_context}"
+    );
+    assert!(
+        tight_context["omitted"].as_u64().unwrap() > 0,
+        "{tight_context}"
+    );
+    assert!(
+        tight_context["text"]
+            .as_str()
+            .unwrap()
+            .contains("British English"),
+        "the always procedure comes first: {tight_context}"
+    );
+    // Without the flag, neither `always` nor `context` appear.
+    let plain = search_ok(
+        &client,
+        json!({"query": "plan Ana's trip", "user_id": "ana"}),
+    )
+    .await;
+    assert!(
+        plain.get("always").is_none() && plain.get("context").is_none(),
+        "{plain}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_reports_ranking_signals_and_per_stage_latency() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    client
+        .add_one(json!({"content": "The invoice for March was paid late"}))
+        .await;
+    client
+        .add_one(json!({"content": "Quarterly taxes are due in April"}))
+        .await;
+
+    let body = search_ok(
+        &client,
+        json!({"query": "late invoice payment", "explain": true, "min_score": 0.3}),
+    )
+    .await;
+    let timings = &body["timings_ms"];
+    for stage in ["embed", "dense", "keyword", "hydrate", "rank", "total"] {
+        assert!(
+            timings[stage].as_f64().is_some_and(|ms| ms >= 0.0),
+            "{stage}: {body}"
+        );
+    }
+    assert!(timings["total"].as_f64().unwrap() >= timings["dense"].as_f64().unwrap());
+    let first = &body["results"][0];
+    assert_eq!(
+        first["memory"]["content"],
+        "The invoice for March was paid late"
+    );
+    assert!(first["signals"]["dense_similarity"].as_f64().unwrap() > 0.3);
+    assert!(first["signals"]["keyword_score"].as_f64().unwrap() > 0.0);
+    for result in body["results"].as_array().unwrap() {
+        assert!(
+            result["score"].as_f64().unwrap() >= 0.3,
+            "min_score holds: {body}"
+        );
+    }
+
+    // Keyword mode embeds nothing.
+    let keyword = search_ok(
+        &client,
+        json!({"query": "invoice", "explain": true, "retrieval": "keyword"}),
+    )
+    .await;
+    assert_eq!(keyword["timings_ms"]["dense"], 0.0, "{keyword}");
+    assert!(keyword["results"][0]["signals"]["dense_similarity"].is_null());
+    // Without `explain`, neither signals nor timings.
+    let plain = search_ok(&client, json!({"query": "invoice"})).await;
+    assert!(plain.get("timings_ms").is_none() && plain["results"][0].get("signals").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_retrieval_parameters_are_refused_with_the_field_named() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let future = (chrono::Utc::now() + chrono::Duration::days(1)).to_rfc3339();
+    for (body, field) in [
+        (json!({"query": "x", "retrieval": "bm25"}), "retrieval"),
+        (json!({"query": "x", "fusion": "max"}), "fusion"),
+        (
+            json!({"query": "x", "keyword_weight": 1.5}),
+            "keyword_weight",
+        ),
+        (
+            json!({"query": "x", "recency_weight": -0.1}),
+            "recency_weight",
+        ),
+        (json!({"query": "x", "context_tokens": 0}), "context_tokens"),
+        (
+            json!({"query": "x", "context_tokens": 100000}),
+            "context_tokens",
+        ),
+        (json!({"query": "x", "session_only": true}), "session_only"),
+        (json!({"query": "x", "as_of": future}), "as_of"),
+    ] {
+        let response = client.search(body.clone()).await;
+        response.assert_problem(422, "validation-failed");
+        assert!(
+            response.error_fields().contains(&field.to_string()),
+            "{body}: {}",
+            response.body
+        );
+    }
+}
+
+async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let task = client
+            .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
+            .await;
+        assert_eq!(task.status, 200, "{}", task.body);
+        if matches!(task.body["status"].as_str(), Some("succeeded" | "failed")) {
+            return task.body;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{}",
+            task.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consolidation_merges_near_duplicates_of_one_subject_and_keeps_their_history() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let oldest = client
+        .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3", "user_id": "ana"}))
+        .await;
+    let older = client
+        .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3.", "user_id": "ana"}))
+        .await;
+    let newest = client
+        .add_one(json!({"content": "ana's flight to Oslo leaves on March 3!", "user_id": "ana"}))
+        .await;
+    client
+        .add_one(json!({"content": "Ana is vegetarian", "user_id": "ana"}))
+        .await;
+    let bobs = client
+        .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3", "user_id": "bob"}))
+        .await;
+    let episodic_copy = client
+        .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3", "user_id": "ana", "kind": "episodic"}))
+        .await;
+
+    let queued = client
+        .send(client.request(reqwest::Method::POST, "/v1/consolidations"))
+        .await;
+    assert_eq!(queued.status, 202, "{}", queued.body);
+    assert_eq!(queued.body["kind"], "consolidation");
+    let task = finished_task(&client, queued.body["id"].as_str().unwrap()).await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let merges = task["result"]["merges"].as_array().unwrap();
+    assert_eq!(merges.len(), 1, "only Ana's three semantic copies: {task}");
+    assert_eq!(merges[0]["kept"], newest["id"]);
+    let mut merged: Vec<&str> = merges[0]["merged"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap())
+        .collect();
+    merged.sort();
+    let mut expected = vec![
+        oldest["id"].as_str().unwrap(),
+        older["id"].as_str().unwrap(),
+    ];
+    expected.sort();
+    assert_eq!(merged, expected);
+    assert_eq!(task["result"]["memories_superseded"], 2);
+
+    // The merged ones are superseded, with the reason in their history; nothing was deleted.
+    let superseded = client.get(oldest["id"].as_str().unwrap()).await;
+    assert_eq!(
+        superseded.body["state"], "superseded",
+        "{}",
+        superseded.body
+    );
+    let history = client.history(oldest["id"].as_str().unwrap()).await;
+    assert!(
+        history.body.to_string().contains("merged into"),
+        "{}",
+        history.body
+    );
+    // Search returns the fact once; Bob's copy and the episodic copy stay.
+    let found = search_ok(
+        &client,
+        json!({"query": "flight to Oslo", "diversify": false, "top_k": 20}),
+    )
+    .await;
+    let ids: Vec<&str> = found["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| result["memory"]["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&newest["id"].as_str().unwrap()), "{found}");
+    assert!(ids.contains(&bobs["id"].as_str().unwrap()), "{found}");
+    assert!(
+        ids.contains(&episodic_copy["id"].as_str().unwrap()),
+        "{found}"
+    );
+    assert!(!ids.contains(&oldest["id"].as_str().unwrap()), "{found}");
+    assert!(!ids.contains(&older["id"].as_str().unwrap()), "{found}");
+
+    // A second run finds nothing left to merge.
+    let again = client
+        .send(client.request(reqwest::Method::POST, "/v1/consolidations"))
+        .await;
+    let task = finished_task(&client, again.body["id"].as_str().unwrap()).await;
+    assert_eq!(task["result"]["merges"], json!([]), "{task}");
+}
+
+/// With an LLM (the scripted stand-in for a provider), consolidation compacts a session's old
+/// episodes into one summary; the episodes stay in history as superseded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consolidation_compacts_old_episodes_into_a_summary_with_an_llm() {
+    let stand_in = LlmStandIn::start(|request| {
+        assert!(request.system_prompt.contains("compact"), "{}", request.system_prompt);
+        let episodes = request.user_prompt.lines().count();
+        ScriptedReply::Json {
+            content: json!({
+                "summary": format!("Over {episodes} chats Ana planned her Oslo trip: flights booked, hotel near the harbour."),
+                "reason": "four planning chats say one thing",
+            }),
+            prompt_tokens: 200,
+            completion_tokens: 30,
+        }
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+            ("ENGRAM_CONSOLIDATION_COMPACT_AFTER_SECS", "1"),
+        ],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let episodes = [
+        "Ana asked about flights to Oslo",
+        "Ana booked the 7:40 flight to Oslo",
+        "Ana compared hotels near the harbour",
+        "Ana booked the harbour hotel for three nights",
+    ];
+    let mut episode_ids = Vec::new();
+    for content in episodes {
+        let memory = client
+            .add_one(json!({"content": content, "user_id": "ana", "session_id": "trip", "kind": "episodic"}))
+            .await;
+        episode_ids.push(memory["id"].as_str().unwrap().to_string());
+    }
+    // Too few to compact: another session with one episode, and a fresh semantic fact.
+    client
+        .add_one(json!({"content": "Ana asked for the weather", "user_id": "ana", "session_id": "other", "kind": "episodic"}))
+        .await;
+    client
+        .add_one(json!({"content": "Ana is vegetarian", "user_id": "ana"}))
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+
+    let queued = client
+        .send(client.request(reqwest::Method::POST, "/v1/consolidations"))
+        .await;
+    assert_eq!(queued.status, 202, "{}", queued.body);
+    let task = finished_task(&client, queued.body["id"].as_str().unwrap()).await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let compactions = task["result"]["compactions"].as_array().unwrap();
+    assert_eq!(compactions.len(), 1, "{task}");
+    let mut replaced: Vec<String> = compactions[0]["replaced"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| id.as_str().unwrap().to_string())
+        .collect();
+    replaced.sort();
+    let mut expected = episode_ids.clone();
+    expected.sort();
+    assert_eq!(replaced, expected);
+    assert_eq!(task["result"]["llm_calls"], 1);
+
+    let summary_id = compactions[0]["summary"].as_str().unwrap();
+    let summary = client.get(summary_id).await;
+    assert_eq!(summary.body["kind"], "episodic");
+    assert_eq!(summary.body["session_id"], "trip");
+    assert_eq!(summary.body["source"], "model_inferred");
+    assert!(
+        summary.body["content"]
+            .as_str()
+            .unwrap()
+            .contains("Over 4 chats"),
+        "{}",
+        summary.body
+    );
+    assert_eq!(
+        summary.body["metadata"]["compacted_from"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    for episode in &episode_ids {
+        let old = client.get(episode).await;
+        assert_eq!(old.body["state"], "superseded", "{}", old.body);
+        let history = client.history(episode).await;
+        assert!(
+            history.body.to_string().contains("compacted into summary"),
+            "{}",
+            history.body
+        );
+    }
+    let found = client.search_contents("Oslo trip").await;
+    assert!(
+        found.iter().any(|content| content.contains("Over 4 chats")),
+        "{found:?}"
+    );
+    assert!(
+        !found
+            .iter()
+            .any(|content| content == "Ana booked the 7:40 flight to Oslo"),
+        "{found:?}"
+    );
+    // The LLM's tokens are metered like every other call.
+    let usage = client
+        .send(client.request(reqwest::Method::GET, "/v1/usage"))
+        .await;
+    assert_eq!(usage.body["totals"]["llm_tokens_in"], 200, "{}", usage.body);
+}
+
+/// A deployment may embed with an OpenAI-compatible provider instead of the local model
+/// (the provider here is the scripted stand-in: a third-party API we cannot run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedding_provider_replaces_the_local_model() {
+    let provider = EmbeddingStandIn::start(64).await.unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let environment = [
+        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
+        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
+        ("ENGRAM_EMBEDDING_DIMENSION", "64"),
+    ];
+    let server = TestServer::spawn_with(directory.path(), &environment)
+        .await
+        .unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "Lena drinks green tea every morning", "user_id": "lena"},
+            {"content": "Lena rides a blue bicycle to work", "user_id": "lena"},
+            {"content": "The office closes at six", "user_id": "lena"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(
+        provider.texts_embedded(),
+        3,
+        "the stored memories went to the provider"
+    );
+    let found = search_ok(
+        &client,
+        json!({"query": "green tea", "user_id": "lena", "retrieval": "dense", "explain": true}),
+    )
+    .await;
+    assert_eq!(
+        found["results"][0]["memory"]["content"], "Lena drinks green tea every morning",
+        "{found}"
+    );
+    assert_eq!(provider.texts_embedded(), 4, "and so did the query");
+    // Its own index, beside the local model's.
+    assert!(
+        directory
+            .path()
+            .join("index_stand-in-bag-of-words")
+            .is_dir(),
+        "{:?}",
+        std::fs::read_dir(directory.path())
+            .unwrap()
+            .collect::<Vec<_>>()
+    );
+
+    // The same data with the local model would compare vectors of two models: refused.
+    let (_, data_dir, _) = server.stop();
+    assert!(
+        TestServer::spawn_in(&data_dir).await.is_err(),
+        "a server embedding with another model must not start on this data"
+    );
+    // With the provider again, everything is there.
+    let server = TestServer::spawn_with(&data_dir, &environment)
+        .await
+        .unwrap();
+    let found = server.client().search_contents("bicycle").await;
+    assert_eq!(
+        found.first().map(String::as_str),
+        Some("Lena rides a blue bicycle to work")
+    );
+}
+
+/// The LoCoMo benchmark on its smallest dev conversation: ingest through the API, the three
+/// methods side by side, and the hybrid default at least as good as either alone at hit@10.
+#[test]
+fn the_recall_benchmark_prints_its_table() {
+    let data = workspace_root().join("../shared/bench/locomo");
+    if !data.join("turns.jsonl").exists() {
+        println!("SKIPPED: LoCoMo data not found at {}", data.display());
+        return;
+    }
+    let output = run_engram(
+        &[
+            "bench-recall",
+            "--data",
+            &data.display().to_string(),
+            "--conversations",
+            "conv-30",
+        ],
+        &[(
+            "ENGRAM_MODEL_DIR".to_string(),
+            engram_tests::model_dir().display().to_string(),
+        )],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{stdout}");
+    let hit_at_10 = |method: &str| -> f64 {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("| {method} | cat 1-4 |")))
+            .unwrap_or_else(|| panic!("no {method} row in:\n{stdout}"));
+        row.split('|')
+            .map(str::trim)
+            .nth(6)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (dense, keyword, hybrid) = (
+        hit_at_10("dense"),
+        hit_at_10("keyword (BM25)"),
+        hit_at_10("hybrid (default)"),
+    );
+    assert!(stdout.contains("| hybrid (default) | cat 5 |"), "{stdout}");
+    assert!(
+        hybrid >= dense && hybrid >= keyword,
+        "hybrid {hybrid} vs dense {dense}, keyword {keyword}"
+    );
+}
