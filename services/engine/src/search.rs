@@ -381,6 +381,7 @@ impl MemoryEngine {
                         agent_id: agent_id.clone(),
                         session_id: session_id.clone(),
                         kinds: request.kinds.clone(),
+                        only_ids: None,
                     },
                 )
                 .instrument(tracing::info_span!(
@@ -392,7 +393,39 @@ impl MemoryEngine {
         };
         let (dense, keyword) = tokio::join!(dense_search, keyword_search);
         let (dense_hits, dense_micros) = dense?;
-        let (keyword_hits, keyword_micros) = keyword?;
+        let (mut keyword_hits, mut keyword_micros) = keyword?;
+        // Dense candidates beyond the keyword list's depth may still hold query terms (BM25
+        // ties are common among similar memories): score them too, so that fusion compares
+        // every candidate on both signals.
+        if request.retrieval == RetrievalMode::Hybrid {
+            let keyword_known: std::collections::HashSet<MemoryId> =
+                keyword_hits.iter().map(|hit| hit.memory_id).collect();
+            let unscored: Vec<MemoryId> = dense_hits
+                .iter()
+                .map(|hit| hit.memory_id)
+                .filter(|memory_id| !keyword_known.contains(memory_id))
+                .collect();
+            if !unscored.is_empty() {
+                let rescoring_started = Instant::now();
+                let extra = self
+                    .index
+                    .keyword_search(
+                        scope,
+                        KeywordQuery {
+                            text: request.query.clone(),
+                            limit: unscored.len(),
+                            user_id: user_id.clone(),
+                            agent_id: agent_id.clone(),
+                            session_id: session_id.clone(),
+                            kinds: request.kinds.clone(),
+                            only_ids: Some(unscored),
+                        },
+                    )
+                    .await?;
+                keyword_hits.extend(extra);
+                keyword_micros += rescoring_started.elapsed().as_micros() as u64;
+            }
+        }
         timings.dense_micros = dense_micros;
         timings.keyword_micros = keyword_micros;
 
@@ -534,7 +567,7 @@ fn rank_candidates(
     let boosted_session = (!request.session_only)
         .then_some(request.subject.session_id.as_ref())
         .flatten();
-    let mut scored: Vec<(SearchHit, Vec<f32>)> = Vec::with_capacity(candidates.len());
+    let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
     for candidate in candidates {
         if always_ids.contains(&candidate.memory.id) || !request.filters.accepts(&candidate.memory)
         {
@@ -568,7 +601,10 @@ fn rank_candidates(
             (Some(wanted), Some(session)) if wanted == session => SESSION_BOOST,
             _ => 0.0,
         };
-        let score = (base + recency_bonus + session_bonus).clamp(0.0, 1.0);
+        // Ordered by the unclamped sum: bonuses must still separate results whose base is
+        // already near 1 (the reported score is capped at 1).
+        let raw_score = base + recency_bonus + session_bonus;
+        let score = raw_score.clamp(0.0, 1.0);
         if score < request.min_score {
             continue;
         }
@@ -584,17 +620,17 @@ fn rank_candidates(
                 },
             },
             candidate.embedding,
+            raw_score,
         ));
     }
     // Ties (equal scores) keep a stable order: newer memories first.
-    scored.sort_by(|(left, _), (right, _)| {
-        right
-            .score
-            .total_cmp(&left.score)
+    scored.sort_by(|(left, _, left_raw), (right, _, right_raw)| {
+        right_raw
+            .total_cmp(left_raw)
             .then_with(|| right.memory.id.cmp(&left.memory.id))
     });
     let mut kept: Vec<(SearchHit, Vec<f32>)> = Vec::with_capacity(request.top_k);
-    for (hit, embedding) in scored {
+    for (hit, embedding, _) in scored {
         if kept.len() >= request.top_k {
             break;
         }

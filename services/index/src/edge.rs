@@ -642,11 +642,22 @@ impl SharedShard {
         scope: &ProjectScope,
         query: KeywordQuery,
     ) -> Result<Vec<VectorHit>, IndexError> {
-        let search_filter = search_filter(
+        let corpus_filter = search_filter(
             scope,
             [query.user_id, query.agent_id, query.session_id],
             &query.kinds,
         )?;
+        let mut search_filter = corpus_filter.clone();
+        if let Some(only_ids) = &query.only_ids
+            && let Some(conditions) = search_filter.must.as_mut()
+        {
+            conditions.push(Condition::HasId(
+                only_ids
+                    .iter()
+                    .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
+                    .collect::<HasIdCondition>(),
+            ));
+        }
         let request = QueryRequestBuilder::new(query.limit)
             .query(
                 TextQueryBuilder::new(field_path(TEXT_FIELD)?, query.text)
@@ -657,7 +668,7 @@ impl SharedShard {
             // never shifts another tenant's ranking.
             .params(SearchParams {
                 idf: Some(IdfParams::Corpus(IdfCorpusParams {
-                    corpus: search_filter.clone(),
+                    corpus: corpus_filter,
                 })),
                 ..SearchParams::default()
             })

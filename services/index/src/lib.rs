@@ -61,6 +61,9 @@ pub struct KeywordQuery {
     pub session_id: Option<String>,
     /// Empty means every kind.
     pub kinds: Vec<MemoryKind>,
+    /// Score only these memories (their term statistics still come from everything the
+    /// other filters let through). `None`: every memory.
+    pub only_ids: Option<Vec<MemoryId>>,
 }
 
 /// The version of the point layout written by this code. Points of an older layout (written

@@ -593,11 +593,16 @@ impl VectorIndex for QdrantVectorIndex {
             [query.user_id, query.agent_id, query.session_id],
             &query.kinds,
         );
-        let filter = project_filter(scope, conditions);
+        let corpus = project_filter(scope, conditions.clone());
+        let mut scored_conditions = conditions;
+        if let Some(only_ids) = &query.only_ids {
+            scored_conditions.push(Condition::has_id(only_ids.iter().copied().map(point_id_of)));
+        }
+        let filter = project_filter(scope, scored_conditions);
         // Term statistics come from the points this query may see, never other projects.
         let params = SearchParams {
             idf: Some(IdfParams {
-                corpus: Some(filter.clone()),
+                corpus: Some(corpus),
             }),
             ..SearchParams::default()
         };

@@ -179,6 +179,7 @@ fn keyword_query(text: &str, limit: usize) -> KeywordQuery {
         agent_id: None,
         session_id: None,
         kinds: Vec::new(),
+        only_ids: None,
     }
 }
 

@@ -41,9 +41,8 @@ impl Storage {
         models
             .into_iter()
             .map(|model| {
-                let embedding = decode_embedding(&model.embedding);
-                let memory = memory_from_model(model)?;
-                Ok((memory.id, MemoryWithEmbedding { memory, embedding }))
+                let found = with_embedding(model)?;
+                Ok((found.memory.id, found))
             })
             .collect()
     }
@@ -67,16 +66,7 @@ impl Storage {
             .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        models
-            .into_iter()
-            .map(|model| {
-                let embedding = decode_embedding(&model.embedding);
-                Ok(MemoryWithEmbedding {
-                    memory: memory_from_model(model)?,
-                    embedding,
-                })
-            })
-            .collect()
+        models.into_iter().map(with_embedding).collect()
     }
 
     /// The embedding models of the stored active memories, across every project (names only):
@@ -129,16 +119,7 @@ impl Storage {
             .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        models
-            .into_iter()
-            .map(|model| {
-                let embedding = decode_embedding(&model.embedding);
-                Ok(MemoryWithEmbedding {
-                    memory: memory_from_model(model)?,
-                    embedding,
-                })
-            })
-            .collect()
+        models.into_iter().map(with_embedding).collect()
     }
 
     /// Active procedural memories marked `"always": true` that apply to this user and agent:
@@ -188,3 +169,11 @@ impl Storage {
 }
 
 const MAX_PROCEDURES_SCANNED: u64 = 500;
+
+fn with_embedding(model: memories::Model) -> Result<MemoryWithEmbedding, StorageError> {
+    let embedding = decode_embedding(&model.embedding);
+    Ok(MemoryWithEmbedding {
+        memory: memory_from_model(model)?,
+        embedding,
+    })
+}
