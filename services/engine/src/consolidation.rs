@@ -7,6 +7,7 @@ use crate::EngineError;
 use crate::derivation::MessageDerivation;
 use crate::llm::json_in_answer;
 use crate::pipeline::MemoryEngine;
+use crate::search::cosine_similarity;
 use chrono::Utc;
 use engram_core::audit::Actor;
 use engram_core::{
@@ -394,7 +395,8 @@ fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<Merge
                 if merged_away[older] || candidate.immutable || candidate.legal_hold {
                     continue;
                 }
-                let similarity = cosine(&group[newer].embedding, &group[older].embedding);
+                let similarity =
+                    cosine_similarity(&group[newer].embedding, &group[older].embedding);
                 if similarity >= DUPLICATE_SIMILARITY {
                     merged_away[older] = true;
                     merged.push(candidate.id);
@@ -414,17 +416,4 @@ fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<Merge
         }
     }
     plan
-}
-
-fn cosine(left: &[f32], right: &[f32]) -> f32 {
-    if left.len() != right.len() || left.is_empty() {
-        return 0.0;
-    }
-    let dot: f32 = left.iter().zip(right).map(|(a, b)| a * b).sum();
-    let left_norm: f32 = left.iter().map(|a| a * a).sum::<f32>().sqrt();
-    let right_norm: f32 = right.iter().map(|b| b * b).sum::<f32>().sqrt();
-    if left_norm == 0.0 || right_norm == 0.0 {
-        return 0.0;
-    }
-    dot / (left_norm * right_norm)
 }

@@ -539,27 +539,35 @@ fn rank_candidates(
         RetrievalMode::Dense => 0.0,
         RetrievalMode::Keyword => 1.0,
     };
+    // Each candidate's cosine, computed once for ranking and scoring.
+    let candidates: Vec<(Candidate, Option<f32>)> = candidates
+        .into_iter()
+        .map(|candidate| {
+            let dense_similarity =
+                query_vector.map(|query| cosine_similarity(query, &candidate.embedding));
+            (candidate, dense_similarity)
+        })
+        .collect();
     // Ranks (1 = best) in each signal, for reciprocal rank fusion.
-    let rank_by = |score_of: &dyn Fn(&Candidate) -> Option<f32>| -> HashMap<MemoryId, f32> {
-        let mut scored: Vec<(MemoryId, f32)> = candidates
-            .iter()
-            .filter_map(|candidate| score_of(candidate).map(|score| (candidate.memory.id, score)))
-            .collect();
-        scored.sort_by(|left, right| right.1.total_cmp(&left.1));
-        scored
-            .into_iter()
-            .enumerate()
-            .map(|(position, (memory_id, _))| (memory_id, position as f32 + 1.0))
-            .collect()
-    };
+    let rank_by =
+        |score_of: &dyn Fn(&(Candidate, Option<f32>)) -> Option<f32>| -> HashMap<MemoryId, f32> {
+            let mut scored: Vec<(MemoryId, f32)> = candidates
+                .iter()
+                .filter_map(|entry| score_of(entry).map(|score| (entry.0.memory.id, score)))
+                .collect();
+            scored.sort_by(|left, right| right.1.total_cmp(&left.1));
+            scored
+                .into_iter()
+                .enumerate()
+                .map(|(position, (memory_id, _))| (memory_id, position as f32 + 1.0))
+                .collect()
+        };
     let use_ranks =
         request.retrieval == RetrievalMode::Hybrid && request.fusion == FusionMethod::Rrf;
     let (dense_ranks, keyword_ranks) = if use_ranks {
         (
-            rank_by(&|candidate: &Candidate| {
-                query_vector.map(|query| cosine_similarity(query, &candidate.embedding))
-            }),
-            rank_by(&|candidate: &Candidate| candidate.keyword_score),
+            rank_by(&|(_, dense_similarity)| *dense_similarity),
+            rank_by(&|(candidate, _)| candidate.keyword_score),
         )
     } else {
         (HashMap::new(), HashMap::new())
@@ -568,13 +576,11 @@ fn rank_candidates(
         .then_some(request.subject.session_id.as_ref())
         .flatten();
     let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
-    for candidate in candidates {
+    for (candidate, dense_similarity) in candidates {
         if always_ids.contains(&candidate.memory.id) || !request.filters.accepts(&candidate.memory)
         {
             continue;
         }
-        let dense_similarity =
-            query_vector.map(|query| cosine_similarity(query, &candidate.embedding));
         let keyword_relative = match (candidate.keyword_score, best_keyword_score > 0.0) {
             (Some(score), true) => score / best_keyword_score,
             _ => 0.0,
@@ -645,7 +651,7 @@ fn rank_candidates(
     kept.into_iter().map(|(hit, _)| hit).collect()
 }
 
-fn cosine_similarity(left: &[f32], right: &[f32]) -> f32 {
+pub(crate) fn cosine_similarity(left: &[f32], right: &[f32]) -> f32 {
     if left.len() != right.len() || left.is_empty() {
         return 0.0;
     }
