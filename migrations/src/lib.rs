@@ -20,6 +20,7 @@ mod m0014_session_state;
 mod m0015_session_messages;
 mod m0016_feedback;
 mod m0017_derive_memories_setting;
+mod m0018_project_embedding;
 
 pub struct Migrator;
 
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_session_messages::Migration),
             Box::new(m0016_feedback::Migration),
             Box::new(m0017_derive_memories_setting::Migration),
+            Box::new(m0018_project_embedding::Migration),
         ]
     }
 }

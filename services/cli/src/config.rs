@@ -151,6 +151,21 @@ pub struct EmbeddingArgs {
 }
 
 impl EmbeddingArgs {
+    /// The provider these arguments configure, if any.
+    pub fn provider(&self) -> Option<EmbeddingProviderConfig> {
+        self.embedding_base_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|url| !url.is_empty())
+            .map(|base_url| EmbeddingProviderConfig {
+                base_url: base_url.to_string(),
+                model: self.embedding_model.clone(),
+                dimension: self.embedding_dimension,
+                api_key: self.embedding_api_key.clone(),
+                timeout: Duration::from_secs(self.embedding_timeout_secs.max(1)),
+            })
+    }
+
     /// The local model, for programmatic use.
     pub fn local() -> Self {
         Self {
@@ -386,18 +401,6 @@ fn locate(relative: &str) -> Option<PathBuf> {
 }
 
 impl EngramConfig {
-    /// The embedding model vectors come from, and their length: the provider's, or the
-    /// local model's.
-    pub fn embedding_model_and_dimension(&self) -> (String, usize) {
-        match &self.embedding_provider {
-            Some(provider) => (provider.model.clone(), provider.dimension),
-            None => (
-                engram_embed::MINILM_MODEL_ID.to_string(),
-                engram_embed::MINILM_DIMENSION,
-            ),
-        }
-    }
-
     /// The configuration `role` runs with; a distributed role without a shared database, a
     /// Qdrant cluster or (for gateways) a server secret is refused with what to set.
     pub fn resolve_for_role(arguments: &ServeArgs, role: Role) -> anyhow::Result<Self> {
@@ -511,19 +514,7 @@ impl EngramConfig {
                     timeout: Duration::from_secs(arguments.llm.llm_timeout_secs.max(1)),
                     prompts_dir: arguments.llm.llm_prompts_dir.clone(),
                 }),
-            embedding_provider: arguments
-                .embedding
-                .embedding_base_url
-                .as_deref()
-                .map(str::trim)
-                .filter(|url| !url.is_empty())
-                .map(|base_url| EmbeddingProviderConfig {
-                    base_url: base_url.to_string(),
-                    model: arguments.embedding.embedding_model.clone(),
-                    dimension: arguments.embedding.embedding_dimension,
-                    api_key: arguments.embedding.embedding_api_key.clone(),
-                    timeout: Duration::from_secs(arguments.embedding.embedding_timeout_secs.max(1)),
-                }),
+            embedding_provider: arguments.embedding.provider(),
             role,
         }
     }

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_engine::IndexApplier;
-use engram_index::{EdgeVectorIndex, VectorIndex};
+use engram_index::VectorIndex;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
@@ -52,6 +52,10 @@ pub struct ReconcileArgs {
     /// Use the database even if it could lose acknowledged writes (as `serve` would).
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
+    /// The deployment's embedding provider, if any: projects on the deployment default keep
+    /// their points in its index.
+    #[command(flatten)]
+    pub embedding: crate::config::EmbeddingArgs,
 }
 
 /// `engram admin reconcile`: with the server stopped, compare every project's memories with
@@ -62,12 +66,27 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
         crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    // Every project's points go to the index of its embedding space; nothing is embedded here.
+    let models = crate::server::embedding_models(
+        arguments.embedding.provider().as_ref(),
+        &arguments.data_dir,
+        1,
+        false,
+    )?;
+    let spaces = Arc::new(engram_engine::EmbeddingSpaces::new(
+        storage.clone(),
+        models,
+        crate::server::index_opener(&crate::config::IndexBackend::Embedded {
+            index_dir: arguments.data_dir.join("index"),
+        }),
+    ));
+    spaces
+        .open_deployment_index()
+        .await
+        .context("cannot open the vector index")?;
+    spaces.check_stored_vectors().await?;
     let index: Arc<dyn VectorIndex> = Arc::new(
-        EdgeVectorIndex::open(
-            &arguments.data_dir.join("index"),
-            engram_embed::MINILM_DIMENSION,
-        )
-        .context("cannot open the vector index")?,
+        engram_engine::embedding_spaces::RoutedVectorIndex::new(spaces),
     );
     let applier = IndexApplier::new(storage, index);
     let bar = ProgressBar::new(0);

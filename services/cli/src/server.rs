@@ -36,32 +36,142 @@ pub struct EmbeddedServer {
     _data_dir_lock: Option<crate::maintenance::DataDirLock>,
 }
 
-/// The vector index the configuration names: the embedded one in the data dir, or the model's
-/// collection on a Qdrant cluster (created on first use).
-pub async fn open_vector_index(config: &EngramConfig) -> Result<Arc<dyn VectorIndex>> {
-    let (model_id, dimension) = config.embedding_model_and_dimension();
-    let model_id = model_id.as_str();
-    Ok(match &config.index_backend {
-        IndexBackend::Embedded { index_dir } => {
-            // One index per model: the local model keeps the original `index` directory.
-            let index_dir = if model_id == engram_embed::MINILM_MODEL_ID {
-                index_dir.clone()
-            } else {
-                index_dir.with_file_name(engram_index::collection_name_for_model("index", model_id))
-            };
-            Arc::new(
-                engram_index::EdgeVectorIndex::open(&index_dir, dimension)
-                    .context("cannot open the vector index")?,
-            )
+/// Opens the index of one embedding model: a directory of the embedded engine beside the data
+/// dir's `index` (which the local model keeps), or the model's collection on a Qdrant cluster
+/// (created on first use).
+pub fn index_opener(backend: &IndexBackend) -> engram_engine::IndexOpener {
+    let backend = backend.clone();
+    Arc::new(
+        move |model_id: String, dimension: usize| -> engram_engine::IndexOpening {
+            let backend = backend.clone();
+            Box::pin(async move {
+                let index: Arc<dyn VectorIndex> = match backend {
+                    IndexBackend::Embedded { index_dir } => {
+                        let index_dir = if model_id == engram_embed::MINILM_MODEL_ID {
+                            index_dir
+                        } else {
+                            index_dir.with_file_name(engram_index::collection_name_for_model(
+                                "index", &model_id,
+                            ))
+                        };
+                        Arc::new(
+                            tokio::task::spawn_blocking(move || {
+                                engram_index::EdgeVectorIndex::open(&index_dir, dimension)
+                            })
+                            .await
+                            .map_err(|error| {
+                                engram_index::IndexError::Internal(error.to_string())
+                            })??,
+                        )
+                    }
+                    IndexBackend::Cluster(options) => Arc::new(
+                        engram_index::QdrantVectorIndex::connect(&options, &model_id, dimension)
+                            .await?,
+                    ),
+                };
+                Ok(index)
+            })
+        },
+    )
+}
+
+/// The models this deployment offers its projects: the local model and, when configured, the
+/// OpenAI-compatible provider, which is then the default. `embeds: false` (a worker) knows
+/// them by name only. The local model beside a provider is loaded when a project first needs
+/// it.
+pub fn embedding_models(
+    provider: Option<&crate::config::EmbeddingProviderConfig>,
+    model_dir: &std::path::Path,
+    embed_threads: usize,
+    embeds: bool,
+) -> Result<engram_engine::EmbeddingModels> {
+    use engram_engine::EmbeddingModel;
+    let load_local = {
+        let model_dir = model_dir.to_path_buf();
+        move || -> Result<Arc<dyn Embedder>, engram_embed::EmbedError> {
+            Ok(Arc::new(engram_embed::LocalMiniLm::load(
+                &model_dir,
+                engram_embed::LocalModelOptions {
+                    worker_threads: embed_threads,
+                    ..Default::default()
+                },
+            )?))
         }
-        IndexBackend::Cluster(options) => Arc::new(
-            engram_index::QdrantVectorIndex::connect(options, model_id, dimension)
-                .await
-                .with_context(|| {
-                    format!("cannot open the vector index on Qdrant at {}", options.url)
-                })?,
-        ),
+    };
+    let local_identity = || {
+        EmbeddingModel::identity_only(
+            engram_embed::MINILM_MODEL_ID,
+            engram_embed::MINILM_DIMENSION,
+        )
+    };
+    Ok(match provider {
+        None => {
+            let local = Arc::new(if embeds {
+                EmbeddingModel::ready(
+                    load_local().context("cannot load the local embedding model")?,
+                )
+            } else {
+                local_identity()
+            });
+            engram_engine::EmbeddingModels {
+                deployment: local.clone(),
+                local: Some(local),
+                provider: None,
+            }
+        }
+        Some(provider) => {
+            let provider = Arc::new(if embeds {
+                EmbeddingModel::ready(Arc::new(
+                    engram_embed::OpenAiCompatibleEmbedder::new(provider.options())
+                        .context("cannot set up the embedding provider")?,
+                ))
+            } else {
+                EmbeddingModel::identity_only(&provider.model, provider.dimension)
+            });
+            let local = Arc::new(if embeds {
+                EmbeddingModel::on_first_use(
+                    engram_embed::MINILM_MODEL_ID,
+                    engram_embed::MINILM_DIMENSION,
+                    Arc::new(load_local),
+                )
+            } else {
+                local_identity()
+            });
+            engram_engine::EmbeddingModels {
+                deployment: provider.clone(),
+                local: Some(local),
+                provider: Some(provider),
+            }
+        }
     })
+}
+
+/// Every project's embedding space for this configuration, with the default model's index
+/// open and the stored vectors checked against their projects' spaces.
+async fn open_embedding_spaces(
+    config: &EngramConfig,
+    storage: &engram_storage::Storage,
+    embeds: bool,
+) -> Result<Arc<engram_engine::EmbeddingSpaces>> {
+    let models = embedding_models(
+        config.embedding_provider.as_ref(),
+        &config.model_dir,
+        config.embed_threads,
+        embeds,
+    )?;
+    let spaces = Arc::new(engram_engine::EmbeddingSpaces::new(
+        storage.clone(),
+        models,
+        index_opener(&config.index_backend),
+    ));
+    spaces
+        .open_deployment_index()
+        .await
+        .context("cannot open the vector index")?;
+    // Vectors of two models cannot be compared: every project's data must be in the space
+    // its setting names here (re-embedding a data set is not built yet).
+    spaces.check_stored_vectors().await?;
+    Ok(spaces)
 }
 
 /// Start the background loops that keep the index in step with the database.
@@ -160,40 +270,11 @@ impl EmbeddedServer {
             None
         };
 
-        let embedder: Arc<dyn Embedder> = match &config.embedding_provider {
-            Some(provider) => Arc::new(
-                engram_embed::OpenAiCompatibleEmbedder::new(provider.options())
-                    .context("cannot set up the embedding provider")?,
-            ),
-            None => Arc::new(
-                engram_embed::LocalMiniLm::load(
-                    &config.model_dir,
-                    engram_embed::LocalModelOptions {
-                        worker_threads: config.embed_threads,
-                        ..Default::default()
-                    },
-                )
-                .context("cannot load the local embedding model")?,
-            ),
-        };
-        // Vectors of two models cannot be compared: the data must have been embedded with
-        // the model this process uses (re-embedding a data set is not built yet).
-        let models_in_use = storage.embedding_models_in_use_for_maintenance().await?;
-        if let Some(other) = models_in_use
-            .iter()
-            .find(|model| model.as_str() != embedder.model_id())
-        {
-            anyhow::bail!(
-                "the stored memories were embedded with {other:?}, this process embeds with {:?}: \
-                 vectors of different models cannot be searched together; use the data's model \
-                 (or a fresh data dir / database)",
-                embedder.model_id()
-            );
-        }
-        let index = open_vector_index(config).await?;
-        let engine = Arc::new(MemoryEngine::new(
+        let spaces = open_embedding_spaces(config, &storage, true).await?;
+        let embedder = spaces.deployment_embedder().await?;
+        let engine = Arc::new(MemoryEngine::with_embedding_spaces(
             storage.clone(),
-            index,
+            spaces,
             embedder,
             EngineSettings {
                 index_wait: config.index_wait,
@@ -403,7 +484,10 @@ impl WorkerProcess {
         let secrets: ServerSecrets =
             bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
-        let index = open_vector_index(config).await?;
+        let spaces = open_embedding_spaces(config, &storage, false).await?;
+        let index: Arc<dyn VectorIndex> = Arc::new(
+            engram_engine::embedding_spaces::RoutedVectorIndex::new(spaces),
+        );
         let applier = Arc::new(engram_engine::IndexApplier::new(
             storage.clone(),
             index.clone(),

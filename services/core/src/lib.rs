@@ -4,6 +4,7 @@
 pub mod access;
 pub mod audit;
 pub mod conversation;
+pub mod embedding;
 pub mod files;
 pub mod ids;
 pub mod limits;
@@ -14,6 +15,7 @@ pub mod usage;
 pub mod validation;
 
 pub use access::{ApiScope, ApiScopes, ConsoleRole, KeyEnvironment};
+pub use embedding::ProjectEmbedding;
 pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use scope::{ProjectScope, SubjectFilter};

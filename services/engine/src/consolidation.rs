@@ -182,6 +182,16 @@ impl MemoryEngine {
         let Some(llm) = self.llm.clone() else {
             return Ok(());
         };
+        // A summary needs a vector, and a project that sends its own cannot get one here.
+        if self
+            .spaces
+            .space_for(scope)
+            .await?
+            .client_dimension()
+            .is_some()
+        {
+            return Ok(());
+        }
         let cutoff = Utc::now() - limits.compact_after;
         type Session = (Option<ExternalId>, Option<ExternalId>, Option<ExternalId>);
         let mut by_session: BTreeMap<Session, Vec<&Memory>> = BTreeMap::new();
@@ -310,11 +320,12 @@ impl MemoryEngine {
         actor: &Actor,
         report: &mut ConsolidationReport,
     ) -> Result<Option<MemoryId>, EngineError> {
-        let vectors = self.embedder.embed(vec![summary.to_string()]).await?;
+        let (space, embedder) = self.project_embedder(scope).await?;
+        let vectors = embedder.embed(vec![summary.to_string()]).await?;
         let Some(vector) = vectors.into_iter().next() else {
             return Ok(None);
         };
-        report.tokens_embedded += self.embedder.count_tokens(summary);
+        report.tokens_embedded += embedder.count_tokens(summary);
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             COMPACTED_FROM_KEY.into(),
@@ -343,7 +354,7 @@ impl MemoryEngine {
                 expires_at: None,
             },
             embedding: vector,
-            embedding_model: self.embedder.model_id().to_string(),
+            embedding_model: space.model_id.clone(),
             supersedes: None,
             reason: Some("summary of older episodes (consolidation)".to_string()),
         };

@@ -91,6 +91,8 @@ impl MemoryEngine {
         };
         let user_id = first.user_id.clone();
         let agent_id = first.agent_id.clone();
+        // Before any LLM spend: a project that sends its own vectors cannot be embedded for.
+        let (space, embedder) = self.project_embedder(scope).await?;
         let mut derivation = MessageDerivation::default();
         let llm = self.llm.clone();
         let candidates: Vec<(CandidateMemory, Option<&SessionMessage>)> = match &llm {
@@ -140,7 +142,7 @@ impl MemoryEngine {
                 format!("candidates[{index}].content")
             })
             .await?;
-        let vectors = self.embedder.embed(contents.clone()).await?;
+        let vectors = embedder.embed(contents.clone()).await?;
         if vectors.len() != contents.len() {
             return Err(EngineError::Internal(
                 "embedder returned a different number of vectors".to_string(),
@@ -148,7 +150,7 @@ impl MemoryEngine {
         }
         derivation.tokens_embedded += contents
             .iter()
-            .map(|content| self.embedder.count_tokens(content))
+            .map(|content| embedder.count_tokens(content))
             .sum::<u64>();
         let candidates: Vec<(CandidateMemory, Option<&SessionMessage>)> = candidates
             .into_iter()
@@ -257,7 +259,7 @@ impl MemoryEngine {
                     drafts.push(MemoryDraft {
                         memory: new_memory,
                         embedding: vector,
-                        embedding_model: self.embedder.model_id().to_string(),
+                        embedding_model: space.model_id.clone(),
                         supersedes: decision.target,
                         reason: Some(decision.reason.clone()),
                     });
@@ -452,9 +454,12 @@ impl MemoryEngine {
             reason: Some(decision.reason.clone()),
             ..Default::default()
         };
-        match self.edit_memory(scope, target, edit, None, actor).await {
-            Ok(_) => {
-                derivation.tokens_embedded += self.embedder.count_tokens(&content);
+        match self
+            .edit_memory_with_vector(scope, target, edit, None, None, actor)
+            .await
+        {
+            Ok(edited) => {
+                derivation.tokens_embedded += edited.tokens_embedded;
                 Ok(DerivedChange {
                     action: ReconcileAction::Update,
                     memory_id: Some(target),

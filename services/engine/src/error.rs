@@ -22,6 +22,10 @@ pub enum EngineError {
     IndexUnavailable(String),
     #[error("embedding model unavailable: {0}")]
     EmbedderUnavailable(String),
+    /// The project's embedding setting rules this out (client vectors cannot be embedded by
+    /// Engram; a model this deployment does not offer); the message says why.
+    #[error("{0}")]
+    EmbeddingUnavailable(String),
     /// The memory is immutable or under legal hold; the message says which.
     #[error("{0}")]
     Locked(String),
@@ -47,6 +51,9 @@ impl From<StorageError> for EngineError {
             StorageError::IdempotencyKeyReused => EngineError::IdempotencyKeyReused,
             StorageError::Unavailable(message) => EngineError::StorageUnavailable(message),
             StorageError::Refused(message) => EngineError::Locked(message),
+            error @ StorageError::ProjectNotEmpty { .. } => {
+                EngineError::EmbeddingUnavailable(error.to_string())
+            }
             other => EngineError::Internal(other.to_string()),
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod consolidation;
 pub mod derivation;
+pub mod embedding_spaces;
 mod error;
 pub mod governance;
 pub mod indexing;
@@ -10,6 +11,10 @@ pub mod llm;
 mod pipeline;
 mod search;
 
+pub use embedding_spaces::{
+    EmbedderLoader, EmbeddingModel, EmbeddingModels, EmbeddingSpaces, IndexOpener, IndexOpening,
+    ProjectSpace,
+};
 pub use engram_core::NewMemory;
 pub use error::EngineError;
 pub use governance::{
@@ -17,7 +22,7 @@ pub use governance::{
     LedgerReplay,
 };
 pub use indexing::{IndexApplier, ReconcileReport};
-pub use pipeline::{AddOutcome, EngineSettings, MemoryEdit, MemoryEngine};
+pub use pipeline::{AddOutcome, EditedMemory, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{
     DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
     PackedContext, RankingSignals, RetrievalMode, SearchFilters, SearchHit, SearchOutcome,

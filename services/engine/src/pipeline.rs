@@ -2,9 +2,10 @@
 //! transaction), then wait a bounded time for the index so writes are readable at once.
 
 use crate::EngineError;
+use crate::embedding_spaces::{EmbeddingSpaces, ProjectSpace, RoutedVectorIndex};
 use crate::indexing::IndexApplier;
 use chrono::{DateTime, Utc};
-use engram_core::{Memory, MemoryId, NewMemory, ProjectScope};
+use engram_core::{InvalidInput, Memory, MemoryId, NewMemory, ProjectScope};
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{
@@ -56,14 +57,25 @@ pub enum AddOutcome {
     Stored {
         memories: Vec<Memory>,
         indexed: bool,
+        /// Tokens Engram embedded (0 when the client sent the vectors).
+        tokens_embedded: u64,
     },
     /// A retry of an earlier request with the same idempotency key: its answer, verbatim.
     Replayed { status: u16, body: String },
 }
 
+/// An edited memory and the tokens its new content cost to embed.
+pub struct EditedMemory {
+    pub memory: Memory,
+    pub tokens_embedded: u64,
+}
+
 pub struct MemoryEngine {
     pub(crate) storage: Storage,
+    /// Routes every call to the index of the project's embedding space.
     pub(crate) index: Arc<dyn VectorIndex>,
+    pub(crate) spaces: Arc<EmbeddingSpaces>,
+    /// The deployment's default embedder: token estimates for budgets and context packing.
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
@@ -89,13 +101,31 @@ fn refuse_locked_memory(memory: &Memory) -> Result<(), EngineError> {
 }
 
 impl MemoryEngine {
-    /// The engine; an LLM whose HTTP client cannot be built is reported and left out.
+    /// An engine with one embedding space: `embedder` for every project, points in `index`.
     pub fn new(
         storage: Storage,
         index: Arc<dyn VectorIndex>,
         embedder: Arc<dyn Embedder>,
         settings: EngineSettings,
     ) -> Self {
+        let spaces = Arc::new(EmbeddingSpaces::single(
+            storage.clone(),
+            index,
+            embedder.clone(),
+        ));
+        Self::with_embedding_spaces(storage, spaces, embedder, settings)
+    }
+
+    /// The engine; an LLM whose HTTP client cannot be built is reported and left out.
+    /// `deployment_embedder` is the deployment's default model.
+    pub fn with_embedding_spaces(
+        storage: Storage,
+        spaces: Arc<EmbeddingSpaces>,
+        deployment_embedder: Arc<dyn Embedder>,
+        settings: EngineSettings,
+    ) -> Self {
+        let embedder = deployment_embedder;
+        let index: Arc<dyn VectorIndex> = Arc::new(RoutedVectorIndex::new(spaces.clone()));
         let llm = settings.llm.clone().and_then(|llm_settings| {
             crate::llm::ChatModel::new(llm_settings)
                 .map_err(|error| tracing::error!(%error, "the LLM cannot be used"))
@@ -119,6 +149,7 @@ impl MemoryEngine {
         Self {
             storage,
             index,
+            spaces,
             embedder,
             applier,
             settings,
@@ -146,8 +177,24 @@ impl MemoryEngine {
         self.applier.clone()
     }
 
+    /// The deployment's default embedder (token estimates; a project's own model may differ).
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
+    }
+
+    /// Every project's embedding space.
+    pub fn embedding_spaces(&self) -> &Arc<EmbeddingSpaces> {
+        &self.spaces
+    }
+
+    /// The project's embedder, or why Engram cannot embed for it (client vectors).
+    pub(crate) async fn project_embedder(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<(ProjectSpace, Arc<dyn Embedder>), EngineError> {
+        let space = self.spaces.space_for(scope).await?;
+        let embedder = space.embedder().await?;
+        Ok((space, embedder))
     }
 
     pub fn index(&self) -> &Arc<dyn VectorIndex> {
@@ -164,6 +211,38 @@ impl MemoryEngine {
         wait_for_index: bool,
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<AddOutcome, EngineError> {
+        self.add_memories_with_vectors(
+            scope,
+            new_memories,
+            None,
+            actor,
+            idempotency,
+            wait_for_index,
+            render_response,
+        )
+        .await
+    }
+
+    /// [`Self::add_memories`], with the vectors a client-vector project sends (one per memory,
+    /// in order). Required for such a project, refused for any other.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn add_memories_with_vectors(
+        &self,
+        scope: &ProjectScope,
+        new_memories: Vec<NewMemory>,
+        client_vectors: Option<Vec<Vec<f32>>>,
+        actor: &engram_core::audit::Actor,
+        idempotency: Option<IdempotencyClaim>,
+        wait_for_index: bool,
+        render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
+    ) -> Result<AddOutcome, EngineError> {
+        let space = self.spaces.space_for(scope).await?;
+        check_vectors_match_space(
+            &space,
+            client_vectors.as_deref(),
+            new_memories.len(),
+            |position| format!("memories[{position}].embedding"),
+        )?;
         let mut new_memories = new_memories;
         let mut contents: Vec<String> = new_memories
             .iter()
@@ -178,17 +257,27 @@ impl MemoryEngine {
         for (memory, content) in new_memories.iter_mut().zip(&contents) {
             memory.content.clone_from(content);
         }
-        let embeddings = self
-            .embedder
-            .embed(contents)
-            .instrument(tracing::info_span!("embed", texts = new_memories.len()))
-            .await?;
+        let (embeddings, tokens_embedded) = match client_vectors {
+            Some(vectors) => (vectors, 0),
+            None => {
+                let embedder = space.embedder().await?;
+                let tokens: u64 = contents
+                    .iter()
+                    .map(|content| embedder.count_tokens(content))
+                    .sum();
+                let embeddings = embedder
+                    .embed(contents)
+                    .instrument(tracing::info_span!("embed", texts = new_memories.len()))
+                    .await?;
+                (embeddings, tokens)
+            }
+        };
         if embeddings.len() != new_memories.len() {
             return Err(EngineError::Internal(
                 "embedder returned a different number of vectors".to_string(),
             ));
         }
-        let model_id = self.embedder.model_id().to_string();
+        let model_id = space.model_id.clone();
         let drafts = new_memories
             .into_iter()
             .zip(embeddings)
@@ -211,7 +300,11 @@ impl MemoryEngine {
                 let indexed = self
                     .index_after_write(scope, &touched, wait_for_index)
                     .await;
-                Ok(AddOutcome::Stored { memories, indexed })
+                Ok(AddOutcome::Stored {
+                    memories,
+                    indexed,
+                    tokens_embedded,
+                })
             }
         }
     }
@@ -292,6 +385,38 @@ impl MemoryEngine {
         expected_version: Option<i64>,
         actor: &engram_core::audit::Actor,
     ) -> Result<Memory, EngineError> {
+        Ok(self
+            .edit_memory_with_vector(scope, memory_id, edit, None, expected_version, actor)
+            .await?
+            .memory)
+    }
+
+    /// [`Self::edit_memory`]; new content of a client-vector project comes with its vector.
+    pub async fn edit_memory_with_vector(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        edit: MemoryEdit,
+        client_vector: Option<Vec<f32>>,
+        expected_version: Option<i64>,
+        actor: &engram_core::audit::Actor,
+    ) -> Result<EditedMemory, EngineError> {
+        let space = self.spaces.space_for(scope).await?;
+        if edit.content.is_none() && client_vector.is_some() {
+            return Err(InvalidInput::single(
+                "embedding",
+                "only new content comes with a new embedding",
+            )
+            .into());
+        }
+        if edit.content.is_some() {
+            check_vectors_match_space(
+                &space,
+                client_vector.as_ref().map(std::slice::from_ref),
+                1,
+                |_| "embedding".to_string(),
+            )?;
+        }
         // Check existence and version before paying for an embedding.
         let current = self.storage.get_memory(scope, memory_id).await?;
         if let Some(expected) = expected_version {
@@ -302,6 +427,7 @@ impl MemoryEngine {
             }
         }
         refuse_locked_memory(&current)?;
+        let mut tokens_embedded = 0;
         let content = match edit.content {
             Some(content) => {
                 let mut redacted = [content];
@@ -309,10 +435,17 @@ impl MemoryEngine {
                     .redact_personal_data(scope, &mut redacted, |_| "content".to_string())
                     .await?;
                 let [content] = redacted;
-                let mut vectors = self.embedder.embed(vec![content.clone()]).await?;
-                let vector = vectors.pop().ok_or_else(|| {
-                    EngineError::Internal("embedder returned no vector".to_string())
-                })?;
+                let vector = match client_vector {
+                    Some(vector) => vector,
+                    None => {
+                        let embedder = space.embedder().await?;
+                        tokens_embedded = embedder.count_tokens(&content);
+                        let mut vectors = embedder.embed(vec![content.clone()]).await?;
+                        vectors.pop().ok_or_else(|| {
+                            EngineError::Internal("embedder returned no vector".to_string())
+                        })?
+                    }
+                };
                 Some((content, vector))
             }
             None => None,
@@ -329,7 +462,10 @@ impl MemoryEngine {
             .update_memory(scope, memory_id, patch, expected_version, actor)
             .await?;
         self.index_after_write(scope, &[memory_id], true).await;
-        Ok(updated)
+        Ok(EditedMemory {
+            memory: updated,
+            tokens_embedded,
+        })
     }
 
     pub async fn delete_memory(
@@ -364,18 +500,22 @@ impl MemoryEngine {
         }
     }
 
-    /// The query's vector and the tokens embedding it took (0 when it came from the cache).
+    /// The query's vector in the project's space and the tokens embedding it took (0 when it
+    /// came from the cache).
     pub(crate) async fn embed_query(
         &self,
+        space: &ProjectSpace,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
+        // Keyed by model too: two spaces embed the same text differently.
+        let cache_key = format!("{}\u{0}{query}", space.model_id);
         if let Ok(mut cache) = self.query_embeddings.lock()
-            && let Some(vector) = cache.get(query)
+            && let Some(vector) = cache.get(&cache_key)
         {
             return Ok((vector.clone(), 0));
         }
-        let mut vectors = self
-            .embedder
+        let embedder = space.embedder().await?;
+        let mut vectors = embedder
             .embed(vec![query.to_string()])
             .instrument(tracing::info_span!("embed", texts = 1))
             .await?;
@@ -385,8 +525,55 @@ impl MemoryEngine {
                 .ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?,
         );
         if let Ok(mut cache) = self.query_embeddings.lock() {
-            cache.put(query.to_string(), vector.clone());
+            cache.put(cache_key, vector.clone());
         }
-        Ok((vector, self.embedder.count_tokens(query)))
+        Ok((vector, embedder.count_tokens(query)))
+    }
+}
+
+/// Client vectors are required exactly when the project sends its own, one per item, of its
+/// declared dimension; `field` names item `position` in errors.
+pub(crate) fn check_vectors_match_space(
+    space: &ProjectSpace,
+    vectors: Option<&[Vec<f32>]>,
+    items: usize,
+    field: impl Fn(usize) -> String,
+) -> Result<(), EngineError> {
+    match (space.client_dimension(), vectors) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(InvalidInput::single(
+            field(0),
+            format!(
+                "this project is embedded by Engram ({}); to send your own vectors, set the project's embedding to {{\"source\": \"client\", \"dimension\": N}} while it has no memories",
+                space.model_id
+            ),
+        )
+        .into()),
+        (Some(dimension), None) => Err(InvalidInput::single(
+            field(0),
+            format!("required: this project sends its own vectors ({dimension} numbers each)"),
+        )
+        .into()),
+        (Some(dimension), Some(vectors)) => {
+            let mut errors = Vec::new();
+            if vectors.len() != items {
+                errors.push(engram_core::FieldError::new(
+                    field(0),
+                    format!("one vector per item: {items} items, {} vectors", vectors.len()),
+                ));
+            }
+            for (position, vector) in vectors.iter().enumerate() {
+                if let Err(error) =
+                    engram_core::embedding::check_client_vector(vector, dimension, &field(position))
+                {
+                    errors.push(error);
+                }
+            }
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(InvalidInput(errors).into())
+            }
+        }
     }
 }

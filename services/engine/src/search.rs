@@ -160,6 +160,9 @@ pub struct SearchRequest {
     pub diversify: bool,
     /// Also return the procedural memories marked `"always": true` (task start).
     pub include_always: bool,
+    /// The query's vector, sent by a project that brings its own vectors (required there for
+    /// dense and hybrid retrieval, refused elsewhere).
+    pub query_vector: Option<Vec<f32>>,
 }
 
 impl Default for SearchRequest {
@@ -179,6 +182,7 @@ impl Default for SearchRequest {
             as_of: None,
             diversify: true,
             include_always: false,
+            query_vector: None,
         }
     }
 }
@@ -249,10 +253,20 @@ impl MemoryEngine {
     ) -> Result<SearchOutcome, EngineError> {
         let started = Instant::now();
         let mut timings = SearchTimings::default();
+        let mut request = request;
+        let space = self.spaces.space_for(scope).await?;
         let query_vector = if request.retrieval == RetrievalMode::Keyword {
             None
+        } else if space.client_dimension().is_some() || request.query_vector.is_some() {
+            let vectors = request.query_vector.take().map(|vector| vec![vector]);
+            crate::pipeline::check_vectors_match_space(&space, vectors.as_deref(), 1, |_| {
+                "query_vector".to_string()
+            })?;
+            vectors
+                .and_then(|mut vectors| vectors.pop())
+                .map(|vector| (Arc::new(vector), 0))
         } else {
-            Some(self.embed_query(&request.query).await?)
+            Some(self.embed_query(&space, &request.query).await?)
         };
         let tokens_embedded = query_vector.as_ref().map_or(0, |(_, tokens)| *tokens);
         let query_vector: Option<Arc<Vec<f32>>> = query_vector.map(|(vector, _)| vector);

@@ -205,7 +205,10 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
             )
             .await
             .expect("a write is acknowledged while the index is down");
-        let AddOutcome::Stored { memories, indexed } = outcome else {
+        let AddOutcome::Stored {
+            memories, indexed, ..
+        } = outcome
+        else {
             panic!("no idempotency key, nothing to replay")
         };
         assert_eq!(memories.len(), 10);

@@ -382,7 +382,15 @@ impl ConsoleBackend for GatewayConsoleBackend {
             Some(meaning) => {
                 let engine = self.engine()?;
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 100)))?;
+                // A project that sends its own vectors has no query vector here: words only.
+                let retrieval = match engine.embedding_spaces().space_for(&scope).await {
+                    Ok(space) if space.client_dimension().is_some() => {
+                        engram_engine::RetrievalMode::Keyword
+                    }
+                    _ => engram_engine::RetrievalMode::Hybrid,
+                };
                 let request = engram_engine::SearchRequest {
+                    retrieval,
                     query: meaning.chars().take(2_000).collect(),
                     subject: filter.subject,
                     kinds: filter.kind.into_iter().collect(),
@@ -1374,7 +1382,10 @@ fn required_reason(reason: String) -> Result<String, ConsoleError> {
 fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
     match error {
         engram_engine::EngineError::NotFound => ConsoleError::NotFound,
-        engram_engine::EngineError::Locked(message) => ConsoleError::Refused(message),
+        engram_engine::EngineError::Locked(message)
+        | engram_engine::EngineError::EmbeddingUnavailable(message) => {
+            ConsoleError::Refused(message)
+        }
         engram_engine::EngineError::SubjectHeld { memory_ids } => ConsoleError::Refused(format!(
             "{} memories of this end-user are under legal hold: {}",
             memory_ids.len(),

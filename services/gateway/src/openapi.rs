@@ -82,7 +82,7 @@ impl Modify for BearerApiKey {
         keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
-        governance::ProjectSettingsView, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
+        governance::ProjectSettingsView, governance::ProjectEmbeddingView, governance::ProjectEmbeddingBody, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
         governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView,
         usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
         usage::SpendLimitsBody, usage::MonthlyBudgetBody, usage::RecallBudgetBody, usage::SpendLimitsView,

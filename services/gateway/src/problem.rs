@@ -37,6 +37,10 @@ pub enum ProblemKind {
     QuotaExceeded,
     /// The project's hard-capped monthly budget is spent (402).
     BudgetExceeded,
+    /// The project's embedding setting rules the request out (409): Engram cannot embed for
+    /// a project that sends its own vectors, the setting changes only while the project is
+    /// empty, or the deployment does not offer the model.
+    EmbeddingUnavailable,
     Internal,
 }
 
@@ -60,6 +64,7 @@ impl ProblemKind {
             ProblemKind::LegalHold => "legal-hold",
             ProblemKind::QuotaExceeded => "quota-exceeded",
             ProblemKind::BudgetExceeded => "budget-exceeded",
+            ProblemKind::EmbeddingUnavailable => "embedding-unavailable",
             ProblemKind::Internal => "internal",
         }
     }
@@ -85,6 +90,9 @@ impl ProblemKind {
             ProblemKind::LegalHold => "Data of this subject is under legal hold",
             ProblemKind::QuotaExceeded => "A usage quota of the project is used up",
             ProblemKind::BudgetExceeded => "The project's monthly budget is spent",
+            ProblemKind::EmbeddingUnavailable => {
+                "The project's embedding setting does not allow this"
+            }
             ProblemKind::Internal => "Internal error",
         }
     }
@@ -107,6 +115,7 @@ impl ProblemKind {
             ProblemKind::MemoryLocked | ProblemKind::LegalHold => StatusCode::CONFLICT,
             ProblemKind::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::BudgetExceeded => StatusCode::PAYMENT_REQUIRED,
+            ProblemKind::EmbeddingUnavailable => StatusCode::CONFLICT,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -249,6 +258,9 @@ impl From<EngineError> for ApiError {
                 ApiError::unavailable("the embedding model is unavailable".to_string())
             }
             EngineError::Locked(message) => ApiError::new(ProblemKind::MemoryLocked, message),
+            EngineError::EmbeddingUnavailable(message) => {
+                ApiError::new(ProblemKind::EmbeddingUnavailable, message)
+            }
             EngineError::LlmUnavailable(message) => {
                 ApiError::unavailable(format!("the LLM is unavailable: {message}"))
             }

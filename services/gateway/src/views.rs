@@ -41,6 +41,8 @@ pub struct MemoryView {
     pub immutable: bool,
     /// Cannot be edited, deleted, expired or erased until the hold is lifted.
     pub legal_hold: bool,
+    /// The model its vector came from (`client-vectors-<dimension>` when the client sent it).
+    pub embedding_model: String,
 }
 
 impl From<&Memory> for MemoryView {
@@ -66,6 +68,7 @@ impl From<&Memory> for MemoryView {
             expires_at: memory.expires_at,
             immutable: memory.immutable,
             legal_hold: memory.legal_hold,
+            embedding_model: memory.embedding_model.clone(),
         }
     }
 }
@@ -235,6 +238,16 @@ pub struct NewMemoryBody {
     /// 0–1, default 1.
     pub confidence: Option<f64>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// The memory's vector, for a project whose embedding source is `client` (required
+    /// there, refused elsewhere): exactly the project's declared dimension, finite numbers,
+    /// not all zero.
+    pub embedding: Option<Vec<f32>>,
+}
+
+/// Validated memories to add, with the vectors the client sent (all or none).
+pub struct ParsedMemories {
+    pub memories: Vec<NewMemory>,
+    pub client_vectors: Option<Vec<Vec<f32>>>,
 }
 
 #[derive(Clone, Debug, Deserialize, ToSchema)]
@@ -255,6 +268,8 @@ pub struct EditMemoryBody {
     pub expires_at: Option<Option<DateTime<Utc>>>,
     /// Why the memory was changed; kept in its history.
     pub reason: Option<String>,
+    /// The new content's vector, for a project whose embedding source is `client`.
+    pub embedding: Option<Vec<f32>>,
 }
 
 fn present_or_null<'de, D: serde::Deserializer<'de>>(
@@ -309,6 +324,10 @@ pub struct SearchBody {
     pub context_tokens: Option<i64>,
     /// Add `signals` to each result and `timings_ms` to the response.
     pub explain: Option<bool>,
+    /// The query's vector, for a project whose embedding source is `client`: required there
+    /// for `dense` and `hybrid` retrieval (`query` still feeds the keyword signal), refused
+    /// elsewhere.
+    pub query_vector: Option<Vec<f32>>,
 }
 
 fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
@@ -394,7 +413,7 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(
 }
 
 impl AddMemoriesBody {
-    pub fn into_new_memories(self) -> Result<Vec<NewMemory>, Vec<FieldError>> {
+    pub fn into_new_memories(self) -> Result<ParsedMemories, Vec<FieldError>> {
         let mut errors = Vec::new();
         if self.memories.is_empty() || self.memories.len() > MAX_MEMORIES_PER_ADD {
             errors.push(FieldError::new(
@@ -406,9 +425,30 @@ impl AddMemoriesBody {
             ));
             return Err(errors);
         }
+        let with_vectors = self
+            .memories
+            .iter()
+            .filter(|memory| memory.embedding.is_some())
+            .count();
+        if with_vectors != 0 && with_vectors != self.memories.len() {
+            if let Some(position) = self
+                .memories
+                .iter()
+                .position(|memory| memory.embedding.is_none())
+            {
+                errors.push(FieldError::new(
+                    format!("memories[{position}].embedding"),
+                    "either every memory of a request carries an embedding or none does",
+                ));
+            }
+        }
+        let mut client_vectors = Vec::with_capacity(with_vectors);
         let mut parsed = Vec::with_capacity(self.memories.len());
-        for (position, body) in self.memories.into_iter().enumerate() {
+        for (position, mut body) in self.memories.into_iter().enumerate() {
             let path = |name: &str| format!("memories[{position}].{name}");
+            if let Some(vector) = body.embedding.take() {
+                client_vectors.push(vector);
+            }
             check_content(&body.content, &path("content"), &mut errors);
             let confidence = body.confidence.unwrap_or(1.0);
             if !(0.0..=1.0).contains(&confidence) {
@@ -454,7 +494,10 @@ impl AddMemoriesBody {
             });
         }
         if errors.is_empty() {
-            Ok(parsed)
+            Ok(ParsedMemories {
+                memories: parsed,
+                client_vectors: (with_vectors > 0).then_some(client_vectors),
+            })
         } else {
             Err(errors)
         }
@@ -462,7 +505,7 @@ impl AddMemoriesBody {
 }
 
 impl EditMemoryBody {
-    pub fn into_edit(self) -> Result<MemoryEdit, Vec<FieldError>> {
+    pub fn into_edit(self) -> Result<(MemoryEdit, Option<Vec<f32>>), Vec<FieldError>> {
         let mut errors = Vec::new();
         if self.content.is_none()
             && self.metadata.is_none()
@@ -494,13 +537,16 @@ impl EditMemoryBody {
         if !errors.is_empty() {
             return Err(errors);
         }
-        Ok(MemoryEdit {
-            content: self.content,
-            metadata,
-            categories,
-            expires_at: self.expires_at,
-            reason: self.reason,
-        })
+        Ok((
+            MemoryEdit {
+                content: self.content,
+                metadata,
+                categories,
+                expires_at: self.expires_at,
+                reason: self.reason,
+            },
+            self.embedding,
+        ))
     }
 }
 
@@ -638,6 +684,7 @@ impl SearchBody {
                 as_of: self.as_of,
                 diversify: self.diversify.unwrap_or(true),
                 include_always: self.include_always.unwrap_or(false),
+                query_vector: self.query_vector,
             },
             context_tokens,
             explain: self.explain.unwrap_or(false),

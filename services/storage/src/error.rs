@@ -24,6 +24,11 @@ pub enum StorageError {
     /// the message says which.
     #[error("{0}")]
     Refused(String),
+    /// The project's embedding space cannot change while memories hold vectors of it.
+    #[error(
+        "the project holds {memories} memories embedded in its current space: delete or erase them before changing the embedding"
+    )]
+    ProjectNotEmpty { memories: u64 },
 }
 
 impl StorageError {

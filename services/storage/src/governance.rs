@@ -12,7 +12,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::pii::PiiRedaction;
-use engram_core::{Memory, MemoryId, MemoryKind, ProjectScope};
+use engram_core::{Memory, MemoryId, MemoryKind, MemoryState, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -30,6 +30,8 @@ pub struct ProjectSettings {
     /// Whether conversation ingest turns stored messages into memories when the request
     /// does not say.
     pub derive_memories: bool,
+    /// Where the project's vectors come from; changed only while it holds no memories.
+    pub embedding: engram_core::ProjectEmbedding,
 }
 
 impl Default for ProjectSettings {
@@ -38,6 +40,7 @@ impl Default for ProjectSettings {
             pii_redaction: PiiRedaction::default(),
             retention_days: BTreeMap::new(),
             derive_memories: true,
+            embedding: engram_core::ProjectEmbedding::default(),
         }
     }
 }
@@ -117,6 +120,21 @@ impl Storage {
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound)?;
         let previous = settings_from_model(&project);
+        if previous.embedding != settings.embedding {
+            // Vectors of two spaces cannot be compared: the space changes only while no
+            // memory (active or superseded, both searchable) holds a vector of the old one.
+            let memories_with_vectors = memories::Entity::find()
+                .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
+                .count(&transaction)
+                .await
+                .map_err(StorageError::from_db)?;
+            if memories_with_vectors > 0 {
+                return Err(StorageError::ProjectNotEmpty {
+                    memories: memories_with_vectors,
+                });
+            }
+        }
         projects::Entity::update_many()
             .col_expr(
                 projects::Column::PiiRedaction,
@@ -129,6 +147,19 @@ impl Storage {
             .col_expr(
                 projects::Column::DeriveMemories,
                 Expr::value(settings.derive_memories),
+            )
+            .col_expr(
+                projects::Column::EmbeddingSource,
+                Expr::value(settings.embedding.source()),
+            )
+            .col_expr(
+                projects::Column::EmbeddingDimension,
+                Expr::value(
+                    settings
+                        .embedding
+                        .client_dimension()
+                        .map(|dimension| dimension as i32),
+                ),
             )
             .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
             .exec(&transaction)
@@ -146,6 +177,7 @@ impl Storage {
                     "pii_redaction": { "from": previous.pii_redaction.as_str(), "to": settings.pii_redaction.as_str() },
                     "retention_days": { "from": retention_json(&previous.retention_days), "to": retention_json(&settings.retention_days) },
                     "derive_memories": { "from": previous.derive_memories, "to": settings.derive_memories },
+                    "embedding": { "from": embedding_json(previous.embedding), "to": embedding_json(settings.embedding) },
                 }),
             ),
         )
@@ -716,7 +748,15 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
         pii_redaction: PiiRedaction::parse(&project.pii_redaction).unwrap_or_default(),
         retention_days,
         derive_memories: project.derive_memories,
+        embedding: engram_core::ProjectEmbedding::from_columns(
+            &project.embedding_source,
+            project.embedding_dimension,
+        ),
     }
+}
+
+fn embedding_json(embedding: engram_core::ProjectEmbedding) -> serde_json::Value {
+    serde_json::json!({ "source": embedding.source(), "dimension": embedding.client_dimension() })
 }
 
 fn retention_json(retention_days: &BTreeMap<MemoryKind, u32>) -> serde_json::Value {

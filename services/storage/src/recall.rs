@@ -69,21 +69,26 @@ impl Storage {
         models.into_iter().map(with_embedding).collect()
     }
 
-    /// The embedding models of the stored active memories, across every project (names only):
-    /// start-up refuses a model that differs from what the data was embedded with.
-    pub async fn embedding_models_in_use_for_maintenance(
+    /// Which embedding models the searchable (active or superseded) memories of each
+    /// project were embedded with, across every project: start-up refuses to serve a
+    /// project whose vectors do not belong to its embedding space.
+    pub async fn embedding_models_by_project_for_maintenance(
         &self,
-    ) -> Result<Vec<String>, StorageError> {
-        memories::Entity::find()
+    ) -> Result<Vec<(engram_core::ProjectId, String)>, StorageError> {
+        let rows = memories::Entity::find()
             .select_only()
+            .column(memories::Column::ProjectId)
             .column(memories::Column::EmbeddingModel)
-            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
             .distinct()
-            .limit(10)
-            .into_tuple::<String>()
+            .into_tuple::<(uuid::Uuid, String)>()
             .all(&self.connection)
             .await
-            .map_err(StorageError::from_db)
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(project_id, model)| (engram_core::ProjectId::from_uuid(project_id), model))
+            .collect())
     }
 
     /// Memories of `subject` that were valid at `as_of`: created by then, and either still

@@ -410,6 +410,10 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         retention_days: Set(serde_json::json!({})),
         spend_limits: Set(serde_json::json!({})),
         derive_memories: Set(true),
+        embedding_source: Set(engram_core::ProjectEmbedding::Deployment
+            .source()
+            .to_string()),
+        embedding_dimension: Set(None),
     })
     .exec(connection)
     .await

@@ -114,11 +114,11 @@ async fn ingest(
             .add_memories(scope, new_memories, &actor, Some(claim), false, render)
             .await
         {
-            Ok(AddOutcome::Stored { memories, .. }) => {
-                let tokens: u64 = memories
-                    .iter()
-                    .map(|memory| engine.embedder().count_tokens(&memory.content))
-                    .sum();
+            Ok(AddOutcome::Stored {
+                memories,
+                tokens_embedded: tokens,
+                ..
+            }) => {
                 bill(
                     engine,
                     scope,

@@ -209,6 +209,13 @@ pub async fn upload_file(
         )]));
     }
     let user_id = principal.end_user_subject(user_id, "user_id")?;
+    // Chunks are embedded by Engram, which a project sending its own vectors rules out.
+    engine
+        .embedding_spaces()
+        .space_for(&principal.scope)
+        .await?
+        .embedder()
+        .await?;
     spend_guard
         .admit(
             &principal.scope,

@@ -15,7 +15,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{AuditAction, NewAuditEvent};
 use engram_core::pii::PiiRedaction;
-use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind};
+use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, ProjectEmbedding};
 use engram_engine::MemoryEngine;
 use engram_storage::governance::ProjectSettings;
 use serde::{Deserialize, Serialize};
@@ -56,11 +56,32 @@ pub struct ProjectSettingsView {
     /// Whether `POST /v1/sessions/{id}/messages` derives memories when the request does not
     /// say (`derive_memories`). Default true.
     pub derive_memories: bool,
+    /// Where the project's vectors come from.
+    pub embedding: ProjectEmbeddingView,
 }
 
-impl From<&ProjectSettings> for ProjectSettingsView {
-    fn from(settings: &ProjectSettings) -> Self {
-        Self {
+/// A project's embedding space.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct ProjectEmbeddingView {
+    /// `deployment` (default: the deployment's model), `local` (the built-in
+    /// all-MiniLM-L6-v2), `provider` (the deployment's OpenAI-compatible provider) or
+    /// `client` (the client sends a vector with every memory and query).
+    pub source: String,
+    /// The model id stored with each memory (`client-vectors-<dimension>` for client vectors).
+    pub model: String,
+    /// Length of every vector.
+    pub dimension: usize,
+}
+
+impl ProjectSettingsView {
+    /// The settings, with the model and dimension the embedding setting means here (a model
+    /// the deployment stopped offering reads as `unavailable`, dimension 0).
+    fn new(settings: &ProjectSettings, engine: &MemoryEngine) -> Result<Self, ApiError> {
+        let (model, dimension) = engine
+            .embedding_spaces()
+            .identity_of(settings.embedding)
+            .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+        Ok(Self {
             pii_redaction: settings.pii_redaction.as_str().to_string(),
             retention_days: settings
                 .retention_days
@@ -68,7 +89,12 @@ impl From<&ProjectSettings> for ProjectSettingsView {
                 .map(|(kind, days)| (kind.as_str().to_string(), *days))
                 .collect(),
             derive_memories: settings.derive_memories,
-        }
+            embedding: ProjectEmbeddingView {
+                source: settings.embedding.source().to_string(),
+                model,
+                dimension,
+            },
+        })
     }
 }
 
@@ -80,6 +106,19 @@ pub struct UpdateProjectSettingsBody {
     #[schema(value_type = Object)]
     pub retention_days: Option<BTreeMap<String, Option<u32>>>,
     pub derive_memories: Option<bool>,
+    /// Change where the project's vectors come from; only while it holds no memories
+    /// (`409 embedding-unavailable` otherwise).
+    pub embedding: Option<ProjectEmbeddingBody>,
+}
+
+/// `{"source": "client", "dimension": 768}`, `{"source": "local"}`, …
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectEmbeddingBody {
+    /// `deployment`, `local`, `provider` or `client`.
+    pub source: String,
+    /// With `client` only: 1–4096.
+    pub dimension: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -166,12 +205,14 @@ pub async fn get_project_settings(
         .governance()
         .project_settings(&principal.scope)
         .await?;
-    Ok(Json(ProjectSettingsView::from(&settings)))
+    Ok(Json(ProjectSettingsView::new(&settings, &engine)?))
 }
 
-/// Change PII redaction or retention; audited with old and new values.
+/// Change PII redaction, retention, the derive-memories default or the embedding space;
+/// audited with old and new values.
 #[utoipa::path(patch, path = "/v1/project/settings", tag = "compliance", request_body = UpdateProjectSettingsBody,
     responses((status = 200, body = ProjectSettingsView),
+        (status = 409, description = "The embedding cannot change while the project holds memories, or this deployment does not offer the model", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = [])))]
 pub async fn update_project_settings(
@@ -221,15 +262,29 @@ pub async fn update_project_settings(
     if let Some(derive_memories) = body.derive_memories {
         settings.derive_memories = derive_memories;
     }
+    if let Some(embedding) = &body.embedding {
+        match ProjectEmbedding::parse(&embedding.source, embedding.dimension, "embedding") {
+            Ok(embedding) => settings.embedding = embedding,
+            Err(error) => errors.push(error),
+        }
+    }
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
+    // Before saving: a model this deployment cannot run is refused, not discovered later.
+    engine
+        .embedding_spaces()
+        .check_available(settings.embedding)
+        .await?;
     let saved = engine
         .storage()
         .update_project_settings(&principal.scope, &settings, &principal.actor())
         .await
         .map_err(storage_error)?;
-    Ok(Json(ProjectSettingsView::from(&saved)))
+    engine
+        .embedding_spaces()
+        .forget_project(principal.scope.project_id());
+    Ok(Json(ProjectSettingsView::new(&saved, &engine)?))
 }
 
 /// Mark a memory immutable or put it under legal hold (or lift either).

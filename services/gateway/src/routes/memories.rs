@@ -93,7 +93,9 @@ pub async fn add_memories(
     QueryParams(query): QueryParams<AddMemoriesQuery>,
     body: JsonBody<AddMemoriesBody>,
 ) -> Result<Response, ApiError> {
-    let mut new_memories = body.value.into_new_memories().map_err(ApiError::invalid)?;
+    let parsed = body.value.into_new_memories().map_err(ApiError::invalid)?;
+    let client_vectors = parsed.client_vectors;
+    let mut new_memories = parsed.memories;
     for (position, memory) in new_memories.iter_mut().enumerate() {
         memory.user_id = principal.end_user_subject(
             memory.user_id.take(),
@@ -128,9 +130,10 @@ pub async fn add_memories(
         (201, serde_json::to_string(&envelope).unwrap_or_default())
     };
     let outcome = engine
-        .add_memories(
+        .add_memories_with_vectors(
             &principal.scope,
             new_memories,
+            client_vectors,
             &principal.actor(),
             claim,
             wait_for_index,
@@ -142,7 +145,11 @@ pub async fn add_memories(
             StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
             body,
         ),
-        AddOutcome::Stored { memories, indexed } => {
+        AddOutcome::Stored {
+            memories,
+            indexed,
+            tokens_embedded,
+        } => {
             // Only what was stored is billed: a replay above stored nothing.
             let credential = principal.usage_credential();
             meter.record(
@@ -151,16 +158,13 @@ pub async fn add_memories(
                 UsageUnit::MemoriesWritten,
                 memories.len() as u64,
             );
-            // The stored content is what was embedded (after PII masking).
-            let tokens: u64 = memories
-                .iter()
-                .map(|memory| engine.embedder().count_tokens(&memory.content))
-                .sum();
+            // What the project's model embedded (after PII masking); nothing for client
+            // vectors.
             meter.record(
                 &principal.scope,
                 &credential,
                 UsageUnit::TokensEmbedded,
-                tokens,
+                tokens_embedded,
             );
             let status = if indexed {
                 StatusCode::CREATED
@@ -299,7 +303,7 @@ pub async fn edit_memory(
     body: JsonBody<EditMemoryBody>,
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
-    let edit = body.value.into_edit().map_err(ApiError::invalid)?;
+    let (edit, client_vector) = body.value.into_edit().map_err(ApiError::invalid)?;
     confine_existing_memory(&principal, &engine, memory_id).await?;
     let reembeds = edit.content.is_some();
     if reembeds {
@@ -313,11 +317,12 @@ pub async fn edit_memory(
             )
             .await?;
     }
-    let memory = engine
-        .edit_memory(
+    let edited = engine
+        .edit_memory_with_vector(
             &principal.scope,
             memory_id,
             edit,
+            client_vector,
             expected_version,
             &principal.actor(),
         )
@@ -327,10 +332,10 @@ pub async fn edit_memory(
             &principal.scope,
             &principal.usage_credential(),
             UsageUnit::TokensEmbedded,
-            engine.embedder().count_tokens(&memory.content),
+            edited.tokens_embedded,
         );
     }
-    Ok(Json(MemoryView::from(&memory)))
+    Ok(Json(MemoryView::from(&edited.memory)))
 }
 
 /// Delete a memory and all its content, history included.

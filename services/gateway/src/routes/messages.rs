@@ -249,15 +249,22 @@ pub async fn add_messages(
     for (message, content) in messages.iter_mut().zip(contents) {
         message.content = content;
     }
+    // A project that sends its own vectors cannot have memories derived here (they need an
+    // embedding): its messages are only stored, and asking for derivation is refused.
+    let settings = engine
+        .governance()
+        .project_settings(&principal.scope)
+        .await?;
+    let client_vectors = settings.embedding.client_dimension().is_some();
     let derive = match body.derive_memories {
-        Some(derive) => derive,
-        None => {
-            engine
-                .governance()
-                .project_settings(&principal.scope)
-                .await?
-                .derive_memories
+        Some(true) if client_vectors => {
+            return Err(ApiError::new(
+                crate::problem::ProblemKind::EmbeddingUnavailable,
+                "this project sends its own vectors: Engram cannot embed memories derived from messages; store the messages with derive_memories: false and add memories with their vectors",
+            ));
         }
+        Some(derive) => derive,
+        None => settings.derive_memories && !client_vectors,
     };
     if derive {
         let mut planned = vec![

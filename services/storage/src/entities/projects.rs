@@ -13,6 +13,8 @@ pub struct Model {
     pub retention_days: Json,
     pub spend_limits: Json,
     pub derive_memories: bool,
+    pub embedding_source: String,
+    pub embedding_dimension: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -1,0 +1,413 @@
+//! A project's embedding space end to end, on the real engine: a project that sends its own
+//! vectors (declared dimension, checked on every write and query, its own index, erasure,
+//! restart), and projects of one deployment choosing the local model or the provider.
+
+use engram_tests::embedding_stand_in::EmbeddingStandIn;
+use engram_tests::{ApiClient, ApiResponse, TestServer};
+use serde_json::{Value, json};
+
+async fn settings_patch(client: &ApiClient, body: Value) -> ApiResponse {
+    client
+        .send(
+            client
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&body),
+        )
+        .await
+}
+
+async fn settings(client: &ApiClient) -> Value {
+    let response = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    response.body
+}
+
+async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let task = client
+            .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
+            .await;
+        assert_eq!(task.status, 200, "{}", task.body);
+        if matches!(task.body["status"].as_str(), Some("succeeded" | "failed")) {
+            return task.body;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "{}",
+            task.body
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn result_contents(body: &Value) -> Vec<String> {
+    body["results"]
+        .as_array()
+        .map(|results| {
+            results
+                .iter()
+                .filter_map(|result| result["memory"]["content"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_sends_its_own_vectors_and_engram_embeds_nothing_for_it() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+
+    let default = settings(&client).await;
+    assert_eq!(
+        default["embedding"],
+        json!({"source": "deployment", "model": "all-MiniLM-L6-v2", "dimension": 384}),
+        "{default}"
+    );
+    // A model the deployment does not offer, or a bad declaration: refused, nothing changes.
+    settings_patch(&client, json!({"embedding": {"source": "provider"}}))
+        .await
+        .assert_problem(409, "embedding-unavailable");
+    let bad = settings_patch(&client, json!({"embedding": {"source": "client"}})).await;
+    bad.assert_problem(422, "validation-failed");
+    assert_eq!(bad.error_fields(), vec!["embedding.dimension"]);
+    let too_long = settings_patch(
+        &client,
+        json!({"embedding": {"source": "client", "dimension": 5000}}),
+    )
+    .await;
+    assert_eq!(too_long.error_fields(), vec!["embedding.dimension"]);
+    assert_eq!(settings(&client).await["embedding"]["source"], "deployment");
+
+    let declared = settings_patch(
+        &client,
+        json!({"embedding": {"source": "client", "dimension": 4}}),
+    )
+    .await;
+    assert_eq!(declared.status, 200, "{}", declared.body);
+    assert_eq!(
+        declared.body["embedding"],
+        json!({"source": "client", "model": "client-vectors-4", "dimension": 4})
+    );
+
+    // Writes must carry vectors of the declared length; a refused write stores nothing.
+    let without = client.add(json!([{"content": "tea at dawn"}])).await;
+    without.assert_problem(422, "validation-failed");
+    assert_eq!(without.error_fields(), vec!["memories[0].embedding"]);
+    let wrong_length = client
+        .add(json!([{"content": "tea at dawn", "embedding": [1.0, 0.0]}]))
+        .await;
+    assert_eq!(wrong_length.error_fields(), vec!["memories[0].embedding"]);
+    let zeros = client
+        .add(json!([{"content": "tea at dawn", "embedding": [0.0, 0.0, 0.0, 0.0]}]))
+        .await;
+    assert_eq!(zeros.error_fields(), vec!["memories[0].embedding"]);
+    let mixed = client
+        .add(json!([
+            {"content": "tea at dawn", "embedding": [1.0, 0.0, 0.0, 0.0]},
+            {"content": "no vector here"},
+        ]))
+        .await;
+    assert_eq!(mixed.error_fields(), vec!["memories[1].embedding"]);
+    assert_eq!(
+        client.list("").await.body["memories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "nothing was stored by the refused writes"
+    );
+
+    let added = client
+        .add(json!([
+            {"content": "Mara drinks green tea at dawn", "user_id": "mara", "embedding": [1.0, 0.0, 0.0, 0.0]},
+            {"content": "Mara rides a red bicycle", "user_id": "mara", "embedding": [0.0, 1.0, 0.0, 0.0]},
+            {"content": "Mara keeps bees on the roof", "user_id": "mara", "embedding": [0.0, 0.0, 1.0, 0.2]},
+            {"content": "Olek collects stamps", "user_id": "olek", "embedding": [0.0, 1.0, 0.1, 0.0]},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+
+    // Dense search ranks by the client's query vector, not by the text.
+    let dense = client
+        .search(
+            json!({"query": "anything at all", "user_id": "mara", "retrieval": "dense",
+            "query_vector": [0.1, 0.9, 0.0, 0.0]}),
+        )
+        .await;
+    assert_eq!(dense.status, 200, "{}", dense.body);
+    assert_eq!(
+        result_contents(&dense.body).first().map(String::as_str),
+        Some("Mara rides a red bicycle"),
+        "{}",
+        dense.body
+    );
+    assert!(
+        !result_contents(&dense.body).contains(&"Olek collects stamps".to_string()),
+        "another end-user's memory never comes back"
+    );
+    // Hybrid: the text still feeds the keyword signal.
+    let hybrid = client
+        .search(json!({"query": "bees", "user_id": "mara",
+            "query_vector": [0.5, 0.5, 0.5, 0.0]}))
+        .await;
+    assert_eq!(
+        result_contents(&hybrid.body).first().map(String::as_str),
+        Some("Mara keeps bees on the roof"),
+        "{}",
+        hybrid.body
+    );
+    // Keyword retrieval needs no vector; dense and hybrid do.
+    let keyword = client
+        .search(json!({"query": "bicycle", "retrieval": "keyword"}))
+        .await;
+    assert_eq!(
+        result_contents(&keyword.body),
+        vec!["Mara rides a red bicycle"],
+        "{}",
+        keyword.body
+    );
+    let no_vector = client.search(json!({"query": "bicycle"})).await;
+    no_vector.assert_problem(422, "validation-failed");
+    assert_eq!(no_vector.error_fields(), vec!["query_vector"]);
+    let short_vector = client
+        .search(json!({"query": "bicycle", "query_vector": [1.0]}))
+        .await;
+    assert_eq!(short_vector.error_fields(), vec!["query_vector"]);
+
+    // New content comes with its new vector.
+    let bees = added.body["memories"][2]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let no_new_vector = client
+        .patch(&bees, None, json!({"content": "Mara keeps wasps"}))
+        .await;
+    assert_eq!(no_new_vector.error_fields(), vec!["embedding"]);
+    let edited = client
+        .patch(
+            &bees,
+            None,
+            json!({"content": "Mara keeps two beehives", "embedding": [0.0, 0.0, 0.0, 1.0]}),
+        )
+        .await;
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    let moved = client
+        .search(
+            json!({"query": "x", "user_id": "mara", "retrieval": "dense",
+            "query_vector": [0.0, 0.0, 0.0, 1.0], "top_k": 1}),
+        )
+        .await;
+    assert_eq!(
+        result_contents(&moved.body),
+        vec!["Mara keeps two beehives"]
+    );
+
+    // Engram cannot embed for this project: file ingest and derivation are refused with why;
+    // messages are still stored.
+    client
+        .send(
+            client
+                .request(
+                    reqwest::Method::POST,
+                    "/v1/files?name=note.txt&user_id=mara",
+                )
+                .header("content-type", "text/plain")
+                .body("A note about tea."),
+        )
+        .await
+        .assert_problem(409, "embedding-unavailable");
+    let derive = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/sessions/chat-1/messages")
+                .json(
+                    &json!({"messages": [{"role": "user", "content": "I like tea"}],
+                    "user_id": "mara", "derive_memories": true}),
+                ),
+        )
+        .await;
+    derive.assert_problem(409, "embedding-unavailable");
+    let stored_only = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/sessions/chat-1/messages")
+                .json(
+                    &json!({"messages": [{"role": "user", "content": "I like tea"}],
+                    "user_id": "mara"}),
+                ),
+        )
+        .await;
+    assert_eq!(stored_only.status, 201, "{}", stored_only.body);
+    assert!(
+        stored_only.body["derivation"].is_null(),
+        "{}",
+        stored_only.body
+    );
+
+    // The space is fixed while memories hold its vectors.
+    settings_patch(&client, json!({"embedding": {"source": "local"}}))
+        .await
+        .assert_problem(409, "embedding-unavailable");
+
+    // Nothing was embedded by Engram for this project's memories.
+    let usage = loop {
+        let usage = client
+            .send(client.request(reqwest::Method::GET, "/v1/usage"))
+            .await;
+        if usage.body["totals"]["memories_written"] == 4 {
+            break usage;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    };
+    assert_eq!(usage.body["totals"]["tokens_embedded"], 0, "{}", usage.body);
+
+    // Erasure finds the subject's points in the project's own index.
+    let requested = client
+        .send(client.request(reqwest::Method::POST, "/v1/subjects/olek/erasure"))
+        .await;
+    assert_eq!(requested.status, 202, "{}", requested.body);
+    let receipt = finished_task(&client, requested.body["id"].as_str().unwrap()).await;
+    assert_eq!(receipt["result"]["removed"]["index_points"], 1, "{receipt}");
+    assert_eq!(
+        receipt["result"]["verification"]["verified"], true,
+        "{receipt}"
+    );
+
+    // After a restart the project's index is still there, apart from the default one.
+    let (_, data_dir, _guard) = server.stop();
+    assert!(data_dir.join("index_client-vectors-4").is_dir());
+    let server = TestServer::spawn_in(&data_dir).await.unwrap();
+    let client = server.client();
+    let again = client
+        .search(
+            json!({"query": "x", "user_id": "mara", "retrieval": "dense",
+            "query_vector": [1.0, 0.0, 0.0, 0.0], "top_k": 1}),
+        )
+        .await;
+    assert_eq!(
+        result_contents(&again.body),
+        vec!["Mara drinks green tea at dawn"]
+    );
+
+    // Once its memories are deleted, the project may move to a model Engram runs.
+    for memory in client.list("").await.body["memories"].as_array().unwrap() {
+        let deleted = client.delete(memory["id"].as_str().unwrap()).await;
+        assert_eq!(deleted.status, 204);
+    }
+    let moved = settings_patch(&client, json!({"embedding": {"source": "local"}})).await;
+    assert_eq!(moved.status, 200, "{}", moved.body);
+    let refused = client
+        .add(json!([{"content": "tea", "embedding": [1.0, 0.0, 0.0, 0.0]}]))
+        .await;
+    assert_eq!(refused.error_fields(), vec!["memories[0].embedding"]);
+    assert_eq!(
+        client
+            .add(json!([{"content": "Mara drinks green tea"}]))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        client
+            .search_contents("a hot drink in the morning")
+            .await
+            .first()
+            .map(String::as_str),
+        Some("Mara drinks green tea")
+    );
+}
+
+/// One deployment, two projects: the default one embeds with the provider (the scripted
+/// stand-in: a third-party API we cannot run here), the other chose the local model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn projects_of_one_deployment_choose_the_provider_or_the_local_model() {
+    let provider = EmbeddingStandIn::start(32).await.unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let environment = [
+        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
+        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
+        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
+    ];
+    let server = TestServer::spawn_with(directory.path(), &environment)
+        .await
+        .unwrap();
+    let on_provider = server.client();
+    let (_, local_key) = server.create_project("local-model").unwrap();
+    let on_local = server.client_with_key(&local_key);
+
+    assert_eq!(
+        settings(&on_provider).await["embedding"],
+        json!({"source": "deployment", "model": "stand-in-bag-of-words", "dimension": 32})
+    );
+    let chosen = settings_patch(&on_local, json!({"embedding": {"source": "local"}})).await;
+    assert_eq!(chosen.status, 200, "{}", chosen.body);
+    assert_eq!(
+        chosen.body["embedding"],
+        json!({"source": "local", "model": "all-MiniLM-L6-v2", "dimension": 384})
+    );
+
+    let before = provider.texts_embedded();
+    let added = on_local
+        .add(json!([
+            {"content": "Iris drinks green tea every morning"},
+            {"content": "Iris repairs old radios"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(
+        added.body["memories"][0]["embedding_model"], "all-MiniLM-L6-v2",
+        "{}",
+        added.body
+    );
+    // Meaning, not words: only the local model's dense vectors can find this.
+    let found = on_local
+        .search(json!({"query": "a hot beverage", "retrieval": "dense", "top_k": 1}))
+        .await;
+    assert_eq!(
+        result_contents(&found.body),
+        vec!["Iris drinks green tea every morning"],
+        "{}",
+        found.body
+    );
+    assert_eq!(
+        provider.texts_embedded(),
+        before,
+        "the local project sent nothing to the provider"
+    );
+
+    let added = on_provider
+        .add(json!([{"content": "Jonas drinks black coffee"}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(provider.texts_embedded(), before + 1);
+    assert_eq!(
+        on_provider.search_contents("coffee").await,
+        vec!["Jonas drinks black coffee"],
+        "each project sees only its own memories, in its own index"
+    );
+    assert!(directory.path().join("index").is_dir());
+    assert!(
+        directory
+            .path()
+            .join("index_stand-in-bag-of-words")
+            .is_dir()
+    );
+
+    // Both spaces are checked and served again after a restart.
+    let (_, data_dir, _guard) = server.stop();
+    let server = TestServer::spawn_with(&data_dir, &environment)
+        .await
+        .unwrap();
+    let on_local = server.client_with_key(&local_key);
+    assert_eq!(
+        on_local
+            .search_contents("radio repair")
+            .await
+            .first()
+            .map(String::as_str),
+        Some("Iris repairs old radios")
+    );
+}
