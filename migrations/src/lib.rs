@@ -21,6 +21,7 @@ mod m0015_session_messages;
 mod m0016_feedback;
 mod m0017_derive_memories_setting;
 mod m0018_project_embedding;
+mod m0019_recall_quality;
 
 pub struct Migrator;
 
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_feedback::Migration),
             Box::new(m0017_derive_memories_setting::Migration),
             Box::new(m0018_project_embedding::Migration),
+            Box::new(m0019_recall_quality::Migration),
         ]
     }
 }

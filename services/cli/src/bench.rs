@@ -406,6 +406,7 @@ pub(crate) fn bench_serve_arguments(
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,
         consolidation_interval_secs: 0,
+        evaluation_check_interval_secs: 60,
         consolidation_compact_after_secs: 2_592_000,
         erasure_ledger: None,
         metering,

@@ -96,6 +96,14 @@ pub struct ServeArgs {
         default_value_t = 86_400
     )]
     pub consolidation_interval_secs: u64,
+    /// Seconds between looks for scheduled evaluation sets whose next run is due (and
+    /// purges of recall events past their project's retention). Minimum 1.
+    #[arg(
+        long,
+        env = "ENGRAM_EVALUATION_CHECK_INTERVAL_SECS",
+        default_value_t = 60
+    )]
+    pub evaluation_check_interval_secs: u64,
     /// With an LLM, consolidation compacts episodic memories valid for longer than this
     /// (seconds; default 30 days) into summaries.
     #[arg(
@@ -341,6 +349,8 @@ pub struct EngramConfig {
     pub usage_sample_interval: Duration,
     /// `None`: no scheduled consolidation.
     pub consolidation_interval: Option<Duration>,
+    /// How often scheduled evaluations are looked for (and expired recall events purged).
+    pub evaluation_check_interval: Duration,
     pub consolidation_limits: engram_engine::consolidation::ConsolidationLimits,
     pub erasure_ledger: PathBuf,
     pub metering: bool,
@@ -487,6 +497,9 @@ impl EngramConfig {
                 arguments.retention_sweep_interval_secs.max(1),
             ),
             usage_sample_interval: Duration::from_secs(arguments.usage_sample_interval_secs.max(1)),
+            evaluation_check_interval: Duration::from_secs(
+                arguments.evaluation_check_interval_secs.max(1),
+            ),
             consolidation_interval: (arguments.consolidation_interval_secs > 0)
                 .then(|| Duration::from_secs(arguments.consolidation_interval_secs)),
             consolidation_limits: engram_engine::consolidation::ConsolidationLimits {
@@ -670,6 +683,11 @@ impl fmt::Display for EngramConfig {
             f,
             ", compacts episodes older than {} s (with an LLM)",
             self.consolidation_limits.compact_after.num_seconds()
+        )?;
+        writeln!(
+            f,
+            "  evaluations     scheduled runs looked for every {} s",
+            self.evaluation_check_interval.as_secs()
         )?;
         writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
         writeln!(

@@ -356,6 +356,20 @@ impl EmbeddedServer {
                 shutdown_receiver.clone(),
             ),
         ));
+        background_tasks.push(tokio::spawn(
+            engram_worker::evaluation::run_evaluation_runner(
+                engine.clone(),
+                shutdown_receiver.clone(),
+            ),
+        ));
+        background_tasks.push(tokio::spawn(
+            engram_worker::evaluation::run_evaluation_scheduler(
+                engine.storage().clone(),
+                engine.governance().task_queued.clone(),
+                config.evaluation_check_interval,
+                shutdown_receiver.clone(),
+            ),
+        ));
         if let Some(interval) = config.consolidation_interval {
             background_tasks.push(tokio::spawn(
                 engram_worker::consolidation::run_consolidation_scheduler(
@@ -458,6 +472,8 @@ impl EmbeddedServer {
             let _ = task.await;
         }
         self.admin_server.stop().await;
+        // Searches answered before the shutdown keep their recall events.
+        self.engine.recall_events().flush().await;
         if self.role == Role::AllInOne {
             engram_worker::drain_outbox(&self.engine.applier()).await?;
         }

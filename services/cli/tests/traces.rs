@@ -45,6 +45,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,
         consolidation_interval_secs: 0,
+        evaluation_check_interval_secs: 60,
         consolidation_compact_after_secs: 2_592_000,
         erasure_ledger: None,
         metering: true,

@@ -10,6 +10,7 @@ pub mod ids;
 pub mod limits;
 pub mod memory;
 pub mod pii;
+pub mod recall;
 pub mod scope;
 pub mod usage;
 pub mod validation;

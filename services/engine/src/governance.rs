@@ -62,8 +62,7 @@ pub struct ErasureCounts {
     /// Feedback on the subject's memories (its text may be about them).
     #[serde(default)]
     pub feedback: u64,
-    /// Recall events are not stored by this version; reported so a receipt names every
-    /// store the design has.
+    /// Recall events of the subject's searches (their query text names what they asked).
     pub recall_events: u64,
 }
 
@@ -79,6 +78,8 @@ pub struct ErasureVerification {
     pub session_messages_remaining: u64,
     #[serde(default)]
     pub feedback_remaining: u64,
+    #[serde(default)]
+    pub recall_events_remaining: u64,
 }
 
 /// One line of the ledger file.
@@ -132,6 +133,8 @@ pub struct DataGovernance {
     applier: Arc<IndexApplier>,
     ledger: ErasureLedgerSettings,
     query_cache: Option<QueryCache>,
+    /// This process's recall event queue, flushed before an erasure deletes events.
+    recall_recorder: Option<Arc<crate::recall_events::RecallRecorder>>,
     /// Woken when this process queues a background task, so its runner starts at once.
     pub task_queued: Arc<tokio::sync::Notify>,
 }
@@ -149,8 +152,18 @@ impl DataGovernance {
             applier,
             ledger,
             query_cache: None,
+            recall_recorder: None,
             task_queued: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// The in-process recall event queue erasure must flush first (a worker has none).
+    pub fn with_recall_recorder(
+        mut self,
+        recorder: Arc<crate::recall_events::RecallRecorder>,
+    ) -> Self {
+        self.recall_recorder = Some(recorder);
+        self
     }
 
     /// The in-process query cache erasure must empty (a worker has none).
@@ -289,6 +302,14 @@ impl DataGovernance {
             .storage
             .delete_feedback_of_subject(scope, user_id)
             .await?;
+        // Events still queued in this process are stored first, then erased with the rest.
+        if let Some(recorder) = &self.recall_recorder {
+            recorder.flush().await;
+        }
+        removed.recall_events = self
+            .storage
+            .delete_recall_events_of_subject(scope, user_id)
+            .await?;
         // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
         self.index.delete_subject(scope, user_id).await?;
         removed.index_points = points_before;
@@ -314,19 +335,25 @@ impl DataGovernance {
             .storage
             .count_feedback_of_subject(scope, user_id)
             .await?;
+        let recall_events_remaining = self
+            .storage
+            .count_recall_events_of_subject(scope, user_id)
+            .await?;
         let verification = ErasureVerification {
             verified: remains.memories == 0
                 && remains.history_entries == 0
                 && remains.idempotency_records == 0
                 && index_points_remaining == 0
                 && session_messages_remaining == 0
-                && feedback_remaining == 0,
+                && feedback_remaining == 0
+                && recall_events_remaining == 0,
             database_memories_remaining: remains.memories,
             history_entries_remaining: remains.history_entries,
             idempotency_records_remaining: remains.idempotency_records,
             index_points_remaining,
             session_messages_remaining,
             feedback_remaining,
+            recall_events_remaining,
         };
         let digest_of_subject = self.subject_digest(scope, user_id);
         let mut receipt = ErasureReceipt {
@@ -342,12 +369,13 @@ impl DataGovernance {
         receipt.digest = receipt_digest(&receipt);
         if !verification.verified {
             return Err(EngineError::Internal(format!(
-                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages, {} feedback and {} index points remain",
+                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages, {} feedback, {} recall events and {} index points remain",
                 remains.memories,
                 remains.history_entries,
                 remains.idempotency_records,
                 session_messages_remaining,
                 feedback_remaining,
+                recall_events_remaining,
                 index_points_remaining
             )));
         }

@@ -5,10 +5,14 @@ pub mod consolidation;
 pub mod derivation;
 pub mod embedding_spaces;
 mod error;
+pub mod evaluation;
 pub mod governance;
 pub mod indexing;
 pub mod llm;
 mod pipeline;
+pub mod profiles;
+pub mod recall_events;
+pub mod recall_metrics;
 mod search;
 
 pub use embedding_spaces::{

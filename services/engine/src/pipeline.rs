@@ -82,6 +82,8 @@ pub struct MemoryEngine {
     pub(crate) query_embeddings: crate::governance::QueryCache,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
     pub(crate) llm: Option<Arc<crate::llm::ChatModel>>,
+    /// Where searches leave their recall events (written in the background).
+    pub(crate) recall_events: Arc<crate::recall_events::RecallRecorder>,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -137,6 +139,7 @@ impl MemoryEngine {
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
         let query_embeddings: crate::governance::QueryCache =
             Arc::new(Mutex::new(lru::LruCache::new(capacity)));
+        let recall_events = Arc::new(crate::recall_events::RecallRecorder::start(storage.clone()));
         let governance = Arc::new(
             crate::governance::DataGovernance::new(
                 storage.clone(),
@@ -144,7 +147,8 @@ impl MemoryEngine {
                 applier.clone(),
                 settings.ledger.clone(),
             )
-            .with_query_cache(query_embeddings.clone()),
+            .with_query_cache(query_embeddings.clone())
+            .with_recall_recorder(recall_events.clone()),
         );
         Self {
             storage,
@@ -156,6 +160,7 @@ impl MemoryEngine {
             query_embeddings,
             governance,
             llm,
+            recall_events,
         }
     }
 
@@ -180,6 +185,11 @@ impl MemoryEngine {
     /// The deployment's default embedder (token estimates; a project's own model may differ).
     pub fn embedder(&self) -> &Arc<dyn Embedder> {
         &self.embedder
+    }
+
+    /// Where searches leave their recall events.
+    pub fn recall_events(&self) -> &Arc<crate::recall_events::RecallRecorder> {
+        &self.recall_events
     }
 
     /// Every project's embedding space.

@@ -44,7 +44,8 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         .merge(routes::files::router())
         .merge(routes::sessions::router())
         .merge(routes::messages::router())
-        .merge(routes::feedback::router());
+        .merge(routes::feedback::router())
+        .merge(routes::recall_quality::router());
     if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
         rate_limit::spawn_limiter_cleanup(limits.clone());
         api_routes = api_routes.layer(

@@ -3,7 +3,8 @@
 
 use crate::problem::ProblemDocument;
 use crate::routes::{
-    audit, end_user_tokens, feedback, files, governance, keys, memories, messages, sessions, usage,
+    audit, end_user_tokens, feedback, files, governance, keys, memories, messages, recall_quality,
+    sessions, usage,
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
@@ -75,8 +76,26 @@ impl Modify for BearerApiKey {
         feedback::give_recall_feedback,
         feedback::list_memory_feedback,
         feedback::list_recall_feedback,
+        recall_quality::get_recall_event,
+        recall_quality::get_recall_metrics,
+        recall_quality::list_profiles,
+        recall_quality::get_profile,
+        recall_quality::put_profile,
+        recall_quality::delete_profile,
+        recall_quality::create_eval_set,
+        recall_quality::list_eval_sets,
+        recall_quality::get_eval_set,
+        recall_quality::add_eval_cases,
+        recall_quality::import_eval_cases,
+        recall_quality::list_eval_cases,
+        recall_quality::start_eval_run,
+        recall_quality::list_eval_runs,
+        recall_quality::get_eval_run,
     ),
     components(schemas(
+        recall_quality::RecallEventView, recall_quality::RetrievalProfileView, recall_quality::RetrievalProfileListView, recall_quality::PutProfileBody,
+        recall_quality::EvalCaseBody, recall_quality::CreateEvalSetBody, recall_quality::EvalSetView, recall_quality::EvalSetListView, recall_quality::AddEvalCasesBody,
+        recall_quality::EvalCaseView, recall_quality::EvalCaseListView, recall_quality::StartEvalRunBody, recall_quality::EvalRunView, recall_quality::EvalRunStartedView, recall_quality::EvalRunListView,
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView, crate::views::RankingSignalsView, crate::views::SearchTimingsView, crate::views::SearchContextView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
         keys::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,

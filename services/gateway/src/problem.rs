@@ -41,6 +41,9 @@ pub enum ProblemKind {
     /// a project that sends its own vectors, the setting changes only while the project is
     /// empty, or the deployment does not offer the model.
     EmbeddingUnavailable,
+    /// The request conflicts with the project's current state (a name already taken,
+    /// traffic shares that would pass 100 %) (409).
+    Conflict,
     Internal,
 }
 
@@ -65,6 +68,7 @@ impl ProblemKind {
             ProblemKind::QuotaExceeded => "quota-exceeded",
             ProblemKind::BudgetExceeded => "budget-exceeded",
             ProblemKind::EmbeddingUnavailable => "embedding-unavailable",
+            ProblemKind::Conflict => "conflict",
             ProblemKind::Internal => "internal",
         }
     }
@@ -93,6 +97,7 @@ impl ProblemKind {
             ProblemKind::EmbeddingUnavailable => {
                 "The project's embedding setting does not allow this"
             }
+            ProblemKind::Conflict => "The request conflicts with the project's current state",
             ProblemKind::Internal => "Internal error",
         }
     }
@@ -115,7 +120,7 @@ impl ProblemKind {
             ProblemKind::MemoryLocked | ProblemKind::LegalHold => StatusCode::CONFLICT,
             ProblemKind::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::BudgetExceeded => StatusCode::PAYMENT_REQUIRED,
-            ProblemKind::EmbeddingUnavailable => StatusCode::CONFLICT,
+            ProblemKind::EmbeddingUnavailable | ProblemKind::Conflict => StatusCode::CONFLICT,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

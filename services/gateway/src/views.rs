@@ -328,6 +328,37 @@ pub struct SearchBody {
     /// for `dense` and `hybrid` retrieval (`query` still feeds the keyword signal), refused
     /// elsewhere.
     pub query_vector: Option<Vec<f32>>,
+    /// A retrieval profile of the project (`PUT /v1/retrieval-profiles/{name}`): its
+    /// parameters apply where the request sets none. Without it (and without any of
+    /// `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `diversify`, `min_score`),
+    /// a profile with a traffic share may serve the search.
+    pub profile: Option<String>,
+}
+
+impl SearchBody {
+    /// Whether the request tunes the search itself (it is then never given to a profile).
+    pub fn sets_tuning(&self) -> bool {
+        self.retrieval.is_some()
+            || self.fusion.is_some()
+            || self.keyword_weight.is_some()
+            || self.recency_weight.is_some()
+            || self.diversify.is_some()
+            || self.min_score.is_some()
+    }
+
+    /// Take a profile's parameters where the request set none.
+    pub fn fill_from(&mut self, tuning: &engram_engine::profiles::SearchTuning) {
+        if self.retrieval.is_none() {
+            self.retrieval = tuning.retrieval.map(|mode| mode.as_str().to_string());
+        }
+        if self.fusion.is_none() {
+            self.fusion = tuning.fusion.map(|method| method.as_str().to_string());
+        }
+        self.keyword_weight = self.keyword_weight.or(tuning.keyword_weight.map(f64::from));
+        self.recency_weight = self.recency_weight.or(tuning.recency_weight.map(f64::from));
+        self.min_score = self.min_score.or(tuning.min_score.map(f64::from));
+        self.diversify = self.diversify.or(tuning.diversify);
+    }
 }
 
 fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {

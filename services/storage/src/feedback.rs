@@ -38,7 +38,7 @@ pub struct FeedbackRecord {
     pub created_at: DateTime<Utc>,
 }
 
-fn record(model: feedback::Model) -> FeedbackRecord {
+pub(crate) fn record(model: feedback::Model) -> FeedbackRecord {
     FeedbackRecord {
         id: model.id,
         memory_id: model.memory_id.map(MemoryId::from_uuid),

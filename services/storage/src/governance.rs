@@ -32,6 +32,10 @@ pub struct ProjectSettings {
     pub derive_memories: bool,
     /// Where the project's vectors come from; changed only while it holds no memories.
     pub embedding: engram_core::ProjectEmbedding,
+    /// What each search records (recall events).
+    pub recall_events: engram_core::recall::RecallEventCapture,
+    /// Days recall events are kept.
+    pub recall_event_retention_days: u32,
 }
 
 impl Default for ProjectSettings {
@@ -41,6 +45,8 @@ impl Default for ProjectSettings {
             retention_days: BTreeMap::new(),
             derive_memories: true,
             embedding: engram_core::ProjectEmbedding::default(),
+            recall_events: engram_core::recall::RecallEventCapture::default(),
+            recall_event_retention_days: engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS,
         }
     }
 }
@@ -149,6 +155,14 @@ impl Storage {
                 Expr::value(settings.derive_memories),
             )
             .col_expr(
+                projects::Column::RecallEvents,
+                Expr::value(settings.recall_events.as_str()),
+            )
+            .col_expr(
+                projects::Column::RecallEventRetentionDays,
+                Expr::value(settings.recall_event_retention_days as i32),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -178,6 +192,8 @@ impl Storage {
                     "retention_days": { "from": retention_json(&previous.retention_days), "to": retention_json(&settings.retention_days) },
                     "derive_memories": { "from": previous.derive_memories, "to": settings.derive_memories },
                     "embedding": { "from": embedding_json(previous.embedding), "to": embedding_json(settings.embedding) },
+                    "recall_events": { "from": previous.recall_events.as_str(), "to": settings.recall_events.as_str() },
+                    "recall_event_retention_days": { "from": previous.recall_event_retention_days, "to": settings.recall_event_retention_days },
                 }),
             ),
         )
@@ -752,6 +768,10 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             &project.embedding_source,
             project.embedding_dimension,
         ),
+        recall_events: engram_core::recall::RecallEventCapture::parse(&project.recall_events)
+            .unwrap_or_default(),
+        recall_event_retention_days: u32::try_from(project.recall_event_retention_days)
+            .unwrap_or(engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod members;
 pub mod memories;
 pub mod outbox;
 pub mod recall;
+pub mod recall_quality;
 pub mod session_state;
 pub mod tasks;
 pub mod tenants;

@@ -414,6 +414,12 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
             .source()
             .to_string()),
         embedding_dimension: Set(None),
+        recall_events: Set(engram_core::recall::RecallEventCapture::default()
+            .as_str()
+            .to_string()),
+        recall_event_retention_days: Set(
+            engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS as i32
+        ),
     })
     .exec(connection)
     .await

@@ -2,6 +2,7 @@
 //! which applies pending index changes with backoff, the reconciler and the tombstone purge.
 
 pub mod consolidation;
+pub mod evaluation;
 pub mod file_ingest;
 pub mod message_derivation;
 pub mod retention;

@@ -133,6 +133,42 @@ fn not_found(what: &str) -> ApiError {
     )
 }
 
+/// The recall event of `recall_id`, if the project records them: unknown ids are refused
+/// (404), as are another end-user's recalls for an end-user token. `None` when the project
+/// records no recall events (nothing to check against).
+async fn known_recall(
+    principal: &ProjectPrincipal,
+    engine: &MemoryEngine,
+    recall_id: uuid::Uuid,
+) -> Result<Option<engram_storage::recall_quality::RecallEventRecord>, ApiError> {
+    let settings = engine.recall_events().settings_of(&principal.scope).await;
+    if settings.capture == engram_core::recall::RecallEventCapture::Off {
+        return Ok(None);
+    }
+    let storage = engine.storage();
+    let mut found = storage
+        .recall_event(&principal.scope, recall_id)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    if found.is_none() {
+        // Feedback may follow its search faster than the event is written.
+        engine.recall_events().flush().await;
+        found = storage
+            .recall_event(&principal.scope, recall_id)
+            .await
+            .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    }
+    let event = found.ok_or_else(|| not_found("recall"))?;
+    let user_id = event
+        .user_id
+        .as_deref()
+        .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
+    principal
+        .confine_to_end_user(user_id.as_ref())
+        .map_err(|_| not_found("recall"))?;
+    Ok(Some(event))
+}
+
 /// The memory, if it is this project's (and this end-user's, for an end-user token).
 async fn visible_memory(
     principal: &ProjectPrincipal,
@@ -272,6 +308,9 @@ pub async fn give_memory_feedback(
         return Err(ApiError::invalid(errors));
     }
     let memory = visible_memory(&principal, &engine, &memory_id).await?;
+    if let Some(recall_id) = recall_id {
+        known_recall(&principal, &engine, recall_id).await?;
+    }
     record(
         &principal,
         &engine,
@@ -310,10 +349,21 @@ pub async fn give_recall_feedback(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
+    let recall = known_recall(&principal, &engine, recall_id).await?;
     let memory = match body.memory_id.as_deref() {
         Some(memory_id) => Some(visible_memory(&principal, &engine, memory_id).await?),
         None => None,
     };
+    // A rating of one result must be about a memory that search returned.
+    if let (Some(recall), Some(memory)) = (&recall, &memory) {
+        let returned = engram_engine::recall_metrics::recalled_ids(recall);
+        if !returned.contains(&memory.id) {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "memory_id",
+                "this memory was not among the results of that recall",
+            )]));
+        }
+    }
     record(
         &principal,
         &engine,

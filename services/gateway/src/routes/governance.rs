@@ -58,6 +58,11 @@ pub struct ProjectSettingsView {
     pub derive_memories: bool,
     /// Where the project's vectors come from.
     pub embedding: ProjectEmbeddingView,
+    /// What each search records: `full` (default), `no_text` (everything but the query
+    /// text) or `off`.
+    pub recall_events: String,
+    /// Days recall events are kept (default 30).
+    pub recall_event_retention_days: u32,
 }
 
 /// A project's embedding space.
@@ -94,6 +99,8 @@ impl ProjectSettingsView {
                 model,
                 dimension,
             },
+            recall_events: settings.recall_events.as_str().to_string(),
+            recall_event_retention_days: settings.recall_event_retention_days,
         })
     }
 }
@@ -109,6 +116,10 @@ pub struct UpdateProjectSettingsBody {
     /// Change where the project's vectors come from; only while it holds no memories
     /// (`409 embedding-unavailable` otherwise).
     pub embedding: Option<ProjectEmbeddingBody>,
+    /// `full`, `no_text` or `off`.
+    pub recall_events: Option<String>,
+    /// 1–3650.
+    pub recall_event_retention_days: Option<i64>,
 }
 
 /// `{"source": "client", "dimension": 768}`, `{"source": "local"}`, …
@@ -262,6 +273,27 @@ pub async fn update_project_settings(
     if let Some(derive_memories) = body.derive_memories {
         settings.derive_memories = derive_memories;
     }
+    if let Some(capture) = &body.recall_events {
+        match engram_core::recall::RecallEventCapture::parse(capture) {
+            Some(capture) => settings.recall_events = capture,
+            None => errors.push(FieldError::new(
+                "recall_events",
+                "must be one of full, no_text, off",
+            )),
+        }
+    }
+    if let Some(days) = body.recall_event_retention_days {
+        let maximum = engram_core::recall::MAX_RECALL_EVENT_RETENTION_DAYS;
+        match u32::try_from(days) {
+            Ok(days) if (1..=maximum).contains(&days) => {
+                settings.recall_event_retention_days = days;
+            }
+            _ => errors.push(FieldError::new(
+                "recall_event_retention_days",
+                format!("must be 1–{maximum} days"),
+            )),
+        }
+    }
     if let Some(embedding) = &body.embedding {
         match ProjectEmbedding::parse(&embedding.source, embedding.dimension, "embedding") {
             Ok(embedding) => settings.embedding = embedding,
@@ -283,6 +315,9 @@ pub async fn update_project_settings(
         .map_err(storage_error)?;
     engine
         .embedding_spaces()
+        .forget_project(principal.scope.project_id());
+    engine
+        .recall_events()
         .forget_project(principal.scope.project_id());
     Ok(Json(ProjectSettingsView::new(&saved, &engine)?))
 }

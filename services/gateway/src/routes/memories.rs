@@ -18,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use engram_core::recall::RecallEventCapture;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
 use engram_engine::{AddOutcome, MemoryEngine};
@@ -382,9 +383,42 @@ pub async fn search_memories(
     State(engine): State<Arc<MemoryEngine>>,
     State(meter): State<crate::metering::UsageMeter>,
     State(spend_guard): State<Arc<SpendGuard>>,
+    headers: axum::http::HeaderMap,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {
-    let mut parsed = body.value.into_request().map_err(ApiError::invalid)?;
+    let mut body = body.value;
+    let recall_settings = engine.recall_events().settings_of(&principal.scope).await;
+    // The profile: the one named, or one drawn by traffic share for a search that tunes
+    // nothing itself, or none ("default").
+    let profile = match body.profile.take() {
+        Some(name) => {
+            let tuning = engine.profile_tuning(&principal.scope, &name).await?;
+            body.fill_from(&tuning);
+            name
+        }
+        None if !body.sets_tuning() => {
+            let shares: Vec<(String, f64)> = recall_settings
+                .traffic
+                .iter()
+                .map(|(name, _, share)| (name.clone(), *share))
+                .collect();
+            let draw: f64 = rand::random();
+            match engram_engine::profiles::profile_for_draw(&shares, draw).and_then(|name| {
+                recall_settings
+                    .traffic
+                    .iter()
+                    .find(|(candidate, ..)| candidate == name)
+            }) {
+                Some((name, tuning, _)) => {
+                    body.fill_from(tuning);
+                    name.clone()
+                }
+                None => engram_engine::profiles::DEFAULT_PROFILE.to_string(),
+            }
+        }
+        None => engram_engine::profiles::DEFAULT_PROFILE.to_string(),
+    };
+    let mut parsed = body.into_request().map_err(ApiError::invalid)?;
     parsed.request.subject.user_id =
         principal.end_user_subject(parsed.request.subject.user_id.take(), "user_id")?;
     let limits = spend_guard
@@ -410,6 +444,8 @@ pub async fn search_memories(
     let context_tokens = parsed.context_tokens;
     let explain = parsed.explain;
     let include_always = parsed.request.include_always;
+    let recorded_request = (recall_settings.capture != RecallEventCapture::Off)
+        .then(|| RecordedSearch::of(&parsed.request));
     let outcome = engine.search(&principal.scope, parsed.request).await?;
     let credential = principal.usage_credential();
     meter.record(&principal.scope, &credential, UsageUnit::Searches, 1);
@@ -461,6 +497,17 @@ pub async fn search_memories(
             omitted: packed.omitted,
         }
     });
+    if let Some(recorded) = recorded_request {
+        let event = recorded.into_event(
+            &outcome,
+            &results,
+            recall_settings.capture,
+            profile,
+            trace_id_of(&headers),
+            credential,
+        );
+        engine.recall_events().record(&principal.scope, event);
+    }
     Ok(Json(SearchResponseView {
         results,
         recall_id: outcome.recall_id.to_string(),
@@ -469,4 +516,102 @@ pub async fn search_memories(
         timings_ms: explain.then(|| SearchTimingsView::from(&outcome.timings)),
         recall_budget,
     }))
+}
+
+/// What a recall event keeps of the request, taken before the search consumes it.
+struct RecordedSearch {
+    query: String,
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    session_id: Option<String>,
+    retrieval: &'static str,
+    filters: serde_json::Value,
+}
+
+impl RecordedSearch {
+    fn of(request: &engram_engine::SearchRequest) -> Self {
+        let text = |id: &Option<engram_core::ExternalId>| id.as_ref().map(ToString::to_string);
+        Self {
+            query: request.query.clone(),
+            user_id: text(&request.subject.user_id),
+            agent_id: text(&request.subject.agent_id),
+            session_id: text(&request.subject.session_id),
+            retrieval: request.retrieval.as_str(),
+            filters: serde_json::json!({
+                "kinds": request.kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>(),
+                "metadata": request.filters.metadata_equals,
+                "categories": request.filters.categories_any,
+                "created_after": request.filters.created_after,
+                "created_before": request.filters.created_before,
+                "session_only": request.session_only,
+                "as_of": request.as_of,
+                "top_k": request.top_k,
+                "min_score": request.min_score,
+                "fusion": request.fusion.as_str(),
+                "keyword_weight": request.keyword_weight,
+                "recency_weight": request.recency_weight,
+                "diversify": request.diversify,
+            }),
+        }
+    }
+
+    fn into_event(
+        self,
+        outcome: &engram_engine::SearchOutcome,
+        returned: &[SearchResultView],
+        capture: RecallEventCapture,
+        profile: String,
+        trace_id: Option<String>,
+        credential: String,
+    ) -> engram_storage::recall_quality::NewRecallEvent {
+        let results: Vec<serde_json::Value> = returned
+            .iter()
+            .enumerate()
+            .map(|(position, result)| {
+                serde_json::json!({
+                    "memory_id": result.memory.id,
+                    "rank": position + 1,
+                    "score": result.score,
+                })
+            })
+            .collect();
+        let timings = &outcome.timings;
+        engram_storage::recall_quality::NewRecallEvent {
+            id: outcome.recall_id,
+            created_at: chrono::Utc::now(),
+            user_id: self.user_id,
+            agent_id: self.agent_id,
+            session_id: self.session_id,
+            query_text: (capture == RecallEventCapture::Full).then_some(self.query),
+            profile,
+            retrieval: self.retrieval.to_string(),
+            filters: self.filters,
+            result_count: results.len() as u32,
+            top_score: returned.first().map(|result| f64::from(result.score)),
+            results: serde_json::Value::Array(results),
+            total_micros: timings.total_micros,
+            timings: serde_json::json!({
+                "embed_micros": timings.embed_micros,
+                "dense_micros": timings.dense_micros,
+                "keyword_micros": timings.keyword_micros,
+                "hydrate_micros": timings.hydrate_micros,
+                "rank_micros": timings.rank_micros,
+                "total_micros": timings.total_micros,
+            }),
+            trace_id,
+            credential,
+        }
+    }
+}
+
+/// The trace id of the caller's W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`).
+fn trace_id_of(headers: &axum::http::HeaderMap) -> Option<String> {
+    let value = headers.get("traceparent")?.to_str().ok()?;
+    let trace_id = value.split('-').nth(1)?;
+    (trace_id.len() == 32
+        && trace_id
+            .chars()
+            .all(|character| character.is_ascii_hexdigit())
+        && trace_id.chars().any(|character| character != '0'))
+    .then(|| trace_id.to_ascii_lowercase())
 }

@@ -15,6 +15,8 @@ pub struct Model {
     pub derive_memories: bool,
     pub embedding_source: String,
     pub embedding_dimension: Option<i32>,
+    pub recall_events: String,
+    pub recall_event_retention_days: i32,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

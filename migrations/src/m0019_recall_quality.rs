@@ -1,0 +1,430 @@
+//! Recall quality: one event per search (query text kept or not per project, erased with the
+//! end-user), named retrieval profiles with a traffic share, evaluation sets of labelled
+//! queries, and their runs (metrics, comparison of two profiles, regression flag).
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum Projects {
+    Table,
+    RecallEvents,
+    RecallEventRetentionDays,
+}
+
+#[derive(DeriveIden)]
+enum RecallEvents {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    CreatedAt,
+    UserId,
+    AgentId,
+    SessionId,
+    QueryText,
+    Profile,
+    Retrieval,
+    Filters,
+    Results,
+    ResultCount,
+    TopScore,
+    TotalMicros,
+    Timings,
+    TraceId,
+    Credential,
+}
+
+#[derive(DeriveIden)]
+enum RetrievalProfiles {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    Name,
+    Parameters,
+    TrafficShare,
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(DeriveIden)]
+enum EvalSets {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    Name,
+    K,
+    RegressionThreshold,
+    ScheduleIntervalSecs,
+    Profile,
+    CreatedAt,
+}
+
+#[derive(DeriveIden)]
+enum EvalCases {
+    Table,
+    Id,
+    SetId,
+    ProjectId,
+    Query,
+    UserId,
+    AgentId,
+    Filters,
+    ExpectedMemoryIds,
+    ExpectedContents,
+    QueryVector,
+    CreatedAt,
+}
+
+#[derive(DeriveIden)]
+enum EvalRuns {
+    Table,
+    Id,
+    SetId,
+    OrganizationId,
+    ProjectId,
+    TaskId,
+    Profile,
+    CompareProfile,
+    Trigger,
+    Status,
+    Metrics,
+    Comparison,
+    Regression,
+    RegressionReasons,
+    Error,
+    CreatedAt,
+    FinishedAt,
+}
+
+fn timestamp<T: IntoIden>(column: T) -> ColumnDef {
+    ColumnDef::new(column)
+        .timestamp_with_time_zone()
+        .not_null()
+        .to_owned()
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        // SQLite adds one column per ALTER TABLE.
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Projects::Table)
+                    .add_column(
+                        ColumnDef::new(Projects::RecallEvents)
+                            .string_len(16)
+                            .not_null()
+                            .default("full"),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Projects::Table)
+                    .add_column(
+                        ColumnDef::new(Projects::RecallEventRetentionDays)
+                            .integer()
+                            .not_null()
+                            .default(30),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(RecallEvents::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(RecallEvents::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(RecallEvents::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(RecallEvents::ProjectId).uuid().not_null())
+                    .col(timestamp(RecallEvents::CreatedAt))
+                    .col(ColumnDef::new(RecallEvents::UserId).string_len(255).null())
+                    .col(ColumnDef::new(RecallEvents::AgentId).string_len(255).null())
+                    .col(
+                        ColumnDef::new(RecallEvents::SessionId)
+                            .string_len(255)
+                            .null(),
+                    )
+                    .col(ColumnDef::new(RecallEvents::QueryText).text().null())
+                    .col(
+                        ColumnDef::new(RecallEvents::Profile)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(RecallEvents::Retrieval)
+                            .string_len(16)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(RecallEvents::Filters).json().not_null())
+                    .col(ColumnDef::new(RecallEvents::Results).json().not_null())
+                    .col(
+                        ColumnDef::new(RecallEvents::ResultCount)
+                            .integer()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(RecallEvents::TopScore).double().null())
+                    .col(
+                        ColumnDef::new(RecallEvents::TotalMicros)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(RecallEvents::Timings).json().not_null())
+                    .col(ColumnDef::new(RecallEvents::TraceId).string_len(64).null())
+                    .col(
+                        ColumnDef::new(RecallEvents::Credential)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("recall_events_by_time")
+                    .table(RecallEvents::Table)
+                    .col(RecallEvents::ProjectId)
+                    .col(RecallEvents::CreatedAt)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("recall_events_by_user")
+                    .table(RecallEvents::Table)
+                    .col(RecallEvents::ProjectId)
+                    .col(RecallEvents::UserId)
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(RetrievalProfiles::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::OrganizationId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::ProjectId)
+                            .uuid()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::Name)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::Parameters)
+                            .json()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(RetrievalProfiles::TrafficShare)
+                            .double()
+                            .not_null(),
+                    )
+                    .col(timestamp(RetrievalProfiles::CreatedAt))
+                    .col(timestamp(RetrievalProfiles::UpdatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("retrieval_profiles_by_name")
+                    .table(RetrievalProfiles::Table)
+                    .col(RetrievalProfiles::ProjectId)
+                    .col(RetrievalProfiles::Name)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(EvalSets::Table)
+                    .if_not_exists()
+                    .col(ColumnDef::new(EvalSets::Id).uuid().not_null().primary_key())
+                    .col(ColumnDef::new(EvalSets::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(EvalSets::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(EvalSets::Name).string_len(128).not_null())
+                    .col(ColumnDef::new(EvalSets::K).integer().not_null())
+                    .col(
+                        ColumnDef::new(EvalSets::RegressionThreshold)
+                            .double()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(EvalSets::ScheduleIntervalSecs)
+                            .big_integer()
+                            .null(),
+                    )
+                    .col(ColumnDef::new(EvalSets::Profile).string_len(64).null())
+                    .col(timestamp(EvalSets::CreatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("eval_sets_by_name")
+                    .table(EvalSets::Table)
+                    .col(EvalSets::ProjectId)
+                    .col(EvalSets::Name)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(EvalCases::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(EvalCases::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(EvalCases::SetId).uuid().not_null())
+                    .col(ColumnDef::new(EvalCases::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(EvalCases::Query).text().not_null())
+                    .col(ColumnDef::new(EvalCases::UserId).string_len(255).null())
+                    .col(ColumnDef::new(EvalCases::AgentId).string_len(255).null())
+                    .col(ColumnDef::new(EvalCases::Filters).json().not_null())
+                    .col(
+                        ColumnDef::new(EvalCases::ExpectedMemoryIds)
+                            .json()
+                            .not_null(),
+                    )
+                    .col(
+                        ColumnDef::new(EvalCases::ExpectedContents)
+                            .json()
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(EvalCases::QueryVector).json().null())
+                    .col(timestamp(EvalCases::CreatedAt))
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("eval_cases_by_set")
+                    .table(EvalCases::Table)
+                    .col(EvalCases::ProjectId)
+                    .col(EvalCases::SetId)
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(EvalRuns::Table)
+                    .if_not_exists()
+                    .col(ColumnDef::new(EvalRuns::Id).uuid().not_null().primary_key())
+                    .col(ColumnDef::new(EvalRuns::SetId).uuid().not_null())
+                    .col(ColumnDef::new(EvalRuns::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(EvalRuns::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(EvalRuns::TaskId).uuid().not_null())
+                    .col(ColumnDef::new(EvalRuns::Profile).string_len(64).not_null())
+                    .col(
+                        ColumnDef::new(EvalRuns::CompareProfile)
+                            .string_len(64)
+                            .null(),
+                    )
+                    .col(ColumnDef::new(EvalRuns::Trigger).string_len(16).not_null())
+                    .col(ColumnDef::new(EvalRuns::Status).string_len(16).not_null())
+                    .col(ColumnDef::new(EvalRuns::Metrics).json().null())
+                    .col(ColumnDef::new(EvalRuns::Comparison).json().null())
+                    .col(
+                        ColumnDef::new(EvalRuns::Regression)
+                            .boolean()
+                            .not_null()
+                            .default(false),
+                    )
+                    .col(ColumnDef::new(EvalRuns::RegressionReasons).json().null())
+                    .col(ColumnDef::new(EvalRuns::Error).text().null())
+                    .col(timestamp(EvalRuns::CreatedAt))
+                    .col(
+                        ColumnDef::new(EvalRuns::FinishedAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .name("eval_runs_by_set")
+                    .table(EvalRuns::Table)
+                    .col(EvalRuns::ProjectId)
+                    .col(EvalRuns::SetId)
+                    .col(EvalRuns::CreatedAt)
+                    .to_owned(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        for table in [
+            EvalRuns::Table.into_iden(),
+            EvalCases::Table.into_iden(),
+            EvalSets::Table.into_iden(),
+            RetrievalProfiles::Table.into_iden(),
+            RecallEvents::Table.into_iden(),
+        ] {
+            manager
+                .drop_table(Table::drop().table(table).to_owned())
+                .await?;
+        }
+        for column in [Projects::RecallEventRetentionDays, Projects::RecallEvents] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(Projects::Table)
+                        .drop_column(column)
+                        .to_owned(),
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! Recall quality in domain terms: what a project keeps of each search (its recall events),
+//! and the arithmetic of evaluation (hit@k, recall@k, MRR, nDCG, percentiles, the confidence
+//! interval of a paired difference). Pure functions, tested here.
+
+/// Days recall events are kept unless the project says otherwise.
+pub const DEFAULT_RECALL_EVENT_RETENTION_DAYS: u32 = 30;
+/// Longest recall event retention a project may set.
+pub const MAX_RECALL_EVENT_RETENTION_DAYS: u32 = 3_650;
+
+/// What a project records of each search.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum RecallEventCapture {
+    /// Everything, the query text included.
+    #[default]
+    Full,
+    /// Everything but the query text.
+    NoText,
+    /// No recall events (and so no recall metrics).
+    Off,
+}
+
+impl RecallEventCapture {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecallEventCapture::Full => "full",
+            RecallEventCapture::NoText => "no_text",
+            RecallEventCapture::Off => "off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "full" => Some(RecallEventCapture::Full),
+            "no_text" => Some(RecallEventCapture::NoText),
+            "off" => Some(RecallEventCapture::Off),
+            _ => None,
+        }
+    }
+}
+
+/// How one labelled query fared: the 1-based ranks of the relevant results among those
+/// returned (ascending), and how many relevant memories there are in all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaseOutcome {
+    pub relevant_ranks: Vec<usize>,
+    pub relevant_total: usize,
+}
+
+impl CaseOutcome {
+    /// 1 when a relevant memory is in the first `k`, else 0.
+    pub fn hit_at(&self, k: usize) -> f64 {
+        if self.relevant_ranks.iter().any(|rank| *rank <= k) {
+            1.0
+        } else {
+            0.0
+        }
+    }
+
+    /// Share of the relevant memories found in the first `k`.
+    pub fn recall_at(&self, k: usize) -> f64 {
+        if self.relevant_total == 0 {
+            return 0.0;
+        }
+        let found = self
+            .relevant_ranks
+            .iter()
+            .filter(|rank| **rank <= k)
+            .count();
+        found as f64 / self.relevant_total as f64
+    }
+
+    /// 1 / rank of the first relevant result within `k`, 0 when there is none.
+    pub fn reciprocal_rank(&self, k: usize) -> f64 {
+        self.relevant_ranks
+            .iter()
+            .copied()
+            .filter(|rank| *rank <= k)
+            .min()
+            .map_or(0.0, |rank| 1.0 / rank as f64)
+    }
+
+    /// nDCG@k with binary relevance: DCG over the ideal DCG of `min(relevant, k)` hits.
+    pub fn ndcg_at(&self, k: usize) -> f64 {
+        let ideal_hits = self.relevant_total.min(k);
+        if ideal_hits == 0 {
+            return 0.0;
+        }
+        let gain = |rank: usize| 1.0 / ((rank as f64) + 1.0).log2();
+        let dcg: f64 = self
+            .relevant_ranks
+            .iter()
+            .copied()
+            .filter(|rank| *rank <= k)
+            .map(gain)
+            .sum();
+        let ideal: f64 = (1..=ideal_hits).map(gain).sum();
+        dcg / ideal
+    }
+}
+
+/// The `percentile` (0–100) of `sorted` by the nearest-rank method; `None` when empty.
+pub fn nearest_rank_percentile<T: Copy>(sorted: &[T], percentile: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((percentile / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Mean of paired differences `b - a` with its 95 % confidence interval (normal
+/// approximation: mean ± 1.96 · sd / √n). `None` without pairs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PairedDifference {
+    pub mean: f64,
+    pub low: f64,
+    pub high: f64,
+    pub pairs: usize,
+}
+
+pub fn paired_difference(a: &[f64], b: &[f64]) -> Option<PairedDifference> {
+    let differences: Vec<f64> = a.iter().zip(b).map(|(a, b)| b - a).collect();
+    let pairs = differences.len();
+    if pairs == 0 {
+        return None;
+    }
+    let mean = differences.iter().sum::<f64>() / pairs as f64;
+    let half_width = if pairs > 1 {
+        let variance = differences
+            .iter()
+            .map(|difference| (difference - mean).powi(2))
+            .sum::<f64>()
+            / (pairs - 1) as f64;
+        1.96 * variance.sqrt() / (pairs as f64).sqrt()
+    } else {
+        0.0
+    };
+    Some(PairedDifference {
+        mean,
+        low: mean - half_width,
+        high: mean + half_width,
+        pairs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(left: f64, right: f64) -> bool {
+        (left - right).abs() < 1e-9
+    }
+
+    #[test]
+    fn ranking_metrics_of_one_case() {
+        let outcome = CaseOutcome {
+            relevant_ranks: vec![2, 5],
+            relevant_total: 3,
+        };
+        assert_eq!(outcome.hit_at(1), 0.0);
+        assert_eq!(outcome.hit_at(2), 1.0);
+        assert!(close(outcome.recall_at(5), 2.0 / 3.0));
+        assert!(close(outcome.reciprocal_rank(10), 0.5));
+        assert_eq!(outcome.reciprocal_rank(1), 0.0);
+        let dcg = 1.0 / 3f64.log2() + 1.0 / 6f64.log2();
+        let ideal = 1.0 + 1.0 / 3f64.log2() + 0.5;
+        assert!(close(outcome.ndcg_at(10), dcg / ideal));
+        let perfect = CaseOutcome {
+            relevant_ranks: vec![1],
+            relevant_total: 1,
+        };
+        assert!(close(perfect.ndcg_at(10), 1.0));
+        assert_eq!(CaseOutcome::default().ndcg_at(10), 0.0);
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let sorted: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank_percentile(&sorted, 50.0), Some(50));
+        assert_eq!(nearest_rank_percentile(&sorted, 95.0), Some(95));
+        assert_eq!(nearest_rank_percentile(&sorted, 99.0), Some(99));
+        assert_eq!(nearest_rank_percentile(&[7u64], 99.0), Some(7));
+        assert_eq!(nearest_rank_percentile::<u64>(&[], 50.0), None);
+    }
+
+    #[test]
+    fn paired_difference_with_interval() {
+        let difference = paired_difference(&[0.0, 0.0, 1.0, 1.0], &[1.0, 1.0, 1.0, 1.0]).unwrap();
+        assert!(close(difference.mean, 0.5));
+        // sd of [1, 1, 0, 0] is √(1/3); half width 1.96 · 0.57735 / 2.
+        assert!(close(
+            difference.high - difference.mean,
+            1.96 * (1.0f64 / 3.0).sqrt() / 2.0
+        ));
+        assert!(paired_difference(&[], &[]).is_none());
+    }
+
+    #[test]
+    fn capture_settings_parse() {
+        for capture in [
+            RecallEventCapture::Full,
+            RecallEventCapture::NoText,
+            RecallEventCapture::Off,
+        ] {
+            assert_eq!(RecallEventCapture::parse(capture.as_str()), Some(capture));
+        }
+        assert_eq!(RecallEventCapture::parse("some"), None);
+    }
+}

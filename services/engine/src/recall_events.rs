@@ -1,0 +1,169 @@
+//! Recall events off the hot path: a search hands its event to a bounded queue and returns;
+//! one writer stores the queue in batches. `flush` waits until everything queued before it is
+//! stored (erasure calls it, so no event of an erased end-user lands after the erasure).
+
+use engram_core::recall::RecallEventCapture;
+use engram_core::{ProjectId, ProjectScope};
+use engram_storage::Storage;
+use engram_storage::recall_quality::NewRecallEvent;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+
+/// Events waiting to be written at most; beyond it new events are dropped (and counted),
+/// never waited for.
+pub const RECALL_EVENT_QUEUE: usize = 10_000;
+/// Events written per statement at most.
+const BATCH: usize = 256;
+/// How long a settings read is trusted (a change through this process is seen at once).
+const SETTING_TTL: Duration = Duration::from_secs(5);
+
+/// Recall events stored.
+pub const RECALL_EVENTS_RECORDED: &str = "engram_recall_events_recorded_total";
+/// Recall events dropped because the queue was full or the database refused them.
+pub const RECALL_EVENTS_DROPPED: &str = "engram_recall_events_dropped_total";
+
+enum Message {
+    Event(Box<(ProjectScope, NewRecallEvent)>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// What a project's searches need to know of its recall settings, read together.
+#[derive(Clone, Debug, Default)]
+pub struct RecallSettings {
+    pub capture: RecallEventCapture,
+    /// Profiles that take a share of the searches naming none: (name, tuning, share).
+    pub traffic: Vec<(String, crate::profiles::SearchTuning, f64)>,
+}
+
+pub struct RecallRecorder {
+    storage: Storage,
+    queue: mpsc::Sender<Message>,
+    settings: Mutex<HashMap<ProjectId, (Arc<RecallSettings>, Instant)>>,
+}
+
+impl RecallRecorder {
+    /// The recorder and its writer, which runs until every sender is gone.
+    pub fn start(storage: Storage) -> Self {
+        let (queue, receiver) = mpsc::channel(RECALL_EVENT_QUEUE);
+        tokio::spawn(write_events(storage.clone(), receiver));
+        Self {
+            storage,
+            queue,
+            settings: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// What `scope`'s project records of each search and which profiles share its traffic
+    /// (read at most every few seconds). Unreadable settings record nothing and split
+    /// nothing.
+    pub async fn settings_of(&self, scope: &ProjectScope) -> Arc<RecallSettings> {
+        if let Ok(settings) = self.settings.lock()
+            && let Some((settings, read_at)) = settings.get(&scope.project_id())
+            && read_at.elapsed() < SETTING_TTL
+        {
+            return settings.clone();
+        }
+        let read = async {
+            let capture = self.storage.project_settings(scope).await?.recall_events;
+            let traffic = self
+                .storage
+                .retrieval_profiles(scope)
+                .await?
+                .into_iter()
+                .filter(|profile| profile.traffic_share > 0.0)
+                .filter_map(|profile| {
+                    let tuning =
+                        crate::profiles::SearchTuning::parse(&profile.parameters, "parameters")
+                            .ok()?;
+                    Some((profile.name, tuning, profile.traffic_share))
+                })
+                .collect();
+            Ok::<_, engram_storage::StorageError>(RecallSettings { capture, traffic })
+        };
+        let settings = match read.await {
+            Ok(settings) => Arc::new(settings),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the project's recall settings; recording nothing");
+                return Arc::new(RecallSettings {
+                    capture: RecallEventCapture::Off,
+                    traffic: Vec::new(),
+                });
+            }
+        };
+        if let Ok(mut cached) = self.settings.lock() {
+            cached.insert(scope.project_id(), (settings.clone(), Instant::now()));
+        }
+        settings
+    }
+
+    /// Forget what was read of a project's settings (they were just changed here).
+    pub fn forget_project(&self, project_id: ProjectId) {
+        if let Ok(mut settings) = self.settings.lock() {
+            settings.remove(&project_id);
+        }
+    }
+
+    /// Queue one event without waiting; a full queue drops it (counted).
+    pub fn record(&self, scope: &ProjectScope, event: NewRecallEvent) {
+        if self
+            .queue
+            .try_send(Message::Event(Box::new((*scope, event))))
+            .is_err()
+        {
+            metrics::counter!(RECALL_EVENTS_DROPPED).increment(1);
+        }
+    }
+
+    /// Wait until every event queued before this call is stored.
+    pub async fn flush(&self) {
+        let (done, stored) = oneshot::channel();
+        if self.queue.send(Message::Flush(done)).await.is_ok() {
+            let _ = stored.await;
+        }
+    }
+}
+
+async fn write_events(storage: Storage, mut receiver: mpsc::Receiver<Message>) {
+    let mut batch: Vec<(ProjectScope, NewRecallEvent)> = Vec::with_capacity(BATCH);
+    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = receiver.recv().await {
+        let mut next = Some(first);
+        // Take what is already queued, up to a batch; a flush ends the batch.
+        while let Some(message) = next.take() {
+            match message {
+                Message::Event(event) => batch.push(*event),
+                Message::Flush(done) => {
+                    waiting.push(done);
+                    break;
+                }
+            }
+            if batch.len() >= BATCH {
+                break;
+            }
+            next = receiver.try_recv().ok();
+        }
+        store(&storage, &mut batch).await;
+        for done in waiting.drain(..) {
+            let _ = done.send(());
+        }
+    }
+    store(&storage, &mut batch).await;
+    tracing::debug!("recall event writer stopped");
+}
+
+async fn store(storage: &Storage, batch: &mut Vec<(ProjectScope, NewRecallEvent)>) {
+    if batch.is_empty() {
+        return;
+    }
+    let events = std::mem::take(batch);
+    let count = events.len() as u64;
+    match storage.insert_recall_events(events).await {
+        Ok(()) => metrics::counter!(RECALL_EVENTS_RECORDED).increment(count),
+        Err(error) => {
+            tracing::warn!(%error, events = count, "recall events not stored");
+            metrics::counter!(RECALL_EVENTS_DROPPED).increment(count);
+        }
+    }
+}

@@ -1,0 +1,1057 @@
+//! Recall quality routes: one recall event (`GET /v1/recalls/{id}`), the project's live
+//! recall metrics, retrieval profiles (named search tunings with a traffic share), and
+//! evaluation sets with their cases (JSON or JSONL import) and runs (`202` + task).
+
+use crate::auth::{Authorized, MemoriesRead, ProjectAdmin};
+use crate::extract::{JsonBody, QueryParams};
+use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::routes::governance::TaskView;
+use crate::state::AppState;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use chrono::{DateTime, Duration, Utc};
+use engram_core::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
+use engram_core::{ExternalId, FieldError, MemoryKind};
+use engram_engine::MemoryEngine;
+use engram_engine::evaluation::EVALUATION_TASK;
+use engram_engine::profiles::{DEFAULT_PROFILE, SearchTuning};
+use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, RecallMetrics};
+use engram_storage::StorageError;
+use engram_storage::recall_quality::{
+    EvalCaseRecord, EvalRunRecord, EvalSetRecord, EvalTrigger, NewEvalCase, NewEvalSet,
+    RecallEventRecord, RetrievalProfileRecord,
+};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+
+/// Cases accepted in one request.
+pub const MAX_CASES_PER_REQUEST: usize = 1_000;
+/// Cases a set may hold.
+pub const MAX_CASES_PER_SET: u64 = 10_000;
+/// Expected ids or texts of one case, each.
+pub const MAX_EXPECTED_PER_CASE: usize = 100;
+/// Shortest schedule of an evaluation set (5 minutes) and longest (30 days).
+pub const MIN_SCHEDULE_SECS: u64 = 300;
+pub const MAX_SCHEDULE_SECS: u64 = 30 * 24 * 3600;
+/// Longest metrics window.
+pub const MAX_METRICS_DAYS: i64 = 366;
+/// Runs listed at most.
+const MAX_RUNS_LISTED: u64 = 200;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/recalls/{recall_id}", get(get_recall_event))
+        .route("/v1/recall-metrics", get(get_recall_metrics))
+        .route("/v1/retrieval-profiles", get(list_profiles))
+        .route(
+            "/v1/retrieval-profiles/{name}",
+            get(get_profile).put(put_profile).delete(delete_profile),
+        )
+        .route("/v1/eval-sets", post(create_eval_set).get(list_eval_sets))
+        .route("/v1/eval-sets/{set_id}", get(get_eval_set))
+        .route(
+            "/v1/eval-sets/{set_id}/cases",
+            post(add_eval_cases).get(list_eval_cases),
+        )
+        .route(
+            "/v1/eval-sets/{set_id}/cases/import",
+            post(import_eval_cases),
+        )
+        .route(
+            "/v1/eval-sets/{set_id}/runs",
+            post(start_eval_run).get(list_eval_runs),
+        )
+        .route("/v1/eval-sets/{set_id}/runs/{run_id}", get(get_eval_run))
+}
+
+fn storage_error(error: StorageError) -> ApiError {
+    match error {
+        StorageError::Refused(message) => ApiError::new(ProblemKind::Conflict, message),
+        other => ApiError::from(engram_engine::EngineError::from(other)),
+    }
+}
+
+fn not_found(what: &str) -> ApiError {
+    ApiError::new(
+        ProblemKind::NotFound,
+        format!("no {what} with this id exists in this project"),
+    )
+}
+
+// --- recall events ---
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RecallEventView {
+    pub recall_id: String,
+    pub created_at: DateTime<Utc>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `null` when the project keeps no query text (`recall_events: no_text`).
+    pub query: Option<String>,
+    /// The retrieval profile that served it (`default`: none).
+    pub profile: String,
+    pub retrieval: String,
+    /// Kinds, metadata, categories, time filters and the ranking parameters used.
+    #[schema(value_type = Object)]
+    pub filters: serde_json::Value,
+    /// `[{memory_id, rank, score}]`, best first: what the answer returned.
+    #[schema(value_type = Vec<Object>)]
+    pub results: serde_json::Value,
+    pub result_count: u32,
+    pub top_score: Option<f64>,
+    pub total_ms: f64,
+    /// Microseconds per stage: embed, dense, keyword, hydrate, rank, total.
+    #[schema(value_type = Object)]
+    pub timings: serde_json::Value,
+    /// From the caller's W3C `traceparent`.
+    pub trace_id: Option<String>,
+    /// The credential that searched (`key:<id>` or `end_user`).
+    pub credential: String,
+}
+
+impl From<RecallEventRecord> for RecallEventView {
+    fn from(event: RecallEventRecord) -> Self {
+        Self {
+            recall_id: event.id.to_string(),
+            created_at: event.created_at,
+            user_id: event.user_id,
+            agent_id: event.agent_id,
+            session_id: event.session_id,
+            query: event.query_text,
+            profile: event.profile,
+            retrieval: event.retrieval,
+            filters: event.filters,
+            results: event.results,
+            result_count: event.result_count,
+            top_score: event.top_score,
+            total_ms: event.total_micros as f64 / 1000.0,
+            timings: event.timings,
+            trace_id: event.trace_id,
+            credential: event.credential,
+        }
+    }
+}
+
+/// One search as it was recorded: query, filters, results with scores and ranks, latency
+/// per stage, profile and trace id. An end-user token sees only its own.
+#[utoipa::path(get, path = "/v1/recalls/{recall_id}", tag = "recall quality",
+    params(("recall_id" = String, Path)),
+    responses((status = 200, body = RecallEventView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
+pub async fn get_recall_event(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(recall_id): Path<String>,
+) -> Result<Json<RecallEventView>, ApiError> {
+    let recall_id: Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
+    engine.recall_events().flush().await;
+    let event = engine
+        .storage()
+        .recall_event(&principal.scope, recall_id)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(|| not_found("recall"))?;
+    let user_id = event
+        .user_id
+        .as_deref()
+        .and_then(|user_id| ExternalId::parse(user_id).ok());
+    principal
+        .confine_to_end_user(user_id.as_ref())
+        .map_err(|_| not_found("recall"))?;
+    Ok(Json(RecallEventView::from(event)))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct RecallMetricsQuery {
+    /// RFC 3339; default: 7 days before `to`.
+    pub from: Option<DateTime<Utc>>,
+    /// RFC 3339; default: now.
+    pub to: Option<DateTime<Utc>>,
+    /// `hour` or `day` (default: hour for windows up to 2 days, else day).
+    pub bucket: Option<String>,
+    /// Only the searches this profile served.
+    pub profile: Option<String>,
+}
+
+/// The project's recall quality over a window: volume, latency percentiles, empty-recall
+/// rate, top-score distribution, precision from feedback, recalled memories later
+/// superseded or corrected, queries that found nothing, per bucket and per profile.
+#[utoipa::path(get, path = "/v1/recall-metrics", tag = "recall quality", params(RecallMetricsQuery),
+    responses((status = 200, description = "The figures (see README, \"Recall quality\")", body = Object),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn get_recall_metrics(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    QueryParams(query): QueryParams<RecallMetricsQuery>,
+) -> Result<Json<RecallMetrics>, ApiError> {
+    let window = metrics_window(&query).map_err(ApiError::invalid)?;
+    Ok(Json(
+        engine.recall_metrics(&principal.scope, &window).await?,
+    ))
+}
+
+/// The window a metrics query asks for, checked.
+pub fn metrics_window(query: &RecallMetricsQuery) -> Result<MetricsWindow, Vec<FieldError>> {
+    let mut errors = Vec::new();
+    let to = query.to.unwrap_or_else(Utc::now);
+    let from = query.from.unwrap_or(to - Duration::days(7));
+    if from >= to {
+        errors.push(FieldError::new("query.from", "must be before `to`"));
+    }
+    if to - from > Duration::days(MAX_METRICS_DAYS) {
+        errors.push(FieldError::new(
+            "query.from",
+            format!("the window may span at most {MAX_METRICS_DAYS} days"),
+        ));
+    }
+    let bucket = match query.bucket.as_deref() {
+        None if to - from <= Duration::days(2) => MetricsBucket::Hour,
+        None => MetricsBucket::Day,
+        Some(text) => MetricsBucket::parse(text).unwrap_or_else(|| {
+            errors.push(FieldError::new("query.bucket", "must be hour or day"));
+            MetricsBucket::Day
+        }),
+    };
+    if bucket == MetricsBucket::Hour
+        && to - from > Duration::hours(engram_engine::recall_metrics::MAX_BUCKETS)
+    {
+        errors.push(FieldError::new(
+            "query.bucket",
+            format!(
+                "hourly buckets cover at most {} hours; use day",
+                engram_engine::recall_metrics::MAX_BUCKETS
+            ),
+        ));
+    }
+    if errors.is_empty() {
+        Ok(MetricsWindow {
+            from,
+            to,
+            bucket,
+            profile: query.profile.clone(),
+        })
+    } else {
+        Err(errors)
+    }
+}
+
+// --- retrieval profiles ---
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RetrievalProfileView {
+    pub name: String,
+    /// `{retrieval, fusion, keyword_weight, recency_weight, diversify, min_score}`, each
+    /// optional.
+    #[schema(value_type = Object)]
+    pub parameters: serde_json::Value,
+    /// 0–1: the share of searches naming no profile (and setting no tuning) it serves.
+    pub traffic_share: f64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<RetrievalProfileRecord> for RetrievalProfileView {
+    fn from(profile: RetrievalProfileRecord) -> Self {
+        Self {
+            name: profile.name,
+            parameters: profile.parameters,
+            traffic_share: profile.traffic_share,
+            created_at: profile.created_at,
+            updated_at: profile.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct RetrievalProfileListView {
+    pub profiles: Vec<RetrievalProfileView>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PutProfileBody {
+    #[schema(value_type = Object)]
+    pub parameters: serde_json::Value,
+    /// 0–1, default 0. The shares of all profiles add up to 1 at most.
+    pub traffic_share: Option<f64>,
+}
+
+fn check_profile_name(name: &str) -> Result<(), ApiError> {
+    let valid = (1..=64).contains(&name.len())
+        && name.chars().all(|character| {
+            character.is_ascii_alphanumeric() || matches!(character, '-' | '_' | '.')
+        })
+        && name != DEFAULT_PROFILE;
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(vec![FieldError::new(
+            "name",
+            "1–64 letters, digits, '-', '_' or '.', and not \"default\"",
+        )]))
+    }
+}
+
+/// The project's retrieval profiles.
+#[utoipa::path(get, path = "/v1/retrieval-profiles", tag = "recall quality",
+    responses((status = 200, body = RetrievalProfileListView)), security(("api_key" = ["admin"])))]
+pub async fn list_profiles(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+) -> Result<Json<RetrievalProfileListView>, ApiError> {
+    let profiles = engine
+        .storage()
+        .retrieval_profiles(&principal.scope)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(RetrievalProfileListView {
+        profiles: profiles.into_iter().map(Into::into).collect(),
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/retrieval-profiles/{name}", tag = "recall quality",
+    params(("name" = String, Path)),
+    responses((status = 200, body = RetrievalProfileView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn get_profile(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(name): Path<String>,
+) -> Result<Json<RetrievalProfileView>, ApiError> {
+    let profile = engine
+        .storage()
+        .retrieval_profile(&principal.scope, &name)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(|| not_found("retrieval profile"))?;
+    Ok(Json(profile.into()))
+}
+
+/// Create or replace a profile. `409 conflict` when the traffic shares would pass 1.
+#[utoipa::path(put, path = "/v1/retrieval-profiles/{name}", tag = "recall quality",
+    params(("name" = String, Path)), request_body = PutProfileBody,
+    responses((status = 200, body = RetrievalProfileView),
+        (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn put_profile(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(name): Path<String>,
+    body: JsonBody<PutProfileBody>,
+) -> Result<Json<RetrievalProfileView>, ApiError> {
+    check_profile_name(&name)?;
+    let body = body.value;
+    let mut errors = Vec::new();
+    let tuning = SearchTuning::parse(&body.parameters, "parameters").unwrap_or_else(|found| {
+        errors.extend(found);
+        SearchTuning::default()
+    });
+    let share = body.traffic_share.unwrap_or(0.0);
+    if !(0.0..=1.0).contains(&share) {
+        errors.push(FieldError::new("traffic_share", "must be between 0 and 1"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    let saved = engine
+        .storage()
+        .put_retrieval_profile(&principal.scope, &name, tuning.to_json(), share)
+        .await
+        .map_err(storage_error)?;
+    engine
+        .recall_events()
+        .forget_project(principal.scope.project_id());
+    Ok(Json(saved.into()))
+}
+
+#[utoipa::path(delete, path = "/v1/retrieval-profiles/{name}", tag = "recall quality",
+    params(("name" = String, Path)),
+    responses((status = 204, description = "Deleted"),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn delete_profile(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let deleted = engine
+        .storage()
+        .delete_retrieval_profile(&principal.scope, &name)
+        .await
+        .map_err(storage_error)?;
+    engine
+        .recall_events()
+        .forget_project(principal.scope.project_id());
+    if deleted {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found("retrieval profile"))
+    }
+}
+
+// --- evaluation sets ---
+
+/// One labelled query.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EvalCaseBody {
+    /// 1 byte – 8 KiB.
+    pub query: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    /// `{kinds?, session_id?, metadata?, categories?}`, as a search takes them.
+    #[schema(value_type = Option<Object>)]
+    pub filters: Option<serde_json::Value>,
+    /// Memories a good answer returns (at most 100).
+    pub expected_memory_ids: Option<Vec<String>>,
+    /// Texts a good answer's memories contain, ignoring case and spacing (at most 100).
+    pub expected_contents: Option<Vec<String>>,
+    /// For a project that sends its own vectors.
+    pub query_vector: Option<Vec<f32>>,
+}
+
+fn parse_case(body: EvalCaseBody, field: &str, errors: &mut Vec<FieldError>) -> NewEvalCase {
+    let path = |name: &str| format!("{field}.{name}");
+    if body.query.trim().is_empty() || body.query.len() > MAX_QUERY_BYTES {
+        errors.push(FieldError::new(
+            path("query"),
+            format!("must be 1–{MAX_QUERY_BYTES} bytes"),
+        ));
+    }
+    for (name, value) in [("user_id", &body.user_id), ("agent_id", &body.agent_id)] {
+        if let Some(value) = value
+            && let Err(message) = ExternalId::parse(value)
+        {
+            errors.push(FieldError::new(path(name), message));
+        }
+    }
+    let filters = body.filters.unwrap_or_else(|| serde_json::json!({}));
+    match filters.as_object() {
+        None => errors.push(FieldError::new(path("filters"), "must be a JSON object")),
+        Some(object) => {
+            for (key, value) in object {
+                let ok = match key.as_str() {
+                    "kinds" => value.as_array().is_some_and(|kinds| {
+                        kinds.iter().all(|kind| {
+                            kind.as_str()
+                                .is_some_and(|kind| kind.parse::<MemoryKind>().is_ok())
+                        })
+                    }),
+                    "session_id" => value
+                        .as_str()
+                        .is_some_and(|id| ExternalId::parse(id).is_ok()),
+                    "metadata" => value.is_object(),
+                    "categories" => value.as_array().is_some_and(|categories| {
+                        categories.iter().all(serde_json::Value::is_string)
+                    }),
+                    _ => false,
+                };
+                if !ok {
+                    errors.push(FieldError::new(
+                        format!("{field}.filters.{key}"),
+                        "expected kinds (list of kinds), session_id, metadata (object) or categories (list of strings)",
+                    ));
+                }
+            }
+        }
+    }
+    let expected_memory_ids = body.expected_memory_ids.unwrap_or_default();
+    let expected_contents = body.expected_contents.unwrap_or_default();
+    if expected_memory_ids.is_empty() && expected_contents.is_empty() {
+        errors.push(FieldError::new(
+            path("expected_memory_ids"),
+            "a case names at least one expected memory id or content",
+        ));
+    }
+    if expected_memory_ids.len() > MAX_EXPECTED_PER_CASE
+        || expected_contents.len() > MAX_EXPECTED_PER_CASE
+    {
+        errors.push(FieldError::new(
+            path("expected_memory_ids"),
+            format!("at most {MAX_EXPECTED_PER_CASE} expected ids and {MAX_EXPECTED_PER_CASE} expected contents"),
+        ));
+    }
+    for (position, id) in expected_memory_ids.iter().enumerate() {
+        if id.parse::<engram_core::MemoryId>().is_err() {
+            errors.push(FieldError::new(
+                format!("{field}.expected_memory_ids[{position}]"),
+                "not a memory id",
+            ));
+        }
+    }
+    for (position, text) in expected_contents.iter().enumerate() {
+        if text.trim().is_empty() || text.len() > MAX_QUERY_BYTES {
+            errors.push(FieldError::new(
+                format!("{field}.expected_contents[{position}]"),
+                format!("must be 1–{MAX_QUERY_BYTES} bytes"),
+            ));
+        }
+    }
+    if let Some(vector) = &body.query_vector
+        && (vector.is_empty()
+            || vector.len() > engram_core::embedding::MAX_CLIENT_VECTOR_DIMENSION as usize
+            || vector.iter().any(|value| !value.is_finite()))
+    {
+        errors.push(FieldError::new(
+            path("query_vector"),
+            "must hold 1–4096 finite numbers",
+        ));
+    }
+    NewEvalCase {
+        query: body.query,
+        user_id: body.user_id,
+        agent_id: body.agent_id,
+        filters,
+        expected_memory_ids,
+        expected_contents,
+        query_vector: body.query_vector,
+    }
+}
+
+fn parse_cases(bodies: Vec<EvalCaseBody>, errors: &mut Vec<FieldError>) -> Vec<NewEvalCase> {
+    if bodies.len() > MAX_CASES_PER_REQUEST {
+        errors.push(FieldError::new(
+            "cases",
+            format!("at most {MAX_CASES_PER_REQUEST} cases per request"),
+        ));
+        return Vec::new();
+    }
+    bodies
+        .into_iter()
+        .enumerate()
+        .map(|(position, body)| parse_case(body, &format!("cases[{position}]"), errors))
+        .collect()
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEvalSetBody {
+    /// 1–128 characters, unique in the project.
+    pub name: String,
+    /// 1–100, default 10: the depth hit@k, recall@k, MRR and nDCG are computed at.
+    pub k: Option<i64>,
+    /// 0–1, default 0.05: a run whose hit@k, recall@k, MRR or nDCG@k fell by more than this
+    /// since the previous run of its profile is flagged as a regression.
+    pub regression_threshold: Option<f64>,
+    /// Run every this many seconds (300 – 2,592,000); absent: on request only.
+    pub schedule_interval_secs: Option<u64>,
+    /// The profile scheduled runs use (default: `default`).
+    pub profile: Option<String>,
+    /// Up to 1,000 cases now (more with `POST …/cases`).
+    pub cases: Option<Vec<EvalCaseBody>>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalSetView {
+    pub id: String,
+    pub name: String,
+    pub k: u32,
+    pub regression_threshold: f64,
+    pub schedule_interval_secs: Option<u64>,
+    pub profile: Option<String>,
+    pub cases: u64,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<EvalSetRecord> for EvalSetView {
+    fn from(set: EvalSetRecord) -> Self {
+        Self {
+            id: set.id.to_string(),
+            name: set.name,
+            k: set.k,
+            regression_threshold: set.regression_threshold,
+            schedule_interval_secs: set.schedule_interval_secs,
+            profile: set.profile,
+            cases: set.cases,
+            created_at: set.created_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalSetListView {
+    pub sets: Vec<EvalSetView>,
+}
+
+async fn check_profile_exists(
+    engine: &MemoryEngine,
+    scope: &engram_core::ProjectScope,
+    profile: &str,
+    field: &str,
+) -> Result<(), ApiError> {
+    if profile == DEFAULT_PROFILE {
+        return Ok(());
+    }
+    let found = engine
+        .storage()
+        .retrieval_profile(scope, profile)
+        .await
+        .map_err(storage_error)?;
+    if found.is_none() {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            field,
+            format!("no retrieval profile named {profile:?} in this project"),
+        )]));
+    }
+    Ok(())
+}
+
+/// Create an evaluation set, with its first cases.
+#[utoipa::path(post, path = "/v1/eval-sets", tag = "recall quality", request_body = CreateEvalSetBody,
+    responses((status = 201, body = EvalSetView),
+        (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn create_eval_set(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    body: JsonBody<CreateEvalSetBody>,
+) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
+    let body = body.value;
+    let mut errors = Vec::new();
+    let name = body.name.trim().to_string();
+    if name.is_empty() || name.chars().count() > 128 {
+        errors.push(FieldError::new("name", "must be 1–128 characters"));
+    }
+    let k = body.k.unwrap_or(10);
+    if !(1..=MAX_TOP_K as i64).contains(&k) {
+        errors.push(FieldError::new("k", format!("must be 1–{MAX_TOP_K}")));
+    }
+    let threshold = body.regression_threshold.unwrap_or(0.05);
+    if !(0.0..=1.0).contains(&threshold) {
+        errors.push(FieldError::new(
+            "regression_threshold",
+            "must be between 0 and 1",
+        ));
+    }
+    if let Some(seconds) = body.schedule_interval_secs
+        && !(MIN_SCHEDULE_SECS..=MAX_SCHEDULE_SECS).contains(&seconds)
+    {
+        errors.push(FieldError::new(
+            "schedule_interval_secs",
+            format!("must be {MIN_SCHEDULE_SECS}–{MAX_SCHEDULE_SECS} seconds"),
+        ));
+    }
+    let cases = parse_cases(body.cases.unwrap_or_default(), &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    if let Some(profile) = &body.profile {
+        check_profile_exists(&engine, &principal.scope, profile, "profile").await?;
+    }
+    let set = engine
+        .storage()
+        .create_eval_set(
+            &principal.scope,
+            NewEvalSet {
+                name,
+                k: k as u32,
+                regression_threshold: threshold,
+                schedule_interval_secs: body.schedule_interval_secs,
+                profile: body.profile,
+            },
+            cases,
+        )
+        .await
+        .map_err(storage_error)?;
+    Ok((StatusCode::CREATED, Json(set.into())))
+}
+
+#[utoipa::path(get, path = "/v1/eval-sets", tag = "recall quality",
+    responses((status = 200, body = EvalSetListView)), security(("api_key" = ["admin"])))]
+pub async fn list_eval_sets(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+) -> Result<Json<EvalSetListView>, ApiError> {
+    let sets = engine
+        .storage()
+        .eval_sets(&principal.scope)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(EvalSetListView {
+        sets: sets.into_iter().map(Into::into).collect(),
+    }))
+}
+
+async fn eval_set_of(
+    engine: &MemoryEngine,
+    scope: &engram_core::ProjectScope,
+    set_id: &str,
+) -> Result<EvalSetRecord, ApiError> {
+    let set_id: Uuid = set_id.parse().map_err(|_| not_found("evaluation set"))?;
+    engine
+        .storage()
+        .eval_set(scope, set_id)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(|| not_found("evaluation set"))
+}
+
+#[utoipa::path(get, path = "/v1/eval-sets/{set_id}", tag = "recall quality",
+    params(("set_id" = String, Path)),
+    responses((status = 200, body = EvalSetView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn get_eval_set(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+) -> Result<Json<EvalSetView>, ApiError> {
+    Ok(Json(
+        eval_set_of(&engine, &principal.scope, &set_id)
+            .await?
+            .into(),
+    ))
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddEvalCasesBody {
+    /// Up to 1,000 cases.
+    pub cases: Vec<EvalCaseBody>,
+}
+
+async fn store_cases(
+    engine: &MemoryEngine,
+    scope: &engram_core::ProjectScope,
+    set: EvalSetRecord,
+    cases: Vec<NewEvalCase>,
+) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
+    if set.cases + cases.len() as u64 > MAX_CASES_PER_SET {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "cases",
+            format!(
+                "a set holds at most {MAX_CASES_PER_SET} cases; it has {}",
+                set.cases
+            ),
+        )]));
+    }
+    let set = engine
+        .storage()
+        .add_eval_cases(scope, set.id, cases)
+        .await
+        .map_err(storage_error)?;
+    Ok((StatusCode::CREATED, Json(set.into())))
+}
+
+/// Add labelled queries to a set (JSON).
+#[utoipa::path(post, path = "/v1/eval-sets/{set_id}/cases", tag = "recall quality",
+    params(("set_id" = String, Path)), request_body = AddEvalCasesBody,
+    responses((status = 201, body = EvalSetView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn add_eval_cases(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+    body: JsonBody<AddEvalCasesBody>,
+) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let mut errors = Vec::new();
+    let cases = parse_cases(body.value.cases, &mut errors);
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    store_cases(&engine, &principal.scope, set, cases).await
+}
+
+/// Import labelled queries as JSONL: one case object per line (blank lines skipped). Any bad
+/// line refuses the whole import, naming `line N`.
+#[utoipa::path(post, path = "/v1/eval-sets/{set_id}/cases/import", tag = "recall quality",
+    params(("set_id" = String, Path)),
+    request_body(content = String, content_type = "application/x-ndjson"),
+    responses((status = 201, body = EvalSetView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn import_eval_cases(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+    body: Bytes,
+) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let text = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::invalid(vec![FieldError::new("body", "must be UTF-8 text")]))?;
+    let mut errors = Vec::new();
+    let mut bodies = Vec::new();
+    let mut lines = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<EvalCaseBody>(line) {
+            Ok(case) => {
+                bodies.push(case);
+                lines.push(number + 1);
+            }
+            Err(error) => errors.push(FieldError::new(
+                format!("line {}", number + 1),
+                error.to_string(),
+            )),
+        }
+    }
+    if bodies.len() > MAX_CASES_PER_REQUEST {
+        errors.push(FieldError::new(
+            "body",
+            format!("at most {MAX_CASES_PER_REQUEST} cases per import"),
+        ));
+    }
+    if bodies.is_empty() && errors.is_empty() {
+        errors.push(FieldError::new(
+            "body",
+            "no cases: one JSON object per line",
+        ));
+    }
+    let cases: Vec<NewEvalCase> = bodies
+        .into_iter()
+        .zip(lines)
+        .map(|(case, line)| parse_case(case, &format!("line {line}"), &mut errors))
+        .collect();
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    store_cases(&engine, &principal.scope, set, cases).await
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalCaseView {
+    pub id: String,
+    #[serde(flatten)]
+    pub case: EvalCaseBody,
+}
+
+impl From<EvalCaseRecord> for EvalCaseView {
+    fn from(record: EvalCaseRecord) -> Self {
+        Self {
+            id: record.id.to_string(),
+            case: EvalCaseBody {
+                query: record.case.query,
+                user_id: record.case.user_id,
+                agent_id: record.case.agent_id,
+                filters: Some(record.case.filters),
+                expected_memory_ids: Some(record.case.expected_memory_ids),
+                expected_contents: Some(record.case.expected_contents),
+                query_vector: record.case.query_vector,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalCaseListView {
+    pub cases: Vec<EvalCaseView>,
+}
+
+#[utoipa::path(get, path = "/v1/eval-sets/{set_id}/cases", tag = "recall quality",
+    params(("set_id" = String, Path)),
+    responses((status = 200, body = EvalCaseListView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn list_eval_cases(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+) -> Result<Json<EvalCaseListView>, ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let cases = engine
+        .storage()
+        .eval_cases(&principal.scope, set.id)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(EvalCaseListView {
+        cases: cases.into_iter().map(Into::into).collect(),
+    }))
+}
+
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartEvalRunBody {
+    /// Default: the set's profile, else `default`.
+    pub profile: Option<String>,
+    /// Also run this profile and compare the two case by case (95 % confidence intervals).
+    pub compare_profile: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalRunView {
+    pub id: String,
+    pub set_id: String,
+    pub task_id: String,
+    pub profile: String,
+    pub compare_profile: Option<String>,
+    /// `manual | scheduled`
+    pub trigger: String,
+    /// `queued | running | succeeded | failed`
+    pub status: String,
+    /// hit_at_1, hit_at_k, recall_at_k, mrr, ndcg_at_k, latency percentiles, per case.
+    #[schema(value_type = Option<Object>)]
+    pub metrics: Option<serde_json::Value>,
+    /// With `compare_profile`: per figure, both values, the difference and its 95 % interval.
+    #[schema(value_type = Option<Object>)]
+    pub comparison: Option<serde_json::Value>,
+    /// A figure fell by more than the set's threshold since the previous run of the profile.
+    pub regression: bool,
+    pub regression_reasons: Vec<String>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl From<EvalRunRecord> for EvalRunView {
+    fn from(run: EvalRunRecord) -> Self {
+        Self {
+            id: run.id.to_string(),
+            set_id: run.set_id.to_string(),
+            task_id: run.task_id.to_string(),
+            profile: run.profile,
+            compare_profile: run.compare_profile,
+            trigger: run.trigger,
+            status: run.status,
+            metrics: run.metrics,
+            comparison: run.comparison,
+            regression: run.regression,
+            regression_reasons: run.regression_reasons,
+            error: run.error,
+            created_at: run.created_at,
+            finished_at: run.finished_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalRunStartedView {
+    pub run: EvalRunView,
+    pub task: TaskView,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EvalRunListView {
+    pub runs: Vec<EvalRunView>,
+}
+
+/// Run a set against the live project now: `202` with the run and its task.
+#[utoipa::path(post, path = "/v1/eval-sets/{set_id}/runs", tag = "recall quality",
+    params(("set_id" = String, Path)), request_body = StartEvalRunBody,
+    responses((status = 202, body = EvalRunStartedView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn start_eval_run(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    // The body is optional: no body runs the set's own profile.
+    let body: StartEvalRunBody = if body.iter().all(u8::is_ascii_whitespace) {
+        StartEvalRunBody::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|error| ApiError::invalid(vec![FieldError::new("body", error.to_string())]))?
+    };
+    if set.cases == 0 {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "cases",
+            "the set has no cases to run",
+        )]));
+    }
+    let profile = body
+        .profile
+        .or(set.profile.clone())
+        .unwrap_or_else(|| DEFAULT_PROFILE.to_string());
+    check_profile_exists(&engine, &principal.scope, &profile, "profile").await?;
+    if let Some(other) = &body.compare_profile {
+        check_profile_exists(&engine, &principal.scope, other, "compare_profile").await?;
+    }
+    let run = engine
+        .storage()
+        .queue_eval_run(
+            &principal.scope,
+            set.id,
+            &profile,
+            body.compare_profile.as_deref(),
+            EvalTrigger::Manual,
+            EVALUATION_TASK,
+            principal.origin.request_id.as_deref(),
+        )
+        .await
+        .map_err(storage_error)?;
+    engine.governance().task_queued.notify_one();
+    let task = engine
+        .storage()
+        .task(&principal.scope, run.task_id)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(|| not_found("task"))?;
+    let location = format!("/v1/tasks/{}", task.id);
+    let mut response = (
+        StatusCode::ACCEPTED,
+        Json(EvalRunStartedView {
+            run: run.into(),
+            task: task.into(),
+        }),
+    )
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// The runs of a set, newest first (at most 200): the history charts are drawn from it.
+#[utoipa::path(get, path = "/v1/eval-sets/{set_id}/runs", tag = "recall quality",
+    params(("set_id" = String, Path)),
+    responses((status = 200, body = EvalRunListView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn list_eval_runs(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(set_id): Path<String>,
+) -> Result<Json<EvalRunListView>, ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let runs = engine
+        .storage()
+        .eval_runs(&principal.scope, set.id, MAX_RUNS_LISTED)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(EvalRunListView {
+        runs: runs.into_iter().map(Into::into).collect(),
+    }))
+}
+
+#[utoipa::path(get, path = "/v1/eval-sets/{set_id}/runs/{run_id}", tag = "recall quality",
+    params(("set_id" = String, Path), ("run_id" = String, Path)),
+    responses((status = 200, body = EvalRunView),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["admin"])))]
+pub async fn get_eval_run(
+    principal: Authorized<ProjectAdmin>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path((set_id, run_id)): Path<(String, String)>,
+) -> Result<Json<EvalRunView>, ApiError> {
+    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let run_id: Uuid = run_id.parse().map_err(|_| not_found("evaluation run"))?;
+    let run = engine
+        .storage()
+        .eval_run(&principal.scope, run_id)
+        .await
+        .map_err(storage_error)?
+        .filter(|run| run.set_id == set.id)
+        .ok_or_else(|| not_found("evaluation run"))?;
+    Ok(Json(run.into()))
+}
