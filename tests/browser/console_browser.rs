@@ -517,3 +517,117 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         .await
         .assert_problem(402, "budget-exceeded");
 }
+
+#[tokio::test]
+async fn the_console_charts_recall_quality_drills_into_a_recall_and_marks_a_regression() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "Ines grows tomatoes on the balcony", "user_id": "ines"},
+            {"content": "Ines speaks Portuguese", "user_id": "ines"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201);
+    let tomatoes = added.body["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut found_recall = String::new();
+    for query in [
+        "tomatoes",
+        "Portuguese",
+        "submarines",
+        "submarines",
+        "volcanoes",
+    ] {
+        let searched = client
+            .search(json!({"query": query, "user_id": "ines", "retrieval": "keyword"}))
+            .await;
+        assert_eq!(searched.status, 200);
+        if query == "Portuguese" {
+            found_recall = searched.body["recall_id"].as_str().unwrap().to_string();
+        }
+    }
+    // An evaluation set run twice; the expected memory is deleted in between.
+    let set = client
+        .send(client.request(reqwest::Method::POST, "/v1/eval-sets").json(&json!({
+            "name": "garden",
+            "cases": [{"query": "tomatoes", "user_id": "ines", "expected_memory_ids": [tomatoes]}],
+        })))
+        .await;
+    assert_eq!(set.status, 201, "{}", set.body);
+    let set_id = set.body["id"].as_str().unwrap().to_string();
+    for round in 0..2 {
+        if round == 1 {
+            assert_eq!(client.delete(&tomatoes).await.status, 204);
+        }
+        let started = client
+            .send(
+                client
+                    .request(
+                        reqwest::Method::POST,
+                        &format!("/v1/eval-sets/{set_id}/runs"),
+                    )
+                    .json(&json!({})),
+            )
+            .await;
+        assert_eq!(started.status, 202, "{}", started.body);
+        let task_id = started.body["task"]["id"].as_str().unwrap().to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let task = client
+                .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
+                .await;
+            if task.body["status"] == "succeeded" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{}", task.body);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    let data_dir = server.data_dir.display().to_string();
+    let analyst = run_engram(
+        &[
+            "admin",
+            "create-member",
+            "--data-dir",
+            &data_dir,
+            "--email",
+            "analyst@example.com",
+            "--role",
+            "analyst",
+        ],
+        &[],
+    );
+    assert!(
+        analyst.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyst.stderr)
+    );
+    let analyst: Value = serde_json::from_slice(&analyst.stdout).unwrap();
+    // The two evaluation runs searched too, but evaluations leave no recall events.
+    run_spec(
+        "recall.spec.mjs",
+        [
+            owner_environment(&server),
+            vec![
+                ("ANALYST_EMAIL", "analyst@example.com".to_string()),
+                (
+                    "ANALYST_PASSWORD",
+                    analyst["password"].as_str().unwrap().to_string(),
+                ),
+                ("PROJECT_ID", server.bootstrap.project_id.clone()),
+                ("EXPECTED_SEARCHES", "5".to_string()),
+                ("EXPECTED_EMPTY", "3".to_string()),
+                ("EMPTY_QUERY", "submarines".to_string()),
+                ("FOUND_RECALL_ID", found_recall),
+                ("FOUND_CONTENT", "Ines speaks Portuguese".to_string()),
+                ("EVAL_SET", "garden".to_string()),
+            ],
+        ]
+        .concat(),
+        7,
+    )
+    .await;
+}

@@ -94,7 +94,8 @@ impl CaseOutcome {
             .map(gain)
             .sum();
         let ideal: f64 = (1..=ideal_hits).map(gain).sum();
-        dcg / ideal
+        // `+ 0.0` turns the -0.0 an empty float sum gives into 0.
+        dcg / ideal + 0.0
     }
 }
 

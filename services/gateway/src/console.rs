@@ -23,6 +23,7 @@ use engram_storage::{
 use std::path::Path;
 use std::sync::Arc;
 
+mod recall;
 mod usage;
 
 /// Verifying against this when the e-mail is unknown keeps the answer time the same, so
@@ -1215,6 +1216,26 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map(|_| ())
             .map_err(internal)
+    }
+
+    async fn recall_dashboard(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<engram_console::model::RecallDashboard, ConsoleError> {
+        self.build_recall_dashboard(caller, project_id, from, to)
+            .await
+    }
+
+    async fn recall_event(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        recall_id: &str,
+    ) -> Result<engram_console::model::RecallEventDetail, ConsoleError> {
+        self.build_recall_event(caller, project_id, recall_id).await
     }
 
     async fn usage_overview(

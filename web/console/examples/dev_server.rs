@@ -512,6 +512,27 @@ impl ConsoleBackend for DevBackend {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }
 
+    async fn recall_dashboard(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _from: &str,
+        _to: &str,
+    ) -> Result<engram_console::model::RecallDashboard, ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server records no recall events".into(),
+        ))
+    }
+
+    async fn recall_event(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _recall_id: &str,
+    ) -> Result<engram_console::model::RecallEventDetail, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
     async fn usage_overview(
         &self,
         _caller: &ConsoleCaller,

@@ -234,6 +234,26 @@ pub async fn load_usage(
     ssr::answer(ssr::load_usage(project_id, days).await).await
 }
 
+/// The recall-quality page of a project (the first one when none is chosen) between two
+/// days, `YYYY-MM-DD` inclusive (default: the last 7 days).
+#[server(prefix = "/console/api", endpoint = "recall")]
+pub async fn load_recall(
+    project_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+) -> Result<crate::model::RecallDashboard, ConsoleError> {
+    ssr::answer(ssr::load_recall(project_id, from, to).await).await
+}
+
+/// One recall event of a project, for the drill-down.
+#[server(prefix = "/console/api", endpoint = "recall_event")]
+pub async fn load_recall_event(
+    project_id: Option<String>,
+    recall_id: String,
+) -> Result<crate::model::RecallEventDetail, ConsoleError> {
+    ssr::answer(ssr::load_recall_event(project_id, recall_id).await).await
+}
+
 /// Save the project's budget, quotas and recall budget (empty fields: no limit).
 #[allow(clippy::too_many_arguments)]
 #[server(prefix = "/console/api", endpoint = "save_limits")]
@@ -582,6 +602,38 @@ pub(crate) mod ssr {
             return Ok(Default::default());
         };
         backend.governance_settings(&caller, &project_id).await
+    }
+
+    pub async fn load_recall(
+        project_id: Option<String>,
+        from: Option<String>,
+        to: Option<String>,
+    ) -> Result<crate::model::RecallDashboard, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+            return Ok(Default::default());
+        };
+        backend
+            .recall_dashboard(
+                &caller,
+                &project_id,
+                from.as_deref().unwrap_or_default(),
+                to.as_deref().unwrap_or_default(),
+            )
+            .await
+    }
+
+    pub async fn load_recall_event(
+        project_id: Option<String>,
+        recall_id: String,
+    ) -> Result<crate::model::RecallEventDetail, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let project_id = chosen_project(&backend, &caller, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend.recall_event(&caller, &project_id, &recall_id).await
     }
 
     pub async fn load_usage(

@@ -8,6 +8,7 @@ use crate::login::LoginPage;
 use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
 use crate::memory::MemoryPage;
+use crate::recall::RecallPage;
 use crate::settings::SettingsPage;
 use crate::subjects::SubjectsPage;
 use crate::usage::UsagePage;
@@ -85,6 +86,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/subjects") view=SubjectsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/settings") view=SettingsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/usage") view=UsagePage ssr=SsrMode::Async />
+                    <Route path=path!("/console/recall") view=RecallPage ssr=SsrMode::Async />
                     <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>

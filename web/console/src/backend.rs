@@ -8,6 +8,7 @@ use crate::model::{
     NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens, SpendLimitsForm, SubjectSummary,
     UsageOverview,
 };
+use crate::model::{RecallDashboard, RecallEventDetail};
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
 /// token that [`ConsoleBackend::login`] issued (kept in the `engram_console` cookie) and the
@@ -254,6 +255,24 @@ pub trait ConsoleBackend: Send + Sync + 'static {
 
     /// Usage per day and unit over the last `days` days, cost, the month against the budget,
     /// the organization's top projects and the limits (owners, admins and analysts).
+    /// The recall-quality page of a project between two days (`YYYY-MM-DD`, inclusive):
+    /// figures, time charts, queries that found nothing, profiles and evaluation history.
+    async fn recall_dashboard(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<RecallDashboard, ConsoleError>;
+
+    /// One recall event with its results, for the drill-down.
+    async fn recall_event(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        recall_id: &str,
+    ) -> Result<RecallEventDetail, ConsoleError>;
+
     async fn usage_overview(
         &self,
         caller: &ConsoleCaller,

@@ -205,6 +205,112 @@ pub fn ranked_bars(projects: &[ProjectCost], currency: &str, current: &str) -> S
     svg
 }
 
+/// One line per series over shared x labels (gaps where a value is missing), with a legend;
+/// points whose index is in `marked` get a red ring (a flagged regression, say).
+pub fn line_chart(
+    test_id: &str,
+    caption: &str,
+    labels: &[String],
+    series: &[(&str, &str, Vec<Option<f64>>)],
+    format_value: &dyn Fn(f64) -> String,
+    marked: &[usize],
+) -> String {
+    let maximum = series
+        .iter()
+        .flat_map(|(_, _, values)| values.iter().flatten().copied())
+        .fold(0.0_f64, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let plot_width = WIDTH - LEFT - RIGHT;
+    let plot_height = HEIGHT - TOP - BOTTOM;
+    let step = if labels.len() > 1 {
+        plot_width / (labels.len() - 1) as f64
+    } else {
+        0.0
+    };
+    let x_of = |index: usize| {
+        if labels.len() > 1 {
+            LEFT + index as f64 * step
+        } else {
+            LEFT + plot_width / 2.0
+        }
+    };
+    let y_of = |value: f64| TOP + plot_height - (value / maximum) * plot_height;
+    let mut svg = format!(
+        r#"<svg class="chart" data-testid="{id}" role="img" aria-label="{caption}" viewBox="0 0 {WIDTH} {HEIGHT}">"#,
+        id = escape(test_id),
+        caption = escape(caption),
+    );
+    svg.push_str(&axes(&format_value(maximum)));
+    for (series_index, (name, color, values)) in series.iter().enumerate() {
+        // Consecutive known values form one polyline; a gap starts the next.
+        let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+        for (index, value) in values.iter().enumerate() {
+            match value {
+                Some(value) => {
+                    if let Some(segment) = segments.last_mut() {
+                        segment.push((x_of(index), y_of(*value)));
+                    }
+                }
+                None => segments.push(Vec::new()),
+            }
+        }
+        let known = values.iter().flatten().count();
+        for segment in segments.iter().filter(|segment| !segment.is_empty()) {
+            let points: Vec<String> = segment
+                .iter()
+                .map(|(x, y)| format!("{x:.1},{y:.1}"))
+                .collect();
+            svg.push_str(&format!(
+                r#"<polyline class="series" data-series="{name}" data-points="{known}" points="{points}" fill="none" stroke="{color}" stroke-width="2" />"#,
+                name = escape(name),
+                points = points.join(" "),
+            ));
+        }
+        for (index, value) in values.iter().enumerate() {
+            if let Some(value) = value {
+                let label = labels.get(index).map(String::as_str).unwrap_or_default();
+                svg.push_str(&format!(
+                    r#"<circle class="point" data-series="{name}" data-label="{label}" data-value="{value}" cx="{x:.1}" cy="{y:.1}" r="3" fill="{color}"><title>{label} · {name}: {shown}</title></circle>"#,
+                    name = escape(name),
+                    label = escape(label),
+                    x = x_of(index),
+                    y = y_of(*value),
+                    shown = escape(&format_value(*value)),
+                ));
+            }
+        }
+        svg.push_str(&format!(
+            r#"<text class="legend" x="{x:.1}" y="{y}" fill="{color}">{name}</text>"#,
+            x = LEFT + 8.0 + series_index as f64 * 90.0,
+            y = TOP + 10.0,
+            name = escape(name),
+        ));
+    }
+    for index in marked {
+        if let Some((_, _, values)) = series.first()
+            && let Some(Some(value)) = values.get(*index)
+        {
+            svg.push_str(&format!(
+                r##"<circle class="marked" data-testid="{id}-marked" cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="#dc2626" stroke-width="2"><title>regression</title></circle>"##,
+                id = escape(test_id),
+                x = x_of(*index),
+                y = y_of(*value),
+            ));
+        }
+    }
+    if let (Some(first), Some(last)) = (labels.first(), labels.last()) {
+        svg.push_str(&format!(
+            r#"<text class="tick" x="{LEFT}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
+            y = HEIGHT - 8.0,
+            x = WIDTH - RIGHT,
+            first = escape(first),
+            last = escape(last),
+        ));
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,6 +353,23 @@ mod tests {
         assert!(svg.contains(r#"data-testid="burn-actual" data-points="3""#));
         assert!(svg.contains(r#"data-testid="burn-budget" data-value="2000""#));
         assert!(svg.contains(r#"data-testid="burn-forecast" data-value="3000""#));
+    }
+
+    #[test]
+    fn line_charts_break_at_gaps_and_mark_points() {
+        let labels: Vec<String> = ["a", "b", "c", "d"].iter().map(|l| l.to_string()).collect();
+        let svg = line_chart(
+            "chart-latency",
+            "latency",
+            &labels,
+            &[("p50", "#000", vec![Some(1.0), Some(2.0), None, Some(4.0)])],
+            &|value| format!("{value:.0} ms"),
+            &[3],
+        );
+        assert_eq!(svg.matches("<polyline").count(), 2, "a gap splits the line");
+        assert_eq!(svg.matches(r#"<circle class="point""#).count(), 3);
+        assert_eq!(svg.matches("chart-latency-marked").count(), 1);
+        assert!(svg.contains(r#"data-value="4""#));
     }
 
     #[test]

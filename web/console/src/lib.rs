@@ -17,6 +17,7 @@ mod memories;
 mod memory;
 pub mod model;
 mod project_picker;
+mod recall;
 mod settings;
 mod subjects;
 mod topbar;

@@ -588,3 +588,131 @@ pub struct LlmModelUsage {
 
 /// Day ranges the usage page offers.
 pub const USAGE_RANGES: [u32; 3] = [7, 30, 90];
+
+/// The recall-quality page of one project over a date range.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallDashboard {
+    pub project_id: String,
+    pub project_name: String,
+    /// First and last day shown (`YYYY-MM-DD`, inclusive).
+    pub from: String,
+    pub to: String,
+    /// `hour` or `day`: the width of each point of the time charts.
+    pub bucket: String,
+    pub totals: RecallTotals,
+    /// Oldest first, empty buckets included.
+    pub buckets: Vec<RecallBucket>,
+    /// Searches whose best score fell in [0, 0.1), [0.1, 0.2), … [0.9, 1].
+    pub top_score_bins: Vec<u64>,
+    pub empty_queries: Vec<EmptyQueryRow>,
+    pub profiles: Vec<ProfileRow>,
+    pub evaluations: Vec<EvaluationHistory>,
+    /// Whether query texts and memory contents are shown (roles that may read content).
+    pub shows_content: bool,
+    /// More events than are read at once: figures are over the newest.
+    pub truncated: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallTotals {
+    pub searches: u64,
+    pub empty: u64,
+    pub empty_rate: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub mean_top_score: Option<f64>,
+    pub ratings: u64,
+    pub precision: Option<f64>,
+    pub recalled_memories: u64,
+    pub superseded_or_corrected: u64,
+    pub corrected_share: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallBucket {
+    /// `2026-11-30` or `2026-11-30 14:00`.
+    pub label: String,
+    pub searches: u64,
+    pub empty_rate: Option<f64>,
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+/// A query that found nothing, with its newest recall to drill into.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmptyQueryRow {
+    /// `None`: the project keeps no query text, or the viewer may not read it.
+    pub query: Option<String>,
+    pub count: u64,
+    pub last_seen: String,
+    pub recall_id: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileRow {
+    pub profile: String,
+    pub searches: u64,
+    pub empty_rate: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub mean_top_score: Option<f64>,
+    pub precision: Option<f64>,
+}
+
+/// An evaluation set and its runs, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationHistory {
+    pub set_id: String,
+    pub name: String,
+    pub k: u32,
+    pub cases: u64,
+    pub runs: Vec<EvaluationPoint>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EvaluationPoint {
+    pub run_id: String,
+    /// `2026-11-30 14:05`.
+    pub at: String,
+    pub profile: String,
+    pub trigger: String,
+    pub hit_at_k: f64,
+    pub mrr: f64,
+    pub ndcg_at_k: f64,
+    pub regression: bool,
+    pub regression_reasons: Vec<String>,
+}
+
+/// One search as recorded, for the drill-down.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallEventDetail {
+    pub project_id: String,
+    pub recall_id: String,
+    pub created_at: String,
+    pub query: Option<String>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub profile: String,
+    pub retrieval: String,
+    /// The filters and ranking parameters, as pretty JSON.
+    pub filters: String,
+    pub results: Vec<RecalledMemoryRow>,
+    pub total_ms: f64,
+    /// (stage, milliseconds) in pipeline order.
+    pub stages: Vec<(String, f64)>,
+    pub trace_id: Option<String>,
+    pub shows_content: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecalledMemoryRow {
+    pub rank: u32,
+    pub score: f64,
+    pub memory_id: String,
+    /// `None` when the viewer may not read content, or the memory is gone.
+    pub content: Option<String>,
+    /// `active`, `superseded`, `deleted`, or `gone` when it no longer exists.
+    pub state: String,
+}

@@ -5,11 +5,12 @@ use crate::api::Logout;
 use leptos::prelude::*;
 
 /// (path, label, test id) of each page in the navigation, in order.
-const PAGES: [(&str, &str, &str); 7] = [
+const PAGES: [(&str, &str, &str); 8] = [
     ("/console/memories", "Memories", "nav-memories"),
     ("/console/subjects", "Subjects", "nav-subjects"),
     ("/console/settings", "Settings", "nav-settings"),
     ("/console/usage", "Usage", "nav-usage"),
+    ("/console/recall", "Recall", "nav-recall"),
     ("/console/keys", "API keys", "nav-keys"),
     ("/console/audit", "Audit log", "nav-audit"),
     ("/console/members", "Members", "nav-members"),

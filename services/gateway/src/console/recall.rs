@@ -1,0 +1,282 @@
+//! The console's recall-quality page: the project's recall metrics over a date range, its
+//! evaluation history, and one recall event with what became of its results. Query texts and
+//! memory contents are shown only to roles that may read memory content.
+
+use super::{GatewayConsoleBackend, engine_error, internal};
+use chrono::{Duration, NaiveDate, Utc};
+use engram_console::model::{
+    EmptyQueryRow, EvaluationHistory, EvaluationPoint, ProfileRow, RecallBucket, RecallDashboard,
+    RecallEventDetail, RecallTotals, RecalledMemoryRow,
+};
+use engram_console::{ConsoleCaller, ConsoleError};
+use engram_core::{ConsoleRole, MemoryId};
+use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, recalled_ids};
+
+/// Longest range the page shows.
+const MAX_RANGE_DAYS: i64 = 366;
+/// Runs per evaluation set drawn.
+const RUNS_CHARTED: u64 = 60;
+
+fn may_see_recall_quality(role: ConsoleRole) -> bool {
+    role.can_read_usage() || role.can_read_memory_content()
+}
+
+fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
+        .map(Some)
+        .map_err(|_| ConsoleError::InvalidInput(format!("{field}: expected a day as YYYY-MM-DD")))
+}
+
+impl GatewayConsoleBackend {
+    pub(super) async fn build_recall_dashboard(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        from: &str,
+        to: &str,
+    ) -> Result<RecallDashboard, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, may_see_recall_quality)
+            .await?;
+        let shows_content = ConsoleRole::from_stored(&account.role).can_read_memory_content();
+        let today = Utc::now().date_naive();
+        let last_day = parse_day(to, "to")?.unwrap_or(today);
+        let first_day = parse_day(from, "from")?.unwrap_or(last_day - Duration::days(6));
+        if first_day > last_day {
+            return Err(ConsoleError::InvalidInput(
+                "from: must not be after to".to_string(),
+            ));
+        }
+        if last_day - first_day >= Duration::days(MAX_RANGE_DAYS) {
+            return Err(ConsoleError::InvalidInput(format!(
+                "from: the range may span at most {MAX_RANGE_DAYS} days"
+            )));
+        }
+        let start = |day: NaiveDate| day.and_hms_opt(0, 0, 0).map(|at| at.and_utc());
+        let (Some(window_from), Some(window_to)) =
+            (start(first_day), start(last_day + Duration::days(1)))
+        else {
+            return Err(ConsoleError::InvalidInput(
+                "from: not a valid day".to_string(),
+            ));
+        };
+        // Hours for a day or two, days beyond.
+        let bucket = if last_day - first_day <= Duration::days(1) {
+            MetricsBucket::Hour
+        } else {
+            MetricsBucket::Day
+        };
+        let engine = self.engine()?;
+        let metrics = engine
+            .recall_metrics(
+                &scope,
+                &MetricsWindow {
+                    from: window_from,
+                    to: window_to,
+                    bucket,
+                    profile: None,
+                },
+            )
+            .await
+            .map_err(engine_error)?;
+        let label_format = match bucket {
+            MetricsBucket::Hour => "%Y-%m-%d %H:00",
+            MetricsBucket::Day => "%Y-%m-%d",
+        };
+        let buckets = metrics
+            .buckets
+            .iter()
+            .map(|bucket| RecallBucket {
+                label: bucket.start.format(label_format).to_string(),
+                searches: bucket.figures.searches,
+                empty_rate: bucket.figures.empty_rate,
+                p50_ms: bucket.figures.latency.p50_ms,
+                p95_ms: bucket.figures.latency.p95_ms,
+                p99_ms: bucket.figures.latency.p99_ms,
+            })
+            .collect();
+        let empty_queries = metrics
+            .empty_queries
+            .iter()
+            .map(|query| EmptyQueryRow {
+                query: query.query.clone().filter(|_| shows_content),
+                count: query.count,
+                last_seen: query.last_seen.format("%Y-%m-%d %H:%M").to_string(),
+                recall_id: query.last_recall_id.to_string(),
+            })
+            .collect();
+        let profiles = metrics
+            .profiles
+            .iter()
+            .map(|profile| ProfileRow {
+                profile: profile.profile.clone(),
+                searches: profile.figures.searches,
+                empty_rate: profile.figures.empty_rate,
+                p95_ms: profile.figures.latency.p95_ms,
+                mean_top_score: profile.figures.mean_top_score,
+                precision: profile.precision,
+            })
+            .collect();
+        let mut evaluations = Vec::new();
+        for set in self.storage.eval_sets(&scope).await.map_err(internal)? {
+            let mut runs = self
+                .storage
+                .eval_runs(&scope, set.id, RUNS_CHARTED)
+                .await
+                .map_err(internal)?;
+            runs.reverse();
+            let points = runs
+                .into_iter()
+                .filter(|run| run.status == "succeeded")
+                .filter_map(|run| {
+                    let metrics = run.metrics.as_ref()?;
+                    Some(EvaluationPoint {
+                        run_id: run.id.to_string(),
+                        at: run.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                        profile: run.profile.clone(),
+                        trigger: run.trigger.clone(),
+                        hit_at_k: metrics["hit_at_k"].as_f64()?,
+                        mrr: metrics["mrr"].as_f64()?,
+                        ndcg_at_k: metrics["ndcg_at_k"].as_f64()?,
+                        regression: run.regression,
+                        regression_reasons: run.regression_reasons.clone(),
+                    })
+                })
+                .collect();
+            evaluations.push(EvaluationHistory {
+                set_id: set.id.to_string(),
+                name: set.name,
+                k: set.k,
+                cases: set.cases,
+                runs: points,
+            });
+        }
+        let project_name = self
+            .storage
+            .list_projects(account.organization_id)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .find(|project| project.id == scope.project_id())
+            .map(|project| project.name)
+            .unwrap_or_default();
+        let totals = &metrics.totals;
+        Ok(RecallDashboard {
+            project_id: scope.project_id().to_string(),
+            project_name,
+            from: first_day.to_string(),
+            to: last_day.to_string(),
+            bucket: match bucket {
+                MetricsBucket::Hour => "hour".to_string(),
+                MetricsBucket::Day => "day".to_string(),
+            },
+            totals: RecallTotals {
+                searches: totals.searches,
+                empty: totals.empty,
+                empty_rate: totals.empty_rate,
+                p50_ms: totals.latency.p50_ms,
+                p95_ms: totals.latency.p95_ms,
+                p99_ms: totals.latency.p99_ms,
+                mean_top_score: totals.mean_top_score,
+                ratings: metrics.feedback.ratings,
+                precision: metrics.feedback.precision,
+                recalled_memories: metrics.recalled_memories.distinct,
+                superseded_or_corrected: metrics.recalled_memories.superseded_or_corrected,
+                corrected_share: metrics.recalled_memories.share,
+            },
+            buckets,
+            top_score_bins: metrics.top_score_histogram.bins.clone(),
+            empty_queries,
+            profiles,
+            evaluations,
+            shows_content,
+            truncated: metrics.truncated,
+        })
+    }
+
+    pub(super) async fn build_recall_event(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        recall_id: &str,
+    ) -> Result<RecallEventDetail, ConsoleError> {
+        let (account, scope) = self
+            .authorized_project(caller, project_id, may_see_recall_quality)
+            .await?;
+        let shows_content = ConsoleRole::from_stored(&account.role).can_read_memory_content();
+        let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        let engine = self.engine()?;
+        engine.recall_events().flush().await;
+        let event = self
+            .storage
+            .recall_event(&scope, recall_id)
+            .await
+            .map_err(internal)?
+            .ok_or(ConsoleError::NotFound)?;
+        let ids: Vec<MemoryId> = recalled_ids(&event);
+        let fates = self
+            .storage
+            .memory_fates(&scope, &ids)
+            .await
+            .map_err(internal)?;
+        let mut results = Vec::with_capacity(ids.len());
+        for (position, result) in event
+            .results
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+        {
+            let Some(memory_id) = result["memory_id"].as_str() else {
+                continue;
+            };
+            let id: Option<MemoryId> = memory_id.parse().ok();
+            let fate = id.and_then(|id| fates.get(&id));
+            let content = match (shows_content, id, fate) {
+                (true, Some(id), Some(_)) => engine
+                    .get_memory(&scope, id)
+                    .await
+                    .ok()
+                    .map(|memory| memory.content),
+                _ => None,
+            };
+            results.push(RecalledMemoryRow {
+                rank: result["rank"].as_u64().unwrap_or(position as u64 + 1) as u32,
+                score: result["score"].as_f64().unwrap_or_default(),
+                memory_id: memory_id.to_string(),
+                content,
+                state: fate.map_or_else(|| "gone".to_string(), |fate| fate.state.to_string()),
+            });
+        }
+        let stages = ["embed", "dense", "keyword", "hydrate", "rank"]
+            .iter()
+            .map(|stage| {
+                let micros = event.timings[format!("{stage}_micros")]
+                    .as_u64()
+                    .unwrap_or(0);
+                (stage.to_string(), micros as f64 / 1000.0)
+            })
+            .collect();
+        Ok(RecallEventDetail {
+            project_id: scope.project_id().to_string(),
+            recall_id: event.id.to_string(),
+            created_at: event.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+            query: event.query_text.filter(|_| shows_content),
+            user_id: event.user_id,
+            agent_id: event.agent_id,
+            session_id: event.session_id,
+            profile: event.profile,
+            retrieval: event.retrieval,
+            filters: serde_json::to_string_pretty(&event.filters).unwrap_or_default(),
+            results,
+            total_ms: event.total_micros as f64 / 1000.0,
+            stages,
+            trace_id: event.trace_id,
+            shows_content,
+        })
+    }
+}

@@ -1,0 +1,426 @@
+//! The recall-quality page (owners, admins, analysts, compliance): searches, latency
+//! percentiles, empty-recall rate and top-score distribution over a date range; precision from
+//! feedback and memories corrected after recall; the queries that found nothing, each a link to
+//! its recall event and results; per-profile figures; evaluation history with regressions.
+
+use crate::api::{load_recall, load_recall_event, load_session};
+use crate::charts::{daily_bars, group_digits, line_chart};
+use crate::model::{ConsoleError, RecallDashboard, RecallEventDetail};
+use crate::project_picker::{non_empty, project_select};
+use crate::topbar::TopBar;
+use leptos::prelude::*;
+use leptos_meta::Title;
+use leptos_router::{components::Redirect, hooks::use_query_map};
+
+fn percent(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "–".to_string(), |rate| format!("{:.1} %", rate * 100.0))
+}
+
+fn milliseconds(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_string(), |ms| format!("{ms:.1} ms"))
+}
+
+fn decimal(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_string(), |value| format!("{value:.3}"))
+}
+
+#[component]
+pub fn RecallPage() -> impl IntoView {
+    let query = use_query_map();
+    let initial = query.get_untracked();
+    let initial_project = initial.get("project").and_then(|p| non_empty(&p));
+    let project = RwSignal::new(initial_project.clone());
+    let from = RwSignal::new(initial.get("from").unwrap_or_default());
+    let to = RwSignal::new(initial.get("to").unwrap_or_default());
+    let session = Resource::new(|| (), |_| load_session());
+    let dashboard = Resource::new(
+        move || (project.get(), from.get(), to.get()),
+        |(project, from, to)| load_recall(project, non_empty(&from), non_empty(&to)),
+    );
+    // The drill-down follows the `recall` query parameter, so links open it in place.
+    let recall_id = move || query.with(|query| query.get("recall").and_then(|id| non_empty(&id)));
+    let event = Resource::new(
+        move || (project.get(), recall_id()),
+        |(project, recall_id)| async move {
+            match recall_id {
+                Some(recall_id) => Some(load_recall_event(project, recall_id).await),
+                None => None,
+            }
+        },
+    );
+    let project_selector = move || {
+        let initial_project = initial_project.clone();
+        Suspend::new(async move { project_select(session.await, initial_project, project) })
+    };
+    let body = move || Suspend::new(async move { dashboard_view(dashboard.await, from, to) });
+    let detail = move || {
+        Suspend::new(async move {
+            match event.await {
+                None => ().into_any(),
+                Some(detail) => event_view(detail),
+            }
+        })
+    };
+    view! {
+        <Title text="Recall quality · Engram console" />
+        <TopBar current="/console/recall" />
+        <main class="content">
+            <h1>"Recall quality"</h1>
+            <form class="filters" on:submit=|ev| ev.prevent_default()>
+                <label>
+                    <span>"Project"</span>
+                    <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
+                </label>
+            </form>
+            <Transition fallback=|| view! { <p class="muted">"Loading the recall event…"</p> }>{detail}</Transition>
+            <Transition fallback=|| view! { <p class="muted">"Loading recall quality…"</p> }>{body}</Transition>
+        </main>
+    }
+}
+
+/// The date range picker, showing the range the page shows (the last 7 days by default).
+fn range_picker(
+    dashboard: &RecallDashboard,
+    from: RwSignal<String>,
+    to: RwSignal<String>,
+) -> AnyView {
+    view! {
+        <form class="filters" data-testid="recall-range" on:submit=|ev| ev.prevent_default()>
+            <label>
+                <span>"From"</span>
+                <input type="date" name="from" data-testid="recall-from" value=dashboard.from.clone()
+                    on:change=move |ev| from.set(event_target_value(&ev)) />
+            </label>
+            <label>
+                <span>"To"</span>
+                <input type="date" name="to" data-testid="recall-to" value=dashboard.to.clone()
+                    on:change=move |ev| to.set(event_target_value(&ev)) />
+            </label>
+        </form>
+    }
+    .into_any()
+}
+
+fn dashboard_view(
+    dashboard: Result<RecallDashboard, ConsoleError>,
+    from: RwSignal<String>,
+    to: RwSignal<String>,
+) -> AnyView {
+    let dashboard = match dashboard {
+        Ok(dashboard) => dashboard,
+        Err(ConsoleError::Unauthorized) => {
+            return view! { <Redirect path="/console/login" /> }.into_any();
+        }
+        Err(ConsoleError::Forbidden { role }) => {
+            return view! {
+                <p class="notice" data-testid="recall-forbidden">
+                    "Your role (" {role} ") cannot see recall quality."
+                </p>
+            }
+            .into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert" data-testid="recall-error">{error.to_string()}</p> }.into_any();
+        }
+    };
+    let totals = dashboard.totals.clone();
+    let labels: Vec<String> = dashboard
+        .buckets
+        .iter()
+        .map(|bucket| bucket.label.clone())
+        .collect();
+    let searches: Vec<i64> = dashboard
+        .buckets
+        .iter()
+        .map(|bucket| bucket.searches as i64)
+        .collect();
+    let volume_svg = daily_bars(
+        "chart-recall-volume",
+        &format!("searches per {}", dashboard.bucket),
+        &labels,
+        &searches,
+        "#2563eb",
+        &|value| group_digits(value),
+    );
+    let latency_svg = line_chart(
+        "chart-recall-latency",
+        "search latency percentiles",
+        &labels,
+        &[
+            (
+                "p50",
+                "#059669",
+                dashboard
+                    .buckets
+                    .iter()
+                    .map(|bucket| bucket.p50_ms)
+                    .collect(),
+            ),
+            (
+                "p95",
+                "#d97706",
+                dashboard
+                    .buckets
+                    .iter()
+                    .map(|bucket| bucket.p95_ms)
+                    .collect(),
+            ),
+            (
+                "p99",
+                "#dc2626",
+                dashboard
+                    .buckets
+                    .iter()
+                    .map(|bucket| bucket.p99_ms)
+                    .collect(),
+            ),
+        ],
+        &|ms| format!("{ms:.1} ms"),
+        &[],
+    );
+    let empty_svg = line_chart(
+        "chart-recall-empty",
+        "share of searches that found nothing",
+        &labels,
+        &[(
+            "empty",
+            "#7c3aed",
+            dashboard
+                .buckets
+                .iter()
+                .map(|bucket| bucket.empty_rate.map(|rate| rate * 100.0))
+                .collect(),
+        )],
+        &|value| format!("{value:.0} %"),
+        &[],
+    );
+    let bin_labels: Vec<String> = (0..10)
+        .map(|bin| format!("{:.1}–{:.1}", bin as f64 / 10.0, (bin + 1) as f64 / 10.0))
+        .collect();
+    let bins: Vec<i64> = dashboard
+        .top_score_bins
+        .iter()
+        .map(|count| *count as i64)
+        .collect();
+    let scores_svg = daily_bars(
+        "chart-recall-top-scores",
+        "searches by best score",
+        &bin_labels,
+        &bins,
+        "#0f766e",
+        &|value| group_digits(value),
+    );
+    let project_id = dashboard.project_id.clone();
+    let empty_rows = if dashboard.empty_queries.is_empty() {
+        view! { <tr><td colspan="3" class="muted">"Every search found something."</td></tr> }
+            .into_any()
+    } else {
+        dashboard
+            .empty_queries
+            .iter()
+            .map(|row| {
+                let href = format!(
+                    "/console/recall?project={project_id}&recall={}",
+                    row.recall_id
+                );
+                let shown = row
+                    .query
+                    .clone()
+                    .unwrap_or_else(|| "(query text not shown)".to_string());
+                view! {
+                    <tr data-testid="empty-query" data-count=row.count.to_string()>
+                        <td><a href=href data-testid="empty-query-link">{shown}</a></td>
+                        <td>{group_digits(row.count as i64)}</td>
+                        <td>{row.last_seen.clone()}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    let profile_rows = dashboard
+        .profiles
+        .iter()
+        .map(|row| {
+            view! {
+                <tr data-testid=format!("profile-{}", row.profile)>
+                    <td>{row.profile.clone()}</td>
+                    <td>{group_digits(row.searches as i64)}</td>
+                    <td>{percent(row.empty_rate)}</td>
+                    <td>{milliseconds(row.p95_ms)}</td>
+                    <td>{decimal(row.mean_top_score)}</td>
+                    <td>{percent(row.precision)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let evaluations = dashboard
+        .evaluations
+        .iter()
+        .map(|set| {
+            let run_labels: Vec<String> = set.runs.iter().map(|run| run.at.clone()).collect();
+            let marked: Vec<usize> = set
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(_, run)| run.regression)
+                .map(|(index, _)| index)
+                .collect();
+            let svg = line_chart(
+                &format!("chart-eval-{}", set.set_id),
+                &format!("{} over time", set.name),
+                &run_labels,
+                &[
+                    (&format!("hit@{}", set.k), "#2563eb", set.runs.iter().map(|run| Some(run.hit_at_k)).collect()),
+                    ("MRR", "#059669", set.runs.iter().map(|run| Some(run.mrr)).collect()),
+                    (&format!("nDCG@{}", set.k), "#d97706", set.runs.iter().map(|run| Some(run.ndcg_at_k)).collect()),
+                ],
+                &|value| format!("{value:.2}"),
+                &marked,
+            );
+            let last = set.runs.last();
+            let status = match last {
+                None => "No runs yet.".to_string(),
+                Some(run) if run.regression => format!("Last run flagged a regression: {}", run.regression_reasons.join("; ")),
+                Some(run) => format!("Last run ({}, profile {}): no regression.", run.at, run.profile),
+            };
+            let regressed = last.is_some_and(|run| run.regression);
+            view! {
+                <figure class="chart-card" data-testid="evaluation-set" data-name=set.name.clone()
+                    data-runs=set.runs.len().to_string() data-regression=regressed.to_string()>
+                    <figcaption>
+                        <strong>{set.name.clone()}</strong>
+                        {format!(" · {} cases · k = {}", set.cases, set.k)}
+                    </figcaption>
+                    <p class=if regressed { "error" } else { "muted" } data-testid="evaluation-status">{status}</p>
+                    <div inner_html=svg></div>
+                </figure>
+            }
+        })
+        .collect_view();
+    let evaluation_note = dashboard
+        .evaluations
+        .is_empty()
+        .then(|| view! { <p class="muted">"No evaluation sets yet: create one with POST /v1/eval-sets."</p> });
+    let picker = range_picker(&dashboard, from, to);
+    view! {
+        {picker}
+        <section class="card" data-testid="recall-summary" data-searches=totals.searches.to_string()
+            data-empty=totals.empty.to_string()>
+            <h2>{format!("{} · {} to {}", dashboard.project_name, dashboard.from, dashboard.to)}</h2>
+            <dl class="figures">
+                <div><dt>"Searches"</dt><dd data-testid="figure-searches">{group_digits(totals.searches as i64)}</dd></div>
+                <div><dt>"Found nothing"</dt><dd data-testid="figure-empty-rate">{percent(totals.empty_rate)}</dd></div>
+                <div><dt>"Latency p50 / p95 / p99"</dt><dd>{format!("{} / {} / {}", milliseconds(totals.p50_ms), milliseconds(totals.p95_ms), milliseconds(totals.p99_ms))}</dd></div>
+                <div><dt>"Mean best score"</dt><dd>{decimal(totals.mean_top_score)}</dd></div>
+                <div><dt>"Precision from feedback"</dt><dd data-testid="figure-precision">{format!("{} ({} ratings)", percent(totals.precision), totals.ratings)}</dd></div>
+                <div><dt>"Recalled, later superseded or corrected"</dt><dd data-testid="figure-corrected">{format!("{} of {} memories ({})", totals.superseded_or_corrected, totals.recalled_memories, percent(totals.corrected_share))}</dd></div>
+            </dl>
+            {dashboard.truncated.then(|| view! { <p class="notice">"More searches than are read at once: the figures cover the newest."</p> })}
+        </section>
+        <section class="card">
+            <h2>"Volume and latency"</h2>
+            <div class="chart-grid">
+                <figure class="chart-card"><figcaption>{format!("Searches per {}", dashboard.bucket)}</figcaption><div inner_html=volume_svg></div></figure>
+                <figure class="chart-card"><figcaption>"Latency p50 / p95 / p99"</figcaption><div inner_html=latency_svg></div></figure>
+            </div>
+        </section>
+        <section class="card">
+            <h2>"Did it find anything?"</h2>
+            <div class="chart-grid">
+                <figure class="chart-card"><figcaption>"Searches that found nothing"</figcaption><div inner_html=empty_svg></div></figure>
+                <figure class="chart-card"><figcaption>"Best score per search"</figcaption><div inner_html=scores_svg></div></figure>
+            </div>
+            <h3>"Queries that found nothing"</h3>
+            <table class="table" data-testid="empty-queries">
+                <thead><tr><th>"Query"</th><th>"Times"</th><th>"Last"</th></tr></thead>
+                <tbody>{empty_rows}</tbody>
+            </table>
+        </section>
+        <section class="card">
+            <h2>"Retrieval profiles"</h2>
+            <table class="table" data-testid="recall-profiles">
+                <thead><tr><th>"Profile"</th><th>"Searches"</th><th>"Found nothing"</th><th>"p95"</th><th>"Mean best score"</th><th>"Precision"</th></tr></thead>
+                <tbody>{profile_rows}</tbody>
+            </table>
+        </section>
+        <section class="card">
+            <h2>"Evaluations"</h2>
+            {evaluation_note}
+            <div class="chart-grid">{evaluations}</div>
+        </section>
+    }
+    .into_any()
+}
+
+fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
+    let detail = match detail {
+        Ok(detail) => detail,
+        Err(ConsoleError::NotFound) => {
+            return view! { <p class="notice" data-testid="recall-event-missing">"That recall event no longer exists (erased, or past its retention)."</p> }.into_any();
+        }
+        Err(error) => {
+            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+        }
+    };
+    let results = if detail.results.is_empty() {
+        view! { <tr><td colspan="4" class="muted">"The search returned nothing."</td></tr> }
+            .into_any()
+    } else {
+        detail
+            .results
+            .iter()
+            .map(|row| {
+                let href = format!(
+                    "/console/memory?project={}&id={}",
+                    detail.project_id, row.memory_id
+                );
+                let content = row.content.clone().unwrap_or_else(|| row.memory_id.clone());
+                view! {
+                    <tr data-testid="recalled-memory">
+                        <td>{row.rank}</td>
+                        <td>{format!("{:.3}", row.score)}</td>
+                        <td><a href=href>{content}</a></td>
+                        <td>{row.state.clone()}</td>
+                    </tr>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    let stages = detail
+        .stages
+        .iter()
+        .map(|(stage, ms)| format!("{stage} {ms:.2} ms"))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    let subject = [
+        detail.user_id.as_ref().map(|id| format!("user {id}")),
+        detail.agent_id.as_ref().map(|id| format!("agent {id}")),
+        detail.session_id.as_ref().map(|id| format!("session {id}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(", ");
+    view! {
+        <section class="card" data-testid="recall-event" data-recall-id=detail.recall_id.clone()>
+            <h2>"Recall event"</h2>
+            <p>
+                <strong data-testid="recall-event-query">
+                    {detail.query.clone().unwrap_or_else(|| "(query text not shown)".to_string())}
+                </strong>
+                {format!(" · {} · profile {} · {} · {}", detail.created_at, detail.profile, detail.retrieval,
+                    if subject.is_empty() { "no subject".to_string() } else { subject })}
+            </p>
+            <p class="muted" data-testid="recall-event-stages">{format!("{:.2} ms in all: {stages}", detail.total_ms)}</p>
+            {detail.trace_id.clone().map(|trace| view! { <p class="muted">"Trace " <code>{trace}</code></p> })}
+            <table class="table">
+                <thead><tr><th>"Rank"</th><th>"Score"</th><th>"Memory"</th><th>"Now"</th></tr></thead>
+                <tbody>{results}</tbody>
+            </table>
+            <details><summary>"Filters and parameters"</summary><pre>{detail.filters.clone()}</pre></details>
+        </section>
+    }
+    .into_any()
+}
