@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large bench-metering bench-recall crash-harness proptest-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large bench-metering bench-recall bench-recall-events crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -36,6 +36,10 @@ bench-large: setup
 ## Write and search throughput with usage metering off, then on, in one run; prints the overhead.
 bench-metering: setup
 	$(CARGO) run -p engram-cli --bin engram -- bench --memories 3000 --queries 300 --compare-metering
+
+## Search latency and throughput with recall events recorded and not, alternating on one server.
+bench-recall-events: setup
+	$(CARGO) run -p engram-cli --bin engram -- bench --memories 10000 --queries 300 --compare-recall-events
 
 ## Recall on LoCoMo (../shared/bench/locomo): hit@1/5/10 and all@5/10 for dense, keyword (BM25)
 ## and hybrid retrieval side by side, through the HTTP API. Skips with a message when the data

@@ -594,3 +594,38 @@ async fn a_traffic_share_sends_searches_to_a_profile_and_metrics_split_by_profil
     let only_dense = get_ok(&client, "/v1/recall-metrics?profile=dense-only").await;
     assert_eq!(only_dense["totals"]["searches"], dense + 1);
 }
+
+/// The overhead benchmark runs both modes on one server; only the recording mode stores
+/// events (figures are printed, never asserted).
+#[test]
+fn the_recall_event_benchmark_times_both_modes_and_records_only_when_on() {
+    let output = engram_tests::run_engram(
+        &[
+            "bench",
+            "--memories",
+            "200",
+            "--queries",
+            "30",
+            "--compare-recall-events",
+        ],
+        &[(
+            "ENGRAM_MODEL_DIR".to_string(),
+            engram_tests::model_dir().display().to_string(),
+        )],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{stdout}");
+    assert!(
+        stdout.contains("30 queries x 6 rounds per mode, 4 concurrent clients, 180 events stored"),
+        "{stdout}"
+    );
+    for mode in ["on", "off"] {
+        assert!(stdout.contains(&format!("| {mode} | 180 |")), "{stdout}");
+    }
+    assert!(stdout.contains("recall event overhead: p50 "), "{stdout}");
+}

@@ -37,6 +37,10 @@ pub struct BenchArgs {
     /// on every request — and print the overhead.
     #[arg(long, default_value_t = false)]
     pub compare_metering: bool,
+    /// Time searches with recall events recorded and not, in alternating blocks on one
+    /// server, and print the overhead of recording.
+    #[arg(long, default_value_t = false)]
+    pub compare_recall_events: bool,
 }
 
 /// What one run measured.
@@ -137,6 +141,11 @@ pub(crate) fn progress(length: usize, label: &str) -> ProgressBar {
 
 pub async fn run(arguments: BenchArgs) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
+    if arguments.compare_recall_events {
+        compare_recall_events(&arguments).await?;
+        telemetry.shutdown();
+        return Ok(());
+    }
     if !arguments.compare_metering {
         measure(&arguments, true, false, arguments.data_dir.clone()).await?;
         telemetry.shutdown();
@@ -242,38 +251,15 @@ async fn measure(
         .collect();
     let bar = progress(arguments.memories, "ingest");
     let ingest_started = Instant::now();
-    let queue = std::sync::Arc::new(tokio::sync::Mutex::new(batches));
-    let mut writers = Vec::new();
-    for _ in 0..arguments.writers.max(1) {
-        let queue = queue.clone();
-        let client = client.clone();
-        let url = format!("{base_url}/v1/memories");
-        let api_key = api_key.clone();
-        let bar = bar.clone();
-        writers.push(tokio::spawn(async move {
-            loop {
-                let Some(batch) = queue.lock().await.pop() else {
-                    return Ok::<(), anyhow::Error>(());
-                };
-                let count = batch.len();
-                let response = client
-                    .post(&url)
-                    .bearer_auth(&api_key)
-                    .json(&serde_json::json!({"memories": batch}))
-                    .send()
-                    .await?;
-                anyhow::ensure!(
-                    response.status().is_success(),
-                    "ingest failed: {}",
-                    response.status()
-                );
-                bar.inc(count as u64);
-            }
-        }));
-    }
-    for writer in writers {
-        writer.await.context("writer task failed")??;
-    }
+    ingest_batches(
+        &client,
+        &base_url,
+        &api_key,
+        batches,
+        arguments.writers,
+        &bar,
+    )
+    .await?;
     let ingest_elapsed = ingest_started.elapsed();
     bar.finish_and_clear();
 
@@ -379,6 +365,214 @@ async fn measure(
 
 /// An embedded server on a fresh data dir and free ports, as the benchmarks run it: no rate
 /// limits, no LLM, the embedded index.
+/// Post `batches` of memories through the API with `writers` concurrent writers.
+async fn ingest_batches(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    batches: Vec<Vec<serde_json::Value>>,
+    writers: usize,
+    bar: &ProgressBar,
+) -> Result<()> {
+    let queue = std::sync::Arc::new(tokio::sync::Mutex::new(batches));
+    let mut tasks = Vec::new();
+    for _ in 0..writers.max(1) {
+        let queue = queue.clone();
+        let client = client.clone();
+        let url = format!("{base_url}/v1/memories");
+        let api_key = api_key.to_string();
+        let bar = bar.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let Some(batch) = queue.lock().await.pop() else {
+                    return Ok::<(), anyhow::Error>(());
+                };
+                let count = batch.len();
+                let response = client
+                    .post(&url)
+                    .bearer_auth(&api_key)
+                    .json(&serde_json::json!({"memories": batch}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "ingest failed: {}",
+                    response.status()
+                );
+                bar.inc(count as u64);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.context("writer task failed")??;
+    }
+    Ok(())
+}
+
+/// `--compare-recall-events`: one server and data set; the same queries in alternating blocks
+/// with recall events recorded (`full`) and not (`off`), from `clients` concurrent clients;
+/// prints latency percentiles, throughput and the overhead of recording.
+async fn compare_recall_events(arguments: &BenchArgs) -> Result<()> {
+    const ROUNDS: usize = 6;
+    const CLIENTS: usize = 4;
+    let data_dir = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
+    let serve_arguments = bench_serve_arguments(
+        data_dir.clone(),
+        arguments.model_dir.clone(),
+        arguments.embed_threads,
+        true,
+    )?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = match &server.bootstrap {
+        Some(bootstrap) => bootstrap.api_key.clone(),
+        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
+    };
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::new();
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+    let batches: Vec<Vec<serde_json::Value>> = (0..arguments.memories)
+        .map(|_| {
+            let (user_id, content) = synthetic_memory(&mut rng);
+            serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic"})
+        })
+        .collect::<Vec<_>>()
+        .chunks(100)
+        .map(<[serde_json::Value]>::to_vec)
+        .collect();
+    let bar = progress(arguments.memories, "ingest");
+    ingest_batches(
+        &client,
+        &base_url,
+        &api_key,
+        batches,
+        arguments.writers,
+        &bar,
+    )
+    .await?;
+    bar.finish_and_clear();
+    let queries: Vec<String> = (0..arguments.queries)
+        .map(|number| synthetic_query(&mut rng, number))
+        .collect();
+    let set_recording = async |mode: &str| -> Result<()> {
+        let response = client
+            .patch(format!("{base_url}/v1/project/settings"))
+            .bearer_auth(&api_key)
+            .json(&serde_json::json!({"recall_events": mode}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "settings: {}",
+            response.status()
+        );
+        Ok(())
+    };
+    // One block: every query once, spread over CLIENTS concurrent clients.
+    let block = async |label: &str| -> Result<(Vec<Duration>, Duration)> {
+        let bar = progress(queries.len(), label);
+        let queue = std::sync::Arc::new(tokio::sync::Mutex::new(queries.clone()));
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..CLIENTS {
+            let queue = queue.clone();
+            let client = client.clone();
+            let url = format!("{base_url}/v1/memories/search");
+            let api_key = api_key.clone();
+            let bar = bar.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                loop {
+                    let Some(query) = queue.lock().await.pop() else {
+                        return Ok::<_, anyhow::Error>(latencies);
+                    };
+                    let sent = Instant::now();
+                    let response = client
+                        .post(&url)
+                        .bearer_auth(&api_key)
+                        .json(&serde_json::json!({"query": query, "top_k": 10}))
+                        .send()
+                        .await?;
+                    anyhow::ensure!(
+                        response.status().is_success(),
+                        "search: {}",
+                        response.status()
+                    );
+                    let _ = response.bytes().await?;
+                    latencies.push(sent.elapsed());
+                    bar.inc(1);
+                }
+            }));
+        }
+        let mut latencies = Vec::new();
+        for task in tasks {
+            latencies.extend(task.await.context("search client failed")??);
+        }
+        let elapsed = started.elapsed();
+        bar.finish_and_clear();
+        Ok((latencies, elapsed))
+    };
+    // Warm-up without recording: every query embedded once, so both modes hit the cache
+    // and the comparison is about recording, not the model.
+    set_recording("off").await?;
+    block("warm-up").await?;
+    let mut latencies: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
+    let mut elapsed = [Duration::ZERO, Duration::ZERO];
+    // The machine's speed drifts: the modes alternate, each round starting with the other.
+    for round in 0..ROUNDS {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for mode in order {
+            set_recording(["full", "off"][mode]).await?;
+            let (block_latencies, block_elapsed) =
+                block(&format!("round {} {}", round + 1, ["on", "off"][mode])).await?;
+            latencies[mode].extend(block_latencies);
+            elapsed[mode] += block_elapsed;
+        }
+    }
+    let recorded = client
+        .get(format!("{base_url}/v1/recall-metrics"))
+        .bearer_auth(&api_key)
+        .send()
+        .await?
+        .json::<serde_json::Value>()
+        .await?["totals"]["searches"]
+        .as_u64()
+        .unwrap_or(0);
+    println!(
+        "recall events: {} memories, {} queries x {ROUNDS} rounds per mode, {CLIENTS} concurrent clients, {} events stored",
+        arguments.memories,
+        queries.len(),
+        recorded
+    );
+    println!("| recall events | searches | p50 ms | p95 ms | p99 ms | searches/s |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let mut figures = Vec::new();
+    for mode in 0..2 {
+        latencies[mode].sort();
+        let throughput = latencies[mode].len() as f64 / elapsed[mode].as_secs_f64().max(1e-9);
+        let p50 = percentile(&latencies[mode], 0.50);
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+            ["on", "off"][mode],
+            latencies[mode].len(),
+            p50,
+            percentile(&latencies[mode], 0.95),
+            percentile(&latencies[mode], 0.99),
+            throughput
+        );
+        figures.push((p50, throughput));
+    }
+    let (on, off) = (figures[0], figures[1]);
+    println!(
+        "recall event overhead: p50 {:+.2} %, throughput {:+.2} % (positive = slower with recording)",
+        (on.0 - off.0) / off.0 * 100.0,
+        (off.1 - on.1) / off.1 * 100.0
+    );
+    server.shutdown().await?;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    Ok(())
+}
+
 pub(crate) fn bench_serve_arguments(
     data_dir: PathBuf,
     model_dir: Option<PathBuf>,

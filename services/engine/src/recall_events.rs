@@ -16,6 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 pub const RECALL_EVENT_QUEUE: usize = 10_000;
 /// Events written per statement at most.
 const BATCH: usize = 256;
+/// How long the writer gathers events before writing them.
+const LINGER: Duration = Duration::from_millis(250);
 /// How long a settings read is trusted (a change through this process is seen at once).
 const SETTING_TTL: Duration = Duration::from_secs(5);
 
@@ -129,20 +131,26 @@ async fn write_events(storage: Storage, mut receiver: mpsc::Receiver<Message>) {
     let mut batch: Vec<(ProjectScope, NewRecallEvent)> = Vec::with_capacity(BATCH);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = receiver.recv().await {
+        // Gather for up to LINGER after the first event (one transaction for many events
+        // costs the searches far less than one each); a full batch or a flush ends it early.
+        let deadline = tokio::time::Instant::now() + LINGER;
         let mut next = Some(first);
-        // Take what is already queued, up to a batch; a flush ends the batch.
-        while let Some(message) = next.take() {
-            match message {
-                Message::Event(event) => batch.push(*event),
-                Message::Flush(done) => {
+        loop {
+            match next.take() {
+                Some(Message::Event(event)) => batch.push(*event),
+                Some(Message::Flush(done)) => {
                     waiting.push(done);
                     break;
                 }
+                None => break,
             }
             if batch.len() >= BATCH {
                 break;
             }
-            next = receiver.try_recv().ok();
+            next = match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                Ok(message) => message,
+                Err(_elapsed) => None,
+            };
         }
         store(&storage, &mut batch).await;
         for done in waiting.drain(..) {
