@@ -715,6 +715,7 @@ fn the_recall_benchmark_prints_its_table() {
             &data.display().to_string(),
             "--conversations",
             "conv-30",
+            "--evaluation",
         ],
         &[(
             "ENGRAM_MODEL_DIR".to_string(),
@@ -746,6 +747,25 @@ fn the_recall_benchmark_prints_its_table() {
         hit_at_10("hybrid (default)"),
     );
     assert!(stdout.contains("| hybrid (default) | cat 5 |"), "{stdout}");
+    // The same questions as an evaluation set through the API: its hit@10 is the table's.
+    let evaluation_hit_at_10 = |profile: &str| -> f64 {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(&format!("| {profile} | 0.")))
+            .unwrap_or_else(|| panic!("no evaluation row for {profile} in:\n{stdout}"));
+        row.split('|')
+            .map(str::trim)
+            .nth(3)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(stdout.contains("| hybrid vs dense | mrr |"), "{stdout}");
+    assert!(
+        (evaluation_hit_at_10("hybrid") - hit_at_10("hybrid (default)")).abs() < 0.02,
+        "the evaluation run and the benchmark agree on hybrid hit@10"
+    );
+    assert!((evaluation_hit_at_10("dense") - hit_at_10("dense")).abs() < 0.02);
     assert!(
         hybrid >= dense && hybrid >= keyword,
         "hybrid {hybrid} vs dense {dense}, keyword {keyword}"

@@ -28,6 +28,11 @@ pub struct RecallBenchArgs {
     /// Write one run file per method here, in the format `score_run.py` reads.
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
+    /// Also build an evaluation set from the questions (categories 1–4, the evidence turns as
+    /// expected memories) through the API, run it for the hybrid default compared with dense
+    /// and with keyword profiles, and print the runs' figures.
+    #[arg(long, default_value_t = false)]
+    pub evaluation: bool,
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
@@ -142,6 +147,8 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     // request, each request waiting until its memories are searchable.
     let bar = progress(turns.len(), "ingest");
     let ingest_started = Instant::now();
+    // (conversation, dia_id) → memory id, for the evaluation set's expected memories.
+    let mut memory_ids: BTreeMap<(String, String), String> = BTreeMap::new();
     for batch in turns.chunks(100) {
         let memories: Vec<serde_json::Value> = batch
             .iter()
@@ -171,6 +178,15 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             "ingest failed: {}",
             response.status()
         );
+        let stored: serde_json::Value = response.json().await?;
+        for (turn, memory) in batch
+            .iter()
+            .zip(stored["memories"].as_array().cloned().unwrap_or_default())
+        {
+            if let Some(id) = memory["id"].as_str() {
+                memory_ids.insert((turn.conv_id.clone(), turn.dia_id.clone()), id.to_string());
+            }
+        }
         bar.inc(batch.len() as u64);
     }
     let ingest_elapsed = ingest_started.elapsed();
@@ -302,9 +318,179 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
         }
     }
     println!("baseline (README, RRF of BM25 and dense, cat 1-4): hit@5 .525, hit@10 .632");
+    if arguments.evaluation {
+        evaluate_through_the_api(&client, &base_url, &api_key, &questions, &memory_ids).await?;
+    }
     server.shutdown().await?;
     let _ = std::fs::remove_dir_all(&data_dir);
     telemetry.shutdown();
+    Ok(())
+}
+
+/// The evaluation path end to end: profiles, a set imported as JSONL, runs as tasks, and
+/// their figures with the comparison of two profiles.
+async fn evaluate_through_the_api(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    questions: &[Question],
+    memory_ids: &BTreeMap<(String, String), String>,
+) -> Result<()> {
+    let call = async |method: reqwest::Method,
+                      path: &str,
+                      body: Option<serde_json::Value>|
+           -> Result<serde_json::Value> {
+        let mut request = client
+            .request(method, format!("{base_url}{path}"))
+            .bearer_auth(api_key);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        let answer: serde_json::Value = response.json().await.unwrap_or_default();
+        anyhow::ensure!(status.is_success(), "{path}: {status} {answer}");
+        Ok(answer)
+    };
+    for (name, parameters) in [
+        (
+            "dense",
+            serde_json::json!({"retrieval": "dense", "recency_weight": 0}),
+        ),
+        (
+            "keyword",
+            serde_json::json!({"retrieval": "keyword", "recency_weight": 0}),
+        ),
+        ("hybrid", serde_json::json!({"recency_weight": 0})),
+    ] {
+        call(
+            reqwest::Method::PUT,
+            &format!("/v1/retrieval-profiles/{name}"),
+            Some(serde_json::json!({"parameters": parameters})),
+        )
+        .await?;
+    }
+    let set = call(
+        reqwest::Method::POST,
+        "/v1/eval-sets",
+        Some(serde_json::json!({"name": "locomo", "k": 10, "profile": "hybrid"})),
+    )
+    .await?;
+    let set_id = set["id"].as_str().context("set id")?.to_string();
+    let cases: Vec<String> = questions
+        .iter()
+        .filter(|question| question.category != 5)
+        .filter_map(|question| {
+            let expected: Vec<&String> = question
+                .evidence
+                .iter()
+                .filter_map(|dia_id| memory_ids.get(&(question.conv_id.clone(), dia_id.clone())))
+                .collect();
+            (!expected.is_empty()).then(|| {
+                serde_json::json!({
+                    "query": question.question,
+                    "user_id": question.conv_id,
+                    "expected_memory_ids": expected,
+                })
+                .to_string()
+            })
+        })
+        .collect();
+    for chunk in cases.chunks(1_000) {
+        let response = client
+            .post(format!("{base_url}/v1/eval-sets/{set_id}/cases/import"))
+            .bearer_auth(api_key)
+            .header("content-type", "application/x-ndjson")
+            .body(chunk.join("\n"))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "case import: {}",
+            response.status()
+        );
+    }
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    for other in ["dense", "keyword"] {
+        let queued = call(
+            reqwest::Method::POST,
+            &format!("/v1/eval-sets/{set_id}/runs"),
+            Some(serde_json::json!({"profile": "hybrid", "compare_profile": other})),
+        )
+        .await?;
+        let run_id = queued["run"]["id"].as_str().context("run id")?.to_string();
+        let bar = progress(cases.len() * 2, "evaluate");
+        let run = loop {
+            let run = call(
+                reqwest::Method::GET,
+                &format!("/v1/eval-sets/{set_id}/runs/{run_id}"),
+                None,
+            )
+            .await?;
+            let task = call(
+                reqwest::Method::GET,
+                &format!(
+                    "/v1/tasks/{}",
+                    queued["task"]["id"].as_str().unwrap_or_default()
+                ),
+                None,
+            )
+            .await?;
+            bar.set_position(task["progress"]["done"].as_u64().unwrap_or(0));
+            match run["status"].as_str() {
+                Some("succeeded") => break run,
+                Some("failed") => anyhow::bail!("evaluation run failed: {}", run["error"]),
+                _ => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
+            }
+        };
+        bar.finish_and_clear();
+        runs.push(run);
+    }
+    println!(
+        "evaluation set \"locomo\" (API, {} cases of categories 1-4, k = 10, evidence turns expected), two runs in {:.1} s:",
+        cases.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("| profile | hit@1 | hit@10 | recall@10 | MRR | nDCG@10 | p50 ms | p95 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let row = |metrics: &serde_json::Value| {
+        let figure = |name: &str| metrics[name].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} | {:.1} |",
+            metrics["profile"].as_str().unwrap_or("?"),
+            figure("hit_at_1"),
+            figure("hit_at_k"),
+            figure("recall_at_k"),
+            figure("mrr"),
+            figure("ndcg_at_k"),
+            figure("latency_p50_ms"),
+            figure("latency_p95_ms"),
+        );
+    };
+    row(&runs[0]["metrics"]);
+    for run in &runs {
+        row(&run["comparison"]["second_metrics"]);
+    }
+    println!("| comparison | figure | hybrid | other | difference | 95 % interval |");
+    println!("|---|---|---:|---:|---:|---|");
+    for run in &runs {
+        let comparison = &run["comparison"];
+        for figure in ["hit_at_k", "mrr", "ndcg_at_k"] {
+            let difference = &comparison["differences"][figure];
+            let number = |name: &str| difference[name].as_f64().unwrap_or(f64::NAN);
+            println!(
+                "| hybrid vs {} | {figure} | {:.3} | {:.3} | {:+.3} | [{:+.3}, {:+.3}] |",
+                comparison["second_profile"].as_str().unwrap_or("?"),
+                number("first"),
+                number("second"),
+                // Reported as hybrid − other.
+                -number("difference"),
+                -number("ci95_high"),
+                -number("ci95_low"),
+            );
+        }
+    }
     Ok(())
 }
 
