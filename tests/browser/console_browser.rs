@@ -549,7 +549,28 @@ async fn the_console_charts_recall_quality_drills_into_a_recall_and_marks_a_regr
             found_recall = searched.body["recall_id"].as_str().unwrap().to_string();
         }
     }
-    // An evaluation set run twice; the expected memory is deleted in between.
+    // One rating: today's precision is 100 %.
+    let rated = client
+        .send(
+            client
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/recalls/{found_recall}/feedback"),
+                )
+                .json(&json!({"rating": "relevant"})),
+        )
+        .await;
+    assert_eq!(rated.status, 201, "{}", rated.body);
+    let profile = client
+        .send(
+            client
+                .request(reqwest::Method::PUT, "/v1/retrieval-profiles/words")
+                .json(&json!({"parameters": {"retrieval": "keyword"}})),
+        )
+        .await;
+    assert_eq!(profile.status, 200, "{}", profile.body);
+    // An evaluation set run twice; the expected memory is deleted in between, and the second
+    // run also compares the default with the keyword profile.
     let set = client
         .send(client.request(reqwest::Method::POST, "/v1/eval-sets").json(&json!({
             "name": "garden",
@@ -569,7 +590,11 @@ async fn the_console_charts_recall_quality_drills_into_a_recall_and_marks_a_regr
                         reqwest::Method::POST,
                         &format!("/v1/eval-sets/{set_id}/runs"),
                     )
-                    .json(&json!({})),
+                    .json(&if round == 1 {
+                        json!({"compare_profile": "words"})
+                    } else {
+                        json!({})
+                    }),
             )
             .await;
         assert_eq!(started.status, 202, "{}", started.body);

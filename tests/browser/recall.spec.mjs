@@ -1,7 +1,7 @@
 // Drives the recall-quality page in the system Chromium (playwright-core): today's searches,
 // latency percentiles, empty-recall rate and best scores are drawn; a query that found
 // nothing drills down to its recall event; a recall with results lists them with scores; the
-// evaluation history marks the regression; the date range picker narrows the window; an
+// evaluation history marks the regression and shows the comparison of two profiles; the date range picker narrows the window; an
 // analyst sees the figures but not the query texts. Prints `N passed, N failed`; exits
 // non-zero on any failure.
 //
@@ -38,6 +38,10 @@ await runSteps(async (browser) => {
         (rects) => rects.reduce((sum, rect) => sum + Number(rect.getAttribute('data-value')), 0));
       assert(scored === Number(process.env.EXPECTED_SEARCHES) - Number(process.env.EXPECTED_EMPTY),
         `searches with a best score: ${scored}`);
+      const precision = owner.locator('[data-testid="chart-recall-precision"] circle.point');
+      assert(await precision.count() === 1, 'one day with feedback');
+      assert(await precision.first().getAttribute('data-value') === '100', 'one relevant rating');
+      assert((await owner.getByTestId('figure-precision').textContent()).includes('100.0 %'), 'precision figure');
     }],
     ['a query that found nothing drills down to its recall event', async () => {
       const first = owner.getByTestId('empty-query').first();
@@ -66,6 +70,9 @@ await runSteps(async (browser) => {
       assert(await set.getAttribute('data-regression') === 'true', 'the last one regressed');
       assert((await set.getByTestId('evaluation-status').textContent()).includes('hit_at_k fell'), 'why');
       assert(await set.locator('circle.marked').count() === 1, 'one point ringed');
+      const comparison = set.getByTestId('evaluation-comparison');
+      assert((await comparison.locator('caption').textContent()).includes('default vs words'), 'the profiles compared');
+      assert(await comparison.getByTestId('comparison-row').count() === 4, 'four figures with intervals');
       await screenshot(owner, '60-recall.png');
     }],
     ['the date range picker narrows the window', async () => {

@@ -76,6 +76,8 @@ pub struct BucketFigures {
     pub start: DateTime<Utc>,
     #[serde(flatten)]
     pub figures: RecallFigures,
+    /// Precision of the feedback given on this bucket's recalls.
+    pub precision: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -229,9 +231,18 @@ pub fn summarize(
     }
     let buckets = by_bucket
         .into_iter()
-        .map(|(start, events)| BucketFigures {
-            start,
-            figures: figures(events.into_iter()),
+        .map(|(start, events)| {
+            let recalls: HashSet<Uuid> = events.iter().map(|event| event.id).collect();
+            BucketFigures {
+                start,
+                figures: figures(events.into_iter()),
+                precision: feedback_figures(
+                    feedback
+                        .iter()
+                        .filter(|rating| rating.recall_id.is_some_and(|id| recalls.contains(&id))),
+                )
+                .precision,
+            }
         })
         .collect();
 
@@ -452,6 +463,11 @@ mod tests {
         assert_eq!(metrics.buckets.len(), 2);
         assert_eq!(metrics.buckets[0].figures.searches, 2);
         assert_eq!(metrics.buckets[1].figures.empty, 1);
+        assert_eq!(metrics.buckets[0].precision, Some(1.0));
+        assert_eq!(
+            metrics.buckets[1].precision, None,
+            "no feedback in the second hour"
+        );
         assert_eq!(metrics.top_score_histogram.bins[9], 1);
         assert_eq!(metrics.top_score_histogram.bins[5], 1);
         assert_eq!(metrics.feedback.precision, Some(1.0));

@@ -638,6 +638,8 @@ pub struct RecallBucket {
     pub p50_ms: Option<f64>,
     pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    /// Precision of the feedback on this bucket's recalls.
+    pub precision: Option<f64>,
 }
 
 /// A query that found nothing, with its newest recall to drill into.
@@ -668,6 +670,30 @@ pub struct EvaluationHistory {
     pub k: u32,
     pub cases: u64,
     pub runs: Vec<EvaluationPoint>,
+    /// The newest run that compared two profiles.
+    pub comparison: Option<ProfileComparison>,
+}
+
+/// Two profiles over one evaluation set, figure by figure.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileComparison {
+    pub run_at: String,
+    pub first_profile: String,
+    pub second_profile: String,
+    pub rows: Vec<ComparisonRow>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ComparisonRow {
+    pub figure: String,
+    pub first: f64,
+    pub second: f64,
+    /// second − first, with its 95 % interval.
+    pub difference: f64,
+    pub low: f64,
+    pub high: f64,
+    /// The interval excludes 0.
+    pub significant: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -194,6 +194,22 @@ fn dashboard_view(
         &|value| format!("{value:.0} %"),
         &[],
     );
+    let precision_svg = line_chart(
+        "chart-recall-precision",
+        "precision from feedback",
+        &labels,
+        &[(
+            "precision",
+            "#2563eb",
+            dashboard
+                .buckets
+                .iter()
+                .map(|bucket| bucket.precision.map(|precision| precision * 100.0))
+                .collect(),
+        )],
+        &|value| format!("{value:.0} %"),
+        &[],
+    );
     let bin_labels: Vec<String> = (0..10)
         .map(|bin| format!("{:.1}–{:.1}", bin as f64 / 10.0, (bin + 1) as f64 / 10.0))
         .collect();
@@ -285,6 +301,37 @@ fn dashboard_view(
                 Some(run) => format!("Last run ({}, profile {}): no regression.", run.at, run.profile),
             };
             let regressed = last.is_some_and(|run| run.regression);
+            let comparison = set.comparison.as_ref().map(|comparison| {
+                let rows = comparison
+                    .rows
+                    .iter()
+                    .map(|row| {
+                        view! {
+                            <tr data-testid="comparison-row" data-figure=row.figure.clone()
+                                data-significant=row.significant.to_string()>
+                                <td>{row.figure.replace('_', " ")}</td>
+                                <td>{format!("{:.3}", row.first)}</td>
+                                <td>{format!("{:.3}", row.second)}</td>
+                                <td>{format!("{:+.3} [{:+.3}, {:+.3}]", row.difference, row.low, row.high)}</td>
+                                <td>{if row.significant { "yes" } else { "no" }}</td>
+                            </tr>
+                        }
+                    })
+                    .collect_view();
+                view! {
+                    <table class="table" data-testid="evaluation-comparison">
+                        <caption>{format!("{} vs {} ({})", comparison.first_profile, comparison.second_profile, comparison.run_at)}</caption>
+                        <thead><tr>
+                            <th>"Figure"</th>
+                            <th>{comparison.first_profile.clone()}</th>
+                            <th>{comparison.second_profile.clone()}</th>
+                            <th>"Difference, 95 % interval"</th>
+                            <th>"Beyond noise"</th>
+                        </tr></thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                }
+            });
             view! {
                 <figure class="chart-card" data-testid="evaluation-set" data-name=set.name.clone()
                     data-runs=set.runs.len().to_string() data-regression=regressed.to_string()>
@@ -294,6 +341,7 @@ fn dashboard_view(
                     </figcaption>
                     <p class=if regressed { "error" } else { "muted" } data-testid="evaluation-status">{status}</p>
                     <div inner_html=svg></div>
+                    {comparison}
                 </figure>
             }
         })
@@ -330,6 +378,7 @@ fn dashboard_view(
             <div class="chart-grid">
                 <figure class="chart-card"><figcaption>"Searches that found nothing"</figcaption><div inner_html=empty_svg></div></figure>
                 <figure class="chart-card"><figcaption>"Best score per search"</figcaption><div inner_html=scores_svg></div></figure>
+                <figure class="chart-card"><figcaption>"Precision from feedback"</figcaption><div inner_html=precision_svg></div></figure>
             </div>
             <h3>"Queries that found nothing"</h3>
             <table class="table" data-testid="empty-queries">

@@ -5,8 +5,8 @@
 use super::{GatewayConsoleBackend, engine_error, internal};
 use chrono::{Duration, NaiveDate, Utc};
 use engram_console::model::{
-    EmptyQueryRow, EvaluationHistory, EvaluationPoint, ProfileRow, RecallBucket, RecallDashboard,
-    RecallEventDetail, RecallTotals, RecalledMemoryRow,
+    ComparisonRow, EmptyQueryRow, EvaluationHistory, EvaluationPoint, ProfileComparison,
+    ProfileRow, RecallBucket, RecallDashboard, RecallEventDetail, RecallTotals, RecalledMemoryRow,
 };
 use engram_console::{ConsoleCaller, ConsoleError};
 use engram_core::{ConsoleRole, MemoryId};
@@ -96,6 +96,7 @@ impl GatewayConsoleBackend {
                 p50_ms: bucket.figures.latency.p50_ms,
                 p95_ms: bucket.figures.latency.p95_ms,
                 p99_ms: bucket.figures.latency.p99_ms,
+                precision: bucket.precision,
             })
             .collect();
         let empty_queries = metrics
@@ -127,6 +128,31 @@ impl GatewayConsoleBackend {
                 .eval_runs(&scope, set.id, RUNS_CHARTED)
                 .await
                 .map_err(internal)?;
+            // Newest first as read: the first run with a comparison is the newest one.
+            let comparison = runs.iter().find_map(|run| {
+                let comparison = run.comparison.as_ref()?;
+                let rows = ["hit_at_k", "recall_at_k", "mrr", "ndcg_at_k"]
+                    .iter()
+                    .filter_map(|figure| {
+                        let difference = &comparison["differences"][*figure];
+                        Some(ComparisonRow {
+                            figure: figure.to_string(),
+                            first: difference["first"].as_f64()?,
+                            second: difference["second"].as_f64()?,
+                            difference: difference["difference"].as_f64()?,
+                            low: difference["ci95_low"].as_f64()?,
+                            high: difference["ci95_high"].as_f64()?,
+                            significant: difference["significant"].as_bool().unwrap_or(false),
+                        })
+                    })
+                    .collect();
+                Some(ProfileComparison {
+                    run_at: run.created_at.format("%Y-%m-%d %H:%M").to_string(),
+                    first_profile: comparison["first_profile"].as_str()?.to_string(),
+                    second_profile: comparison["second_profile"].as_str()?.to_string(),
+                    rows,
+                })
+            });
             runs.reverse();
             let points = runs
                 .into_iter()
@@ -152,6 +178,7 @@ impl GatewayConsoleBackend {
                 k: set.k,
                 cases: set.cases,
                 runs: points,
+                comparison,
             });
         }
         let project_name = self
