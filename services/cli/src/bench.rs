@@ -206,18 +206,7 @@ async fn measure(
     let temporary = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
     let keep_data_dir = data_dir.is_some();
     let data_dir = data_dir.unwrap_or_else(|| temporary.clone());
-    let serve_arguments = bench_serve_arguments(
-        data_dir.clone(),
-        arguments.model_dir.clone(),
-        arguments.embed_threads,
-        metering,
-    )?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = match &server.bootstrap {
-        Some(bootstrap) => bootstrap.api_key.clone(),
-        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
-    };
+    let (server, api_key) = start_server(arguments, &data_dir, metering).await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
     let mut rng = StdRng::seed_from_u64(arguments.seed);
@@ -240,15 +229,7 @@ async fn measure(
     }
 
     // Ingest through the public API, 100 per request, a few writers at once.
-    let batches: Vec<Vec<serde_json::Value>> = (0..arguments.memories)
-        .map(|_| {
-            let (user_id, content) = synthetic_memory(&mut rng);
-            serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic"})
-        })
-        .collect::<Vec<_>>()
-        .chunks(100)
-        .map(<[serde_json::Value]>::to_vec)
-        .collect();
+    let batches = synthetic_batches(&mut rng, arguments.memories);
     let bar = progress(arguments.memories, "ingest");
     let ingest_started = Instant::now();
     ingest_batches(
@@ -365,6 +346,40 @@ async fn measure(
 
 /// An embedded server on a fresh data dir and free ports, as the benchmarks run it: no rate
 /// limits, no LLM, the embedded index.
+/// An embedded server on a fresh `data_dir`, and its bootstrap API key.
+async fn start_server(
+    arguments: &BenchArgs,
+    data_dir: &std::path::Path,
+    metering: bool,
+) -> Result<(EmbeddedServer, String)> {
+    let serve_arguments = bench_serve_arguments(
+        data_dir.to_path_buf(),
+        arguments.model_dir.clone(),
+        arguments.embed_threads,
+        metering,
+    )?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = match &server.bootstrap {
+        Some(bootstrap) => bootstrap.api_key.clone(),
+        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
+    };
+    Ok((server, api_key))
+}
+
+/// `memories` synthetic memories in request batches of 100.
+fn synthetic_batches(rng: &mut StdRng, memories: usize) -> Vec<Vec<serde_json::Value>> {
+    (0..memories)
+        .map(|_| {
+            let (user_id, content) = synthetic_memory(rng);
+            serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic"})
+        })
+        .collect::<Vec<_>>()
+        .chunks(100)
+        .map(<[serde_json::Value]>::to_vec)
+        .collect()
+}
+
 /// Post `batches` of memories through the API with `writers` concurrent writers.
 async fn ingest_batches(
     client: &reqwest::Client,
@@ -416,30 +431,11 @@ async fn compare_recall_events(arguments: &BenchArgs) -> Result<()> {
     const ROUNDS: usize = 6;
     const CLIENTS: usize = 4;
     let data_dir = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
-    let serve_arguments = bench_serve_arguments(
-        data_dir.clone(),
-        arguments.model_dir.clone(),
-        arguments.embed_threads,
-        true,
-    )?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = match &server.bootstrap {
-        Some(bootstrap) => bootstrap.api_key.clone(),
-        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
-    };
+    let (server, api_key) = start_server(arguments, &data_dir, true).await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
     let mut rng = StdRng::seed_from_u64(arguments.seed);
-    let batches: Vec<Vec<serde_json::Value>> = (0..arguments.memories)
-        .map(|_| {
-            let (user_id, content) = synthetic_memory(&mut rng);
-            serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic"})
-        })
-        .collect::<Vec<_>>()
-        .chunks(100)
-        .map(<[serde_json::Value]>::to_vec)
-        .collect();
+    let batches = synthetic_batches(&mut rng, arguments.memories);
     let bar = progress(arguments.memories, "ingest");
     ingest_batches(
         &client,
