@@ -652,7 +652,7 @@ async fn the_console_charts_recall_quality_drills_into_a_recall_and_marks_a_regr
             ],
         ]
         .concat(),
-        7,
+        9,
     )
     .await;
 }

@@ -1,7 +1,8 @@
 // Drives the recall-quality page in the system Chromium (playwright-core): today's searches,
 // latency percentiles, empty-recall rate and best scores are drawn; a query that found
 // nothing drills down to its recall event; a recall with results lists them with scores; the
-// evaluation history marks the regression and shows the comparison of two profiles; the date range picker narrows the window; an
+// evaluation history marks the regression and shows the comparison of two profiles; a set
+// created in the console (cases as JSONL) runs on request, and a bad line is refused; the date range picker narrows the window; an
 // analyst sees the figures but not the query texts. Prints `N passed, N failed`; exits
 // non-zero on any failure.
 //
@@ -74,6 +75,39 @@ await runSteps(async (browser) => {
       assert((await comparison.locator('caption').textContent()).includes('default vs words'), 'the profiles compared');
       assert(await comparison.getByTestId('comparison-row').count() === 4, 'four figures with intervals');
       await screenshot(owner, '60-recall.png');
+    }],
+    ['a set created in the console runs on request', async () => {
+      await owner.goto(`${base}/console/recall?project=${project}`);
+      await hydrated(owner);
+      await owner.getByTestId('new-evaluation-set').locator('summary').click();
+      await owner.getByTestId('evaluation-name').fill('console-set');
+      await owner.getByTestId('evaluation-cases').fill(
+        '{"query": "Portuguese", "user_id": "ines", "expected_contents": ["speaks Portuguese"]}\n'
+        + '{"query": "submarines", "user_id": "ines", "expected_contents": ["submarine"]}\n');
+      await owner.getByTestId('evaluation-create').click();
+      const created = owner.locator('[data-testid="evaluation-set"][data-name="console-set"]');
+      await created.waitFor();
+      assert(await created.getAttribute('data-runs') === '0', 'no run yet');
+      assert((await created.locator('figcaption').textContent()).includes('2 cases'), 'two cases imported');
+      await created.getByTestId('evaluation-run').click();
+      // The run is a task: reload until it has finished and is charted.
+      await until('the run is charted', async () => {
+        await owner.reload();
+        await hydrated(owner);
+        return (await owner.locator('[data-testid="evaluation-set"][data-name="console-set"]').getAttribute('data-runs')) === '1';
+      });
+      const point = owner.locator('[data-testid="evaluation-set"][data-name="console-set"] circle.point[data-series="hit@10"]');
+      assert(await point.getAttribute('data-value') === '0.5', 'one of two cases found');
+    }],
+    ['a bad case line is refused with its line number', async () => {
+      await owner.getByTestId('new-evaluation-set').locator('summary').click();
+      await owner.getByTestId('evaluation-name').fill('broken');
+      await owner.getByTestId('evaluation-cases').fill('{"query": "x", "expected_contents": ["y"]}\nnot json\n');
+      await owner.getByTestId('evaluation-create').click();
+      const error = owner.getByTestId('evaluation-error');
+      await error.waitFor();
+      assert((await error.textContent()).includes('line 2'), await error.textContent());
+      assert(await owner.locator('[data-testid="evaluation-set"][data-name="broken"]').count() === 0, 'nothing created');
     }],
     ['the date range picker narrows the window', async () => {
       await owner.getByTestId('recall-from').fill('2026-01-01');

@@ -1229,6 +1229,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
     }
 
+    async fn create_evaluation_set(
+        &self,
+        caller: &ConsoleCaller,
+        form: engram_console::model::NewEvaluationSetForm,
+    ) -> Result<(), ConsoleError> {
+        self.store_evaluation_set(caller, form).await
+    }
+
+    async fn run_evaluation_set(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        set_id: &str,
+    ) -> Result<(), ConsoleError> {
+        self.queue_evaluation_run(caller, project_id, set_id).await
+    }
+
     async fn recall_event(
         &self,
         caller: &ConsoleCaller,

@@ -524,6 +524,27 @@ impl ConsoleBackend for DevBackend {
         ))
     }
 
+    async fn create_evaluation_set(
+        &self,
+        _caller: &ConsoleCaller,
+        _form: engram_console::model::NewEvaluationSetForm,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server runs no evaluations".into(),
+        ))
+    }
+
+    async fn run_evaluation_set(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _set_id: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused(
+            "the dev server runs no evaluations".into(),
+        ))
+    }
+
     async fn recall_event(
         &self,
         _caller: &ConsoleCaller,

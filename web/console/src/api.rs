@@ -245,6 +245,37 @@ pub async fn load_recall(
     ssr::answer(ssr::load_recall(project_id, from, to).await).await
 }
 
+/// Create an evaluation set from the console's form.
+#[server(prefix = "/console/api", endpoint = "create_evaluation_set")]
+pub async fn create_evaluation_set(
+    project_id: String,
+    name: String,
+    k: Option<String>,
+    schedule_hours: Option<String>,
+    cases_jsonl: String,
+) -> Result<(), ConsoleError> {
+    let form = crate::model::NewEvaluationSetForm {
+        project_id,
+        name: name.trim().to_string(),
+        k: k.unwrap_or_default().trim().to_string(),
+        schedule_hours: schedule_hours.unwrap_or_default().trim().to_string(),
+        cases_jsonl,
+    };
+    let result = ssr::backend()?
+        .create_evaluation_set(&ssr::caller().await?, form)
+        .await;
+    ssr::answer(result).await
+}
+
+/// Run an evaluation set now.
+#[server(prefix = "/console/api", endpoint = "run_evaluation_set")]
+pub async fn run_evaluation_set(project_id: String, set_id: String) -> Result<(), ConsoleError> {
+    let result = ssr::backend()?
+        .run_evaluation_set(&ssr::caller().await?, &project_id, &set_id)
+        .await;
+    ssr::answer(result).await
+}
+
 /// One recall event of a project, for the drill-down.
 #[server(prefix = "/console/api", endpoint = "recall_event")]
 pub async fn load_recall_event(

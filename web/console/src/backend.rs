@@ -265,6 +265,21 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         to: &str,
     ) -> Result<RecallDashboard, ConsoleError>;
 
+    /// Create an evaluation set with the cases of a JSONL text (one case per line).
+    async fn create_evaluation_set(
+        &self,
+        caller: &ConsoleCaller,
+        form: crate::model::NewEvaluationSetForm,
+    ) -> Result<(), ConsoleError>;
+
+    /// Queue a run of an evaluation set now (its own profile).
+    async fn run_evaluation_set(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        set_id: &str,
+    ) -> Result<(), ConsoleError>;
+
     /// One recall event with its results, for the drill-down.
     async fn recall_event(
         &self,

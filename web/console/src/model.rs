@@ -742,3 +742,16 @@ pub struct RecalledMemoryRow {
     /// `active`, `superseded`, `deleted`, or `gone` when it no longer exists.
     pub state: String,
 }
+
+/// The console's form for a new evaluation set, as typed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewEvaluationSetForm {
+    pub project_id: String,
+    pub name: String,
+    /// Empty: 10.
+    pub k: String,
+    /// Empty: on request only.
+    pub schedule_hours: String,
+    /// One case per line, as `POST /v1/eval-sets/{id}/cases/import` takes them.
+    pub cases_jsonl: String,
+}

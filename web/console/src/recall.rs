@@ -3,7 +3,9 @@
 //! feedback and memories corrected after recall; the queries that found nothing, each a link to
 //! its recall event and results; per-profile figures; evaluation history with regressions.
 
-use crate::api::{load_recall, load_recall_event, load_session};
+use crate::api::{
+    CreateEvaluationSet, RunEvaluationSet, load_recall, load_recall_event, load_session,
+};
 use crate::charts::{daily_bars, group_digits, line_chart};
 use crate::model::{ConsoleError, RecallDashboard, RecallEventDetail};
 use crate::project_picker::{non_empty, project_select};
@@ -33,10 +35,21 @@ pub fn RecallPage() -> impl IntoView {
     let from = RwSignal::new(initial.get("from").unwrap_or_default());
     let to = RwSignal::new(initial.get("to").unwrap_or_default());
     let session = Resource::new(|| (), |_| load_session());
+    let create = ServerAction::<CreateEvaluationSet>::new();
+    let run = ServerAction::<RunEvaluationSet>::new();
     let dashboard = Resource::new(
-        move || (project.get(), from.get(), to.get()),
-        |(project, from, to)| load_recall(project, non_empty(&from), non_empty(&to)),
+        move || {
+            (
+                project.get(),
+                from.get(),
+                to.get(),
+                create.version().get(),
+                run.version().get(),
+            )
+        },
+        |(project, from, to, _, _)| load_recall(project, non_empty(&from), non_empty(&to)),
     );
+    let actions = EvaluationActions { create, run };
     // The drill-down follows the `recall` query parameter, so links open it in place.
     let recall_id = move || query.with(|query| query.get("recall").and_then(|id| non_empty(&id)));
     let event = Resource::new(
@@ -52,7 +65,18 @@ pub fn RecallPage() -> impl IntoView {
         let initial_project = initial_project.clone();
         Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
-    let body = move || Suspend::new(async move { dashboard_view(dashboard.await, from, to) });
+    let body =
+        move || Suspend::new(async move { dashboard_view(dashboard.await, from, to, actions) });
+    let action_outcome = move || {
+        let failed = create
+            .value()
+            .get()
+            .and_then(Result::err)
+            .or_else(|| run.value().get().and_then(Result::err));
+        failed.map(|error| {
+            view! { <p class="error" role="alert" data-testid="evaluation-error">{error.to_string()}</p> }
+        })
+    };
     let detail = move || {
         Suspend::new(async move {
             match event.await {
@@ -72,6 +96,7 @@ pub fn RecallPage() -> impl IntoView {
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
             </form>
+            {action_outcome}
             <Transition fallback=|| view! { <p class="muted">"Loading the recall event…"</p> }>{detail}</Transition>
             <Transition fallback=|| view! { <p class="muted">"Loading recall quality…"</p> }>{body}</Transition>
         </main>
@@ -101,10 +126,40 @@ fn range_picker(
     .into_any()
 }
 
+/// The console's evaluation actions: create a set, run one now.
+#[derive(Clone, Copy)]
+struct EvaluationActions {
+    create: ServerAction<CreateEvaluationSet>,
+    run: ServerAction<RunEvaluationSet>,
+}
+
+/// A new set from a name, k, a schedule and cases as JSONL.
+fn new_set_form(project_id: String, create: ServerAction<CreateEvaluationSet>) -> AnyView {
+    view! {
+        <details data-testid="new-evaluation-set">
+            <summary>"New evaluation set"</summary>
+            <ActionForm action=create attr:class="stack" attr:data-testid="evaluation-form">
+                <input type="hidden" name="project_id" value=project_id />
+                <label><span>"Name"</span><input name="name" data-testid="evaluation-name" required /></label>
+                <label><span>"k (default 10)"</span><input name="k" data-testid="evaluation-k" placeholder="10" /></label>
+                <label><span>"Run every (hours; empty: on request)"</span><input name="schedule_hours" data-testid="evaluation-schedule" /></label>
+                <label>
+                    <span>"Cases, one JSON object per line: query, user_id, expected_memory_ids or expected_contents"</span>
+                    <textarea name="cases_jsonl" rows="6" data-testid="evaluation-cases"
+                        placeholder=r#"{"query": "where does Ines live", "expected_contents": ["Lisbon"]}"#></textarea>
+                </label>
+                <button type="submit" data-testid="evaluation-create">"Create set"</button>
+            </ActionForm>
+        </details>
+    }
+    .into_any()
+}
+
 fn dashboard_view(
     dashboard: Result<RecallDashboard, ConsoleError>,
     from: RwSignal<String>,
     to: RwSignal<String>,
+    actions: EvaluationActions,
 ) -> AnyView {
     let dashboard = match dashboard {
         Ok(dashboard) => dashboard,
@@ -332,6 +387,14 @@ fn dashboard_view(
                     </table>
                 }
             });
+            let (run_project, run_set) = (project_id.clone(), set.set_id.clone());
+            let run_now = view! {
+                <ActionForm action=actions.run attr:class="inline">
+                    <input type="hidden" name="project_id" value=run_project />
+                    <input type="hidden" name="set_id" value=run_set />
+                    <button type="submit" class="ghost" data-testid="evaluation-run">"Run now"</button>
+                </ActionForm>
+            };
             view! {
                 <figure class="chart-card" data-testid="evaluation-set" data-name=set.name.clone()
                     data-runs=set.runs.len().to_string() data-regression=regressed.to_string()>
@@ -340,16 +403,17 @@ fn dashboard_view(
                         {format!(" · {} cases · k = {}", set.cases, set.k)}
                     </figcaption>
                     <p class=if regressed { "error" } else { "muted" } data-testid="evaluation-status">{status}</p>
+                    {run_now}
                     <div inner_html=svg></div>
                     {comparison}
                 </figure>
             }
         })
         .collect_view();
-    let evaluation_note = dashboard
-        .evaluations
-        .is_empty()
-        .then(|| view! { <p class="muted">"No evaluation sets yet: create one with POST /v1/eval-sets."</p> });
+    let evaluation_note = dashboard.evaluations.is_empty().then(|| {
+        view! { <p class="muted">"No evaluation sets yet: create one below or with POST /v1/eval-sets."</p> }
+    });
+    let new_set = new_set_form(dashboard.project_id.clone(), actions.create);
     let picker = range_picker(&dashboard, from, to);
     view! {
         {picker}
@@ -397,6 +461,7 @@ fn dashboard_view(
             <h2>"Evaluations"</h2>
             {evaluation_note}
             <div class="chart-grid">{evaluations}</div>
+            {new_set}
         </section>
     }
     .into_any()

@@ -4,6 +4,7 @@
 
 use super::{GatewayConsoleBackend, engine_error, internal};
 use chrono::{Duration, NaiveDate, Utc};
+use engram_console::model::NewEvaluationSetForm;
 use engram_console::model::{
     ComparisonRow, EmptyQueryRow, EvaluationHistory, EvaluationPoint, ProfileComparison,
     ProfileRow, RecallBucket, RecallDashboard, RecallEventDetail, RecallTotals, RecalledMemoryRow,
@@ -11,6 +12,7 @@ use engram_console::model::{
 use engram_console::{ConsoleCaller, ConsoleError};
 use engram_core::{ConsoleRole, MemoryId};
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, recalled_ids};
+use engram_storage::recall_quality::{EvalTrigger, NewEvalSet};
 
 /// Longest range the page shows.
 const MAX_RANGE_DAYS: i64 = 366;
@@ -30,7 +32,116 @@ fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError>
         .map_err(|_| ConsoleError::InvalidInput(format!("{field}: expected a day as YYYY-MM-DD")))
 }
 
+/// Longest schedule the console form takes (30 days).
+const MAX_SCHEDULE_HOURS: u64 = 720;
+
 impl GatewayConsoleBackend {
+    /// A new evaluation set from the console's form: the same checks as the API's
+    /// `POST /v1/eval-sets` and JSONL import.
+    pub(super) async fn store_evaluation_set(
+        &self,
+        caller: &ConsoleCaller,
+        form: NewEvaluationSetForm,
+    ) -> Result<(), ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, &form.project_id, may_see_recall_quality)
+            .await?;
+        let name = form.name.trim().to_string();
+        if name.is_empty() || name.chars().count() > 128 {
+            return Err(ConsoleError::InvalidInput(
+                "name: must be 1–128 characters".to_string(),
+            ));
+        }
+        let k = match form.k.trim() {
+            "" => 10,
+            text => text
+                .parse::<u32>()
+                .ok()
+                .filter(|k| (1..=100).contains(k))
+                .ok_or_else(|| ConsoleError::InvalidInput("k: must be 1–100".to_string()))?,
+        };
+        let schedule_interval_secs = match form.schedule_hours.trim() {
+            "" => None,
+            text => Some(
+                text.parse::<u64>()
+                    .ok()
+                    .filter(|hours| (1..=MAX_SCHEDULE_HOURS).contains(hours))
+                    .ok_or_else(|| {
+                        ConsoleError::InvalidInput(format!(
+                            "schedule: whole hours, 1–{MAX_SCHEDULE_HOURS}, or empty for on request only"
+                        ))
+                    })?
+                    * 3600,
+            ),
+        };
+        let cases = crate::routes::recall_quality::parse_jsonl_cases(&form.cases_jsonl).map_err(
+            |errors| {
+                ConsoleError::InvalidInput(
+                    errors
+                        .iter()
+                        .map(|error| format!("{}: {}", error.field, error.message))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            },
+        )?;
+        self.storage
+            .create_eval_set(
+                &scope,
+                NewEvalSet {
+                    name,
+                    k,
+                    regression_threshold: 0.05,
+                    schedule_interval_secs,
+                    profile: None,
+                },
+                cases,
+            )
+            .await
+            .map_err(|error| match error {
+                engram_storage::StorageError::Refused(message) => ConsoleError::Refused(message),
+                other => internal(other),
+            })?;
+        Ok(())
+    }
+
+    /// Queue a run of a set now, with the set's own profile.
+    pub(super) async fn queue_evaluation_run(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        set_id: &str,
+    ) -> Result<(), ConsoleError> {
+        let (_, scope) = self
+            .authorized_project(caller, project_id, may_see_recall_quality)
+            .await?;
+        let set_id: uuid::Uuid = set_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        let set = self
+            .storage
+            .eval_set(&scope, set_id)
+            .await
+            .map_err(internal)?
+            .ok_or(ConsoleError::NotFound)?;
+        let profile = set
+            .profile
+            .clone()
+            .unwrap_or_else(|| engram_engine::profiles::DEFAULT_PROFILE.to_string());
+        self.storage
+            .queue_eval_run(
+                &scope,
+                set.id,
+                &profile,
+                None,
+                EvalTrigger::Manual,
+                engram_engine::evaluation::EVALUATION_TASK,
+                None,
+            )
+            .await
+            .map_err(internal)?;
+        self.engine()?.governance().task_queued.notify_one();
+        Ok(())
+    }
+
     pub(super) async fn build_recall_dashboard(
         &self,
         caller: &ConsoleCaller,

@@ -421,7 +421,11 @@ pub struct EvalCaseBody {
     pub query_vector: Option<Vec<f32>>,
 }
 
-fn parse_case(body: EvalCaseBody, field: &str, errors: &mut Vec<FieldError>) -> NewEvalCase {
+pub(crate) fn parse_case(
+    body: EvalCaseBody,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> NewEvalCase {
     let path = |name: &str| format!("{field}.{name}");
     if body.query.trim().is_empty() || body.query.len() > MAX_QUERY_BYTES {
         errors.push(FieldError::new(
@@ -785,18 +789,20 @@ pub async fn import_eval_cases(
     let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::invalid(vec![FieldError::new("body", "must be UTF-8 text")]))?;
+    let cases = parse_jsonl_cases(text).map_err(ApiError::invalid)?;
+    store_cases(&engine, &principal.scope, set, cases).await
+}
+
+/// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
+pub(crate) fn parse_jsonl_cases(text: &str) -> Result<Vec<NewEvalCase>, Vec<FieldError>> {
     let mut errors = Vec::new();
     let mut bodies = Vec::new();
-    let mut lines = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<EvalCaseBody>(line) {
-            Ok(case) => {
-                bodies.push(case);
-                lines.push(number + 1);
-            }
+            Ok(case) => bodies.push((number + 1, case)),
             Err(error) => errors.push(FieldError::new(
                 format!("line {}", number + 1),
                 error.to_string(),
@@ -817,13 +823,13 @@ pub async fn import_eval_cases(
     }
     let cases: Vec<NewEvalCase> = bodies
         .into_iter()
-        .zip(lines)
-        .map(|(case, line)| parse_case(case, &format!("line {line}"), &mut errors))
+        .map(|(line, case)| parse_case(case, &format!("line {line}"), &mut errors))
         .collect();
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
+    if errors.is_empty() {
+        Ok(cases)
+    } else {
+        Err(errors)
     }
-    store_cases(&engine, &principal.scope, set, cases).await
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
