@@ -119,14 +119,13 @@ impl MemoryEngine {
     }
 
     /// The engine; an LLM whose HTTP client cannot be built is reported and left out.
-    /// `deployment_embedder` is the deployment's default model.
+    /// `embedder` is the deployment's default model (token estimates, the default space).
     pub fn with_embedding_spaces(
         storage: Storage,
         spaces: Arc<EmbeddingSpaces>,
-        deployment_embedder: Arc<dyn Embedder>,
+        embedder: Arc<dyn Embedder>,
         settings: EngineSettings,
     ) -> Self {
-        let embedder = deployment_embedder;
         let index: Arc<dyn VectorIndex> = Arc::new(RoutedVectorIndex::new(spaces.clone()));
         let llm = settings.llm.clone().and_then(|llm_settings| {
             crate::llm::ChatModel::new(llm_settings)

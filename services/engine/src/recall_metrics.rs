@@ -229,20 +229,26 @@ pub fn summarize(
             .unwrap_or(event.created_at);
         by_bucket.entry(start).or_default().push(event);
     }
+    // Each rating counts in the bucket of the recall it is about.
+    let bucket_of_recall: HashMap<Uuid, DateTime<Utc>> = by_bucket
+        .iter()
+        .flat_map(|(start, events)| events.iter().map(move |event| (event.id, *start)))
+        .collect();
+    let mut ratings_by_bucket: HashMap<DateTime<Utc>, Vec<&FeedbackRecord>> = HashMap::new();
+    for rating in feedback {
+        if let Some(start) = rating.recall_id.and_then(|id| bucket_of_recall.get(&id)) {
+            ratings_by_bucket.entry(*start).or_default().push(rating);
+        }
+    }
     let buckets = by_bucket
         .into_iter()
-        .map(|(start, events)| {
-            let recalls: HashSet<Uuid> = events.iter().map(|event| event.id).collect();
-            BucketFigures {
-                start,
-                figures: figures(events.into_iter()),
-                precision: feedback_figures(
-                    feedback
-                        .iter()
-                        .filter(|rating| rating.recall_id.is_some_and(|id| recalls.contains(&id))),
-                )
-                .precision,
-            }
+        .map(|(start, events)| BucketFigures {
+            start,
+            figures: figures(events.into_iter()),
+            precision: feedback_figures(
+                ratings_by_bucket.get(&start).into_iter().flatten().copied(),
+            )
+            .precision,
         })
         .collect();
 

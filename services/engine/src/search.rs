@@ -284,8 +284,14 @@ impl MemoryEngine {
                 .await?
             }
             None => {
-                self.candidates_from_index(scope, &request, query_vector.as_deref(), &mut timings)
-                    .await?
+                self.candidates_from_index(
+                    scope,
+                    space.index.as_ref(),
+                    &request,
+                    query_vector.as_deref(),
+                    &mut timings,
+                )
+                .await?
             }
         };
 
@@ -336,9 +342,11 @@ impl MemoryEngine {
     }
 
     /// Dense and keyword candidates from the index (concurrently), hydrated from the database.
+    /// `index` is the project's own (resolved once per search, not once per call).
     async fn candidates_from_index(
         &self,
         scope: &ProjectScope,
+        index: &dyn engram_index::VectorIndex,
         request: &SearchRequest,
         query_vector: Option<&Vec<f32>>,
         timings: &mut SearchTimings,
@@ -362,8 +370,7 @@ impl MemoryEngine {
                 return Ok((Vec::new(), 0));
             };
             let dense_started = Instant::now();
-            let hits = self
-                .index
+            let hits = index
                 .search(
                     scope,
                     VectorQuery {
@@ -384,8 +391,7 @@ impl MemoryEngine {
                 return Ok((Vec::new(), 0));
             }
             let keyword_started = Instant::now();
-            let hits = self
-                .index
+            let hits = index
                 .keyword_search(
                     scope,
                     KeywordQuery {
@@ -421,8 +427,7 @@ impl MemoryEngine {
                 .collect();
             if !unscored.is_empty() {
                 let rescoring_started = Instant::now();
-                let extra = self
-                    .index
+                let extra = index
                     .keyword_search(
                         scope,
                         KeywordQuery {

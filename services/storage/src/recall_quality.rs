@@ -631,17 +631,26 @@ impl Storage {
             .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        let mut sets = Vec::with_capacity(models.len());
-        for model in models {
-            let cases = eval_cases::Entity::find()
-                .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
-                .filter(eval_cases::Column::SetId.eq(model.id))
-                .count(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?;
-            sets.push(set_record(model, cases));
-        }
-        Ok(sets)
+        // One grouped count for all sets, not one query per set.
+        let counts: HashMap<Uuid, i64> = eval_cases::Entity::find()
+            .select_only()
+            .column(eval_cases::Column::SetId)
+            .column_as(eval_cases::Column::Id.count(), "cases")
+            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .group_by(eval_cases::Column::SetId)
+            .into_tuple::<(Uuid, i64)>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .collect();
+        Ok(models
+            .into_iter()
+            .map(|model| {
+                let cases = counts.get(&model.id).copied().unwrap_or(0);
+                set_record(model, u64::try_from(cases).unwrap_or(0))
+            })
+            .collect())
     }
 
     pub async fn eval_cases(
