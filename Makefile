@@ -12,7 +12,6 @@ run: setup console
 
 ## Run every test: unit, storage on SQLite and PostgreSQL, API end to end, browser.
 test: setup-test console
-	$(CARGO) build -p engram-cli --bin engram
 	$(CARGO) test --workspace --no-fail-fast -- --show-output
 
 setup:
@@ -49,12 +48,10 @@ bench-recall: setup
 
 ## The crash harness with 100 SIGKILL cycles per backend (make test runs 10).
 crash-harness: setup-test console
-	$(CARGO) build -p engram-cli --bin engram
 	ENGRAM_CRASH_CYCLES=100 $(CARGO) test --workspace -- sigkill_cycles --nocapture
 
 ## The cross-tenant property with 10,000 random operation sequences (make test runs 1,000).
 proptest-large: setup-test console
-	$(CARGO) build -p engram-cli --bin engram
 	ENGRAM_PROPTEST_CASES=10000 $(CARGO) test --workspace -- no_response_ever_contains --nocapture
 
 fmt:

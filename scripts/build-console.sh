@@ -27,6 +27,45 @@ cargo_home="${CARGO_HOME:-$HOME/.cargo}"
 
 log() { printf 'build-console: %s\n' "$*" >&2; }
 
+# --- an unchanged console is never rebuilt -------------------------------------------------
+# The bundle depends only on these inputs (the console uses no workspace crate), so their hash
+# names it. Bundles are kept by hash in the cargo target dir, which outlives a fresh clone in
+# CI (see .ci/run), and copied into OUT_DIR.
+input_hash="$(
+  {
+    find web/console -type f -not -path '*/target/*' -print0 | sort -z | xargs -0 sha256sum
+    sha256sum Cargo.lock Cargo.toml rust-toolchain.toml scripts/build-console.sh
+    echo "profile=$profile"
+  } | sha256sum | awk '{ print $1 }'
+)"
+cached_bundle="$target_dir/console-bundles/$input_hash"
+# Records OUT_DIR's bundle as the one for these inputs, here and in the target dir's cache.
+remember_bundle() {
+  printf '%s\n' "$input_hash" >"$out_dir/.input-hash"
+  mkdir -p "$target_dir/console-bundles"
+  rm -rf "$cached_bundle.tmp"
+  cp -a "$out_dir" "$cached_bundle.tmp"
+  rm -f "$cached_bundle.tmp/.input-hash"
+  rm -rf "$cached_bundle"
+  mv "$cached_bundle.tmp" "$cached_bundle"
+}
+if [[ -f "$out_dir/.input-hash" && "$(cat "$out_dir/.input-hash")" == "$input_hash" \
+  && -f "$out_dir/$name.js" && -f "$out_dir/${name}_bg.wasm" ]]; then
+  log "bundle up to date in $out_dir (inputs unchanged)"
+  exit 0
+fi
+if [[ -f "$cached_bundle/$name.js" && -f "$cached_bundle/${name}_bg.wasm" ]]; then
+  mkdir -p "$(dirname "$out_dir")"
+  staging="$(mktemp -d "$out_dir.tmp.XXXXXX")"
+  cp -a "$cached_bundle/." "$staging/"
+  printf '%s\n' "$input_hash" >"$staging/.input-hash"
+  chmod 755 "$staging"
+  rm -rf "$out_dir"
+  mv "$staging" "$out_dir"
+  log "bundle for these inputs taken from $cached_bundle (nothing rebuilt)"
+  exit 0
+fi
+
 # --- wasm-bindgen CLI at the version in Cargo.lock --------------------------------------
 lock_version="$(awk '
   $0 == "name = \"wasm-bindgen\"" { found = 1; next }
@@ -110,6 +149,7 @@ stamp="$out_dir/.build-stamp"
 want_stamp="$(sha256sum "$wasm" | awk '{ print $1 }') wasm-bindgen-$lock_version ${bindgen_args[*]}"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$want_stamp" \
   && -f "$out_dir/$name.js" && -f "$out_dir/${name}_bg.wasm" ]]; then
+  remember_bundle
   log "bundle up to date in $out_dir"
   exit 0
 fi
@@ -132,4 +172,5 @@ else
 fi
 trap - EXIT
 
+remember_bundle
 log "bundle written to $out_dir ($(du -h "$out_dir/${name}_bg.wasm" | awk '{ print $1 }') wasm)"

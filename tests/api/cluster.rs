@@ -216,7 +216,7 @@ async fn two_gateways_and_two_workers_share_postgres_and_qdrant() {
     )
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + engram_tests::patience();
     loop {
         let database_side = database_memories(&storage, &first_scope).await;
         let index_side = index_points(&index, &first_scope).await;

@@ -68,10 +68,14 @@ fn change_for<'a>(derivation: &'a Value, action: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {action} in {derivation}"))
 }
 
-async fn usage_totals(client: &ApiClient) -> Value {
-    // Meter flushes happen every second; the runner's units are written directly.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    get_path(client, "/v1/usage").await.body
+/// `/v1/usage` once it shows what `arrived` looks for: meter flushes happen every second (later
+/// on a busy machine); the runner's units are written directly.
+async fn usage_totals(client: &ApiClient, arrived: impl Fn(&Value) -> bool) -> Value {
+    engram_tests::eventually("the usage to be recorded", || async {
+        let usage = get_path(client, "/v1/usage").await.body;
+        if arrived(&usage) { Ok(usage) } else { Err(usage.to_string()) }
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +329,7 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
         if task.body["status"] == "succeeded" {
             break task.body;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{}", task.body);
+        assert!(started.elapsed() < engram_tests::patience(), "{}", task.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(
@@ -561,7 +565,10 @@ async fn an_llm_extracts_and_reconciles_and_every_change_carries_its_reason() {
     );
 
     // Tokens in and out, per model, exactly as the provider reported them.
-    let usage = usage_totals(&client).await;
+    let usage = usage_totals(&client, |usage| {
+        usage["totals"]["memories_written"] == 4 + 2 && usage["totals"]["llm_tokens_in"] == 950
+    })
+    .await;
     assert_eq!(usage["totals"]["llm_tokens_in"], 300 + 250 + 400, "{usage}");
     assert_eq!(usage["totals"]["llm_tokens_out"], 100 + 80 + 120);
     assert_eq!(
@@ -602,7 +609,7 @@ async fn an_llm_outage_keeps_the_messages_and_says_why_nothing_was_derived() {
         "Remember that I am allergic to peanuts."
     );
     assert_eq!(client.list("?user_id=cy").await.body["memories"], json!([]));
-    let usage = usage_totals(&client).await;
+    let usage = usage_totals(&client, |usage| usage["llm_by_model"] != json!([])).await;
     assert_eq!(
         usage["llm_by_model"],
         json!([{"model": "stand-in-chat", "calls": 1, "failed_calls": 1, "tokens_in": 0, "tokens_out": 0}])
@@ -690,7 +697,7 @@ async fn a_correction_in_feedback_is_applied_by_the_llm_and_feedback_is_kept_per
     let foreign = get_path(&other, &format!("/v1/recalls/{recall_id}/feedback")).await;
     assert_eq!(foreign.body["feedback"], json!([]));
 
-    let usage = usage_totals(&client).await;
+    let usage = usage_totals(&client, |usage| usage["llm_by_model"] != json!([])).await;
     assert_eq!(
         usage["llm_by_model"],
         json!([{"model": "stand-in-chat", "calls": 1, "failed_calls": 0, "tokens_in": 90, "tokens_out": 20}])

@@ -238,8 +238,29 @@ async fn a_graceful_shutdown_finishes_the_request_in_flight() {
         let api = api.clone();
         tokio::spawn(async move { api.add(json!(memories)).await })
     };
-    // Long enough for the request to reach the handler; embedding 100 long texts takes far longer.
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Shut down only once the request is inside the server: its texts are waiting for or in
+    // the model (embedding 100 long texts takes several batches).
+    let http = reqwest::Client::new();
+    engram_tests::eventually("the write to reach the model", || async {
+        let metrics = http
+            .get(&server.metrics_url)
+            .send()
+            .await
+            .map_err(|error| error.to_string())?
+            .text()
+            .await
+            .map_err(|error| error.to_string())?;
+        let waiting = engram_tests::metric_sample(&metrics, "engram_embedding_queue_depth", &[])
+            .unwrap_or(0.0);
+        let embedded = engram_tests::metric_sample(&metrics, "engram_embedded_texts_total", &[])
+            .unwrap_or(0.0);
+        if waiting > 0.0 || embedded > 0.0 {
+            Ok(())
+        } else {
+            Err(format!("queue depth {waiting}, embedded {embedded}"))
+        }
+    })
+    .await;
     server.request_shutdown();
     let response = in_flight.await.unwrap();
     assert_eq!(
@@ -364,18 +385,11 @@ async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
         "ALTER DATABASE {database} ALLOW_CONNECTIONS true"
     ))
     .await;
-    let mut recovered = false;
-    for _ in 0..50 {
-        if api.list("").await.status == 200 {
-            recovered = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    assert!(
-        recovered,
-        "the server serves again once the database is back"
-    );
+    engram_tests::eventually("the server to serve again once the database is back", || async {
+        let response = api.list("").await;
+        if response.status == 200 { Ok(()) } else { Err(response.body.to_string()) }
+    })
+    .await;
     let contents: Vec<String> = api.list("?user_id=u-db").await.body["memories"]
         .as_array()
         .unwrap()

@@ -35,7 +35,7 @@ async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
             return task.body;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
+            started.elapsed() < engram_tests::patience(),
             "{}",
             task.body
         );
@@ -253,15 +253,17 @@ async fn a_project_sends_its_own_vectors_and_engram_embeds_nothing_for_it() {
         .assert_problem(409, "embedding-unavailable");
 
     // Nothing was embedded by Engram for this project's memories.
-    let usage = loop {
+    let usage = engram_tests::eventually("the writes to be metered", || async {
         let usage = client
             .send(client.request(reqwest::Method::GET, "/v1/usage"))
             .await;
         if usage.body["totals"]["memories_written"] == 4 {
-            break usage;
+            Ok(usage)
+        } else {
+            Err(usage.body.to_string())
         }
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    };
+    })
+    .await;
     assert_eq!(usage.body["totals"]["tokens_embedded"], 0, "{}", usage.body);
 
     // Erasure finds the subject's points in the project's own index.

@@ -359,21 +359,14 @@ async fn wait_false_answers_202_and_the_memory_becomes_searchable() {
         response.body["memories"][0]["content"],
         "Owns a golden retriever named Miso."
     );
-    let mut found = false;
-    for _ in 0..100 {
-        if api
-            .search_contents("what pet does the user have")
-            .await
-            .iter()
-            .any(|content| content.contains("Miso"))
-        {
-            found = true;
-            break;
+    // The background indexer makes an accepted write searchable.
+    engram_tests::eventually("the accepted write to become searchable", || async {
+        let contents = api.search_contents("what pet does the user have").await;
+        if contents.iter().any(|content| content.contains("Miso")) {
+            Ok(())
+        } else {
+            Err(format!("{contents:?}"))
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(
-        found,
-        "the background indexer makes an accepted write searchable"
-    );
+    })
+    .await;
 }

@@ -414,7 +414,7 @@ async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
             return task.body;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
+            started.elapsed() < engram_tests::patience(),
             "{}",
             task.body
         );

@@ -39,7 +39,7 @@ async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
             return task;
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
+            started.elapsed() < engram_tests::patience(),
             "{task}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
@@ -507,7 +507,7 @@ async fn an_evaluation_set_scores_hit_at_k_and_mrr_compares_profiles_and_flags_a
             break run.clone();
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(30),
+            started.elapsed() < engram_tests::patience(),
             "{runs}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;

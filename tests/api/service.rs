@@ -117,17 +117,8 @@ async fn first_start_writes_a_private_bootstrap_file_and_projects_can_be_added()
     );
 }
 
-/// The value of the first sample of `name` whose labels include all of `labels`.
 fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|line| !line.starts_with('#'))
-        .filter(|line| {
-            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
-        })
-        .find(|line| labels.iter().all(|label| line.contains(label)))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
+    engram_tests::metric_sample(metrics, name, labels)
 }
 
 /// Prometheus scrapes request counts and latency by route, search latency by phase and the
@@ -339,4 +330,178 @@ async fn rate_limits_security_headers_and_cors() {
             .is_none(),
         "an unknown origin gets no CORS grant"
     );
+}
+
+/// Two `engram serve` on one machine, neither told where to serve metrics: both start, the
+/// second (or both, when something else holds 9464) serves metrics on a free port it prints,
+/// and each keeps its own data. An operator's explicit metrics address that is taken is
+/// refused with a message naming it.
+#[tokio::test]
+async fn two_instances_run_side_by_side_and_a_taken_metrics_address_is_named() {
+    let first = TestServer::spawn_with_default_metrics_address()
+        .await
+        .unwrap();
+    let second = TestServer::spawn_with_default_metrics_address()
+        .await
+        .unwrap();
+    assert_ne!(first.base_url, second.base_url);
+    assert_ne!(
+        first.metrics_url, second.metrics_url,
+        "each instance serves its own metrics"
+    );
+    let http = reqwest::Client::new();
+    for server in [&first, &second] {
+        let metrics = http
+            .get(&server.metrics_url)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("engram_"),
+            "{} serves Engram's metrics: {metrics}",
+            server.metrics_url
+        );
+    }
+
+    let written = first
+        .client()
+        .add_one(json!({"content": "Lives next door to the second instance.", "user_id": "u-1"}))
+        .await;
+    assert_eq!(
+        second.client().all_listed_ids("").await,
+        Vec::<String>::new(),
+        "the second instance holds none of the first one's memories"
+    );
+    assert_eq!(
+        first.client().all_listed_ids("").await,
+        vec![written["id"].as_str().unwrap().to_string()]
+    );
+    assert!(
+        first
+            .client()
+            .search_contents("next door")
+            .await
+            .iter()
+            .any(|content| content.contains("next door"))
+    );
+
+    // An address the operator chose that is taken: no silent move, a clear error.
+    let taken = first
+        .metrics_url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .to_string();
+    let directory = tempfile::tempdir().unwrap();
+    let mut third = std::process::Command::new(engram_tests::engram_binary())
+        .args(["serve", "--data-dir"])
+        .arg(directory.path())
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", &taken])
+        .env("ENGRAM_MODEL_DIR", engram_tests::model_dir())
+        .env("ENGRAM_LOG", "warn")
+        .env_remove("QDRANT_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + engram_tests::patience();
+    let status = loop {
+        if let Some(status) = third.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = third.kill();
+            panic!("a server whose metrics address is taken kept running");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut third.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "refused to start");
+    assert!(
+        stderr.contains(&taken) && stderr.contains("metrics"),
+        "the error names the metrics address: {stderr}"
+    );
+}
+
+/// Runs `engram admin create-project` on `server`'s data dir in the background, with
+/// `lock_wait_secs` of patience for the database's write lock.
+fn create_project_in_background(
+    server: &TestServer,
+    name: &str,
+    lock_wait_secs: &str,
+) -> tokio::task::JoinHandle<std::process::Output> {
+    let data_dir = server.data_dir.display().to_string();
+    let name = name.to_string();
+    let lock_wait_secs = lock_wait_secs.to_string();
+    tokio::task::spawn_blocking(move || {
+        engram_tests::run_engram(
+            &[
+                "admin",
+                "create-project",
+                "--data-dir",
+                &data_dir,
+                "--name",
+                &name,
+                "--json",
+            ],
+            &[("ENGRAM_ADMIN_LOCK_WAIT_SECS".to_string(), lock_wait_secs)],
+        )
+    })
+}
+
+/// An admin command beside a running server whose SQLite write lock another process holds:
+/// it waits and succeeds once the lock is released; when the lock outlasts its patience it
+/// gives up with a message saying so, and nothing was created.
+#[tokio::test]
+async fn admin_commands_wait_for_a_locked_database_and_say_when_they_give_up() {
+    use sqlx::Connection;
+    let server = TestServer::spawn().await.unwrap();
+    let database = server.data_dir.join("engram.db");
+    let mut neighbour = sqlx::SqliteConnection::connect(&format!(
+        "sqlite://{}?mode=rw",
+        database.display()
+    ))
+    .await
+    .unwrap();
+
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut neighbour)
+        .await
+        .unwrap();
+    let waiting = create_project_in_background(&server, "patient", "600");
+    // However long the command takes to reach the lock, it cannot finish while it is held.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    sqlx::query("COMMIT").execute(&mut neighbour).await.unwrap();
+    let output = waiting.await.unwrap();
+    assert!(
+        output.status.success(),
+        "create-project waited for the lock: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let created: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let patient = server.client_with_key(created["api_key"].as_str().unwrap());
+    assert_eq!(patient.list("").await.status, 200, "the new key works");
+
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut neighbour)
+        .await
+        .unwrap();
+    let output = create_project_in_background(&server, "impatient", "1")
+        .await
+        .unwrap();
+    sqlx::query("COMMIT").execute(&mut neighbour).await.unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("stayed locked by another process") && stderr.contains("nothing was changed"),
+        "the command says why it gave up: {stderr}"
+    );
+    let projects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE name = 'impatient'")
+        .fetch_one(&mut neighbour)
+        .await
+        .unwrap();
+    assert_eq!(projects, 0, "nothing of the refused command was written");
 }

@@ -44,7 +44,7 @@ async fn totals_reach(client: &ApiClient, expected: Value) -> Value {
             return body;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(15),
+            started.elapsed() < engram_tests::patience(),
             "totals never reached {expected}: {}",
             body["totals"]
         );

@@ -20,7 +20,7 @@ const email = process.env.ENGRAM_CONSOLE_EMAIL;
 const password = process.env.ENGRAM_CONSOLE_PASSWORD;
 const expectedActions = JSON.parse(process.env.ENGRAM_EXPECT_ACTIONS);
 const forbidden = JSON.parse(process.env.ENGRAM_FORBIDDEN_TEXT ?? '[]');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
+const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 120000);
 
 let passed = 0;
 let failed = 0;

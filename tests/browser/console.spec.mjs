@@ -8,7 +8,7 @@
 //   ENGRAM_CONSOLE_PASSWORD    its password
 //   ENGRAM_EXPECT_CONTENTS     JSON array of memory contents present in the first project
 //   ENGRAM_FORBIDDEN_CONTENTS  optional JSON array of contents that must never be shown
-//   ENGRAM_BROWSER_TIMEOUT_MS  optional wait limit per step (default 15000)
+//   ENGRAM_BROWSER_TIMEOUT_MS  optional wait limit per step (default 120000: a deadline for a busy machine, reached only when a step is broken)
 //
 // Screenshots go to tests/browser/artifacts/ (gitignored); their paths are printed.
 
@@ -50,7 +50,7 @@ const email = env('ENGRAM_CONSOLE_EMAIL');
 const password = env('ENGRAM_CONSOLE_PASSWORD');
 const expected = jsonArray('ENGRAM_EXPECT_CONTENTS');
 const forbidden = jsonArray('ENGRAM_FORBIDDEN_CONTENTS', '[]');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
+const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 120000);
 if (expected.length === 0) {
   console.error('ENGRAM_EXPECT_CONTENTS must name at least one memory');
   process.exit(2);

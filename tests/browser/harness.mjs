@@ -10,7 +10,7 @@ import path from 'node:path';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifacts = path.join(here, 'artifacts');
 export const base = (process.env.ENGRAM_URL ?? '').replace(/\/+$/, '');
-export const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
+export const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 120000);
 
 export function assert(condition, message) {
   if (!condition) throw new Error(message);

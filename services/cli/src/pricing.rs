@@ -96,7 +96,7 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         unit_price_micros,
         effective_from,
     };
-    storage.add_price(&entry).await?;
+    crate::config::retry_while_busy("adding the price", || storage.add_price(&entry)).await?;
     println!(
         "{}",
         serde_json::json!({

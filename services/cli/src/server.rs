@@ -435,6 +435,7 @@ impl EmbeddedServer {
         let mut admin_shutdown = shutdown_receiver.clone();
         let admin_server = crate::telemetry::AdminServer::start(
             config.metrics_listen,
+            config.metrics_listen_may_move,
             Some(engine.applier()),
             async move {
                 let _ = admin_shutdown.wait_for(|stop| *stop).await;
@@ -554,6 +555,7 @@ impl WorkerProcess {
         let mut admin_shutdown = shutdown_receiver;
         let admin_server = crate::telemetry::AdminServer::start(
             config.metrics_listen,
+            config.metrics_listen_may_move,
             Some(applier.clone()),
             async move {
                 let _ = admin_shutdown.wait_for(|stop| *stop).await;

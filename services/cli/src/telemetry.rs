@@ -83,15 +83,40 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
+    /// Listens on `listen`; when it is taken and `may_move` (the operator did not choose it),
+    /// on a free port of the same host instead, saying so on stderr.
     pub async fn start(
         listen: SocketAddr,
+        may_move: bool,
         readiness: Option<std::sync::Arc<engram_engine::IndexApplier>>,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<Self> {
         let handle = prometheus_handle()?;
-        let listener = tokio::net::TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("cannot listen on {listen} for metrics"))?;
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(listener) => listener,
+            Err(error) if may_move && error.kind() == std::io::ErrorKind::AddrInUse => {
+                let free_port = SocketAddr::new(listen.ip(), 0);
+                let listener = tokio::net::TcpListener::bind(free_port)
+                    .await
+                    .with_context(|| format!("cannot listen on {free_port} for metrics"))?;
+                let moved_to = listener.local_addr()?;
+                tracing::warn!(%listen, %moved_to, "metrics address in use; serving metrics on a free port");
+                eprintln!(
+                    "engram: the metrics address {listen} is in use (another engram on this machine?); \
+                     metrics are served on {moved_to} instead. Set --metrics-listen or \
+                     ENGRAM_METRICS_LISTEN to choose one."
+                );
+                listener
+            }
+            Err(error) => {
+                return Err(error).with_context(|| {
+                    format!(
+                        "cannot listen on {listen} for metrics (set --metrics-listen or \
+                         ENGRAM_METRICS_LISTEN to another address, or port 0 for a free one)"
+                    )
+                });
+            }
+        };
         let address = listener.local_addr()?;
         let task = tokio::spawn(async move {
             axum::serve(listener, admin_router(handle, readiness))

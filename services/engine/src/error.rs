@@ -49,7 +49,9 @@ impl From<StorageError> for EngineError {
                 EngineError::VersionConflict { current_version }
             }
             StorageError::IdempotencyKeyReused => EngineError::IdempotencyKeyReused,
-            StorageError::Unavailable(message) => EngineError::StorageUnavailable(message),
+            StorageError::Unavailable(message) | StorageError::Busy(message) => {
+                EngineError::StorageUnavailable(message)
+            }
             StorageError::Refused(message) => EngineError::Locked(message),
             error @ StorageError::ProjectNotEmpty { .. } => {
                 EngineError::EmbeddingUnavailable(error.to_string())

@@ -13,6 +13,10 @@ pub enum StorageError {
     IdempotencyKeyReused,
     #[error("database unavailable: {0}")]
     Unavailable(String),
+    /// SQLite stayed locked by another connection or process for the whole busy timeout;
+    /// nothing of the failed statement's transaction was written, so it may be retried.
+    #[error("the database stayed locked by another writer for the whole busy timeout: {0}")]
+    Busy(String),
     #[error("storage configuration: {0}")]
     Configuration(String),
     #[error("database error: {0}")]
@@ -34,6 +38,13 @@ pub enum StorageError {
 impl StorageError {
     pub(crate) fn from_db(error: DbErr) -> Self {
         match &error {
+            DbErr::Query(RuntimeErr::SqlxError(sqlx_error))
+            | DbErr::Exec(RuntimeErr::SqlxError(sqlx_error))
+            | DbErr::Conn(RuntimeErr::SqlxError(sqlx_error))
+                if is_sqlite_busy(sqlx_error) =>
+            {
+                StorageError::Busy(error.to_string())
+            }
             DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => {
                 StorageError::Unavailable(error.to_string())
             }
@@ -46,6 +57,24 @@ impl StorageError {
             _ => StorageError::Internal(error.to_string()),
         }
     }
+}
+
+/// SQLite's SQLITE_BUSY (5) or SQLITE_LOCKED (6), with any extended code (517 is a stale
+/// snapshot).
+pub(crate) fn is_sqlite_busy(error: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(database_error) = error else {
+        return false;
+    };
+    if database_error
+        .try_downcast_ref::<sqlx::sqlite::SqliteError>()
+        .is_none()
+    {
+        return false;
+    }
+    database_error
+        .code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| matches!(code & 0xff, 5 | 6))
 }
 
 fn is_connection_failure(error: &sqlx::Error) -> bool {

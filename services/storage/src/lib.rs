@@ -62,7 +62,17 @@ pub struct StorageOptions {
     /// gateways and workers: only `engram migrate` changes a shared schema, so two new
     /// pods never race to migrate it).
     pub require_migrated_schema: bool,
+    /// How long a statement waits for another connection's (or process's) write lock on
+    /// SQLite before it fails with [`StorageError::Busy`]; `None` is the server's 10 s.
+    pub sqlite_busy_timeout: Option<Duration>,
 }
+
+/// A server's wait for SQLite's write lock: long enough for any of its own transactions.
+const DEFAULT_SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The first statement of a write transaction on SQLite: it writes nothing, but takes the
+/// database's write lock (waiting up to the busy timeout) before anything is read.
+const SQLITE_TAKE_WRITE_LOCK: &str = "UPDATE seaql_migrations SET version = version WHERE 0";
 
 impl Storage {
     /// Connect to `database_url` (`sqlite://path?mode=rwc` or `postgres://…`), refuse a
@@ -75,6 +85,9 @@ impl Storage {
         database_url: &str,
         options: StorageOptions,
     ) -> Result<Self, StorageError> {
+        let sqlite_busy_timeout = options
+            .sqlite_busy_timeout
+            .unwrap_or(DEFAULT_SQLITE_BUSY_TIMEOUT);
         let storage = if database_url.starts_with("sqlite:") {
             // WAL lets readers run beside the writer; synchronous=FULL makes every commit
             // durable before it is acknowledged (a kill -9 or power loss loses nothing).
@@ -86,7 +99,7 @@ impl Storage {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
-                .busy_timeout(Duration::from_secs(10));
+                .busy_timeout(sqlite_busy_timeout);
             let pool = SqlitePoolOptions::new()
                 .max_connections(8)
                 .connect_with(options)
@@ -219,6 +232,26 @@ impl Storage {
 
     pub async fn close(self) -> Result<(), StorageError> {
         self.connection.close().await.map_err(StorageError::from_db)
+    }
+
+    /// Starts a transaction that will write. On SQLite its first statement takes the write
+    /// lock, so the transaction never reads a snapshot that another connection's commit then
+    /// makes stale: SQLite refuses that upgrade at once ("database is locked"), whatever the
+    /// busy timeout, which is how a CLI command beside a running server used to fail.
+    async fn begin_write(&self) -> Result<sea_orm::DatabaseTransaction, StorageError> {
+        use sea_orm::TransactionTrait;
+        let transaction = self
+            .connection
+            .begin()
+            .await
+            .map_err(StorageError::from_db)?;
+        if self.connection.get_database_backend() == DbBackend::Sqlite {
+            transaction
+                .execute_unprepared(SQLITE_TAKE_WRITE_LOCK)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        Ok(transaction)
     }
 
     async fn write_permit(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! scripts/build-console.sh                       # the hydrate bundle into target/console-pkg
-//! cargo run -p engram-console --features ssr --example dev_server
+//! cargo run -p engram-console --features dev-server --example dev_server
 //! ```
 //! Environment: `CONSOLE_DEV_LISTEN` (default `127.0.0.1:3900`), `CONSOLE_DEV_PKG_DIR`
 //! (default `<workspace>/target/console-pkg`). Sign in as `admin@example.com` / `dev-password`.

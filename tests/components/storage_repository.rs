@@ -1498,7 +1498,10 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         .append_session_messages(
             &scope,
             batch(Some("ana"), &["one", "two", "three"]),
-            Some("key:k"),
+            Some(engram_storage::conversations::DerivationRequest {
+                credential: "key:k",
+                may_delete: false,
+            }),
             None,
         )
         .await
@@ -1511,8 +1514,9 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         .await
         .unwrap();
     assert!(none.is_none());
+    // Each end-user of the session has a history of its own; "four" is no end-user's.
     let (page, cursor) = storage
-        .session_messages(&scope, "s-1", None, None, 2)
+        .session_messages(&scope, "s-1", Some("ana"), None, 2)
         .await
         .unwrap();
     assert_eq!(
@@ -1522,18 +1526,29 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         ["one", "two"]
     );
     let (rest, end) = storage
-        .session_messages(&scope, "s-1", None, cursor, 10)
+        .session_messages(&scope, "s-1", Some("ana"), cursor, 10)
         .await
         .unwrap();
     assert_eq!(
         rest.iter()
             .map(|message| message.content.as_str())
             .collect::<Vec<_>>(),
-        ["three", "four"]
+        ["three"]
     );
     assert_eq!(end, None);
+    let (nobodys, _) = storage
+        .session_messages(&scope, "s-1", None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        nobodys
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect::<Vec<_>>(),
+        ["four"]
+    );
     let earlier = storage
-        .messages_before(&scope, "s-1", rest[1].id, 2)
+        .messages_before(&scope, "s-1", Some("ana"), nobodys[0].id, 2)
         .await
         .unwrap();
     assert_eq!(
@@ -1541,7 +1556,23 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
             .iter()
             .map(|message| message.content.as_str())
             .collect::<Vec<_>>(),
-        ["two", "three"]
+        ["two", "three"],
+        "the context of a batch is its own end-user's earlier messages"
+    );
+    assert!(
+        storage
+            .messages_before(&scope, "s-1", Some("bo"), nobodys[0].id, 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "another end-user of the session gets none of ana's words"
+    );
+    assert!(
+        storage
+            .messages_before(&scope, "s-1", None, nobodys[0].id, 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
     assert_eq!(
         storage
@@ -1552,7 +1583,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         3
     );
     let (foreign, _) = storage
-        .session_messages(&other_scope, "s-1", None, None, 10)
+        .session_messages(&other_scope, "s-1", Some("ana"), None, 10)
         .await
         .unwrap();
     assert!(foreign.is_empty(), "another project sees no messages");

@@ -11,7 +11,6 @@ use engram_index::{
 };
 use engram_storage::{ApiKeyPepper, Storage};
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -107,7 +106,7 @@ impl VectorIndex for SwitchableIndex {
 }
 
 fn model_dir() -> std::path::PathBuf {
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace_root = engram_tests::workspace_root();
     let directory = engram_embed::resolve_model_dir(&workspace_root);
     assert!(
         directory.join("model.safetensors").exists(),

@@ -6,7 +6,6 @@ use engram_cli::config::{EngramConfig, ServeArgs};
 use engram_cli::server::EmbeddedServer;
 use opentelemetry::trace::{SpanId, TraceId};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use std::path::Path;
 use tracing_subscriber::layer::SubscriberExt;
 
 const CALLER_TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -24,11 +23,11 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let data_dir = tempfile::tempdir().unwrap();
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let workspace_root = engram_tests::workspace_root();
     let arguments = ServeArgs {
         data_dir: data_dir.path().to_path_buf(),
         listen: "127.0.0.1:0".parse().unwrap(),
-        metrics_listen: "127.0.0.1:0".parse().unwrap(),
+        metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         database_url: None,
         model_dir: Some(engram_embed::resolve_model_dir(&workspace_root)),
         console_assets: None,

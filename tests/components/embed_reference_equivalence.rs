@@ -1,7 +1,7 @@
 //! Equivalence of `LocalMiniLm` with sentence-transformers' reference embeddings, plus the
 //! pool's behaviour (padding independence, normalisation, missing files, concurrency).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram_embed::{
@@ -10,7 +10,7 @@ use engram_embed::{
 };
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    engram_tests::workspace_root()
 }
 
 struct ReferenceSentence {

@@ -981,7 +981,7 @@ async fn the_maintenance_thread_optimizes_after_enough_writes() {
         .collect();
     index.upsert(&scope, points).await.unwrap();
 
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + engram_tests::patience();
     loop {
         let statistics = index.statistics().await.unwrap();
         if statistics.indexed_vector_count > 0 {

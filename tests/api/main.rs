@@ -1,0 +1,26 @@
+//! The HTTP API end to end: each module spawns the real `engram serve` (or a cluster of
+//! `gateway` and `worker` processes) and talks to it as a client would.
+
+mod access;
+mod audit;
+mod bad_input;
+mod cluster;
+mod compliance;
+mod console_members;
+mod console_roles;
+mod console_sessions;
+mod conversations;
+mod crash_harness;
+mod cross_tenant;
+mod durability;
+mod embedding_spaces;
+mod end_user_tokens;
+mod files;
+mod isolation;
+mod memories_api;
+mod recall;
+mod recall_quality;
+mod security_matrix;
+mod service;
+mod sessions;
+mod usage;
