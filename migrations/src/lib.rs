@@ -22,6 +22,8 @@ mod m0016_feedback;
 mod m0017_derive_memories_setting;
 mod m0018_project_embedding;
 mod m0019_recall_quality;
+mod m0020_api_key_lineage;
+mod m0021_session_state_per_end_user;
 
 pub struct Migrator;
 
@@ -48,6 +50,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0017_derive_memories_setting::Migration),
             Box::new(m0018_project_embedding::Migration),
             Box::new(m0019_recall_quality::Migration),
+            Box::new(m0020_api_key_lineage::Migration),
+            Box::new(m0021_session_state_per_end_user::Migration),
         ]
     }
 }

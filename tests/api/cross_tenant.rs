@@ -1,85 +1,530 @@
-//! Property: whatever sequence of operations tenants perform, no response to one project ever
-//! contains another project's memory ids or content. Random operation sequences (proptest)
-//! over 3 organizations × 2 projects × 3 end-users against one real server: adds, lists
-//! (with and without a user filter), searches, and get / edit / delete / history aimed at
-//! memories of any project. `ENGRAM_PROPTEST_CASES` sets the number of sequences (1,000 by
-//! default; `make proptest-large` runs 10,000).
+//! Property: whatever sequence of operations tenants and their end-users perform, no response
+//! to one project ever contains another project's ids or content, and no response to an
+//! end-user token ever contains another end-user's (or the project's own, end-user-less) ids
+//! or content. Random operation sequences (proptest) against one real server with
+//! 3 organizations × 2 projects; the principals are each project's API key and, in every
+//! project, end-user tokens of `ana` and `ben` (`chen` is only ever named by the key). The
+//! operations: memories (add, list and search with and without a user filter, get / edit /
+//! delete / history aimed at memories of anyone), conversation messages and session state in
+//! a tiny shared set of session ids and keys (so projects and end-users collide on them),
+//! files (upload, get), feedback on memories and on recalls, recall events, tasks,
+//! evaluation sets, and `Idempotency-Key` replays from a tiny shared set of keys and bodies
+//! (so principals replay each other's keys). Every id and every content marker the test
+//! creates is recorded with the project and end-user it belongs to; content markers carry
+//! their owner in the text (`tenant-p<project>-u<user index or x>-m<n>`). A project key may
+//! see everything of its own project; a read that names a namespace (a `user_id` filter, a
+//! session's namespace) sees only that namespace. `ENGRAM_PROPTEST_CASES` sets the number of
+//! sequences (1,000 by default; `make proptest-large` runs 10,000).
 
-use engram_tests::{ApiClient, TestServer, run_engram};
+use engram_tests::{ApiClient, ApiResponse, TestServer, run_engram};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use reqwest::Method;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const PROJECTS: usize = 6;
 const USERS: [&str; 3] = ["ana", "ben", "chen"];
+/// Every project mints tokens for the first this many of `USERS`.
+const TOKEN_USERS: usize = 2;
+/// Shared by every project and end-user, so their namespaces collide on the ids.
+const SESSIONS: [&str; 2] = ["s-1", "s-2"];
+const STATE_KEYS: [&str; 2] = ["draft", "plan"];
+const IDEMPOTENCY_KEYS: [&str; 2] = ["k-1", "k-2"];
+/// Bodies of idempotent adds, the same bytes for every principal: 0 and 1 name no end-user,
+/// 2 names `ana` (refused to the tokens of anyone else).
+const REPLAY_BODIES: usize = 3;
+
+fn replay_body(variant: usize) -> Value {
+    match variant {
+        0 => {
+            json!({"memories": [{"content": "Shared replay body one: the user drinks green tea."}]})
+        }
+        1 => {
+            json!({"memories": [{"content": "Shared replay body two: the user drinks black coffee."}]})
+        }
+        _ => {
+            json!({"memories": [{"content": "Shared replay body one: the user drinks green tea.", "user_id": USERS[0]}]})
+        }
+    }
+}
+
+fn replay_body_user(variant: usize) -> Option<usize> {
+    (variant == 2).then_some(0)
+}
+
+/// Who makes a request: a project's API key (`token_of: None`) or its end-user token of
+/// `USERS[token_of]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Principal {
+    project: usize,
+    token_of: Option<usize>,
+}
+
+/// Whose a piece of data is: a project and an end-user of it (`None`: no end-user's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Owner {
+    project: usize,
+    user: Option<usize>,
+}
+
+/// What one response may hold: data of `project` and, with `exactly`, only of that end-user
+/// (`Some(None)`: only data of no end-user).
+#[derive(Clone, Copy, Debug)]
+struct Audience {
+    project: usize,
+    exactly: Option<Option<usize>>,
+    /// For an end-user token: every `user_id` in its answers must be its own.
+    token_of: Option<usize>,
+}
+
+impl Audience {
+    fn admits(&self, owner: Owner) -> bool {
+        owner.project == self.project && self.exactly.is_none_or(|user| owner.user == user)
+    }
+}
+
+impl Principal {
+    /// A project key sees its whole project; a token its own end-user's data only.
+    fn audience(self) -> Audience {
+        Audience {
+            project: self.project,
+            exactly: self.token_of.map(Some),
+            token_of: self.token_of,
+        }
+    }
+
+    /// A read of one namespace (`None`: the namespace of no end-user).
+    fn reading(self, namespace: Option<usize>) -> Audience {
+        Audience {
+            exactly: Some(namespace),
+            ..self.audience()
+        }
+    }
+
+    /// The end-user a write or a namespaced read addresses when it names `requested`: a key
+    /// the one it names, a token its own; `Err` (403) when a token names another end-user.
+    fn subject(self, requested: Option<usize>) -> Result<Option<usize>, ()> {
+        match (self.token_of, requested) {
+            (None, requested) => Ok(requested),
+            (Some(own), Some(other)) if other != own => Err(()),
+            (Some(own), _) => Ok(Some(own)),
+        }
+    }
+
+    /// A memory list or search with an optional user filter: a key without one sees its
+    /// project, otherwise the filter's (or the token's) end-user only.
+    fn filtered(self, user: Option<usize>) -> Result<Audience, ()> {
+        match (self.token_of, user) {
+            (None, None) => Ok(self.audience()),
+            _ => self.subject(user).map(|namespace| self.reading(namespace)),
+        }
+    }
+
+    /// A session read (messages, state): exactly one namespace.
+    fn namespace(self, user: Option<usize>) -> Result<Audience, ()> {
+        self.subject(user).map(|namespace| self.reading(namespace))
+    }
+
+    fn may_see(self, owner: Owner) -> bool {
+        self.audience().admits(owner)
+    }
+
+    fn is_token(self) -> bool {
+        self.token_of.is_some()
+    }
+}
 
 #[derive(Clone, Debug)]
 enum Operation {
-    Add { project: usize, user: usize },
-    List { project: usize, user: Option<usize> },
-    Search { project: usize, user: Option<usize> },
-    Get { project: usize, target: usize },
-    Edit { project: usize, target: usize },
-    Delete { project: usize, target: usize },
-    History { project: usize, target: usize },
+    Add {
+        by: Principal,
+        user: Option<usize>,
+    },
+    List {
+        by: Principal,
+        user: Option<usize>,
+    },
+    Search {
+        by: Principal,
+        user: Option<usize>,
+    },
+    Get {
+        by: Principal,
+        target: usize,
+    },
+    Edit {
+        by: Principal,
+        target: usize,
+    },
+    Delete {
+        by: Principal,
+        target: usize,
+    },
+    History {
+        by: Principal,
+        target: usize,
+    },
+    PostMessages {
+        by: Principal,
+        session: usize,
+        user: Option<usize>,
+    },
+    ListMessages {
+        by: Principal,
+        session: usize,
+        user: Option<usize>,
+    },
+    PutState {
+        by: Principal,
+        session: usize,
+        key: usize,
+        user: Option<usize>,
+    },
+    GetState {
+        by: Principal,
+        session: usize,
+        key: usize,
+        user: Option<usize>,
+    },
+    ListState {
+        by: Principal,
+        session: usize,
+        user: Option<usize>,
+    },
+    UploadFile {
+        by: Principal,
+        user: Option<usize>,
+    },
+    GetFile {
+        by: Principal,
+        target: usize,
+    },
+    GiveFeedback {
+        by: Principal,
+        target: usize,
+    },
+    ListFeedback {
+        by: Principal,
+        target: usize,
+    },
+    RateRecall {
+        by: Principal,
+        target: usize,
+    },
+    GetRecall {
+        by: Principal,
+        target: usize,
+    },
+    GetTask {
+        by: Principal,
+        target: usize,
+    },
+    CreateEvalSet {
+        by: Principal,
+        user: Option<usize>,
+        expected: usize,
+    },
+    ListEvalSets {
+        by: Principal,
+    },
+    GetEvalSet {
+        by: Principal,
+        target: usize,
+    },
+    IdempotentAdd {
+        by: Principal,
+        key: usize,
+        body: usize,
+    },
+}
+
+impl Operation {
+    fn kind(&self) -> &'static str {
+        match self {
+            Operation::Add { .. } => "add",
+            Operation::List { .. } => "list",
+            Operation::Search { .. } => "search",
+            Operation::Get { .. } => "get",
+            Operation::Edit { .. } => "edit",
+            Operation::Delete { .. } => "delete",
+            Operation::History { .. } => "history",
+            Operation::PostMessages { .. } => "post messages",
+            Operation::ListMessages { .. } => "list messages",
+            Operation::PutState { .. } => "put state",
+            Operation::GetState { .. } => "get state",
+            Operation::ListState { .. } => "list state",
+            Operation::UploadFile { .. } => "upload file",
+            Operation::GetFile { .. } => "get file",
+            Operation::GiveFeedback { .. } => "give feedback",
+            Operation::ListFeedback { .. } => "list feedback",
+            Operation::RateRecall { .. } => "rate recall",
+            Operation::GetRecall { .. } => "get recall",
+            Operation::GetTask { .. } => "get task",
+            Operation::CreateEvalSet { .. } => "create eval set",
+            Operation::ListEvalSets { .. } => "list eval sets",
+            Operation::GetEvalSet { .. } => "get eval set",
+            Operation::IdempotentAdd { .. } => "idempotent add",
+        }
+    }
+}
+
+fn principal() -> impl Strategy<Value = Principal> {
+    (0..PROJECTS, proptest::option::of(0..TOKEN_USERS))
+        .prop_map(|(project, token_of)| Principal { project, token_of })
+}
+
+fn user() -> impl Strategy<Value = Option<usize>> {
+    proptest::option::of(0..USERS.len())
 }
 
 fn operation() -> impl Strategy<Value = Operation> {
-    let project = 0..PROJECTS;
-    let user = 0..USERS.len();
-    let target = any::<usize>();
+    let session = 0..SESSIONS.len();
+    let key = 0..STATE_KEYS.len();
     prop_oneof![
-        3 => (project.clone(), user.clone()).prop_map(|(project, user)| Operation::Add { project, user }),
-        1 => (project.clone(), proptest::option::of(user.clone())).prop_map(|(project, user)| Operation::List { project, user }),
-        1 => (project.clone(), proptest::option::of(user)).prop_map(|(project, user)| Operation::Search { project, user }),
-        2 => (project.clone(), target.clone()).prop_map(|(project, target)| Operation::Get { project, target }),
-        1 => (project.clone(), target.clone()).prop_map(|(project, target)| Operation::Edit { project, target }),
-        1 => (project.clone(), target.clone()).prop_map(|(project, target)| Operation::Delete { project, target }),
-        1 => (project, target).prop_map(|(project, target)| Operation::History { project, target }),
+        3 => (principal(), user()).prop_map(|(by, user)| Operation::Add { by, user }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::List { by, user }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::Search { by, user }),
+        2 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Get { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Edit { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Delete { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::History { by, target }),
+        2 => (principal(), session.clone(), user())
+            .prop_map(|(by, session, user)| Operation::PostMessages { by, session, user }),
+        1 => (principal(), session.clone(), user())
+            .prop_map(|(by, session, user)| Operation::ListMessages { by, session, user }),
+        2 => (principal(), session.clone(), key.clone(), user())
+            .prop_map(|(by, session, key, user)| Operation::PutState { by, session, key, user }),
+        1 => (principal(), session.clone(), key, user())
+            .prop_map(|(by, session, key, user)| Operation::GetState { by, session, key, user }),
+        1 => (principal(), session, user())
+            .prop_map(|(by, session, user)| Operation::ListState { by, session, user }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::UploadFile { by, user }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetFile { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GiveFeedback { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::ListFeedback { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::RateRecall { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetRecall { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetTask { by, target }),
+        1 => (principal(), user(), 0..3usize)
+            .prop_map(|(by, user, expected)| Operation::CreateEvalSet { by, user, expected }),
+        1 => principal().prop_map(|by| Operation::ListEvalSets { by }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetEvalSet { by, target }),
+        2 => (principal(), 0..IDEMPOTENCY_KEYS.len(), 0..REPLAY_BODIES)
+            .prop_map(|(by, key, body)| Operation::IdempotentAdd { by, key, body }),
     ]
 }
 
-/// What the test knows: each live memory's owner project.
+#[derive(Default)]
+struct Tally {
+    operations: u64,
+    skipped: u64,
+    responses: u64,
+}
+
+/// What the test knows: the owner of every id it saw created (memories, messages, files,
+/// tasks, feedback, recalls, evaluation sets), and what can be aimed at.
 #[derive(Default)]
 struct World {
-    owner_of: HashMap<String, usize>,
+    owner_of: HashMap<String, Owner>,
+    /// Memories not deleted.
     live: Vec<String>,
+    files: Vec<String>,
+    tasks: Vec<String>,
+    recalls: Vec<String>,
+    eval_sets: Vec<String>,
+    /// Per principal and idempotency key: the body variant first sent and the ids answered.
+    replays: HashMap<(Principal, usize), (usize, Vec<String>)>,
+    tally: BTreeMap<&'static str, Tally>,
+}
+
+impl World {
+    fn own(&mut self, id: &str, owner: Owner) {
+        if !id.is_empty() {
+            self.owner_of.insert(id.to_string(), owner);
+        }
+    }
 }
 
 struct Tenants {
-    clients: Vec<ApiClient>,
+    keys: Vec<ApiClient>,
+    /// Per project, the tokens of `USERS[..TOKEN_USERS]`.
+    tokens: Vec<Vec<ApiClient>>,
+}
+
+impl Tenants {
+    fn client(&self, by: Principal) -> &ApiClient {
+        match by.token_of {
+            None => &self.keys[by.project],
+            Some(user) => &self.tokens[by.project][user],
+        }
+    }
 }
 
 static MARKERS: AtomicU64 = AtomicU64::new(0);
 
-/// Every string in a response: ids must be the project's own, and content markers
-/// (`tenant-p<N>-…`) must name the project.
-fn check_response(project: usize, body: &Value, world: &World) -> Result<(), TestCaseError> {
+/// A unique content marker that names its owner.
+fn marker(owner: Owner) -> String {
+    let number = MARKERS.fetch_add(1, Ordering::Relaxed);
+    let user = owner
+        .user
+        .and_then(|user| char::from_digit(user as u32, 10))
+        .unwrap_or('x');
+    format!("tenant-p{}-u{user}-m{number}", owner.project)
+}
+
+fn name_of(user: Option<usize>) -> &'static str {
+    user.map_or("the team", |user| USERS[user])
+}
+
+/// `&user_id=…` (or `?user_id=…` with `first`) for a named end-user, else nothing.
+fn user_parameter(user: Option<usize>, first: bool) -> String {
+    match user {
+        Some(user) => format!("{}user_id={}", if first { '?' } else { '&' }, USERS[user]),
+        None => String::new(),
+    }
+}
+
+fn pick(list: &[String], target: usize) -> Option<String> {
+    (!list.is_empty()).then(|| list[target % list.len()].clone())
+}
+
+fn ids_at(body: &Value, list: &str) -> Vec<String> {
+    body[list]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item["id"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+async fn send(client: &ApiClient, method: Method, path: &str, body: Option<&Value>) -> ApiResponse {
+    let mut request = client.request(method, path);
+    if let Some(body) = body {
+        request = request.json(body);
+    }
+    client.send(request).await
+}
+
+fn expect(response: &ApiResponse, wanted: &[u16], what: &str) -> Result<(), TestCaseError> {
+    prop_assert!(
+        wanted.contains(&response.status),
+        "{}: status {} where {:?} was expected: {}",
+        what,
+        response.status,
+        wanted,
+        response.body
+    );
+    Ok(())
+}
+
+fn looks_like_uuid(window: &[u8]) -> bool {
+    window.iter().enumerate().all(|(position, byte)| {
+        if matches!(position, 8 | 13 | 18 | 23) {
+            *byte == b'-'
+        } else {
+            byte.is_ascii_hexdigit()
+        }
+    })
+}
+
+/// The string itself and every UUID written inside it (a detail or history text naming an id).
+fn ids_in(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let embedded = (0..bytes.len().saturating_sub(35))
+        .filter(move |&start| looks_like_uuid(&bytes[start..start + 36]))
+        .map(move |start| &text[start..start + 36])
+        .filter(move |id| id.len() != text.len());
+    std::iter::once(text).chain(embedded)
+}
+
+/// Every string in a response: each known id must be one the audience may see (ids the
+/// request itself named, `echoed`, excepted), and each content marker must name the
+/// audience's project and, for a token or a namespaced read, its end-user. A token's answer
+/// names no `user_id` but its own.
+fn check_response(
+    audience: Audience,
+    body: &Value,
+    world: &World,
+    echoed: &[&str],
+) -> Result<(), TestCaseError> {
     let mut strings = Vec::new();
     collect_strings(body, &mut strings);
     for text in strings {
-        if let Some(owner) = world.owner_of.get(text) {
-            prop_assert_eq!(
-                *owner,
-                project,
-                "project {} received id {} of project {}",
-                project,
-                text,
-                owner
-            );
+        for id in ids_in(text) {
+            if echoed.contains(&id) {
+                continue;
+            }
+            if let Some(owner) = world.owner_of.get(id) {
+                prop_assert!(
+                    audience.admits(*owner),
+                    "{:?} received id {} of {:?}: {}",
+                    audience,
+                    id,
+                    owner,
+                    text
+                );
+            }
         }
         for (position, _) in text.match_indices("tenant-p") {
-            let digit = text[position + "tenant-p".len()..].chars().next();
+            let rest = &text[position + "tenant-p".len()..];
+            let project = rest.chars().next().and_then(|digit| digit.to_digit(10));
             prop_assert_eq!(
-                digit,
-                char::from_digit(project as u32, 10),
-                "project {} received content of another project: {}",
                 project,
+                Some(audience.project as u32),
+                "{:?} received content of another project: {}",
+                audience,
                 text
             );
+            let tag = rest[1..]
+                .strip_prefix("-u")
+                .and_then(|tagged| tagged.chars().next());
+            if let (Some(tag), Some(wanted)) = (tag, audience.exactly) {
+                let user = tag.to_digit(10).map(|user| user as usize);
+                prop_assert_eq!(
+                    user,
+                    wanted,
+                    "{:?} received content of another end-user (or of none): {}",
+                    audience,
+                    text
+                );
+            }
         }
+    }
+    if let Some(own) = audience.token_of {
+        check_user_ids(body, USERS[own])?;
+    }
+    Ok(())
+}
+
+fn check_user_ids(value: &Value, own: &str) -> Result<(), TestCaseError> {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key == "user_id"
+                    && let Value::String(user) = item
+                {
+                    prop_assert_eq!(
+                        user.as_str(),
+                        own,
+                        "the token of {} received data of end-user {}",
+                        own,
+                        user
+                    );
+                }
+                check_user_ids(item, own)?;
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                check_user_ids(item, own)?;
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -93,89 +538,584 @@ fn collect_strings<'a>(value: &'a Value, strings: &mut Vec<&'a str>) {
     }
 }
 
+/// Checks one response and counts it.
+fn checked(
+    world: &mut World,
+    kind: &'static str,
+    audience: Audience,
+    response: &ApiResponse,
+    echoed: &[&str],
+) -> Result<(), TestCaseError> {
+    check_response(audience, &response.body, world, echoed).map_err(|failure| {
+        TestCaseError::fail(format!(
+            "{kind} (status {}): {failure}; body: {}",
+            response.status, response.body
+        ))
+    })?;
+    world.tally.entry(kind).or_default().responses += 1;
+    Ok(())
+}
+
 async fn run_sequence(
     tenants: &Tenants,
     world: &mut World,
     operations: Vec<Operation>,
 ) -> Result<(), TestCaseError> {
     for operation in operations {
-        match operation {
-            Operation::Add { project, user } => {
-                let marker = MARKERS.fetch_add(1, Ordering::Relaxed);
-                let response = tenants.clients[project]
-                    .add(json!([{
-                        "content": format!("tenant-p{project}-m{marker}: {} likes item {marker}", USERS[user]),
-                        "user_id": USERS[user],
-                    }]))
-                    .await;
-                prop_assert_eq!(response.status, 201, "{}", response.body);
-                check_response(project, &response.body, world)?;
-                let id = response.body["memories"][0]["id"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                world.owner_of.insert(id.clone(), project);
-                world.live.push(id);
-            }
-            Operation::List { project, user } => {
-                let query = user
-                    .map(|user| format!("?user_id={}&limit=500", USERS[user]))
-                    .unwrap_or_else(|| "?limit=500".into());
-                let response = tenants.clients[project].list(&query).await;
-                prop_assert_eq!(response.status, 200);
-                check_response(project, &response.body, world)?;
-            }
-            Operation::Search { project, user } => {
-                let mut body = json!({"query": "which item does the user like?", "top_k": 20});
-                if let Some(user) = user {
-                    body["user_id"] = json!(USERS[user]);
-                }
-                let response = tenants.clients[project].search(body).await;
-                prop_assert_eq!(response.status, 200, "{}", response.body);
-                check_response(project, &response.body, world)?;
-            }
-            Operation::Get { project, target }
-            | Operation::Edit { project, target }
-            | Operation::Delete { project, target }
-            | Operation::History { project, target } => {
-                if world.live.is_empty() {
-                    continue;
-                }
-                let position = target % world.live.len();
-                let id = world.live[position].clone();
-                let owner = world.owner_of[&id];
-                let client = &tenants.clients[project];
-                let (response, success) = match operation {
-                    Operation::Get { .. } => (client.get(&id).await, 200),
-                    Operation::History { .. } => (client.history(&id).await, 200),
-                    Operation::Edit { .. } => {
-                        let marker = MARKERS.fetch_add(1, Ordering::Relaxed);
-                        (
-                            client
-                                .patch(&id, None, json!({"content": format!("tenant-p{project}-m{marker}: edited")}))
-                                .await,
-                            200,
-                        )
-                    }
-                    Operation::Delete { .. } => (client.delete(&id).await, 204),
-                    _ => unreachable!(),
-                };
-                if owner == project {
-                    prop_assert_eq!(response.status, success, "own memory: {}", response.body);
-                    if matches!(operation, Operation::Delete { .. }) {
-                        world.live.swap_remove(position);
-                    }
-                } else {
-                    // Another project's memory does not exist here: 404, and untouched.
-                    prop_assert_eq!(response.status, 404, "foreign memory: {}", response.body);
-                }
-                check_response(project, &response.body, world)?;
-            }
+        let kind = operation.kind();
+        let performed = run_operation(tenants, world, operation).await?;
+        let tally = world.tally.entry(kind).or_default();
+        if performed {
+            tally.operations += 1;
+        } else {
+            tally.skipped += 1;
         }
     }
     Ok(())
 }
 
+/// One operation; `false` when there was nothing to aim it at yet.
+async fn run_operation(
+    tenants: &Tenants,
+    world: &mut World,
+    operation: Operation,
+) -> Result<bool, TestCaseError> {
+    let kind = operation.kind();
+    match operation {
+        Operation::Add { by, user } => {
+            let subject = by.subject(user);
+            let owner = Owner {
+                project: by.project,
+                user: subject.unwrap_or(user),
+            };
+            let mut memory = json!({
+                "content": format!("{}: {} likes this item", marker(owner), name_of(owner.user)),
+            });
+            if let Some(user) = user {
+                memory["user_id"] = json!(USERS[user]);
+            }
+            let response = tenants.client(by).add(json!([memory])).await;
+            let Ok(subject) = subject else {
+                expect(&response, &[403], "a token writing for another end-user")?;
+                checked(world, kind, by.audience(), &response, &[])?;
+                return Ok(true);
+            };
+            expect(&response, &[201], "add")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+            for id in ids_at(&response.body, "memories") {
+                world.own(
+                    &id,
+                    Owner {
+                        project: by.project,
+                        user: subject,
+                    },
+                );
+                world.live.push(id);
+            }
+        }
+        Operation::List { by, user } => {
+            let query = format!("?limit=500{}", user_parameter(user, false));
+            let response = tenants.client(by).list(&query).await;
+            let (audience, wanted) = match by.filtered(user) {
+                Ok(audience) => (audience, 200),
+                Err(()) => (by.audience(), 403),
+            };
+            expect(&response, &[wanted], "list")?;
+            checked(world, kind, audience, &response, &[])?;
+        }
+        Operation::Search { by, user } => {
+            // The query is kept in the recall event, whose end-user is the search's subject.
+            let asker = Owner {
+                project: by.project,
+                user: by.subject(user).unwrap_or(user),
+            };
+            let query = format!("{}: which item does the user like?", marker(asker));
+            let mut body = json!({"query": query, "top_k": 20});
+            if let Some(user) = user {
+                body["user_id"] = json!(USERS[user]);
+            }
+            let response = tenants.client(by).search(body).await;
+            let (audience, wanted) = match by.filtered(user) {
+                Ok(audience) => (audience, 200),
+                Err(()) => (by.audience(), 403),
+            };
+            expect(&response, &[wanted], "search")?;
+            checked(world, kind, audience, &response, &[])?;
+            if let (200, Some(recall_id), Ok(subject)) = (
+                response.status,
+                response.body["recall_id"].as_str(),
+                by.subject(user),
+            ) {
+                world.own(
+                    recall_id,
+                    Owner {
+                        project: by.project,
+                        user: subject,
+                    },
+                );
+                world.recalls.push(recall_id.to_string());
+            }
+        }
+        Operation::Get { by, target }
+        | Operation::Edit { by, target }
+        | Operation::Delete { by, target }
+        | Operation::History { by, target } => {
+            if world.live.is_empty() {
+                return Ok(false);
+            }
+            let position = target % world.live.len();
+            let id = world.live[position].clone();
+            let owner = world.owner_of[&id];
+            let visible = by.may_see(owner);
+            let client = tenants.client(by);
+            let (response, success) = match operation {
+                Operation::Get { .. } => (client.get(&id).await, 200),
+                Operation::History { .. } => (client.history(&id).await, 200),
+                Operation::Edit { .. } => {
+                    let content = format!("{}: edited", marker(owner));
+                    (
+                        client.patch(&id, None, json!({"content": content})).await,
+                        200,
+                    )
+                }
+                Operation::Delete { .. } => (client.delete(&id).await, 204),
+                _ => unreachable!(),
+            };
+            if matches!(operation, Operation::Delete { .. }) && by.is_token() {
+                // The tokens hold no `memories:delete`.
+                expect(&response, &[403], "a token deleting")?;
+            } else if visible {
+                expect(&response, &[success], "own memory")?;
+                if matches!(operation, Operation::Delete { .. }) {
+                    world.live.swap_remove(position);
+                }
+            } else {
+                // Another project's (or end-user's) memory does not exist here: 404, untouched.
+                expect(&response, &[404], "foreign memory")?;
+            }
+            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+        }
+        Operation::PostMessages { by, session, user } => {
+            let subject = by.subject(user);
+            let owner = Owner {
+                project: by.project,
+                user: subject.unwrap_or(user),
+            };
+            let mut body = json!({
+                "messages": [{
+                    "role": "user",
+                    "content": format!("{}: {} says hello in {}", marker(owner), name_of(owner.user), SESSIONS[session]),
+                }],
+                "derive_memories": false,
+            });
+            if let Some(user) = user {
+                body["user_id"] = json!(USERS[user]);
+            }
+            let path = format!("/v1/sessions/{}/messages", SESSIONS[session]);
+            let response = send(tenants.client(by), Method::POST, &path, Some(&body)).await;
+            let (audience, wanted) = match subject {
+                Ok(namespace) => (by.reading(namespace), 201),
+                Err(()) => (by.audience(), 403),
+            };
+            expect(&response, &[wanted], "post messages")?;
+            checked(world, kind, audience, &response, &[])?;
+            if response.status == 201 {
+                for id in ids_at(&response.body, "messages") {
+                    world.own(&id, owner);
+                }
+            }
+        }
+        Operation::ListMessages { by, session, user } => {
+            let path = format!(
+                "/v1/sessions/{}/messages?limit=500{}",
+                SESSIONS[session],
+                user_parameter(user, false)
+            );
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            let (audience, wanted) = match by.namespace(user) {
+                Ok(audience) => (audience, 200),
+                Err(()) => (by.audience(), 403),
+            };
+            expect(&response, &[wanted], "list messages")?;
+            checked(world, kind, audience, &response, &[])?;
+        }
+        Operation::PutState {
+            by,
+            session,
+            key,
+            user,
+        } => {
+            let subject = by.subject(user);
+            let owner = Owner {
+                project: by.project,
+                user: subject.unwrap_or(user),
+            };
+            let mut body = json!({"value": marker(owner)});
+            if let Some(user) = user {
+                body["user_id"] = json!(USERS[user]);
+            }
+            let path = format!(
+                "/v1/sessions/{}/state/{}",
+                SESSIONS[session], STATE_KEYS[key]
+            );
+            let response = send(tenants.client(by), Method::PUT, &path, Some(&body)).await;
+            match subject {
+                Ok(namespace) => {
+                    expect(&response, &[200, 201], "put state")?;
+                    checked(world, kind, by.reading(namespace), &response, &[])?;
+                }
+                Err(()) => {
+                    expect(
+                        &response,
+                        &[403],
+                        "a token writing another end-user's state",
+                    )?;
+                    checked(world, kind, by.audience(), &response, &[])?;
+                }
+            }
+        }
+        Operation::GetState {
+            by,
+            session,
+            key,
+            user,
+        } => {
+            let path = format!(
+                "/v1/sessions/{}/state/{}{}",
+                SESSIONS[session],
+                STATE_KEYS[key],
+                user_parameter(user, true)
+            );
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            match by.namespace(user) {
+                Ok(audience) => {
+                    expect(&response, &[200, 404], "get state")?;
+                    checked(world, kind, audience, &response, &[])?;
+                }
+                Err(()) => {
+                    expect(
+                        &response,
+                        &[403],
+                        "a token reading another end-user's state",
+                    )?;
+                    checked(world, kind, by.audience(), &response, &[])?;
+                }
+            }
+        }
+        Operation::ListState { by, session, user } => {
+            let path = format!(
+                "/v1/sessions/{}/state{}",
+                SESSIONS[session],
+                user_parameter(user, true)
+            );
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            let (audience, wanted) = match by.namespace(user) {
+                Ok(audience) => (audience, 200),
+                Err(()) => (by.audience(), 403),
+            };
+            expect(&response, &[wanted], "list state")?;
+            checked(world, kind, audience, &response, &[])?;
+        }
+        Operation::UploadFile { by, user } => {
+            let subject = by.subject(user);
+            let owner = Owner {
+                project: by.project,
+                user: subject.unwrap_or(user),
+            };
+            let text = format!(
+                "# Notes\n\n{}: {} keeps notes about the garden.\n",
+                marker(owner),
+                name_of(owner.user)
+            );
+            let client = tenants.client(by);
+            let response = client
+                .send(
+                    client
+                        .request(
+                            Method::POST,
+                            &format!("/v1/files?name=x.md{}", user_parameter(user, false)),
+                        )
+                        .header("content-type", "text/markdown")
+                        .body(text),
+                )
+                .await;
+            let Ok(subject) = subject else {
+                expect(&response, &[403], "a token uploading for another end-user")?;
+                checked(world, kind, by.audience(), &response, &[])?;
+                return Ok(true);
+            };
+            expect(&response, &[202], "upload file")?;
+            checked(world, kind, by.reading(subject), &response, &[])?;
+            // The ingest runs in the background; its ids are learnt from later reads.
+            if let Some(file_id) = response.body["file"]["id"].as_str() {
+                world.own(file_id, owner);
+                world.files.push(file_id.to_string());
+            }
+            if let Some(task_id) = response.body["task"]["id"].as_str() {
+                world.own(task_id, owner);
+                world.tasks.push(task_id.to_string());
+            }
+        }
+        Operation::GetFile { by, target } => {
+            let Some(id) = pick(&world.files, target) else {
+                return Ok(false);
+            };
+            let owner = world.owner_of[&id];
+            let visible = by.may_see(owner);
+            let path = format!("/v1/files/{id}");
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            expect(&response, &[if visible { 200 } else { 404 }], "get file")?;
+            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+            if response.status == 200 {
+                // The memories its chunks became are the file owner's.
+                let chunks: Vec<String> = response.body["memory_ids"]
+                    .as_array()
+                    .map(|ids| {
+                        ids.iter()
+                            .filter_map(|id| id.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for chunk in chunks {
+                    if !world.owner_of.contains_key(&chunk) {
+                        world.own(&chunk, owner);
+                        world.live.push(chunk);
+                    }
+                }
+            }
+        }
+        Operation::GiveFeedback { by, target } | Operation::ListFeedback { by, target } => {
+            let Some(id) = pick(&world.live, target) else {
+                return Ok(false);
+            };
+            let owner = world.owner_of[&id];
+            let visible = by.may_see(owner);
+            let path = format!("/v1/memories/{id}/feedback");
+            let client = tenants.client(by);
+            let giving = matches!(operation, Operation::GiveFeedback { .. });
+            let response = if giving {
+                // Feedback on a memory belongs to the memory's end-user.
+                let body =
+                    json!({"rating": "relevant", "text": format!("{}: spot on", marker(owner))});
+                send(client, Method::POST, &path, Some(&body)).await
+            } else {
+                send(client, Method::GET, &path, None).await
+            };
+            let success = if giving { 201 } else { 200 };
+            expect(
+                &response,
+                &[if visible { success } else { 404 }],
+                "memory feedback",
+            )?;
+            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+            if giving
+                && response.status == 201
+                && let Some(feedback_id) = response.body["id"].as_str()
+            {
+                world.own(feedback_id, owner);
+            }
+        }
+        Operation::RateRecall { by, target } => {
+            let Some(recall_id) = pick(&world.recalls, target) else {
+                return Ok(false);
+            };
+            let visible = by.may_see(world.owner_of[&recall_id]);
+            // Feedback on a recall as a whole is the rater's: the token's end-user, or none.
+            let owner = Owner {
+                project: by.project,
+                user: by.token_of,
+            };
+            let path = format!("/v1/recalls/{recall_id}/feedback");
+            let client = tenants.client(by);
+            let body =
+                json!({"rating": "relevant", "text": format!("{}: good answer", marker(owner))});
+            let given = send(client, Method::POST, &path, Some(&body)).await;
+            expect(&given, &[if visible { 201 } else { 404 }], "rate recall")?;
+            checked(world, kind, by.audience(), &given, &[recall_id.as_str()])?;
+            if given.status == 201
+                && let Some(feedback_id) = given.body["id"].as_str()
+            {
+                world.own(feedback_id, owner);
+            }
+            let listed = send(client, Method::GET, &path, None).await;
+            expect(&listed, &[200], "recall feedback")?;
+            checked(world, kind, by.audience(), &listed, &[recall_id.as_str()])?;
+        }
+        Operation::GetRecall { by, target } => {
+            let Some(recall_id) = pick(&world.recalls, target) else {
+                return Ok(false);
+            };
+            let visible = by.may_see(world.owner_of[&recall_id]);
+            let path = format!("/v1/recalls/{recall_id}");
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            expect(&response, &[if visible { 200 } else { 404 }], "get recall")?;
+            checked(world, kind, by.audience(), &response, &[recall_id.as_str()])?;
+        }
+        Operation::GetTask { by, target } => {
+            let Some(task_id) = pick(&world.tasks, target) else {
+                return Ok(false);
+            };
+            let own_project = world.owner_of[&task_id].project == by.project;
+            let path = format!("/v1/tasks/{task_id}");
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            let wanted = match (by.is_token(), own_project) {
+                (true, _) => 403, // tasks need `admin`
+                (false, true) => 200,
+                (false, false) => 404,
+            };
+            expect(&response, &[wanted], "get task")?;
+            checked(world, kind, by.audience(), &response, &[task_id.as_str()])?;
+        }
+        Operation::CreateEvalSet { by, user, expected } => {
+            // Expected ids are the project's own (a key sees all of them).
+            let expected_ids: Vec<String> = world
+                .live
+                .iter()
+                .rev()
+                .filter(|id| {
+                    world
+                        .owner_of
+                        .get(*id)
+                        .is_some_and(|owner| owner.project == by.project)
+                })
+                .take(expected)
+                .cloned()
+                .collect();
+            let set_owner = Owner {
+                project: by.project,
+                user: None,
+            };
+            let query_marker = marker(Owner {
+                project: by.project,
+                user,
+            });
+            let mut case = json!({
+                "query": format!("{query_marker}: what does {} like?", name_of(user)),
+                "expected_contents": [query_marker],
+            });
+            if !expected_ids.is_empty() {
+                case["expected_memory_ids"] = json!(expected_ids);
+            }
+            if let Some(user) = user {
+                case["user_id"] = json!(USERS[user]);
+            }
+            let body = json!({"name": format!("{} set", marker(set_owner)), "cases": [case]});
+            let response = send(
+                tenants.client(by),
+                Method::POST,
+                "/v1/eval-sets",
+                Some(&body),
+            )
+            .await;
+            // Evaluation sets need `admin`, which no token holds.
+            expect(
+                &response,
+                &[if by.is_token() { 403 } else { 201 }],
+                "create eval set",
+            )?;
+            let echoed: Vec<&str> = expected_ids.iter().map(String::as_str).collect();
+            checked(world, kind, by.audience(), &response, &echoed)?;
+            if response.status == 201
+                && let Some(set_id) = response.body["id"].as_str()
+            {
+                world.own(set_id, set_owner);
+                world.eval_sets.push(set_id.to_string());
+            }
+        }
+        Operation::ListEvalSets { by } => {
+            let response = send(tenants.client(by), Method::GET, "/v1/eval-sets", None).await;
+            expect(
+                &response,
+                &[if by.is_token() { 403 } else { 200 }],
+                "list eval sets",
+            )?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
+        Operation::GetEvalSet { by, target } => {
+            let Some(set_id) = pick(&world.eval_sets, target) else {
+                return Ok(false);
+            };
+            let wanted = match (by.is_token(), world.owner_of[&set_id].project == by.project) {
+                (true, _) => 403,
+                (false, true) => 200,
+                (false, false) => 404,
+            };
+            for path in [
+                format!("/v1/eval-sets/{set_id}"),
+                format!("/v1/eval-sets/{set_id}/cases"),
+            ] {
+                let response = send(tenants.client(by), Method::GET, &path, None).await;
+                expect(&response, &[wanted], &path)?;
+                checked(world, kind, by.audience(), &response, &[set_id.as_str()])?;
+            }
+        }
+        Operation::IdempotentAdd { by, key, body } => {
+            let client = tenants.client(by);
+            let response = client
+                .send(
+                    client
+                        .request(Method::POST, "/v1/memories")
+                        .header("Idempotency-Key", IDEMPOTENCY_KEYS[key])
+                        .json(&replay_body(body)),
+                )
+                .await;
+            let Ok(subject) = by.subject(replay_body_user(body)) else {
+                expect(
+                    &response,
+                    &[403],
+                    "a token replaying a body of another end-user",
+                )?;
+                checked(world, kind, by.audience(), &response, &[])?;
+                return Ok(true);
+            };
+            let ids = ids_at(&response.body, "memories");
+            let first = world.replays.get(&(by, key)).cloned();
+            match &first {
+                // The same principal, key and body: the first answer again.
+                Some((first_body, first_ids)) if *first_body == body => {
+                    expect(&response, &[201], "idempotent replay")?;
+                    prop_assert_eq!(&ids, first_ids, "a replay answers the first write");
+                }
+                // The same principal and key with another body: refused.
+                Some(_) => expect(&response, &[422], "idempotency key reused")?,
+                // A key this principal never used (whoever else did): a write of its own.
+                None => {
+                    expect(&response, &[201], "first use of an idempotency key")?;
+                    prop_assert!(
+                        !ids.is_empty() && ids.iter().all(|id| !world.owner_of.contains_key(id)),
+                        "{:?} using {} for the first time got ids already answered to someone: {}",
+                        by,
+                        IDEMPOTENCY_KEYS[key],
+                        response.body
+                    );
+                    prop_assert_eq!(
+                        response.body["memories"][0]["user_id"].as_str(),
+                        subject.map(|user| USERS[user]),
+                        "the write belongs to its end-user: {}",
+                        response.body
+                    );
+                }
+            }
+            checked(world, kind, by.audience(), &response, &[])?;
+            if first.is_none() {
+                for id in &ids {
+                    world.own(
+                        id,
+                        Owner {
+                            project: by.project,
+                            user: subject,
+                        },
+                    );
+                    world.live.push(id.clone());
+                }
+                world.replays.insert((by, key), (body, ids));
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// Each project's API key (all scopes) and its end-user tokens.
 async fn three_organizations_of_two_projects(server: &TestServer) -> Tenants {
     let mut keys = vec![server.bootstrap.api_key.clone()];
     let (_, second) = server.create_project("second").unwrap();
@@ -207,13 +1147,33 @@ async fn three_organizations_of_two_projects(server: &TestServer) -> Tenants {
         }
     }
     assert_eq!(keys.len(), PROJECTS);
-    Tenants {
-        clients: keys.iter().map(|key| server.client_with_key(key)).collect(),
+    let keys: Vec<ApiClient> = keys.iter().map(|key| server.client_with_key(key)).collect();
+    let mut tokens = Vec::new();
+    for key in &keys {
+        let mut of_project = Vec::new();
+        for user in &USERS[..TOKEN_USERS] {
+            let minted = send(
+                key,
+                Method::POST,
+                "/v1/end-user-tokens",
+                Some(&json!({
+                    "user_id": user,
+                    "scopes": ["memories:read", "memories:write"],
+                    // The longest allowed: a 10,000-sequence run outlasts the default hour.
+                    "ttl_seconds": 86_400,
+                })),
+            )
+            .await;
+            assert_eq!(minted.status, 201, "{}", minted.body);
+            of_project.push(server.client_with_key(minted.body["token"].as_str().unwrap()));
+        }
+        tokens.push(of_project);
     }
+    Tenants { keys, tokens }
 }
 
 #[test]
-fn no_response_ever_contains_another_projects_ids_or_content() {
+fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
     let cases: u32 = std::env::var("ENGRAM_PROPTEST_CASES")
         .ok()
         .and_then(|text| text.parse().ok())
@@ -224,13 +1184,17 @@ fn no_response_ever_contains_another_projects_ids_or_content() {
         .build()
         .unwrap();
     let directory = tempfile::tempdir().unwrap();
-    // Rate limits off: the property is about isolation, not throttling.
+    // Rate limits off (per key and per end-user): the property is about isolation, not
+    // throttling. No scheduled consolidation merging the look-alike memories midway.
     let server = runtime
         .block_on(TestServer::spawn_with(
             directory.path(),
             &[
                 ("ENGRAM_RATE_LIMIT_BURST", "0"),
                 ("ENGRAM_RATE_LIMIT_PER_SECOND", "0"),
+                ("ENGRAM_END_USER_RATE_LIMIT_BURST", "0"),
+                ("ENGRAM_END_USER_RATE_LIMIT_PER_SECOND", "0"),
+                ("ENGRAM_CONSOLIDATION_INTERVAL_SECS", "0"),
             ],
         ))
         .unwrap();
@@ -244,20 +1208,32 @@ fn no_response_ever_contains_another_projects_ids_or_content() {
         ..Config::default()
     });
     let started = std::time::Instant::now();
+    let sequences_run = AtomicU64::new(0);
     let operations_run = AtomicU64::new(0);
     let result = runner.run(
-        &proptest::collection::vec(operation(), 1..12),
+        &proptest::collection::vec(operation(), 3..9),
         |operations| {
+            sequences_run.fetch_add(1, Ordering::Relaxed);
             operations_run.fetch_add(operations.len() as u64, Ordering::Relaxed);
             runtime.block_on(run_sequence(&tenants, &mut world.borrow_mut(), operations))
         },
     );
+    let world = world.borrow();
+    let responses: u64 = world.tally.values().map(|tally| tally.responses).sum();
     eprintln!(
-        "cross-tenant property: {cases} sequences, {} operations over 3 organizations × 2 projects × 3 users in {:.1} s; {} memories live at the end",
+        "cross-tenant property: {} sequences ({cases} cases asked), {} operations, {responses} responses checked, over 3 organizations × 2 projects × (1 key + {TOKEN_USERS} end-user tokens) in {:.1} s; {} memories live, {} ids tracked at the end",
+        sequences_run.load(Ordering::Relaxed),
         operations_run.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64(),
-        world.borrow().live.len()
+        world.live.len(),
+        world.owner_of.len(),
     );
+    for (kind, tally) in &world.tally {
+        eprintln!(
+            "  {kind:<16} {:>7} run {:>6} skipped (nothing to aim at) {:>7} responses checked",
+            tally.operations, tally.skipped, tally.responses
+        );
+    }
     if let Err(failure) = result {
         panic!("{failure}");
     }

@@ -2,10 +2,12 @@
 //! `gateway` and `worker` processes) and talks to it as a client would.
 
 mod access;
+mod access_holes;
 mod audit;
 mod bad_input;
 mod cluster;
 mod compliance;
+mod console_matrix;
 mod console_members;
 mod console_roles;
 mod console_sessions;

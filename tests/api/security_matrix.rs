@@ -17,6 +17,8 @@ enum Needs {
     Admin,
     /// Any project API key (minting end-user tokens), never an end-user token.
     AnyApiKey,
+    /// `admin` and `memories:read` together (evaluation cases hold queries and contents).
+    AdminAndRead,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -202,13 +204,14 @@ const ROUTES: &[Route] = &[
     },
     Route {
         method: "GET",
-        path: "/v1/sessions/matrix/state",
+        // alice's namespace of the session (an end-user token may name its own user).
+        path: "/v1/sessions/matrix/state?user_id=alice",
         needs: Needs::Read,
         success: 200,
     },
     Route {
         method: "GET",
-        path: "/v1/sessions/matrix/state/{state}",
+        path: "/v1/sessions/matrix/state/{state}?user_id=alice",
         needs: Needs::Read,
         success: 200,
     },
@@ -220,7 +223,7 @@ const ROUTES: &[Route] = &[
     },
     Route {
         method: "DELETE",
-        path: "/v1/sessions/matrix/state/{state}",
+        path: "/v1/sessions/matrix/state/{state}?user_id=alice",
         needs: Needs::Delete,
         success: 204,
     },
@@ -260,6 +263,96 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 200,
     },
+    Route {
+        method: "GET",
+        path: "/v1/recalls/{recall}",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/recall-metrics",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/retrieval-profiles",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/retrieval-profiles/{profile}",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "PUT",
+        path: "/v1/retrieval-profiles/{profile}",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "DELETE",
+        path: "/v1/retrieval-profiles/{profile}",
+        needs: Needs::Admin,
+        success: 204,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/eval-sets",
+        needs: Needs::Admin,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/eval-sets",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/eval-sets/{set}",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/eval-sets/{set}/cases",
+        needs: Needs::Admin,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/eval-sets/{set}/cases",
+        needs: Needs::AdminAndRead,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/eval-sets/{set}/runs",
+        needs: Needs::Admin,
+        success: 202,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/eval-sets/{set}/runs",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/eval-sets/{set}/runs/{run}",
+        needs: Needs::Admin,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/consolidations",
+        needs: Needs::Admin,
+        success: 202,
+    },
 ];
 
 #[derive(Clone, Debug)]
@@ -293,16 +386,30 @@ fn body_for(route: &Route) -> Option<Value> {
         }
         ("PATCH", "/v1/memories/{memory}") => Some(json!({"content": "Matrix edit."})),
         ("POST", "/v1/memories/search") => Some(json!({"query": "matrix"})),
-        ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["memories:read"]})),
+        // A key mints only what it holds itself: the `admin` key mints an `admin` key.
+        ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["admin"]})),
         ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
         ("PATCH", "/v1/project/settings") => Some(json!({"pii_redaction": "off"})),
         ("PUT", "/v1/project/limits") => Some(json!({"recall": {"max_results": 100}})),
-        ("PUT", "/v1/sessions/matrix/state/{state}") => Some(json!({"value": {"step": 2}})),
+        ("PUT", "/v1/sessions/matrix/state/{state}") => {
+            Some(json!({"value": {"step": 2}, "user_id": "alice"}))
+        }
         ("POST", "/v1/memories/{memory}/feedback") => Some(json!({"rating": "relevant"})),
         ("POST", "/v1/sessions/matrix/messages") => Some(
             json!({"user_id": "alice", "messages": [{"role": "user", "content": "Matrix message."}]}),
         ),
-        ("PUT", _) => Some(json!({"immutable": false})),
+        ("PUT", path) if path.ends_with("/flags") => Some(json!({"immutable": false})),
+        ("PUT", "/v1/retrieval-profiles/{profile}") => {
+            Some(json!({"parameters": {"retrieval": "keyword"}}))
+        }
+        // Names are unique per project: a fresh one per call.
+        ("POST", "/v1/eval-sets") => Some(json!({
+            "name": format!("matrix-{}", uuid::Uuid::now_v7()),
+            "cases": [{"query": "matrix", "expected_memory_ids": [uuid::Uuid::now_v7().to_string()]}],
+        })),
+        ("POST", "/v1/eval-sets/{set}/cases") => Some(json!({
+            "cases": [{"query": "matrix", "expected_memory_ids": [uuid::Uuid::now_v7().to_string()]}],
+        })),
         ("POST", "/v1/end-user-tokens") => {
             Some(json!({"user_id": "alice", "scopes": ["memories:read"]}))
         }
@@ -321,6 +428,8 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         // Authorized in its own project: a PUT of session state creates the key there,
         // beside ours, never over it.
         Principal::ForeignAdmin if route.method == "PUT" && route.path.contains("{state}") => 201,
+        // Likewise a PUT of a retrieval profile of that name in its own project.
+        Principal::ForeignAdmin if route.method == "PUT" && route.path.contains("{profile}") => 200,
         // Authorized in its own project: ids of ours do not exist there.
         Principal::ForeignAdmin if targets_an_id => 404,
         Principal::ForeignAdmin | Principal::AllScopes => route.success,
@@ -330,6 +439,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 Needs::Write => *scope == "memories:write",
                 Needs::Delete => *scope == "memories:delete",
                 Needs::Admin => *scope == "admin",
+                Needs::AdminAndRead => false,
                 Needs::AnyApiKey => true,
             };
             match (holds, route.needs) {
@@ -343,7 +453,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         // Read and write for alice; no delete, no admin, no minting.
         Principal::EndUserToken => match route.needs {
             Needs::Read | Needs::Write => route.success,
-            Needs::Delete | Needs::Admin | Needs::AnyApiKey => 403,
+            Needs::Delete | Needs::Admin | Needs::AdminAndRead | Needs::AnyApiKey => 403,
         },
     }
 }
@@ -488,6 +598,64 @@ impl Fixture {
 
     /// A fresh target for a route with an id: alice's memory or file, a task, or a new read key.
     async fn path_for(&self, route: &Route) -> (String, Vec<String>) {
+        if route.path.contains("{recall}") {
+            let found = self
+                .admin
+                .search(json!({"query": "matrix target", "user_id": "alice"}))
+                .await;
+            let id = found.body["recall_id"].as_str().unwrap().to_string();
+            // Recall events are written off the search's path: wait until it is readable.
+            engram_tests::eventually("the recall event to be stored", || async {
+                let stored = self
+                    .admin
+                    .send(self.admin.request(reqwest::Method::GET, &format!("/v1/recalls/{id}")))
+                    .await;
+                if stored.status == 200 { Ok(()) } else { Err(stored.body.to_string()) }
+            })
+            .await;
+            return (route.path.replace("{recall}", &id), vec![id]);
+        }
+        if route.path.contains("{profile}") {
+            let name = format!("matrix-{}", uuid::Uuid::now_v7().simple());
+            let stored = self
+                .admin
+                .send(
+                    self.admin
+                        .request(reqwest::Method::PUT, &format!("/v1/retrieval-profiles/{name}"))
+                        .json(&json!({"parameters": {"retrieval": "dense"}})),
+                )
+                .await;
+            assert_eq!(stored.status, 200, "{}", stored.body);
+            return (route.path.replace("{profile}", &name), Vec::new());
+        }
+        if route.path.contains("{set}") {
+            let created = self
+                .admin
+                .send(self.admin.request(reqwest::Method::POST, "/v1/eval-sets").json(&json!({
+                    "name": format!("target-{}", uuid::Uuid::now_v7()),
+                    "cases": [{"query": "matrix target", "user_id": "alice", "expected_memory_ids": [uuid::Uuid::now_v7().to_string()]}],
+                })))
+                .await;
+            assert_eq!(created.status, 201, "{}", created.body);
+            let set_id = created.body["id"].as_str().unwrap().to_string();
+            let mut ids = vec![set_id.clone()];
+            let mut path = route.path.replace("{set}", &set_id);
+            if path.contains("{run}") {
+                let started = self
+                    .admin
+                    .send(
+                        self.admin
+                            .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                            .json(&json!({})),
+                    )
+                    .await;
+                assert_eq!(started.status, 202, "{}", started.body);
+                let run_id = started.body["run"]["id"].as_str().unwrap().to_string();
+                path = path.replace("{run}", &run_id);
+                ids.push(run_id);
+            }
+            return (path, ids);
+        }
         if route.path.contains("{memory}") {
             let memory = self
                 .admin
@@ -537,7 +705,7 @@ impl Fixture {
                     break;
                 }
                 assert!(
-                    started.elapsed() < std::time::Duration::from_secs(30),
+                    started.elapsed() < engram_tests::patience(),
                     "{}",
                     file.body
                 );
@@ -569,7 +737,8 @@ impl Fixture {
                 .send(
                     self.admin
                         .request(reqwest::Method::POST, "/v1/keys")
-                        .json(&json!({"label": "target", "scopes": ["memories:read"]})),
+                        // Within what the `admin` key holds, so it may roll it.
+                        .json(&json!({"label": "target", "scopes": ["admin"]})),
                 )
                 .await;
             let id = created.body["key"]["id"].as_str().unwrap().to_string();

@@ -39,7 +39,7 @@ async fn a_task_resumes_from_its_last_checkpoint_after_a_restart() {
         let written = put(
             &client,
             "run-42/state/checkpoint",
-            json!({"value": {"step": step, "done": ["fetch", "parse"]}, "user_id": "ana"}),
+            json!({"value": {"step": step, "done": ["fetch", "parse"]}}),
             &headers,
         )
         .await;
@@ -214,32 +214,56 @@ async fn bad_state_is_refused_and_values_stay_with_their_project_and_end_user() 
     .await;
     assert_eq!(written.status, 201, "{}", written.body);
     assert_eq!(written.body["user_id"], "lena");
+    // Omar shares the session id but has a namespace of his own: he neither reads nor
+    // overwrites Lena's draft, and his own draft of the same key is a new value.
     let omar = server.client_with_key(&token("omar").await);
     get(&omar, "chat-1/state/draft")
         .await
         .assert_problem(404, "not-found");
-    put(
-        &omar,
-        "chat-1/state/draft",
-        json!({"value": "mine now"}),
-        &[],
-    )
-    .await
-    .assert_problem(404, "not-found");
     assert!(
         get(&omar, "chat-1/state").await.body["state"]
             .as_array()
             .unwrap()
             .is_empty()
     );
-    let (_, other_key) = server.create_project("other").unwrap();
-    get(&server.client_with_key(&other_key), "chat-1/state/draft")
+    let omars = put(
+        &omar,
+        "chat-1/state/draft",
+        json!({"value": "mine"}),
+        &[],
+    )
+    .await;
+    assert_eq!(omars.status, 201, "a value of his own: {}", omars.body);
+    assert_eq!(omars.body["user_id"], "omar");
+    assert_eq!(omars.body["version"], 1);
+    get(&omar, "chat-1/state/draft?user_id=lena")
         .await
-        .assert_problem(404, "not-found");
+        .assert_problem(403, "forbidden");
     assert_eq!(
-        get(&client, "chat-1/state/draft").await.body["value"]["text"],
+        get(&lena, "chat-1/state/draft").await.body["value"]["text"],
+        "Dear Sir",
+        "Lena's draft is untouched"
+    );
+    let (_, other_key) = server.create_project("other").unwrap();
+    get(
+        &server.client_with_key(&other_key),
+        "chat-1/state/draft?user_id=lena",
+    )
+    .await
+    .assert_problem(404, "not-found");
+    // The project key addresses an end-user's values by naming them, and without a user_id
+    // the values of no end-user.
+    assert_eq!(
+        get(&client, "chat-1/state/draft?user_id=lena").await.body["value"]["text"],
         "Dear Sir"
     );
+    assert_eq!(
+        get(&client, "chat-1/state/draft?user_id=omar").await.body["value"],
+        "mine"
+    );
+    get(&client, "chat-1/state/draft")
+        .await
+        .assert_problem(404, "not-found");
 
     // Erasing lena removes her values, and the receipt counts them.
     let erasure = client
@@ -255,14 +279,19 @@ async fn bad_state_is_refused_and_values_stay_with_their_project_and_end_user() 
         if task.body["status"] == "succeeded" {
             break task.body;
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "{}", task.body);
+        assert!(started.elapsed() < engram_tests::patience(), "{}", task.body);
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(
         receipt["result"]["removed"]["session_state"], 1,
         "{receipt}"
     );
-    get(&client, "chat-1/state/draft")
+    get(&client, "chat-1/state/draft?user_id=lena")
         .await
         .assert_problem(404, "not-found");
+    assert_eq!(
+        get(&client, "chat-1/state/draft?user_id=omar").await.body["value"],
+        "mine",
+        "Omar's value stays"
+    );
 }

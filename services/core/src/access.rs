@@ -101,6 +101,12 @@ impl ApiScopes {
             .map(|scope| scope.as_str().to_string())
             .collect()
     }
+
+    /// The scopes of `wanted` not held here, in order: what a credential lacks to hand
+    /// `wanted` on (a key, or a token it mints, never exceeds its maker).
+    pub fn missing_from(&self, wanted: &ApiScopes) -> Vec<ApiScope> {
+        wanted.0.difference(&self.0).copied().collect()
+    }
 }
 
 /// What a console member may do in their organization.
@@ -158,6 +164,17 @@ impl ConsoleRole {
             self,
             ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Developer
         )
+    }
+
+    /// The API scopes a key minted or rolled by this member may carry: only what the role
+    /// can exercise itself. A developer never sees memory content, deletes memories or reads
+    /// the audit log, so its keys write memories and nothing else.
+    pub fn grantable_api_scopes(self) -> ApiScopes {
+        match self {
+            ConsoleRole::Owner | ConsoleRole::Admin => ApiScopes::all(),
+            ConsoleRole::Developer => ApiScopes::from_scopes([ApiScope::MemoriesWrite]),
+            ConsoleRole::Compliance | ConsoleRole::Analyst => ApiScopes::default(),
+        }
     }
 
     /// Invite, re-role and remove console members. Only owners may touch owners (see

@@ -30,6 +30,9 @@ pub struct DerivationInput<'a> {
     pub credential: &'a str,
     /// The batch, so a retried derivation stores its memories once.
     pub batch_id: Uuid,
+    /// Whether the credential that asked holds `memories:delete`: only then is an LLM's
+    /// DELETE applied; otherwise it is recorded in the memory's history as a proposal.
+    pub may_delete: bool,
 }
 
 /// One applied decision, as the API reports it.
@@ -285,6 +288,13 @@ impl MemoryEngine {
                     let target = decision.target.ok_or_else(|| {
                         EngineError::Internal("a delete without a target".to_string())
                     })?;
+                    if !input.may_delete {
+                        derivation.changes.push(
+                            self.propose_deletion(scope, target, &decision.reason, actor)
+                                .await?,
+                        );
+                        continue;
+                    }
                     let outcome = self
                         .delete_memory_with_reason(scope, target, Some(&decision.reason), actor)
                         .await;
@@ -362,6 +372,7 @@ impl MemoryEngine {
         memory: &Memory,
         correction: &str,
         credential: &str,
+        may_delete: bool,
         actor: &Actor,
     ) -> Result<Option<(DerivedChange, u64)>, EngineError> {
         let Some(llm) = self.llm.clone() else {
@@ -407,6 +418,10 @@ impl MemoryEngine {
                 self.apply_update(scope, memory.id, &decision, actor, &mut spent)
                     .await?
             }
+            ("DELETE", _) if !may_delete => {
+                self.propose_deletion(scope, memory.id, &reason, actor)
+                    .await?
+            }
             ("DELETE", _) => {
                 match self
                     .delete_memory_with_reason(scope, memory.id, Some(&reason), actor)
@@ -438,6 +453,34 @@ impl MemoryEngine {
             },
         };
         Ok(Some((change, spent.tokens_embedded)))
+    }
+
+    /// A DELETE the caller may not apply: recorded in the memory's history (`delete_proposed`,
+    /// with the reason) and reported as a change that did not happen.
+    async fn propose_deletion(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<DerivedChange, EngineError> {
+        let proposal = format!(
+            "delete proposed, not applied (the credential lacks memories:delete): {reason}"
+        );
+        match self
+            .storage
+            .record_delete_proposal(scope, memory_id, &proposal, actor)
+            .await
+        {
+            Ok(()) | Err(engram_storage::StorageError::NotFound) => Ok(DerivedChange {
+                action: ReconcileAction::Noop,
+                memory_id: Some(memory_id),
+                replaces: None,
+                content: None,
+                reason: proposal,
+            }),
+            Err(other) => Err(other.into()),
+        }
     }
 
     async fn apply_update(

@@ -513,11 +513,13 @@ impl MemoryEngine {
     /// came from the cache).
     pub(crate) async fn embed_query(
         &self,
+        scope: &ProjectScope,
         space: &ProjectSpace,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
-        // Keyed by model too: two spaces embed the same text differently.
-        let cache_key = format!("{}\u{0}{query}", space.model_id);
+        // Keyed by project: a hit is faster and bills no tokens, so a shared entry would tell
+        // one tenant what another searched. By model too: two spaces embed a text differently.
+        let cache_key = format!("{}\u{0}{}\u{0}{query}", scope.project_id(), space.model_id);
         if let Ok(mut cache) = self.query_embeddings.lock()
             && let Some(vector) = cache.get(&cache_key)
         {

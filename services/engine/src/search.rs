@@ -266,7 +266,7 @@ impl MemoryEngine {
                 .and_then(|mut vectors| vectors.pop())
                 .map(|vector| (Arc::new(vector), 0))
         } else {
-            Some(self.embed_query(&space, &request.query).await?)
+            Some(self.embed_query(scope, &space, &request.query).await?)
         };
         let tokens_embedded = query_vector.as_ref().map_or(0, |(_, tokens)| *tokens);
         let query_vector: Option<Arc<Vec<f32>>> = query_vector.map(|(vector, _)| vector);

@@ -32,7 +32,11 @@ pub struct ProjectPrincipal {
 /// What authenticated a project request.
 #[derive(Clone, Debug)]
 pub enum PrincipalCredential {
-    ApiKey(engram_core::ids::ApiKeyId),
+    ApiKey {
+        key_id: engram_core::ids::ApiKeyId,
+        /// The first key of its roll line: the same before and after a roll.
+        lineage_id: engram_core::ids::ApiKeyId,
+    },
     /// An end-user token: every call is confined to this end-user's memories.
     EndUserToken {
         user_id: ExternalId,
@@ -82,7 +86,7 @@ impl ProjectPrincipal {
     /// credential: the key, with the request's address, user agent and id.
     pub fn actor(&self) -> Actor {
         match &self.credential {
-            PrincipalCredential::ApiKey(key_id) => {
+            PrincipalCredential::ApiKey { key_id, .. } => {
                 self.origin.actor(ActorKind::ApiKey, key_id.to_string())
             }
             PrincipalCredential::EndUserToken { user_id } => self
@@ -95,7 +99,7 @@ impl ProjectPrincipal {
     /// (which the project's keys mint).
     pub fn usage_credential(&self) -> String {
         match &self.credential {
-            PrincipalCredential::ApiKey(key_id) => format!("key:{key_id}"),
+            PrincipalCredential::ApiKey { key_id, .. } => format!("key:{key_id}"),
             PrincipalCredential::EndUserToken { .. } => "end_user".to_string(),
         }
     }
@@ -103,8 +107,25 @@ impl ProjectPrincipal {
     /// The end-user an end-user token confines this request to; `None` for a project key.
     pub fn end_user(&self) -> Option<&ExternalId> {
         match &self.credential {
-            PrincipalCredential::ApiKey(_) => None,
+            PrincipalCredential::ApiKey { .. } => None,
             PrincipalCredential::EndUserToken { user_id } => Some(user_id),
+        }
+    }
+
+    /// The stored form of a client's `Idempotency-Key`: namespaced by the credential (a key's
+    /// roll line, so a retry after a roll still replays) or by the end-user of a token, so one
+    /// caller can never replay — and so read — another's answer. The `client:` prefix keeps
+    /// client keys apart from the engine's own (`derive:…`, `file-ingest:…`); the user id's
+    /// length keeps ids that contain `:` unambiguous.
+    pub fn idempotency_key(&self, client_key: &str) -> String {
+        match &self.credential {
+            PrincipalCredential::ApiKey { lineage_id, .. } => {
+                format!("client:key:{lineage_id}:{client_key}")
+            }
+            PrincipalCredential::EndUserToken { user_id } => {
+                let user_id = user_id.as_str();
+                format!("client:user:{}:{user_id}:{client_key}", user_id.len())
+            }
         }
     }
 
@@ -196,7 +217,10 @@ where
         match verified {
             Some(verified) => Ok(ProjectPrincipal {
                 scope: verified.scope,
-                credential: PrincipalCredential::ApiKey(verified.key_id),
+                credential: PrincipalCredential::ApiKey {
+                    key_id: verified.key_id,
+                    lineage_id: verified.lineage_id,
+                },
                 scopes: verified.scopes,
                 origin: RequestOrigin::of(parts),
             }),
@@ -224,15 +248,17 @@ async fn verify_end_user_token(
     let Some((project_id, generation)) = crate::end_user_tokens::claimed_key(presented) else {
         return Err(rejected());
     };
-    let scope = verifier
-        .storage
-        .scope_for_end_user_token(project_id, generation)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
-        .ok_or_else(rejected)?;
+    // The signature first (no database work for a forged token), then whether the project
+    // is still on that key generation and the minting key still in force.
     let verified = verifier
         .end_user_tokens
         .verify(presented, project_id, generation)
+        .ok_or_else(rejected)?;
+    let scope = verifier
+        .storage
+        .scope_for_end_user_token(project_id, generation, verified.minted_by)
+        .await
+        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
         .ok_or_else(rejected)?;
     if let Some(limiter) = &verifier.end_user_rate_limit
         && let Err(retry_after_seconds) =

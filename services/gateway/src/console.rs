@@ -168,6 +168,22 @@ fn require_role(
     })
 }
 
+/// `MissingPermission` unless every scope of `scopes` is one the account's role can exercise
+/// itself: no member reaches, through a key, a power it does not hold.
+fn require_grantable(
+    account: &ConsoleAccountRecord,
+    scopes: &engram_core::ApiScopes,
+) -> Result<(), ConsoleError> {
+    let role = ConsoleRole::from_stored(&account.role);
+    match role.grantable_api_scopes().missing_from(scopes).first() {
+        None => Ok(()),
+        Some(permission) => Err(ConsoleError::MissingPermission {
+            role: role.as_str().to_string(),
+            permission: permission.as_str().to_string(),
+        }),
+    }
+}
+
 fn internal(error: impl std::fmt::Display) -> ConsoleError {
     tracing::error!(%error, "console backend failure");
     ConsoleError::Internal("the service could not complete the request".to_string())
@@ -546,13 +562,15 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 "give the key a label and at least one scope".to_string(),
             ));
         }
+        let scopes = engram_core::ApiScopes::from_scopes(scopes);
+        require_grantable(&account, &scopes)?;
         let (record, secret) = self
             .storage
             .create_api_key(
                 &scope,
                 &engram_storage::NewApiKey {
                     label: request.label,
-                    scopes: engram_core::ApiScopes::from_scopes(scopes),
+                    scopes,
                     environment: engram_core::KeyEnvironment::Live,
                     expires_at: None,
                 },
@@ -578,6 +596,17 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        // Revoking cuts off whoever uses the key: a member may do it only to keys it could
+        // have minted (a developer cannot switch off the owner's all-scope key).
+        let revoked = self
+            .storage
+            .list_api_keys(&scope)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .find(|key| key.id == key_id)
+            .ok_or(ConsoleError::NotFound)?;
+        require_grantable(&account, &revoked.scopes)?;
         match self
             .storage
             .revoke_api_key(&scope, key_id, &console_actor(&account, &caller.origin))
@@ -600,6 +629,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
+        // Rolling hands out a new secret with the old key's scopes: the same rule as minting.
+        let rolled = self
+            .storage
+            .list_api_keys(&scope)
+            .await
+            .map_err(internal)?
+            .into_iter()
+            .find(|key| key.id == key_id)
+            .ok_or(ConsoleError::NotFound)?;
+        require_grantable(&account, &rolled.scopes)?;
         match self
             .storage
             .roll_api_key(

@@ -4,6 +4,7 @@
 //! registered claim is required and checked; rotating the generation voids old tokens.
 
 use chrono::{DateTime, Utc};
+use engram_core::ids::ApiKeyId;
 use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectId};
 use hmac::{Hmac, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -30,6 +31,10 @@ pub struct EndUserClaims {
     pub pid: String,
     /// Space-separated scopes, a subset of the minting key's memory scopes.
     pub scp: String,
+    /// The API key that minted the token: the token is refused once that key is revoked,
+    /// expired or rolled past its overlap. Required (tokens minted before it existed, at
+    /// most a day old, are refused).
+    pub key: String,
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
@@ -40,6 +45,8 @@ pub struct EndUserClaims {
 pub struct VerifiedEndUser {
     pub user_id: ExternalId,
     pub scopes: ApiScopes,
+    /// The API key that minted it; the caller checks that it is still in force.
+    pub minted_by: ApiKeyId,
 }
 
 /// Derives each project's signing key from one server-wide secret.
@@ -96,6 +103,7 @@ impl EndUserTokenKeys {
         generation: i64,
         user_id: &ExternalId,
         scopes: &ApiScopes,
+        minted_by: ApiKeyId,
         lifetime: Duration,
     ) -> Result<(String, DateTime<Utc>), String> {
         let now = Utc::now().timestamp();
@@ -107,6 +115,7 @@ impl EndUserTokenKeys {
             typ: END_USER_TOKEN_TYPE.to_string(),
             pid: project_id.to_string(),
             scp: scopes.to_stored_text(),
+            key: minted_by.to_string(),
             iat: now,
             nbf: now,
             exp: expires_at,
@@ -155,6 +164,7 @@ impl EndUserTokenKeys {
         Some(VerifiedEndUser {
             user_id: ExternalId::parse(&claims.sub).ok()?,
             scopes,
+            minted_by: claims.key.parse().ok()?,
         })
     }
 }
@@ -169,13 +179,15 @@ mod tests {
         let project_id = ProjectId::generate();
         let alice = ExternalId::parse("alice").unwrap();
         let scopes = ApiScopes::from_scopes([ApiScope::MemoriesRead]);
+        let minted_by = ApiKeyId::generate();
         let (token, _) = keys
-            .mint(project_id, 3, &alice, &scopes, Duration::from_secs(60))
+            .mint(project_id, 3, &alice, &scopes, minted_by, Duration::from_secs(60))
             .unwrap();
         assert_eq!(claimed_key(&token), Some((project_id, 3)));
         let verified = keys.verify(&token, project_id, 3).unwrap();
         assert_eq!(verified.user_id, alice);
         assert_eq!(verified.scopes, scopes);
+        assert_eq!(verified.minted_by, minted_by);
         assert!(keys.verify(&token, project_id, 4).is_none(), "rotated");
         assert!(keys.verify(&token, ProjectId::generate(), 3).is_none());
         assert!(

@@ -16,7 +16,7 @@ use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectS
 use rand::Rng;
 use rand::distributions::Alphanumeric;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 use subtle::ConstantTimeEq;
 
@@ -43,6 +43,9 @@ pub struct ApiKeyRecord {
 pub struct VerifiedApiKey {
     pub scope: ProjectScope,
     pub key_id: ApiKeyId,
+    /// The first key of its roll line (its own id unless it replaced another by a roll):
+    /// stable across rolls, so per-credential state such as idempotency answers follows it.
+    pub lineage_id: ApiKeyId,
     pub scopes: ApiScopes,
     pub environment: KeyEnvironment,
 }
@@ -83,6 +86,7 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
     connection: &C,
     scope: &ProjectScope,
     new_key: &NewApiKey,
+    lineage_id: Option<uuid::Uuid>,
     pepper: &ApiKeyPepper,
 ) -> Result<(ApiKeyRecord, String), StorageError> {
     let public_id = random_text(API_KEY_PUBLIC_ID_LENGTH).to_lowercase();
@@ -101,6 +105,7 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
         environment: Set(new_key.environment.as_str().to_string()),
         expires_at: Set(new_key.expires_at),
         last_used_at: Set(None),
+        lineage_id: Set(lineage_id),
     };
     let inserted = api_keys::Entity::insert(model)
         .exec_with_returning(connection)
@@ -170,6 +175,7 @@ impl Storage {
                 ProjectId::from_uuid(stored.project_id),
             ),
             key_id: ApiKeyId::from_uuid(stored.id),
+            lineage_id: ApiKeyId::from_uuid(stored.lineage_id.unwrap_or(stored.id)),
             scopes: ApiScopes::from_stored_text(&stored.scopes),
             environment: parsed.environment,
         }))
@@ -184,12 +190,9 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(ApiKeyRecord, String), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
-        let (record, presented) = insert_api_key(&transaction, scope, new_key, pepper).await?;
+        let transaction = self.begin_write().await?;
+        let (record, presented) =
+            insert_api_key(&transaction, scope, new_key, None, pepper).await?;
         append_audit_event(
             &transaction,
             scope.organization_id(),
@@ -235,11 +238,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<ApiKeyRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let found = keys_of(scope)
             .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
             .one(&transaction)
@@ -284,11 +283,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(ApiKeyRecord, String, ApiKeyRecord), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let now = Utc::now();
         let found = keys_of(scope)
             .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
@@ -302,6 +297,7 @@ impl Storage {
             return Err(StorageError::NotFound);
         }
         let old_record = record_from_model(found.clone());
+        let lineage_id = found.lineage_id.unwrap_or(found.id);
         let (new_record, presented) = insert_api_key(
             &transaction,
             scope,
@@ -311,6 +307,7 @@ impl Storage {
                 environment: old_record.environment,
                 expires_at: old_record.expires_at,
             },
+            Some(lineage_id),
             pepper,
         )
         .await?;

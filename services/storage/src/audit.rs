@@ -10,7 +10,7 @@ use engram_core::{OrganizationId, ProjectScope};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    QueryOrder, QuerySelect,
 };
 
 const MAX_USER_AGENT_CHARS: usize = 256;
@@ -231,11 +231,7 @@ impl Storage {
         event: &NewAuditEvent,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         append_audit_event(&transaction, organization_id, scope, actor, event).await?;
         transaction.commit().await.map_err(StorageError::from_db)
     }

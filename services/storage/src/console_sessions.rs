@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use engram_core::OrganizationId;
 use engram_core::ids::ConsoleAccountId;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter,
 };
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -94,11 +94,7 @@ impl Storage {
     ) -> Result<RefreshOutcome, StorageError> {
         let _permit = self.write_permit().await;
         let presented_hash = refresh_token_hash(presented);
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let found = console_sessions::Entity::find()
             .filter(
                 Condition::any()

@@ -12,7 +12,6 @@ use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    TransactionTrait,
 };
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -58,24 +57,44 @@ pub struct SessionMessage {
     pub batch_id: Uuid,
 }
 
-/// What a derivation task works on: the batch and who pays for the work. Kept in the
-/// task's `subject` column as `<batch id> <credential>`.
+/// What a derivation task works on: the batch, who pays for the work, and whether that
+/// credential may delete memories (an LLM's DELETE decision is applied only then; otherwise
+/// it is recorded as a proposal). Kept in the task's `subject` column as `<batch id>
+/// <credential>`, followed by ` +delete` when it may delete; a subject written before the
+/// flag existed reads as "may not".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DerivationSubject {
     pub batch_id: Uuid,
     pub credential: String,
+    pub may_delete: bool,
 }
+
+/// Who asks for a batch to be derived: the billed credential and whether it holds
+/// `memories:delete`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DerivationRequest<'a> {
+    pub credential: &'a str,
+    pub may_delete: bool,
+}
+
+const MAY_DELETE_MARK: &str = " +delete";
 
 impl DerivationSubject {
     pub fn encode(&self) -> String {
-        format!("{} {}", self.batch_id, self.credential)
+        let mark = if self.may_delete { MAY_DELETE_MARK } else { "" };
+        format!("{} {}{mark}", self.batch_id, self.credential)
     }
 
     pub fn parse(text: &str) -> Option<Self> {
-        let (batch_id, credential) = text.split_once(' ')?;
+        let (batch_id, rest) = text.split_once(' ')?;
+        let (credential, may_delete) = match rest.strip_suffix(MAY_DELETE_MARK) {
+            Some(credential) => (credential, true),
+            None => (rest, false),
+        };
         Some(Self {
             batch_id: batch_id.parse().ok()?,
             credential: credential.to_string(),
+            may_delete,
         })
     }
 }
@@ -133,17 +152,13 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         batch: MessageBatch,
-        derive_for: Option<&str>,
+        derive_for: Option<DerivationRequest<'_>>,
         request_id: Option<&str>,
     ) -> Result<(Vec<SessionMessage>, Option<TaskRecord>), StorageError> {
         let _permit = self.write_permit().await;
         let now = Utc::now();
         let batch_id = Uuid::now_v7();
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let mut ids = Vec::with_capacity(batch.messages.len());
         for new_message in &batch.messages {
             let id = Uuid::now_v7();
@@ -171,7 +186,7 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         }
         let task_id = Uuid::now_v7();
-        if let Some(credential) = derive_for {
+        if let Some(requester) = derive_for {
             tasks::Entity::insert(tasks::ActiveModel {
                 id: Set(task_id),
                 organization_id: Set(scope.organization_id().as_uuid()),
@@ -180,7 +195,8 @@ impl Storage {
                 subject: Set(Some(
                     DerivationSubject {
                         batch_id,
-                        credential: credential.to_string(),
+                        credential: requester.credential.to_string(),
+                        may_delete: requester.may_delete,
                     }
                     .encode(),
                 )),
@@ -229,16 +245,23 @@ impl Storage {
     }
 
     /// Up to `limit` messages of the session before message `before`, oldest first (the
-    /// conversation a new batch continues).
+    /// conversation a new batch continues) — only `end_user`'s (or, for `None`, only those of
+    /// no end-user): two end-users who share a session id never see each other's words.
     pub async fn messages_before(
         &self,
         scope: &ProjectScope,
         session_id: &str,
+        end_user: Option<&str>,
         before: Uuid,
         limit: u64,
     ) -> Result<Vec<SessionMessage>, StorageError> {
+        let of_end_user = match end_user {
+            Some(user_id) => session_messages::Column::UserId.eq(user_id),
+            None => session_messages::Column::UserId.is_null(),
+        };
         let mut earlier: Vec<SessionMessage> = messages_of(scope)
             .filter(session_messages::Column::SessionId.eq(session_id))
+            .filter(of_end_user)
             .filter(session_messages::Column::Id.lt(before))
             .order_by_desc(session_messages::Column::Id)
             .limit(limit)
@@ -252,9 +275,10 @@ impl Storage {
         Ok(earlier)
     }
 
-    /// A page of a session's history in the order it was stored, after message `after`;
-    /// with `user_id`, only that end-user's messages. The cursor is the last message's id
-    /// when more follow.
+    /// A page of a session's history in the order it was stored, after message `after`: the
+    /// messages of end-user `user_id`, or with `None` those of no end-user (each end-user of a
+    /// session has a history of its own). The cursor is the last message's id when more
+    /// follow.
     pub async fn session_messages(
         &self,
         scope: &ProjectScope,
@@ -267,9 +291,10 @@ impl Storage {
             .filter(session_messages::Column::SessionId.eq(session_id))
             .order_by_asc(session_messages::Column::Id)
             .limit(limit + 1);
-        if let Some(user_id) = user_id {
-            query = query.filter(session_messages::Column::UserId.eq(user_id));
-        }
+        query = match user_id {
+            Some(user_id) => query.filter(session_messages::Column::UserId.eq(user_id)),
+            None => query.filter(session_messages::Column::UserId.is_null()),
+        };
         if let Some(after) = after {
             query = query.filter(session_messages::Column::Id.gt(after));
         }
@@ -328,11 +353,7 @@ impl Storage {
         call: &LlmCallRecord,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         llm_calls::Entity::insert(llm_calls::ActiveModel {
             id: Set(Uuid::now_v7()),
             organization_id: Set(scope.organization_id().as_uuid()),

@@ -10,7 +10,7 @@ use engram_core::files::{FileFormat, FileName};
 use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -103,11 +103,7 @@ impl Storage {
         let now = Utc::now();
         let file_id = Uuid::now_v7();
         let task_id = Uuid::now_v7();
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         tasks::Entity::insert(tasks::ActiveModel {
             id: Set(task_id),
             organization_id: Set(scope.organization_id().as_uuid()),

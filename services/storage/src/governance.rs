@@ -16,7 +16,7 @@ use engram_core::{Memory, MemoryId, MemoryKind, MemoryState, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, TransactionTrait,
+    QuerySelect,
 };
 use std::collections::BTreeMap;
 
@@ -115,11 +115,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<ProjectSettings, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
             .one(&transaction)
             .await
@@ -235,11 +231,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<MemoryFlags, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let mut update = memories::Entity::update_many();
         if let Some(immutable) = immutable {
             update = update.col_expr(memories::Column::Immutable, Expr::value(immutable));
@@ -339,11 +331,7 @@ impl Storage {
         batch: u64,
     ) -> Result<(Vec<MemoryId>, u64), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let rows = memories::Entity::find()
             .select_only()
             .column(memories::Column::Id)
@@ -470,11 +458,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         erasure_ledger::Entity::insert(erasure_ledger::ActiveModel {
             id: Set(uuid::Uuid::now_v7()),
             organization_id: Set(scope.organization_id().as_uuid()),
@@ -617,8 +601,17 @@ impl Storage {
         memory_ids: &[MemoryId],
         actor: &Actor,
     ) -> Result<Vec<MemoryId>, StorageError> {
-        self.hard_delete_memories(scope, memory_ids, AuditAction::MemoryExpired, None, actor)
-            .await
+        // Authorised by whoever set the policy, not by the sweeper: the project's retention
+        // settings (changed only with `admin`, audited) or the memory's own `expires_at`
+        // (written only with `memories:delete`).
+        self.hard_delete_memories(
+            scope,
+            memory_ids,
+            AuditAction::MemoryExpired,
+            Some("authorised by project policy: the kind's retention_days or the memory's expires_at"),
+            actor,
+        )
+        .await
     }
 
     /// Hard-delete memories chosen by a filter (console bulk delete) with the reason given;
@@ -652,11 +645,7 @@ impl Storage {
             return Ok(Vec::new());
         }
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let candidates: Vec<uuid::Uuid> = memory_ids.iter().map(|id| id.as_uuid()).collect();
         let rows = memories::Entity::find()
             .select_only()

@@ -11,7 +11,7 @@ use engram_core::ids::ConsoleAccountId;
 use engram_core::{ConsoleRole, OrganizationId};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect, TransactionTrait,
+    QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -91,11 +91,7 @@ impl Storage {
     ) -> Result<ConsoleInvitationRecord, StorageError> {
         let email = email.trim().to_lowercase();
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let taken = console_accounts::Entity::find()
             .filter(console_accounts::Column::Email.eq(email.clone()))
             .count(&transaction)
@@ -182,11 +178,7 @@ impl Storage {
         origin: &Actor,
     ) -> Result<ConsoleAccountRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let Some(invitation) = pending_invitation_by_token(&transaction, token).await? else {
             return Err(StorageError::NotFound);
         };
@@ -263,11 +255,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let revoked = console_invitations::Entity::update_many()
             .col_expr(
                 console_invitations::Column::RevokedAt,
@@ -308,11 +296,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<ConsoleMemberRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let member = member_in_organization(&transaction, organization_id, member_id).await?;
         let old_role = ConsoleRole::from_stored(&member.role);
         if old_role == ConsoleRole::Owner && new_role != ConsoleRole::Owner {
@@ -357,11 +341,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let member = member_in_organization(&transaction, organization_id, member_id).await?;
         if ConsoleRole::from_stored(&member.role) == ConsoleRole::Owner {
             refuse_if_last_owner(&transaction, organization_id).await?;

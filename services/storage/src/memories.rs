@@ -16,7 +16,7 @@ use engram_core::{
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select, Statement, TransactionTrait,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select, Statement,
 };
 use std::collections::HashMap;
 
@@ -476,11 +476,7 @@ impl Storage {
         render_response: &(impl Fn(&[Memory]) -> (u16, String) + Send + Sync),
     ) -> Result<InsertOutcome, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         lock_write_targets(&transaction, scope, drafts, idempotency).await?;
         if let Some(claim) = idempotency {
             let previous = idempotency_records::Entity::find_by_id((
@@ -756,11 +752,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(Memory, MemoryId), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let current = memories_of(scope)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .one(&transaction)
@@ -893,11 +885,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let Some((last_version, immutable, legal_hold)) = memories_of(scope)
             .select_only()
             .column(memories::Column::Version)
@@ -950,6 +938,43 @@ impl Storage {
         )
         .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
+    /// Record, without applying it, a deletion that was decided for a credential that may not
+    /// delete (an LLM's DELETE, a correction that deletes, for a key without
+    /// `memories:delete`): a `delete_proposed` entry in the memory's history with the
+    /// reason, for someone who may delete to act on. The memory itself is unchanged.
+    pub async fn record_delete_proposal(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let version = memories_of(scope)
+            .select_only()
+            .column(memories::Column::Version)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .into_tuple::<i64>()
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        append_history(
+            &transaction,
+            scope,
+            memory_id,
+            version,
+            "delete_proposed",
+            None,
+            &actor.label(),
+            Some(reason.to_string()),
+        )
+        .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())
     }
@@ -1071,11 +1096,7 @@ impl Storage {
             return Ok(Vec::new());
         }
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let now = Utc::now();
         let mut superseded = Vec::with_capacity(merged.len());
         for target in merged {

@@ -12,7 +12,7 @@ use engram_core::{MemoryId, MemoryState, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, TransactionTrait,
+    QuerySelect,
 };
 use std::collections::HashMap;
 use uuid::Uuid;
@@ -416,11 +416,7 @@ impl Storage {
         traffic_share: f64,
     ) -> Result<RetrievalProfileRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let existing = retrieval_profiles::Entity::find()
             .filter(retrieval_profiles::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .all(&transaction)
@@ -534,11 +530,7 @@ impl Storage {
         cases: Vec<NewEvalCase>,
     ) -> Result<EvalSetRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let taken = eval_sets::Entity::find()
             .filter(eval_sets::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(eval_sets::Column::Name.eq(set.name.as_str()))
@@ -586,11 +578,7 @@ impl Storage {
             return Err(StorageError::NotFound);
         }
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         insert_cases(&transaction, scope, set_id, cases).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         drop(_permit);

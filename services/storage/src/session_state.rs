@@ -1,6 +1,7 @@
-//! Session state (run memory): a JSON value per project, session and key with a version
-//! that every write raises, so a writer holding an old version is refused instead of
-//! overwriting (optimistic concurrency); removed with the end-user it belongs to.
+//! Session state (run memory): a JSON value per project, session, end-user and key with a
+//! version that every write raises, so a writer holding an old version is refused instead of
+//! overwriting (optimistic concurrency); removed with the end-user it belongs to. Each
+//! end-user of a session (and "no end-user") has a namespace of its own: `owner`.
 
 use crate::entities::session_state;
 use crate::{Storage, StorageError};
@@ -9,7 +10,6 @@ use engram_core::ProjectScope;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    TransactionTrait,
 };
 
 /// Most keys one session may hold.
@@ -28,10 +28,8 @@ pub struct SessionStateEntry {
 
 /// A value to write and the condition it is written under.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StateWrite<'a> {
+pub struct StateWrite {
     pub value: serde_json::Value,
-    /// The end-user it belongs to (only set when the key is created).
-    pub user_id: Option<&'a str>,
     /// Write only over this version.
     pub expected: Option<i64>,
     /// Write only when there is no value.
@@ -59,20 +57,33 @@ fn entry(model: session_state::Model) -> SessionStateEntry {
     }
 }
 
-fn of_session(scope: &ProjectScope, session_id: &str) -> sea_orm::Select<session_state::Entity> {
+/// The stored owner of an end-user's namespace ('' for values of no end-user).
+fn owner_of(end_user: Option<&str>) -> &str {
+    end_user.unwrap_or("")
+}
+
+/// The values of one session in one end-user's namespace (`None`: no end-user's).
+fn of_session(
+    scope: &ProjectScope,
+    session_id: &str,
+    end_user: Option<&str>,
+) -> sea_orm::Select<session_state::Entity> {
     session_state::Entity::find()
         .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
         .filter(session_state::Column::SessionId.eq(session_id))
+        .filter(session_state::Column::Owner.eq(owner_of(end_user)))
 }
 
 impl Storage {
+    /// One value of `end_user`'s namespace of the session.
     pub async fn session_state(
         &self,
         scope: &ProjectScope,
         session_id: &str,
+        end_user: Option<&str>,
         key: &str,
     ) -> Result<Option<SessionStateEntry>, StorageError> {
-        Ok(of_session(scope, session_id)
+        Ok(of_session(scope, session_id, end_user)
             .filter(session_state::Column::Key.eq(key))
             .one(&self.connection)
             .await
@@ -80,13 +91,14 @@ impl Storage {
             .map(entry))
     }
 
-    /// Every key of a session, in key order.
+    /// Every key of `end_user`'s namespace of the session, in key order.
     pub async fn session_state_entries(
         &self,
         scope: &ProjectScope,
         session_id: &str,
+        end_user: Option<&str>,
     ) -> Result<Vec<SessionStateEntry>, StorageError> {
-        Ok(of_session(scope, session_id)
+        Ok(of_session(scope, session_id, end_user)
             .order_by_asc(session_state::Column::Key)
             .all(&self.connection)
             .await
@@ -102,22 +114,18 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         session_id: &str,
+        end_user: Option<&str>,
         key: &str,
-        write: StateWrite<'_>,
+        write: StateWrite,
     ) -> Result<Result<(SessionStateEntry, bool), StateWriteRefused>, StorageError> {
         let StateWrite {
             value,
-            user_id,
             expected,
             create_only,
         } = write;
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
-        let current = of_session(scope, session_id)
+        let transaction = self.begin_write().await?;
+        let current = of_session(scope, session_id, end_user)
             .filter(session_state::Column::Key.eq(key))
             .one(&transaction)
             .await
@@ -143,6 +151,7 @@ impl Storage {
                     .col_expr(session_state::Column::UpdatedAt, Expr::value(now))
                     .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
                     .filter(session_state::Column::SessionId.eq(session_id))
+                    .filter(session_state::Column::Owner.eq(owner_of(end_user)))
                     .filter(session_state::Column::Key.eq(key))
                     .filter(session_state::Column::Version.eq(row.version))
                     .exec(&transaction)
@@ -153,7 +162,7 @@ impl Storage {
                 }
             }
             None => {
-                let keys = of_session(scope, session_id)
+                let keys = of_session(scope, session_id, end_user)
                     .count(&transaction)
                     .await
                     .map_err(StorageError::from_db)?;
@@ -164,10 +173,11 @@ impl Storage {
                     organization_id: Set(scope.organization_id().as_uuid()),
                     project_id: Set(scope.project_id().as_uuid()),
                     session_id: Set(session_id.to_string()),
+                    owner: Set(owner_of(end_user).to_string()),
                     key: Set(key.to_string()),
                     value: Set(value),
                     version: Set(1),
-                    user_id: Set(user_id.map(str::to_string)),
+                    user_id: Set(end_user.map(str::to_string)),
                     created_at: Set(now),
                     updated_at: Set(now),
                 })
@@ -181,7 +191,7 @@ impl Storage {
         }
         transaction.commit().await.map_err(StorageError::from_db)?;
         let stored = self
-            .session_state(scope, session_id, key)
+            .session_state(scope, session_id, end_user, key)
             .await?
             .ok_or(StorageError::NotFound)?;
         Ok(Ok((stored, created)))
@@ -192,11 +202,12 @@ impl Storage {
         &self,
         scope: &ProjectScope,
         session_id: &str,
+        end_user: Option<&str>,
         key: &str,
         expected: Option<i64>,
     ) -> Result<Result<Option<i64>, StateWriteRefused>, StorageError> {
         let _permit = self.write_permit().await;
-        let current = self.session_state(scope, session_id, key).await?;
+        let current = self.session_state(scope, session_id, end_user, key).await?;
         let Some(current) = current else {
             return Ok(if expected.is_some() {
                 Err(StateWriteRefused::VersionMismatch { current: None })
@@ -212,6 +223,7 @@ impl Storage {
         let deleted = session_state::Entity::delete_many()
             .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(session_state::Column::SessionId.eq(session_id))
+            .filter(session_state::Column::Owner.eq(owner_of(end_user)))
             .filter(session_state::Column::Key.eq(key))
             .filter(session_state::Column::Version.eq(current.version))
             .exec(&self.connection)

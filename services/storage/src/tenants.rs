@@ -8,7 +8,7 @@ use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use hmac::{Hmac, Mac};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 use sha2::Sha256;
 
@@ -83,11 +83,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         let now = Utc::now();
         let organization_id = OrganizationId::generate();
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         organizations::Entity::insert(organizations::ActiveModel {
             id: Set(organization_id.as_uuid()),
             name: Set(organization_name.to_string()),
@@ -125,11 +121,7 @@ impl Storage {
         pepper: &ApiKeyPepper,
     ) -> Result<(ProjectRecord, String), StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let exists = organizations::Entity::find_by_id(organization_id.as_uuid())
             .one(&transaction)
             .await
@@ -198,20 +190,36 @@ impl Storage {
             .map(|verified| verified.scope))
     }
 
-    /// Part of verifying an end-user token: the scope of `project_id` when `generation` is
-    /// its current signing-key generation (a rotated key's tokens get `None`). The caller
-    /// checks the token's signature with the key of that generation before using the scope.
+    /// Part of verifying an end-user token whose signature already verified: the scope of
+    /// `project_id` when `generation` is its current signing-key generation (a rotated key's
+    /// tokens get `None`) and the API key that minted the token is still in force — not
+    /// revoked, not expired, not rolled past its overlap — so a token dies with its key.
     pub async fn scope_for_end_user_token(
         &self,
         project_id: ProjectId,
         generation: i64,
+        minted_by: engram_core::ids::ApiKeyId,
     ) -> Result<Option<ProjectScope>, StorageError> {
         let project = projects::Entity::find_by_id(project_id.as_uuid())
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        Ok(project
-            .filter(|project| project.end_user_key_generation == generation)
+        let Some(project) = project.filter(|project| project.end_user_key_generation == generation)
+        else {
+            return Ok(None);
+        };
+        let now = chrono::Utc::now();
+        let minting_key_in_force = super::entities::api_keys::Entity::find_by_id(minted_by.as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .is_some_and(|key| {
+                key.project_id == project.id
+                    && key.revoked_at.is_none()
+                    && key.expires_at.is_none_or(|expires_at| expires_at > now)
+            });
+        Ok(Some(project)
+            .filter(|_| minting_key_in_force)
             .map(|project| {
                 ProjectScope::from_verified_credential(
                     OrganizationId::from_uuid(project.organization_id),
@@ -239,11 +247,7 @@ impl Storage {
     ) -> Result<i64, StorageError> {
         use sea_orm::sea_query::Expr;
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         projects::Entity::update_many()
             .col_expr(
                 projects::Column::EndUserKeyGeneration,
@@ -434,6 +438,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
             environment: engram_core::KeyEnvironment::Live,
             expires_at: None,
         },
+        None,
         pepper,
     )
     .await?;

@@ -11,7 +11,7 @@ use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
 };
 use std::collections::BTreeMap;
 
@@ -91,11 +91,7 @@ impl Storage {
             return Ok(());
         }
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         for increment in increments {
             add_to_hourly_counter(&transaction, increment).await?;
         }
@@ -315,11 +311,7 @@ impl Storage {
         actor: &Actor,
     ) -> Result<SpendLimits, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
             .one(&transaction)
             .await
@@ -381,11 +373,7 @@ impl Storage {
         alert: &BudgetAlert,
     ) -> Result<bool, StorageError> {
         let _permit = self.write_permit().await;
-        let transaction = self
-            .connection
-            .begin()
-            .await
-            .map_err(StorageError::from_db)?;
+        let transaction = self.begin_write().await?;
         let inserted = budget_alerts::Entity::insert(budget_alerts::ActiveModel {
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),

@@ -56,7 +56,13 @@ async fn derive_claimed_batch(
         return Ok(serde_json::json!({ "changes": [], "note": "the messages were erased" }));
     };
     let earlier = storage
-        .messages_before(scope, &first.session_id, first.id, CONTEXT_MESSAGES)
+        .messages_before(
+            scope,
+            &first.session_id,
+            first.user_id.as_deref(),
+            first.id,
+            CONTEXT_MESSAGES,
+        )
         .await
         .map_err(|error| error.to_string())?;
     let mut actor = engram_core::audit::Actor::system("message-derivation");
@@ -69,6 +75,7 @@ async fn derive_claimed_batch(
                 earlier: &earlier,
                 credential: &subject.credential,
                 batch_id: subject.batch_id,
+                may_delete: subject.may_delete,
             },
             &actor,
         )

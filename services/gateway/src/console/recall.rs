@@ -43,7 +43,7 @@ impl GatewayConsoleBackend {
         caller: &ConsoleCaller,
         form: NewEvaluationSetForm,
     ) -> Result<(), ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, &form.project_id, may_see_recall_quality)
             .await?;
         let name = form.name.trim().to_string();
@@ -85,6 +85,16 @@ impl GatewayConsoleBackend {
                 )
             },
         )?;
+        // A case is a probe of memory content: with expected contents, or with its own query
+        // text against expected memory ids, hit@k tells whether a text is stored. Roles that
+        // may not read content see the figures of existing sets but write no cases.
+        let role = ConsoleRole::from_stored(&account.role);
+        if !role.can_read_memory_content() {
+            return Err(ConsoleError::MissingPermission {
+                role: role.as_str().to_string(),
+                permission: "memory content (evaluation cases)".to_string(),
+            });
+        }
         self.storage
             .create_eval_set(
                 &scope,
@@ -210,6 +220,16 @@ impl GatewayConsoleBackend {
                 precision: bucket.precision,
             })
             .collect();
+        let shown_query_recalls: Vec<String> = metrics
+            .empty_queries
+            .iter()
+            .filter(|query| shows_content && query.query.is_some())
+            .map(|query| query.last_recall_id.to_string())
+            .collect();
+        if !shown_query_recalls.is_empty() {
+            self.audit_content_view(&account, &scope, caller, shown_query_recalls, "recall")
+                .await?;
+        }
         let empty_queries = metrics
             .empty_queries
             .iter()
@@ -389,6 +409,18 @@ impl GatewayConsoleBackend {
                 content,
                 state: fate.map_or_else(|| "gone".to_string(), |fate| fate.state.to_string()),
             });
+        }
+        if shows_content {
+            // The query text and the recalled contents are about to be shown: logged first.
+            let mut shown: Vec<String> = vec![event.id.to_string()];
+            shown.extend(
+                results
+                    .iter()
+                    .filter(|row| row.content.is_some())
+                    .map(|row| row.memory_id.clone()),
+            );
+            self.audit_content_view(&account, &scope, caller, shown, "recall-event")
+                .await?;
         }
         let stages = ["embed", "dense", "keyword", "hydrate", "rank"]
             .iter()

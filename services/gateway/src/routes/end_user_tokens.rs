@@ -68,12 +68,16 @@ pub async fn mint_end_user_token(
     State(credentials): State<CredentialVerifier>,
     body: JsonBody<MintEndUserTokenBody>,
 ) -> Result<(StatusCode, Json<EndUserTokenView>), ApiError> {
-    if !matches!(principal.credential, PrincipalCredential::ApiKey(_)) {
+    let PrincipalCredential::ApiKey {
+        key_id: minting_key_id,
+        ..
+    } = principal.credential.clone()
+    else {
         return Err(ApiError::new(
             ProblemKind::Forbidden,
             "end-user tokens cannot mint tokens; use a project API key",
         ));
-    }
+    };
     let body = body.value;
     let mut errors = Vec::new();
     let user_id = ExternalId::parse(&body.user_id)
@@ -148,6 +152,7 @@ pub async fn mint_end_user_token(
             generation,
             &user_id,
             &scopes,
+            minting_key_id,
             std::time::Duration::from_secs(ttl_seconds),
         )
         .map_err(|message| ApiError::new(ProblemKind::Internal, message))?;

@@ -229,6 +229,7 @@ async fn record(
                 memory,
                 text,
                 &credential,
+                principal.scopes.contains(engram_core::ApiScope::MemoriesDelete),
                 &principal.actor(),
             )
             .await?
@@ -309,7 +310,16 @@ pub async fn give_memory_feedback(
     }
     let memory = visible_memory(&principal, &engine, &memory_id).await?;
     if let Some(recall_id) = recall_id {
-        known_recall(&principal, &engine, recall_id).await?;
+        // The recall must be the caller's and must have returned this memory: otherwise the
+        // feedback would carry another search's id to whoever reads the memory's feedback.
+        if let Some(recall) = known_recall(&principal, &engine, recall_id).await?
+            && !engram_engine::recall_metrics::recalled_ids(&recall).contains(&memory.id)
+        {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "recall_id",
+                "this memory was not among the results of that recall",
+            )]));
+        }
     }
     record(
         &principal,
@@ -412,6 +422,8 @@ pub async fn list_recall_feedback(
     Path(recall_id): Path<String>,
 ) -> Result<Json<FeedbackListView>, ApiError> {
     let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
+    // Only a recall the caller may see (an end-user token: its own user's).
+    known_recall(&principal, &engine, recall_id).await?;
     let feedback = engine
         .storage()
         .feedback_on_recall(&principal.scope, recall_id)

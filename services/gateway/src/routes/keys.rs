@@ -1,7 +1,7 @@
 //! `/v1/keys`: a project's API keys, managed with a key that holds the `admin` scope. The
 //! secret of a new key is in the creating response only; lists never carry secrets.
 
-use crate::auth::{Authorized, ProjectAdmin};
+use crate::auth::{Authorized, ProjectAdmin, ProjectPrincipal};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::state::{AppState, CredentialVerifier};
@@ -205,6 +205,24 @@ pub async fn list_keys(
     }))
 }
 
+/// `403 forbidden` naming the first scope of `scopes` the calling key does not hold itself: a
+/// key never mints (or rolls into) a key with more power than its own.
+fn refuse_wider_than_minter(
+    principal: &ProjectPrincipal,
+    scopes: &engram_core::ApiScopes,
+) -> Result<(), ApiError> {
+    match principal.scopes.missing_from(scopes).first() {
+        None => Ok(()),
+        Some(missing) => Err(ApiError::new(
+            ProblemKind::Forbidden,
+            format!(
+                "a key never holds more than the key that mints or rolls it: this API key lacks the `{missing}` scope; it holds: {}",
+                principal.scopes.names().join(", ")
+            ),
+        )),
+    }
+}
+
 /// Create an API key for the project; the response holds its secret, shown only once.
 #[utoipa::path(post, path = "/v1/keys", tag = "keys", request_body = CreateApiKeyBody,
     responses((status = 201, body = CreatedApiKeyView),
@@ -217,6 +235,7 @@ pub async fn create_key(
     body: JsonBody<CreateApiKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
     let new_key = body.value.into_new_key().map_err(ApiError::invalid)?;
+    refuse_wider_than_minter(&principal, &new_key.scopes)?;
     let (record, secret) = credentials
         .storage
         .create_api_key(
@@ -250,6 +269,16 @@ pub async fn revoke_key(
     Path(key_id): Path<String>,
 ) -> Result<Json<ApiKeyView>, ApiError> {
     let key_id = parse_key_id(&key_id)?;
+    // Revoking cuts off whoever uses the key: only keys within the caller's own scopes.
+    let revoked = credentials
+        .storage
+        .list_api_keys(&principal.scope)
+        .await
+        .map_err(key_error)?
+        .into_iter()
+        .find(|key| key.id == key_id)
+        .ok_or_else(key_not_found)?;
+    refuse_wider_than_minter(&principal, &revoked.scopes)?;
     let record = credentials
         .storage
         .revoke_api_key(&principal.scope, key_id, &principal.actor())
@@ -287,6 +316,16 @@ pub async fn roll_key(
         })?
     };
     let overlap_seconds = roll.overlap_seconds.unwrap_or(DEFAULT_ROLL_OVERLAP_SECONDS);
+    // A roll hands out a new secret with the old key's scopes: the same rule as minting.
+    let rolled = credentials
+        .storage
+        .list_api_keys(&principal.scope)
+        .await
+        .map_err(key_error)?
+        .into_iter()
+        .find(|key| key.id == key_id)
+        .ok_or_else(key_not_found)?;
+    refuse_wider_than_minter(&principal, &rolled.scopes)?;
     if overlap_seconds > MAX_ROLL_OVERLAP_SECONDS {
         return Err(ApiError::invalid(vec![FieldError::new(
             "overlap_seconds",

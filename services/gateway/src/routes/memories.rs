@@ -72,6 +72,34 @@ fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 /// Add 1–100 memories.
+/// An `expires_at` already past asks for the memory to be deleted at the next sweep: a
+/// deletion, so it needs `memories:delete` (`422` naming the field otherwise, and nothing is
+/// written). Deletes by project policy (retention) are the policy setter's, not the writer's.
+fn refuse_past_expiry_without_delete(
+    principal: &crate::auth::ProjectPrincipal,
+    expiries: impl IntoIterator<Item = (String, Option<chrono::DateTime<chrono::Utc>>)>,
+) -> Result<(), ApiError> {
+    if principal.scopes.contains(engram_core::ApiScope::MemoriesDelete) {
+        return Ok(());
+    }
+    let now = chrono::Utc::now();
+    let errors: Vec<engram_core::FieldError> = expiries
+        .into_iter()
+        .filter(|(_, expires_at)| expires_at.is_some_and(|expires_at| expires_at <= now))
+        .map(|(field, _)| {
+            engram_core::FieldError::new(
+                field,
+                "is in the past, which would delete the memory: that needs the `memories:delete` scope",
+            )
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(errors))
+    }
+}
+
 #[utoipa::path(post, path = "/v1/memories", tag = "memories",
     params(AddMemoriesQuery, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried write safe")),
     request_body = AddMemoriesBody,
@@ -97,6 +125,13 @@ pub async fn add_memories(
     let parsed = body.value.into_new_memories().map_err(ApiError::invalid)?;
     let client_vectors = parsed.client_vectors;
     let mut new_memories = parsed.memories;
+    refuse_past_expiry_without_delete(
+        &principal,
+        new_memories
+            .iter()
+            .enumerate()
+            .map(|(position, memory)| (format!("memories[{position}].expires_at"), memory.expires_at)),
+    )?;
     for (position, memory) in new_memories.iter_mut().enumerate() {
         memory.user_id = principal.end_user_subject(
             memory.user_id.take(),
@@ -121,7 +156,7 @@ pub async fn add_memories(
         .await?;
     let wait_for_index = query.wait.unwrap_or(true);
     let claim = idempotency_key.map(|key| IdempotencyClaim {
-        key,
+        key: principal.idempotency_key(&key),
         request_fingerprint: request_fingerprint("POST /v1/memories", "", &body.raw),
     });
     let render = |memories: &[engram_core::Memory]| {
@@ -305,6 +340,10 @@ pub async fn edit_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let (edit, client_vector) = body.value.into_edit().map_err(ApiError::invalid)?;
+    refuse_past_expiry_without_delete(
+        &principal,
+        [("expires_at".to_string(), edit.expires_at.flatten())],
+    )?;
     confine_existing_memory(&principal, &engine, memory_id).await?;
     let reembeds = edit.content.is_some();
     if reembeds {

@@ -19,7 +19,7 @@ use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_CONTENT_BYTES};
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError};
 use engram_engine::MemoryEngine;
-use engram_storage::conversations::{MessageBatch, NewMessage, SessionMessage};
+use engram_storage::conversations::{DerivationRequest, MessageBatch, NewMessage, SessionMessage};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,6 +119,9 @@ pub struct MessagePageView {
 
 #[derive(Debug, Deserialize, IntoParams)]
 pub struct ListMessagesQuery {
+    /// Whose messages of the session: an end-user token reads its own; a project key the
+    /// end-user it names here, or without it the messages of no end-user.
+    pub user_id: Option<String>,
     /// The page starts after this message id.
     pub after: Option<String>,
     /// 1–500, default 50.
@@ -304,7 +307,10 @@ pub async fn add_messages(
                 agent_id,
                 messages,
             },
-            derive.then_some(credential.as_str()),
+            derive.then_some(DerivationRequest {
+                credential: credential.as_str(),
+                may_delete: principal.scopes.contains(engram_core::ApiScope::MemoriesDelete),
+            }),
             principal.origin.request_id.as_deref(),
         )
         .await
@@ -396,15 +402,17 @@ pub async fn list_messages(
             format!("must be between 1 and {MAX_MESSAGE_PAGE}"),
         ));
     }
+    let requested_user = optional_id(query.user_id.as_deref(), "user_id", &mut errors);
     let (Some(session_id), true) = (session_id, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
+    let end_user = principal.end_user_subject(requested_user, "user_id")?;
     let (page, cursor) = engine
         .storage()
         .session_messages(
             &principal.scope,
             session_id.as_str(),
-            principal.end_user().map(ExternalId::as_str),
+            end_user.as_ref().map(ExternalId::as_str),
             after,
             limit,
         )

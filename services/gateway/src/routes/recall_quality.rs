@@ -651,6 +651,7 @@ pub async fn create_eval_set(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
+    require_content_scope_for_expected_contents(&principal, &cases)?;
     if let Some(profile) = &body.profile {
         check_profile_exists(&engine, &principal.scope, profile, "profile").await?;
     }
@@ -768,6 +769,7 @@ pub async fn add_eval_cases(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
+    require_content_scope_for_expected_contents(&principal, &cases)?;
     store_cases(&engine, &principal.scope, set, cases).await
 }
 
@@ -790,7 +792,20 @@ pub async fn import_eval_cases(
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::invalid(vec![FieldError::new("body", "must be UTF-8 text")]))?;
     let cases = parse_jsonl_cases(text).map_err(ApiError::invalid)?;
+    require_content_scope_for_expected_contents(&principal, &cases)?;
     store_cases(&engine, &principal.scope, set, cases).await
+}
+
+/// Expected contents are memory content (and hit@k over them tells whether a text is stored):
+/// writing them needs `memories:read` beside `admin`, like reading them back.
+fn require_content_scope_for_expected_contents(
+    principal: &crate::auth::ProjectPrincipal,
+    cases: &[NewEvalCase],
+) -> Result<(), ApiError> {
+    if cases.iter().any(|case| !case.expected_contents.is_empty()) {
+        principal.require(engram_core::ApiScope::MemoriesRead)?;
+    }
+    Ok(())
 }
 
 /// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
@@ -864,13 +879,16 @@ pub struct EvalCaseListView {
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}/cases", tag = "recall quality",
     params(("set_id" = String, Path)),
     responses((status = 200, body = EvalCaseListView),
+        (status = 403, description = "The key lacks `admin`, or `memories:read` (cases hold queries and contents)", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = ["admin"])))]
+    security(("api_key" = ["admin", "memories:read"])))]
 pub async fn list_eval_cases(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalCaseListView>, ApiError> {
+    // Cases hold queries and expected contents.
+    principal.require(engram_core::ApiScope::MemoriesRead)?;
     let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
     let cases = engine
         .storage()
@@ -1059,5 +1077,12 @@ pub async fn get_eval_run(
         .map_err(storage_error)?
         .filter(|run| run.set_id == set.id)
         .ok_or_else(|| not_found("evaluation run"))?;
-    Ok(Json(run.into()))
+    let mut view = EvalRunView::from(run);
+    // Per-case results name queries and what they found: only for a key that may read them.
+    if !principal.scopes.contains(engram_core::ApiScope::MemoriesRead)
+        && let Some(metrics) = view.metrics.as_mut().and_then(|metrics| metrics.as_object_mut())
+    {
+        metrics.remove("per_case");
+    }
+    Ok(Json(view))
 }

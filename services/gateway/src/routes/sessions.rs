@@ -2,9 +2,12 @@
 //! and `GET /v1/sessions/{session_id}/state`. Values are JSON with a version; `If-Match`
 //! makes a write or delete conditional, `If-None-Match: *` makes a write create-only, so a
 //! long task resumes from its last checkpoint and two writers never silently overwrite.
+//! Each end-user of a session has a namespace of its own: an end-user token addresses its
+//! user's, a project key the `user_id` it names (query, or the body of a write), and without
+//! one the values of no end-user.
 
 use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
-use crate::extract::{IfMatchVersion, JsonBody};
+use crate::extract::{IfMatchVersion, JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -79,6 +82,32 @@ pub struct PutSessionStateBody {
     pub user_id: Option<String>,
 }
 
+/// `?user_id=`: whose namespace of the session a project key addresses.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct SessionStateQuery {
+    /// The end-user whose values to address (an end-user token addresses its own); without
+    /// it, the values of no end-user.
+    pub user_id: Option<String>,
+}
+
+/// The namespace a request addresses: the token's end-user, or the one a project key names
+/// (`field` says where, for errors), or none.
+fn namespace(
+    principal: &ProjectPrincipal,
+    requested: Option<&str>,
+    field: &str,
+) -> Result<Option<ExternalId>, ApiError> {
+    let requested = requested
+        .map(|user_id| {
+            ExternalId::parse(user_id)
+                .map_err(|message| ApiError::invalid(vec![FieldError::new(field, message)]))
+        })
+        .transpose()?;
+    principal.end_user_subject(requested, field)
+}
+
 fn parse_path(
     session_id: &str,
     key: Option<&str>,
@@ -103,14 +132,6 @@ fn not_found() -> ApiError {
         ProblemKind::NotFound,
         "no value with this key exists in this session",
     )
-}
-
-/// An end-user token sees only its own values.
-fn visible(principal: &ProjectPrincipal, entry: &SessionStateEntry) -> bool {
-    match principal.end_user() {
-        Some(end_user) => entry.user_id.as_deref() == Some(end_user.as_str()),
-        None => true,
-    }
 }
 
 fn with_etag(mut response: Response, version: i64) -> Response {
@@ -147,23 +168,30 @@ fn storage_problem(error: engram_storage::StorageError) -> ApiError {
 
 /// One value of a session, with its version (also as `ETag`).
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
-    params(("session_id" = String, Path), ("key" = String, Path)),
+    params(("session_id" = String, Path), ("key" = String, Path), SessionStateQuery),
     responses((status = 200, body = SessionStateView),
+        (status = 403, description = "An end-user token names another user_id", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:read"])))]
 pub async fn get_session_state(
     principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     Path((session_id, key)): Path<(String, String)>,
+    QueryParams(query): QueryParams<SessionStateQuery>,
 ) -> Result<Response, ApiError> {
     let (session_id, key) = parse_path(&session_id, Some(&key))?;
     let key = key.ok_or_else(not_found)?;
+    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
     let entry = engine
         .storage()
-        .session_state(&principal.scope, session_id.as_str(), key.as_str())
+        .session_state(
+            &principal.scope,
+            session_id.as_str(),
+            end_user.as_ref().map(ExternalId::as_str),
+            key.as_str(),
+        )
         .await
         .map_err(storage_problem)?
-        .filter(|entry| visible(&principal, entry))
         .ok_or_else(not_found)?;
     let version = entry.version;
     Ok(with_etag(
@@ -174,26 +202,29 @@ pub async fn get_session_state(
 
 /// Every value of a session, in key order.
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/state", tag = "sessions",
-    params(("session_id" = String, Path)),
-    responses((status = 200, body = SessionStateListView)),
+    params(("session_id" = String, Path), SessionStateQuery),
+    responses((status = 200, body = SessionStateListView),
+        (status = 403, description = "An end-user token names another user_id", body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:read"])))]
 pub async fn list_session_state(
     principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(session_id): Path<String>,
+    QueryParams(query): QueryParams<SessionStateQuery>,
 ) -> Result<Json<SessionStateListView>, ApiError> {
     let (session_id, _) = parse_path(&session_id, None)?;
+    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
     let entries = engine
         .storage()
-        .session_state_entries(&principal.scope, session_id.as_str())
+        .session_state_entries(
+            &principal.scope,
+            session_id.as_str(),
+            end_user.as_ref().map(ExternalId::as_str),
+        )
         .await
         .map_err(storage_problem)?;
     Ok(Json(SessionStateListView {
-        state: entries
-            .into_iter()
-            .filter(|entry| visible(&principal, entry))
-            .map(SessionStateView::from)
-            .collect(),
+        state: entries.into_iter().map(SessionStateView::from).collect(),
     }))
 }
 
@@ -206,6 +237,7 @@ pub async fn list_session_state(
         ("If-None-Match" = Option<String>, Header, description = "`*`: create only")),
     request_body = PutSessionStateBody,
     responses((status = 200, body = SessionStateView), (status = 201, body = SessionStateView),
+        (status = 403, description = "An end-user token names another user_id", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:write"])))]
@@ -239,33 +271,16 @@ pub async fn put_session_state(
             format!("at most {MAX_STATE_VALUE_BYTES} bytes as JSON, got {value_bytes}"),
         )]));
     }
-    let user_id = body
-        .user_id
-        .as_deref()
-        .map(|user_id| {
-            ExternalId::parse(user_id)
-                .map_err(|message| ApiError::invalid(vec![FieldError::new("user_id", message)]))
-        })
-        .transpose()?;
-    let user_id = principal.end_user_subject(user_id, "user_id")?;
-    // An end-user token never writes over another end-user's value.
-    let existing = engine
-        .storage()
-        .session_state(&principal.scope, session_id.as_str(), key.as_str())
-        .await
-        .map_err(storage_problem)?;
-    if existing.is_some_and(|existing| !visible(&principal, &existing)) {
-        return Err(not_found());
-    }
+    let end_user = namespace(&principal, body.user_id.as_deref(), "user_id")?;
     let (entry, created) = engine
         .storage()
         .put_session_state(
             &principal.scope,
             session_id.as_str(),
+            end_user.as_ref().map(ExternalId::as_str),
             key.as_str(),
             StateWrite {
                 value: body.value,
-                user_id: user_id.as_ref().map(ExternalId::as_str),
                 expected,
                 create_only,
             },
@@ -287,9 +302,10 @@ pub async fn put_session_state(
 
 /// Remove a value (`If-Match` makes it conditional).
 #[utoipa::path(delete, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
-    params(("session_id" = String, Path), ("key" = String, Path),
+    params(("session_id" = String, Path), ("key" = String, Path), SessionStateQuery,
         ("If-Match" = Option<String>, Header, description = "Expected version")),
     responses((status = 204, description = "Removed"),
+        (status = 403, description = "An end-user token names another user_id", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 409, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:delete"])))]
@@ -297,23 +313,19 @@ pub async fn delete_session_state(
     principal: Authorized<MemoriesDelete>,
     State(engine): State<Arc<MemoryEngine>>,
     Path((session_id, key)): Path<(String, String)>,
+    QueryParams(query): QueryParams<SessionStateQuery>,
     IfMatchVersion(expected): IfMatchVersion,
 ) -> Result<StatusCode, ApiError> {
     let (session_id, key) = parse_path(&session_id, Some(&key))?;
     let key = key.ok_or_else(not_found)?;
-    let existing = engine
-        .storage()
-        .session_state(&principal.scope, session_id.as_str(), key.as_str())
-        .await
-        .map_err(storage_problem)?
-        .filter(|entry| visible(&principal, entry))
-        .ok_or_else(not_found)?;
+    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
     match engine
         .storage()
         .delete_session_state(
             &principal.scope,
             session_id.as_str(),
-            existing.key.as_str(),
+            end_user.as_ref().map(ExternalId::as_str),
+            key.as_str(),
             expected,
         )
         .await

@@ -16,6 +16,8 @@ pub struct Model {
     pub environment: String,
     pub expires_at: Option<DateTimeUtc>,
     pub last_used_at: Option<DateTimeUtc>,
+    /// The first key of this key's roll line; `None` when the key is the first.
+    pub lineage_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,6 +8,9 @@ pub struct Model {
     pub project_id: Uuid,
     #[sea_orm(primary_key, auto_increment = false)]
     pub session_id: String,
+    /// The end-user whose value this is, or '' for none: each has a namespace of its own.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub owner: String,
     #[sea_orm(primary_key, auto_increment = false)]
     pub key: String,
     pub value: Json,

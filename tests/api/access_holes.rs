@@ -1,0 +1,641 @@
+//! The access holes that were found and closed, each as the attack a user tried: a console
+//! developer minting an admin key, keys minting wider keys, a token outliving its key,
+//! end-users replaying each other's Idempotency-Keys or sharing a session, `memories:write`
+//! deleting through an LLM or an expiry, an analyst writing expected contents, and one
+//! tenant learning from another's cached query embeddings.
+
+use engram_tests::llm_stand_in::{LlmStandIn, ScriptedReply};
+use engram_tests::{ApiClient, ApiResponse, TestServer, run_engram};
+use serde_json::{Value, json};
+
+fn console_http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A console member of `role` (admin-created), signed in: their cookie header.
+async fn signed_in_member(server: &TestServer, role: &str) -> String {
+    let output = run_engram(
+        &[
+            "admin",
+            "create-member",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--email",
+            &format!("{role}@example.com"),
+            "--role",
+            role,
+        ],
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let response = console_http()
+        .post(format!("{}/console/api/login", server.base_url))
+        .form(&[
+            ("email", created["email"].as_str().unwrap()),
+            ("password", created["password"].as_str().unwrap()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let cookies: Vec<String> = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split(';').next().map(str::to_string))
+        .collect();
+    assert_eq!(cookies.len(), 2, "login as {role} failed");
+    cookies.join("; ")
+}
+
+/// A console server function called as the browser's fetch calls it (a form body).
+async fn console_call(
+    server: &TestServer,
+    cookie: &str,
+    function: &str,
+    form: &[(&str, &str)],
+) -> (u16, Value) {
+    let response = console_http()
+        .post(format!("{}/console/api/{function}", server.base_url))
+        .header("Cookie", cookie)
+        .header("Origin", &server.base_url)
+        .form(form)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn post(client: &ApiClient, path: &str, body: Value) -> ApiResponse {
+    client
+        .send(client.request(reqwest::Method::POST, path).json(&body))
+        .await
+}
+
+async fn mint_token(client: &ApiClient, user_id: &str) -> String {
+    let minted = post(client, "/v1/end-user-tokens", json!({"user_id": user_id})).await;
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    minted.body["token"].as_str().unwrap().to_string()
+}
+
+async fn create_key(client: &ApiClient, scopes: &[&str]) -> ApiResponse {
+    post(
+        client,
+        "/v1/keys",
+        json!({"label": format!("{scopes:?}"), "scopes": scopes}),
+    )
+    .await
+}
+
+/// A console developer mints and rolls only `memories:write` keys, and the key it gets can
+/// neither read content nor reach the audit log; owners still mint anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner_api = server.client();
+    owner_api
+        .add_one(json!({"content": "The patient's blood type is AB negative.", "user_id": "p-7"}))
+        .await;
+    let project = server.bootstrap.project_id.clone();
+    let developer = signed_in_member(&server, "developer").await;
+
+    for scope in ["read", "delete", "admin"] {
+        let (status, body) = console_call(
+            &server,
+            &developer,
+            "create_key",
+            &[("project_id", &project), ("label", "escalate"), (scope, "on")],
+        )
+        .await;
+        assert_eq!(status, 403, "a developer minting {scope}: {body}");
+        assert!(
+            body.to_string().contains("lacks the `memories:"),
+            "the refusal names the permission: {body}"
+        );
+    }
+    let (status, minted) = console_call(
+        &server,
+        &developer,
+        "create_key",
+        &[("project_id", &project), ("label", "ingest"), ("write", "on")],
+    )
+    .await;
+    assert_eq!(status, 200, "{minted}");
+    let ingest = server.client_with_key(minted["secret"].as_str().unwrap());
+    ingest
+        .add_one(json!({"content": "Likes tea.", "user_id": "p-8"}))
+        .await;
+    ingest
+        .search(json!({"query": "blood type"}))
+        .await
+        .assert_problem(403, "forbidden");
+    ingest
+        .send(ingest.request(reqwest::Method::GET, "/v1/audit"))
+        .await
+        .assert_problem(403, "forbidden");
+
+    // The bootstrap key holds every scope: rolling it would hand the developer all of them.
+    let listed = owner_api
+        .send(owner_api.request(reqwest::Method::GET, "/v1/keys"))
+        .await;
+    let bootstrap_key_id = listed.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|key| key["label"] == "default")
+        .map(|key| key["id"].as_str().unwrap().to_string())
+        .unwrap();
+    let (status, body) = console_call(
+        &server,
+        &developer,
+        "roll_key",
+        &[("project_id", &project), ("key_id", &bootstrap_key_id)],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = console_call(
+        &server,
+        &developer,
+        "revoke_key",
+        &[("project_id", &project), ("key_id", &bootstrap_key_id)],
+    )
+    .await;
+    assert_eq!(status, 403, "a developer cannot switch off the owner's key: {body}");
+    assert_eq!(
+        owner_api.list("").await.status,
+        200,
+        "the refused roll and revoke left the key working"
+    );
+    let (status, rolled) = console_call(
+        &server,
+        &developer,
+        "roll_key",
+        &[("project_id", &project), ("key_id", minted["key"]["id"].as_str().unwrap())],
+    )
+    .await;
+    assert_eq!(status, 200, "a developer rolls its own kind of key: {rolled}");
+}
+
+/// Through the API a key mints and rolls only keys within its own scopes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_never_mints_or_rolls_a_key_wider_than_itself() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner = server.client();
+    let admin_only = create_key(&owner, &["admin"]).await;
+    assert_eq!(admin_only.status, 201, "{}", admin_only.body);
+    let admin_only = server.client_with_key(admin_only.body["secret"].as_str().unwrap());
+    let wider = create_key(&admin_only, &["admin", "memories:read"]).await;
+    wider.assert_problem(403, "forbidden");
+    assert!(
+        wider.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`memories:read`"),
+        "{}",
+        wider.body
+    );
+    assert_eq!(create_key(&admin_only, &["admin"]).await.status, 201);
+
+    let reader = create_key(&owner, &["memories:read"]).await;
+    let reader_id = reader.body["key"]["id"].as_str().unwrap().to_string();
+    post(&admin_only, &format!("/v1/keys/{reader_id}/roll"), json!({}))
+        .await
+        .assert_problem(403, "forbidden");
+    let rolled = post(&owner, &format!("/v1/keys/{reader_id}/roll"), json!({})).await;
+    assert_eq!(rolled.status, 201, "{}", rolled.body);
+}
+
+/// A token minted by a key stops working when that key is revoked, expires, or is rolled
+/// past its overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_user_token_dies_with_the_key_that_minted_it() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner = server.client();
+    let mut minters = Vec::new();
+    for _ in 0..2 {
+        let key = create_key(&owner, &["memories:read", "memories:write"]).await;
+        assert_eq!(key.status, 201, "{}", key.body);
+        minters.push((
+            key.body["key"]["id"].as_str().unwrap().to_string(),
+            server.client_with_key(key.body["secret"].as_str().unwrap()),
+        ));
+    }
+    let revoked_token = server.client_with_key(&mint_token(&minters[0].1, "u-a").await);
+    let rolled_token = server.client_with_key(&mint_token(&minters[1].1, "u-b").await);
+    assert_eq!(revoked_token.list("").await.status, 200);
+    assert_eq!(rolled_token.list("").await.status, 200);
+
+    let revoked = post(&owner, &format!("/v1/keys/{}/revoke", minters[0].0), json!({})).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    revoked_token
+        .list("")
+        .await
+        .assert_problem(401, "unauthorized");
+
+    let rolled = post(
+        &owner,
+        &format!("/v1/keys/{}/roll", minters[1].0),
+        json!({"overlap_seconds": 0}),
+    )
+    .await;
+    assert_eq!(rolled.status, 201, "{}", rolled.body);
+    rolled_token
+        .list("")
+        .await
+        .assert_problem(401, "unauthorized");
+    // The rolled key's successor mints tokens that work.
+    let successor = server.client_with_key(rolled.body["secret"].as_str().unwrap());
+    let fresh = server.client_with_key(&mint_token(&successor, "u-b").await);
+    assert_eq!(fresh.list("").await.status, 200);
+}
+
+async fn add_with_idempotency_key(client: &ApiClient, key: &str, body: &Value) -> ApiResponse {
+    client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", key)
+                .json(body),
+        )
+        .await
+}
+
+/// End-user `u-b` replaying `u-a`'s Idempotency-Key and body gets a write of its own, never
+/// `u-a`'s answer; a project key's retry after a roll still replays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_belong_to_their_credential_and_end_user() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner = server.client();
+    let alice = server.client_with_key(&mint_token(&owner, "u-a").await);
+    let bob = server.client_with_key(&mint_token(&owner, "u-b").await);
+    let body = json!({"memories": [{"content": "My door code is 4711."}]});
+    let first = add_with_idempotency_key(&alice, "retry-1", &body).await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    assert_eq!(first.body["memories"][0]["user_id"], "u-a");
+    let replayed = add_with_idempotency_key(&alice, "retry-1", &body).await;
+    assert_eq!(
+        replayed.body["memories"][0]["id"], first.body["memories"][0]["id"],
+        "the same end-user's retry replays"
+    );
+    let bobs = add_with_idempotency_key(&bob, "retry-1", &body).await;
+    assert_eq!(bobs.status, 201, "{}", bobs.body);
+    assert_eq!(bobs.body["memories"][0]["user_id"], "u-b");
+    assert_ne!(
+        bobs.body["memories"][0]["id"], first.body["memories"][0]["id"],
+        "another end-user never gets u-a's answer"
+    );
+
+    // A project key: another key of the project does not replay its answer; its successor
+    // after a roll does.
+    let writer = create_key(&owner, &["memories:read", "memories:write"]).await;
+    let writer_id = writer.body["key"]["id"].as_str().unwrap().to_string();
+    let writer_client = server.client_with_key(writer.body["secret"].as_str().unwrap());
+    let keyed = json!({"memories": [{"content": "Ships on Fridays.", "user_id": "ops"}]});
+    let original = add_with_idempotency_key(&writer_client, "deploy-7", &keyed).await;
+    assert_eq!(original.status, 201, "{}", original.body);
+    let by_owner = add_with_idempotency_key(&owner, "deploy-7", &keyed).await;
+    assert_ne!(
+        by_owner.body["memories"][0]["id"],
+        original.body["memories"][0]["id"]
+    );
+    let rolled = post(&owner, &format!("/v1/keys/{writer_id}/roll"), json!({})).await;
+    let successor = server.client_with_key(rolled.body["secret"].as_str().unwrap());
+    let retried = add_with_idempotency_key(&successor, "deploy-7", &keyed).await;
+    assert_eq!(
+        retried.body["memories"][0]["id"], original.body["memories"][0]["id"],
+        "a retry after a roll replays: {}",
+        retried.body
+    );
+}
+
+/// Two end-users of one session id: the LLM deriving `u-b`'s memories is shown none of
+/// `u-a`'s messages, and each reads only their own history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_users_sharing_a_session_id_never_see_each_others_conversation() {
+    let stand_in = LlmStandIn::start(|_| ScriptedReply::Json {
+        content: json!({"memories": []}),
+        prompt_tokens: 10,
+        completion_tokens: 2,
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+        ],
+    )
+    .await
+    .unwrap();
+    let owner = server.client();
+    let alice = server.client_with_key(&mint_token(&owner, "u-a").await);
+    let bob = server.client_with_key(&mint_token(&owner, "u-b").await);
+    let said = post(
+        &alice,
+        "/v1/sessions/shared-1/messages",
+        json!({"messages": [{"role": "user", "content": "My account number is 99-1234."}]}),
+    )
+    .await;
+    assert_eq!(said.status, 201, "{}", said.body);
+    let replied = post(
+        &bob,
+        "/v1/sessions/shared-1/messages",
+        json!({"messages": [{"role": "user", "content": "What did the last person say?"}]}),
+    )
+    .await;
+    assert_eq!(replied.status, 201, "{}", replied.body);
+    assert_eq!(replied.body["derivation"]["status"], "succeeded", "{}", replied.body);
+    let prompts: Vec<String> = stand_in
+        .requests()
+        .iter()
+        .filter(|request| request.user_prompt.contains("What did the last person say?"))
+        .map(|request| request.user_prompt.clone())
+        .collect();
+    assert!(!prompts.is_empty(), "bob's batch was derived with the LLM");
+    for prompt in &prompts {
+        assert!(
+            !prompt.contains("99-1234"),
+            "u-a's words reached the model deriving u-b's memories: {prompt}"
+        );
+    }
+    let bobs_history = bob
+        .send(bob.request(reqwest::Method::GET, "/v1/sessions/shared-1/messages"))
+        .await;
+    assert!(
+        !bobs_history.body.to_string().contains("99-1234"),
+        "{}",
+        bobs_history.body
+    );
+    owner
+        .send(owner.request(
+            reqwest::Method::GET,
+            "/v1/sessions/shared-1/messages?user_id=u-a",
+        ))
+        .await
+        .body["messages"][0]["content"]
+        .as_str()
+        .map(|content| assert_eq!(content, "My account number is 99-1234."))
+        .unwrap();
+    bob.send(bob.request(
+        reqwest::Method::GET,
+        "/v1/sessions/shared-1/messages?user_id=u-a",
+    ))
+    .await
+    .assert_problem(403, "forbidden");
+}
+
+/// A key that may write but not delete: an LLM's DELETE becomes a proposal in the memory's
+/// history and the memory stays; a past `expires_at` is refused naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_write_never_deletes_through_an_llm_or_an_expiry() {
+    let stand_in = LlmStandIn::start(|_| ScriptedReply::Json {
+        content: json!({"action": "DELETE", "reason": "the user asked to forget it"}),
+        prompt_tokens: 30,
+        completion_tokens: 5,
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+        ],
+    )
+    .await
+    .unwrap();
+    let owner = server.client();
+    let writer = create_key(&owner, &["memories:read", "memories:write"]).await;
+    let writer = server.client_with_key(writer.body["secret"].as_str().unwrap());
+    let memory = writer
+        .add_one(json!({"content": "The user lives in Berlin.", "user_id": "dee"}))
+        .await;
+    let memory_id = memory["id"].as_str().unwrap().to_string();
+
+    let corrected = post(
+        &writer,
+        &format!("/v1/memories/{memory_id}/feedback"),
+        json!({"rating": "wrong", "text": "Forget where I live."}),
+    )
+    .await;
+    assert_eq!(corrected.status, 201, "{}", corrected.body);
+    assert_ne!(corrected.body["correction"]["action"], "DELETE", "{}", corrected.body);
+    assert_eq!(writer.get(&memory_id).await.status, 200, "the memory stays");
+    let history = writer.history(&memory_id).await.body;
+    let proposal = history["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["event"] == "delete_proposed")
+        .unwrap_or_else(|| panic!("no proposal in the history: {history}"));
+    assert!(
+        proposal["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the user asked to forget it"),
+        "{proposal}"
+    );
+
+    // The owner's key holds memories:delete: the same correction deletes.
+    let applied = post(
+        &owner,
+        &format!("/v1/memories/{memory_id}/feedback"),
+        json!({"rating": "wrong", "text": "Forget where I live."}),
+    )
+    .await;
+    assert_eq!(applied.body["correction"]["action"], "DELETE", "{}", applied.body);
+    assert_eq!(owner.get(&memory_id).await.status, 404);
+
+    let past = writer
+        .add(json!([
+            {"content": "Fine.", "user_id": "dee"},
+            {"content": "Expired already.", "user_id": "dee", "expires_at": "2020-01-01T00:00:00Z"}
+        ]))
+        .await;
+    past.assert_problem(422, "validation-failed");
+    assert_eq!(past.error_fields(), ["memories[1].expires_at"]);
+    assert!(
+        writer
+            .list("?user_id=dee")
+            .await
+            .body["memories"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "nothing of the refused batch was stored"
+    );
+    let kept = writer
+        .add_one(json!({"content": "Parking until noon.", "user_id": "dee"}))
+        .await;
+    writer
+        .patch(
+            kept["id"].as_str().unwrap(),
+            None,
+            json!({"expires_at": "2020-01-01T00:00:00Z"}),
+        )
+        .await
+        .assert_problem(422, "validation-failed");
+    let with_delete = owner
+        .add(json!([{"content": "Expired already.", "user_id": "dee", "expires_at": "2020-01-01T00:00:00Z"}]))
+        .await;
+    assert_eq!(with_delete.status, 201, "{}", with_delete.body);
+}
+
+/// Expected contents are content: an analyst cannot write them in the console, an admin key
+/// without `memories:read` cannot write or read cases; a content role's view of a recall
+/// event is audited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_contents_and_recalled_content_stay_with_content_roles() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner = server.client();
+    owner
+        .add_one(json!({"content": "Ines speaks Portuguese.", "user_id": "ines"}))
+        .await;
+    let project = server.bootstrap.project_id.clone();
+    let analyst = signed_in_member(&server, "analyst").await;
+    let (status, body) = console_call(
+        &server,
+        &analyst,
+        "create_evaluation_set",
+        &[
+            ("project_id", &project),
+            ("name", "probe"),
+            ("k", "10"),
+            ("schedule_hours", ""),
+            (
+                "cases_jsonl",
+                r#"{"query": "language", "expected_contents": ["speaks Portuguese"]}"#,
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+
+    let admin_only = create_key(&owner, &["admin"]).await;
+    let admin_only = server.client_with_key(admin_only.body["secret"].as_str().unwrap());
+    post(
+        &admin_only,
+        "/v1/eval-sets",
+        json!({"name": "probe", "cases": [{"query": "language", "expected_contents": ["Portuguese"]}]}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let set = post(
+        &owner,
+        "/v1/eval-sets",
+        json!({"name": "owned", "cases": [{"query": "language", "expected_contents": ["Portuguese"]}]}),
+    )
+    .await;
+    assert_eq!(set.status, 201, "{}", set.body);
+    let set_id = set.body["id"].as_str().unwrap();
+    admin_only
+        .send(admin_only.request(reqwest::Method::GET, &format!("/v1/eval-sets/{set_id}/cases")))
+        .await
+        .assert_problem(403, "forbidden");
+
+    // The owner opens a recall event in the console: an audit event names it first.
+    let found = owner.search(json!({"query": "which language", "user_id": "ines"})).await;
+    let recall_id = found.body["recall_id"].as_str().unwrap().to_string();
+    let owner_cookie = {
+        let response = console_http()
+            .post(format!("{}/console/api/login", server.base_url))
+            .form(&[
+                ("email", server.bootstrap.console_email.as_str()),
+                ("password", server.bootstrap.console_password.as_str()),
+            ])
+            .send()
+            .await
+            .unwrap();
+        response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(|value| value.split(';').next().map(str::to_string))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let (status, event) = console_call(
+        &server,
+        &owner_cookie,
+        "recall_event",
+        &[("project_id", &project), ("recall_id", &recall_id)],
+    )
+    .await;
+    assert_eq!(status, 200, "{event}");
+    let audit = owner
+        .send(owner.request(
+            reqwest::Method::GET,
+            &format!("/v1/audit?action=memory.content_viewed&target_id={recall_id}"),
+        ))
+        .await;
+    assert_eq!(
+        audit.body["events"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        audit.body
+    );
+    assert_eq!(audit.body["events"][0]["details"]["page"], "recall-event");
+}
+
+/// The query-embedding cache is per project: a query another project searched first is
+/// still embedded (and billed) for this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_project_learns_nothing_from_anothers_cached_queries() {
+    let server = TestServer::spawn().await.unwrap();
+    let first = server.client();
+    let (_, second_key) = server.create_project("second").unwrap();
+    let second = server.client_with_key(&second_key);
+    let query = json!({"query": "what is the secret launch date of project aurora", "explain": true});
+    assert_eq!(first.search(query.clone()).await.status, 200);
+    assert_eq!(first.search(query.clone()).await.status, 200);
+    assert_eq!(second.search(query.clone()).await.status, 200);
+    let tokens = |client: ApiClient| async move {
+        engram_tests::eventually("the searches to be metered", || async {
+            let usage = client
+                .send(client.request(reqwest::Method::GET, "/v1/usage"))
+                .await
+                .body;
+            if usage["totals"]["searches"].as_u64().unwrap_or(0) >= 1 {
+                Ok(usage["totals"]["tokens_embedded"].as_u64().unwrap_or(0))
+            } else {
+                Err(usage.to_string())
+            }
+        })
+        .await
+    };
+    let first_tokens = engram_tests::eventually("both searches of the first project", || async {
+        let usage = first
+            .send(first.request(reqwest::Method::GET, "/v1/usage"))
+            .await
+            .body;
+        if usage["totals"]["searches"] == 2 {
+            Ok(usage["totals"]["tokens_embedded"].as_u64().unwrap_or(0))
+        } else {
+            Err(usage.to_string())
+        }
+    })
+    .await;
+    let second_tokens = tokens(second).await;
+    assert!(first_tokens > 0);
+    assert_eq!(
+        second_tokens, first_tokens,
+        "the second project's search is embedded and billed as the first project's first one was"
+    );
+}
