@@ -81,73 +81,83 @@ const SHARED_COLUMNS: [SessionState; 9] = [
     SessionState::UpdatedAt,
 ];
 
-async fn by_user_index(manager: &SchemaManager<'_>) -> Result<(), DbErr> {
-    manager
-        .create_index(
-            Index::create()
-                .name("session_state_by_user")
-                .table(SessionState::Table)
-                .col(SessionState::ProjectId)
-                .col(SessionState::UserId)
+/// Runs `statements` in one transaction on one connection: a pooled SQLite connection other
+/// than the one that dropped the old table would still see it in its cached schema and refuse
+/// the rename, and a rebuild half done must not stay behind.
+async fn in_one_transaction(
+    manager: &SchemaManager<'_>,
+    statements: Vec<sea_orm_migration::sea_orm::Statement>,
+) -> Result<(), DbErr> {
+    use sea_orm_migration::sea_orm::{ConnectionTrait, TransactionTrait};
+    let transaction = manager.get_connection().begin().await?;
+    for statement in statements {
+        transaction.execute(statement).await?;
+    }
+    transaction.commit().await
+}
+
+fn by_user_index() -> IndexCreateStatement {
+    Index::create()
+        .name("session_state_by_user")
+        .table(SessionState::Table)
+        .col(SessionState::ProjectId)
+        .col(SessionState::UserId)
+        .to_owned()
+}
+
+fn swap_in_rebuilt_table(
+    backend: sea_orm_migration::sea_orm::DatabaseBackend,
+    fill: InsertStatement,
+) -> Vec<sea_orm_migration::sea_orm::Statement> {
+    vec![
+        backend.build(&fill),
+        backend.build(&Table::drop().table(SessionState::Table).to_owned()),
+        backend.build(
+            &Table::rename()
+                .table(SessionStateRebuilt::Table, SessionState::Table)
                 .to_owned(),
-        )
-        .await
+        ),
+        backend.build(&by_user_index()),
+    ]
 }
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .create_table(table_with_key(SessionStateRebuilt::Table, true))
-            .await?;
+        let backend = manager.get_database_backend();
         let mut columns: Vec<SessionState> = SHARED_COLUMNS.to_vec();
         columns.push(SessionState::Owner);
-        let mut select = Query::select();
         let owner_of_row: SimpleExpr = Func::coalesce([
             SimpleExpr::from(Expr::col(SessionState::UserId)),
             SimpleExpr::from(Expr::val("")),
         ])
         .into();
-        select
+        let select = Query::select()
             .columns(SHARED_COLUMNS)
             .from(SessionState::Table)
-            .expr(owner_of_row);
-        manager
-            .exec_stmt(
-                Query::insert()
-                    .into_table(SessionStateRebuilt::Table)
-                    .columns(columns)
-                    .select_from(select)
-                    .map_err(|error| DbErr::Migration(error.to_string()))?
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .drop_table(Table::drop().table(SessionState::Table).to_owned())
-            .await?;
-        manager
-            .rename_table(
-                Table::rename()
-                    .table(SessionStateRebuilt::Table, SessionState::Table)
-                    .to_owned(),
-            )
-            .await?;
-        by_user_index(manager).await
+            .expr(owner_of_row)
+            .to_owned();
+        let fill = Query::insert()
+            .into_table(SessionStateRebuilt::Table)
+            .columns(columns)
+            .select_from(select)
+            .map_err(|error| DbErr::Migration(error.to_string()))?
+            .to_owned();
+        let mut statements = vec![backend.build(&table_with_key(SessionStateRebuilt::Table, true))];
+        statements.extend(swap_in_rebuilt_table(backend, fill));
+        in_one_transaction(manager, statements).await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         // Values of several owners under one session and key cannot all survive the old
         // key: the newest is kept.
-        manager
-            .create_table(table_with_key(SessionStateRebuilt::Table, false))
-            .await?;
+        let backend = manager.get_database_backend();
         let select = Query::select()
             .columns(SHARED_COLUMNS)
             .from(SessionState::Table)
             .order_by(SessionState::UpdatedAt, Order::Desc)
             .to_owned();
-        let mut insert = Query::insert();
-        insert
+        let fill = Query::insert()
             .into_table(SessionStateRebuilt::Table)
             .columns(SHARED_COLUMNS)
             .select_from(select)
@@ -160,18 +170,10 @@ impl MigrationTrait for Migration {
                 ])
                 .do_nothing()
                 .to_owned(),
-            );
-        manager.exec_stmt(insert.to_owned()).await?;
-        manager
-            .drop_table(Table::drop().table(SessionState::Table).to_owned())
-            .await?;
-        manager
-            .rename_table(
-                Table::rename()
-                    .table(SessionStateRebuilt::Table, SessionState::Table)
-                    .to_owned(),
             )
-            .await?;
-        by_user_index(manager).await
+            .to_owned();
+        let mut statements = vec![backend.build(&table_with_key(SessionStateRebuilt::Table, false))];
+        statements.extend(swap_in_rebuilt_table(backend, fill));
+        in_one_transaction(manager, statements).await
     }
 }

@@ -112,7 +112,11 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
     let project = server.bootstrap.project_id.clone();
     let developer = signed_in_member(&server, "developer").await;
 
-    for scope in ["read", "delete", "admin"] {
+    for (scope, permission) in [
+        ("read", "memories:read"),
+        ("delete", "memories:delete"),
+        ("admin", "admin"),
+    ] {
         let (status, body) = console_call(
             &server,
             &developer,
@@ -121,10 +125,11 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
         )
         .await;
         assert_eq!(status, 403, "a developer minting {scope}: {body}");
-        assert!(
-            body.to_string().contains("lacks the `memories:"),
+        assert_eq!(
+            body["MissingPermission"]["permission"], permission,
             "the refusal names the permission: {body}"
         );
+        assert_eq!(body["MissingPermission"]["role"], "developer");
     }
     let (status, minted) = console_call(
         &server,

@@ -193,7 +193,7 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
     );
 
     // The history pages in order with a cursor.
-    let page = get_path(&client, "/v1/sessions/chat-1/messages?limit=4").await;
+    let page = get_path(&client, "/v1/sessions/chat-1/messages?user_id=ana&limit=4").await;
     assert_eq!(page.status, 200, "{}", page.body);
     let contents: Vec<&str> = page.body["messages"]
         .as_array()
@@ -206,7 +206,7 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
     let cursor = page.body["next_cursor"].as_str().unwrap().to_string();
     let rest = get_path(
         &client,
-        &format!("/v1/sessions/chat-1/messages?limit=4&after={cursor}"),
+        &format!("/v1/sessions/chat-1/messages?user_id=ana&limit=4&after={cursor}"),
     )
     .await;
     let rest_contents: Vec<&str> = rest.body["messages"]
@@ -267,7 +267,7 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
     post_messages(&client, "chat-1", json!({"messages": too_many}))
         .await
         .assert_problem(422, "validation-failed");
-    let everything = get_path(&client, "/v1/sessions/chat-1/messages?limit=500").await;
+    let everything = get_path(&client, "/v1/sessions/chat-1/messages?user_id=ana&limit=500").await;
     assert_eq!(everything.body["messages"].as_array().unwrap().len(), 6);
 
     // Another project sees none of it.
@@ -603,7 +603,7 @@ async fn an_llm_outage_keeps_the_messages_and_says_why_nothing_was_derived() {
         3,
         "three attempts, then the task fails"
     );
-    let history = get_path(&client, "/v1/sessions/s-1/messages").await;
+    let history = get_path(&client, "/v1/sessions/s-1/messages?user_id=cy").await;
     assert_eq!(
         history.body["messages"][0]["content"],
         "Remember that I am allergic to peanuts."
@@ -694,8 +694,10 @@ async fn a_correction_in_feedback_is_applied_by_the_llm_and_feedback_is_kept_per
     );
     let (_, other_key) = server.create_project("other").unwrap();
     let other = server.client_with_key(&other_key);
-    let foreign = get_path(&other, &format!("/v1/recalls/{recall_id}/feedback")).await;
-    assert_eq!(foreign.body["feedback"], json!([]));
+    // Another project's recall does not exist for it.
+    get_path(&other, &format!("/v1/recalls/{recall_id}/feedback"))
+        .await
+        .assert_problem(404, "not-found");
 
     let usage = usage_totals(&client, |usage| usage["llm_by_model"] != json!([])).await;
     assert_eq!(

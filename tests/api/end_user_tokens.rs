@@ -215,8 +215,17 @@ async fn jwt_attacks_are_refused() {
     let project_id: engram_core::ProjectId = server.bootstrap.project_id.parse().unwrap();
     let key = EndUserTokenKeys::new(&secrets.end_user_token_secret).signing_secret(project_id, 1);
     let now = chrono::Utc::now().timestamp();
+    // The genuine token names the key that minted it; a forged one must name a live key too.
+    let genuine_claims: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD
+            .decode(genuine.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    let minting_key = genuine_claims["key"].as_str().unwrap().to_string();
     let claims = json!({"iss": "engram", "aud": "engram-api", "sub": "alice", "typ": "end_user",
-        "pid": project_id.to_string(), "scp": "memories:read", "iat": now, "nbf": now, "exp": now + 600});
+        "pid": project_id.to_string(), "scp": "memories:read", "key": minting_key,
+        "iat": now, "nbf": now, "exp": now + 600});
     let header = json!({"alg": "HS256", "typ": "JWT", "kid": key_id(project_id, 1)});
     let well_formed = forge(&header, &claims, Some(&key));
     assert_eq!(
@@ -280,7 +289,11 @@ async fn jwt_attacks_are_refused() {
         "admin scope",
         with_claims(json!({"scp": "memories:read admin"})),
     ));
-    for missing in ["sub", "exp", "nbf", "iss", "aud"] {
+    attacks.push((
+        "minted by a key that never existed",
+        with_claims(json!({"key": engram_core::ids::ApiKeyId::generate().to_string()})),
+    ));
+    for missing in ["sub", "exp", "nbf", "iss", "aud", "key"] {
         attacks.push(("missing claim", with_claims(json!({ missing: null }))));
     }
     let parts: Vec<&str> = genuine.split('.').collect();

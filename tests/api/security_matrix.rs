@@ -270,6 +270,24 @@ const ROUTES: &[Route] = &[
         success: 200,
     },
     Route {
+        method: "POST",
+        path: "/v1/recalls/{recall}/feedback",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/recalls/{recall}/feedback",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/eval-sets/{set}/cases/import",
+        needs: Needs::Admin,
+        success: 201,
+    },
+    Route {
         method: "GET",
         path: "/v1/recall-metrics",
         needs: Needs::Admin,
@@ -395,6 +413,7 @@ fn body_for(route: &Route) -> Option<Value> {
             Some(json!({"value": {"step": 2}, "user_id": "alice"}))
         }
         ("POST", "/v1/memories/{memory}/feedback") => Some(json!({"rating": "relevant"})),
+        ("POST", "/v1/recalls/{recall}/feedback") => Some(json!({"rating": "relevant"})),
         ("POST", "/v1/sessions/matrix/messages") => Some(
             json!({"user_id": "alice", "messages": [{"role": "user", "content": "Matrix message."}]}),
         ),
@@ -793,6 +812,12 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
             }
             if let Some(body) = body_for(route) {
                 request = request.json(&body);
+            }
+            if route.path.ends_with("/cases/import") {
+                let case = json!({"query": "matrix", "expected_memory_ids": [uuid::Uuid::now_v7().to_string()]});
+                request = request
+                    .header("content-type", "application/x-ndjson")
+                    .body(format!("{case}\n"));
             }
             if route.path.starts_with("/v1/files?") {
                 request = request

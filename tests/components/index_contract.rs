@@ -1042,7 +1042,10 @@ async fn an_acknowledged_upsert_survives_a_process_crash() {
     let child_status = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "an_acknowledged_upsert_survives_a_process_crash",
+            // The test's full name in the `components` binary.
+            concat!(module_path!(), "::an_acknowledged_upsert_survives_a_process_crash")
+                .split_once("::")
+                .map_or("", |(_crate, path)| path),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1831,3 +1831,80 @@ async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storag
     );
 }
 on_both_databases!(feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject);
+
+/// Session state written before values were kept per end-user (migration m0021) stays with
+/// the end-user it was stored for, and a value of no end-user stays in that namespace.
+#[tokio::test]
+async fn session_state_written_before_per_end_user_namespaces_keeps_its_user() {
+    use engram_migrations::sea_orm::{ConnectionTrait, Database};
+    use engram_migrations::{Migrator, MigratorTrait};
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    let older = Database::connect(&url).await.unwrap();
+    Migrator::up(&older, Some(20)).await.unwrap();
+    let project_id = uuid::Uuid::now_v7();
+    for (key, user_id) in [("draft", "'lena'"), ("shared", "NULL")] {
+        older
+            .execute_unprepared(&format!(
+                "INSERT INTO session_state (organization_id, project_id, session_id, key, value, \
+                 version, user_id, created_at, updated_at) VALUES ('{organization}', '{project_id}', \
+                 'chat-1', '{key}', '\"kept\"', 3, {user_id}, '2026-01-01T00:00:00Z', \
+                 '2026-01-01T00:00:00Z')",
+                organization = uuid::Uuid::now_v7(),
+            ))
+            .await
+            .unwrap();
+    }
+    older.close().await.unwrap();
+
+    let storage = Storage::connect(&url).await.unwrap();
+    let (scope, _) = project(&storage, None).await;
+    let adopted = Database::connect(&url).await.unwrap();
+    // Uuids are stored as the driver binds them (not as text): bound values, not literals.
+    adopted
+        .execute(engram_migrations::sea_orm::Statement::from_sql_and_values(
+            engram_migrations::sea_orm::DbBackend::Sqlite,
+            "UPDATE session_state SET project_id = ?, organization_id = ?",
+            [
+                scope.project_id().as_uuid().into(),
+                scope.organization_id().as_uuid().into(),
+            ],
+        ))
+        .await
+        .unwrap();
+    adopted.close().await.unwrap();
+
+    let lenas = storage
+        .session_state(&scope, "chat-1", Some("lena"), "draft")
+        .await
+        .unwrap()
+        .expect("lena's value is in lena's namespace");
+    assert_eq!(lenas.value, serde_json::json!("kept"));
+    assert_eq!(lenas.version, 3);
+    assert_eq!(lenas.user_id.as_deref(), Some("lena"));
+    assert!(
+        storage
+            .session_state(&scope, "chat-1", None, "draft")
+            .await
+            .unwrap()
+            .is_none(),
+        "not in the namespace of no end-user"
+    );
+    assert!(
+        storage
+            .session_state(&scope, "chat-1", None, "shared")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        storage
+            .session_state(&scope, "chat-1", Some("omar"), "shared")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
