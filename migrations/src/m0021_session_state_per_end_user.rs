@@ -33,9 +33,17 @@ fn table_with_key(name: impl IntoIden + 'static, with_owner: bool) -> TableCreat
     let mut table = Table::create();
     table
         .table(name)
-        .col(ColumnDef::new(SessionState::OrganizationId).uuid().not_null())
+        .col(
+            ColumnDef::new(SessionState::OrganizationId)
+                .uuid()
+                .not_null(),
+        )
         .col(ColumnDef::new(SessionState::ProjectId).uuid().not_null())
-        .col(ColumnDef::new(SessionState::SessionId).string_len(255).not_null());
+        .col(
+            ColumnDef::new(SessionState::SessionId)
+                .string_len(255)
+                .not_null(),
+        );
     if with_owner {
         table.col(
             ColumnDef::new(SessionState::Owner)
@@ -47,7 +55,11 @@ fn table_with_key(name: impl IntoIden + 'static, with_owner: bool) -> TableCreat
     table
         .col(ColumnDef::new(SessionState::Key).string_len(255).not_null())
         .col(ColumnDef::new(SessionState::Value).json().not_null())
-        .col(ColumnDef::new(SessionState::Version).big_integer().not_null())
+        .col(
+            ColumnDef::new(SessionState::Version)
+                .big_integer()
+                .not_null(),
+        )
         .col(ColumnDef::new(SessionState::UserId).string_len(255).null())
         .col(
             ColumnDef::new(SessionState::CreatedAt)
@@ -60,7 +72,8 @@ fn table_with_key(name: impl IntoIden + 'static, with_owner: bool) -> TableCreat
                 .not_null(),
         );
     let mut key = Index::create();
-    key.col(SessionState::ProjectId).col(SessionState::SessionId);
+    key.col(SessionState::ProjectId)
+        .col(SessionState::SessionId);
     if with_owner {
         key.col(SessionState::Owner);
     }
@@ -172,7 +185,8 @@ impl MigrationTrait for Migration {
                 .to_owned(),
             )
             .to_owned();
-        let mut statements = vec![backend.build(&table_with_key(SessionStateRebuilt::Table, false))];
+        let mut statements =
+            vec![backend.build(&table_with_key(SessionStateRebuilt::Table, false))];
         statements.extend(swap_in_rebuilt_table(backend, fill));
         in_one_transaction(manager, statements).await
     }

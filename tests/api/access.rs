@@ -186,7 +186,11 @@ async fn keys_expire_are_revoked_and_roll_with_an_overlap() {
     }
     let after_expiry = engram_tests::eventually("the key to expire", || async {
         let response = short_lived.list("").await;
-        if response.status == 401 { Ok(response) } else { Err(response.body.to_string()) }
+        if response.status == 401 {
+            Ok(response)
+        } else {
+            Err(response.body.to_string())
+        }
     })
     .await;
     assert!(chrono::Utc::now() >= expiry, "refused only once expired");

@@ -121,7 +121,11 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
             &server,
             &developer,
             "create_key",
-            &[("project_id", &project), ("label", "escalate"), (scope, "on")],
+            &[
+                ("project_id", &project),
+                ("label", "escalate"),
+                (scope, "on"),
+            ],
         )
         .await;
         assert_eq!(status, 403, "a developer minting {scope}: {body}");
@@ -135,7 +139,11 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
         &server,
         &developer,
         "create_key",
-        &[("project_id", &project), ("label", "ingest"), ("write", "on")],
+        &[
+            ("project_id", &project),
+            ("label", "ingest"),
+            ("write", "on"),
+        ],
     )
     .await;
     assert_eq!(status, 200, "{minted}");
@@ -178,7 +186,10 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
         &[("project_id", &project), ("key_id", &bootstrap_key_id)],
     )
     .await;
-    assert_eq!(status, 403, "a developer cannot switch off the owner's key: {body}");
+    assert_eq!(
+        status, 403,
+        "a developer cannot switch off the owner's key: {body}"
+    );
     assert_eq!(
         owner_api.list("").await.status,
         200,
@@ -188,10 +199,16 @@ async fn a_console_developer_cannot_mint_or_roll_a_key_wider_than_its_role() {
         &server,
         &developer,
         "roll_key",
-        &[("project_id", &project), ("key_id", minted["key"]["id"].as_str().unwrap())],
+        &[
+            ("project_id", &project),
+            ("key_id", minted["key"]["id"].as_str().unwrap()),
+        ],
     )
     .await;
-    assert_eq!(status, 200, "a developer rolls its own kind of key: {rolled}");
+    assert_eq!(
+        status, 200,
+        "a developer rolls its own kind of key: {rolled}"
+    );
 }
 
 /// Through the API a key mints and rolls only keys within its own scopes.
@@ -216,9 +233,13 @@ async fn a_key_never_mints_or_rolls_a_key_wider_than_itself() {
 
     let reader = create_key(&owner, &["memories:read"]).await;
     let reader_id = reader.body["key"]["id"].as_str().unwrap().to_string();
-    post(&admin_only, &format!("/v1/keys/{reader_id}/roll"), json!({}))
-        .await
-        .assert_problem(403, "forbidden");
+    post(
+        &admin_only,
+        &format!("/v1/keys/{reader_id}/roll"),
+        json!({}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
     let rolled = post(&owner, &format!("/v1/keys/{reader_id}/roll"), json!({})).await;
     assert_eq!(rolled.status, 201, "{}", rolled.body);
 }
@@ -243,7 +264,12 @@ async fn an_end_user_token_dies_with_the_key_that_minted_it() {
     assert_eq!(revoked_token.list("").await.status, 200);
     assert_eq!(rolled_token.list("").await.status, 200);
 
-    let revoked = post(&owner, &format!("/v1/keys/{}/revoke", minters[0].0), json!({})).await;
+    let revoked = post(
+        &owner,
+        &format!("/v1/keys/{}/revoke", minters[0].0),
+        json!({}),
+    )
+    .await;
     assert_eq!(revoked.status, 200, "{}", revoked.body);
     revoked_token
         .list("")
@@ -364,11 +390,19 @@ async fn end_users_sharing_a_session_id_never_see_each_others_conversation() {
     )
     .await;
     assert_eq!(replied.status, 201, "{}", replied.body);
-    assert_eq!(replied.body["derivation"]["status"], "succeeded", "{}", replied.body);
+    assert_eq!(
+        replied.body["derivation"]["status"], "succeeded",
+        "{}",
+        replied.body
+    );
     let prompts: Vec<String> = stand_in
         .requests()
         .iter()
-        .filter(|request| request.user_prompt.contains("What did the last person say?"))
+        .filter(|request| {
+            request
+                .user_prompt
+                .contains("What did the last person say?")
+        })
         .map(|request| request.user_prompt.clone())
         .collect();
     assert!(!prompts.is_empty(), "bob's batch was derived with the LLM");
@@ -440,7 +474,11 @@ async fn memories_write_never_deletes_through_an_llm_or_an_expiry() {
     )
     .await;
     assert_eq!(corrected.status, 201, "{}", corrected.body);
-    assert_ne!(corrected.body["correction"]["action"], "DELETE", "{}", corrected.body);
+    assert_ne!(
+        corrected.body["correction"]["action"], "DELETE",
+        "{}",
+        corrected.body
+    );
     assert_eq!(writer.get(&memory_id).await.status, 200, "the memory stays");
     let history = writer.history(&memory_id).await.body;
     let proposal = history["history"]
@@ -464,7 +502,11 @@ async fn memories_write_never_deletes_through_an_llm_or_an_expiry() {
         json!({"rating": "wrong", "text": "Forget where I live."}),
     )
     .await;
-    assert_eq!(applied.body["correction"]["action"], "DELETE", "{}", applied.body);
+    assert_eq!(
+        applied.body["correction"]["action"], "DELETE",
+        "{}",
+        applied.body
+    );
     assert_eq!(owner.get(&memory_id).await.status, 404);
 
     let past = writer
@@ -476,10 +518,7 @@ async fn memories_write_never_deletes_through_an_llm_or_an_expiry() {
     past.assert_problem(422, "validation-failed");
     assert_eq!(past.error_fields(), ["memories[1].expires_at"]);
     assert!(
-        writer
-            .list("?user_id=dee")
-            .await
-            .body["memories"]
+        writer.list("?user_id=dee").await.body["memories"]
             .as_array()
             .unwrap()
             .is_empty(),
@@ -550,12 +589,17 @@ async fn expected_contents_and_recalled_content_stay_with_content_roles() {
     assert_eq!(set.status, 201, "{}", set.body);
     let set_id = set.body["id"].as_str().unwrap();
     admin_only
-        .send(admin_only.request(reqwest::Method::GET, &format!("/v1/eval-sets/{set_id}/cases")))
+        .send(admin_only.request(
+            reqwest::Method::GET,
+            &format!("/v1/eval-sets/{set_id}/cases"),
+        ))
         .await
         .assert_problem(403, "forbidden");
 
     // The owner opens a recall event in the console: an audit event names it first.
-    let found = owner.search(json!({"query": "which language", "user_id": "ines"})).await;
+    let found = owner
+        .search(json!({"query": "which language", "user_id": "ines"}))
+        .await;
     let recall_id = found.body["recall_id"].as_str().unwrap().to_string();
     let owner_cookie = {
         let response = console_http()
@@ -607,7 +651,8 @@ async fn one_project_learns_nothing_from_anothers_cached_queries() {
     let first = server.client();
     let (_, second_key) = server.create_project("second").unwrap();
     let second = server.client_with_key(&second_key);
-    let query = json!({"query": "what is the secret launch date of project aurora", "explain": true});
+    let query =
+        json!({"query": "what is the secret launch date of project aurora", "explain": true});
     assert_eq!(first.search(query.clone()).await.status, 200);
     assert_eq!(first.search(query.clone()).await.status, 200);
     assert_eq!(second.search(query.clone()).await.status, 200);

@@ -65,20 +65,20 @@ const CONSOLE_FUNCTIONS: &[(&str, RoleRule)] = &[
     // A case probes content (its query against expected ids or contents): content roles.
     ("create_evaluation_set", RoleRule::ReadMemoryContent),
     ("run_evaluation_set", RoleRule::SeeRecallQuality), // queue_evaluation_run
-    ("recall_event", RoleRule::SeeRecallQuality), // content shown to content roles only
-    ("save_limits", RoleRule::ManageSpendLimits), // require_role(can_manage_spend_limits)
-    ("sweep_now", RoleRule::ReadMemoryContent), // sweep_retention_now: deletes what is due
-    ("erasure_status", RoleRule::ReadMemoryContent), // an erasure's progress and receipt
-    ("audit", RoleRule::ReadAuditLog),         // audit_log
-    ("keys", RoleRule::ManageApiKeys),         // list_keys
-    ("create_key", RoleRule::ManageApiKeys),   // then only grantable scopes
-    ("revoke_key", RoleRule::ManageApiKeys),   // then the key's scopes must be grantable
-    ("roll_key", RoleRule::ManageApiKeys),     // then the key's scopes must be grantable
-    ("members", RoleRule::ManageMembers),      // require_role(can_manage_members)
-    ("invite_member", RoleRule::ManageMembers), // assignable_role("analyst")
-    ("revoke_invitation", RoleRule::ManageMembers), // require_role(can_manage_members)
-    ("change_member_role", RoleRule::ManageMembers), // assignable_role + member_to_manage
-    ("remove_member", RoleRule::ManageMembers), // require_role + member_to_manage
+    ("recall_event", RoleRule::SeeRecallQuality),       // content shown to content roles only
+    ("save_limits", RoleRule::ManageSpendLimits),       // require_role(can_manage_spend_limits)
+    ("sweep_now", RoleRule::ReadMemoryContent),         // sweep_retention_now: deletes what is due
+    ("erasure_status", RoleRule::ReadMemoryContent),    // an erasure's progress and receipt
+    ("audit", RoleRule::ReadAuditLog),                  // audit_log
+    ("keys", RoleRule::ManageApiKeys),                  // list_keys
+    ("create_key", RoleRule::ManageApiKeys),            // then only grantable scopes
+    ("revoke_key", RoleRule::ManageApiKeys),            // then the key's scopes must be grantable
+    ("roll_key", RoleRule::ManageApiKeys),              // then the key's scopes must be grantable
+    ("members", RoleRule::ManageMembers),               // require_role(can_manage_members)
+    ("invite_member", RoleRule::ManageMembers),         // assignable_role("analyst")
+    ("revoke_invitation", RoleRule::ManageMembers),     // require_role(can_manage_members)
+    ("change_member_role", RoleRule::ManageMembers),    // assignable_role + member_to_manage
+    ("remove_member", RoleRule::ManageMembers),         // require_role + member_to_manage
 ];
 
 /// Each scope and the status of the `/v1` call it allows (see `Matrix::use_scope`).

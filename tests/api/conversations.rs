@@ -73,7 +73,11 @@ fn change_for<'a>(derivation: &'a Value, action: &str) -> &'a Value {
 async fn usage_totals(client: &ApiClient, arrived: impl Fn(&Value) -> bool) -> Value {
     engram_tests::eventually("the usage to be recorded", || async {
         let usage = get_path(client, "/v1/usage").await.body;
-        if arrived(&usage) { Ok(usage) } else { Err(usage.to_string()) }
+        if arrived(&usage) {
+            Ok(usage)
+        } else {
+            Err(usage.to_string())
+        }
     })
     .await
 }
@@ -267,7 +271,11 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
     post_messages(&client, "chat-1", json!({"messages": too_many}))
         .await
         .assert_problem(422, "validation-failed");
-    let everything = get_path(&client, "/v1/sessions/chat-1/messages?user_id=ana&limit=500").await;
+    let everything = get_path(
+        &client,
+        "/v1/sessions/chat-1/messages?user_id=ana&limit=500",
+    )
+    .await;
     assert_eq!(everything.body["messages"].as_array().unwrap().len(), 6);
 
     // Another project sees none of it.
@@ -329,7 +337,11 @@ async fn without_an_llm_messages_become_episodic_memories_once_and_keys_supersed
         if task.body["status"] == "succeeded" {
             break task.body;
         }
-        assert!(started.elapsed() < engram_tests::patience(), "{}", task.body);
+        assert!(
+            started.elapsed() < engram_tests::patience(),
+            "{}",
+            task.body
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(

@@ -939,7 +939,11 @@ async fn run_operation(
             }
             let listed = send(client, Method::GET, &path, None).await;
             // A recall the caller may not see does not exist for it, feedback and all.
-            expect(&listed, &[if visible { 200 } else { 404 }], "recall feedback")?;
+            expect(
+                &listed,
+                &[if visible { 200 } else { 404 }],
+                "recall feedback",
+            )?;
             checked(world, kind, by.audience(), &listed, &[recall_id.as_str()])?;
         }
         Operation::GetRecall { by, target } => {

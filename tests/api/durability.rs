@@ -388,10 +388,17 @@ async fn a_database_outage_answers_503_writes_nothing_and_recovers() {
         "ALTER DATABASE {database} ALLOW_CONNECTIONS true"
     ))
     .await;
-    engram_tests::eventually("the server to serve again once the database is back", || async {
-        let response = api.list("").await;
-        if response.status == 200 { Ok(()) } else { Err(response.body.to_string()) }
-    })
+    engram_tests::eventually(
+        "the server to serve again once the database is back",
+        || async {
+            let response = api.list("").await;
+            if response.status == 200 {
+                Ok(())
+            } else {
+                Err(response.body.to_string())
+            }
+        },
+    )
     .await;
     let contents: Vec<String> = api.list("?user_id=u-db").await.body["memories"]
         .as_array()

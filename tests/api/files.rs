@@ -54,7 +54,11 @@ async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
         if matches!(task.body["status"].as_str(), Some("succeeded" | "failed")) {
             return task.body;
         }
-        assert!(started.elapsed() < engram_tests::patience(), "{}", task.body);
+        assert!(
+            started.elapsed() < engram_tests::patience(),
+            "{}",
+            task.body
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

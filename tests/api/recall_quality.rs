@@ -38,10 +38,7 @@ async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
         if matches!(task["status"].as_str(), Some("succeeded" | "failed")) {
             return task;
         }
-        assert!(
-            started.elapsed() < engram_tests::patience(),
-            "{task}"
-        );
+        assert!(started.elapsed() < engram_tests::patience(), "{task}");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
@@ -506,10 +503,7 @@ async fn an_evaluation_set_scores_hit_at_k_and_mrr_compares_profiles_and_flags_a
         {
             break run.clone();
         }
-        assert!(
-            started.elapsed() < engram_tests::patience(),
-            "{runs}"
-        );
+        assert!(started.elapsed() < engram_tests::patience(), "{runs}");
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     };
     assert_eq!(scheduled_run["trigger"], "scheduled");

@@ -627,9 +627,16 @@ impl Fixture {
             engram_tests::eventually("the recall event to be stored", || async {
                 let stored = self
                     .admin
-                    .send(self.admin.request(reqwest::Method::GET, &format!("/v1/recalls/{id}")))
+                    .send(
+                        self.admin
+                            .request(reqwest::Method::GET, &format!("/v1/recalls/{id}")),
+                    )
                     .await;
-                if stored.status == 200 { Ok(()) } else { Err(stored.body.to_string()) }
+                if stored.status == 200 {
+                    Ok(())
+                } else {
+                    Err(stored.body.to_string())
+                }
             })
             .await;
             return (route.path.replace("{recall}", &id), vec![id]);
@@ -640,7 +647,10 @@ impl Fixture {
                 .admin
                 .send(
                     self.admin
-                        .request(reqwest::Method::PUT, &format!("/v1/retrieval-profiles/{name}"))
+                        .request(
+                            reqwest::Method::PUT,
+                            &format!("/v1/retrieval-profiles/{name}"),
+                        )
                         .json(&json!({"parameters": {"retrieval": "dense"}})),
                 )
                 .await;
@@ -664,7 +674,10 @@ impl Fixture {
                     .admin
                     .send(
                         self.admin
-                            .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                            .request(
+                                reqwest::Method::POST,
+                                &format!("/v1/eval-sets/{set_id}/runs"),
+                            )
                             .json(&json!({})),
                     )
                     .await;

@@ -460,12 +460,10 @@ async fn admin_commands_wait_for_a_locked_database_and_say_when_they_give_up() {
     use sqlx::Connection;
     let server = TestServer::spawn().await.unwrap();
     let database = server.data_dir.join("engram.db");
-    let mut neighbour = sqlx::SqliteConnection::connect(&format!(
-        "sqlite://{}?mode=rw",
-        database.display()
-    ))
-    .await
-    .unwrap();
+    let mut neighbour =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rw", database.display()))
+            .await
+            .unwrap();
 
     sqlx::query("BEGIN IMMEDIATE")
         .execute(&mut neighbour)
@@ -496,12 +494,14 @@ async fn admin_commands_wait_for_a_locked_database_and_say_when_they_give_up() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(3), "{stderr}");
     assert!(
-        stderr.contains("stayed locked by another process") && stderr.contains("nothing was changed"),
+        stderr.contains("stayed locked by another process")
+            && stderr.contains("nothing was changed"),
         "the command says why it gave up: {stderr}"
     );
-    let projects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE name = 'impatient'")
-        .fetch_one(&mut neighbour)
-        .await
-        .unwrap();
+    let projects: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM projects WHERE name = 'impatient'")
+            .fetch_one(&mut neighbour)
+            .await
+            .unwrap();
     assert_eq!(projects, 0, "nothing of the refused command was written");
 }

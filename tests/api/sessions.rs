@@ -226,13 +226,7 @@ async fn bad_state_is_refused_and_values_stay_with_their_project_and_end_user() 
             .unwrap()
             .is_empty()
     );
-    let omars = put(
-        &omar,
-        "chat-1/state/draft",
-        json!({"value": "mine"}),
-        &[],
-    )
-    .await;
+    let omars = put(&omar, "chat-1/state/draft", json!({"value": "mine"}), &[]).await;
     assert_eq!(omars.status, 201, "a value of his own: {}", omars.body);
     assert_eq!(omars.body["user_id"], "omar");
     assert_eq!(omars.body["version"], 1);
@@ -279,7 +273,11 @@ async fn bad_state_is_refused_and_values_stay_with_their_project_and_end_user() 
         if task.body["status"] == "succeeded" {
             break task.body;
         }
-        assert!(started.elapsed() < engram_tests::patience(), "{}", task.body);
+        assert!(
+            started.elapsed() < engram_tests::patience(),
+            "{}",
+            task.body
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(

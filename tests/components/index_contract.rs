@@ -1043,9 +1043,12 @@ async fn an_acknowledged_upsert_survives_a_process_crash() {
         .args([
             "--exact",
             // The test's full name in the `components` binary.
-            concat!(module_path!(), "::an_acknowledged_upsert_survives_a_process_crash")
-                .split_once("::")
-                .map_or("", |(_crate, path)| path),
+            concat!(
+                module_path!(),
+                "::an_acknowledged_upsert_survives_a_process_crash"
+            )
+            .split_once("::")
+            .map_or("", |(_crate, path)| path),
             "--nocapture",
             "--test-threads=1",
         ])

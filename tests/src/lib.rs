@@ -87,7 +87,10 @@ where
         match probe().await {
             Ok(value) => return value,
             Err(last_seen) if std::time::Instant::now() > deadline => {
-                panic!("gave up waiting for {what} after {:?}; last seen: {last_seen}", patience())
+                panic!(
+                    "gave up waiting for {what} after {:?}; last seen: {last_seen}",
+                    patience()
+                )
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }

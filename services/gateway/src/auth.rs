@@ -38,9 +38,7 @@ pub enum PrincipalCredential {
         lineage_id: engram_core::ids::ApiKeyId,
     },
     /// An end-user token: every call is confined to this end-user's memories.
-    EndUserToken {
-        user_id: ExternalId,
-    },
+    EndUserToken { user_id: ExternalId },
 }
 
 /// Where a request came from, for the audit log.

@@ -181,7 +181,14 @@ mod tests {
         let scopes = ApiScopes::from_scopes([ApiScope::MemoriesRead]);
         let minted_by = ApiKeyId::generate();
         let (token, _) = keys
-            .mint(project_id, 3, &alice, &scopes, minted_by, Duration::from_secs(60))
+            .mint(
+                project_id,
+                3,
+                &alice,
+                &scopes,
+                minted_by,
+                Duration::from_secs(60),
+            )
             .unwrap();
         assert_eq!(claimed_key(&token), Some((project_id, 3)));
         let verified = keys.verify(&token, project_id, 3).unwrap();

@@ -15,9 +15,7 @@ use engram_core::ids::ApiKeyId;
 use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use subtle::ConstantTimeEq;
 
 /// `last_used_at` is written at most this often per key, so authentication stays a read.

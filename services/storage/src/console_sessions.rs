@@ -8,9 +8,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::OrganizationId;
 use engram_core::ids::ConsoleAccountId;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 

@@ -10,9 +10,7 @@ use chrono::{DateTime, Utc};
 use engram_core::conversation::MessageRole;
 use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 

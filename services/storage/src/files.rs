@@ -9,9 +9,7 @@ use chrono::{DateTime, Utc};
 use engram_core::files::{FileFormat, FileName};
 use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope};
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
 
 /// The task kind that ingests a file.

@@ -7,9 +7,7 @@ use chrono::Utc;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use hmac::{Hmac, Mac};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use sha2::Sha256;
 
 /// Server-side secret mixed into API key hashes (HMAC-SHA-256), so a leaked database alone
@@ -209,15 +207,16 @@ impl Storage {
             return Ok(None);
         };
         let now = chrono::Utc::now();
-        let minting_key_in_force = super::entities::api_keys::Entity::find_by_id(minted_by.as_uuid())
-            .one(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .is_some_and(|key| {
-                key.project_id == project.id
-                    && key.revoked_at.is_none()
-                    && key.expires_at.is_none_or(|expires_at| expires_at > now)
-            });
+        let minting_key_in_force =
+            super::entities::api_keys::Entity::find_by_id(minted_by.as_uuid())
+                .one(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?
+                .is_some_and(|key| {
+                    key.project_id == project.id
+                        && key.revoked_at.is_none()
+                        && key.expires_at.is_none_or(|expires_at| expires_at > now)
+                });
         Ok(Some(project)
             .filter(|_| minting_key_in_force)
             .map(|project| {

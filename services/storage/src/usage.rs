@@ -10,9 +10,7 @@ use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder,
-};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
 
 /// Units to add to one hourly counter.

@@ -127,7 +127,9 @@ pub enum ConsoleError {
     Forbidden { role: String },
     /// The account's role lacks a permission the request would hand on (a key with a scope
     /// the role cannot exercise itself); names both.
-    #[error("your role ({role}) lacks the `{permission}` permission, so it cannot give it to a key")]
+    #[error(
+        "your role ({role}) lacks the `{permission}` permission, so it cannot give it to a key"
+    )]
     MissingPermission { role: String, permission: String },
     /// The input cannot be used (a malformed e-mail, a too-short password); says what to fix.
     #[error("{0}")]

@@ -229,7 +229,9 @@ async fn record(
                 memory,
                 text,
                 &credential,
-                principal.scopes.contains(engram_core::ApiScope::MemoriesDelete),
+                principal
+                    .scopes
+                    .contains(engram_core::ApiScope::MemoriesDelete),
                 &principal.actor(),
             )
             .await?

@@ -79,7 +79,10 @@ fn refuse_past_expiry_without_delete(
     principal: &crate::auth::ProjectPrincipal,
     expiries: impl IntoIterator<Item = (String, Option<chrono::DateTime<chrono::Utc>>)>,
 ) -> Result<(), ApiError> {
-    if principal.scopes.contains(engram_core::ApiScope::MemoriesDelete) {
+    if principal
+        .scopes
+        .contains(engram_core::ApiScope::MemoriesDelete)
+    {
         return Ok(());
     }
     let now = chrono::Utc::now();
@@ -127,10 +130,12 @@ pub async fn add_memories(
     let mut new_memories = parsed.memories;
     refuse_past_expiry_without_delete(
         &principal,
-        new_memories
-            .iter()
-            .enumerate()
-            .map(|(position, memory)| (format!("memories[{position}].expires_at"), memory.expires_at)),
+        new_memories.iter().enumerate().map(|(position, memory)| {
+            (
+                format!("memories[{position}].expires_at"),
+                memory.expires_at,
+            )
+        }),
     )?;
     for (position, memory) in new_memories.iter_mut().enumerate() {
         memory.user_id = principal.end_user_subject(

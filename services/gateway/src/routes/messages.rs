@@ -309,7 +309,9 @@ pub async fn add_messages(
             },
             derive.then_some(DerivationRequest {
                 credential: credential.as_str(),
-                may_delete: principal.scopes.contains(engram_core::ApiScope::MemoriesDelete),
+                may_delete: principal
+                    .scopes
+                    .contains(engram_core::ApiScope::MemoriesDelete),
             }),
             principal.origin.request_id.as_deref(),
         )

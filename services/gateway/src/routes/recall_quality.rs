@@ -1079,8 +1079,13 @@ pub async fn get_eval_run(
         .ok_or_else(|| not_found("evaluation run"))?;
     let mut view = EvalRunView::from(run);
     // Per-case results name queries and what they found: only for a key that may read them.
-    if !principal.scopes.contains(engram_core::ApiScope::MemoriesRead)
-        && let Some(metrics) = view.metrics.as_mut().and_then(|metrics| metrics.as_object_mut())
+    if !principal
+        .scopes
+        .contains(engram_core::ApiScope::MemoriesRead)
+        && let Some(metrics) = view
+            .metrics
+            .as_mut()
+            .and_then(|metrics| metrics.as_object_mut())
     {
         metrics.remove("per_case");
     }
