@@ -231,6 +231,28 @@ async fn a_key_never_mints_or_rolls_a_key_wider_than_itself() {
     );
     assert_eq!(create_key(&admin_only, &["admin"]).await.status, 201);
 
+    // Nor one that outlives it: a key that expires mints keys that expire with it.
+    let expiry = chrono::Utc::now() + chrono::Duration::hours(1);
+    let expiring = post(
+        &owner,
+        "/v1/keys",
+        json!({"label": "expiring", "scopes": ["admin"], "expires_at": expiry.to_rfc3339()}),
+    )
+    .await;
+    assert_eq!(expiring.status, 201, "{}", expiring.body);
+    let expiring = server.client_with_key(expiring.body["secret"].as_str().unwrap());
+    let minted = create_key(&expiring, &["admin"]).await;
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    let minted_expiry: chrono::DateTime<chrono::Utc> = minted.body["key"]["expires_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the minted key expires: {}", minted.body))
+        .parse()
+        .unwrap();
+    assert!(
+        (minted_expiry - expiry).num_seconds().abs() <= 1,
+        "expires with its maker: {minted_expiry} vs {expiry}"
+    );
+
     let reader = create_key(&owner, &["memories:read"]).await;
     let reader_id = reader.body["key"]["id"].as_str().unwrap().to_string();
     post(
@@ -535,6 +557,19 @@ async fn memories_write_never_deletes_through_an_llm_or_an_expiry() {
         )
         .await
         .assert_problem(422, "validation-failed");
+    // A future expiry on a stored memory schedules its deletion all the same.
+    writer
+        .patch(
+            kept["id"].as_str().unwrap(),
+            None,
+            json!({"expires_at": (chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339()}),
+        )
+        .await
+        .assert_problem(422, "validation-failed");
+    assert_eq!(
+        writer.get(kept["id"].as_str().unwrap()).await.body["expires_at"],
+        Value::Null
+    );
     let with_delete = owner
         .add(json!([{"content": "Expired already.", "user_id": "dee", "expires_at": "2020-01-01T00:00:00Z"}]))
         .await;

@@ -284,7 +284,7 @@ const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/v1/eval-sets/{set}/cases/import",
-        needs: Needs::Admin,
+        needs: Needs::AdminAndRead,
         success: 201,
     },
     Route {
@@ -320,7 +320,8 @@ const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/v1/eval-sets",
-        needs: Needs::Admin,
+        // With cases, which probe content.
+        needs: Needs::AdminAndRead,
         success: 201,
     },
     Route {
@@ -338,7 +339,7 @@ const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/v1/eval-sets/{set}/cases",
-        needs: Needs::Admin,
+        needs: Needs::AdminAndRead,
         success: 201,
     },
     Route {

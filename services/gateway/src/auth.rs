@@ -102,6 +102,14 @@ impl ProjectPrincipal {
         }
     }
 
+    /// The API key that authenticated the request; `None` for an end-user token.
+    pub fn credential_key_id(&self) -> Option<engram_core::ids::ApiKeyId> {
+        match &self.credential {
+            PrincipalCredential::ApiKey { key_id, .. } => Some(*key_id),
+            PrincipalCredential::EndUserToken { .. } => None,
+        }
+    }
+
     /// The end-user an end-user token confines this request to; `None` for a project key.
     pub fn end_user(&self) -> Option<&ExternalId> {
         match &self.credential {

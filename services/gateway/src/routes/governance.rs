@@ -522,7 +522,30 @@ pub async fn get_task(
         .await
         .map_err(storage_error)?
         .ok_or_else(not_found)?;
-    Ok(Json(TaskView::from(task)))
+    let mut view = TaskView::from(task);
+    // Task results may carry memory content (a derivation's changes) or per-case evaluation
+    // results: only for a key that may read memories.
+    if !principal
+        .scopes
+        .contains(engram_core::ApiScope::MemoriesRead)
+        && let Some(result) = view.result.as_mut()
+    {
+        strip_content_fields(result);
+    }
+    Ok(Json(view))
+}
+
+/// Removes every `content` and `per_case` member, at any depth.
+fn strip_content_fields(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => {
+            object.remove("content");
+            object.remove("per_case");
+            object.values_mut().for_each(strip_content_fields);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_content_fields),
+        _ => {}
+    }
 }
 
 /// One exported memory: the memory and its full history.

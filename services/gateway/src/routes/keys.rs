@@ -234,8 +234,25 @@ pub async fn create_key(
     State(credentials): State<CredentialVerifier>,
     body: JsonBody<CreateApiKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
-    let new_key = body.value.into_new_key().map_err(ApiError::invalid)?;
+    let mut new_key = body.value.into_new_key().map_err(ApiError::invalid)?;
     refuse_wider_than_minter(&principal, &new_key.scopes)?;
+    // Nor longer: a key that expires (or is rolled away, its overlap running) cannot mint one
+    // that outlives it.
+    if let Some(minter_expires_at) = credentials
+        .storage
+        .list_api_keys(&principal.scope)
+        .await
+        .map_err(key_error)?
+        .into_iter()
+        .find(|key| principal.credential_key_id() == Some(key.id))
+        .and_then(|key| key.expires_at)
+    {
+        new_key.expires_at = Some(
+            new_key
+                .expires_at
+                .map_or(minter_expires_at, |asked| asked.min(minter_expires_at)),
+        );
+    }
     let (record, secret) = credentials
         .storage
         .create_api_key(

@@ -345,10 +345,18 @@ pub async fn edit_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let (edit, client_vector) = body.value.into_edit().map_err(ApiError::invalid)?;
-    refuse_past_expiry_without_delete(
-        &principal,
-        [("expires_at".to_string(), edit.expires_at.flatten())],
-    )?;
+    // Setting an expiry on a stored memory schedules its deletion, however far ahead: a
+    // deletion decision, so it needs `memories:delete` (clearing one does not).
+    if matches!(edit.expires_at, Some(Some(_)))
+        && !principal
+            .scopes
+            .contains(engram_core::ApiScope::MemoriesDelete)
+    {
+        return Err(ApiError::invalid(vec![engram_core::FieldError::new(
+            "expires_at",
+            "setting an expiry on a stored memory schedules its deletion: that needs the `memories:delete` scope",
+        )]));
+    }
     confine_existing_memory(&principal, &engine, memory_id).await?;
     let reembeds = edit.content.is_some();
     if reembeds {

@@ -796,16 +796,34 @@ pub async fn import_eval_cases(
     store_cases(&engine, &principal.scope, set, cases).await
 }
 
-/// Expected contents are memory content (and hit@k over them tells whether a text is stored):
-/// writing them needs `memories:read` beside `admin`, like reading them back.
+/// A case probes memory content: expected contents are content, and a case's own query
+/// against expected memory ids tells through hit@k whether a memory matches a text. Writing
+/// cases needs `memories:read` beside `admin`, like reading them and their results back.
 fn require_content_scope_for_expected_contents(
     principal: &crate::auth::ProjectPrincipal,
     cases: &[NewEvalCase],
 ) -> Result<(), ApiError> {
-    if cases.iter().any(|case| !case.expected_contents.is_empty()) {
+    if !cases.is_empty() {
         principal.require(engram_core::ApiScope::MemoriesRead)?;
     }
     Ok(())
+}
+
+/// Per-case results name queries and what they found: dropped for a key without
+/// `memories:read` (the figures stay).
+pub(crate) fn without_per_case_results_unless_readable(
+    principal: &crate::auth::ProjectPrincipal,
+    metrics: Option<&mut serde_json::Value>,
+) {
+    if principal
+        .scopes
+        .contains(engram_core::ApiScope::MemoriesRead)
+    {
+        return;
+    }
+    if let Some(metrics) = metrics.and_then(|metrics| metrics.as_object_mut()) {
+        metrics.remove("per_case");
+    }
 }
 
 /// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
@@ -1053,9 +1071,11 @@ pub async fn list_eval_runs(
         .eval_runs(&principal.scope, set.id, MAX_RUNS_LISTED)
         .await
         .map_err(storage_error)?;
-    Ok(Json(EvalRunListView {
-        runs: runs.into_iter().map(Into::into).collect(),
-    }))
+    let mut runs: Vec<EvalRunView> = runs.into_iter().map(Into::into).collect();
+    for run in &mut runs {
+        without_per_case_results_unless_readable(&principal, run.metrics.as_mut());
+    }
+    Ok(Json(EvalRunListView { runs }))
 }
 
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}/runs/{run_id}", tag = "recall quality",
@@ -1078,16 +1098,6 @@ pub async fn get_eval_run(
         .filter(|run| run.set_id == set.id)
         .ok_or_else(|| not_found("evaluation run"))?;
     let mut view = EvalRunView::from(run);
-    // Per-case results name queries and what they found: only for a key that may read them.
-    if !principal
-        .scopes
-        .contains(engram_core::ApiScope::MemoriesRead)
-        && let Some(metrics) = view
-            .metrics
-            .as_mut()
-            .and_then(|metrics| metrics.as_object_mut())
-    {
-        metrics.remove("per_case");
-    }
+    without_per_case_results_unless_readable(&principal, view.metrics.as_mut());
     Ok(Json(view))
 }
