@@ -600,11 +600,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         // have minted (a developer cannot switch off the owner's all-scope key).
         let revoked = self
             .storage
-            .list_api_keys(&scope)
+            .api_key(&scope, key_id)
             .await
             .map_err(internal)?
-            .into_iter()
-            .find(|key| key.id == key_id)
             .ok_or(ConsoleError::NotFound)?;
         require_grantable(&account, &revoked.scopes)?;
         match self
@@ -632,11 +630,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         // Rolling hands out a new secret with the old key's scopes: the same rule as minting.
         let rolled = self
             .storage
-            .list_api_keys(&scope)
+            .api_key(&scope, key_id)
             .await
             .map_err(internal)?
-            .into_iter()
-            .find(|key| key.id == key_id)
             .ok_or(ConsoleError::NotFound)?;
         require_grantable(&account, &rolled.scopes)?;
         match self

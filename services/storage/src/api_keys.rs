@@ -227,6 +227,21 @@ impl Storage {
         Ok(models.into_iter().map(record_from_model).collect())
     }
 
+    /// One key of `scope`'s project (revoked and expired ones included); `None` for an id of
+    /// another project or none.
+    pub async fn api_key(
+        &self,
+        scope: &ProjectScope,
+        key_id: ApiKeyId,
+    ) -> Result<Option<ApiKeyRecord>, StorageError> {
+        Ok(keys_of(scope)
+            .filter(api_keys::Column::Id.eq(key_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .map(record_from_model))
+    }
+
     /// Revoke a key of `scope`'s project at once (idempotent). A key of another project is
     /// `NotFound`.
     pub async fn revoke_api_key(

@@ -238,15 +238,15 @@ pub async fn create_key(
     refuse_wider_than_minter(&principal, &new_key.scopes)?;
     // Nor longer: a key that expires (or is rolled away, its overlap running) cannot mint one
     // that outlives it.
-    if let Some(minter_expires_at) = credentials
-        .storage
-        .list_api_keys(&principal.scope)
-        .await
-        .map_err(key_error)?
-        .into_iter()
-        .find(|key| principal.credential_key_id() == Some(key.id))
-        .and_then(|key| key.expires_at)
-    {
+    let minter = match principal.credential_key_id() {
+        Some(minter_id) => credentials
+            .storage
+            .api_key(&principal.scope, minter_id)
+            .await
+            .map_err(key_error)?,
+        None => None,
+    };
+    if let Some(minter_expires_at) = minter.and_then(|key| key.expires_at) {
         new_key.expires_at = Some(
             new_key
                 .expires_at
@@ -289,11 +289,9 @@ pub async fn revoke_key(
     // Revoking cuts off whoever uses the key: only keys within the caller's own scopes.
     let revoked = credentials
         .storage
-        .list_api_keys(&principal.scope)
+        .api_key(&principal.scope, key_id)
         .await
         .map_err(key_error)?
-        .into_iter()
-        .find(|key| key.id == key_id)
         .ok_or_else(key_not_found)?;
     refuse_wider_than_minter(&principal, &revoked.scopes)?;
     let record = credentials
@@ -336,11 +334,9 @@ pub async fn roll_key(
     // A roll hands out a new secret with the old key's scopes: the same rule as minting.
     let rolled = credentials
         .storage
-        .list_api_keys(&principal.scope)
+        .api_key(&principal.scope, key_id)
         .await
         .map_err(key_error)?
-        .into_iter()
-        .find(|key| key.id == key_id)
         .ok_or_else(key_not_found)?;
     refuse_wider_than_minter(&principal, &rolled.scopes)?;
     if overlap_seconds > MAX_ROLL_OVERLAP_SECONDS {

@@ -651,7 +651,7 @@ pub async fn create_eval_set(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
-    require_content_scope_for_expected_contents(&principal, &cases)?;
+    require_content_scope_for_cases(&principal, &cases)?;
     if let Some(profile) = &body.profile {
         check_profile_exists(&engine, &principal.scope, profile, "profile").await?;
     }
@@ -769,7 +769,7 @@ pub async fn add_eval_cases(
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
-    require_content_scope_for_expected_contents(&principal, &cases)?;
+    require_content_scope_for_cases(&principal, &cases)?;
     store_cases(&engine, &principal.scope, set, cases).await
 }
 
@@ -792,14 +792,14 @@ pub async fn import_eval_cases(
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::invalid(vec![FieldError::new("body", "must be UTF-8 text")]))?;
     let cases = parse_jsonl_cases(text).map_err(ApiError::invalid)?;
-    require_content_scope_for_expected_contents(&principal, &cases)?;
+    require_content_scope_for_cases(&principal, &cases)?;
     store_cases(&engine, &principal.scope, set, cases).await
 }
 
 /// A case probes memory content: expected contents are content, and a case's own query
 /// against expected memory ids tells through hit@k whether a memory matches a text. Writing
 /// cases needs `memories:read` beside `admin`, like reading them and their results back.
-fn require_content_scope_for_expected_contents(
+fn require_content_scope_for_cases(
     principal: &crate::auth::ProjectPrincipal,
     cases: &[NewEvalCase],
 ) -> Result<(), ApiError> {
