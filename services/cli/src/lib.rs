@@ -9,6 +9,7 @@ pub mod maintenance;
 pub mod pricing;
 mod recall_bench;
 pub mod server;
+mod speed_bench;
 pub mod telemetry;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +46,11 @@ enum Command {
     /// Ingest the LoCoMo conversations and print recall (hit@k, all@k) for dense, keyword and
     /// hybrid retrieval side by side.
     BenchRecall(recall_bench::RecallBenchArgs),
+    /// The bare embedding model (the floor) and then the service through HTTP on the same
+    /// texts: ingest rate, search p50/p95/p99, searches/s at 1, 4 and 16 clients.
+    BenchSpeed(speed_bench::SpeedBenchArgs),
+    /// One project with a million memories (client vectors): search p95 and resident memory.
+    BenchScale(speed_bench::ScaleBenchArgs),
     /// Apply pending database migrations and exit (a deployment's migration step).
     Migrate(maintenance::MigrateArgs),
 }
@@ -93,6 +99,8 @@ pub async fn run_from_command_line() -> ExitCode {
         } => pricing::set_price_command(arguments).await,
         Command::Bench(arguments) => bench::run(arguments).await,
         Command::BenchRecall(arguments) => recall_bench::run(arguments).await,
+        Command::BenchSpeed(arguments) => speed_bench::run(arguments).await,
+        Command::BenchScale(arguments) => speed_bench::run_scale(arguments).await,
         Command::Migrate(arguments) => maintenance::migrate_command(arguments).await,
     };
     match outcome {

@@ -70,7 +70,7 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
     let models = crate::server::embedding_models(
         arguments.embedding.provider().as_ref(),
         &arguments.data_dir,
-        1,
+        &engram_embed::LocalModelOptions::for_runtime(std::path::PathBuf::new()),
         false,
     )?;
     let spaces = Arc::new(engram_engine::EmbeddingSpaces::new(

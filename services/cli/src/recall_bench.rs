@@ -35,8 +35,9 @@ pub struct RecallBenchArgs {
     pub evaluation: bool,
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
-    #[arg(long, default_value_t = 2)]
-    pub embed_threads: usize,
+    /// Threads running the embedding model (default: the machine's cores).
+    #[arg(long, env = "ENGRAM_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -82,19 +82,17 @@ pub fn index_opener(backend: &IndexBackend) -> engram_engine::IndexOpener {
 pub fn embedding_models(
     provider: Option<&crate::config::EmbeddingProviderConfig>,
     model_dir: &std::path::Path,
-    embed_threads: usize,
+    local_model: &engram_embed::LocalModelOptions,
     embeds: bool,
 ) -> Result<engram_engine::EmbeddingModels> {
     use engram_engine::EmbeddingModel;
     let load_local = {
         let model_dir = model_dir.to_path_buf();
+        let local_model = local_model.clone();
         move || -> Result<Arc<dyn Embedder>, engram_embed::EmbedError> {
             Ok(Arc::new(engram_embed::LocalMiniLm::load(
                 &model_dir,
-                engram_embed::LocalModelOptions {
-                    worker_threads: embed_threads,
-                    ..Default::default()
-                },
+                local_model.clone(),
             )?))
         }
     };
@@ -156,7 +154,7 @@ async fn open_embedding_spaces(
     let models = embedding_models(
         config.embedding_provider.as_ref(),
         &config.model_dir,
-        config.embed_threads,
+        &config.local_model,
         embeds,
     )?;
     let spaces = Arc::new(engram_engine::EmbeddingSpaces::new(

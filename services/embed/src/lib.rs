@@ -1,5 +1,5 @@
-//! Text embedders: the `Embedder` trait the engine uses, and its local model backend
-//! (all-MiniLM-L6-v2 through candle), equivalent to sentence-transformers' output.
+//! Text embedders: the `Embedder` trait the engine uses, its local model backend
+//! (all-MiniLM-L6-v2 on ONNX Runtime, batched across requests) and an OpenAI-compatible client.
 
 use async_trait::async_trait;
 
@@ -24,6 +24,14 @@ pub trait Embedder: Send + Sync + 'static {
     /// One L2-normalised vector per text, in order.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError>;
 
+    /// The vector of a search query. Someone is waiting on it, so the local model runs it
+    /// ahead of queued ingest; other backends embed it like any text.
+    async fn embed_query(&self, query: String) -> Result<Vec<f32>, EmbedError> {
+        self.embed(vec![query]).await?.pop().ok_or_else(|| {
+            EmbedError::Failed("the embedder returned no vector for the query".to_string())
+        })
+    }
+
     /// Tokens the model reads for `text` (what usage metering bills as tokens embedded and
     /// what recall budgets count). The default estimates four characters per token, for
     /// providers whose tokenizer is not available here; the local model counts exactly.
@@ -37,11 +45,14 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
 }
 
+mod batching;
 pub mod local_minilm;
+pub mod onnx_runtime;
 pub mod openai_compatible;
 
 pub use local_minilm::{
     DEFAULT_MODEL_SUBDIR, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION, MINILM_MODEL_ID,
     MODEL_DIR_ENV_VAR, resolve_model_dir,
 };
+pub use onnx_runtime::{DEFAULT_RUNTIME_SUBPATH, RUNTIME_PATH_ENV_VAR, resolve_runtime_library};
 pub use openai_compatible::{OpenAiCompatibleEmbedder, OpenAiCompatibleOptions};

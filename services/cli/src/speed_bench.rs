@@ -1,0 +1,727 @@
+//! `engram bench-speed`: the bare embedding model (the floor, Python `onnxruntime`) and then the
+//! service through HTTP on the same texts, in one run: ingest rate, search latency, concurrency.
+
+use crate::bench::{bench_serve_arguments, percentile, progress};
+use crate::config::EngramConfig;
+use crate::server::EmbeddedServer;
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use serde::Deserialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TextSet {
+    /// Short generated sentences (`engram bench`'s set).
+    Synthetic,
+    /// LoCoMo dev turns (`"speaker: text"`), replicated under several end-users.
+    Locomo,
+}
+
+#[derive(Debug, Args)]
+pub struct SpeedBenchArgs {
+    #[arg(long, value_enum, default_value = "locomo")]
+    pub set: TextSet,
+    /// Memories to load.
+    #[arg(long, default_value_t = 10_000)]
+    pub memories: usize,
+    /// Single-client searches to time.
+    #[arg(long, default_value_t = 300)]
+    pub queries: usize,
+    /// Searches per concurrency level.
+    #[arg(long, default_value_t = 480)]
+    pub searches_per_level: usize,
+    /// Concurrent clients to measure throughput at.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16")]
+    pub clients: Vec<usize>,
+    /// Concurrent HTTP writers during ingest.
+    #[arg(long, default_value_t = 2)]
+    pub writers: usize,
+    /// LoCoMo's folder (read in place, never copied).
+    #[arg(long, default_value = "../shared/bench/locomo")]
+    pub locomo: PathBuf,
+    /// A Python with `onnxruntime`, `tokenizers` and `numpy` for the floor (`make bench`
+    /// installs one into .cache/bench-venv); without it the floor is skipped, said so.
+    #[arg(long, env = "ENGRAM_BENCH_PYTHON")]
+    pub floor_python: Option<PathBuf>,
+    #[arg(long, default_value = "scripts/embed_floor.py")]
+    pub floor_script: PathBuf,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    #[arg(long, env = "ENGRAM_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// Threads running the embedding model (default: the machine's cores).
+    #[arg(long, env = "ENGRAM_EMBED_THREADS")]
+    pub embed_threads: Option<usize>,
+}
+
+/// What the bare model did on the same texts.
+#[derive(Debug, Deserialize)]
+struct Floor {
+    query_p50_ms: f64,
+    query_p95_ms: f64,
+    batch_texts_per_s: f64,
+    threads: usize,
+    batch: usize,
+    onnxruntime: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct LocomoTurn {
+    conv_id: String,
+    speaker: String,
+    text: String,
+    #[serde(default)]
+    image_caption: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct LocomoQuestion {
+    conv_id: String,
+    question: String,
+}
+
+/// One memory to write and the end-user it belongs to.
+struct BenchMemory {
+    user_id: String,
+    content: String,
+}
+
+/// A search and the end-user it is filtered to.
+#[derive(Clone)]
+struct BenchQuery {
+    user_id: Option<String>,
+    text: String,
+}
+
+pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
+    let telemetry = crate::telemetry::init_telemetry();
+    let (memories, queries) = match arguments.set {
+        TextSet::Synthetic => synthetic_set(&arguments),
+        TextSet::Locomo => locomo_set(&arguments)?,
+    };
+    let floor_texts: Vec<&str> = memories
+        .iter()
+        .take(1000)
+        .map(|memory| memory.content.as_str())
+        .collect();
+    let floor = measure_floor(&arguments, &floor_texts)?;
+
+    let data_dir =
+        std::env::temp_dir().join(format!("engram-bench-speed-{}", uuid::Uuid::now_v7()));
+    let serve_arguments = bench_serve_arguments(
+        data_dir.clone(),
+        arguments.model_dir.clone(),
+        arguments.embed_threads,
+        true,
+    )?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = server
+        .bootstrap
+        .as_ref()
+        .map(|bootstrap| bootstrap.api_key.clone())
+        .context("bench-speed needs a fresh data dir (it reads the bootstrap API key)")?;
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()?;
+    let target = Target {
+        client: client.clone(),
+        base_url: base_url.clone(),
+        api_key: api_key.clone(),
+    };
+
+    // Ingest: batches of 100, a few writers.
+    let batches: Vec<Vec<serde_json::Value>> = memories
+        .chunks(100)
+        .map(|chunk| {
+            chunk
+                .iter()
+                .map(|memory| {
+                    serde_json::json!({"content": memory.content, "user_id": memory.user_id, "kind": "episodic"})
+                })
+                .collect()
+        })
+        .collect();
+    let bar = progress(memories.len(), "ingest");
+    let ingest_started = Instant::now();
+    crate::bench::ingest_batches(
+        &client,
+        &base_url,
+        &api_key,
+        batches,
+        arguments.writers,
+        &bar,
+    )
+    .await?;
+    let ingest_seconds = ingest_started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let ingest_rate = memories.len() as f64 / ingest_seconds;
+
+    // Single client, every query new to the query cache.
+    server.engine.clear_query_cache();
+    let single = run_searches(&target, &queries, arguments.queries, 1, "1 client").await?;
+
+    // Where a search's time goes inside the engine (`explain: true`), cold query cache.
+    server.engine.clear_query_cache();
+    let phases = explain_phases(&target, &queries, 100).await?;
+
+    let mut levels = Vec::new();
+    for &clients in &arguments.clients {
+        server.engine.clear_query_cache();
+        let label = format!("{clients} clients");
+        levels.push((
+            clients,
+            run_searches(
+                &target,
+                &queries,
+                arguments.searches_per_level,
+                clients,
+                &label,
+            )
+            .await?,
+        ));
+    }
+
+    // Searches while one writer posts batches of 100 in a loop.
+    server.engine.clear_query_cache();
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let target = target.clone();
+        let writing = writing.clone();
+        let contents: Vec<BenchMemory> = memories
+            .iter()
+            .take(2_000)
+            .map(|memory| BenchMemory {
+                user_id: format!("{}-again", memory.user_id),
+                content: memory.content.clone(),
+            })
+            .collect();
+        tokio::spawn(async move {
+            let mut written = 0usize;
+            let mut batch_number = 0usize;
+            while writing.load(Ordering::Relaxed) {
+                let start = (batch_number * 100) % contents.len().max(1);
+                let batch: Vec<serde_json::Value> = contents
+                    .iter()
+                    .cycle()
+                    .skip(start)
+                    .take(100)
+                    .map(|memory| serde_json::json!({"content": memory.content, "user_id": memory.user_id, "kind": "episodic"}))
+                    .collect();
+                let response = target
+                    .client
+                    .post(format!("{}/v1/memories", target.base_url))
+                    .bearer_auth(&target.api_key)
+                    .json(&serde_json::json!({"memories": batch}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "ingest beside searches failed: {}",
+                    response.status()
+                );
+                written += 100;
+                batch_number += 1;
+            }
+            Ok::<usize, anyhow::Error>(written)
+        })
+    };
+    let beside_ingest =
+        run_searches(&target, &queries, arguments.queries, 1, "beside ingest").await?;
+    writing.store(false, Ordering::Relaxed);
+    let written_beside = writer.await??;
+
+    let stored = memories.len();
+    println!();
+    println!(
+        "## engram bench-speed: {} set, {stored} memories, release build, embedding model {}",
+        match arguments.set {
+            TextSet::Synthetic => "synthetic",
+            TextSet::Locomo => "LoCoMo dev turns",
+        },
+        engram_embed::MINILM_MODEL_ID
+    );
+    println!(
+        "service: {} model worker(s) × {} thread(s) (ONNX Runtime, int8), {} writers",
+        config.local_model.model_workers, config.local_model.threads_per_worker, arguments.writers
+    );
+    match &floor {
+        Some(floor) => println!(
+            "floor (bare model, Python onnxruntime {}, {} threads, length-sorted batches of {}, same texts): query p50 {:.2} ms, p95 {:.2} ms; batch rate {:.1} texts/s",
+            floor.onnxruntime,
+            floor.threads,
+            floor.batch,
+            floor.query_p50_ms,
+            floor.query_p95_ms,
+            floor.batch_texts_per_s
+        ),
+        None => println!("floor: not measured (no --floor-python; `make bench` installs one)"),
+    }
+    println!("| measure | Engram | floor | Engram / floor |");
+    println!("|---|---:|---:|---:|");
+    let ratio = |engram: f64, floor_value: Option<f64>| match floor_value {
+        Some(floor_value) if floor_value > 0.0 => format!("{:.2}×", engram / floor_value),
+        _ => "–".to_string(),
+    };
+    let floor_cell = |value: Option<f64>, unit: &str| match value {
+        Some(value) => format!("{value:.2} {unit}"),
+        None => "–".to_string(),
+    };
+    let floor_query = floor.as_ref().map(|floor| floor.query_p50_ms);
+    let floor_query_p95 = floor.as_ref().map(|floor| floor.query_p95_ms);
+    let floor_rate = floor.as_ref().map(|floor| floor.batch_texts_per_s);
+    println!(
+        "| ingest, batches of 100 | {ingest_rate:.1} memories/s | {} | {} |",
+        floor_cell(floor_rate, "texts/s"),
+        ratio(ingest_rate, floor_rate)
+    );
+    println!(
+        "| search p50, 1 client | {:.2} ms | {} | {} |",
+        single.p50_ms,
+        floor_cell(floor_query, "ms"),
+        ratio(single.p50_ms, floor_query)
+    );
+    println!(
+        "| search p95, 1 client | {:.2} ms | {} | {} |",
+        single.p95_ms,
+        floor_cell(floor_query_p95, "ms"),
+        ratio(single.p95_ms, floor_query_p95)
+    );
+    println!("| search p99, 1 client | {:.2} ms | – | – |", single.p99_ms);
+    for (clients, level) in &levels {
+        println!(
+            "| {clients} clients: searches/s (p95) | {:.1}/s ({:.1} ms) | {} | {} |",
+            level.per_second,
+            level.p95_ms,
+            floor_cell(floor_rate, "texts/s"),
+            ratio(level.per_second, floor_rate)
+        );
+    }
+    println!(
+        "engine phases, mean of 100 searches (explain timings): {}",
+        phases
+            .iter()
+            .map(|(phase, millis)| format!("{phase} {millis:.2} ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "| search p50 / p95 beside a 100-memory ingest loop ({written_beside} written meanwhile) | {:.2} / {:.2} ms | – | – |",
+        beside_ingest.p50_ms, beside_ingest.p95_ms
+    );
+
+    server.shutdown().await?;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    telemetry.shutdown();
+    Ok(())
+}
+
+#[derive(Clone)]
+struct Target {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: String,
+}
+
+struct SearchFigures {
+    p50_ms: f64,
+    p95_ms: f64,
+    p99_ms: f64,
+    per_second: f64,
+}
+
+/// `total` searches by `clients` concurrent clients, each taking the next query in turn.
+async fn run_searches(
+    target: &Target,
+    queries: &[BenchQuery],
+    total: usize,
+    clients: usize,
+    label: &str,
+) -> Result<SearchFigures> {
+    anyhow::ensure!(!queries.is_empty(), "no queries to run");
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let queries: Arc<Vec<BenchQuery>> = Arc::new(queries.to_vec());
+    let bar = progress(total, label);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..clients.max(1) {
+        let next = next.clone();
+        let queries = queries.clone();
+        let target = target.clone();
+        let bar = bar.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let number = next.fetch_add(1, Ordering::Relaxed);
+                if number >= total {
+                    return Ok::<Vec<Duration>, anyhow::Error>(latencies);
+                }
+                let query = &queries[number % queries.len()];
+                let mut body = serde_json::json!({"query": query.text, "top_k": 10});
+                if let Some(user_id) = &query.user_id {
+                    body["user_id"] = serde_json::json!(user_id);
+                }
+                let request_started = Instant::now();
+                let response = target
+                    .client
+                    .post(format!("{}/v1/memories/search", target.base_url))
+                    .bearer_auth(&target.api_key)
+                    .json(&body)
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "search failed: {}",
+                    response.status()
+                );
+                let _ = response.bytes().await?;
+                latencies.push(request_started.elapsed());
+                bar.inc(1);
+            }
+        }));
+    }
+    let mut latencies = Vec::with_capacity(total);
+    for task in tasks {
+        latencies.extend(task.await??);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    latencies.sort();
+    Ok(SearchFigures {
+        p50_ms: percentile(&latencies, 0.50),
+        p95_ms: percentile(&latencies, 0.95),
+        p99_ms: percentile(&latencies, 0.99),
+        per_second: latencies.len() as f64 / elapsed,
+    })
+}
+
+/// Mean milliseconds per engine phase over `count` searches with `explain: true`.
+async fn explain_phases(
+    target: &Target,
+    queries: &[BenchQuery],
+    count: usize,
+) -> Result<Vec<(&'static str, f64)>> {
+    const PHASES: [&str; 6] = ["embed", "dense", "keyword", "hydrate", "rank", "total"];
+    let mut sums = [0f64; 6];
+    let mut measured = 0usize;
+    // From the end of the list, so these queries are new to the cache and to the other runs.
+    for query in queries.iter().rev().take(count) {
+        let mut body = serde_json::json!({"query": query.text, "top_k": 10, "explain": true});
+        if let Some(user_id) = &query.user_id {
+            body["user_id"] = serde_json::json!(user_id);
+        }
+        let response: serde_json::Value = target
+            .client
+            .post(format!("{}/v1/memories/search", target.base_url))
+            .bearer_auth(&target.api_key)
+            .json(&body)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        for (sum, phase) in sums.iter_mut().zip(PHASES) {
+            *sum += response["timings_ms"][phase].as_f64().unwrap_or(0.0);
+        }
+        measured += 1;
+    }
+    Ok(PHASES
+        .into_iter()
+        .zip(sums)
+        .map(|(phase, sum)| (phase, sum / measured.max(1) as f64))
+        .collect())
+}
+
+fn synthetic_set(arguments: &SpeedBenchArgs) -> (Vec<BenchMemory>, Vec<BenchQuery>) {
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+    let memories = (0..arguments.memories)
+        .map(|_| {
+            let (user_id, content) = crate::bench::synthetic_memory(&mut rng);
+            BenchMemory { user_id, content }
+        })
+        .collect();
+    // Distinct texts, so no search is answered from the query cache.
+    let query_count = arguments.queries.max(arguments.searches_per_level);
+    let queries = (0..query_count)
+        .map(|number| BenchQuery {
+            user_id: None,
+            text: crate::bench::synthetic_query(&mut rng, number),
+        })
+        .collect();
+    (memories, queries)
+}
+
+/// The dev turns, replicated under end-users `<conv>~<copy>` until `memories` are reached;
+/// the questions, each filtered to a copy of its conversation's end-user.
+fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<BenchQuery>)> {
+    let turns: Vec<LocomoTurn> = read_json_lines(&arguments.locomo.join("turns.jsonl"))?;
+    let questions: Vec<LocomoQuestion> = read_json_lines(&arguments.locomo.join("queries.jsonl"))?;
+    anyhow::ensure!(
+        !turns.is_empty() && !questions.is_empty(),
+        "no LoCoMo turns or questions in {}",
+        arguments.locomo.display()
+    );
+    let copies = arguments.memories.div_ceil(turns.len()).max(1);
+    let mut memories = Vec::with_capacity(arguments.memories);
+    'copies: for copy in 0..copies {
+        for turn in &turns {
+            if memories.len() >= arguments.memories {
+                break 'copies;
+            }
+            let content = match &turn.image_caption {
+                Some(caption) if !caption.trim().is_empty() => {
+                    format!(
+                        "{}: {} [shared a photo: {caption}]",
+                        turn.speaker, turn.text
+                    )
+                }
+                _ => format!("{}: {}", turn.speaker, turn.text),
+            };
+            memories.push(BenchMemory {
+                user_id: format!("{}~{copy}", turn.conv_id),
+                content,
+            });
+        }
+    }
+    let queries = questions
+        .iter()
+        .enumerate()
+        .map(|(number, question)| BenchQuery {
+            user_id: Some(format!("{}~{}", question.conv_id, number % copies)),
+            text: question.question.clone(),
+        })
+        .collect();
+    Ok((memories, queries))
+}
+
+/// Runs the floor script on `texts` (written to a temporary file, removed afterwards).
+fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Floor>> {
+    let Some(python) = &arguments.floor_python else {
+        return Ok(None);
+    };
+    let model_dir = arguments
+        .model_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MODEL_SUBDIR));
+    let texts_file =
+        std::env::temp_dir().join(format!("engram-bench-floor-{}.txt", uuid::Uuid::now_v7()));
+    {
+        let mut file = std::fs::File::create(&texts_file)?;
+        for text in texts {
+            writeln!(file, "{}", text.replace('\n', " "))?;
+        }
+    }
+    println!("floor: the bare model on {} of the texts…", texts.len());
+    let output = std::process::Command::new(python)
+        .arg(&arguments.floor_script)
+        .arg("--model")
+        .arg(model_dir.join("model.onnx"))
+        .arg("--tokenizer")
+        .arg(model_dir.join("tokenizer.json"))
+        .arg("--texts")
+        .arg(&texts_file)
+        .args(["--threads", "2", "--batch", "16", "--queries", "300"])
+        .output()
+        .with_context(|| format!("cannot run {}", python.display()))?;
+    let _ = std::fs::remove_file(&texts_file);
+    anyhow::ensure!(
+        output.status.success(),
+        "the floor script failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|line| line.starts_with('{'))
+        .context("the floor script printed no figures")?;
+    Ok(Some(serde_json::from_str(line)?))
+}
+
+fn read_json_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read {} (LoCoMo is evaluation data in ../shared/bench; use --set synthetic without it)",
+            path.display()
+        )
+    })?;
+    text.lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| serde_json::from_str(line).map_err(anyhow::Error::from))
+        .collect()
+}
+
+#[derive(Debug, Args)]
+pub struct ScaleBenchArgs {
+    /// Memories in the one project.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub memories: usize,
+    /// Searches to time once everything is loaded.
+    #[arg(long, default_value_t = 300)]
+    pub queries: usize,
+    /// Concurrent HTTP writers while loading.
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Data dir to load into (default: a fresh temporary one, removed afterwards).
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `engram bench-scale`: one project with `memories` synthetic memories carrying their own
+/// (client) vectors, so loading is not bound by the model; then hybrid search p50/p95 with
+/// client query vectors, and the process's resident memory.
+pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
+    use rand::Rng;
+    let telemetry = crate::telemetry::init_telemetry();
+    let temporary =
+        std::env::temp_dir().join(format!("engram-bench-scale-{}", uuid::Uuid::now_v7()));
+    let keep_data_dir = arguments.data_dir.is_some();
+    let data_dir = arguments
+        .data_dir
+        .clone()
+        .unwrap_or_else(|| temporary.clone());
+    let serve_arguments = bench_serve_arguments(data_dir.clone(), None, None, true)?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = server
+        .bootstrap
+        .as_ref()
+        .map(|bootstrap| bootstrap.api_key.clone())
+        .context("bench-scale needs a fresh data dir (it reads the bootstrap API key)")?;
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::new();
+    let dimension = 384usize;
+    let response = client
+        .patch(format!("{base_url}/v1/project/settings"))
+        .bearer_auth(&api_key)
+        .json(&serde_json::json!({"embedding": {"source": "client", "dimension": dimension}}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "switching the project to client vectors failed: {}",
+        response.status()
+    );
+
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+    let random_unit_vector = move |rng: &mut StdRng| -> Vec<f32> {
+        let mut vector: Vec<f32> = (0..dimension)
+            .map(|_| rng.gen_range(-1.0f32..1.0))
+            .collect();
+        let norm = vector.iter().map(|c| c * c).sum::<f32>().sqrt().max(1e-12);
+        vector.iter_mut().for_each(|c| *c /= norm);
+        vector
+    };
+    let bar = progress(arguments.memories, "load");
+    let load_started = Instant::now();
+    let mut loaded = 0usize;
+    // Generated a chunk at a time: a million memories with vectors would be ~3 GB as JSON.
+    while loaded < arguments.memories {
+        let chunk = (arguments.memories - loaded).min(20_000);
+        let batches: Vec<Vec<serde_json::Value>> = (0..chunk)
+            .map(|_| {
+                let (user_id, content) = crate::bench::synthetic_memory(&mut rng);
+                serde_json::json!({"content": content, "user_id": user_id, "kind": "semantic", "embedding": random_unit_vector(&mut rng)})
+            })
+            .collect::<Vec<_>>()
+            .chunks(100)
+            .map(<[serde_json::Value]>::to_vec)
+            .collect();
+        crate::bench::ingest_batches(
+            &client,
+            &base_url,
+            &api_key,
+            batches,
+            arguments.writers,
+            &bar,
+        )
+        .await?;
+        loaded += chunk;
+    }
+    let load_seconds = load_started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    let queries: Vec<(String, Vec<f32>)> = (0..arguments.queries)
+        .map(|number| {
+            (
+                crate::bench::synthetic_query(&mut rng, number),
+                random_unit_vector(&mut rng),
+            )
+        })
+        .collect();
+    let bar = progress(queries.len(), "search");
+    let mut latencies = Vec::with_capacity(queries.len());
+    for (text, vector) in &queries {
+        let started = Instant::now();
+        let response = client
+            .post(format!("{base_url}/v1/memories/search"))
+            .bearer_auth(&api_key)
+            .json(&serde_json::json!({"query": text, "query_vector": vector, "top_k": 10}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "search failed: {}",
+            response.status()
+        );
+        let _ = response.bytes().await?;
+        latencies.push(started.elapsed());
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    latencies.sort();
+    let resident_mib = resident_memory_mib();
+    println!();
+    println!(
+        "## engram bench-scale: {} memories in one project (client vectors, {dimension} dimensions), release build",
+        arguments.memories
+    );
+    println!(
+        "load: {load_seconds:.0} s, {:.0} memories/s over HTTP ({} writers, batches of 100)",
+        arguments.memories as f64 / load_seconds,
+        arguments.writers
+    );
+    println!("| measure | value |");
+    println!("|---|---:|");
+    println!(
+        "| hybrid search p50 | {:.2} ms |",
+        percentile(&latencies, 0.50)
+    );
+    println!(
+        "| hybrid search p95 | {:.2} ms |",
+        percentile(&latencies, 0.95)
+    );
+    println!(
+        "| hybrid search p99 | {:.2} ms |",
+        percentile(&latencies, 0.99)
+    );
+    match resident_mib {
+        Some(resident_mib) => println!(
+            "| resident memory (server and this client, one process) | {resident_mib:.0} MiB |"
+        ),
+        None => println!("| resident memory | not readable (no /proc/self/status) |"),
+    }
+    server.shutdown().await?;
+    if !keep_data_dir {
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    telemetry.shutdown();
+    Ok(())
+}
+
+/// VmRSS of this process, from /proc (Linux).
+fn resident_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
