@@ -586,7 +586,10 @@ pub(crate) fn bench_serve_arguments(
         index_wait_ms: 30_000,
         onnxruntime_library: None,
         embed_threads,
-        embed_workers: None,
+        // Tuning runs set the split of the model's threads as a server would read it.
+        embed_workers: std::env::var("ENGRAM_EMBED_WORKERS")
+            .ok()
+            .and_then(|workers| workers.parse().ok()),
         allow_unsafe_durability: false,
         reconcile_interval_secs: 600,
         rate_limit_burst: 0,
