@@ -42,9 +42,10 @@ pub fn resolve_model_dir(workspace_root: &Path) -> PathBuf {
 }
 
 /// Padded tokens per forward pass unless `ENGRAM_EMBED_PASS_TOKENS` says otherwise (256: about
-/// six LoCoMo turns, one text of the longest). Measured on 2 cores, 1,024 gave the same ingest
-/// rate but a p95 of 189 ms for searches beside ingest, 256 gave 80 ms: on a CPU,
-/// larger passes gain little throughput but make a query that arrives meanwhile wait longer.
+/// six LoCoMo turns, one text of the longest). Measured on 2 cores with LoCoMo turns, 1,024
+/// gave 128–136 memories/s of ingest and a p95 of 178–189 ms for searches beside ingest; 256
+/// gave 158/s and 80 ms: on a CPU, larger passes gain no throughput and make a query that
+/// arrives meanwhile wait longer.
 pub const DEFAULT_MAX_PADDED_TOKENS: usize = 256;
 /// Overrides [`DEFAULT_MAX_PADDED_TOKENS`].
 pub const PASS_TOKENS_ENV_VAR: &str = "ENGRAM_EMBED_PASS_TOKENS";
