@@ -263,20 +263,8 @@ async fn measure(
     let searches_started = Instant::now();
     let mut http_latencies = Vec::with_capacity(queries.len());
     for query in &queries {
-        let started = Instant::now();
-        let response = client
-            .post(format!("{base_url}/v1/memories/search"))
-            .bearer_auth(&api_key)
-            .json(&serde_json::json!({"query": query, "top_k": 10}))
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "search failed: {}",
-            response.status()
-        );
-        let _ = response.bytes().await?;
-        http_latencies.push(started.elapsed());
+        let body = serde_json::json!({"query": query, "top_k": 10});
+        http_latencies.push(timed_search(&client, &base_url, &api_key, &body).await?);
         bar.inc(1);
     }
     let searches_elapsed = searches_started.elapsed();
@@ -345,27 +333,84 @@ async fn measure(
     })
 }
 
-/// An embedded server on a fresh data dir and free ports, as the benchmarks run it: no rate
-/// limits, no LLM, the embedded index.
-/// An embedded server on a fresh `data_dir`, and its bootstrap API key.
+/// An embedded server on a fresh data dir and free ports, as the benchmarks run it (no rate
+/// limits, no LLM, the embedded index): the server, its configuration and its bootstrap key.
+pub(crate) async fn start_bench_server(
+    data_dir: &std::path::Path,
+    model_dir: Option<PathBuf>,
+    embed_threads: Option<usize>,
+    metering: bool,
+) -> Result<(EmbeddedServer, EngramConfig, String)> {
+    let serve_arguments =
+        bench_serve_arguments(data_dir.to_path_buf(), model_dir, embed_threads, metering)?;
+    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    let server = EmbeddedServer::start(&config).await?;
+    let api_key = match &server.bootstrap {
+        Some(bootstrap) => bootstrap.api_key.clone(),
+        None => {
+            anyhow::bail!("a benchmark needs a fresh data dir (it reads the bootstrap API key)")
+        }
+    };
+    Ok((server, config, api_key))
+}
+
 async fn start_server(
     arguments: &BenchArgs,
     data_dir: &std::path::Path,
     metering: bool,
 ) -> Result<(EmbeddedServer, String)> {
-    let serve_arguments = bench_serve_arguments(
-        data_dir.to_path_buf(),
+    let (server, _, api_key) = start_bench_server(
+        data_dir,
         arguments.model_dir.clone(),
         arguments.embed_threads,
         metering,
-    )?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = match &server.bootstrap {
-        Some(bootstrap) => bootstrap.api_key.clone(),
-        None => anyhow::bail!("bench needs a fresh data dir (it reads the bootstrap API key)"),
-    };
+    )
+    .await?;
     Ok((server, api_key))
+}
+
+/// One search through the HTTP API with `body`; how long it took, answer read in full.
+pub(crate) async fn timed_search(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    body: &serde_json::Value,
+) -> Result<Duration> {
+    let started = Instant::now();
+    let response = client
+        .post(format!("{base_url}/v1/memories/search"))
+        .bearer_auth(api_key)
+        .json(body)
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "search failed: {}",
+        response.status()
+    );
+    let _ = response.bytes().await?;
+    Ok(started.elapsed())
+}
+
+/// One `POST /v1/memories` of `memories`; an answer other than success is an error.
+pub(crate) async fn post_memories(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    memories: Vec<serde_json::Value>,
+) -> Result<()> {
+    let response = client
+        .post(format!("{base_url}/v1/memories"))
+        .bearer_auth(api_key)
+        .json(&serde_json::json!({"memories": memories}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "ingest failed: {}",
+        response.status()
+    );
+    Ok(())
 }
 
 /// `memories` synthetic memories in request batches of 100.
@@ -395,7 +440,7 @@ pub(crate) async fn ingest_batches(
     for _ in 0..writers.max(1) {
         let queue = queue.clone();
         let client = client.clone();
-        let url = format!("{base_url}/v1/memories");
+        let base_url = base_url.to_string();
         let api_key = api_key.to_string();
         let bar = bar.clone();
         tasks.push(tokio::spawn(async move {
@@ -404,17 +449,7 @@ pub(crate) async fn ingest_batches(
                     return Ok::<(), anyhow::Error>(());
                 };
                 let count = batch.len();
-                let response = client
-                    .post(&url)
-                    .bearer_auth(&api_key)
-                    .json(&serde_json::json!({"memories": batch}))
-                    .send()
-                    .await?;
-                anyhow::ensure!(
-                    response.status().is_success(),
-                    "ingest failed: {}",
-                    response.status()
-                );
+                post_memories(&client, &base_url, &api_key, batch).await?;
                 bar.inc(count as u64);
             }
         }));

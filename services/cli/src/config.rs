@@ -489,7 +489,7 @@ impl EngramConfig {
             .or_else(|| locate(RUNTIME_SUBPATH))
             .unwrap_or_else(|| PathBuf::from(RUNTIME_SUBPATH));
         let default_model = engram_embed::LocalModelOptions::for_runtime(runtime_library);
-        let cores = default_model.model_workers * default_model.threads_per_worker;
+        let cores = engram_embed::available_cores();
         let embed_threads = match arguments.embed_threads {
             // More threads than cores only make the model's threads take turns.
             Some(asked) if asked > cores => {

@@ -2,9 +2,7 @@
 //! server (one end-user per conversation, one memory per turn) and prints how often the
 //! evidence turns come back, for dense, keyword and hybrid retrieval side by side.
 
-use crate::bench::{bench_serve_arguments, percentile, progress};
-use crate::config::EngramConfig;
-use crate::server::EmbeddedServer;
+use crate::bench::{percentile, progress, start_bench_server};
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Deserialize;
@@ -40,9 +38,10 @@ pub struct RecallBenchArgs {
     pub embed_threads: Option<usize>,
 }
 
+/// One line of LoCoMo's `turns.jsonl` (also read by `bench-speed`).
 #[derive(Debug, Deserialize)]
-struct Turn {
-    conv_id: String,
+pub(crate) struct Turn {
+    pub(crate) conv_id: String,
     session: u32,
     dia_id: String,
     seq: u32,
@@ -53,11 +52,12 @@ struct Turn {
     image_caption: Option<String>,
 }
 
+/// One line of LoCoMo's `queries.jsonl` (also read by `bench-speed`).
 #[derive(Debug, Deserialize)]
-struct Question {
-    conv_id: String,
+pub(crate) struct Question {
+    pub(crate) conv_id: String,
     qid: String,
-    question: String,
+    pub(crate) question: String,
     category: u8,
     evidence: Vec<String>,
 }
@@ -128,19 +128,13 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
     let data_dir =
         std::env::temp_dir().join(format!("engram-bench-recall-{}", uuid::Uuid::now_v7()));
-    let serve_arguments = bench_serve_arguments(
-        data_dir.clone(),
+    let (server, _, api_key) = start_bench_server(
+        &data_dir,
         arguments.model_dir.clone(),
         arguments.embed_threads,
         true,
-    )?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = server
-        .bootstrap
-        .as_ref()
-        .map(|bootstrap| bootstrap.api_key.clone())
-        .context("bench-recall needs a fresh data dir (it reads the bootstrap API key)")?;
+    )
+    .await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
 
@@ -497,7 +491,8 @@ async fn evaluate_through_the_api(
 
 /// What one turn is stored as: the README's `"speaker: text"`, plus the caption of a shared
 /// photo, which is part of what was said.
-fn memory_content(turn: &Turn) -> String {
+/// A turn as the benchmarks store it: "speaker: text", plus the caption of a shared photo.
+pub(crate) fn memory_content(turn: &Turn) -> String {
     match &turn.image_caption {
         Some(caption) if !caption.trim().is_empty() => {
             format!(
@@ -509,7 +504,7 @@ fn memory_content(turn: &Turn) -> String {
     }
 }
 
-fn read_json_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+pub(crate) fn read_json_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     text.lines()

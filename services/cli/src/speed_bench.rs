@@ -1,16 +1,15 @@
 //! `engram bench-speed`: the bare embedding model (the floor, Python `onnxruntime`) and then the
 //! service through HTTP on the same texts, in one run: ingest rate, search latency, concurrency.
 
-use crate::bench::{bench_serve_arguments, percentile, progress};
-use crate::config::EngramConfig;
-use crate::server::EmbeddedServer;
+use crate::bench::{percentile, post_memories, progress, start_bench_server, timed_search};
+use crate::recall_bench::{Question, Turn, memory_content, read_json_lines};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde::Deserialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -71,21 +70,6 @@ struct Floor {
     onnxruntime: String,
 }
 
-#[derive(Debug, Deserialize)]
-struct LocomoTurn {
-    conv_id: String,
-    speaker: String,
-    text: String,
-    #[serde(default)]
-    image_caption: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct LocomoQuestion {
-    conv_id: String,
-    question: String,
-}
-
 /// One memory to write and the end-user it belongs to.
 struct BenchMemory {
     user_id: String,
@@ -114,19 +98,13 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
 
     let data_dir =
         std::env::temp_dir().join(format!("engram-bench-speed-{}", uuid::Uuid::now_v7()));
-    let serve_arguments = bench_serve_arguments(
-        data_dir.clone(),
+    let (server, config, api_key) = start_bench_server(
+        &data_dir,
         arguments.model_dir.clone(),
         arguments.embed_threads,
         true,
-    )?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = server
-        .bootstrap
-        .as_ref()
-        .map(|bootstrap| bootstrap.api_key.clone())
-        .context("bench-speed needs a fresh data dir (it reads the bootstrap API key)")?;
+    )
+    .await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -215,18 +193,7 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
                     .take(100)
                     .map(|memory| serde_json::json!({"content": memory.content, "user_id": memory.user_id, "kind": "episodic"}))
                     .collect();
-                let response = target
-                    .client
-                    .post(format!("{}/v1/memories", target.base_url))
-                    .bearer_auth(&target.api_key)
-                    .json(&serde_json::json!({"memories": batch}))
-                    .send()
-                    .await?;
-                anyhow::ensure!(
-                    response.status().is_success(),
-                    "ingest beside searches failed: {}",
-                    response.status()
-                );
+                post_memories(&target.client, &target.base_url, &target.api_key, batch).await?;
                 written += 100;
                 batch_number += 1;
             }
@@ -368,21 +335,9 @@ async fn run_searches(
                 if let Some(user_id) = &query.user_id {
                     body["user_id"] = serde_json::json!(user_id);
                 }
-                let request_started = Instant::now();
-                let response = target
-                    .client
-                    .post(format!("{}/v1/memories/search", target.base_url))
-                    .bearer_auth(&target.api_key)
-                    .json(&body)
-                    .send()
-                    .await?;
-                anyhow::ensure!(
-                    response.status().is_success(),
-                    "search failed: {}",
-                    response.status()
+                latencies.push(
+                    timed_search(&target.client, &target.base_url, &target.api_key, &body).await?,
                 );
-                let _ = response.bytes().await?;
-                latencies.push(request_started.elapsed());
                 bar.inc(1);
             }
         }));
@@ -461,8 +416,8 @@ fn synthetic_set(arguments: &SpeedBenchArgs) -> (Vec<BenchMemory>, Vec<BenchQuer
 /// The dev turns, replicated under end-users `<conv>~<copy>` until `memories` are reached;
 /// the questions, each filtered to a copy of its conversation's end-user.
 fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<BenchQuery>)> {
-    let turns: Vec<LocomoTurn> = read_json_lines(&arguments.locomo.join("turns.jsonl"))?;
-    let questions: Vec<LocomoQuestion> = read_json_lines(&arguments.locomo.join("queries.jsonl"))?;
+    let turns: Vec<Turn> = read_json_lines(&arguments.locomo.join("turns.jsonl"))?;
+    let questions: Vec<Question> = read_json_lines(&arguments.locomo.join("queries.jsonl"))?;
     anyhow::ensure!(
         !turns.is_empty() && !questions.is_empty(),
         "no LoCoMo turns or questions in {}",
@@ -475,18 +430,9 @@ fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<Bench
             if memories.len() >= arguments.memories {
                 break 'copies;
             }
-            let content = match &turn.image_caption {
-                Some(caption) if !caption.trim().is_empty() => {
-                    format!(
-                        "{}: {} [shared a photo: {caption}]",
-                        turn.speaker, turn.text
-                    )
-                }
-                _ => format!("{}: {}", turn.speaker, turn.text),
-            };
             memories.push(BenchMemory {
                 user_id: format!("{}~{copy}", turn.conv_id),
-                content,
+                content: memory_content(turn),
             });
         }
     }
@@ -545,19 +491,6 @@ fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Fl
     Ok(Some(serde_json::from_str(line)?))
 }
 
-fn read_json_lines<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text = std::fs::read_to_string(path).with_context(|| {
-        format!(
-            "cannot read {} (LoCoMo is evaluation data in ../shared/bench; use --set synthetic without it)",
-            path.display()
-        )
-    })?;
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| serde_json::from_str(line).map_err(anyhow::Error::from))
-        .collect()
-}
-
 #[derive(Debug, Args)]
 pub struct ScaleBenchArgs {
     /// Memories in the one project.
@@ -589,14 +522,7 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
         .data_dir
         .clone()
         .unwrap_or_else(|| temporary.clone());
-    let serve_arguments = bench_serve_arguments(data_dir.clone(), None, None, true)?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
-    let server = EmbeddedServer::start(&config).await?;
-    let api_key = server
-        .bootstrap
-        .as_ref()
-        .map(|bootstrap| bootstrap.api_key.clone())
-        .context("bench-scale needs a fresh data dir (it reads the bootstrap API key)")?;
+    let (server, _, api_key) = start_bench_server(&data_dir, None, None, true).await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
     let dimension = 384usize;
@@ -661,20 +587,8 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     let bar = progress(queries.len(), "search");
     let mut latencies = Vec::with_capacity(queries.len());
     for (text, vector) in &queries {
-        let started = Instant::now();
-        let response = client
-            .post(format!("{base_url}/v1/memories/search"))
-            .bearer_auth(&api_key)
-            .json(&serde_json::json!({"query": text, "query_vector": vector, "top_k": 10}))
-            .send()
-            .await?;
-        anyhow::ensure!(
-            response.status().is_success(),
-            "search failed: {}",
-            response.status()
-        );
-        let _ = response.bytes().await?;
-        latencies.push(started.elapsed());
+        let body = serde_json::json!({"query": text, "query_vector": vector, "top_k": 10});
+        latencies.push(timed_search(&client, &base_url, &api_key, &body).await?);
         bar.inc(1);
     }
     bar.finish_and_clear();

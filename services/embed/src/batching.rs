@@ -247,7 +247,7 @@ fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
     loop {
         drop_abandoned(&mut queues);
         if !queues.query.is_empty() {
-            let texts = take_pass(&mut queues.query, limits, false);
+            let texts = take_pass(&mut queues.query, limits, Lane::Query);
             return Some((Lane::Query, texts));
         }
         if !queues.ingest.is_empty() {
@@ -273,7 +273,7 @@ fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
             if queues.ingest.is_empty() {
                 continue;
             }
-            let texts = take_pass(&mut queues.ingest, limits, true);
+            let texts = take_pass(&mut queues.ingest, limits, Lane::Ingest);
             return Some((Lane::Ingest, texts));
         }
         if queues.closed {
@@ -305,13 +305,10 @@ fn drop_abandoned(queues: &mut Queues) {
 /// How far past the oldest text a pass looks for texts of its length band.
 const BAND_LOOKAHEAD: usize = 512;
 
-/// Takes the oldest text and, within the limits, more texts: the next ones in order, or (when
-/// `by_length_band`) the waiting texts in the oldest one's band.
-fn take_pass(
-    queue: &mut VecDeque<QueuedText>,
-    limits: PassLimits,
-    by_length_band: bool,
-) -> Vec<QueuedText> {
+/// Takes the oldest text and, within the limits, more texts: for queries the next ones in
+/// order, for ingest the waiting texts in the oldest one's length band.
+fn take_pass(queue: &mut VecDeque<QueuedText>, limits: PassLimits, lane: Lane) -> Vec<QueuedText> {
+    let by_length_band = lane == Lane::Ingest;
     let Some(oldest) = queue.pop_front() else {
         return Vec::new();
     };
@@ -336,7 +333,6 @@ fn take_pass(
         }
         position += 1;
     }
-    let lane_label = if by_length_band { "ingest" } else { "query" };
-    metrics::gauge!(EMBEDDING_QUEUE_DEPTH, "lane" => lane_label).decrement(pass.len() as f64);
+    metrics::gauge!(EMBEDDING_QUEUE_DEPTH, "lane" => lane.label()).decrement(pass.len() as f64);
     pass
 }

@@ -40,6 +40,18 @@ pub trait Embedder: Send + Sync + 'static {
     }
 }
 
+/// Scales `vector` to unit length, with torch.nn.functional.normalize's 1e-12 floor on the norm
+/// (sentence-transformers' `normalize_embeddings=True`), so a zero vector stays zero.
+pub(crate) fn l2_normalise(vector: &mut [f32]) {
+    let norm = vector
+        .iter()
+        .map(|component| component * component)
+        .sum::<f32>()
+        .sqrt()
+        .max(1e-12);
+    vector.iter_mut().for_each(|component| *component /= norm);
+}
+
 /// About four characters per token, at least one for a non-empty text.
 pub fn estimate_tokens(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)
@@ -52,7 +64,7 @@ pub mod openai_compatible;
 
 pub use local_minilm::{
     DEFAULT_MODEL_SUBDIR, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION, MINILM_MODEL_ID,
-    MODEL_DIR_ENV_VAR, resolve_model_dir,
+    MODEL_DIR_ENV_VAR, available_cores, resolve_model_dir,
 };
 pub use onnx_runtime::{DEFAULT_RUNTIME_SUBPATH, RUNTIME_PATH_ENV_VAR, resolve_runtime_library};
 pub use openai_compatible::{OpenAiCompatibleEmbedder, OpenAiCompatibleOptions};

@@ -50,6 +50,13 @@ pub const DEFAULT_MAX_PADDED_TOKENS: usize = 256;
 /// Overrides [`DEFAULT_MAX_PADDED_TOKENS`].
 pub const PASS_TOKENS_ENV_VAR: &str = "ENGRAM_EMBED_PASS_TOKENS";
 
+/// Cores this process may use (a container's CPU quota included): the model's thread budget.
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism()
+        .map(usize::from)
+        .unwrap_or(1)
+}
+
 /// Where the model and its runtime are, and how many workers run it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalModelOptions {
@@ -76,9 +83,7 @@ impl LocalModelOptions {
     /// The defaults for this machine: one single-threaded worker per core (queries of
     /// concurrent clients then run side by side, and no thread pool spins between passes).
     pub fn for_runtime(runtime_library: PathBuf) -> Self {
-        let cores = std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(1);
+        let cores = available_cores();
         Self {
             runtime_library,
             model_workers: cores,
@@ -328,7 +333,7 @@ impl ForwardPass for OnnxMiniLm {
 }
 
 /// Mean over real tokens (sentence-transformers' `mode_mean_tokens`, 1e-9 floor on the count),
-/// then L2 normalisation (torch's 1e-12 floor on the norm).
+/// then L2 normalisation.
 fn mean_pool_and_normalise(
     hidden_state: &[f32],
     attention_mask: &[i64],
@@ -356,13 +361,7 @@ fn mean_pool_and_normalise(
         pooled
             .iter_mut()
             .for_each(|component| *component /= token_count);
-        let norm = pooled
-            .iter()
-            .map(|component| component * component)
-            .sum::<f32>()
-            .sqrt()
-            .max(1e-12);
-        pooled.iter_mut().for_each(|component| *component /= norm);
+        crate::l2_normalise(&mut pooled);
         vectors.push(pooled);
     }
     vectors

@@ -195,15 +195,7 @@ fn order_and_normalise(
 }
 
 fn normalise(mut vector: Vec<f32>) -> Vec<f32> {
-    let norm = vector
-        .iter()
-        .map(|component| component * component)
-        .sum::<f32>()
-        .sqrt()
-        .max(1e-12);
-    for component in &mut vector {
-        *component /= norm;
-    }
+    crate::l2_normalise(&mut vector);
     vector
 }
 
