@@ -539,3 +539,69 @@ async fn stored_memories_are_sampled_as_memory_days() {
     let body = usage(&client, "").await;
     assert_eq!(body["totals"]["memory_days"], 2, "{body}");
 }
+
+/// The console is one more door over the same use cases: a search by meaning in the
+/// console is billed like an API search (under the member's credential), and it is
+/// refused once the project's search quota is used up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_searches_are_metered_and_limited_like_api_searches() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([{"content": "The patient's blood type is AB negative."}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{}/console/api/login", server.base_url))
+        .form(&[
+            ("email", server.bootstrap.console_email.as_str()),
+            ("password", server.bootstrap.console_password.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let cookie = login
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split(';').next().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let search_in_console = || async {
+        let response = http
+            .post(format!("{}/console/api/memories", server.base_url))
+            .header("Cookie", &cookie)
+            .header("Content-Type", "application/json")
+            .body(r#"{"filters":{"meaning":"which blood type"}}"#)
+            .send()
+            .await
+            .unwrap();
+        (
+            response.status().as_u16(),
+            response.text().await.unwrap_or_default(),
+        )
+    };
+    let (status, body) = search_in_console().await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("AB negative"), "{body}");
+    let totals = totals_reach(&client, json!({"searches": 1, "memories_written": 1})).await;
+    let rows = totals["usage"].to_string();
+    assert!(
+        rows.contains("console:"),
+        "the search is billed to the member: {rows}"
+    );
+
+    // One search a month: the console's next search is refused like the API's.
+    let response = put_limits(&client, json!({"monthly_quotas": {"searches": 1}})).await;
+    assert_eq!(response.status, 200, "{}", response.body);
+    let api_search = client.search(json!({"query": "blood type"})).await;
+    assert_limit(&api_search, "monthly_quota.searches", 1, 1);
+    let (status, body) = search_in_console().await;
+    assert_ne!(status, 200, "a console search past the quota: {body}");
+    assert!(body.contains("monthly_quota.searches"), "{body}");
+}

@@ -91,3 +91,99 @@ fn database_entities_are_private_to_the_storage_crate() {
         );
     }
 }
+
+fn relative_to_root(root: &Path, file: &Path) -> String {
+    file.strip_prefix(root)
+        .unwrap_or(file)
+        .to_string_lossy()
+        .to_string()
+}
+
+/// Every engine use case checks the permission table before it does anything: a door that
+/// forgets its own check still cannot do more than the table allows.
+#[test]
+fn every_engine_use_case_checks_the_permission_table() {
+    let root = engram_tests::workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("services/engine/src/use_cases"), &mut files);
+    let mut use_cases = 0;
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let relative = relative_to_root(&root, file);
+        for (position, _) in text.match_indices("principal: &Principal,") {
+            let function = text[position..].split("\n    }\n").next().unwrap_or("");
+            let before = &text[..position];
+            let is_public_use_case = before.trim_end().ends_with("&self,")
+                && before
+                    .rfind("fn ")
+                    .is_some_and(|start| before[..start].ends_with("pub async "));
+            if !is_public_use_case {
+                continue;
+            }
+            use_cases += 1;
+            assert!(
+                function.contains("principal.authorize(Operation::"),
+                "a use case in {relative} does not check the permission table first"
+            );
+        }
+    }
+    assert!(use_cases >= 7, "the scan found the use cases ({use_cases})");
+}
+
+/// The front doors reach storage only through the engine. Files not yet moved behind an
+/// engine use case are listed; the list only shrinks (a listed file that no longer names
+/// storage fails too, so it is taken off), and a new file naming storage fails.
+#[test]
+fn front_doors_do_not_name_storage_beyond_the_files_not_yet_moved() {
+    const NOT_YET_MOVED: &[&str] = &[
+        "services/gateway/src/console.rs",
+        "services/gateway/src/console/recall.rs",
+        "services/gateway/src/console/usage.rs",
+        "services/gateway/src/routes/audit.rs",
+        "services/gateway/src/routes/end_user_tokens.rs",
+        "services/gateway/src/routes/feedback.rs",
+        "services/gateway/src/routes/files.rs",
+        "services/gateway/src/routes/governance.rs",
+        "services/gateway/src/routes/keys.rs",
+        "services/gateway/src/routes/messages.rs",
+        "services/gateway/src/routes/recall_quality.rs",
+        "services/gateway/src/routes/sessions.rs",
+        "services/gateway/src/routes/usage.rs",
+        "services/gateway/src/state.rs",
+    ];
+    let root = engram_tests::workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("services/gateway/src"), &mut files);
+    rust_files(&root.join("web/console/src"), &mut files);
+    assert!(
+        files.len() > 20,
+        "the scan found the sources ({} files)",
+        files.len()
+    );
+    let mut naming_storage: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .contains("engram_storage")
+        })
+        .map(|file| relative_to_root(&root, file))
+        .collect();
+    naming_storage.sort();
+    let new_offenders: Vec<&String> = naming_storage
+        .iter()
+        .filter(|file| !NOT_YET_MOVED.contains(&file.as_str()))
+        .collect();
+    assert!(
+        new_offenders.is_empty(),
+        "these front-door files name engram_storage; call an engine use case instead: {new_offenders:?}"
+    );
+    let moved: Vec<&&str> = NOT_YET_MOVED
+        .iter()
+        .filter(|file| !naming_storage.iter().any(|named| named == *file))
+        .collect();
+    assert!(
+        moved.is_empty(),
+        "these files no longer name engram_storage: take them off NOT_YET_MOVED: {moved:?}"
+    );
+}

@@ -31,6 +31,8 @@ pub struct EmbeddedServer {
     server_task: tokio::task::JoinHandle<std::io::Result<()>>,
     /// Indexer, reconciler and tombstone purge of an all-in-one process; none in a gateway.
     background_tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Writes metered usage; told to finish after the server and the background tasks.
+    meter_flusher: Option<tokio::task::JoinHandle<()>>,
     admin_server: crate::telemetry::AdminServer,
     /// Held until the server value is dropped: one process per embedded index.
     _data_dir_lock: Option<crate::maintenance::DataDirLock>,
@@ -270,21 +272,34 @@ impl EmbeddedServer {
 
         let spaces = open_embedding_spaces(config, &storage, true).await?;
         let embedder = spaces.deployment_embedder().await?;
-        let engine = Arc::new(MemoryEngine::with_embedding_spaces(
-            storage.clone(),
-            spaces,
-            embedder,
-            EngineSettings {
-                index_wait: config.index_wait,
-                ledger: ledger_settings(config, &secrets),
-                llm: config
-                    .llm
-                    .as_ref()
-                    .map(crate::config::LlmConfig::engine_settings)
-                    .transpose()?,
-                ..Default::default()
-            },
-        ));
+        // Shutdown tells the flusher to write what is left once the server has answered its
+        // last request (the engine keeps a clone of the meter, so it cannot wait for that).
+        let mut meter_flusher = None;
+        let meter = if config.metering {
+            let (meter, flusher) = engram_engine::UsageMeter::start(storage.clone());
+            meter_flusher = Some(flusher);
+            meter
+        } else {
+            engram_engine::UsageMeter::default()
+        };
+        let engine = Arc::new(
+            MemoryEngine::with_embedding_spaces(
+                storage.clone(),
+                spaces,
+                embedder,
+                EngineSettings {
+                    index_wait: config.index_wait,
+                    ledger: ledger_settings(config, &secrets),
+                    llm: config
+                        .llm
+                        .as_ref()
+                        .map(crate::config::LlmConfig::engine_settings)
+                        .transpose()?,
+                    ..Default::default()
+                },
+            )
+            .with_usage_meter(meter),
+        );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
         let mut background_tasks = Vec::new();
@@ -403,24 +418,10 @@ impl EmbeddedServer {
         if let Some(limiter) = &credentials.end_user_rate_limit {
             limiter.spawn_cleanup();
         }
-        // The flusher ends after the server (and with it every meter clone) is gone, having
-        // written what was left: shutdown awaits it with the background tasks.
-        let meter = if config.metering {
-            let (meter, meter_flusher) =
-                engram_gateway::metering::UsageMeter::start(storage.clone());
-            background_tasks.push(meter_flusher);
-            meter
-        } else {
-            engram_gateway::metering::UsageMeter::default()
-        };
-        let spend_guard =
-            engram_gateway::spend_guard::SpendGuard::new(storage.clone(), meter.clone());
         let state = AppState {
             engine: engine.clone(),
             credentials,
             settings: config.gateway_settings()?,
-            meter,
-            spend_guard,
         };
         let console_routes =
             engram_gateway::console::console_routes(&state, &config.console_assets);
@@ -455,6 +456,7 @@ impl EmbeddedServer {
             shutdown_sender,
             server_task,
             background_tasks,
+            meter_flusher,
         })
     }
 
@@ -469,6 +471,10 @@ impl EmbeddedServer {
         }
         for task in self.background_tasks {
             let _ = task.await;
+        }
+        if let Some(meter_flusher) = self.meter_flusher {
+            self.engine.meter().finish().await;
+            let _ = meter_flusher.await;
         }
         self.admin_server.stop().await;
         // Searches answered before the shutdown keep their recall events.

@@ -152,20 +152,6 @@ impl ConsoleRole {
         Self::parse(text).unwrap_or(ConsoleRole::Analyst)
     }
 
-    pub const fn can_read_memory_content(self) -> bool {
-        matches!(
-            self,
-            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Compliance
-        )
-    }
-
-    pub const fn can_manage_api_keys(self) -> bool {
-        matches!(
-            self,
-            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Developer
-        )
-    }
-
     /// The API scopes a key minted or rolled by this member may carry: only what the role
     /// can exercise itself. A developer never sees memory content, deletes memories or reads
     /// the audit log, so its keys write memories and nothing else.
@@ -177,12 +163,6 @@ impl ConsoleRole {
         }
     }
 
-    /// Invite, re-role and remove console members. Only owners may touch owners (see
-    /// [`ConsoleRole::can_assign`]).
-    pub const fn can_manage_members(self) -> bool {
-        matches!(self, ConsoleRole::Owner | ConsoleRole::Admin)
-    }
-
     /// Whether a member with this role may give `role` to someone, or change or remove a
     /// member who has it: admins manage everyone but owners.
     pub const fn can_assign(self, role: ConsoleRole) -> bool {
@@ -191,26 +171,6 @@ impl ConsoleRole {
             ConsoleRole::Admin => !matches!(role, ConsoleRole::Owner),
             _ => false,
         }
-    }
-
-    /// Usage and cost pages.
-    pub const fn can_read_usage(self) -> bool {
-        matches!(
-            self,
-            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Analyst
-        )
-    }
-
-    /// Budgets, quotas and recall budgets.
-    pub const fn can_manage_spend_limits(self) -> bool {
-        matches!(self, ConsoleRole::Owner | ConsoleRole::Admin)
-    }
-
-    pub const fn can_read_audit_log(self) -> bool {
-        matches!(
-            self,
-            ConsoleRole::Owner | ConsoleRole::Admin | ConsoleRole::Compliance
-        )
     }
 }
 

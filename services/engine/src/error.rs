@@ -37,8 +37,31 @@ pub enum EngineError {
     /// The configured LLM failed or answered something unusable.
     #[error("{0}")]
     LlmUnavailable(String),
+    /// The permission table does not let the caller do this; the message names what is
+    /// missing and what the caller holds.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A spend limit of the project (budget, quota, rate quota) refuses the request.
+    #[error("the project's {} is reached", reached.limit)]
+    LimitReached {
+        reached: Box<engram_core::usage::LimitReached>,
+        /// The budget's currency, for `monthly_budget`.
+        currency: Option<String>,
+    },
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<engram_core::permissions::PermissionDenied> for EngineError {
+    fn from(denied: engram_core::permissions::PermissionDenied) -> Self {
+        EngineError::Forbidden(denied.message)
+    }
+}
+
+impl From<engram_core::principal::OutsideEndUser> for EngineError {
+    fn from(outside: engram_core::principal::OutsideEndUser) -> Self {
+        EngineError::Forbidden(outside.to_string())
+    }
 }
 
 impl From<StorageError> for EngineError {

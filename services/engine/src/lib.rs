@@ -9,11 +9,14 @@ pub mod evaluation;
 pub mod governance;
 pub mod indexing;
 pub mod llm;
+pub mod metering;
 mod pipeline;
 pub mod profiles;
 pub mod recall_events;
 pub mod recall_metrics;
 mod search;
+pub mod spend_guard;
+pub mod use_cases;
 
 pub use embedding_spaces::{
     EmbedderLoader, EmbeddingModel, EmbeddingModels, EmbeddingSpaces, IndexOpener, IndexOpening,
@@ -26,9 +29,17 @@ pub use governance::{
     LedgerReplay,
 };
 pub use indexing::{IndexApplier, ReconcileReport};
+pub use metering::UsageMeter;
 pub use pipeline::{AddOutcome, EditedMemory, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{
     DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
     PackedContext, RankingSignals, RetrievalMode, SearchFilters, SearchHit, SearchOutcome,
     SearchRequest, SearchTimings, pack_context,
 };
+pub use spend_guard::{SpendGuard, format_micros};
+pub use use_cases::{
+    AddMemoriesRequest, ClientIdempotencyKey, DeleteMemoryRequest, EditMemoryRequest,
+    ListMemoriesRequest, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
+};
+// Query and result types of the use cases, so front doors need not name storage.
+pub use engram_storage::{HistoryEntry, MemoryListFilter, MemoryPage};

@@ -84,6 +84,10 @@ pub struct MemoryEngine {
     pub(crate) llm: Option<Arc<crate::llm::ChatModel>>,
     /// Where searches leave their recall events (written in the background).
     pub(crate) recall_events: Arc<crate::recall_events::RecallRecorder>,
+    /// Billable units of what use cases did.
+    pub(crate) meter: crate::metering::UsageMeter,
+    /// Budgets, quotas and rate quotas per project, checked before use cases spend.
+    pub(crate) spend_guard: Arc<crate::spend_guard::SpendGuard>,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -149,6 +153,9 @@ impl MemoryEngine {
             .with_query_cache(query_embeddings.clone())
             .with_recall_recorder(recall_events.clone()),
         );
+        // Without a flusher the meter drops what it is given: `with_usage_meter` wires one.
+        let meter = crate::metering::UsageMeter::default();
+        let spend_guard = crate::spend_guard::SpendGuard::new(storage.clone(), meter.clone());
         Self {
             storage,
             index,
@@ -160,7 +167,27 @@ impl MemoryEngine {
             governance,
             llm,
             recall_events,
+            meter,
+            spend_guard,
         }
+    }
+
+    /// Meter use cases with `meter` (whose flusher writes the usage), and check spend limits
+    /// against what it has not written yet.
+    pub fn with_usage_meter(mut self, meter: crate::metering::UsageMeter) -> Self {
+        self.spend_guard = crate::spend_guard::SpendGuard::new(self.storage.clone(), meter.clone());
+        self.meter = meter;
+        self
+    }
+
+    /// Billable units of what use cases did.
+    pub fn meter(&self) -> &crate::metering::UsageMeter {
+        &self.meter
+    }
+
+    /// Budgets, quotas and rate quotas per project.
+    pub fn spend_guard(&self) -> &Arc<crate::spend_guard::SpendGuard> {
+        &self.spend_guard
     }
 
     /// The configured LLM's model name, if any.

@@ -80,6 +80,28 @@ impl RequestOrigin {
 }
 
 impl ProjectPrincipal {
+    /// The caller as the engine's use cases take it.
+    pub fn principal(&self) -> engram_core::Principal {
+        let origin = self.origin.actor(ActorKind::ApiKey, String::new());
+        match &self.credential {
+            PrincipalCredential::ApiKey { key_id, lineage_id } => engram_core::Principal::api_key(
+                self.scope,
+                *key_id,
+                *lineage_id,
+                self.scopes.clone(),
+                origin,
+            ),
+            PrincipalCredential::EndUserToken { user_id } => {
+                engram_core::Principal::end_user_token(
+                    self.scope,
+                    user_id.clone(),
+                    self.scopes.clone(),
+                    origin,
+                )
+            }
+        }
+    }
+
     /// Who is recorded in memory history and the audit log for changes made with this
     /// credential: the key, with the request's address, user agent and id.
     pub fn actor(&self) -> Actor {

@@ -14,8 +14,8 @@ use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
     ConsoleRequestOrigin, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
-use engram_core::ConsoleRole;
 use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
+use engram_core::{ConsoleRole, Operation};
 use engram_core::{MemoryKind, ProjectId};
 use engram_storage::{
     AuditFilter, ConsoleAccountRecord, MemoryListFilter, RefreshOutcome, Storage,
@@ -40,7 +40,7 @@ pub struct GatewayConsoleBackend {
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
     /// Told about limits saved in the console, so they apply at once.
-    spend_guard: Option<Arc<crate::spend_guard::SpendGuard>>,
+    spend_guard: Option<Arc<engram_engine::SpendGuard>>,
 }
 
 impl GatewayConsoleBackend {
@@ -60,7 +60,7 @@ impl GatewayConsoleBackend {
     }
 
     /// The guard that enforces spend limits on this server.
-    pub fn with_spend_guard(mut self, guard: Arc<crate::spend_guard::SpendGuard>) -> Self {
+    pub fn with_spend_guard(mut self, guard: Arc<engram_engine::SpendGuard>) -> Self {
         self.spend_guard = Some(guard);
         self
     }
@@ -140,6 +140,21 @@ fn console_actor(account: &ConsoleAccountRecord, origin: &ConsoleRequestOrigin) 
     }
 }
 
+/// The signed-in member, in one project of their organization, as the engine's use cases
+/// take a caller.
+fn console_principal(
+    account: &ConsoleAccountRecord,
+    scope: engram_core::ProjectScope,
+    origin: &ConsoleRequestOrigin,
+) -> engram_core::Principal {
+    engram_core::Principal::console_member(
+        scope,
+        ConsoleRole::from_stored(&account.role),
+        account.id.to_string(),
+        console_actor(account, origin),
+    )
+}
+
 fn key_row(record: &engram_storage::ApiKeyRecord) -> KeyRow {
     let view = crate::routes::keys::ApiKeyView::from(record);
     KeyRow {
@@ -154,13 +169,11 @@ fn key_row(record: &engram_storage::ApiKeyRecord) -> KeyRow {
     }
 }
 
-/// `Forbidden` naming the role unless the account's role passes `allowed`.
-fn require_role(
-    account: &ConsoleAccountRecord,
-    allowed: fn(ConsoleRole) -> bool,
-) -> Result<(), ConsoleError> {
+/// `Forbidden` naming the role unless the permission table lets the account's role perform
+/// `operation`.
+fn require_role(account: &ConsoleAccountRecord, operation: Operation) -> Result<(), ConsoleError> {
     let role = ConsoleRole::from_stored(&account.role);
-    if allowed(role) {
+    if operation.required_permission().granted_to_role(role) {
         return Ok(());
     }
     Err(ConsoleError::Forbidden {
@@ -385,11 +398,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(
-                caller,
-                &query.project_id,
-                ConsoleRole::can_read_memory_content,
-            )
+            .authorized_project(caller, &query.project_id, Operation::ListMemories)
             .await?;
         let memories: Vec<MemoryRow> = match query
             .meaning
@@ -422,7 +431,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     session_only: true,
                     ..engram_engine::SearchRequest::default()
                 };
-                let outcome = engine.search(&scope, request).await.map_err(engine_error)?;
+                // The console chose its retrieval itself: no profile is drawn for it.
+                let search = engram_engine::SearchMemoriesRequest {
+                    request,
+                    caller_tuning: engram_engine::profiles::SearchTuning {
+                        retrieval: Some(retrieval),
+                        ..Default::default()
+                    },
+                    profile: None,
+                    context_tokens: None,
+                    trace_id: None,
+                };
+                let principal = console_principal(&account, scope, &caller.origin);
+                let outcome = engine
+                    .search_memories_for(&principal, search)
+                    .await
+                    .map_err(engine_error)?
+                    .outcome;
                 outcome
                     .results
                     .iter()
@@ -431,11 +456,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
             }
             None => {
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 500)))?;
+                let principal = console_principal(&account, scope, &caller.origin);
+                let request = engram_engine::ListMemoriesRequest {
+                    filter,
+                    user_id_field: "user_id",
+                };
                 let page = self
-                    .storage
-                    .list_memories(&scope, &filter)
+                    .engine()?
+                    .list_memories_for(&principal, request)
                     .await
-                    .map_err(internal)?;
+                    .map_err(engine_error)?;
                 page.memories
                     .iter()
                     .map(|memory| memory_row(memory, None))
@@ -466,7 +496,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, &query.project_id, ConsoleRole::can_read_audit_log)
+            .authorized_project(caller, &query.project_id, Operation::ListAuditEvents)
             .await?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
@@ -531,7 +561,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, Operation::ListApiKeys)
             .await?;
         let keys = self.storage.list_api_keys(&scope).await.map_err(internal)?;
         Ok(KeyListing {
@@ -546,11 +576,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(
-                caller,
-                &request.project_id,
-                ConsoleRole::can_manage_api_keys,
-            )
+            .authorized_project(caller, &request.project_id, Operation::CreateApiKey)
             .await?;
         let scopes: Vec<engram_core::ApiScope> = request
             .scopes
@@ -592,7 +618,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         key_id: &str,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, Operation::RevokeApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
@@ -623,7 +649,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_manage_api_keys)
+            .authorized_project(caller, project_id, Operation::RollApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
@@ -661,7 +687,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
     ) -> Result<String, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_audit_log)
+            .authorized_project(caller, project_id, Operation::ExportAuditEvents)
             .await?;
         let events = crate::routes::audit::events_for_export(
             &self.storage,
@@ -678,7 +704,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
 
     async fn list_members(&self, caller: &ConsoleCaller) -> Result<MemberListing, ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, ConsoleRole::can_manage_members)?;
+        require_role(&account, Operation::ListMembers)?;
         let role = ConsoleRole::from_stored(&account.role);
         let members = self
             .storage
@@ -749,7 +775,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         invitation_id: &str,
     ) -> Result<(), ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, ConsoleRole::can_manage_members)?;
+        require_role(&account, Operation::RemoveMember)?;
         let invitation_id: uuid::Uuid =
             invitation_id.parse().map_err(|_| ConsoleError::NotFound)?;
         self.storage
@@ -789,7 +815,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         member_id: &str,
     ) -> Result<(), ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, ConsoleRole::can_manage_members)?;
+        require_role(&account, Operation::RemoveMember)?;
         let member = self.member_to_manage(&account, member_id).await?;
         self.storage
             .remove_console_member(
@@ -862,19 +888,19 @@ impl ConsoleBackend for GatewayConsoleBackend {
         memory_id: &str,
     ) -> Result<MemoryDetail, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::GetMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
-        let memory = match self.storage.get_memory(&scope, memory_id).await {
-            Ok(memory) => memory,
-            Err(engram_storage::StorageError::NotFound) => return Err(ConsoleError::NotFound),
-            Err(error) => return Err(internal(error)),
-        };
-        let history = self
-            .storage
-            .memory_history(&scope, memory_id)
+        let principal = console_principal(&account, scope, &caller.origin);
+        let engine = self.engine()?;
+        let memory = engine
+            .get_memory_for(&principal, memory_id)
             .await
-            .map_err(internal)?;
+            .map_err(engine_error)?;
+        let history = engine
+            .memory_history_for(&principal, memory_id)
+            .await
+            .map_err(engine_error)?;
         self.audit_content_view(
             &account,
             &scope,
@@ -930,7 +956,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         reason: String,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::EditMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
         let reason = required_reason(reason)?;
@@ -941,18 +967,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 engram_core::limits::MAX_CONTENT_BYTES / 1024
             )));
         }
+        let request = engram_engine::EditMemoryRequest {
+            memory_id,
+            edit: engram_engine::MemoryEdit {
+                content: Some(content),
+                reason: Some(reason),
+                ..Default::default()
+            },
+            client_vector: None,
+            expected_version: None,
+        };
         self.engine()?
-            .edit_memory(
-                &scope,
-                memory_id,
-                engram_engine::MemoryEdit {
-                    content: Some(content),
-                    reason: Some(reason),
-                    ..Default::default()
-                },
-                None,
-                &console_actor(&account, &caller.origin),
-            )
+            .edit_memory_for(&console_principal(&account, scope, &caller.origin), request)
             .await
             .map(|_| ())
             .map_err(engine_error)
@@ -966,17 +992,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         reason: String,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::DeleteMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
         let reason = required_reason(reason)?;
+        let request = engram_engine::DeleteMemoryRequest {
+            memory_id,
+            reason: Some(reason),
+        };
         self.engine()?
-            .delete_memory_with_reason(
-                &scope,
-                memory_id,
-                Some(&reason),
-                &console_actor(&account, &caller.origin),
-            )
+            .delete_memory_for(&console_principal(&account, scope, &caller.origin), request)
             .await
             .map_err(engine_error)
     }
@@ -991,7 +1016,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         reason: String,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::SetMemoryFlags)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
         let reason = required_reason(reason)?;
@@ -1015,11 +1040,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         query: MemoryListQuery,
     ) -> Result<BulkDeletePreview, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(
-                caller,
-                &query.project_id,
-                ConsoleRole::can_read_memory_content,
-            )
+            .authorized_project(caller, &query.project_id, Operation::BulkDeleteMemories)
             .await?;
         let matching = self.memories_matching(&scope, &query).await?;
         Ok(BulkDeletePreview {
@@ -1039,11 +1060,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         reason: String,
     ) -> Result<BulkDeleteOutcome, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(
-                caller,
-                &query.project_id,
-                ConsoleRole::can_read_memory_content,
-            )
+            .authorized_project(caller, &query.project_id, Operation::BulkDeleteMemories)
             .await?;
         let reason = required_reason(reason)?;
         let matching = self.memories_matching(&scope, &query).await?;
@@ -1078,7 +1095,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         user_id: &str,
     ) -> Result<SubjectSummary, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::SummarizeSubject)
             .await?;
         let user_id = parse_subject(user_id)?;
         let memories = self
@@ -1106,7 +1123,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         user_id: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::RequestSubjectErasure)
             .await?;
         let user_id = parse_subject(user_id)?;
         let task = crate::routes::governance::queue_subject_erasure(
@@ -1128,7 +1145,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         task_id: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::GetTask)
             .await?;
         let task_id: uuid::Uuid = task_id.parse().map_err(|_| ConsoleError::NotFound)?;
         let task = self
@@ -1147,7 +1164,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         user_id: &str,
     ) -> Result<String, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::ExportSubject)
             .await?;
         let user_id = parse_subject(user_id)?;
         let exported = self
@@ -1172,7 +1189,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
     ) -> Result<GovernanceSettings, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::GetProjectSettings)
             .await?;
         let governance = self.engine()?.governance();
         let settings = governance
@@ -1215,7 +1232,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         retention_days: Vec<(String, Option<u32>)>,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::UpdateProjectSettings)
             .await?;
         let pii_redaction = engram_core::pii::PiiRedaction::parse(pii_redaction)
             .ok_or_else(|| invalid("PII redaction", "one of off, mask, reject"))?;
@@ -1313,7 +1330,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
     ) -> Result<u64, ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, ConsoleRole::can_read_memory_content)
+            .authorized_project(caller, project_id, Operation::SweepRetention)
             .await?;
         self.engine()?
             .governance()
@@ -1474,6 +1491,12 @@ fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
         engram_engine::EngineError::VersionConflict { .. } => {
             ConsoleError::Refused("the memory changed meanwhile: reload and try again".to_string())
         }
+        // The role checks before the use case say `Forbidden` naming the role; what the use
+        // case still refuses (an expiry without delete rights) is a refusal it explains.
+        engram_engine::EngineError::Forbidden(message) => ConsoleError::Refused(message),
+        error @ engram_engine::EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
+            "{error}; raise the limit on the Usage page or wait for it to reset"
+        )),
         other => internal(other),
     }
 }
@@ -1516,15 +1539,15 @@ fn member_change_error(error: engram_storage::StorageError) -> ConsoleError {
 
 impl GatewayConsoleBackend {
     /// The signed-in account and the scope of `project_id`, when the account's role passes
-    /// `allowed` (`Forbidden` otherwise) and the project is visible to it (`NotFound`).
+    /// `operation` (`Forbidden` otherwise) and the project is visible to it (`NotFound`).
     async fn authorized_project(
         &self,
         caller: &ConsoleCaller,
         project_id: &str,
-        allowed: fn(ConsoleRole) -> bool,
+        operation: Operation,
     ) -> Result<(ConsoleAccountRecord, engram_core::ProjectScope), ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, allowed)?;
+        require_role(&account, operation)?;
         let scope = self.project_scope(&account, project_id).await?;
         Ok((account, scope))
     }
@@ -1535,7 +1558,7 @@ impl GatewayConsoleBackend {
         account: &ConsoleAccountRecord,
         role: &str,
     ) -> Result<ConsoleRole, ConsoleError> {
-        require_role(account, ConsoleRole::can_manage_members)?;
+        require_role(account, Operation::InviteMember)?;
         let wanted = ConsoleRole::parse(role).ok_or_else(|| {
             ConsoleError::InvalidInput(format!(
                 "unknown role {role:?}; one of owner, admin, compliance, analyst, developer"
@@ -1629,7 +1652,7 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
             state.credentials.console_sessions.clone(),
         )
         .with_engine(state.engine.clone())
-        .with_spend_guard(state.spend_guard.clone()),
+        .with_spend_guard(state.engine.spend_guard().clone()),
     );
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }

@@ -79,6 +79,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                 errors: vec![FieldError::new(field, message)],
                 retry_after_seconds: None,
                 limit: None,
+                code: None,
             }
         })?;
         deserializer.end().map_err(|error| {

@@ -11,7 +11,7 @@ use crate::views::{
     MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
     SearchResultView,
 };
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 struct BearerApiKey;
@@ -28,6 +28,39 @@ impl Modify for BearerApiKey {
                     .build(),
             ),
         );
+    }
+}
+
+/// Each operation's required scope, from the one permission table (engram_core::permissions):
+/// what the handlers' annotations say about security is replaced by it.
+struct PermissionTable;
+
+impl Modify for PermissionTable {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                ("get", &mut item.get),
+                ("put", &mut item.put),
+                ("post", &mut item.post),
+                ("delete", &mut item.delete),
+                ("patch", &mut item.patch),
+            ];
+            for (method, operation) in operations {
+                let Some(operation) = operation else {
+                    continue;
+                };
+                let Some(row) = engram_core::Operation::for_http(method, path) else {
+                    continue;
+                };
+                let scopes: Vec<&str> = row
+                    .required_permission()
+                    .key_scope()
+                    .map(|scope| scope.as_str())
+                    .into_iter()
+                    .collect();
+                operation.security = Some(vec![SecurityRequirement::new("api_key", scopes)]);
+            }
+        }
     }
 }
 
@@ -113,7 +146,7 @@ impl Modify for BearerApiKey {
         feedback::MemoryFeedbackBody, feedback::RecallFeedbackBody, feedback::FeedbackView,
         feedback::FeedbackListView, feedback::CorrectionView
     )),
-    modifiers(&BearerApiKey),
+    modifiers(&BearerApiKey, &PermissionTable),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),
@@ -243,4 +276,59 @@ pub fn render_docs_html() -> String {
          <body><h1>Engram memory API</h1><p>Machine-readable: <a href=\"/openapi.json\">/openapi.json</a>. \
          Authenticate with <code>Authorization: Bearer egk_…</code>. Errors are <code>application/problem+json</code>.</p>{body}</body></html>"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engram_core::permissions::{Door, OPERATIONS, RESERVED_HTTP_OPERATIONS};
+
+    /// The published document and the permission table agree both ways: every operation
+    /// served is in the table and publishes the scope the table requires, and every HTTP row
+    /// of the table (but the reserved ones) is served.
+    #[test]
+    fn every_operation_publishes_the_scope_of_the_permission_table() {
+        let document = document_json();
+        let paths = document["paths"].as_object().cloned().unwrap_or_default();
+        let mut published = Vec::new();
+        for (path, item) in &paths {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                let row = engram_core::Operation::for_http(method, path);
+                assert!(
+                    row.is_some(),
+                    "{method} {path} is not in the permission table"
+                );
+                let expected: Vec<String> = row
+                    .and_then(|row| row.required_permission().key_scope())
+                    .map(|scope| scope.as_str().to_string())
+                    .into_iter()
+                    .collect();
+                let scopes: Vec<String> = operation["security"][0]["api_key"]
+                    .as_array()
+                    .map(|scopes| {
+                        scopes
+                            .iter()
+                            .filter_map(|scope| scope.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_else(|| vec!["<no security>".to_string()]);
+                assert_eq!(scopes, expected, "{method} {path}");
+                published.push((method.clone(), path.clone()));
+            }
+        }
+        for rule in OPERATIONS {
+            if RESERVED_HTTP_OPERATIONS.contains(&rule.operation) {
+                continue;
+            }
+            for door in rule.doors {
+                if let Door::Http { method, path } = door {
+                    assert!(
+                        published.contains(&(method.to_string(), path.to_string())),
+                        "{method} {path} ({:?}) is in the table but not in the document",
+                        rule.operation
+                    );
+                }
+            }
+        }
+    }
 }

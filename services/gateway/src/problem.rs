@@ -152,6 +152,10 @@ pub struct ProblemDocument {
     pub title: String,
     pub status: u16,
     pub detail: String,
+    /// What went wrong, more precisely than `type` (`memory-not-found`, `file-not-found`,
+    /// …); the `type` slug where there is nothing more to say. Never carries an id.
+    #[serde(default)]
+    pub code: String,
     #[serde(default)]
     pub request_id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -188,6 +192,8 @@ pub struct ApiError {
     pub retry_after_seconds: Option<u64>,
     /// Boxed: rarely present, and it would make every handler's error large.
     pub limit: Option<Box<LimitProblem>>,
+    /// The problem's `code`, when it says more than the kind's slug.
+    pub code: Option<String>,
 }
 
 impl ApiError {
@@ -198,7 +204,16 @@ impl ApiError {
             errors: Vec::new(),
             retry_after_seconds: None,
             limit: None,
+            code: None,
         }
+    }
+
+    /// `404` for a `noun` ("memory", "evaluation set") that does not exist in this project
+    /// (or for this end-user): `code` is `<noun>-not-found`.
+    pub fn not_found(noun: &str, detail: impl Into<String>) -> Self {
+        let mut problem = Self::new(ProblemKind::NotFound, detail);
+        problem.code = Some(format!("{}-not-found", noun.replace([' ', '_'], "-")));
+        problem
     }
 
     pub fn invalid(errors: Vec<FieldError>) -> Self {
@@ -213,14 +228,12 @@ impl ApiError {
             errors,
             retry_after_seconds: None,
             limit: None,
+            code: None,
         }
     }
 
     pub fn memory_not_found() -> Self {
-        Self::new(
-            ProblemKind::NotFound,
-            "no memory with this id exists in this project",
-        )
+        Self::not_found("memory", "no memory with this id exists in this project")
     }
 
     fn unavailable(detail: String) -> Self {
@@ -230,6 +243,7 @@ impl ApiError {
             errors: Vec::new(),
             retry_after_seconds: Some(5),
             limit: None,
+            code: None,
         }
     }
 }
@@ -285,6 +299,8 @@ impl From<EngineError> for ApiError {
                     .collect();
                 problem
             }
+            EngineError::Forbidden(message) => ApiError::new(ProblemKind::Forbidden, message),
+            EngineError::LimitReached { reached, currency } => limit_problem(*reached, currency),
             EngineError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");
                 ApiError::new(
@@ -296,12 +312,60 @@ impl From<EngineError> for ApiError {
     }
 }
 
+/// The problem for a reached limit: 402 for the budget, 429 otherwise, with Retry-After.
+fn limit_problem(reached: engram_core::usage::LimitReached, currency: Option<String>) -> ApiError {
+    use engram_engine::format_micros;
+    let (kind, detail) = match reached.limit.as_str() {
+        "monthly_budget" => (
+            ProblemKind::BudgetExceeded,
+            format!(
+                "the project's monthly budget of {} is spent ({} so far); it resets at {}",
+                format_micros(reached.maximum, currency.as_deref()),
+                format_micros(reached.used, currency.as_deref()),
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+        "requests_per_minute" => (
+            ProblemKind::RateLimited,
+            format!(
+                "the project allows {} requests per minute; retry after {}",
+                reached.maximum,
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+        quota => (
+            ProblemKind::QuotaExceeded,
+            format!(
+                "{quota}: {} of {} used this month; it resets at {}",
+                reached.used,
+                reached.maximum,
+                reached.resets_at.to_rfc3339()
+            ),
+        ),
+    };
+    let wait_seconds = (reached.resets_at - chrono::Utc::now())
+        .num_seconds()
+        .max(1);
+    let mut problem = ApiError::new(kind, detail);
+    problem.retry_after_seconds = u64::try_from(wait_seconds).ok();
+    problem.limit = Some(Box::new(LimitProblem {
+        name: reached.limit,
+        maximum: reached.maximum,
+        used: reached.used,
+        currency,
+        period: reached.period.to_string(),
+        resets_at: reached.resets_at,
+    }));
+    problem
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let document = ProblemDocument {
             problem_type: format!("{PROBLEM_TYPE_BASE}{}", self.kind.slug()),
             title: self.kind.title().to_string(),
             status: self.kind.status().as_u16(),
+            code: self.code.unwrap_or_else(|| self.kind.slug().to_string()),
             detail: self.detail,
             request_id: None,
             errors: self.errors,
@@ -327,10 +391,7 @@ impl IntoResponse for ApiError {
 }
 
 pub async fn unknown_route() -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
-        "no such route; see /openapi.json for the API",
-    )
+    ApiError::not_found("route", "no such route; see /openapi.json for the API")
 }
 
 /// Error responses that did not come from `ApiError` (body limit, timeout, method not
@@ -366,7 +427,12 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
         .unwrap_or_else(|_| Bytes::new());
     let mut document = if is_problem {
         match serde_json::from_slice::<ProblemDocument>(&body_bytes) {
-            Ok(document) => document,
+            Ok(mut document) => {
+                if document.code.is_empty() {
+                    document.code = ProblemKind::for_status(status).slug().to_string();
+                }
+                document
+            }
             Err(_) => return Response::from_parts(parts, Body::from(body_bytes)),
         }
     } else {
@@ -388,6 +454,7 @@ pub async fn ensure_problem_responses(request: Request, next: Next) -> Response 
             problem_type: format!("{PROBLEM_TYPE_BASE}{}", kind.slug()),
             title: kind.title().to_string(),
             status: status.as_u16(),
+            code: kind.slug().to_string(),
             detail,
             request_id: None,
             errors: Vec::new(),

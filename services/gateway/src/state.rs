@@ -32,21 +32,19 @@ pub struct AppState {
     pub engine: Arc<MemoryEngine>,
     pub credentials: CredentialVerifier,
     pub settings: GatewaySettings,
-    /// Billable units of successful requests.
-    pub meter: crate::metering::UsageMeter,
-    /// Budgets, quotas and rate quotas per project.
-    pub spend_guard: Arc<crate::spend_guard::SpendGuard>,
 }
 
-impl FromRef<AppState> for Arc<crate::spend_guard::SpendGuard> {
+/// The engine's spend guard, for the routes not yet behind a use case.
+impl FromRef<AppState> for Arc<engram_engine::SpendGuard> {
     fn from_ref(state: &AppState) -> Self {
-        state.spend_guard.clone()
+        state.engine.spend_guard().clone()
     }
 }
 
-impl FromRef<AppState> for crate::metering::UsageMeter {
+/// The engine's meter, for the routes not yet behind a use case.
+impl FromRef<AppState> for engram_engine::UsageMeter {
     fn from_ref(state: &AppState) -> Self {
-        state.meter.clone()
+        state.engine.meter().clone()
     }
 }
 

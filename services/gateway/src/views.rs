@@ -7,8 +7,8 @@ use engram_core::limits::{
     MAX_METADATA_BYTES, MAX_QUERY_BYTES, MAX_REASON_CHARS, MAX_TOP_K,
 };
 use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
+use engram_engine::HistoryEntry;
 use engram_engine::{MemoryEdit, NewMemory, SearchFilters};
-use engram_storage::HistoryEntry;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -335,32 +335,6 @@ pub struct SearchBody {
     pub profile: Option<String>,
 }
 
-impl SearchBody {
-    /// Whether the request tunes the search itself (it is then never given to a profile).
-    pub fn sets_tuning(&self) -> bool {
-        self.retrieval.is_some()
-            || self.fusion.is_some()
-            || self.keyword_weight.is_some()
-            || self.recency_weight.is_some()
-            || self.diversify.is_some()
-            || self.min_score.is_some()
-    }
-
-    /// Take a profile's parameters where the request set none.
-    pub fn fill_from(&mut self, tuning: &engram_engine::profiles::SearchTuning) {
-        if self.retrieval.is_none() {
-            self.retrieval = tuning.retrieval.map(|mode| mode.as_str().to_string());
-        }
-        if self.fusion.is_none() {
-            self.fusion = tuning.fusion.map(|method| method.as_str().to_string());
-        }
-        self.keyword_weight = self.keyword_weight.or(tuning.keyword_weight.map(f64::from));
-        self.recency_weight = self.recency_weight.or(tuning.recency_weight.map(f64::from));
-        self.min_score = self.min_score.or(tuning.min_score.map(f64::from));
-        self.diversify = self.diversify.or(tuning.diversify);
-    }
-}
-
 fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
     if content.is_empty() {
         errors.push(FieldError::new(field, "must not be empty"));
@@ -584,6 +558,9 @@ impl EditMemoryBody {
 /// A validated search.
 pub struct ParsedSearch {
     pub request: engram_engine::SearchRequest,
+    /// What the request tuned itself: a retrieval profile fills in only the rest.
+    pub caller_tuning: engram_engine::profiles::SearchTuning,
+    pub profile: Option<String>,
     pub context_tokens: Option<u64>,
     pub explain: bool,
 }
@@ -699,7 +676,17 @@ impl SearchBody {
         if !errors.is_empty() {
             return Err(errors);
         }
+        let caller_tuning = engram_engine::profiles::SearchTuning {
+            retrieval: self.retrieval.is_some().then_some(retrieval),
+            fusion: self.fusion.is_some().then_some(fusion),
+            keyword_weight: self.keyword_weight.is_some().then_some(keyword_weight),
+            recency_weight: self.recency_weight.is_some().then_some(recency_weight),
+            diversify: self.diversify,
+            min_score: self.min_score.is_some().then_some(min_score as f32),
+        };
         Ok(ParsedSearch {
+            caller_tuning,
+            profile: self.profile,
             request: engram_engine::SearchRequest {
                 query: self.query,
                 subject,

@@ -19,10 +19,6 @@ const MAX_RANGE_DAYS: i64 = 366;
 /// Runs per evaluation set drawn.
 const RUNS_CHARTED: u64 = 60;
 
-fn may_see_recall_quality(role: ConsoleRole) -> bool {
-    role.can_read_usage() || role.can_read_memory_content()
-}
-
 fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError> {
     if text.trim().is_empty() {
         return Ok(None);
@@ -44,7 +40,11 @@ impl GatewayConsoleBackend {
         form: NewEvaluationSetForm,
     ) -> Result<(), ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, &form.project_id, may_see_recall_quality)
+            .authorized_project(
+                caller,
+                &form.project_id,
+                engram_core::Operation::CreateEvaluationSet,
+            )
             .await?;
         let name = form.name.trim().to_string();
         if name.is_empty() || name.chars().count() > 128 {
@@ -89,7 +89,7 @@ impl GatewayConsoleBackend {
         // text against expected memory ids, hit@k tells whether a text is stored. Roles that
         // may not read content see the figures of existing sets but write no cases.
         let role = ConsoleRole::from_stored(&account.role);
-        if !role.can_read_memory_content() {
+        if !engram_core::Permission::ReadMemories.granted_to_role(role) {
             return Err(ConsoleError::MissingPermission {
                 role: role.as_str().to_string(),
                 permission: "memory content (evaluation cases)".to_string(),
@@ -123,7 +123,11 @@ impl GatewayConsoleBackend {
         set_id: &str,
     ) -> Result<(), ConsoleError> {
         let (_, scope) = self
-            .authorized_project(caller, project_id, may_see_recall_quality)
+            .authorized_project(
+                caller,
+                project_id,
+                engram_core::Operation::StartEvaluationRun,
+            )
             .await?;
         let set_id: uuid::Uuid = set_id.parse().map_err(|_| ConsoleError::NotFound)?;
         let set = self
@@ -160,9 +164,10 @@ impl GatewayConsoleBackend {
         to: &str,
     ) -> Result<RecallDashboard, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, may_see_recall_quality)
+            .authorized_project(caller, project_id, engram_core::Operation::GetRecallMetrics)
             .await?;
-        let shows_content = ConsoleRole::from_stored(&account.role).can_read_memory_content();
+        let shows_content = engram_core::Permission::ReadMemories
+            .granted_to_role(ConsoleRole::from_stored(&account.role));
         let today = Utc::now().date_naive();
         let last_day = parse_day(to, "to")?.unwrap_or(today);
         let first_day = parse_day(from, "from")?.unwrap_or(last_day - Duration::days(6));
@@ -362,9 +367,14 @@ impl GatewayConsoleBackend {
         recall_id: &str,
     ) -> Result<RecallEventDetail, ConsoleError> {
         let (account, scope) = self
-            .authorized_project(caller, project_id, may_see_recall_quality)
+            .authorized_project(
+                caller,
+                project_id,
+                engram_core::Operation::InspectRecallEvent,
+            )
             .await?;
-        let shows_content = ConsoleRole::from_stored(&account.role).can_read_memory_content();
+        let shows_content = engram_core::Permission::ReadMemories
+            .granted_to_role(ConsoleRole::from_stored(&account.role));
         let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| ConsoleError::NotFound)?;
         let engine = self.engine()?;
         engine.recall_events().flush().await;

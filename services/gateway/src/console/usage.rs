@@ -22,9 +22,10 @@ impl GatewayConsoleBackend {
         days: u32,
     ) -> Result<UsageOverview, ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, ConsoleRole::can_read_usage)?;
+        require_role(&account, engram_core::Operation::GetUsage)?;
         let scope = self.project_scope(&account, project_id).await?;
-        let can_edit_limits = ConsoleRole::from_stored(&account.role).can_manage_spend_limits();
+        let can_edit_limits = engram_core::Permission::ManageSpendLimits
+            .granted_to_role(ConsoleRole::from_stored(&account.role));
         let limits = self.storage.spend_limits(&scope).await.map_err(internal)?;
         let now = Utc::now();
         let today = now.date_naive();
@@ -263,7 +264,7 @@ impl GatewayConsoleBackend {
         form: SpendLimitsForm,
     ) -> Result<(), ConsoleError> {
         let account = self.account_for(caller).await?;
-        require_role(&account, ConsoleRole::can_manage_spend_limits)?;
+        require_role(&account, engram_core::Operation::PutSpendLimits)?;
         let scope = self.project_scope(&account, &form.project_id).await?;
         let body = limits_body(&form)?;
         let limits = body.into_limits().map_err(|errors| {

@@ -5,9 +5,7 @@
 
 use crate::auth::{Authorized, MemoriesRead, MemoriesWrite, ProjectPrincipal};
 use crate::extract::JsonBody;
-use crate::metering::UsageMeter;
-use crate::problem::{ApiError, ProblemDocument, ProblemKind};
-use crate::spend_guard::SpendGuard;
+use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -19,6 +17,8 @@ use engram_core::limits::MAX_REASON_CHARS;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{FieldError, Memory, MemoryId};
 use engram_engine::MemoryEngine;
+use engram_engine::SpendGuard;
+use engram_engine::UsageMeter;
 use engram_storage::feedback::{FeedbackRecord, NewFeedback};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -127,8 +127,8 @@ fn parse_rating_and_text(
 }
 
 fn not_found(what: &str) -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
+    ApiError::not_found(
+        what,
         format!("no {what} with this id exists in this project"),
     )
 }

@@ -6,7 +6,6 @@ use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, Proje
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::routes::governance::TaskView;
-use crate::spend_guard::SpendGuard;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -22,6 +21,7 @@ use engram_core::files::{
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError, MemoryKind};
 use engram_engine::MemoryEngine;
+use engram_engine::SpendGuard;
 use engram_storage::files::{FileRecord, NewFile};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -277,10 +277,7 @@ fn too_large() -> ApiError {
 }
 
 fn file_not_found() -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
-        "no file with this id exists in this project",
-    )
+    ApiError::not_found("file", "no file with this id exists in this project")
 }
 
 /// The file of this project (and, for an end-user token, of that end-user).

@@ -4,7 +4,7 @@
 
 use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::JsonBody;
-use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use crate::views::{HistoryEntryView, MemoryView};
 use axum::extract::{Path, State};
@@ -509,12 +509,7 @@ pub async fn get_task(
     State(engine): State<Arc<MemoryEngine>>,
     Path(task_id): Path<String>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let not_found = || {
-        ApiError::new(
-            ProblemKind::NotFound,
-            "no task with this id exists in this project",
-        )
-    };
+    let not_found = || ApiError::not_found("task", "no task with this id exists in this project");
     let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
     let task = engine
         .storage()

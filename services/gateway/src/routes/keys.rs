@@ -172,10 +172,7 @@ fn parse_key_id(text: &str) -> Result<ApiKeyId, ApiError> {
 }
 
 fn key_not_found() -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
-        "no API key with this id in the project",
-    )
+    ApiError::not_found("api key", "no API key with this id in the project")
 }
 
 fn key_error(error: StorageError) -> ApiError {

@@ -78,8 +78,8 @@ fn storage_error(error: StorageError) -> ApiError {
 }
 
 fn not_found(what: &str) -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
+    ApiError::not_found(
+        what,
         format!("no {what} with this id exists in this project"),
     )
 }

@@ -128,8 +128,8 @@ fn parse_path(
 }
 
 fn not_found() -> ApiError {
-    ApiError::new(
-        ProblemKind::NotFound,
+    ApiError::not_found(
+        "session state",
         "no value with this key exists in this session",
     )
 }

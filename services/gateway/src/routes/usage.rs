@@ -5,7 +5,6 @@
 use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::{JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
-use crate::spend_guard::SpendGuard;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -19,6 +18,7 @@ use engram_core::usage::{
     BillingMonth, MonthlyBudget, RecallBudget, SpendLimits, UsageUnit, forecast_month_cost,
 };
 use engram_engine::MemoryEngine;
+use engram_engine::SpendGuard;
 use engram_storage::usage::UsageGranularity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -55,7 +55,7 @@ pub struct UsageRowView {
     pub period_start: DateTime<Utc>,
     /// `memories_written | searches`
     pub unit: String,
-    /// `key:<id>` or `end_user`.
+    /// `key:<id>`, `end_user`, or `console:<account id>` for a console member.
     pub credential: String,
     pub quantity: i64,
 }

@@ -7,15 +7,14 @@
 //! usage (its unflushed meter) is seen one flush later. What storage holds is read again
 //! only after this gateway's meter flushed (or a second passed), not on every request.
 
+use crate::EngineError;
 use crate::metering::UsageMeter;
-use crate::problem::{ApiError, LimitProblem, ProblemKind};
 use chrono::Utc;
 use engram_core::usage::{
     BillingMonth, LimitReached, PlannedSpend, SpendLimits, UsageUnit, check_monthly_limits,
     thresholds_reached,
 };
 use engram_core::{ProjectId, ProjectScope};
-use engram_engine::EngineError;
 use engram_storage::Storage;
 use engram_storage::usage::{BudgetAlert, price_in_effect};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -70,10 +69,6 @@ impl std::fmt::Debug for SpendGuard {
     }
 }
 
-fn storage_problem(error: engram_storage::StorageError) -> ApiError {
-    ApiError::from(EngineError::from(error))
-}
-
 impl SpendGuard {
     pub fn new(storage: Storage, meter: UsageMeter) -> Arc<Self> {
         Arc::new(Self {
@@ -87,7 +82,7 @@ impl SpendGuard {
     }
 
     /// The project's limits, from the cache when fresh.
-    pub async fn limits(&self, scope: &ProjectScope) -> Result<Arc<SpendLimits>, ApiError> {
+    pub async fn limits(&self, scope: &ProjectScope) -> Result<Arc<SpendLimits>, EngineError> {
         let project_id = scope.project_id();
         if let Ok(cache) = self.limits.lock()
             && let Some((read_at, limits)) = cache.get(&project_id)
@@ -95,12 +90,7 @@ impl SpendGuard {
         {
             return Ok(limits.clone());
         }
-        let limits = Arc::new(
-            self.storage
-                .spend_limits(scope)
-                .await
-                .map_err(storage_problem)?,
-        );
+        let limits = Arc::new(self.storage.spend_limits(scope).await?);
         if let Ok(mut cache) = self.limits.lock() {
             cache.insert(project_id, (Instant::now(), limits.clone()));
         }
@@ -115,12 +105,12 @@ impl SpendGuard {
     }
 
     /// Let a request that plans to spend `planned` through, or refuse it with the limit it
-    /// ran into. Returns the limits, so the handler can apply the recall budget.
+    /// ran into. Returns the limits, so the use case can apply the recall budget.
     pub async fn admit(
         &self,
         scope: &ProjectScope,
         planned: &[PlannedSpend],
-    ) -> Result<Arc<SpendLimits>, ApiError> {
+    ) -> Result<Arc<SpendLimits>, EngineError> {
         let limits = self.limits(scope).await?;
         if let Some(per_minute) = limits.requests_per_minute {
             self.check_rate(scope.project_id(), per_minute)?;
@@ -146,7 +136,7 @@ impl SpendGuard {
             let currency = (reached.limit == "monthly_budget")
                 .then(|| limits.monthly_budget.as_ref().map(|b| b.currency.clone()))
                 .flatten();
-            limit_problem(reached, currency)
+            limit_reached(reached, currency)
         })?;
         Ok(limits)
     }
@@ -157,7 +147,7 @@ impl SpendGuard {
         scope: &ProjectScope,
         limits: &SpendLimits,
         month: BillingMonth,
-    ) -> Result<MonthToDate, ApiError> {
+    ) -> Result<MonthToDate, EngineError> {
         // A flush between reading storage and reading the meter could hide units from both;
         // the flush counter shows it happened, and the two are read again.
         let mut attempts = 0;
@@ -202,7 +192,7 @@ impl SpendGuard {
         &self,
         scope: &ProjectScope,
         month: BillingMonth,
-    ) -> Result<Arc<WrittenMonth>, ApiError> {
+    ) -> Result<Arc<WrittenMonth>, EngineError> {
         let project_id = scope.project_id();
         let flushes_before_read = self.meter.flushes();
         if let Ok(cache) = self.written.lock()
@@ -216,8 +206,7 @@ impl SpendGuard {
         let (costs, price_book) = self
             .storage
             .costs_with_price_book(scope, month.starts_at(), month.resets_at())
-            .await
-            .map_err(storage_problem)?;
+            .await?;
         let mut used: BTreeMap<UsageUnit, i64> = BTreeMap::new();
         let mut spent_micros: BTreeMap<String, i64> = BTreeMap::new();
         for row in &costs {
@@ -240,10 +229,10 @@ impl SpendGuard {
         Ok(written)
     }
 
-    fn check_rate(&self, project_id: ProjectId, per_minute: u32) -> Result<(), ApiError> {
+    fn check_rate(&self, project_id: ProjectId, per_minute: u32) -> Result<(), EngineError> {
         use governor::clock::{Clock, DefaultClock};
         let Some(quota_per_minute) = NonZeroU32::new(per_minute) else {
-            return Err(limit_problem(
+            return Err(limit_reached(
                 LimitReached {
                     limit: "requests_per_minute".to_string(),
                     maximum: 0,
@@ -278,7 +267,7 @@ impl SpendGuard {
         };
         limiter.check().map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
-            limit_problem(
+            limit_reached(
                 LimitReached {
                     limit: "requests_per_minute".to_string(),
                     maximum: i64::from(per_minute),
@@ -342,48 +331,12 @@ impl SpendGuard {
     }
 }
 
-/// The problem for a reached limit: 402 for the budget, 429 otherwise, with Retry-After.
-fn limit_problem(reached: LimitReached, currency: Option<String>) -> ApiError {
-    let (kind, detail) = match reached.limit.as_str() {
-        "monthly_budget" => (
-            ProblemKind::BudgetExceeded,
-            format!(
-                "the project's monthly budget of {} is spent ({} so far); it resets at {}",
-                format_micros(reached.maximum, currency.as_deref()),
-                format_micros(reached.used, currency.as_deref()),
-                reached.resets_at.to_rfc3339()
-            ),
-        ),
-        "requests_per_minute" => (
-            ProblemKind::RateLimited,
-            format!(
-                "the project allows {} requests per minute; retry after {}",
-                reached.maximum,
-                reached.resets_at.to_rfc3339()
-            ),
-        ),
-        quota => (
-            ProblemKind::QuotaExceeded,
-            format!(
-                "{quota}: {} of {} used this month; it resets at {}",
-                reached.used,
-                reached.maximum,
-                reached.resets_at.to_rfc3339()
-            ),
-        ),
-    };
-    let wait_seconds = (reached.resets_at - Utc::now()).num_seconds().max(1);
-    let mut problem = ApiError::new(kind, detail);
-    problem.retry_after_seconds = u64::try_from(wait_seconds).ok();
-    problem.limit = Some(Box::new(LimitProblem {
-        name: reached.limit,
-        maximum: reached.maximum,
-        used: reached.used,
+/// The refusal for a reached limit (a 402 for the budget, a 429 otherwise at the HTTP door).
+fn limit_reached(reached: LimitReached, currency: Option<String>) -> EngineError {
+    EngineError::LimitReached {
+        reached: Box::new(reached),
         currency,
-        period: reached.period.to_string(),
-        resets_at: reached.resets_at,
-    }));
-    problem
+    }
 }
 
 /// `12.50 USD` from micros.

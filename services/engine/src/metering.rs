@@ -30,6 +30,8 @@ struct PendingUsage {
     /// Counts successful flushes: what storage holds changes only when this does (for this
     /// gateway's usage), so readers can cache what they read from storage until then.
     flushes: AtomicU64,
+    /// Set by [`UsageMeter::finish`]: the flusher writes what is left and ends.
+    finishing: std::sync::atomic::AtomicBool,
 }
 
 /// Cheap to clone; every clone feeds the same flusher. A meter without a flusher (tests that
@@ -103,6 +105,15 @@ impl UsageMeter {
         }
     }
 
+    /// Write what is left and end the flusher (at shutdown, once no request is in flight:
+    /// the engine holds a clone, so the flusher cannot wait for every clone to be dropped).
+    pub async fn finish(&self) {
+        self.pending.finishing.store(true, Ordering::Release);
+        if let Some(wake_flusher) = &self.wake_flusher {
+            let _ = wake_flusher.send(()).await;
+        }
+    }
+
     /// How many flushes have been written so far.
     pub fn flushes(&self) -> u64 {
         self.pending.flushes.load(Ordering::Acquire)
@@ -140,7 +151,7 @@ async fn run_flusher(
             _ = ticker.tick() => false,
         };
         flush(&storage, &pending).await;
-        if closed {
+        if closed || pending.finishing.load(Ordering::Acquire) {
             let left = pending.increments.lock().map(|map| map.len()).unwrap_or(0);
             if left > 0 {
                 tracing::error!(records = left, "usage could not be written at shutdown");

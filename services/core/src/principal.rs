@@ -1,0 +1,198 @@
+//! The authenticated caller of a use case: the project scope its credential proved, what it
+//! may do, the end-user a token confines it to, and who it is for history and audit.
+//! Only authentication builds one; every engine use case takes one.
+
+use crate::access::ApiScopes;
+use crate::audit::{Actor, ActorKind};
+use crate::ids::ApiKeyId;
+use crate::permissions::{Operation, PermissionDenied, PrincipalKind, authorize};
+use crate::scope::ProjectScope;
+use crate::validation::ExternalId;
+
+/// What authenticated the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credential {
+    ApiKey {
+        key_id: ApiKeyId,
+        /// The first key of its roll line: the same before and after a roll.
+        lineage_id: ApiKeyId,
+    },
+    /// An end-user token: every call is confined to this end-user's data.
+    EndUserToken { user_id: ExternalId },
+    /// A console member's session.
+    ConsoleAccount { account_id: String },
+    /// The operator at the command line.
+    Operator,
+}
+
+/// An authenticated caller inside one project.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    scope: ProjectScope,
+    kind: PrincipalKind,
+    credential: Credential,
+    actor: Actor,
+}
+
+/// A `user_id` named by an end-user token's request that is not the token's end-user.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{field}`: this end-user token is confined to user_id {end_user:?}")]
+pub struct OutsideEndUser {
+    pub field: String,
+    pub end_user: String,
+}
+
+impl Principal {
+    /// A project API key that authentication just verified, with its scopes.
+    pub fn api_key(
+        scope: ProjectScope,
+        key_id: ApiKeyId,
+        lineage_id: ApiKeyId,
+        scopes: ApiScopes,
+        origin: Actor,
+    ) -> Self {
+        Self {
+            scope,
+            kind: PrincipalKind::ApiKey(scopes),
+            credential: Credential::ApiKey { key_id, lineage_id },
+            actor: Actor {
+                kind: ActorKind::ApiKey,
+                id: key_id.to_string(),
+                ..origin
+            },
+        }
+    }
+
+    /// An end-user token that authentication just verified.
+    pub fn end_user_token(
+        scope: ProjectScope,
+        user_id: ExternalId,
+        scopes: ApiScopes,
+        origin: Actor,
+    ) -> Self {
+        Self {
+            scope,
+            kind: PrincipalKind::EndUserToken(scopes),
+            actor: Actor {
+                kind: ActorKind::EndUser,
+                id: user_id.as_str().to_string(),
+                ..origin
+            },
+            credential: Credential::EndUserToken { user_id },
+        }
+    }
+
+    /// A console member whose session was just verified, in a project of their organization.
+    pub fn console_member(
+        scope: ProjectScope,
+        role: crate::access::ConsoleRole,
+        account_id: String,
+        origin: Actor,
+    ) -> Self {
+        Self {
+            scope,
+            kind: PrincipalKind::ConsoleMember(role),
+            actor: Actor {
+                kind: ActorKind::ConsoleAccount,
+                id: account_id.clone(),
+                ..origin
+            },
+            credential: Credential::ConsoleAccount { account_id },
+        }
+    }
+
+    pub fn scope(&self) -> &ProjectScope {
+        &self.scope
+    }
+
+    pub fn kind(&self) -> &PrincipalKind {
+        &self.kind
+    }
+
+    pub fn credential(&self) -> &Credential {
+        &self.credential
+    }
+
+    /// Who is recorded in memory history and the audit log for changes made by this caller.
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// `Ok` when the permission table lets this caller perform `operation`.
+    pub fn authorize(&self, operation: Operation) -> Result<(), PermissionDenied> {
+        authorize(&self.kind, operation)
+    }
+
+    /// Whether the caller holds what `operation` needs (for optional parts of an answer).
+    pub fn may(&self, operation: Operation) -> bool {
+        self.authorize(operation).is_ok()
+    }
+
+    /// The end-user an end-user token confines this caller to; `None` otherwise.
+    pub fn end_user(&self) -> Option<&ExternalId> {
+        match &self.credential {
+            Credential::EndUserToken { user_id } => Some(user_id),
+            _ => None,
+        }
+    }
+
+    /// Who usage is billed to: `key:<id>` for an API key, `end_user` for end-user tokens
+    /// (which the project's keys mint), `console:<account>` for a console member.
+    pub fn usage_credential(&self) -> String {
+        match &self.credential {
+            Credential::ApiKey { key_id, .. } => format!("key:{key_id}"),
+            Credential::EndUserToken { .. } => "end_user".to_string(),
+            Credential::ConsoleAccount { account_id } => format!("console:{account_id}"),
+            Credential::Operator => "operator".to_string(),
+        }
+    }
+
+    /// The stored form of a client's `Idempotency-Key`: namespaced by the credential (a key's
+    /// roll line, so a retry after a roll still replays) or by the end-user of a token, so one
+    /// caller can never replay — and so read — another's answer. The `client:` prefix keeps
+    /// client keys apart from the engine's own (`derive:…`, `file-ingest:…`); the user id's
+    /// length keeps ids that contain `:` unambiguous.
+    pub fn idempotency_key(&self, client_key: &str) -> String {
+        match &self.credential {
+            Credential::ApiKey { lineage_id, .. } => {
+                format!("client:key:{lineage_id}:{client_key}")
+            }
+            Credential::EndUserToken { user_id } => {
+                let user_id = user_id.as_str();
+                format!("client:user:{}:{user_id}:{client_key}", user_id.len())
+            }
+            Credential::ConsoleAccount { account_id } => {
+                format!("client:console:{account_id}:{client_key}")
+            }
+            Credential::Operator => format!("client:operator:{client_key}"),
+        }
+    }
+
+    /// Whether data belonging to `owner` (its `user_id`) exists for this caller: always, but
+    /// for an end-user token only its own end-user's data does.
+    pub fn sees_owner(&self, owner: Option<&ExternalId>) -> bool {
+        match self.end_user() {
+            Some(end_user) => owner == Some(end_user),
+            None => true,
+        }
+    }
+
+    /// For an end-user token: a `user_id` filter or field must name that end-user, and an
+    /// absent one becomes it. Other callers' choices pass unchanged.
+    pub fn end_user_subject(
+        &self,
+        requested: Option<ExternalId>,
+        field: &str,
+    ) -> Result<Option<ExternalId>, OutsideEndUser> {
+        let Some(end_user) = self.end_user() else {
+            return Ok(requested);
+        };
+        match requested {
+            Some(requested) if &requested != end_user => Err(OutsideEndUser {
+                field: field.to_string(),
+                end_user: end_user.as_str().to_string(),
+            }),
+            _ => Ok(Some(end_user.clone())),
+        }
+    }
+}

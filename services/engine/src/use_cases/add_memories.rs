@@ -1,0 +1,118 @@
+//! Add 1–100 memories: each end-user token writes only its own end-user's memories, an
+//! expiry already past needs what deleting needs, the spend is admitted before anything is
+//! embedded, and only what was stored is metered (a replay stored nothing).
+
+use crate::{AddOutcome, EngineError, MemoryEngine};
+use chrono::Utc;
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{FieldError, InvalidInput, Memory, NewMemory, Operation, Principal};
+use engram_storage::IdempotencyClaim;
+
+/// A client's `Idempotency-Key` and the fingerprint of the request it came with.
+#[derive(Clone, Debug)]
+pub struct ClientIdempotencyKey {
+    pub key: String,
+    pub request_fingerprint: String,
+}
+
+pub struct AddMemoriesRequest {
+    pub memories: Vec<NewMemory>,
+    /// One vector per memory, in order, for a project that sends its own.
+    pub client_vectors: Option<Vec<Vec<f32>>>,
+    pub idempotency: Option<ClientIdempotencyKey>,
+    /// Wait until the memories are searchable before answering.
+    pub wait_for_index: bool,
+}
+
+impl MemoryEngine {
+    /// `render_response` produces the answer stored for an idempotent replay.
+    pub async fn add_memories_for(
+        &self,
+        principal: &Principal,
+        request: AddMemoriesRequest,
+        render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
+    ) -> Result<AddOutcome, EngineError> {
+        principal.authorize(Operation::AddMemories)?;
+        let mut memories = request.memories;
+        // An expiry already past asks for the memory to be deleted at the next sweep: a
+        // deletion, so it needs what deleting needs. (Deletes by project policy — retention —
+        // are the policy setter's, not the writer's.)
+        if !principal.may(Operation::DeleteMemory) {
+            let now = Utc::now();
+            let errors: Vec<FieldError> = memories
+                .iter()
+                .enumerate()
+                .filter(|(_, memory)| memory.expires_at.is_some_and(|expires_at| expires_at <= now))
+                .map(|(position, _)| {
+                    FieldError::new(
+                        format!("memories[{position}].expires_at"),
+                        "is in the past, which would delete the memory: that needs the `memories:delete` scope",
+                    )
+                })
+                .collect();
+            if !errors.is_empty() {
+                return Err(InvalidInput(errors).into());
+            }
+        }
+        for (position, memory) in memories.iter_mut().enumerate() {
+            memory.user_id = principal.end_user_subject(
+                memory.user_id.take(),
+                &format!("memories[{position}].user_id"),
+            )?;
+        }
+        self.spend_guard
+            .admit(
+                principal.scope(),
+                &[
+                    PlannedSpend {
+                        unit: UsageUnit::MemoriesWritten,
+                        quantity: memories.len() as u64,
+                    },
+                    // At least one token is embedded: refused once the token quota is used up.
+                    PlannedSpend {
+                        unit: UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
+        let claim = request.idempotency.map(|client| IdempotencyClaim {
+            key: principal.idempotency_key(&client.key),
+            request_fingerprint: client.request_fingerprint,
+        });
+        let outcome = self
+            .add_memories_with_vectors(
+                principal.scope(),
+                memories,
+                request.client_vectors,
+                principal.actor(),
+                claim,
+                request.wait_for_index,
+                render_response,
+            )
+            .await?;
+        if let AddOutcome::Stored {
+            memories,
+            tokens_embedded,
+            ..
+        } = &outcome
+        {
+            let credential = principal.usage_credential();
+            self.meter.record(
+                principal.scope(),
+                &credential,
+                UsageUnit::MemoriesWritten,
+                memories.len() as u64,
+            );
+            // What the project's model embedded (after PII masking); nothing for client
+            // vectors.
+            self.meter.record(
+                principal.scope(),
+                &credential,
+                UsageUnit::TokensEmbedded,
+                *tokens_embedded,
+            );
+        }
+        Ok(outcome)
+    }
+}

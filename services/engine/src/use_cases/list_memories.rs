@@ -1,0 +1,31 @@
+//! List memories newest first, one page at a time.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::{Operation, Principal};
+use engram_storage::{MemoryListFilter, MemoryPage};
+
+/// A parsed list request; `filter.subject.user_id` is the caller's choice, which an
+/// end-user token may only narrow to its own end-user.
+#[derive(Clone, Debug)]
+pub struct ListMemoriesRequest {
+    pub filter: MemoryListFilter,
+    /// Where the `user_id` filter came from in the caller's request, for a refusal.
+    pub user_id_field: &'static str,
+}
+
+impl MemoryEngine {
+    pub async fn list_memories_for(
+        &self,
+        principal: &Principal,
+        request: ListMemoriesRequest,
+    ) -> Result<MemoryPage, EngineError> {
+        principal.authorize(Operation::ListMemories)?;
+        let mut filter = request.filter;
+        filter.subject.user_id =
+            principal.end_user_subject(filter.subject.user_id.take(), request.user_id_field)?;
+        Ok(self
+            .storage
+            .list_memories(principal.scope(), &filter)
+            .await?)
+    }
+}

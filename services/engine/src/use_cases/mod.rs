@@ -1,0 +1,42 @@
+//! The use cases every front door calls: each takes an authenticated [`Principal`] and a
+//! parsed request, checks the permission table, confines an end-user token to its end-user,
+//! admits the spend, does the work, meters it and returns a domain result.
+//!
+//! Adapters (HTTP routes, console server functions, later Mem0 and MCP) parse their own
+//! wire format into these requests and render the results; they decide nothing else.
+
+mod add_memories;
+mod delete_memory;
+mod edit_memory;
+mod get_memory;
+mod list_memories;
+mod memory_history;
+mod search_memories;
+
+pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
+pub use delete_memory::DeleteMemoryRequest;
+pub use edit_memory::EditMemoryRequest;
+pub use list_memories::ListMemoriesRequest;
+pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::{Memory, MemoryId, Principal};
+
+impl MemoryEngine {
+    /// The memory, if it exists for this caller: another project's memory, or for an
+    /// end-user token another end-user's, is not found.
+    pub(crate) async fn visible_memory(
+        &self,
+        principal: &Principal,
+        memory_id: MemoryId,
+    ) -> Result<Memory, EngineError> {
+        let memory = self
+            .storage
+            .get_memory(principal.scope(), memory_id)
+            .await?;
+        if !principal.sees_owner(memory.user_id.as_ref()) {
+            return Err(EngineError::NotFound);
+        }
+        Ok(memory)
+    }
+}

@@ -1,0 +1,294 @@
+//! Search: the retrieval profile (named, or drawn by traffic share for a search that tunes
+//! nothing itself), the spend check, the project's recall budget, context packing, metering
+//! and the recall event — the same for every door.
+
+use crate::profiles::{DEFAULT_PROFILE, SearchTuning, profile_for_draw};
+use crate::{EngineError, MemoryEngine, PackedContext, SearchOutcome, SearchRequest, pack_context};
+use engram_core::recall::RecallEventCapture;
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{Operation, Principal};
+use engram_storage::recall_quality::NewRecallEvent;
+
+pub struct SearchMemoriesRequest {
+    /// The request with the caller's own tuning (or the defaults where it set none).
+    pub request: SearchRequest,
+    /// The tuning the caller set explicitly: a profile fills in only what is unset here.
+    pub caller_tuning: SearchTuning,
+    /// The retrieval profile the caller named, if any.
+    pub profile: Option<String>,
+    /// Pack the returned memories into a prompt-ready text of at most this many tokens.
+    pub context_tokens: Option<u64>,
+    /// The W3C trace id the caller sent, kept with the recall event.
+    pub trace_id: Option<String>,
+}
+
+/// How the project's recall budget shortened the answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecallBudgetCut {
+    pub max_results: Option<u32>,
+    pub max_tokens: Option<u32>,
+    /// Results found but left out.
+    pub omitted: u32,
+}
+
+pub struct SearchAnswer {
+    /// `results` holds what is returned, in ranked order, after the recall budget.
+    pub outcome: SearchOutcome,
+    pub recall_budget: Option<RecallBudgetCut>,
+    pub context: Option<PackedContext>,
+    /// The profile the search ran with (`default` for none).
+    pub profile: String,
+}
+
+impl SearchTuning {
+    fn is_empty(&self) -> bool {
+        *self == SearchTuning::default()
+    }
+
+    /// Apply this profile's parameters to `request` wherever the caller set none.
+    fn fill_unset(&self, request: &mut SearchRequest, caller: &SearchTuning) {
+        if caller.retrieval.is_none()
+            && let Some(retrieval) = self.retrieval
+        {
+            request.retrieval = retrieval;
+        }
+        if caller.fusion.is_none()
+            && let Some(fusion) = self.fusion
+        {
+            request.fusion = fusion;
+        }
+        if caller.keyword_weight.is_none()
+            && let Some(weight) = self.keyword_weight
+        {
+            request.keyword_weight = weight;
+        }
+        if caller.recency_weight.is_none()
+            && let Some(weight) = self.recency_weight
+        {
+            request.recency_weight = weight;
+        }
+        if caller.min_score.is_none()
+            && let Some(min_score) = self.min_score
+        {
+            request.min_score = min_score;
+        }
+        if caller.diversify.is_none()
+            && let Some(diversify) = self.diversify
+        {
+            request.diversify = diversify;
+        }
+    }
+}
+
+impl MemoryEngine {
+    pub async fn search_memories_for(
+        &self,
+        principal: &Principal,
+        search: SearchMemoriesRequest,
+    ) -> Result<SearchAnswer, EngineError> {
+        principal.authorize(Operation::SearchMemories)?;
+        let scope = principal.scope();
+        let mut request = search.request;
+        let recall_settings = self.recall_events.settings_of(scope).await;
+        let profile = match search.profile {
+            Some(name) => {
+                let tuning = self.profile_tuning(scope, &name).await?;
+                tuning.fill_unset(&mut request, &search.caller_tuning);
+                name
+            }
+            None if search.caller_tuning.is_empty() => {
+                let shares: Vec<(String, f64)> = recall_settings
+                    .traffic
+                    .iter()
+                    .map(|(name, _, share)| (name.clone(), *share))
+                    .collect();
+                let draw: f64 = rand::random();
+                match profile_for_draw(&shares, draw).and_then(|name| {
+                    recall_settings
+                        .traffic
+                        .iter()
+                        .find(|(candidate, ..)| candidate == name)
+                }) {
+                    Some((name, tuning, _)) => {
+                        tuning.fill_unset(&mut request, &search.caller_tuning);
+                        name.clone()
+                    }
+                    None => DEFAULT_PROFILE.to_string(),
+                }
+            }
+            None => DEFAULT_PROFILE.to_string(),
+        };
+        request.subject.user_id =
+            principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
+        let limits = self
+            .spend_guard
+            .admit(
+                scope,
+                &[
+                    PlannedSpend {
+                        unit: UsageUnit::Searches,
+                        quantity: 1,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
+        let recall = limits.recall.clone();
+        let requested = request.top_k;
+        if let Some(max_results) = recall.max_results {
+            request.top_k = request.top_k.min(max_results.max(1) as usize);
+        }
+        let recorded_request = (recall_settings.capture != RecallEventCapture::Off)
+            .then(|| RecordedSearch::of(&request));
+        let mut outcome = self.search(scope, request).await?;
+        let credential = principal.usage_credential();
+        self.meter
+            .record(scope, &credential, UsageUnit::Searches, 1);
+        self.meter.record(
+            scope,
+            &credential,
+            UsageUnit::TokensEmbedded,
+            outcome.tokens_embedded,
+        );
+        let found = outcome.results.len();
+        let mut returned = found;
+        if let Some(max_tokens) = recall.max_tokens {
+            let mut tokens_returned: u64 = 0;
+            // Ranked order is kept: a memory that does not fit ends the list.
+            returned = outcome
+                .results
+                .iter()
+                .take_while(|hit| {
+                    let tokens = self.embedder.count_tokens(&hit.memory.content);
+                    let fits = tokens_returned + tokens <= u64::from(max_tokens);
+                    if fits {
+                        tokens_returned += tokens;
+                    }
+                    fits
+                })
+                .count();
+        }
+        outcome.results.truncate(returned);
+        let cut_by_count = recall.max_results.is_some_and(|max_results| {
+            (max_results as usize) < requested && found >= max_results as usize
+        });
+        let omitted = found - returned;
+        let recall_budget = (cut_by_count || omitted > 0).then_some(RecallBudgetCut {
+            max_results: recall.max_results,
+            max_tokens: recall.max_tokens,
+            omitted: omitted as u32,
+        });
+        // The context holds what the answer returns: the recall budget applies to it too.
+        let context = search.context_tokens.map(|token_budget| {
+            pack_context(&outcome.always, &outcome.results, token_budget, |text| {
+                self.embedder.count_tokens(text)
+            })
+        });
+        if let Some(recorded) = recorded_request {
+            let event = recorded.into_event(
+                &outcome,
+                recall_settings.capture,
+                profile.clone(),
+                search.trace_id,
+                credential,
+            );
+            self.recall_events.record(scope, event);
+        }
+        Ok(SearchAnswer {
+            outcome,
+            recall_budget,
+            context,
+            profile,
+        })
+    }
+}
+
+/// What a recall event keeps of the request, taken before the search consumes it.
+struct RecordedSearch {
+    query: String,
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    session_id: Option<String>,
+    retrieval: &'static str,
+    filters: serde_json::Value,
+}
+
+impl RecordedSearch {
+    fn of(request: &SearchRequest) -> Self {
+        let text = |id: &Option<engram_core::ExternalId>| id.as_ref().map(ToString::to_string);
+        Self {
+            query: request.query.clone(),
+            user_id: text(&request.subject.user_id),
+            agent_id: text(&request.subject.agent_id),
+            session_id: text(&request.subject.session_id),
+            retrieval: request.retrieval.as_str(),
+            filters: serde_json::json!({
+                "kinds": request.kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>(),
+                "metadata": request.filters.metadata_equals,
+                "categories": request.filters.categories_any,
+                "created_after": request.filters.created_after,
+                "created_before": request.filters.created_before,
+                "session_only": request.session_only,
+                "as_of": request.as_of,
+                "top_k": request.top_k,
+                "min_score": request.min_score,
+                "fusion": request.fusion.as_str(),
+                "keyword_weight": request.keyword_weight,
+                "recency_weight": request.recency_weight,
+                "diversify": request.diversify,
+            }),
+        }
+    }
+
+    /// The event for what was returned (`outcome.results` after the recall budget).
+    fn into_event(
+        self,
+        outcome: &SearchOutcome,
+        capture: RecallEventCapture,
+        profile: String,
+        trace_id: Option<String>,
+        credential: String,
+    ) -> NewRecallEvent {
+        let results: Vec<serde_json::Value> = outcome
+            .results
+            .iter()
+            .enumerate()
+            .map(|(position, hit)| {
+                serde_json::json!({
+                    "memory_id": hit.memory.id.to_string(),
+                    "rank": position + 1,
+                    "score": hit.score,
+                })
+            })
+            .collect();
+        let timings = &outcome.timings;
+        NewRecallEvent {
+            id: outcome.recall_id,
+            created_at: chrono::Utc::now(),
+            user_id: self.user_id,
+            agent_id: self.agent_id,
+            session_id: self.session_id,
+            query_text: (capture == RecallEventCapture::Full).then_some(self.query),
+            profile,
+            retrieval: self.retrieval.to_string(),
+            filters: self.filters,
+            result_count: results.len() as u32,
+            top_score: outcome.results.first().map(|hit| f64::from(hit.score)),
+            results: serde_json::Value::Array(results),
+            total_micros: timings.total_micros,
+            timings: serde_json::json!({
+                "embed_micros": timings.embed_micros,
+                "dense_micros": timings.dense_micros,
+                "keyword_micros": timings.keyword_micros,
+                "hydrate_micros": timings.hydrate_micros,
+                "rank_micros": timings.rank_micros,
+                "total_micros": timings.total_micros,
+            }),
+            trace_id,
+            credential,
+        }
+    }
+}
