@@ -2,7 +2,7 @@
 //! supersede by key, edit with If-Match and history, delete, idempotent retries.
 
 use engram_tests::{ApiClient, ApiResponse, TestServer};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn added_memories_are_readable_listable_and_searchable_at_once() {
@@ -369,4 +369,51 @@ async fn wait_false_answers_202_and_the_memory_becomes_searchable() {
         }
     })
     .await;
+}
+
+/// A 404 says what kind of thing is missing in `code`, and says the same for another
+/// project's memory as for one that never existed: nothing learned about the other tenant.
+#[tokio::test]
+async fn a_missing_thing_is_named_by_its_code_and_a_foreign_one_looks_the_same() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let (_, other_key) = server.create_project("other").unwrap();
+    let other = server.client_with_key(&other_key);
+    let added = other
+        .add(json!([{"content": "Only the other project knows this."}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let foreign_id = added.body["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let never_existed = uuid::Uuid::now_v7().to_string();
+    let mut bodies = Vec::new();
+    for memory_id in [&foreign_id, &never_existed] {
+        let response = client.get(memory_id).await;
+        response.assert_problem(404, "not-found");
+        assert_eq!(
+            response.body["code"], "memory-not-found",
+            "{}",
+            response.body
+        );
+        let mut body = response.body.clone();
+        body["request_id"] = Value::Null;
+        bodies.push(body);
+    }
+    assert_eq!(
+        bodies[0], bodies[1],
+        "a foreign memory answers like a missing one"
+    );
+    let get = |path: String| client.send(client.request(reqwest::Method::GET, &path));
+    let response = get(format!("/v1/files/{never_existed}")).await;
+    response.assert_problem(404, "not-found");
+    assert_eq!(response.body["code"], "file-not-found", "{}", response.body);
+    let response = get("/v1/no-such-route".to_string()).await;
+    response.assert_problem(404, "not-found");
+    assert_eq!(
+        response.body["code"], "route-not-found",
+        "{}",
+        response.body
+    );
 }

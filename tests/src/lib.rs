@@ -366,6 +366,13 @@ impl ApiResponse {
             self.body
         );
         assert_eq!(self.body["status"], status, "body: {}", self.body);
+        // `code` narrows `type` (`memory-not-found` for `not-found`) and never carries an id.
+        let code = self.body["code"].as_str().unwrap_or("");
+        assert!(
+            code.ends_with(slug) && !code.chars().any(|character| character.is_ascii_digit()),
+            "code {code:?} does not narrow {slug:?}: {}",
+            self.body
+        );
         assert!(
             self.body["title"]
                 .as_str()
