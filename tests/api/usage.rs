@@ -542,7 +542,8 @@ async fn stored_memories_are_sampled_as_memory_days() {
 
 /// The console is one more door over the same use cases: a search by meaning in the
 /// console is billed like an API search (under the member's credential), and it is
-/// refused once the project's search quota is used up.
+/// refused once the project's search quota is used up; the recall budget, which bounds
+/// what agents are handed, does not shorten a console member's lookup.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_searches_are_metered_and_limited_like_api_searches() {
     let server = TestServer::spawn().await.unwrap();
@@ -586,10 +587,20 @@ async fn console_searches_are_metered_and_limited_like_api_searches() {
             response.text().await.unwrap_or_default(),
         )
     };
+    let added = client
+        .add(json!([{"content": "The patient's blood type was once recorded as O positive."}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    // A recall budget of one result shortens what agents get, not a compliance lookup.
+    let response = put_limits(&client, json!({"recall": {"max_results": 1}})).await;
+    assert_eq!(response.status, 200, "{}", response.body);
     let (status, body) = search_in_console().await;
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains("AB negative"), "{body}");
-    let totals = totals_reach(&client, json!({"searches": 1, "memories_written": 1})).await;
+    assert!(
+        body.contains("AB negative") && body.contains("O positive"),
+        "the console shows every match: {body}"
+    );
+    let totals = totals_reach(&client, json!({"searches": 1, "memories_written": 2})).await;
     let rows = totals["usage"].to_string();
     assert!(
         rows.contains("console:"),

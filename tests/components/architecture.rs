@@ -121,8 +121,13 @@ fn every_engine_use_case_checks_the_permission_table() {
                 continue;
             }
             use_cases += 1;
+            let body = function
+                .split_once(" {\n")
+                .map(|(_, body)| body)
+                .unwrap_or("");
             assert!(
-                function.contains("principal.authorize(Operation::"),
+                body.trim_start()
+                    .starts_with("principal.authorize(Operation::"),
                 "a use case in {relative} does not check the permission table first"
             );
         }

@@ -465,17 +465,19 @@ impl EmbeddedServer {
     /// the workers).
     pub async fn shutdown(self) -> Result<()> {
         let _ = self.shutdown_sender.send(true);
-        match self.server_task.await {
-            Ok(result) => result.context("server failed")?,
-            Err(join_error) => return Err(anyhow::anyhow!("server task failed: {join_error}")),
-        }
+        let served = match self.server_task.await {
+            Ok(result) => result.context("server failed"),
+            Err(join_error) => Err(anyhow::anyhow!("server task failed: {join_error}")),
+        };
         for task in self.background_tasks {
             let _ = task.await;
         }
+        // Even after a failed server: what was acknowledged is billed.
         if let Some(meter_flusher) = self.meter_flusher {
             self.engine.meter().finish().await;
             let _ = meter_flusher.await;
         }
+        served?;
         self.admin_server.stop().await;
         // Searches answered before the shutdown keep their recall events.
         self.engine.recall_events().flush().await;

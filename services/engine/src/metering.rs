@@ -67,6 +67,14 @@ impl UsageMeter {
         let Some(wake_flusher) = &self.wake_flusher else {
             return;
         };
+        if self.pending.finishing.load(Ordering::Acquire) {
+            tracing::warn!(
+                unit = unit.as_str(),
+                quantity,
+                "usage recorded after the meter finished; not written"
+            );
+            return;
+        }
         let at = Utc::now();
         let quantity = i64::try_from(quantity).unwrap_or(i64::MAX);
         let key = (

@@ -2,6 +2,7 @@
 //! deletion, `expected_version` guards against overwriting someone else's change.
 
 use crate::{EditedMemory, EngineError, MemoryEdit, MemoryEngine};
+use engram_core::principal::Credential;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{FieldError, InvalidInput, MemoryId, Operation, Principal};
 
@@ -34,7 +35,10 @@ impl MemoryEngine {
         }
         self.visible_memory(principal, request.memory_id).await?;
         let reembeds = request.edit.content.is_some();
-        if reembeds {
+        // A console member's correction is rectification, a duty no spend limit may block:
+        // metered, never refused.
+        let rectification = matches!(principal.credential(), Credential::ConsoleAccount { .. });
+        if reembeds && !rectification {
             self.spend_guard
                 .admit(
                     principal.scope(),

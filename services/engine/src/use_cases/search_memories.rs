@@ -4,6 +4,7 @@
 
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning, profile_for_draw};
 use crate::{EngineError, MemoryEngine, PackedContext, SearchOutcome, SearchRequest, pack_context};
+use engram_core::principal::Credential;
 use engram_core::recall::RecallEventCapture;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{Operation, Principal};
@@ -136,12 +137,21 @@ impl MemoryEngine {
                 ],
             )
             .await?;
-        let recall = limits.recall.clone();
+        // A console member's lookup is neither an agent's recall nor bound by what agents may
+        // be handed: it records no recall event (which would skew recall quality and keep a
+        // compliance officer's query text) and is not shortened by the recall budget.
+        let console_lookup = matches!(principal.credential(), Credential::ConsoleAccount { .. });
+        let recall = if console_lookup {
+            Default::default()
+        } else {
+            limits.recall.clone()
+        };
         let requested = request.top_k;
         if let Some(max_results) = recall.max_results {
             request.top_k = request.top_k.min(max_results.max(1) as usize);
         }
-        let recorded_request = (recall_settings.capture != RecallEventCapture::Off)
+        let recorded_request = (recall_settings.capture != RecallEventCapture::Off
+            && !console_lookup)
             .then(|| RecordedSearch::of(&request));
         let mut outcome = self.search(scope, request).await?;
         let credential = principal.usage_credential();
