@@ -31,10 +31,7 @@ async fn backend() -> (GatewayConsoleBackend, tempfile::TempDir) {
         .await
         .unwrap();
     let sessions = ConsoleSessionKeys::new(b"console signing secret", Duration::from_secs(600));
-    (
-        GatewayConsoleBackend::new(storage, ApiKeyPepper::new(b"pepper".to_vec()), sessions),
-        directory,
-    )
+    (GatewayConsoleBackend::new(storage, sessions), directory)
 }
 
 #[tokio::test]

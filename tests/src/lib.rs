@@ -164,6 +164,15 @@ impl TestServer {
         Ok(server)
     }
 
+    /// A server on a fresh data dir, started with `environment`.
+    pub async fn spawn_fresh_with(environment: &[(&str, &str)]) -> Result<Self> {
+        let directory = tempfile::Builder::new().prefix("engram-test-").tempdir()?;
+        let data_dir = directory.path().to_path_buf();
+        let mut server = Self::spawn_with(&data_dir, environment).await?;
+        server._owned_dir = Some(directory);
+        Ok(server)
+    }
+
     /// A server on an existing data dir (a restart).
     pub async fn spawn_in(data_dir: &Path) -> Result<Self> {
         Self::spawn_with(data_dir, &[]).await

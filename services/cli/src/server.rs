@@ -298,7 +298,8 @@ impl EmbeddedServer {
                     ..Default::default()
                 },
             )
-            .with_usage_meter(meter),
+            .with_usage_meter(meter)
+            .with_api_key_pepper(secrets.api_key_pepper.clone()),
         );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);

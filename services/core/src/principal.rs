@@ -128,6 +128,17 @@ impl Principal {
         self.authorize(operation).is_ok()
     }
 
+    /// The most a key this caller mints, rolls or revokes may hold: only what the caller can
+    /// exercise itself, so no one reaches through a key a power they do not hold.
+    pub fn grantable_scopes(&self) -> ApiScopes {
+        match &self.kind {
+            PrincipalKind::ApiKey(scopes) => scopes.clone(),
+            PrincipalKind::EndUserToken(_) => ApiScopes::default(),
+            PrincipalKind::ConsoleMember(role) => role.grantable_api_scopes(),
+            PrincipalKind::Operator => ApiScopes::all(),
+        }
+    }
+
     /// The end-user an end-user token confines this caller to; `None` otherwise.
     pub fn end_user(&self) -> Option<&ExternalId> {
         match &self.credential {

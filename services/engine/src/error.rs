@@ -41,6 +41,9 @@ pub enum EngineError {
     /// missing and what the caller holds.
     #[error("{0}")]
     Forbidden(String),
+    /// A key would hold (or a revoked key holds) a scope the caller cannot exercise itself.
+    #[error("the caller lacks the `{missing}` scope, so it cannot give it to a key")]
+    ScopeNotGrantable { missing: engram_core::ApiScope },
     /// A spend limit of the project (budget, quota, rate quota) refuses the request.
     #[error("the project's {} is reached", reached.limit)]
     LimitReached {

@@ -38,8 +38,10 @@ pub use search::{
 };
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
-    AddMemoriesRequest, ClientIdempotencyKey, DeleteMemoryRequest, EditMemoryRequest,
-    ListMemoriesRequest, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
+    AddMemoriesRequest, ClientIdempotencyKey, CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS,
+    DeleteMemoryRequest, EditMemoryRequest, ListMemoriesRequest, MAX_KEY_LABEL_CHARS,
+    MAX_ROLL_OVERLAP_SECONDS, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
+    SearchMemoriesRequest,
 };
 // Query and result types of the use cases, so front doors need not name storage.
-pub use engram_storage::{HistoryEntry, MemoryListFilter, MemoryPage};
+pub use engram_storage::{ApiKeyRecord, HistoryEntry, MemoryListFilter, MemoryPage};

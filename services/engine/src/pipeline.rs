@@ -88,6 +88,8 @@ pub struct MemoryEngine {
     pub(crate) meter: crate::metering::UsageMeter,
     /// Budgets, quotas and rate quotas per project, checked before use cases spend.
     pub(crate) spend_guard: Arc<crate::spend_guard::SpendGuard>,
+    /// Mixed into API key hashes; `None` until `with_api_key_pepper` (key use cases then fail).
+    pub(crate) api_key_pepper: Option<engram_storage::ApiKeyPepper>,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -169,7 +171,20 @@ impl MemoryEngine {
             recall_events,
             meter,
             spend_guard,
+            api_key_pepper: None,
         }
+    }
+
+    /// The server secret mixed into API key hashes, for the key use cases.
+    pub fn with_api_key_pepper(mut self, pepper: engram_storage::ApiKeyPepper) -> Self {
+        self.api_key_pepper = Some(pepper);
+        self
+    }
+
+    pub(crate) fn api_key_pepper(&self) -> Result<&engram_storage::ApiKeyPepper, EngineError> {
+        self.api_key_pepper
+            .as_ref()
+            .ok_or_else(|| EngineError::Internal("no API key pepper configured".to_string()))
     }
 
     /// Meter use cases with `meter` (whose flusher writes the usage), and check spend limits

@@ -36,7 +36,6 @@ pub struct GatewayConsoleBackend {
     storage: Storage,
     /// For corrections (re-embedding), search by meaning, bulk deletes and erasure.
     engine: Option<Arc<engram_engine::MemoryEngine>>,
-    api_key_pepper: engram_storage::ApiKeyPepper,
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
     /// Told about limits saved in the console, so they apply at once.
@@ -44,15 +43,10 @@ pub struct GatewayConsoleBackend {
 }
 
 impl GatewayConsoleBackend {
-    pub fn new(
-        storage: Storage,
-        api_key_pepper: engram_storage::ApiKeyPepper,
-        sessions: ConsoleSessionKeys,
-    ) -> Self {
+    pub fn new(storage: Storage, sessions: ConsoleSessionKeys) -> Self {
         Self {
             storage,
             engine: None,
-            api_key_pepper,
             sessions,
             login_throttle: Default::default(),
             spend_guard: None,
@@ -155,7 +149,7 @@ fn console_principal(
     )
 }
 
-fn key_row(record: &engram_storage::ApiKeyRecord) -> KeyRow {
+fn key_row(record: &engram_engine::ApiKeyRecord) -> KeyRow {
     let view = crate::routes::keys::ApiKeyView::from(record);
     KeyRow {
         id: view.id,
@@ -179,22 +173,6 @@ fn require_role(account: &ConsoleAccountRecord, operation: Operation) -> Result<
     Err(ConsoleError::Forbidden {
         role: role.as_str().to_string(),
     })
-}
-
-/// `MissingPermission` unless every scope of `scopes` is one the account's role can exercise
-/// itself: no member reaches, through a key, a power it does not hold.
-fn require_grantable(
-    account: &ConsoleAccountRecord,
-    scopes: &engram_core::ApiScopes,
-) -> Result<(), ConsoleError> {
-    let role = ConsoleRole::from_stored(&account.role);
-    match role.grantable_api_scopes().missing_from(scopes).first() {
-        None => Ok(()),
-        Some(permission) => Err(ConsoleError::MissingPermission {
-            role: role.as_str().to_string(),
-            permission: permission.as_str().to_string(),
-        }),
-    }
 }
 
 fn internal(error: impl std::fmt::Display) -> ConsoleError {
@@ -560,10 +538,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, project_id, Operation::ListApiKeys)
             .await?;
-        let keys = self.storage.list_api_keys(&scope).await.map_err(internal)?;
+        let keys = self
+            .engine()?
+            .list_api_keys_for(&console_principal(&account, scope, &caller.origin))
+            .await
+            .map_err(|error| key_error(&account, error))?;
         Ok(KeyListing {
             project_id: Some(project_id.to_string()),
             keys: keys.iter().map(key_row).collect(),
@@ -578,33 +560,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (account, scope) = self
             .authorized_project(caller, &request.project_id, Operation::CreateApiKey)
             .await?;
-        let scopes: Vec<engram_core::ApiScope> = request
-            .scopes
-            .iter()
-            .filter_map(|name| engram_core::ApiScope::parse(name))
-            .collect();
-        if request.label.trim().is_empty() || scopes.is_empty() {
-            return Err(ConsoleError::InvalidInput(
-                "give the key a label and at least one scope".to_string(),
-            ));
-        }
-        let scopes = engram_core::ApiScopes::from_scopes(scopes);
-        require_grantable(&account, &scopes)?;
+        let create = engram_engine::CreateApiKeyRequest {
+            label: request.label,
+            scopes: request.scopes,
+            ..Default::default()
+        };
         let (record, secret) = self
-            .storage
-            .create_api_key(
-                &scope,
-                &engram_storage::NewApiKey {
-                    label: request.label,
-                    scopes,
-                    environment: engram_core::KeyEnvironment::Live,
-                    expires_at: None,
-                },
-                &self.api_key_pepper,
-                &console_actor(&account, &caller.origin),
-            )
+            .engine()?
+            .create_api_key_for(&console_principal(&account, scope, &caller.origin), create)
             .await
-            .map_err(internal)?;
+            .map_err(|error| key_error(&account, error))?;
         Ok(NewKeySecret {
             key: key_row(&record),
             secret,
@@ -622,24 +587,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        // Revoking cuts off whoever uses the key: a member may do it only to keys it could
-        // have minted (a developer cannot switch off the owner's all-scope key).
-        let revoked = self
-            .storage
-            .api_key(&scope, key_id)
+        self.engine()?
+            .revoke_api_key_for(&console_principal(&account, scope, &caller.origin), key_id)
             .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
-        require_grantable(&account, &revoked.scopes)?;
-        match self
-            .storage
-            .revoke_api_key(&scope, key_id, &console_actor(&account, &caller.origin))
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(engram_storage::StorageError::NotFound) => Err(ConsoleError::NotFound),
-            Err(error) => Err(internal(error)),
-        }
+            .map(|_| ())
+            .map_err(|error| key_error(&account, error))
     }
 
     async fn roll_key(
@@ -653,32 +605,19 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        // Rolling hands out a new secret with the old key's scopes: the same rule as minting.
+        let roll = engram_engine::RollApiKeyRequest {
+            key_id,
+            overlap_seconds: None,
+        };
         let rolled = self
-            .storage
-            .api_key(&scope, key_id)
+            .engine()?
+            .roll_api_key_for(&console_principal(&account, scope, &caller.origin), roll)
             .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
-        require_grantable(&account, &rolled.scopes)?;
-        match self
-            .storage
-            .roll_api_key(
-                &scope,
-                key_id,
-                std::time::Duration::from_secs(24 * 60 * 60),
-                &self.api_key_pepper,
-                &console_actor(&account, &caller.origin),
-            )
-            .await
-        {
-            Ok((record, secret, _previous)) => Ok(NewKeySecret {
-                key: key_row(&record),
-                secret,
-            }),
-            Err(engram_storage::StorageError::NotFound) => Err(ConsoleError::NotFound),
-            Err(error) => Err(internal(error)),
-        }
+            .map_err(|error| key_error(&account, error))?;
+        Ok(NewKeySecret {
+            key: key_row(&rolled.key),
+            secret: rolled.secret,
+        })
     }
 
     async fn export_audit_csv(
@@ -1469,6 +1408,20 @@ fn required_reason(reason: String) -> Result<String, ConsoleError> {
     Ok(reason.chars().take(500).collect())
 }
 
+/// A key use case's refusal in the console's terms: a scope the role cannot give names the
+/// role and the scope.
+fn key_error(account: &ConsoleAccountRecord, error: engram_engine::EngineError) -> ConsoleError {
+    match error {
+        engram_engine::EngineError::ScopeNotGrantable { missing } => {
+            ConsoleError::MissingPermission {
+                role: ConsoleRole::from_stored(&account.role).as_str().to_string(),
+                permission: missing.as_str().to_string(),
+            }
+        }
+        other => engine_error(other),
+    }
+}
+
 fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
     match error {
         engram_engine::EngineError::NotFound => ConsoleError::NotFound,
@@ -1648,7 +1601,6 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     let backend: Arc<dyn ConsoleBackend> = Arc::new(
         GatewayConsoleBackend::new(
             state.credentials.storage.clone(),
-            state.credentials.api_key_pepper.clone(),
             state.credentials.console_sessions.clone(),
         )
         .with_engine(state.engine.clone())

@@ -300,6 +300,12 @@ impl From<EngineError> for ApiError {
                 problem
             }
             EngineError::Forbidden(message) => ApiError::new(ProblemKind::Forbidden, message),
+            EngineError::ScopeNotGrantable { missing } => ApiError::new(
+                ProblemKind::Forbidden,
+                format!(
+                    "a key never holds more than its maker: the caller lacks the `{missing}` scope"
+                ),
+            ),
             EngineError::LimitReached { reached, currency } => limit_problem(*reached, currency),
             EngineError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");

@@ -6,6 +6,7 @@
 //! wire format into these requests and render the results; they decide nothing else.
 
 mod add_memories;
+mod api_keys;
 mod delete_memory;
 mod edit_memory;
 mod get_memory;
@@ -14,6 +15,10 @@ mod memory_history;
 mod search_memories;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
+pub use api_keys::{
+    CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
+    MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
+};
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
 pub use list_memories::ListMemoriesRequest;

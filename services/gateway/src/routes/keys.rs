@@ -4,22 +4,20 @@
 use crate::auth::{Authorized, ProjectAdmin, ProjectPrincipal};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
-use crate::state::{AppState, CredentialVerifier};
+use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::ids::ApiKeyId;
-use engram_core::{ApiScope, ApiScopes, FieldError, KeyEnvironment};
-use engram_storage::{ApiKeyRecord, NewApiKey, StorageError};
+use engram_engine::{
+    ApiKeyRecord, CreateApiKeyRequest, EngineError, MAX_ROLL_OVERLAP_SECONDS, MemoryEngine,
+    RollApiKeyRequest,
+};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa::ToSchema;
-
-/// Longest overlap a rolled key may keep working: 7 days.
-pub const MAX_ROLL_OVERLAP_SECONDS: u64 = 7 * 24 * 60 * 60;
-const DEFAULT_ROLL_OVERLAP_SECONDS: u64 = 24 * 60 * 60;
-const MAX_LABEL_CHARS: usize = 100;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -105,57 +103,13 @@ pub struct CreateApiKeyBody {
 }
 
 impl CreateApiKeyBody {
-    fn into_new_key(self) -> Result<NewApiKey, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let label = self.label.trim().to_string();
-        if label.is_empty() || label.chars().count() > MAX_LABEL_CHARS {
-            errors.push(FieldError::new(
-                "label",
-                format!("must be 1–{MAX_LABEL_CHARS} characters"),
-            ));
-        } else if label.chars().any(char::is_control) {
-            errors.push(FieldError::new(
-                "label",
-                "must not contain control characters",
-            ));
-        }
-        let mut scopes = Vec::with_capacity(self.scopes.len());
-        for (position, name) in self.scopes.iter().enumerate() {
-            match ApiScope::parse(name) {
-                Some(scope) => scopes.push(scope),
-                None => errors.push(FieldError::new(
-                    format!("scopes[{position}]"),
-                    format!(
-                        "unknown scope {name:?}; use {}",
-                        ApiScope::ALL.map(ApiScope::as_str).join(", ")
-                    ),
-                )),
-            }
-        }
-        if self.scopes.is_empty() {
-            errors.push(FieldError::new("scopes", "name at least one scope"));
-        }
-        let environment = match self.environment.as_deref() {
-            None => KeyEnvironment::Live,
-            Some(text) => KeyEnvironment::parse(text).unwrap_or_else(|| {
-                errors.push(FieldError::new("environment", "must be `live` or `test`"));
-                KeyEnvironment::Live
-            }),
-        };
-        if let Some(expires_at) = self.expires_at
-            && expires_at <= Utc::now()
-        {
-            errors.push(FieldError::new("expires_at", "must be in the future"));
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(NewApiKey {
-            label,
-            scopes: ApiScopes::from_scopes(scopes),
-            environment,
+    fn into_request(self) -> CreateApiKeyRequest {
+        CreateApiKeyRequest {
+            label: self.label,
+            scopes: self.scopes,
+            environment: self.environment,
             expires_at: self.expires_at,
-        })
+        }
     }
 }
 
@@ -175,10 +129,19 @@ fn key_not_found() -> ApiError {
     ApiError::not_found("api key", "no API key with this id in the project")
 }
 
-fn key_error(error: StorageError) -> ApiError {
+/// The engine's answer in the API's terms: a missing key is `key-not-found`, a scope the
+/// caller cannot give names the rule.
+fn key_error(error: EngineError, principal: &ProjectPrincipal) -> ApiError {
     match error {
-        StorageError::NotFound => key_not_found(),
-        other => ApiError::from(engram_engine::EngineError::from(other)),
+        EngineError::NotFound => key_not_found(),
+        EngineError::ScopeNotGrantable { missing } => ApiError::new(
+            ProblemKind::Forbidden,
+            format!(
+                "a key never holds more than the key that mints or rolls it: this API key lacks the `{missing}` scope; it holds: {}",
+                principal.scopes.names().join(", ")
+            ),
+        ),
+        other => ApiError::from(other),
     }
 }
 
@@ -190,34 +153,15 @@ fn key_error(error: StorageError) -> ApiError {
     security(("api_key" = ["admin"])))]
 pub async fn list_keys(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ApiKeyListView>, ApiError> {
-    let keys = credentials
-        .storage
-        .list_api_keys(&principal.scope)
+    let keys = engine
+        .list_api_keys_for(&principal.principal())
         .await
-        .map_err(key_error)?;
+        .map_err(|error| key_error(error, &principal))?;
     Ok(Json(ApiKeyListView {
         keys: keys.iter().map(ApiKeyView::from).collect(),
     }))
-}
-
-/// `403 forbidden` naming the first scope of `scopes` the calling key does not hold itself: a
-/// key never mints (or rolls into) a key with more power than its own.
-fn refuse_wider_than_minter(
-    principal: &ProjectPrincipal,
-    scopes: &engram_core::ApiScopes,
-) -> Result<(), ApiError> {
-    match principal.scopes.missing_from(scopes).first() {
-        None => Ok(()),
-        Some(missing) => Err(ApiError::new(
-            ProblemKind::Forbidden,
-            format!(
-                "a key never holds more than the key that mints or rolls it: this API key lacks the `{missing}` scope; it holds: {}",
-                principal.scopes.names().join(", ")
-            ),
-        )),
-    }
 }
 
 /// Create an API key for the project; the response holds its secret, shown only once.
@@ -228,39 +172,13 @@ fn refuse_wider_than_minter(
     security(("api_key" = ["admin"])))]
 pub async fn create_key(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
     body: JsonBody<CreateApiKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
-    let mut new_key = body.value.into_new_key().map_err(ApiError::invalid)?;
-    refuse_wider_than_minter(&principal, &new_key.scopes)?;
-    // Nor longer: a key that expires (or is rolled away, its overlap running) cannot mint one
-    // that outlives it.
-    let minter = match principal.credential_key_id() {
-        Some(minter_id) => credentials
-            .storage
-            .api_key(&principal.scope, minter_id)
-            .await
-            .map_err(key_error)?,
-        None => None,
-    };
-    if let Some(minter_expires_at) = minter.and_then(|key| key.expires_at) {
-        new_key.expires_at = Some(
-            new_key
-                .expires_at
-                .map_or(minter_expires_at, |asked| asked.min(minter_expires_at)),
-        );
-    }
-    let (record, secret) = credentials
-        .storage
-        .create_api_key(
-            &principal.scope,
-            &new_key,
-            &credentials.api_key_pepper,
-            &principal.actor(),
-        )
+    let (record, secret) = engine
+        .create_api_key_for(&principal.principal(), body.value.into_request())
         .await
-        .map_err(key_error)?;
-    tracing::info!(key_id = %record.id, created_by = %principal.actor().id, "api key created");
+        .map_err(|error| key_error(error, &principal))?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKeyView {
@@ -279,24 +197,14 @@ pub async fn create_key(
     security(("api_key" = ["admin"])))]
 pub async fn revoke_key(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
     Path(key_id): Path<String>,
 ) -> Result<Json<ApiKeyView>, ApiError> {
     let key_id = parse_key_id(&key_id)?;
-    // Revoking cuts off whoever uses the key: only keys within the caller's own scopes.
-    let revoked = credentials
-        .storage
-        .api_key(&principal.scope, key_id)
+    let record = engine
+        .revoke_api_key_for(&principal.principal(), key_id)
         .await
-        .map_err(key_error)?
-        .ok_or_else(key_not_found)?;
-    refuse_wider_than_minter(&principal, &revoked.scopes)?;
-    let record = credentials
-        .storage
-        .revoke_api_key(&principal.scope, key_id, &principal.actor())
-        .await
-        .map_err(key_error)?;
-    tracing::info!(key_id = %record.id, revoked_by = %principal.actor().id, "api key revoked");
+        .map_err(|error| key_error(error, &principal))?;
     Ok(Json(ApiKeyView::from(&record)))
 }
 
@@ -311,7 +219,7 @@ pub async fn revoke_key(
     security(("api_key" = ["admin"])))]
 pub async fn roll_key(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
     Path(key_id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
@@ -327,39 +235,20 @@ pub async fn roll_key(
             )
         })?
     };
-    let overlap_seconds = roll.overlap_seconds.unwrap_or(DEFAULT_ROLL_OVERLAP_SECONDS);
-    // A roll hands out a new secret with the old key's scopes: the same rule as minting.
-    let rolled = credentials
-        .storage
-        .api_key(&principal.scope, key_id)
+    let request = RollApiKeyRequest {
+        key_id,
+        overlap_seconds: roll.overlap_seconds,
+    };
+    let rolled = engine
+        .roll_api_key_for(&principal.principal(), request)
         .await
-        .map_err(key_error)?
-        .ok_or_else(key_not_found)?;
-    refuse_wider_than_minter(&principal, &rolled.scopes)?;
-    if overlap_seconds > MAX_ROLL_OVERLAP_SECONDS {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "overlap_seconds",
-            format!("must be 0–{MAX_ROLL_OVERLAP_SECONDS}"),
-        )]));
-    }
-    let (new_record, secret, old_record) = credentials
-        .storage
-        .roll_api_key(
-            &principal.scope,
-            key_id,
-            std::time::Duration::from_secs(overlap_seconds),
-            &credentials.api_key_pepper,
-            &principal.actor(),
-        )
-        .await
-        .map_err(key_error)?;
-    tracing::info!(old_key_id = %old_record.id, new_key_id = %new_record.id, overlap_seconds, "api key rolled");
+        .map_err(|error| key_error(error, &principal))?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKeyView {
-            key: ApiKeyView::from(&new_record),
-            secret,
-            previous: Some(ApiKeyView::from(&old_record)),
+            key: ApiKeyView::from(&rolled.key),
+            secret: rolled.secret,
+            previous: Some(ApiKeyView::from(&rolled.previous)),
         }),
     ))
 }

@@ -1,0 +1,24 @@
+//! The project's API keys: list, create, revoke and roll. A key never holds more than its
+//! caller can exercise — the rule is the same for a key that mints one and for a console
+//! member — and a key minted by an expiring key expires no later.
+
+mod create_api_key;
+mod list_api_keys;
+mod revoke_api_key;
+mod roll_api_key;
+
+pub use create_api_key::{CreateApiKeyRequest, MAX_KEY_LABEL_CHARS};
+pub use roll_api_key::{
+    DEFAULT_ROLL_OVERLAP_SECONDS, MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
+};
+
+use crate::EngineError;
+use engram_core::{ApiScopes, Principal};
+
+/// `ScopeNotGrantable` naming the first scope of `scopes` the caller cannot exercise itself.
+fn refuse_wider_than_caller(principal: &Principal, scopes: &ApiScopes) -> Result<(), EngineError> {
+    match principal.grantable_scopes().missing_from(scopes).first() {
+        None => Ok(()),
+        Some(missing) => Err(EngineError::ScopeNotGrantable { missing: *missing }),
+    }
+}
