@@ -1127,12 +1127,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<GovernanceSettings, ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, project_id, Operation::GetProjectSettings)
             .await?;
-        let governance = self.engine()?.governance();
-        let settings = governance
-            .project_settings(&scope)
+        let engine = self.engine()?;
+        let governance = engine.governance();
+        let settings = engine
+            .project_settings_for(&console_principal(&account, scope, &caller.origin))
             .await
             .map_err(engine_error)?;
         let due = governance
@@ -1173,40 +1174,19 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (account, scope) = self
             .authorized_project(caller, project_id, Operation::UpdateProjectSettings)
             .await?;
-        let pii_redaction = engram_core::pii::PiiRedaction::parse(pii_redaction)
-            .ok_or_else(|| invalid("PII redaction", "one of off, mask, reject"))?;
-        let mut days_by_kind = std::collections::BTreeMap::new();
-        for (kind, days) in retention_days {
-            let parsed: MemoryKind = kind.parse().map_err(|_| invalid(&kind, "unknown kind"))?;
-            if let Some(days) = days {
-                if !(1..=36_500).contains(&days) {
-                    return Err(invalid(
-                        &kind,
-                        "retention must be 1–36500 days, or empty for no limit",
-                    ));
-                }
-                days_by_kind.insert(parsed, days);
-            }
-        }
-        // The console edits these two; the rest is kept as it is.
-        let current = self
-            .storage
-            .project_settings(&scope)
-            .await
-            .map_err(internal)?;
-        self.storage
-            .update_project_settings(
-                &scope,
-                &engram_storage::governance::ProjectSettings {
-                    pii_redaction,
-                    retention_days: days_by_kind,
-                    ..current
-                },
-                &console_actor(&account, &caller.origin),
+        let change = engram_engine::ProjectSettingsChange {
+            pii_redaction: Some(pii_redaction.to_string()),
+            retention_days: Some(retention_days.into_iter().collect()),
+            ..Default::default()
+        };
+        self.engine()?
+            .update_project_settings_for(
+                &console_principal(&account, scope, &caller.origin),
+                change,
             )
             .await
             .map(|_| ())
-            .map_err(internal)
+            .map_err(engine_error)
     }
 
     async fn recall_dashboard(

@@ -12,6 +12,7 @@ mod edit_memory;
 mod get_memory;
 mod list_memories;
 mod memory_history;
+mod project_settings;
 mod search_memories;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
@@ -22,6 +23,7 @@ pub use api_keys::{
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
 pub use list_memories::ListMemoriesRequest;
+pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
 pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
 
 use crate::{EngineError, MemoryEngine};

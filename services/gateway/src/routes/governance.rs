@@ -14,17 +14,14 @@ use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{AuditAction, NewAuditEvent};
-use engram_core::pii::PiiRedaction;
-use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, ProjectEmbedding};
-use engram_engine::MemoryEngine;
-use engram_storage::governance::ProjectSettings;
+use engram_core::{ExternalId, FieldError, MemoryId};
+use engram_engine::{MemoryEngine, ProjectSettings, ProjectSettingsChange};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Longest retention a kind can be given (100 years).
-const MAX_RETENTION_DAYS: u32 = 36_500;
 /// Memory ids the retention dry run lists at most.
 const RETENTION_PREVIEW_IDS: u64 = 100;
 
@@ -212,10 +209,7 @@ pub async fn get_project_settings(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ProjectSettingsView>, ApiError> {
-    let settings = engine
-        .governance()
-        .project_settings(&principal.scope)
-        .await?;
+    let settings = engine.project_settings_for(&principal.principal()).await?;
     Ok(Json(ProjectSettingsView::new(&settings, &engine)?))
 }
 
@@ -232,93 +226,19 @@ pub async fn update_project_settings(
     body: JsonBody<UpdateProjectSettingsBody>,
 ) -> Result<Json<ProjectSettingsView>, ApiError> {
     let body = body.value;
-    let mut settings = engine
-        .governance()
-        .project_settings(&principal.scope)
-        .await?;
-    let mut errors = Vec::new();
-    if let Some(mode) = &body.pii_redaction {
-        match PiiRedaction::parse(mode) {
-            Some(mode) => settings.pii_redaction = mode,
-            None => errors.push(FieldError::new(
-                "pii_redaction",
-                "must be one of off, mask, reject",
-            )),
-        }
-    }
-    if let Some(retention_days) = &body.retention_days {
-        let mut replacement = BTreeMap::new();
-        for (kind_name, days) in retention_days {
-            let field = format!("retention_days.{kind_name}");
-            let Ok(kind) = kind_name.parse::<MemoryKind>() else {
-                errors.push(FieldError::new(
-                    field,
-                    "unknown kind; one of semantic, episodic, procedural, preference",
-                ));
-                continue;
-            };
-            match days {
-                None => {}
-                Some(days) if (1..=MAX_RETENTION_DAYS).contains(days) => {
-                    replacement.insert(kind, *days);
-                }
-                Some(_) => errors.push(FieldError::new(
-                    field,
-                    format!("must be 1–{MAX_RETENTION_DAYS} days, or null for no limit"),
-                )),
-            }
-        }
-        settings.retention_days = replacement;
-    }
-    if let Some(derive_memories) = body.derive_memories {
-        settings.derive_memories = derive_memories;
-    }
-    if let Some(capture) = &body.recall_events {
-        match engram_core::recall::RecallEventCapture::parse(capture) {
-            Some(capture) => settings.recall_events = capture,
-            None => errors.push(FieldError::new(
-                "recall_events",
-                "must be one of full, no_text, off",
-            )),
-        }
-    }
-    if let Some(days) = body.recall_event_retention_days {
-        let maximum = engram_core::recall::MAX_RECALL_EVENT_RETENTION_DAYS;
-        match u32::try_from(days) {
-            Ok(days) if (1..=maximum).contains(&days) => {
-                settings.recall_event_retention_days = days;
-            }
-            _ => errors.push(FieldError::new(
-                "recall_event_retention_days",
-                format!("must be 1–{maximum} days"),
-            )),
-        }
-    }
-    if let Some(embedding) = &body.embedding {
-        match ProjectEmbedding::parse(&embedding.source, embedding.dimension, "embedding") {
-            Ok(embedding) => settings.embedding = embedding,
-            Err(error) => errors.push(error),
-        }
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
-    // Before saving: a model this deployment cannot run is refused, not discovered later.
-    engine
-        .embedding_spaces()
-        .check_available(settings.embedding)
-        .await?;
+    let change = ProjectSettingsChange {
+        pii_redaction: body.pii_redaction,
+        retention_days: body.retention_days,
+        derive_memories: body.derive_memories,
+        recall_events: body.recall_events,
+        recall_event_retention_days: body.recall_event_retention_days,
+        embedding: body
+            .embedding
+            .map(|embedding| (embedding.source, embedding.dimension)),
+    };
     let saved = engine
-        .storage()
-        .update_project_settings(&principal.scope, &settings, &principal.actor())
-        .await
-        .map_err(storage_error)?;
-    engine
-        .embedding_spaces()
-        .forget_project(principal.scope.project_id());
-    engine
-        .recall_events()
-        .forget_project(principal.scope.project_id());
+        .update_project_settings_for(&principal.principal(), change)
+        .await?;
     Ok(Json(ProjectSettingsView::new(&saved, &engine)?))
 }
 

@@ -1,0 +1,133 @@
+//! Read and change a project's settings: PII redaction, retention per kind, derivation,
+//! recall events and the embedding. A change is validated whole (nothing is saved if any
+//! field is wrong), an embedding this deployment cannot run is refused before saving, and
+//! every in-process cache of the settings forgets the project once it is saved.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::pii::PiiRedaction;
+use engram_core::recall::{MAX_RECALL_EVENT_RETENTION_DAYS, RecallEventCapture};
+use engram_core::{FieldError, InvalidInput, MemoryKind, Operation, Principal, ProjectEmbedding};
+use engram_storage::governance::ProjectSettings;
+use std::collections::BTreeMap;
+
+/// Longest retention of a kind: 100 years.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+
+/// What a caller asks to change; `None` leaves a setting as it is.
+#[derive(Clone, Debug, Default)]
+pub struct ProjectSettingsChange {
+    /// `off | mask | reject`
+    pub pii_redaction: Option<String>,
+    /// Kind name → days (1–[`MAX_RETENTION_DAYS`]) or `None` for no limit; replaces the map.
+    pub retention_days: Option<BTreeMap<String, Option<u32>>>,
+    pub derive_memories: Option<bool>,
+    /// `full | no_text | off`
+    pub recall_events: Option<String>,
+    pub recall_event_retention_days: Option<i64>,
+    /// The embedding source and, for client vectors, the dimension.
+    pub embedding: Option<(String, Option<i64>)>,
+}
+
+impl ProjectSettingsChange {
+    fn apply_to(self, settings: &mut ProjectSettings) -> Result<(), InvalidInput> {
+        let mut errors = Vec::new();
+        if let Some(mode) = &self.pii_redaction {
+            match PiiRedaction::parse(mode) {
+                Some(mode) => settings.pii_redaction = mode,
+                None => errors.push(FieldError::new(
+                    "pii_redaction",
+                    "must be one of off, mask, reject",
+                )),
+            }
+        }
+        if let Some(retention_days) = &self.retention_days {
+            let mut replacement = BTreeMap::new();
+            for (kind_name, days) in retention_days {
+                let field = format!("retention_days.{kind_name}");
+                let Ok(kind) = kind_name.parse::<MemoryKind>() else {
+                    errors.push(FieldError::new(
+                        field,
+                        "unknown kind; one of semantic, episodic, procedural, preference",
+                    ));
+                    continue;
+                };
+                match days {
+                    None => {}
+                    Some(days) if (1..=MAX_RETENTION_DAYS).contains(days) => {
+                        replacement.insert(kind, *days);
+                    }
+                    Some(_) => errors.push(FieldError::new(
+                        field,
+                        format!("must be 1–{MAX_RETENTION_DAYS} days, or null for no limit"),
+                    )),
+                }
+            }
+            settings.retention_days = replacement;
+        }
+        if let Some(derive_memories) = self.derive_memories {
+            settings.derive_memories = derive_memories;
+        }
+        if let Some(capture) = &self.recall_events {
+            match RecallEventCapture::parse(capture) {
+                Some(capture) => settings.recall_events = capture,
+                None => errors.push(FieldError::new(
+                    "recall_events",
+                    "must be one of full, no_text, off",
+                )),
+            }
+        }
+        if let Some(days) = self.recall_event_retention_days {
+            match u32::try_from(days) {
+                Ok(days) if (1..=MAX_RECALL_EVENT_RETENTION_DAYS).contains(&days) => {
+                    settings.recall_event_retention_days = days;
+                }
+                _ => errors.push(FieldError::new(
+                    "recall_event_retention_days",
+                    format!("must be 1–{MAX_RECALL_EVENT_RETENTION_DAYS} days"),
+                )),
+            }
+        }
+        if let Some((source, dimension)) = &self.embedding {
+            match ProjectEmbedding::parse(source, *dimension, "embedding") {
+                Ok(embedding) => settings.embedding = embedding,
+                Err(error) => errors.push(error),
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(InvalidInput(errors))
+        }
+    }
+}
+
+impl MemoryEngine {
+    pub async fn project_settings_for(
+        &self,
+        principal: &Principal,
+    ) -> Result<ProjectSettings, EngineError> {
+        principal.authorize(Operation::GetProjectSettings)?;
+        Ok(self.storage.project_settings(principal.scope()).await?)
+    }
+
+    /// The settings as saved.
+    pub async fn update_project_settings_for(
+        &self,
+        principal: &Principal,
+        change: ProjectSettingsChange,
+    ) -> Result<ProjectSettings, EngineError> {
+        principal.authorize(Operation::UpdateProjectSettings)?;
+        let scope = principal.scope();
+        let mut settings = self.storage.project_settings(scope).await?;
+        change.apply_to(&mut settings)?;
+        // Before saving: a model this deployment cannot run is refused, not discovered later.
+        self.spaces.check_available(settings.embedding).await?;
+        let saved = self
+            .storage
+            .update_project_settings(scope, &settings, principal.actor())
+            .await?;
+        self.spaces.forget_project(scope.project_id());
+        self.recall_events.forget_project(scope.project_id());
+        Ok(saved)
+    }
+}
