@@ -151,7 +151,6 @@ fn front_doors_do_not_name_storage_beyond_the_files_not_yet_moved() {
         "services/gateway/src/routes/governance.rs",
         "services/gateway/src/routes/messages.rs",
         "services/gateway/src/routes/recall_quality.rs",
-        "services/gateway/src/routes/sessions.rs",
         "services/gateway/src/routes/usage.rs",
         "services/gateway/src/state.rs",
     ];

@@ -40,9 +40,13 @@ pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
     AddMemoriesRequest, ClientIdempotencyKey, CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS,
     DeleteMemoryRequest, EditMemoryRequest, ListMemoriesRequest, MAX_KEY_LABEL_CHARS,
-    MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, ProjectSettingsChange, RecallBudgetCut,
-    RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
+    MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES, ProjectSettingsChange,
+    PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
+    SearchMemoriesRequest, SessionStateAddress,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::governance::ProjectSettings;
+pub use engram_storage::session_state::{
+    MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
+};
 pub use engram_storage::{ApiKeyRecord, HistoryEntry, MemoryListFilter, MemoryPage};

@@ -14,6 +14,7 @@ mod list_memories;
 mod memory_history;
 mod project_settings;
 mod search_memories;
+mod session_state;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
 pub use api_keys::{
@@ -25,6 +26,7 @@ pub use edit_memory::EditMemoryRequest;
 pub use list_memories::ListMemoriesRequest;
 pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
 pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
+pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};

@@ -6,7 +6,7 @@
 //! user's, a project key the `user_id` it names (query, or the body of a write), and without
 //! one the values of no end-user.
 
-use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
 use crate::extract::{IfMatchVersion, JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::state::AppState;
@@ -17,17 +17,15 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::{ExternalId, FieldError};
-use engram_engine::MemoryEngine;
-use engram_storage::session_state::{
-    MAX_KEYS_PER_SESSION, SessionStateEntry, StateWrite, StateWriteRefused,
+use engram_engine::{
+    EngineError, MAX_KEYS_PER_SESSION, MemoryEngine, PutSessionStateRequest, SessionStateAddress,
+    SessionStateEntry, StateWriteRefused,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
 
 /// Largest value, as JSON text.
-pub const MAX_STATE_VALUE_BYTES: usize = 64 * 1024;
-
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/sessions/{session_id}/state", get(list_session_state))
@@ -94,18 +92,22 @@ pub struct SessionStateQuery {
 
 /// The namespace a request addresses: the token's end-user, or the one a project key names
 /// (`field` says where, for errors), or none.
-fn namespace(
-    principal: &ProjectPrincipal,
-    requested: Option<&str>,
-    field: &str,
-) -> Result<Option<ExternalId>, ApiError> {
-    let requested = requested
+/// The `user_id` the request names, parsed (the use case decides what it may address).
+fn requested_user(requested: Option<&str>) -> Result<Option<ExternalId>, ApiError> {
+    requested
         .map(|user_id| {
             ExternalId::parse(user_id)
-                .map_err(|message| ApiError::invalid(vec![FieldError::new(field, message)]))
+                .map_err(|message| ApiError::invalid(vec![FieldError::new("user_id", message)]))
         })
-        .transpose()?;
-    principal.end_user_subject(requested, field)
+        .transpose()
+}
+
+/// A missing value is `session-state-not-found`.
+fn state_error(error: EngineError) -> ApiError {
+    match error {
+        EngineError::NotFound => not_found(),
+        other => ApiError::from(other),
+    }
 }
 
 fn parse_path(
@@ -162,10 +164,6 @@ fn refused(refusal: StateWriteRefused) -> ApiError {
     }
 }
 
-fn storage_problem(error: engram_storage::StorageError) -> ApiError {
-    ApiError::from(engram_engine::EngineError::from(error))
-}
-
 /// One value of a session, with its version (also as `ETag`).
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
     params(("session_id" = String, Path), ("key" = String, Path), SessionStateQuery),
@@ -181,18 +179,15 @@ pub async fn get_session_state(
 ) -> Result<Response, ApiError> {
     let (session_id, key) = parse_path(&session_id, Some(&key))?;
     let key = key.ok_or_else(not_found)?;
-    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
+    let address = SessionStateAddress {
+        session_id,
+        key,
+        user_id: requested_user(query.user_id.as_deref())?,
+    };
     let entry = engine
-        .storage()
-        .session_state(
-            &principal.scope,
-            session_id.as_str(),
-            end_user.as_ref().map(ExternalId::as_str),
-            key.as_str(),
-        )
+        .get_session_state_for(&principal.principal(), address)
         .await
-        .map_err(storage_problem)?
-        .ok_or_else(not_found)?;
+        .map_err(state_error)?;
     let version = entry.version;
     Ok(with_etag(
         Json(SessionStateView::from(entry)).into_response(),
@@ -213,16 +208,14 @@ pub async fn list_session_state(
     QueryParams(query): QueryParams<SessionStateQuery>,
 ) -> Result<Json<SessionStateListView>, ApiError> {
     let (session_id, _) = parse_path(&session_id, None)?;
-    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
     let entries = engine
-        .storage()
-        .session_state_entries(
-            &principal.scope,
-            session_id.as_str(),
-            end_user.as_ref().map(ExternalId::as_str),
+        .list_session_state_for(
+            &principal.principal(),
+            session_id,
+            requested_user(query.user_id.as_deref())?,
         )
         .await
-        .map_err(storage_problem)?;
+        .map_err(state_error)?;
     Ok(Json(SessionStateListView {
         state: entries.into_iter().map(SessionStateView::from).collect(),
     }))
@@ -262,31 +255,20 @@ pub async fn put_session_state(
         }
     };
     let body = body.value;
-    let value_bytes = serde_json::to_vec(&body.value)
-        .map(|json| json.len())
-        .unwrap_or(0);
-    if value_bytes > MAX_STATE_VALUE_BYTES {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "value",
-            format!("at most {MAX_STATE_VALUE_BYTES} bytes as JSON, got {value_bytes}"),
-        )]));
-    }
-    let end_user = namespace(&principal, body.user_id.as_deref(), "user_id")?;
+    let request = PutSessionStateRequest {
+        address: SessionStateAddress {
+            session_id,
+            key,
+            user_id: requested_user(body.user_id.as_deref())?,
+        },
+        value: body.value,
+        expected,
+        create_only,
+    };
     let (entry, created) = engine
-        .storage()
-        .put_session_state(
-            &principal.scope,
-            session_id.as_str(),
-            end_user.as_ref().map(ExternalId::as_str),
-            key.as_str(),
-            StateWrite {
-                value: body.value,
-                expected,
-                create_only,
-            },
-        )
+        .put_session_state_for(&principal.principal(), request)
         .await
-        .map_err(storage_problem)?
+        .map_err(state_error)?
         .map_err(refused)?;
     let status = if created {
         StatusCode::CREATED
@@ -318,21 +300,18 @@ pub async fn delete_session_state(
 ) -> Result<StatusCode, ApiError> {
     let (session_id, key) = parse_path(&session_id, Some(&key))?;
     let key = key.ok_or_else(not_found)?;
-    let end_user = namespace(&principal, query.user_id.as_deref(), "user_id")?;
+    let address = SessionStateAddress {
+        session_id,
+        key,
+        user_id: requested_user(query.user_id.as_deref())?,
+    };
     match engine
-        .storage()
-        .delete_session_state(
-            &principal.scope,
-            session_id.as_str(),
-            end_user.as_ref().map(ExternalId::as_str),
-            key.as_str(),
-            expected,
-        )
+        .delete_session_state_for(&principal.principal(), address, expected)
         .await
-        .map_err(storage_problem)?
+        .map_err(state_error)?
     {
-        Ok(Some(_)) => Ok(StatusCode::NO_CONTENT),
-        Ok(None) => Err(not_found()),
+        Ok(true) => Ok(StatusCode::NO_CONTENT),
+        Ok(false) => Err(not_found()),
         Err(refusal) => Err(refused(refusal)),
     }
 }
