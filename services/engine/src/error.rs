@@ -41,6 +41,10 @@ pub enum EngineError {
     /// missing and what the caller holds.
     #[error("{0}")]
     Forbidden(String),
+    /// The thing is still being worked on (a file being ingested); the message says what to
+    /// wait for.
+    #[error("{0}")]
+    InProgress(String),
     /// A key would hold (or a revoked key holds) a scope the caller cannot exercise itself.
     #[error("the caller lacks the `{missing}` scope, so it cannot give it to a key")]
     ScopeNotGrantable { missing: engram_core::ApiScope },

@@ -42,11 +42,13 @@ pub use use_cases::{
     DeleteMemoryRequest, EditMemoryRequest, ListMemoriesRequest, MAX_KEY_LABEL_CHARS,
     MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES, ProjectSettingsChange,
     PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
-    SearchMemoriesRequest, SessionStateAddress,
+    SearchMemoriesRequest, SessionStateAddress, UploadFileRequest,
 };
 // Query and result types of the use cases, so front doors need not name storage.
+pub use engram_storage::files::FileRecord;
 pub use engram_storage::governance::ProjectSettings;
 pub use engram_storage::session_state::{
     MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
 };
+pub use engram_storage::tasks::TaskRecord;
 pub use engram_storage::{ApiKeyRecord, HistoryEntry, MemoryListFilter, MemoryPage};

@@ -300,6 +300,9 @@ impl From<EngineError> for ApiError {
                 problem
             }
             EngineError::Forbidden(message) => ApiError::new(ProblemKind::Forbidden, message),
+            EngineError::InProgress(message) => {
+                ApiError::new(ProblemKind::VersionConflict, message)
+            }
             EngineError::ScopeNotGrantable { missing } => ApiError::new(
                 ProblemKind::Forbidden,
                 format!(

@@ -2,7 +2,7 @@
 //! the ingest task (its chunks become memories with `source = file`); `GET /v1/files/{id}`
 //! shows the file's status and memories; `DELETE` removes the file and its memories.
 
-use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::routes::governance::TaskView;
@@ -15,14 +15,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use engram_core::files::{
-    CHUNK_TARGET_CHARS, FileFormat, FileName, MAX_CHUNKS_PER_FILE, MAX_FILE_BYTES, chunk_file,
-};
-use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::files::{FileFormat, FileName, MAX_FILE_BYTES};
 use engram_core::{ExternalId, FieldError, MemoryKind};
-use engram_engine::MemoryEngine;
-use engram_engine::SpendGuard;
-use engram_storage::files::{FileRecord, NewFile};
+use engram_engine::{EngineError, FileRecord, MemoryEngine, UploadFileRequest};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
@@ -131,7 +126,6 @@ fn optional_id(
 pub async fn upload_file(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(spend_guard): State<Arc<SpendGuard>>,
     QueryParams(query): QueryParams<UploadFileQuery>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -199,61 +193,19 @@ pub async fn upload_file(
             ),
         )
     })?;
-    // Cut once here to refuse an oversized file and to check the quota before anything is
-    // stored; the runner cuts again (the same pure function) rather than storing the chunks.
-    let chunk_count = chunk_file(format, &text, CHUNK_TARGET_CHARS).len();
-    if chunk_count > MAX_CHUNKS_PER_FILE {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "body",
-            format!("the file would become {chunk_count} chunks; at most {MAX_CHUNKS_PER_FILE}"),
-        )]));
-    }
-    let user_id = principal.end_user_subject(user_id, "user_id")?;
-    // Chunks are embedded by Engram, which a project sending its own vectors rules out.
-    engine
-        .embedding_spaces()
-        .space_for(&principal.scope)
-        .await?
-        .embedder()
-        .await?;
-    spend_guard
-        .admit(
-            &principal.scope,
-            &[
-                PlannedSpend {
-                    unit: UsageUnit::FileBytes,
-                    quantity: body.len() as u64,
-                },
-                PlannedSpend {
-                    unit: UsageUnit::MemoriesWritten,
-                    quantity: chunk_count as u64,
-                },
-                PlannedSpend {
-                    unit: UsageUnit::TokensEmbedded,
-                    quantity: 1,
-                },
-            ],
-        )
-        .await?;
+    let request = UploadFileRequest {
+        name,
+        format,
+        text,
+        bytes: body.len(),
+        user_id,
+        agent_id,
+        session_id,
+        kind,
+    };
     let (file, task) = engine
-        .storage()
-        .create_file(
-            &principal.scope,
-            NewFile {
-                name,
-                format,
-                text,
-                user_id,
-                agent_id,
-                session_id,
-                kind,
-                credential: principal.usage_credential(),
-            },
-            principal.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    engine.governance().task_queued.notify_waiters();
+        .upload_file_for(&principal.principal(), request)
+        .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (
         StatusCode::ACCEPTED,
@@ -281,27 +233,18 @@ fn file_not_found() -> ApiError {
 }
 
 /// The file of this project (and, for an end-user token, of that end-user).
-async fn file_of(
-    principal: &ProjectPrincipal,
-    engine: &MemoryEngine,
-    file_id: &str,
-) -> Result<FileRecord, ApiError> {
-    let file_id: uuid::Uuid = file_id.parse().map_err(|_| file_not_found())?;
-    let file = engine
-        .storage()
-        .file(&principal.scope, file_id)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
-        .ok_or_else(file_not_found)?;
-    if let Some(end_user) = principal.end_user()
-        && file.user_id.as_deref() != Some(end_user.as_str())
-    {
-        return Err(file_not_found());
-    }
-    Ok(file)
+fn parse_file_id(file_id: &str) -> Result<uuid::Uuid, ApiError> {
+    file_id.parse().map_err(|_| file_not_found())
 }
 
-/// A file's status and the memories it became.
+/// A missing file is `file-not-found`.
+fn file_error(error: EngineError) -> ApiError {
+    match error {
+        EngineError::NotFound => file_not_found(),
+        other => ApiError::from(other),
+    }
+}
+
 #[utoipa::path(get, path = "/v1/files/{file_id}", tag = "files", params(("file_id" = String, Path)),
     responses((status = 200, body = FileView),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
@@ -311,9 +254,11 @@ pub async fn get_file(
     State(engine): State<Arc<MemoryEngine>>,
     Path(file_id): Path<String>,
 ) -> Result<Json<FileView>, ApiError> {
-    Ok(Json(FileView::from(
-        file_of(&principal, &engine, &file_id).await?,
-    )))
+    let file = engine
+        .get_file_for(&principal.principal(), parse_file_id(&file_id)?)
+        .await
+        .map_err(file_error)?;
+    Ok(Json(FileView::from(file)))
 }
 
 /// Delete a file and every memory it became (audited per memory). A memory under legal
@@ -328,27 +273,9 @@ pub async fn delete_file(
     State(engine): State<Arc<MemoryEngine>>,
     Path(file_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let file = file_of(&principal, &engine, &file_id).await?;
-    if matches!(file.status.as_str(), "queued" | "ingesting") {
-        return Err(ApiError::new(
-            ProblemKind::VersionConflict,
-            "the file is still being ingested; delete it once its task has finished",
-        ));
-    }
-    let actor = principal.actor();
-    for memory_id in &file.memory_ids {
-        match engine
-            .delete_memory(&principal.scope, *memory_id, &actor)
-            .await
-        {
-            Ok(()) | Err(engram_engine::EngineError::NotFound) => {}
-            Err(error) => return Err(error.into()),
-        }
-    }
     engine
-        .storage()
-        .delete_file_record(&principal.scope, file.id)
+        .delete_file_for(&principal.principal(), parse_file_id(&file_id)?)
         .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+        .map_err(file_error)?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -1,0 +1,87 @@
+//! Upload a file: cut once to refuse an oversized one and to admit the spend before
+//! anything is stored (the runner cuts again with the same pure function), confined to the
+//! token's end-user, refused for a project that sends its own vectors (Engram embeds the
+//! chunks), then queued for ingest.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::files::{
+    CHUNK_TARGET_CHARS, FileFormat, FileName, MAX_CHUNKS_PER_FILE, chunk_file,
+};
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{ExternalId, FieldError, InvalidInput, MemoryKind, Operation, Principal};
+use engram_storage::files::{FileRecord, NewFile};
+use engram_storage::tasks::TaskRecord;
+
+pub struct UploadFileRequest {
+    pub name: FileName,
+    pub format: FileFormat,
+    pub text: String,
+    /// Its size as uploaded.
+    pub bytes: usize,
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub session_id: Option<ExternalId>,
+    pub kind: MemoryKind,
+}
+
+impl MemoryEngine {
+    /// The file and its ingest task.
+    pub async fn upload_file_for(
+        &self,
+        principal: &Principal,
+        request: UploadFileRequest,
+    ) -> Result<(FileRecord, TaskRecord), EngineError> {
+        principal.authorize(Operation::UploadFile)?;
+        let chunk_count = chunk_file(request.format, &request.text, CHUNK_TARGET_CHARS).len();
+        if chunk_count > MAX_CHUNKS_PER_FILE {
+            return Err(InvalidInput(vec![FieldError::new(
+                "body",
+                format!(
+                    "the file would become {chunk_count} chunks; at most {MAX_CHUNKS_PER_FILE}"
+                ),
+            )])
+            .into());
+        }
+        let user_id = principal.end_user_subject(request.user_id, "user_id")?;
+        let scope = principal.scope();
+        self.project_embedder(scope).await?;
+        self.spend_guard
+            .admit(
+                scope,
+                &[
+                    PlannedSpend {
+                        unit: UsageUnit::FileBytes,
+                        quantity: request.bytes as u64,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::MemoriesWritten,
+                        quantity: chunk_count as u64,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
+        let (file, task) = self
+            .storage
+            .create_file(
+                scope,
+                NewFile {
+                    name: request.name,
+                    format: request.format,
+                    text: request.text,
+                    user_id,
+                    agent_id: request.agent_id,
+                    session_id: request.session_id,
+                    kind: request.kind,
+                    credential: principal.usage_credential(),
+                },
+                principal.actor().request_id.as_deref(),
+            )
+            .await?;
+        self.governance.task_queued.notify_waiters();
+        Ok((file, task))
+    }
+}
