@@ -10,6 +10,10 @@ use engram_storage::StorageError;
 pub enum EngineError {
     #[error("not found")]
     NotFound,
+    /// Not found, naming what (`memory`, `recall`) where a use case looks up more than one
+    /// kind of thing; never an id.
+    #[error("no {0} with this id")]
+    Missing(&'static str),
     #[error("version conflict: the memory is at version {current_version}")]
     VersionConflict { current_version: i64 },
     #[error("the idempotency key was already used with a different request")]

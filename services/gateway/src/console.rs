@@ -1404,7 +1404,9 @@ fn key_error(account: &ConsoleAccountRecord, error: engram_engine::EngineError) 
 
 fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
     match error {
-        engram_engine::EngineError::NotFound => ConsoleError::NotFound,
+        engram_engine::EngineError::NotFound | engram_engine::EngineError::Missing(_) => {
+            ConsoleError::NotFound
+        }
         engram_engine::EngineError::Locked(message)
         | engram_engine::EngineError::EmbeddingUnavailable(message) => {
             ConsoleError::Refused(message)

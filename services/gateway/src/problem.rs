@@ -258,6 +258,10 @@ impl From<EngineError> for ApiError {
     fn from(error: EngineError) -> Self {
         match error {
             EngineError::NotFound => ApiError::memory_not_found(),
+            EngineError::Missing(noun) => ApiError::not_found(
+                noun,
+                format!("no {noun} with this id exists in this project"),
+            ),
             EngineError::VersionConflict { current_version } => ApiError::new(
                 ProblemKind::VersionConflict,
                 format!("If-Match does not match: the memory is at version {current_version}"),

@@ -9,6 +9,7 @@ mod add_memories;
 mod api_keys;
 mod delete_memory;
 mod edit_memory;
+mod feedback;
 mod files;
 mod get_memory;
 mod list_memories;
@@ -24,6 +25,7 @@ pub use api_keys::{
 };
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
+pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;
 pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};

@@ -3,7 +3,7 @@
 //! text); a `wrong` rating with a correction in words is applied by the LLM when one is
 //! configured. `GET` on either lists the feedback given.
 
-use crate::auth::{Authorized, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::auth::{Authorized, MemoriesRead, MemoriesWrite};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
@@ -13,18 +13,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use engram_core::limits::MAX_REASON_CHARS;
-use engram_core::usage::{PlannedSpend, UsageUnit};
-use engram_core::{FieldError, Memory, MemoryId};
-use engram_engine::MemoryEngine;
-use engram_engine::SpendGuard;
-use engram_engine::UsageMeter;
-use engram_storage::feedback::{FeedbackRecord, NewFeedback};
+use engram_core::{FieldError, MemoryId};
+use engram_engine::{FeedbackRecord, FeedbackRequest, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
-
-const RATINGS: [&str; 3] = ["relevant", "not_relevant", "wrong"];
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -101,31 +94,6 @@ pub struct FeedbackListView {
     pub feedback: Vec<FeedbackView>,
 }
 
-fn parse_rating_and_text(
-    rating: &str,
-    text: Option<String>,
-    errors: &mut Vec<FieldError>,
-) -> Option<String> {
-    if !RATINGS.contains(&rating) {
-        errors.push(FieldError::new(
-            "rating",
-            format!("must be one of: {}", RATINGS.join(", ")),
-        ));
-    }
-    let text = text
-        .map(|text| text.trim().to_string())
-        .filter(|text| !text.is_empty());
-    if let Some(text) = &text
-        && text.chars().count() > MAX_REASON_CHARS
-    {
-        errors.push(FieldError::new(
-            "text",
-            format!("at most {MAX_REASON_CHARS} characters"),
-        ));
-    }
-    text
-}
-
 fn not_found(what: &str) -> ApiError {
     ApiError::not_found(
         what,
@@ -133,152 +101,14 @@ fn not_found(what: &str) -> ApiError {
     )
 }
 
-/// The recall event of `recall_id`, if the project records them: unknown ids are refused
-/// (404), as are another end-user's recalls for an end-user token. `None` when the project
-/// records no recall events (nothing to check against).
-async fn known_recall(
-    principal: &ProjectPrincipal,
-    engine: &MemoryEngine,
-    recall_id: uuid::Uuid,
-) -> Result<Option<engram_storage::recall_quality::RecallEventRecord>, ApiError> {
-    let settings = engine.recall_events().settings_of(&principal.scope).await;
-    if settings.capture == engram_core::recall::RecallEventCapture::Off {
-        return Ok(None);
-    }
-    let storage = engine.storage();
-    let mut found = storage
-        .recall_event(&principal.scope, recall_id)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    if found.is_none() {
-        // Feedback may follow its search faster than the event is written.
-        engine.recall_events().flush().await;
-        found = storage
-            .recall_event(&principal.scope, recall_id)
-            .await
-            .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    }
-    let event = found.ok_or_else(|| not_found("recall"))?;
-    let user_id = event
-        .user_id
-        .as_deref()
-        .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
-    principal
-        .confine_to_end_user(user_id.as_ref())
-        .map_err(|_| not_found("recall"))?;
-    Ok(Some(event))
+fn parse_memory_id(memory_id: &str) -> Result<MemoryId, ApiError> {
+    memory_id.parse().map_err(|_| not_found("memory"))
 }
 
-/// The memory, if it is this project's (and this end-user's, for an end-user token).
-async fn visible_memory(
-    principal: &ProjectPrincipal,
-    engine: &MemoryEngine,
-    memory_id: &str,
-) -> Result<Memory, ApiError> {
-    let memory_id: MemoryId = memory_id.parse().map_err(|_| not_found("memory"))?;
-    let memory = engine
-        .get_memory(&principal.scope, memory_id)
-        .await
-        .map_err(ApiError::from)?;
-    principal.confine_to_end_user(memory.user_id.as_ref())?;
-    Ok(memory)
+fn parse_recall_id(recall_id: &str) -> Result<uuid::Uuid, ApiError> {
+    recall_id.parse().map_err(|_| not_found("recall"))
 }
 
-struct FeedbackRequest {
-    memory: Option<Memory>,
-    recall_id: Option<uuid::Uuid>,
-    rating: String,
-    text: Option<String>,
-}
-
-/// Apply the correction (a `wrong` rating with text, an LLM configured), then store the
-/// feedback with what it changed.
-async fn record(
-    principal: &ProjectPrincipal,
-    engine: &MemoryEngine,
-    spend_guard: &SpendGuard,
-    meter: &UsageMeter,
-    request: FeedbackRequest,
-) -> Result<Response, ApiError> {
-    let credential = principal.usage_credential();
-    let mut correction = None;
-    if let (Some(memory), Some(text), "wrong", true) = (
-        &request.memory,
-        &request.text,
-        request.rating.as_str(),
-        engine.llm_model().is_some(),
-    ) {
-        spend_guard
-            .admit(
-                &principal.scope,
-                &[
-                    PlannedSpend {
-                        unit: UsageUnit::LlmTokensIn,
-                        quantity: 1,
-                    },
-                    PlannedSpend {
-                        unit: UsageUnit::TokensEmbedded,
-                        quantity: 1,
-                    },
-                ],
-            )
-            .await?;
-        if let Some((change, tokens_embedded)) = engine
-            .correct_memory(
-                &principal.scope,
-                memory,
-                text,
-                &credential,
-                principal
-                    .scopes
-                    .contains(engram_core::ApiScope::MemoriesDelete),
-                &principal.actor(),
-            )
-            .await?
-        {
-            meter.record(
-                &principal.scope,
-                &credential,
-                UsageUnit::TokensEmbedded,
-                tokens_embedded,
-            );
-            correction = Some(CorrectionView {
-                action: change.action.as_str().to_string(),
-                memory_id: change.memory_id.map(|id| id.to_string()),
-                content: change.content,
-                reason: change.reason,
-            });
-        }
-    }
-    let stored = engine
-        .storage()
-        .record_feedback(
-            &principal.scope,
-            NewFeedback {
-                memory_id: request.memory.as_ref().map(|memory| memory.id),
-                recall_id: request.recall_id,
-                user_id: request
-                    .memory
-                    .as_ref()
-                    .and_then(|memory| memory.user_id.as_ref())
-                    .map(|user_id| user_id.as_str().to_string())
-                    .or_else(|| principal.end_user().map(|user| user.as_str().to_string())),
-                rating: request.rating,
-                text: request.text,
-                credential,
-                correction: correction
-                    .as_ref()
-                    .and_then(|correction| serde_json::to_value(correction).ok()),
-            },
-        )
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
-}
-
-/// Rate a memory a search returned. `wrong` with a correction in `text` rewrites or deletes
-/// the memory through the LLM when one is configured (reason `correction from feedback: …`
-/// in its history); otherwise the feedback is kept for the recall-quality figures.
 #[utoipa::path(post, path = "/v1/memories/{memory_id}/feedback", tag = "memories",
     params(("memory_id" = String, Path)),
     request_body = MemoryFeedbackBody,
@@ -289,56 +119,30 @@ async fn record(
 pub async fn give_memory_feedback(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(spend_guard): State<Arc<SpendGuard>>,
-    State(meter): State<UsageMeter>,
     Path(memory_id): Path<String>,
     body: JsonBody<MemoryFeedbackBody>,
 ) -> Result<Response, ApiError> {
     let body = body.value;
-    let mut errors = Vec::new();
-    let text = parse_rating_and_text(&body.rating, body.text, &mut errors);
-    let recall_id = body.recall_id.as_deref().and_then(|text| {
-        text.parse::<uuid::Uuid>()
-            .map_err(|_| {
-                errors.push(FieldError::new(
-                    "recall_id",
-                    "expected the recall_id of a search answer",
-                ))
-            })
-            .ok()
-    });
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
-    let memory = visible_memory(&principal, &engine, &memory_id).await?;
-    if let Some(recall_id) = recall_id {
-        // The recall must be the caller's and must have returned this memory: otherwise the
-        // feedback would carry another search's id to whoever reads the memory's feedback.
-        if let Some(recall) = known_recall(&principal, &engine, recall_id).await?
-            && !engram_engine::recall_metrics::recalled_ids(&recall).contains(&memory.id)
-        {
-            return Err(ApiError::invalid(vec![FieldError::new(
+    let recall_id = match body.recall_id.as_deref() {
+        None => None,
+        Some(text) => Some(text.parse::<uuid::Uuid>().map_err(|_| {
+            ApiError::invalid(vec![FieldError::new(
                 "recall_id",
-                "this memory was not among the results of that recall",
-            )]));
-        }
-    }
-    record(
-        &principal,
-        &engine,
-        &spend_guard,
-        &meter,
-        FeedbackRequest {
-            memory: Some(memory),
-            recall_id,
-            rating: body.rating,
-            text,
-        },
-    )
-    .await
+                "expected the recall_id of a search answer",
+            )])
+        })?),
+    };
+    let memory_id = parse_memory_id(&memory_id)?;
+    let feedback = FeedbackRequest {
+        rating: body.rating,
+        text: body.text,
+    };
+    let stored = engine
+        .give_memory_feedback_for(&principal.principal(), memory_id, recall_id, feedback)
+        .await?;
+    Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }
 
-/// Rate a search's answer as a whole, or one of its results (`memory_id`).
 #[utoipa::path(post, path = "/v1/recalls/{recall_id}/feedback", tag = "memories",
     params(("recall_id" = String, Path)),
     request_body = RecallFeedbackBody,
@@ -349,49 +153,22 @@ pub async fn give_memory_feedback(
 pub async fn give_recall_feedback(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(spend_guard): State<Arc<SpendGuard>>,
-    State(meter): State<UsageMeter>,
     Path(recall_id): Path<String>,
     body: JsonBody<RecallFeedbackBody>,
 ) -> Result<Response, ApiError> {
-    let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
+    let recall_id = parse_recall_id(&recall_id)?;
     let body = body.value;
-    let mut errors = Vec::new();
-    let text = parse_rating_and_text(&body.rating, body.text, &mut errors);
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
-    let recall = known_recall(&principal, &engine, recall_id).await?;
-    let memory = match body.memory_id.as_deref() {
-        Some(memory_id) => Some(visible_memory(&principal, &engine, memory_id).await?),
-        None => None,
+    let memory_id = body.memory_id.as_deref().map(parse_memory_id).transpose()?;
+    let feedback = FeedbackRequest {
+        rating: body.rating,
+        text: body.text,
     };
-    // A rating of one result must be about a memory that search returned.
-    if let (Some(recall), Some(memory)) = (&recall, &memory) {
-        let returned = engram_engine::recall_metrics::recalled_ids(recall);
-        if !returned.contains(&memory.id) {
-            return Err(ApiError::invalid(vec![FieldError::new(
-                "memory_id",
-                "this memory was not among the results of that recall",
-            )]));
-        }
-    }
-    record(
-        &principal,
-        &engine,
-        &spend_guard,
-        &meter,
-        FeedbackRequest {
-            memory,
-            recall_id: Some(recall_id),
-            rating: body.rating,
-            text,
-        },
-    )
-    .await
+    let stored = engine
+        .give_recall_feedback_for(&principal.principal(), recall_id, memory_id, feedback)
+        .await?;
+    Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }
 
-/// Feedback given on a memory, oldest first.
 #[utoipa::path(get, path = "/v1/memories/{memory_id}/feedback", tag = "memories",
     params(("memory_id" = String, Path)),
     responses((status = 200, body = FeedbackListView),
@@ -402,18 +179,14 @@ pub async fn list_memory_feedback(
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
 ) -> Result<Json<FeedbackListView>, ApiError> {
-    let memory = visible_memory(&principal, &engine, &memory_id).await?;
     let feedback = engine
-        .storage()
-        .feedback_on_memory(&principal.scope, memory.id)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+        .list_memory_feedback_for(&principal.principal(), parse_memory_id(&memory_id)?)
+        .await?;
     Ok(Json(FeedbackListView {
         feedback: feedback.into_iter().map(FeedbackView::from).collect(),
     }))
 }
 
-/// Feedback given on a recall, oldest first (an end-user token sees its own).
 #[utoipa::path(get, path = "/v1/recalls/{recall_id}/feedback", tag = "memories",
     params(("recall_id" = String, Path)),
     responses((status = 200, body = FeedbackListView)),
@@ -423,20 +196,10 @@ pub async fn list_recall_feedback(
     State(engine): State<Arc<MemoryEngine>>,
     Path(recall_id): Path<String>,
 ) -> Result<Json<FeedbackListView>, ApiError> {
-    let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
-    // Only a recall the caller may see (an end-user token: its own user's).
-    known_recall(&principal, &engine, recall_id).await?;
     let feedback = engine
-        .storage()
-        .feedback_on_recall(&principal.scope, recall_id)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    let end_user = principal.end_user().map(|user| user.as_str().to_string());
+        .list_recall_feedback_for(&principal.principal(), parse_recall_id(&recall_id)?)
+        .await?;
     Ok(Json(FeedbackListView {
-        feedback: feedback
-            .into_iter()
-            .filter(|record| end_user.is_none() || record.user_id == end_user)
-            .map(FeedbackView::from)
-            .collect(),
+        feedback: feedback.into_iter().map(FeedbackView::from).collect(),
     }))
 }

@@ -1,0 +1,38 @@
+//! Rate a search answer, or one memory it returned.
+
+use super::{FeedbackRequest, refuse_if_any};
+use crate::{EngineError, MemoryEngine};
+use engram_core::{FieldError, MemoryId, Operation, Principal};
+use engram_storage::feedback::FeedbackRecord;
+
+impl MemoryEngine {
+    pub async fn give_recall_feedback_for(
+        &self,
+        principal: &Principal,
+        recall_id: uuid::Uuid,
+        memory_id: Option<MemoryId>,
+        feedback: FeedbackRequest,
+    ) -> Result<FeedbackRecord, EngineError> {
+        principal.authorize(Operation::GiveRecallFeedback)?;
+        let mut errors = Vec::new();
+        let (rating, text) = feedback.parse(&mut errors);
+        refuse_if_any(errors)?;
+        let recall = self.known_recall(principal, recall_id).await?;
+        let memory = match memory_id {
+            Some(memory_id) => Some(self.feedback_memory(principal, memory_id).await?),
+            None => None,
+        };
+        // A rating of one result must be about a memory that search returned.
+        if let (Some(recall), Some(memory)) = (&recall, &memory)
+            && !crate::recall_metrics::recalled_ids(recall).contains(&memory.id)
+        {
+            return Err(engram_core::InvalidInput(vec![FieldError::new(
+                "memory_id",
+                "this memory was not among the results of that recall",
+            )])
+            .into());
+        }
+        self.record_feedback(principal, memory, Some(recall_id), rating, text)
+            .await
+    }
+}

@@ -1,0 +1,25 @@
+//! The feedback given on one search answer: for an end-user token, only its own user's.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::{Operation, Principal};
+use engram_storage::feedback::FeedbackRecord;
+
+impl MemoryEngine {
+    pub async fn list_recall_feedback_for(
+        &self,
+        principal: &Principal,
+        recall_id: uuid::Uuid,
+    ) -> Result<Vec<FeedbackRecord>, EngineError> {
+        principal.authorize(Operation::ListRecallFeedback)?;
+        self.known_recall(principal, recall_id).await?;
+        let feedback = self
+            .storage
+            .feedback_on_recall(principal.scope(), recall_id)
+            .await?;
+        let end_user = principal.end_user().map(|user| user.as_str().to_string());
+        Ok(feedback
+            .into_iter()
+            .filter(|record| end_user.is_none() || record.user_id == end_user)
+            .collect())
+    }
+}

@@ -1,0 +1,178 @@
+//! Feedback on recall: a rating (`relevant`, `not_relevant`, `wrong`) of a memory or of a
+//! search answer, with optional words; a `wrong` rating with a correction in words is
+//! applied by the LLM when one is configured. Feedback is about what the caller may see: a
+//! memory or recall of another end-user does not exist for an end-user token.
+
+mod give_memory_feedback;
+mod give_recall_feedback;
+mod list_memory_feedback;
+mod list_recall_feedback;
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::limits::MAX_REASON_CHARS;
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{FieldError, InvalidInput, Memory, MemoryId, Operation, Principal};
+use engram_storage::feedback::{FeedbackRecord, NewFeedback};
+use engram_storage::recall_quality::RecallEventRecord;
+
+pub const FEEDBACK_RATINGS: [&str; 3] = ["relevant", "not_relevant", "wrong"];
+
+/// A rating and its words, as the caller sent them.
+#[derive(Clone, Debug)]
+pub struct FeedbackRequest {
+    pub rating: String,
+    pub text: Option<String>,
+}
+
+impl FeedbackRequest {
+    /// The words trimmed (none when blank), or every field error.
+    fn parse(self, errors: &mut Vec<FieldError>) -> (String, Option<String>) {
+        if !FEEDBACK_RATINGS.contains(&self.rating.as_str()) {
+            errors.push(FieldError::new(
+                "rating",
+                format!("must be one of: {}", FEEDBACK_RATINGS.join(", ")),
+            ));
+        }
+        let text = self
+            .text
+            .map(|text| text.trim().to_string())
+            .filter(|text| !text.is_empty());
+        if let Some(text) = &text
+            && text.chars().count() > MAX_REASON_CHARS
+        {
+            errors.push(FieldError::new(
+                "text",
+                format!("at most {MAX_REASON_CHARS} characters"),
+            ));
+        }
+        (self.rating, text)
+    }
+}
+
+fn refuse_if_any(errors: Vec<FieldError>) -> Result<(), EngineError> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidInput(errors).into())
+    }
+}
+
+impl MemoryEngine {
+    /// The memory, if this caller may see it; `Missing("memory")` otherwise.
+    async fn feedback_memory(
+        &self,
+        principal: &Principal,
+        memory_id: MemoryId,
+    ) -> Result<Memory, EngineError> {
+        match self.visible_memory(principal, memory_id).await {
+            Err(EngineError::NotFound) => Err(EngineError::Missing("memory")),
+            other => other,
+        }
+    }
+
+    /// The recall event, if the project records them (`None` when it does not) and this
+    /// caller may see it; `Missing("recall")` otherwise.
+    async fn known_recall(
+        &self,
+        principal: &Principal,
+        recall_id: uuid::Uuid,
+    ) -> Result<Option<RecallEventRecord>, EngineError> {
+        let scope = principal.scope();
+        let settings = self.recall_events.settings_of(scope).await;
+        if settings.capture == engram_core::recall::RecallEventCapture::Off {
+            return Ok(None);
+        }
+        let mut found = self.storage.recall_event(scope, recall_id).await?;
+        if found.is_none() {
+            // Feedback may follow its search faster than the event is written.
+            self.recall_events.flush().await;
+            found = self.storage.recall_event(scope, recall_id).await?;
+        }
+        let event = found.ok_or(EngineError::Missing("recall"))?;
+        let owner = event
+            .user_id
+            .as_deref()
+            .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
+        if !principal.sees_owner(owner.as_ref()) {
+            return Err(EngineError::Missing("recall"));
+        }
+        Ok(Some(event))
+    }
+
+    /// Store the feedback; a `wrong` rating of a memory with words is first applied by the
+    /// LLM (paid for like any LLM call, and deleting only with what deleting needs).
+    async fn record_feedback(
+        &self,
+        principal: &Principal,
+        memory: Option<Memory>,
+        recall_id: Option<uuid::Uuid>,
+        rating: String,
+        text: Option<String>,
+    ) -> Result<FeedbackRecord, EngineError> {
+        let scope = principal.scope();
+        let credential = principal.usage_credential();
+        let mut correction = None;
+        if let (Some(memory), Some(text), "wrong", true) =
+            (&memory, &text, rating.as_str(), self.llm_model().is_some())
+        {
+            self.spend_guard
+                .admit(
+                    scope,
+                    &[
+                        PlannedSpend {
+                            unit: UsageUnit::LlmTokensIn,
+                            quantity: 1,
+                        },
+                        PlannedSpend {
+                            unit: UsageUnit::TokensEmbedded,
+                            quantity: 1,
+                        },
+                    ],
+                )
+                .await?;
+            if let Some((change, tokens_embedded)) = self
+                .correct_memory(
+                    scope,
+                    memory,
+                    text,
+                    &credential,
+                    principal.may(Operation::DeleteMemory),
+                    principal.actor(),
+                )
+                .await?
+            {
+                self.meter.record(
+                    scope,
+                    &credential,
+                    UsageUnit::TokensEmbedded,
+                    tokens_embedded,
+                );
+                correction = Some(serde_json::json!({
+                    "action": change.action.as_str(),
+                    "memory_id": change.memory_id.map(|id| id.to_string()),
+                    "content": change.content,
+                    "reason": change.reason,
+                }));
+            }
+        }
+        Ok(self
+            .storage
+            .record_feedback(
+                scope,
+                NewFeedback {
+                    memory_id: memory.as_ref().map(|memory| memory.id),
+                    recall_id,
+                    user_id: memory
+                        .as_ref()
+                        .and_then(|memory| memory.user_id.as_ref())
+                        .map(|user_id| user_id.as_str().to_string())
+                        .or_else(|| principal.end_user().map(|user| user.as_str().to_string())),
+                    rating,
+                    text,
+                    credential,
+                    correction,
+                },
+            )
+            .await?)
+    }
+}
