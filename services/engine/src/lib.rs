@@ -38,13 +38,15 @@ pub use search::{
 };
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
-    AddMemoriesRequest, ClientIdempotencyKey, CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS,
-    DeleteMemoryRequest, EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest,
+    AddMemoriesRequest, AddMessagesRequest, ClientIdempotencyKey, CreateApiKeyRequest,
+    DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest,
+    FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest,
     MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
     ProjectSettingsChange, PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest,
     RolledApiKey, SearchAnswer, SearchMemoriesRequest, SessionStateAddress, UploadFileRequest,
 };
 // Query and result types of the use cases, so front doors need not name storage.
+pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
 pub use engram_storage::governance::ProjectSettings;

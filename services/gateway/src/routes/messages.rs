@@ -2,9 +2,9 @@
 //! messages and (unless asked not to) derives memories from them in a background task it
 //! waits for; `GET` pages through the session's history in order.
 
-use crate::auth::{Authorized, MemoriesRead, MemoriesWrite, ProjectPrincipal};
+use crate::auth::{Authorized, MemoriesRead, MemoriesWrite};
 use crate::extract::{JsonBody, QueryParams};
-use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::problem::{ApiError, ProblemDocument};
 use crate::routes::governance::TaskView;
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -15,19 +15,15 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::conversation::{MAX_MESSAGE_PAGE, MAX_MESSAGES_PER_CALL, MessageRole};
 use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_CONTENT_BYTES};
-use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError};
-use engram_engine::MemoryEngine;
-use engram_engine::SpendGuard;
-use engram_storage::conversations::{DerivationRequest, MessageBatch, NewMessage, SessionMessage};
+use engram_engine::{
+    AddMessagesRequest, ListMessagesRequest, MemoryEngine, NewMessage, SessionMessage,
+};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::Duration;
 use utoipa::{IntoParams, ToSchema};
 
 /// Longest a `POST …/messages` waits for its derivation before answering `202`.
-pub const DERIVATION_WAIT: Duration = Duration::from_secs(20);
-const DERIVATION_POLL: Duration = Duration::from_millis(20);
 
 pub fn router() -> Router<AppState> {
     Router::new().route(
@@ -204,10 +200,6 @@ fn parse_messages(
     messages
 }
 
-fn storage_problem(error: engram_storage::StorageError) -> ApiError {
-    ApiError::from(engram_engine::EngineError::from(error))
-}
-
 /// Store messages of a session; derive memories from them. `201` with the finished
 /// derivation (or none), `202` with its task when it is still running (poll
 /// `GET /v1/tasks/{id}`). A failed derivation (the LLM down) keeps the messages: the task
@@ -222,7 +214,6 @@ fn storage_problem(error: engram_storage::StorageError) -> ApiError {
 pub async fn add_messages(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(spend_guard): State<Arc<SpendGuard>>,
     Path(session_id): Path<String>,
     body: JsonBody<AddMessagesBody>,
 ) -> Result<Response, ApiError> {
@@ -233,97 +224,21 @@ pub async fn add_messages(
         .ok();
     let user_id = optional_id(body.user_id.as_deref(), "user_id", &mut errors);
     let agent_id = optional_id(body.agent_id.as_deref(), "agent_id", &mut errors);
-    let mut messages = parse_messages(body.messages, Utc::now(), &mut errors);
+    let messages = parse_messages(body.messages, Utc::now(), &mut errors);
     let (Some(session_id), true) = (session_id, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
-    let user_id = principal.end_user_subject(user_id, "user_id")?;
-    // Masked (or refused) before anything is stored or sent to an LLM.
-    let mut contents: Vec<String> = messages
-        .iter()
-        .map(|message| message.content.clone())
-        .collect();
-    engine
-        .governance()
-        .redact_personal_data(&principal.scope, &mut contents, |index| {
-            format!("messages[{index}].content")
-        })
-        .await?;
-    for (message, content) in messages.iter_mut().zip(contents) {
-        message.content = content;
-    }
-    // A project that sends its own vectors cannot have memories derived here (they need an
-    // embedding): its messages are only stored, and asking for derivation is refused.
-    let settings = engine
-        .governance()
-        .project_settings(&principal.scope)
-        .await?;
-    let client_vectors = settings.embedding.client_dimension().is_some();
-    let derive = match body.derive_memories {
-        Some(true) if client_vectors => {
-            return Err(ApiError::new(
-                crate::problem::ProblemKind::EmbeddingUnavailable,
-                "this project sends its own vectors: Engram cannot embed memories derived from messages; store the messages with derive_memories: false and add memories with their vectors",
-            ));
-        }
-        Some(derive) => derive,
-        None => settings.derive_memories && !client_vectors,
+    let request = AddMessagesRequest {
+        session_id,
+        user_id,
+        agent_id,
+        messages,
+        derive_memories: body.derive_memories,
+        wait: body.wait.unwrap_or(true),
     };
-    if derive {
-        let mut planned = vec![
-            PlannedSpend {
-                unit: UsageUnit::MemoriesWritten,
-                quantity: messages.len() as u64,
-            },
-            PlannedSpend {
-                unit: UsageUnit::TokensEmbedded,
-                quantity: 1,
-            },
-        ];
-        // What the LLM will spend is known only after it answered: a quota on its tokens
-        // refuses once it is used up.
-        if engine.llm_model().is_some() {
-            planned.extend([
-                PlannedSpend {
-                    unit: UsageUnit::LlmTokensIn,
-                    quantity: 1,
-                },
-                PlannedSpend {
-                    unit: UsageUnit::LlmTokensOut,
-                    quantity: 1,
-                },
-            ]);
-        }
-        spend_guard.admit(&principal.scope, &planned).await?;
-    }
-    let credential = principal.usage_credential();
     let (stored, task) = engine
-        .storage()
-        .append_session_messages(
-            &principal.scope,
-            MessageBatch {
-                session_id,
-                user_id,
-                agent_id,
-                messages,
-            },
-            derive.then_some(DerivationRequest {
-                credential: credential.as_str(),
-                may_delete: principal
-                    .scopes
-                    .contains(engram_core::ApiScope::MemoriesDelete),
-            }),
-            principal.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(storage_problem)?;
-    let mut task = task;
-    if let Some(queued) = &task {
-        engine.governance().task_queued.notify_waiters();
-        if body.wait.unwrap_or(true) {
-            task = Some(wait_for_task(&engine, &principal, queued.id).await?);
-        }
-    }
+        .add_messages_for(&principal.principal(), request)
+        .await?;
     let finished = task
         .as_ref()
         .is_none_or(|task| task.status == "succeeded" || task.status == "failed");
@@ -349,29 +264,7 @@ pub async fn add_messages(
     Ok(response)
 }
 
-/// The task as it is when it finishes or [`DERIVATION_WAIT`] runs out.
-async fn wait_for_task(
-    engine: &MemoryEngine,
-    principal: &ProjectPrincipal,
-    task_id: uuid::Uuid,
-) -> Result<engram_storage::tasks::TaskRecord, ApiError> {
-    let deadline = tokio::time::Instant::now() + DERIVATION_WAIT;
-    loop {
-        let task = engine
-            .storage()
-            .task(&principal.scope, task_id)
-            .await
-            .map_err(storage_problem)?
-            .ok_or_else(|| ApiError::new(ProblemKind::Internal, "the derivation task vanished"))?;
-        let finished = task.status == "succeeded" || task.status == "failed";
-        if finished || tokio::time::Instant::now() >= deadline {
-            return Ok(task);
-        }
-        tokio::time::sleep(DERIVATION_POLL).await;
-    }
-}
-
-/// A session's messages in the order they were stored (an end-user token sees its own).
+/// A session's messages, oldest first, one page at a time.
 #[utoipa::path(get, path = "/v1/sessions/{session_id}/messages", tag = "sessions",
     params(("session_id" = String, Path), ListMessagesQuery),
     responses((status = 200, body = MessagePageView),
@@ -408,18 +301,15 @@ pub async fn list_messages(
     let (Some(session_id), true) = (session_id, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
-    let end_user = principal.end_user_subject(requested_user, "user_id")?;
+    let request = ListMessagesRequest {
+        session_id,
+        user_id: requested_user,
+        after,
+        limit,
+    };
     let (page, cursor) = engine
-        .storage()
-        .session_messages(
-            &principal.scope,
-            session_id.as_str(),
-            end_user.as_ref().map(ExternalId::as_str),
-            after,
-            limit,
-        )
-        .await
-        .map_err(storage_problem)?;
+        .list_messages_for(&principal.principal(), request)
+        .await?;
     Ok(Json(MessagePageView {
         messages: page.into_iter().map(MessageView::from).collect(),
         next_cursor: cursor.map(|id| id.to_string()),
