@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use engram_gateway::end_user_tokens::{EndUserTokenKeys, key_id};
+use engram_engine::end_user_tokens::{EndUserTokenKeys, key_id};
 use engram_tests::{ApiClient, TestServer};
 use serde_json::{Value, json};
 

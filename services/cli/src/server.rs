@@ -299,7 +299,12 @@ impl EmbeddedServer {
                 },
             )
             .with_usage_meter(meter)
-            .with_api_key_pepper(secrets.api_key_pepper.clone()),
+            .with_api_key_pepper(secrets.api_key_pepper.clone())
+            .with_end_user_token_keys(
+                engram_engine::end_user_tokens::EndUserTokenKeys::new(
+                    &secrets.end_user_token_secret,
+                ),
+            ),
         );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
@@ -396,8 +401,7 @@ impl EmbeddedServer {
         }
 
         let credentials = engram_gateway::state::CredentialVerifier {
-            storage: storage.clone(),
-            api_key_pepper: secrets.api_key_pepper.clone(),
+            engine: engine.clone(),
             console_sessions: ConsoleSessionKeys::rotating(
                 config.console_signing_key_version,
                 &secrets.console_signing_secret_for(config.console_signing_key_version),
@@ -405,9 +409,6 @@ impl EmbeddedServer {
                     config.console_signing_key_version.saturating_sub(1),
                 )),
                 CONSOLE_ACCESS_TOKEN_LIFETIME,
-            ),
-            end_user_tokens: engram_gateway::end_user_tokens::EndUserTokenKeys::new(
-                &secrets.end_user_token_secret,
             ),
             end_user_rate_limit: engram_gateway::rate_limit::EndUserRateLimiter::new(
                 engram_gateway::rate_limit::RateLimitSettings {

@@ -4,6 +4,7 @@
 pub mod consolidation;
 pub mod derivation;
 pub mod embedding_spaces;
+pub mod end_user_tokens;
 mod error;
 pub mod evaluation;
 pub mod governance;
@@ -38,12 +39,13 @@ pub use search::{
 };
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
-    AddMemoriesRequest, AddMessagesRequest, ClientIdempotencyKey, CreateApiKeyRequest,
-    DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest,
-    FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest,
+    AddMemoriesRequest, AddMessagesRequest, AuthenticatedEndUser, ClientIdempotencyKey,
+    CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
+    EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest,
     MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
-    ProjectSettingsChange, PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest,
-    RolledApiKey, SearchAnswer, SearchMemoriesRequest, SessionStateAddress, UploadFileRequest,
+    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutSessionStateRequest,
+    RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
+    SessionStateAddress, UploadFileRequest,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::{NewMessage, SessionMessage};

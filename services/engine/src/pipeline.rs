@@ -90,6 +90,8 @@ pub struct MemoryEngine {
     pub(crate) spend_guard: Arc<crate::spend_guard::SpendGuard>,
     /// Mixed into API key hashes; `None` until `with_api_key_pepper` (key use cases then fail).
     pub(crate) api_key_pepper: Option<engram_storage::ApiKeyPepper>,
+    /// Signs and verifies end-user tokens; `None` until `with_end_user_token_keys`.
+    pub(crate) end_user_tokens: Option<crate::end_user_tokens::EndUserTokenKeys>,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -172,7 +174,17 @@ impl MemoryEngine {
             meter,
             spend_guard,
             api_key_pepper: None,
+            end_user_tokens: None,
         }
+    }
+
+    /// The keys that sign and verify end-user tokens.
+    pub fn with_end_user_token_keys(
+        mut self,
+        keys: crate::end_user_tokens::EndUserTokenKeys,
+    ) -> Self {
+        self.end_user_tokens = Some(keys);
+        self
     }
 
     /// The server secret mixed into API key hashes, for the key use cases.

@@ -234,79 +234,73 @@ where
                     "the Authorization header must be `Bearer <token>`",
                 )
             })?;
-        if !presented.starts_with(engram_core::access::API_KEY_PREFIX) {
-            return verify_end_user_token(&verifier, presented, parts).await;
-        }
-        let verified = verifier
-            .storage
-            .verify_api_key(presented, &verifier.api_key_pepper)
-            .await
-            .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-        match verified {
-            Some(verified) => Ok(ProjectPrincipal {
-                scope: verified.scope,
-                credential: PrincipalCredential::ApiKey {
-                    key_id: verified.key_id,
-                    lineage_id: verified.lineage_id,
+        let origin = RequestOrigin::of(parts);
+        let authenticated = verifier
+            .engine
+            .authenticate(presented, origin.actor(ActorKind::ApiKey, String::new()))
+            .await?;
+        let Some((principal, end_user)) = authenticated else {
+            return Err(
+                if presented.starts_with(engram_core::access::API_KEY_PREFIX) {
+                    ApiError::new(
+                        ProblemKind::Unauthorized,
+                        "the API key is unknown, expired, revoked or malformed",
+                    )
+                } else {
+                    ApiError::new(
+                        ProblemKind::Unauthorized,
+                        "the token is not a valid API key or end-user token (expired, revoked, or signed with another key)",
+                    )
                 },
-                scopes: verified.scopes,
-                origin: RequestOrigin::of(parts),
-            }),
-            None => Err(ApiError::new(
-                ProblemKind::Unauthorized,
-                "the API key is unknown, expired, revoked or malformed",
-            )),
+            );
+        };
+        if let (Some(limiter), Some(end_user)) = (&verifier.end_user_rate_limit, &end_user)
+            && let Err(retry_after_seconds) =
+                limiter.check(&end_user.project_id.to_string(), &end_user.user_id)
+        {
+            let mut problem = ApiError::new(
+                ProblemKind::RateLimited,
+                format!("too many requests for this end-user; retry in {retry_after_seconds} s"),
+            );
+            problem.retry_after_seconds = Some(retry_after_seconds);
+            return Err(problem);
         }
+        ProjectPrincipal::of(&principal, origin)
     }
 }
 
-/// An end-user token: its kid names the project and key generation; the project must still
-/// be on that generation, and the token must verify with that generation's key.
-async fn verify_end_user_token(
-    verifier: &CredentialVerifier,
-    presented: &str,
-    parts: &Parts,
-) -> Result<ProjectPrincipal, ApiError> {
-    let rejected = || {
-        ApiError::new(
-            ProblemKind::Unauthorized,
-            "the token is not a valid API key or end-user token (expired, revoked, or signed with another key)",
-        )
-    };
-    let Some((project_id, generation)) = crate::end_user_tokens::claimed_key(presented) else {
-        return Err(rejected());
-    };
-    // The signature first (no database work for a forged token), then whether the project
-    // is still on that key generation and the minting key still in force.
-    let verified = verifier
-        .end_user_tokens
-        .verify(presented, project_id, generation)
-        .ok_or_else(rejected)?;
-    let scope = verifier
-        .storage
-        .scope_for_end_user_token(project_id, generation, verified.minted_by)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
-        .ok_or_else(rejected)?;
-    if let Some(limiter) = &verifier.end_user_rate_limit
-        && let Err(retry_after_seconds) =
-            limiter.check(&scope.project_id().to_string(), verified.user_id.as_str())
-    {
-        let mut problem = ApiError::new(
-            ProblemKind::RateLimited,
-            format!("too many requests for this end-user; retry in {retry_after_seconds} s"),
-        );
-        problem.retry_after_seconds = Some(retry_after_seconds);
-        return Err(problem);
+impl ProjectPrincipal {
+    /// The door's view of an authenticated principal.
+    fn of(principal: &engram_core::Principal, origin: RequestOrigin) -> Result<Self, ApiError> {
+        use engram_core::permissions::PrincipalKind;
+        use engram_core::principal::Credential;
+        let credential = match principal.credential() {
+            Credential::ApiKey { key_id, lineage_id } => PrincipalCredential::ApiKey {
+                key_id: *key_id,
+                lineage_id: *lineage_id,
+            },
+            Credential::EndUserToken { user_id } => PrincipalCredential::EndUserToken {
+                user_id: user_id.clone(),
+            },
+            // A bearer credential authenticates as a key or a token only.
+            Credential::ConsoleAccount { .. } | Credential::Operator => {
+                return Err(ApiError::new(
+                    ProblemKind::Unauthorized,
+                    "send a project API key or an end-user token",
+                ));
+            }
+        };
+        let scopes = match principal.kind() {
+            PrincipalKind::ApiKey(scopes) | PrincipalKind::EndUserToken(scopes) => scopes.clone(),
+            _ => ApiScopes::default(),
+        };
+        Ok(Self {
+            scope: *principal.scope(),
+            credential,
+            scopes,
+            origin,
+        })
     }
-    Ok(ProjectPrincipal {
-        scope,
-        credential: PrincipalCredential::EndUserToken {
-            user_id: verified.user_id,
-        },
-        scopes: verified.scopes,
-        origin: RequestOrigin::of(parts),
-    })
 }
 
 /// The permission a handler needs, named in its signature: `Authorized<MemoriesWrite>`

@@ -1582,7 +1582,7 @@ impl GatewayConsoleBackend {
 pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     let backend: Arc<dyn ConsoleBackend> = Arc::new(
         GatewayConsoleBackend::new(
-            state.credentials.storage.clone(),
+            state.engine.storage().clone(),
             state.credentials.console_sessions.clone(),
         )
         .with_engine(state.engine.clone())

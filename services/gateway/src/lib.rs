@@ -3,7 +3,6 @@
 
 pub mod auth;
 pub mod console;
-pub mod end_user_tokens;
 mod extract;
 pub mod http_metrics;
 pub mod login_throttle;

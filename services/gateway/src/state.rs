@@ -4,7 +4,6 @@
 use crate::auth::ConsoleSessionKeys;
 use axum::extract::FromRef;
 use engram_engine::MemoryEngine;
-use engram_storage::{ApiKeyPepper, Storage};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,13 +47,12 @@ impl FromRef<AppState> for engram_engine::UsageMeter {
     }
 }
 
-/// Everything needed to turn a presented credential into a scope.
+/// Everything needed to turn a presented credential into a principal: the engine
+/// authenticates; the console's session keys and the per-end-user limit are the door's.
 #[derive(Clone)]
 pub struct CredentialVerifier {
-    pub storage: Storage,
-    pub api_key_pepper: ApiKeyPepper,
+    pub engine: Arc<MemoryEngine>,
     pub console_sessions: ConsoleSessionKeys,
-    pub end_user_tokens: crate::end_user_tokens::EndUserTokenKeys,
     /// Per end-user request limits for end-user tokens; `None` for no limit.
     pub end_user_rate_limit: Option<Arc<crate::rate_limit::EndUserRateLimiter>>,
 }

@@ -7,8 +7,10 @@
 
 mod add_memories;
 mod api_keys;
+mod authenticate;
 mod delete_memory;
 mod edit_memory;
+mod end_user_tokens;
 mod feedback;
 mod files;
 mod get_memory;
@@ -24,8 +26,10 @@ pub use api_keys::{
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
+pub use authenticate::AuthenticatedEndUser;
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
+pub use end_user_tokens::{MintEndUserTokenRequest, MintedEndUserToken};
 pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;

@@ -4,7 +4,7 @@
 use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument};
-use crate::state::{AppState, CredentialVerifier};
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,8 +13,10 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::FieldError;
 use engram_core::audit::AuditAction;
+use engram_engine::MemoryEngine;
 use engram_storage::{AuditEventRecord, AuditFilter};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
 /// Most events one export returns; narrow the time range for more.
@@ -178,12 +180,12 @@ fn storage_error(error: engram_storage::StorageError) -> ApiError {
     security(("api_key" = ["admin"])))]
 pub async fn list_audit_events(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<AuditQuery>,
 ) -> Result<Json<AuditPageView>, ApiError> {
     let filter = query.into_filter()?;
-    let events = credentials
-        .storage
+    let events = engine
+        .storage()
         .audit_events(&principal.scope, &filter)
         .await
         .map_err(storage_error)?;
@@ -222,10 +224,10 @@ pub struct BrokenLinkView {
     security(("api_key" = ["admin"])))]
 pub async fn verify_audit_chain(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<AuditVerificationView>, ApiError> {
-    let verification = credentials
-        .storage
+    let verification = engine
+        .storage()
         .verify_audit_chain(&principal.scope)
         .await
         .map_err(storage_error)?;
@@ -327,7 +329,7 @@ pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
     security(("api_key" = ["admin"])))]
 pub async fn export_audit_events(
     principal: Authorized<ProjectAdmin>,
-    State(credentials): State<CredentialVerifier>,
+    State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<AuditQuery>,
 ) -> Result<Response, ApiError> {
     let as_csv = match query.format.as_deref() {
@@ -340,7 +342,7 @@ pub async fn export_audit_events(
             )]));
         }
     };
-    let events = events_for_export(&credentials.storage, &principal.scope, query.into_filter()?)
+    let events = events_for_export(engine.storage(), &principal.scope, query.into_filter()?)
         .await
         .map_err(storage_error)?;
     let (content_type, body) = if as_csv {
