@@ -145,7 +145,6 @@ fn front_doors_do_not_name_storage_beyond_the_files_not_yet_moved() {
         "services/gateway/src/console/recall.rs",
         "services/gateway/src/console/usage.rs",
         "services/gateway/src/routes/audit.rs",
-        "services/gateway/src/routes/governance.rs",
         "services/gateway/src/routes/recall_quality.rs",
         "services/gateway/src/routes/usage.rs",
     ];

@@ -42,16 +42,16 @@ pub use use_cases::{
     AddMemoriesRequest, AddMessagesRequest, AuthenticatedEndUser, ClientIdempotencyKey,
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
     EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest,
-    MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
-    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutSessionStateRequest,
-    RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
-    SessionStateAddress, UploadFileRequest,
+    MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS,
+    MAX_STATE_VALUE_BYTES, MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange,
+    PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
+    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, UploadFileRequest,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
-pub use engram_storage::governance::ProjectSettings;
+pub use engram_storage::governance::{ExportedMemory, ProjectSettings};
 pub use engram_storage::session_state::{
     MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
 };

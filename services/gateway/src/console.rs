@@ -958,19 +958,17 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .authorized_project(caller, project_id, Operation::SetMemoryFlags)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
-        let reason = required_reason(reason)?;
-        self.storage
-            .set_memory_flags(
-                &scope,
-                memory_id,
-                immutable,
-                legal_hold,
-                Some(&reason),
-                &console_actor(&account, &caller.origin),
-            )
+        let request = engram_engine::SetMemoryFlagsRequest {
+            memory_id,
+            immutable,
+            legal_hold,
+            reason: Some(reason),
+        };
+        self.engine()?
+            .set_memory_flags_for(&console_principal(&account, scope, &caller.origin), request)
             .await
             .map(|_| ())
-            .map_err(|error| engine_error(error.into()))
+            .map_err(engine_error)
     }
 
     async fn preview_bulk_delete(
@@ -1065,15 +1063,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .authorized_project(caller, project_id, Operation::RequestSubjectErasure)
             .await?;
         let user_id = parse_subject(user_id)?;
-        let task = crate::routes::governance::queue_subject_erasure(
-            self.engine()?,
-            &scope,
-            &user_id,
-            &console_actor(&account, &caller.origin),
-            caller.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(engine_error)?;
+        let task = self
+            .engine()?
+            .request_subject_erasure_for(
+                &console_principal(&account, scope, &caller.origin),
+                &user_id,
+            )
+            .await
+            .map_err(engine_error)?;
         Ok(erasure_status(project_id, task))
     }
 
@@ -1083,16 +1080,19 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         task_id: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, project_id, Operation::GetTask)
             .await?;
         let task_id: uuid::Uuid = task_id.parse().map_err(|_| ConsoleError::NotFound)?;
         let task = self
-            .storage
-            .task(&scope, task_id)
+            .engine()?
+            .get_task_for(&console_principal(&account, scope, &caller.origin), task_id)
             .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
+            .map_err(engine_error)?;
+        // The subjects page follows erasures only.
+        if task.kind != "subject_erasure" {
+            return Err(ConsoleError::NotFound);
+        }
         Ok(erasure_status(project_id, task))
     }
 
@@ -1108,11 +1108,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let user_id = parse_subject(user_id)?;
         let exported = self
             .engine()?
-            .governance()
-            .export_subject(
-                &scope,
-                user_id.as_str(),
-                &console_actor(&account, &caller.origin),
+            .export_subject_for(
+                &console_principal(&account, scope, &caller.origin),
+                &user_id,
             )
             .await
             .map_err(engine_error)?;
@@ -1436,7 +1434,7 @@ fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
     }
 }
 
-fn erasure_status(project_id: &str, task: engram_storage::tasks::TaskRecord) -> ErasureStatus {
+fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureStatus {
     let receipt = task.result.as_ref();
     ErasureStatus {
         project_id: project_id.to_string(),

@@ -8,6 +8,7 @@
 mod add_memories;
 mod api_keys;
 mod authenticate;
+mod compliance;
 mod delete_memory;
 mod edit_memory;
 mod end_user_tokens;
@@ -27,6 +28,7 @@ pub use api_keys::{
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
 pub use authenticate::AuthenticatedEndUser;
+pub use compliance::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
 pub use end_user_tokens::{MintEndUserTokenRequest, MintedEndUserToken};

@@ -13,9 +13,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use engram_core::audit::{AuditAction, NewAuditEvent};
 use engram_core::{ExternalId, FieldError, MemoryId};
-use engram_engine::{MemoryEngine, ProjectSettings, ProjectSettingsChange};
+use engram_engine::{
+    ExportedMemory, MemoryEngine, ProjectSettings, ProjectSettingsChange, SetMemoryFlagsRequest,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -161,8 +162,8 @@ pub struct TaskProgressView {
     pub total: i64,
 }
 
-impl From<engram_storage::tasks::TaskRecord> for TaskView {
-    fn from(task: engram_storage::tasks::TaskRecord) -> Self {
+impl From<engram_engine::TaskRecord> for TaskView {
+    fn from(task: engram_engine::TaskRecord) -> Self {
         Self {
             id: task.id.to_string(),
             kind: task.kind,
@@ -191,10 +192,6 @@ pub struct RetentionPreviewView {
     pub memory_ids: Vec<String>,
     /// More than `would_delete` are due.
     pub more: bool,
-}
-
-fn storage_error(error: engram_storage::StorageError) -> ApiError {
-    ApiError::from(engram_engine::EngineError::from(error))
 }
 
 fn parse_user_id(text: &str) -> Result<ExternalId, ApiError> {
@@ -258,29 +255,15 @@ pub async fn set_memory_flags(
         .parse()
         .map_err(|_| ApiError::memory_not_found())?;
     let body = body.value;
-    if body
-        .reason
-        .as_ref()
-        .is_some_and(|reason| reason.chars().count() > 1_000)
-    {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "reason",
-            "at most 1,000 characters",
-        )]));
-    }
-    engine
-        .storage()
-        .set_memory_flags(
-            &principal.scope,
-            memory_id,
-            body.immutable,
-            body.legal_hold,
-            body.reason.as_deref(),
-            &principal.actor(),
-        )
-        .await
-        .map_err(storage_error)?;
-    let memory = engine.get_memory(&principal.scope, memory_id).await?;
+    let request = SetMemoryFlagsRequest {
+        memory_id,
+        immutable: body.immutable,
+        legal_hold: body.legal_hold,
+        reason: body.reason,
+    };
+    let memory = engine
+        .set_memory_flags_for(&principal.principal(), request)
+        .await?;
     Ok(Json(MemoryView::from(&memory)))
 }
 
@@ -297,14 +280,9 @@ pub async fn request_subject_erasure(
     Path(user_id): Path<String>,
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
-    let task = queue_subject_erasure(
-        &engine,
-        &principal.scope,
-        &user_id,
-        &principal.actor(),
-        principal.origin.request_id.as_deref(),
-    )
-    .await?;
+    let task = engine
+        .request_subject_erasure_for(&principal.principal(), &user_id)
+        .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {
@@ -325,16 +303,8 @@ pub async fn request_consolidation(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Response, ApiError> {
     let task = engine
-        .storage()
-        .create_task(
-            &principal.scope,
-            engram_engine::consolidation::CONSOLIDATION_TASK,
-            None,
-            principal.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(storage_error)?;
-    engine.governance().task_queued.notify_one();
+        .request_consolidation_for(&principal.principal())
+        .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {
@@ -345,49 +315,7 @@ pub async fn request_consolidation(
 
 /// Queue the erasure of one end-user (refused while any of their memories is held) and
 /// audit the request; the API and the console both start erasures here.
-pub async fn queue_subject_erasure(
-    engine: &MemoryEngine,
-    scope: &engram_core::ProjectScope,
-    user_id: &ExternalId,
-    actor: &engram_core::audit::Actor,
-    request_id: Option<&str>,
-) -> Result<engram_storage::tasks::TaskRecord, engram_engine::EngineError> {
-    let held = engine
-        .storage()
-        .held_memories_of_subject(scope, user_id.as_str())
-        .await?;
-    if !held.is_empty() {
-        return Err(engram_engine::EngineError::SubjectHeld { memory_ids: held });
-    }
-    let task = engine
-        .storage()
-        .create_task(scope, "subject_erasure", Some(user_id.as_str()), request_id)
-        .await?;
-    engine
-        .storage()
-        .record_audit_event(
-            scope.organization_id(),
-            Some(scope),
-            actor,
-            &NewAuditEvent::success(
-                AuditAction::SubjectErasureRequested,
-                vec![
-                    engine.governance().subject_digest(scope, user_id.as_str()),
-                    task.id.to_string(),
-                ],
-                serde_json::json!({ "task_id": task.id.to_string() }),
-            ),
-        )
-        .await?;
-    engine.governance().task_queued.notify_waiters();
-    Ok(task)
-}
-
-/// The NDJSON of a subject export: one `{"memory", "history"}` per line, then a summary.
-pub fn subject_export_ndjson(
-    user_id: &str,
-    exported: &[engram_storage::governance::ExportedMemory],
-) -> String {
+pub fn subject_export_ndjson(user_id: &str, exported: &[ExportedMemory]) -> String {
     let mut lines = String::new();
     for item in exported {
         let view = ExportedMemoryView {
@@ -431,36 +359,8 @@ pub async fn get_task(
 ) -> Result<Json<TaskView>, ApiError> {
     let not_found = || ApiError::not_found("task", "no task with this id exists in this project");
     let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
-    let task = engine
-        .storage()
-        .task(&principal.scope, task_id)
-        .await
-        .map_err(storage_error)?
-        .ok_or_else(not_found)?;
-    let mut view = TaskView::from(task);
-    // Task results may carry memory content (a derivation's changes) or per-case evaluation
-    // results: only for a key that may read memories.
-    if !principal
-        .scopes
-        .contains(engram_core::ApiScope::MemoriesRead)
-        && let Some(result) = view.result.as_mut()
-    {
-        strip_content_fields(result);
-    }
-    Ok(Json(view))
-}
-
-/// Removes every `content` and `per_case` member, at any depth.
-fn strip_content_fields(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(object) => {
-            object.remove("content");
-            object.remove("per_case");
-            object.values_mut().for_each(strip_content_fields);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_content_fields),
-        _ => {}
-    }
+    let task = engine.get_task_for(&principal.principal(), task_id).await?;
+    Ok(Json(TaskView::from(task)))
 }
 
 /// One exported memory: the memory and its full history.
@@ -483,8 +383,7 @@ pub async fn export_subject(
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
     let exported = engine
-        .governance()
-        .export_subject(&principal.scope, user_id.as_str(), &principal.actor())
+        .export_subject_for(&principal.principal(), &user_id)
         .await?;
     let lines = subject_export_ndjson(user_id.as_str(), &exported);
     Ok((
@@ -509,8 +408,7 @@ pub async fn retention_preview(
 ) -> Result<Json<RetentionPreviewView>, ApiError> {
     // Counted up to a generous bound; the listed ids are the first ones.
     let due = engine
-        .governance()
-        .retention_preview(&principal.scope, 100_001)
+        .preview_retention_for(&principal.principal(), 100_001)
         .await?;
     let more = due.len() > 100_000;
     let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();

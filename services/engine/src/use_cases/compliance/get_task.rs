@@ -1,0 +1,39 @@
+//! The status of a background task. Task results may carry memory content (a derivation's
+//! changes) or per-case evaluation results: only for a caller that may read memories.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::{Operation, Permission, Principal};
+use engram_storage::tasks::TaskRecord;
+
+fn strip_content_fields(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => {
+            object.remove("content");
+            object.remove("per_case");
+            object.values_mut().for_each(strip_content_fields);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_content_fields),
+        _ => {}
+    }
+}
+
+impl MemoryEngine {
+    pub async fn get_task_for(
+        &self,
+        principal: &Principal,
+        task_id: uuid::Uuid,
+    ) -> Result<TaskRecord, EngineError> {
+        principal.authorize(Operation::GetTask)?;
+        let mut task = self
+            .storage
+            .task(principal.scope(), task_id)
+            .await?
+            .ok_or(EngineError::Missing("task"))?;
+        if !principal.kind().holds(Permission::ReadMemories)
+            && let Some(result) = task.result.as_mut()
+        {
+            strip_content_fields(result);
+        }
+        Ok(task)
+    }
+}
