@@ -146,7 +146,6 @@ fn front_doors_do_not_name_storage_beyond_the_files_not_yet_moved() {
         "services/gateway/src/console/usage.rs",
         "services/gateway/src/routes/audit.rs",
         "services/gateway/src/routes/recall_quality.rs",
-        "services/gateway/src/routes/usage.rs",
     ];
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();

@@ -45,9 +45,11 @@ pub use use_cases::{
     MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS,
     MAX_STATE_VALUE_BYTES, MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange,
     PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
-    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, UploadFileRequest,
+    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
+    UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
+pub use engram_storage::conversations::LlmModelUsage;
 pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
@@ -56,4 +58,5 @@ pub use engram_storage::session_state::{
     MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
 };
 pub use engram_storage::tasks::TaskRecord;
+pub use engram_storage::usage::{BudgetAlert, CostRow, UsageGranularity, UsageRow};
 pub use engram_storage::{ApiKeyRecord, HistoryEntry, MemoryListFilter, MemoryPage};

@@ -38,8 +38,6 @@ pub struct GatewayConsoleBackend {
     engine: Option<Arc<engram_engine::MemoryEngine>>,
     sessions: ConsoleSessionKeys,
     login_throttle: crate::login_throttle::LoginThrottle,
-    /// Told about limits saved in the console, so they apply at once.
-    spend_guard: Option<Arc<engram_engine::SpendGuard>>,
 }
 
 impl GatewayConsoleBackend {
@@ -49,14 +47,7 @@ impl GatewayConsoleBackend {
             engine: None,
             sessions,
             login_throttle: Default::default(),
-            spend_guard: None,
         }
-    }
-
-    /// The guard that enforces spend limits on this server.
-    pub fn with_spend_guard(mut self, guard: Arc<engram_engine::SpendGuard>) -> Self {
-        self.spend_guard = Some(guard);
-        self
     }
 
     /// The engine that corrections, searches by meaning and erasures go through.
@@ -1583,8 +1574,7 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
             state.engine.storage().clone(),
             state.credentials.console_sessions.clone(),
         )
-        .with_engine(state.engine.clone())
-        .with_spend_guard(state.engine.spend_guard().clone()),
+        .with_engine(state.engine.clone()),
     );
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }

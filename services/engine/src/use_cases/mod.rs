@@ -21,6 +21,7 @@ mod messages;
 mod project_settings;
 mod search_memories;
 mod session_state;
+mod usage;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
 pub use api_keys::{
@@ -39,6 +40,7 @@ pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
 pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
 pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
+pub use usage::{SpendLimitsReport, UsageReport};
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};

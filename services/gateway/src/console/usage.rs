@@ -1,7 +1,7 @@
 //! The console's usage and cost page: usage per day and unit, cost per day, the month's
 //! burn-down, the organization's top projects, and the spend-limit form both ways.
 
-use super::{GatewayConsoleBackend, console_actor, internal, require_role};
+use super::{GatewayConsoleBackend, internal, require_role};
 use crate::routes::usage::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
 use chrono::{Duration, Utc};
 use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay, UsageOverview};
@@ -26,7 +26,13 @@ impl GatewayConsoleBackend {
         let scope = self.project_scope(&account, project_id).await?;
         let can_edit_limits = engram_core::Permission::ManageSpendLimits
             .granted_to_role(ConsoleRole::from_stored(&account.role));
-        let limits = self.storage.spend_limits(&scope).await.map_err(internal)?;
+        let principal = super::console_principal(&account, scope, &caller.origin);
+        let engine = self.engine()?;
+        let limits = engine
+            .spend_limits_for(&principal)
+            .await
+            .map_err(super::engine_error)?
+            .limits;
         let now = Utc::now();
         let today = now.date_naive();
         let first_day = today - Duration::days(i64::from(days.max(1)) - 1);
@@ -39,11 +45,10 @@ impl GatewayConsoleBackend {
             .map(|at| at.and_utc())
             .unwrap_or(now);
         // One read gives both: each cost row carries the day's quantity of its unit.
-        let costs = self
-            .storage
-            .costs(&scope, range_start, range_end)
+        let costs = engine
+            .costs_for(&principal, range_start, range_end)
             .await
-            .map_err(internal)?;
+            .map_err(super::engine_error)?;
         let currency = limits
             .monthly_budget
             .as_ref()
@@ -276,15 +281,14 @@ impl GatewayConsoleBackend {
                     .join("; "),
             )
         })?;
-        let saved = self
-            .storage
-            .set_spend_limits(&scope, &limits, &console_actor(&account, &caller.origin))
+        self.engine()?
+            .put_spend_limits_for(
+                &super::console_principal(&account, scope, &caller.origin),
+                limits,
+            )
             .await
-            .map_err(internal)?;
-        if let Some(guard) = &self.spend_guard {
-            guard.remember(&scope, saved);
-        }
-        Ok(())
+            .map(|_| ())
+            .map_err(super::engine_error)
     }
 }
 

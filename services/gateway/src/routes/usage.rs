@@ -15,11 +15,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
 use engram_core::limits::MAX_TOP_K;
 use engram_core::usage::{
-    BillingMonth, MonthlyBudget, RecallBudget, SpendLimits, UsageUnit, forecast_month_cost,
+    MonthlyBudget, RecallBudget, SpendLimits, UsageUnit, forecast_month_cost,
 };
 use engram_engine::MemoryEngine;
-use engram_engine::SpendGuard;
-use engram_storage::usage::UsageGranularity;
+use engram_engine::{SpendLimitsReport, UsageGranularity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -118,11 +117,10 @@ pub async fn project_usage(
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
-    let rows = engine
-        .storage()
-        .usage(&principal.scope, from, to, granularity)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    let report = engine
+        .usage_report_for(&principal.principal(), from, to, granularity)
+        .await?;
+    let rows = report.rows;
     let mut totals: BTreeMap<String, i64> = UsageUnit::ALL
         .iter()
         .map(|unit| (unit.as_str().to_string(), 0))
@@ -130,11 +128,8 @@ pub async fn project_usage(
     for row in &rows {
         *totals.entry(row.unit.as_str().to_string()).or_default() += row.quantity;
     }
-    let llm_by_model: Vec<LlmModelUsageView> = engine
-        .storage()
-        .llm_usage_by_model(&principal.scope, from, to)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?
+    let llm_by_model: Vec<LlmModelUsageView> = report
+        .llm_by_model
         .into_iter()
         .map(|usage| LlmModelUsageView {
             model: usage.model,
@@ -229,11 +224,7 @@ pub async fn project_costs(
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
-    let rows = engine
-        .storage()
-        .costs(&principal.scope, from, to)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
+    let rows = engine.costs_for(&principal.principal(), from, to).await?;
     let mut totals_micros: BTreeMap<String, i64> = BTreeMap::new();
     let days: Vec<CostRowView> = rows
         .into_iter()
@@ -550,22 +541,15 @@ impl SpendLimitsBody {
     }
 }
 
-async fn limits_view(
-    guard: &SpendGuard,
-    engine: &MemoryEngine,
-    scope: &engram_core::ProjectScope,
-    limits: &SpendLimits,
-) -> Result<SpendLimitsView, ApiError> {
-    let now = Utc::now();
-    let month = BillingMonth::containing(now);
-    let month_to_date = guard.month_to_date(scope, limits, month).await?;
-    let alerts = engine
-        .storage()
-        .budget_alerts(scope, month)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    Ok(SpendLimitsView {
-        limits: SpendLimitsBody::from_limits(limits),
+fn limits_view(report: SpendLimitsReport) -> SpendLimitsView {
+    let SpendLimitsReport {
+        limits,
+        month,
+        month_to_date,
+        alerts,
+    } = report;
+    SpendLimitsView {
+        limits: SpendLimitsBody::from_limits(&limits),
         month_to_date: MonthToDateView {
             month: month.label(),
             resets_at: month.resets_at(),
@@ -579,7 +563,7 @@ async fn limits_view(
                 })
                 .collect(),
             spent_micros: month_to_date.spent_micros,
-            forecast_micros: forecast_month_cost(month, month_to_date.spent_micros, now),
+            forecast_micros: forecast_month_cost(month, month_to_date.spent_micros, Utc::now()),
             alerts: alerts
                 .into_iter()
                 .map(|alert| BudgetAlertView {
@@ -591,7 +575,7 @@ async fn limits_view(
                 })
                 .collect(),
         },
-    })
+    }
 }
 
 /// The project's budget, quotas and recall budget, with the month so far.
@@ -601,16 +585,9 @@ async fn limits_view(
 pub async fn get_spend_limits(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(guard): State<Arc<SpendGuard>>,
 ) -> Result<Json<SpendLimitsView>, ApiError> {
-    let limits = engine
-        .storage()
-        .spend_limits(&principal.scope)
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    Ok(Json(
-        limits_view(&guard, &engine, &principal.scope, &limits).await?,
-    ))
+    let report = engine.spend_limits_for(&principal.principal()).await?;
+    Ok(Json(limits_view(report)))
 }
 
 /// Replace the project's budget, quotas and recall budget (audited). Takes effect at once
@@ -622,17 +599,11 @@ pub async fn get_spend_limits(
 pub async fn put_spend_limits(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
-    State(guard): State<Arc<SpendGuard>>,
     body: JsonBody<SpendLimitsBody>,
 ) -> Result<Json<SpendLimitsView>, ApiError> {
     let limits = body.value.into_limits().map_err(ApiError::invalid)?;
-    let saved = engine
-        .storage()
-        .set_spend_limits(&principal.scope, &limits, &principal.actor())
-        .await
-        .map_err(|error| ApiError::from(engram_engine::EngineError::from(error)))?;
-    guard.remember(&principal.scope, saved.clone());
-    Ok(Json(
-        limits_view(&guard, &engine, &principal.scope, &saved).await?,
-    ))
+    let report = engine
+        .put_spend_limits_for(&principal.principal(), limits)
+        .await?;
+    Ok(Json(limits_view(report)))
 }
