@@ -39,14 +39,14 @@ pub use search::{
 };
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
-    AddMemoriesRequest, AddMessagesRequest, AuthenticatedEndUser, ClientIdempotencyKey,
-    CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
-    EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest,
-    MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS,
-    MAX_STATE_VALUE_BYTES, MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange,
-    PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
-    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
-    UploadFileRequest, UsageReport,
+    AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
+    BrokenChainLink, ClientIdempotencyKey, CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS,
+    DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest,
+    ListMemoriesRequest, ListMessagesRequest, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS,
+    MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
+    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutSessionStateRequest,
+    RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
+    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;
@@ -59,4 +59,6 @@ pub use engram_storage::session_state::{
 };
 pub use engram_storage::tasks::TaskRecord;
 pub use engram_storage::usage::{BudgetAlert, CostRow, UsageGranularity, UsageRow};
-pub use engram_storage::{ApiKeyRecord, HistoryEntry, MemoryListFilter, MemoryPage};
+pub use engram_storage::{
+    ApiKeyRecord, AuditEventRecord, AuditFilter, HistoryEntry, MemoryListFilter, MemoryPage,
+};

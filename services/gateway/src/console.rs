@@ -464,9 +464,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, &query.project_id, Operation::ListAuditEvents)
             .await?;
+        let principal = console_principal(&account, scope, &caller.origin);
+        let engine = self.engine()?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
         {
@@ -474,11 +476,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 "unknown action {action:?}"
             )));
         }
-        let events = self
-            .storage
-            .audit_events(
-                &scope,
-                &AuditFilter {
+        let events = engine
+            .list_audit_events_for(
+                &principal,
+                AuditFilter {
                     action: query.action.clone(),
                     limit: u64::from(query.limit.clamp(1, 500)),
                     newest_first: true,
@@ -487,12 +488,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 },
             )
             .await
-            .map_err(internal)?;
-        let verification = self
-            .storage
-            .verify_audit_chain(&scope)
+            .map_err(engine_error)?;
+        let verification = engine
+            .verify_audit_chain_for(&principal)
             .await
-            .map_err(internal)?;
+            .map_err(engine_error)?;
         Ok(AuditListing {
             project_id: Some(query.project_id),
             events: events
@@ -512,13 +512,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 })
                 .collect(),
             chain: AuditChainStatus {
-                verified: verification.first_broken.is_none(),
+                verified: verification.verified,
                 events_checked: verification.events_checked,
                 broken_at_event: verification
                     .first_broken
                     .as_ref()
-                    .map(|broken| broken.event_id)
-                    .filter(|event_id| *event_id > 0),
+                    .and_then(|broken| broken.event_id),
                 broken_reason: verification.first_broken.map(|broken| broken.reason),
             },
         })
@@ -616,19 +615,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<String, ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(caller, project_id, Operation::ExportAuditEvents)
             .await?;
-        let events = crate::routes::audit::events_for_export(
-            &self.storage,
-            &scope,
-            AuditFilter {
-                include_organization_events: true,
-                ..Default::default()
-            },
-        )
-        .await
-        .map_err(internal)?;
+        let events: Vec<crate::routes::audit::AuditEventView> = self
+            .engine()?
+            .export_audit_events_for(
+                &console_principal(&account, scope, &caller.origin),
+                AuditFilter {
+                    include_organization_events: true,
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(engine_error)?
+            .into_iter()
+            .map(Into::into)
+            .collect();
         Ok(crate::routes::audit::events_as_csv(&events))
     }
 

@@ -7,6 +7,7 @@
 
 mod add_memories;
 mod api_keys;
+mod audit;
 mod authenticate;
 mod compliance;
 mod delete_memory;
@@ -28,6 +29,7 @@ pub use api_keys::{
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
+pub use audit::{AuditChainReport, BrokenChainLink, MAX_EXPORT_EVENTS};
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
 pub use delete_memory::DeleteMemoryRequest;

@@ -13,14 +13,12 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::FieldError;
 use engram_core::audit::AuditAction;
-use engram_engine::MemoryEngine;
-use engram_storage::{AuditEventRecord, AuditFilter};
+use engram_engine::{AuditEventRecord, AuditFilter, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
 /// Most events one export returns; narrow the time range for more.
-pub const MAX_EXPORT_EVENTS: usize = 100_000;
 const DEFAULT_PAGE: u64 = 100;
 
 pub fn router() -> Router<AppState> {
@@ -168,10 +166,6 @@ impl AuditQuery {
     }
 }
 
-fn storage_error(error: engram_storage::StorageError) -> ApiError {
-    ApiError::from(engram_engine::EngineError::from(error))
-}
-
 /// The project's audit events, oldest first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/audit", tag = "audit", params(AuditQuery),
     responses((status = 200, body = AuditPageView),
@@ -185,10 +179,8 @@ pub async fn list_audit_events(
 ) -> Result<Json<AuditPageView>, ApiError> {
     let filter = query.into_filter()?;
     let events = engine
-        .storage()
-        .audit_events(&principal.scope, &filter)
-        .await
-        .map_err(storage_error)?;
+        .list_audit_events_for(&principal.principal(), filter.clone())
+        .await?;
     let next_cursor = (events.len() as u64 == filter.limit)
         .then(|| events.last().map(|event| event.id.to_string()))
         .flatten();
@@ -226,31 +218,17 @@ pub async fn verify_audit_chain(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<AuditVerificationView>, ApiError> {
-    let verification = engine
-        .storage()
-        .verify_audit_chain(&principal.scope)
-        .await
-        .map_err(storage_error)?;
-    let own_project = principal.scope.project_id().to_string();
-    let first_broken_link = verification.first_broken.map(|broken| {
-        // A removed newest event (event id 0) belongs to no project: say what happened.
-        let ours =
-            broken.project_id.as_deref() == Some(own_project.as_str()) || broken.event_id == 0;
-        BrokenLinkView {
-            event_id: ours.then_some(broken.event_id).filter(|id| *id > 0),
-            sequence: ours.then_some(broken.sequence),
-            reason: if ours {
-                broken.reason
-            } else {
-                "the chain is broken at an event outside this project".to_string()
-            },
-        }
-    });
+    let report = engine
+        .verify_audit_chain_for(&principal.principal())
+        .await?;
     Ok(Json(AuditVerificationView {
-        verified: first_broken_link.is_none(),
-        // Only the project's own count: other projects' volume stays private.
-        project_events_checked: verification.project_events_checked,
-        first_broken_link,
+        verified: report.verified,
+        project_events_checked: report.events_checked,
+        first_broken_link: report.first_broken.map(|broken| BrokenLinkView {
+            event_id: broken.event_id,
+            sequence: broken.sequence,
+            reason: broken.reason,
+        }),
     }))
 }
 
@@ -262,33 +240,7 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-/// Every event matching `filter` (its cursor and limit aside), oldest first, at most
-/// [`MAX_EXPORT_EVENTS`]: what the API's and the console's exports hold.
-pub(crate) async fn events_for_export(
-    storage: &engram_storage::Storage,
-    scope: &engram_core::ProjectScope,
-    mut filter: AuditFilter,
-) -> Result<Vec<AuditEventView>, engram_storage::StorageError> {
-    const PAGE: u64 = 500;
-    filter.limit = PAGE;
-    filter.after_id = None;
-    filter.newest_first = false;
-    let mut events = Vec::new();
-    loop {
-        let page = storage.audit_events(scope, &filter).await?;
-        let Some(last) = page.last() else { break };
-        filter.after_id = Some(last.id);
-        let full_page = page.len() as u64 == PAGE;
-        events.extend(page.into_iter().map(AuditEventView::from));
-        if events.len() >= MAX_EXPORT_EVENTS || !full_page {
-            break;
-        }
-    }
-    events.truncate(MAX_EXPORT_EVENTS);
-    Ok(events)
-}
-
-/// Events as CSV with a header row (shared with the console's download).
+/// Audit events as CSV, one row per event, cells quoted where needed.
 pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
     let mut body = String::from(
         "id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n",
@@ -342,9 +294,12 @@ pub async fn export_audit_events(
             )]));
         }
     };
-    let events = events_for_export(engine.storage(), &principal.scope, query.into_filter()?)
-        .await
-        .map_err(storage_error)?;
+    let events: Vec<AuditEventView> = engine
+        .export_audit_events_for(&principal.principal(), query.into_filter()?)
+        .await?
+        .into_iter()
+        .map(AuditEventView::from)
+        .collect();
     let (content_type, body) = if as_csv {
         let body = events_as_csv(&events);
         ("text/csv; charset=utf-8", body)

@@ -1,0 +1,60 @@
+//! Verify the audit chain. A project key learns only about its own project: its events'
+//! count, and where a break is when it is in one of them (a break elsewhere is reported
+//! without naming the event). A console member sees the organization's chain.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::principal::Credential;
+use engram_core::{Operation, Principal};
+
+pub struct BrokenChainLink {
+    /// `None` when the break is outside what the caller may see, or the newest event was
+    /// removed (there is no event to name).
+    pub event_id: Option<i64>,
+    pub sequence: Option<i64>,
+    pub reason: String,
+}
+
+pub struct AuditChainReport {
+    pub verified: bool,
+    /// The caller's events checked: the project's for a key, the organization's for a
+    /// console member.
+    pub events_checked: u64,
+    pub first_broken: Option<BrokenChainLink>,
+}
+
+impl MemoryEngine {
+    pub async fn verify_audit_chain_for(
+        &self,
+        principal: &Principal,
+    ) -> Result<AuditChainReport, EngineError> {
+        principal.authorize(Operation::VerifyAuditChain)?;
+        let verification = self.storage.verify_audit_chain(principal.scope()).await?;
+        let organization_wide = matches!(principal.credential(), Credential::ConsoleAccount { .. });
+        let own_project = principal.scope().project_id().to_string();
+        let first_broken = verification.first_broken.map(|broken| {
+            // A removed newest event (event id 0) belongs to no project: say what happened.
+            let visible = organization_wide
+                || broken.project_id.as_deref() == Some(own_project.as_str())
+                || broken.event_id == 0;
+            BrokenChainLink {
+                event_id: visible.then_some(broken.event_id).filter(|id| *id > 0),
+                sequence: visible.then_some(broken.sequence),
+                reason: if visible {
+                    broken.reason
+                } else {
+                    "the chain is broken at an event outside this project".to_string()
+                },
+            }
+        });
+        Ok(AuditChainReport {
+            verified: first_broken.is_none(),
+            // Other projects' volume stays private to a key.
+            events_checked: if organization_wide {
+                verification.events_checked
+            } else {
+                verification.project_events_checked
+            },
+            first_broken,
+        })
+    }
+}
