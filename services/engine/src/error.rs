@@ -45,6 +45,10 @@ pub enum EngineError {
     /// missing and what the caller holds.
     #[error("{0}")]
     Forbidden(String),
+    /// The request conflicts with the project's current state (traffic shares that would
+    /// pass 100 %); the message says how.
+    #[error("{0}")]
+    Conflict(String),
     /// The thing is still being worked on (a file being ingested); the message says what to
     /// wait for.
     #[error("{0}")]

@@ -44,9 +44,10 @@ pub use use_cases::{
     DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest,
     ListMemoriesRequest, ListMessagesRequest, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS,
     MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
-    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutSessionStateRequest,
-    RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
-    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, UploadFileRequest, UsageReport,
+    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutRetrievalProfileRequest,
+    PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
+    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
+    UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;
@@ -54,6 +55,7 @@ pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
 pub use engram_storage::governance::{ExportedMemory, ProjectSettings};
+pub use engram_storage::recall_quality::{RecallEventRecord, RetrievalProfileRecord};
 pub use engram_storage::session_state::{
     MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
 };

@@ -17,8 +17,9 @@ use chrono::{DateTime, Duration, Utc};
 use engram_core::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
 use engram_core::{ExternalId, FieldError, MemoryKind};
 use engram_engine::MemoryEngine;
+use engram_engine::PutRetrievalProfileRequest;
 use engram_engine::evaluation::EVALUATION_TASK;
-use engram_engine::profiles::{DEFAULT_PROFILE, SearchTuning};
+use engram_engine::profiles::DEFAULT_PROFILE;
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, RecallMetrics};
 use engram_storage::StorageError;
 use engram_storage::recall_quality::{
@@ -152,20 +153,9 @@ pub async fn get_recall_event(
     Path(recall_id): Path<String>,
 ) -> Result<Json<RecallEventView>, ApiError> {
     let recall_id: Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
-    engine.recall_events().flush().await;
     let event = engine
-        .storage()
-        .recall_event(&principal.scope, recall_id)
-        .await
-        .map_err(storage_error)?
-        .ok_or_else(|| not_found("recall"))?;
-    let user_id = event
-        .user_id
-        .as_deref()
-        .and_then(|user_id| ExternalId::parse(user_id).ok());
-    principal
-        .confine_to_end_user(user_id.as_ref())
-        .map_err(|_| not_found("recall"))?;
+        .get_recall_event_for(&principal.principal(), recall_id)
+        .await?;
     Ok(Json(RecallEventView::from(event)))
 }
 
@@ -195,7 +185,9 @@ pub async fn get_recall_metrics(
 ) -> Result<Json<RecallMetrics>, ApiError> {
     let window = metrics_window(&query).map_err(ApiError::invalid)?;
     Ok(Json(
-        engine.recall_metrics(&principal.scope, &window).await?,
+        engine
+            .recall_metrics_for(&principal.principal(), &window)
+            .await?,
     ))
 }
 
@@ -285,22 +277,6 @@ pub struct PutProfileBody {
     pub traffic_share: Option<f64>,
 }
 
-fn check_profile_name(name: &str) -> Result<(), ApiError> {
-    let valid = (1..=64).contains(&name.len())
-        && name.chars().all(|character| {
-            character.is_ascii_alphanumeric() || matches!(character, '-' | '_' | '.')
-        })
-        && name != DEFAULT_PROFILE;
-    if valid {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(vec![FieldError::new(
-            "name",
-            "1–64 letters, digits, '-', '_' or '.', and not \"default\"",
-        )]))
-    }
-}
-
 /// The project's retrieval profiles.
 #[utoipa::path(get, path = "/v1/retrieval-profiles", tag = "recall quality",
     responses((status = 200, body = RetrievalProfileListView)), security(("api_key" = ["admin"])))]
@@ -309,10 +285,8 @@ pub async fn list_profiles(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<RetrievalProfileListView>, ApiError> {
     let profiles = engine
-        .storage()
-        .retrieval_profiles(&principal.scope)
-        .await
-        .map_err(storage_error)?;
+        .list_retrieval_profiles_for(&principal.principal())
+        .await?;
     Ok(Json(RetrievalProfileListView {
         profiles: profiles.into_iter().map(Into::into).collect(),
     }))
@@ -329,11 +303,8 @@ pub async fn get_profile(
     Path(name): Path<String>,
 ) -> Result<Json<RetrievalProfileView>, ApiError> {
     let profile = engine
-        .storage()
-        .retrieval_profile(&principal.scope, &name)
-        .await
-        .map_err(storage_error)?
-        .ok_or_else(|| not_found("retrieval profile"))?;
+        .get_retrieval_profile_for(&principal.principal(), &name)
+        .await?;
     Ok(Json(profile.into()))
 }
 
@@ -350,28 +321,15 @@ pub async fn put_profile(
     Path(name): Path<String>,
     body: JsonBody<PutProfileBody>,
 ) -> Result<Json<RetrievalProfileView>, ApiError> {
-    check_profile_name(&name)?;
     let body = body.value;
-    let mut errors = Vec::new();
-    let tuning = SearchTuning::parse(&body.parameters, "parameters").unwrap_or_else(|found| {
-        errors.extend(found);
-        SearchTuning::default()
-    });
-    let share = body.traffic_share.unwrap_or(0.0);
-    if !(0.0..=1.0).contains(&share) {
-        errors.push(FieldError::new("traffic_share", "must be between 0 and 1"));
-    }
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
+    let request = PutRetrievalProfileRequest {
+        name,
+        parameters: body.parameters,
+        traffic_share: body.traffic_share,
+    };
     let saved = engine
-        .storage()
-        .put_retrieval_profile(&principal.scope, &name, tuning.to_json(), share)
-        .await
-        .map_err(storage_error)?;
-    engine
-        .recall_events()
-        .forget_project(principal.scope.project_id());
+        .put_retrieval_profile_for(&principal.principal(), request)
+        .await?;
     Ok(Json(saved.into()))
 }
 
@@ -385,19 +343,10 @@ pub async fn delete_profile(
     State(engine): State<Arc<MemoryEngine>>,
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let deleted = engine
-        .storage()
-        .delete_retrieval_profile(&principal.scope, &name)
-        .await
-        .map_err(storage_error)?;
     engine
-        .recall_events()
-        .forget_project(principal.scope.project_id());
-    if deleted {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(not_found("retrieval profile"))
-    }
+        .delete_retrieval_profile_for(&principal.principal(), &name)
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 // --- evaluation sets ---

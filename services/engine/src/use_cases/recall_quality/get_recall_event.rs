@@ -1,0 +1,30 @@
+//! One search as it was recorded. An end-user token sees only its own user's.
+
+use crate::{EngineError, MemoryEngine};
+use engram_core::{ExternalId, Operation, Principal};
+use engram_storage::recall_quality::RecallEventRecord;
+
+impl MemoryEngine {
+    pub async fn get_recall_event_for(
+        &self,
+        principal: &Principal,
+        recall_id: uuid::Uuid,
+    ) -> Result<RecallEventRecord, EngineError> {
+        principal.authorize(Operation::GetRecallEvent)?;
+        // Everything queued before this request counts.
+        self.recall_events.flush().await;
+        let event = self
+            .storage
+            .recall_event(principal.scope(), recall_id)
+            .await?
+            .ok_or(EngineError::Missing("recall"))?;
+        let owner = event
+            .user_id
+            .as_deref()
+            .and_then(|user_id| ExternalId::parse(user_id).ok());
+        if !principal.sees_owner(owner.as_ref()) {
+            return Err(EngineError::Missing("recall"));
+        }
+        Ok(event)
+    }
+}

@@ -1,0 +1,8 @@
+//! Recall quality: the recorded search events, their metrics, and the retrieval profiles
+//! searches run with (each change makes the recorder reread the project's profiles).
+
+mod get_recall_event;
+mod recall_metrics;
+mod retrieval_profiles;
+
+pub use retrieval_profiles::PutRetrievalProfileRequest;

@@ -1,0 +1,16 @@
+//! The project's recall quality over a window.
+
+use crate::recall_metrics::{MetricsWindow, RecallMetrics};
+use crate::{EngineError, MemoryEngine};
+use engram_core::{Operation, Principal};
+
+impl MemoryEngine {
+    pub async fn recall_metrics_for(
+        &self,
+        principal: &Principal,
+        window: &MetricsWindow,
+    ) -> Result<RecallMetrics, EngineError> {
+        principal.authorize(Operation::GetRecallMetrics)?;
+        self.recall_metrics(principal.scope(), window).await
+    }
+}
