@@ -144,7 +144,6 @@ fn front_doors_do_not_name_storage_beyond_the_files_not_yet_moved() {
         "services/gateway/src/console.rs",
         "services/gateway/src/console/recall.rs",
         "services/gateway/src/console/usage.rs",
-        "services/gateway/src/routes/recall_quality.rs",
     ];
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();

@@ -40,14 +40,15 @@ pub use search::{
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
     AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
-    BrokenChainLink, ClientIdempotencyKey, CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS,
-    DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest,
-    ListMemoriesRequest, ListMessagesRequest, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS,
-    MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_STATE_VALUE_BYTES,
+    BrokenChainLink, ClientIdempotencyKey, CreateApiKeyRequest, CreateEvaluationSetRequest,
+    DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest,
+    FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest, MAX_CASES_PER_SET,
+    MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS,
+    MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS,
     MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutRetrievalProfileRequest,
     PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
     SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
-    UploadFileRequest, UsageReport,
+    StartEvaluationRunRequest, UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;
@@ -55,7 +56,10 @@ pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
 pub use engram_storage::governance::{ExportedMemory, ProjectSettings};
-pub use engram_storage::recall_quality::{RecallEventRecord, RetrievalProfileRecord};
+pub use engram_storage::recall_quality::{
+    EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
+    RetrievalProfileRecord,
+};
 pub use engram_storage::session_state::{
     MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
 };

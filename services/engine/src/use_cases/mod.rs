@@ -13,6 +13,7 @@ mod compliance;
 mod delete_memory;
 mod edit_memory;
 mod end_user_tokens;
+mod evaluation;
 mod feedback;
 mod files;
 mod get_memory;
@@ -36,6 +37,10 @@ pub use compliance::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
 pub use end_user_tokens::{MintEndUserTokenRequest, MintedEndUserToken};
+pub use evaluation::{
+    CreateEvaluationSetRequest, MAX_CASES_PER_SET, MAX_SCHEDULE_SECS, MIN_SCHEDULE_SECS,
+    StartEvaluationRunRequest,
+};
 pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;
@@ -48,6 +53,15 @@ pub use usage::{SpendLimitsReport, UsageReport};
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};
+
+/// A refusal of a store that keeps names unique or shares bounded (a taken name, shares
+/// that would pass 1) is a conflict with the project's current state, not a locked memory.
+pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> EngineError {
+    match error {
+        engram_storage::StorageError::Refused(message) => EngineError::Conflict(message),
+        other => other.into(),
+    }
+}
 
 impl MemoryEngine {
     /// The memory, if it exists for this caller: another project's memory, or for an

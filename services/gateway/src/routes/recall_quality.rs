@@ -4,7 +4,7 @@
 
 use crate::auth::{Authorized, MemoriesRead, ProjectAdmin};
 use crate::extract::{JsonBody, QueryParams};
-use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::problem::{ApiError, ProblemDocument};
 use crate::routes::governance::TaskView;
 use crate::state::AppState;
 use axum::body::Bytes;
@@ -14,17 +14,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
-use engram_core::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
+use engram_core::limits::MAX_QUERY_BYTES;
 use engram_core::{ExternalId, FieldError, MemoryKind};
 use engram_engine::MemoryEngine;
-use engram_engine::PutRetrievalProfileRequest;
-use engram_engine::evaluation::EVALUATION_TASK;
-use engram_engine::profiles::DEFAULT_PROFILE;
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, RecallMetrics};
-use engram_storage::StorageError;
-use engram_storage::recall_quality::{
-    EvalCaseRecord, EvalRunRecord, EvalSetRecord, EvalTrigger, NewEvalCase, NewEvalSet,
-    RecallEventRecord, RetrievalProfileRecord,
+use engram_engine::{
+    CreateEvaluationSetRequest, PutRetrievalProfileRequest, StartEvaluationRunRequest,
+};
+use engram_engine::{
+    EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
+    RetrievalProfileRecord,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -33,17 +32,10 @@ use uuid::Uuid;
 
 /// Cases accepted in one request.
 pub const MAX_CASES_PER_REQUEST: usize = 1_000;
-/// Cases a set may hold.
-pub const MAX_CASES_PER_SET: u64 = 10_000;
 /// Expected ids or texts of one case, each.
 pub const MAX_EXPECTED_PER_CASE: usize = 100;
-/// Shortest schedule of an evaluation set (5 minutes) and longest (30 days).
-pub const MIN_SCHEDULE_SECS: u64 = 300;
-pub const MAX_SCHEDULE_SECS: u64 = 30 * 24 * 3600;
 /// Longest metrics window.
 pub const MAX_METRICS_DAYS: i64 = 366;
-/// Runs listed at most.
-const MAX_RUNS_LISTED: u64 = 200;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -69,13 +61,6 @@ pub fn router() -> Router<AppState> {
             post(start_eval_run).get(list_eval_runs),
         )
         .route("/v1/eval-sets/{set_id}/runs/{run_id}", get(get_eval_run))
-}
-
-fn storage_error(error: StorageError) -> ApiError {
-    match error {
-        StorageError::Refused(message) => ApiError::new(ProblemKind::Conflict, message),
-        other => ApiError::from(engram_engine::EngineError::from(other)),
-    }
 }
 
 fn not_found(what: &str) -> ApiError {
@@ -537,29 +522,6 @@ pub struct EvalSetListView {
     pub sets: Vec<EvalSetView>,
 }
 
-async fn check_profile_exists(
-    engine: &MemoryEngine,
-    scope: &engram_core::ProjectScope,
-    profile: &str,
-    field: &str,
-) -> Result<(), ApiError> {
-    if profile == DEFAULT_PROFILE {
-        return Ok(());
-    }
-    let found = engine
-        .storage()
-        .retrieval_profile(scope, profile)
-        .await
-        .map_err(storage_error)?;
-    if found.is_none() {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            field,
-            format!("no retrieval profile named {profile:?} in this project"),
-        )]));
-    }
-    Ok(())
-}
-
 /// Create an evaluation set, with its first cases.
 #[utoipa::path(post, path = "/v1/eval-sets", tag = "recall quality", request_body = CreateEvalSetBody,
     responses((status = 201, body = EvalSetView),
@@ -573,52 +535,21 @@ pub async fn create_eval_set(
 ) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
     let body = body.value;
     let mut errors = Vec::new();
-    let name = body.name.trim().to_string();
-    if name.is_empty() || name.chars().count() > 128 {
-        errors.push(FieldError::new("name", "must be 1–128 characters"));
-    }
-    let k = body.k.unwrap_or(10);
-    if !(1..=MAX_TOP_K as i64).contains(&k) {
-        errors.push(FieldError::new("k", format!("must be 1–{MAX_TOP_K}")));
-    }
-    let threshold = body.regression_threshold.unwrap_or(0.05);
-    if !(0.0..=1.0).contains(&threshold) {
-        errors.push(FieldError::new(
-            "regression_threshold",
-            "must be between 0 and 1",
-        ));
-    }
-    if let Some(seconds) = body.schedule_interval_secs
-        && !(MIN_SCHEDULE_SECS..=MAX_SCHEDULE_SECS).contains(&seconds)
-    {
-        errors.push(FieldError::new(
-            "schedule_interval_secs",
-            format!("must be {MIN_SCHEDULE_SECS}–{MAX_SCHEDULE_SECS} seconds"),
-        ));
-    }
     let cases = parse_cases(body.cases.unwrap_or_default(), &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
-    require_content_scope_for_cases(&principal, &cases)?;
-    if let Some(profile) = &body.profile {
-        check_profile_exists(&engine, &principal.scope, profile, "profile").await?;
-    }
+    let request = CreateEvaluationSetRequest {
+        name: body.name,
+        k: body.k,
+        regression_threshold: body.regression_threshold,
+        schedule_interval_secs: body.schedule_interval_secs,
+        profile: body.profile,
+        cases,
+    };
     let set = engine
-        .storage()
-        .create_eval_set(
-            &principal.scope,
-            NewEvalSet {
-                name,
-                k: k as u32,
-                regression_threshold: threshold,
-                schedule_interval_secs: body.schedule_interval_secs,
-                profile: body.profile,
-            },
-            cases,
-        )
-        .await
-        .map_err(storage_error)?;
+        .create_evaluation_set_for(&principal.principal(), request)
+        .await?;
     Ok((StatusCode::CREATED, Json(set.into())))
 }
 
@@ -629,27 +560,15 @@ pub async fn list_eval_sets(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<EvalSetListView>, ApiError> {
     let sets = engine
-        .storage()
-        .eval_sets(&principal.scope)
-        .await
-        .map_err(storage_error)?;
+        .list_evaluation_sets_for(&principal.principal())
+        .await?;
     Ok(Json(EvalSetListView {
         sets: sets.into_iter().map(Into::into).collect(),
     }))
 }
 
-async fn eval_set_of(
-    engine: &MemoryEngine,
-    scope: &engram_core::ProjectScope,
-    set_id: &str,
-) -> Result<EvalSetRecord, ApiError> {
-    let set_id: Uuid = set_id.parse().map_err(|_| not_found("evaluation set"))?;
-    engine
-        .storage()
-        .eval_set(scope, set_id)
-        .await
-        .map_err(storage_error)?
-        .ok_or_else(|| not_found("evaluation set"))
+fn parse_set_id(set_id: &str) -> Result<Uuid, ApiError> {
+    set_id.parse().map_err(|_| not_found("evaluation set"))
 }
 
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}", tag = "recall quality",
@@ -662,11 +581,10 @@ pub async fn get_eval_set(
     State(engine): State<Arc<MemoryEngine>>,
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalSetView>, ApiError> {
-    Ok(Json(
-        eval_set_of(&engine, &principal.scope, &set_id)
-            .await?
-            .into(),
-    ))
+    let set = engine
+        .get_evaluation_set_for(&principal.principal(), parse_set_id(&set_id)?)
+        .await?;
+    Ok(Json(set.into()))
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -678,24 +596,13 @@ pub struct AddEvalCasesBody {
 
 async fn store_cases(
     engine: &MemoryEngine,
-    scope: &engram_core::ProjectScope,
-    set: EvalSetRecord,
+    principal: &crate::auth::ProjectPrincipal,
+    set_id: Uuid,
     cases: Vec<NewEvalCase>,
 ) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
-    if set.cases + cases.len() as u64 > MAX_CASES_PER_SET {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "cases",
-            format!(
-                "a set holds at most {MAX_CASES_PER_SET} cases; it has {}",
-                set.cases
-            ),
-        )]));
-    }
     let set = engine
-        .storage()
-        .add_eval_cases(scope, set.id, cases)
-        .await
-        .map_err(storage_error)?;
+        .add_evaluation_cases_for(&principal.principal(), set_id, cases)
+        .await?;
     Ok((StatusCode::CREATED, Json(set.into())))
 }
 
@@ -712,14 +619,13 @@ pub async fn add_eval_cases(
     Path(set_id): Path<String>,
     body: JsonBody<AddEvalCasesBody>,
 ) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let set_id = parse_set_id(&set_id)?;
     let mut errors = Vec::new();
     let cases = parse_cases(body.value.cases, &mut errors);
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
-    require_content_scope_for_cases(&principal, &cases)?;
-    store_cases(&engine, &principal.scope, set, cases).await
+    store_cases(&engine, &principal, set_id, cases).await
 }
 
 /// Import labelled queries as JSONL: one case object per line (blank lines skipped). Any bad
@@ -737,43 +643,19 @@ pub async fn import_eval_cases(
     Path(set_id): Path<String>,
     body: Bytes,
 ) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let set_id = parse_set_id(&set_id)?;
     let text = std::str::from_utf8(&body)
         .map_err(|_| ApiError::invalid(vec![FieldError::new("body", "must be UTF-8 text")]))?;
     let cases = parse_jsonl_cases(text).map_err(ApiError::invalid)?;
-    require_content_scope_for_cases(&principal, &cases)?;
-    store_cases(&engine, &principal.scope, set, cases).await
+    store_cases(&engine, &principal, set_id, cases).await
 }
 
 /// A case probes memory content: expected contents are content, and a case's own query
 /// against expected memory ids tells through hit@k whether a memory matches a text. Writing
 /// cases needs `memories:read` beside `admin`, like reading them and their results back.
-fn require_content_scope_for_cases(
-    principal: &crate::auth::ProjectPrincipal,
-    cases: &[NewEvalCase],
-) -> Result<(), ApiError> {
-    if !cases.is_empty() {
-        principal.require(engram_core::ApiScope::MemoriesRead)?;
-    }
-    Ok(())
-}
 
 /// Per-case results name queries and what they found: dropped for a key without
 /// `memories:read` (the figures stay).
-pub(crate) fn without_per_case_results_unless_readable(
-    principal: &crate::auth::ProjectPrincipal,
-    metrics: Option<&mut serde_json::Value>,
-) {
-    if principal
-        .scopes
-        .contains(engram_core::ApiScope::MemoriesRead)
-    {
-        return;
-    }
-    if let Some(metrics) = metrics.and_then(|metrics| metrics.as_object_mut()) {
-        metrics.remove("per_case");
-    }
-}
 
 /// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
 pub(crate) fn parse_jsonl_cases(text: &str) -> Result<Vec<NewEvalCase>, Vec<FieldError>> {
@@ -854,14 +736,9 @@ pub async fn list_eval_cases(
     State(engine): State<Arc<MemoryEngine>>,
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalCaseListView>, ApiError> {
-    // Cases hold queries and expected contents.
-    principal.require(engram_core::ApiScope::MemoriesRead)?;
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
     let cases = engine
-        .storage()
-        .eval_cases(&principal.scope, set.id)
-        .await
-        .map_err(storage_error)?;
+        .list_evaluation_cases_for(&principal.principal(), parse_set_id(&set_id)?)
+        .await?;
     Ok(Json(EvalCaseListView {
         cases: cases.into_iter().map(Into::into).collect(),
     }))
@@ -946,7 +823,7 @@ pub async fn start_eval_run(
     Path(set_id): Path<String>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let set_id = parse_set_id(&set_id)?;
     // The body is optional: no body runs the set's own profile.
     let body: StartEvalRunBody = if body.iter().all(u8::is_ascii_whitespace) {
         StartEvalRunBody::default()
@@ -954,40 +831,13 @@ pub async fn start_eval_run(
         serde_json::from_slice(&body)
             .map_err(|error| ApiError::invalid(vec![FieldError::new("body", error.to_string())]))?
     };
-    if set.cases == 0 {
-        return Err(ApiError::invalid(vec![FieldError::new(
-            "cases",
-            "the set has no cases to run",
-        )]));
-    }
-    let profile = body
-        .profile
-        .or(set.profile.clone())
-        .unwrap_or_else(|| DEFAULT_PROFILE.to_string());
-    check_profile_exists(&engine, &principal.scope, &profile, "profile").await?;
-    if let Some(other) = &body.compare_profile {
-        check_profile_exists(&engine, &principal.scope, other, "compare_profile").await?;
-    }
-    let run = engine
-        .storage()
-        .queue_eval_run(
-            &principal.scope,
-            set.id,
-            &profile,
-            body.compare_profile.as_deref(),
-            EvalTrigger::Manual,
-            EVALUATION_TASK,
-            principal.origin.request_id.as_deref(),
-        )
-        .await
-        .map_err(storage_error)?;
-    engine.governance().task_queued.notify_one();
-    let task = engine
-        .storage()
-        .task(&principal.scope, run.task_id)
-        .await
-        .map_err(storage_error)?
-        .ok_or_else(|| not_found("task"))?;
+    let request = StartEvaluationRunRequest {
+        profile: body.profile,
+        compare_profile: body.compare_profile,
+    };
+    let (run, task) = engine
+        .start_evaluation_run_for(&principal.principal(), set_id, request)
+        .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (
         StatusCode::ACCEPTED,
@@ -1014,17 +864,12 @@ pub async fn list_eval_runs(
     State(engine): State<Arc<MemoryEngine>>,
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalRunListView>, ApiError> {
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
     let runs = engine
-        .storage()
-        .eval_runs(&principal.scope, set.id, MAX_RUNS_LISTED)
-        .await
-        .map_err(storage_error)?;
-    let mut runs: Vec<EvalRunView> = runs.into_iter().map(Into::into).collect();
-    for run in &mut runs {
-        without_per_case_results_unless_readable(&principal, run.metrics.as_mut());
-    }
-    Ok(Json(EvalRunListView { runs }))
+        .list_evaluation_runs_for(&principal.principal(), parse_set_id(&set_id)?)
+        .await?;
+    Ok(Json(EvalRunListView {
+        runs: runs.into_iter().map(Into::into).collect(),
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}/runs/{run_id}", tag = "recall quality",
@@ -1037,16 +882,10 @@ pub async fn get_eval_run(
     State(engine): State<Arc<MemoryEngine>>,
     Path((set_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<EvalRunView>, ApiError> {
-    let set = eval_set_of(&engine, &principal.scope, &set_id).await?;
+    let set_id = parse_set_id(&set_id)?;
     let run_id: Uuid = run_id.parse().map_err(|_| not_found("evaluation run"))?;
     let run = engine
-        .storage()
-        .eval_run(&principal.scope, run_id)
-        .await
-        .map_err(storage_error)?
-        .filter(|run| run.set_id == set.id)
-        .ok_or_else(|| not_found("evaluation run"))?;
-    let mut view = EvalRunView::from(run);
-    without_per_case_results_unless_readable(&principal, view.metrics.as_mut());
-    Ok(Json(view))
+        .get_evaluation_run_for(&principal.principal(), set_id, run_id)
+        .await?;
+    Ok(Json(EvalRunView::from(run)))
 }

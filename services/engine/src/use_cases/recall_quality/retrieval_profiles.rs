@@ -4,7 +4,6 @@
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning};
 use crate::{EngineError, MemoryEngine};
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
-use engram_storage::StorageError;
 use engram_storage::recall_quality::RetrievalProfileRecord;
 
 /// A profile as the caller sent it.
@@ -31,15 +30,6 @@ fn check_profile_name(name: &str) -> Result<(), EngineError> {
         "1–64 letters, digits, '-', '_' or '.', and not \"default\"",
     )])
     .into())
-}
-
-/// A refusal of the profile store (shares that would pass 1) is a conflict with the
-/// project's other profiles.
-fn profile_store_error(error: StorageError) -> EngineError {
-    match error {
-        StorageError::Refused(message) => EngineError::Conflict(message),
-        other => other.into(),
-    }
 }
 
 impl MemoryEngine {
@@ -87,7 +77,7 @@ impl MemoryEngine {
             .storage
             .put_retrieval_profile(principal.scope(), &request.name, tuning.to_json(), share)
             .await
-            .map_err(profile_store_error)?;
+            .map_err(crate::use_cases::conflict_on_refusal)?;
         self.recall_events
             .forget_project(principal.scope().project_id());
         Ok(saved)
@@ -103,7 +93,7 @@ impl MemoryEngine {
             .storage
             .delete_retrieval_profile(principal.scope(), name)
             .await
-            .map_err(profile_store_error)?;
+            .map_err(crate::use_cases::conflict_on_refusal)?;
         self.recall_events
             .forget_project(principal.scope().project_id());
         if deleted {

@@ -1,0 +1,101 @@
+//! Evaluation sets and runs: labelled queries replayed against a retrieval profile, with
+//! hit@k, MRR and regressions. A case is a probe of memory content (with expected texts,
+//! or its own query against expected ids, hit@k tells whether a text is stored), so
+//! writing, listing or seeing per-case results of cases needs `ReadMemories` too.
+
+mod create_evaluation_set;
+mod evaluation_cases;
+mod evaluation_runs;
+
+pub use create_evaluation_set::{
+    CreateEvaluationSetRequest, MAX_CASES_PER_SET, MAX_SCHEDULE_SECS, MIN_SCHEDULE_SECS,
+};
+pub use evaluation_runs::StartEvaluationRunRequest;
+
+use crate::profiles::DEFAULT_PROFILE;
+use crate::{EngineError, MemoryEngine};
+use engram_core::{FieldError, InvalidInput, Operation, Permission, Principal};
+use engram_storage::recall_quality::{EvalSetRecord, NewEvalCase};
+
+/// Cases need `ReadMemories` besides the table's permission.
+fn require_content_permission(
+    principal: &Principal,
+    cases: &[NewEvalCase],
+) -> Result<(), EngineError> {
+    if cases.is_empty() || principal.kind().holds(Permission::ReadMemories) {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "evaluation cases hold queries and expected contents: {} also needs the `memories:read` scope",
+        principal.kind().describe()
+    )))
+}
+
+/// Per-case results are content: left out for a caller without `ReadMemories`.
+pub(crate) fn without_per_case_results_unless_readable(
+    principal: &Principal,
+    metrics: Option<&mut serde_json::Value>,
+) {
+    if principal.kind().holds(Permission::ReadMemories) {
+        return;
+    }
+    if let Some(metrics) = metrics.and_then(|metrics| metrics.as_object_mut()) {
+        metrics.remove("per_case");
+    }
+}
+
+impl MemoryEngine {
+    /// The set, if it exists in the caller's project.
+    async fn evaluation_set(
+        &self,
+        principal: &Principal,
+        set_id: uuid::Uuid,
+    ) -> Result<EvalSetRecord, EngineError> {
+        self.storage
+            .eval_set(principal.scope(), set_id)
+            .await?
+            .ok_or(EngineError::Missing("evaluation set"))
+    }
+
+    /// `field` names a profile of the project (or `default`).
+    async fn check_profile_exists(
+        &self,
+        principal: &Principal,
+        profile: &str,
+        field: &str,
+    ) -> Result<(), EngineError> {
+        if profile == DEFAULT_PROFILE {
+            return Ok(());
+        }
+        if self
+            .storage
+            .retrieval_profile(principal.scope(), profile)
+            .await?
+            .is_none()
+        {
+            return Err(InvalidInput(vec![FieldError::new(
+                field,
+                format!("no retrieval profile named {profile:?} in this project"),
+            )])
+            .into());
+        }
+        Ok(())
+    }
+
+    pub async fn list_evaluation_sets_for(
+        &self,
+        principal: &Principal,
+    ) -> Result<Vec<EvalSetRecord>, EngineError> {
+        principal.authorize(Operation::ListEvaluationSets)?;
+        Ok(self.storage.eval_sets(principal.scope()).await?)
+    }
+
+    pub async fn get_evaluation_set_for(
+        &self,
+        principal: &Principal,
+        set_id: uuid::Uuid,
+    ) -> Result<EvalSetRecord, EngineError> {
+        principal.authorize(Operation::GetEvaluationSet)?;
+        self.evaluation_set(principal, set_id).await
+    }
+}
