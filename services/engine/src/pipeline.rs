@@ -207,6 +207,21 @@ impl MemoryEngine {
         self
     }
 
+    /// Whether the database and the vector index answer: each `Err` says why not.
+    pub async fn readiness(&self) -> (Result<(), String>, Result<(), String>) {
+        let database = self
+            .storage
+            .check_ready()
+            .await
+            .map_err(|error| error.to_string());
+        let index = self
+            .index
+            .check_ready()
+            .await
+            .map_err(|error| error.to_string());
+        (database, index)
+    }
+
     /// Billable units of what use cases did.
     pub fn meter(&self) -> &crate::metering::UsageMeter {
         &self.meter

@@ -12,7 +12,6 @@ use engram_console::model::{
 use engram_console::{ConsoleCaller, ConsoleError};
 use engram_core::{ConsoleRole, MemoryId};
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, recalled_ids};
-use engram_storage::recall_quality::{EvalTrigger, NewEvalSet};
 
 /// Longest range the page shows.
 const MAX_RANGE_DAYS: i64 = 366;
@@ -95,23 +94,21 @@ impl GatewayConsoleBackend {
                 permission: "memory content (evaluation cases)".to_string(),
             });
         }
-        self.storage
-            .create_eval_set(
-                &scope,
-                NewEvalSet {
-                    name,
-                    k,
-                    regression_threshold: 0.05,
-                    schedule_interval_secs,
-                    profile: None,
-                },
-                cases,
+        let request = engram_engine::CreateEvaluationSetRequest {
+            name,
+            k: Some(i64::from(k)),
+            regression_threshold: None,
+            schedule_interval_secs,
+            profile: None,
+            cases,
+        };
+        self.engine()?
+            .create_evaluation_set_for(
+                &super::console_principal(&account, scope, &caller.origin),
+                request,
             )
             .await
-            .map_err(|error| match error {
-                engram_storage::StorageError::Refused(message) => ConsoleError::Refused(message),
-                other => internal(other),
-            })?;
+            .map_err(super::engine_error)?;
         Ok(())
     }
 
@@ -122,7 +119,7 @@ impl GatewayConsoleBackend {
         project_id: &str,
         set_id: &str,
     ) -> Result<(), ConsoleError> {
-        let (_, scope) = self
+        let (account, scope) = self
             .authorized_project(
                 caller,
                 project_id,
@@ -130,30 +127,16 @@ impl GatewayConsoleBackend {
             )
             .await?;
         let set_id: uuid::Uuid = set_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        let set = self
-            .storage
-            .eval_set(&scope, set_id)
-            .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
-        let profile = set
-            .profile
-            .clone()
-            .unwrap_or_else(|| engram_engine::profiles::DEFAULT_PROFILE.to_string());
-        self.storage
-            .queue_eval_run(
-                &scope,
-                set.id,
-                &profile,
-                None,
-                EvalTrigger::Manual,
-                engram_engine::evaluation::EVALUATION_TASK,
-                None,
+        // The set's own profile; the same refusals as the API (no cases, unknown profile).
+        self.engine()?
+            .start_evaluation_run_for(
+                &super::console_principal(&account, scope, &caller.origin),
+                set_id,
+                Default::default(),
             )
             .await
-            .map_err(internal)?;
-        self.engine()?.governance().task_queued.notify_one();
-        Ok(())
+            .map(|_| ())
+            .map_err(super::engine_error)
     }
 
     pub(super) async fn build_recall_dashboard(
@@ -258,12 +241,18 @@ impl GatewayConsoleBackend {
             })
             .collect();
         let mut evaluations = Vec::new();
-        for set in self.storage.eval_sets(&scope).await.map_err(internal)? {
-            let mut runs = self
-                .storage
-                .eval_runs(&scope, set.id, RUNS_CHARTED)
+        let principal = super::console_principal(&account, scope, &caller.origin);
+        let engine = self.engine()?;
+        let sets = engine
+            .list_evaluation_sets_for(&principal)
+            .await
+            .map_err(super::engine_error)?;
+        for set in sets {
+            let mut runs = engine
+                .list_evaluation_runs_for(&principal, set.id)
                 .await
-                .map_err(internal)?;
+                .map_err(super::engine_error)?;
+            runs.truncate(RUNS_CHARTED as usize);
             // Newest first as read: the first run with a comparison is the newest one.
             let comparison = runs.iter().find_map(|run| {
                 let comparison = run.comparison.as_ref()?;

@@ -22,9 +22,7 @@ async fn healthz() -> impl IntoResponse {
 }
 
 async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>, ApiError> {
-    let storage_ready = state.engine.storage().check_ready().await;
-    let index_ready = state.engine.index().check_ready().await;
-    match (storage_ready, index_ready) {
+    match state.engine.readiness().await {
         (Ok(()), Ok(())) => Ok(Json(
             json!({"status": "ready", "database": "ok", "index": "ok"}),
         )),
@@ -33,12 +31,8 @@ async fn readyz(State(state): State<AppState>) -> Result<Json<serde_json::Value>
                 ProblemKind::DependencyUnavailable,
                 format!(
                     "database: {}; index: {}",
-                    storage
-                        .err()
-                        .map_or("ok".to_string(), |error| error.to_string()),
-                    index
-                        .err()
-                        .map_or("ok".to_string(), |error| error.to_string())
+                    storage.err().unwrap_or_else(|| "ok".to_string()),
+                    index.err().unwrap_or_else(|| "ok".to_string())
                 ),
             );
             problem.retry_after_seconds = Some(5);
