@@ -623,3 +623,76 @@ fn the_recall_event_benchmark_times_both_modes_and_records_only_when_on() {
     }
     assert!(stdout.contains("recall event overhead: p50 "), "{stdout}");
 }
+
+/// The console creates evaluation sets through the same use case as the API: a name taken
+/// in the project is refused with the reason, from either door, and nothing is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_evaluation_set_name_is_refused_with_its_reason_in_the_console_too() {
+    let server = engram_tests::TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let memory = client
+        .add_one(serde_json::json!({"content": "The office plant is a ficus."}))
+        .await;
+    let created = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/eval-sets")
+                .json(&serde_json::json!({"name": "plants"})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{}/console/api/login", server.base_url))
+        .form(&[
+            ("email", server.bootstrap.console_email.as_str()),
+            ("password", server.bootstrap.console_password.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let cookie = login
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split(';').next().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let case = serde_json::json!({"query": "which plant", "expected_memory_ids": [memory["id"]]})
+        .to_string();
+    let response = http
+        .post(format!(
+            "{}/console/api/create_evaluation_set",
+            server.base_url
+        ))
+        .header("Origin", &server.base_url)
+        .header("Cookie", &cookie)
+        .form(&[
+            ("project_id", server.bootstrap.project_id.as_str()),
+            ("name", "plants"),
+            ("k", "10"),
+            ("cases_jsonl", case.as_str()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    assert!(
+        (400..500).contains(&status) && body.contains("already exists"),
+        "{status} {body}"
+    );
+    let sets = client
+        .send(client.request(reqwest::Method::GET, "/v1/eval-sets"))
+        .await;
+    assert_eq!(
+        sets.body["sets"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        sets.body
+    );
+}

@@ -1420,7 +1420,12 @@ fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
         }
         // The role checks before the use case say `Forbidden` naming the role; what the use
         // case still refuses (an expiry without delete rights) is a refusal it explains.
-        engram_engine::EngineError::Forbidden(message) => ConsoleError::Refused(message),
+        engram_engine::EngineError::Forbidden(message)
+        | engram_engine::EngineError::Conflict(message)
+        | engram_engine::EngineError::InProgress(message) => ConsoleError::Refused(message),
+        error @ engram_engine::EngineError::ScopeNotGrantable { .. } => {
+            ConsoleError::Refused(error.to_string())
+        }
         error @ engram_engine::EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
             "{error}; raise the limit on the Usage page or wait for it to reset"
         )),

@@ -119,9 +119,14 @@ impl MemoryEngine {
         principal.authorize(Operation::UpdateProjectSettings)?;
         let scope = principal.scope();
         let mut settings = self.storage.project_settings(scope).await?;
+        let changes_embedding = change.embedding.is_some();
         change.apply_to(&mut settings)?;
-        // Before saving: a model this deployment cannot run is refused, not discovered later.
-        self.spaces.check_available(settings.embedding).await?;
+        // Before saving: a model this deployment cannot run is refused, not discovered later
+        // (only when the change names one: a stored model the deployment no longer offers
+        // must not block a change of PII or retention).
+        if changes_embedding {
+            self.spaces.check_available(settings.embedding).await?;
+        }
         let saved = self
             .storage
             .update_project_settings(scope, &settings, principal.actor())

@@ -35,6 +35,13 @@ impl MemoryEngine {
         request: RollApiKeyRequest,
     ) -> Result<RolledApiKey, EngineError> {
         principal.authorize(Operation::RollApiKey)?;
+        let rolled = self
+            .storage
+            .api_key(principal.scope(), request.key_id)
+            .await?
+            .ok_or(EngineError::NotFound)?;
+        // Who may roll this key at all comes before what the roll asks for.
+        refuse_wider_than_caller(principal, &rolled.scopes)?;
         let overlap_seconds = request
             .overlap_seconds
             .unwrap_or(DEFAULT_ROLL_OVERLAP_SECONDS);
@@ -45,12 +52,6 @@ impl MemoryEngine {
             )])
             .into());
         }
-        let rolled = self
-            .storage
-            .api_key(principal.scope(), request.key_id)
-            .await?
-            .ok_or(EngineError::NotFound)?;
-        refuse_wider_than_caller(principal, &rolled.scopes)?;
         let (key, secret, previous) = self
             .storage
             .roll_api_key(
