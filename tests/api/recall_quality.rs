@@ -641,27 +641,7 @@ async fn a_taken_evaluation_set_name_is_refused_with_its_reason_in_the_console_t
         )
         .await;
     assert_eq!(created.status, 201, "{}", created.body);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = http
-        .post(format!("{}/console/api/login", server.base_url))
-        .form(&[
-            ("email", server.bootstrap.console_email.as_str()),
-            ("password", server.bootstrap.console_password.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let cookie = login
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| value.split(';').next().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("; ");
+    let (http, cookie) = server.console_owner_session().await;
     let case = serde_json::json!({"query": "which plant", "expected_memory_ids": [memory["id"]]})
         .to_string();
     let response = http

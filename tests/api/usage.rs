@@ -552,27 +552,7 @@ async fn console_searches_are_metered_and_limited_like_api_searches() {
         .add(json!([{"content": "The patient's blood type is AB negative."}]))
         .await;
     assert_eq!(added.status, 201, "{}", added.body);
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = http
-        .post(format!("{}/console/api/login", server.base_url))
-        .form(&[
-            ("email", server.bootstrap.console_email.as_str()),
-            ("password", server.bootstrap.console_password.as_str()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let cookie = login
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| value.split(';').next().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("; ");
+    let (http, cookie) = server.console_owner_session().await;
     let search_in_console = || async {
         let response = http
             .post(format!("{}/console/api/memories", server.base_url))

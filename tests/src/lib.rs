@@ -274,6 +274,35 @@ impl TestServer {
         })
     }
 
+    /// A browser-like client signed in to the console as the bootstrap owner, and its
+    /// session cookies (for `Cookie:`); console server functions are then POSTs to
+    /// `/console/api/<function>`.
+    pub async fn console_owner_session(&self) -> (reqwest::Client, String) {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("an HTTP client");
+        let login = http
+            .post(format!("{}/console/api/login", self.base_url))
+            .form(&[
+                ("email", self.bootstrap.console_email.as_str()),
+                ("password", self.bootstrap.console_password.as_str()),
+            ])
+            .send()
+            .await
+            .expect("the console login answers");
+        let cookie = login
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .filter_map(|value| value.split(';').next().map(str::to_string))
+            .collect::<Vec<_>>()
+            .join("; ");
+        assert!(!cookie.is_empty(), "the owner signs in: {}", login.status());
+        (http, cookie)
+    }
+
     pub fn client(&self) -> ApiClient {
         ApiClient::new(&self.base_url, &self.bootstrap.api_key)
     }
