@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use engram_core::{FieldError, MemoryId};
+use engram_core::MemoryId;
 use engram_engine::{FeedbackRecord, FeedbackRequest, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -123,22 +123,13 @@ pub async fn give_memory_feedback(
     body: JsonBody<MemoryFeedbackBody>,
 ) -> Result<Response, ApiError> {
     let body = body.value;
-    let recall_id = match body.recall_id.as_deref() {
-        None => None,
-        Some(text) => Some(text.parse::<uuid::Uuid>().map_err(|_| {
-            ApiError::invalid(vec![FieldError::new(
-                "recall_id",
-                "expected the recall_id of a search answer",
-            )])
-        })?),
-    };
     let memory_id = parse_memory_id(&memory_id)?;
     let feedback = FeedbackRequest {
         rating: body.rating,
         text: body.text,
     };
     let stored = engine
-        .give_memory_feedback_for(&principal.principal(), memory_id, recall_id, feedback)
+        .give_memory_feedback_for(&principal.principal(), memory_id, body.recall_id, feedback)
         .await?;
     Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }
@@ -158,13 +149,12 @@ pub async fn give_recall_feedback(
 ) -> Result<Response, ApiError> {
     let recall_id = parse_recall_id(&recall_id)?;
     let body = body.value;
-    let memory_id = body.memory_id.as_deref().map(parse_memory_id).transpose()?;
     let feedback = FeedbackRequest {
         rating: body.rating,
         text: body.text,
     };
     let stored = engine
-        .give_recall_feedback_for(&principal.principal(), recall_id, memory_id, feedback)
+        .give_recall_feedback_for(&principal.principal(), recall_id, body.memory_id, feedback)
         .await?;
     Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }

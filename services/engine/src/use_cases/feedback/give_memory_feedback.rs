@@ -10,12 +10,22 @@ impl MemoryEngine {
         &self,
         principal: &Principal,
         memory_id: MemoryId,
-        recall_id: Option<uuid::Uuid>,
+        recall_id: Option<String>,
         feedback: FeedbackRequest,
     ) -> Result<FeedbackRecord, EngineError> {
         principal.authorize(Operation::GiveMemoryFeedback)?;
         let mut errors = Vec::new();
         let (rating, text) = feedback.parse(&mut errors);
+        let recall_id = recall_id.and_then(|text| {
+            text.parse::<uuid::Uuid>()
+                .map_err(|_| {
+                    errors.push(FieldError::new(
+                        "recall_id",
+                        "expected the recall_id of a search answer",
+                    ))
+                })
+                .ok()
+        });
         refuse_if_any(errors)?;
         let memory = self.feedback_memory(principal, memory_id).await?;
         if let Some(recall_id) = recall_id {

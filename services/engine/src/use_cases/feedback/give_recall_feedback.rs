@@ -10,7 +10,7 @@ impl MemoryEngine {
         &self,
         principal: &Principal,
         recall_id: uuid::Uuid,
-        memory_id: Option<MemoryId>,
+        memory_id: Option<String>,
         feedback: FeedbackRequest,
     ) -> Result<FeedbackRecord, EngineError> {
         principal.authorize(Operation::GiveRecallFeedback)?;
@@ -19,7 +19,13 @@ impl MemoryEngine {
         refuse_if_any(errors)?;
         let recall = self.known_recall(principal, recall_id).await?;
         let memory = match memory_id {
-            Some(memory_id) => Some(self.feedback_memory(principal, memory_id).await?),
+            // An id that is not a memory id names no memory.
+            Some(memory_id) => {
+                let memory_id: MemoryId = memory_id
+                    .parse()
+                    .map_err(|_| EngineError::Missing("memory"))?;
+                Some(self.feedback_memory(principal, memory_id).await?)
+            }
             None => None,
         };
         // A rating of one result must be about a memory that search returned.
