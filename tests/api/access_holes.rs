@@ -636,25 +636,7 @@ async fn expected_contents_and_recalled_content_stay_with_content_roles() {
         .search(json!({"query": "which language", "user_id": "ines"}))
         .await;
     let recall_id = found.body["recall_id"].as_str().unwrap().to_string();
-    let owner_cookie = {
-        let response = console_http()
-            .post(format!("{}/console/api/login", server.base_url))
-            .form(&[
-                ("email", server.bootstrap.console_email.as_str()),
-                ("password", server.bootstrap.console_password.as_str()),
-            ])
-            .send()
-            .await
-            .unwrap();
-        response
-            .headers()
-            .get_all("set-cookie")
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .filter_map(|value| value.split(';').next().map(str::to_string))
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
+    let (_, owner_cookie) = server.console_owner_session().await;
     let (status, event) = console_call(
         &server,
         &owner_cookie,

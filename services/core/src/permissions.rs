@@ -441,14 +441,6 @@ operations! {
 }
 
 impl Operation {
-    /// Its row in the table.
-    pub fn rule(self) -> &'static OperationRule {
-        OPERATIONS
-            .iter()
-            .find(|rule| rule.operation == self)
-            .unwrap_or(&OPERATIONS[0])
-    }
-
     /// The operation served at `method` and `path` (the OpenAPI path template) of the HTTP
     /// API, if any.
     pub fn for_http(method: &str, path: &str) -> Option<Operation> {

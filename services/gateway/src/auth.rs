@@ -12,33 +12,19 @@ use axum::http::request::Parts;
 use chrono::Utc;
 use engram_core::audit::{Actor, ActorKind};
 use engram_core::ids::ConsoleAccountId;
-use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectScope};
+use engram_core::permissions::PrincipalKind;
+use engram_core::{ApiScope, ApiScopes};
 use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A request authenticated with a project API key. Handlers receive the scope from here and
-/// from nowhere else; bodies and query strings never choose the project.
+/// A request authenticated with a project API key or an end-user token: the engine's
+/// principal, the only source of the project scope a handler can use; bodies and query
+/// strings never choose the project.
 #[derive(Clone, Debug)]
 pub struct ProjectPrincipal {
-    pub scope: ProjectScope,
-    /// The credential that authenticated the request and what it may do.
-    pub credential: PrincipalCredential,
-    pub scopes: ApiScopes,
-    pub origin: RequestOrigin,
-}
-
-/// What authenticated a project request.
-#[derive(Clone, Debug)]
-pub enum PrincipalCredential {
-    ApiKey {
-        key_id: engram_core::ids::ApiKeyId,
-        /// The first key of its roll line: the same before and after a roll.
-        lineage_id: engram_core::ids::ApiKeyId,
-    },
-    /// An end-user token: every call is confined to this end-user's memories.
-    EndUserToken { user_id: ExternalId },
+    principal: engram_core::Principal,
 }
 
 /// Where a request came from, for the audit log.
@@ -81,125 +67,29 @@ impl RequestOrigin {
 
 impl ProjectPrincipal {
     /// The caller as the engine's use cases take it.
-    pub fn principal(&self) -> engram_core::Principal {
-        let origin = self.origin.actor(ActorKind::ApiKey, String::new());
-        match &self.credential {
-            PrincipalCredential::ApiKey { key_id, lineage_id } => engram_core::Principal::api_key(
-                self.scope,
-                *key_id,
-                *lineage_id,
-                self.scopes.clone(),
-                origin,
-            ),
-            PrincipalCredential::EndUserToken { user_id } => {
-                engram_core::Principal::end_user_token(
-                    self.scope,
-                    user_id.clone(),
-                    self.scopes.clone(),
-                    origin,
-                )
-            }
-        }
+    pub fn principal(&self) -> &engram_core::Principal {
+        &self.principal
     }
 
-    /// Who is recorded in memory history and the audit log for changes made with this
-    /// credential: the key, with the request's address, user agent and id.
-    pub fn actor(&self) -> Actor {
-        match &self.credential {
-            PrincipalCredential::ApiKey { key_id, .. } => {
-                self.origin.actor(ActorKind::ApiKey, key_id.to_string())
-            }
-            PrincipalCredential::EndUserToken { user_id } => self
-                .origin
-                .actor(ActorKind::EndUser, user_id.as_str().to_string()),
-        }
-    }
-
-    /// Who usage is billed to: `key:<id>` for an API key, `end_user` for end-user tokens
-    /// (which the project's keys mint).
-    pub fn usage_credential(&self) -> String {
-        match &self.credential {
-            PrincipalCredential::ApiKey { key_id, .. } => format!("key:{key_id}"),
-            PrincipalCredential::EndUserToken { .. } => "end_user".to_string(),
-        }
-    }
-
-    /// The API key that authenticated the request; `None` for an end-user token.
-    pub fn credential_key_id(&self) -> Option<engram_core::ids::ApiKeyId> {
-        match &self.credential {
-            PrincipalCredential::ApiKey { key_id, .. } => Some(*key_id),
-            PrincipalCredential::EndUserToken { .. } => None,
-        }
-    }
-
-    /// The end-user an end-user token confines this request to; `None` for a project key.
-    pub fn end_user(&self) -> Option<&ExternalId> {
-        match &self.credential {
-            PrincipalCredential::ApiKey { .. } => None,
-            PrincipalCredential::EndUserToken { user_id } => Some(user_id),
-        }
-    }
-
-    /// The stored form of a client's `Idempotency-Key`: namespaced by the credential (a key's
-    /// roll line, so a retry after a roll still replays) or by the end-user of a token, so one
-    /// caller can never replay — and so read — another's answer. The `client:` prefix keeps
-    /// client keys apart from the engine's own (`derive:…`, `file-ingest:…`); the user id's
-    /// length keeps ids that contain `:` unambiguous.
-    pub fn idempotency_key(&self, client_key: &str) -> String {
-        match &self.credential {
-            PrincipalCredential::ApiKey { lineage_id, .. } => {
-                format!("client:key:{lineage_id}:{client_key}")
-            }
-            PrincipalCredential::EndUserToken { user_id } => {
-                let user_id = user_id.as_str();
-                format!("client:user:{}:{user_id}:{client_key}", user_id.len())
-            }
-        }
-    }
-
-    /// For an end-user token: the memory must be that end-user's, or it does not exist for
-    /// this request (404, exactly like another project's id).
-    pub fn confine_to_end_user(&self, memory_user_id: Option<&ExternalId>) -> Result<(), ApiError> {
-        match self.end_user() {
-            Some(end_user) if memory_user_id != Some(end_user) => {
-                Err(ApiError::from(engram_engine::EngineError::NotFound))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// For an end-user token: a `user_id` filter or field must name that end-user (403
-    /// otherwise), and an absent one becomes it.
-    pub fn end_user_subject(
-        &self,
-        requested: Option<ExternalId>,
-        field: &str,
-    ) -> Result<Option<ExternalId>, ApiError> {
-        let Some(end_user) = self.end_user() else {
-            return Ok(requested);
-        };
-        match requested {
-            Some(requested) if &requested != end_user => Err(ApiError::new(
-                ProblemKind::Forbidden,
-                format!(
-                    "`{field}`: this end-user token is confined to user_id {:?}",
-                    end_user.as_str()
-                ),
-            )),
-            _ => Ok(Some(end_user.clone())),
+    /// The key scopes the credential holds (a token's are those it was minted with).
+    pub fn scopes(&self) -> ApiScopes {
+        match self.principal.kind() {
+            PrincipalKind::ApiKey(scopes) | PrincipalKind::EndUserToken(scopes) => scopes.clone(),
+            PrincipalKind::ConsoleMember(_) | PrincipalKind::Operator => ApiScopes::default(),
         }
     }
 
     /// `403 forbidden` naming the missing scope unless the credential holds `required`.
     pub fn require(&self, required: ApiScope) -> Result<(), ApiError> {
-        if self.scopes.contains(required) {
+        let scopes = self.scopes();
+        if scopes.contains(required) {
             return Ok(());
         }
         Err(ApiError::new(
             ProblemKind::Forbidden,
             format!(
                 "this API key lacks the `{required}` scope; it holds: {}",
-                self.scopes.names().join(", ")
+                scopes.names().join(", ")
             ),
         ))
     }
@@ -265,41 +155,17 @@ where
             problem.retry_after_seconds = Some(retry_after_seconds);
             return Err(problem);
         }
-        ProjectPrincipal::of(&principal, origin)
-    }
-}
-
-impl ProjectPrincipal {
-    /// The door's view of an authenticated principal.
-    fn of(principal: &engram_core::Principal, origin: RequestOrigin) -> Result<Self, ApiError> {
-        use engram_core::permissions::PrincipalKind;
-        use engram_core::principal::Credential;
-        let credential = match principal.credential() {
-            Credential::ApiKey { key_id, lineage_id } => PrincipalCredential::ApiKey {
-                key_id: *key_id,
-                lineage_id: *lineage_id,
-            },
-            Credential::EndUserToken { user_id } => PrincipalCredential::EndUserToken {
-                user_id: user_id.clone(),
-            },
-            // A bearer credential authenticates as a key or a token only.
-            Credential::ConsoleAccount { .. } | Credential::Operator => {
-                return Err(ApiError::new(
-                    ProblemKind::Unauthorized,
-                    "send a project API key or an end-user token",
-                ));
-            }
-        };
-        let scopes = match principal.kind() {
-            PrincipalKind::ApiKey(scopes) | PrincipalKind::EndUserToken(scopes) => scopes.clone(),
-            _ => ApiScopes::default(),
-        };
-        Ok(Self {
-            scope: *principal.scope(),
-            credential,
-            scopes,
-            origin,
-        })
+        // A bearer credential authenticates as a key or a token only.
+        if !matches!(
+            principal.kind(),
+            PrincipalKind::ApiKey(_) | PrincipalKind::EndUserToken(_)
+        ) {
+            return Err(ApiError::new(
+                ProblemKind::Unauthorized,
+                "send a project API key or an end-user token",
+            ));
+        }
+        Ok(ProjectPrincipal { principal })
     }
 }
 

@@ -63,6 +63,18 @@ pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> Engine
     }
 }
 
+/// Whether this caller may see a recorded search: for an end-user token, only its own.
+pub(crate) fn sees_recall(
+    principal: &Principal,
+    event: &engram_storage::recall_quality::RecallEventRecord,
+) -> bool {
+    let owner = event
+        .user_id
+        .as_deref()
+        .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
+    principal.sees_owner(owner.as_ref())
+}
+
 impl MemoryEngine {
     /// The memory, if it exists for this caller: another project's memory, or for an
     /// end-user token another end-user's, is not found.

@@ -48,36 +48,27 @@ impl SearchTuning {
 
     /// Apply this profile's parameters to `request` wherever the caller set none.
     fn fill_unset(&self, request: &mut SearchRequest, caller: &SearchTuning) {
-        if caller.retrieval.is_none()
-            && let Some(retrieval) = self.retrieval
-        {
-            request.retrieval = retrieval;
+        fn take<T: Copy>(field: &mut T, profile: Option<T>, caller: Option<T>) {
+            if caller.is_none()
+                && let Some(value) = profile
+            {
+                *field = value;
+            }
         }
-        if caller.fusion.is_none()
-            && let Some(fusion) = self.fusion
-        {
-            request.fusion = fusion;
-        }
-        if caller.keyword_weight.is_none()
-            && let Some(weight) = self.keyword_weight
-        {
-            request.keyword_weight = weight;
-        }
-        if caller.recency_weight.is_none()
-            && let Some(weight) = self.recency_weight
-        {
-            request.recency_weight = weight;
-        }
-        if caller.min_score.is_none()
-            && let Some(min_score) = self.min_score
-        {
-            request.min_score = min_score;
-        }
-        if caller.diversify.is_none()
-            && let Some(diversify) = self.diversify
-        {
-            request.diversify = diversify;
-        }
+        take(&mut request.retrieval, self.retrieval, caller.retrieval);
+        take(&mut request.fusion, self.fusion, caller.fusion);
+        take(
+            &mut request.keyword_weight,
+            self.keyword_weight,
+            caller.keyword_weight,
+        );
+        take(
+            &mut request.recency_weight,
+            self.recency_weight,
+            caller.recency_weight,
+        );
+        take(&mut request.min_score, self.min_score, caller.min_score);
+        take(&mut request.diversify, self.diversify, caller.diversify);
     }
 }
 

@@ -28,11 +28,12 @@ impl GatewayConsoleBackend {
             .granted_to_role(ConsoleRole::from_stored(&account.role));
         let principal = super::console_principal(&account, scope, &caller.origin);
         let engine = self.engine()?;
-        let limits = engine
+        // The report's month-to-date and alerts are read once, here, for the whole page.
+        let report = engine
             .spend_limits_for(&principal)
             .await
-            .map_err(super::engine_error)?
-            .limits;
+            .map_err(super::engine_error)?;
+        let limits = report.limits;
         let now = Utc::now();
         let today = now.date_naive();
         let first_day = today - Duration::days(i64::from(days.max(1)) - 1);
@@ -87,7 +88,9 @@ impl GatewayConsoleBackend {
             day += Duration::days(1);
         }
         let range_cost_micros = day_costs.values().sum();
-        let month = self.month_budget(&scope, &limits, &currency).await?;
+        let month = self
+            .month_budget(&scope, &limits, &currency, report.alerts)
+            .await?;
         let top_projects = self
             .top_projects(&account, &currency, (project_id, month.spent_micros))
             .await?;
@@ -134,6 +137,7 @@ impl GatewayConsoleBackend {
         scope: &engram_core::ProjectScope,
         limits: &SpendLimits,
         currency: &str,
+        alerts: Vec<engram_engine::BudgetAlert>,
     ) -> Result<MonthBudget, ConsoleError> {
         let now = Utc::now();
         let month = BillingMonth::containing(now);
@@ -167,11 +171,7 @@ impl GatewayConsoleBackend {
         for row in &costs {
             *used.entry(row.unit).or_default() += row.quantity;
         }
-        let alerts = self
-            .storage
-            .budget_alerts(scope, month)
-            .await
-            .map_err(internal)?
+        let alerts = alerts
             .into_iter()
             .map(|alert| {
                 (

@@ -138,7 +138,7 @@ fn key_error(error: EngineError, principal: &ProjectPrincipal) -> ApiError {
             ProblemKind::Forbidden,
             format!(
                 "a key never holds more than the key that mints or rolls it: this API key lacks the `{missing}` scope; it holds: {}",
-                principal.scopes.names().join(", ")
+                principal.scopes().names().join(", ")
             ),
         ),
         other => ApiError::from(other),

@@ -64,7 +64,9 @@ impl MemoryEngine {
         if !errors.is_empty() {
             return Err(InvalidInput(errors).into());
         }
-        require_content_permission(principal, &request.cases)?;
+        if !request.cases.is_empty() {
+            require_content_permission(principal)?;
+        }
         if let Some(profile) = &request.profile {
             self.check_profile_exists(principal, profile, "profile")
                 .await?;

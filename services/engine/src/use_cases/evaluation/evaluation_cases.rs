@@ -2,7 +2,7 @@
 
 use super::{MAX_CASES_PER_SET, require_content_permission};
 use crate::{EngineError, MemoryEngine};
-use engram_core::{FieldError, InvalidInput, Operation, Permission, Principal};
+use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::{EvalCaseRecord, EvalSetRecord, NewEvalCase};
 
 impl MemoryEngine {
@@ -14,7 +14,9 @@ impl MemoryEngine {
     ) -> Result<EvalSetRecord, EngineError> {
         principal.authorize(Operation::AddEvaluationCases)?;
         let set = self.evaluation_set(principal, set_id).await?;
-        require_content_permission(principal, &cases)?;
+        if !cases.is_empty() {
+            require_content_permission(principal)?;
+        }
         if set.cases + cases.len() as u64 > MAX_CASES_PER_SET {
             return Err(InvalidInput(vec![FieldError::new(
                 "cases",
@@ -38,13 +40,7 @@ impl MemoryEngine {
         set_id: uuid::Uuid,
     ) -> Result<Vec<EvalCaseRecord>, EngineError> {
         principal.authorize(Operation::ListEvaluationCases)?;
-        // Cases hold queries and expected contents.
-        if !principal.kind().holds(Permission::ReadMemories) {
-            return Err(EngineError::Forbidden(format!(
-                "evaluation cases hold queries and expected contents: {} also needs the `memories:read` scope",
-                principal.kind().describe()
-            )));
-        }
+        require_content_permission(principal)?;
         let set = self.evaluation_set(principal, set_id).await?;
         Ok(self.storage.eval_cases(principal.scope(), set.id).await?)
     }

@@ -15,14 +15,12 @@ pub use evaluation_runs::StartEvaluationRunRequest;
 use crate::profiles::DEFAULT_PROFILE;
 use crate::{EngineError, MemoryEngine};
 use engram_core::{FieldError, InvalidInput, Operation, Permission, Principal};
-use engram_storage::recall_quality::{EvalSetRecord, NewEvalCase};
+use engram_storage::recall_quality::EvalSetRecord;
 
-/// Cases need `ReadMemories` besides the table's permission.
-fn require_content_permission(
-    principal: &Principal,
-    cases: &[NewEvalCase],
-) -> Result<(), EngineError> {
-    if cases.is_empty() || principal.kind().holds(Permission::ReadMemories) {
+/// Cases hold queries and expected contents: writing or listing them needs `ReadMemories`
+/// besides the table's permission.
+fn require_content_permission(principal: &Principal) -> Result<(), EngineError> {
+    if principal.kind().holds(Permission::ReadMemories) {
         return Ok(());
     }
     Err(EngineError::Forbidden(format!(

@@ -89,11 +89,7 @@ impl MemoryEngine {
             found = self.storage.recall_event(scope, recall_id).await?;
         }
         let event = found.ok_or(EngineError::Missing("recall"))?;
-        let owner = event
-            .user_id
-            .as_deref()
-            .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
-        if !principal.sees_owner(owner.as_ref()) {
+        if !crate::use_cases::sees_recall(principal, &event) {
             return Err(EngineError::Missing("recall"));
         }
         Ok(Some(event))

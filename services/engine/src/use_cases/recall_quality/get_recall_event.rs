@@ -1,7 +1,7 @@
 //! One search as it was recorded. An end-user token sees only its own user's.
 
 use crate::{EngineError, MemoryEngine};
-use engram_core::{ExternalId, Operation, Principal};
+use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::RecallEventRecord;
 
 impl MemoryEngine {
@@ -18,11 +18,7 @@ impl MemoryEngine {
             .recall_event(principal.scope(), recall_id)
             .await?
             .ok_or(EngineError::Missing("recall"))?;
-        let owner = event
-            .user_id
-            .as_deref()
-            .and_then(|user_id| ExternalId::parse(user_id).ok());
-        if !principal.sees_owner(owner.as_ref()) {
+        if !crate::use_cases::sees_recall(principal, &event) {
             return Err(EngineError::Missing("recall"));
         }
         Ok(event)
