@@ -311,7 +311,7 @@ async fn jwt_attacks_are_refused() {
         "tampered signature",
         format!("{}.{}.{signature}", parts[0], parts[1]),
     ));
-    let console_keys = engram_gateway::auth::ConsoleSessionKeys::new(
+    let console_keys = engram_engine::console_credentials::ConsoleSessionKeys::new(
         &secrets.console_signing_secret,
         std::time::Duration::from_secs(600),
     );

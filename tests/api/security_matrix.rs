@@ -543,7 +543,7 @@ impl Fixture {
         let (_, foreign_admin_key) = server.create_project("foreign").unwrap();
         let secrets =
             engram_cli::bootstrap::load_or_create_server_secrets(&server.data_dir).unwrap();
-        let console_token = engram_gateway::auth::ConsoleSessionKeys::new(
+        let console_token = engram_engine::console_credentials::ConsoleSessionKeys::new(
             &secrets.console_signing_secret,
             std::time::Duration::from_secs(600),
         )

@@ -99,53 +99,91 @@ fn relative_to_root(root: &Path, file: &Path) -> String {
         .to_string()
 }
 
+/// The public use cases of `files` whose caller parameter is `caller_parameter`, each with
+/// its body: a scan of `pub async fn name(&self, <caller_parameter> …) { body }`.
+fn public_use_cases<'text>(
+    text: &'text str,
+    caller_parameter: &str,
+) -> Vec<(&'text str, &'text str)> {
+    let mut found = Vec::new();
+    for (position, _) in text.match_indices(caller_parameter) {
+        let before = &text[..position];
+        let Some(start) = before.rfind("fn ") else {
+            continue;
+        };
+        let is_public_use_case =
+            before.trim_end().ends_with("&self,") && before[..start].ends_with("pub async ");
+        if !is_public_use_case {
+            continue;
+        }
+        let name = before[start + 3..].split('(').next().unwrap_or("");
+        let function = text[position..].split("\n    }\n").next().unwrap_or("");
+        let body = function
+            .split_once(" {\n")
+            .map(|(_, body)| body)
+            .unwrap_or("");
+        found.push((name, body));
+    }
+    found
+}
+
 /// Every engine use case checks the permission table before it does anything: a door that
-/// forgets its own check still cannot do more than the table allows.
+/// forgets its own check still cannot do more than the table allows. Use cases of the
+/// console's account domain take the signed-in member and check its role the same way.
 #[test]
 fn every_engine_use_case_checks_the_permission_table() {
+    // What any signed-in member of the organization may do (no permission in the table).
+    // Opening a project of one's own organization is authentication, not an operation: the
+    // use cases then called check the table.
+    const EVERY_MEMBER_MAY: &[&str] = &[
+        "organization_name",
+        "organization_projects",
+        "principal_in_project",
+    ];
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();
     rust_files(&root.join("services/engine/src/use_cases"), &mut files);
     let mut use_cases = 0;
+    let mut member_use_cases = 0;
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         let relative = relative_to_root(&root, file);
-        for (position, _) in text.match_indices("principal: &Principal,") {
-            let function = text[position..].split("\n    }\n").next().unwrap_or("");
-            let before = &text[..position];
-            let is_public_use_case = before.trim_end().ends_with("&self,")
-                && before
-                    .rfind("fn ")
-                    .is_some_and(|start| before[..start].ends_with("pub async "));
-            if !is_public_use_case {
-                continue;
-            }
+        for (name, body) in public_use_cases(&text, "principal: &Principal") {
             use_cases += 1;
-            let body = function
-                .split_once(" {\n")
-                .map(|(_, body)| body)
-                .unwrap_or("");
             assert!(
                 body.trim_start()
                     .starts_with("principal.authorize(Operation::"),
-                "a use case in {relative} does not check the permission table first"
+                "the use case {name} in {relative} does not check the permission table first"
+            );
+        }
+        for (name, body) in public_use_cases(&text, "member: &ConsoleMember") {
+            member_use_cases += 1;
+            if EVERY_MEMBER_MAY.contains(&name) {
+                continue;
+            }
+            assert!(
+                body.trim_start()
+                    .starts_with("member.authorize(Operation::"),
+                "the console use case {name} in {relative} does not check the permission table first"
             );
         }
     }
-    assert!(use_cases >= 7, "the scan found the use cases ({use_cases})");
+    assert!(
+        use_cases >= 60,
+        "the scan found the use cases ({use_cases})"
+    );
+    assert!(
+        member_use_cases >= 7,
+        "the scan found the console member use cases ({member_use_cases})"
+    );
 }
 
-/// The front doors reach storage only through the engine's use cases: no file names the
-/// storage crate or a storage handle (`.storage`). Files not yet moved are listed; the list
-/// only shrinks (a listed file that no longer reaches storage fails too, so it is taken
-/// off), and a new file reaching storage fails.
+/// The front doors reach storage only through the engine's use cases: no file of the
+/// gateway or the console names the storage crate, a storage handle (`.storage`) or the
+/// maintenance store, and the gateway cannot: its Cargo.toml has no `engram-storage`
+/// dependency.
 #[test]
-fn front_doors_do_not_reach_storage_beyond_the_files_not_yet_moved() {
-    const NOT_YET_MOVED: &[&str] = &[
-        "services/gateway/src/console.rs",
-        "services/gateway/src/console/recall.rs",
-        "services/gateway/src/console/usage.rs",
-    ];
+fn front_doors_do_not_reach_storage() {
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();
     rust_files(&root.join("services/gateway/src"), &mut files);
@@ -160,6 +198,9 @@ fn front_doors_do_not_reach_storage_beyond_the_files_not_yet_moved() {
             .filter(|line| !line.trim_start().starts_with("//"))
             .any(|line| {
                 line.contains("engram_storage")
+                    || line.contains("maintenance_store")
+                    || line.contains("Principal::console_member")
+                    || line.contains("MaintenanceStore")
                     || line.match_indices(".storage").any(|(position, _)| {
                         !line[position + ".storage".len()..]
                             .starts_with(|next: char| next.is_alphanumeric() || next == '_')
@@ -172,20 +213,128 @@ fn front_doors_do_not_reach_storage_beyond_the_files_not_yet_moved() {
         .map(|file| relative_to_root(&root, file))
         .collect();
     naming_storage.sort();
-    let new_offenders: Vec<&String> = naming_storage
-        .iter()
-        .filter(|file| !NOT_YET_MOVED.contains(&file.as_str()))
-        .collect();
     assert!(
-        new_offenders.is_empty(),
-        "these front-door files reach storage; call an engine use case instead: {new_offenders:?}"
+        naming_storage.is_empty(),
+        "these front-door files reach storage; call an engine use case instead: {naming_storage:?}"
     );
-    let moved: Vec<&&str> = NOT_YET_MOVED
-        .iter()
-        .filter(|file| !naming_storage.iter().any(|named| named == *file))
-        .collect();
+    for manifest in ["services/gateway/Cargo.toml", "web/console/Cargo.toml"] {
+        let text = std::fs::read_to_string(root.join(manifest)).unwrap();
+        assert!(
+            !text
+                .lines()
+                .any(|line| line.trim_start().starts_with("engram-storage")),
+            "{manifest} depends on engram-storage: a front door must not be able to name it"
+        );
+    }
+}
+
+/// The tenant store (`Storage`) answers for one project at a time: each of its public
+/// methods takes the project's scope first. Work across projects (the outbox, task claims,
+/// sweeps, every project's scope) lives on `MaintenanceStore`, which no front door can name.
+/// The few unscoped methods that must come before a scope exists (authentication, console
+/// accounts, the organization, the database's health) are listed: a new unscoped method
+/// fails until it is scoped, moved to the maintenance store, or listed here with its reason.
+#[test]
+fn the_tenant_store_takes_the_scope_first() {
+    const UNSCOPED: &[(&str, &str)] = &[
+        // Authentication: a credential becomes a scope.
+        ("verify_api_key", "authentication"),
+        ("authenticate_api_key", "authentication"),
+        ("scope_for_end_user_token", "authentication"),
+        ("project_scope_for_console_account", "authentication"),
+        // The console's account domain (an organization's members, sessions, invitations).
+        ("create_console_session", "console accounts"),
+        ("console_session_is_live", "console accounts"),
+        ("revoke_console_session", "console accounts"),
+        ("rotate_console_refresh_token", "console accounts"),
+        ("list_console_members", "console accounts"),
+        ("list_pending_console_invitations", "console accounts"),
+        ("create_console_invitation", "console accounts"),
+        ("pending_console_invitation", "console accounts"),
+        ("accept_console_invitation", "console accounts"),
+        ("revoke_console_invitation", "console accounts"),
+        ("change_console_member_role", "console accounts"),
+        ("remove_console_member", "console accounts"),
+        ("create_console_account", "console accounts"),
+        ("find_console_account", "console accounts"),
+        ("console_account", "console accounts"),
+        // The organization as a whole (its name, projects, audit chain and prices).
+        ("organization_count", "bootstrap"),
+        ("bootstrap_organization", "bootstrap"),
+        ("create_project", "the operator's admin command"),
+        ("first_organization_id", "the operator's admin command"),
+        ("organization_name", "organization"),
+        ("list_projects", "organization"),
+        ("record_audit_event", "organization audit chain"),
+        (
+            "add_usage",
+            "the usage meter's flush: each increment carries its scope",
+        ),
+        (
+            "insert_recall_events",
+            "the recorder's flush: each event carries its scope",
+        ),
+        ("add_price", "the operator's price book"),
+        ("price_book_for", "the organization's price book"),
+        // The database itself.
+        ("durability_violations", "database health"),
+        ("applied_migration_count", "database health"),
+        ("backend_name", "database health"),
+        ("check_ready", "database health"),
+    ];
+    let root = engram_tests::workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("services/storage/src"), &mut files);
+    let mut scoped = 0;
+    let mut offenders = Vec::new();
+    for file in &files {
+        let relative = relative_to_root(&root, file);
+        if relative.contains("/entities/") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let mut in_tenant_store = false;
+        for (line_number, line) in text.lines().enumerate() {
+            if !line.starts_with(' ') && !line.trim().is_empty() {
+                in_tenant_store = line.starts_with("impl Storage {");
+            }
+            let Some(after) = line
+                .strip_prefix("    pub async fn ")
+                .or_else(|| line.strip_prefix("    pub fn "))
+            else {
+                continue;
+            };
+            if !in_tenant_store {
+                continue;
+            }
+            let name = after.split(['(', '<']).next().unwrap_or("");
+            let mut signature = String::new();
+            for signature_line in text.lines().skip(line_number) {
+                signature.push_str(signature_line);
+                signature.push(' ');
+                if signature_line.trim_end().ends_with('{') {
+                    break;
+                }
+            }
+            let parameters = signature
+                .split_once('(')
+                .map(|(_, rest)| rest)
+                .unwrap_or("")
+                .trim_start();
+            let Some(after_self) = parameters.strip_prefix("&self") else {
+                continue; // a constructor
+            };
+            let first = after_self.trim_start_matches([',', ' ']);
+            if first.starts_with("scope: &ProjectScope") {
+                scoped += 1;
+            } else if !UNSCOPED.iter().any(|(listed, _)| *listed == name) {
+                offenders.push(format!("{relative}: {name}"));
+            }
+        }
+    }
+    assert!(scoped > 50, "the scan found the scoped methods ({scoped})");
     assert!(
-        moved.is_empty(),
-        "these files no longer reach storage: take them off NOT_YET_MOVED: {moved:?}"
+        offenders.is_empty(),
+        "public tenant-store methods that do not take the scope first (scope them, move them to MaintenanceStore, or list them with a reason): {offenders:?}"
     );
 }

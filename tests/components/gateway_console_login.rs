@@ -3,9 +3,10 @@
 //! e-mails are unaffected, and a successful sign-in clears the count.
 
 use engram_console::{ConsoleBackend, ConsoleError};
-use engram_gateway::auth::{ConsoleSessionKeys, hash_password};
+use engram_engine::ConsoleAccess;
+use engram_engine::console_credentials::{ConsoleSessionKeys, hash_password};
+use engram_engine::login_throttle::MAX_FAILURES;
 use engram_gateway::console::GatewayConsoleBackend;
-use engram_gateway::login_throttle::MAX_FAILURES;
 use engram_storage::{ApiKeyPepper, Storage};
 use std::time::Duration;
 
@@ -31,7 +32,10 @@ async fn backend() -> (GatewayConsoleBackend, tempfile::TempDir) {
         .await
         .unwrap();
     let sessions = ConsoleSessionKeys::new(b"console signing secret", Duration::from_secs(600));
-    (GatewayConsoleBackend::new(storage, sessions), directory)
+    (
+        GatewayConsoleBackend::new(ConsoleAccess::new(storage, sessions)),
+        directory,
+    )
 }
 
 #[tokio::test]

@@ -63,6 +63,15 @@ pub enum EngineError {
         /// The budget's currency, for `monthly_budget`.
         currency: Option<String>,
     },
+    /// No valid credential or session: the caller must sign in (again); the message says so.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// A sign-in with an unknown e-mail or a wrong password (deliberately not saying which).
+    #[error("wrong e-mail or password")]
+    WrongCredentials,
+    /// Too many failed sign-ins for this e-mail: refused for a while, right password or not.
+    #[error("too many failed sign-ins; try again in {retry_after_seconds} s")]
+    TooManyAttempts { retry_after_seconds: u64 },
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -1,24 +1,24 @@
-//! The console's backend: verifies console logins and sessions against storage and serves
-//! the console pages (Leptos, from `engram-console`) with scoped reads of memories.
+//! The console's backend: a thin adapter from the console's server functions to the
+//! engine — sign-in, sessions, members and invitations through [`ConsoleAccess`], and every
+//! project page through the same use cases as the HTTP API, as a console-member principal.
 
-use crate::auth::{ConsoleSessionKeys, verify_password};
 use crate::state::AppState;
 use axum::Router;
 use engram_console::model::{
     AuditChainStatus, AuditListing, AuditQuery, AuditRow, BulkDeleteOutcome, BulkDeletePreview,
-    ErasureStatus, GovernanceSettings, HistoryRow, INVITATION_LIFETIME_DAYS, InvitationPreview,
-    InvitationRow, KeyListing, KeyRow, MemberListing, MemberRow, MemoryDetail, NewInvitation,
-    NewKeyRequest, NewKeySecret, RetentionPreview, SessionTokens, SubjectSummary,
+    ErasureStatus, GovernanceSettings, HistoryRow, InvitationPreview, InvitationRow, KeyListing,
+    KeyRow, MemberListing, MemberRow, MemoryDetail, NewInvitation, NewKeyRequest, NewKeySecret,
+    RetentionPreview, SessionTokens, SubjectSummary,
 };
 use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
     ConsoleRequestOrigin, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
-use engram_core::audit::{Actor, ActorKind, AuditAction, AuditOutcome, NewAuditEvent};
-use engram_core::{ConsoleRole, Operation};
-use engram_core::{MemoryKind, ProjectId};
-use engram_storage::{
-    AuditFilter, ConsoleAccountRecord, MemoryListFilter, RefreshOutcome, Storage,
+use engram_core::audit::{Actor, ActorKind, AuditAction};
+use engram_core::{MemoryKind, Operation, Principal};
+use engram_engine::{
+    AuditFilter, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, EngineError, MemoryEngine,
+    MemoryListFilter,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -26,118 +26,77 @@ use std::sync::Arc;
 mod recall;
 mod usage;
 
-/// Verifying against this when the e-mail is unknown keeps the answer time the same, so
-/// timing does not reveal which accounts exist.
-static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-    crate::auth::hash_password("no account has this password").unwrap_or_default()
-});
-
 pub struct GatewayConsoleBackend {
-    storage: Storage,
-    /// For corrections (re-embedding), search by meaning, bulk deletes and erasure.
-    engine: Option<Arc<engram_engine::MemoryEngine>>,
-    sessions: ConsoleSessionKeys,
-    login_throttle: crate::login_throttle::LoginThrottle,
+    access: Arc<ConsoleAccess>,
+    /// For every project page: the same use cases as the HTTP API.
+    engine: Option<Arc<MemoryEngine>>,
 }
 
 impl GatewayConsoleBackend {
-    pub fn new(storage: Storage, sessions: ConsoleSessionKeys) -> Self {
+    pub fn new(access: ConsoleAccess) -> Self {
         Self {
-            storage,
+            access: Arc::new(access),
             engine: None,
-            sessions,
-            login_throttle: Default::default(),
         }
     }
 
-    /// The engine that corrections, searches by meaning and erasures go through.
-    pub fn with_engine(mut self, engine: Arc<engram_engine::MemoryEngine>) -> Self {
+    /// The engine whose use cases the project pages call.
+    pub fn with_engine(mut self, engine: Arc<MemoryEngine>) -> Self {
         self.engine = Some(engine);
         self
     }
 
-    fn engine(&self) -> Result<&engram_engine::MemoryEngine, ConsoleError> {
+    fn engine(&self) -> Result<&MemoryEngine, ConsoleError> {
         self.engine
             .as_deref()
             .ok_or_else(|| ConsoleError::Internal("this console has no memory engine".to_string()))
     }
 
-    /// Every memory a console filter matches, up to the bulk-delete limit (more is refused).
-    async fn memories_matching(
-        &self,
-        scope: &engram_core::ProjectScope,
-        query: &MemoryListQuery,
-    ) -> Result<Vec<engram_core::Memory>, ConsoleError> {
-        let limit = engram_console::model::BULK_DELETE_LIMIT;
-        let mut filter = memory_filter(query, 500)?;
-        let mut matching = Vec::new();
-        loop {
-            let page = self
-                .storage
-                .list_memories(scope, &filter)
-                .await
-                .map_err(internal)?;
-            matching.extend(page.memories);
-            if matching.len() as u64 > limit {
-                return Err(ConsoleError::Refused(format!(
-                    "more than {limit} memories match: narrow the filter"
-                )));
-            }
-            match page.next_cursor {
-                Some(cursor) => filter.after = Some(cursor),
-                None => return Ok(matching),
-            }
-        }
+    /// The signed-in member of `caller`'s session; `Unauthorized` when there is none.
+    async fn member_for(&self, caller: &ConsoleCaller) -> Result<ConsoleMember, ConsoleError> {
+        self.access
+            .authenticate_member(&caller.session_token, &origin_actor(&caller.origin))
+            .await
+            .map_err(engine_error)
     }
 
-    async fn account_for(
+    /// The signed-in member and the member at work in `project_id`, when the member's role
+    /// passes `operation` (`Forbidden` naming the role otherwise) and the project is its
+    /// organization's (`NotFound` otherwise). The use case checks the table again.
+    async fn authorized_project(
         &self,
         caller: &ConsoleCaller,
-    ) -> Result<ConsoleAccountRecord, ConsoleError> {
-        let claim = self
-            .sessions
-            .verify(&caller.session_token)
-            .ok_or(ConsoleError::Unauthorized)?;
-        // Every request checks the session, so logout (or a detected replay) ends it at once.
-        if !self
-            .storage
-            .console_session_is_live(claim.session_id)
+        project_id: &str,
+        operation: Operation,
+    ) -> Result<(ConsoleMember, Principal), ConsoleError> {
+        let member = self.member_for(caller).await?;
+        require_role(&member, operation)?;
+        let principal = self
+            .access
+            .principal_in_project(&member, project_id)
             .await
-            .map_err(internal)?
-        {
-            return Err(ConsoleError::Unauthorized);
-        }
-        match self.storage.console_account(claim.account_id).await {
-            Ok(Some(account)) => Ok(account),
-            Ok(None) => Err(ConsoleError::Unauthorized),
-            Err(error) => Err(internal(error)),
-        }
+            .map_err(engine_error)?;
+        Ok((member, principal))
     }
 }
 
-fn console_actor(account: &ConsoleAccountRecord, origin: &ConsoleRequestOrigin) -> Actor {
+/// Where a console request came from, as the audit log records it (the account is filled
+/// in by the engine once known).
+fn origin_actor(origin: &ConsoleRequestOrigin) -> Actor {
     Actor {
         kind: ActorKind::ConsoleAccount,
-        id: account.id.to_string(),
+        id: String::new(),
         ip: origin.ip.clone(),
         user_agent: origin.user_agent.clone(),
         request_id: origin.request_id.clone(),
     }
 }
 
-/// The signed-in member, in one project of their organization, as the engine's use cases
-/// take a caller.
-fn console_principal(
-    account: &ConsoleAccountRecord,
-    scope: engram_core::ProjectScope,
-    origin: &ConsoleRequestOrigin,
-) -> engram_core::Principal {
-    engram_core::Principal::console_member(
-        scope,
-        ConsoleRole::from_stored(&account.role),
-        account.id.to_string(),
-        console_actor(account, origin),
-    )
+fn session_tokens(tokens: ConsoleSessionTokens) -> SessionTokens {
+    SessionTokens {
+        access: tokens.access,
+        refresh: tokens.refresh,
+    }
 }
 
 fn key_row(record: &engram_engine::ApiKeyRecord) -> KeyRow {
@@ -154,81 +113,29 @@ fn key_row(record: &engram_engine::ApiKeyRecord) -> KeyRow {
     }
 }
 
-/// `Forbidden` naming the role unless the permission table lets the account's role perform
-/// `operation`.
-fn require_role(account: &ConsoleAccountRecord, operation: Operation) -> Result<(), ConsoleError> {
-    let role = ConsoleRole::from_stored(&account.role);
-    if operation.required_permission().granted_to_role(role) {
-        return Ok(());
+/// `Forbidden` naming the role unless the permission table lets the member's role perform
+/// `operation`: the console's own wording of the refusal the use case would give.
+fn require_role(member: &ConsoleMember, operation: Operation) -> Result<(), ConsoleError> {
+    member
+        .authorize(operation)
+        .map_err(|_| ConsoleError::Forbidden {
+            role: member.role().as_str().to_string(),
+        })
+}
+
+/// A member-management refusal: one the role explains names the role.
+fn member_error(member: &ConsoleMember, error: EngineError) -> ConsoleError {
+    match error {
+        EngineError::Forbidden(_) => ConsoleError::Forbidden {
+            role: member.role().as_str().to_string(),
+        },
+        other => engine_error(other),
     }
-    Err(ConsoleError::Forbidden {
-        role: role.as_str().to_string(),
-    })
 }
 
 fn internal(error: impl std::fmt::Display) -> ConsoleError {
     tracing::error!(%error, "console backend failure");
     ConsoleError::Internal("the service could not complete the request".to_string())
-}
-
-/// How long a console session lasts without a new login (its refresh token keeps being
-/// rotated within it; the access token lives 15 minutes).
-pub const CONSOLE_SESSION_LIFETIME: chrono::Duration = chrono::Duration::hours(12);
-
-/// 256 random bits, hex: cookie-safe and stored only as a SHA-256.
-fn new_refresh_token() -> String {
-    use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::thread_rng().fill_bytes(&mut bytes);
-    hex::encode(bytes)
-}
-
-impl GatewayConsoleBackend {
-    async fn start_session(
-        &self,
-        account: &ConsoleAccountRecord,
-    ) -> Result<SessionTokens, ConsoleError> {
-        let refresh = new_refresh_token();
-        let session_id = self
-            .storage
-            .create_console_session(
-                account.id,
-                account.organization_id,
-                &refresh,
-                chrono::Utc::now() + CONSOLE_SESSION_LIFETIME,
-            )
-            .await
-            .map_err(internal)?;
-        let access = self
-            .sessions
-            .issue(account.id, session_id)
-            .map_err(internal)?;
-        Ok(SessionTokens { access, refresh })
-    }
-
-    async fn audit_account_event(
-        &self,
-        account: &ConsoleAccountRecord,
-        origin: &ConsoleRequestOrigin,
-        action: AuditAction,
-        outcome: AuditOutcome,
-    ) -> Result<(), ConsoleError> {
-        let event = NewAuditEvent {
-            action,
-            outcome,
-            target_ids: vec![account.id.to_string()],
-            details: serde_json::json!({}),
-        };
-        self.storage
-            .record_audit_event(
-                account.organization_id,
-                None,
-                &console_actor(account, origin),
-                &event,
-            )
-            .await
-            .map_err(internal)
-    }
 }
 
 #[async_trait::async_trait]
@@ -239,105 +146,30 @@ impl ConsoleBackend for GatewayConsoleBackend {
         password: String,
         origin: &ConsoleRequestOrigin,
     ) -> Result<SessionTokens, ConsoleError> {
-        // Checked before the password, so a locked e-mail cannot be probed at all.
-        if let Some(remaining) = self.login_throttle.locked_for(&email) {
-            tracing::warn!("console login refused: too many failed attempts");
-            return Err(ConsoleError::TooManyAttempts {
-                retry_after_seconds: remaining.as_secs().max(1),
-            });
-        }
-        let account = self
-            .storage
-            .find_console_account(email.trim())
+        self.access
+            .sign_in(&email, password, &origin_actor(origin))
             .await
-            .map_err(internal)?;
-        let stored_hash = account
-            .as_ref()
-            .map_or(UNKNOWN_ACCOUNT_HASH.clone(), |account| {
-                account.password_hash.clone()
-            });
-        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
-        let password_matches =
-            tokio::task::spawn_blocking(move || verify_password(&password, &stored_hash))
-                .await
-                .unwrap_or(false);
-        match account {
-            Some(account) if password_matches => {
-                tracing::info!(account_id = %account.id, "console login succeeded");
-                self.login_throttle.record_success(&email);
-                self.audit_account_event(
-                    &account,
-                    origin,
-                    AuditAction::ConsoleLogin,
-                    AuditOutcome::Success,
-                )
-                .await?;
-                self.start_session(&account).await
-            }
-            Some(account) => {
-                tracing::info!(account_id = %account.id, "console login failed: wrong password");
-                self.login_throttle.record_failure(&email);
-                self.audit_account_event(
-                    &account,
-                    origin,
-                    AuditAction::ConsoleLoginFailed,
-                    AuditOutcome::Failure,
-                )
-                .await?;
-                Err(ConsoleError::InvalidCredentials)
-            }
-            None => {
-                // No organization to file it under; the log line and the throttle remain.
-                tracing::info!("console login failed: unknown account");
-                self.login_throttle.record_failure(&email);
-                Err(ConsoleError::InvalidCredentials)
-            }
-        }
+            .map(session_tokens)
+            .map_err(engine_error)
     }
 
     async fn logout(&self, caller: &ConsoleCaller) {
-        let Some(claim) = self.sessions.verify(&caller.session_token) else {
-            return;
-        };
-        if let Err(error) = self.storage.revoke_console_session(claim.session_id).await {
-            tracing::error!(%error, "console logout could not revoke the session");
-        }
+        self.access.sign_out(&caller.session_token).await;
     }
 
     async fn refresh(&self, refresh_token: &str) -> Option<SessionTokens> {
-        let replacement = new_refresh_token();
-        let outcome = self
-            .storage
-            .rotate_console_refresh_token(refresh_token, &replacement)
+        self.access
+            .refresh_session(refresh_token)
             .await
-            .map_err(|error| tracing::error!(%error, "console refresh failed"))
-            .ok()?;
-        match outcome {
-            RefreshOutcome::Rotated {
-                session_id,
-                account_id,
-            } => {
-                let access = self.sessions.issue(account_id, session_id).ok()?;
-                Some(SessionTokens {
-                    access,
-                    refresh: replacement,
-                })
-            }
-            RefreshOutcome::ReplayDetected | RefreshOutcome::Refused => None,
-        }
+            .map(session_tokens)
     }
 
     async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount> {
-        let account = self.account_for(caller).await.ok()?;
-        let organization_name = self
-            .storage
-            .organization_name(account.organization_id)
-            .await
-            .ok()
-            .flatten()?;
+        let member = self.member_for(caller).await.ok()?;
+        let organization_name = self.access.organization_name(&member).await.ok()?;
         Some(ConsoleAccount {
-            role: ConsoleRole::from_stored(&account.role).as_str().to_string(),
-            email: account.email,
+            role: member.role().as_str().to_string(),
+            email: member.email().to_string(),
             organization_name,
         })
     }
@@ -346,12 +178,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
         &self,
         caller: &ConsoleCaller,
     ) -> Result<Vec<ProjectSummary>, ConsoleError> {
-        let account = self.account_for(caller).await?;
+        let member = self.member_for(caller).await?;
         let projects = self
-            .storage
-            .list_projects(account.organization_id)
+            .access
+            .organization_projects(&member)
             .await
-            .map_err(internal)?;
+            .map_err(engine_error)?;
         Ok(projects
             .into_iter()
             .map(|project| ProjectSummary {
@@ -366,7 +198,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         query: MemoryListQuery,
     ) -> Result<MemoryPage, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::ListMemories)
             .await?;
         let memories: Vec<MemoryRow> = match query
@@ -378,7 +210,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 let engine = self.engine()?;
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 100)))?;
                 // A project that sends its own vectors has no query vector here: words only.
-                let retrieval = match engine.embedding_spaces().space_for(&scope).await {
+                let retrieval = match engine.embedding_spaces().space_for(principal.scope()).await {
                     Ok(space) if space.client_dimension().is_some() => {
                         engram_engine::RetrievalMode::Keyword
                     }
@@ -411,7 +243,6 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     context_tokens: None,
                     trace_id: None,
                 };
-                let principal = console_principal(&account, scope, &caller.origin);
                 let outcome = engine
                     .search_memories_for(&principal, search)
                     .await
@@ -425,7 +256,6 @@ impl ConsoleBackend for GatewayConsoleBackend {
             }
             None => {
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 500)))?;
-                let principal = console_principal(&account, scope, &caller.origin);
                 let request = engram_engine::ListMemoriesRequest {
                     filter,
                     user_id_field: "user_id",
@@ -444,14 +274,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let total_shown = memories.len();
         // Compliance must know who saw what: the page is shown only once its read is logged.
         if total_shown > 0 {
-            self.audit_content_view(
-                &account,
-                &scope,
-                caller,
-                memories.iter().map(|memory| memory.id.clone()).collect(),
-                "memories",
-            )
-            .await?;
+            self.engine()?
+                .record_content_view_for(
+                    &principal,
+                    memories.iter().map(|memory| memory.id.clone()).collect(),
+                    "memories",
+                )
+                .await
+                .map_err(engine_error)?;
         }
         Ok(MemoryPage {
             memories,
@@ -464,10 +294,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::ListAuditEvents)
             .await?;
-        let principal = console_principal(&account, scope, &caller.origin);
         let engine = self.engine()?;
         if let Some(action) = &query.action
             && AuditAction::parse(action).is_none()
@@ -528,14 +357,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(caller, project_id, Operation::ListApiKeys)
             .await?;
         let keys = self
             .engine()?
-            .list_api_keys_for(&console_principal(&account, scope, &caller.origin))
+            .list_api_keys_for(&principal)
             .await
-            .map_err(|error| key_error(&account, error))?;
+            .map_err(|error| key_error(&member, error))?;
         Ok(KeyListing {
             project_id: Some(project_id.to_string()),
             keys: keys.iter().map(key_row).collect(),
@@ -547,7 +376,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(caller, &request.project_id, Operation::CreateApiKey)
             .await?;
         let create = engram_engine::CreateApiKeyRequest {
@@ -557,9 +386,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         };
         let (record, secret) = self
             .engine()?
-            .create_api_key_for(&console_principal(&account, scope, &caller.origin), create)
+            .create_api_key_for(&principal, create)
             .await
-            .map_err(|error| key_error(&account, error))?;
+            .map_err(|error| key_error(&member, error))?;
         Ok(NewKeySecret {
             key: key_row(&record),
             secret,
@@ -572,16 +401,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(caller, project_id, Operation::RevokeApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
             key_id.parse().map_err(|_| ConsoleError::NotFound)?;
         self.engine()?
-            .revoke_api_key_for(&console_principal(&account, scope, &caller.origin), key_id)
+            .revoke_api_key_for(&principal, key_id)
             .await
             .map(|_| ())
-            .map_err(|error| key_error(&account, error))
+            .map_err(|error| key_error(&member, error))
     }
 
     async fn roll_key(
@@ -590,7 +419,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(caller, project_id, Operation::RollApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
@@ -601,9 +430,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
         };
         let rolled = self
             .engine()?
-            .roll_api_key_for(&console_principal(&account, scope, &caller.origin), roll)
+            .roll_api_key_for(&principal, roll)
             .await
-            .map_err(|error| key_error(&account, error))?;
+            .map_err(|error| key_error(&member, error))?;
         Ok(NewKeySecret {
             key: key_row(&rolled.key),
             secret: rolled.secret,
@@ -615,13 +444,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<String, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::ExportAuditEvents)
             .await?;
         let events: Vec<crate::routes::audit::AuditEventView> = self
             .engine()?
             .export_audit_events_for(
-                &console_principal(&account, scope, &caller.origin),
+                &principal,
                 AuditFilter {
                     include_organization_events: true,
                     ..Default::default()
@@ -636,35 +465,29 @@ impl ConsoleBackend for GatewayConsoleBackend {
     }
 
     async fn list_members(&self, caller: &ConsoleCaller) -> Result<MemberListing, ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, Operation::ListMembers)?;
-        let role = ConsoleRole::from_stored(&account.role);
-        let members = self
-            .storage
-            .list_console_members(account.organization_id)
+        let member = self.member_for(caller).await?;
+        let listing = self
+            .access
+            .list_members(&member)
             .await
-            .map_err(internal)?;
-        let invitations = self
-            .storage
-            .list_pending_console_invitations(account.organization_id)
-            .await
-            .map_err(internal)?;
+            .map_err(|error| member_error(&member, error))?;
         Ok(MemberListing {
-            members: members
+            members: listing
+                .members
                 .into_iter()
-                .map(|member| MemberRow {
-                    is_you: member.id == account.id,
-                    id: member.id.to_string(),
-                    email: member.email,
-                    role: member.role.as_str().to_string(),
-                    joined_at: member.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                .map(|other| MemberRow {
+                    is_you: other.id == member.account_id(),
+                    id: other.id.to_string(),
+                    email: other.email,
+                    role: other.role.as_str().to_string(),
+                    joined_at: other.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
                 })
                 .collect(),
-            invitations: invitations.iter().map(invitation_row).collect(),
-            assignable_roles: ConsoleRole::ALL
+            invitations: listing.invitations.iter().map(invitation_row).collect(),
+            assignable_roles: listing
+                .assignable_roles
                 .into_iter()
-                .filter(|candidate| role.can_assign(*candidate))
-                .map(|candidate| candidate.as_str().to_string())
+                .map(|role| role.as_str().to_string())
                 .collect(),
         })
     }
@@ -675,27 +498,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
         email: &str,
         role: &str,
     ) -> Result<NewInvitation, ConsoleError> {
-        let account = self.account_for(caller).await?;
-        let role = self.assignable_role(&account, role)?;
-        let token = new_refresh_token();
-        let invitation = self
-            .storage
-            .create_console_invitation(
-                account.organization_id,
-                email,
-                role,
-                &token,
-                chrono::Utc::now() + chrono::Duration::days(INVITATION_LIFETIME_DAYS),
-                &console_actor(&account, &caller.origin),
-                account.id,
-            )
+        let member = self.member_for(caller).await?;
+        let (invitation, token) = self
+            .access
+            .invite_member(&member, email, role)
             .await
-            .map_err(|error| match error {
-                engram_storage::StorageError::WriteConflict(message) => {
-                    ConsoleError::Refused(message)
-                }
-                other => internal(other),
-            })?;
+            .map_err(|error| member_error(&member, error))?;
         Ok(NewInvitation {
             invitation: invitation_row(&invitation),
             link_path: format!("/console/invite?token={token}"),
@@ -707,18 +515,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         invitation_id: &str,
     ) -> Result<(), ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, Operation::RemoveMember)?;
-        let invitation_id: uuid::Uuid =
-            invitation_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        self.storage
-            .revoke_console_invitation(
-                account.organization_id,
-                invitation_id,
-                &console_actor(&account, &caller.origin),
-            )
+        let member = self.member_for(caller).await?;
+        self.access
+            .revoke_invitation(&member, invitation_id)
             .await
-            .map_err(member_change_error)
+            .map_err(|error| member_error(&member, error))
     }
 
     async fn change_member_role(
@@ -727,19 +528,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         member_id: &str,
         role: &str,
     ) -> Result<(), ConsoleError> {
-        let account = self.account_for(caller).await?;
-        let new_role = self.assignable_role(&account, role)?;
-        let member = self.member_to_manage(&account, member_id).await?;
-        self.storage
-            .change_console_member_role(
-                account.organization_id,
-                member.id,
-                new_role,
-                &console_actor(&account, &caller.origin),
-            )
+        let member = self.member_for(caller).await?;
+        self.access
+            .change_member_role(&member, member_id, role)
             .await
-            .map(|_| ())
-            .map_err(member_change_error)
+            .map_err(|error| member_error(&member, error))
     }
 
     async fn remove_member(
@@ -747,36 +540,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         member_id: &str,
     ) -> Result<(), ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, Operation::RemoveMember)?;
-        let member = self.member_to_manage(&account, member_id).await?;
-        self.storage
-            .remove_console_member(
-                account.organization_id,
-                member.id,
-                &console_actor(&account, &caller.origin),
-            )
+        let member = self.member_for(caller).await?;
+        self.access
+            .remove_member(&member, member_id)
             .await
-            .map_err(member_change_error)
+            .map_err(|error| member_error(&member, error))
     }
 
     async fn preview_invitation(&self, token: &str) -> Result<InvitationPreview, ConsoleError> {
-        let (invitation, organization_id) = self
-            .storage
-            .pending_console_invitation(token)
+        let offer = self
+            .access
+            .preview_invitation(token)
             .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
-        let organization_name = self
-            .storage
-            .organization_name(organization_id)
-            .await
-            .map_err(internal)?
-            .unwrap_or_default();
+            .map_err(engine_error)?;
         Ok(InvitationPreview {
-            email: invitation.email,
-            organization_name,
-            role: invitation.role.as_str().to_string(),
+            email: offer.email,
+            organization_name: offer.organization_name,
+            role: offer.role.as_str().to_string(),
         })
     }
 
@@ -786,32 +566,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         password: String,
         origin: &ConsoleRequestOrigin,
     ) -> Result<SessionTokens, ConsoleError> {
-        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
-        let password_hash =
-            tokio::task::spawn_blocking(move || crate::auth::hash_password(&password))
-                .await
-                .map_err(internal)?
-                .map_err(internal)?;
-        let origin_actor = Actor {
-            kind: ActorKind::ConsoleAccount,
-            id: String::new(),
-            ip: origin.ip.clone(),
-            user_agent: origin.user_agent.clone(),
-            request_id: origin.request_id.clone(),
-        };
-        let account = self
-            .storage
-            .accept_console_invitation(token, &password_hash, &origin_actor)
+        self.access
+            .accept_invitation(token, password, &origin_actor(origin))
             .await
-            .map_err(|error| match error {
-                engram_storage::StorageError::NotFound => ConsoleError::NotFound,
-                engram_storage::StorageError::WriteConflict(message) => {
-                    ConsoleError::Refused(message)
-                }
-                other => internal(other),
-            })?;
-        tracing::info!(account_id = %account.id, "console invitation accepted");
-        self.start_session(&account).await
+            .map(session_tokens)
+            .map_err(engine_error)
     }
 
     async fn memory_detail(
@@ -820,11 +579,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         memory_id: &str,
     ) -> Result<MemoryDetail, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::GetMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
-        let principal = console_principal(&account, scope, &caller.origin);
         let engine = self.engine()?;
         let memory = engine
             .get_memory_for(&principal, memory_id)
@@ -834,14 +592,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .memory_history_for(&principal, memory_id)
             .await
             .map_err(engine_error)?;
-        self.audit_content_view(
-            &account,
-            &scope,
-            caller,
-            vec![memory_id.to_string()],
-            "memory",
-        )
-        .await?;
+        engine
+            .record_content_view_for(&principal, vec![memory_id.to_string()], "memory")
+            .await
+            .map_err(engine_error)?;
         let mut previous_content: Option<String> = None;
         let mut rows = Vec::with_capacity(history.len());
         for entry in &history {
@@ -888,11 +642,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
         content: String,
         reason: String,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::EditMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
-        let reason = required_reason(reason)?;
         let content = content.trim().to_string();
         if content.is_empty() || content.len() > engram_core::limits::MAX_CONTENT_BYTES {
             return Err(ConsoleError::InvalidInput(format!(
@@ -911,7 +664,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             expected_version: None,
         };
         self.engine()?
-            .edit_memory_for(&console_principal(&account, scope, &caller.origin), request)
+            .edit_memory_for(&principal, request)
             .await
             .map(|_| ())
             .map_err(engine_error)
@@ -924,17 +677,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         memory_id: &str,
         reason: String,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::DeleteMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
-        let reason = required_reason(reason)?;
         let request = engram_engine::DeleteMemoryRequest {
             memory_id,
             reason: Some(reason),
         };
         self.engine()?
-            .delete_memory_for(&console_principal(&account, scope, &caller.origin), request)
+            .delete_memory_for(&principal, request)
             .await
             .map_err(engine_error)
     }
@@ -948,7 +700,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         legal_hold: Option<bool>,
         reason: String,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::SetMemoryFlags)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
@@ -959,7 +711,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             reason: Some(reason),
         };
         self.engine()?
-            .set_memory_flags_for(&console_principal(&account, scope, &caller.origin), request)
+            .set_memory_flags_for(&principal, request)
             .await
             .map(|_| ())
             .map_err(engine_error)
@@ -970,16 +722,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         query: MemoryListQuery,
     ) -> Result<BulkDeletePreview, ConsoleError> {
-        let (_, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::BulkDeleteMemories)
             .await?;
-        let matching = self.memories_matching(&scope, &query).await?;
+        let filter = memory_filter(&query, 500)?;
+        let preview = self
+            .engine()?
+            .preview_bulk_delete_for(&principal, filter)
+            .await
+            .map_err(engine_error)?;
         Ok(BulkDeletePreview {
-            matching: matching.len() as u64,
-            locked: matching
-                .iter()
-                .filter(|memory| memory.immutable || memory.legal_hold)
-                .count() as u64,
+            matching: preview.matching,
+            locked: preview.locked,
         })
     }
 
@@ -990,32 +744,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
         expected: u64,
         reason: String,
     ) -> Result<BulkDeleteOutcome, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::BulkDeleteMemories)
             .await?;
-        let reason = required_reason(reason)?;
-        let matching = self.memories_matching(&scope, &query).await?;
-        if matching.len() as u64 != expected {
-            return Err(ConsoleError::Refused(format!(
-                "{} memories match now, not {expected}: count again before deleting",
-                matching.len()
-            )));
-        }
-        let ids: Vec<engram_core::MemoryId> = matching.iter().map(|memory| memory.id).collect();
-        let (deleted, skipped_locked) = self
+        let filter = memory_filter(&query, 500)?;
+        let outcome = self
             .engine()?
-            .governance()
-            .delete_memories_in_bulk(
-                &scope,
-                &ids,
-                &reason,
-                &console_actor(&account, &caller.origin),
-            )
+            .bulk_delete_memories_for(&principal, filter, expected, &reason)
             .await
             .map_err(engine_error)?;
         Ok(BulkDeleteOutcome {
-            deleted,
-            skipped_locked,
+            deleted: outcome.deleted,
+            skipped_locked: outcome.skipped_locked,
         })
     }
 
@@ -1025,25 +765,24 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         user_id: &str,
     ) -> Result<SubjectSummary, ConsoleError> {
-        let (_, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::SummarizeSubject)
             .await?;
         let user_id = parse_subject(user_id)?;
-        let memories = self
-            .storage
-            .count_subject_memories(&scope, user_id.as_str())
+        let summary = self
+            .engine()?
+            .summarize_subject_for(&principal, &user_id)
             .await
-            .map_err(internal)?;
-        let held = self
-            .storage
-            .held_memories_of_subject(&scope, user_id.as_str())
-            .await
-            .map_err(internal)?;
+            .map_err(engine_error)?;
         Ok(SubjectSummary {
             project_id: project_id.to_string(),
             user_id: user_id.into_string(),
-            memories,
-            held_memory_ids: held.iter().map(ToString::to_string).collect(),
+            memories: summary.memories,
+            held_memory_ids: summary
+                .held_memory_ids
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
         })
     }
 
@@ -1053,16 +792,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         user_id: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::RequestSubjectErasure)
             .await?;
         let user_id = parse_subject(user_id)?;
         let task = self
             .engine()?
-            .request_subject_erasure_for(
-                &console_principal(&account, scope, &caller.origin),
-                &user_id,
-            )
+            .request_subject_erasure_for(&principal, &user_id)
             .await
             .map_err(engine_error)?;
         Ok(erasure_status(project_id, task))
@@ -1074,17 +810,17 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         task_id: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::GetTask)
             .await?;
         let task_id: uuid::Uuid = task_id.parse().map_err(|_| ConsoleError::NotFound)?;
         let task = self
             .engine()?
-            .get_task_for(&console_principal(&account, scope, &caller.origin), task_id)
+            .get_task_for(&principal, task_id)
             .await
             .map_err(engine_error)?;
         // The subjects page follows erasures only.
-        if task.kind != "subject_erasure" {
+        if task.kind != engram_core::TaskKind::SubjectErasure {
             return Err(ConsoleError::NotFound);
         }
         Ok(erasure_status(project_id, task))
@@ -1096,16 +832,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         user_id: &str,
     ) -> Result<String, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::ExportSubject)
             .await?;
         let user_id = parse_subject(user_id)?;
         let exported = self
             .engine()?
-            .export_subject_for(
-                &console_principal(&account, scope, &caller.origin),
-                &user_id,
-            )
+            .export_subject_for(&principal, &user_id)
             .await
             .map_err(engine_error)?;
         Ok(crate::routes::governance::subject_export_ndjson(
@@ -1119,17 +852,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<GovernanceSettings, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::GetProjectSettings)
             .await?;
         let engine = self.engine()?;
-        let governance = engine.governance();
         let settings = engine
-            .project_settings_for(&console_principal(&account, scope, &caller.origin))
+            .project_settings_for(&principal)
             .await
             .map_err(engine_error)?;
-        let due = governance
-            .retention_preview(&scope, 100_000)
+        let due = engine
+            .preview_retention_for(&principal, 100_000)
             .await
             .map_err(engine_error)?;
         let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
@@ -1163,7 +895,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         pii_redaction: &str,
         retention_days: Vec<(String, Option<u32>)>,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::UpdateProjectSettings)
             .await?;
         let change = engram_engine::ProjectSettingsChange {
@@ -1172,10 +904,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             ..Default::default()
         };
         self.engine()?
-            .update_project_settings_for(
-                &console_principal(&account, scope, &caller.origin),
-                change,
-            )
+            .update_project_settings_for(&principal, change)
             .await
             .map(|_| ())
             .map_err(engine_error)
@@ -1240,12 +969,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<u64, ConsoleError> {
-        let (_, scope) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::SweepRetention)
             .await?;
         self.engine()?
-            .governance()
-            .sweep_retention(&scope)
+            .sweep_retention_for(&principal)
             .await
             .map_err(engine_error)
     }
@@ -1371,39 +1099,32 @@ fn parse_subject(text: &str) -> Result<engram_core::ExternalId, ConsoleError> {
     engram_core::ExternalId::parse(text.trim()).map_err(|message| invalid("user", message))
 }
 
-/// Corrections, deletions and flag changes need a reason (1–500 characters).
-fn required_reason(reason: String) -> Result<String, ConsoleError> {
-    let reason = reason.trim().to_string();
-    if reason.is_empty() {
-        return Err(ConsoleError::InvalidInput("give a reason".to_string()));
-    }
-    Ok(reason.chars().take(500).collect())
-}
-
 /// A key use case's refusal in the console's terms: a scope the role cannot give names the
 /// role and the scope.
-fn key_error(account: &ConsoleAccountRecord, error: engram_engine::EngineError) -> ConsoleError {
+fn key_error(member: &ConsoleMember, error: EngineError) -> ConsoleError {
     match error {
-        engram_engine::EngineError::ScopeNotGrantable { missing } => {
-            ConsoleError::MissingPermission {
-                role: ConsoleRole::from_stored(&account.role).as_str().to_string(),
-                permission: missing.as_str().to_string(),
-            }
-        }
+        EngineError::ScopeNotGrantable { missing } => ConsoleError::MissingPermission {
+            role: member.role().as_str().to_string(),
+            permission: missing.as_str().to_string(),
+        },
         other => engine_error(other),
     }
 }
 
-fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
+fn engine_error(error: EngineError) -> ConsoleError {
     match error {
-        engram_engine::EngineError::NotFound | engram_engine::EngineError::Missing(_) => {
-            ConsoleError::NotFound
-        }
-        engram_engine::EngineError::Locked(message)
-        | engram_engine::EngineError::EmbeddingUnavailable(message) => {
+        EngineError::Unauthenticated(_) => ConsoleError::Unauthorized,
+        EngineError::WrongCredentials => ConsoleError::InvalidCredentials,
+        EngineError::TooManyAttempts {
+            retry_after_seconds,
+        } => ConsoleError::TooManyAttempts {
+            retry_after_seconds,
+        },
+        EngineError::NotFound | EngineError::Missing(_) => ConsoleError::NotFound,
+        EngineError::Locked(message) | EngineError::EmbeddingUnavailable(message) => {
             ConsoleError::Refused(message)
         }
-        engram_engine::EngineError::SubjectHeld { memory_ids } => ConsoleError::Refused(format!(
+        EngineError::SubjectHeld { memory_ids } => ConsoleError::Refused(format!(
             "{} memories of this end-user are under legal hold: {}",
             memory_ids.len(),
             memory_ids
@@ -1412,21 +1133,17 @@ fn engine_error(error: engram_engine::EngineError) -> ConsoleError {
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
-        engram_engine::EngineError::Invalid(invalid) => {
-            ConsoleError::InvalidInput(invalid.to_string())
-        }
-        engram_engine::EngineError::VersionConflict { .. } => {
+        EngineError::Invalid(invalid) => ConsoleError::InvalidInput(invalid.to_string()),
+        EngineError::VersionConflict { .. } => {
             ConsoleError::Refused("the memory changed meanwhile: reload and try again".to_string())
         }
         // The role checks before the use case say `Forbidden` naming the role; what the use
         // case still refuses (an expiry without delete rights) is a refusal it explains.
-        engram_engine::EngineError::Forbidden(message)
-        | engram_engine::EngineError::Conflict(message)
-        | engram_engine::EngineError::InProgress(message) => ConsoleError::Refused(message),
-        error @ engram_engine::EngineError::ScopeNotGrantable { .. } => {
-            ConsoleError::Refused(error.to_string())
-        }
-        error @ engram_engine::EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
+        EngineError::Forbidden(message)
+        | EngineError::Conflict(message)
+        | EngineError::InProgress(message) => ConsoleError::Refused(message),
+        error @ EngineError::ScopeNotGrantable { .. } => ConsoleError::Refused(error.to_string()),
+        error @ EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
             "{error}; raise the limit on the Usage page or wait for it to reset"
         )),
         other => internal(other),
@@ -1438,7 +1155,7 @@ fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureS
     ErasureStatus {
         project_id: project_id.to_string(),
         task_id: task.id.to_string(),
-        status: task.status.clone(),
+        status: task.status.as_str().to_string(),
         done: task.progress_done,
         total: task.progress_total,
         verified: receipt.and_then(|receipt| receipt["verification"]["verified"].as_bool()),
@@ -1449,7 +1166,7 @@ fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureS
     }
 }
 
-fn invitation_row(invitation: &engram_storage::ConsoleInvitationRecord) -> InvitationRow {
+fn invitation_row(invitation: &engram_engine::ConsoleInvitationRecord) -> InvitationRow {
     InvitationRow {
         id: invitation.id.to_string(),
         email: invitation.email.clone(),
@@ -1461,128 +1178,32 @@ fn invitation_row(invitation: &engram_storage::ConsoleInvitationRecord) -> Invit
     }
 }
 
-fn member_change_error(error: engram_storage::StorageError) -> ConsoleError {
-    match error {
-        engram_storage::StorageError::NotFound => ConsoleError::NotFound,
-        engram_storage::StorageError::Refused(message) => ConsoleError::Refused(message),
-        other => internal(other),
-    }
-}
-
-impl GatewayConsoleBackend {
-    /// The signed-in account and the scope of `project_id`, when the account's role passes
-    /// `operation` (`Forbidden` otherwise) and the project is visible to it (`NotFound`).
-    async fn authorized_project(
-        &self,
-        caller: &ConsoleCaller,
-        project_id: &str,
-        operation: Operation,
-    ) -> Result<(ConsoleAccountRecord, engram_core::ProjectScope), ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, operation)?;
-        let scope = self.project_scope(&account, project_id).await?;
-        Ok((account, scope))
-    }
-
-    /// The role named `role` when the account may hand it out (`Forbidden` otherwise).
-    fn assignable_role(
-        &self,
-        account: &ConsoleAccountRecord,
-        role: &str,
-    ) -> Result<ConsoleRole, ConsoleError> {
-        require_role(account, Operation::InviteMember)?;
-        let wanted = ConsoleRole::parse(role).ok_or_else(|| {
-            ConsoleError::InvalidInput(format!(
-                "unknown role {role:?}; one of owner, admin, compliance, analyst, developer"
-            ))
-        })?;
-        let own_role = ConsoleRole::from_stored(&account.role);
-        if !own_role.can_assign(wanted) {
-            return Err(ConsoleError::Forbidden {
-                role: own_role.as_str().to_string(),
-            });
-        }
-        Ok(wanted)
-    }
-
-    /// Another member of the account's organization whom its role may change or remove:
-    /// never oneself, and owners only by owners.
-    async fn member_to_manage(
-        &self,
-        account: &ConsoleAccountRecord,
-        member_id: &str,
-    ) -> Result<ConsoleAccountRecord, ConsoleError> {
-        let member_id: engram_core::ids::ConsoleAccountId =
-            member_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        let member = self
-            .storage
-            .console_account(member_id)
-            .await
-            .map_err(internal)?
-            .filter(|member| member.organization_id == account.organization_id)
-            .ok_or(ConsoleError::NotFound)?;
-        if member.id == account.id {
-            return Err(ConsoleError::Refused(
-                "you cannot change or remove your own membership; ask another owner or admin"
-                    .to_string(),
-            ));
-        }
-        let own_role = ConsoleRole::from_stored(&account.role);
-        if !own_role.can_assign(ConsoleRole::from_stored(&member.role)) {
-            return Err(ConsoleError::Forbidden {
-                role: own_role.as_str().to_string(),
-            });
-        }
-        Ok(member)
-    }
-
-    /// Log that the account was shown the content of `memory_ids` (before it is shown).
-    async fn audit_content_view(
-        &self,
-        account: &ConsoleAccountRecord,
-        scope: &engram_core::ProjectScope,
-        caller: &ConsoleCaller,
-        memory_ids: Vec<String>,
-        page: &str,
-    ) -> Result<(), ConsoleError> {
-        self.storage
-            .record_audit_event(
-                account.organization_id,
-                Some(scope),
-                &console_actor(account, &caller.origin),
-                &NewAuditEvent::success(
-                    AuditAction::MemoryContentViewed,
-                    memory_ids,
-                    serde_json::json!({ "page": page }),
-                ),
-            )
-            .await
-            .map_err(internal)
-    }
-
-    /// The scope of a project the account may see; `NotFound` otherwise.
-    async fn project_scope(
-        &self,
-        account: &ConsoleAccountRecord,
-        project_id: &str,
-    ) -> Result<engram_core::ProjectScope, ConsoleError> {
-        let project_id: ProjectId = project_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        self.storage
-            .project_scope_for_console_account(account, project_id)
-            .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)
-    }
-}
-
-/// The console's routes, backed by this gateway's storage and session keys.
+/// The console's routes, over this gateway's engine and console session keys.
 pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     let backend: Arc<dyn ConsoleBackend> = Arc::new(
         GatewayConsoleBackend::new(
-            state.engine.storage().clone(),
-            state.credentials.console_sessions.clone(),
+            state
+                .engine
+                .console_access(state.credentials.console_sessions.clone()),
         )
         .with_engine(state.engine.clone()),
     );
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
+}
+
+#[cfg(test)]
+mod tests {
+    /// The console's pages state the engine's limits in their own (wasm) crate, which cannot
+    /// depend on the engine: the two must agree.
+    #[test]
+    fn the_console_states_the_engines_limits() {
+        assert_eq!(
+            engram_console::model::BULK_DELETE_LIMIT,
+            engram_engine::MAX_BULK_DELETE
+        );
+        assert_eq!(
+            engram_console::model::INVITATION_LIFETIME_DAYS,
+            engram_engine::INVITATION_LIFETIME_DAYS
+        );
+    }
 }

@@ -5,7 +5,6 @@ pub mod auth;
 pub mod console;
 mod extract;
 pub mod http_metrics;
-pub mod login_throttle;
 pub mod openapi;
 pub mod problem;
 pub mod rate_limit;

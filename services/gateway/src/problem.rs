@@ -315,6 +315,22 @@ impl From<EngineError> for ApiError {
                 ),
             ),
             EngineError::LimitReached { reached, currency } => limit_problem(*reached, currency),
+            EngineError::Unauthenticated(message) => {
+                ApiError::new(ProblemKind::Unauthorized, message)
+            }
+            EngineError::WrongCredentials => {
+                ApiError::new(ProblemKind::Unauthorized, "wrong e-mail or password")
+            }
+            EngineError::TooManyAttempts {
+                retry_after_seconds,
+            } => {
+                let mut problem = ApiError::new(
+                    ProblemKind::RateLimited,
+                    format!("too many failed sign-ins; retry in {retry_after_seconds} s"),
+                );
+                problem.retry_after_seconds = Some(retry_after_seconds);
+                problem
+            }
             EngineError::Internal(message) => {
                 tracing::error!(error = %message, "internal error");
                 ApiError::new(

@@ -1,9 +1,9 @@
 //! Shared application state handed to every handler, with `FromRef` sub-states so a handler
 //! names only what it uses.
 
-use crate::auth::ConsoleSessionKeys;
 use axum::extract::FromRef;
 use engram_engine::MemoryEngine;
+use engram_engine::console_credentials::ConsoleSessionKeys;
 use std::sync::Arc;
 use std::time::Duration;
 

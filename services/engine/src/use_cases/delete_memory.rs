@@ -6,7 +6,7 @@ use engram_core::{MemoryId, Operation, Principal};
 #[derive(Clone, Debug)]
 pub struct DeleteMemoryRequest {
     pub memory_id: MemoryId,
-    /// Why, in the person's words (the console asks for one); kept in history.
+    /// Why, in the person's words (required of a console member); kept in history.
     pub reason: Option<String>,
 }
 
@@ -17,11 +17,12 @@ impl MemoryEngine {
         request: DeleteMemoryRequest,
     ) -> Result<(), EngineError> {
         principal.authorize(Operation::DeleteMemory)?;
+        let reason = crate::use_cases::reason_of(principal, request.reason)?;
         self.visible_memory(principal, request.memory_id).await?;
         self.delete_memory_with_reason(
             principal.scope(),
             request.memory_id,
-            request.reason.as_deref(),
+            reason.as_deref(),
             principal.actor(),
         )
         .await

@@ -22,6 +22,8 @@ impl MemoryEngine {
         request: EditMemoryRequest,
     ) -> Result<EditedMemory, EngineError> {
         principal.authorize(Operation::EditMemory)?;
+        let mut request = request;
+        request.edit.reason = crate::use_cases::reason_of(principal, request.edit.reason.take())?;
         // Setting an expiry on a stored memory schedules its deletion, however far ahead: a
         // deletion decision, so it needs what deleting needs (clearing one does not).
         if matches!(request.edit.expires_at, Some(Some(_)))

@@ -10,6 +10,7 @@ mod api_keys;
 mod audit;
 mod authenticate;
 mod compliance;
+mod console_accounts;
 mod delete_memory;
 mod edit_memory;
 mod end_user_tokens;
@@ -33,7 +34,14 @@ pub use api_keys::{
 };
 pub use audit::{AuditChainReport, BrokenChainLink, MAX_EXPORT_EVENTS};
 pub use authenticate::AuthenticatedEndUser;
-pub use compliance::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
+pub use compliance::{
+    BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS,
+    SetMemoryFlagsRequest, SubjectSummary,
+};
+pub use console_accounts::{
+    CONSOLE_SESSION_LIFETIME, ConsoleAccess, ConsoleMember, ConsoleSessionTokens,
+    INVITATION_LIFETIME_DAYS, InvitationOffer, MemberListing, ProjectMonthCost,
+};
 pub use delete_memory::DeleteMemoryRequest;
 pub use edit_memory::EditMemoryRequest;
 pub use end_user_tokens::{MintEndUserTokenRequest, MintedEndUserToken};
@@ -46,7 +54,7 @@ pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
-pub use recall_quality::PutRetrievalProfileRequest;
+pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
 pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
 pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
 pub use usage::{SpendLimitsReport, UsageReport};
@@ -60,6 +68,37 @@ pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> Engine
     match error {
         engram_storage::StorageError::Refused(message) => EngineError::Conflict(message),
         other => other.into(),
+    }
+}
+
+/// The reason a person gives for removing memories: required, trimmed, and refused (never
+/// cut) past [`MAX_FLAG_REASON_CHARS`].
+pub(crate) fn required_reason(reason: &str) -> Result<String, EngineError> {
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err(engram_core::InvalidInput::single("reason", "give a reason").into());
+    }
+    if reason.chars().count() > MAX_FLAG_REASON_CHARS {
+        return Err(engram_core::InvalidInput::single("reason", "at most 1,000 characters").into());
+    }
+    Ok(reason.to_string())
+}
+
+/// The reason kept with a change: a person (a console member) must give one; a key may.
+/// Either way it is trimmed and held to [`required_reason`]'s length.
+pub(crate) fn reason_of(
+    principal: &Principal,
+    reason: Option<String>,
+) -> Result<Option<String>, EngineError> {
+    if matches!(
+        principal.credential(),
+        engram_core::principal::Credential::ConsoleAccount { .. }
+    ) {
+        return required_reason(reason.as_deref().unwrap_or("")).map(Some);
+    }
+    match reason.as_deref().map(str::trim) {
+        Some(reason) if !reason.is_empty() => required_reason(reason).map(Some),
+        _ => Ok(None),
     }
 }
 

@@ -2,7 +2,7 @@
 //! evaluation history, and one recall event with what became of its results. Query texts and
 //! memory contents are shown only to roles that may read memory content.
 
-use super::{GatewayConsoleBackend, engine_error, internal};
+use super::{GatewayConsoleBackend, engine_error};
 use chrono::{Duration, NaiveDate, Utc};
 use engram_console::model::NewEvaluationSetForm;
 use engram_console::model::{
@@ -10,8 +10,8 @@ use engram_console::model::{
     ProfileRow, RecallBucket, RecallDashboard, RecallEventDetail, RecallTotals, RecalledMemoryRow,
 };
 use engram_console::{ConsoleCaller, ConsoleError};
-use engram_core::{ConsoleRole, MemoryId};
-use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, recalled_ids};
+use engram_core::MemoryId;
+use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow};
 
 /// Longest range the page shows.
 const MAX_RANGE_DAYS: i64 = 366;
@@ -38,7 +38,7 @@ impl GatewayConsoleBackend {
         caller: &ConsoleCaller,
         form: NewEvaluationSetForm,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(
                 caller,
                 &form.project_id,
@@ -87,10 +87,9 @@ impl GatewayConsoleBackend {
         // A case is a probe of memory content: with expected contents, or with its own query
         // text against expected memory ids, hit@k tells whether a text is stored. Roles that
         // may not read content see the figures of existing sets but write no cases.
-        let role = ConsoleRole::from_stored(&account.role);
-        if !engram_core::Permission::ReadMemories.granted_to_role(role) {
+        if !principal.may(engram_core::Operation::GetMemory) {
             return Err(ConsoleError::MissingPermission {
-                role: role.as_str().to_string(),
+                role: member.role().as_str().to_string(),
                 permission: "memory content (evaluation cases)".to_string(),
             });
         }
@@ -103,12 +102,9 @@ impl GatewayConsoleBackend {
             cases,
         };
         self.engine()?
-            .create_evaluation_set_for(
-                &super::console_principal(&account, scope, &caller.origin),
-                request,
-            )
+            .create_evaluation_set_for(&principal, request)
             .await
-            .map_err(super::engine_error)?;
+            .map_err(engine_error)?;
         Ok(())
     }
 
@@ -119,7 +115,7 @@ impl GatewayConsoleBackend {
         project_id: &str,
         set_id: &str,
     ) -> Result<(), ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(
                 caller,
                 project_id,
@@ -129,14 +125,10 @@ impl GatewayConsoleBackend {
         let set_id: uuid::Uuid = set_id.parse().map_err(|_| ConsoleError::NotFound)?;
         // The set's own profile; the same refusals as the API (no cases, unknown profile).
         self.engine()?
-            .start_evaluation_run_for(
-                &super::console_principal(&account, scope, &caller.origin),
-                set_id,
-                Default::default(),
-            )
+            .start_evaluation_run_for(&principal, set_id, Default::default())
             .await
             .map(|_| ())
-            .map_err(super::engine_error)
+            .map_err(engine_error)
     }
 
     pub(super) async fn build_recall_dashboard(
@@ -146,11 +138,10 @@ impl GatewayConsoleBackend {
         from: &str,
         to: &str,
     ) -> Result<RecallDashboard, ConsoleError> {
-        let (account, scope) = self
+        let (member, principal) = self
             .authorized_project(caller, project_id, engram_core::Operation::GetRecallMetrics)
             .await?;
-        let shows_content = engram_core::Permission::ReadMemories
-            .granted_to_role(ConsoleRole::from_stored(&account.role));
+        let shows_content = principal.may(engram_core::Operation::GetMemory);
         let today = Utc::now().date_naive();
         let last_day = parse_day(to, "to")?.unwrap_or(today);
         let first_day = parse_day(from, "from")?.unwrap_or(last_day - Duration::days(6));
@@ -180,8 +171,8 @@ impl GatewayConsoleBackend {
         };
         let engine = self.engine()?;
         let metrics = engine
-            .recall_metrics(
-                &scope,
+            .recall_metrics_for(
+                &principal,
                 &MetricsWindow {
                     from: window_from,
                     to: window_to,
@@ -215,8 +206,10 @@ impl GatewayConsoleBackend {
             .map(|query| query.last_recall_id.to_string())
             .collect();
         if !shown_query_recalls.is_empty() {
-            self.audit_content_view(&account, &scope, caller, shown_query_recalls, "recall")
-                .await?;
+            engine
+                .record_content_view_for(&principal, shown_query_recalls, "recall")
+                .await
+                .map_err(engine_error)?;
         }
         let empty_queries = metrics
             .empty_queries
@@ -241,17 +234,15 @@ impl GatewayConsoleBackend {
             })
             .collect();
         let mut evaluations = Vec::new();
-        let principal = super::console_principal(&account, scope, &caller.origin);
-        let engine = self.engine()?;
         let sets = engine
             .list_evaluation_sets_for(&principal)
             .await
-            .map_err(super::engine_error)?;
+            .map_err(engine_error)?;
         for set in sets {
             let mut runs = engine
                 .list_evaluation_runs_for(&principal, set.id)
                 .await
-                .map_err(super::engine_error)?;
+                .map_err(engine_error)?;
             runs.truncate(RUNS_CHARTED as usize);
             // Newest first as read: the first run with a comparison is the newest one.
             let comparison = runs.iter().find_map(|run| {
@@ -281,14 +272,14 @@ impl GatewayConsoleBackend {
             runs.reverse();
             let points = runs
                 .into_iter()
-                .filter(|run| run.status == "succeeded")
+                .filter(|run| run.status == engram_core::TaskStatus::Succeeded)
                 .filter_map(|run| {
                     let metrics = run.metrics.as_ref()?;
                     Some(EvaluationPoint {
                         run_id: run.id.to_string(),
                         at: run.created_at.format("%Y-%m-%d %H:%M").to_string(),
                         profile: run.profile.clone(),
-                        trigger: run.trigger.clone(),
+                        trigger: run.trigger.as_str().to_string(),
                         hit_at_k: metrics["hit_at_k"].as_f64()?,
                         mrr: metrics["mrr"].as_f64()?,
                         ndcg_at_k: metrics["ndcg_at_k"].as_f64()?,
@@ -307,17 +298,17 @@ impl GatewayConsoleBackend {
             });
         }
         let project_name = self
-            .storage
-            .list_projects(account.organization_id)
+            .access
+            .organization_projects(&member)
             .await
-            .map_err(internal)?
+            .map_err(engine_error)?
             .into_iter()
-            .find(|project| project.id == scope.project_id())
+            .find(|project| project.id == principal.scope().project_id())
             .map(|project| project.name)
             .unwrap_or_default();
         let totals = &metrics.totals;
         Ok(RecallDashboard {
-            project_id: scope.project_id().to_string(),
+            project_id: principal.scope().project_id().to_string(),
             project_name,
             from: first_day.to_string(),
             to: last_day.to_string(),
@@ -355,31 +346,21 @@ impl GatewayConsoleBackend {
         project_id: &str,
         recall_id: &str,
     ) -> Result<RecallEventDetail, ConsoleError> {
-        let (account, scope) = self
+        let (_, principal) = self
             .authorized_project(
                 caller,
                 project_id,
                 engram_core::Operation::InspectRecallEvent,
             )
             .await?;
-        let shows_content = engram_core::Permission::ReadMemories
-            .granted_to_role(ConsoleRole::from_stored(&account.role));
         let recall_id: uuid::Uuid = recall_id.parse().map_err(|_| ConsoleError::NotFound)?;
-        let engine = self.engine()?;
-        engine.recall_events().flush().await;
-        let event = self
-            .storage
-            .recall_event(&scope, recall_id)
+        let inspection = self
+            .engine()?
+            .inspect_recall_event_for(&principal, recall_id)
             .await
-            .map_err(internal)?
-            .ok_or(ConsoleError::NotFound)?;
-        let ids: Vec<MemoryId> = recalled_ids(&event);
-        let fates = self
-            .storage
-            .memory_fates(&scope, &ids)
-            .await
-            .map_err(internal)?;
-        let mut results = Vec::with_capacity(ids.len());
+            .map_err(engine_error)?;
+        let event = inspection.event;
+        let mut results = Vec::new();
         for (position, result) in event
             .results
             .as_array()
@@ -392,15 +373,8 @@ impl GatewayConsoleBackend {
                 continue;
             };
             let id: Option<MemoryId> = memory_id.parse().ok();
-            let fate = id.and_then(|id| fates.get(&id));
-            let content = match (shows_content, id, fate) {
-                (true, Some(id), Some(_)) => engine
-                    .get_memory(&scope, id)
-                    .await
-                    .ok()
-                    .map(|memory| memory.content),
-                _ => None,
-            };
+            let fate = id.and_then(|id| inspection.fates.get(&id));
+            let content = id.and_then(|id| inspection.contents.get(&id).cloned());
             results.push(RecalledMemoryRow {
                 rank: result["rank"].as_u64().unwrap_or(position as u64 + 1) as u32,
                 score: result["score"].as_f64().unwrap_or_default(),
@@ -408,18 +382,6 @@ impl GatewayConsoleBackend {
                 content,
                 state: fate.map_or_else(|| "gone".to_string(), |fate| fate.state.to_string()),
             });
-        }
-        if shows_content {
-            // The query text and the recalled contents are about to be shown: logged first.
-            let mut shown: Vec<String> = vec![event.id.to_string()];
-            shown.extend(
-                results
-                    .iter()
-                    .filter(|row| row.content.is_some())
-                    .map(|row| row.memory_id.clone()),
-            );
-            self.audit_content_view(&account, &scope, caller, shown, "recall-event")
-                .await?;
         }
         let stages = ["embed", "dense", "keyword", "hydrate", "rank"]
             .iter()
@@ -431,10 +393,10 @@ impl GatewayConsoleBackend {
             })
             .collect();
         Ok(RecallEventDetail {
-            project_id: scope.project_id().to_string(),
+            project_id: principal.scope().project_id().to_string(),
             recall_id: event.id.to_string(),
             created_at: event.created_at.format("%Y-%m-%d %H:%M:%S").to_string(),
-            query: event.query_text.filter(|_| shows_content),
+            query: event.query_text,
             user_id: event.user_id,
             agent_id: event.agent_id,
             session_id: event.session_id,
@@ -445,7 +407,7 @@ impl GatewayConsoleBackend {
             total_ms: event.total_micros as f64 / 1000.0,
             stages,
             trace_id: event.trace_id,
-            shows_content,
+            shows_content: inspection.shows_content,
         })
     }
 }

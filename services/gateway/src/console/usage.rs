@@ -1,12 +1,11 @@
 //! The console's usage and cost page: usage per day and unit, cost per day, the month's
 //! burn-down, the organization's top projects, and the spend-limit form both ways.
 
-use super::{GatewayConsoleBackend, internal, require_role};
+use super::{GatewayConsoleBackend, engine_error};
 use crate::routes::usage::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
 use chrono::{Duration, Utc};
 use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay, UsageOverview};
 use engram_console::{ConsoleCaller, ConsoleError};
-use engram_core::ConsoleRole;
 use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_cost};
 use std::collections::BTreeMap;
 
@@ -21,18 +20,16 @@ impl GatewayConsoleBackend {
         project_id: &str,
         days: u32,
     ) -> Result<UsageOverview, ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, engram_core::Operation::GetUsage)?;
-        let scope = self.project_scope(&account, project_id).await?;
-        let can_edit_limits = engram_core::Permission::ManageSpendLimits
-            .granted_to_role(ConsoleRole::from_stored(&account.role));
-        let principal = super::console_principal(&account, scope, &caller.origin);
+        let (member, principal) = self
+            .authorized_project(caller, project_id, engram_core::Operation::GetUsage)
+            .await?;
+        let can_edit_limits = principal.may(engram_core::Operation::PutSpendLimits);
         let engine = self.engine()?;
         // The report's month-to-date and alerts are read once, here, for the whole page.
         let report = engine
             .spend_limits_for(&principal)
             .await
-            .map_err(super::engine_error)?;
+            .map_err(engine_error)?;
         let limits = report.limits;
         let now = Utc::now();
         let today = now.date_naive();
@@ -49,7 +46,7 @@ impl GatewayConsoleBackend {
         let costs = engine
             .costs_for(&principal, range_start, range_end)
             .await
-            .map_err(super::engine_error)?;
+            .map_err(engine_error)?;
         let currency = limits
             .monthly_budget
             .as_ref()
@@ -89,21 +86,29 @@ impl GatewayConsoleBackend {
         }
         let range_cost_micros = day_costs.values().sum();
         let month = self
-            .month_budget(&scope, &limits, &currency, report.alerts)
+            .month_budget(&principal, &limits, &currency, report.alerts)
             .await?;
-        let top_projects = self
-            .top_projects(&account, &currency, (project_id, month.spent_micros))
-            .await?;
+        let top_projects: Vec<ProjectCost> = self
+            .access
+            .project_costs_this_month(&member, &currency)
+            .await
+            .map_err(engine_error)?
+            .into_iter()
+            .map(|ranked| ProjectCost {
+                project_id: ranked.project.id.to_string(),
+                name: ranked.project.name,
+                cost_micros: ranked.cost_micros,
+            })
+            .collect();
         let project_name = top_projects
             .iter()
             .find(|project| project.project_id == project_id)
             .map(|project| project.name.clone())
             .unwrap_or_else(|| project_id.to_string());
-        let llm_by_model = self
-            .storage
-            .llm_usage_by_model(&scope, range_start, range_end)
+        let llm_by_model = engine
+            .llm_usage_for(&principal, range_start, range_end)
             .await
-            .map_err(internal)?
+            .map_err(engine_error)?
             .into_iter()
             .map(|usage| engram_console::model::LlmModelUsage {
                 model: usage.model,
@@ -134,7 +139,7 @@ impl GatewayConsoleBackend {
     /// The month so far: cumulative cost per day, forecast, budget, alerts and quotas.
     async fn month_budget(
         &self,
-        scope: &engram_core::ProjectScope,
+        principal: &engram_core::Principal,
         limits: &SpendLimits,
         currency: &str,
         alerts: Vec<engram_engine::BudgetAlert>,
@@ -142,10 +147,10 @@ impl GatewayConsoleBackend {
         let now = Utc::now();
         let month = BillingMonth::containing(now);
         let costs = self
-            .storage
-            .costs(scope, month.starts_at(), month.resets_at())
+            .engine()?
+            .costs_for(principal, month.starts_at(), month.resets_at())
             .await
-            .map_err(internal)?;
+            .map_err(engine_error)?;
         let day_of_month = (now - month.starts_at()).num_days() + 1;
         let mut per_day = vec![0i64; usize::try_from(day_of_month).unwrap_or(0)];
         for row in costs.iter().filter(|row| {
@@ -214,63 +219,18 @@ impl GatewayConsoleBackend {
         })
     }
 
-    /// Every project of the account's organization by this month's cost, highest first.
-    /// `shown` is the project on the page with the cost already computed for it.
-    async fn top_projects(
-        &self,
-        account: &engram_storage::ConsoleAccountRecord,
-        currency: &str,
-        shown: (&str, i64),
-    ) -> Result<Vec<ProjectCost>, ConsoleError> {
-        let month = BillingMonth::containing(Utc::now());
-        let mut ranked = Vec::new();
-        for project in self
-            .storage
-            .list_projects(account.organization_id)
-            .await
-            .map_err(internal)?
-        {
-            let project_id = project.id.to_string();
-            if project_id == shown.0 {
-                ranked.push(ProjectCost {
-                    project_id,
-                    name: project.name,
-                    cost_micros: shown.1,
-                });
-                continue;
-            }
-            let scope = self.project_scope(account, &project_id).await?;
-            let cost_micros = self
-                .storage
-                .costs(&scope, month.starts_at(), month.resets_at())
-                .await
-                .map_err(internal)?
-                .iter()
-                .filter(|row| {
-                    row.price
-                        .as_ref()
-                        .is_some_and(|price| price.currency == currency)
-                })
-                .map(|row| row.cost_micros)
-                .sum();
-            ranked.push(ProjectCost {
-                project_id,
-                name: project.name,
-                cost_micros,
-            });
-        }
-        ranked.sort_by(|a, b| b.cost_micros.cmp(&a.cost_micros).then(a.name.cmp(&b.name)));
-        Ok(ranked)
-    }
-
     pub(super) async fn store_spend_limits(
         &self,
         caller: &ConsoleCaller,
         form: SpendLimitsForm,
     ) -> Result<(), ConsoleError> {
-        let account = self.account_for(caller).await?;
-        require_role(&account, engram_core::Operation::PutSpendLimits)?;
-        let scope = self.project_scope(&account, &form.project_id).await?;
+        let (_, principal) = self
+            .authorized_project(
+                caller,
+                &form.project_id,
+                engram_core::Operation::PutSpendLimits,
+            )
+            .await?;
         let body = limits_body(&form)?;
         let limits = body.into_limits().map_err(|errors| {
             ConsoleError::InvalidInput(
@@ -282,13 +242,10 @@ impl GatewayConsoleBackend {
             )
         })?;
         self.engine()?
-            .put_spend_limits_for(
-                &super::console_principal(&account, scope, &caller.origin),
-                limits,
-            )
+            .put_spend_limits_for(&principal, limits)
             .await
             .map(|_| ())
-            .map_err(super::engine_error)
+            .map_err(engine_error)
     }
 }
 

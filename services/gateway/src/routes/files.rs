@@ -80,7 +80,7 @@ impl From<FileRecord> for FileView {
             agent_id: file.agent_id,
             session_id: file.session_id,
             kind: file.kind,
-            status: file.status,
+            status: file.status.as_str().to_string(),
             chunk_count: file.chunk_count,
             memory_ids: file.memory_ids.iter().map(ToString::to_string).collect(),
             task_id: file.task_id.to_string(),

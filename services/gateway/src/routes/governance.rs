@@ -166,8 +166,8 @@ impl From<engram_engine::TaskRecord> for TaskView {
     fn from(task: engram_engine::TaskRecord) -> Self {
         Self {
             id: task.id.to_string(),
-            kind: task.kind,
-            status: task.status,
+            kind: task.kind.as_str().to_string(),
+            status: task.status.as_str().to_string(),
             progress: TaskProgressView {
                 done: task.progress_done,
                 total: task.progress_total,

@@ -239,9 +239,7 @@ pub async fn add_messages(
     let (stored, task) = engine
         .add_messages_for(&principal.principal(), request)
         .await?;
-    let finished = task
-        .as_ref()
-        .is_none_or(|task| task.status == "succeeded" || task.status == "failed");
+    let finished = task.as_ref().is_none_or(|task| task.status.is_finished());
     let status = if finished {
         StatusCode::CREATED
     } else {

@@ -1,11 +1,17 @@
 //! Compliance work on a project: memory flags (immutable, legal hold), subject erasure and
 //! export, the status of the tasks they queue, retention previews and consolidation.
 
+mod bulk_delete_memories;
 mod export_subject;
 mod get_task;
 mod preview_retention;
+mod record_content_view;
 mod request_consolidation;
 mod request_subject_erasure;
 mod set_memory_flags;
+mod summarize_subject;
+mod sweep_retention;
 
+pub use bulk_delete_memories::{BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE};
 pub use set_memory_flags::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
+pub use summarize_subject::SubjectSummary;

@@ -2,7 +2,9 @@
 //! searches run with (each change makes the recorder reread the project's profiles).
 
 mod get_recall_event;
+mod inspect_recall_event;
 mod recall_metrics;
 mod retrieval_profiles;
 
+pub use inspect_recall_event::RecallInspection;
 pub use retrieval_profiles::PutRetrievalProfileRequest;

@@ -2,6 +2,7 @@
 //! console (the month so far includes what this server's meter has not written yet).
 
 mod costs;
+mod llm_usage;
 mod spend_limits;
 mod usage_report;
 
