@@ -374,3 +374,21 @@ mod tests {
         assert_eq!(chunks[0].content, "One.\n\nTwo.\n\nThree.");
     }
 }
+
+text_enum!(
+    /// Where an uploaded file stands: queued for ingest, being chunked and embedded, done,
+    /// or failed (with the reason on the file).
+    FileStatus {
+        Queued => "queued",
+        Ingesting => "ingesting",
+        Ingested => "ingested",
+        Failed => "failed",
+    }
+);
+
+impl FileStatus {
+    /// Queued or being ingested: its memories are still being written.
+    pub fn is_in_progress(self) -> bool {
+        matches!(self, FileStatus::Queued | FileStatus::Ingesting)
+    }
+}

@@ -1,6 +1,42 @@
 //! Engram's domain vocabulary: identifiers, tenant scopes, memory records and the limits
 //! every input is checked against. Nothing here performs IO or knows about HTTP or SQL.
 
+/// A closed set of values stored and sent as text: `as_str`, `Display`, `FromStr` (naming the
+/// accepted values), serde as the same text, and `ALL`.
+macro_rules! text_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::serde::Serialize, ::serde::Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub fn as_str(&self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            /// The accepted spellings, for error messages.
+            pub fn allowed_values() -> String {
+                [$($text),+].join(", ")
+            }
+        }
+
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result { f.write_str(self.as_str()) }
+        }
+
+        impl ::std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(text: &str) -> Result<Self, String> {
+                match text {
+                    $($text => Ok($name::$variant),)+
+                    other => Err(format!("unknown value {other:?}; expected one of: {}", Self::allowed_values())),
+                }
+            }
+        }
+    };
+}
+
 pub mod access;
 pub mod audit;
 pub mod conversation;
@@ -14,6 +50,7 @@ pub mod pii;
 pub mod principal;
 pub mod recall;
 pub mod scope;
+pub mod tasks;
 pub mod usage;
 pub mod validation;
 
@@ -24,4 +61,5 @@ pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use permissions::{Operation, Permission};
 pub use principal::Principal;
 pub use scope::{ProjectScope, SubjectFilter};
+pub use tasks::{TaskKind, TaskStatus};
 pub use validation::{ExternalId, FieldError, InvalidInput};

@@ -5,42 +5,6 @@ use crate::validation::ExternalId;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::fmt;
-use std::str::FromStr;
-
-macro_rules! text_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name { $($variant),+ }
-
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-            pub fn as_str(&self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-            /// The accepted spellings, for error messages.
-            pub fn allowed_values() -> String {
-                [$($text),+].join(", ")
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-            fn from_str(text: &str) -> Result<Self, String> {
-                match text {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(format!("unknown value {other:?}; expected one of: {}", Self::allowed_values())),
-                }
-            }
-        }
-    };
-}
 
 text_enum!(
     /// What sort of knowledge a memory holds.

@@ -207,3 +207,11 @@ mod tests {
         assert_eq!(RecallEventCapture::parse("some"), None);
     }
 }
+
+text_enum!(
+    /// What started an evaluation run.
+    EvalTrigger {
+        Manual => "manual",
+        Scheduled => "scheduled",
+    }
+);

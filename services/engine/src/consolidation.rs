@@ -19,7 +19,6 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
 /// The kind of the background task that runs [`MemoryEngine::consolidate_project`].
-pub const CONSOLIDATION_TASK: &str = "consolidation";
 
 /// Two memories at least this similar (cosine of the embeddings) say the same thing.
 pub const DUPLICATE_SIMILARITY: f32 = 0.95;

@@ -15,9 +15,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::time::Instant;
 
-/// The task kind of an evaluation run.
-pub const EVALUATION_TASK: &str = "evaluation_run";
-
 /// How one labelled query fared.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CaseResult {

@@ -9,13 +9,10 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::conversation::MessageRole;
 use engram_core::usage::UsageUnit;
-use engram_core::{ExternalId, ProjectScope};
+use engram_core::{ExternalId, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::BTreeMap;
 use uuid::Uuid;
-
-/// The task kind that derives memories from a batch of messages.
-pub const MESSAGE_DERIVATION_TASK: &str = "message_derivation";
 
 /// A message to store.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,7 +186,7 @@ impl Storage {
                 id: Set(task_id),
                 organization_id: Set(scope.organization_id().as_uuid()),
                 project_id: Set(scope.project_id().as_uuid()),
-                kind: Set(MESSAGE_DERIVATION_TASK.to_string()),
+                kind: Set(TaskKind::MessageDerivation.as_str().to_string()),
                 subject: Set(Some(
                     DerivationSubject {
                         batch_id,
@@ -198,7 +195,7 @@ impl Storage {
                     }
                     .encode(),
                 )),
-                status: Set("queued".to_string()),
+                status: Set(TaskStatus::Queued.as_str().to_string()),
                 progress_done: Set(0),
                 progress_total: Set(i64::try_from(batch.messages.len()).unwrap_or(0)),
                 result: Set(None),

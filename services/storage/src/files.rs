@@ -6,14 +6,11 @@ use crate::entities::{files, tasks};
 use crate::tasks::TaskRecord;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
-use engram_core::files::{FileFormat, FileName};
-use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope};
+use engram_core::files::{FileFormat, FileName, FileStatus};
+use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
-
-/// The task kind that ingests a file.
-pub const FILE_INGEST_TASK: &str = "file_ingest";
 
 /// A file to store and ingest.
 #[derive(Clone, Debug)]
@@ -43,7 +40,7 @@ pub struct FileRecord {
     pub kind: String,
     pub credential: String,
     /// `queued | ingesting | ingested | failed`
-    pub status: String,
+    pub status: FileStatus,
     pub chunk_count: i32,
     pub memory_ids: Vec<MemoryId>,
     pub task_id: Uuid,
@@ -52,7 +49,7 @@ pub struct FileRecord {
     pub updated_at: DateTime<Utc>,
 }
 
-fn file_record(model: files::Model) -> FileRecord {
+fn file_record(model: files::Model) -> Result<FileRecord, StorageError> {
     let memory_ids = model
         .memory_ids
         .as_array()
@@ -62,7 +59,10 @@ fn file_record(model: files::Model) -> FileRecord {
                 .collect()
         })
         .unwrap_or_default();
-    FileRecord {
+    let status = model.status.parse().map_err(|error| {
+        StorageError::Internal(format!("stored file status is invalid: {error}"))
+    })?;
+    Ok(FileRecord {
         id: model.id,
         name: model.name,
         format: model.format,
@@ -73,14 +73,14 @@ fn file_record(model: files::Model) -> FileRecord {
         session_id: model.session_id,
         kind: model.kind,
         credential: model.credential,
-        status: model.status,
+        status,
         chunk_count: model.chunk_count,
         memory_ids,
         task_id: model.task_id,
         error: model.error,
         created_at: model.created_at,
         updated_at: model.updated_at,
-    }
+    })
 }
 
 fn of_project(scope: &ProjectScope, file_id: Uuid) -> sea_orm::Select<files::Entity> {
@@ -106,10 +106,10 @@ impl Storage {
             id: Set(task_id),
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),
-            kind: Set(FILE_INGEST_TASK.to_string()),
+            kind: Set(TaskKind::FileIngest.as_str().to_string()),
             // The file the task ingests.
             subject: Set(Some(file_id.to_string())),
-            status: Set("queued".to_string()),
+            status: Set(TaskStatus::Queued.as_str().to_string()),
             progress_done: Set(0),
             progress_total: Set(0),
             result: Set(None),
@@ -136,7 +136,7 @@ impl Storage {
             kind: Set(file.kind.as_str().to_string()),
             credential: Set(file.credential),
             body: Set(Some(file.text)),
-            status: Set("queued".to_string()),
+            status: Set(FileStatus::Queued.as_str().to_string()),
             chunk_count: Set(0),
             memory_ids: Set(serde_json::json!([])),
             task_id: Set(task_id),
@@ -165,11 +165,12 @@ impl Storage {
         scope: &ProjectScope,
         file_id: Uuid,
     ) -> Result<Option<FileRecord>, StorageError> {
-        Ok(of_project(scope, file_id)
+        of_project(scope, file_id)
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .map(file_record))
+            .map(file_record)
+            .transpose()
     }
 
     /// The text of a file not yet ingested.
@@ -199,7 +200,10 @@ impl Storage {
         let _permit = self.write_permit().await;
         let ids: Vec<String> = memory_ids.iter().map(ToString::to_string).collect();
         files::Entity::update_many()
-            .col_expr(files::Column::Status, Expr::value("ingesting"))
+            .col_expr(
+                files::Column::Status,
+                Expr::value(FileStatus::Ingesting.as_str()),
+            )
             .col_expr(
                 files::Column::ChunkCount,
                 Expr::value(i32::try_from(chunk_count).unwrap_or(i32::MAX)),
@@ -227,11 +231,11 @@ impl Storage {
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
         let (status, error) = match outcome {
-            Ok(()) => ("ingested", None),
-            Err(error) => ("failed", Some(error)),
+            Ok(()) => (FileStatus::Ingested, None),
+            Err(error) => (FileStatus::Failed, Some(error)),
         };
         files::Entity::update_many()
-            .col_expr(files::Column::Status, Expr::value(status))
+            .col_expr(files::Column::Status, Expr::value(status.as_str()))
             .col_expr(files::Column::Error, Expr::value(error))
             .col_expr(files::Column::Body, Expr::value(Option::<String>::None))
             .col_expr(files::Column::UpdatedAt, Expr::value(Utc::now()))

@@ -243,7 +243,7 @@ impl Storage {
             organization_id,
             email: invitation.email,
             password_hash: password_hash.to_string(),
-            role: invitation.role,
+            role: ConsoleRole::from_stored(&invitation.role),
         })
     }
 

@@ -8,7 +8,8 @@ use crate::entities::{
 };
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
-use engram_core::{MemoryId, MemoryState, ProjectScope};
+use engram_core::recall::EvalTrigger;
+use engram_core::{MemoryId, MemoryState, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -125,22 +126,6 @@ pub struct EvalCaseRecord {
     pub case: NewEvalCase,
 }
 
-/// How a run was started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvalTrigger {
-    Manual,
-    Scheduled,
-}
-
-impl EvalTrigger {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            EvalTrigger::Manual => "manual",
-            EvalTrigger::Scheduled => "scheduled",
-        }
-    }
-}
-
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalRunRecord {
     pub id: Uuid,
@@ -148,9 +133,8 @@ pub struct EvalRunRecord {
     pub task_id: Uuid,
     pub profile: String,
     pub compare_profile: Option<String>,
-    pub trigger: String,
-    /// `queued | running | succeeded | failed`
-    pub status: String,
+    pub trigger: EvalTrigger,
+    pub status: TaskStatus,
     pub metrics: Option<serde_json::Value>,
     pub comparison: Option<serde_json::Value>,
     pub regression: bool,
@@ -169,15 +153,26 @@ pub struct EvalRunOutcome {
     pub regression_reasons: Vec<String>,
 }
 
-fn run_record(model: eval_runs::Model) -> EvalRunRecord {
-    EvalRunRecord {
+fn run_record(model: eval_runs::Model) -> Result<EvalRunRecord, StorageError> {
+    let corrupt = |column: &str, error: String| {
+        StorageError::Internal(format!(
+            "stored evaluation run {column} is invalid: {error}"
+        ))
+    };
+    Ok(EvalRunRecord {
         id: model.id,
         set_id: model.set_id,
         task_id: model.task_id,
         profile: model.profile,
         compare_profile: model.compare_profile,
-        trigger: model.trigger,
-        status: model.status,
+        trigger: model
+            .trigger
+            .parse()
+            .map_err(|error| corrupt("trigger", error))?,
+        status: model
+            .status
+            .parse()
+            .map_err(|error| corrupt("status", error))?,
         metrics: model.metrics,
         comparison: model.comparison,
         regression: model.regression,
@@ -188,7 +183,7 @@ fn run_record(model: eval_runs::Model) -> EvalRunRecord {
         error: model.error,
         created_at: model.created_at,
         finished_at: model.finished_at,
-    }
+    })
 }
 
 fn case_record(model: eval_cases::Model) -> EvalCaseRecord {
@@ -668,7 +663,7 @@ impl Storage {
         profile: &str,
         compare_profile: Option<&str>,
         trigger: EvalTrigger,
-        task_kind: &str,
+        task_kind: TaskKind,
         request_id: Option<&str>,
     ) -> Result<EvalRunRecord, StorageError> {
         if self.eval_set(scope, set_id).await?.is_none() {
@@ -688,7 +683,7 @@ impl Storage {
             profile: Set(profile.to_string()),
             compare_profile: Set(compare_profile.map(str::to_string)),
             trigger: Set(trigger.as_str().to_string()),
-            status: Set("queued".to_string()),
+            status: Set(TaskStatus::Queued.as_str().to_string()),
             metrics: Set(None),
             comparison: Set(None),
             regression: Set(false),
@@ -716,7 +711,8 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .map(run_record))
+            .map(run_record)
+            .transpose()?)
     }
 
     /// The runs of a set, newest first.
@@ -737,7 +733,7 @@ impl Storage {
             .map_err(StorageError::from_db)?
             .into_iter()
             .map(run_record)
-            .collect())
+            .collect::<Result<_, _>>()?)
     }
 
     /// The newest succeeded run of a set and profile before `run_id` (the baseline a run is
@@ -753,13 +749,14 @@ impl Storage {
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(eval_runs::Column::SetId.eq(set_id))
             .filter(eval_runs::Column::Profile.eq(profile))
-            .filter(eval_runs::Column::Status.eq("succeeded"))
+            .filter(eval_runs::Column::Status.eq(TaskStatus::Succeeded.as_str()))
             .filter(eval_runs::Column::Id.lt(before_run))
             .order_by_desc(eval_runs::Column::Id)
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .map(run_record))
+            .map(run_record)
+            .transpose()?)
     }
 
     /// Mark a run running.
@@ -770,7 +767,10 @@ impl Storage {
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
         eval_runs::Entity::update_many()
-            .col_expr(eval_runs::Column::Status, Expr::value("running"))
+            .col_expr(
+                eval_runs::Column::Status,
+                Expr::value(TaskStatus::Running.as_str()),
+            )
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(eval_runs::Column::Id.eq(run_id))
             .exec(&self.connection)
@@ -791,7 +791,10 @@ impl Storage {
             .col_expr(eval_runs::Column::FinishedAt, Expr::value(Utc::now()));
         let update = match outcome {
             Ok(outcome) => update
-                .col_expr(eval_runs::Column::Status, Expr::value("succeeded"))
+                .col_expr(
+                    eval_runs::Column::Status,
+                    Expr::value(TaskStatus::Succeeded.as_str()),
+                )
                 .col_expr(eval_runs::Column::Metrics, Expr::value(outcome.metrics))
                 .col_expr(
                     eval_runs::Column::Comparison,
@@ -806,7 +809,10 @@ impl Storage {
                     Expr::value(serde_json::json!(outcome.regression_reasons)),
                 ),
             Err(error) => update
-                .col_expr(eval_runs::Column::Status, Expr::value("failed"))
+                .col_expr(
+                    eval_runs::Column::Status,
+                    Expr::value(TaskStatus::Failed.as_str()),
+                )
                 .col_expr(eval_runs::Column::Error, Expr::value(error)),
         };
         update
@@ -833,7 +839,7 @@ impl Storage {
             let last = self.eval_runs(scope, set.id, 1).await?;
             let is_due = match last.first() {
                 None => true,
-                Some(run) if matches!(run.status.as_str(), "queued" | "running") => false,
+                Some(run) if run.status.is_open() => false,
                 Some(run) => {
                     run.created_at
                         + chrono::Duration::seconds(i64::try_from(interval).unwrap_or(i64::MAX))

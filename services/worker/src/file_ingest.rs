@@ -9,7 +9,7 @@ use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, MemoryId, MemoryKind, MemorySource, NewMemory, ProjectScope};
 use engram_engine::{AddOutcome, MemoryEngine};
 use engram_storage::IdempotencyClaim;
-use engram_storage::files::{FILE_INGEST_TASK, FileRecord};
+use engram_storage::files::FileRecord;
 use engram_storage::tasks::ClaimedTask;
 use engram_storage::usage::UsageIncrement;
 use std::sync::Arc;
@@ -22,9 +22,9 @@ const CHUNKS_PER_BATCH: usize = 16;
 
 pub async fn run_file_ingest_runner(engine: Arc<MemoryEngine>, shutdown: watch::Receiver<bool>) {
     crate::tasks::serve_tasks(
-        engine.storage().clone(),
+        engine.maintenance_store().clone(),
         engine.governance().task_queued.clone(),
-        &[FILE_INGEST_TASK],
+        &[engram_core::TaskKind::FileIngest],
         TASK_LEASE,
         shutdown,
         |task| {
@@ -39,7 +39,7 @@ async fn ingest_claimed_file(
     engine: &MemoryEngine,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.storage();
+    let storage = engine.maintenance_store();
     let file_id: uuid::Uuid = task
         .subject
         .as_deref()
@@ -69,7 +69,7 @@ async fn ingest(
     task: &ClaimedTask,
     file: &FileRecord,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.storage();
+    let storage = engine.maintenance_store();
     let scope = &task.scope;
     let text = storage
         .file_text(scope, file.id)
@@ -224,7 +224,7 @@ async fn bill(
         })
         .collect();
     engine
-        .storage()
+        .maintenance_store()
         .add_usage(&increments)
         .await
         .map_err(|error| error.to_string())

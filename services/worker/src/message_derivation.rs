@@ -7,7 +7,7 @@ use chrono::Utc;
 use engram_core::usage::UsageUnit;
 use engram_engine::MemoryEngine;
 use engram_engine::derivation::DerivationInput;
-use engram_storage::conversations::{DerivationSubject, MESSAGE_DERIVATION_TASK};
+use engram_storage::conversations::DerivationSubject;
 use engram_storage::tasks::ClaimedTask;
 use engram_storage::usage::UsageIncrement;
 use std::sync::Arc;
@@ -23,9 +23,9 @@ pub async fn run_message_derivation_runner(
     shutdown: watch::Receiver<bool>,
 ) {
     crate::tasks::serve_tasks(
-        engine.storage().clone(),
+        engine.maintenance_store().clone(),
         engine.governance().task_queued.clone(),
-        &[MESSAGE_DERIVATION_TASK],
+        &[engram_core::TaskKind::MessageDerivation],
         TASK_LEASE,
         shutdown,
         |task| {
@@ -40,7 +40,7 @@ async fn derive_claimed_batch(
     engine: &MemoryEngine,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.storage();
+    let storage = engine.maintenance_store();
     let subject = task
         .subject
         .as_deref()

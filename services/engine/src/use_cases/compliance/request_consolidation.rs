@@ -14,7 +14,7 @@ impl MemoryEngine {
             .storage
             .create_task(
                 principal.scope(),
-                crate::consolidation::CONSOLIDATION_TASK,
+                engram_core::TaskKind::Consolidation,
                 None,
                 principal.actor().request_id.as_deref(),
             )

@@ -25,7 +25,7 @@ impl MemoryEngine {
             .storage
             .create_task(
                 scope,
-                "subject_erasure",
+                engram_core::TaskKind::SubjectErasure,
                 Some(user_id.as_str()),
                 principal.actor().request_id.as_deref(),
             )

@@ -2,11 +2,11 @@
 //! does not have) and read runs; per-case results only with `ReadMemories`.
 
 use super::without_per_case_results_unless_readable;
-use crate::evaluation::EVALUATION_TASK;
 use crate::profiles::DEFAULT_PROFILE;
 use crate::{EngineError, MemoryEngine};
+use engram_core::recall::EvalTrigger;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
-use engram_storage::recall_quality::{EvalRunRecord, EvalTrigger};
+use engram_storage::recall_quality::EvalRunRecord;
 use engram_storage::tasks::TaskRecord;
 
 /// Runs listed at most.
@@ -55,7 +55,7 @@ impl MemoryEngine {
                 &profile,
                 request.compare_profile.as_deref(),
                 EvalTrigger::Manual,
-                EVALUATION_TASK,
+                engram_core::TaskKind::EvaluationRun,
                 principal.actor().request_id.as_deref(),
             )
             .await

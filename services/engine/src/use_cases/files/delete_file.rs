@@ -11,7 +11,7 @@ impl MemoryEngine {
     ) -> Result<(), EngineError> {
         principal.authorize(Operation::DeleteFile)?;
         let file = self.visible_file(principal, file_id).await?;
-        if matches!(file.status.as_str(), "queued" | "ingesting") {
+        if file.status.is_in_progress() {
             return Err(EngineError::InProgress(
                 "the file is still being ingested; delete it once its task has finished"
                     .to_string(),

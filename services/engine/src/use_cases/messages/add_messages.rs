@@ -128,7 +128,7 @@ impl MemoryEngine {
                 .task(principal.scope(), task_id)
                 .await?
                 .ok_or_else(|| EngineError::Internal("the derivation task vanished".to_string()))?;
-            let finished = task.status == "succeeded" || task.status == "failed";
+            let finished = task.status.is_finished();
             if finished || tokio::time::Instant::now() >= deadline {
                 return Ok(task);
             }
