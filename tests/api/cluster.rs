@@ -220,7 +220,10 @@ async fn two_gateways_and_two_workers_share_postgres_and_qdrant() {
     loop {
         let database_side = database_memories(&storage, &first_scope).await;
         let index_side = index_points(&index, &first_scope).await;
-        let backlog = storage.outbox_backlog().await.unwrap();
+        let backlog = engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap();
         if database_side == index_side && backlog == 0 {
             assert_eq!(database_side.len(), 180);
             assert!(edited.iter().all(|memory_id| database_side[memory_id] == 2));

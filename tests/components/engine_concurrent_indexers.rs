@@ -142,7 +142,10 @@ async fn four_indexers_converge(storage: Storage) {
         applied.push(indexer.await.unwrap());
     }
     assert_eq!(
-        storage.outbox_backlog().await.unwrap(),
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
         0,
         "the outbox drained"
     );
@@ -294,7 +297,13 @@ async fn a_late_upsert_never_resurrects_a_deleted_memory() {
             .is_empty(),
         "the deleted memory was brought back by the late upsert"
     );
-    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+    assert_eq!(
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
+        0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -348,12 +357,15 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
         )
         .await
         .unwrap();
-    let entries = storage
+    let entries = engram_storage::MaintenanceStore::new(storage.clone())
         .claim_index_changes("lost-worker", 10, std::time::Duration::from_secs(60))
         .await
         .unwrap();
     let entry_ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
-    storage.complete_index_changes(&entry_ids).await.unwrap();
+    engram_storage::MaintenanceStore::new(storage.clone())
+        .complete_index_changes(&entry_ids)
+        .await
+        .unwrap();
     // A point whose memory does not exist.
     let stranger = MemoryId::generate();
     index

@@ -214,7 +214,10 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
         assert!(!indexed, "the answer says the index is behind (202)");
     }
     assert_eq!(
-        storage.outbox_backlog().await.unwrap(),
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
         pending_writes as u64
     );
     match engine.search(&scope, query("fountain pens")).await {
@@ -225,7 +228,10 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
     // The indexer keeps retrying (its loop backs off) and achieves nothing meanwhile.
     assert!(engine.applier().apply_oldest_pending(256).await.is_err());
     assert_eq!(
-        storage.outbox_backlog().await.unwrap(),
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
         pending_writes as u64
     );
 
@@ -244,7 +250,13 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
         recovery_started.elapsed().as_secs_f64() * 1_000.0
     );
     assert_eq!(applied, pending_writes);
-    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+    assert_eq!(
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
+        0
+    );
     // Every write made during the outage is searchable (top_k is capped at 50).
     let found = engine.search(&scope, query("fountain pens")).await.unwrap();
     assert_eq!(found.results.len(), pending_writes.min(50));

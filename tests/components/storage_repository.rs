@@ -179,7 +179,11 @@ async fn round_trip_and_pagination(storage: Storage) {
         "the embedding round-trips exactly"
     );
     assert_eq!(
-        storage.pending_index_changes(100).await.unwrap().len(),
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .pending_index_changes(100)
+            .await
+            .unwrap()
+            .len(),
         7,
         "one outbox entry per write"
     );
@@ -449,11 +453,17 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
         3,
         "create, update and delete each left an outbox entry"
     );
-    storage
+    engram_storage::MaintenanceStore::new(storage.clone())
         .complete_index_changes(&pending.iter().map(|entry| entry.id).collect::<Vec<_>>())
         .await
         .unwrap();
-    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+    assert_eq!(
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
+        0
+    );
 }
 on_both_databases!(versions_conflict_and_history_records_changes);
 
@@ -508,7 +518,7 @@ async fn deletes_leave_content_free_tombstones_until_purged(storage: Storage) {
     );
 
     // A purge with a cutoff before the deletion keeps it; one after removes it.
-    let kept = storage
+    let kept = engram_storage::MaintenanceStore::new(storage.clone())
         .purge_tombstones_deleted_before(deleted_at - chrono::Duration::seconds(1))
         .await
         .unwrap();
@@ -520,7 +530,7 @@ async fn deletes_leave_content_free_tombstones_until_purged(storage: Storage) {
             .unwrap()
             .is_some()
     );
-    let purged = storage
+    let purged = engram_storage::MaintenanceStore::new(storage.clone())
         .purge_tombstones_deleted_before(deleted_at + chrono::Duration::seconds(1))
         .await
         .unwrap();
@@ -700,7 +710,10 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
         )
         .await;
     }
-    let expected = storage.pending_index_changes(1_000).await.unwrap();
+    let expected = engram_storage::MaintenanceStore::new(storage.clone())
+        .pending_index_changes(1_000)
+        .await
+        .unwrap();
     assert_eq!(expected.len(), 240);
 
     let mut workers = Vec::new();
@@ -710,7 +723,7 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
             let worker_id = format!("worker-{worker}");
             let mut claimed = Vec::new();
             loop {
-                let entries = storage
+                let entries = engram_storage::MaintenanceStore::new(storage.clone())
                     .claim_index_changes(&worker_id, 7, Duration::from_secs(60))
                     .await
                     .unwrap();
@@ -720,7 +733,10 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
                 let ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
                 // Give the other workers a chance to run into these rows while they are held.
                 tokio::task::yield_now().await;
-                storage.complete_index_changes(&ids).await.unwrap();
+                engram_storage::MaintenanceStore::new(storage.clone())
+                    .complete_index_changes(&ids)
+                    .await
+                    .unwrap();
                 claimed.extend(ids);
             }
         }));
@@ -740,17 +756,23 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
     expected_ids.sort_unstable();
     assert_eq!(claimed, expected_ids, "every entry claimed once, none lost");
     assert!(workers_that_got_work >= 2, "the work was shared");
-    assert_eq!(storage.outbox_backlog().await.unwrap(), 0);
+    assert_eq!(
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .outbox_backlog()
+            .await
+            .unwrap(),
+        0
+    );
 
     // A worker claims and dies; nobody else gets the entry until its lease runs out.
     insert(&storage, &scope, vec![draft("orphaned claim", None, None)]).await;
-    let dying = storage
+    let dying = engram_storage::MaintenanceStore::new(storage.clone())
         .claim_index_changes("dying-worker", 10, Duration::from_millis(300))
         .await
         .unwrap();
     assert_eq!(dying.len(), 1);
     assert!(
-        storage
+        engram_storage::MaintenanceStore::new(storage.clone())
             .claim_index_changes("survivor", 10, Duration::from_secs(60))
             .await
             .unwrap()
@@ -758,7 +780,7 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
         "a live lease is respected"
     );
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let taken_over = storage
+    let taken_over = engram_storage::MaintenanceStore::new(storage.clone())
         .claim_index_changes("survivor", 10, Duration::from_secs(60))
         .await
         .unwrap();
@@ -768,20 +790,26 @@ async fn concurrent_workers_claim_each_outbox_entry_once(storage: Storage) {
         "an expired lease returns the entry to the pool"
     );
     // A failed attempt releases the lease at once and counts the attempt.
-    storage
+    engram_storage::MaintenanceStore::new(storage.clone())
         .record_index_failure(&[dying[0].id], "index unavailable")
         .await
         .unwrap();
-    let retried = storage
+    let retried = engram_storage::MaintenanceStore::new(storage.clone())
         .claim_index_changes("survivor", 10, Duration::from_secs(60))
         .await
         .unwrap();
     assert_eq!(retried.len(), 1);
     assert_eq!(retried[0].attempts, 1);
     // The embedded server, sole indexer of its database, drops a dead run's leases at start.
-    assert_eq!(storage.release_all_outbox_claims().await.unwrap(), 1);
     assert_eq!(
-        storage
+        engram_storage::MaintenanceStore::new(storage.clone())
+            .release_all_outbox_claims()
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        engram_storage::MaintenanceStore::new(storage.clone())
             .claim_index_changes("next-run", 10, Duration::from_secs(60))
             .await
             .unwrap()
@@ -903,7 +931,7 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
     }
     assert_eq!(accepted.len(), 1, "one link, one account");
     let second_owner = accepted.remove(0);
-    assert_eq!(second_owner.role, "owner");
+    assert_eq!(second_owner.role, ConsoleRole::Owner);
     assert!(matches!(
         storage
             .accept_console_invitation("token-one", "hash-3", &system_actor())
@@ -1507,7 +1535,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         .await
         .unwrap();
     let task = task.expect("a derivation task is queued with the messages");
-    assert_eq!(task.kind, "message_derivation");
+    assert_eq!(task.kind, engram_core::TaskKind::MessageDerivation);
     assert_eq!(task.progress_total, 3);
     let (_, none) = storage
         .append_session_messages(&scope, batch(None, &["four"]), None, None)

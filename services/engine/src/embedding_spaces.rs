@@ -6,6 +6,7 @@
 //! lives in exactly one space; storage lets it move only while it holds no memories.
 
 use crate::EngineError;
+use crate::project_settings_cache::ProjectSettingsCache;
 use async_trait::async_trait;
 use engram_core::embedding::client_vectors_model_id;
 use engram_core::{MemoryId, ProjectEmbedding, ProjectId, ProjectScope};
@@ -17,13 +18,11 @@ use engram_storage::Storage;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-/// How long a process trusts what it read of a project's embedding setting. A change made
-/// through this process is seen at once; other processes (workers) see it within this time,
-/// and a write routed by the old setting fails and is retried from the outbox.
-const PROJECT_SETTING_TTL: Duration = Duration::from_secs(5);
+// A project's embedding setting comes from the one settings cache: a change made through
+// this process is seen at once; other processes (workers) see it within its TTL, and a write
+// routed by the old setting fails and is retried from the outbox.
 
 /// Loads an embedder when it is first needed.
 pub type EmbedderLoader = Arc<dyn Fn() -> Result<Arc<dyn Embedder>, EmbedError> + Send + Sync>;
@@ -156,22 +155,21 @@ fn client_vectors_refusal(dimension: usize) -> EngineError {
 
 /// Every project's embedding space, resolved from its settings and cached briefly.
 pub struct EmbeddingSpaces {
-    storage: Storage,
     models: EmbeddingModels,
     open_index: IndexOpener,
     /// By model id; opened on first use.
     indexes: tokio::sync::Mutex<BTreeMap<String, Arc<dyn VectorIndex>>>,
-    settings: Mutex<HashMap<ProjectId, (ProjectEmbedding, Instant)>>,
+    /// Each project's settings, shared with the recall recorder and the spend guard.
+    settings: Arc<ProjectSettingsCache>,
 }
 
 impl EmbeddingSpaces {
     pub fn new(storage: Storage, models: EmbeddingModels, open_index: IndexOpener) -> Self {
         Self {
-            storage,
+            settings: ProjectSettingsCache::new(storage),
             models,
             open_index,
             indexes: tokio::sync::Mutex::new(BTreeMap::new()),
-            settings: Mutex::new(HashMap::new()),
         }
     }
 
@@ -268,28 +266,17 @@ impl EmbeddingSpaces {
         Ok(())
     }
 
-    /// Forget what was read of a project's setting (it was just changed here).
-    pub fn forget_project(&self, project_id: ProjectId) {
-        if let Ok(mut settings) = self.settings.lock() {
-            settings.remove(&project_id);
-        }
+    /// Each project's settings as this process knows them: the one cache that the recall
+    /// recorder and the spend guard read too, forgotten at once on every change here.
+    pub fn settings_cache(&self) -> &Arc<ProjectSettingsCache> {
+        &self.settings
     }
 
     async fn project_embedding(
         &self,
         scope: &ProjectScope,
     ) -> Result<ProjectEmbedding, EngineError> {
-        if let Ok(settings) = self.settings.lock()
-            && let Some((embedding, read_at)) = settings.get(&scope.project_id())
-            && read_at.elapsed() < PROJECT_SETTING_TTL
-        {
-            return Ok(*embedding);
-        }
-        let embedding = self.storage.project_settings(scope).await?.embedding;
-        if let Ok(mut settings) = self.settings.lock() {
-            settings.insert(scope.project_id(), (embedding, Instant::now()));
-        }
-        Ok(embedding)
+        Ok(self.settings.of(scope).await?.settings.embedding)
     }
 
     /// The project's space: its model (if Engram embeds for it) and its index.
@@ -342,19 +329,17 @@ impl EmbeddingSpaces {
     /// Refuses to serve data whose vectors do not belong to their project's space (the
     /// deployment's model changed under stored data): searching them would compare vectors of
     /// two models. Opens the index of every space in use.
-    pub async fn check_stored_vectors(&self) -> Result<(), EngineError> {
-        let scopes: HashMap<ProjectId, ProjectScope> = self
-            .storage
-            .all_project_scopes_for_maintenance()
+    pub async fn check_stored_vectors(
+        &self,
+        maintenance: &engram_storage::MaintenanceStore,
+    ) -> Result<(), EngineError> {
+        let scopes: HashMap<ProjectId, ProjectScope> = maintenance
+            .all_project_scopes()
             .await?
             .into_iter()
             .map(|scope| (scope.project_id(), scope))
             .collect();
-        for (project_id, stored_model) in self
-            .storage
-            .embedding_models_by_project_for_maintenance()
-            .await?
-        {
+        for (project_id, stored_model) in maintenance.embedding_models_by_project().await? {
             let Some(scope) = scopes.get(&project_id) else {
                 continue;
             };

@@ -22,10 +22,19 @@ const ERASURE_BATCH: u64 = 1_000;
 
 /// Where erasures are remembered outside the database, and the key that turns an end-user
 /// id into a digest (so neither the ledger nor the audit log holds the id itself).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct ErasureLedgerSettings {
     pub ledger_path: Option<PathBuf>,
     pub subject_digest_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ErasureLedgerSettings {
+    // The digest key is a secret: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ErasureLedgerSettings")
+            .field("ledger_path", &self.ledger_path)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What an erasure removed, how it was verified, and a digest over all of it.
@@ -174,6 +183,11 @@ impl DataGovernance {
 
     pub fn storage(&self) -> &Storage {
         &self.storage
+    }
+
+    /// The store of work across projects (task claims, sweeps), for the workers.
+    pub fn maintenance_store(&self) -> &engram_storage::MaintenanceStore {
+        self.applier.maintenance_store()
     }
 
     /// Apply the project's PII rule to contents about to be stored: masked in place, or a
@@ -449,7 +463,7 @@ impl DataGovernance {
                 continue;
             };
             let Some(scope) = self
-                .storage
+                .maintenance_store()
                 .project_scope_for_erasure_ledger(organization_id, project_id)
                 .await?
             else {

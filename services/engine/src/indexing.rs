@@ -4,7 +4,7 @@
 use crate::EngineError;
 use engram_core::{MemoryId, ProjectScope};
 use engram_index::{IndexedMemory, VectorIndex};
-use engram_storage::{OutboxEntry, Storage};
+use engram_storage::{MaintenanceStore, OutboxEntry, Storage};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,7 +47,8 @@ pub const INDEX_DRIFT_POINTS: &str = "engram_index_drift_points";
 const RECONCILE_PAGE_SIZE: usize = 1_000;
 
 pub struct IndexApplier {
-    storage: Storage,
+    /// The outbox and every project's rows: the applier is maintenance work.
+    storage: MaintenanceStore,
     index: Arc<dyn VectorIndex>,
     /// Names this applier's outbox leases; unique per process and applier.
     worker_id: String,
@@ -62,7 +63,7 @@ pub struct IndexApplier {
 impl IndexApplier {
     pub fn new(storage: Storage, index: Arc<dyn VectorIndex>) -> Self {
         Self {
-            storage,
+            storage: MaintenanceStore::new(storage),
             index,
             worker_id: format!(
                 "{}-{}",
@@ -81,7 +82,8 @@ impl IndexApplier {
         Ok(())
     }
 
-    pub fn storage(&self) -> &Storage {
+    /// The store of work across projects, for the workers this applier's process runs.
+    pub fn maintenance_store(&self) -> &MaintenanceStore {
         &self.storage
     }
 
@@ -208,7 +210,7 @@ impl IndexApplier {
         &self,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<ReconcileReport, EngineError> {
-        let scopes = self.storage.all_project_scopes_for_maintenance().await?;
+        let scopes = self.storage.all_project_scopes().await?;
         let mut report = ReconcileReport::default();
         for (done, scope) in scopes.iter().enumerate() {
             let project_report = self.reconcile_project(scope).await?;

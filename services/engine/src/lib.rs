@@ -1,6 +1,7 @@
 //! The memory pipeline: embed and store new memories with their outbox entries, apply them
 //! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
 
+pub mod console_credentials;
 pub mod consolidation;
 pub mod derivation;
 pub mod embedding_spaces;
@@ -10,12 +11,15 @@ pub mod evaluation;
 pub mod governance;
 pub mod indexing;
 pub mod llm;
+pub mod login_throttle;
 pub mod metering;
 mod pipeline;
 pub mod profiles;
+pub mod project_settings_cache;
 pub mod recall_events;
 pub mod recall_metrics;
 mod search;
+mod search_request;
 pub mod spend_guard;
 pub mod use_cases;
 
@@ -40,15 +44,18 @@ pub use search::{
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::{
     AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
-    BrokenChainLink, ClientIdempotencyKey, CreateApiKeyRequest, CreateEvaluationSetRequest,
-    DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest, EditMemoryRequest,
-    FEEDBACK_RATINGS, FeedbackRequest, ListMemoriesRequest, ListMessagesRequest, MAX_CASES_PER_SET,
+    BrokenChainLink, BulkDeleteOutcome, BulkDeletePreview, CONSOLE_SESSION_LIFETIME,
+    ClientIdempotencyKey, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, CreateApiKeyRequest,
+    CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
+    EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,
+    InvitationOffer, ListMemoriesRequest, ListMessagesRequest, MAX_BULK_DELETE, MAX_CASES_PER_SET,
     MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS,
     MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS,
-    MintEndUserTokenRequest, MintedEndUserToken, ProjectSettingsChange, PutRetrievalProfileRequest,
-    PutSessionStateRequest, RecallBudgetCut, RollApiKeyRequest, RolledApiKey, SearchAnswer,
-    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
-    StartEvaluationRunRequest, UploadFileRequest, UsageReport,
+    MemberListing, MintEndUserTokenRequest, MintedEndUserToken, ProjectMonthCost,
+    ProjectSettingsChange, PutRetrievalProfileRequest, PutSessionStateRequest, RecallBudgetCut,
+    RecallInspection, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
+    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, StartEvaluationRunRequest,
+    SubjectSummary, UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;
@@ -56,6 +63,7 @@ pub use engram_storage::conversations::{NewMessage, SessionMessage};
 pub use engram_storage::feedback::FeedbackRecord;
 pub use engram_storage::files::FileRecord;
 pub use engram_storage::governance::{ExportedMemory, ProjectSettings};
+pub use engram_storage::recall_quality::MemoryFate;
 pub use engram_storage::recall_quality::{
     EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
     RetrievalProfileRecord,
@@ -68,3 +76,4 @@ pub use engram_storage::usage::{BudgetAlert, CostRow, UsageGranularity, UsageRow
 pub use engram_storage::{
     ApiKeyRecord, AuditEventRecord, AuditFilter, HistoryEntry, MemoryListFilter, MemoryPage,
 };
+pub use engram_storage::{ConsoleInvitationRecord, ConsoleMemberRecord, ProjectRecord};

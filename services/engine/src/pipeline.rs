@@ -146,7 +146,10 @@ impl MemoryEngine {
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
         let query_embeddings: crate::governance::QueryCache =
             Arc::new(Mutex::new(lru::LruCache::new(capacity)));
-        let recall_events = Arc::new(crate::recall_events::RecallRecorder::start(storage.clone()));
+        let recall_events = Arc::new(crate::recall_events::RecallRecorder::start(
+            storage.clone(),
+            spaces.settings_cache().clone(),
+        ));
         let governance = Arc::new(
             crate::governance::DataGovernance::new(
                 storage.clone(),
@@ -159,7 +162,11 @@ impl MemoryEngine {
         );
         // Without a flusher the meter drops what it is given: `with_usage_meter` wires one.
         let meter = crate::metering::UsageMeter::default();
-        let spend_guard = crate::spend_guard::SpendGuard::new(storage.clone(), meter.clone());
+        let spend_guard = crate::spend_guard::SpendGuard::new(
+            storage.clone(),
+            meter.clone(),
+            spaces.settings_cache().clone(),
+        );
         Self {
             storage,
             index,
@@ -202,7 +209,11 @@ impl MemoryEngine {
     /// Meter use cases with `meter` (whose flusher writes the usage), and check spend limits
     /// against what it has not written yet.
     pub fn with_usage_meter(mut self, meter: crate::metering::UsageMeter) -> Self {
-        self.spend_guard = crate::spend_guard::SpendGuard::new(self.storage.clone(), meter.clone());
+        self.spend_guard = crate::spend_guard::SpendGuard::new(
+            self.storage.clone(),
+            meter.clone(),
+            self.spaces.settings_cache().clone(),
+        );
         self.meter = meter;
         self
     }
@@ -239,6 +250,19 @@ impl MemoryEngine {
 
     pub fn storage(&self) -> &Storage {
         &self.storage
+    }
+
+    /// Forget what this process read of the project's settings, spend limits and retrieval
+    /// profiles: every use case that changes one of them calls it, so the change applies
+    /// here at once (other processes see it within the cache's TTL).
+    pub(crate) fn forget_project_settings(&self, project_id: engram_core::ProjectId) {
+        self.spaces.settings_cache().forget(project_id);
+    }
+
+    /// The store of work across projects (task claims, sweeps, the outbox), for the
+    /// workers this process runs. Front doors never call it (an architecture test).
+    pub fn maintenance_store(&self) -> &engram_storage::MaintenanceStore {
+        self.applier.maintenance_store()
     }
 
     /// PII redaction, erasure, export and retention.

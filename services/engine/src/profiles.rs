@@ -1,7 +1,7 @@
 //! Retrieval profiles: named search tunings (retrieval mode, fusion, weights, diversity,
 //! minimum score) a project compares, sends a share of its traffic to, or evaluates.
 
-use crate::search::{FusionMethod, RetrievalMode, SearchRequest};
+use crate::search_request::{FusionMethod, RetrievalMode, SearchRequest};
 use engram_core::FieldError;
 use serde_json::{Map, Value, json};
 

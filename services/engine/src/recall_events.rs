@@ -2,13 +2,13 @@
 //! one writer stores the queue in batches. `flush` waits until everything queued before it is
 //! stored (erasure calls it, so no event of an erased end-user lands after the erasure).
 
+use crate::project_settings_cache::ProjectSettingsCache;
+use engram_core::ProjectScope;
 use engram_core::recall::RecallEventCapture;
-use engram_core::{ProjectId, ProjectScope};
 use engram_storage::Storage;
 use engram_storage::recall_quality::NewRecallEvent;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// Events waiting to be written at most; beyond it new events are dropped (and counted),
@@ -18,8 +18,6 @@ pub const RECALL_EVENT_QUEUE: usize = 10_000;
 const BATCH: usize = 256;
 /// How long the writer gathers events before writing them.
 const LINGER: Duration = Duration::from_millis(250);
-/// How long a settings read is trusted (a change through this process is seen at once).
-const SETTING_TTL: Duration = Duration::from_secs(5);
 
 /// Recall events stored.
 pub const RECALL_EVENTS_RECORDED: &str = "engram_recall_events_recorded_total";
@@ -40,52 +38,25 @@ pub struct RecallSettings {
 }
 
 pub struct RecallRecorder {
-    storage: Storage,
     queue: mpsc::Sender<Message>,
-    settings: Mutex<HashMap<ProjectId, (Arc<RecallSettings>, Instant)>>,
+    /// The project settings cache the whole engine shares.
+    settings: Arc<ProjectSettingsCache>,
 }
 
 impl RecallRecorder {
     /// The recorder and its writer, which runs until every sender is gone.
-    pub fn start(storage: Storage) -> Self {
+    pub fn start(storage: Storage, settings: Arc<ProjectSettingsCache>) -> Self {
         let (queue, receiver) = mpsc::channel(RECALL_EVENT_QUEUE);
-        tokio::spawn(write_events(storage.clone(), receiver));
-        Self {
-            storage,
-            queue,
-            settings: Mutex::new(HashMap::new()),
-        }
+        tokio::spawn(write_events(storage, receiver));
+        Self { queue, settings }
     }
 
-    /// What `scope`'s project records of each search and which profiles share its traffic
-    /// (read at most every few seconds). Unreadable settings record nothing and split
+    /// What `scope`'s project records of each search and which profiles share its traffic,
+    /// from the project's cached settings. Unreadable settings record nothing and split
     /// nothing.
     pub async fn settings_of(&self, scope: &ProjectScope) -> Arc<RecallSettings> {
-        if let Ok(settings) = self.settings.lock()
-            && let Some((settings, read_at)) = settings.get(&scope.project_id())
-            && read_at.elapsed() < SETTING_TTL
-        {
-            return settings.clone();
-        }
-        let read = async {
-            let capture = self.storage.project_settings(scope).await?.recall_events;
-            let traffic = self
-                .storage
-                .retrieval_profiles(scope)
-                .await?
-                .into_iter()
-                .filter(|profile| profile.traffic_share > 0.0)
-                .filter_map(|profile| {
-                    let tuning =
-                        crate::profiles::SearchTuning::parse(&profile.parameters, "parameters")
-                            .ok()?;
-                    Some((profile.name, tuning, profile.traffic_share))
-                })
-                .collect();
-            Ok::<_, engram_storage::StorageError>(RecallSettings { capture, traffic })
-        };
-        let settings = match read.await {
-            Ok(settings) => Arc::new(settings),
+        let configuration = match self.settings.of(scope).await {
+            Ok(configuration) => configuration,
             Err(error) => {
                 tracing::warn!(%error, "cannot read the project's recall settings; recording nothing");
                 return Arc::new(RecallSettings {
@@ -94,17 +65,20 @@ impl RecallRecorder {
                 });
             }
         };
-        if let Ok(mut cached) = self.settings.lock() {
-            cached.insert(scope.project_id(), (settings.clone(), Instant::now()));
-        }
-        settings
-    }
-
-    /// Forget what was read of a project's settings (they were just changed here).
-    pub fn forget_project(&self, project_id: ProjectId) {
-        if let Ok(mut settings) = self.settings.lock() {
-            settings.remove(&project_id);
-        }
+        let traffic = configuration
+            .retrieval_profiles
+            .iter()
+            .filter(|profile| profile.traffic_share > 0.0)
+            .filter_map(|profile| {
+                let tuning =
+                    crate::profiles::SearchTuning::parse(&profile.parameters, "parameters").ok()?;
+                Some((profile.name.clone(), tuning, profile.traffic_share))
+            })
+            .collect();
+        Arc::new(RecallSettings {
+            capture: configuration.settings.recall_events,
+            traffic,
+        })
     }
 
     /// Queue one event without waiting; a full queue drops it (counted).

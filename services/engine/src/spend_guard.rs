@@ -9,6 +9,7 @@
 
 use crate::EngineError;
 use crate::metering::UsageMeter;
+use crate::project_settings_cache::ProjectSettingsCache;
 use chrono::Utc;
 use engram_core::usage::{
     BillingMonth, LimitReached, PlannedSpend, SpendLimits, UsageUnit, check_monthly_limits,
@@ -21,10 +22,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// How long a project's limits are reused before they are read again; a change made through
-/// this gateway applies at once, one made through another gateway within this time.
-const LIMITS_CACHE_TTL: Duration = Duration::from_secs(5);
 
 type ProjectRateLimiter = governor::DefaultDirectRateLimiter;
 
@@ -39,7 +36,9 @@ pub struct MonthToDate {
 pub struct SpendGuard {
     storage: Storage,
     meter: UsageMeter,
-    limits: Mutex<HashMap<ProjectId, (Instant, Arc<SpendLimits>)>>,
+    /// The project settings cache the whole engine shares: a change made through this
+    /// gateway applies at once, one made through another within its TTL.
+    settings: Arc<ProjectSettingsCache>,
     /// One limiter per project with a rate quota, rebuilt when the quota changes.
     rate_limiters: Mutex<HashMap<ProjectId, (u32, Arc<ProjectRateLimiter>)>>,
     /// Thresholds already recorded, so storage is asked once per threshold and month.
@@ -70,38 +69,24 @@ impl std::fmt::Debug for SpendGuard {
 }
 
 impl SpendGuard {
-    pub fn new(storage: Storage, meter: UsageMeter) -> Arc<Self> {
+    pub fn new(
+        storage: Storage,
+        meter: UsageMeter,
+        settings: Arc<ProjectSettingsCache>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             storage,
             meter,
-            limits: Mutex::default(),
+            settings,
             rate_limiters: Mutex::default(),
             alerts_raised: Mutex::default(),
             written: Mutex::default(),
         })
     }
 
-    /// The project's limits, from the cache when fresh.
+    /// The project's limits, from the project settings cache.
     pub async fn limits(&self, scope: &ProjectScope) -> Result<Arc<SpendLimits>, EngineError> {
-        let project_id = scope.project_id();
-        if let Ok(cache) = self.limits.lock()
-            && let Some((read_at, limits)) = cache.get(&project_id)
-            && read_at.elapsed() < LIMITS_CACHE_TTL
-        {
-            return Ok(limits.clone());
-        }
-        let limits = Arc::new(self.storage.spend_limits(scope).await?);
-        if let Ok(mut cache) = self.limits.lock() {
-            cache.insert(project_id, (Instant::now(), limits.clone()));
-        }
-        Ok(limits)
-    }
-
-    /// Use these limits from now on (called after they were saved).
-    pub fn remember(&self, scope: &ProjectScope, limits: SpendLimits) {
-        if let Ok(mut cache) = self.limits.lock() {
-            cache.insert(scope.project_id(), (Instant::now(), Arc::new(limits)));
-        }
+        Ok(self.settings.of(scope).await?.spend_limits.clone())
     }
 
     /// Let a request that plans to spend `planned` through, or refuse it with the limit it

@@ -4,7 +4,6 @@
 
 use crate::audit::append_audit_event;
 use crate::entities::api_keys;
-use crate::tenants::ApiKeyPepper;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::access::{
@@ -13,10 +12,37 @@ use engram_core::access::{
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ApiKeyId;
 use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
+use hmac::{Hmac, Mac};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sha2::Sha256;
 use subtle::ConstantTimeEq;
+
+/// Server-side secret mixed into API key hashes (HMAC-SHA-256), so a leaked database alone
+/// does not allow offline guessing of key secrets.
+#[derive(Clone)]
+pub struct ApiKeyPepper(Vec<u8>);
+
+impl ApiKeyPepper {
+    pub fn new(secret_bytes: Vec<u8>) -> Self {
+        Self(secret_bytes)
+    }
+
+    pub(crate) fn hash_secret(&self, secret: &str) -> String {
+        // HMAC accepts keys of any length, so this cannot fail.
+        let mut mac =
+            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
+        mac.update(secret.as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+}
+
+impl std::fmt::Debug for ApiKeyPepper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKeyPepper(***)")
+    }
+}
 
 /// `last_used_at` is written at most this often per key, so authentication stays a read.
 const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::seconds(60);

@@ -20,7 +20,7 @@ pub mod tasks;
 pub mod tenants;
 pub mod usage;
 
-pub use api_keys::{ApiKeyRecord, NewApiKey, VerifiedApiKey};
+pub use api_keys::{ApiKeyPepper, ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};
 pub use console_sessions::RefreshOutcome;
 pub use error::StorageError;
@@ -30,7 +30,7 @@ pub use memories::{
     MemoryPatch,
 };
 pub use outbox::{IndexingRow, OutboxEntry};
-pub use tenants::{ApiKeyPepper, BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
+pub use tenants::{BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
 
 use engram_migrations::{Migrator, MigratorTrait};
 use sea_orm::{
@@ -50,6 +50,30 @@ pub struct Storage {
     /// nothing committed in between; funnelling write transactions through one gate turns
     /// those would-be `SQLITE_BUSY` failures into a short wait. PostgreSQL needs no gate.
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// The tenant store's other face: work that spans every project — the outbox the indexer
+/// drains, the tasks runners claim, the tombstone purge, every project's scope for sweeps
+/// and schedules. Only the index applier, data governance, the workers and the start-up
+/// steps hold one; the front doors (the gateway and the console) cannot name this crate, so
+/// they can neither receive nor build one. It reads and writes what a [`Storage`] does.
+#[derive(Clone)]
+pub struct MaintenanceStore {
+    storage: Storage,
+}
+
+impl MaintenanceStore {
+    pub fn new(storage: Storage) -> Self {
+        Self { storage }
+    }
+}
+
+impl std::ops::Deref for MaintenanceStore {
+    type Target = Storage;
+
+    fn deref(&self) -> &Storage {
+        &self.storage
+    }
 }
 
 /// How strictly the database must promise durability before Engram uses it.
@@ -125,8 +149,12 @@ impl Storage {
                 write_gate: None,
             }
         } else {
+            // Only the scheme: the rest of a URL may hold a password.
+            let scheme = database_url
+                .split_once("://")
+                .map_or("", |(scheme, _)| scheme);
             return Err(StorageError::Configuration(format!(
-                "unsupported database URL {database_url:?}: use sqlite://… or postgres://…"
+                "unsupported database URL scheme {scheme:?}: use sqlite://… or postgres://…"
             )));
         };
         let unsafe_settings = storage.durability_violations().await?;

@@ -1,6 +1,7 @@
 //! Memory repository: add (with supersede by key, history, outbox and idempotency in one
 //! transaction), get, list, patch with optimistic concurrency, delete, history, hydrate.
 
+use crate::MaintenanceStore;
 use crate::audit::append_audit_event;
 use crate::entities::{
     idempotency_records, index_outbox, memories, memory_history, memory_tombstones,
@@ -1016,21 +1017,6 @@ impl Storage {
         Ok(rows.into_iter().map(MemoryId::from_uuid).collect())
     }
 
-    /// Drop tombstones of memories deleted before `deleted_before` (every project: a
-    /// maintenance sweep of the worker); returns how many went.
-    pub async fn purge_tombstones_deleted_before(
-        &self,
-        deleted_before: DateTime<Utc>,
-    ) -> Result<u64, StorageError> {
-        let _permit = self.write_permit().await;
-        let purged = memory_tombstones::Entity::delete_many()
-            .filter(memory_tombstones::Column::DeletedAt.lt(deleted_before))
-            .exec(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(purged.rows_affected)
-    }
-
     pub async fn memory_history(
         &self,
         scope: &ProjectScope,
@@ -1129,5 +1115,22 @@ impl Storage {
             .count(&self.connection)
             .await
             .map_err(StorageError::from_db)
+    }
+}
+
+impl MaintenanceStore {
+    /// Drop tombstones of memories deleted before `deleted_before` (every project: a
+    /// maintenance sweep of the worker); returns how many went.
+    pub async fn purge_tombstones_deleted_before(
+        &self,
+        deleted_before: DateTime<Utc>,
+    ) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let purged = memory_tombstones::Entity::delete_many()
+            .filter(memory_tombstones::Column::DeletedAt.lt(deleted_before))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(purged.rows_affected)
     }
 }

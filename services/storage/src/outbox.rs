@@ -1,6 +1,7 @@
 //! The index outbox: entries written in the same transaction as a memory change, read by
 //! the indexer, which re-reads the memory row and makes the vector index match it.
 
+use crate::MaintenanceStore;
 use crate::entities::{index_outbox, memories};
 use crate::memories::decode_embedding;
 use crate::{Storage, StorageError};
@@ -79,72 +80,6 @@ fn without_lease(update: UpdateMany<index_outbox::Entity>) -> UpdateMany<index_o
 }
 
 impl Storage {
-    /// Lease up to `limit` of the oldest entries that no live lease holds, for `lease`.
-    /// Any number of workers may call this at once: each entry goes to one of them, and
-    /// comes back to the pool if its worker dies before completing it.
-    pub async fn claim_index_changes(
-        &self,
-        worker_id: &str,
-        limit: u64,
-        lease: Duration,
-    ) -> Result<Vec<OutboxEntry>, StorageError> {
-        let now = Utc::now();
-        let lease_end = now
-            + chrono::Duration::from_std(lease).map_err(|_| {
-                StorageError::Configuration(format!("outbox lease {lease:?} is too long"))
-            })?;
-        let backend = self.connection.get_database_backend();
-        let sql = match backend {
-            DbBackend::Postgres => CLAIM_POSTGRES,
-            _ => CLAIM_SQLITE,
-        };
-        let statement = Statement::from_sql_and_values(
-            backend,
-            sql,
-            [
-                worker_id.into(),
-                lease_end.into(),
-                now.into(),
-                (limit.min(i64::MAX as u64) as i64).into(),
-            ],
-        );
-        let _permit = self.write_permit().await;
-        let mut models = index_outbox::Entity::find()
-            .from_raw_sql(statement)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        models.sort_by_key(|model| model.id);
-        Ok(models.into_iter().map(entry_from_model).collect())
-    }
-
-    /// Drop every lease. Only for a process that is the sole indexer of this database (the
-    /// embedded `engram serve`): at its start, leases can only belong to an earlier run that
-    /// died, and waiting for them to expire would keep acknowledged changes out of the index.
-    pub async fn release_all_outbox_claims(&self) -> Result<u64, StorageError> {
-        let _permit = self.write_permit().await;
-        let released = without_lease(index_outbox::Entity::update_many())
-            .filter(index_outbox::Column::ClaimedBy.is_not_null())
-            .exec(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(released.rows_affected)
-    }
-
-    /// The oldest pending entries of every project, leased or not (for inspection).
-    pub async fn pending_index_changes(
-        &self,
-        limit: u64,
-    ) -> Result<Vec<OutboxEntry>, StorageError> {
-        let models = index_outbox::Entity::find()
-            .order_by_asc(index_outbox::Column::Id)
-            .limit(limit)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(models.into_iter().map(entry_from_model).collect())
-    }
-
     /// Pending entries for particular memories of one project (read-your-writes path).
     pub async fn pending_index_changes_for(
         &self,
@@ -227,6 +162,104 @@ impl Storage {
         Ok(rows.into_iter().map(MemoryId::from_uuid).collect())
     }
 
+    /// One project's active memories in id order after `after`, with their versions: the
+    /// database side of the reconciler's comparison.
+    pub async fn active_memory_versions_of(
+        &self,
+        scope: &ProjectScope,
+        after: Option<MemoryId>,
+        limit: u64,
+    ) -> Result<Vec<(MemoryId, i64)>, StorageError> {
+        let mut query = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Version)
+            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
+        if let Some(after) = after {
+            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+        }
+        let rows: Vec<(uuid::Uuid, i64)> = query
+            .order_by_asc(memories::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, version)| (MemoryId::from_uuid(id), version))
+            .collect())
+    }
+}
+
+impl MaintenanceStore {
+    /// Lease up to `limit` of the oldest entries that no live lease holds, for `lease`.
+    /// Any number of workers may call this at once: each entry goes to one of them, and
+    /// comes back to the pool if its worker dies before completing it.
+    pub async fn claim_index_changes(
+        &self,
+        worker_id: &str,
+        limit: u64,
+        lease: Duration,
+    ) -> Result<Vec<OutboxEntry>, StorageError> {
+        let now = Utc::now();
+        let lease_end = now
+            + chrono::Duration::from_std(lease).map_err(|_| {
+                StorageError::Configuration(format!("outbox lease {lease:?} is too long"))
+            })?;
+        let backend = self.connection.get_database_backend();
+        let sql = match backend {
+            DbBackend::Postgres => CLAIM_POSTGRES,
+            _ => CLAIM_SQLITE,
+        };
+        let statement = Statement::from_sql_and_values(
+            backend,
+            sql,
+            [
+                worker_id.into(),
+                lease_end.into(),
+                now.into(),
+                (limit.min(i64::MAX as u64) as i64).into(),
+            ],
+        );
+        let _permit = self.write_permit().await;
+        let mut models = index_outbox::Entity::find()
+            .from_raw_sql(statement)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        models.sort_by_key(|model| model.id);
+        Ok(models.into_iter().map(entry_from_model).collect())
+    }
+
+    /// Drop every lease. Only for a process that is the sole indexer of this database (the
+    /// embedded `engram serve`): at its start, leases can only belong to an earlier run that
+    /// died, and waiting for them to expire would keep acknowledged changes out of the index.
+    pub async fn release_all_outbox_claims(&self) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let released = without_lease(index_outbox::Entity::update_many())
+            .filter(index_outbox::Column::ClaimedBy.is_not_null())
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(released.rows_affected)
+    }
+
+    /// The oldest pending entries of every project, leased or not (for inspection).
+    pub async fn pending_index_changes(
+        &self,
+        limit: u64,
+    ) -> Result<Vec<OutboxEntry>, StorageError> {
+        let models = index_outbox::Entity::find()
+            .order_by_asc(index_outbox::Column::Id)
+            .limit(limit)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(models.into_iter().map(entry_from_model).collect())
+    }
+
     /// Entries whose change is applied and flushed in the index.
     pub async fn complete_index_changes(&self, entry_ids: &[i64]) -> Result<(), StorageError> {
         if entry_ids.is_empty() {
@@ -273,35 +306,5 @@ impl Storage {
             .count(&self.connection)
             .await
             .map_err(StorageError::from_db)
-    }
-
-    /// One project's active memories in id order after `after`, with their versions: the
-    /// database side of the reconciler's comparison.
-    pub async fn active_memory_versions_of(
-        &self,
-        scope: &ProjectScope,
-        after: Option<MemoryId>,
-        limit: u64,
-    ) -> Result<Vec<(MemoryId, i64)>, StorageError> {
-        let mut query = memories::Entity::find()
-            .select_only()
-            .column(memories::Column::Id)
-            .column(memories::Column::Version)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
-        if let Some(after) = after {
-            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
-        }
-        let rows: Vec<(uuid::Uuid, i64)> = query
-            .order_by_asc(memories::Column::Id)
-            .limit(limit)
-            .into_tuple()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, version)| (MemoryId::from_uuid(id), version))
-            .collect())
     }
 }

@@ -2,6 +2,7 @@
 //! fusion, diversity and near-duplicate detection), the memories that were true at a past
 //! moment (`as_of`), and `always` procedures.
 
+use crate::MaintenanceStore;
 use crate::entities::memories;
 use crate::memories::{decode_embedding, memories_of, memory_from_model, subject_condition};
 use crate::{Storage, StorageError};
@@ -67,28 +68,6 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         models.into_iter().map(with_embedding).collect()
-    }
-
-    /// Which embedding models the searchable (active or superseded) memories of each
-    /// project were embedded with, across every project: start-up refuses to serve a
-    /// project whose vectors do not belong to its embedding space.
-    pub async fn embedding_models_by_project_for_maintenance(
-        &self,
-    ) -> Result<Vec<(engram_core::ProjectId, String)>, StorageError> {
-        let rows = memories::Entity::find()
-            .select_only()
-            .column(memories::Column::ProjectId)
-            .column(memories::Column::EmbeddingModel)
-            .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
-            .distinct()
-            .into_tuple::<(uuid::Uuid, String)>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(rows
-            .into_iter()
-            .map(|(project_id, model)| (engram_core::ProjectId::from_uuid(project_id), model))
-            .collect())
     }
 
     /// Memories of `subject` that were valid at `as_of`: created by then, and either still
@@ -181,4 +160,28 @@ fn with_embedding(model: memories::Model) -> Result<MemoryWithEmbedding, Storage
         memory: memory_from_model(model)?,
         embedding,
     })
+}
+
+impl MaintenanceStore {
+    /// Which embedding models the searchable (active or superseded) memories of each
+    /// project were embedded with, across every project: start-up refuses to serve a
+    /// project whose vectors do not belong to its embedding space.
+    pub async fn embedding_models_by_project(
+        &self,
+    ) -> Result<Vec<(engram_core::ProjectId, String)>, StorageError> {
+        let rows = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::ProjectId)
+            .column(memories::Column::EmbeddingModel)
+            .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
+            .distinct()
+            .into_tuple::<(uuid::Uuid, String)>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(project_id, model)| (engram_core::ProjectId::from_uuid(project_id), model))
+            .collect())
+    }
 }

@@ -2,10 +2,11 @@
 //! runner at a time with a lease (a runner that dies leaves its task to the next), with
 //! progress, result and error readable through the API.
 
+use crate::MaintenanceStore;
 use crate::entities::tasks;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
-use engram_core::{OrganizationId, ProjectId, ProjectScope};
+use engram_core::{OrganizationId, ProjectId, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
@@ -14,9 +15,8 @@ use uuid::Uuid;
 #[derive(Clone, Debug, PartialEq)]
 pub struct TaskRecord {
     pub id: Uuid,
-    pub kind: String,
-    /// `queued | running | succeeded | failed`
-    pub status: String,
+    pub kind: TaskKind,
+    pub status: TaskStatus,
     pub progress_done: i64,
     pub progress_total: i64,
     pub result: Option<serde_json::Value>,
@@ -31,7 +31,7 @@ pub struct TaskRecord {
 pub struct ClaimedTask {
     pub id: Uuid,
     pub scope: ProjectScope,
-    pub kind: String,
+    pub kind: TaskKind,
     pub subject: Option<String>,
     pub request_id: Option<String>,
 }
@@ -41,7 +41,7 @@ impl Storage {
     pub async fn create_task(
         &self,
         scope: &ProjectScope,
-        kind: &str,
+        kind: TaskKind,
         subject: Option<&str>,
         request_id: Option<&str>,
     ) -> Result<TaskRecord, StorageError> {
@@ -52,9 +52,9 @@ impl Storage {
             id: Set(id),
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),
-            kind: Set(kind.to_string()),
+            kind: Set(kind.as_str().to_string()),
             subject: Set(subject.map(str::to_string)),
-            status: Set("queued".to_string()),
+            status: Set(TaskStatus::Queued.as_str().to_string()),
             progress_done: Set(0),
             progress_total: Set(0),
             result: Set(None),
@@ -76,13 +76,13 @@ impl Storage {
     pub async fn open_task_exists(
         &self,
         scope: &ProjectScope,
-        kind: &str,
+        kind: TaskKind,
     ) -> Result<bool, StorageError> {
         use sea_orm::PaginatorTrait;
         let open = tasks::Entity::find()
             .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(tasks::Column::Kind.eq(kind))
-            .filter(tasks::Column::Status.is_in(["queued", "running"]))
+            .filter(tasks::Column::Kind.eq(kind.as_str()))
+            .filter(tasks::Column::Status.is_in(open_statuses()))
             .count(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
@@ -100,26 +100,54 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        Ok(found.map(task_record))
+        found.map(task_record).transpose()
     }
+}
 
+/// The stored spellings of the statuses of work still to do.
+pub(crate) fn open_statuses() -> [&'static str; 2] {
+    [TaskStatus::Queued.as_str(), TaskStatus::Running.as_str()]
+}
+
+fn task_record(model: tasks::Model) -> Result<TaskRecord, StorageError> {
+    let corrupt = |column: &str, error: String| {
+        StorageError::Internal(format!("stored task {column} is invalid: {error}"))
+    };
+    Ok(TaskRecord {
+        id: model.id,
+        kind: model.kind.parse().map_err(|error| corrupt("kind", error))?,
+        status: model
+            .status
+            .parse()
+            .map_err(|error| corrupt("status", error))?,
+        progress_done: model.progress_done,
+        progress_total: model.progress_total,
+        result: model.result,
+        error: model.error,
+        request_id: model.request_id,
+        created_at: model.created_at,
+        updated_at: model.updated_at,
+    })
+}
+
+impl MaintenanceStore {
     /// Lease the oldest queued task of one of `kinds` (or a running one whose lease ran out)
     /// for `lease`.
     pub async fn claim_next_task(
         &self,
-        kinds: &[&str],
+        kinds: &[TaskKind],
         lease: std::time::Duration,
     ) -> Result<Option<ClaimedTask>, StorageError> {
         let _permit = self.write_permit().await;
         let now = Utc::now();
         let candidates = tasks::Entity::find()
-            .filter(tasks::Column::Kind.is_in(kinds.iter().copied()))
+            .filter(tasks::Column::Kind.is_in(kinds.iter().map(TaskKind::as_str)))
             .filter(
                 Condition::any()
-                    .add(tasks::Column::Status.eq("queued"))
+                    .add(tasks::Column::Status.eq(TaskStatus::Queued.as_str()))
                     .add(
                         Condition::all()
-                            .add(tasks::Column::Status.eq("running"))
+                            .add(tasks::Column::Status.eq(TaskStatus::Running.as_str()))
                             .add(tasks::Column::ClaimedUntil.lt(now)),
                     ),
             )
@@ -131,7 +159,10 @@ impl Storage {
         for candidate in candidates {
             // Only one runner wins the row: the update is guarded by what it read.
             let mut claim = tasks::Entity::update_many()
-                .col_expr(tasks::Column::Status, Expr::value("running"))
+                .col_expr(
+                    tasks::Column::Status,
+                    Expr::value(TaskStatus::Running.as_str()),
+                )
                 .col_expr(tasks::Column::ClaimedUntil, Expr::value(until))
                 .col_expr(tasks::Column::UpdatedAt, Expr::value(now))
                 .filter(tasks::Column::Id.eq(candidate.id))
@@ -145,13 +176,16 @@ impl Storage {
                 .await
                 .map_err(StorageError::from_db)?;
             if claimed.rows_affected == 1 {
+                let kind = candidate.kind.parse().map_err(|error| {
+                    StorageError::Internal(format!("stored task kind is invalid: {error}"))
+                })?;
                 return Ok(Some(ClaimedTask {
                     id: candidate.id,
                     scope: ProjectScope::from_verified_credential(
                         OrganizationId::from_uuid(candidate.organization_id),
                         ProjectId::from_uuid(candidate.project_id),
                     ),
-                    kind: candidate.kind,
+                    kind,
                     subject: candidate.subject,
                     request_id: candidate.request_id,
                 }));
@@ -192,11 +226,11 @@ impl Storage {
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
         let (status, result, error) = match outcome {
-            Ok(result) => ("succeeded", Some(result), None),
-            Err(error) => ("failed", None, Some(error)),
+            Ok(result) => (TaskStatus::Succeeded, Some(result), None),
+            Err(error) => (TaskStatus::Failed, None, Some(error)),
         };
         tasks::Entity::update_many()
-            .col_expr(tasks::Column::Status, Expr::value(status))
+            .col_expr(tasks::Column::Status, Expr::value(status.as_str()))
             .col_expr(tasks::Column::Result, Expr::value(result))
             .col_expr(tasks::Column::Error, Expr::value(error))
             .col_expr(tasks::Column::Subject, Expr::value(Option::<String>::None))
@@ -210,20 +244,5 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         Ok(())
-    }
-}
-
-fn task_record(model: tasks::Model) -> TaskRecord {
-    TaskRecord {
-        id: model.id,
-        kind: model.kind,
-        status: model.status,
-        progress_done: model.progress_done,
-        progress_total: model.progress_total,
-        result: model.result,
-        error: model.error,
-        request_id: model.request_id,
-        created_at: model.created_at,
-        updated_at: model.updated_at,
     }
 }

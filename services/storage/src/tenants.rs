@@ -1,39 +1,14 @@
 //! Organizations, projects, console accounts and project API keys; the credential checks
 //! that turn a presented API key (or a verified console session) into a `ProjectScope`.
 
+use crate::MaintenanceStore;
+use crate::api_keys::ApiKeyPepper;
 use crate::entities::{console_accounts, organizations, projects};
 use crate::{Storage, StorageError};
 use chrono::Utc;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
-use hmac::{Hmac, Mac};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
-use sha2::Sha256;
-
-/// Server-side secret mixed into API key hashes (HMAC-SHA-256), so a leaked database alone
-/// does not allow offline guessing of key secrets.
-#[derive(Clone)]
-pub struct ApiKeyPepper(Vec<u8>);
-
-impl ApiKeyPepper {
-    pub fn new(secret_bytes: Vec<u8>) -> Self {
-        Self(secret_bytes)
-    }
-
-    pub(crate) fn hash_secret(&self, secret: &str) -> String {
-        // HMAC accepts keys of any length, so this cannot fail.
-        let mut mac =
-            <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
-        mac.update(secret.as_bytes());
-        hex::encode(mac.finalize().into_bytes())
-    }
-}
-
-impl std::fmt::Debug for ApiKeyPepper {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ApiKeyPepper(***)")
-    }
-}
 
 /// What a first start creates, returned once so it can be shown to the operator.
 #[derive(Clone, Debug)]
@@ -50,13 +25,24 @@ pub struct ProjectRecord {
     pub name: String,
 }
 
-#[derive(Clone, Debug)]
+/// A console account as stored. Its `Debug` leaves the password hash out.
+#[derive(Clone)]
 pub struct ConsoleAccountRecord {
     pub id: ConsoleAccountId,
     pub organization_id: OrganizationId,
     pub email: String,
     pub password_hash: String,
-    pub role: String,
+    pub role: engram_core::ConsoleRole,
+}
+
+impl std::fmt::Debug for ConsoleAccountRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsoleAccountRecord")
+            .field("id", &self.id)
+            .field("organization_id", &self.organization_id)
+            .field("role", &self.role)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Storage {
@@ -95,7 +81,7 @@ impl Storage {
             organization_id: Set(organization_id.as_uuid()),
             email: Set(console_email.to_lowercase()),
             password_hash: Set(console_password_hash.to_string()),
-            role: Set("owner".to_string()),
+            role: Set(engram_core::ConsoleRole::Owner.as_str().to_string()),
             created_at: Set(now),
         })
         .exec(&transaction)
@@ -130,28 +116,6 @@ impl Storage {
         let created = insert_project_with_key(&transaction, organization_id, name, pepper).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(created)
-    }
-
-    /// Every project's scope, for system work that spans tenants one project at a time (the
-    /// index reconciler). Never reachable from a request: no credential is involved.
-    pub async fn all_project_scopes_for_maintenance(
-        &self,
-    ) -> Result<Vec<ProjectScope>, StorageError> {
-        let all_projects = projects::Entity::find()
-            .order_by_asc(projects::Column::Id)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(all_projects
-            .into_iter()
-            .map(|project| {
-                // The system itself is the verified actor here.
-                ProjectScope::from_verified_credential(
-                    OrganizationId::from_uuid(project.organization_id),
-                    ProjectId::from_uuid(project.id),
-                )
-            })
-            .collect())
     }
 
     /// The organization created at bootstrap (the embedded default has exactly one).
@@ -354,26 +318,6 @@ impl Storage {
         Ok(found.into_iter().map(project_record).collect())
     }
 
-    /// The scope of a project named by an erasure ledger line (written under a verified
-    /// scope, read back after a restore); `None` when no such project is in the organization.
-    pub async fn project_scope_for_erasure_ledger(
-        &self,
-        organization_id: OrganizationId,
-        project_id: ProjectId,
-    ) -> Result<Option<ProjectScope>, StorageError> {
-        let found = projects::Entity::find_by_id(project_id.as_uuid())
-            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
-            .one(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(found.map(|project| {
-            ProjectScope::from_verified_credential(
-                OrganizationId::from_uuid(project.organization_id),
-                ProjectId::from_uuid(project.id),
-            )
-        }))
-    }
-
     /// The scope of `project_id` for a console account of `organization_id` whose session was
     /// verified; `None` when the project belongs to another organization.
     pub async fn project_scope_for_console_account(
@@ -457,7 +401,7 @@ fn account_record(model: console_accounts::Model) -> ConsoleAccountRecord {
         organization_id: OrganizationId::from_uuid(model.organization_id),
         email: model.email,
         password_hash: model.password_hash,
-        role: model.role,
+        role: engram_core::ConsoleRole::from_stored(&model.role),
     }
 }
 
@@ -466,5 +410,47 @@ fn project_record(model: projects::Model) -> ProjectRecord {
         id: ProjectId::from_uuid(model.id),
         organization_id: OrganizationId::from_uuid(model.organization_id),
         name: model.name,
+    }
+}
+
+impl MaintenanceStore {
+    /// Every project's scope, for system work that spans tenants one project at a time (the
+    /// index reconciler). Never reachable from a request: no credential is involved.
+    pub async fn all_project_scopes(&self) -> Result<Vec<ProjectScope>, StorageError> {
+        let all_projects = projects::Entity::find()
+            .order_by_asc(projects::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(all_projects
+            .into_iter()
+            .map(|project| {
+                // The system itself is the verified actor here.
+                ProjectScope::from_verified_credential(
+                    OrganizationId::from_uuid(project.organization_id),
+                    ProjectId::from_uuid(project.id),
+                )
+            })
+            .collect())
+    }
+
+    /// The scope of a project named by an erasure ledger line (written under a verified
+    /// scope, read back after a restore); `None` when no such project is in the organization.
+    pub async fn project_scope_for_erasure_ledger(
+        &self,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+    ) -> Result<Option<ProjectScope>, StorageError> {
+        let found = projects::Entity::find_by_id(project_id.as_uuid())
+            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(found.map(|project| {
+            ProjectScope::from_verified_credential(
+                OrganizationId::from_uuid(project.organization_id),
+                ProjectId::from_uuid(project.id),
+            )
+        }))
     }
 }

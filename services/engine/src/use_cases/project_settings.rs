@@ -131,8 +131,7 @@ impl MemoryEngine {
             .storage
             .update_project_settings(scope, &settings, principal.actor())
             .await?;
-        self.spaces.forget_project(scope.project_id());
-        self.recall_events.forget_project(scope.project_id());
+        self.forget_project_settings(scope.project_id());
         Ok(saved)
     }
 }

@@ -78,8 +78,7 @@ impl MemoryEngine {
             .put_retrieval_profile(principal.scope(), &request.name, tuning.to_json(), share)
             .await
             .map_err(crate::use_cases::conflict_on_refusal)?;
-        self.recall_events
-            .forget_project(principal.scope().project_id());
+        self.forget_project_settings(principal.scope().project_id());
         Ok(saved)
     }
 
@@ -94,8 +93,7 @@ impl MemoryEngine {
             .delete_retrieval_profile(principal.scope(), name)
             .await
             .map_err(crate::use_cases::conflict_on_refusal)?;
-        self.recall_events
-            .forget_project(principal.scope().project_id());
+        self.forget_project_settings(principal.scope().project_id());
         if deleted {
             Ok(())
         } else {

@@ -56,7 +56,7 @@ impl MemoryEngine {
             .storage
             .set_spend_limits(principal.scope(), &limits, principal.actor())
             .await?;
-        self.spend_guard.remember(principal.scope(), saved.clone());
+        self.forget_project_settings(principal.scope().project_id());
         self.spend_limits_report(principal, saved).await
     }
 }
