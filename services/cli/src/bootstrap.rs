@@ -3,10 +3,11 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use engram_gateway::auth::hash_password;
+use engram_engine::console_credentials::hash_password;
 use engram_storage::{ApiKeyPepper, Storage};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Serialize;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -54,9 +55,12 @@ pub struct ServerSecrets {
 
 /// The deployment's secrets: from `ENGRAM_SERVER_SECRET` when given (every gateway of a
 /// deployment shares it), else from the data dir's file, created on first start.
-pub fn server_secrets(explicit_secret: Option<&str>, data_dir: &Path) -> Result<ServerSecrets> {
-    if let Some(text) = explicit_secret {
-        return ServerSecrets::from_hex(text)
+pub fn server_secrets(
+    explicit_secret: Option<&SecretString>,
+    data_dir: &Path,
+) -> Result<ServerSecrets> {
+    if let Some(secret) = explicit_secret {
+        return ServerSecrets::from_hex(secret.expose_secret())
             .context("ENGRAM_SERVER_SECRET must be 64 hex characters (32 random bytes, e.g. `openssl rand -hex 32`)");
     }
     load_or_create_server_secrets(data_dir)
@@ -161,14 +165,14 @@ pub async fn bootstrap_if_empty(
 pub struct CreateProjectArgs {
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: Option<secrecy::SecretString>,
     /// Use the database even if it could lose acknowledged writes (as `serve` would).
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
     /// The deployment's secret (as the gateways have it); default: the data dir's.
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
-    pub server_secret: Option<String>,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = crate::config::secret)]
+    pub server_secret: Option<SecretString>,
     /// Name of the new project.
     #[arg(long)]
     pub name: String,
@@ -195,9 +199,11 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         arguments.data_dir.display(),
         arguments.data_dir.display()
     );
-    let secrets = server_secrets(arguments.server_secret.as_deref(), &arguments.data_dir)?;
-    let database_url =
-        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let secrets = server_secrets(arguments.server_secret.as_ref(), &arguments.data_dir)?;
+    let database_url = crate::config::database_url_for(
+        crate::config::exposed(&arguments.database_url).as_deref(),
+        &arguments.data_dir,
+    );
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let organization_id = storage
@@ -228,12 +234,12 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
 pub struct CreateOrganizationArgs {
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: Option<secrecy::SecretString>,
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
-    pub server_secret: Option<String>,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = crate::config::secret)]
+    pub server_secret: Option<SecretString>,
     /// Name of the new organization.
     #[arg(long)]
     pub name: String,
@@ -269,9 +275,11 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
         arguments.owner_email.contains('@') && arguments.owner_email.len() <= 254,
         "--owner-email must be an e-mail address"
     );
-    let secrets = server_secrets(arguments.server_secret.as_deref(), &arguments.data_dir)?;
-    let database_url =
-        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let secrets = server_secrets(arguments.server_secret.as_ref(), &arguments.data_dir)?;
+    let database_url = crate::config::database_url_for(
+        crate::config::exposed(&arguments.database_url).as_deref(),
+        &arguments.data_dir,
+    );
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let console_password = new_console_password();
@@ -322,8 +330,8 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
 pub struct CreateMemberArgs {
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: Option<secrecy::SecretString>,
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
     /// The organization; default: the first one (the embedded default has exactly one).
@@ -360,8 +368,10 @@ pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
         email.contains('@') && email.len() <= 254,
         "--email must be an e-mail address"
     );
-    let database_url =
-        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let database_url = crate::config::database_url_for(
+        crate::config::exposed(&arguments.database_url).as_deref(),
+        &arguments.data_dir,
+    );
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let organization_id = match &arguments.organization_id {

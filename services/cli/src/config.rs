@@ -1,7 +1,9 @@
 //! One typed configuration for every role (`serve`, `gateway`, `worker`), read from flags and
 //! `ENGRAM_*` variables, checked for the role, and printed at start with secrets masked.
 
+pub use crate::roles::Role;
 use clap::Args;
+use secrecy::{ExposeSecret, SecretString};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -21,9 +23,10 @@ pub struct ServeArgs {
     /// taken is an error.
     #[arg(long, env = "ENGRAM_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Metadata database; default: SQLite file `engram.db` in the data dir.
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    /// Metadata database; default: SQLite file `engram.db` in the data dir. A secret: its
+    /// password is printed masked.
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = secret)]
+    pub database_url: Option<SecretString>,
     /// Folder with model.onnx (all-MiniLM-L6-v2, int8) and tokenizer.json; default
     /// .cache/minilm-int8, installed by `make setup`.
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
@@ -135,8 +138,8 @@ pub struct ServeArgs {
     /// 64 hex characters from which API-key hashing and console-session signing keys are
     /// derived. Every gateway of a deployment needs the same one; `serve` keeps its own in
     /// the data dir when this is not set.
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
-    pub server_secret: Option<String>,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = secret)]
+    pub server_secret: Option<SecretString>,
     #[command(flatten)]
     pub qdrant: QdrantArgs,
     #[command(flatten)]
@@ -163,8 +166,8 @@ pub struct EmbeddingArgs {
     /// Length of the provider's vectors (checked on every answer).
     #[arg(long, env = "ENGRAM_EMBEDDING_DIMENSION", default_value_t = 1536)]
     pub embedding_dimension: usize,
-    #[arg(long, env = "ENGRAM_EMBEDDING_API_KEY", hide_env_values = true)]
-    pub embedding_api_key: Option<String>,
+    #[arg(long, env = "ENGRAM_EMBEDDING_API_KEY", hide_env_values = true, value_parser = secret)]
+    pub embedding_api_key: Option<SecretString>,
     /// Deadline of one request, in seconds.
     #[arg(long, env = "ENGRAM_EMBEDDING_TIMEOUT_SECS", default_value_t = 30)]
     pub embedding_timeout_secs: u64,
@@ -204,14 +207,14 @@ pub struct EmbeddingProviderConfig {
     pub base_url: String,
     pub model: String,
     pub dimension: usize,
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     pub timeout: Duration,
 }
 
 impl EmbeddingProviderConfig {
     pub fn options(&self) -> engram_embed::OpenAiCompatibleOptions {
         engram_embed::OpenAiCompatibleOptions {
-            api_key: self.api_key.clone(),
+            api_key: exposed(&self.api_key),
             request_timeout: self.timeout,
             ..engram_embed::OpenAiCompatibleOptions::new(
                 self.base_url.clone(),
@@ -233,8 +236,8 @@ pub struct LlmArgs {
     /// Model name sent with every call and recorded with its tokens.
     #[arg(long, env = "ENGRAM_LLM_MODEL", default_value = "gpt-4o-mini")]
     pub llm_model: String,
-    #[arg(long, env = "ENGRAM_LLM_API_KEY", hide_env_values = true)]
-    pub llm_api_key: Option<String>,
+    #[arg(long, env = "ENGRAM_LLM_API_KEY", hide_env_values = true, value_parser = secret)]
+    pub llm_api_key: Option<SecretString>,
     /// Deadline of one attempt, in seconds (three attempts on 429, 5xx or network errors).
     #[arg(long, env = "ENGRAM_LLM_TIMEOUT_SECS", default_value_t = 60)]
     pub llm_timeout_secs: u64,
@@ -264,8 +267,8 @@ pub struct QdrantArgs {
     /// index in the data dir (`serve` only; `gateway` and `worker` require it).
     #[arg(long, env = "QDRANT_URL")]
     pub qdrant_url: Option<String>,
-    #[arg(long, env = "QDRANT_API_KEY", hide_env_values = true)]
-    pub qdrant_api_key: Option<String>,
+    #[arg(long, env = "QDRANT_API_KEY", hide_env_values = true, value_parser = secret)]
+    pub qdrant_api_key: Option<SecretString>,
     /// Collections are named `<prefix>_<embedding model>`.
     #[arg(
         long,
@@ -306,27 +309,6 @@ impl QdrantArgs {
     }
 }
 
-/// Which part of the system this process runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// API, console, indexer and reconciler in one process (`engram serve`).
-    AllInOne,
-    /// API and console only; any number run behind a load balancer (`engram gateway`).
-    Gateway,
-    /// Outbox indexer, reconciler and tombstone purge; any number run at once (`engram worker`).
-    Worker,
-}
-
-impl Role {
-    pub fn command_name(self) -> &'static str {
-        match self {
-            Role::AllInOne => "serve",
-            Role::Gateway => "gateway",
-            Role::Worker => "worker",
-        }
-    }
-}
-
 /// Where vectors live.
 #[derive(Clone, Debug)]
 pub enum IndexBackend {
@@ -352,7 +334,6 @@ pub struct EngramConfig {
     pub console_assets: PathBuf,
     pub index_backend: IndexBackend,
     pub index_wait: Duration,
-    pub reconcile_interval: Duration,
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: u32,
     pub end_user_rate_limit_burst: u32,
@@ -360,17 +341,11 @@ pub struct EngramConfig {
     pub console_signing_key_version: u32,
     pub cors_allowed_origins: Vec<String>,
     pub allow_unsafe_durability: bool,
-    pub tombstone_retention: Duration,
-    pub retention_sweep_interval: Duration,
-    pub usage_sample_interval: Duration,
-    /// `None`: no scheduled consolidation.
-    pub consolidation_interval: Option<Duration>,
-    /// How often scheduled evaluations are looked for (and expired recall events purged).
-    pub evaluation_check_interval: Duration,
-    pub consolidation_limits: engram_engine::consolidation::ConsolidationLimits,
+    /// The background jobs' intervals and retention (the worker crate's part).
+    pub jobs: engram_worker::JobSettings,
     pub erasure_ledger: PathBuf,
     pub metering: bool,
-    pub server_secret: Option<String>,
+    pub server_secret: Option<SecretString>,
     pub llm: Option<LlmConfig>,
     /// `None`: the local model.
     pub embedding_provider: Option<EmbeddingProviderConfig>,
@@ -382,7 +357,7 @@ pub struct EngramConfig {
 pub struct LlmConfig {
     pub base_url: String,
     pub model: String,
-    pub api_key: Option<String>,
+    pub api_key: Option<SecretString>,
     pub timeout: Duration,
     pub prompts_dir: Option<PathBuf>,
 }
@@ -399,12 +374,26 @@ impl LlmConfig {
         Ok(engram_engine::llm::LlmSettings {
             base_url: self.base_url.clone(),
             model: self.model.clone(),
-            api_key: self.api_key.clone(),
+            api_key: exposed(&self.api_key),
             request_timeout: self.timeout,
             max_attempts: 3,
             prompts,
         })
     }
+}
+
+/// A secret as clap reads it: kept in a `SecretString`, which neither `Debug` nor `Display`
+/// can print, so no log line or error can carry it by accident.
+pub fn secret(text: &str) -> Result<SecretString, std::convert::Infallible> {
+    Ok(SecretString::from(text.to_string()))
+}
+
+/// The secret's text, where it is handed to the library that uses it (an HTTP client's
+/// header, a key derivation) and nowhere else.
+pub fn exposed(secret: &Option<SecretString>) -> Option<String> {
+    secret
+        .as_ref()
+        .map(|secret| secret.expose_secret().to_string())
 }
 
 /// Where Prometheus finds `/metrics` unless told otherwise (the scrape config in `infra/`).
@@ -463,11 +452,14 @@ impl EngramConfig {
     }
 
     pub fn resolve(arguments: &ServeArgs, role: Role) -> Self {
-        let database_url = database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+        let database_url = database_url_for(
+            exposed(&arguments.database_url).as_deref(),
+            &arguments.data_dir,
+        );
         let index_backend = match &arguments.qdrant.qdrant_url {
             Some(url) => IndexBackend::Cluster(engram_index::QdrantClusterOptions {
                 url: url.clone(),
-                api_key: arguments.qdrant.qdrant_api_key.clone(),
+                api_key: exposed(&arguments.qdrant.qdrant_api_key),
                 collection_prefix: arguments.qdrant.qdrant_collection_prefix.clone(),
                 shard_number: arguments.qdrant.qdrant_shard_number.max(1),
                 replication_factor: arguments.qdrant.qdrant_replication_factor.max(1),
@@ -519,7 +511,6 @@ impl EngramConfig {
             console_assets,
             index_backend,
             index_wait: Duration::from_millis(arguments.index_wait_ms),
-            reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
             rate_limit_burst: arguments.rate_limit_burst,
             rate_limit_per_second: arguments.rate_limit_per_second,
             end_user_rate_limit_burst: arguments.end_user_rate_limit_burst,
@@ -532,23 +523,29 @@ impl EngramConfig {
                 .filter(|origin| !origin.is_empty())
                 .collect(),
             allow_unsafe_durability: arguments.allow_unsafe_durability,
-            tombstone_retention: Duration::from_secs(
-                arguments.tombstone_retention_hours.saturating_mul(3600),
-            ),
-            retention_sweep_interval: Duration::from_secs(
-                arguments.retention_sweep_interval_secs.max(1),
-            ),
-            usage_sample_interval: Duration::from_secs(arguments.usage_sample_interval_secs.max(1)),
-            evaluation_check_interval: Duration::from_secs(
-                arguments.evaluation_check_interval_secs.max(1),
-            ),
-            consolidation_interval: (arguments.consolidation_interval_secs > 0)
-                .then(|| Duration::from_secs(arguments.consolidation_interval_secs)),
-            consolidation_limits: engram_engine::consolidation::ConsolidationLimits {
-                compact_after: chrono::Duration::seconds(
-                    i64::try_from(arguments.consolidation_compact_after_secs).unwrap_or(i64::MAX),
+            jobs: engram_worker::JobSettings {
+                reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
+                tombstone_retention: Duration::from_secs(
+                    arguments.tombstone_retention_hours.saturating_mul(3600),
                 ),
-                ..Default::default()
+                retention_sweep_interval: Duration::from_secs(
+                    arguments.retention_sweep_interval_secs.max(1),
+                ),
+                usage_sample_interval: Duration::from_secs(
+                    arguments.usage_sample_interval_secs.max(1),
+                ),
+                evaluation_check_interval: Duration::from_secs(
+                    arguments.evaluation_check_interval_secs.max(1),
+                ),
+                consolidation_interval: (arguments.consolidation_interval_secs > 0)
+                    .then(|| Duration::from_secs(arguments.consolidation_interval_secs)),
+                consolidation_limits: engram_engine::consolidation::ConsolidationLimits {
+                    compact_after: chrono::Duration::seconds(
+                        i64::try_from(arguments.consolidation_compact_after_secs)
+                            .unwrap_or(i64::MAX),
+                    ),
+                    ..Default::default()
+                },
             },
             erasure_ledger: arguments
                 .erasure_ledger
@@ -682,18 +679,55 @@ pub fn mask_database_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let Some((credentials, host)) = rest.split_once('@') else {
-        return url.to_string();
+    // The user info ends at the last `@` (a password may hold `?`, `/` or `@` unencoded);
+    // when a query holds an `@`, more is masked than needed, never less.
+    let (credentials, location) = match rest.rsplit_once('@') {
+        Some((credentials, location)) => (Some(credentials), location),
+        None => (None, rest),
     };
-    match credentials.split_once(':') {
-        Some((user, _secret)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
+    let mut masked = format!("{scheme}://");
+    if let Some(credentials) = credentials {
+        match credentials.split_once(':') {
+            Some((user, _password)) => masked.push_str(&format!("{user}:***@")),
+            None => masked.push_str(&format!("{credentials}@")),
+        }
     }
+    // A password may also come as a query parameter (`?password=…`, libpq style).
+    match location.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((name, _)) if name.eq_ignore_ascii_case("password") => {
+                        format!("{name}=***")
+                    }
+                    _ => pair.to_string(),
+                })
+                .collect();
+            masked.push_str(&format!("{path}?{}", query.join("&")));
+        }
+        None => masked.push_str(location),
+    }
+    masked
 }
 
 impl fmt::Display for EngramConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "  role            {}", self.role.command_name())?;
+        let doors: Vec<&str> = self
+            .role
+            .front_doors()
+            .iter()
+            .map(|door| door.name())
+            .collect();
+        writeln!(f, "  front doors     {}", doors.join(", "))?;
+        let jobs: Vec<&str> = self
+            .role
+            .background_jobs(&self.jobs)
+            .into_iter()
+            .map(crate::roles::BackgroundJob::name)
+            .collect();
+        writeln!(f, "  jobs            {}", jobs.join(", "))?;
         writeln!(f, "  data_dir        {}", self.data_dir.display())?;
         writeln!(f, "  listen          {}", self.listen)?;
         writeln!(f, "  metrics_listen  {}", self.metrics_listen)?;
@@ -737,7 +771,7 @@ impl fmt::Display for EngramConfig {
         writeln!(
             f,
             "  reconcile_every {} s",
-            self.reconcile_interval.as_secs()
+            self.jobs.reconcile_interval.as_secs()
         )?;
         writeln!(
             f,
@@ -766,31 +800,31 @@ impl fmt::Display for EngramConfig {
         writeln!(
             f,
             "  tombstones kept {} h",
-            self.tombstone_retention.as_secs() / 3600
+            self.jobs.tombstone_retention.as_secs() / 3600
         )?;
         writeln!(
             f,
             "  retention_sweep every {} s",
-            self.retention_sweep_interval.as_secs()
+            self.jobs.retention_sweep_interval.as_secs()
         )?;
         writeln!(
             f,
             "  usage_sample every {} s",
-            self.usage_sample_interval.as_secs()
+            self.jobs.usage_sample_interval.as_secs()
         )?;
-        match self.consolidation_interval {
+        match self.jobs.consolidation_interval {
             Some(interval) => write!(f, "  consolidation   every {} s", interval.as_secs())?,
             None => write!(f, "  consolidation   on request only")?,
         }
         writeln!(
             f,
             ", compacts episodes older than {} s (with an LLM)",
-            self.consolidation_limits.compact_after.num_seconds()
+            self.jobs.consolidation_limits.compact_after.num_seconds()
         )?;
         writeln!(
             f,
             "  evaluations     scheduled runs looked for every {} s",
-            self.evaluation_check_interval.as_secs()
+            self.jobs.evaluation_check_interval.as_secs()
         )?;
         writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
         writeln!(
@@ -861,6 +895,77 @@ mod tests {
             mask_database_url("sqlite:///tmp/x.db?mode=rwc"),
             "sqlite:///tmp/x.db?mode=rwc"
         );
+        assert_eq!(
+            mask_database_url("postgres://db/engram?user=engram&password=hunter2&sslmode=require"),
+            "postgres://db/engram?user=engram&password=***&sslmode=require"
+        );
+        // Unencoded `?` and `@` in a password are masked with it.
+        assert_eq!(
+            mask_database_url("postgres://engram:p?ss@wo@rd@db:5432/engram"),
+            "postgres://engram:***@db:5432/engram"
+        );
+    }
+
+    #[derive(clap::Parser, Debug)]
+    struct Serve {
+        #[command(flatten)]
+        arguments: ServeArgs,
+    }
+
+    /// Secrets read from flags or the environment reach neither a `Debug` print of the
+    /// arguments nor the configuration printed at start.
+    #[test]
+    fn secrets_cannot_be_printed_by_accident() {
+        use clap::Parser;
+        let secrets = [
+            "5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e5e7e",
+            "sk-llm-secret-value",
+            "sk-embedding-secret-value",
+            "qdrant-secret-value",
+            "hunter2",
+        ];
+        let serve = Serve::try_parse_from([
+            "serve",
+            "--server-secret",
+            secrets[0],
+            "--llm-base-url",
+            "http://127.0.0.1:9/v1",
+            "--llm-api-key",
+            secrets[1],
+            "--embedding-base-url",
+            "http://127.0.0.1:9/v1",
+            "--embedding-api-key",
+            secrets[2],
+            "--qdrant-url",
+            "http://127.0.0.1:6334",
+            "--qdrant-api-key",
+            secrets[3],
+            "--database-url",
+            "postgres://engram:hunter2@127.0.0.1/engram",
+        ])
+        .unwrap();
+        let arguments_printed = format!("{serve:?}");
+        let config = EngramConfig::resolve(&serve.arguments, Role::Gateway);
+        let config_printed = config.to_string();
+        for secret in secrets {
+            assert!(
+                !arguments_printed.contains(secret),
+                "Debug printed {secret}"
+            );
+            assert!(
+                !config_printed.contains(secret),
+                "the start-up print has {secret}"
+            );
+        }
+        // The values are still there for the code that uses them.
+        assert_eq!(
+            config
+                .server_secret
+                .as_ref()
+                .map(|secret| secret.expose_secret().to_string()),
+            Some(secrets[0].to_string())
+        );
+        assert!(config_printed.contains("server_secret   ***"));
     }
 }
 

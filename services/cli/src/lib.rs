@@ -5,9 +5,11 @@
 mod bench;
 pub mod bootstrap;
 pub mod config;
+pub mod data_dir_lock;
 pub mod maintenance;
 pub mod pricing;
 mod recall_bench;
+pub mod roles;
 pub mod server;
 mod speed_bench;
 pub mod telemetry;

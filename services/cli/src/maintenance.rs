@@ -1,54 +1,21 @@
-//! Offline maintenance of a data dir: the lock that gives one process the data dir, and
-//! `engram admin reconcile`, which repairs the vector index from the database.
+//! Offline maintenance: `engram migrate`, and `engram admin reconcile`, which repairs the
+//! vector index from the database while the data dir is locked.
 
+use crate::data_dir_lock::DataDirLock;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use engram_engine::IndexApplier;
 use engram_index::VectorIndex;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::fs::{File, OpenOptions, TryLockError};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
-
-const LOCK_FILE: &str = "engram.lock";
-
-/// Exclusive use of a data dir. The in-process index must never be opened by two processes,
-/// so `engram serve` and offline admin commands that open it hold this for their lifetime;
-/// the operating system releases it when the process ends, even by SIGKILL.
-pub struct DataDirLock {
-    _file: File,
-}
-
-impl DataDirLock {
-    pub fn acquire(data_dir: &Path) -> Result<Self> {
-        std::fs::create_dir_all(data_dir)
-            .with_context(|| format!("cannot create data dir {}", data_dir.display()))?;
-        let path = data_dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Self { _file: file }),
-            Err(TryLockError::WouldBlock) => bail!(
-                "the data dir {} is in use by another engram process (a running `engram serve`?); stop it first",
-                data_dir.display()
-            ),
-            Err(TryLockError::Error(error)) => {
-                Err(error).with_context(|| format!("cannot lock {}", path.display()))
-            }
-        }
-    }
-}
 
 #[derive(Debug, Args)]
 pub struct ReconcileArgs {
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: Option<secrecy::SecretString>,
     /// Use the database even if it could lose acknowledged writes (as `serve` would).
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
@@ -62,8 +29,10 @@ pub struct ReconcileArgs {
 /// the index and repair missing, stale and orphaned points, showing progress per project.
 pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
     let _lock = DataDirLock::acquire(&arguments.data_dir)?;
-    let database_url =
-        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let database_url = crate::config::database_url_for(
+        crate::config::exposed(&arguments.database_url).as_deref(),
+        &arguments.data_dir,
+    );
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     // Every project's points go to the index of its embedding space; nothing is embedded here.
@@ -84,7 +53,9 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
         .open_deployment_index()
         .await
         .context("cannot open the vector index")?;
-    spaces.check_stored_vectors().await?;
+    spaces
+        .check_stored_vectors(&engram_storage::MaintenanceStore::new(storage.clone()))
+        .await?;
     let index: Arc<dyn VectorIndex> = Arc::new(
         engram_engine::embedding_spaces::RoutedVectorIndex::new(spaces),
     );
@@ -117,8 +88,8 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
     /// The database to bring up to date (`postgres://…` or `sqlite://…`).
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: String,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: secrecy::SecretString,
     /// Migrate even if the database could lose acknowledged writes.
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
@@ -127,28 +98,32 @@ pub struct MigrateArgs {
     /// deployment's ENGRAM_SERVER_SECRET, so the gateways accept the key.
     #[arg(long, env = "ENGRAM_BOOTSTRAP_FILE")]
     pub bootstrap_file: Option<PathBuf>,
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true)]
-    pub server_secret: Option<String>,
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = crate::config::secret)]
+    pub server_secret: Option<secrecy::SecretString>,
 }
 
 /// `engram migrate`: apply pending schema migrations and exit (the deployment's migration
 /// step; `engram serve` also migrates at start). Safe to run again: nothing left to apply.
 pub async fn migrate_command(arguments: MigrateArgs) -> Result<()> {
-    let storage =
-        crate::config::open_storage(&arguments.database_url, arguments.allow_unsafe_durability)
-            .await
-            .context("cannot migrate the database")?;
+    let storage = crate::config::open_storage(
+        secrecy::ExposeSecret::expose_secret(&arguments.database_url),
+        arguments.allow_unsafe_durability,
+    )
+    .await
+    .context("cannot migrate the database")?;
     println!(
         "{} schema is up to date ({} migrations applied in all)",
         storage.backend_name(),
         storage.applied_migration_count().await?
     );
     if let Some(bootstrap_file) = &arguments.bootstrap_file {
-        let Some(server_secret) = arguments.server_secret.as_deref() else {
+        let Some(server_secret) = arguments.server_secret.as_ref() else {
             bail!("--bootstrap-file needs ENGRAM_SERVER_SECRET (the gateways' secret)");
         };
-        let secrets = crate::bootstrap::ServerSecrets::from_hex(server_secret)
-            .context("ENGRAM_SERVER_SECRET must be 64 hex characters")?;
+        let secrets = crate::bootstrap::ServerSecrets::from_hex(
+            secrecy::ExposeSecret::expose_secret(server_secret),
+        )
+        .context("ENGRAM_SERVER_SECRET must be 64 hex characters")?;
         match crate::bootstrap::bootstrap_if_empty(&storage, bootstrap_file, &secrets).await? {
             Some(_) => println!(
                 "created the first organization; its credentials are in {} (shown nowhere else)",

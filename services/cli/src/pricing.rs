@@ -11,8 +11,8 @@ use std::path::PathBuf;
 pub struct SetPriceArgs {
     #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL")]
-    pub database_url: Option<String>,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
+    pub database_url: Option<secrecy::SecretString>,
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
     pub allow_unsafe_durability: bool,
     /// `memories_written` or `searches`.
@@ -85,8 +85,10 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         ),
         None => None,
     };
-    let database_url =
-        crate::config::database_url_for(arguments.database_url.as_deref(), &arguments.data_dir);
+    let database_url = crate::config::database_url_for(
+        crate::config::exposed(&arguments.database_url).as_deref(),
+        &arguments.data_dir,
+    );
     let storage =
         crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
     let entry = PriceEntry {

@@ -5,9 +5,9 @@ use crate::bootstrap::{self, ServerSecrets};
 use crate::config::{EngramConfig, IndexBackend, Role, ServeArgs};
 use anyhow::{Context, Result};
 use engram_embed::Embedder;
+use engram_engine::console_credentials::ConsoleSessionKeys;
 use engram_engine::{EngineSettings, MemoryEngine};
 use engram_gateway::AppState;
-use engram_gateway::auth::ConsoleSessionKeys;
 use engram_index::VectorIndex;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 /// Console access tokens live 15 minutes; the session (renewed through its rotating refresh
-/// token) lasts `engram_gateway::console::CONSOLE_SESSION_LIFETIME`.
+/// token) lasts `engram_engine::CONSOLE_SESSION_LIFETIME`.
 const CONSOLE_ACCESS_TOKEN_LIFETIME: Duration = Duration::from_secs(15 * 60);
 
 /// A running API process (`serve` or `gateway`): its address and the handles a caller (the
@@ -35,7 +35,7 @@ pub struct EmbeddedServer {
     meter_flusher: Option<tokio::task::JoinHandle<()>>,
     admin_server: crate::telemetry::AdminServer,
     /// Held until the server value is dropped: one process per embedded index.
-    _data_dir_lock: Option<crate::maintenance::DataDirLock>,
+    _data_dir_lock: Option<crate::data_dir_lock::DataDirLock>,
 }
 
 /// Opens the index of one embedding model: a directory of the embedded engine beside the data
@@ -170,34 +170,10 @@ async fn open_embedding_spaces(
         .context("cannot open the vector index")?;
     // Vectors of two models cannot be compared: every project's data must be in the space
     // its setting names here (re-embedding a data set is not built yet).
-    spaces.check_stored_vectors().await?;
+    spaces
+        .check_stored_vectors(&engram_storage::MaintenanceStore::new(storage.clone()))
+        .await?;
     Ok(spaces)
-}
-
-/// Start the background loops that keep the index in step with the database.
-fn spawn_index_maintenance(
-    config: &EngramConfig,
-    applier: Arc<engram_engine::IndexApplier>,
-    storage: engram_storage::Storage,
-    shutdown_receiver: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(engram_worker::run_indexer(
-            applier.clone(),
-            shutdown_receiver.clone(),
-        )),
-        tokio::spawn(engram_worker::run_reconciler(
-            applier,
-            config.reconcile_interval,
-            shutdown_receiver.clone(),
-        )),
-        tokio::spawn(engram_worker::run_tombstone_purge(
-            storage,
-            config.tombstone_retention,
-            TOMBSTONE_PURGE_INTERVAL,
-            shutdown_receiver.clone(),
-        )),
-    ]
 }
 
 /// Where erasures are remembered (a file outside the database) and the subject digest key.
@@ -211,33 +187,6 @@ fn ledger_settings(
     }
 }
 
-/// The task runner (subject erasure), the usage sampler and the retention sweeper.
-fn spawn_governance_loops(
-    config: &EngramConfig,
-    governance: Arc<engram_engine::DataGovernance>,
-    shutdown_receiver: &watch::Receiver<bool>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
-        tokio::spawn(engram_worker::tasks::run_task_runner(
-            governance.clone(),
-            shutdown_receiver.clone(),
-        )),
-        tokio::spawn(engram_worker::usage_sampling::run_usage_sampler(
-            governance.storage().clone(),
-            config.usage_sample_interval,
-            shutdown_receiver.clone(),
-        )),
-        tokio::spawn(engram_worker::retention::run_retention_sweeper(
-            governance,
-            config.retention_sweep_interval,
-            shutdown_receiver.clone(),
-        )),
-    ]
-}
-
-/// Tombstones are purged hourly; their retention is counted in hours.
-const TOMBSTONE_PURGE_INTERVAL: Duration = Duration::from_secs(60 * 60);
-
 impl EmbeddedServer {
     /// `serve` (everything in one process) or `gateway` (API and console only), by
     /// `config.role`.
@@ -247,12 +196,14 @@ impl EmbeddedServer {
         let all_in_one = config.role == Role::AllInOne;
         let embedded_index = matches!(config.index_backend, IndexBackend::Embedded { .. });
         let data_dir_lock = if embedded_index {
-            Some(crate::maintenance::DataDirLock::acquire(&config.data_dir)?)
+            Some(crate::data_dir_lock::DataDirLock::acquire(
+                &config.data_dir,
+            )?)
         } else {
             None
         };
         let secrets: ServerSecrets =
-            bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
+            bootstrap::server_secrets(config.server_secret.as_ref(), &config.data_dir)?;
         let storage = crate::config::open_storage_for(config).await?;
         let bootstrap = if all_in_one {
             bootstrap::bootstrap_if_empty(
@@ -308,7 +259,6 @@ impl EmbeddedServer {
         );
 
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-        let mut background_tasks = Vec::new();
         if all_in_one {
             // Replay what a previous run acknowledged but did not index, then repair any
             // point the index lost (a crash can drop its last unflushed writes).
@@ -316,7 +266,10 @@ impl EmbeddedServer {
                 // This process is the only indexer of its data dir, so leases left in the
                 // outbox belong to a run that died: released instead of waited out. (With a
                 // cluster, other workers may hold live leases.)
-                let released = storage.release_all_outbox_claims().await?;
+                let released = engine
+                    .maintenance_store()
+                    .release_all_outbox_claims()
+                    .await?;
                 if released > 0 {
                     tracing::info!(released, "released outbox leases of a previous run");
                 }
@@ -341,64 +294,19 @@ impl EmbeddedServer {
                 orphaned = report.points_orphaned,
                 "index caught up with the database"
             );
-            background_tasks = spawn_index_maintenance(
-                config,
-                engine.applier(),
-                storage.clone(),
-                &shutdown_receiver,
-            );
-            background_tasks.extend(spawn_governance_loops(
-                config,
-                engine.governance().clone(),
-                &shutdown_receiver,
-            ));
         }
 
-        // File ingest and message derivation embed, so they run wherever the model is
-        // loaded: every gateway.
-        background_tasks.push(tokio::spawn(
-            engram_worker::file_ingest::run_file_ingest_runner(
-                engine.clone(),
-                shutdown_receiver.clone(),
-            ),
-        ));
-        background_tasks.push(tokio::spawn(
-            engram_worker::message_derivation::run_message_derivation_runner(
-                engine.clone(),
-                shutdown_receiver.clone(),
-            ),
-        ));
-        background_tasks.push(tokio::spawn(
-            engram_worker::consolidation::run_consolidation_runner(
-                engine.clone(),
-                config.consolidation_limits,
-                shutdown_receiver.clone(),
-            ),
-        ));
-        background_tasks.push(tokio::spawn(
-            engram_worker::evaluation::run_evaluation_runner(
-                engine.clone(),
-                shutdown_receiver.clone(),
-            ),
-        ));
-        background_tasks.push(tokio::spawn(
-            engram_worker::evaluation::run_evaluation_scheduler(
-                engine.storage().clone(),
-                engine.governance().task_queued.clone(),
-                config.evaluation_check_interval,
-                shutdown_receiver.clone(),
-            ),
-        ));
-        if let Some(interval) = config.consolidation_interval {
-            background_tasks.push(tokio::spawn(
-                engram_worker::consolidation::run_consolidation_scheduler(
-                    engine.storage().clone(),
-                    engine.governance().task_queued.clone(),
-                    interval,
-                    shutdown_receiver.clone(),
-                ),
-            ));
-        }
+        // This role's jobs, as its list names them.
+        let background_tasks = crate::roles::spawn_jobs(
+            &config.role.background_jobs(&config.jobs),
+            &crate::roles::JobParts {
+                applier: engine.applier(),
+                governance: engine.governance().clone(),
+                engine: Some(engine.clone()),
+            },
+            &config.jobs,
+            &shutdown_receiver,
+        )?;
 
         let credentials = engram_gateway::state::CredentialVerifier {
             engine: engine.clone(),
@@ -507,7 +415,7 @@ impl WorkerProcess {
         crate::telemetry::prometheus_handle()?;
         let storage = crate::config::open_storage_for(config).await?;
         let secrets: ServerSecrets =
-            bootstrap::server_secrets(config.server_secret.as_deref(), &config.data_dir)?;
+            bootstrap::server_secrets(config.server_secret.as_ref(), &config.data_dir)?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
         let spaces = open_embedding_spaces(config, &storage, false).await?;
         let index: Arc<dyn VectorIndex> = Arc::new(
@@ -552,13 +460,16 @@ impl WorkerProcess {
                 }
             })
         };
-        let mut background_tasks =
-            spawn_index_maintenance(config, applier.clone(), storage, &shutdown_receiver);
-        background_tasks.extend(spawn_governance_loops(
-            config,
-            governance,
+        let mut background_tasks = crate::roles::spawn_jobs(
+            &config.role.background_jobs(&config.jobs),
+            &crate::roles::JobParts {
+                applier: applier.clone(),
+                governance,
+                engine: None,
+            },
+            &config.jobs,
             &shutdown_receiver,
-        ));
+        )?;
         background_tasks.push(first_reconciliation);
         let mut admin_shutdown = shutdown_receiver;
         let admin_server = crate::telemetry::AdminServer::start(

@@ -3,11 +3,13 @@
 //! each project's near-duplicate memories, bounded per run, reporting what it did as the
 //! task's result.
 
+use crate::periodic::{FirstRun, Schedule, run_periodic};
 use chrono::Utc;
+use engram_core::TaskKind;
 use engram_core::usage::UsageUnit;
 use engram_engine::MemoryEngine;
-use engram_engine::consolidation::{CONSOLIDATION_TASK, ConsolidationLimits};
-use engram_storage::Storage;
+use engram_engine::consolidation::ConsolidationLimits;
+use engram_storage::MaintenanceStore;
 use engram_storage::tasks::ClaimedTask;
 use engram_storage::usage::UsageIncrement;
 use std::sync::Arc;
@@ -22,9 +24,9 @@ pub async fn run_consolidation_runner(
     shutdown: watch::Receiver<bool>,
 ) {
     crate::tasks::serve_tasks(
-        engine.storage().clone(),
+        engine.maintenance_store().clone(),
         engine.governance().task_queued.clone(),
-        &[CONSOLIDATION_TASK],
+        &[TaskKind::Consolidation],
         TASK_LEASE,
         shutdown,
         |task| {
@@ -64,13 +66,13 @@ async fn consolidate_claimed(
     })
     .collect();
     engine
-        .storage()
+        .maintenance_store()
         .add_usage(&increments)
         .await
         .map_err(|error| error.to_string())?;
     let examined = i64::try_from(report.examined).unwrap_or(i64::MAX);
     engine
-        .storage()
+        .maintenance_store()
         .task_progress(task.id, examined, examined, TASK_LEASE)
         .await
         .map_err(|error| error.to_string())?;
@@ -80,19 +82,18 @@ async fn consolidate_claimed(
 /// Queue a consolidation for every project each `interval` (the first one interval after
 /// start), unless the project has one queued or running.
 pub async fn run_consolidation_scheduler(
-    storage: Storage,
+    storage: MaintenanceStore,
     wake: Arc<Notify>,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
+    let schedule = Schedule {
+        name: "consolidation scheduler",
+        interval,
+        first_run: FirstRun::AfterInterval,
+    };
+    let (storage, wake) = (&storage, &wake);
+    run_periodic(schedule, shutdown, move || async move {
         match queue_consolidations(&storage).await {
             Ok(0) => {}
             Ok(queued) => {
@@ -103,18 +104,23 @@ pub async fn run_consolidation_scheduler(
                 tracing::warn!(%error, "cannot queue consolidations; retrying next period")
             }
         }
-    }
-    tracing::info!("consolidation scheduler stopped");
+    })
+    .await;
 }
 
-async fn queue_consolidations(storage: &Storage) -> Result<usize, engram_storage::StorageError> {
+async fn queue_consolidations(
+    storage: &MaintenanceStore,
+) -> Result<usize, engram_storage::StorageError> {
     let mut queued = 0;
-    for scope in storage.all_project_scopes_for_maintenance().await? {
-        if storage.open_task_exists(&scope, CONSOLIDATION_TASK).await? {
+    for scope in storage.all_project_scopes().await? {
+        if storage
+            .open_task_exists(&scope, TaskKind::Consolidation)
+            .await?
+        {
             continue;
         }
         storage
-            .create_task(&scope, CONSOLIDATION_TASK, None, None)
+            .create_task(&scope, TaskKind::Consolidation, None, None)
             .await?;
         queued += 1;
     }

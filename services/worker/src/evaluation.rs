@@ -3,11 +3,12 @@
 //! the next run of every scheduled set once its interval has passed, and purges recall
 //! events older than their project's retention.
 
+use crate::periodic::{FirstRun, Schedule, run_periodic};
 use chrono::Utc;
+use engram_core::TaskKind;
+use engram_core::recall::EvalTrigger;
 use engram_engine::MemoryEngine;
-use engram_engine::evaluation::EVALUATION_TASK;
-use engram_storage::Storage;
-use engram_storage::recall_quality::EvalTrigger;
+use engram_storage::MaintenanceStore;
 use engram_storage::tasks::ClaimedTask;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +18,9 @@ const TASK_LEASE: Duration = Duration::from_secs(600);
 
 pub async fn run_evaluation_runner(engine: Arc<MemoryEngine>, shutdown: watch::Receiver<bool>) {
     crate::tasks::serve_tasks(
-        engine.storage().clone(),
+        engine.maintenance_store().clone(),
         engine.governance().task_queued.clone(),
-        &[EVALUATION_TASK],
+        &[TaskKind::EvaluationRun],
         TASK_LEASE,
         shutdown,
         |task| {
@@ -34,7 +35,7 @@ async fn evaluate_claimed(
     engine: &MemoryEngine,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.storage();
+    let storage = engine.maintenance_store();
     let run_id = task
         .subject
         .as_deref()
@@ -96,19 +97,18 @@ async fn evaluate_claimed(
 /// Every `interval`: queue the due runs of scheduled sets, and purge recall events past
 /// their project's retention.
 pub async fn run_evaluation_scheduler(
-    storage: Storage,
+    storage: MaintenanceStore,
     wake: Arc<Notify>,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
+    let schedule = Schedule {
+        name: "evaluation scheduler",
+        interval,
+        first_run: FirstRun::AfterInterval,
+    };
+    let (storage, wake) = (&storage, &wake);
+    run_periodic(schedule, shutdown, move || async move {
         match queue_due_runs(&storage).await {
             Ok(0) => {}
             Ok(queued) => {
@@ -126,15 +126,17 @@ pub async fn run_evaluation_scheduler(
                 tracing::warn!(%error, "cannot purge recall events; retrying next period")
             }
         }
-    }
-    tracing::info!("evaluation scheduler stopped");
+    })
+    .await;
 }
 
 /// Queue one run of each set whose schedule is due; returns how many.
-pub async fn queue_due_runs(storage: &Storage) -> Result<usize, engram_storage::StorageError> {
+pub async fn queue_due_runs(
+    storage: &MaintenanceStore,
+) -> Result<usize, engram_storage::StorageError> {
     let now = Utc::now();
     let mut queued = 0;
-    for scope in storage.all_project_scopes_for_maintenance().await? {
+    for scope in storage.all_project_scopes().await? {
         for set in storage.eval_sets_due(&scope, now).await? {
             let profile = set
                 .profile
@@ -147,7 +149,7 @@ pub async fn queue_due_runs(storage: &Storage) -> Result<usize, engram_storage::
                     &profile,
                     None,
                     EvalTrigger::Scheduled,
-                    EVALUATION_TASK,
+                    TaskKind::EvaluationRun,
                     None,
                 )
                 .await?;
@@ -157,10 +159,12 @@ pub async fn queue_due_runs(storage: &Storage) -> Result<usize, engram_storage::
     Ok(queued)
 }
 
-async fn purge_recall_events(storage: &Storage) -> Result<u64, engram_storage::StorageError> {
+async fn purge_recall_events(
+    storage: &MaintenanceStore,
+) -> Result<u64, engram_storage::StorageError> {
     let now = Utc::now();
     let mut purged = 0;
-    for scope in storage.all_project_scopes_for_maintenance().await? {
+    for scope in storage.all_project_scopes().await? {
         purged += storage.purge_expired_recall_events(&scope, now).await?;
     }
     Ok(purged)

@@ -5,11 +5,14 @@ pub mod consolidation;
 pub mod evaluation;
 pub mod file_ingest;
 pub mod message_derivation;
+pub mod periodic;
 pub mod retention;
 pub mod tasks;
 pub mod usage_sampling;
 
+use crate::periodic::{FirstRun, Schedule, run_periodic};
 use engram_engine::IndexApplier;
+use engram_engine::consolidation::ConsolidationLimits;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -86,22 +89,36 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
     tracing::info!("indexer stopped");
 }
 
+/// How often each periodic job runs and what the sweeps keep: the part of the deployment's
+/// configuration this crate consumes.
+#[derive(Clone, Debug)]
+pub struct JobSettings {
+    pub reconcile_interval: Duration,
+    pub tombstone_retention: Duration,
+    pub retention_sweep_interval: Duration,
+    pub usage_sample_interval: Duration,
+    /// `None`: no scheduled consolidation.
+    pub consolidation_interval: Option<Duration>,
+    /// How often scheduled evaluations are looked for (and expired recall events purged).
+    pub evaluation_check_interval: Duration,
+    pub consolidation_limits: ConsolidationLimits,
+}
+
 /// Reconcile every project's index with the database every `interval` until `shutdown`:
 /// repairs what no outbox entry describes (an index restored from an old backup, points
 /// lost by the index itself) and keeps the drift gauge current.
 pub async fn run_reconciler(
     applier: Arc<IndexApplier>,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
+    let schedule = Schedule {
+        name: "reconciler",
+        interval,
+        first_run: FirstRun::AfterInterval,
+    };
+    let applier = &applier;
+    run_periodic(schedule, shutdown, move || async move {
         match applier.reconcile_all_projects(|_, _| {}).await {
             Ok(report) if report.drift() > 0 => tracing::warn!(
                 missing = report.points_missing,
@@ -117,15 +134,15 @@ pub async fn run_reconciler(
                 tracing::warn!(%error, "periodic reconciliation failed; retrying next period")
             }
         }
-    }
-    tracing::info!("reconciler stopped");
+    })
+    .await;
 }
 
 pub const TOMBSTONES_PURGED_TOTAL: &str = "engram_tombstones_purged_total";
 
 /// Drop tombstones older than `retention`; returns how many went.
 pub async fn purge_expired_tombstones(
-    storage: &engram_storage::Storage,
+    storage: &engram_storage::MaintenanceStore,
     retention: Duration,
 ) -> Result<u64, engram_storage::StorageError> {
     let retention = chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
@@ -140,25 +157,24 @@ pub async fn purge_expired_tombstones(
 /// Purge expired tombstones every `interval` until `shutdown`. Every worker may run it: the
 /// purge is one idempotent DELETE.
 pub async fn run_tombstone_purge(
-    storage: engram_storage::Storage,
+    storage: engram_storage::MaintenanceStore,
     retention: Duration,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     metrics::counter!(TOMBSTONES_PURGED_TOTAL).increment(0);
-    loop {
+    let schedule = Schedule {
+        name: "tombstone purge",
+        interval,
+        first_run: FirstRun::AtStart,
+    };
+    let storage = &storage;
+    run_periodic(schedule, shutdown, move || async move {
         match purge_expired_tombstones(&storage, retention).await {
             Ok(0) => {}
             Ok(purged) => tracing::info!(purged, "purged expired tombstones"),
             Err(error) => tracing::warn!(%error, "tombstone purge failed; retrying next period"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-    }
-    tracing::info!("tombstone purge stopped");
+    })
+    .await;
 }

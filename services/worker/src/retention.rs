@@ -2,6 +2,7 @@
 //! their kind's retention are hard-deleted from the database and the index (immutable and
 //! held ones are exempt). Every worker may run it: expiring a memory twice is a no-op.
 
+use crate::periodic::{FirstRun, Schedule, run_periodic};
 use engram_engine::DataGovernance;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,11 +13,7 @@ pub async fn sweep_all_projects(
     engine: &DataGovernance,
 ) -> Result<u64, engram_engine::EngineError> {
     let mut removed = 0;
-    for scope in engine
-        .storage()
-        .all_project_scopes_for_maintenance()
-        .await?
-    {
+    for scope in engine.maintenance_store().all_project_scopes().await? {
         removed += engine.sweep_retention(&scope).await?;
     }
     Ok(removed)
@@ -25,22 +22,21 @@ pub async fn sweep_all_projects(
 pub async fn run_retention_sweeper(
     engine: Arc<DataGovernance>,
     interval: Duration,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     metrics::counter!("engram_retention_deleted_total").increment(0);
-    loop {
+    let schedule = Schedule {
+        name: "retention sweeper",
+        interval,
+        first_run: FirstRun::AtStart,
+    };
+    let engine = &engine;
+    run_periodic(schedule, shutdown, move || async move {
         match sweep_all_projects(&engine).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "retention sweep finished"),
             Err(error) => tracing::warn!(%error, "retention sweep failed; retrying next period"),
         }
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            break;
-        }
-    }
-    tracing::info!("retention sweeper stopped");
+    })
+    .await;
 }

@@ -2,8 +2,9 @@
 //! lease, writes their progress as they go and their receipt or error at the end. A runner
 //! that dies leaves its task to whichever runner claims it after the lease.
 
+use engram_core::{TaskKind, TaskStatus};
 use engram_engine::DataGovernance;
-use engram_storage::Storage;
+use engram_storage::MaintenanceStore;
 use engram_storage::tasks::ClaimedTask;
 use std::future::Future;
 use std::sync::Arc;
@@ -22,9 +23,9 @@ pub const TASKS_FINISHED_TOTAL: &str = "engram_tasks_finished_total";
 /// each one's result or error. Wakes when `wake` is notified (a task queued in this
 /// process), and once a second for tasks queued by other processes.
 pub async fn serve_tasks<Run, Running>(
-    storage: Storage,
+    storage: MaintenanceStore,
     wake: Arc<Notify>,
-    kinds: &'static [&'static str],
+    kinds: &'static [TaskKind],
     lease: Duration,
     mut shutdown: watch::Receiver<bool>,
     run: Run,
@@ -40,17 +41,17 @@ pub async fn serve_tasks<Run, Running>(
             Ok(Some(task)) => {
                 tracing::info!(task_id = %task.id, kind = %task.kind, "task started");
                 let task_id = task.id;
-                let kind = task.kind.clone();
+                let kind = task.kind;
                 let outcome = run(task).await;
                 let status = if outcome.is_ok() {
-                    "succeeded"
+                    TaskStatus::Succeeded
                 } else {
-                    "failed"
+                    TaskStatus::Failed
                 };
                 if let Err(error) = &outcome {
                     tracing::warn!(%task_id, %error, "task failed");
                 }
-                metrics::counter!(TASKS_FINISHED_TOTAL, "kind" => kind, "status" => status)
+                metrics::counter!(TASKS_FINISHED_TOTAL, "kind" => kind.as_str(), "status" => status.as_str())
                     .increment(1);
                 if let Err(error) = storage.finish_task(task_id, outcome).await {
                     // The lease runs out and another claim runs the (idempotent) task again.
@@ -79,9 +80,9 @@ pub async fn serve_tasks<Run, Running>(
 /// Run queued subject erasures until `shutdown` turns true.
 pub async fn run_task_runner(engine: Arc<DataGovernance>, shutdown: watch::Receiver<bool>) {
     serve_tasks(
-        engine.storage().clone(),
+        engine.maintenance_store().clone(),
         engine.task_queued.clone(),
-        &["subject_erasure"],
+        &[TaskKind::SubjectErasure],
         TASK_LEASE,
         shutdown,
         |task| {
@@ -103,7 +104,7 @@ async fn run_erasure(
     user_id: &str,
 ) -> Result<serde_json::Value, String> {
     let (progress_sender, mut progress_receiver) = watch::channel((0u64, 0u64));
-    let storage = engine.storage().clone();
+    let storage = engine.maintenance_store().clone();
     let task_id = task.id;
     let progress_writer = tokio::spawn(async move {
         while progress_receiver.changed().await.is_ok() {
@@ -134,7 +135,7 @@ async fn run_erasure(
     let receipt = receipt.map_err(|error| error.to_string())?;
     let total = receipt.removed.memories as i64;
     if let Err(error) = engine
-        .storage()
+        .maintenance_store()
         .task_progress(task.id, total, total, TASK_LEASE)
         .await
     {
