@@ -11,7 +11,16 @@ impl MemoryEngine {
         recall_id: uuid::Uuid,
     ) -> Result<RecallEventRecord, EngineError> {
         principal.authorize(Operation::GetRecallEvent)?;
-        // Everything queued before this request counts.
+        self.visible_recall_event(principal, recall_id).await
+    }
+
+    /// The recorded search, once everything queued before this request is written; another
+    /// project's, or for an end-user token another end-user's, is missing.
+    pub(crate) async fn visible_recall_event(
+        &self,
+        principal: &Principal,
+        recall_id: uuid::Uuid,
+    ) -> Result<RecallEventRecord, EngineError> {
         self.recall_events.flush().await;
         let event = self
             .storage

@@ -25,16 +25,7 @@ impl MemoryEngine {
         recall_id: uuid::Uuid,
     ) -> Result<RecallInspection, EngineError> {
         principal.authorize(Operation::InspectRecallEvent)?;
-        // Everything queued before this request counts.
-        self.recall_events.flush().await;
-        let mut event = self
-            .storage
-            .recall_event(principal.scope(), recall_id)
-            .await?
-            .ok_or(EngineError::Missing("recall"))?;
-        if !crate::use_cases::sees_recall(principal, &event) {
-            return Err(EngineError::Missing("recall"));
-        }
+        let mut event = self.visible_recall_event(principal, recall_id).await?;
         let ids = crate::recall_metrics::recalled_ids(&event);
         let fates = self.storage.memory_fates(principal.scope(), &ids).await?;
         let shows_content = principal.may(Operation::GetMemory);
