@@ -321,35 +321,77 @@ pub enum IndexBackend {
 /// The resolved configuration the server runs with.
 #[derive(Clone)]
 pub struct EngramConfig {
+    pub role: Role,
+    /// This process: where it listens and keeps its files (the binary's own part).
+    pub process: ProcessConfig,
+    /// The metadata database (engram-storage).
+    pub storage: StorageConfig,
+    /// Where vectors live (engram-index).
+    pub index_backend: IndexBackend,
+    /// The embedding model (engram-embed).
+    pub embed: EmbedConfig,
+    /// The memory engine's settings (engram-engine).
+    pub engine: EngineConfig,
+    /// The HTTP doors' limits and origins (engram-gateway).
+    pub gateway: GatewayConfig,
+    /// The background jobs' intervals and retention (engram-worker).
+    pub jobs: engram_worker::JobSettings,
+    pub secrets: SecretsConfig,
+}
+
+/// This process: its addresses and files.
+#[derive(Clone)]
+pub struct ProcessConfig {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
     pub metrics_listen: SocketAddr,
     /// The metrics address is the default one, not chosen by the operator: when it is taken,
     /// serve metrics on a free port instead of refusing to start.
     pub metrics_listen_may_move: bool,
+    pub console_assets: PathBuf,
+}
+
+/// The metadata database.
+#[derive(Clone)]
+pub struct StorageConfig {
     pub database_url: String,
+    pub allow_unsafe_durability: bool,
+}
+
+/// The embedding model: the local one, or a provider.
+#[derive(Clone)]
+pub struct EmbedConfig {
     pub model_dir: PathBuf,
     /// The runtime, workers and threads of the local model.
     pub local_model: engram_embed::LocalModelOptions,
-    pub console_assets: PathBuf,
-    pub index_backend: IndexBackend,
+    /// `None`: the local model.
+    pub provider: Option<EmbeddingProviderConfig>,
+}
+
+/// The memory engine.
+#[derive(Clone)]
+pub struct EngineConfig {
     pub index_wait: Duration,
+    pub erasure_ledger: PathBuf,
+    pub metering: bool,
+    pub llm: Option<LlmConfig>,
+}
+
+/// The HTTP doors.
+#[derive(Clone)]
+pub struct GatewayConfig {
     pub rate_limit_burst: u32,
     pub rate_limit_per_second: u32,
     pub end_user_rate_limit_burst: u32,
     pub end_user_rate_limit_per_second: u32,
-    pub console_signing_key_version: u32,
     pub cors_allowed_origins: Vec<String>,
-    pub allow_unsafe_durability: bool,
-    /// The background jobs' intervals and retention (the worker crate's part).
-    pub jobs: engram_worker::JobSettings,
-    pub erasure_ledger: PathBuf,
-    pub metering: bool,
+    pub console_signing_key_version: u32,
+}
+
+/// What must never be printed.
+#[derive(Clone)]
+pub struct SecretsConfig {
     pub server_secret: Option<SecretString>,
-    pub llm: Option<LlmConfig>,
-    /// `None`: the local model.
-    pub embedding_provider: Option<EmbeddingProviderConfig>,
-    pub role: Role,
 }
 
 /// The LLM endpoint, if one is configured.
@@ -440,10 +482,10 @@ impl EngramConfig {
         // Gateways verify keys and sessions with it; workers key the erasure ledger's
         // subject digests with it, which must match the gateways'.
         anyhow::ensure!(
-            config.server_secret.is_some(),
+            config.secrets.server_secret.is_some(),
             "`engram {command}` needs the deployment's server secret: set ENGRAM_SERVER_SECRET (64 hex characters, the same for every gateway and worker)"
         );
-        if config.database_url.starts_with("sqlite") {
+        if config.storage.database_url.starts_with("sqlite") {
             tracing::warn!(
                 "a distributed role on SQLite: only processes on this machine can share it; use PostgreSQL for more than one host"
             );
@@ -501,28 +543,58 @@ impl EngramConfig {
             .or_else(|| locate(CONSOLE_ASSETS_SUBPATH))
             .unwrap_or_else(|| PathBuf::from(CONSOLE_ASSETS_SUBPATH));
         Self {
-            data_dir: arguments.data_dir.clone(),
-            listen: arguments.listen,
-            metrics_listen: arguments.metrics_listen.unwrap_or(DEFAULT_METRICS_LISTEN),
-            metrics_listen_may_move: arguments.metrics_listen.is_none(),
-            database_url,
-            model_dir,
-            local_model,
-            console_assets,
+            role,
+            process: ProcessConfig {
+                data_dir: arguments.data_dir.clone(),
+                listen: arguments.listen,
+                metrics_listen: arguments.metrics_listen.unwrap_or(DEFAULT_METRICS_LISTEN),
+                metrics_listen_may_move: arguments.metrics_listen.is_none(),
+                console_assets,
+            },
+            storage: StorageConfig {
+                database_url,
+                allow_unsafe_durability: arguments.allow_unsafe_durability,
+            },
             index_backend,
-            index_wait: Duration::from_millis(arguments.index_wait_ms),
-            rate_limit_burst: arguments.rate_limit_burst,
-            rate_limit_per_second: arguments.rate_limit_per_second,
-            end_user_rate_limit_burst: arguments.end_user_rate_limit_burst,
-            end_user_rate_limit_per_second: arguments.end_user_rate_limit_per_second,
-            console_signing_key_version: arguments.console_signing_key_version.max(1),
-            cors_allowed_origins: arguments
-                .cors_allowed_origins
-                .iter()
-                .map(|origin| origin.trim().to_string())
-                .filter(|origin| !origin.is_empty())
-                .collect(),
-            allow_unsafe_durability: arguments.allow_unsafe_durability,
+            embed: EmbedConfig {
+                model_dir,
+                local_model,
+                provider: arguments.embedding.provider(),
+            },
+            engine: EngineConfig {
+                index_wait: Duration::from_millis(arguments.index_wait_ms),
+                erasure_ledger: arguments
+                    .erasure_ledger
+                    .clone()
+                    .unwrap_or_else(|| arguments.data_dir.join("erasure-ledger.jsonl")),
+                metering: arguments.metering,
+                llm: arguments
+                    .llm
+                    .llm_base_url
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|url| !url.is_empty())
+                    .map(|base_url| LlmConfig {
+                        base_url: base_url.to_string(),
+                        model: arguments.llm.llm_model.clone(),
+                        api_key: arguments.llm.llm_api_key.clone(),
+                        timeout: Duration::from_secs(arguments.llm.llm_timeout_secs.max(1)),
+                        prompts_dir: arguments.llm.llm_prompts_dir.clone(),
+                    }),
+            },
+            gateway: GatewayConfig {
+                rate_limit_burst: arguments.rate_limit_burst,
+                rate_limit_per_second: arguments.rate_limit_per_second,
+                end_user_rate_limit_burst: arguments.end_user_rate_limit_burst,
+                end_user_rate_limit_per_second: arguments.end_user_rate_limit_per_second,
+                cors_allowed_origins: arguments
+                    .cors_allowed_origins
+                    .iter()
+                    .map(|origin| origin.trim().to_string())
+                    .filter(|origin| !origin.is_empty())
+                    .collect(),
+                console_signing_key_version: arguments.console_signing_key_version.max(1),
+            },
             jobs: engram_worker::JobSettings {
                 reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
                 tombstone_retention: Duration::from_secs(
@@ -547,27 +619,9 @@ impl EngramConfig {
                     ..Default::default()
                 },
             },
-            erasure_ledger: arguments
-                .erasure_ledger
-                .clone()
-                .unwrap_or_else(|| arguments.data_dir.join("erasure-ledger.jsonl")),
-            metering: arguments.metering,
-            server_secret: arguments.server_secret.clone(),
-            llm: arguments
-                .llm
-                .llm_base_url
-                .as_deref()
-                .map(str::trim)
-                .filter(|url| !url.is_empty())
-                .map(|base_url| LlmConfig {
-                    base_url: base_url.to_string(),
-                    model: arguments.llm.llm_model.clone(),
-                    api_key: arguments.llm.llm_api_key.clone(),
-                    timeout: Duration::from_secs(arguments.llm.llm_timeout_secs.max(1)),
-                    prompts_dir: arguments.llm.llm_prompts_dir.clone(),
-                }),
-            embedding_provider: arguments.embedding.provider(),
-            role,
+            secrets: SecretsConfig {
+                server_secret: arguments.server_secret.clone(),
+            },
         }
     }
 }
@@ -654,9 +708,9 @@ pub fn is_database_busy(error: &anyhow::Error) -> bool {
 /// `StorageOptions::require_migrated_schema`); `serve` and the admin commands do.
 pub async fn open_storage_for(config: &EngramConfig) -> anyhow::Result<engram_storage::Storage> {
     open_storage_with(
-        &config.database_url,
+        &config.storage.database_url,
         engram_storage::StorageOptions {
-            allow_unsafe_durability: config.allow_unsafe_durability,
+            allow_unsafe_durability: config.storage.allow_unsafe_durability,
             require_migrated_schema: config.role != Role::AllInOne,
             sqlite_busy_timeout: None,
         },
@@ -728,15 +782,15 @@ impl fmt::Display for EngramConfig {
             .map(crate::roles::BackgroundJob::name)
             .collect();
         writeln!(f, "  jobs            {}", jobs.join(", "))?;
-        writeln!(f, "  data_dir        {}", self.data_dir.display())?;
-        writeln!(f, "  listen          {}", self.listen)?;
-        writeln!(f, "  metrics_listen  {}", self.metrics_listen)?;
+        writeln!(f, "  data_dir        {}", self.process.data_dir.display())?;
+        writeln!(f, "  listen          {}", self.process.listen)?;
+        writeln!(f, "  metrics_listen  {}", self.process.metrics_listen)?;
         writeln!(
             f,
             "  database_url    {}",
-            mask_database_url(&self.database_url)
+            mask_database_url(&self.storage.database_url)
         )?;
-        writeln!(f, "  model_dir       {}", self.model_dir.display())?;
+        writeln!(f, "  model_dir       {}", self.embed.model_dir.display())?;
         match &self.index_backend {
             IndexBackend::Embedded { index_dir } => writeln!(
                 f,
@@ -759,14 +813,22 @@ impl fmt::Display for EngramConfig {
                 options.timeout.as_secs()
             )?,
         }
-        writeln!(f, "  console_assets  {}", self.console_assets.display())?;
-        writeln!(f, "  index_wait      {} ms", self.index_wait.as_millis())?;
+        writeln!(
+            f,
+            "  console_assets  {}",
+            self.process.console_assets.display()
+        )?;
+        writeln!(
+            f,
+            "  index_wait      {} ms",
+            self.engine.index_wait.as_millis()
+        )?;
         writeln!(
             f,
             "  local model     {} worker(s) × {} thread(s), onnx runtime {}",
-            self.local_model.model_workers,
-            self.local_model.threads_per_worker,
-            self.local_model.runtime_library.display()
+            self.embed.local_model.model_workers,
+            self.embed.local_model.threads_per_worker,
+            self.embed.local_model.runtime_library.display()
         )?;
         writeln!(
             f,
@@ -776,25 +838,25 @@ impl fmt::Display for EngramConfig {
         writeln!(
             f,
             "  rate_limit      burst {} / {} per second per API key",
-            self.rate_limit_burst, self.rate_limit_per_second
+            self.gateway.rate_limit_burst, self.gateway.rate_limit_per_second
         )?;
         writeln!(
             f,
             "  end_user_limit  burst {} / {} per second per end-user",
-            self.end_user_rate_limit_burst, self.end_user_rate_limit_per_second
+            self.gateway.end_user_rate_limit_burst, self.gateway.end_user_rate_limit_per_second
         )?;
         writeln!(
             f,
             "  console_key     version {} (previous version still verifies)",
-            self.console_signing_key_version
+            self.gateway.console_signing_key_version
         )?;
         writeln!(
             f,
             "  cors_origins    {}",
-            if self.cors_allowed_origins.is_empty() {
+            if self.gateway.cors_allowed_origins.is_empty() {
                 "none".to_string()
             } else {
-                self.cors_allowed_origins.join(", ")
+                self.gateway.cors_allowed_origins.join(", ")
             }
         )?;
         writeln!(
@@ -826,13 +888,17 @@ impl fmt::Display for EngramConfig {
             "  evaluations     scheduled runs looked for every {} s",
             self.jobs.evaluation_check_interval.as_secs()
         )?;
-        writeln!(f, "  erasure_ledger  {}", self.erasure_ledger.display())?;
+        writeln!(
+            f,
+            "  erasure_ledger  {}",
+            self.engine.erasure_ledger.display()
+        )?;
         writeln!(
             f,
             "  metering        {}",
-            if self.metering { "on" } else { "off" }
+            if self.engine.metering { "on" } else { "off" }
         )?;
-        match &self.llm {
+        match &self.engine.llm {
             Some(llm) => writeln!(
                 f,
                 "  llm             {} model {} (api key {}), timeout {} s, prompts {}",
@@ -848,7 +914,7 @@ impl fmt::Display for EngramConfig {
             )?,
             None => writeln!(f, "  llm             none (messages are kept verbatim)")?,
         }
-        match &self.embedding_provider {
+        match &self.embed.provider {
             Some(provider) => writeln!(
                 f,
                 "  embedding       {} model {} ({} dimensions, api key {}), timeout {} s",
@@ -867,7 +933,7 @@ impl fmt::Display for EngramConfig {
         writeln!(
             f,
             "  server_secret   {}",
-            if self.server_secret.is_some() {
+            if self.secrets.server_secret.is_some() {
                 "*** (from ENGRAM_SERVER_SECRET)"
             } else {
                 "data dir file"
@@ -876,7 +942,7 @@ impl fmt::Display for EngramConfig {
         write!(
             f,
             "  allow_unsafe_durability {}",
-            self.allow_unsafe_durability
+            self.storage.allow_unsafe_durability
         )
     }
 }
@@ -910,6 +976,33 @@ mod tests {
     struct Serve {
         #[command(flatten)]
         arguments: ServeArgs,
+    }
+
+    /// What an operator reads at start: the doors each role serves and the jobs it runs.
+    #[test]
+    fn the_start_up_print_names_the_roles_doors_and_jobs() {
+        use clap::Parser;
+        let serve = Serve::try_parse_from(["serve", "--consolidation-interval-secs", "0"]).unwrap();
+        let line = |role: Role, start: &str| {
+            EngramConfig::resolve(&serve.arguments, role)
+                .to_string()
+                .lines()
+                .find(|line| line.trim_start().starts_with(start))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let worker_jobs = line(Role::Worker, "jobs");
+        assert!(worker_jobs.contains("indexer") && worker_jobs.contains("retention-sweeper"));
+        assert!(!worker_jobs.contains("file-ingest"), "{worker_jobs}");
+        let gateway_jobs = line(Role::Gateway, "jobs");
+        assert!(gateway_jobs.contains("file-ingest") && !gateway_jobs.contains("indexer"));
+        // Configured off: not listed as running.
+        assert!(
+            !gateway_jobs.contains("consolidation-scheduler"),
+            "{gateway_jobs}"
+        );
+        assert!(line(Role::Worker, "front doors").ends_with("admin"));
+        assert!(line(Role::AllInOne, "front doors").contains("api, console, admin"));
     }
 
     /// Secrets read from flags or the environment reach neither a `Debug` print of the
@@ -960,6 +1053,7 @@ mod tests {
         // The values are still there for the code that uses them.
         assert_eq!(
             config
+                .secrets
                 .server_secret
                 .as_ref()
                 .map(|secret| secret.expose_secret().to_string()),
@@ -972,8 +1066,8 @@ mod tests {
 impl EngramConfig {
     /// The gateway's settings; an origin that is not a valid header value is refused.
     pub fn gateway_settings(&self) -> anyhow::Result<engram_gateway::GatewaySettings> {
-        let mut cors_allowed_origins = Vec::with_capacity(self.cors_allowed_origins.len());
-        for origin in &self.cors_allowed_origins {
+        let mut cors_allowed_origins = Vec::with_capacity(self.gateway.cors_allowed_origins.len());
+        for origin in &self.gateway.cors_allowed_origins {
             let valid_shape = origin.starts_with("https://") || origin.starts_with("http://");
             let value = axum::http::HeaderValue::from_str(origin)
                 .ok()
@@ -987,8 +1081,8 @@ impl EngramConfig {
         }
         Ok(engram_gateway::GatewaySettings {
             rate_limit: engram_gateway::rate_limit::RateLimitSettings {
-                burst: self.rate_limit_burst,
-                per_second: self.rate_limit_per_second,
+                burst: self.gateway.rate_limit_burst,
+                per_second: self.gateway.rate_limit_per_second,
             },
             cors_allowed_origins,
             ..Default::default()

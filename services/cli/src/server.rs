@@ -154,9 +154,9 @@ async fn open_embedding_spaces(
     embeds: bool,
 ) -> Result<Arc<engram_engine::EmbeddingSpaces>> {
     let models = embedding_models(
-        config.embedding_provider.as_ref(),
-        &config.model_dir,
-        &config.local_model,
+        config.embed.provider.as_ref(),
+        &config.embed.model_dir,
+        &config.embed.local_model,
         embeds,
     )?;
     let spaces = Arc::new(engram_engine::EmbeddingSpaces::new(
@@ -182,7 +182,7 @@ fn ledger_settings(
     secrets: &ServerSecrets,
 ) -> engram_engine::ErasureLedgerSettings {
     engram_engine::ErasureLedgerSettings {
-        ledger_path: Some(config.erasure_ledger.clone()),
+        ledger_path: Some(config.engine.erasure_ledger.clone()),
         subject_digest_key: secrets.subject_digest_key.clone(),
     }
 }
@@ -197,18 +197,20 @@ impl EmbeddedServer {
         let embedded_index = matches!(config.index_backend, IndexBackend::Embedded { .. });
         let data_dir_lock = if embedded_index {
             Some(crate::data_dir_lock::DataDirLock::acquire(
-                &config.data_dir,
+                &config.process.data_dir,
             )?)
         } else {
             None
         };
-        let secrets: ServerSecrets =
-            bootstrap::server_secrets(config.server_secret.as_ref(), &config.data_dir)?;
+        let secrets: ServerSecrets = bootstrap::server_secrets(
+            config.secrets.server_secret.as_ref(),
+            &config.process.data_dir,
+        )?;
         let storage = crate::config::open_storage_for(config).await?;
         let bootstrap = if all_in_one {
             bootstrap::bootstrap_if_empty(
                 &storage,
-                &config.data_dir.join(bootstrap::BOOTSTRAP_FILE),
+                &config.process.data_dir.join(bootstrap::BOOTSTRAP_FILE),
                 &secrets,
             )
             .await?
@@ -226,7 +228,7 @@ impl EmbeddedServer {
         // Shutdown tells the flusher to write what is left once the server has answered its
         // last request (the engine keeps a clone of the meter, so it cannot wait for that).
         let mut meter_flusher = None;
-        let meter = if config.metering {
+        let meter = if config.engine.metering {
             let (meter, flusher) = engram_engine::UsageMeter::start(storage.clone());
             meter_flusher = Some(flusher);
             meter
@@ -239,9 +241,10 @@ impl EmbeddedServer {
                 spaces,
                 embedder,
                 EngineSettings {
-                    index_wait: config.index_wait,
+                    index_wait: config.engine.index_wait,
                     ledger: ledger_settings(config, &secrets),
                     llm: config
+                        .engine
                         .llm
                         .as_ref()
                         .map(crate::config::LlmConfig::engine_settings)
@@ -311,17 +314,17 @@ impl EmbeddedServer {
         let credentials = engram_gateway::state::CredentialVerifier {
             engine: engine.clone(),
             console_sessions: ConsoleSessionKeys::rotating(
-                config.console_signing_key_version,
-                &secrets.console_signing_secret_for(config.console_signing_key_version),
+                config.gateway.console_signing_key_version,
+                &secrets.console_signing_secret_for(config.gateway.console_signing_key_version),
                 Some(&secrets.console_signing_secret_for(
-                    config.console_signing_key_version.saturating_sub(1),
+                    config.gateway.console_signing_key_version.saturating_sub(1),
                 )),
                 CONSOLE_ACCESS_TOKEN_LIFETIME,
             ),
             end_user_rate_limit: engram_gateway::rate_limit::EndUserRateLimiter::new(
                 engram_gateway::rate_limit::RateLimitSettings {
-                    burst: config.end_user_rate_limit_burst,
-                    per_second: config.end_user_rate_limit_per_second,
+                    burst: config.gateway.end_user_rate_limit_burst,
+                    per_second: config.gateway.end_user_rate_limit_per_second,
                 },
             ),
         };
@@ -334,17 +337,17 @@ impl EmbeddedServer {
             settings: config.gateway_settings()?,
         };
         let console_routes =
-            engram_gateway::console::console_routes(&state, &config.console_assets);
+            engram_gateway::console::console_routes(&state, &config.process.console_assets);
         let router = engram_gateway::build_router(state, console_routes);
 
-        let listener = tokio::net::TcpListener::bind(config.listen)
+        let listener = tokio::net::TcpListener::bind(config.process.listen)
             .await
-            .with_context(|| format!("cannot listen on {}", config.listen))?;
+            .with_context(|| format!("cannot listen on {}", config.process.listen))?;
         let address = listener.local_addr()?;
         let mut admin_shutdown = shutdown_receiver.clone();
         let admin_server = crate::telemetry::AdminServer::start(
-            config.metrics_listen,
-            config.metrics_listen_may_move,
+            config.process.metrics_listen,
+            config.process.metrics_listen_may_move,
             Some(engine.applier()),
             async move {
                 let _ = admin_shutdown.wait_for(|stop| *stop).await;
@@ -414,8 +417,10 @@ impl WorkerProcess {
     pub async fn start(config: &EngramConfig) -> Result<Self> {
         crate::telemetry::prometheus_handle()?;
         let storage = crate::config::open_storage_for(config).await?;
-        let secrets: ServerSecrets =
-            bootstrap::server_secrets(config.server_secret.as_ref(), &config.data_dir)?;
+        let secrets: ServerSecrets = bootstrap::server_secrets(
+            config.secrets.server_secret.as_ref(),
+            &config.process.data_dir,
+        )?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
         let spaces = open_embedding_spaces(config, &storage, false).await?;
         let index: Arc<dyn VectorIndex> = Arc::new(
@@ -473,8 +478,8 @@ impl WorkerProcess {
         background_tasks.push(first_reconciliation);
         let mut admin_shutdown = shutdown_receiver;
         let admin_server = crate::telemetry::AdminServer::start(
-            config.metrics_listen,
-            config.metrics_listen_may_move,
+            config.process.metrics_listen,
+            config.process.metrics_listen_may_move,
             Some(applier.clone()),
             async move {
                 let _ = admin_shutdown.wait_for(|stop| *stop).await;
@@ -538,12 +543,12 @@ pub async fn serve_until_signal(arguments: ServeArgs, role: Role) -> Result<()> 
         println!("  api key:  {}", first_start.api_key);
         println!(
             "  (saved once to {}/bootstrap.json, mode 0600)",
-            config.data_dir.display()
+            config.process.data_dir.display()
         );
     } else if role == Role::AllInOne {
         println!(
             "  console:  {base_url}/console (credentials in {}/bootstrap.json)",
-            config.data_dir.display()
+            config.process.data_dir.display()
         );
     } else {
         println!("  console:  {base_url}/console");

@@ -217,7 +217,9 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     );
     println!(
         "service: {} model worker(s) × {} thread(s) (ONNX Runtime, int8), {} writers",
-        config.local_model.model_workers, config.local_model.threads_per_worker, arguments.writers
+        config.embed.local_model.model_workers,
+        config.embed.local_model.threads_per_worker,
+        arguments.writers
     );
     match &floor {
         Some(floor) => println!(
