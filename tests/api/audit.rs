@@ -291,3 +291,73 @@ async fn verification_detects_removed_events_in_the_middle_and_at_the_end() {
         "{verification}"
     );
 }
+
+/// Every cell of a parsed CSV export: none may begin as a formula, and `hostile` must be
+/// among them, kept whole behind the `'` that disarms it.
+fn assert_no_cell_runs_as_a_formula(text: &str, hostile: &str) {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let mut found = false;
+    for record in reader.records() {
+        let record = record.expect("the export is valid CSV");
+        for cell in record.iter() {
+            assert!(
+                !cell.starts_with(['=', '+', '-', '@', '\t', '\r']),
+                "the cell {cell:?} would run as a formula: {text}"
+            );
+            found |= cell == format!("'{hostile}");
+        }
+    }
+    assert!(found, "{hostile:?} is exported, disarmed: {text}");
+}
+
+/// Exports are opened in spreadsheets: a formula smuggled into a request's user agent or
+/// request id, or into a stranger's failed sign-in, never runs from the audit CSV, neither
+/// from the API's export nor from the console's.
+#[tokio::test]
+async fn audit_csv_exports_never_carry_a_formula() {
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let hostile_agent = "=HYPERLINK(\"http://x\",\"open\")";
+    let hostile_request_id = "+SUM(1,2)";
+    let added = api
+        .send(
+            api.request(reqwest::Method::POST, "/v1/memories")
+                .header("user-agent", hostile_agent)
+                .header("x-request-id", hostile_request_id)
+                .json(&json!({ "memories": [{ "content": "Prefers tea", "user_id": "u-1" }] })),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let exported = api
+        .http_text(api.request(reqwest::Method::GET, "/v1/audit/export?format=csv"))
+        .await;
+    assert_no_cell_runs_as_a_formula(&exported, hostile_agent);
+    assert_no_cell_runs_as_a_formula(&exported, hostile_request_id);
+
+    let stranger_agent = "@cmd|' /C calc'!A0";
+    let failed = reqwest::Client::new()
+        .post(format!("{}/console/api/login", server.base_url))
+        .header("user-agent", stranger_agent)
+        .form(&[
+            ("email", server.bootstrap.console_email.as_str()),
+            ("password", "not the password"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert!(!failed.status().is_success());
+    let (owner, cookie) = server.console_owner_session().await;
+    let console_export = owner
+        .get(format!(
+            "{}/console/audit/export.csv?project={}",
+            server.base_url, server.bootstrap.project_id
+        ))
+        .header("Cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(console_export.status(), 200);
+    let console_text = console_export.text().await.unwrap();
+    assert_no_cell_runs_as_a_formula(&console_text, stranger_agent);
+    assert_no_cell_runs_as_a_formula(&console_text, hostile_agent);
+}

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod console;
+pub mod csv_export;
 mod extract;
 pub mod http_metrics;
 pub mod openapi;

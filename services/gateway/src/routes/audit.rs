@@ -232,21 +232,26 @@ pub async fn verify_audit_chain(
     }))
 }
 
-fn csv_field(text: &str) -> String {
-    if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
-    } else {
-        text.to_string()
-    }
-}
-
-/// Audit events as CSV, one row per event, cells quoted where needed.
+/// Audit events as CSV, one row per event (see [`crate::csv_export`]).
 pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
-    let mut body = String::from(
-        "id,sequence,at,actor_type,actor_id,action,target_type,target_ids,outcome,ip,user_agent,request_id,details,hash\n",
-    );
-    for event in events {
-        let row = [
+    let header = [
+        "id",
+        "sequence",
+        "at",
+        "actor_type",
+        "actor_id",
+        "action",
+        "target_type",
+        "target_ids",
+        "outcome",
+        "ip",
+        "user_agent",
+        "request_id",
+        "details",
+        "hash",
+    ];
+    let rows = events.iter().map(|event| {
+        [
             event.id.to_string(),
             event.sequence.to_string(),
             event.at.to_rfc3339(),
@@ -261,16 +266,9 @@ pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
             event.request_id.clone().unwrap_or_default(),
             event.details.to_string(),
             event.hash.clone(),
-        ];
-        body.push_str(
-            &row.iter()
-                .map(|field| csv_field(field))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        body.push('\n');
-    }
-    body
+        ]
+    });
+    crate::csv_export::csv_text(&header, rows)
 }
 
 /// Export the project's audit events matching the filters as NDJSON (default) or CSV.

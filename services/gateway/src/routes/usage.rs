@@ -149,16 +149,17 @@ pub async fn project_usage(
         })
         .collect();
     if csv {
-        let mut text = String::from("period_start,unit,credential,quantity\n");
-        for row in &usage {
-            text.push_str(&format!(
-                "{},{},{},{}\n",
-                row.period_start.to_rfc3339(),
-                row.unit,
-                row.credential,
-                row.quantity
-            ));
-        }
+        let text = crate::csv_export::csv_text(
+            &["period_start", "unit", "credential", "quantity"],
+            usage.iter().map(|row| {
+                [
+                    row.period_start.to_rfc3339(),
+                    row.unit.clone(),
+                    row.credential.clone(),
+                    row.quantity.to_string(),
+                ]
+            }),
+        );
         return Ok(csv_attachment("usage.csv", text));
     }
     Ok(Json(UsageView {
@@ -243,20 +244,28 @@ pub async fn project_costs(
         })
         .collect();
     if csv {
-        let mut text = String::from("day,unit,quantity,currency,unit_price_micros,cost_micros\n");
-        for row in &days {
-            text.push_str(&format!(
-                "{},{},{},{},{},{}\n",
-                row.day,
-                row.unit,
-                row.quantity,
-                row.currency.clone().unwrap_or_default(),
-                row.unit_price_micros
-                    .map(|price| price.to_string())
-                    .unwrap_or_default(),
-                row.cost_micros
-            ));
-        }
+        let text = crate::csv_export::csv_text(
+            &[
+                "day",
+                "unit",
+                "quantity",
+                "currency",
+                "unit_price_micros",
+                "cost_micros",
+            ],
+            days.iter().map(|row| {
+                [
+                    row.day.to_string(),
+                    row.unit.clone(),
+                    row.quantity.to_string(),
+                    row.currency.clone().unwrap_or_default(),
+                    row.unit_price_micros
+                        .map(|price| price.to_string())
+                        .unwrap_or_default(),
+                    row.cost_micros.to_string(),
+                ]
+            }),
+        );
         return Ok(csv_attachment("costs.csv", text));
     }
     Ok(Json(CostsView {
