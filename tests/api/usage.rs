@@ -596,3 +596,45 @@ async fn console_searches_are_metered_and_limited_like_api_searches() {
     assert_ne!(status, 200, "a console search past the quota: {body}");
     assert!(body.contains("monthly_quota.searches"), "{body}");
 }
+
+/// Report dates keep to 1970-01-01 … 9999-12-31: a day chrono can parse but no report can
+/// be about (the year -262143 or 1, or the last day chrono knows, where adding one
+/// overflows) is a 422 naming the field, for usage, costs and recall metrics alike, and
+/// never a crash.
+#[tokio::test]
+async fn report_dates_outside_their_range_are_refused_with_the_field() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    // The year -262143 on both ends: each field is named.
+    for (path, fields) in [
+        (
+            "/v1/usage?from=-262143-01-01&to=-262143-01-02",
+            vec!["from", "to"],
+        ),
+        ("/v1/usage?from=2026-01-01&to=%2B262142-12-31", vec!["to"]),
+        ("/v1/costs?from=1969-12-31&to=1970-01-02", vec!["from"]),
+        ("/v1/costs?from=9999-12-30&to=%2B10000-01-01", vec!["to"]),
+    ] {
+        let answer = client
+            .send(client.request(reqwest::Method::GET, path))
+            .await;
+        answer.assert_problem(422, "validation-failed");
+        assert_eq!(answer.error_fields(), fields, "{path}");
+    }
+    let metrics = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/recall-metrics?from=0001-01-01T00:00:00Z",
+        ))
+        .await;
+    metrics.assert_problem(422, "validation-failed");
+    assert_eq!(metrics.error_fields(), vec!["query.from".to_string()]);
+    // The edges themselves are fine.
+    let widest = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/costs?from=9999-12-01&to=9999-12-31",
+        ))
+        .await;
+    assert_eq!(widest.status, 200, "{}", widest.body);
+}

@@ -22,18 +22,29 @@ pub struct ProjectConfiguration {
     pub settings: ProjectSettings,
     pub spend_limits: Arc<SpendLimits>,
     pub retrieval_profiles: Vec<RetrievalProfileRecord>,
+    /// The profiles that take a share of the searches naming none, parsed once:
+    /// (name, tuning, share).
+    pub traffic: Vec<(String, crate::profiles::SearchTuning, f64)>,
+}
+
+#[derive(Default)]
+struct Entries {
+    read: HashMap<ProjectId, (Arc<ProjectConfiguration>, Instant)>,
+    /// Bumped by every `forget`: a read that started before a change must not store what it
+    /// read after the change was made (it would bring the old settings back for a TTL).
+    generation: HashMap<ProjectId, u64>,
 }
 
 pub struct ProjectSettingsCache {
     storage: Storage,
-    entries: Mutex<HashMap<ProjectId, (Arc<ProjectConfiguration>, Instant)>>,
+    entries: Mutex<Entries>,
 }
 
 impl ProjectSettingsCache {
     pub fn new(storage: Storage) -> Arc<Self> {
         Arc::new(Self {
             storage,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
         })
     }
 
@@ -42,19 +53,41 @@ impl ProjectSettingsCache {
         &self,
         scope: &ProjectScope,
     ) -> Result<Arc<ProjectConfiguration>, StorageError> {
-        if let Ok(entries) = self.entries.lock()
-            && let Some((configuration, read_at)) = entries.get(&scope.project_id())
-            && read_at.elapsed() < PROJECT_SETTINGS_TTL
-        {
-            return Ok(configuration.clone());
-        }
+        let project_id = scope.project_id();
+        let generation_before = match self.entries.lock() {
+            Ok(entries) => {
+                if let Some((configuration, read_at)) = entries.read.get(&project_id)
+                    && read_at.elapsed() < PROJECT_SETTINGS_TTL
+                {
+                    return Ok(configuration.clone());
+                }
+                entries.generation.get(&project_id).copied().unwrap_or(0)
+            }
+            Err(_) => 0,
+        };
+        let (settings, spend_limits) = self.storage.project_settings_and_limits(scope).await?;
+        let retrieval_profiles = self.storage.retrieval_profiles(scope).await?;
+        let traffic = retrieval_profiles
+            .iter()
+            .filter(|profile| profile.traffic_share > 0.0)
+            .filter_map(|profile| {
+                let tuning =
+                    crate::profiles::SearchTuning::parse(&profile.parameters, "parameters").ok()?;
+                Some((profile.name.clone(), tuning, profile.traffic_share))
+            })
+            .collect();
         let configuration = Arc::new(ProjectConfiguration {
-            settings: self.storage.project_settings(scope).await?,
-            spend_limits: Arc::new(self.storage.spend_limits(scope).await?),
-            retrieval_profiles: self.storage.retrieval_profiles(scope).await?,
+            settings,
+            spend_limits: Arc::new(spend_limits),
+            retrieval_profiles,
+            traffic,
         });
-        if let Ok(mut entries) = self.entries.lock() {
-            entries.insert(scope.project_id(), (configuration.clone(), Instant::now()));
+        if let Ok(mut entries) = self.entries.lock()
+            && entries.generation.get(&project_id).copied().unwrap_or(0) == generation_before
+        {
+            entries
+                .read
+                .insert(project_id, (configuration.clone(), Instant::now()));
         }
         Ok(configuration)
     }
@@ -62,7 +95,8 @@ impl ProjectSettingsCache {
     /// Forget what was read of the project (a use case in this process just changed it).
     pub fn forget(&self, project_id: ProjectId) {
         if let Ok(mut entries) = self.entries.lock() {
-            entries.remove(&project_id);
+            entries.read.remove(&project_id);
+            *entries.generation.entry(project_id).or_default() += 1;
         }
     }
 }

@@ -65,19 +65,9 @@ impl RecallRecorder {
                 });
             }
         };
-        let traffic = configuration
-            .retrieval_profiles
-            .iter()
-            .filter(|profile| profile.traffic_share > 0.0)
-            .filter_map(|profile| {
-                let tuning =
-                    crate::profiles::SearchTuning::parse(&profile.parameters, "parameters").ok()?;
-                Some((profile.name.clone(), tuning, profile.traffic_share))
-            })
-            .collect();
         Arc::new(RecallSettings {
             capture: configuration.settings.recall_events,
-            traffic,
+            traffic: configuration.traffic.clone(),
         })
     }
 

@@ -106,6 +106,20 @@ impl Storage {
         Ok(settings_from_model(&project))
     }
 
+    /// The project's settings and spend limits, from one read of its row.
+    pub async fn project_settings_and_limits(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<(ProjectSettings, engram_core::usage::SpendLimits), StorageError> {
+        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound)?;
+        let limits = serde_json::from_value(project.spend_limits.clone()).unwrap_or_default();
+        Ok((settings_from_model(&project), limits))
+    }
+
     /// Replace the project's settings; the change is audited (old and new values, which
     /// hold no personal data).
     pub async fn update_project_settings(

@@ -22,9 +22,12 @@ fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError>
     if text.trim().is_empty() {
         return Ok(None);
     }
-    NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
-        .map(Some)
-        .map_err(|_| ConsoleError::InvalidInput(format!("{field}: expected a day as YYYY-MM-DD")))
+    let day = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").map_err(|_| {
+        ConsoleError::InvalidInput(format!("{field}: expected a day as YYYY-MM-DD"))
+    })?;
+    engram_core::limits::check_report_day(field, day)
+        .map_err(|error| ConsoleError::InvalidInput(format!("{field}: {}", error.message)))?;
+    Ok(Some(day))
 }
 
 /// Longest schedule the console form takes (30 days).

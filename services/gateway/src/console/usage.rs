@@ -33,7 +33,8 @@ impl GatewayConsoleBackend {
         let limits = report.limits;
         let now = Utc::now();
         let today = now.date_naive();
-        let first_day = today - Duration::days(i64::from(days.max(1)) - 1);
+        // The page offers up to a year; anything else is brought into that range.
+        let first_day = today - Duration::days(i64::from(days.clamp(1, 366)) - 1);
         let range_start = first_day
             .and_hms_opt(0, 0, 0)
             .map(|at| at.and_utc())

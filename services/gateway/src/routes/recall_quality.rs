@@ -179,6 +179,17 @@ pub async fn get_recall_metrics(
 /// The window a metrics query asks for, checked.
 pub fn metrics_window(query: &RecallMetricsQuery) -> Result<MetricsWindow, Vec<FieldError>> {
     let mut errors = Vec::new();
+    // Checked before any arithmetic: a time near chrono's limits would overflow it.
+    for (field, at) in [("query.from", query.from), ("query.to", query.to)] {
+        if let Some(at) = at
+            && let Err(error) = engram_core::limits::check_report_day(field, at.date_naive())
+        {
+            errors.push(error);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
     let to = query.to.unwrap_or_else(Utc::now);
     let from = query.from.unwrap_or(to - Duration::days(7));
     if from >= to {

@@ -85,8 +85,12 @@ pub struct UsageView {
 
 fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate, FieldError> {
     match text.map(str::trim).filter(|text| !text.is_empty()) {
-        Some(text) => NaiveDate::parse_from_str(text, "%Y-%m-%d")
-            .map_err(|_| FieldError::new(field, "expected a date as YYYY-MM-DD")),
+        Some(text) => {
+            let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")
+                .map_err(|_| FieldError::new(field, "expected a date as YYYY-MM-DD"))?;
+            engram_core::limits::check_report_day(field, day)?;
+            Ok(day)
+        }
         None => Ok(default),
     }
 }

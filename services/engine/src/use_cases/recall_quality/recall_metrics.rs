@@ -11,6 +11,7 @@ impl MemoryEngine {
         window: &MetricsWindow,
     ) -> Result<RecallMetrics, EngineError> {
         principal.authorize(Operation::GetRecallMetrics)?;
+        crate::use_cases::usage::check_report_window(window.from, window.to)?;
         self.recall_metrics(principal.scope(), window).await
     }
 }

@@ -76,10 +76,10 @@ impl MemoryEngine {
         let saved = self
             .storage
             .put_retrieval_profile(principal.scope(), &request.name, tuning.to_json(), share)
-            .await
-            .map_err(crate::use_cases::conflict_on_refusal)?;
+            .await;
+        // Even when reading the saved profile back failed, it may have been written.
         self.forget_project_settings(principal.scope().project_id());
-        Ok(saved)
+        saved.map_err(crate::use_cases::conflict_on_refusal)
     }
 
     pub async fn delete_retrieval_profile_for(

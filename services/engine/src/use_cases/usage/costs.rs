@@ -13,6 +13,7 @@ impl MemoryEngine {
         to: DateTime<Utc>,
     ) -> Result<Vec<CostRow>, EngineError> {
         principal.authorize(Operation::GetCosts)?;
+        super::check_report_window(from, to)?;
         Ok(self.storage.costs(principal.scope(), from, to).await?)
     }
 }

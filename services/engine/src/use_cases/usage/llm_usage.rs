@@ -14,6 +14,7 @@ impl MemoryEngine {
         to: DateTime<Utc>,
     ) -> Result<Vec<LlmModelUsage>, EngineError> {
         principal.authorize(Operation::GetUsage)?;
+        super::check_report_window(from, to)?;
         Ok(self
             .storage
             .llm_usage_by_model(principal.scope(), from, to)

@@ -8,3 +8,28 @@ mod usage_report;
 
 pub use spend_limits::SpendLimitsReport;
 pub use usage_report::UsageReport;
+
+/// A report's window (`to` exclusive), checked against the documented report days before
+/// storage is asked: a 422 naming `from` or `to`, whichever door the dates came through.
+pub(crate) fn check_report_window(
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> Result<(), crate::EngineError> {
+    use engram_core::limits::check_report_day;
+    let mut errors = Vec::new();
+    if let Err(error) = check_report_day("from", from.date_naive()) {
+        errors.push(error);
+    }
+    // The last instant reported is the one before `to`.
+    let last_day = to
+        .checked_sub_signed(chrono::TimeDelta::seconds(1))
+        .map(|last| last.date_naive())
+        .unwrap_or(chrono::NaiveDate::MIN);
+    if let Err(error) = check_report_day("to", last_day) {
+        errors.push(error);
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(engram_core::InvalidInput(errors).into())
+}

@@ -20,6 +20,7 @@ impl MemoryEngine {
         granularity: UsageGranularity,
     ) -> Result<UsageReport, EngineError> {
         principal.authorize(Operation::GetUsage)?;
+        super::check_report_window(from, to)?;
         let scope = principal.scope();
         Ok(UsageReport {
             rows: self.storage.usage(scope, from, to, granularity).await?,
