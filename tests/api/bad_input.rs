@@ -507,3 +507,43 @@ async fn missing_or_wrong_credentials_get_401_and_a_request_id_is_echoed() {
         "nothing written by rejected calls"
     );
 }
+
+/// Search filters are kept with every recall event, so their size is bounded: too many
+/// metadata conditions, a value too large or nested too deep, or too many categories is a
+/// 422 naming the field, and a search within the limits still answers.
+#[tokio::test]
+async fn search_filters_beyond_their_documented_limits_are_refused_with_the_field() {
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let many: serde_json::Map<String, Value> = (0..33)
+        .map(|number| (format!("key{number}"), json!(number)))
+        .collect();
+    let deep = json!([[[[["five levels"]]]]]);
+    let large = "x".repeat(2_000);
+    let categories: Vec<String> = (0..33).map(|number| format!("c{number}")).collect();
+    for (filters, field) in [
+        (json!({ "metadata": many }), "filters.metadata"),
+        (
+            json!({ "metadata": { "note": large } }),
+            "filters.metadata.note",
+        ),
+        (
+            json!({ "metadata": { "path": deep } }),
+            "filters.metadata.path",
+        ),
+        (json!({ "categories": categories }), "filters.categories"),
+    ] {
+        let answer = api
+            .search(json!({ "query": "anything", "filters": filters }))
+            .await;
+        answer.assert_problem(422, "validation-failed");
+        assert_eq!(answer.error_fields(), vec![field.to_string()], "{filters}");
+    }
+    let within = api
+        .search(json!({
+            "query": "anything",
+            "filters": { "metadata": { "path": [[["three levels"]]], "channel": "chat" } }
+        }))
+        .await;
+    assert_eq!(within.status, 200, "{}", within.body);
+}

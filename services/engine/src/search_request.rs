@@ -16,7 +16,69 @@ pub struct SearchFilters {
     pub categories_any: Vec<String>,
 }
 
+/// How deep arrays and objects nest inside `value` (a scalar is 0).
+fn nesting_depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => 1 + items.iter().map(nesting_depth).max().unwrap_or(0),
+        serde_json::Value::Object(fields) => {
+            1 + fields.values().map(nesting_depth).max().unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
 impl SearchFilters {
+    /// What is wrong with the filters against the documented limits (they are kept with
+    /// every recall event, so their size is bounded): one error per field, named as the
+    /// request names it (`filters.metadata.<key>`, `filters.categories`).
+    pub fn limit_errors(&self) -> Vec<engram_core::FieldError> {
+        use engram_core::FieldError;
+        use engram_core::limits::{
+            MAX_CATEGORY_CHARS, MAX_FILTER_CATEGORIES, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH,
+            MAX_FILTER_VALUE_BYTES,
+        };
+        let mut errors = Vec::new();
+        if self.metadata_equals.len() > MAX_FILTER_CONDITIONS {
+            errors.push(FieldError::new(
+                "filters.metadata",
+                format!("at most {MAX_FILTER_CONDITIONS} conditions"),
+            ));
+        }
+        for (key, value) in &self.metadata_equals {
+            let field = format!(
+                "filters.metadata.{}",
+                key.chars().take(64).collect::<String>()
+            );
+            if key.chars().count() > 255 {
+                errors.push(FieldError::new(field, "a key has at most 255 characters"));
+            } else if value.to_string().len() > MAX_FILTER_VALUE_BYTES {
+                errors.push(FieldError::new(
+                    field,
+                    format!("the value has at most {MAX_FILTER_VALUE_BYTES} bytes as JSON"),
+                ));
+            } else if nesting_depth(value) > MAX_FILTER_DEPTH {
+                errors.push(FieldError::new(
+                    field,
+                    format!("arrays and objects nest at most {MAX_FILTER_DEPTH} deep"),
+                ));
+            }
+        }
+        if self.categories_any.len() > MAX_FILTER_CATEGORIES
+            || self
+                .categories_any
+                .iter()
+                .any(|category| category.chars().count() > MAX_CATEGORY_CHARS)
+        {
+            errors.push(FieldError::new(
+                "filters.categories",
+                format!(
+                    "at most {MAX_FILTER_CATEGORIES} categories of at most {MAX_CATEGORY_CHARS} characters"
+                ),
+            ));
+        }
+        errors
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.metadata_equals.is_empty()
             && self.created_after.is_none()

@@ -79,6 +79,10 @@ impl MemoryEngine {
         search: SearchMemoriesRequest,
     ) -> Result<SearchAnswer, EngineError> {
         principal.authorize(Operation::SearchMemories)?;
+        let filter_errors = search.request.filters.limit_errors();
+        if !filter_errors.is_empty() {
+            return Err(engram_core::InvalidInput(filter_errors).into());
+        }
         let scope = principal.scope();
         let mut request = search.request;
         let recall_settings = self.recall_events.settings_of(scope).await;
