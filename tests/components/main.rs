@@ -10,4 +10,5 @@ mod engine_concurrent_indexers;
 mod engine_index_outage;
 mod gateway_console_login;
 mod index_contract;
+mod periodic_jobs;
 mod storage_repository;
