@@ -49,13 +49,13 @@ pub use use_cases::{
     CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
     EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,
     InvitationOffer, ListMemoriesRequest, ListMessagesRequest, MAX_BULK_DELETE, MAX_CASES_PER_SET,
-    MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS,
-    MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS,
-    MemberListing, MintEndUserTokenRequest, MintedEndUserToken, ProjectMonthCost,
-    ProjectSettingsChange, PutRetrievalProfileRequest, PutSessionStateRequest, RecallBudgetCut,
-    RecallInspection, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
-    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, StartEvaluationRunRequest,
-    SubjectSummary, UploadFileRequest, UsageReport,
+    MAX_CONTEXT_TOKENS, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS,
+    MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES,
+    MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest, MintedEndUserToken,
+    ProjectMonthCost, ProjectSettingsChange, PutRetrievalProfileRequest, PutSessionStateRequest,
+    RecallBudgetCut, RecallInspection, RollApiKeyRequest, RolledApiKey, SearchAnswer,
+    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
+    StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;

@@ -216,6 +216,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     }
                     _ => engram_engine::RetrievalMode::Hybrid,
                 };
+                // The console's session field is a filter, like its other fields.
+                let session_only = filter.subject.session_id.is_some();
                 let request = engram_engine::SearchRequest {
                     retrieval,
                     query: meaning.chars().take(2_000).collect(),
@@ -228,8 +230,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                         ..Default::default()
                     },
                     top_k: query.limit.clamp(1, 100) as usize,
-                    // The console's session field is a filter, like its other fields.
-                    session_only: true,
+                    session_only,
                     ..engram_engine::SearchRequest::default()
                 };
                 // The console chose its retrieval itself: no profile is drawn for it.

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use engram_core::limits::{
     MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_MEMORIES_PER_ADD,
-    MAX_METADATA_BYTES, MAX_QUERY_BYTES, MAX_REASON_CHARS, MAX_TOP_K,
+    MAX_METADATA_BYTES, MAX_REASON_CHARS,
 };
 use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
 use engram_engine::HistoryEntry;
@@ -555,43 +555,21 @@ impl EditMemoryBody {
     }
 }
 
-/// A validated search.
+/// A parsed search: the engine's request, and whether to explain the ranking.
 pub struct ParsedSearch {
-    pub request: engram_engine::SearchRequest,
-    /// What the request tuned itself: a retrieval profile fills in only the rest.
-    pub caller_tuning: engram_engine::profiles::SearchTuning,
-    pub profile: Option<String>,
-    pub context_tokens: Option<u64>,
+    pub search: engram_engine::SearchMemoriesRequest,
     pub explain: bool,
 }
 
-/// Largest `context_tokens`.
-pub const MAX_CONTEXT_TOKENS: i64 = 8_192;
-
 impl SearchBody {
+    /// The wire body as the engine's request. Only what the wire format itself decides is
+    /// checked here (names of kinds, modes and ids); the limits are the search use case's
+    /// (`SearchMemoriesRequest::limit_errors`), reported with these in one answer.
     pub fn into_request(self) -> Result<ParsedSearch, Vec<FieldError>> {
         let mut errors = Vec::new();
-        if self.query.trim().is_empty() {
-            errors.push(FieldError::new("query", "must not be empty"));
-        } else if self.query.len() > MAX_QUERY_BYTES {
-            errors.push(FieldError::new(
-                "query",
-                format!("must be at most {MAX_QUERY_BYTES} bytes"),
-            ));
-        }
         let top_k = self
             .top_k
             .unwrap_or(engram_core::limits::DEFAULT_TOP_K as i64);
-        if !(1..=MAX_TOP_K as i64).contains(&top_k) {
-            errors.push(FieldError::new(
-                "top_k",
-                format!("must be between 1 and {MAX_TOP_K}, got {top_k}"),
-            ));
-        }
-        let min_score = self.min_score.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&min_score) {
-            errors.push(FieldError::new("min_score", "must be between 0 and 1"));
-        }
         let mut kinds = Vec::new();
         for (position, kind) in self.kinds.unwrap_or_default().iter().enumerate() {
             match kind.parse::<MemoryKind>() {
@@ -629,72 +607,35 @@ impl SearchBody {
                 engram_engine::FusionMethod::default()
             }),
         };
-        let mut fraction = |value: Option<f64>, default: f32, field: &str| match value {
-            None => default,
-            Some(value) if (0.0..=1.0).contains(&value) => value as f32,
-            Some(value) => {
-                errors.push(FieldError::new(
-                    field,
-                    format!("must be between 0 and 1, got {value}"),
-                ));
-                default
-            }
-        };
-        let keyword_weight = fraction(
-            self.keyword_weight,
-            engram_engine::DEFAULT_KEYWORD_WEIGHT,
-            "keyword_weight",
-        );
-        let recency_weight = fraction(
-            self.recency_weight,
-            engram_engine::DEFAULT_RECENCY_WEIGHT,
-            "recency_weight",
-        );
-        // A little slack for clocks that run slightly ahead of ours.
-        if let Some(as_of) = self.as_of
-            && as_of > Utc::now() + chrono::Duration::minutes(5)
-        {
-            errors.push(FieldError::new("as_of", "must not be in the future"));
-        }
-        if self.session_only == Some(true) && subject.session_id.is_none() {
-            errors.push(FieldError::new(
-                "session_only",
-                "needs a session_id to filter by",
-            ));
-        }
-        let context_tokens = match self.context_tokens {
-            None => None,
-            Some(tokens) if (1..=MAX_CONTEXT_TOKENS).contains(&tokens) => Some(tokens as u64),
-            Some(tokens) => {
-                errors.push(FieldError::new(
-                    "context_tokens",
-                    format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
-                ));
-                None
-            }
-        };
-        if !errors.is_empty() {
-            return Err(errors);
-        }
+        let keyword_weight = self
+            .keyword_weight
+            .map_or(engram_engine::DEFAULT_KEYWORD_WEIGHT, |weight| {
+                weight as f32
+            });
+        let recency_weight = self
+            .recency_weight
+            .map_or(engram_engine::DEFAULT_RECENCY_WEIGHT, |weight| {
+                weight as f32
+            });
+        let min_score = self.min_score.map_or(0.0, |score| score as f32);
         let caller_tuning = engram_engine::profiles::SearchTuning {
             retrieval: self.retrieval.is_some().then_some(retrieval),
             fusion: self.fusion.is_some().then_some(fusion),
             keyword_weight: self.keyword_weight.is_some().then_some(keyword_weight),
             recency_weight: self.recency_weight.is_some().then_some(recency_weight),
             diversify: self.diversify,
-            min_score: self.min_score.is_some().then_some(min_score as f32),
+            min_score: self.min_score.is_some().then_some(min_score),
         };
-        Ok(ParsedSearch {
-            caller_tuning,
-            profile: self.profile,
+        let search = engram_engine::SearchMemoriesRequest {
             request: engram_engine::SearchRequest {
                 query: self.query,
                 subject,
                 session_only: self.session_only.unwrap_or(false),
                 kinds,
                 filters,
-                top_k: top_k as usize,
-                min_score: min_score as f32,
+                // Out of range (negative included) is the use case's to name: 0 is refused.
+                top_k: usize::try_from(top_k).unwrap_or(0),
+                min_score,
                 retrieval,
                 fusion,
                 keyword_weight,
@@ -704,7 +645,19 @@ impl SearchBody {
                 include_always: self.include_always.unwrap_or(false),
                 query_vector: self.query_vector,
             },
-            context_tokens,
+            caller_tuning,
+            profile: self.profile,
+            context_tokens: self
+                .context_tokens
+                .map(|tokens| u64::try_from(tokens).unwrap_or(0)),
+            trace_id: None,
+        };
+        errors.extend(search.limit_errors());
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(ParsedSearch {
+            search,
             explain: self.explain.unwrap_or(false),
         })
     }

@@ -55,7 +55,9 @@ pub use list_memories::ListMemoriesRequest;
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
 pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
-pub use search_memories::{RecallBudgetCut, SearchAnswer, SearchMemoriesRequest};
+pub use search_memories::{
+    MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
+};
 pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
 pub use usage::{SpendLimitsReport, UsageReport};
 

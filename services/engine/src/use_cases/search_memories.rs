@@ -23,6 +23,69 @@ pub struct SearchMemoriesRequest {
     pub trace_id: Option<String>,
 }
 
+/// Largest `context_tokens` a search may ask its results to be packed into.
+pub const MAX_CONTEXT_TOKENS: u64 = 8_192;
+
+impl SearchMemoriesRequest {
+    /// What is wrong with the search against the documented limits, one error per field,
+    /// named as the API names it. Every door's search is held to them here; a door may call
+    /// it beside its own parsing to report every bad field in one answer.
+    pub fn limit_errors(&self) -> Vec<engram_core::FieldError> {
+        use engram_core::FieldError;
+        use engram_core::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
+        let request = &self.request;
+        let mut errors = Vec::new();
+        if request.query.trim().is_empty() {
+            errors.push(FieldError::new("query", "must not be empty"));
+        } else if request.query.len() > MAX_QUERY_BYTES {
+            errors.push(FieldError::new(
+                "query",
+                format!("must be at most {MAX_QUERY_BYTES} bytes"),
+            ));
+        }
+        if !(1..=MAX_TOP_K).contains(&request.top_k) {
+            errors.push(FieldError::new(
+                "top_k",
+                format!("must be between 1 and {MAX_TOP_K}, got {}", request.top_k),
+            ));
+        }
+        for (field, value) in [
+            ("min_score", request.min_score),
+            ("keyword_weight", request.keyword_weight),
+            ("recency_weight", request.recency_weight),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                errors.push(FieldError::new(
+                    field,
+                    format!("must be between 0 and 1, got {value}"),
+                ));
+            }
+        }
+        // A little slack for clocks that run slightly ahead of ours.
+        if let Some(as_of) = request.as_of
+            && as_of > chrono::Utc::now() + chrono::Duration::minutes(5)
+        {
+            errors.push(FieldError::new("as_of", "must not be in the future"));
+        }
+        if request.session_only && request.subject.session_id.is_none() {
+            errors.push(FieldError::new(
+                "session_only",
+                "needs a session_id to filter by",
+            ));
+        }
+        if let Some(tokens) = self.context_tokens
+            && !(1..=MAX_CONTEXT_TOKENS).contains(&tokens)
+        {
+            errors.push(FieldError::new(
+                "context_tokens",
+                format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
+            ));
+        }
+        errors.extend(request.filters.limit_errors());
+        errors
+    }
+}
+
 /// How the project's recall budget shortened the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecallBudgetCut {
@@ -79,9 +142,9 @@ impl MemoryEngine {
         search: SearchMemoriesRequest,
     ) -> Result<SearchAnswer, EngineError> {
         principal.authorize(Operation::SearchMemories)?;
-        let filter_errors = search.request.filters.limit_errors();
-        if !filter_errors.is_empty() {
-            return Err(engram_core::InvalidInput(filter_errors).into());
+        let limit_errors = search.limit_errors();
+        if !limit_errors.is_empty() {
+            return Err(engram_core::InvalidInput(limit_errors).into());
         }
         let scope = principal.scope();
         let mut request = search.request;
@@ -295,5 +358,77 @@ impl RecordedSearch {
             trace_id,
             credential,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn search(request: SearchRequest, context_tokens: Option<u64>) -> SearchMemoriesRequest {
+        SearchMemoriesRequest {
+            request,
+            caller_tuning: SearchTuning::default(),
+            profile: None,
+            context_tokens,
+            trace_id: None,
+        }
+    }
+
+    fn fields(search: &SearchMemoriesRequest) -> Vec<String> {
+        search
+            .limit_errors()
+            .into_iter()
+            .map(|error| error.field)
+            .collect()
+    }
+
+    /// The limits are the use case's, whatever door built the request: a console, MCP or
+    /// Mem0 door is held to what the HTTP API documents.
+    #[test]
+    fn a_search_beyond_the_documented_limits_names_each_field() {
+        let within = search(
+            SearchRequest {
+                query: "tea".to_string(),
+                ..SearchRequest::default()
+            },
+            Some(512),
+        );
+        assert!(fields(&within).is_empty());
+        let beyond = search(
+            SearchRequest {
+                query: "   ".to_string(),
+                top_k: 0,
+                min_score: 1.5,
+                keyword_weight: -0.1,
+                recency_weight: f32::NAN,
+                session_only: true,
+                as_of: Some(chrono::Utc::now() + chrono::Duration::days(1)),
+                ..SearchRequest::default()
+            },
+            Some(MAX_CONTEXT_TOKENS + 1),
+        );
+        assert_eq!(
+            fields(&beyond),
+            vec![
+                "query",
+                "top_k",
+                "min_score",
+                "keyword_weight",
+                "recency_weight",
+                "as_of",
+                "session_only",
+                "context_tokens"
+            ]
+        );
+        let long_query = search(
+            SearchRequest {
+                query: "x".repeat(engram_core::limits::MAX_QUERY_BYTES + 1),
+                top_k: engram_core::limits::MAX_TOP_K + 1,
+                ..SearchRequest::default()
+            },
+            None,
+        );
+        assert_eq!(fields(&long_query), vec!["query", "top_k"]);
     }
 }

@@ -308,13 +308,10 @@ pub async fn search_memories(
 ) -> Result<Json<SearchResponseView>, ApiError> {
     let parsed = body.value.into_request().map_err(ApiError::invalid)?;
     let explain = parsed.explain;
-    let include_always = parsed.request.include_always;
+    let include_always = parsed.search.request.include_always;
     let request = SearchMemoriesRequest {
-        request: parsed.request,
-        caller_tuning: parsed.caller_tuning,
-        profile: parsed.profile,
-        context_tokens: parsed.context_tokens,
         trace_id: trace_id_of(&headers),
+        ..parsed.search
     };
     let answer = engine
         .search_memories_for(&principal.principal(), request)
