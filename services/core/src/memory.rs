@@ -53,6 +53,89 @@ pub struct NewMemory {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+impl NewMemory {
+    /// What is wrong with the memory against the documented limits, each field named under
+    /// `path` (`memories[3]`). Every door's add is held to them by the add use case.
+    pub fn limit_errors(&self, path: &str) -> Vec<crate::FieldError> {
+        use crate::FieldError;
+        use crate::limits::{
+            MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_METADATA_BYTES,
+        };
+        let mut errors = Vec::new();
+        let field = |name: &str| format!("{path}.{name}");
+        if self.content.is_empty() {
+            errors.push(FieldError::new(field("content"), "must not be empty"));
+        } else if self.content.len() > MAX_CONTENT_BYTES {
+            errors.push(FieldError::new(
+                field("content"),
+                format!(
+                    "must be at most {MAX_CONTENT_BYTES} bytes, got {}",
+                    self.content.len()
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.confidence) {
+            errors.push(FieldError::new(
+                field("confidence"),
+                "must be between 0 and 1",
+            ));
+        }
+        let metadata_size = serde_json::to_vec(&self.metadata)
+            .map(|bytes| bytes.len())
+            .unwrap_or(usize::MAX);
+        if metadata_size > MAX_METADATA_BYTES {
+            errors.push(FieldError::new(
+                field("metadata"),
+                format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {metadata_size}"),
+            ));
+        }
+        if self.categories.len() > MAX_CATEGORIES {
+            errors.push(FieldError::new(
+                field("categories"),
+                format!(
+                    "at most {MAX_CATEGORIES} categories, got {}",
+                    self.categories.len()
+                ),
+            ));
+        }
+        for (position, category) in self.categories.iter().enumerate() {
+            let characters = category.chars().count();
+            if characters == 0 || characters > MAX_CATEGORY_CHARS {
+                errors.push(FieldError::new(
+                    format!("{path}.categories[{position}]"),
+                    format!("must be 1–{MAX_CATEGORY_CHARS} characters"),
+                ));
+            }
+        }
+        errors
+    }
+
+    /// `Some` refusal naming `memories` unless an add holds 1–
+    /// [`crate::limits::MAX_MEMORIES_PER_ADD`] memories.
+    pub fn batch_size_error(count: usize) -> Option<crate::FieldError> {
+        use crate::limits::MAX_MEMORIES_PER_ADD;
+        (count == 0 || count > MAX_MEMORIES_PER_ADD).then(|| {
+            crate::FieldError::new(
+                "memories",
+                format!("must hold 1–{MAX_MEMORIES_PER_ADD} memories, got {count}"),
+            )
+        })
+    }
+
+    /// A whole add: the batch size, then each memory within the limits (named
+    /// `memories[i].…`).
+    pub fn batch_limit_errors(memories: &[NewMemory]) -> Vec<crate::FieldError> {
+        if let Some(error) = Self::batch_size_error(memories.len()) {
+            return vec![error];
+        }
+        memories
+            .iter()
+            .enumerate()
+            .flat_map(|(position, memory)| memory.limit_errors(&format!("memories[{position}]")))
+            .collect()
+    }
+}
+
 /// A stored memory, as the domain sees it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
@@ -105,5 +188,61 @@ mod tests {
             "user_stated".parse::<MemorySource>(),
             Ok(MemorySource::UserStated)
         );
+    }
+}
+
+#[cfg(test)]
+mod add_limit_tests {
+    use super::*;
+
+    fn memory(content: &str) -> NewMemory {
+        NewMemory {
+            user_id: None,
+            agent_id: None,
+            session_id: None,
+            kind: MemoryKind::Semantic,
+            key: None,
+            content: content.to_string(),
+            metadata: serde_json::Map::new(),
+            categories: Vec::new(),
+            source: MemorySource::UserStated,
+            confidence: 1.0,
+            expires_at: None,
+        }
+    }
+
+    /// The add limits hold whatever door built the memories.
+    #[test]
+    fn an_add_beyond_the_documented_limits_names_each_field() {
+        assert!(NewMemory::batch_limit_errors(&[memory("fine")]).is_empty());
+        let mut beyond = memory("");
+        beyond.confidence = 1.5;
+        beyond.metadata.insert(
+            "note".to_string(),
+            serde_json::Value::String("x".repeat(crate::limits::MAX_METADATA_BYTES)),
+        );
+        beyond.categories = vec![String::new()];
+        let fields: Vec<String> = NewMemory::batch_limit_errors(&[memory("fine"), beyond])
+            .into_iter()
+            .map(|error| error.field)
+            .collect();
+        assert_eq!(
+            fields,
+            vec![
+                "memories[1].content",
+                "memories[1].confidence",
+                "memories[1].metadata",
+                "memories[1].categories[0]"
+            ]
+        );
+        let too_many: Vec<NewMemory> = (0..=crate::limits::MAX_MEMORIES_PER_ADD)
+            .map(|_| memory("x"))
+            .collect();
+        let fields: Vec<String> = NewMemory::batch_limit_errors(&too_many)
+            .into_iter()
+            .map(|error| error.field)
+            .collect();
+        assert_eq!(fields, vec!["memories"]);
+        assert_eq!(NewMemory::batch_limit_errors(&[])[0].field, "memories");
     }
 }

@@ -3,8 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use engram_core::limits::{
-    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_MEMORIES_PER_ADD,
-    MAX_METADATA_BYTES, MAX_REASON_CHARS,
+    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_METADATA_BYTES, MAX_REASON_CHARS,
 };
 use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
 use engram_engine::HistoryEntry;
@@ -349,30 +348,38 @@ fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn check_metadata(
+/// The metadata as an object (`null` or absent: empty); anything else is refused.
+fn metadata_object(
     metadata: Option<serde_json::Value>,
     field: &str,
     errors: &mut Vec<FieldError>,
 ) -> serde_json::Map<String, serde_json::Value> {
     match metadata {
         None | Some(serde_json::Value::Null) => serde_json::Map::new(),
-        Some(serde_json::Value::Object(map)) => {
-            let size = serde_json::to_vec(&map)
-                .map(|bytes| bytes.len())
-                .unwrap_or(usize::MAX);
-            if size > MAX_METADATA_BYTES {
-                errors.push(FieldError::new(
-                    field,
-                    format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"),
-                ));
-            }
-            map
-        }
+        Some(serde_json::Value::Object(map)) => map,
         Some(_) => {
             errors.push(FieldError::new(field, "must be a JSON object"));
             serde_json::Map::new()
         }
     }
+}
+
+fn check_metadata(
+    metadata: Option<serde_json::Value>,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let map = metadata_object(metadata, field, errors);
+    let size = serde_json::to_vec(&map)
+        .map(|bytes| bytes.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_METADATA_BYTES {
+        errors.push(FieldError::new(
+            field,
+            format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"),
+        ));
+    }
+    map
 }
 
 fn check_categories(
@@ -420,15 +427,9 @@ fn parse_enum<T: std::str::FromStr<Err = String>>(
 impl AddMemoriesBody {
     pub fn into_new_memories(self) -> Result<ParsedMemories, Vec<FieldError>> {
         let mut errors = Vec::new();
-        if self.memories.is_empty() || self.memories.len() > MAX_MEMORIES_PER_ADD {
-            errors.push(FieldError::new(
-                "memories",
-                format!(
-                    "must hold 1–{MAX_MEMORIES_PER_ADD} memories, got {}",
-                    self.memories.len()
-                ),
-            ));
-            return Err(errors);
+        // A wrong count is refused before any memory is parsed (the body may be large).
+        if let Some(error) = NewMemory::batch_size_error(self.memories.len()) {
+            return Err(vec![error]);
         }
         let with_vectors = self
             .memories
@@ -454,14 +455,7 @@ impl AddMemoriesBody {
             if let Some(vector) = body.embedding.take() {
                 client_vectors.push(vector);
             }
-            check_content(&body.content, &path("content"), &mut errors);
             let confidence = body.confidence.unwrap_or(1.0);
-            if !(0.0..=1.0).contains(&confidence) {
-                errors.push(FieldError::new(
-                    path("confidence"),
-                    "must be between 0 and 1",
-                ));
-            }
             parsed.push(NewMemory {
                 user_id: ExternalId::parse_field(
                     body.user_id.as_deref(),
@@ -485,8 +479,8 @@ impl AddMemoriesBody {
                     &mut errors,
                 ),
                 key: ExternalId::parse_field(body.key.as_deref(), &path("key"), &mut errors),
-                metadata: check_metadata(body.metadata, &path("metadata"), &mut errors),
-                categories: check_categories(body.categories, &path("categories"), &mut errors),
+                metadata: metadata_object(body.metadata, &path("metadata"), &mut errors),
+                categories: body.categories.unwrap_or_default(),
                 source: parse_enum(
                     body.source.as_deref(),
                     MemorySource::UserStated,
@@ -498,6 +492,8 @@ impl AddMemoriesBody {
                 content: body.content,
             });
         }
+        // The limits are the add use case's; reported here with the parse errors in one answer.
+        errors.extend(NewMemory::batch_limit_errors(&parsed));
         if errors.is_empty() {
             Ok(ParsedMemories {
                 memories: parsed,

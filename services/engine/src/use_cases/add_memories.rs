@@ -33,6 +33,10 @@ impl MemoryEngine {
         render_response: impl Fn(&[Memory]) -> (u16, String) + Send + Sync,
     ) -> Result<AddOutcome, EngineError> {
         principal.authorize(Operation::AddMemories)?;
+        let limit_errors = NewMemory::batch_limit_errors(&request.memories);
+        if !limit_errors.is_empty() {
+            return Err(InvalidInput(limit_errors).into());
+        }
         let mut memories = request.memories;
         // An expiry already past asks for the memory to be deleted at the next sweep: a
         // deletion, so it needs what deleting needs. (Deletes by project policy — retention —
