@@ -53,60 +53,83 @@ pub struct NewMemory {
     pub expires_at: Option<DateTime<Utc>>,
 }
 
+/// Content within the documented size: not empty, at most
+/// [`crate::limits::MAX_CONTENT_BYTES`].
+pub fn content_errors(field: &str, content: &str) -> Vec<crate::FieldError> {
+    use crate::limits::MAX_CONTENT_BYTES;
+    if content.is_empty() {
+        return vec![crate::FieldError::new(field, "must not be empty")];
+    }
+    if content.len() > MAX_CONTENT_BYTES {
+        return vec![crate::FieldError::new(
+            field,
+            format!(
+                "must be at most {MAX_CONTENT_BYTES} bytes, got {}",
+                content.len()
+            ),
+        )];
+    }
+    Vec::new()
+}
+
+/// Metadata within [`crate::limits::MAX_METADATA_BYTES`] as JSON.
+pub fn metadata_errors(
+    field: &str,
+    metadata: &serde_json::Map<String, serde_json::Value>,
+) -> Vec<crate::FieldError> {
+    use crate::limits::MAX_METADATA_BYTES;
+    let size = serde_json::to_vec(metadata)
+        .map(|bytes| bytes.len())
+        .unwrap_or(usize::MAX);
+    if size > MAX_METADATA_BYTES {
+        return vec![crate::FieldError::new(
+            field,
+            format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"),
+        )];
+    }
+    Vec::new()
+}
+
+/// At most [`crate::limits::MAX_CATEGORIES`] categories of 1–
+/// [`crate::limits::MAX_CATEGORY_CHARS`] characters (each named `field[i]`).
+pub fn categories_errors(field: &str, categories: &[String]) -> Vec<crate::FieldError> {
+    use crate::limits::{MAX_CATEGORIES, MAX_CATEGORY_CHARS};
+    let mut errors = Vec::new();
+    if categories.len() > MAX_CATEGORIES {
+        errors.push(crate::FieldError::new(
+            field,
+            format!(
+                "at most {MAX_CATEGORIES} categories, got {}",
+                categories.len()
+            ),
+        ));
+    }
+    for (position, category) in categories.iter().enumerate() {
+        let characters = category.chars().count();
+        if characters == 0 || characters > MAX_CATEGORY_CHARS {
+            errors.push(crate::FieldError::new(
+                format!("{field}[{position}]"),
+                format!("must be 1–{MAX_CATEGORY_CHARS} characters"),
+            ));
+        }
+    }
+    errors
+}
+
 impl NewMemory {
     /// What is wrong with the memory against the documented limits, each field named under
     /// `path` (`memories[3]`). Every door's add is held to them by the add use case.
     pub fn limit_errors(&self, path: &str) -> Vec<crate::FieldError> {
-        use crate::FieldError;
-        use crate::limits::{
-            MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_METADATA_BYTES,
-        };
-        let mut errors = Vec::new();
         let field = |name: &str| format!("{path}.{name}");
-        if self.content.is_empty() {
-            errors.push(FieldError::new(field("content"), "must not be empty"));
-        } else if self.content.len() > MAX_CONTENT_BYTES {
-            errors.push(FieldError::new(
-                field("content"),
-                format!(
-                    "must be at most {MAX_CONTENT_BYTES} bytes, got {}",
-                    self.content.len()
-                ),
-            ));
-        }
+        let mut errors = content_errors(&field("content"), &self.content);
         if !(0.0..=1.0).contains(&self.confidence) {
-            errors.push(FieldError::new(
+            errors.push(crate::FieldError::new(
                 field("confidence"),
                 "must be between 0 and 1",
             ));
         }
-        let metadata_size = serde_json::to_vec(&self.metadata)
-            .map(|bytes| bytes.len())
-            .unwrap_or(usize::MAX);
-        if metadata_size > MAX_METADATA_BYTES {
-            errors.push(FieldError::new(
-                field("metadata"),
-                format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {metadata_size}"),
-            ));
-        }
-        if self.categories.len() > MAX_CATEGORIES {
-            errors.push(FieldError::new(
-                field("categories"),
-                format!(
-                    "at most {MAX_CATEGORIES} categories, got {}",
-                    self.categories.len()
-                ),
-            ));
-        }
-        for (position, category) in self.categories.iter().enumerate() {
-            let characters = category.chars().count();
-            if characters == 0 || characters > MAX_CATEGORY_CHARS {
-                errors.push(FieldError::new(
-                    format!("{path}.categories[{position}]"),
-                    format!("must be 1–{MAX_CATEGORY_CHARS} characters"),
-                ));
-            }
-        }
+        errors.extend(metadata_errors(&field("metadata"), &self.metadata));
+        errors.extend(categories_errors(&field("categories"), &self.categories));
         errors
     }
 

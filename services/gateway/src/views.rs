@@ -2,9 +2,6 @@
 //! engine inputs, collecting every field problem with its path.
 
 use chrono::{DateTime, Utc};
-use engram_core::limits::{
-    MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_CONTENT_BYTES, MAX_METADATA_BYTES, MAX_REASON_CHARS,
-};
 use engram_core::{ExternalId, FieldError, Memory, MemoryKind, MemorySource};
 use engram_engine::HistoryEntry;
 use engram_engine::{MemoryEdit, NewMemory, SearchFilters};
@@ -334,20 +331,6 @@ pub struct SearchBody {
     pub profile: Option<String>,
 }
 
-fn check_content(content: &str, field: &str, errors: &mut Vec<FieldError>) {
-    if content.is_empty() {
-        errors.push(FieldError::new(field, "must not be empty"));
-    } else if content.len() > MAX_CONTENT_BYTES {
-        errors.push(FieldError::new(
-            field,
-            format!(
-                "must be at most {MAX_CONTENT_BYTES} bytes, got {}",
-                content.len()
-            ),
-        ));
-    }
-}
-
 /// The metadata as an object (`null` or absent: empty); anything else is refused.
 fn metadata_object(
     metadata: Option<serde_json::Value>,
@@ -362,51 +345,6 @@ fn metadata_object(
             serde_json::Map::new()
         }
     }
-}
-
-fn check_metadata(
-    metadata: Option<serde_json::Value>,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> serde_json::Map<String, serde_json::Value> {
-    let map = metadata_object(metadata, field, errors);
-    let size = serde_json::to_vec(&map)
-        .map(|bytes| bytes.len())
-        .unwrap_or(usize::MAX);
-    if size > MAX_METADATA_BYTES {
-        errors.push(FieldError::new(
-            field,
-            format!("must be at most {MAX_METADATA_BYTES} bytes as JSON, got {size}"),
-        ));
-    }
-    map
-}
-
-fn check_categories(
-    categories: Option<Vec<String>>,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> Vec<String> {
-    let categories = categories.unwrap_or_default();
-    if categories.len() > MAX_CATEGORIES {
-        errors.push(FieldError::new(
-            field,
-            format!(
-                "at most {MAX_CATEGORIES} categories, got {}",
-                categories.len()
-            ),
-        ));
-    }
-    for (position, category) in categories.iter().enumerate() {
-        let characters = category.chars().count();
-        if characters == 0 || characters > MAX_CATEGORY_CHARS {
-            errors.push(FieldError::new(
-                format!("{field}[{position}]"),
-                format!("must be 1–{MAX_CATEGORY_CHARS} characters"),
-            ));
-        }
-    }
-    categories
 }
 
 fn parse_enum<T: std::str::FromStr<Err = String>>(
@@ -506,48 +444,25 @@ impl AddMemoriesBody {
 }
 
 impl EditMemoryBody {
+    /// The wire body as the engine's edit: only the shape is checked here (metadata must be
+    /// an object); the limits are the edit use case's, reported with it in one answer.
     pub fn into_edit(self) -> Result<(MemoryEdit, Option<Vec<f32>>), Vec<FieldError>> {
         let mut errors = Vec::new();
-        if self.content.is_none()
-            && self.metadata.is_none()
-            && self.categories.is_none()
-            && self.expires_at.is_none()
-        {
-            errors.push(FieldError::new(
-                "body",
-                "nothing to change: give content, metadata, categories or expires_at",
-            ));
-        }
-        if let Some(content) = &self.content {
-            check_content(content, "content", &mut errors);
-        }
         let metadata = self
             .metadata
-            .map(|value| check_metadata(Some(value), "metadata", &mut errors));
-        let categories = self
-            .categories
-            .map(|categories| check_categories(Some(categories), "categories", &mut errors));
-        if let Some(reason) = &self.reason {
-            if reason.chars().count() > MAX_REASON_CHARS {
-                errors.push(FieldError::new(
-                    "reason",
-                    format!("must be at most {MAX_REASON_CHARS} characters"),
-                ));
-            }
-        }
+            .map(|value| metadata_object(Some(value), "metadata", &mut errors));
+        let edit = MemoryEdit {
+            content: self.content,
+            metadata,
+            categories: self.categories,
+            expires_at: self.expires_at,
+            reason: self.reason,
+        };
+        errors.extend(edit.limit_errors());
         if !errors.is_empty() {
             return Err(errors);
         }
-        Ok((
-            MemoryEdit {
-                content: self.content,
-                metadata,
-                categories,
-                expires_at: self.expires_at,
-                reason: self.reason,
-            },
-            self.embedding,
-        ))
+        Ok((edit, self.embedding))
     }
 }
 

@@ -15,6 +15,46 @@ pub struct EditMemoryRequest {
     pub expected_version: Option<i64>,
 }
 
+impl MemoryEdit {
+    /// What is wrong with the edit against the documented limits (named as the API names
+    /// the fields). Every door's edit is held to them by the edit use case.
+    pub fn limit_errors(&self) -> Vec<FieldError> {
+        use engram_core::memory::{categories_errors, content_errors, metadata_errors};
+        let mut errors = Vec::new();
+        if self.content.is_none()
+            && self.metadata.is_none()
+            && self.categories.is_none()
+            && self.expires_at.is_none()
+        {
+            errors.push(FieldError::new(
+                "body",
+                "nothing to change: give content, metadata, categories or expires_at",
+            ));
+        }
+        if let Some(content) = &self.content {
+            errors.extend(content_errors("content", content));
+        }
+        if let Some(metadata) = &self.metadata {
+            errors.extend(metadata_errors("metadata", metadata));
+        }
+        if let Some(categories) = &self.categories {
+            errors.extend(categories_errors("categories", categories));
+        }
+        if let Some(reason) = &self.reason
+            && reason.chars().count() > engram_core::limits::MAX_REASON_CHARS
+        {
+            errors.push(FieldError::new(
+                "reason",
+                format!(
+                    "must be at most {} characters",
+                    engram_core::limits::MAX_REASON_CHARS
+                ),
+            ));
+        }
+        errors
+    }
+}
+
 impl MemoryEngine {
     pub async fn edit_memory_for(
         &self,
@@ -22,6 +62,10 @@ impl MemoryEngine {
         request: EditMemoryRequest,
     ) -> Result<EditedMemory, EngineError> {
         principal.authorize(Operation::EditMemory)?;
+        let limit_errors = request.edit.limit_errors();
+        if !limit_errors.is_empty() {
+            return Err(InvalidInput(limit_errors).into());
+        }
         let mut request = request;
         request.edit.reason = crate::use_cases::reason_of(principal, request.edit.reason.take())?;
         // Setting an expiry on a stored memory schedules its deletion, however far ahead: a

@@ -73,15 +73,22 @@ pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> Engine
     }
 }
 
-/// The reason a person gives for removing memories: required, trimmed, and refused (never
-/// cut) past [`MAX_FLAG_REASON_CHARS`].
+/// The reason a person gives for a change: required, trimmed, and refused (never cut) past
+/// the documented [`engram_core::limits::MAX_REASON_CHARS`].
 pub(crate) fn required_reason(reason: &str) -> Result<String, EngineError> {
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(engram_core::InvalidInput::single("reason", "give a reason").into());
     }
-    if reason.chars().count() > MAX_FLAG_REASON_CHARS {
-        return Err(engram_core::InvalidInput::single("reason", "at most 1,000 characters").into());
+    if reason.chars().count() > engram_core::limits::MAX_REASON_CHARS {
+        return Err(engram_core::InvalidInput::single(
+            "reason",
+            format!(
+                "must be at most {} characters",
+                engram_core::limits::MAX_REASON_CHARS
+            ),
+        )
+        .into());
     }
     Ok(reason.to_string())
 }
