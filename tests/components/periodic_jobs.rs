@@ -36,7 +36,10 @@ async fn passes_before_stop(first_run: FirstRun, stop_after_first_pass: bool) ->
         first_pass.notified().await;
     }
     stop.send(true).unwrap();
-    job.await.unwrap();
+    tokio::time::timeout(engram_tests::patience(), job)
+        .await
+        .expect("the job stops on shutdown")
+        .unwrap();
     passes.load(Ordering::SeqCst)
 }
 
@@ -59,6 +62,12 @@ async fn a_job_whose_stop_signal_is_gone_stops_instead_of_spinning() {
         interval: Duration::from_secs(3600),
         first_run: FirstRun::AfterInterval,
     };
-    // Finishes (rather than hanging for an hour or looping) once the sender is gone.
-    run_periodic(schedule, shutdown, || async {}).await;
+    // Finishes (rather than waiting an hour or looping) once the sender is gone; a
+    // regression fails here instead of hanging the suite.
+    tokio::time::timeout(
+        engram_tests::patience(),
+        run_periodic(schedule, shutdown, || async {}),
+    )
+    .await
+    .expect("the job stops when its stop signal is gone");
 }

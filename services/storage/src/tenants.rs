@@ -325,8 +325,19 @@ impl Storage {
         verified_account: &ConsoleAccountRecord,
         project_id: ProjectId,
     ) -> Result<Option<ProjectScope>, StorageError> {
+        self.project_scope_in_organization(verified_account.organization_id, project_id)
+            .await
+    }
+
+    /// The scope of `project_id` when it belongs to `organization_id`: the one query behind
+    /// a console member's project and an erasure ledger line's.
+    pub(crate) async fn project_scope_in_organization(
+        &self,
+        organization_id: OrganizationId,
+        project_id: ProjectId,
+    ) -> Result<Option<ProjectScope>, StorageError> {
         let found = projects::Entity::find_by_id(project_id.as_uuid())
-            .filter(projects::Column::OrganizationId.eq(verified_account.organization_id.as_uuid()))
+            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
@@ -441,16 +452,7 @@ impl MaintenanceStore {
         organization_id: OrganizationId,
         project_id: ProjectId,
     ) -> Result<Option<ProjectScope>, StorageError> {
-        let found = projects::Entity::find_by_id(project_id.as_uuid())
-            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
-            .one(&self.connection)
+        self.project_scope_in_organization(organization_id, project_id)
             .await
-            .map_err(StorageError::from_db)?;
-        Ok(found.map(|project| {
-            ProjectScope::from_verified_credential(
-                OrganizationId::from_uuid(project.organization_id),
-                ProjectId::from_uuid(project.id),
-            )
-        }))
     }
 }
