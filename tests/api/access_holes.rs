@@ -221,6 +221,19 @@ async fn a_key_never_mints_or_rolls_a_key_wider_than_itself() {
     let admin_only = server.client_with_key(admin_only.body["secret"].as_str().unwrap());
     let wider = create_key(&admin_only, &["admin", "memories:read"]).await;
     wider.assert_problem(403, "forbidden");
+    assert_eq!(
+        wider.body["code"], "scope-not-grantable",
+        "the refusal names its rule: {}",
+        wider.body
+    );
+    assert!(
+        wider.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("it holds: admin"),
+        "the refusal says what the minting key holds: {}",
+        wider.body
+    );
     assert!(
         wider.body["detail"]
             .as_str()

@@ -249,9 +249,12 @@ async fn run_crash_harness(backend: &str, database_url: Option<String>) {
         let indexed = index.versions(scope, known.clone()).await.unwrap();
         for memory_id in known {
             let id = memory_id.to_string();
-            let stored = match storage.get_memory(scope, memory_id).await {
+            let stored = match storage
+                .get_memory(&engram_core::MemoryScope::project_wide(*scope), memory_id)
+                .await
+            {
                 Ok(memory) => Some(memory),
-                Err(StorageError::NotFound) => None,
+                Err(StorageError::NotFound(_)) => None,
                 Err(error) => panic!("checker cannot read {id}: {error}"),
             };
             if history.deleted.contains(&id) {

@@ -409,6 +409,43 @@ async fn a_missing_thing_is_named_by_its_code_and_a_foreign_one_looks_the_same()
     let response = get(format!("/v1/files/{never_existed}")).await;
     response.assert_problem(404, "not-found");
     assert_eq!(response.body["code"], "file-not-found", "{}", response.body);
+    for (path, code) in [
+        (
+            format!("/v1/sessions/s-1/state/k-{never_existed}"),
+            "session-state-not-found",
+        ),
+        (format!("/v1/recalls/{never_existed}"), "recall-not-found"),
+        (
+            format!("/v1/eval-sets/{never_existed}"),
+            "evaluation-set-not-found",
+        ),
+        (format!("/v1/tasks/{never_existed}"), "task-not-found"),
+    ] {
+        let response = get(path.clone()).await;
+        response.assert_problem(404, "not-found");
+        assert_eq!(response.body["code"], code, "{path}: {}", response.body);
+    }
+    let revoke_unknown = client
+        .send(client.request(
+            reqwest::Method::POST,
+            &format!("/v1/keys/{never_existed}/revoke"),
+        ))
+        .await;
+    revoke_unknown.assert_problem(404, "not-found");
+    assert_eq!(
+        revoke_unknown.body["code"], "api-key-not-found",
+        "{}",
+        revoke_unknown.body
+    );
+    let delete_unknown_state = client
+        .send(client.request(reqwest::Method::DELETE, "/v1/sessions/s-1/state/never-set"))
+        .await;
+    delete_unknown_state.assert_problem(404, "not-found");
+    assert_eq!(
+        delete_unknown_state.body["code"], "session-state-not-found",
+        "{}",
+        delete_unknown_state.body
+    );
     let response = get("/v1/no-such-route".to_string()).await;
     response.assert_problem(404, "not-found");
     assert_eq!(

@@ -325,7 +325,10 @@ fn the_tenant_store_takes_the_scope_first() {
                 continue; // a constructor
             };
             let first = after_self.trim_start_matches([',', ' ']);
-            if first.starts_with("scope: &ProjectScope") {
+            if first.starts_with("scope: &ProjectScope")
+                || first.starts_with("scope: &MemoryScope")
+                || first.starts_with("memory_scope: &MemoryScope")
+            {
                 scoped += 1;
             } else if !UNSCOPED.iter().any(|(listed, _)| *listed == name) {
                 offenders.push(format!("{relative}: {name}"));
@@ -336,5 +339,90 @@ fn the_tenant_store_takes_the_scope_first() {
     assert!(
         offenders.is_empty(),
         "public tenant-store methods that do not take the scope first (scope them, move them to MaintenanceStore, or list them with a reason): {offenders:?}"
+    );
+}
+
+/// Reads of data that belongs to end-users take a `MemoryScope`, so storage adds an end-user
+/// token's end-user to the query; use cases and doors get theirs only from the principal.
+#[test]
+fn end_user_data_is_read_through_the_memory_scope() {
+    const END_USER_READS: &[&str] = &[
+        "get_memory",
+        "list_memories",
+        "memory_history",
+        "active_memories_with_embeddings",
+        "session_messages",
+        "session_state",
+        "session_state_entries",
+        "put_session_state",
+        "delete_session_state",
+        "file",
+        "feedback_on_recall",
+        "recall_event",
+    ];
+    let root = engram_tests::workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("services/storage/src"), &mut files);
+    let mut confined = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (line_number, line) in text.lines().enumerate() {
+            let Some(after) = line.strip_prefix("    pub async fn ") else {
+                continue;
+            };
+            let name = after.split(['(', '<']).next().unwrap_or("");
+            if !END_USER_READS.contains(&name) {
+                continue;
+            }
+            let signature: String = text
+                .lines()
+                .skip(line_number)
+                .take_while(|line| !line.trim_end().ends_with('{'))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let first = signature
+                .split_once("&self,")
+                .map(|(_, rest)| rest.trim_start())
+                .unwrap_or("");
+            assert!(
+                first.starts_with("scope: &MemoryScope")
+                    || first.starts_with("memory_scope: &MemoryScope"),
+                "{name} takes a MemoryScope first: {signature}"
+            );
+            confined.push(name.to_string());
+        }
+    }
+    confined.sort_unstable();
+    confined.dedup();
+    let confined: Vec<String> = confined;
+    assert_eq!(
+        confined.len(),
+        END_USER_READS.len(),
+        "every listed read was found: {confined:?}"
+    );
+
+    // A whole-project MemoryScope is the engine's own (indexing, derivation, evaluation,
+    // edits after the use case's visibility check); no use case or door builds one.
+    let mut doors = Vec::new();
+    for directory in ["services/engine/src/use_cases", "services/gateway", "web"] {
+        rust_files(&root.join(directory), &mut doors);
+    }
+    let offenders: Vec<String> = doors
+        .iter()
+        .filter(|file| {
+            std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .contains("project_wide")
+        })
+        .map(|file| relative_to_root(&root, file))
+        .collect();
+    assert!(
+        doors.len() > 40,
+        "the scan found the doors ({})",
+        doors.len()
+    );
+    assert!(
+        offenders.is_empty(),
+        "a use case or door widens a caller's scope to the whole project: {offenders:?}"
     );
 }

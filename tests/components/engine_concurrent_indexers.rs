@@ -163,7 +163,10 @@ async fn four_indexers_converge(storage: Storage) {
             );
             continue;
         }
-        let stored = storage.get_memory(&scope, *memory_id).await.unwrap();
+        let stored = storage
+            .get_memory(&engram_core::MemoryScope::project_wide(scope), *memory_id)
+            .await
+            .unwrap();
         assert_eq!(
             indexed.get(memory_id),
             Some(&stored.version),

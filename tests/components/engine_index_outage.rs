@@ -220,7 +220,13 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
             .unwrap(),
         pending_writes as u64
     );
-    match engine.search(&scope, query("fountain pens")).await {
+    match engine
+        .search(
+            &engram_core::MemoryScope::project_wide(scope),
+            query("fountain pens"),
+        )
+        .await
+    {
         Err(EngineError::IndexUnavailable(_)) => {}
         Err(other) => panic!("search during the outage failed with {other:?}"),
         Ok(_) => panic!("search during the outage cannot answer from a dead index"),
@@ -258,6 +264,12 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
         0
     );
     // Every write made during the outage is searchable (top_k is capped at 50).
-    let found = engine.search(&scope, query("fountain pens")).await.unwrap();
+    let found = engine
+        .search(
+            &engram_core::MemoryScope::project_wide(scope),
+            query("fountain pens"),
+        )
+        .await
+        .unwrap();
     assert_eq!(found.results.len(), pending_writes.min(50));
 }

@@ -152,14 +152,20 @@ async fn round_trip_and_pagination(storage: Storage) {
             .collect(),
     )
     .await;
-    let fetched = storage.get_memory(&scope, stored[3].id).await.unwrap();
+    let fetched = storage
+        .get_memory(&engram_core::MemoryScope::project_wide(scope), stored[3].id)
+        .await
+        .unwrap();
     assert_eq!(fetched, stored[3], "what was stored is what is read");
     assert_eq!(fetched.confidence, 0.9);
     assert_eq!(fetched.categories, vec!["c".to_string()]);
     let mut seen = Vec::new();
     let mut filter = listing(3);
     loop {
-        let page = storage.list_memories(&scope, &filter).await.unwrap();
+        let page = storage
+            .list_memories(&engram_core::MemoryScope::project_wide(scope), &filter)
+            .await
+            .unwrap();
         seen.extend(page.memories.iter().map(|memory| memory.id));
         match page.next_cursor {
             Some(cursor) => filter.after = Some(cursor),
@@ -193,7 +199,7 @@ async fn round_trip_and_pagination(storage: Storage) {
     };
     assert_eq!(
         storage
-            .list_memories(&scope, &text)
+            .list_memories(&engram_core::MemoryScope::project_wide(scope), &text)
             .await
             .unwrap()
             .memories
@@ -207,7 +213,7 @@ async fn round_trip_and_pagination(storage: Storage) {
     };
     assert_eq!(
         storage
-            .list_memories(&scope, &wildcard)
+            .list_memories(&engram_core::MemoryScope::project_wide(scope), &wildcard)
             .await
             .unwrap()
             .memories
@@ -229,12 +235,16 @@ async fn another_project_sees_nothing(storage: Storage) {
     .await;
     let id = stored[0].id;
     assert!(matches!(
-        storage.get_memory(&beta, id).await,
-        Err(StorageError::NotFound)
+        storage
+            .get_memory(&engram_core::MemoryScope::project_wide(beta), id)
+            .await,
+        Err(StorageError::NotFound(_))
     ));
     assert!(matches!(
-        storage.memory_history(&beta, id).await,
-        Err(StorageError::NotFound)
+        storage
+            .memory_history(&engram_core::MemoryScope::project_wide(beta), id)
+            .await,
+        Err(StorageError::NotFound(_))
     ));
     assert!(matches!(
         storage
@@ -249,15 +259,15 @@ async fn another_project_sees_nothing(storage: Storage) {
                 &system_actor()
             )
             .await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
     assert!(matches!(
         storage.delete_memory(&beta, id, &system_actor()).await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
     assert!(
         storage
-            .list_memories(&beta, &listing(500))
+            .list_memories(&engram_core::MemoryScope::project_wide(beta), &listing(500))
             .await
             .unwrap()
             .memories
@@ -280,7 +290,11 @@ async fn another_project_sees_nothing(storage: Storage) {
     // Same key in the other project: both stay active.
     insert(&storage, &beta, vec![draft("beta", Some("u"), Some("k"))]).await;
     assert_eq!(
-        storage.get_memory(&alpha, id).await.unwrap().state,
+        storage
+            .get_memory(&engram_core::MemoryScope::project_wide(alpha), id)
+            .await
+            .unwrap()
+            .state,
         MemoryState::Active
     );
 }
@@ -309,12 +323,21 @@ async fn keys_supersede_within_user_and_agent(storage: Storage) {
         ],
     )
     .await;
-    let old = storage.get_memory(&scope, anonymous[0].id).await.unwrap();
+    let old = storage
+        .get_memory(
+            &engram_core::MemoryScope::project_wide(scope),
+            anonymous[0].id,
+        )
+        .await
+        .unwrap();
     assert_eq!(old.state, MemoryState::Superseded);
     assert!(old.valid_to.is_some());
     assert_eq!(
         storage
-            .get_memory(&scope, replaced[0].id)
+            .get_memory(
+                &engram_core::MemoryScope::project_wide(scope),
+                replaced[0].id
+            )
             .await
             .unwrap()
             .state,
@@ -323,7 +346,10 @@ async fn keys_supersede_within_user_and_agent(storage: Storage) {
     );
     assert_eq!(
         storage
-            .get_memory(&scope, replaced[1].id)
+            .get_memory(
+                &engram_core::MemoryScope::project_wide(scope),
+                replaced[1].id
+            )
             .await
             .unwrap()
             .state,
@@ -331,7 +357,10 @@ async fn keys_supersede_within_user_and_agent(storage: Storage) {
     );
     assert_eq!(
         storage
-            .get_memory(&scope, user_one[0].id)
+            .get_memory(
+                &engram_core::MemoryScope::project_wide(scope),
+                user_one[0].id
+            )
             .await
             .unwrap()
             .state,
@@ -344,7 +373,7 @@ async fn keys_supersede_within_user_and_agent(storage: Storage) {
     };
     assert_eq!(
         storage
-            .list_memories(&scope, &superseded)
+            .list_memories(&engram_core::MemoryScope::project_wide(scope), &superseded)
             .await
             .unwrap()
             .memories
@@ -376,7 +405,7 @@ async fn concurrent_writers_of_one_key_leave_one_active(storage: Storage) {
     }
     let active = storage
         .list_memories(
-            &scope,
+            &engram_core::MemoryScope::project_wide(scope),
             &MemoryListFilter {
                 subject: SubjectFilter {
                     user_id: Some(ExternalId::parse("u").unwrap()),
@@ -416,7 +445,10 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
             .await,
         Err(StorageError::VersionConflict { current_version: 2 })
     ));
-    let history = storage.memory_history(&scope, id).await.unwrap();
+    let history = storage
+        .memory_history(&engram_core::MemoryScope::project_wide(scope), id)
+        .await
+        .unwrap();
     assert_eq!(
         history
             .iter()
@@ -432,8 +464,10 @@ async fn versions_conflict_and_history_records_changes(storage: Storage) {
         .unwrap();
     assert!(
         matches!(
-            storage.memory_history(&scope, id).await,
-            Err(StorageError::NotFound)
+            storage
+                .memory_history(&engram_core::MemoryScope::project_wide(scope), id)
+                .await,
+            Err(StorageError::NotFound(_))
         ),
         "history text is gone with the memory"
     );
@@ -936,7 +970,7 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
         storage
             .accept_console_invitation("token-one", "hash-3", &system_actor())
             .await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
     // An expired link is refused too.
     storage
@@ -955,7 +989,7 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
         storage
             .accept_console_invitation("token-expired", "hash", &system_actor())
             .await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
 
     // Two owners demote each other at once: one of them stays owner.
@@ -1034,7 +1068,7 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
         storage
             .remove_console_member(other_organization, analyst, &system_actor())
             .await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
     assert!(matches!(
         storage
@@ -1045,7 +1079,7 @@ async fn members_and_invitations_keep_an_owner_and_stay_in_their_organization(st
                 &system_actor()
             )
             .await,
-        Err(StorageError::NotFound)
+        Err(StorageError::NotFound(_))
     ));
     assert_eq!(
         storage
@@ -1176,8 +1210,10 @@ async fn retention_takes_expired_and_old_memories_but_never_flagged_ones(storage
         .unwrap();
     assert_eq!(expired, vec![stored[2].id]);
     assert!(matches!(
-        storage.get_memory(&scope, stored[2].id).await,
-        Err(StorageError::NotFound)
+        storage
+            .get_memory(&engram_core::MemoryScope::project_wide(scope), stored[2].id)
+            .await,
+        Err(StorageError::NotFound(_))
     ));
     assert!(
         storage
@@ -1544,7 +1580,13 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     assert!(none.is_none());
     // Each end-user of the session has a history of its own; "four" is no end-user's.
     let (page, cursor) = storage
-        .session_messages(&scope, "s-1", Some("ana"), None, 2)
+        .session_messages(
+            &engram_core::MemoryScope::project_wide(scope),
+            "s-1",
+            Some("ana"),
+            None,
+            2,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1554,7 +1596,13 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         ["one", "two"]
     );
     let (rest, end) = storage
-        .session_messages(&scope, "s-1", Some("ana"), cursor, 10)
+        .session_messages(
+            &engram_core::MemoryScope::project_wide(scope),
+            "s-1",
+            Some("ana"),
+            cursor,
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1565,7 +1613,13 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     );
     assert_eq!(end, None);
     let (nobodys, _) = storage
-        .session_messages(&scope, "s-1", None, None, 10)
+        .session_messages(
+            &engram_core::MemoryScope::project_wide(scope),
+            "s-1",
+            None,
+            None,
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -1611,7 +1665,13 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         3
     );
     let (foreign, _) = storage
-        .session_messages(&other_scope, "s-1", Some("ana"), None, 10)
+        .session_messages(
+            &engram_core::MemoryScope::project_wide(other_scope),
+            "s-1",
+            Some("ana"),
+            None,
+            10,
+        )
         .await
         .unwrap();
     assert!(foreign.is_empty(), "another project sees no messages");
@@ -1735,16 +1795,25 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
             .unwrap(),
     )
     .remove(0);
-    let old_now = storage.get_memory(&scope, old.id).await.unwrap();
+    let old_now = storage
+        .get_memory(&engram_core::MemoryScope::project_wide(scope), old.id)
+        .await
+        .unwrap();
     assert_eq!(old_now.state, MemoryState::Superseded);
-    let history = storage.memory_history(&scope, old.id).await.unwrap();
+    let history = storage
+        .memory_history(&engram_core::MemoryScope::project_wide(scope), old.id)
+        .await
+        .unwrap();
     let reason = history.last().unwrap().reason.clone().unwrap();
     assert!(
         reason.contains("moved") && reason.contains(&new.id.to_string()),
         "{reason}"
     );
     assert_eq!(
-        storage.memory_history(&scope, new.id).await.unwrap()[0]
+        storage
+            .memory_history(&engram_core::MemoryScope::project_wide(scope), new.id)
+            .await
+            .unwrap()[0]
             .reason
             .as_deref(),
         Some("moved")
@@ -1769,7 +1838,11 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         .await
         .unwrap();
     assert_eq!(
-        storage.get_memory(&scope, new.id).await.unwrap().state,
+        storage
+            .get_memory(&engram_core::MemoryScope::project_wide(scope), new.id)
+            .await
+            .unwrap()
+            .state,
         MemoryState::Active,
         "an immutable memory is never superseded"
     );
@@ -1823,7 +1896,7 @@ async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storag
     assert_eq!(on_memory[1].text.as_deref(), Some("It is coffee."));
     assert_eq!(
         storage
-            .feedback_on_recall(&scope, recall_id)
+            .feedback_on_recall(&engram_core::MemoryScope::project_wide(scope), recall_id)
             .await
             .unwrap()
             .len(),
@@ -1831,7 +1904,10 @@ async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storag
     );
     assert!(
         storage
-            .feedback_on_recall(&other_scope, recall_id)
+            .feedback_on_recall(
+                &engram_core::MemoryScope::project_wide(other_scope),
+                recall_id
+            )
             .await
             .unwrap()
             .is_empty()
@@ -1906,7 +1982,12 @@ async fn session_state_written_before_per_end_user_namespaces_keeps_its_user() {
     adopted.close().await.unwrap();
 
     let lenas = storage
-        .session_state(&scope, "chat-1", Some("lena"), "draft")
+        .session_state(
+            &engram_core::MemoryScope::project_wide(scope),
+            "chat-1",
+            Some("lena"),
+            "draft",
+        )
         .await
         .unwrap()
         .expect("lena's value is in lena's namespace");
@@ -1915,7 +1996,12 @@ async fn session_state_written_before_per_end_user_namespaces_keeps_its_user() {
     assert_eq!(lenas.user_id.as_deref(), Some("lena"));
     assert!(
         storage
-            .session_state(&scope, "chat-1", None, "draft")
+            .session_state(
+                &engram_core::MemoryScope::project_wide(scope),
+                "chat-1",
+                None,
+                "draft"
+            )
             .await
             .unwrap()
             .is_none(),
@@ -1923,16 +2009,256 @@ async fn session_state_written_before_per_end_user_namespaces_keeps_its_user() {
     );
     assert!(
         storage
-            .session_state(&scope, "chat-1", None, "shared")
+            .session_state(
+                &engram_core::MemoryScope::project_wide(scope),
+                "chat-1",
+                None,
+                "shared"
+            )
             .await
             .unwrap()
             .is_some()
     );
     assert!(
         storage
-            .session_state(&scope, "chat-1", Some("omar"), "shared")
+            .session_state(
+                &engram_core::MemoryScope::project_wide(scope),
+                "chat-1",
+                Some("omar"),
+                "shared"
+            )
             .await
             .unwrap()
             .is_none()
     );
 }
+
+/// A scope built from an end-user token reads and writes only that end-user's data, whatever
+/// the query asks for: storage adds the end-user, not the use case.
+async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
+    use engram_core::conversation::MessageRole;
+    use engram_storage::conversations::{MessageBatch, NewMessage};
+    use engram_storage::feedback::NewFeedback;
+    use engram_storage::session_state::StateWrite;
+    let (scope, _) = project(&storage, None).await;
+    let whole = engram_core::MemoryScope::project_wide(scope);
+    let anas = engram_core::Principal::end_user_token(
+        scope,
+        ExternalId::parse("ana").unwrap(),
+        engram_core::ApiScopes::default(),
+        system_actor(),
+    )
+    .memory_scope()
+    .clone();
+    let stored = insert(
+        &storage,
+        &scope,
+        vec![
+            draft("Ana likes tea", Some("ana"), None),
+            draft("Ben likes coffee", Some("ben"), None),
+            draft("The office opens at nine", None, None),
+        ],
+    )
+    .await;
+    let (ana_memory, ben_memory, shared_memory) = (&stored[0], &stored[1], &stored[2]);
+
+    // Memories: one by id, lists (even when the filter names another end-user), hydration.
+    assert_eq!(
+        storage.get_memory(&anas, ana_memory.id).await.unwrap().id,
+        ana_memory.id
+    );
+    for foreign in [ben_memory.id, shared_memory.id] {
+        assert!(matches!(
+            storage.get_memory(&anas, foreign).await,
+            Err(StorageError::NotFound(engram_core::NotFoundKind::Memory))
+        ));
+        assert!(storage.get_memory(&whole, foreign).await.is_ok());
+    }
+    let listed = storage.list_memories(&anas, &listing(50)).await.unwrap();
+    assert_eq!(
+        listed
+            .memories
+            .iter()
+            .map(|memory| memory.id)
+            .collect::<Vec<_>>(),
+        vec![ana_memory.id]
+    );
+    let mut asking_for_ben = listing(50);
+    asking_for_ben.subject.user_id = Some(ExternalId::parse("ben").unwrap());
+    assert!(
+        storage
+            .list_memories(&anas, &asking_for_ben)
+            .await
+            .unwrap()
+            .memories
+            .is_empty()
+    );
+    assert_eq!(
+        storage
+            .list_memories(&whole, &listing(50))
+            .await
+            .unwrap()
+            .memories
+            .len(),
+        3
+    );
+    let hydrated = storage
+        .active_memories_with_embeddings(&anas, &[ana_memory.id, ben_memory.id, shared_memory.id])
+        .await
+        .unwrap();
+    assert_eq!(
+        hydrated.keys().copied().collect::<Vec<_>>(),
+        vec![ana_memory.id]
+    );
+
+    // Session messages: only ana's history, not ben's nor the session's shared one.
+    for user in [Some("ana"), Some("ben"), None] {
+        storage
+            .append_session_messages(
+                &scope,
+                MessageBatch {
+                    session_id: ExternalId::parse("s-1").unwrap(),
+                    user_id: user.map(|user| ExternalId::parse(user).unwrap()),
+                    agent_id: None,
+                    messages: vec![NewMessage {
+                        role: MessageRole::User,
+                        name: None,
+                        content: format!("said by {user:?}"),
+                        memory_key: None,
+                        sent_at: chrono::Utc::now(),
+                    }],
+                },
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    for requested in [Some("ana"), None] {
+        let (page, _) = storage
+            .session_messages(&anas, "s-1", requested, None, 10)
+            .await
+            .unwrap();
+        assert_eq!(
+            page.iter()
+                .map(|message| message.content.as_str())
+                .collect::<Vec<_>>(),
+            ["said by Some(\"ana\")"]
+        );
+    }
+    let (bens, _) = storage
+        .session_messages(&anas, "s-1", Some("ben"), None, 10)
+        .await
+        .unwrap();
+    assert!(
+        bens.is_empty(),
+        "ben's history does not exist for ana: {bens:?}"
+    );
+
+    // Session state: ana's namespace only; writes elsewhere are refused and change nothing.
+    let write = |value: &str| StateWrite {
+        value: serde_json::json!(value),
+        expected: None,
+        create_only: false,
+    };
+    storage
+        .put_session_state(&whole, "s-1", Some("ben"), "draft", write("ben's"))
+        .await
+        .unwrap()
+        .unwrap();
+    storage
+        .put_session_state(&whole, "s-1", None, "draft", write("shared"))
+        .await
+        .unwrap()
+        .unwrap();
+    storage
+        .put_session_state(&anas, "s-1", None, "draft", write("ana's"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        storage
+            .session_state(&anas, "s-1", None, "draft")
+            .await
+            .unwrap()
+            .map(|entry| entry.value),
+        Some(serde_json::json!("ana's")),
+        "an end-user's unnamed namespace is its own"
+    );
+    assert!(
+        storage
+            .session_state(&anas, "s-1", Some("ben"), "draft")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        storage
+            .put_session_state(&anas, "s-1", Some("ben"), "draft", write("overwritten"))
+            .await,
+        Err(StorageError::NotFound(
+            engram_core::NotFoundKind::SessionState
+        ))
+    ));
+    assert!(matches!(
+        storage
+            .delete_session_state(&anas, "s-1", Some("ben"), "draft", None)
+            .await,
+        Ok(Ok(None))
+    ));
+    for (namespace, value) in [(Some("ben"), "ben's"), (None, "shared")] {
+        assert_eq!(
+            storage
+                .session_state(&whole, "s-1", namespace, "draft")
+                .await
+                .unwrap()
+                .map(|entry| entry.value),
+            Some(serde_json::json!(value)),
+            "the refused write and delete left {namespace:?} alone"
+        );
+    }
+    assert_eq!(
+        storage
+            .session_state_entries(&anas, "s-1", Some("ben"))
+            .await
+            .unwrap(),
+        Vec::new()
+    );
+
+    // Feedback on one recall: only ana's.
+    let recall_id = uuid::Uuid::now_v7();
+    for user in ["ana", "ben"] {
+        storage
+            .record_feedback(
+                &scope,
+                NewFeedback {
+                    memory_id: None,
+                    recall_id: Some(recall_id),
+                    user_id: Some(user.to_string()),
+                    rating: "relevant".to_string(),
+                    text: None,
+                    credential: "key:k".to_string(),
+                    correction: None,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let feedback = storage.feedback_on_recall(&anas, recall_id).await.unwrap();
+    assert_eq!(
+        feedback
+            .iter()
+            .map(|record| record.user_id.as_deref())
+            .collect::<Vec<_>>(),
+        [Some("ana")]
+    );
+    assert_eq!(
+        storage
+            .feedback_on_recall(&whole, recall_id)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+}
+on_both_databases!(an_end_user_scope_reaches_only_its_end_users_data);

@@ -404,11 +404,16 @@ impl ApiResponse {
             self.body
         );
         assert_eq!(self.body["status"], status, "body: {}", self.body);
-        // `code` narrows `type` (`memory-not-found` for `not-found`) and never carries an id.
+        // `code` is the slug or a narrower stable code from the engine's table
+        // (`memory-not-found`, `scope-not-grantable`, `database-unavailable`): lowercase
+        // words joined by `-`, so it never carries an id.
         let code = self.body["code"].as_str().unwrap_or("");
         assert!(
-            code.ends_with(slug) && !code.chars().any(|character| character.is_ascii_digit()),
-            "code {code:?} does not narrow {slug:?}: {}",
+            !code.is_empty()
+                && code
+                    .split('-')
+                    .all(|word| !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase())),
+            "code {code:?} is not a stable code: {}",
             self.body
         );
         assert!(

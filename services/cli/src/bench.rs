@@ -282,7 +282,10 @@ async fn measure(
             ..SearchRequest::default()
         };
         let started = Instant::now();
-        server.engine.search(&scope, request).await?;
+        server
+            .engine
+            .search(&engram_core::MemoryScope::project_wide(scope), request)
+            .await?;
         direct_latencies.push(started.elapsed());
         bar.inc(1);
     }

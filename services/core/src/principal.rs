@@ -6,7 +6,7 @@ use crate::access::ApiScopes;
 use crate::audit::{Actor, ActorKind};
 use crate::ids::ApiKeyId;
 use crate::permissions::{Operation, PermissionDenied, PrincipalKind, authorize};
-use crate::scope::ProjectScope;
+use crate::scope::{MemoryScope, ProjectScope};
 use crate::validation::ExternalId;
 
 /// What authenticated the caller.
@@ -28,7 +28,8 @@ pub enum Credential {
 /// An authenticated caller inside one project.
 #[derive(Clone, Debug)]
 pub struct Principal {
-    scope: ProjectScope,
+    /// The project, and for an end-user token its end-user: what storage confines to.
+    memory_scope: MemoryScope,
     kind: PrincipalKind,
     credential: Credential,
     actor: Actor,
@@ -52,7 +53,7 @@ impl Principal {
         origin: Actor,
     ) -> Self {
         Self {
-            scope,
+            memory_scope: MemoryScope::project_wide(scope),
             kind: PrincipalKind::ApiKey(scopes),
             credential: Credential::ApiKey { key_id, lineage_id },
             actor: Actor {
@@ -71,7 +72,7 @@ impl Principal {
         origin: Actor,
     ) -> Self {
         Self {
-            scope,
+            memory_scope: MemoryScope::confined_to(scope, user_id.clone()),
             kind: PrincipalKind::EndUserToken(scopes),
             actor: Actor {
                 kind: ActorKind::EndUser,
@@ -90,7 +91,7 @@ impl Principal {
         origin: Actor,
     ) -> Self {
         Self {
-            scope,
+            memory_scope: MemoryScope::project_wide(scope),
             kind: PrincipalKind::ConsoleMember(role),
             actor: Actor {
                 kind: ActorKind::ConsoleAccount,
@@ -102,7 +103,12 @@ impl Principal {
     }
 
     pub fn scope(&self) -> &ProjectScope {
-        &self.scope
+        self.memory_scope.project()
+    }
+
+    /// The scope storage confines this caller's reads and writes of end-user data to.
+    pub fn memory_scope(&self) -> &MemoryScope {
+        &self.memory_scope
     }
 
     pub fn kind(&self) -> &PrincipalKind {
@@ -176,15 +182,6 @@ impl Principal {
                 format!("client:console:{account_id}:{client_key}")
             }
             Credential::Operator => format!("client:operator:{client_key}"),
-        }
-    }
-
-    /// Whether data belonging to `owner` (its `user_id`) exists for this caller: always, but
-    /// for an end-user token only its own end-user's data does.
-    pub fn sees_owner(&self, owner: Option<&ExternalId>) -> bool {
-        match self.end_user() {
-            Some(end_user) => owner == Some(end_user),
-            None => true,
         }
     }
 

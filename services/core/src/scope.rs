@@ -46,3 +46,58 @@ pub struct SubjectFilter {
     pub agent_id: Option<ExternalId>,
     pub session_id: Option<ExternalId>,
 }
+
+/// A project scope and, when the caller holds an end-user token, the one end-user whose data
+/// exists for it.
+///
+/// Storage reads and writes of data that belongs to end-users (memories, messages, session
+/// state, files, feedback, recall events) take this type and add its end-user to every query,
+/// so no use case can forget an end-user token's confinement. It is built from a verified
+/// [`crate::Principal`] (`Principal::memory_scope`) or, for the engine's own work over a whole
+/// project (indexing, derivation, evaluation runs, sweeps), by [`MemoryScope::project_wide`];
+/// an architecture test lists the files allowed to call the latter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryScope {
+    project: ProjectScope,
+    end_user: Option<ExternalId>,
+}
+
+impl MemoryScope {
+    /// Every end-user's data of the project: for the engine's own background work.
+    pub fn project_wide(project: ProjectScope) -> Self {
+        Self {
+            project,
+            end_user: None,
+        }
+    }
+
+    /// Only `end_user`'s data: the scope of a verified end-user token.
+    pub(crate) fn confined_to(project: ProjectScope, end_user: ExternalId) -> Self {
+        Self {
+            project,
+            end_user: Some(end_user),
+        }
+    }
+
+    pub fn project(&self) -> &ProjectScope {
+        &self.project
+    }
+
+    /// The end-user this scope is confined to; `None` for the whole project.
+    pub fn end_user(&self) -> Option<&ExternalId> {
+        self.end_user.as_ref()
+    }
+
+    /// The end-user namespace a request may address (session messages and state are kept per
+    /// end-user, `None` being no end-user's): the requested one, but for a scope confined to
+    /// an end-user only that end-user's. `None` when the requested one does not exist for it.
+    pub fn owner_within<'a>(&'a self, requested: Option<&'a str>) -> Option<Option<&'a str>> {
+        match &self.end_user {
+            None => Some(requested),
+            Some(end_user) if requested.is_none_or(|requested| requested == end_user.as_str()) => {
+                Some(Some(end_user.as_str()))
+            }
+            Some(_) => None,
+        }
+    }
+}

@@ -299,7 +299,7 @@ impl MemoryEngine {
                         .delete_memory_with_reason(scope, target, Some(&decision.reason), actor)
                         .await;
                     derivation.changes.push(match outcome {
-                        Ok(()) | Err(EngineError::NotFound) => DerivedChange {
+                        Ok(()) | Err(EngineError::NotFound(_)) => DerivedChange {
                             action: ReconcileAction::Delete,
                             memory_id: Some(target),
                             replaces: None,
@@ -472,7 +472,7 @@ impl MemoryEngine {
             .record_delete_proposal(scope, memory_id, &proposal, actor)
             .await
         {
-            Ok(()) | Err(engram_storage::StorageError::NotFound) => Ok(DerivedChange {
+            Ok(()) | Err(engram_storage::StorageError::NotFound(_)) => Ok(DerivedChange {
                 action: ReconcileAction::Noop,
                 memory_id: Some(memory_id),
                 replaces: None,
@@ -518,7 +518,7 @@ impl MemoryEngine {
                 content: None,
                 reason: format!("not updated: {why}"),
             }),
-            Err(EngineError::NotFound) => Ok(DerivedChange {
+            Err(EngineError::NotFound(_)) => Ok(DerivedChange {
                 action: ReconcileAction::Noop,
                 memory_id: Some(target),
                 replaces: None,

@@ -8,12 +8,10 @@ use engram_storage::StorageError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("not found")]
-    NotFound,
-    /// Not found, naming what (`memory`, `recall`) where a use case looks up more than one
-    /// kind of thing; never an id.
+    /// Nothing of this kind with this id for the caller (in its project, and for an end-user
+    /// token of its end-user); the kind names the problem code, never an id.
     #[error("no {0} with this id")]
-    Missing(&'static str),
+    NotFound(engram_core::NotFoundKind),
     #[error("version conflict: the memory is at version {current_version}")]
     VersionConflict { current_version: i64 },
     #[error("the idempotency key was already used with a different request")]
@@ -55,7 +53,11 @@ pub enum EngineError {
     InProgress(String),
     /// A key would hold (or a revoked key holds) a scope the caller cannot exercise itself.
     #[error("the caller lacks the `{missing}` scope, so it cannot give it to a key")]
-    ScopeNotGrantable { missing: engram_core::ApiScope },
+    ScopeNotGrantable {
+        missing: engram_core::ApiScope,
+        /// What the caller holds (its key's scopes, its console role), for the message.
+        caller: engram_core::permissions::PrincipalKind,
+    },
     /// A spend limit of the project (budget, quota, rate quota) refuses the request.
     #[error("the project's {} is reached", reached.limit)]
     LimitReached {
@@ -76,6 +78,39 @@ pub enum EngineError {
     Internal(String),
 }
 
+impl EngineError {
+    /// The stable code of this failure, as every door reports it (API problems' `code`, the
+    /// console's errors, MCP tool errors): a table here, so no adapter remaps a failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EngineError::NotFound(kind) => kind.code(),
+            EngineError::VersionConflict { .. } => "version-conflict",
+            EngineError::IdempotencyKeyReused => "idempotency-key-reused",
+            EngineError::Invalid(_) => "validation-failed",
+            EngineError::StorageUnavailable(_) => "database-unavailable",
+            EngineError::IndexUnavailable(_) => "index-unavailable",
+            EngineError::EmbedderUnavailable(_) => "embedder-unavailable",
+            EngineError::EmbeddingUnavailable(_) => "embedding-unavailable",
+            EngineError::Locked(_) => "memory-locked",
+            EngineError::SubjectHeld { .. } => "legal-hold",
+            EngineError::LlmUnavailable(_) => "llm-unavailable",
+            EngineError::Forbidden(_) => "forbidden",
+            EngineError::Conflict(_) => "conflict",
+            EngineError::InProgress(_) => "in-progress",
+            EngineError::ScopeNotGrantable { .. } => "scope-not-grantable",
+            EngineError::LimitReached { reached, .. } => match reached.limit.as_str() {
+                "monthly_budget" => "budget-exceeded",
+                "requests_per_minute" => "rate-limited",
+                _ => "quota-exceeded",
+            },
+            EngineError::Unauthenticated(_) => "unauthenticated",
+            EngineError::WrongCredentials => "wrong-credentials",
+            EngineError::TooManyAttempts { .. } => "too-many-attempts",
+            EngineError::Internal(_) => "internal",
+        }
+    }
+}
+
 impl From<engram_core::permissions::PermissionDenied> for EngineError {
     fn from(denied: engram_core::permissions::PermissionDenied) -> Self {
         EngineError::Forbidden(denied.message)
@@ -91,7 +126,7 @@ impl From<engram_core::principal::OutsideEndUser> for EngineError {
 impl From<StorageError> for EngineError {
     fn from(error: StorageError) -> Self {
         match error {
-            StorageError::NotFound => EngineError::NotFound,
+            StorageError::NotFound(kind) => EngineError::NotFound(kind),
             StorageError::VersionConflict { current_version } => {
                 EngineError::VersionConflict { current_version }
             }

@@ -6,6 +6,7 @@
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning};
 use crate::search::{SearchFilters, SearchRequest};
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::recall::{CaseOutcome, nearest_rank_percentile, paired_difference};
 use engram_core::{ExternalId, MemoryKind, ProjectScope, SubjectFilter};
 use engram_storage::recall_quality::{
@@ -189,7 +190,9 @@ impl MemoryEngine {
         for (position, case) in cases.iter().enumerate() {
             let request = search_request(case, k, &tuning)?;
             let started = Instant::now();
-            let outcome = self.search(scope, request).await?;
+            let outcome = self
+                .search(&engram_core::MemoryScope::project_wide(*scope), request)
+                .await?;
             let micros = started.elapsed().as_micros() as u64;
             latencies_micros.push(micros);
             let results: Vec<(String, String)> = outcome
@@ -254,7 +257,7 @@ impl MemoryEngine {
             .storage
             .eval_set(scope, run.set_id)
             .await?
-            .ok_or(EngineError::NotFound)?;
+            .ok_or(EngineError::NotFound(NotFoundKind::EvaluationSet))?;
         let cases = self.storage.eval_cases(scope, run.set_id).await?;
         if cases.is_empty() {
             return Err(

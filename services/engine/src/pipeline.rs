@@ -5,7 +5,7 @@ use crate::EngineError;
 use crate::embedding_spaces::{EmbeddingSpaces, ProjectSpace, RoutedVectorIndex};
 use crate::indexing::IndexApplier;
 use chrono::{DateTime, Utc};
-use engram_core::{InvalidInput, Memory, MemoryId, NewMemory, ProjectScope};
+use engram_core::{InvalidInput, Memory, MemoryId, MemoryScope, NewMemory, ProjectScope};
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{
@@ -455,7 +455,7 @@ impl MemoryEngine {
 
     pub async fn get_memory(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         memory_id: MemoryId,
     ) -> Result<Memory, EngineError> {
         Ok(self.storage.get_memory(scope, memory_id).await?)
@@ -463,7 +463,7 @@ impl MemoryEngine {
 
     pub async fn list_memories(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         filter: &MemoryListFilter,
     ) -> Result<MemoryPage, EngineError> {
         Ok(self.storage.list_memories(scope, filter).await?)
@@ -471,7 +471,7 @@ impl MemoryEngine {
 
     pub async fn memory_history(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         memory_id: MemoryId,
     ) -> Result<Vec<HistoryEntry>, EngineError> {
         Ok(self.storage.memory_history(scope, memory_id).await?)
@@ -519,8 +519,12 @@ impl MemoryEngine {
                 |_| "embedding".to_string(),
             )?;
         }
-        // Check existence and version before paying for an embedding.
-        let current = self.storage.get_memory(scope, memory_id).await?;
+        // Check existence and version before paying for an embedding. The use case checked
+        // the caller may see the memory; this is the engine's own read of the whole project.
+        let current = self
+            .storage
+            .get_memory(&MemoryScope::project_wide(*scope), memory_id)
+            .await?;
         if let Some(expected) = expected_version {
             if expected != current.version {
                 return Err(EngineError::VersionConflict {

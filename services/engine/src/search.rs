@@ -4,7 +4,7 @@
 use crate::EngineError;
 use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
-use engram_core::{Memory, MemoryId, ProjectScope};
+use engram_core::{Memory, MemoryId, MemoryScope, ProjectScope};
 use engram_index::{InMemoryKeywordScorer, KeywordQuery, VectorHit, VectorQuery};
 use engram_storage::recall::MemoryWithEmbedding;
 use std::collections::HashMap;
@@ -77,14 +77,32 @@ struct Candidate {
 }
 
 impl MemoryEngine {
+    /// Search inside `memory_scope`: for a scope confined to an end-user, only that
+    /// end-user's memories are candidates, whatever `request.subject` says.
     pub async fn search(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         request: SearchRequest,
     ) -> Result<SearchOutcome, EngineError> {
         let started = Instant::now();
         let mut timings = SearchTimings::default();
         let mut request = request;
+        let scope = memory_scope.project();
+        if let Some(end_user) = memory_scope.end_user() {
+            if request
+                .subject
+                .user_id
+                .as_ref()
+                .is_some_and(|requested| requested != end_user)
+            {
+                return Err(engram_core::principal::OutsideEndUser {
+                    field: "user_id".to_string(),
+                    end_user: end_user.as_str().to_string(),
+                }
+                .into());
+            }
+            request.subject.user_id = Some(end_user.clone());
+        }
         let space = self.spaces.space_for(scope).await?;
         let query_vector = if request.retrieval == RetrievalMode::Keyword {
             None
@@ -116,7 +134,7 @@ impl MemoryEngine {
             }
             None => {
                 self.candidates_from_index(
-                    scope,
+                    memory_scope,
                     space.index.as_ref(),
                     &request,
                     query_vector.as_deref(),
@@ -176,12 +194,13 @@ impl MemoryEngine {
     /// `index` is the project's own (resolved once per search, not once per call).
     async fn candidates_from_index(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         index: &dyn engram_index::VectorIndex,
         request: &SearchRequest,
         query_vector: Option<&Vec<f32>>,
         timings: &mut SearchTimings,
     ) -> Result<Vec<Candidate>, EngineError> {
+        let scope = memory_scope.project();
         let candidate_limit = if request.filters.is_empty() {
             (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES)
         } else {
@@ -293,7 +312,7 @@ impl MemoryEngine {
         ids.dedup();
         let mut hydrated = self
             .storage
-            .active_memories_with_embeddings(scope, &ids)
+            .active_memories_with_embeddings(memory_scope, &ids)
             .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
             .await?;
         let now = Utc::now();

@@ -15,6 +15,7 @@ use engram_console::{
     ConsoleRequestOrigin, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
 use engram_core::audit::{Actor, ActorKind, AuditAction};
+use engram_core::permissions::PrincipalKind;
 use engram_core::{MemoryKind, Operation, Principal};
 use engram_engine::{
     AuditFilter, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, EngineError, MemoryEngine,
@@ -358,14 +359,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
     ) -> Result<KeyListing, ConsoleError> {
-        let (member, principal) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::ListApiKeys)
             .await?;
         let keys = self
             .engine()?
             .list_api_keys_for(&principal)
             .await
-            .map_err(|error| key_error(&member, error))?;
+            .map_err(engine_error)?;
         Ok(KeyListing {
             project_id: Some(project_id.to_string()),
             keys: keys.iter().map(key_row).collect(),
@@ -377,7 +378,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         request: NewKeyRequest,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let (member, principal) = self
+        let (_, principal) = self
             .authorized_project(caller, &request.project_id, Operation::CreateApiKey)
             .await?;
         let create = engram_engine::CreateApiKeyRequest {
@@ -389,7 +390,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .engine()?
             .create_api_key_for(&principal, create)
             .await
-            .map_err(|error| key_error(&member, error))?;
+            .map_err(engine_error)?;
         Ok(NewKeySecret {
             key: key_row(&record),
             secret,
@@ -402,7 +403,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<(), ConsoleError> {
-        let (member, principal) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::RevokeApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
@@ -411,7 +412,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .revoke_api_key_for(&principal, key_id)
             .await
             .map(|_| ())
-            .map_err(|error| key_error(&member, error))
+            .map_err(engine_error)
     }
 
     async fn roll_key(
@@ -420,7 +421,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         key_id: &str,
     ) -> Result<NewKeySecret, ConsoleError> {
-        let (member, principal) = self
+        let (_, principal) = self
             .authorized_project(caller, project_id, Operation::RollApiKey)
             .await?;
         let key_id: engram_core::ids::ApiKeyId =
@@ -433,7 +434,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .engine()?
             .roll_api_key_for(&principal, roll)
             .await
-            .map_err(|error| key_error(&member, error))?;
+            .map_err(engine_error)?;
         Ok(NewKeySecret {
             key: key_row(&rolled.key),
             secret: rolled.secret,
@@ -1100,18 +1101,7 @@ fn parse_subject(text: &str) -> Result<engram_core::ExternalId, ConsoleError> {
     engram_core::ExternalId::parse(text.trim()).map_err(|message| invalid("user", message))
 }
 
-/// A key use case's refusal in the console's terms: a scope the role cannot give names the
-/// role and the scope.
-fn key_error(member: &ConsoleMember, error: EngineError) -> ConsoleError {
-    match error {
-        EngineError::ScopeNotGrantable { missing } => ConsoleError::MissingPermission {
-            role: member.role().as_str().to_string(),
-            permission: missing.as_str().to_string(),
-        },
-        other => engine_error(other),
-    }
-}
-
+/// The one conversion from the engine's failures into the console's terms.
 fn engine_error(error: EngineError) -> ConsoleError {
     match error {
         EngineError::Unauthenticated(_) => ConsoleError::Unauthorized,
@@ -1121,7 +1111,7 @@ fn engine_error(error: EngineError) -> ConsoleError {
         } => ConsoleError::TooManyAttempts {
             retry_after_seconds,
         },
-        EngineError::NotFound | EngineError::Missing(_) => ConsoleError::NotFound,
+        EngineError::NotFound(_) => ConsoleError::NotFound,
         EngineError::Locked(message) | EngineError::EmbeddingUnavailable(message) => {
             ConsoleError::Refused(message)
         }
@@ -1143,6 +1133,13 @@ fn engine_error(error: EngineError) -> ConsoleError {
         EngineError::Forbidden(message)
         | EngineError::Conflict(message)
         | EngineError::InProgress(message) => ConsoleError::Refused(message),
+        EngineError::ScopeNotGrantable {
+            missing,
+            caller: PrincipalKind::ConsoleMember(role),
+        } => ConsoleError::MissingPermission {
+            role: role.as_str().to_string(),
+            permission: missing.as_str().to_string(),
+        },
         error @ EngineError::ScopeNotGrantable { .. } => ConsoleError::Refused(error.to_string()),
         error @ EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
             "{error}; raise the limit on the Usage page or wait for it to reset"

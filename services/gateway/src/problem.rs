@@ -7,7 +7,8 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use engram_core::{FieldError, InvalidInput};
+use engram_core::permissions::PrincipalKind;
+use engram_core::{FieldError, InvalidInput, NotFoundKind};
 use engram_engine::EngineError;
 use http_body_util::BodyExt;
 use serde::Serialize;
@@ -208,11 +209,14 @@ impl ApiError {
         }
     }
 
-    /// `404` for a `noun` ("memory", "evaluation set") that does not exist in this project
-    /// (or for this end-user): `code` is `<noun>-not-found`.
-    pub fn not_found(noun: &str, detail: impl Into<String>) -> Self {
-        let mut problem = Self::new(ProblemKind::NotFound, detail);
-        problem.code = Some(format!("{}-not-found", noun.replace([' ', '_'], "-")));
+    /// `404` for a kind of thing that does not exist in this project (or for this
+    /// end-user): `code` is the kind's (`memory-not-found`, `file-not-found`, …).
+    pub fn not_found(kind: NotFoundKind) -> Self {
+        let mut problem = Self::new(
+            ProblemKind::NotFound,
+            format!("no {kind} with this id exists in this project"),
+        );
+        problem.code = Some(kind.code().to_string());
         problem
     }
 
@@ -230,10 +234,6 @@ impl ApiError {
             limit: None,
             code: None,
         }
-    }
-
-    pub fn memory_not_found() -> Self {
-        Self::not_found("memory", "no memory with this id exists in this project")
     }
 
     fn unavailable(detail: String) -> Self {
@@ -255,13 +255,12 @@ impl From<InvalidInput> for ApiError {
 }
 
 impl From<EngineError> for ApiError {
+    /// The one conversion from the engine's failures: the engine's `code()` table gives
+    /// `code`, this match only chooses the problem type and words the detail.
     fn from(error: EngineError) -> Self {
-        match error {
-            EngineError::NotFound => ApiError::memory_not_found(),
-            EngineError::Missing(noun) => ApiError::not_found(
-                noun,
-                format!("no {noun} with this id exists in this project"),
-            ),
+        let code = error.code();
+        let mut problem = match error {
+            EngineError::NotFound(kind) => ApiError::not_found(kind),
             EngineError::VersionConflict { current_version } => ApiError::new(
                 ProblemKind::VersionConflict,
                 format!("If-Match does not match: the memory is at version {current_version}"),
@@ -308,11 +307,9 @@ impl From<EngineError> for ApiError {
             EngineError::InProgress(message) => {
                 ApiError::new(ProblemKind::VersionConflict, message)
             }
-            EngineError::ScopeNotGrantable { missing } => ApiError::new(
+            EngineError::ScopeNotGrantable { missing, caller } => ApiError::new(
                 ProblemKind::Forbidden,
-                format!(
-                    "a key never holds more than its maker: the caller lacks the `{missing}` scope"
-                ),
+                scope_not_grantable(missing, &caller),
             ),
             EngineError::LimitReached { reached, currency } => limit_problem(*reached, currency),
             EngineError::Unauthenticated(message) => {
@@ -338,6 +335,25 @@ impl From<EngineError> for ApiError {
                     "an internal error occurred; the request id identifies it in the logs",
                 )
             }
+        };
+        problem.code = Some(code.to_string());
+        problem
+    }
+}
+
+/// Why a key cannot be given a scope, naming what the caller holds.
+fn scope_not_grantable(missing: engram_core::ApiScope, caller: &PrincipalKind) -> String {
+    match caller {
+        PrincipalKind::ApiKey(scopes) | PrincipalKind::EndUserToken(scopes) => format!(
+            "a key never holds more than the key that mints or rolls it: this credential lacks the `{missing}` scope; it holds: {}",
+            scopes.names().join(", ")
+        ),
+        PrincipalKind::ConsoleMember(role) => format!(
+            "a key never holds more than its maker: the console role `{}` cannot give the `{missing}` scope",
+            role.as_str()
+        ),
+        PrincipalKind::Operator => {
+            format!("a key never holds more than its maker: the caller lacks the `{missing}` scope")
         }
     }
 }
@@ -421,7 +437,12 @@ impl IntoResponse for ApiError {
 }
 
 pub async fn unknown_route() -> ApiError {
-    ApiError::not_found("route", "no such route; see /openapi.json for the API")
+    let mut problem = ApiError::new(
+        ProblemKind::NotFound,
+        "no such route; see /openapi.json for the API",
+    );
+    problem.code = Some("route-not-found".to_string());
+    problem
 }
 
 /// Error responses that did not come from `ApiError` (body limit, timeout, method not

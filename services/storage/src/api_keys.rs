@@ -6,6 +6,7 @@ use crate::audit::append_audit_event;
 use crate::entities::api_keys;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::access::{
     API_KEY_PUBLIC_ID_LENGTH, API_KEY_SECRET_LENGTH, format_api_key, parse_api_key,
 };
@@ -283,7 +284,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::ApiKey))?;
         if found.revoked_at.is_some() {
             return Ok(record_from_model(found));
         }
@@ -329,11 +330,11 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::ApiKey))?;
         let usable = found.revoked_at.is_none()
             && found.expires_at.is_none_or(|expires_at| expires_at > now);
         if !usable {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::ApiKey));
         }
         let old_record = record_from_model(found.clone());
         let lineage_id = found.lineage_id.unwrap_or(found.id);

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use engram_core::conversation::MessageRole;
 use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope, TaskKind, TaskStatus};
+use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -215,7 +216,7 @@ impl Storage {
             Some(_) => Some(
                 self.task(scope, task_id)
                     .await?
-                    .ok_or(StorageError::NotFound)?,
+                    .ok_or(StorageError::NotFound(NotFoundKind::Task))?,
             ),
             None => None,
         };
@@ -273,15 +274,19 @@ impl Storage {
     /// A page of a session's history in the order it was stored, after message `after`: the
     /// messages of end-user `user_id`, or with `None` those of no end-user (each end-user of a
     /// session has a history of its own). The cursor is the last message's id when more
-    /// follow.
+    /// follow. A scope confined to an end-user reads only that end-user's history.
     pub async fn session_messages(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         session_id: &str,
         user_id: Option<&str>,
         after: Option<Uuid>,
         limit: u64,
     ) -> Result<(Vec<SessionMessage>, Option<Uuid>), StorageError> {
+        let scope = memory_scope.project();
+        let Some(user_id) = memory_scope.owner_within(user_id) else {
+            return Ok((Vec::new(), None));
+        };
         let mut query = messages_of(scope)
             .filter(session_messages::Column::SessionId.eq(session_id))
             .order_by_asc(session_messages::Column::Id)

@@ -5,8 +5,9 @@ use sea_orm::{DbErr, RuntimeErr};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
-    #[error("not found")]
-    NotFound,
+    /// Nothing of this kind with this id in the scope; the kind names its problem code.
+    #[error("no {0} with this id")]
+    NotFound(engram_core::NotFoundKind),
     #[error("version conflict: the memory is at version {current_version}")]
     VersionConflict { current_version: i64 },
     #[error("the idempotency key was already used with a different request")]
@@ -36,6 +37,22 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// The stable code of this failure, as problems carry it (`memory-not-found`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            StorageError::NotFound(kind) => kind.code(),
+            StorageError::VersionConflict { .. } => "version-conflict",
+            StorageError::IdempotencyKeyReused => "idempotency-key-reused",
+            StorageError::Unavailable(_) => "database-unavailable",
+            StorageError::Busy(_) => "database-busy",
+            StorageError::Configuration(_) => "storage-configuration",
+            StorageError::Internal(_) => "database-error",
+            StorageError::WriteConflict(_) => "write-conflict",
+            StorageError::Refused(_) => "refused",
+            StorageError::ProjectNotEmpty { .. } => "project-not-empty",
+        }
+    }
+
     pub(crate) fn from_db(error: DbErr) -> Self {
         match &error {
             DbErr::Query(RuntimeErr::SqlxError(sqlx_error))

@@ -5,6 +5,7 @@
 use crate::entities::feedback;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::MemoryScope;
 use engram_core::{MemoryId, ProjectScope};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -102,10 +103,14 @@ impl Storage {
     /// Feedback on one recall, oldest first.
     pub async fn feedback_on_recall(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         recall_id: Uuid,
     ) -> Result<Vec<FeedbackRecord>, StorageError> {
-        Ok(feedback_of(scope)
+        let mut query = feedback_of(memory_scope.project());
+        if let Some(end_user) = memory_scope.end_user() {
+            query = query.filter(feedback::Column::UserId.eq(end_user.as_str()));
+        }
+        Ok(query
             .filter(feedback::Column::RecallId.eq(recall_id))
             .order_by_asc(feedback::Column::Id)
             .all(&self.connection)

@@ -8,6 +8,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::files::{FileFormat, FileName, FileStatus};
 use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope, TaskKind, TaskStatus};
+use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 use uuid::Uuid;
@@ -149,23 +150,28 @@ impl Storage {
         .map_err(StorageError::from_db)?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         let file = self
-            .file(scope, file_id)
+            .file(&MemoryScope::project_wide(*scope), file_id)
             .await?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::File))?;
         let task = self
             .task(scope, task_id)
             .await?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Task))?;
         Ok((file, task))
     }
 
-    /// A file of the project; `None` for an unknown id or another project's file.
+    /// A file of the project; `None` for an unknown id, another project's file or, for a
+    /// scope confined to an end-user, another end-user's.
     pub async fn file(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         file_id: Uuid,
     ) -> Result<Option<FileRecord>, StorageError> {
-        of_project(scope, file_id)
+        let mut query = of_project(memory_scope.project(), file_id);
+        if let Some(end_user) = memory_scope.end_user() {
+            query = query.filter(files::Column::UserId.eq(end_user.as_str()));
+        }
+        query
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?

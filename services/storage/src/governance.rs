@@ -10,6 +10,7 @@ use crate::entities::{
 use crate::memories::memory_from_model;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::pii::PiiRedaction;
 use engram_core::{Memory, MemoryId, MemoryKind, MemoryState, ProjectScope};
@@ -102,7 +103,7 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         Ok(settings_from_model(&project))
     }
 
@@ -115,7 +116,7 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         let limits = serde_json::from_value(project.spend_limits.clone()).unwrap_or_default();
         Ok((settings_from_model(&project), limits))
     }
@@ -134,7 +135,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         let previous = settings_from_model(&project);
         if previous.embedding != settings.embedding {
             // Vectors of two spaces cannot be compared: the space changes only while no
@@ -227,7 +228,7 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         Ok(MemoryFlags {
             immutable: flags.0,
             legal_hold: flags.1,
@@ -275,7 +276,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         let (Some((now_immutable, now_held)), true) = (flags, changed == 1) else {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Memory));
         };
         append_audit_event(
             &transaction,
@@ -552,7 +553,9 @@ impl Storage {
                 legal_hold: row.legal_hold,
             };
             let memory = memory_from_model(row)?;
-            let history = self.memory_history(scope, memory.id).await?;
+            let history = self
+                .memory_history(&engram_core::MemoryScope::project_wide(*scope), memory.id)
+                .await?;
             exported.push(ExportedMemory {
                 memory,
                 flags,

@@ -6,6 +6,7 @@ use crate::console_sessions::refresh_token_hash;
 use crate::entities::{console_accounts, console_invitations, console_sessions};
 use crate::{ConsoleAccountRecord, Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{ConsoleRole, OrganizationId};
@@ -180,7 +181,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let Some(invitation) = pending_invitation_by_token(&transaction, token).await? else {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Invitation));
         };
         let now = Utc::now();
         // Marked used first and only if still pending, so two concurrent acceptances of one
@@ -196,7 +197,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if claimed.rows_affected != 1 {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Invitation));
         }
         let account_id = ConsoleAccountId::generate();
         console_accounts::Entity::insert(console_accounts::ActiveModel {
@@ -269,7 +270,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if revoked.rows_affected == 0 {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Invitation));
         }
         crate::audit::append_audit_event(
             &transaction,
@@ -400,7 +401,7 @@ async fn member_in_organization<C: ConnectionTrait>(
         .one(connection)
         .await
         .map_err(StorageError::from_db)?
-        .ok_or(StorageError::NotFound)
+        .ok_or(StorageError::NotFound(NotFoundKind::Member))
 }
 
 async fn refuse_if_last_owner<C: ConnectionTrait>(

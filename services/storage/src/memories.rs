@@ -14,6 +14,7 @@ use engram_core::memory::content_digest;
 use engram_core::{
     ExternalId, Memory, MemoryId, MemoryKind, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };
+use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
@@ -102,6 +103,16 @@ pub struct HistoryEntry {
 /// Every memory query starts here, so none can forget the tenant filter.
 pub(crate) fn memories_of(scope: &ProjectScope) -> Select<memories::Entity> {
     memories::Entity::find().filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+}
+
+/// The memories of `scope`: its project's, and for a scope confined to an end-user only that
+/// end-user's.
+pub(crate) fn owned_memories_of(scope: &MemoryScope) -> Select<memories::Entity> {
+    let query = memories_of(scope.project());
+    match scope.end_user() {
+        Some(end_user) => query.filter(memories::Column::UserId.eq(end_user.as_str())),
+        None => query,
+    }
 }
 
 pub(crate) fn subject_condition(subject: &SubjectFilter) -> Condition {
@@ -644,30 +655,33 @@ impl Storage {
         })
     }
 
+    /// The memory, in any state; `NotFound` for another project's or, for a scope confined
+    /// to an end-user, another end-user's.
     pub async fn get_memory(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         memory_id: MemoryId,
     ) -> Result<Memory, StorageError> {
-        let found = memories_of(scope)
+        let found = owned_memories_of(scope)
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
         match found {
             Some(model) => memory_from_model(model),
-            None => Err(StorageError::NotFound),
+            None => Err(StorageError::NotFound(NotFoundKind::Memory)),
         }
     }
 
-    /// One page of memories, newest first.
+    /// One page of memories, newest first (for a scope confined to an end-user, only that
+    /// end-user's).
     pub async fn list_memories(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         filter: &MemoryListFilter,
     ) -> Result<MemoryPage, StorageError> {
         let state = filter.state.unwrap_or(MemoryState::Active);
-        let mut query = memories_of(scope)
+        let mut query = owned_memories_of(scope)
             .filter(memories::Column::State.eq(state.as_str()))
             .filter(subject_condition(&filter.subject));
         if let Some(kind) = filter.kind {
@@ -759,7 +773,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         if let Some(expected) = expected_version {
             if expected != current.version {
                 return Err(StorageError::VersionConflict {
@@ -860,7 +874,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((memory_from_model(updated)?, memory_id))
     }
@@ -898,7 +912,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
         else {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Memory));
         };
         refuse_locked(immutable, legal_hold)?;
         let deleted = memories::Entity::delete_many()
@@ -908,7 +922,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if deleted.rows_affected == 0 {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Memory));
         }
         memory_tombstones::Entity::insert(memory_tombstones::ActiveModel {
             memory_id: Set(memory_id.as_uuid()),
@@ -964,7 +978,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         append_history(
             &transaction,
             scope,
@@ -1017,13 +1031,16 @@ impl Storage {
         Ok(rows.into_iter().map(MemoryId::from_uuid).collect())
     }
 
+    /// The memory's changes, oldest first; `NotFound` like [`Self::get_memory`].
     pub async fn memory_history(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         memory_id: MemoryId,
     ) -> Result<Vec<HistoryEntry>, StorageError> {
-        // Existence first, so an id of another project and a deleted id both answer NotFound.
-        self.get_memory(scope, memory_id).await?;
+        // Existence first, so an id of another project (or end-user) and a deleted id both
+        // answer NotFound.
+        self.get_memory(memory_scope, memory_id).await?;
+        let scope = memory_scope.project();
         let rows = memory_history::Entity::find()
             .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))

@@ -7,6 +7,7 @@ use crate::entities::memories;
 use crate::memories::{decode_embedding, memories_of, memory_from_model, subject_condition};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::MemoryScope;
 use engram_core::{
     ExternalId, Memory, MemoryId, MemoryKind, MemoryState, ProjectScope, SubjectFilter,
 };
@@ -27,13 +28,13 @@ impl Storage {
     /// The active memories among `ids`, with their embeddings.
     pub async fn active_memories_with_embeddings(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         ids: &[MemoryId],
     ) -> Result<HashMap<MemoryId, MemoryWithEmbedding>, StorageError> {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let models = memories_of(scope)
+        let models = crate::memories::owned_memories_of(scope)
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
             .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
             .all(&self.connection)

@@ -10,6 +10,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::recall::EvalTrigger;
 use engram_core::{MemoryId, MemoryState, ProjectScope, TaskKind, TaskStatus};
+use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -258,11 +259,16 @@ impl Storage {
     /// One recall event of `scope`'s project.
     pub async fn recall_event(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         recall_id: Uuid,
     ) -> Result<Option<RecallEventRecord>, StorageError> {
-        Ok(recall_events::Entity::find_by_id(recall_id)
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        let mut query = recall_events::Entity::find_by_id(recall_id).filter(
+            recall_events::Column::ProjectId.eq(memory_scope.project().project_id().as_uuid()),
+        );
+        if let Some(end_user) = memory_scope.end_user() {
+            query = query.filter(recall_events::Column::UserId.eq(end_user.as_str()));
+        }
+        Ok(query
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -337,7 +343,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .map(|project| project.recall_event_retention_days)
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         let cutoff = now - chrono::Duration::days(i64::from(retention_days.max(1)));
         let _permit = self.write_permit().await;
         let deleted = recall_events::Entity::delete_many()
@@ -466,7 +472,7 @@ impl Storage {
         transaction.commit().await.map_err(StorageError::from_db)?;
         self.retrieval_profile(scope, name)
             .await?
-            .ok_or(StorageError::NotFound)
+            .ok_or(StorageError::NotFound(NotFoundKind::RetrievalProfile))
     }
 
     pub async fn retrieval_profiles(
@@ -559,7 +565,7 @@ impl Storage {
         transaction.commit().await.map_err(StorageError::from_db)?;
         self.eval_set(scope, id)
             .await?
-            .ok_or(StorageError::NotFound)
+            .ok_or(StorageError::NotFound(NotFoundKind::EvaluationSet))
     }
 
     /// Add cases to a set.
@@ -570,7 +576,7 @@ impl Storage {
         cases: Vec<NewEvalCase>,
     ) -> Result<EvalSetRecord, StorageError> {
         if self.eval_set(scope, set_id).await?.is_none() {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::EvaluationSet));
         }
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
@@ -579,7 +585,7 @@ impl Storage {
         drop(_permit);
         self.eval_set(scope, set_id)
             .await?
-            .ok_or(StorageError::NotFound)
+            .ok_or(StorageError::NotFound(NotFoundKind::EvaluationSet))
     }
 
     pub async fn eval_set(
@@ -667,7 +673,7 @@ impl Storage {
         request_id: Option<&str>,
     ) -> Result<EvalRunRecord, StorageError> {
         if self.eval_set(scope, set_id).await?.is_none() {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::EvaluationSet));
         }
         let run_id = Uuid::now_v7();
         let task = self
@@ -698,7 +704,7 @@ impl Storage {
         drop(_permit);
         self.eval_run(scope, run_id)
             .await?
-            .ok_or(StorageError::NotFound)
+            .ok_or(StorageError::NotFound(NotFoundKind::EvaluationRun))
     }
 
     pub async fn eval_run(

@@ -6,7 +6,8 @@
 use crate::entities::session_state;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
-use engram_core::ProjectScope;
+use engram_core::NotFoundKind;
+use engram_core::{MemoryScope, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -78,11 +79,15 @@ impl Storage {
     /// One value of `end_user`'s namespace of the session.
     pub async fn session_state(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         session_id: &str,
         end_user: Option<&str>,
         key: &str,
     ) -> Result<Option<SessionStateEntry>, StorageError> {
+        let scope = memory_scope.project();
+        let Some(end_user) = memory_scope.owner_within(end_user) else {
+            return Ok(None);
+        };
         Ok(of_session(scope, session_id, end_user)
             .filter(session_state::Column::Key.eq(key))
             .one(&self.connection)
@@ -94,10 +99,14 @@ impl Storage {
     /// Every key of `end_user`'s namespace of the session, in key order.
     pub async fn session_state_entries(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         session_id: &str,
         end_user: Option<&str>,
     ) -> Result<Vec<SessionStateEntry>, StorageError> {
+        let scope = memory_scope.project();
+        let Some(end_user) = memory_scope.owner_within(end_user) else {
+            return Ok(Vec::new());
+        };
         Ok(of_session(scope, session_id, end_user)
             .order_by_asc(session_state::Column::Key)
             .all(&self.connection)
@@ -112,12 +121,16 @@ impl Storage {
     /// when the stored version is that one; with `create_only`, only when there is none.
     pub async fn put_session_state(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         session_id: &str,
         end_user: Option<&str>,
         key: &str,
         write: StateWrite,
     ) -> Result<Result<(SessionStateEntry, bool), StateWriteRefused>, StorageError> {
+        let scope = memory_scope.project();
+        let Some(end_user) = memory_scope.owner_within(end_user) else {
+            return Err(StorageError::NotFound(NotFoundKind::SessionState));
+        };
         let StateWrite {
             value,
             expected,
@@ -191,23 +204,29 @@ impl Storage {
         }
         transaction.commit().await.map_err(StorageError::from_db)?;
         let stored = self
-            .session_state(scope, session_id, end_user, key)
+            .session_state(memory_scope, session_id, end_user, key)
             .await?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::SessionState))?;
         Ok(Ok((stored, created)))
     }
 
     /// Remove a value (only at `expected`, when given). `Ok(None)`: there was none.
     pub async fn delete_session_state(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         session_id: &str,
         end_user: Option<&str>,
         key: &str,
         expected: Option<i64>,
     ) -> Result<Result<Option<i64>, StateWriteRefused>, StorageError> {
+        let scope = memory_scope.project();
+        let Some(end_user) = memory_scope.owner_within(end_user) else {
+            return Ok(Ok(None));
+        };
         let _permit = self.write_permit().await;
-        let current = self.session_state(scope, session_id, end_user, key).await?;
+        let current = self
+            .session_state(memory_scope, session_id, end_user, key)
+            .await?;
         let Some(current) = current else {
             return Ok(if expected.is_some() {
                 Err(StateWriteRefused::VersionMismatch { current: None })

@@ -6,6 +6,7 @@ use crate::MaintenanceStore;
 use crate::entities::tasks;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::{OrganizationId, ProjectId, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
@@ -68,7 +69,9 @@ impl Storage {
             .exec_without_returning(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        self.task(scope, id).await?.ok_or(StorageError::NotFound)
+        self.task(scope, id)
+            .await?
+            .ok_or(StorageError::NotFound(NotFoundKind::Task))
     }
 
     /// Whether `scope`'s project has a task of `kind` queued or running (a scheduler queues

@@ -6,6 +6,7 @@ use crate::api_keys::ApiKeyPepper;
 use crate::entities::{console_accounts, organizations, projects};
 use crate::{Storage, StorageError};
 use chrono::Utc;
+use engram_core::NotFoundKind;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -111,7 +112,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if exists.is_none() {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Organization));
         }
         let created = insert_project_with_key(&transaction, organization_id, name, pepper).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
@@ -198,7 +199,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .map(|project| project.end_user_key_generation)
-            .ok_or(StorageError::NotFound)
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))
     }
 
     /// Replace the project's end-user signing key (every token signed before stops working),
@@ -225,7 +226,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .map(|project| project.end_user_key_generation)
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         crate::audit::append_audit_event(
             &transaction,
             scope.organization_id(),
@@ -257,7 +258,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         if exists.is_none() {
-            return Err(StorageError::NotFound);
+            return Err(StorageError::NotFound(NotFoundKind::Organization));
         }
         let account_id = ConsoleAccountId::generate();
         console_accounts::Entity::insert(console_accounts::ActiveModel {

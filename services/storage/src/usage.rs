@@ -6,6 +6,7 @@ use crate::audit::append_audit_event;
 use crate::entities::{budget_alerts, projects, usage_hourly};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Duration, DurationRound, Utc};
+use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
@@ -297,7 +298,7 @@ impl Storage {
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         Ok(serde_json::from_value(project.spend_limits).unwrap_or_default())
     }
 
@@ -314,7 +315,7 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound)?;
+            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         let new_value = serde_json::to_value(limits)
             .map_err(|error| StorageError::Internal(format!("limits not serialisable: {error}")))?;
         projects::Entity::update_many()

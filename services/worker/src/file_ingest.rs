@@ -46,7 +46,7 @@ async fn ingest_claimed_file(
         .and_then(|subject| subject.parse().ok())
         .ok_or_else(|| "the task names no file".to_string())?;
     let file = storage
-        .file(&task.scope, file_id)
+        .file(&engram_core::MemoryScope::project_wide(task.scope), file_id)
         .await
         .map_err(|error| error.to_string())?
         .ok_or_else(|| "the file was deleted before it was ingested".to_string())?;

@@ -25,7 +25,7 @@ impl MemoryEngine {
             principal.end_user_subject(filter.subject.user_id.take(), request.user_id_field)?;
         Ok(self
             .storage
-            .list_memories(principal.scope(), &filter)
+            .list_memories(principal.memory_scope(), &filter)
             .await?)
     }
 }

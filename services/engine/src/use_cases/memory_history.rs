@@ -14,7 +14,7 @@ impl MemoryEngine {
         self.visible_memory(principal, memory_id).await?;
         Ok(self
             .storage
-            .memory_history(principal.scope(), memory_id)
+            .memory_history(principal.memory_scope(), memory_id)
             .await?)
     }
 }

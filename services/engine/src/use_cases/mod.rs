@@ -111,18 +111,6 @@ pub(crate) fn reason_of(
     }
 }
 
-/// Whether this caller may see a recorded search: for an end-user token, only its own.
-pub(crate) fn sees_recall(
-    principal: &Principal,
-    event: &engram_storage::recall_quality::RecallEventRecord,
-) -> bool {
-    let owner = event
-        .user_id
-        .as_deref()
-        .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
-    principal.sees_owner(owner.as_ref())
-}
-
 impl MemoryEngine {
     /// The memory, if it exists for this caller: another project's memory, or for an
     /// end-user token another end-user's, is not found.
@@ -131,13 +119,10 @@ impl MemoryEngine {
         principal: &Principal,
         memory_id: MemoryId,
     ) -> Result<Memory, EngineError> {
-        let memory = self
+        // Storage confines the read to an end-user token's end-user by the scope's type.
+        Ok(self
             .storage
-            .get_memory(principal.scope(), memory_id)
-            .await?;
-        if !principal.sees_owner(memory.user_id.as_ref()) {
-            return Err(EngineError::NotFound);
-        }
-        Ok(memory)
+            .get_memory(principal.memory_scope(), memory_id)
+            .await?)
     }
 }

@@ -211,7 +211,7 @@ impl MemoryEngine {
         let recorded_request = (recall_settings.capture != RecallEventCapture::Off
             && !console_lookup)
             .then(|| RecordedSearch::of(&request));
-        let mut outcome = self.search(scope, request).await?;
+        let mut outcome = self.search(principal.memory_scope(), request).await?;
         let credential = principal.usage_credential();
         self.meter
             .record(scope, &credential, UsageUnit::Searches, 1);

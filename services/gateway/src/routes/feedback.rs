@@ -14,6 +14,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::MemoryId;
+use engram_core::NotFoundKind;
 use engram_engine::{FeedbackRecord, FeedbackRequest, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -94,19 +95,20 @@ pub struct FeedbackListView {
     pub feedback: Vec<FeedbackView>,
 }
 
-fn not_found(what: &str) -> ApiError {
-    ApiError::not_found(
-        what,
-        format!("no {what} with this id exists in this project"),
-    )
+fn not_found(kind: NotFoundKind) -> ApiError {
+    ApiError::not_found(kind)
 }
 
 fn parse_memory_id(memory_id: &str) -> Result<MemoryId, ApiError> {
-    memory_id.parse().map_err(|_| not_found("memory"))
+    memory_id
+        .parse()
+        .map_err(|_| not_found(NotFoundKind::Memory))
 }
 
 fn parse_recall_id(recall_id: &str) -> Result<uuid::Uuid, ApiError> {
-    recall_id.parse().map_err(|_| not_found("recall"))
+    recall_id
+        .parse()
+        .map_err(|_| not_found(NotFoundKind::Recall))
 }
 
 #[utoipa::path(post, path = "/v1/memories/{memory_id}/feedback", tag = "memories",

@@ -15,9 +15,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::files::{FileFormat, FileName, MAX_FILE_BYTES};
 use engram_core::{ExternalId, FieldError, MemoryKind};
-use engram_engine::{EngineError, FileRecord, MemoryEngine, UploadFileRequest};
+use engram_engine::{FileRecord, MemoryEngine, UploadFileRequest};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
@@ -229,20 +230,12 @@ fn too_large() -> ApiError {
 }
 
 fn file_not_found() -> ApiError {
-    ApiError::not_found("file", "no file with this id exists in this project")
+    ApiError::not_found(NotFoundKind::File)
 }
 
 /// The file of this project (and, for an end-user token, of that end-user).
 fn parse_file_id(file_id: &str) -> Result<uuid::Uuid, ApiError> {
     file_id.parse().map_err(|_| file_not_found())
-}
-
-/// A missing file is `file-not-found`.
-fn file_error(error: EngineError) -> ApiError {
-    match error {
-        EngineError::NotFound => file_not_found(),
-        other => ApiError::from(other),
-    }
 }
 
 #[utoipa::path(get, path = "/v1/files/{file_id}", tag = "files", params(("file_id" = String, Path)),
@@ -256,8 +249,7 @@ pub async fn get_file(
 ) -> Result<Json<FileView>, ApiError> {
     let file = engine
         .get_file_for(&principal.principal(), parse_file_id(&file_id)?)
-        .await
-        .map_err(file_error)?;
+        .await?;
     Ok(Json(FileView::from(file)))
 }
 
@@ -275,7 +267,6 @@ pub async fn delete_file(
 ) -> Result<StatusCode, ApiError> {
     engine
         .delete_file_for(&principal.principal(), parse_file_id(&file_id)?)
-        .await
-        .map_err(file_error)?;
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::{ExternalId, FieldError, MemoryId};
 use engram_engine::{
     ExportedMemory, MemoryEngine, ProjectSettings, ProjectSettingsChange, SetMemoryFlagsRequest,
@@ -253,7 +254,7 @@ pub async fn set_memory_flags(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id: MemoryId = memory_id
         .parse()
-        .map_err(|_| ApiError::memory_not_found())?;
+        .map_err(|_| ApiError::not_found(NotFoundKind::Memory))?;
     let body = body.value;
     let request = SetMemoryFlagsRequest {
         memory_id,
@@ -357,7 +358,7 @@ pub async fn get_task(
     State(engine): State<Arc<MemoryEngine>>,
     Path(task_id): Path<String>,
 ) -> Result<Json<TaskView>, ApiError> {
-    let not_found = || ApiError::not_found("task", "no task with this id exists in this project");
+    let not_found = || ApiError::not_found(NotFoundKind::Task);
     let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
     let task = engine.get_task_for(&principal.principal(), task_id).await?;
     Ok(Json(TaskView::from(task)))

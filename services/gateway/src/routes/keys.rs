@@ -1,7 +1,7 @@
 //! `/v1/keys`: a project's API keys, managed with a key that holds the `admin` scope. The
 //! secret of a new key is in the creating response only; lists never carry secrets.
 
-use crate::auth::{Authorized, ProjectAdmin, ProjectPrincipal};
+use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
 use crate::state::AppState;
@@ -10,10 +10,10 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
 use engram_engine::{
-    ApiKeyRecord, CreateApiKeyRequest, EngineError, MAX_ROLL_OVERLAP_SECONDS, MemoryEngine,
-    RollApiKeyRequest,
+    ApiKeyRecord, CreateApiKeyRequest, MAX_ROLL_OVERLAP_SECONDS, MemoryEngine, RollApiKeyRequest,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -126,23 +126,7 @@ fn parse_key_id(text: &str) -> Result<ApiKeyId, ApiError> {
 }
 
 fn key_not_found() -> ApiError {
-    ApiError::not_found("api key", "no API key with this id in the project")
-}
-
-/// The engine's answer in the API's terms: a missing key is `key-not-found`, a scope the
-/// caller cannot give names the rule.
-fn key_error(error: EngineError, principal: &ProjectPrincipal) -> ApiError {
-    match error {
-        EngineError::NotFound => key_not_found(),
-        EngineError::ScopeNotGrantable { missing } => ApiError::new(
-            ProblemKind::Forbidden,
-            format!(
-                "a key never holds more than the key that mints or rolls it: this API key lacks the `{missing}` scope; it holds: {}",
-                principal.scopes().names().join(", ")
-            ),
-        ),
-        other => ApiError::from(other),
-    }
+    ApiError::not_found(NotFoundKind::ApiKey)
 }
 
 /// List the project's API keys (no secrets).
@@ -155,10 +139,7 @@ pub async fn list_keys(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ApiKeyListView>, ApiError> {
-    let keys = engine
-        .list_api_keys_for(&principal.principal())
-        .await
-        .map_err(|error| key_error(error, &principal))?;
+    let keys = engine.list_api_keys_for(&principal.principal()).await?;
     Ok(Json(ApiKeyListView {
         keys: keys.iter().map(ApiKeyView::from).collect(),
     }))
@@ -177,8 +158,7 @@ pub async fn create_key(
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
     let (record, secret) = engine
         .create_api_key_for(&principal.principal(), body.value.into_request())
-        .await
-        .map_err(|error| key_error(error, &principal))?;
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKeyView {
@@ -203,8 +183,7 @@ pub async fn revoke_key(
     let key_id = parse_key_id(&key_id)?;
     let record = engine
         .revoke_api_key_for(&principal.principal(), key_id)
-        .await
-        .map_err(|error| key_error(error, &principal))?;
+        .await?;
     Ok(Json(ApiKeyView::from(&record)))
 }
 
@@ -241,8 +220,7 @@ pub async fn roll_key(
     };
     let rolled = engine
         .roll_api_key_for(&principal.principal(), request)
-        .await
-        .map_err(|error| key_error(error, &principal))?;
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKeyView {

@@ -16,6 +16,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use engram_core::NotFoundKind;
 use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
 use engram_engine::{
@@ -39,7 +40,8 @@ pub fn router() -> Router<AppState> {
 
 /// An id that is not a UUID cannot exist, so it is simply not found.
 fn parse_memory_id(text: &str) -> Result<MemoryId, ApiError> {
-    text.parse().map_err(|_| ApiError::memory_not_found())
+    text.parse()
+        .map_err(|_| ApiError::not_found(NotFoundKind::Memory))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

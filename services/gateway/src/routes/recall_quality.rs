@@ -14,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
+use engram_core::NotFoundKind;
 use engram_core::limits::MAX_QUERY_BYTES;
 use engram_core::{ExternalId, FieldError, MemoryKind};
 use engram_engine::MemoryEngine;
@@ -63,11 +64,8 @@ pub fn router() -> Router<AppState> {
         .route("/v1/eval-sets/{set_id}/runs/{run_id}", get(get_eval_run))
 }
 
-fn not_found(what: &str) -> ApiError {
-    ApiError::not_found(
-        what,
-        format!("no {what} with this id exists in this project"),
-    )
+fn not_found(kind: NotFoundKind) -> ApiError {
+    ApiError::not_found(kind)
 }
 
 // --- recall events ---
@@ -137,7 +135,9 @@ pub async fn get_recall_event(
     State(engine): State<Arc<MemoryEngine>>,
     Path(recall_id): Path<String>,
 ) -> Result<Json<RecallEventView>, ApiError> {
-    let recall_id: Uuid = recall_id.parse().map_err(|_| not_found("recall"))?;
+    let recall_id: Uuid = recall_id
+        .parse()
+        .map_err(|_| not_found(NotFoundKind::Recall))?;
     let event = engine
         .get_recall_event_for(&principal.principal(), recall_id)
         .await?;
@@ -579,7 +579,9 @@ pub async fn list_eval_sets(
 }
 
 fn parse_set_id(set_id: &str) -> Result<Uuid, ApiError> {
-    set_id.parse().map_err(|_| not_found("evaluation set"))
+    set_id
+        .parse()
+        .map_err(|_| not_found(NotFoundKind::EvaluationSet))
 }
 
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}", tag = "recall quality",
@@ -894,7 +896,9 @@ pub async fn get_eval_run(
     Path((set_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<EvalRunView>, ApiError> {
     let set_id = parse_set_id(&set_id)?;
-    let run_id: Uuid = run_id.parse().map_err(|_| not_found("evaluation run"))?;
+    let run_id: Uuid = run_id
+        .parse()
+        .map_err(|_| not_found(NotFoundKind::EvaluationRun))?;
     let run = engine
         .get_evaluation_run_for(&principal.principal(), set_id, run_id)
         .await?;

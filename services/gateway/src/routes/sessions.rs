@@ -16,9 +16,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
+use engram_core::NotFoundKind;
 use engram_core::{ExternalId, FieldError};
 use engram_engine::{
-    EngineError, MAX_KEYS_PER_SESSION, MemoryEngine, PutSessionStateRequest, SessionStateAddress,
+    MAX_KEYS_PER_SESSION, MemoryEngine, PutSessionStateRequest, SessionStateAddress,
     SessionStateEntry, StateWriteRefused,
 };
 use serde::{Deserialize, Serialize};
@@ -102,14 +103,6 @@ fn requested_user(requested: Option<&str>) -> Result<Option<ExternalId>, ApiErro
         .transpose()
 }
 
-/// A missing value is `session-state-not-found`.
-fn state_error(error: EngineError) -> ApiError {
-    match error {
-        EngineError::NotFound => not_found(),
-        other => ApiError::from(other),
-    }
-}
-
 fn parse_path(
     session_id: &str,
     key: Option<&str>,
@@ -130,10 +123,7 @@ fn parse_path(
 }
 
 fn not_found() -> ApiError {
-    ApiError::not_found(
-        "session state",
-        "no value with this key exists in this session",
-    )
+    ApiError::not_found(NotFoundKind::SessionState)
 }
 
 fn with_etag(mut response: Response, version: i64) -> Response {
@@ -186,8 +176,7 @@ pub async fn get_session_state(
     };
     let entry = engine
         .get_session_state_for(&principal.principal(), address)
-        .await
-        .map_err(state_error)?;
+        .await?;
     let version = entry.version;
     Ok(with_etag(
         Json(SessionStateView::from(entry)).into_response(),
@@ -214,8 +203,7 @@ pub async fn list_session_state(
             session_id,
             requested_user(query.user_id.as_deref())?,
         )
-        .await
-        .map_err(state_error)?;
+        .await?;
     Ok(Json(SessionStateListView {
         state: entries.into_iter().map(SessionStateView::from).collect(),
     }))
@@ -267,8 +255,7 @@ pub async fn put_session_state(
     };
     let (entry, created) = engine
         .put_session_state_for(&principal.principal(), request)
-        .await
-        .map_err(state_error)?
+        .await?
         .map_err(refused)?;
     let status = if created {
         StatusCode::CREATED
@@ -307,11 +294,9 @@ pub async fn delete_session_state(
     };
     match engine
         .delete_session_state_for(&principal.principal(), address, expected)
-        .await
-        .map_err(state_error)?
+        .await?
     {
-        Ok(true) => Ok(StatusCode::NO_CONTENT),
-        Ok(false) => Err(not_found()),
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(refusal) => Err(refused(refusal)),
     }
 }

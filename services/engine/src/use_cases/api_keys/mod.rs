@@ -19,6 +19,9 @@ use engram_core::{ApiScopes, Principal};
 fn refuse_wider_than_caller(principal: &Principal, scopes: &ApiScopes) -> Result<(), EngineError> {
     match principal.grantable_scopes().missing_from(scopes).first() {
         None => Ok(()),
-        Some(missing) => Err(EngineError::ScopeNotGrantable { missing: *missing }),
+        Some(missing) => Err(EngineError::ScopeNotGrantable {
+            missing: *missing,
+            caller: principal.kind().clone(),
+        }),
     }
 }

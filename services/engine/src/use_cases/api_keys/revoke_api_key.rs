@@ -3,6 +3,7 @@
 
 use super::refuse_wider_than_caller;
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
 use engram_core::{Operation, Principal};
 use engram_storage::ApiKeyRecord;
@@ -18,7 +19,7 @@ impl MemoryEngine {
             .storage
             .api_key(principal.scope(), key_id)
             .await?
-            .ok_or(EngineError::NotFound)?;
+            .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
         refuse_wider_than_caller(principal, &revoked.scopes)?;
         let record = self
             .storage

@@ -4,6 +4,7 @@
 
 use super::refuse_wider_than_caller;
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::ApiKeyRecord;
@@ -39,7 +40,7 @@ impl MemoryEngine {
             .storage
             .api_key(principal.scope(), request.key_id)
             .await?
-            .ok_or(EngineError::NotFound)?;
+            .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
         // Who may roll this key at all comes before what the roll asks for.
         refuse_wider_than_caller(principal, &rolled.scopes)?;
         let overlap_seconds = request

@@ -83,13 +83,10 @@ impl MemoryEngine {
         loop {
             let page = self
                 .storage
-                .list_memories(principal.scope(), &filter)
+                .list_memories(principal.memory_scope(), &filter)
                 .await?;
-            matching.extend(
-                page.memories
-                    .into_iter()
-                    .filter(|memory| principal.sees_owner(memory.user_id.as_ref())),
-            );
+            // An end-user token's scope lists only its own end-user's memories.
+            matching.extend(page.memories);
             if matching.len() as u64 > MAX_BULK_DELETE {
                 return Err(EngineError::Conflict(format!(
                     "more than {MAX_BULK_DELETE} memories match: narrow the filter"

@@ -2,6 +2,7 @@
 //! changes) or per-case evaluation results: only for a caller that may read memories.
 
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{Operation, Permission, Principal};
 use engram_storage::tasks::TaskRecord;
 
@@ -28,7 +29,7 @@ impl MemoryEngine {
             .storage
             .task(principal.scope(), task_id)
             .await?
-            .ok_or(EngineError::Missing("task"))?;
+            .ok_or(EngineError::NotFound(NotFoundKind::Task))?;
         if !principal.kind().holds(Permission::ReadMemories)
             && let Some(result) = task.result.as_mut()
         {

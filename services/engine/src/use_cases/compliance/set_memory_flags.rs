@@ -51,6 +51,9 @@ impl MemoryEngine {
                 principal.actor(),
             )
             .await?;
-        Ok(self.storage.get_memory(scope, request.memory_id).await?)
+        Ok(self
+            .storage
+            .get_memory(principal.memory_scope(), request.memory_id)
+            .await?)
     }
 }

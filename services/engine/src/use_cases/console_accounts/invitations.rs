@@ -4,6 +4,7 @@
 use super::{ConsoleAccess, ConsoleSessionTokens};
 use crate::EngineError;
 use engram_core::ConsoleRole;
+use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, ActorKind};
 use engram_storage::StorageError;
 
@@ -19,11 +20,11 @@ impl ConsoleAccess {
     /// The pending invitation of `token`; `Missing` when it is unknown, used, revoked or
     /// expired.
     pub async fn preview_invitation(&self, token: &str) -> Result<InvitationOffer, EngineError> {
-        let (invitation, organization_id) = self
-            .storage
-            .pending_console_invitation(token)
-            .await?
-            .ok_or(EngineError::Missing("invitation"))?;
+        let (invitation, organization_id) =
+            self.storage
+                .pending_console_invitation(token)
+                .await?
+                .ok_or(EngineError::NotFound(NotFoundKind::Invitation))?;
         let organization_name = self
             .storage
             .organization_name(organization_id)
@@ -50,7 +51,7 @@ impl ConsoleAccess {
             .await?
             .is_none()
         {
-            return Err(EngineError::Missing("invitation"));
+            return Err(EngineError::NotFound(NotFoundKind::Invitation));
         }
         // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
         let password_hash = tokio::task::spawn_blocking(move || {
@@ -69,7 +70,7 @@ impl ConsoleAccess {
             .accept_console_invitation(token, &password_hash, &origin)
             .await
             .map_err(|error| match error {
-                StorageError::NotFound => EngineError::Missing("invitation"),
+                StorageError::NotFound(_) => EngineError::NotFound(NotFoundKind::Invitation),
                 StorageError::WriteConflict(message) => EngineError::Conflict(message),
                 other => other.into(),
             })?;

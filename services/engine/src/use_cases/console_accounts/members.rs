@@ -4,6 +4,7 @@
 
 use super::{ConsoleAccess, ConsoleMember, INVITATION_LIFETIME_DAYS};
 use crate::EngineError;
+use engram_core::NotFoundKind;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{ConsoleRole, InvalidInput, Operation};
 use engram_storage::{ConsoleInvitationRecord, ConsoleMemberRecord, StorageError};
@@ -21,7 +22,7 @@ pub struct MemberListing {
 /// or invitation outside the organization is not found.
 fn member_change_error(error: StorageError) -> EngineError {
     match error {
-        StorageError::NotFound => EngineError::Missing("member"),
+        StorageError::NotFound(_) => EngineError::NotFound(NotFoundKind::Member),
         StorageError::Refused(message) | StorageError::WriteConflict(message) => {
             EngineError::Conflict(message)
         }
@@ -84,7 +85,7 @@ impl ConsoleAccess {
         let invitation_id: uuid::Uuid = invitation_id
             .trim()
             .parse()
-            .map_err(|_| EngineError::Missing("invitation"))?;
+            .map_err(|_| EngineError::NotFound(NotFoundKind::Invitation))?;
         self.storage
             .revoke_console_invitation(member.organization_id(), invitation_id, member.actor())
             .await
@@ -130,13 +131,13 @@ impl ConsoleAccess {
         let member_id: ConsoleAccountId = member_id
             .trim()
             .parse()
-            .map_err(|_| EngineError::Missing("member"))?;
+            .map_err(|_| EngineError::NotFound(NotFoundKind::Member))?;
         let other = self
             .storage
             .console_account(member_id)
             .await?
             .filter(|other| other.organization_id == member.organization_id())
-            .ok_or(EngineError::Missing("member"))?;
+            .ok_or(EngineError::NotFound(NotFoundKind::Member))?;
         if other.id == member.account_id() {
             return Err(EngineError::Conflict(
                 "you cannot change or remove your own membership; ask another owner or admin"

@@ -18,6 +18,7 @@ pub use organization::ProjectMonthCost;
 use crate::EngineError;
 use crate::console_credentials::ConsoleSessionKeys;
 use crate::login_throttle::LoginThrottle;
+use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, ActorKind};
 use engram_core::ids::ConsoleAccountId;
 use engram_core::permissions::PrincipalKind;
@@ -155,12 +156,12 @@ impl ConsoleAccess {
         let project_id: ProjectId = project_id
             .trim()
             .parse()
-            .map_err(|_| EngineError::Missing("project"))?;
+            .map_err(|_| EngineError::NotFound(NotFoundKind::Project))?;
         let scope = self
             .storage
             .project_scope_for_console_account(&member.account, project_id)
             .await?
-            .ok_or(EngineError::Missing("project"))?;
+            .ok_or(EngineError::NotFound(NotFoundKind::Project))?;
         Ok(Principal::console_member(
             scope,
             member.account.role,

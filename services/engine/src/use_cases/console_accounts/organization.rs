@@ -3,6 +3,7 @@
 
 use super::{ConsoleAccess, ConsoleMember};
 use crate::EngineError;
+use engram_core::NotFoundKind;
 use engram_core::Operation;
 use engram_core::usage::BillingMonth;
 use engram_storage::ProjectRecord;
@@ -20,7 +21,7 @@ impl ConsoleAccess {
         self.storage
             .organization_name(member.organization_id())
             .await?
-            .ok_or(EngineError::Missing("organization"))
+            .ok_or(EngineError::NotFound(NotFoundKind::Organization))
     }
 
     /// The projects of the member's organization, oldest first (every member may list them;

@@ -4,6 +4,7 @@
 use super::without_per_case_results_unless_readable;
 use crate::profiles::DEFAULT_PROFILE;
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::recall::EvalTrigger;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::EvalRunRecord;
@@ -65,7 +66,7 @@ impl MemoryEngine {
             .storage
             .task(scope, run.task_id)
             .await?
-            .ok_or(EngineError::Missing("task"))?;
+            .ok_or(EngineError::NotFound(NotFoundKind::Task))?;
         Ok((run, task))
     }
 
@@ -99,7 +100,7 @@ impl MemoryEngine {
             .eval_run(principal.scope(), run_id)
             .await?
             .filter(|run| run.set_id == set.id)
-            .ok_or(EngineError::Missing("evaluation run"))?;
+            .ok_or(EngineError::NotFound(NotFoundKind::EvaluationRun))?;
         without_per_case_results_unless_readable(principal, run.metrics.as_mut());
         Ok(run)
     }

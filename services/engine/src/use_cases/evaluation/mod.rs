@@ -14,6 +14,7 @@ pub use evaluation_runs::StartEvaluationRunRequest;
 
 use crate::profiles::DEFAULT_PROFILE;
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{FieldError, InvalidInput, Operation, Permission, Principal};
 use engram_storage::recall_quality::EvalSetRecord;
 
@@ -52,7 +53,7 @@ impl MemoryEngine {
         self.storage
             .eval_set(principal.scope(), set_id)
             .await?
-            .ok_or(EngineError::Missing("evaluation set"))
+            .ok_or(EngineError::NotFound(NotFoundKind::EvaluationSet))
     }
 
     /// `field` names a profile of the project (or `default`).

@@ -2,6 +2,7 @@
 
 use super::{FeedbackRequest, refuse_if_any};
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{FieldError, MemoryId, Operation, Principal};
 use engram_storage::feedback::FeedbackRecord;
 
@@ -23,7 +24,7 @@ impl MemoryEngine {
             Some(memory_id) => {
                 let memory_id: MemoryId = memory_id
                     .parse()
-                    .map_err(|_| EngineError::Missing("memory"))?;
+                    .map_err(|_| EngineError::NotFound(NotFoundKind::Memory))?;
                 Some(self.feedback_memory(principal, memory_id).await?)
             }
             None => None,

@@ -14,12 +14,8 @@ impl MemoryEngine {
         self.known_recall(principal, recall_id).await?;
         let feedback = self
             .storage
-            .feedback_on_recall(principal.scope(), recall_id)
+            .feedback_on_recall(principal.memory_scope(), recall_id)
             .await?;
-        let end_user = principal.end_user().map(|user| user.as_str().to_string());
-        Ok(feedback
-            .into_iter()
-            .filter(|record| end_user.is_none() || record.user_id == end_user)
-            .collect())
+        Ok(feedback)
     }
 }

@@ -9,6 +9,7 @@ mod list_memory_feedback;
 mod list_recall_feedback;
 
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::limits::MAX_REASON_CHARS;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{FieldError, InvalidInput, Memory, MemoryId, Operation, Principal};
@@ -58,20 +59,17 @@ fn refuse_if_any(errors: Vec<FieldError>) -> Result<(), EngineError> {
 }
 
 impl MemoryEngine {
-    /// The memory, if this caller may see it; `Missing("memory")` otherwise.
+    /// The memory, if this caller may see it; `NotFound(Memory)` otherwise.
     async fn feedback_memory(
         &self,
         principal: &Principal,
         memory_id: MemoryId,
     ) -> Result<Memory, EngineError> {
-        match self.visible_memory(principal, memory_id).await {
-            Err(EngineError::NotFound) => Err(EngineError::Missing("memory")),
-            other => other,
-        }
+        self.visible_memory(principal, memory_id).await
     }
 
     /// The recall event, if the project records them (`None` when it does not) and this
-    /// caller may see it; `Missing("recall")` otherwise.
+    /// caller may see it; `NotFound(Recall)` otherwise.
     async fn known_recall(
         &self,
         principal: &Principal,
@@ -82,16 +80,14 @@ impl MemoryEngine {
         if settings.capture == engram_core::recall::RecallEventCapture::Off {
             return Ok(None);
         }
-        let mut found = self.storage.recall_event(scope, recall_id).await?;
+        let memory_scope = principal.memory_scope();
+        let mut found = self.storage.recall_event(memory_scope, recall_id).await?;
         if found.is_none() {
             // Feedback may follow its search faster than the event is written.
             self.recall_events.flush().await;
-            found = self.storage.recall_event(scope, recall_id).await?;
+            found = self.storage.recall_event(memory_scope, recall_id).await?;
         }
-        let event = found.ok_or(EngineError::Missing("recall"))?;
-        if !crate::use_cases::sees_recall(principal, &event) {
-            return Err(EngineError::Missing("recall"));
-        }
+        let event = found.ok_or(EngineError::NotFound(NotFoundKind::Recall))?;
         Ok(Some(event))
     }
 

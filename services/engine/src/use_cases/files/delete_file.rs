@@ -22,7 +22,7 @@ impl MemoryEngine {
                 .delete_memory(principal.scope(), *memory_id, principal.actor())
                 .await
             {
-                Ok(()) | Err(EngineError::NotFound) => {}
+                Ok(()) | Err(EngineError::NotFound(_)) => {}
                 Err(error) => return Err(error),
             }
         }

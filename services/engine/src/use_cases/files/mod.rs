@@ -8,6 +8,7 @@ mod upload_file;
 pub use upload_file::UploadFileRequest;
 
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::Principal;
 use engram_storage::files::FileRecord;
 
@@ -20,16 +21,9 @@ impl MemoryEngine {
     ) -> Result<FileRecord, EngineError> {
         let file = self
             .storage
-            .file(principal.scope(), file_id)
+            .file(principal.memory_scope(), file_id)
             .await?
-            .ok_or(EngineError::NotFound)?;
-        let owner = file
-            .user_id
-            .as_deref()
-            .and_then(|user_id| engram_core::ExternalId::parse(user_id).ok());
-        if !principal.sees_owner(owner.as_ref()) {
-            return Err(EngineError::NotFound);
-        }
+            .ok_or(EngineError::NotFound(NotFoundKind::File))?;
         Ok(file)
     }
 }

@@ -24,7 +24,7 @@ impl MemoryEngine {
         Ok(self
             .storage
             .session_messages(
-                principal.scope(),
+                principal.memory_scope(),
                 request.session_id.as_str(),
                 end_user.as_ref().map(ExternalId::as_str),
                 request.after,

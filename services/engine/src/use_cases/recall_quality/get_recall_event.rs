@@ -1,6 +1,7 @@
 //! One search as it was recorded. An end-user token sees only its own user's.
 
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::RecallEventRecord;
 
@@ -24,12 +25,9 @@ impl MemoryEngine {
         self.recall_events.flush().await;
         let event = self
             .storage
-            .recall_event(principal.scope(), recall_id)
+            .recall_event(principal.memory_scope(), recall_id)
             .await?
-            .ok_or(EngineError::Missing("recall"))?;
-        if !crate::use_cases::sees_recall(principal, &event) {
-            return Err(EngineError::Missing("recall"));
-        }
+            .ok_or(EngineError::NotFound(NotFoundKind::Recall))?;
         Ok(event)
     }
 }

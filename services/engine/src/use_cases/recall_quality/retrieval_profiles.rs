@@ -3,6 +3,7 @@
 
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning};
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::RetrievalProfileRecord;
 
@@ -50,7 +51,7 @@ impl MemoryEngine {
         self.storage
             .retrieval_profile(principal.scope(), name)
             .await?
-            .ok_or(EngineError::Missing("retrieval profile"))
+            .ok_or(EngineError::NotFound(NotFoundKind::RetrievalProfile))
     }
 
     pub async fn put_retrieval_profile_for(
@@ -97,7 +98,7 @@ impl MemoryEngine {
         if deleted {
             Ok(())
         } else {
-            Err(EngineError::Missing("retrieval profile"))
+            Err(EngineError::NotFound(NotFoundKind::RetrievalProfile))
         }
     }
 }

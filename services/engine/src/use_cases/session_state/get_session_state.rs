@@ -2,6 +2,7 @@
 
 use super::{SessionStateAddress, namespace};
 use crate::{EngineError, MemoryEngine};
+use engram_core::NotFoundKind;
 use engram_core::{ExternalId, Operation, Principal};
 use engram_storage::session_state::SessionStateEntry;
 
@@ -15,12 +16,12 @@ impl MemoryEngine {
         let end_user = namespace(principal, address.user_id)?;
         self.storage
             .session_state(
-                principal.scope(),
+                principal.memory_scope(),
                 address.session_id.as_str(),
                 end_user.as_ref().map(ExternalId::as_str),
                 address.key.as_str(),
             )
             .await?
-            .ok_or(EngineError::NotFound)
+            .ok_or(EngineError::NotFound(NotFoundKind::SessionState))
     }
 }

@@ -17,7 +17,7 @@ impl MemoryEngine {
         Ok(self
             .storage
             .session_state_entries(
-                principal.scope(),
+                principal.memory_scope(),
                 session_id.as_str(),
                 end_user.as_ref().map(ExternalId::as_str),
             )

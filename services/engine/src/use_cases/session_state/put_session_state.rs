@@ -42,7 +42,7 @@ impl MemoryEngine {
         Ok(self
             .storage
             .put_session_state(
-                principal.scope(),
+                principal.memory_scope(),
                 address.session_id.as_str(),
                 end_user.as_ref().map(ExternalId::as_str),
                 address.key.as_str(),
