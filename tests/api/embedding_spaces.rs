@@ -130,6 +130,25 @@ async fn a_project_sends_its_own_vectors_and_engram_embeds_nothing_for_it() {
         .await;
     assert_eq!(added.status, 201, "{}", added.body);
 
+    // A person in the console types words, never a vector: the same search use case looks
+    // them up by words in this project, where an agent's search must bring its vector.
+    let (http, cookie) = server.console_owner_session().await;
+    let looked_up = http
+        .post(format!("{}/console/api/memories", server.base_url))
+        .header("Cookie", &cookie)
+        .header("Content-Type", "application/json")
+        .body(r#"{"filters":{"meaning":"bicycle"}}"#)
+        .send()
+        .await
+        .unwrap();
+    let status = looked_up.status().as_u16();
+    let page = looked_up.text().await.unwrap_or_default();
+    assert_eq!(status, 200, "{page}");
+    assert!(
+        page.contains("red bicycle") && !page.contains("stamps"),
+        "the console finds the memory by its words: {page}"
+    );
+
     // Dense search ranks by the client's query vector, not by the text.
     let dense = client
         .search(

@@ -336,8 +336,14 @@ impl EmbeddedServer {
             credentials,
             settings: config.gateway_settings()?,
         };
-        let console_routes =
-            engram_gateway::console::console_routes(&state, &config.process.console_assets);
+        // The doors this role's list names: the API always (this is an API process), the
+        // console only where the role opens it.
+        let front_doors = config.role.front_doors();
+        let console_routes = if front_doors.contains(&crate::roles::FrontDoor::Console) {
+            engram_gateway::console::console_routes(&state, &config.process.console_assets)
+        } else {
+            axum::Router::new()
+        };
         let router = engram_gateway::build_router(state, console_routes);
 
         let listener = tokio::net::TcpListener::bind(config.process.listen)

@@ -210,13 +210,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
             Some(meaning) => {
                 let engine = self.engine()?;
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 100)))?;
-                // A project that sends its own vectors has no query vector here: words only.
-                let retrieval = match engine.embedding_spaces().space_for(principal.scope()).await {
-                    Ok(space) if space.client_dimension().is_some() => {
-                        engram_engine::RetrievalMode::Keyword
-                    }
-                    _ => engram_engine::RetrievalMode::Hybrid,
-                };
+                // The use case narrows this to words in a project that sends its own vectors.
+                let retrieval = engram_engine::RetrievalMode::Hybrid;
                 // The console's session field is a filter, like its other fields.
                 let session_only = filter.subject.session_id.is_some();
                 let request = engram_engine::SearchRequest {

@@ -3,7 +3,10 @@
 //! and the recall event — the same for every door.
 
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning, profile_for_draw};
-use crate::{EngineError, MemoryEngine, PackedContext, SearchOutcome, SearchRequest, pack_context};
+use crate::{
+    EngineError, MemoryEngine, PackedContext, RetrievalMode, SearchOutcome, SearchRequest,
+    pack_context,
+};
 use engram_core::principal::Credential;
 use engram_core::recall::RecallEventCapture;
 use engram_core::usage::{PlannedSpend, UsageUnit};
@@ -179,6 +182,24 @@ impl MemoryEngine {
         };
         request.subject.user_id =
             principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
+        // A console member's lookup is neither an agent's recall nor bound by what agents may
+        // be handed: it records no recall event (which would skew recall quality and keep a
+        // compliance officer's query text) and is not shortened by the recall budget.
+        let console_lookup = matches!(principal.credential(), Credential::ConsoleAccount { .. });
+        // A person types words, never a vector: in a project that sends its own vectors, a
+        // console lookup is by words only (an agent's search there must bring its vector).
+        if console_lookup
+            && request.query_vector.is_none()
+            && request.retrieval != RetrievalMode::Keyword
+            && self
+                .spaces
+                .space_for(scope)
+                .await?
+                .client_dimension()
+                .is_some()
+        {
+            request.retrieval = RetrievalMode::Keyword;
+        }
         let limits = self
             .spend_guard
             .admit(
@@ -195,10 +216,6 @@ impl MemoryEngine {
                 ],
             )
             .await?;
-        // A console member's lookup is neither an agent's recall nor bound by what agents may
-        // be handed: it records no recall event (which would skew recall quality and keep a
-        // compliance officer's query text) and is not shortened by the recall budget.
-        let console_lookup = matches!(principal.credential(), Credential::ConsoleAccount { .. });
         let recall = if console_lookup {
             Default::default()
         } else {
