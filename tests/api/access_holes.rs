@@ -52,7 +52,8 @@ async fn signed_in_member(server: &TestServer, role: &str) -> String {
         .filter_map(|value| value.to_str().ok())
         .filter_map(|value| value.split(';').next().map(str::to_string))
         .collect();
-    assert_eq!(cookies.len(), 2, "login as {role} failed");
+    // The session, its refresh token and the browser's device token.
+    assert_eq!(cookies.len(), 3, "login as {role} failed: {cookies:?}");
     cookies.join("; ")
 }
 

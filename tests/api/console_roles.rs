@@ -29,9 +29,10 @@ async fn login(server: &TestServer, email: &str, password: &str) -> String {
         .filter_map(|value| value.to_str().ok())
         .filter_map(|value| value.split(';').next().map(str::to_string))
         .collect();
+    // The session, its refresh token and the browser's device token.
     assert_eq!(
         cookies.len(),
-        2,
+        3,
         "login as {email} failed: {}",
         response.status()
     );

@@ -1,11 +1,12 @@
-//! Console sign-in throttling against a real SQLite database and real argon2 hashes: five
-//! wrong passwords lock the e-mail, the right password is then refused too, other accounts'
-//! e-mails are unaffected, and a successful sign-in clears the count.
+//! Console sign-in throttling against a real SQLite database and real argon2 hashes: a
+//! stranger's wrong passwords slow the stranger's own address, never the owner's known
+//! browser nor the owner at another address; other accounts' e-mails are unaffected.
 
+use engram_console::ConsoleRequestOrigin;
 use engram_console::{ConsoleBackend, ConsoleError};
 use engram_engine::ConsoleAccess;
 use engram_engine::console_credentials::{ConsoleSessionKeys, hash_password};
-use engram_engine::login_throttle::MAX_FAILURES;
+use engram_engine::login_throttle::FREE_FAILURES;
 use engram_gateway::console::GatewayConsoleBackend;
 use engram_storage::{ApiKeyPepper, Storage};
 use std::time::Duration;
@@ -38,70 +39,93 @@ async fn backend() -> (GatewayConsoleBackend, tempfile::TempDir) {
     )
 }
 
-#[tokio::test]
-async fn repeated_wrong_passwords_lock_the_email_until_the_lockout_ends() {
-    let (backend, _directory) = backend().await;
-    // A success resets the count: four failures, a success, four more failures: no lock.
-    for _ in 0..MAX_FAILURES - 1 {
-        assert_eq!(
-            backend
-                .login(EMAIL.into(), "wrong".into(), &Default::default())
-                .await,
-            Err(ConsoleError::InvalidCredentials)
-        );
+fn from(address: &str) -> ConsoleRequestOrigin {
+    ConsoleRequestOrigin {
+        ip: Some(address.to_string()),
+        ..Default::default()
     }
-    assert!(
-        backend
-            .login(EMAIL.into(), PASSWORD.into(), &Default::default())
-            .await
-            .is_ok()
-    );
-    for _ in 0..MAX_FAILURES - 1 {
-        assert_eq!(
-            backend
-                .login(EMAIL.into(), "wrong".into(), &Default::default())
-                .await,
-            Err(ConsoleError::InvalidCredentials)
-        );
-    }
-    assert!(
-        backend
-            .login(EMAIL.into(), PASSWORD.into(), &Default::default())
-            .await
-            .is_ok()
-    );
+}
 
-    for _ in 0..MAX_FAILURES {
+#[tokio::test]
+async fn a_strangers_wrong_passwords_never_lock_the_owner_out() {
+    let (backend, _directory) = backend().await;
+    let (owners_office, strangers_cafe) = (from("192.0.2.10"), from("198.51.100.7"));
+    // The owner's browser signed in before: it holds a device token.
+    let signed_in = backend
+        .login(EMAIL.into(), PASSWORD.into(), None, &owners_office)
+        .await
+        .unwrap();
+    let device = signed_in
+        .device
+        .clone()
+        .expect("a sign-in hands out a device token");
+
+    // A stranger guesses: the free failures, one more, then the stranger waits, even with
+    // the right password (and another casing of the e-mail).
+    for _ in 0..=FREE_FAILURES {
         assert_eq!(
             backend
-                .login(EMAIL.into(), "wrong".into(), &Default::default())
+                .login(EMAIL.into(), "wrong".into(), None, &strangers_cafe)
                 .await,
             Err(ConsoleError::InvalidCredentials)
         );
     }
-    // Locked: even the right password (in another casing of the e-mail) is refused.
     match backend
         .login(
             " Owner@Example.com ".into(),
             PASSWORD.into(),
-            &Default::default(),
+            None,
+            &strangers_cafe,
         )
         .await
     {
         Err(ConsoleError::TooManyAttempts {
             retry_after_seconds,
-        }) => {
-            assert!(retry_after_seconds > 0 && retry_after_seconds <= 15 * 60)
-        }
-        other => panic!("expected a lockout, got {other:?}"),
+        }) => assert!((1..=15 * 60).contains(&retry_after_seconds)),
+        other => panic!("expected the stranger to wait, got {other:?}"),
     }
-    // Another e-mail is not locked by this one's failures.
+
+    // The owner's known browser signs in even from the stranger's café, and the owner
+    // signs in from the office without it.
+    assert!(
+        backend
+            .login(
+                EMAIL.into(),
+                PASSWORD.into(),
+                Some(device.clone()),
+                &strangers_cafe
+            )
+            .await
+            .is_ok(),
+        "a known device is slowed only by its own failures"
+    );
+    assert!(
+        backend
+            .login(EMAIL.into(), PASSWORD.into(), None, &owners_office)
+            .await
+            .is_ok(),
+        "another address is not slowed by the stranger's failures"
+    );
+    // A device token of another account, or a forged one, makes no browser known.
+    assert!(matches!(
+        backend
+            .login(
+                EMAIL.into(),
+                PASSWORD.into(),
+                Some("forged".into()),
+                &strangers_cafe
+            )
+            .await,
+        Err(ConsoleError::TooManyAttempts { .. })
+    ));
+    // Another account's e-mail is not slowed by this one's failures.
     assert_eq!(
         backend
             .login(
                 "someone@example.com".into(),
                 "wrong".into(),
-                &Default::default()
+                None,
+                &strangers_cafe
             )
             .await,
         Err(ConsoleError::InvalidCredentials)

@@ -307,6 +307,16 @@ impl TestServer {
         ApiClient::new(&self.base_url, &self.bootstrap.api_key)
     }
 
+    /// The server's process id (its memory is read from `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The server process's resident memory now, bytes.
+    pub fn resident_bytes(&self) -> Option<u64> {
+        resident_bytes_in(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?)
+    }
+
     pub fn client_with_key(&self, api_key: &str) -> ApiClient {
         ApiClient::new(&self.base_url, api_key)
     }
@@ -734,4 +744,17 @@ pub fn set_price(
         ],
         &[],
     )
+}
+
+/// `VmRSS` of a `/proc/<pid>/status` text, bytes.
+pub fn resident_bytes_in(status: &str) -> Option<u64> {
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }

@@ -1,36 +1,108 @@
 //! Console credentials: password hashing (argon2id) and console session tokens (HS256 JWTs
 //! naming a server-side session, every registered claim checked, keys rotated by version).
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
+use argon2::password_hash::{Output, ParamsString, PasswordHash, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use chrono::Utc;
 use engram_core::ids::ConsoleAccountId;
 use jsonwebtoken::{DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// argon2id with the OWASP-recommended minimum (19 MiB, 2 passes, 1 lane).
-fn password_hasher() -> Argon2<'static> {
-    let params = Params::new(19 * 1024, 2, 1, None).unwrap_or_default();
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+const MEMORY_KIB: u32 = 19 * 1024;
+const PASSES: u32 = 2;
+const LANES: u32 = 1;
+/// The most memory a stored hash may ask for when it is verified: a planted hash with a
+/// huge cost must not make a sign-in allocate gigabytes.
+const MAX_VERIFY_MEMORY_KIB: u32 = 64 * 1024;
+
+fn password_params() -> Params {
+    Params::new(MEMORY_KIB, PASSES, LANES, None).unwrap_or_default()
+}
+
+thread_local! {
+    /// argon2's working memory, allocated once per hashing thread and reused by every hash
+    /// on it: the process holds one block per password worker, however many sign-ins come
+    /// (argon2's own allocation per hash fragments the heap and grows it with each one).
+    static WORKING_MEMORY: RefCell<Vec<Block>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `hasher`'s hash of `password` with `salt` into `output`, in this thread's memory.
+fn hash_into(
+    hasher: &Argon2<'_>,
+    password: &[u8],
+    salt: &[u8],
+    output: &mut [u8],
+) -> Result<(), argon2::Error> {
+    WORKING_MEMORY.with(|memory| {
+        let mut memory = memory.borrow_mut();
+        let needed = hasher.params().block_count();
+        if memory.len() < needed {
+            memory.resize(needed, Block::new());
+        }
+        hasher.hash_password_into_with_memory(password, salt, output, &mut memory[..needed])
+    })
 }
 
 pub fn hash_password(password: &str) -> Result<String, String> {
+    let fail = |error: &dyn std::fmt::Display| format!("password hashing failed: {error}");
     let salt = SaltString::generate(&mut rand::rngs::OsRng);
-    password_hasher()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|hash| hash.to_string())
-        .map_err(|error| format!("password hashing failed: {error}"))
+    let mut salt_bytes = [0u8; 64];
+    let raw_salt = salt
+        .as_salt()
+        .decode_b64(&mut salt_bytes)
+        .map_err(|error| fail(&error))?;
+    let params = password_params();
+    let hasher = Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone());
+    let mut output = [0u8; Params::DEFAULT_OUTPUT_LEN];
+    hash_into(&hasher, password.as_bytes(), raw_salt, &mut output).map_err(|error| fail(&error))?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params).map_err(|error| fail(&error))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(Output::new(&output).map_err(|error| fail(&error))?),
+    };
+    Ok(phc.to_string())
 }
 
+/// Whether `password` is the one `stored_hash` (a PHC string) was made from, compared in
+/// constant time. Hashes made with other parameters (older, or stronger) still verify.
 pub fn verify_password(password: &str, stored_hash: &str) -> bool {
-    match PasswordHash::new(stored_hash) {
-        Ok(parsed) => password_hasher()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok(),
-        Err(_) => false,
+    let Ok(parsed) = PasswordHash::new(stored_hash) else {
+        return false;
+    };
+    let (Ok(algorithm), Some(expected), Some(salt)) = (
+        Algorithm::try_from(parsed.algorithm),
+        parsed.hash,
+        parsed.salt,
+    ) else {
+        return false;
+    };
+    let version = match parsed.version.map(Version::try_from).transpose() {
+        Ok(version) => version.unwrap_or_default(),
+        Err(_) => return false,
+    };
+    let Ok(params) = Params::try_from(&parsed) else {
+        return false;
+    };
+    if params.m_cost() > MAX_VERIFY_MEMORY_KIB {
+        return false;
     }
+    let mut salt_bytes = [0u8; 64];
+    let Ok(raw_salt) = salt.decode_b64(&mut salt_bytes) else {
+        return false;
+    };
+    let hasher = Argon2::new(algorithm, version, params);
+    let mut computed = vec![0u8; expected.len()];
+    if hash_into(&hasher, password.as_bytes(), raw_salt, &mut computed).is_err() {
+        return false;
+    }
+    // `Output`'s equality is constant time.
+    Output::new(&computed).is_ok_and(|computed| computed == expected)
 }
 
 const CONSOLE_TOKEN_ISSUER: &str = "engram";
@@ -161,6 +233,63 @@ impl ConsoleSessionKeys {
             session_id: decoded.claims.sid.parse().ok()?,
         })
     }
+
+    /// A device token for `account_id`: held by a browser that signed in, so its sign-ins
+    /// are throttled only by its own failures. Signed like session tokens, with its own
+    /// audience and type, so neither can stand in for the other.
+    pub fn issue_device(&self, account_id: ConsoleAccountId) -> Result<String, String> {
+        let now = Utc::now().timestamp();
+        let claims = ConsoleDeviceClaims {
+            iss: CONSOLE_TOKEN_ISSUER.to_string(),
+            aud: CONSOLE_DEVICE_AUDIENCE.to_string(),
+            sub: account_id.to_string(),
+            typ: CONSOLE_DEVICE_TYPE.to_string(),
+            did: uuid::Uuid::now_v7().to_string(),
+            iat: now,
+            nbf: now,
+            exp: now + CONSOLE_DEVICE_LIFETIME.as_secs() as i64,
+        };
+        let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
+        header.kid = Some(self.signing_key_id.clone());
+        jsonwebtoken::encode(&header, &claims, &self.encoding)
+            .map_err(|error| format!("cannot sign a device token: {error}"))
+    }
+
+    /// The account and device id of a valid, unexpired device token; `None` otherwise.
+    pub fn verify_device(&self, token: &str) -> Option<(ConsoleAccountId, String)> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let kid = header.kid?;
+        let (_, decoding_key) = self.decoding.iter().find(|(key_id, _)| *key_id == kid)?;
+        let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
+        validation.set_issuer(&[CONSOLE_TOKEN_ISSUER]);
+        validation.set_audience(&[CONSOLE_DEVICE_AUDIENCE]);
+        validation.set_required_spec_claims(&["iss", "aud", "sub", "exp", "nbf"]);
+        validation.validate_nbf = true;
+        let decoded =
+            jsonwebtoken::decode::<ConsoleDeviceClaims>(token, decoding_key, &validation).ok()?;
+        if decoded.claims.typ != CONSOLE_DEVICE_TYPE {
+            return None;
+        }
+        Some((decoded.claims.sub.parse().ok()?, decoded.claims.did))
+    }
+}
+
+const CONSOLE_DEVICE_AUDIENCE: &str = "engram-console-device";
+const CONSOLE_DEVICE_TYPE: &str = "console_device";
+/// How long a browser stays a known device of an account without signing in again.
+pub const CONSOLE_DEVICE_LIFETIME: Duration = Duration::from_secs(180 * 24 * 3_600);
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ConsoleDeviceClaims {
+    iss: String,
+    aud: String,
+    sub: String,
+    typ: String,
+    /// The device: one per successful sign-in of a browser.
+    did: String,
+    iat: i64,
+    nbf: i64,
+    exp: i64,
 }
 
 #[cfg(test)]
@@ -168,11 +297,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_device_token_is_not_a_session_token_and_names_its_account() {
+        let keys = ConsoleSessionKeys::new(b"device test secret", Duration::from_secs(60));
+        let account = ConsoleAccountId::generate();
+        let device = keys.issue_device(account).unwrap();
+        let (verified_account, device_id) = keys.verify_device(&device).unwrap();
+        assert_eq!(verified_account, account);
+        assert!(!device_id.is_empty());
+        assert!(
+            keys.verify(&device).is_none(),
+            "a device token opens no session"
+        );
+        let session = keys.issue(account, uuid::Uuid::now_v7()).unwrap();
+        assert!(keys.verify_device(&session).is_none());
+        let other_keys = ConsoleSessionKeys::new(b"another secret", Duration::from_secs(60));
+        assert!(other_keys.verify_device(&device).is_none());
+    }
+
+    #[test]
     fn password_round_trip() {
         let hash = hash_password("correct horse").unwrap();
         assert!(hash.starts_with("$argon2id$"));
         assert!(verify_password("correct horse", &hash));
         assert!(!verify_password("wrong horse", &hash));
+    }
+
+    #[test]
+    fn hashes_of_the_argon2_crate_and_ours_verify_each_other() {
+        use argon2::password_hash::{PasswordHasher, PasswordVerifier};
+        let stock = Argon2::new(Algorithm::Argon2id, Version::V0x13, password_params());
+        let salt = SaltString::generate(&mut rand::rngs::OsRng);
+        let stored_before = stock
+            .hash_password(b"correct horse", &salt)
+            .unwrap()
+            .to_string();
+        assert!(verify_password("correct horse", &stored_before));
+        assert!(!verify_password("correct horsf", &stored_before));
+        let ours = hash_password("correct horse").unwrap();
+        assert!(
+            stock
+                .verify_password(b"correct horse", &PasswordHash::new(&ours).unwrap())
+                .is_ok()
+        );
+        // A planted hash asking for 1 GiB is refused, not computed.
+        let greedy = ours.replace("m=19456", "m=1048576");
+        assert_ne!(greedy, ours);
+        assert!(!verify_password("correct horse", &greedy));
     }
 
     #[test]

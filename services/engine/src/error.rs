@@ -74,6 +74,10 @@ pub enum EngineError {
     /// Too many failed sign-ins for this e-mail: refused for a while, right password or not.
     #[error("too many failed sign-ins; try again in {retry_after_seconds} s")]
     TooManyAttempts { retry_after_seconds: u64 },
+    /// Too much work of this kind is already running or queued (password hashing during a
+    /// storm of sign-ins): refused at once, try again shortly.
+    #[error("the server is busy; try again in {retry_after_seconds} s")]
+    Busy { retry_after_seconds: u64 },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -106,6 +110,7 @@ impl EngineError {
             EngineError::Unauthenticated(_) => "unauthenticated",
             EngineError::WrongCredentials => "wrong-credentials",
             EngineError::TooManyAttempts { .. } => "too-many-attempts",
+            EngineError::Busy { .. } => "server-busy",
             EngineError::Internal(_) => "internal",
         }
     }

@@ -13,6 +13,7 @@ pub mod indexing;
 pub mod llm;
 pub mod login_throttle;
 pub mod metering;
+pub mod password_work;
 mod pipeline;
 pub mod profiles;
 pub mod project_settings_cache;

@@ -97,6 +97,7 @@ fn session_tokens(tokens: ConsoleSessionTokens) -> SessionTokens {
     SessionTokens {
         access: tokens.access,
         refresh: tokens.refresh,
+        device: tokens.device,
     }
 }
 
@@ -145,10 +146,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
         &self,
         email: String,
         password: String,
+        device_token: Option<String>,
         origin: &ConsoleRequestOrigin,
     ) -> Result<SessionTokens, ConsoleError> {
         self.access
-            .sign_in(&email, password, &origin_actor(origin))
+            .sign_in(
+                &email,
+                password,
+                device_token.as_deref(),
+                &origin_actor(origin),
+            )
             .await
             .map(session_tokens)
             .map_err(engine_error)
@@ -1102,6 +1109,9 @@ fn engine_error(error: EngineError) -> ConsoleError {
         EngineError::Unauthenticated(_) => ConsoleError::Unauthorized,
         EngineError::WrongCredentials => ConsoleError::InvalidCredentials,
         EngineError::TooManyAttempts {
+            retry_after_seconds,
+        }
+        | EngineError::Busy {
             retry_after_seconds,
         } => ConsoleError::TooManyAttempts {
             retry_after_seconds,

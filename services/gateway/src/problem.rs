@@ -45,6 +45,9 @@ pub enum ProblemKind {
     /// The request conflicts with the project's current state (a name already taken,
     /// traffic shares that would pass 100 %) (409).
     Conflict,
+    /// Too much work of this kind is running or queued (password hashing during a storm of
+    /// sign-ins) (503, with Retry-After).
+    ServerBusy,
     Internal,
 }
 
@@ -70,6 +73,7 @@ impl ProblemKind {
             ProblemKind::BudgetExceeded => "budget-exceeded",
             ProblemKind::EmbeddingUnavailable => "embedding-unavailable",
             ProblemKind::Conflict => "conflict",
+            ProblemKind::ServerBusy => "server-busy",
             ProblemKind::Internal => "internal",
         }
     }
@@ -99,6 +103,7 @@ impl ProblemKind {
                 "The project's embedding setting does not allow this"
             }
             ProblemKind::Conflict => "The request conflicts with the project's current state",
+            ProblemKind::ServerBusy => "The server is busy; retry shortly",
             ProblemKind::Internal => "Internal error",
         }
     }
@@ -122,6 +127,7 @@ impl ProblemKind {
             ProblemKind::QuotaExceeded => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::BudgetExceeded => StatusCode::PAYMENT_REQUIRED,
             ProblemKind::EmbeddingUnavailable | ProblemKind::Conflict => StatusCode::CONFLICT,
+            ProblemKind::ServerBusy => StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -324,6 +330,16 @@ impl From<EngineError> for ApiError {
                 let mut problem = ApiError::new(
                     ProblemKind::RateLimited,
                     format!("too many failed sign-ins; retry in {retry_after_seconds} s"),
+                );
+                problem.retry_after_seconds = Some(retry_after_seconds);
+                problem
+            }
+            EngineError::Busy {
+                retry_after_seconds,
+            } => {
+                let mut problem = ApiError::new(
+                    ProblemKind::ServerBusy,
+                    format!("the server is busy; retry in {retry_after_seconds} s"),
                 );
                 problem.retry_after_seconds = Some(retry_after_seconds);
                 problem

@@ -457,8 +457,11 @@ pub(crate) mod ssr {
         if email.is_empty() || password.is_empty() || email.len() > 320 || password.len() > 1024 {
             return Err(ConsoleError::InvalidCredentials);
         }
+        let device_token = request_headers()
+            .await
+            .and_then(|headers| cookie_from_headers(&headers, DEVICE_COOKIE));
         let tokens = match backend
-            .login(email, password, &request_origin().await)
+            .login(email, password, device_token, &request_origin().await)
             .await
         {
             Ok(tokens) => tokens,
@@ -480,6 +483,9 @@ pub(crate) mod ssr {
         let secure = request_is_https().await;
         set_cookie(session_cookie(&tokens.access, secure)?);
         set_cookie(refresh_cookie(&tokens.refresh, secure)?);
+        if let Some(device) = &tokens.device {
+            set_cookie(device_cookie(device, secure)?);
+        }
         Ok(())
     }
 
@@ -848,6 +854,13 @@ pub(crate) mod ssr {
                 .is_some_and(|v| v.contains("text/html"))
         });
         if !accepts_html && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+            if let ConsoleError::TooManyAttempts {
+                retry_after_seconds,
+            } = &err
+            {
+                response
+                    .insert_header(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
+            }
             response.set_status(match err {
                 ConsoleError::Unauthorized | ConsoleError::InvalidCredentials => {
                     StatusCode::UNAUTHORIZED
@@ -868,6 +881,8 @@ pub(crate) mod ssr {
     /// Name of the session cookie.
     pub const SESSION_COOKIE: &str = "engram_console";
     pub const REFRESH_COOKIE: &str = "engram_console_refresh";
+    /// The browser's device token: sent only to the sign-in route, kept across sign-outs.
+    pub const DEVICE_COOKIE: &str = "engram_console_device";
 
     /// Longest text filter passed on to the backend; longer input cannot match anything useful.
     pub const MAX_FILTER_CHARS: usize = 500;
@@ -1028,6 +1043,25 @@ pub(crate) mod ssr {
         HeaderValue::from_str(&value)
             .map_err(|_| ConsoleError::Internal("could not start a session".into()))
     }
+
+    /// The `Set-Cookie` value carrying the browser's device token: sent back only to the
+    /// sign-in route and kept for the device token's lifetime (not cleared by signing out).
+    pub fn device_cookie(token: &str, secure: bool) -> Result<HeaderValue, ConsoleError> {
+        if token.is_empty() || !token.bytes().all(is_cookie_octet) {
+            tracing::error!("console backend issued a device token that is not cookie-safe");
+            return Err(ConsoleError::Internal("could not start a session".into()));
+        }
+        let value = format!(
+            "{DEVICE_COOKIE}={token}; Path=/console/api/login; Max-Age={}; HttpOnly; SameSite=Strict{}",
+            DEVICE_COOKIE_MAX_AGE_SECONDS,
+            if secure { "; Secure" } else { "" }
+        );
+        HeaderValue::from_str(&value)
+            .map_err(|_| ConsoleError::Internal("could not start a session".into()))
+    }
+
+    /// The device cookie's lifetime: the engine's device tokens last 180 days.
+    const DEVICE_COOKIE_MAX_AGE_SECONDS: u64 = 180 * 24 * 3_600;
 
     /// The `Set-Cookie` value that removes the refresh cookie.
     pub fn clearing_refresh_cookie(secure: bool) -> HeaderValue {

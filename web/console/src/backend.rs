@@ -18,7 +18,9 @@ use crate::model::{RecallDashboard, RecallEventDetail};
 /// `list_memories` is a console read of memory content).
 #[async_trait::async_trait]
 pub trait ConsoleBackend: Send + Sync + 'static {
-    /// Verify e-mail + password; on success a new session's access and refresh tokens.
+    /// Verify e-mail + password; on success a new session's access and refresh tokens and
+    /// a device token. `device_token` is the browser's from an earlier sign-in, if any: a
+    /// known browser is throttled only by its own failures.
     ///
     /// Tokens must consist of cookie-safe characters (e.g. hex or base64url); anything
     /// else is refused with [`ConsoleError::Internal`] rather than written into a header.
@@ -26,6 +28,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         &self,
         email: String,
         password: String,
+        device_token: Option<String>,
         origin: &ConsoleRequestOrigin,
     ) -> Result<SessionTokens, ConsoleError>;
 

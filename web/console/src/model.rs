@@ -115,8 +115,9 @@ pub enum ConsoleError {
     /// Login with an unknown e-mail or a wrong password (deliberately not saying which).
     #[error("wrong e-mail or password")]
     InvalidCredentials,
-    /// Too many failed sign-ins for this e-mail; it is locked for a while.
-    #[error("too many failed sign-ins; try again in {retry_after_seconds} s")]
+    /// Too many failed sign-ins from this browser or address (or too many requests from the
+    /// address, or a busy server): wait this long.
+    #[error("too many sign-in attempts; try again in {retry_after_seconds} s")]
     TooManyAttempts { retry_after_seconds: u64 },
     /// The project (or other object) does not exist for this account.
     #[error("not found")]
@@ -240,11 +241,21 @@ pub const AUDIT_ACTIONS: [&str; 21] = [
 ];
 
 /// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a
-/// short-lived access token and the refresh token that renews it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// short-lived access token, the refresh token that renews it and, after a sign-in, a
+/// device token that makes the browser a known device of the account.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionTokens {
     pub access: String,
     pub refresh: String,
+    #[serde(default)]
+    pub device: Option<String>,
+}
+
+impl std::fmt::Debug for SessionTokens {
+    // Credentials: never printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionTokens { .. }")
+    }
 }
 
 /// One row of the API keys table (never a secret).

@@ -37,14 +37,17 @@ impl ConsoleAccess {
         })
     }
 
-    /// The new account of the invitation of `token`, signed in. The token is checked before
-    /// the password is hashed, so a stranger's guess costs no hashing.
+    /// The new account of the invitation of `token`, signed in. The address's budget for
+    /// the console's unauthenticated routes and then the token are checked before the
+    /// password is hashed (on the bounded password pool), so a stranger's guess costs no
+    /// hashing.
     pub async fn accept_invitation(
         &self,
         token: &str,
         password: String,
         origin: &Actor,
     ) -> Result<ConsoleSessionTokens, EngineError> {
+        self.admit_unauthenticated(origin)?;
         if self
             .storage
             .pending_console_invitation(token)
@@ -53,13 +56,11 @@ impl ConsoleAccess {
         {
             return Err(EngineError::NotFound(NotFoundKind::Invitation));
         }
-        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
-        let password_hash = tokio::task::spawn_blocking(move || {
-            crate::console_credentials::hash_password(&password)
-        })
-        .await
-        .map_err(|error| EngineError::Internal(error.to_string()))?
-        .map_err(EngineError::Internal)?;
+        let password_hash = self
+            .password_work
+            .run(move || crate::console_credentials::hash_password(&password))
+            .await?
+            .map_err(EngineError::Internal)?;
         let origin = Actor {
             kind: ActorKind::ConsoleAccount,
             id: String::new(),

@@ -18,12 +18,14 @@ pub use organization::ProjectMonthCost;
 use crate::EngineError;
 use crate::console_credentials::ConsoleSessionKeys;
 use crate::login_throttle::LoginThrottle;
+use crate::password_work::PasswordWork;
 use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, ActorKind};
 use engram_core::ids::ConsoleAccountId;
 use engram_core::permissions::PrincipalKind;
 use engram_core::{ConsoleRole, Operation, OrganizationId, Principal, ProjectId};
 use engram_storage::{ConsoleAccountRecord, Storage};
+use std::sync::Arc;
 
 /// How long a console session lasts without a new sign-in (its refresh token keeps being
 /// rotated within it; the access token lives as long as the session keys say).
@@ -36,6 +38,8 @@ pub const INVITATION_LIFETIME_DAYS: i64 = 7;
 pub struct ConsoleSessionTokens {
     pub access: String,
     pub refresh: String,
+    /// A device token for the browser to keep (after a sign-in or an accepted invitation).
+    pub device: Option<String>,
 }
 
 impl std::fmt::Debug for ConsoleSessionTokens {
@@ -110,7 +114,8 @@ impl ConsoleMember {
 pub struct ConsoleAccess {
     storage: Storage,
     sessions: ConsoleSessionKeys,
-    login_throttle: LoginThrottle,
+    login_throttle: Arc<LoginThrottle>,
+    password_work: PasswordWork,
 }
 
 impl ConsoleAccess {
@@ -118,7 +123,8 @@ impl ConsoleAccess {
         Self {
             storage,
             sessions,
-            login_throttle: LoginThrottle::default(),
+            login_throttle: Arc::new(LoginThrottle::default()),
+            password_work: PasswordWork::sized_for_this_machine(),
         }
     }
 

@@ -3,52 +3,80 @@
 use super::{CONSOLE_SESSION_LIFETIME, ConsoleAccess, ConsoleMember, ConsoleSessionTokens};
 use crate::EngineError;
 use crate::console_credentials::verify_password;
+use crate::login_throttle::SignInClient;
 use engram_core::audit::{Actor, AuditAction, AuditOutcome, NewAuditEvent};
 use engram_storage::{ConsoleAccountRecord, RefreshOutcome};
+use std::time::Instant;
 
 /// Verifying against this when the e-mail is unknown keeps the answer time the same, so
-/// timing does not reveal which accounts exist.
+/// timing does not reveal which accounts exist. Computed on the password pool at first use.
 static UNKNOWN_ACCOUNT_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     crate::console_credentials::hash_password("no account has this password").unwrap_or_default()
 });
 
 impl ConsoleAccess {
-    /// A new session for the account of `email` when `password` is its password.
-    /// `WrongCredentials` does not say which of the two was wrong; an e-mail with too many
-    /// recent failures is refused (`TooManyAttempts`) before its password is checked.
+    /// A new session for the account of `email` when `password` is its password, with a
+    /// device token for the browser to keep. `WrongCredentials` does not say which of the
+    /// two was wrong. Before any hashing: the client address's budget for unauthenticated
+    /// console routes, then the wait its earlier failures earned (`TooManyAttempts`) — per
+    /// account and client, the client being the browser's device when `device_token` is a
+    /// valid one of this account, so strangers' failures never slow a known browser; then
+    /// the hash waits for a place on the bounded password pool (`Busy` when it is full).
     pub async fn sign_in(
         &self,
         email: &str,
         password: String,
+        device_token: Option<&str>,
         origin: &Actor,
     ) -> Result<ConsoleSessionTokens, EngineError> {
-        if let Some(remaining) = self.login_throttle.locked_for(email) {
-            tracing::warn!("console sign-in refused: too many failed attempts");
+        self.admit_unauthenticated(origin)?;
+        let account = self.storage.find_console_account(email.trim()).await?;
+        let device = device_token
+            .and_then(|token| self.sessions.verify_device(token))
+            .filter(|(device_account, _)| {
+                account
+                    .as_ref()
+                    .is_some_and(|account| account.id == *device_account)
+            })
+            .map(|(_, device_id)| device_id);
+        let client = match &device {
+            Some(device_id) => SignInClient::TrustedDevice(device_id),
+            None => SignInClient::Address(origin.ip.as_deref()),
+        };
+        if let Some(wait) = self
+            .login_throttle
+            .wait_before_attempt(email, client, Instant::now())
+        {
+            tracing::warn!(
+                trusted_device = device.is_some(),
+                "console sign-in refused: too many failed attempts from this client"
+            );
             return Err(EngineError::TooManyAttempts {
-                retry_after_seconds: remaining.as_secs().max(1),
+                retry_after_seconds: wait.as_secs().max(1),
             });
         }
-        let account = self.storage.find_console_account(email.trim()).await?;
         let stored_hash = account
             .as_ref()
-            .map_or(UNKNOWN_ACCOUNT_HASH.clone(), |account| {
-                account.password_hash.clone()
-            });
-        // argon2 takes tens of milliseconds of CPU: keep it off the async workers.
-        let password_matches =
-            tokio::task::spawn_blocking(move || verify_password(&password, &stored_hash))
-                .await
-                .unwrap_or(false);
+            .map(|account| account.password_hash.clone());
+        let password_matches = self
+            .password_work
+            .run(move || {
+                let stored_hash = stored_hash.as_deref().unwrap_or(&UNKNOWN_ACCOUNT_HASH);
+                verify_password(&password, stored_hash)
+            })
+            .await?;
         let Some(account) = account else {
             // No organization to file it under; the log line and the throttle remain.
             tracing::info!("console sign-in failed: unknown account");
-            self.login_throttle.record_failure(email);
+            self.login_throttle
+                .record_failure(email, client, Instant::now());
             return Err(EngineError::WrongCredentials);
         };
         let member = ConsoleMember::new(account, origin);
         if !password_matches {
             tracing::info!(account_id = %member.account_id(), "console sign-in failed: wrong password");
-            self.login_throttle.record_failure(email);
+            self.login_throttle
+                .record_failure(email, client, Instant::now());
             self.audit_sign_in(
                 &member,
                 AuditAction::ConsoleLoginFailed,
@@ -58,10 +86,24 @@ impl ConsoleAccess {
             return Err(EngineError::WrongCredentials);
         }
         tracing::info!(account_id = %member.account_id(), "console sign-in succeeded");
-        self.login_throttle.record_success(email);
+        self.login_throttle.record_success(email, client);
         self.audit_sign_in(&member, AuditAction::ConsoleLogin, AuditOutcome::Success)
             .await?;
         self.start_session(&member.account).await
+    }
+
+    /// `TooManyAttempts` once the request's address has used its budget for the console's
+    /// unauthenticated routes (sign-in, invitations): checked before any database or hashing
+    /// work, with no global limit one stranger could use to lock everyone out.
+    pub(super) fn admit_unauthenticated(&self, origin: &Actor) -> Result<(), EngineError> {
+        self.login_throttle
+            .admit_address(origin.ip.as_deref())
+            .map_err(|wait| {
+                tracing::warn!("console request refused: this address's budget is used up");
+                EngineError::TooManyAttempts {
+                    retry_after_seconds: wait.as_secs().max(1),
+                }
+            })
     }
 
     /// Ends the session of `access_token` at once; an invalid token ends nothing.
@@ -93,6 +135,7 @@ impl ConsoleAccess {
                 Some(ConsoleSessionTokens {
                     access,
                     refresh: replacement,
+                    device: None,
                 })
             }
             RefreshOutcome::ReplayDetected | RefreshOutcome::Refused => None,
@@ -117,7 +160,17 @@ impl ConsoleAccess {
             .sessions
             .issue(account.id, session_id)
             .map_err(EngineError::Internal)?;
-        Ok(ConsoleSessionTokens { access, refresh })
+        // Whoever signs in (or accepts an invitation) has proved the password: the browser
+        // becomes a known device of the account.
+        let device = self
+            .sessions
+            .issue_device(account.id)
+            .map_err(EngineError::Internal)?;
+        Ok(ConsoleSessionTokens {
+            access,
+            refresh,
+            device: Some(device),
+        })
     }
 
     async fn audit_sign_in(
