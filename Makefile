@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events crash-harness proptest-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events bench-login-storm crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -57,6 +57,11 @@ bench-metering: setup
 ## Search latency and throughput with recall events recorded and not, alternating on one server.
 bench-recall-events: setup
 	$(CARGO) run -p engram-cli --bin engram -- bench --memories 10000 --queries 300 --compare-recall-events
+
+## Search latency idle and during a storm of failed console sign-ins (80 at a time), side by
+## side, release build: what a stranger's storm costs the API's users (printed, not asserted).
+bench-login-storm: setup bench-build
+	$(RELEASE_ENGRAM) bench --memories 2000 --queries 300 --login-storm 80
 
 ## Recall on LoCoMo (../shared/bench/locomo): hit@1/5/10 and all@5/10 for dense, keyword (BM25)
 ## and hybrid retrieval side by side, through the HTTP API. Skips with a message when the data

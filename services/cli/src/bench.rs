@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// server, and print the overhead of recording.
     #[arg(long, default_value_t = false)]
     pub compare_recall_events: bool,
+    /// Time searches idle, then during a storm of failed console sign-ins (this many at a
+    /// time, unknown e-mails, from this machine), and print both side by side.
+    #[arg(long)]
+    pub login_storm: Option<usize>,
 }
 
 /// What one run measured.
@@ -144,6 +148,11 @@ pub async fn run(arguments: BenchArgs) -> Result<()> {
     let telemetry = crate::telemetry::init_telemetry();
     if arguments.compare_recall_events {
         compare_recall_events(&arguments).await?;
+        telemetry.shutdown();
+        return Ok(());
+    }
+    if let Some(concurrent_logins) = arguments.login_storm {
+        search_during_login_storm(&arguments, concurrent_logins).await?;
         telemetry.shutdown();
         return Ok(());
     }
@@ -334,6 +343,121 @@ async fn measure(
         searches_per_second: queries.len() as f64 / searches_elapsed.as_secs_f64(),
         search_p50_ms: percentile(&http_latencies, 0.50),
     })
+}
+
+/// Search latency idle and during a storm of failed console sign-ins (`concurrent_logins` in
+/// flight at all times), on one server: what a stranger's storm costs the API's users.
+async fn search_during_login_storm(arguments: &BenchArgs, concurrent_logins: usize) -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let data_dir = std::env::temp_dir().join(format!("engram-bench-{}", uuid::Uuid::now_v7()));
+    let (server, api_key) = start_server(arguments, &data_dir, true).await?;
+    let base_url = format!("http://{}", server.address);
+    let client = reqwest::Client::new();
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+    let bar = progress(arguments.memories, "ingest");
+    let batches = synthetic_batches(&mut rng, arguments.memories);
+    ingest_batches(
+        &client,
+        &base_url,
+        &api_key,
+        batches,
+        arguments.writers,
+        &bar,
+    )
+    .await?;
+    bar.finish_and_clear();
+    let queries: Vec<String> = (0..arguments.queries)
+        .map(|number| synthetic_query(&mut rng, number))
+        .collect();
+    let time_searches = |label: &'static str| {
+        let (client, base_url, api_key, queries) = (
+            client.clone(),
+            base_url.clone(),
+            api_key.clone(),
+            queries.clone(),
+        );
+        async move {
+            let bar = progress(queries.len(), label);
+            let mut latencies = Vec::with_capacity(queries.len());
+            for query in &queries {
+                // A fresh query each time: the embedding is part of what is measured.
+                let body = serde_json::json!({"query": format!("{query} ({label})"), "top_k": 10});
+                latencies.push(timed_search(&client, &base_url, &api_key, &body).await?);
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+            latencies.sort();
+            anyhow::Ok(latencies)
+        }
+    };
+    let idle = time_searches("idle").await?;
+    let resident_idle = crate::speed_bench::resident_memory_mib();
+
+    let storming = Arc::new(AtomicBool::new(true));
+    let mut stormers = tokio::task::JoinSet::new();
+    for stormer in 0..concurrent_logins.max(1) {
+        let (storming, login_url) = (storming.clone(), format!("{base_url}/console/api/login"));
+        let http = reqwest::Client::new();
+        stormers.spawn(async move {
+            let mut answers: std::collections::BTreeMap<u16, u64> = Default::default();
+            let mut attempt = 0u64;
+            while storming.load(Ordering::Relaxed) {
+                attempt += 1;
+                let status = http
+                    .post(&login_url)
+                    .form(&[
+                        ("email", format!("stranger-{stormer}-{attempt}@example.com")),
+                        ("password", "not a credential".to_string()),
+                    ])
+                    .send()
+                    .await
+                    .map(|response| response.status().as_u16())
+                    .unwrap_or(0);
+                *answers.entry(status).or_default() += 1;
+            }
+            answers
+        });
+    }
+    let storm_started = Instant::now();
+    let during = time_searches("storm").await?;
+    let resident_storm = crate::speed_bench::resident_memory_mib();
+    storming.store(false, Ordering::Relaxed);
+    let mut answers: std::collections::BTreeMap<u16, u64> = Default::default();
+    while let Some(stormer) = stormers.join_next().await {
+        for (status, count) in stormer? {
+            *answers.entry(status).or_default() += count;
+        }
+    }
+    let storm_seconds = storm_started.elapsed().as_secs_f64();
+    let logins: u64 = answers.values().sum();
+    println!(
+        "engram bench --login-storm: {} memories, {} searches each idle and during {concurrent_logins} concurrent failed console sign-ins",
+        arguments.memories,
+        queries.len()
+    );
+    println!("| search over HTTP | p50 ms | p95 ms | p99 ms |");
+    println!("|---|---:|---:|---:|");
+    for (label, latencies) in [("idle", &idle), ("during the login storm", &during)] {
+        println!(
+            "| {label} | {:.2} | {:.2} | {:.2} |",
+            percentile(latencies, 0.50),
+            percentile(latencies, 0.95),
+            percentile(latencies, 0.99)
+        );
+    }
+    println!(
+        "login storm: {logins} sign-ins in {storm_seconds:.1} s ({:.0}/s), answered {answers:?} (401 = password checked, 429/503 = refused before hashing)",
+        logins as f64 / storm_seconds.max(1e-9)
+    );
+    if let (Some(idle), Some(storm)) = (resident_idle, resident_storm) {
+        println!(
+            "resident memory (server and this client, one process): {idle:.0} MiB idle, {storm:.0} MiB at the end of the storm"
+        );
+    }
+    server.shutdown().await?;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    Ok(())
 }
 
 /// An embedded server on a fresh data dir and free ports, as the benchmarks run it (no rate

@@ -635,7 +635,7 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
 }
 
 /// VmRSS of this process, from /proc (Linux).
-fn resident_memory_mib() -> Option<f64> {
+pub(crate) fn resident_memory_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
