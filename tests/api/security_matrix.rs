@@ -877,8 +877,9 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
-/// A guessing attack on one key id runs into that key's rate limit: of 10,000 wrong secrets
-/// only about the burst plus the refill reach the key check at all.
+/// A guessing attack on one key id runs into the guesser's own rate limit (its address's:
+/// failed authentications spend it, never the key's): of 10,000 wrong secrets only about the
+/// burst plus the refill are answered at all, the rest are 429.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_wrong_secrets_against_one_key_id_are_throttled() {
     let server = TestServer::spawn().await.unwrap();
@@ -913,10 +914,10 @@ async fn ten_thousand_wrong_secrets_against_one_key_id_are_throttled() {
     let checked = statuses.get(&401).copied().unwrap_or(0);
     let throttled = statuses.get(&429).copied().unwrap_or(0);
     eprintln!(
-        "10,000 wrong secrets in {elapsed:.1} s: {checked} reached the key check (401), {throttled} throttled (429)"
+        "10,000 wrong secrets in {elapsed:.1} s: {checked} told the secret is wrong (401), {throttled} throttled (429)"
     );
     assert_eq!(checked + throttled, 10_000, "{statuses:?}");
-    // Burst 200, refill 100/s: the rest must have been refused before the check.
+    // Burst 200, refill 100/s: the rest must have been refused.
     let allowed = 200.0 + 100.0 * elapsed + 50.0;
     assert!((checked as f64) <= allowed, "{checked} > {allowed}");
     assert!(throttled >= 10_000 - allowed as usize);

@@ -42,6 +42,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         end_user_rate_limit_per_second: 0,
         console_signing_key_version: 1,
         cors_allowed_origins: Vec::new(),
+        trusted_proxies: Vec::new(),
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,

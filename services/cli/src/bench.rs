@@ -760,6 +760,7 @@ pub(crate) fn bench_serve_arguments(
         end_user_rate_limit_per_second: 0,
         console_signing_key_version: 1,
         cors_allowed_origins: Vec::new(),
+        trusted_proxies: Vec::new(),
         tombstone_retention_hours: 720,
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,

@@ -75,6 +75,12 @@ pub struct ServeArgs {
     /// (`https://app.example.com`); none by default.
     #[arg(long, env = "ENGRAM_CORS_ALLOWED_ORIGINS", value_delimiter = ',')]
     pub cors_allowed_origins: Vec<String>,
+    /// Comma-separated addresses or networks (`10.0.0.0/8`, `192.0.2.7`) of the proxies in
+    /// front of Engram: only a request from one of them has its client address taken from
+    /// `X-Forwarded-For` (the nearest address that is not a trusted proxy); from anyone
+    /// else the header is ignored. None by default.
+    #[arg(long, env = "ENGRAM_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<String>,
     /// Seconds between two full index reconciliations (the first runs at start).
     #[arg(long, env = "ENGRAM_RECONCILE_INTERVAL_SECS", default_value_t = 600)]
     pub reconcile_interval_secs: u64,
@@ -385,6 +391,7 @@ pub struct GatewayConfig {
     pub end_user_rate_limit_burst: u32,
     pub end_user_rate_limit_per_second: u32,
     pub cors_allowed_origins: Vec<String>,
+    pub trusted_proxies: Vec<String>,
     pub console_signing_key_version: u32,
 }
 
@@ -592,6 +599,12 @@ impl EngramConfig {
                     .iter()
                     .map(|origin| origin.trim().to_string())
                     .filter(|origin| !origin.is_empty())
+                    .collect(),
+                trusted_proxies: arguments
+                    .trusted_proxies
+                    .iter()
+                    .map(|proxy| proxy.trim().to_string())
+                    .filter(|proxy| !proxy.is_empty())
                     .collect(),
                 console_signing_key_version: arguments.console_signing_key_version.max(1),
             },
@@ -837,7 +850,7 @@ impl fmt::Display for EngramConfig {
         )?;
         writeln!(
             f,
-            "  rate_limit      burst {} / {} per second per API key",
+            "  rate_limit      burst {} / {} per second per verified API key (and per client address for failed or missing credentials)",
             self.gateway.rate_limit_burst, self.gateway.rate_limit_per_second
         )?;
         writeln!(
@@ -857,6 +870,15 @@ impl fmt::Display for EngramConfig {
                 "none".to_string()
             } else {
                 self.gateway.cors_allowed_origins.join(", ")
+            }
+        )?;
+        writeln!(
+            f,
+            "  trusted_proxies {}",
+            if self.gateway.trusted_proxies.is_empty() {
+                "none (X-Forwarded-For ignored)".to_string()
+            } else {
+                self.gateway.trusted_proxies.join(", ")
             }
         )?;
         writeln!(
@@ -1079,12 +1101,12 @@ impl EngramConfig {
                 ),
             }
         }
+        let trusted_proxies =
+            engram_gateway::client_address::TrustedProxies::parse(&self.gateway.trusted_proxies)
+                .map_err(|message| anyhow::anyhow!("--trusted-proxies: {message}"))?;
         Ok(engram_gateway::GatewaySettings {
-            rate_limit: engram_gateway::rate_limit::RateLimitSettings {
-                burst: self.gateway.rate_limit_burst,
-                per_second: self.gateway.rate_limit_per_second,
-            },
             cors_allowed_origins,
+            trusted_proxies,
             ..Default::default()
         })
     }

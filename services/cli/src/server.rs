@@ -311,9 +311,9 @@ impl EmbeddedServer {
             &shutdown_receiver,
         )?;
 
-        let credentials = engram_gateway::state::CredentialVerifier {
-            engine: engine.clone(),
-            console_sessions: ConsoleSessionKeys::rotating(
+        let credentials = engram_gateway::state::CredentialVerifier::new(
+            engine.clone(),
+            ConsoleSessionKeys::rotating(
                 config.gateway.console_signing_key_version,
                 &secrets.console_signing_secret_for(config.gateway.console_signing_key_version),
                 Some(&secrets.console_signing_secret_for(
@@ -321,16 +321,15 @@ impl EmbeddedServer {
                 )),
                 CONSOLE_ACCESS_TOKEN_LIFETIME,
             ),
-            end_user_rate_limit: engram_gateway::rate_limit::EndUserRateLimiter::new(
-                engram_gateway::rate_limit::RateLimitSettings {
-                    burst: config.gateway.end_user_rate_limit_burst,
-                    per_second: config.gateway.end_user_rate_limit_per_second,
-                },
-            ),
-        };
-        if let Some(limiter) = &credentials.end_user_rate_limit {
-            limiter.spawn_cleanup();
-        }
+            engram_gateway::rate_limit::RateLimitSettings {
+                burst: config.gateway.rate_limit_burst,
+                per_second: config.gateway.rate_limit_per_second,
+            },
+            engram_gateway::rate_limit::RateLimitSettings {
+                burst: config.gateway.end_user_rate_limit_burst,
+                per_second: config.gateway.end_user_rate_limit_per_second,
+            },
+        );
         let state = AppState {
             engine: engine.clone(),
             credentials,

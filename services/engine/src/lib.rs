@@ -1,6 +1,7 @@
 //! The memory pipeline: embed and store new memories with their outbox entries, apply them
 //! to the vector index (read-your-writes), and answer scoped searches hydrated from the DB.
 
+pub mod api_key_cache;
 pub mod console_credentials;
 pub mod consolidation;
 pub mod derivation;

@@ -92,6 +92,8 @@ pub struct MemoryEngine {
     pub(crate) api_key_pepper: Option<engram_storage::ApiKeyPepper>,
     /// Signs and verifies end-user tokens; `None` until `with_end_user_token_keys`.
     pub(crate) end_user_tokens: Option<crate::end_user_tokens::EndUserTokenKeys>,
+    /// Keys verified in the last seconds: authentication without a database read.
+    pub(crate) verified_api_keys: crate::api_key_cache::ApiKeyCache,
 }
 
 /// Checked before paying for an embedding; storage checks again inside its transaction.
@@ -182,6 +184,7 @@ impl MemoryEngine {
             spend_guard,
             api_key_pepper: None,
             end_user_tokens: None,
+            verified_api_keys: Default::default(),
         }
     }
 

@@ -95,6 +95,25 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let verifier = CredentialVerifier::from_ref(state);
+        // A credential that does not verify spends its client address's bucket (a request
+        // without one already did, in `limit_requests_without_a_credential`).
+        let refused = |problem: ApiError| -> ApiError {
+            let bucket = crate::rate_limit::client_bucket(
+                parts
+                    .extensions
+                    .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>(),
+            );
+            match verifier
+                .client_rate_limit
+                .as_ref()
+                .map(|limit| limit.check(&bucket))
+            {
+                Some(Err(retry_after_seconds)) => {
+                    crate::rate_limit::rate_limited("client address", retry_after_seconds)
+                }
+                _ => problem,
+            }
+        };
         let Some(header_value) = parts.headers.get(AUTHORIZATION) else {
             return Err(ApiError::new(
                 ProblemKind::Unauthorized,
@@ -110,10 +129,10 @@ where
             })
             .map(str::trim)
             .ok_or_else(|| {
-                ApiError::new(
+                refused(ApiError::new(
                     ProblemKind::Unauthorized,
                     "the Authorization header must be `Bearer <token>`",
-                )
+                ))
             })?;
         let origin = RequestOrigin::of(parts);
         let authenticated = verifier
@@ -121,7 +140,7 @@ where
             .authenticate(presented, origin.actor(ActorKind::ApiKey, String::new()))
             .await?;
         let Some((principal, end_user)) = authenticated else {
-            return Err(
+            return Err(refused(
                 if presented.starts_with(engram_core::access::API_KEY_PREFIX) {
                     ApiError::new(
                         ProblemKind::Unauthorized,
@@ -133,18 +152,33 @@ where
                         "the token is not a valid API key or end-user token (expired, revoked, or signed with another key)",
                     )
                 },
-            );
+            ));
         };
-        if let (Some(limiter), Some(end_user)) = (&verifier.end_user_rate_limit, &end_user)
-            && let Err(retry_after_seconds) =
-                limiter.check(&end_user.project_id.to_string(), &end_user.user_id)
-        {
-            let mut problem = ApiError::new(
-                ProblemKind::RateLimited,
-                format!("too many requests for this end-user; retry in {retry_after_seconds} s"),
-            );
-            problem.retry_after_seconds = Some(retry_after_seconds);
-            return Err(problem);
+        // The verified identity spends its own bucket: an end-user's (a browser app's users
+        // share their project's quota, so one must not use it up), or the key's roll line.
+        match (&end_user, principal.credential()) {
+            (Some(end_user), _) => {
+                if let Some(limiter) = &verifier.end_user_rate_limit
+                    && let Err(retry_after_seconds) =
+                        limiter.check(&format!("{}\u{0}{}", end_user.project_id, end_user.user_id))
+                {
+                    return Err(crate::rate_limit::rate_limited(
+                        "end-user",
+                        retry_after_seconds,
+                    ));
+                }
+            }
+            (None, engram_core::principal::Credential::ApiKey { lineage_id, .. }) => {
+                if let Some(limiter) = &verifier.api_key_rate_limit
+                    && let Err(retry_after_seconds) = limiter.check(&format!("key:{lineage_id}"))
+                {
+                    return Err(crate::rate_limit::rate_limited(
+                        "API key",
+                        retry_after_seconds,
+                    ));
+                }
+            }
+            (None, _) => {}
         }
         // A bearer credential authenticates as a key or a token only.
         if !matches!(

@@ -2,6 +2,7 @@
 //! problem+json errors, request ids, the OpenAPI document and the console's hosting.
 
 pub mod auth;
+pub mod client_address;
 pub mod console;
 pub mod csv_export;
 mod extract;
@@ -32,7 +33,8 @@ use tower_http::trace::TraceLayer;
 /// (the console) merged in by the caller.
 pub fn build_router(state: AppState, extra_routes: Router) -> Router {
     let request_timeout = state.settings.request_timeout;
-    let mut api_routes = routes::memories::router()
+    let trusted_proxies = state.settings.trusted_proxies.clone();
+    let api_routes = routes::memories::router()
         .merge(routes::keys::router())
         .merge(routes::audit::router())
         .merge(routes::end_user_tokens::router())
@@ -43,13 +45,10 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         .merge(routes::messages::router())
         .merge(routes::feedback::router())
         .merge(routes::recall_quality::router());
-    if let Some(limits) = rate_limit::api_rate_limit_config(state.settings.rate_limit) {
-        rate_limit::spawn_limiter_cleanup(limits.clone());
-        api_routes = api_routes.layer(
-            tower_governor::GovernorLayer::new(limits)
-                .error_handler(rate_limit::rate_limit_problem),
-        );
-    }
+    let api_routes = api_routes.layer(axum::middleware::from_fn_with_state(
+        state.credentials.client_rate_limit.clone(),
+        rate_limit::limit_requests_without_a_credential,
+    ));
     let cors = cors_layer(&state.settings.cors_allowed_origins);
     Router::new()
         .merge(api_routes)
@@ -81,6 +80,11 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
             HeaderValue::from_static("DENY"),
         ))
         .layer(cors)
+        // First of all: every layer and handler after it sees the client's address.
+        .layer(axum::middleware::from_fn_with_state(
+            trusted_proxies,
+            client_address::resolve_client_address,
+        ))
 }
 
 /// Cross-origin access for the configured browser origins only (none by default).

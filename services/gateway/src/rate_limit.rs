@@ -1,18 +1,18 @@
-//! Request rate limits per API key (per client IP for requests without one), answered with
-//! `429 rate-limited` problem+json and `Retry-After`. Token bucket: `burst` requests at
-//! once, refilled at `per_second`.
+//! Request rate limits of the `/v1` API, spent by verified identity: a verified API key
+//! spends its own bucket, a verified end-user token its end-user's, and only a request that
+//! fails authentication (or presents none) spends its client address's — so a forged key id
+//! escapes nothing and a stranger who knows a key's public id cannot push that key into
+//! 429s. Answered with `429 rate-limited` problem+json and `Retry-After`. Token bucket:
+//! `burst` requests at once, refilled at `per_second`.
 
 use crate::problem::{ApiError, ProblemKind};
-use axum::body::Body;
-use axum::extract::ConnectInfo;
-use axum::http::{Request, Response, header};
-use axum::response::IntoResponse;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tower_governor::GovernorError;
-use tower_governor::governor::{GovernorConfig, GovernorConfigBuilder};
-use tower_governor::key_extractor::KeyExtractor;
 
 /// Limits for the public API.
 #[derive(Clone, Copy, Debug)]
@@ -32,105 +32,59 @@ impl Default for RateLimitSettings {
     }
 }
 
-/// Keys the bucket by the API key's public id (`egk_live_<public id>_…`, never its secret), or
-/// by the peer address for requests that present no API key.
-#[derive(Clone, Copy, Debug)]
-pub struct ApiKeyOrPeerAddress;
-
-impl KeyExtractor for ApiKeyOrPeerAddress {
-    type Key = String;
-
-    fn extract<T>(&self, request: &Request<T>) -> Result<Self::Key, GovernorError> {
-        let public_id = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "))
-            .and_then(engram_core::access::api_key_public_id);
-        if let Some(public_id) = public_id {
-            return Ok(format!("key:{public_id}"));
-        }
-        request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(address)| format!("ip:{}", address.ip()))
-            .ok_or(GovernorError::UnableToExtractKey)
+/// The bucket of a request's client address: whoever fails to authenticate, or presents no
+/// credential, spends it.
+pub fn client_bucket(address: Option<&ConnectInfo<SocketAddr>>) -> String {
+    match address {
+        Some(ConnectInfo(address)) => format!("address:{}", address.ip()),
+        None => "address:unknown".to_string(),
     }
 }
 
-pub type ApiRateLimitConfig =
-    GovernorConfig<ApiKeyOrPeerAddress, governor::middleware::NoOpMiddleware>;
-
-/// The shared limiter configuration; `None` when a limit of 0 was configured (no limit).
-pub fn api_rate_limit_config(settings: RateLimitSettings) -> Option<Arc<ApiRateLimitConfig>> {
-    if settings.burst == 0 || settings.per_second == 0 {
-        return None;
-    }
-    let replenish_every = Duration::from_nanos(1_000_000_000 / u64::from(settings.per_second));
-    let config = GovernorConfigBuilder::default()
-        .period(replenish_every)
-        .burst_size(settings.burst)
-        .key_extractor(ApiKeyOrPeerAddress)
-        .finish()?;
-    Some(Arc::new(config))
+/// `429 rate-limited` naming whose requests are over the limit.
+pub fn rate_limited(whose: &str, retry_after_seconds: u64) -> ApiError {
+    let mut problem = ApiError::new(
+        ProblemKind::RateLimited,
+        format!("too many requests for this {whose}; retry in {retry_after_seconds} s"),
+    );
+    problem.retry_after_seconds = Some(retry_after_seconds);
+    problem
 }
 
-/// Forget clients that have not been seen for a while, so the limiter's memory stays bounded.
-pub fn spawn_limiter_cleanup(config: Arc<ApiRateLimitConfig>) {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            ticker.tick().await;
-            config.limiter().retain_recent();
+/// Requests that present no credential spend their client address's bucket here; requests
+/// with one are limited once it is verified (or found wrong) by authentication.
+pub async fn limit_requests_without_a_credential(
+    State(limits): State<Option<Arc<KeyedRateLimit>>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(limits) = &limits
+        && !request.headers().contains_key(header::AUTHORIZATION)
+    {
+        let bucket = client_bucket(request.extensions().get::<ConnectInfo<SocketAddr>>());
+        if let Err(retry_after_seconds) = limits.check(&bucket) {
+            return rate_limited("client address", retry_after_seconds).into_response();
         }
-    });
-}
-
-/// The limiter's refusals as problems.
-pub fn rate_limit_problem(error: GovernorError) -> Response<Body> {
-    match error {
-        GovernorError::TooManyRequests { wait_time, .. } => {
-            let mut problem = ApiError::new(
-                ProblemKind::RateLimited,
-                format!(
-                    "too many requests for this API key; retry in {} s",
-                    wait_time.max(1)
-                ),
-            );
-            problem.retry_after_seconds = Some(wait_time.max(1));
-            problem.into_response()
-        }
-        GovernorError::UnableToExtractKey => ApiError::new(
-            ProblemKind::Internal,
-            "the client of this request could not be identified for rate limiting",
-        )
-        .into_response(),
-        GovernorError::Other { code, msg, .. } => ApiError::new(
-            ProblemKind::for_status(code),
-            msg.unwrap_or_else(|| "request refused".to_string()),
-        )
-        .into_response(),
     }
+    next.run(request).await
 }
 
-/// Requests per end-user: a browser or mobile app holding an end-user token shares its
-/// project's quota with every other end-user, so one user (or a stolen token) must not be
-/// able to use it up. Checked after the token is verified, so a forged token cannot spend
-/// someone else's allowance.
-pub struct EndUserRateLimiter {
+/// One token bucket per key (a verified API key's roll line, an end-user of a project, a
+/// client address), forgetting keys idle long enough that their bucket is full again.
+pub struct KeyedRateLimit {
     limiter: governor::DefaultKeyedRateLimiter<String>,
 }
 
-impl std::fmt::Debug for EndUserRateLimiter {
+impl std::fmt::Debug for KeyedRateLimit {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         formatter
-            .debug_struct("EndUserRateLimiter")
+            .debug_struct("KeyedRateLimit")
             .finish_non_exhaustive()
     }
 }
 
-impl EndUserRateLimiter {
-    /// `None` when either number is 0 (no per-end-user limit).
+impl KeyedRateLimit {
+    /// `None` when either number is 0 (no limit).
     pub fn new(settings: RateLimitSettings) -> Option<Arc<Self>> {
         let burst = std::num::NonZeroU32::new(settings.burst)?;
         let per_second = std::num::NonZeroU32::new(settings.per_second)?;
@@ -140,19 +94,20 @@ impl EndUserRateLimiter {
         }))
     }
 
-    /// `Err(seconds to wait)` when this end-user of this project is over the limit.
-    pub fn check(&self, project_id: &str, user_id: &str) -> Result<(), u64> {
+    /// `Err(seconds to wait)` when `key` is over the limit; otherwise one request spent.
+    pub fn check(&self, key: &str) -> Result<(), u64> {
         use governor::clock::{Clock, DefaultClock};
-        let key = format!("{project_id}\u{0}{user_id}");
-        self.limiter.check_key(&key).map_err(|not_until| {
-            not_until
-                .wait_time_from(DefaultClock::default().now())
-                .as_secs()
-                .max(1)
-        })
+        self.limiter
+            .check_key(&key.to_string())
+            .map_err(|not_until| {
+                not_until
+                    .wait_time_from(DefaultClock::default().now())
+                    .as_secs()
+                    .max(1)
+            })
     }
 
-    /// Forget end-users not seen for a while, so memory stays bounded.
+    /// Forget keys not seen for a while, so memory stays bounded.
     pub fn spawn_cleanup(self: &Arc<Self>) {
         let limiter = Arc::downgrade(self);
         tokio::spawn(async move {

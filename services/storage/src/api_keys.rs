@@ -30,7 +30,9 @@ impl ApiKeyPepper {
         Self(secret_bytes)
     }
 
-    pub(crate) fn hash_secret(&self, secret: &str) -> String {
+    /// HMAC-SHA-256 of `secret` with the pepper, hex: what the database keeps of a key's
+    /// secret, and what the engine's cache of verified keys is keyed by.
+    pub fn hash_secret(&self, secret: &str) -> String {
         // HMAC accepts keys of any length, so this cannot fail.
         let mut mac =
             <Hmac<Sha256> as Mac>::new_from_slice(&self.0).unwrap_or_else(|_| unreachable!());
@@ -73,6 +75,8 @@ pub struct VerifiedApiKey {
     pub lineage_id: ApiKeyId,
     pub scopes: ApiScopes,
     pub environment: KeyEnvironment,
+    /// When the key stops working (a rolled key's overlap end, a minted key's expiry).
+    pub expires_at: Option<DateTime<Utc>>,
 }
 
 /// A key to mint.
@@ -203,6 +207,7 @@ impl Storage {
             lineage_id: ApiKeyId::from_uuid(stored.lineage_id.unwrap_or(stored.id)),
             scopes: ApiScopes::from_stored_text(&stored.scopes),
             environment: parsed.environment,
+            expires_at: stored.expires_at,
         }))
     }
 

@@ -24,10 +24,19 @@ impl MemoryEngine {
         origin: Actor,
     ) -> Result<Option<(Principal, Option<AuthenticatedEndUser>)>, EngineError> {
         if presented.starts_with(engram_core::access::API_KEY_PREFIX) {
-            let verified = self
-                .storage
-                .verify_api_key(presented, self.api_key_pepper()?)
-                .await?;
+            let pepper = self.api_key_pepper()?;
+            let presented_hash = pepper.hash_secret(presented);
+            let verified = match self.verified_api_keys.get(&presented_hash) {
+                Some(verified) => Some(verified),
+                None => {
+                    let verified = self.storage.verify_api_key(presented, pepper).await?;
+                    if let Some(verified) = &verified {
+                        self.verified_api_keys
+                            .remember(presented_hash, verified.clone());
+                    }
+                    verified
+                }
+            };
             return Ok(verified.map(|verified| {
                 let principal = Principal::api_key(
                     verified.scope,

@@ -25,6 +25,8 @@ impl MemoryEngine {
             .storage
             .revoke_api_key(principal.scope(), key_id, principal.actor())
             .await?;
+        // This process stops accepting it at once; other replicas within the cache's TTL.
+        self.verified_api_keys.forget(key_id);
         tracing::info!(key_id = %record.id, revoked_by = %principal.actor().id, "api key revoked");
         Ok(record)
     }

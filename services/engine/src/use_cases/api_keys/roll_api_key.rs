@@ -63,6 +63,9 @@ impl MemoryEngine {
                 principal.actor(),
             )
             .await?;
+        // The old key's expiry changed: its next use reads it (here at once, elsewhere
+        // within the cache's TTL).
+        self.verified_api_keys.forget(previous.id);
         tracing::info!(old_key_id = %previous.id, new_key_id = %key.id, overlap_seconds, "api key rolled");
         Ok(RolledApiKey {
             key,
