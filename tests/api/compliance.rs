@@ -448,6 +448,23 @@ async fn personal_data_is_masked_or_rejected_before_it_is_stored() {
         content,
         "Reach Frank at [email] or [phone]; card [payment_card]."
     );
+    // A large request (three contents of 30 KiB, scanned off the request thread) is masked
+    // the same way, every finding in every content.
+    let filler = "The quarterly numbers were discussed at length. ".repeat(600);
+    let large: Vec<Value> = (0..3)
+        .map(|n| json!({"content": format!("{filler} Write to person{n}@example.com."), "user_id": "frank"}))
+        .collect();
+    let added_large = client.add(Value::Array(large)).await;
+    assert_eq!(added_large.status, 201, "{}", added_large.body);
+    for memory in added_large.body["memories"].as_array().unwrap() {
+        let content = memory["content"].as_str().unwrap();
+        assert!(
+            content.ends_with("Write to [email]."),
+            "{}",
+            &content[content.len() - 40..]
+        );
+        assert!(!content.contains("@example.com"));
+    }
     let id = added.body["memories"][0]["id"]
         .as_str()
         .unwrap()

@@ -244,7 +244,10 @@ fn split_long(block: &str, room: usize) -> Vec<String> {
     }
     let mut parts = Vec::new();
     let mut rest: &str = block;
-    while rest.chars().count() > room {
+    // Counted once and kept up to date: recounting the rest on every cut made a long
+    // paragraph quadratic.
+    let mut rest_chars = rest.chars().count();
+    while rest_chars > room {
         let limit = rest
             .char_indices()
             .nth(room)
@@ -263,7 +266,9 @@ fn split_long(block: &str, room: usize) -> Vec<String> {
             })
             .unwrap_or(limit);
         parts.push(rest[..cut].trim().to_string());
-        rest = rest[cut..].trim_start();
+        let next = rest[cut..].trim_start();
+        rest_chars -= rest[..rest.len() - next.len()].chars().count();
+        rest = next;
     }
     if !rest.trim().is_empty() {
         parts.push(rest.trim().to_string());
@@ -275,6 +280,26 @@ fn split_long(block: &str, room: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The largest upload is one paragraph of 4 MiB without a sentence end: it is cut into
+    /// pieces of the target size that put the text back together (the cut used to recount
+    /// the rest of the paragraph each time: quadratic on exactly this input).
+    #[test]
+    fn a_four_mebibyte_paragraph_is_cut_whole_and_in_order() {
+        let text = "word ".repeat(4 * 1024 * 1024 / 5);
+        let chunks = chunk_file(FileFormat::PlainText, &text, 1_000);
+        assert!(chunks.len() > 4_000, "{}", chunks.len());
+        assert!(
+            chunks
+                .iter()
+                .all(|chunk| chunk.content.chars().count() <= 1_000)
+        );
+        let rejoined: Vec<&str> = chunks
+            .iter()
+            .flat_map(|chunk| chunk.content.split_whitespace())
+            .collect();
+        assert_eq!(rejoined.len(), text.split_whitespace().count());
+    }
 
     #[test]
     fn names_with_directories_or_control_characters_are_refused() {

@@ -17,6 +17,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Contents up to this size are scanned for personal data inline; larger ones on a
+/// blocking thread.
+const PII_SCAN_INLINE_BYTES: usize = 64 * 1024;
+
 /// How many memories one erasure transaction removes.
 const ERASURE_BATCH: u64 = 1_000;
 
@@ -199,11 +203,30 @@ impl DataGovernance {
         field_of: impl Fn(usize) -> String,
     ) -> Result<(), EngineError> {
         let settings = self.storage.project_settings(scope).await?;
+        if settings.pii_redaction == PiiRedaction::Off {
+            return Ok(());
+        }
+        // Linear, but a large request (up to 100 × 32 KiB) is scanned on a blocking thread
+        // rather than an async worker that other requests wait on.
+        let total_bytes: usize = contents.iter().map(String::len).sum();
+        let owned: Vec<String> = contents.to_vec();
+        let scan = move || {
+            owned
+                .iter()
+                .map(|content| mask_pii(content))
+                .collect::<Vec<_>>()
+        };
+        let scanned = if total_bytes > PII_SCAN_INLINE_BYTES {
+            tokio::task::spawn_blocking(scan)
+                .await
+                .map_err(|error| EngineError::Internal(error.to_string()))?
+        } else {
+            scan()
+        };
         match settings.pii_redaction {
             PiiRedaction::Off => Ok(()),
             PiiRedaction::Mask => {
-                for content in contents.iter_mut() {
-                    let (masked, findings) = mask_pii(content);
+                for (content, (masked, findings)) in contents.iter_mut().zip(scanned) {
                     if !findings.is_empty() {
                         *content = masked;
                     }
@@ -212,11 +235,9 @@ impl DataGovernance {
             }
             PiiRedaction::Reject => {
                 let mut errors = Vec::new();
-                for (index, content) in contents.iter().enumerate() {
-                    let kinds: BTreeSet<PiiKind> = engram_core::pii::find_pii(content)
-                        .into_iter()
-                        .map(|finding| finding.kind)
-                        .collect();
+                for (index, (_, findings)) in scanned.into_iter().enumerate() {
+                    let kinds: BTreeSet<PiiKind> =
+                        findings.into_iter().map(|finding| finding.kind).collect();
                     if !kinds.is_empty() {
                         errors.push(pii_rejection(field_of(index), &kinds));
                     }
