@@ -134,6 +134,17 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
     assert_eq!(receipt["removed"]["memories"], 31, "{receipt}");
     assert_eq!(receipt["removed"]["history_entries"], 31 + 5, "{receipt}");
     assert_eq!(receipt["removed"]["idempotency_records"], 1, "{receipt}");
+    // A retry of the erased write is told so, and neither replays nor writes the content.
+    let retried = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "alice-once")
+                .json(&json!({"memories": [{"content": "Alice's secret garden is behind the mill.", "user_id": "alice"}]})),
+        )
+        .await;
+    retried.assert_problem(409, "idempotent-result-erased");
+    assert!(!retried.body.to_string().contains("secret garden"));
     // The search above cached its query embedding; erasure empties that cache.
     assert!(
         receipt["removed"]["query_cache_entries"].as_u64().unwrap() >= 1,

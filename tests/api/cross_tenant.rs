@@ -330,6 +330,8 @@ struct World {
     owner_of: HashMap<String, Owner>,
     /// Memories not deleted.
     live: Vec<String>,
+    /// Memories deleted: an idempotent answer naming one of them is erased.
+    deleted: std::collections::HashSet<String>,
     files: Vec<String>,
     tasks: Vec<String>,
     recalls: Vec<String>,
@@ -688,6 +690,7 @@ async fn run_operation(
                 expect(&response, &[success], "own memory")?;
                 if matches!(operation, Operation::Delete { .. }) {
                     world.live.swap_remove(position);
+                    world.deleted.insert(id.clone());
                 }
             } else {
                 // Another project's (or end-user's) memory does not exist here: 404, untouched.
@@ -1076,6 +1079,15 @@ async fn run_operation(
             let ids = ids_at(&response.body, "memories");
             let first = world.replays.get(&(by, key)).cloned();
             match &first {
+                // The same principal, key and body, a memory of the first answer deleted
+                // since: the answer went with its content, and nothing is written.
+                Some((first_body, first_ids))
+                    if *first_body == body
+                        && first_ids.iter().any(|id| world.deleted.contains(id)) =>
+                {
+                    expect(&response, &[409], "idempotent replay of a deleted write")?;
+                    prop_assert!(ids.is_empty(), "{}", response.body);
+                }
                 // The same principal, key and body: the first answer again.
                 Some((first_body, first_ids)) if *first_body == body => {
                     expect(&response, &[201], "idempotent replay")?;

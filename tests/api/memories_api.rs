@@ -371,6 +371,48 @@ async fn wait_false_answers_202_and_the_memory_becomes_searchable() {
     .await;
 }
 
+/// Once a memory is deleted, a retry of the request that wrote it (same Idempotency-Key,
+/// same body) gets `409 idempotent-result-erased`: the stored answer lost the content with
+/// the memory, and the retry writes nothing.
+#[tokio::test]
+async fn a_retry_after_the_memory_was_deleted_neither_replays_nor_writes() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let write = || {
+        client.send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "note-1")
+                .json(&json!({"memories": [{"content": "The spare key is under the blue pot.", "user_id": "ines"}]})),
+        )
+    };
+    let first = write().await;
+    assert_eq!(first.status, 201, "{}", first.body);
+    let replay = write().await;
+    assert_eq!(replay.body, first.body, "a retry replays the first answer");
+    let id = first.body["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(client.delete(&id).await.status, 204);
+
+    let retried = write().await;
+    retried.assert_problem(409, "idempotent-result-erased");
+    assert!(
+        !retried.body.to_string().contains("blue pot"),
+        "{}",
+        retried.body
+    );
+    assert_eq!(
+        client.list("").await.body["memories"]
+            .as_array()
+            .unwrap()
+            .len(),
+        0,
+        "the retry wrote nothing"
+    );
+}
+
 /// A 404 says what kind of thing is missing in `code`, and says the same for another
 /// project's memory as for one that never existed: nothing learned about the other tenant.
 #[tokio::test]

@@ -131,7 +131,7 @@ async fn insert(
         .unwrap()
     {
         InsertOutcome::Inserted { memories, .. } => memories,
-        InsertOutcome::Replayed { .. } => panic!("unexpected replay"),
+        InsertOutcome::Replayed { .. } | InsertOutcome::AnswerErased => panic!("unexpected replay"),
     }
 }
 
@@ -693,6 +693,48 @@ async fn idempotent_inserts_replay_and_reject_other_bodies(storage: Storage) {
         Err(StorageError::IdempotencyKeyReused)
     ));
     assert_eq!(storage.count_active_memories(&scope).await.unwrap(), 1);
+
+    // Deleted (one by one, or in bulk) after its answer was stored: a retry neither replays
+    // the content nor writes it again.
+    storage
+        .delete_memory_with_reason(&scope, memories[0].id, None, &system_actor())
+        .await
+        .unwrap();
+    let keyed = |key: &str| {
+        Some(IdempotencyClaim {
+            key: key.to_string(),
+            request_fingerprint: "a".to_string(),
+        })
+    };
+    let retry = |key: &'static str| {
+        let storage = storage.clone();
+        async move {
+            storage
+                .insert_memories(
+                    &scope,
+                    vec![draft("once", None, None)],
+                    &system_actor(),
+                    keyed(key),
+                    render,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    assert!(matches!(retry("key-1").await, InsertOutcome::AnswerErased));
+    let InsertOutcome::Inserted { memories: bulk, .. } = retry("key-2").await else {
+        panic!("a new key stores")
+    };
+    storage
+        .delete_memories_in_bulk(&scope, &[bulk[0].id], "a reason", &system_actor())
+        .await
+        .unwrap();
+    assert!(matches!(retry("key-2").await, InsertOutcome::AnswerErased));
+    assert_eq!(
+        storage.count_active_memories(&scope).await.unwrap(),
+        0,
+        "the retries wrote nothing"
+    );
 }
 on_both_databases!(idempotent_inserts_replay_and_reject_other_bodies);
 
@@ -1768,7 +1810,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     // reason; an immutable one is left alone.
     let stored = |outcome: InsertOutcome| match outcome {
         InsertOutcome::Inserted { memories, .. } => memories,
-        InsertOutcome::Replayed { .. } => panic!("not a replay"),
+        InsertOutcome::Replayed { .. } | InsertOutcome::AnswerErased => panic!("not a replay"),
     };
     let old = stored(
         storage
@@ -1865,7 +1907,7 @@ async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storag
         .unwrap()
     {
         InsertOutcome::Inserted { memories, .. } => memories[0].clone(),
-        InsertOutcome::Replayed { .. } => panic!("not a replay"),
+        InsertOutcome::Replayed { .. } | InsertOutcome::AnswerErased => panic!("not a replay"),
     };
     let recall_id = uuid::Uuid::now_v7();
     for (rating, text) in [("relevant", None), ("wrong", Some("It is coffee."))] {
@@ -2046,6 +2088,7 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
         scope,
         ExternalId::parse("ana").unwrap(),
         engram_core::ApiScopes::default(),
+        "digest-of-ana".to_string(),
         system_actor(),
     )
     .memory_scope()

@@ -64,11 +64,14 @@ impl Principal {
         }
     }
 
-    /// An end-user token that authentication just verified.
+    /// An end-user token that authentication just verified. History and the audit log name
+    /// the end-user by `subject_digest` (a keyed digest of project and user id), never by
+    /// the raw id, which is personal data that would outlive an erasure there.
     pub fn end_user_token(
         scope: ProjectScope,
         user_id: ExternalId,
         scopes: ApiScopes,
+        subject_digest: String,
         origin: Actor,
     ) -> Self {
         Self {
@@ -76,7 +79,7 @@ impl Principal {
             kind: PrincipalKind::EndUserToken(scopes),
             actor: Actor {
                 kind: ActorKind::EndUser,
-                id: user_id.as_str().to_string(),
+                id: subject_digest,
                 ..origin
             },
             credential: Credential::EndUserToken { user_id },

@@ -368,7 +368,7 @@ impl MemoryEngine {
                 self.index_after_write(scope, &touched, true).await;
                 Ok(memories.first().map(|memory| memory.id))
             }
-            InsertOutcome::Replayed { .. } => Ok(None),
+            InsertOutcome::Replayed { .. } | InsertOutcome::AnswerErased => Ok(None),
         }
     }
 }

@@ -350,6 +350,8 @@ impl MemoryEngine {
                 self.index_after_write(scope, &touched, true).await;
                 memories.into_iter().map(|memory| Some(memory.id)).collect()
             }
+            // Stored once and deleted since: nothing to point at.
+            InsertOutcome::AnswerErased => Vec::new(),
             InsertOutcome::Replayed { body, .. } => serde_json::from_str::<Vec<String>>(&body)
                 .unwrap_or_default()
                 .iter()

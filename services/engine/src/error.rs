@@ -16,6 +16,9 @@ pub enum EngineError {
     VersionConflict { current_version: i64 },
     #[error("the idempotency key was already used with a different request")]
     IdempotencyKeyReused,
+    /// A retry whose first answer named a memory deleted since (its content went with it).
+    #[error("the first answer for this idempotency key named a memory deleted since")]
+    IdempotentResultErased,
     #[error(transparent)]
     Invalid(#[from] InvalidInput),
     #[error("database unavailable: {0}")]
@@ -90,6 +93,7 @@ impl EngineError {
             EngineError::NotFound(kind) => kind.code(),
             EngineError::VersionConflict { .. } => "version-conflict",
             EngineError::IdempotencyKeyReused => "idempotency-key-reused",
+            EngineError::IdempotentResultErased => "idempotent-result-erased",
             EngineError::Invalid(_) => "validation-failed",
             EngineError::StorageUnavailable(_) => "database-unavailable",
             EngineError::IndexUnavailable(_) => "index-unavailable",

@@ -305,6 +305,12 @@ impl DataGovernance {
         let mut removed = ErasureCounts::default();
         let mut erased_ids: Vec<MemoryId> = Vec::new();
         progress(0, total);
+        // First the stored answers that name the subject (deleting a memory would also erase
+        // the answers naming it, but then they would not be counted as the subject's).
+        removed.idempotency_records = self
+            .storage
+            .erase_subject_idempotency_records(scope, user_id)
+            .await?;
         loop {
             let (ids, history_entries) = self
                 .storage
@@ -320,10 +326,6 @@ impl DataGovernance {
             erased_ids.extend(ids);
             progress(removed.memories, total.max(removed.memories));
         }
-        removed.idempotency_records = self
-            .storage
-            .erase_subject_idempotency_records(scope, user_id)
-            .await?;
         removed.files = self.storage.delete_files_of_subject(scope, user_id).await?;
         removed.session_state = self
             .storage

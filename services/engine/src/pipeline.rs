@@ -62,6 +62,8 @@ pub enum AddOutcome {
     },
     /// A retry of an earlier request with the same idempotency key: its answer, verbatim.
     Replayed { status: u16, body: String },
+    /// A retry whose first answer named a memory deleted since: nothing written or replayed.
+    AnswerErased,
 }
 
 /// An edited memory and the tokens its new content cost to embed.
@@ -401,6 +403,7 @@ impl MemoryEngine {
             .await?;
         match outcome {
             InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
+            InsertOutcome::AnswerErased => Ok(AddOutcome::AnswerErased),
             InsertOutcome::Inserted { memories, touched } => {
                 let indexed = self
                     .index_after_write(scope, &touched, wait_for_index)

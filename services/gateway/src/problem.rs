@@ -30,6 +30,8 @@ pub enum ProblemKind {
     PayloadTooLarge,
     UnsupportedMediaType,
     IdempotencyKeyReused,
+    /// A retry whose first answer named a memory deleted since (409): nothing written.
+    IdempotentResultErased,
     RateLimited,
     DependencyUnavailable,
     MemoryLocked,
@@ -65,6 +67,7 @@ impl ProblemKind {
             ProblemKind::PayloadTooLarge => "payload-too-large",
             ProblemKind::UnsupportedMediaType => "unsupported-media-type",
             ProblemKind::IdempotencyKeyReused => "idempotency-key-reused",
+            ProblemKind::IdempotentResultErased => "idempotent-result-erased",
             ProblemKind::RateLimited => "rate-limited",
             ProblemKind::DependencyUnavailable => "dependency-unavailable",
             ProblemKind::MemoryLocked => "memory-locked",
@@ -93,6 +96,9 @@ impl ProblemKind {
             ProblemKind::PayloadTooLarge => "Request body too large",
             ProblemKind::UnsupportedMediaType => "Unsupported media type",
             ProblemKind::IdempotencyKeyReused => "Idempotency key reused with a different request",
+            ProblemKind::IdempotentResultErased => {
+                "The first answer for this idempotency key was erased"
+            }
             ProblemKind::RateLimited => "Too many requests",
             ProblemKind::DependencyUnavailable => "A dependency is unavailable",
             ProblemKind::MemoryLocked => "The memory is immutable or under legal hold",
@@ -121,6 +127,7 @@ impl ProblemKind {
             ProblemKind::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ProblemKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ProblemKind::IdempotencyKeyReused => StatusCode::UNPROCESSABLE_ENTITY,
+            ProblemKind::IdempotentResultErased => StatusCode::CONFLICT,
             ProblemKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ProblemKind::DependencyUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ProblemKind::MemoryLocked | ProblemKind::LegalHold => StatusCode::CONFLICT,
@@ -274,6 +281,10 @@ impl From<EngineError> for ApiError {
             EngineError::IdempotencyKeyReused => ApiError::new(
                 ProblemKind::IdempotencyKeyReused,
                 "this Idempotency-Key was already used with a different request body; use a new key",
+            ),
+            EngineError::IdempotentResultErased => ApiError::new(
+                ProblemKind::IdempotentResultErased,
+                "a memory of this request's first answer was deleted since, and its content with the stored answer; nothing was written. To store it again, send it with a new Idempotency-Key",
             ),
             EngineError::Invalid(invalid) => invalid.into(),
             EngineError::StorageUnavailable(_) => {

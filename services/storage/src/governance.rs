@@ -381,9 +381,9 @@ impl Storage {
         ))
     }
 
-    /// Remove the project's idempotency records whose stored answer mentions the subject
-    /// (`"user_id":"<id>"`, as every memory in a stored answer carries its user): a replayed
-    /// answer must not bring back erased content.
+    /// Erase the answers of the project's idempotency records that mention the subject
+    /// (`"user_id":"<id>"`, as every memory in a stored answer carries its user): a retry
+    /// must neither bring back erased content nor write it anew.
     pub async fn erase_subject_idempotency_records(
         &self,
         scope: &ProjectScope,
@@ -395,8 +395,17 @@ impl Storage {
         }
         let _permit = self.write_permit().await;
         let mut removed = 0;
+        // Kept as erased answers, not removed: a retry must not write the content anew.
         for chunk in keys.chunks(500) {
-            removed += idempotency_records::Entity::delete_many()
+            removed += idempotency_records::Entity::update_many()
+                .col_expr(
+                    idempotency_records::Column::ResponseStatus,
+                    sea_orm::sea_query::Expr::value(crate::memories::ERASED_ANSWER_STATUS),
+                )
+                .col_expr(
+                    idempotency_records::Column::ResponseBody,
+                    sea_orm::sea_query::Expr::value(String::new()),
+                )
                 .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
                 .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
                 .exec(&self.connection)
@@ -751,6 +760,7 @@ async fn remove_memory_rows(
     .exec_without_returning(transaction)
     .await
     .map_err(StorageError::from_db)?;
+    crate::memories::erase_idempotency_answers(transaction, scope, &ids).await?;
     Ok(history_deleted)
 }
 

@@ -51,6 +51,49 @@ pub enum InsertOutcome {
     },
     /// The same idempotency key and request were seen before: the first answer, verbatim.
     Replayed { status: u16, body: String },
+    /// The same idempotency key and request were seen before, but a memory of the first
+    /// answer has since been deleted, expired or erased, and its content with the answer:
+    /// nothing is written and nothing is replayed.
+    AnswerErased,
+}
+
+/// The stored status of an idempotency answer whose content was erased (no HTTP status is 0).
+pub const ERASED_ANSWER_STATUS: i32 = 0;
+
+/// Inside `transaction`: every stored idempotency answer of the project that names one of
+/// `memory_ids` (and so may carry its content) keeps its key and fingerprint but loses its
+/// answer, so a retry is told the answer is gone and writes nothing. Returns how many.
+pub(crate) async fn erase_idempotency_answers(
+    transaction: &sea_orm::DatabaseTransaction,
+    scope: &ProjectScope,
+    memory_ids: &[uuid::Uuid],
+) -> Result<u64, StorageError> {
+    let mut erased = 0;
+    // A UUID's text never occurs by accident (and holds no LIKE wildcard).
+    for chunk in memory_ids.chunks(50) {
+        let mut naming_any = Condition::any();
+        for memory_id in chunk {
+            naming_any = naming_any
+                .add(idempotency_records::Column::ResponseBody.contains(memory_id.to_string()));
+        }
+        erased += idempotency_records::Entity::update_many()
+            .col_expr(
+                idempotency_records::Column::ResponseStatus,
+                Expr::value(ERASED_ANSWER_STATUS),
+            )
+            .col_expr(
+                idempotency_records::Column::ResponseBody,
+                Expr::value(String::new()),
+            )
+            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(idempotency_records::Column::ResponseStatus.ne(ERASED_ANSWER_STATUS))
+            .filter(naming_any)
+            .exec(transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .rows_affected;
+    }
+    Ok(erased)
 }
 
 /// A change to an existing memory. `None` leaves a field as it is.
@@ -502,6 +545,9 @@ impl Storage {
                 if previous.request_fingerprint != claim.request_fingerprint {
                     return Err(StorageError::IdempotencyKeyReused);
                 }
+                if previous.response_status == ERASED_ANSWER_STATUS {
+                    return Ok(InsertOutcome::AnswerErased);
+                }
                 let status = u16::try_from(previous.response_status).unwrap_or(201);
                 return Ok(InsertOutcome::Replayed {
                     status,
@@ -952,6 +998,7 @@ impl Storage {
             ),
         )
         .await?;
+        erase_idempotency_answers(&transaction, scope, &[memory_id.as_uuid()]).await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())

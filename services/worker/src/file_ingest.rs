@@ -134,6 +134,8 @@ async fn ingest(
                 .await?;
                 memories.iter().map(|memory| memory.id).collect::<Vec<_>>()
             }
+            // This batch was stored before and its memories deleted since: nothing to redo.
+            Ok(AddOutcome::AnswerErased) => Vec::new(),
             Ok(AddOutcome::Replayed { body, .. }) => serde_json::from_str::<Vec<String>>(&body)
                 .map_err(|error| format!("unreadable earlier batch: {error}"))?
                 .iter()

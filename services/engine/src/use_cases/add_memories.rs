@@ -95,6 +95,9 @@ impl MemoryEngine {
                 render_response,
             )
             .await?;
+        if matches!(outcome, AddOutcome::AnswerErased) {
+            return Err(EngineError::IdempotentResultErased);
+        }
         if let AddOutcome::Stored {
             memories,
             tokens_embedded,

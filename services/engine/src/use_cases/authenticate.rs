@@ -68,7 +68,16 @@ impl MemoryEngine {
             project_id: scope.project_id(),
             user_id: verified.user_id.as_str().to_string(),
         };
-        let principal = Principal::end_user_token(scope, verified.user_id, verified.scopes, origin);
+        let subject_digest = self
+            .governance
+            .subject_digest(&scope, verified.user_id.as_str());
+        let principal = Principal::end_user_token(
+            scope,
+            verified.user_id,
+            verified.scopes,
+            subject_digest,
+            origin,
+        );
         Ok(Some((principal, Some(end_user))))
     }
 }

@@ -68,6 +68,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
         (status = 202, description = "Stored; the index will make them searchable shortly", body = MemoriesEnvelope),
         (status = 400, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotent-result-erased`: a retry whose first answer named a memory deleted since; nothing written", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json"),
@@ -104,6 +105,10 @@ pub async fn add_memories(
             StatusCode::from_u16(status).unwrap_or(StatusCode::CREATED),
             body,
         ),
+        // The use case answers this with its error; kept for exhaustiveness.
+        AddOutcome::AnswerErased => {
+            return Err(engram_engine::EngineError::IdempotentResultErased.into());
+        }
         AddOutcome::Stored {
             memories, indexed, ..
         } => {
