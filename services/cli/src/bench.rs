@@ -392,7 +392,7 @@ async fn search_during_login_storm(arguments: &BenchArgs, concurrent_logins: usi
         }
     };
     let idle = time_searches("idle").await?;
-    let resident_idle = crate::speed_bench::resident_memory_mib();
+    let resident_idle = resident_memory_mib();
 
     let storming = Arc::new(AtomicBool::new(true));
     let mut stormers = tokio::task::JoinSet::new();
@@ -421,7 +421,7 @@ async fn search_during_login_storm(arguments: &BenchArgs, concurrent_logins: usi
     }
     let storm_started = Instant::now();
     let during = time_searches("storm").await?;
-    let resident_storm = crate::speed_bench::resident_memory_mib();
+    let resident_storm = resident_memory_mib();
     storming.store(false, Ordering::Relaxed);
     let mut answers: std::collections::BTreeMap<u16, u64> = Default::default();
     while let Some(stormer) = stormers.join_next().await {
@@ -774,4 +774,12 @@ pub(crate) fn bench_serve_arguments(
         llm: crate::config::LlmArgs::none(),
         embedding: crate::config::EmbeddingArgs::local(),
     })
+}
+
+/// VmRSS of this process, from /proc (Linux).
+pub(crate) fn resident_memory_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }

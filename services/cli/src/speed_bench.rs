@@ -595,7 +595,7 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     }
     bar.finish_and_clear();
     latencies.sort();
-    let resident_mib = resident_memory_mib();
+    let resident_mib = crate::bench::resident_memory_mib();
     println!();
     println!(
         "## engram bench-scale: {} memories in one project (client vectors, {dimension} dimensions), release build",
@@ -632,12 +632,4 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     }
     telemetry.shutdown();
     Ok(())
-}
-
-/// VmRSS of this process, from /proc (Linux).
-pub(crate) fn resident_memory_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }

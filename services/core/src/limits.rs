@@ -40,37 +40,3 @@ pub const MAX_FILTER_CATEGORIES: usize = MAX_CATEGORIES;
 pub const EARLIEST_REPORT_DAY: (i32, u32, u32) = (1970, 1, 1);
 /// The last day a report may be asked about.
 pub const LATEST_REPORT_DAY: (i32, u32, u32) = (9999, 12, 31);
-
-/// A report's day, checked against [`EARLIEST_REPORT_DAY`] and [`LATEST_REPORT_DAY`] before
-/// anything adds to it or subtracts from it (a date near chrono's own limits would overflow).
-pub fn check_report_day(
-    field: &str,
-    day: chrono::NaiveDate,
-) -> Result<(), crate::validation::FieldError> {
-    let bound = |(year, month, date): (i32, u32, u32)| {
-        chrono::NaiveDate::from_ymd_opt(year, month, date).unwrap_or_default()
-    };
-    if day < bound(EARLIEST_REPORT_DAY) || day > bound(LATEST_REPORT_DAY) {
-        return Err(crate::validation::FieldError::new(
-            field,
-            "must be a day from 1970-01-01 to 9999-12-31",
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn report_days_keep_to_their_range() {
-        let day = |text: &str| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap();
-        assert!(check_report_day("from", day("1970-01-01")).is_ok());
-        assert!(check_report_day("to", day("9999-12-31")).is_ok());
-        assert!(check_report_day("from", day("1969-12-31")).is_err());
-        assert!(check_report_day("to", day("+10000-01-01")).is_err());
-        let refusal = check_report_day("from", day("-262143-01-01")).unwrap_err();
-        assert_eq!(refusal.field, "from");
-    }
-}

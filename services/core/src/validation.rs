@@ -101,9 +101,37 @@ impl<'de> Deserialize<'de> for ExternalId {
     }
 }
 
+/// A report's day, checked against [`crate::limits::EARLIEST_REPORT_DAY`] and [`crate::limits::LATEST_REPORT_DAY`] before
+/// anything adds to it or subtracts from it (a date near chrono's own limits would overflow).
+pub fn check_report_day(field: &str, day: chrono::NaiveDate) -> Result<(), FieldError> {
+    let bound = |(year, month, date): (i32, u32, u32)| {
+        chrono::NaiveDate::from_ymd_opt(year, month, date).unwrap_or_default()
+    };
+    if day < bound(crate::limits::EARLIEST_REPORT_DAY)
+        || day > bound(crate::limits::LATEST_REPORT_DAY)
+    {
+        return Err(FieldError::new(
+            field,
+            "must be a day from 1970-01-01 to 9999-12-31",
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_days_keep_to_their_range() {
+        let day = |text: &str| chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").unwrap();
+        assert!(check_report_day("from", day("1970-01-01")).is_ok());
+        assert!(check_report_day("to", day("9999-12-31")).is_ok());
+        assert!(check_report_day("from", day("1969-12-31")).is_err());
+        assert!(check_report_day("to", day("+10000-01-01")).is_err());
+        let refusal = check_report_day("from", day("-262143-01-01")).unwrap_err();
+        assert_eq!(refusal.field, "from");
+    }
 
     #[test]
     fn external_id_bounds() {

@@ -25,7 +25,7 @@ fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError>
     let day = NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").map_err(|_| {
         ConsoleError::InvalidInput(format!("{field}: expected a day as YYYY-MM-DD"))
     })?;
-    engram_core::limits::check_report_day(field, day)
+    engram_core::validation::check_report_day(field, day)
         .map_err(|error| ConsoleError::InvalidInput(format!("{field}: {}", error.message)))?;
     Ok(Some(day))
 }

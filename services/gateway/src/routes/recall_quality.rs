@@ -182,7 +182,7 @@ pub fn metrics_window(query: &RecallMetricsQuery) -> Result<MetricsWindow, Vec<F
     // Checked before any arithmetic: a time near chrono's limits would overflow it.
     for (field, at) in [("query.from", query.from), ("query.to", query.to)] {
         if let Some(at) = at
-            && let Err(error) = engram_core::limits::check_report_day(field, at.date_naive())
+            && let Err(error) = engram_core::validation::check_report_day(field, at.date_naive())
         {
             errors.push(error);
         }

@@ -88,7 +88,7 @@ fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate,
         Some(text) => {
             let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")
                 .map_err(|_| FieldError::new(field, "expected a date as YYYY-MM-DD"))?;
-            engram_core::limits::check_report_day(field, day)?;
+            engram_core::validation::check_report_day(field, day)?;
             Ok(day)
         }
         None => Ok(default),

@@ -15,7 +15,7 @@ pub(crate) fn check_report_window(
     from: chrono::DateTime<chrono::Utc>,
     to: chrono::DateTime<chrono::Utc>,
 ) -> Result<(), crate::EngineError> {
-    use engram_core::limits::check_report_day;
+    use engram_core::validation::check_report_day;
     let mut errors = Vec::new();
     if let Err(error) = check_report_day("from", from.date_naive()) {
         errors.push(error);
