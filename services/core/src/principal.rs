@@ -170,16 +170,17 @@ impl Principal {
     /// The stored form of a client's `Idempotency-Key`: namespaced by the credential (a key's
     /// roll line, so a retry after a roll still replays) or by the end-user of a token, so one
     /// caller can never replay — and so read — another's answer. The `client:` prefix keeps
-    /// client keys apart from the engine's own (`derive:…`, `file-ingest:…`); the user id's
-    /// length keeps ids that contain `:` unambiguous.
+    /// client keys apart from the engine's own (`derive:…`, `file-ingest:…`); an end-user is
+    /// named by its subject digest (64 hex characters), never by its raw id.
     pub fn idempotency_key(&self, client_key: &str) -> String {
         match &self.credential {
             Credential::ApiKey { lineage_id, .. } => {
                 format!("client:key:{lineage_id}:{client_key}")
             }
-            Credential::EndUserToken { user_id } => {
-                let user_id = user_id.as_str();
-                format!("client:user:{}:{user_id}:{client_key}", user_id.len())
+            // The end-user by its subject digest (fixed length, keyed), never the raw id:
+            // a stored key outlives an erasure of its answer.
+            Credential::EndUserToken { .. } => {
+                format!("client:user:{}:{client_key}", self.actor.id)
             }
             Credential::ConsoleAccount { account_id } => {
                 format!("client:console:{account_id}:{client_key}")

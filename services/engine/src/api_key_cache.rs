@@ -26,6 +26,9 @@ struct CachedKey {
 #[derive(Default)]
 pub struct ApiKeyCache {
     entries: Mutex<HashMap<String, CachedKey>>,
+    /// Raised by every `forget`: a verification read before a forget is not remembered
+    /// after it (it may have read the key before the revoke committed).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl ApiKeyCache {
@@ -47,11 +50,21 @@ impl ApiKeyCache {
         Some(entry.verified.clone())
     }
 
-    pub fn remember(&self, presented_hash: String, verified: VerifiedApiKey) {
+    /// Where forgetting stands now: read before verifying in the database, and handed to
+    /// [`Self::remember`].
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Remember `verified` unless a key was forgotten since `read_at` (its generation).
+    pub fn remember(&self, presented_hash: String, verified: VerifiedApiKey, read_at: u64) {
         let mut entries = self
             .entries
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
+        if self.generation() != read_at {
+            return;
+        }
         if entries.len() >= MAX_CACHED_KEYS {
             entries.retain(|_, entry| entry.cached_at.elapsed() < API_KEY_CACHE_TTL);
             if entries.len() >= MAX_CACHED_KEYS {
@@ -69,9 +82,12 @@ impl ApiKeyCache {
 
     /// Forget `key_id` (rolled or revoked here): its next use reads the database.
     pub fn forget(&self, key_id: ApiKeyId) {
-        self.entries
+        let mut entries = self
+            .entries
             .lock()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .retain(|_, entry| entry.verified.key_id != key_id);
+            .unwrap_or_else(|poison| poison.into_inner());
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        entries.retain(|_, entry| entry.verified.key_id != key_id);
     }
 }

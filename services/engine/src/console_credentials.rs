@@ -18,6 +18,9 @@ const LANES: u32 = 1;
 /// The most memory a stored hash may ask for when it is verified: a planted hash with a
 /// huge cost must not make a sign-in allocate gigabytes.
 const MAX_VERIFY_MEMORY_KIB: u32 = 64 * 1024;
+/// …nor tie up a password worker for minutes.
+const MAX_VERIFY_PASSES: u32 = 10;
+const MAX_VERIFY_LANES: u32 = 4;
 
 fn password_params() -> Params {
     Params::new(MEMORY_KIB, PASSES, LANES, None).unwrap_or_default()
@@ -89,7 +92,10 @@ pub fn verify_password(password: &str, stored_hash: &str) -> bool {
     let Ok(params) = Params::try_from(&parsed) else {
         return false;
     };
-    if params.m_cost() > MAX_VERIFY_MEMORY_KIB {
+    if params.m_cost() > MAX_VERIFY_MEMORY_KIB
+        || params.t_cost() > MAX_VERIFY_PASSES
+        || params.p_cost() > MAX_VERIFY_LANES
+    {
         return false;
     }
     let mut salt_bytes = [0u8; 64];
@@ -340,9 +346,11 @@ mod tests {
                 .is_ok()
         );
         // A planted hash asking for 1 GiB is refused, not computed.
-        let greedy = ours.replace("m=19456", "m=1048576");
-        assert_ne!(greedy, ours);
-        assert!(!verify_password("correct horse", &greedy));
+        for (ours_part, greedy_part) in [("m=19456", "m=1048576"), ("t=2", "t=100000")] {
+            let greedy = ours.replace(ours_part, greedy_part);
+            assert_ne!(greedy, ours);
+            assert!(!verify_password("correct horse", &greedy), "{greedy_part}");
+        }
     }
 
     #[test]

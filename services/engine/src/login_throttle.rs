@@ -22,8 +22,9 @@ pub const ACCOUNT_FREE_FAILURES: u32 = 50;
 pub const FIRST_DELAY: Duration = Duration::from_secs(1);
 /// The longest wait.
 pub const MAX_DELAY: Duration = Duration::from_secs(15 * 60);
-/// A client's failures are forgotten this long after its last one.
-pub const WINDOW: Duration = Duration::from_secs(15 * 60);
+/// A client's failures are forgotten this long after its last one: much longer than the
+/// longest wait, so waiting out a wait never hands back the free attempts.
+pub const WINDOW: Duration = Duration::from_secs(24 * 3_600);
 /// Requests one address may make to the unauthenticated console routes at once…
 pub const ADDRESS_BURST: u32 = 60;
 /// …and per minute after that.
@@ -143,13 +144,14 @@ impl LoginThrottle {
         if records.len() >= MAX_TRACKED {
             records.retain(|_, record| now.duration_since(record.last_failure) < WINDOW);
             if records.len() >= MAX_TRACKED {
-                // Still full of fresh entries: make room by dropping the stalest half.
-                let mut ages: Vec<(String, Instant)> = records
+                // Still full of fresh entries: make room by dropping half, those with the
+                // fewest failures first (so junk e-mails cannot flush a target's count).
+                let mut weights: Vec<(String, u32, Instant)> = records
                     .iter()
-                    .map(|(key, record)| (key.clone(), record.last_failure))
+                    .map(|(key, record)| (key.clone(), record.failures, record.last_failure))
                     .collect();
-                ages.sort_by_key(|(_, last_failure)| *last_failure);
-                for (key, _) in ages.into_iter().take(MAX_TRACKED / 2) {
+                weights.sort_by_key(|(_, failures, last_failure)| (*failures, *last_failure));
+                for (key, _, _) in weights.into_iter().take(MAX_TRACKED / 2) {
                     records.remove(&key);
                 }
             }
@@ -174,13 +176,43 @@ impl LoginThrottle {
         }
     }
 
-    /// A right password clears this client's failures (not other clients' of the account).
+    /// Give back an attempt charged in advance that was never checked (the password pool
+    /// was full): a busy server must not count against anyone.
+    pub fn refund(&self, email: &str, client: SignInClient<'_>) {
+        let mut records = self
+            .records
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let mut give_back = |key: String, free: u32| {
+            if let Some(record) = records.get_mut(&key) {
+                record.failures = record.failures.saturating_sub(1);
+                record.blocked_until =
+                    delay_after(record.failures, free).map(|delay| record.last_failure + delay);
+            }
+        };
+        give_back(client_key(email, client), FREE_FAILURES);
+        if matches!(client, SignInClient::Address(_)) {
+            give_back(account_key(email), ACCOUNT_FREE_FAILURES);
+        }
+    }
+
+    /// A right password clears this client's failures (not other clients' of the account)
+    /// and gives back the attempt it was charged in advance (see [`Self::record_failure`]:
+    /// sign-ins charge before hashing, so parallel guesses cannot slip past one check).
     pub fn record_success(&self, email: &str, client: SignInClient<'_>) {
         let mut records = self
             .records
             .lock()
             .unwrap_or_else(|poison| poison.into_inner());
         records.remove(&client_key(email, client));
+        if matches!(client, SignInClient::Address(_))
+            && let Some(account) = records.get_mut(&account_key(email))
+        {
+            account.failures = account.failures.saturating_sub(1);
+            if account.failures <= ACCOUNT_FREE_FAILURES {
+                account.blocked_until = None;
+            }
+        }
     }
 
     #[cfg(test)]
@@ -269,6 +301,34 @@ mod tests {
             throttle.record_failure(&format!("user{account}@example.com"), client, later);
         }
         assert!(throttle.tracked() <= MAX_TRACKED, "{}", throttle.tracked());
+    }
+
+    #[test]
+    fn a_flood_of_junk_e_mails_does_not_flush_a_targets_count_and_refunds_give_back() {
+        let throttle = LoginThrottle::default();
+        let client = SignInClient::Address(Some("203.0.113.9"));
+        let now = Instant::now();
+        for _ in 0..FREE_FAILURES + 3 {
+            throttle.record_failure(OWNER, client, now);
+        }
+        for junk in 0..MAX_TRACKED * 2 {
+            throttle.record_failure(
+                &format!("junk{junk}@example.com"),
+                SignInClient::Address(Some("198.51.100.1")),
+                now,
+            );
+        }
+        assert!(throttle.wait_before_attempt(OWNER, client, now).is_some());
+
+        // An attempt charged in advance and never checked (a busy pool) is given back.
+        let other = "other@example.com";
+        for _ in 0..FREE_FAILURES {
+            throttle.record_failure(other, client, now);
+        }
+        throttle.record_failure(other, client, now);
+        assert!(throttle.wait_before_attempt(other, client, now).is_some());
+        throttle.refund(other, client);
+        assert!(throttle.wait_before_attempt(other, client, now).is_none());
     }
 
     #[test]

@@ -36,7 +36,8 @@ impl TrustedProxies {
     /// The client of a request that came from `peer` with these `X-Forwarded-For` values:
     /// from a trusted proxy, the right-most listed address that is not itself a trusted
     /// proxy (each proxy appends the address it saw, so entries to its left are whatever the
-    /// client claimed); from anyone else, the peer.
+    /// client claimed and are never believed); an entry that is not an address ends the walk
+    /// at the nearest trusted hop. From anyone else, the peer.
     pub fn client_of<'a>(
         &self,
         peer: IpAddr,
@@ -45,17 +46,21 @@ impl TrustedProxies {
         if !self.trusts(peer) {
             return peer;
         }
-        let chain: Vec<IpAddr> = forwarded_for
+        let entries: Vec<&str> = forwarded_for
             .flat_map(|value| value.split(','))
-            .map_while(|entry| entry.trim().parse::<IpAddr>().ok())
+            .map(str::trim)
             .collect();
-        chain
-            .iter()
-            .rev()
-            .find(|address| !self.trusts(**address))
-            .or(chain.first())
-            .copied()
-            .unwrap_or(peer)
+        let mut nearest_trusted = peer;
+        for entry in entries.iter().rev() {
+            let Ok(address) = entry.parse::<IpAddr>() else {
+                return nearest_trusted;
+            };
+            if !self.trusts(address) {
+                return address;
+            }
+            nearest_trusted = address;
+        }
+        nearest_trusted
     }
 }
 
@@ -124,6 +129,21 @@ mod tests {
         assert_eq!(
             trusted.client_of(address("198.51.100.1"), ["203.0.113.5"].into_iter()),
             address("198.51.100.1")
+        );
+        // A client cannot choose its address by writing to the left of, or garbage into,
+        // the header: the proxy appends what it saw, and that is what counts.
+        assert_eq!(
+            trusted.client_of(address("10.1.2.3"), ["1.2.3.4, x, 203.0.113.5"].into_iter()),
+            address("203.0.113.5")
+        );
+        assert_eq!(
+            trusted.client_of(address("10.1.2.3"), ["1.2.3.4, x"].into_iter()),
+            address("10.1.2.3")
+        );
+        assert_eq!(
+            trusted.client_of(address("10.1.2.3"), ["1.2.3.4, 192.0.2.7"].into_iter()),
+            address("1.2.3.4"),
+            "behind two trusted hops the client is the one the outer proxy saw"
         );
         // No header, or garbage: the proxy itself.
         assert_eq!(

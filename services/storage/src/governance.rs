@@ -390,11 +390,33 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         let keys = self.idempotency_records_mentioning(scope, user_id).await?;
-        if keys.is_empty() {
+        // Keys written before end-users were named by digest carry the raw id
+        // (`client:user:<length>:<id>:…`): those records go entirely.
+        let legacy_prefix = format!("client:user:{}:{user_id}:", user_id.len());
+        let legacy: Vec<String> = idempotency_records::Entity::find()
+            .select_only()
+            .column(idempotency_records::Column::IdempotencyKey)
+            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .into_tuple::<String>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .filter(|key| key.starts_with(&legacy_prefix))
+            .collect();
+        if keys.is_empty() && legacy.is_empty() {
             return Ok(0);
         }
         let _permit = self.write_permit().await;
         let mut removed = 0;
+        for chunk in legacy.chunks(500) {
+            idempotency_records::Entity::delete_many()
+                .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
         // Kept as erased answers, not removed: a retry must not write the content anew.
         for chunk in keys.chunks(500) {
             removed += idempotency_records::Entity::update_many()

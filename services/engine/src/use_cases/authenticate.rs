@@ -29,10 +29,11 @@ impl MemoryEngine {
             let verified = match self.verified_api_keys.get(&presented_hash) {
                 Some(verified) => Some(verified),
                 None => {
+                    let read_at = self.verified_api_keys.generation();
                     let verified = self.storage.verify_api_key(presented, pepper).await?;
                     if let Some(verified) = &verified {
                         self.verified_api_keys
-                            .remember(presented_hash, verified.clone());
+                            .remember(presented_hash, verified.clone(), read_at);
                     }
                     verified
                 }

@@ -116,6 +116,8 @@ pub struct ConsoleAccess {
     sessions: ConsoleSessionKeys,
     login_throttle: Arc<LoginThrottle>,
     password_work: PasswordWork,
+    /// For browsers holding a valid device token of the account they sign in to.
+    password_work_known_devices: PasswordWork,
 }
 
 impl ConsoleAccess {
@@ -125,6 +127,7 @@ impl ConsoleAccess {
             sessions,
             login_throttle: Arc::new(LoginThrottle::default()),
             password_work: PasswordWork::sized_for_this_machine(),
+            password_work_known_devices: PasswordWork::sized_for_this_machine(),
         }
     }
 

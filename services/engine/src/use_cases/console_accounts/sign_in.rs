@@ -55,28 +55,40 @@ impl ConsoleAccess {
                 retry_after_seconds: wait.as_secs().max(1),
             });
         }
+        // Charged before hashing and given back on success: parallel guesses cannot all
+        // pass one check.
+        self.login_throttle
+            .record_failure(email, client, Instant::now());
         let stored_hash = account
             .as_ref()
             .map(|account| account.password_hash.clone());
-        let password_matches = self
-            .password_work
+        // A known browser hashes on a pool of its own: a storm of strangers' sign-ins cannot
+        // keep its owner out.
+        let pool = match client {
+            SignInClient::TrustedDevice(_) => &self.password_work_known_devices,
+            SignInClient::Address(_) => &self.password_work,
+        };
+        let password_matches = match pool
             .run(move || {
                 let stored_hash = stored_hash.as_deref().unwrap_or(&UNKNOWN_ACCOUNT_HASH);
                 verify_password(&password, stored_hash)
             })
-            .await?;
+            .await
+        {
+            Ok(matches) => matches,
+            Err(error) => {
+                self.login_throttle.refund(email, client);
+                return Err(error);
+            }
+        };
         let Some(account) = account else {
             // No organization to file it under; the log line and the throttle remain.
             tracing::info!("console sign-in failed: unknown account");
-            self.login_throttle
-                .record_failure(email, client, Instant::now());
             return Err(EngineError::WrongCredentials);
         };
         let member = ConsoleMember::new(account, origin);
         if !password_matches {
             tracing::info!(account_id = %member.account_id(), "console sign-in failed: wrong password");
-            self.login_throttle
-                .record_failure(email, client, Instant::now());
             self.audit_sign_in(
                 &member,
                 AuditAction::ConsoleLoginFailed,
