@@ -364,6 +364,58 @@ async fn export_holds_the_subject_and_nothing_else() {
     )
     .await;
 
+    // Every other store of dave's (and of erin's, which must stay out of the export).
+    let call = |method: reqwest::Method, path: String, body: Option<Value>| {
+        let client = &client;
+        async move {
+            let mut request = client.request(method, &path);
+            if let Some(body) = body {
+                request = request.json(&body);
+            }
+            client.send(request).await
+        }
+    };
+    for user in ["dave", "erin"] {
+        let posted = call(
+            reqwest::Method::POST,
+            format!("/v1/sessions/s-{user}/messages"),
+            Some(json!({"user_id": user, "messages": [{"role": "user", "content": format!("{user} asked about trail shoes.")}]})),
+        )
+        .await;
+        assert!(posted.status < 300, "{}", posted.body);
+        let put = call(
+            reqwest::Method::PUT,
+            format!("/v1/sessions/s-{user}/state/draft"),
+            Some(json!({"user_id": user, "value": {"note": format!("{user}'s draft")}})),
+        )
+        .await;
+        assert!(put.status < 300, "{}", put.body);
+        let uploaded = client
+            .send(
+                client
+                    .request(
+                        reqwest::Method::POST,
+                        &format!("/v1/files?name={user}.txt&user_id={user}"),
+                    )
+                    .header("content-type", "text/plain")
+                    .body(format!("{user} keeps a training log.")),
+            )
+            .await;
+        assert!(uploaded.status < 300, "{}", uploaded.body);
+        let searched = client
+            .search(json!({"query": "what does the user do", "user_id": user}))
+            .await;
+        assert_eq!(searched.status, 200, "{}", searched.body);
+        let recall_id = searched.body["recall_id"].as_str().unwrap().to_string();
+        let rated = call(
+            reqwest::Method::POST,
+            format!("/v1/recalls/{recall_id}/feedback"),
+            Some(json!({"rating": "relevant"})),
+        )
+        .await;
+        assert_eq!(rated.status, 201, "{}", rated.body);
+    }
+
     let response = client
         .send(client.request(reqwest::Method::GET, "/v1/subjects/dave/export"))
         .await;
@@ -375,11 +427,26 @@ async fn export_holds_the_subject_and_nothing_else() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert_eq!(lines.len(), 3, "{text}");
-    for line in &lines[..2] {
-        assert_eq!(line["memory"]["user_id"], "dave");
-    }
-    let edited = lines
+    let of_type =
+        |kind: &str| -> Vec<&Value> { lines.iter().filter(|line| line["type"] == kind).collect() };
+    // Dave's two, the one derived from his message and the one his file became.
+    let memories = of_type("memory");
+    let listed = client.list("?user_id=dave&limit=50").await;
+    let mut listed_ids: Vec<&str> = listed.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|memory| memory["id"].as_str().unwrap())
+        .collect();
+    let mut exported_ids: Vec<&str> = memories
+        .iter()
+        .map(|line| line["memory"]["id"].as_str().unwrap())
+        .collect();
+    listed_ids.sort_unstable();
+    exported_ids.sort_unstable();
+    assert_eq!(exported_ids, listed_ids, "{text}");
+    assert_eq!(memories.len(), 4, "{text}");
+    let edited = memories
         .iter()
         .find(|line| line["memory"]["id"] == dave[0].as_str())
         .unwrap();
@@ -388,9 +455,89 @@ async fn export_holds_the_subject_and_nothing_else() {
         2,
         "created and updated"
     );
-    assert_eq!(lines[2]["summary"]["memories"], 2);
+    // Store by store, the export holds what the API answers for dave.
+    let messages = call(
+        reqwest::Method::GET,
+        "/v1/sessions/s-dave/messages?user_id=dave".to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        of_type("message")
+            .iter()
+            .map(|line| line["message"].clone())
+            .collect::<Vec<_>>(),
+        messages.body["messages"].as_array().unwrap().clone(),
+        "{text}"
+    );
+    let state = call(
+        reqwest::Method::GET,
+        "/v1/sessions/s-dave/state?user_id=dave".to_string(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        of_type("state")
+            .iter()
+            .map(|line| line["state"].clone())
+            .collect::<Vec<_>>(),
+        state.body["state"].as_array().unwrap().clone()
+    );
+    let files = of_type("file");
+    assert_eq!(files.len(), 1, "{text}");
+    let file = call(
+        reqwest::Method::GET,
+        format!("/v1/files/{}", files[0]["file"]["id"].as_str().unwrap()),
+        None,
+    )
+    .await;
+    assert_eq!(files[0]["file"]["name"], file.body["name"]);
+    assert_eq!(files[0]["file"]["user_id"], "dave");
+    let recalls = of_type("recall");
+    assert_eq!(recalls.len(), 1, "{text}");
+    let recall_id = recalls[0]["recall"]["recall_id"].as_str().unwrap();
+    let recall = call(
+        reqwest::Method::GET,
+        format!("/v1/recalls/{recall_id}"),
+        None,
+    )
+    .await;
+    assert_eq!(recalls[0]["recall"], recall.body);
+    let feedback = call(
+        reqwest::Method::GET,
+        format!("/v1/recalls/{recall_id}/feedback"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        of_type("feedback")
+            .iter()
+            .map(|line| line["feedback"].clone())
+            .collect::<Vec<_>>(),
+        feedback.body["feedback"].as_array().unwrap().clone()
+    );
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(
+        (
+            &summary["memories"],
+            &summary["session_messages"],
+            &summary["session_state"],
+            &summary["files"],
+            &summary["feedback"],
+            &summary["recall_events"]
+        ),
+        (
+            &json!(4),
+            &json!(1),
+            &json!(1),
+            &json!(1),
+            &json!(1),
+            &json!(1)
+        ),
+        "{summary}"
+    );
     assert!(
-        !text.contains("Erin") && !text.contains("jazz"),
+        !text.contains("Erin") && !text.contains("erin") && !text.contains("jazz"),
         "no foreign items: {text}"
     );
     // Both downloads above are in the audit log.

@@ -923,10 +923,11 @@ async fn run_operation(
                 return Ok(false);
             };
             let visible = by.may_see(world.owner_of[&recall_id]);
-            // Feedback on a recall as a whole is the rater's: the token's end-user, or none.
+            // Feedback on a recall as a whole belongs to the person whose search it rates (so
+            // it is exported and erased with them), else the rater's token's end-user.
             let owner = Owner {
                 project: by.project,
-                user: by.token_of,
+                user: world.owner_of[&recall_id].user.or(by.token_of),
             };
             let path = format!("/v1/recalls/{recall_id}/feedback");
             let client = tenants.client(by);

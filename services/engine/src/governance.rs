@@ -21,6 +21,17 @@ use std::sync::Arc;
 /// blocking thread.
 const PII_SCAN_INLINE_BYTES: usize = 64 * 1024;
 
+/// Everything live a project holds about one end-user, store by store.
+#[derive(Debug)]
+pub struct SubjectExport {
+    pub memories: Vec<ExportedMemory>,
+    pub messages: Vec<engram_storage::conversations::SessionMessage>,
+    pub session_state: Vec<engram_storage::session_state::SessionStateEntry>,
+    pub files: Vec<engram_storage::files::FileRecord>,
+    pub feedback: Vec<engram_storage::feedback::FeedbackRecord>,
+    pub recalls: Vec<engram_storage::recall_quality::RecallEventRecord>,
+}
+
 /// How many memories one erasure transaction removes.
 const ERASURE_BATCH: u64 = 1_000;
 
@@ -531,8 +542,24 @@ impl DataGovernance {
         scope: &ProjectScope,
         user_id: &str,
         actor: &Actor,
-    ) -> Result<Vec<ExportedMemory>, EngineError> {
-        let exported = self.storage.export_subject(scope, user_id).await?;
+    ) -> Result<SubjectExport, EngineError> {
+        let exported = SubjectExport {
+            memories: self.storage.export_subject(scope, user_id).await?,
+            messages: self
+                .storage
+                .session_messages_of_subject(scope, user_id)
+                .await?,
+            session_state: self
+                .storage
+                .session_state_of_subject(scope, user_id)
+                .await?,
+            files: self.storage.files_of_subject(scope, user_id).await?,
+            feedback: self.storage.feedback_of_subject(scope, user_id).await?,
+            recalls: self
+                .storage
+                .recall_events_of_subject(scope, user_id)
+                .await?,
+        };
         self.storage
             .record_audit_event(
                 scope.organization_id(),
@@ -541,7 +568,14 @@ impl DataGovernance {
                 &NewAuditEvent::success(
                     AuditAction::SubjectExported,
                     vec![self.subject_digest(scope, user_id)],
-                    serde_json::json!({ "memories": exported.len() }),
+                    serde_json::json!({
+                        "memories": exported.memories.len(),
+                        "session_messages": exported.messages.len(),
+                        "session_state": exported.session_state.len(),
+                        "files": exported.files.len(),
+                        "feedback": exported.feedback.len(),
+                        "recall_events": exported.recalls.len(),
+                    }),
                 ),
             )
             .await?;

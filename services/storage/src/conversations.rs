@@ -315,6 +315,23 @@ impl Storage {
         Ok((page, cursor))
     }
 
+    /// Every message of an end-user in the project, oldest first (subject export).
+    pub async fn session_messages_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<SessionMessage>, StorageError> {
+        Ok(messages_of(scope)
+            .filter(session_messages::Column::UserId.eq(user_id))
+            .order_by_asc(session_messages::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(message)
+            .collect())
+    }
+
     /// Remove every message of an end-user in the project (subject erasure).
     pub async fn delete_session_messages_of_subject(
         &self,

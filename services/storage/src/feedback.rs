@@ -121,6 +121,23 @@ impl Storage {
             .collect())
     }
 
+    /// Every feedback of an end-user in the project, oldest first (subject export).
+    pub async fn feedback_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<FeedbackRecord>, StorageError> {
+        Ok(feedback_of(scope)
+            .filter(feedback::Column::UserId.eq(user_id))
+            .order_by_asc(feedback::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(record)
+            .collect())
+    }
+
     /// Remove the feedback on an end-user's memories (subject erasure).
     pub async fn delete_feedback_of_subject(
         &self,

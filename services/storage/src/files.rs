@@ -10,7 +10,7 @@ use engram_core::files::{FileFormat, FileName, FileStatus};
 use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope, TaskKind, TaskStatus};
 use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 /// A file to store and ingest.
@@ -267,6 +267,24 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         Ok(deleted.rows_affected == 1)
+    }
+
+    /// Every file about an end-user, oldest first (subject export).
+    pub async fn files_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<FileRecord>, StorageError> {
+        files::Entity::find()
+            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(files::Column::UserId.eq(user_id))
+            .order_by_asc(files::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(file_record)
+            .collect()
     }
 
     /// Remove every file about an end-user (subject erasure); returns how many.

@@ -302,6 +302,24 @@ impl Storage {
             .collect())
     }
 
+    /// Every recall event of an end-user, oldest first (subject export).
+    pub async fn recall_events_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<RecallEventRecord>, StorageError> {
+        Ok(recall_events::Entity::find()
+            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(recall_events::Column::UserId.eq(user_id))
+            .order_by_asc(recall_events::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(recall_event_record)
+            .collect())
+    }
+
     /// Remove an end-user's recall events (subject erasure).
     pub async fn delete_recall_events_of_subject(
         &self,

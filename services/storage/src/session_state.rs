@@ -256,6 +256,25 @@ impl Storage {
         Ok(Ok(Some(current.version)))
     }
 
+    /// Every value that belongs to an end-user, by session and key (subject export).
+    pub async fn session_state_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<SessionStateEntry>, StorageError> {
+        Ok(session_state::Entity::find()
+            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(session_state::Column::UserId.eq(user_id))
+            .order_by_asc(session_state::Column::SessionId)
+            .order_by_asc(session_state::Column::Key)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(entry)
+            .collect())
+    }
+
     /// Remove every value that belongs to an end-user (subject erasure); returns how many.
     pub async fn delete_session_state_of_subject(
         &self,

@@ -5,6 +5,11 @@
 use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument};
+use crate::routes::feedback::FeedbackView;
+use crate::routes::files::FileView;
+use crate::routes::messages::MessageView;
+use crate::routes::recall_quality::RecallEventView;
+use crate::routes::sessions::SessionStateView;
 use crate::state::AppState;
 use crate::views::{HistoryEntryView, MemoryView};
 use axum::extract::{Path, State};
@@ -16,9 +21,10 @@ use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::{ExternalId, FieldError, MemoryId};
 use engram_engine::{
-    ExportedMemory, MemoryEngine, ProjectSettings, ProjectSettingsChange, SetMemoryFlagsRequest,
+    MemoryEngine, ProjectSettings, ProjectSettingsChange, SetMemoryFlagsRequest, SubjectExport,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -316,9 +322,13 @@ pub async fn request_consolidation(
 
 /// Queue the erasure of one end-user (refused while any of their memories is held) and
 /// audit the request; the API and the console both start erasures here.
-pub fn subject_export_ndjson(user_id: &str, exported: &[ExportedMemory]) -> String {
+pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String {
     let mut lines = String::new();
-    for item in exported {
+    let mut line = |value: serde_json::Value| {
+        lines.push_str(&value.to_string());
+        lines.push('\n');
+    };
+    for item in &exported.memories {
         let view = ExportedMemoryView {
             memory: MemoryView::from(&item.memory),
             history: item
@@ -328,22 +338,44 @@ pub fn subject_export_ndjson(user_id: &str, exported: &[ExportedMemory]) -> Stri
                 .map(HistoryEntryView::from)
                 .collect(),
         };
-        lines.push_str(&serde_json::to_string(&view).unwrap_or_default());
-        lines.push('\n');
+        let mut value = serde_json::to_value(&view).unwrap_or_default();
+        value["type"] = json!("memory");
+        line(value);
     }
-    lines.push_str(
-        &serde_json::json!({
-            "summary": {
-                "user_id": user_id,
-                "memories": exported.len(),
-                "session_messages": 0,
-                "session_state": 0,
-                "exported_at": Utc::now(),
-            }
-        })
-        .to_string(),
-    );
-    lines.push('\n');
+    let typed = |kind: &str, view: serde_json::Value| json!({ "type": kind, kind: view });
+    for message in &exported.messages {
+        line(typed("message", json!(MessageView::from(message.clone()))));
+    }
+    for entry in &exported.session_state {
+        line(typed("state", json!(SessionStateView::from(entry.clone()))));
+    }
+    for file in &exported.files {
+        line(typed("file", json!(FileView::from(file.clone()))));
+    }
+    for feedback in &exported.feedback {
+        line(typed(
+            "feedback",
+            json!(FeedbackView::from(feedback.clone())),
+        ));
+    }
+    for recall in &exported.recalls {
+        line(typed(
+            "recall",
+            json!(RecallEventView::from(recall.clone())),
+        ));
+    }
+    line(json!({
+        "summary": {
+            "user_id": user_id,
+            "memories": exported.memories.len(),
+            "session_messages": exported.messages.len(),
+            "session_state": exported.session_state.len(),
+            "files": exported.files.len(),
+            "feedback": exported.feedback.len(),
+            "recall_events": exported.recalls.len(),
+            "exported_at": Utc::now(),
+        }
+    }));
     lines
 }
 
@@ -372,10 +404,11 @@ pub struct ExportedMemoryView {
 }
 
 /// Everything live about one end-user as NDJSON: one line per memory (with its history),
-/// then a summary line `{"summary": {...}}`.
+/// session message, session state value, file, feedback and recall event, each naming its
+/// `type`, then a summary line `{"summary": {...}}` with the count of each.
 #[utoipa::path(get, path = "/v1/subjects/{user_id}/export", tag = "compliance",
     params(("user_id" = String, Path)),
-    responses((status = 200, content_type = "application/x-ndjson", description = "One `{\"memory\", \"history\"}` object per line, then `{\"summary\"}`")),
+    responses((status = 200, content_type = "application/x-ndjson", description = "One object per line, each with its `type`: `memory` (with `memory` and `history`), `message`, `state`, `file`, `feedback`, `recall`; then `{\"summary\"}` with the count of each")),
     security(("api_key" = [])))]
 pub async fn export_subject(
     principal: Authorized<ProjectAdmin>,

@@ -42,7 +42,7 @@ impl MemoryEngine {
                 .into());
             }
         }
-        self.record_feedback(principal, Some(memory), recall_id, rating, text)
+        self.record_feedback(principal, Some(memory), recall_id, None, rating, text)
             .await
     }
 }

@@ -39,7 +39,15 @@ impl MemoryEngine {
             )])
             .into());
         }
-        self.record_feedback(principal, memory, Some(recall_id), rating, text)
-            .await
+        let recall_user = recall.and_then(|recall| recall.user_id);
+        self.record_feedback(
+            principal,
+            memory,
+            Some(recall_id),
+            recall_user,
+            rating,
+            text,
+        )
+        .await
     }
 }

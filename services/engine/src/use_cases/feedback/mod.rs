@@ -92,12 +92,15 @@ impl MemoryEngine {
     }
 
     /// Store the feedback; a `wrong` rating of a memory with words is first applied by the
-    /// LLM (paid for like any LLM call, and deleting only with what deleting needs).
+    /// LLM (paid for like any LLM call, and deleting only with what deleting needs). It
+    /// belongs to the memory's end-user, else the rated search's (`recall_user`), else the
+    /// token's, so export and erasure find it with the person.
     async fn record_feedback(
         &self,
         principal: &Principal,
         memory: Option<Memory>,
         recall_id: Option<uuid::Uuid>,
+        recall_user: Option<String>,
         rating: String,
         text: Option<String>,
     ) -> Result<FeedbackRecord, EngineError> {
@@ -158,6 +161,7 @@ impl MemoryEngine {
                         .as_ref()
                         .and_then(|memory| memory.user_id.as_ref())
                         .map(|user_id| user_id.as_str().to_string())
+                        .or(recall_user)
                         .or_else(|| principal.end_user().map(|user| user.as_str().to_string())),
                     rating,
                     text,
