@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events bench-login-storm crash-harness proptest-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events bench-login-storm fuzz crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -68,6 +68,11 @@ bench-login-storm: setup bench-build
 ## is absent.
 bench-recall: setup
 	$(CARGO) run -p engram-cli --bin engram -- bench-recall --data ../shared/bench/locomo
+
+## Fuzz engram-core's parsers (API keys, the file chunker, the PII detector, ids and names)
+## with cargo-fuzz on nightly, FUZZ_SECONDS each (default 60); fails on a crash, panic or hang.
+fuzz:
+	./scripts/fuzz.sh
 
 ## The crash harness with 100 SIGKILL cycles per backend (make test runs 10).
 crash-harness: setup-test console
