@@ -969,6 +969,33 @@ impl fmt::Display for EngramConfig {
     }
 }
 
+impl EngramConfig {
+    /// The gateway's settings; an origin that is not a valid header value is refused.
+    pub fn gateway_settings(&self) -> anyhow::Result<engram_gateway::GatewaySettings> {
+        let mut cors_allowed_origins = Vec::with_capacity(self.gateway.cors_allowed_origins.len());
+        for origin in &self.gateway.cors_allowed_origins {
+            let valid_shape = origin.starts_with("https://") || origin.starts_with("http://");
+            let value = axum::http::HeaderValue::from_str(origin)
+                .ok()
+                .filter(|_| valid_shape);
+            match value {
+                Some(value) => cors_allowed_origins.push(value),
+                None => anyhow::bail!(
+                    "invalid CORS origin {origin:?}: expected scheme://host[:port], such as https://app.example.com"
+                ),
+            }
+        }
+        let trusted_proxies =
+            engram_gateway::client_address::TrustedProxies::parse(&self.gateway.trusted_proxies)
+                .map_err(|message| anyhow::anyhow!("--trusted-proxies: {message}"))?;
+        Ok(engram_gateway::GatewaySettings {
+            cors_allowed_origins,
+            trusted_proxies,
+            ..Default::default()
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1082,32 +1109,5 @@ mod tests {
             Some(secrets[0].to_string())
         );
         assert!(config_printed.contains("server_secret   ***"));
-    }
-}
-
-impl EngramConfig {
-    /// The gateway's settings; an origin that is not a valid header value is refused.
-    pub fn gateway_settings(&self) -> anyhow::Result<engram_gateway::GatewaySettings> {
-        let mut cors_allowed_origins = Vec::with_capacity(self.gateway.cors_allowed_origins.len());
-        for origin in &self.gateway.cors_allowed_origins {
-            let valid_shape = origin.starts_with("https://") || origin.starts_with("http://");
-            let value = axum::http::HeaderValue::from_str(origin)
-                .ok()
-                .filter(|_| valid_shape);
-            match value {
-                Some(value) => cors_allowed_origins.push(value),
-                None => anyhow::bail!(
-                    "invalid CORS origin {origin:?}: expected scheme://host[:port], such as https://app.example.com"
-                ),
-            }
-        }
-        let trusted_proxies =
-            engram_gateway::client_address::TrustedProxies::parse(&self.gateway.trusted_proxies)
-                .map_err(|message| anyhow::anyhow!("--trusted-proxies: {message}"))?;
-        Ok(engram_gateway::GatewaySettings {
-            cors_allowed_origins,
-            trusted_proxies,
-            ..Default::default()
-        })
     }
 }

@@ -18,8 +18,6 @@ use engram_storage::{InsertOutcome, MemoryDraft};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 
-/// The kind of the background task that runs [`MemoryEngine::consolidate_project`].
-
 /// Two memories at least this similar (cosine of the embeddings) say the same thing.
 pub const DUPLICATE_SIMILARITY: f32 = 0.95;
 

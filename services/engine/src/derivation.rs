@@ -212,9 +212,7 @@ impl MemoryEngine {
         let mut drafts: Vec<MemoryDraft> = Vec::new();
         let mut draft_change_index: Vec<usize> = Vec::new();
         let mut seen_in_batch: HashSet<String> = HashSet::new();
-        for (index, ((candidate, message), vector)) in
-            candidates.iter().zip(vectors.into_iter()).enumerate()
-        {
+        for (index, ((candidate, message), vector)) in candidates.iter().zip(vectors).enumerate() {
             let digest = content_digest(candidate.content.trim());
             let decision = if seen_in_batch.insert(digest) {
                 reconcile_candidate(

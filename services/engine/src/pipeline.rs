@@ -531,12 +531,12 @@ impl MemoryEngine {
             .storage
             .get_memory(&MemoryScope::project_wide(*scope), memory_id)
             .await?;
-        if let Some(expected) = expected_version {
-            if expected != current.version {
-                return Err(EngineError::VersionConflict {
-                    current_version: current.version,
-                });
-            }
+        if let Some(expected) = expected_version
+            && expected != current.version
+        {
+            return Err(EngineError::VersionConflict {
+                current_version: current.version,
+            });
         }
         refuse_locked_memory(&current)?;
         let mut tokens_embedded = 0;

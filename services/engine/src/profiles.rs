@@ -120,7 +120,7 @@ impl SearchTuning {
 
 /// Which profile serves a search that named none: the first whose cumulative traffic share
 /// exceeds `draw` (uniform in [0, 1)), else none (the default).
-pub fn profile_for_draw<'a>(profiles: &'a [(String, f64)], draw: f64) -> Option<&'a str> {
+pub fn profile_for_draw(profiles: &[(String, f64)], draw: f64) -> Option<&str> {
     let mut cumulative = 0.0;
     for (name, share) in profiles {
         cumulative += share;

@@ -111,10 +111,10 @@ async fn write_events(storage: Storage, mut receiver: mpsc::Receiver<Message>) {
             if batch.len() >= BATCH {
                 break;
             }
-            next = match tokio::time::timeout_at(deadline, receiver.recv()).await {
-                Ok(message) => message,
-                Err(_elapsed) => None,
-            };
+            // A timeout ends the batch like a closed channel does.
+            next = tokio::time::timeout_at(deadline, receiver.recv())
+                .await
+                .unwrap_or_default();
         }
         store(&storage, &mut batch).await;
         for done in waiting.drain(..) {

@@ -374,17 +374,17 @@ impl AddMemoriesBody {
             .iter()
             .filter(|memory| memory.embedding.is_some())
             .count();
-        if with_vectors != 0 && with_vectors != self.memories.len() {
-            if let Some(position) = self
+        if with_vectors != 0
+            && with_vectors != self.memories.len()
+            && let Some(position) = self
                 .memories
                 .iter()
                 .position(|memory| memory.embedding.is_none())
-            {
-                errors.push(FieldError::new(
-                    format!("memories[{position}].embedding"),
-                    "either every memory of a request carries an embedding or none does",
-                ));
-            }
+        {
+            errors.push(FieldError::new(
+                format!("memories[{position}].embedding"),
+                "either every memory of a request carries an embedding or none does",
+            ));
         }
         let mut client_vectors = Vec::with_capacity(with_vectors);
         let mut parsed = Vec::with_capacity(self.memories.len());

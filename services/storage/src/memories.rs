@@ -181,7 +181,9 @@ pub(crate) fn encode_embedding(vector: &[f32]) -> Vec<u8> {
 
 pub(crate) fn decode_embedding(bytes: &[u8]) -> Vec<f32> {
     bytes
-        .chunks_exact(4)
+        .as_chunks::<4>()
+        .0
+        .iter()
         .map(|chunk| f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]))
         .collect()
 }
@@ -561,8 +563,8 @@ impl Storage {
         let mut superseded = Vec::new();
         for draft in drafts {
             let memory_id = MemoryId::generate();
-            if let Some(key) = &draft.memory.key {
-                if let Some(previous_id) = supersede_active_with_key(
+            if let Some(key) = &draft.memory.key
+                && let Some(previous_id) = supersede_active_with_key(
                     &transaction,
                     scope,
                     draft,
@@ -572,10 +574,9 @@ impl Storage {
                     now,
                 )
                 .await?
-                {
-                    touched.push(previous_id);
-                    superseded.push(previous_id.to_string());
-                }
+            {
+                touched.push(previous_id);
+                superseded.push(previous_id.to_string());
             }
             if let Some(target) = draft.supersedes
                 && let Some(previous_id) = supersede_named_memory(
@@ -820,12 +821,12 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
-        if let Some(expected) = expected_version {
-            if expected != current.version {
-                return Err(StorageError::VersionConflict {
-                    current_version: current.version,
-                });
-            }
+        if let Some(expected) = expected_version
+            && expected != current.version
+        {
+            return Err(StorageError::VersionConflict {
+                current_version: current.version,
+            });
         }
         refuse_locked(current.immutable, current.legal_hold)?;
         let now = Utc::now();

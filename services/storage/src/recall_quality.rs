@@ -730,13 +730,13 @@ impl Storage {
         scope: &ProjectScope,
         run_id: Uuid,
     ) -> Result<Option<EvalRunRecord>, StorageError> {
-        Ok(eval_runs::Entity::find_by_id(run_id)
+        eval_runs::Entity::find_by_id(run_id)
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
             .map(run_record)
-            .transpose()?)
+            .transpose()
     }
 
     /// The runs of a set, newest first.
@@ -746,7 +746,7 @@ impl Storage {
         set_id: Uuid,
         limit: u64,
     ) -> Result<Vec<EvalRunRecord>, StorageError> {
-        Ok(eval_runs::Entity::find()
+        eval_runs::Entity::find()
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(eval_runs::Column::SetId.eq(set_id))
             .order_by_desc(eval_runs::Column::CreatedAt)
@@ -757,7 +757,7 @@ impl Storage {
             .map_err(StorageError::from_db)?
             .into_iter()
             .map(run_record)
-            .collect::<Result<_, _>>()?)
+            .collect::<Result<_, _>>()
     }
 
     /// The newest succeeded run of a set and profile before `run_id` (the baseline a run is
@@ -769,7 +769,7 @@ impl Storage {
         profile: &str,
         before_run: Uuid,
     ) -> Result<Option<EvalRunRecord>, StorageError> {
-        Ok(eval_runs::Entity::find()
+        eval_runs::Entity::find()
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(eval_runs::Column::SetId.eq(set_id))
             .filter(eval_runs::Column::Profile.eq(profile))
@@ -780,7 +780,7 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .map(run_record)
-            .transpose()?)
+            .transpose()
     }
 
     /// Mark a run running.

@@ -182,14 +182,12 @@ impl Storage {
                         && key.revoked_at.is_none()
                         && key.expires_at.is_none_or(|expires_at| expires_at > now)
                 });
-        Ok(Some(project)
-            .filter(|_| minting_key_in_force)
-            .map(|project| {
-                ProjectScope::from_verified_credential(
-                    OrganizationId::from_uuid(project.organization_id),
-                    ProjectId::from_uuid(project.id),
-                )
-            }))
+        Ok(minting_key_in_force.then_some(project).map(|project| {
+            ProjectScope::from_verified_credential(
+                OrganizationId::from_uuid(project.organization_id),
+                ProjectId::from_uuid(project.id),
+            )
+        }))
     }
 
     /// The generation of the project's current end-user signing key.

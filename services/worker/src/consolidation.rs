@@ -94,7 +94,7 @@ pub async fn run_consolidation_scheduler(
     };
     let (storage, wake) = (&storage, &wake);
     run_periodic(schedule, shutdown, move || async move {
-        match queue_consolidations(&storage).await {
+        match queue_consolidations(storage).await {
             Ok(0) => {}
             Ok(queued) => {
                 tracing::info!(queued, "consolidation tasks queued");

@@ -109,7 +109,7 @@ pub async fn run_evaluation_scheduler(
     };
     let (storage, wake) = (&storage, &wake);
     run_periodic(schedule, shutdown, move || async move {
-        match queue_due_runs(&storage).await {
+        match queue_due_runs(storage).await {
             Ok(0) => {}
             Ok(queued) => {
                 tracing::info!(queued, "scheduled evaluation runs queued");
@@ -119,7 +119,7 @@ pub async fn run_evaluation_scheduler(
                 tracing::warn!(%error, "cannot queue scheduled evaluations; retrying next period")
             }
         }
-        match purge_recall_events(&storage).await {
+        match purge_recall_events(storage).await {
             Ok(0) => {}
             Ok(purged) => tracing::info!(purged, "expired recall events purged"),
             Err(error) => {

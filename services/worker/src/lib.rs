@@ -170,7 +170,7 @@ pub async fn run_tombstone_purge(
     };
     let storage = &storage;
     run_periodic(schedule, shutdown, move || async move {
-        match purge_expired_tombstones(&storage, retention).await {
+        match purge_expired_tombstones(storage, retention).await {
             Ok(0) => {}
             Ok(purged) => tracing::info!(purged, "purged expired tombstones"),
             Err(error) => tracing::warn!(%error, "tombstone purge failed; retrying next period"),

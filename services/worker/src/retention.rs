@@ -32,7 +32,7 @@ pub async fn run_retention_sweeper(
     };
     let engine = &engine;
     run_periodic(schedule, shutdown, move || async move {
-        match sweep_all_projects(&engine).await {
+        match sweep_all_projects(engine).await {
             Ok(0) => {}
             Ok(removed) => tracing::info!(removed, "retention sweep finished"),
             Err(error) => tracing::warn!(%error, "retention sweep failed; retrying next period"),

@@ -42,7 +42,7 @@ pub async fn run_usage_sampler(
     };
     let storage = &storage;
     run_periodic(schedule, shutdown, move || async move {
-        match sample_memory_days(&storage, Utc::now()).await {
+        match sample_memory_days(storage, Utc::now()).await {
             Ok(projects) => tracing::debug!(projects, "memory-days sampled"),
             Err(error) => {
                 tracing::warn!(%error, "memory-day sampling failed; retrying next period")

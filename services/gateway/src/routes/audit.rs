@@ -179,7 +179,7 @@ pub async fn list_audit_events(
 ) -> Result<Json<AuditPageView>, ApiError> {
     let filter = query.into_filter()?;
     let events = engine
-        .list_audit_events_for(&principal.principal(), filter.clone())
+        .list_audit_events_for(principal.principal(), filter.clone())
         .await?;
     let next_cursor = (events.len() as u64 == filter.limit)
         .then(|| events.last().map(|event| event.id.to_string()))
@@ -218,9 +218,7 @@ pub async fn verify_audit_chain(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<AuditVerificationView>, ApiError> {
-    let report = engine
-        .verify_audit_chain_for(&principal.principal())
-        .await?;
+    let report = engine.verify_audit_chain_for(principal.principal()).await?;
     Ok(Json(AuditVerificationView {
         verified: report.verified,
         project_events_checked: report.events_checked,
@@ -293,7 +291,7 @@ pub async fn export_audit_events(
         }
     };
     let events: Vec<AuditEventView> = engine
-        .export_audit_events_for(&principal.principal(), query.into_filter()?)
+        .export_audit_events_for(principal.principal(), query.into_filter()?)
         .await?
         .into_iter()
         .map(AuditEventView::from)

@@ -70,7 +70,7 @@ pub async fn mint_end_user_token(
         ttl_seconds: body.ttl_seconds,
     };
     let minted = engine
-        .mint_end_user_token_for(&principal.principal(), request)
+        .mint_end_user_token_for(principal.principal(), request)
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -93,7 +93,7 @@ pub async fn rotate_signing_key(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<SigningKeyView>, ApiError> {
     let generation = engine
-        .rotate_end_user_signing_key_for(&principal.principal())
+        .rotate_end_user_signing_key_for(principal.principal())
         .await?;
     Ok(Json(SigningKeyView { generation }))
 }

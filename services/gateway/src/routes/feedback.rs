@@ -131,7 +131,7 @@ pub async fn give_memory_feedback(
         text: body.text,
     };
     let stored = engine
-        .give_memory_feedback_for(&principal.principal(), memory_id, body.recall_id, feedback)
+        .give_memory_feedback_for(principal.principal(), memory_id, body.recall_id, feedback)
         .await?;
     Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }
@@ -156,7 +156,7 @@ pub async fn give_recall_feedback(
         text: body.text,
     };
     let stored = engine
-        .give_recall_feedback_for(&principal.principal(), recall_id, body.memory_id, feedback)
+        .give_recall_feedback_for(principal.principal(), recall_id, body.memory_id, feedback)
         .await?;
     Ok((StatusCode::CREATED, Json(FeedbackView::from(stored))).into_response())
 }
@@ -172,7 +172,7 @@ pub async fn list_memory_feedback(
     Path(memory_id): Path<String>,
 ) -> Result<Json<FeedbackListView>, ApiError> {
     let feedback = engine
-        .list_memory_feedback_for(&principal.principal(), parse_memory_id(&memory_id)?)
+        .list_memory_feedback_for(principal.principal(), parse_memory_id(&memory_id)?)
         .await?;
     Ok(Json(FeedbackListView {
         feedback: feedback.into_iter().map(FeedbackView::from).collect(),
@@ -189,7 +189,7 @@ pub async fn list_recall_feedback(
     Path(recall_id): Path<String>,
 ) -> Result<Json<FeedbackListView>, ApiError> {
     let feedback = engine
-        .list_recall_feedback_for(&principal.principal(), parse_recall_id(&recall_id)?)
+        .list_recall_feedback_for(principal.principal(), parse_recall_id(&recall_id)?)
         .await?;
     Ok(Json(FeedbackListView {
         feedback: feedback.into_iter().map(FeedbackView::from).collect(),

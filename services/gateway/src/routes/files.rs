@@ -205,7 +205,7 @@ pub async fn upload_file(
         kind,
     };
     let (file, task) = engine
-        .upload_file_for(&principal.principal(), request)
+        .upload_file_for(principal.principal(), request)
         .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (
@@ -248,7 +248,7 @@ pub async fn get_file(
     Path(file_id): Path<String>,
 ) -> Result<Json<FileView>, ApiError> {
     let file = engine
-        .get_file_for(&principal.principal(), parse_file_id(&file_id)?)
+        .get_file_for(principal.principal(), parse_file_id(&file_id)?)
         .await?;
     Ok(Json(FileView::from(file)))
 }
@@ -266,7 +266,7 @@ pub async fn delete_file(
     Path(file_id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     engine
-        .delete_file_for(&principal.principal(), parse_file_id(&file_id)?)
+        .delete_file_for(principal.principal(), parse_file_id(&file_id)?)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }

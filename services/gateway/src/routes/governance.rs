@@ -213,7 +213,7 @@ pub async fn get_project_settings(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ProjectSettingsView>, ApiError> {
-    let settings = engine.project_settings_for(&principal.principal()).await?;
+    let settings = engine.project_settings_for(principal.principal()).await?;
     Ok(Json(ProjectSettingsView::new(&settings, &engine)?))
 }
 
@@ -241,7 +241,7 @@ pub async fn update_project_settings(
             .map(|embedding| (embedding.source, embedding.dimension)),
     };
     let saved = engine
-        .update_project_settings_for(&principal.principal(), change)
+        .update_project_settings_for(principal.principal(), change)
         .await?;
     Ok(Json(ProjectSettingsView::new(&saved, &engine)?))
 }
@@ -269,7 +269,7 @@ pub async fn set_memory_flags(
         reason: body.reason,
     };
     let memory = engine
-        .set_memory_flags_for(&principal.principal(), request)
+        .set_memory_flags_for(principal.principal(), request)
         .await?;
     Ok(Json(MemoryView::from(&memory)))
 }
@@ -288,7 +288,7 @@ pub async fn request_subject_erasure(
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
     let task = engine
-        .request_subject_erasure_for(&principal.principal(), &user_id)
+        .request_subject_erasure_for(principal.principal(), &user_id)
         .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
@@ -310,7 +310,7 @@ pub async fn request_consolidation(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Response, ApiError> {
     let task = engine
-        .request_consolidation_for(&principal.principal())
+        .request_consolidation_for(principal.principal())
         .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
@@ -392,7 +392,7 @@ pub async fn get_task(
 ) -> Result<Json<TaskView>, ApiError> {
     let not_found = || ApiError::not_found(NotFoundKind::Task);
     let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
-    let task = engine.get_task_for(&principal.principal(), task_id).await?;
+    let task = engine.get_task_for(principal.principal(), task_id).await?;
     Ok(Json(TaskView::from(task)))
 }
 
@@ -417,7 +417,7 @@ pub async fn export_subject(
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
     let exported = engine
-        .export_subject_for(&principal.principal(), &user_id)
+        .export_subject_for(principal.principal(), &user_id)
         .await?;
     let lines = subject_export_ndjson(user_id.as_str(), &exported);
     Ok((
@@ -442,7 +442,7 @@ pub async fn retention_preview(
 ) -> Result<Json<RetentionPreviewView>, ApiError> {
     // Counted up to a generous bound; the listed ids are the first ones.
     let due = engine
-        .preview_retention_for(&principal.principal(), 100_001)
+        .preview_retention_for(principal.principal(), 100_001)
         .await?;
     let more = due.len() > 100_000;
     let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();

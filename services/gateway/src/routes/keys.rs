@@ -139,7 +139,7 @@ pub async fn list_keys(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ApiKeyListView>, ApiError> {
-    let keys = engine.list_api_keys_for(&principal.principal()).await?;
+    let keys = engine.list_api_keys_for(principal.principal()).await?;
     Ok(Json(ApiKeyListView {
         keys: keys.iter().map(ApiKeyView::from).collect(),
     }))
@@ -157,7 +157,7 @@ pub async fn create_key(
     body: JsonBody<CreateApiKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
     let (record, secret) = engine
-        .create_api_key_for(&principal.principal(), body.value.into_request())
+        .create_api_key_for(principal.principal(), body.value.into_request())
         .await?;
     Ok((
         StatusCode::CREATED,
@@ -182,7 +182,7 @@ pub async fn revoke_key(
 ) -> Result<Json<ApiKeyView>, ApiError> {
     let key_id = parse_key_id(&key_id)?;
     let record = engine
-        .revoke_api_key_for(&principal.principal(), key_id)
+        .revoke_api_key_for(principal.principal(), key_id)
         .await?;
     Ok(Json(ApiKeyView::from(&record)))
 }
@@ -219,7 +219,7 @@ pub async fn roll_key(
         overlap_seconds: roll.overlap_seconds,
     };
     let rolled = engine
-        .roll_api_key_for(&principal.principal(), request)
+        .roll_api_key_for(principal.principal(), request)
         .await?;
     Ok((
         StatusCode::CREATED,

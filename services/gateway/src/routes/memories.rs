@@ -98,7 +98,7 @@ pub async fn add_memories(
         (201, serde_json::to_string(&envelope).unwrap_or_default())
     };
     let outcome = engine
-        .add_memories_for(&principal.principal(), request, render)
+        .add_memories_for(principal.principal(), request, render)
         .await?;
     Ok(match outcome {
         AddOutcome::Replayed { status, body } => json_response(
@@ -137,7 +137,7 @@ pub async fn get_memory(
 ) -> Result<Json<MemoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let memory = engine
-        .get_memory_for(&principal.principal(), memory_id)
+        .get_memory_for(principal.principal(), memory_id)
         .await?;
     Ok(Json(MemoryView::from(&memory)))
 }
@@ -227,7 +227,7 @@ pub async fn list_memories(
         user_id_field: "query.user_id",
     };
     let page = engine
-        .list_memories_for(&principal.principal(), request)
+        .list_memories_for(principal.principal(), request)
         .await?;
     Ok(Json(MemoryListView {
         memories: page.memories.iter().map(MemoryView::from).collect(),
@@ -259,7 +259,7 @@ pub async fn edit_memory(
         expected_version,
     };
     let edited = engine
-        .edit_memory_for(&principal.principal(), request)
+        .edit_memory_for(principal.principal(), request)
         .await?;
     Ok(Json(MemoryView::from(&edited.memory)))
 }
@@ -279,7 +279,7 @@ pub async fn delete_memory(
         reason: None,
     };
     engine
-        .delete_memory_for(&principal.principal(), request)
+        .delete_memory_for(principal.principal(), request)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -295,7 +295,7 @@ pub async fn memory_history(
 ) -> Result<Json<HistoryView>, ApiError> {
     let memory_id = parse_memory_id(&memory_id)?;
     let history = engine
-        .memory_history_for(&principal.principal(), memory_id)
+        .memory_history_for(principal.principal(), memory_id)
         .await?;
     Ok(Json(HistoryView {
         history: history.into_iter().map(Into::into).collect(),
@@ -321,7 +321,7 @@ pub async fn search_memories(
         ..parsed.search
     };
     let answer = engine
-        .search_memories_for(&principal.principal(), request)
+        .search_memories_for(principal.principal(), request)
         .await?;
     let outcome = &answer.outcome;
     Ok(Json(SearchResponseView {

@@ -23,8 +23,6 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 
-/// Longest a `POST …/messages` waits for its derivation before answering `202`.
-
 pub fn router() -> Router<AppState> {
     Router::new().route(
         "/v1/sessions/{session_id}/messages",
@@ -237,7 +235,7 @@ pub async fn add_messages(
         wait: body.wait.unwrap_or(true),
     };
     let (stored, task) = engine
-        .add_messages_for(&principal.principal(), request)
+        .add_messages_for(principal.principal(), request)
         .await?;
     let finished = task.as_ref().is_none_or(|task| task.status.is_finished());
     let status = if finished {
@@ -306,7 +304,7 @@ pub async fn list_messages(
         limit,
     };
     let (page, cursor) = engine
-        .list_messages_for(&principal.principal(), request)
+        .list_messages_for(principal.principal(), request)
         .await?;
     Ok(Json(MessagePageView {
         messages: page.into_iter().map(MessageView::from).collect(),

@@ -139,7 +139,7 @@ pub async fn get_recall_event(
         .parse()
         .map_err(|_| not_found(NotFoundKind::Recall))?;
     let event = engine
-        .get_recall_event_for(&principal.principal(), recall_id)
+        .get_recall_event_for(principal.principal(), recall_id)
         .await?;
     Ok(Json(RecallEventView::from(event)))
 }
@@ -171,7 +171,7 @@ pub async fn get_recall_metrics(
     let window = metrics_window(&query).map_err(ApiError::invalid)?;
     Ok(Json(
         engine
-            .recall_metrics_for(&principal.principal(), &window)
+            .recall_metrics_for(principal.principal(), &window)
             .await?,
     ))
 }
@@ -281,7 +281,7 @@ pub async fn list_profiles(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<RetrievalProfileListView>, ApiError> {
     let profiles = engine
-        .list_retrieval_profiles_for(&principal.principal())
+        .list_retrieval_profiles_for(principal.principal())
         .await?;
     Ok(Json(RetrievalProfileListView {
         profiles: profiles.into_iter().map(Into::into).collect(),
@@ -299,7 +299,7 @@ pub async fn get_profile(
     Path(name): Path<String>,
 ) -> Result<Json<RetrievalProfileView>, ApiError> {
     let profile = engine
-        .get_retrieval_profile_for(&principal.principal(), &name)
+        .get_retrieval_profile_for(principal.principal(), &name)
         .await?;
     Ok(Json(profile.into()))
 }
@@ -324,7 +324,7 @@ pub async fn put_profile(
         traffic_share: body.traffic_share,
     };
     let saved = engine
-        .put_retrieval_profile_for(&principal.principal(), request)
+        .put_retrieval_profile_for(principal.principal(), request)
         .await?;
     Ok(Json(saved.into()))
 }
@@ -340,7 +340,7 @@ pub async fn delete_profile(
     Path(name): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     engine
-        .delete_retrieval_profile_for(&principal.principal(), &name)
+        .delete_retrieval_profile_for(principal.principal(), &name)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -559,7 +559,7 @@ pub async fn create_eval_set(
         cases,
     };
     let set = engine
-        .create_evaluation_set_for(&principal.principal(), request)
+        .create_evaluation_set_for(principal.principal(), request)
         .await?;
     Ok((StatusCode::CREATED, Json(set.into())))
 }
@@ -571,7 +571,7 @@ pub async fn list_eval_sets(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<EvalSetListView>, ApiError> {
     let sets = engine
-        .list_evaluation_sets_for(&principal.principal())
+        .list_evaluation_sets_for(principal.principal())
         .await?;
     Ok(Json(EvalSetListView {
         sets: sets.into_iter().map(Into::into).collect(),
@@ -595,7 +595,7 @@ pub async fn get_eval_set(
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalSetView>, ApiError> {
     let set = engine
-        .get_evaluation_set_for(&principal.principal(), parse_set_id(&set_id)?)
+        .get_evaluation_set_for(principal.principal(), parse_set_id(&set_id)?)
         .await?;
     Ok(Json(set.into()))
 }
@@ -614,7 +614,7 @@ async fn store_cases(
     cases: Vec<NewEvalCase>,
 ) -> Result<(StatusCode, Json<EvalSetView>), ApiError> {
     let set = engine
-        .add_evaluation_cases_for(&principal.principal(), set_id, cases)
+        .add_evaluation_cases_for(principal.principal(), set_id, cases)
         .await?;
     Ok((StatusCode::CREATED, Json(set.into())))
 }
@@ -662,13 +662,6 @@ pub async fn import_eval_cases(
     let cases = parse_jsonl_cases(text).map_err(ApiError::invalid)?;
     store_cases(&engine, &principal, set_id, cases).await
 }
-
-/// A case probes memory content: expected contents are content, and a case's own query
-/// against expected memory ids tells through hit@k whether a memory matches a text. Writing
-/// cases needs `memories:read` beside `admin`, like reading them and their results back.
-
-/// Per-case results name queries and what they found: dropped for a key without
-/// `memories:read` (the figures stay).
 
 /// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
 pub(crate) fn parse_jsonl_cases(text: &str) -> Result<Vec<NewEvalCase>, Vec<FieldError>> {
@@ -750,7 +743,7 @@ pub async fn list_eval_cases(
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalCaseListView>, ApiError> {
     let cases = engine
-        .list_evaluation_cases_for(&principal.principal(), parse_set_id(&set_id)?)
+        .list_evaluation_cases_for(principal.principal(), parse_set_id(&set_id)?)
         .await?;
     Ok(Json(EvalCaseListView {
         cases: cases.into_iter().map(Into::into).collect(),
@@ -849,7 +842,7 @@ pub async fn start_eval_run(
         compare_profile: body.compare_profile,
     };
     let (run, task) = engine
-        .start_evaluation_run_for(&principal.principal(), set_id, request)
+        .start_evaluation_run_for(principal.principal(), set_id, request)
         .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (
@@ -878,7 +871,7 @@ pub async fn list_eval_runs(
     Path(set_id): Path<String>,
 ) -> Result<Json<EvalRunListView>, ApiError> {
     let runs = engine
-        .list_evaluation_runs_for(&principal.principal(), parse_set_id(&set_id)?)
+        .list_evaluation_runs_for(principal.principal(), parse_set_id(&set_id)?)
         .await?;
     Ok(Json(EvalRunListView {
         runs: runs.into_iter().map(Into::into).collect(),
@@ -900,7 +893,7 @@ pub async fn get_eval_run(
         .parse()
         .map_err(|_| not_found(NotFoundKind::EvaluationRun))?;
     let run = engine
-        .get_evaluation_run_for(&principal.principal(), set_id, run_id)
+        .get_evaluation_run_for(principal.principal(), set_id, run_id)
         .await?;
     Ok(Json(EvalRunView::from(run)))
 }

@@ -175,7 +175,7 @@ pub async fn get_session_state(
         user_id: requested_user(query.user_id.as_deref())?,
     };
     let entry = engine
-        .get_session_state_for(&principal.principal(), address)
+        .get_session_state_for(principal.principal(), address)
         .await?;
     let version = entry.version;
     Ok(with_etag(
@@ -199,7 +199,7 @@ pub async fn list_session_state(
     let (session_id, _) = parse_path(&session_id, None)?;
     let entries = engine
         .list_session_state_for(
-            &principal.principal(),
+            principal.principal(),
             session_id,
             requested_user(query.user_id.as_deref())?,
         )
@@ -254,7 +254,7 @@ pub async fn put_session_state(
         create_only,
     };
     let (entry, created) = engine
-        .put_session_state_for(&principal.principal(), request)
+        .put_session_state_for(principal.principal(), request)
         .await?
         .map_err(refused)?;
     let status = if created {
@@ -293,7 +293,7 @@ pub async fn delete_session_state(
         user_id: requested_user(query.user_id.as_deref())?,
     };
     match engine
-        .delete_session_state_for(&principal.principal(), address, expected)
+        .delete_session_state_for(principal.principal(), address, expected)
         .await?
     {
         Ok(()) => Ok(StatusCode::NO_CONTENT),

@@ -122,7 +122,7 @@ pub async fn project_usage(
         query.format.as_deref(),
     )?;
     let report = engine
-        .usage_report_for(&principal.principal(), from, to, granularity)
+        .usage_report_for(principal.principal(), from, to, granularity)
         .await?;
     let rows = report.rows;
     let mut totals: BTreeMap<String, i64> = UsageUnit::ALL
@@ -229,7 +229,7 @@ pub async fn project_costs(
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
-    let rows = engine.costs_for(&principal.principal(), from, to).await?;
+    let rows = engine.costs_for(principal.principal(), from, to).await?;
     let mut totals_micros: BTreeMap<String, i64> = BTreeMap::new();
     let days: Vec<CostRowView> = rows
         .into_iter()
@@ -599,7 +599,7 @@ pub async fn get_spend_limits(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<SpendLimitsView>, ApiError> {
-    let report = engine.spend_limits_for(&principal.principal()).await?;
+    let report = engine.spend_limits_for(principal.principal()).await?;
     Ok(Json(limits_view(report)))
 }
 
@@ -616,7 +616,7 @@ pub async fn put_spend_limits(
 ) -> Result<Json<SpendLimitsView>, ApiError> {
     let limits = body.value.into_limits().map_err(ApiError::invalid)?;
     let report = engine
-        .put_spend_limits_for(&principal.principal(), limits)
+        .put_spend_limits_for(principal.principal(), limits)
         .await?;
     Ok(Json(limits_view(report)))
 }

@@ -71,8 +71,7 @@ impl MemoryEngine {
             self.check_profile_exists(principal, profile, "profile")
                 .await?;
         }
-        Ok(self
-            .storage
+        self.storage
             .create_eval_set(
                 principal.scope(),
                 NewEvalSet {
@@ -85,6 +84,6 @@ impl MemoryEngine {
                 request.cases,
             )
             .await
-            .map_err(crate::use_cases::conflict_on_refusal)?)
+            .map_err(crate::use_cases::conflict_on_refusal)
     }
 }

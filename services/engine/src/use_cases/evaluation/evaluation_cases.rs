@@ -27,11 +27,10 @@ impl MemoryEngine {
             )])
             .into());
         }
-        Ok(self
-            .storage
+        self.storage
             .add_eval_cases(principal.scope(), set.id, cases)
             .await
-            .map_err(crate::use_cases::conflict_on_refusal)?)
+            .map_err(crate::use_cases::conflict_on_refusal)
     }
 
     pub async fn list_evaluation_cases_for(
