@@ -77,12 +77,12 @@ async fn a_storm_of_failed_console_logins_costs_bounded_memory_and_the_api_keeps
     // Sample the server's memory through the storm, not after it (freed hashes leave RSS).
     let peak = Arc::new(AtomicU64::new(before));
     let storming = Arc::new(AtomicBool::new(true));
-    let status_path = server_status_path(&server);
+    let pid = server.pid();
     let sampler = {
         let (peak, storming) = (peak.clone(), storming.clone());
         tokio::spawn(async move {
             while storming.load(Ordering::SeqCst) {
-                if let Some(rss) = server_rss(&status_path) {
+                if let Some(rss) = engram_tests::resident_bytes_of(pid) {
                     peak.fetch_max(rss, Ordering::SeqCst);
                 }
                 tokio::task::yield_now().await;
@@ -140,14 +140,6 @@ async fn a_storm_of_failed_console_logins_costs_bounded_memory_and_the_api_keeps
         client.search(json!({"query": "night shift"})).await.status,
         200
     );
-}
-
-fn server_status_path(server: &TestServer) -> std::path::PathBuf {
-    std::path::PathBuf::from(format!("/proc/{}/status", server.pid()))
-}
-
-fn server_rss(status_path: &std::path::Path) -> Option<u64> {
-    engram_tests::resident_bytes_in(&std::fs::read_to_string(status_path).ok()?)
 }
 
 /// Rate limits are spent by the verified identity: a stranger who knows only a key's public

@@ -314,7 +314,7 @@ impl TestServer {
 
     /// The server process's resident memory now, bytes.
     pub fn resident_bytes(&self) -> Option<u64> {
-        resident_bytes_in(&std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?)
+        resident_bytes_of(self.pid())
     }
 
     pub fn client_with_key(&self, api_key: &str) -> ApiClient {
@@ -746,8 +746,9 @@ pub fn set_price(
     )
 }
 
-/// `VmRSS` of a `/proc/<pid>/status` text, bytes.
-pub fn resident_bytes_in(status: &str) -> Option<u64> {
+/// The resident memory of process `pid` now (`VmRSS` of `/proc/<pid>/status`), bytes.
+pub fn resident_bytes_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: u64 = status
         .lines()
         .find_map(|line| line.strip_prefix("VmRSS:"))?

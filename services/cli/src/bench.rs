@@ -354,22 +354,7 @@ async fn search_during_login_storm(arguments: &BenchArgs, concurrent_logins: usi
     let (server, api_key) = start_server(arguments, &data_dir, true).await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
-    let mut rng = StdRng::seed_from_u64(arguments.seed);
-    let bar = progress(arguments.memories, "ingest");
-    let batches = synthetic_batches(&mut rng, arguments.memories);
-    ingest_batches(
-        &client,
-        &base_url,
-        &api_key,
-        batches,
-        arguments.writers,
-        &bar,
-    )
-    .await?;
-    bar.finish_and_clear();
-    let queries: Vec<String> = (0..arguments.queries)
-        .map(|number| synthetic_query(&mut rng, number))
-        .collect();
+    let queries = load_synthetic_set(arguments, &client, &base_url, &api_key).await?;
     let time_searches = |label: &'static str| {
         let (client, base_url, api_key, queries) = (
             client.clone(),
@@ -458,6 +443,24 @@ async fn search_during_login_storm(arguments: &BenchArgs, concurrent_logins: usi
     server.shutdown().await?;
     let _ = std::fs::remove_dir_all(&data_dir);
     Ok(())
+}
+
+/// Ingest `arguments.memories` synthetic memories (fixed seed) over HTTP with a progress bar;
+/// the `arguments.queries` queries drawn from the same seed after them.
+async fn load_synthetic_set(
+    arguments: &BenchArgs,
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+) -> Result<Vec<String>> {
+    let mut rng = StdRng::seed_from_u64(arguments.seed);
+    let batches = synthetic_batches(&mut rng, arguments.memories);
+    let bar = progress(arguments.memories, "ingest");
+    ingest_batches(client, base_url, api_key, batches, arguments.writers, &bar).await?;
+    bar.finish_and_clear();
+    Ok((0..arguments.queries)
+        .map(|number| synthetic_query(&mut rng, number))
+        .collect())
 }
 
 /// An embedded server on a fresh data dir and free ports, as the benchmarks run it (no rate
@@ -597,22 +600,7 @@ async fn compare_recall_events(arguments: &BenchArgs) -> Result<()> {
     let (server, api_key) = start_server(arguments, &data_dir, true).await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
-    let mut rng = StdRng::seed_from_u64(arguments.seed);
-    let batches = synthetic_batches(&mut rng, arguments.memories);
-    let bar = progress(arguments.memories, "ingest");
-    ingest_batches(
-        &client,
-        &base_url,
-        &api_key,
-        batches,
-        arguments.writers,
-        &bar,
-    )
-    .await?;
-    bar.finish_and_clear();
-    let queries: Vec<String> = (0..arguments.queries)
-        .map(|number| synthetic_query(&mut rng, number))
-        .collect();
+    let queries = load_synthetic_set(arguments, &client, &base_url, &api_key).await?;
     let set_recording = async |mode: &str| -> Result<()> {
         let response = client
             .patch(format!("{base_url}/v1/project/settings"))

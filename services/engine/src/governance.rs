@@ -32,6 +32,24 @@ pub struct SubjectExport {
     pub recalls: Vec<engram_storage::recall_quality::RecallEventRecord>,
 }
 
+impl SubjectExport {
+    /// How many records each store exported, by store name: the audit event's details and
+    /// the export's summary line.
+    pub fn counts(&self) -> serde_json::Map<String, serde_json::Value> {
+        [
+            ("memories", self.memories.len()),
+            ("session_messages", self.messages.len()),
+            ("session_state", self.session_state.len()),
+            ("files", self.files.len()),
+            ("feedback", self.feedback.len()),
+            ("recall_events", self.recalls.len()),
+        ]
+        .into_iter()
+        .map(|(store, count)| (store.to_string(), serde_json::Value::from(count)))
+        .collect()
+    }
+}
+
 /// How many memories one erasure transaction removes.
 const ERASURE_BATCH: u64 = 1_000;
 
@@ -220,19 +238,15 @@ impl DataGovernance {
         // Linear, but a large request (up to 100 × 32 KiB) is scanned on a blocking thread
         // rather than an async worker that other requests wait on.
         let total_bytes: usize = contents.iter().map(String::len).sum();
-        let owned: Vec<String> = contents.to_vec();
-        let scan = move || {
-            owned
-                .iter()
-                .map(|content| mask_pii(content))
-                .collect::<Vec<_>>()
-        };
-        let scanned = if total_bytes > PII_SCAN_INLINE_BYTES {
-            tokio::task::spawn_blocking(scan)
-                .await
-                .map_err(|error| EngineError::Internal(error.to_string()))?
+        let scanned: Vec<_> = if total_bytes > PII_SCAN_INLINE_BYTES {
+            let owned = contents.to_vec();
+            tokio::task::spawn_blocking(move || {
+                owned.iter().map(|content| mask_pii(content)).collect()
+            })
+            .await
+            .map_err(|error| EngineError::Internal(error.to_string()))?
         } else {
-            scan()
+            contents.iter().map(|content| mask_pii(content)).collect()
         };
         match settings.pii_redaction {
             PiiRedaction::Off => Ok(()),
@@ -568,14 +582,7 @@ impl DataGovernance {
                 &NewAuditEvent::success(
                     AuditAction::SubjectExported,
                     vec![self.subject_digest(scope, user_id)],
-                    serde_json::json!({
-                        "memories": exported.memories.len(),
-                        "session_messages": exported.messages.len(),
-                        "session_state": exported.session_state.len(),
-                        "files": exported.files.len(),
-                        "feedback": exported.feedback.len(),
-                        "recall_events": exported.recalls.len(),
-                    }),
+                    serde_json::Value::Object(exported.counts()),
                 ),
             )
             .await?;

@@ -95,20 +95,16 @@ pub struct FeedbackListView {
     pub feedback: Vec<FeedbackView>,
 }
 
-fn not_found(kind: NotFoundKind) -> ApiError {
-    ApiError::not_found(kind)
-}
-
 fn parse_memory_id(memory_id: &str) -> Result<MemoryId, ApiError> {
     memory_id
         .parse()
-        .map_err(|_| not_found(NotFoundKind::Memory))
+        .map_err(|_| ApiError::not_found(NotFoundKind::Memory))
 }
 
 fn parse_recall_id(recall_id: &str) -> Result<uuid::Uuid, ApiError> {
     recall_id
         .parse()
-        .map_err(|_| not_found(NotFoundKind::Recall))
+        .map_err(|_| ApiError::not_found(NotFoundKind::Recall))
 }
 
 #[utoipa::path(post, path = "/v1/memories/{memory_id}/feedback", tag = "memories",

@@ -364,18 +364,10 @@ pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String 
             json!(RecallEventView::from(recall.clone())),
         ));
     }
-    line(json!({
-        "summary": {
-            "user_id": user_id,
-            "memories": exported.memories.len(),
-            "session_messages": exported.messages.len(),
-            "session_state": exported.session_state.len(),
-            "files": exported.files.len(),
-            "feedback": exported.feedback.len(),
-            "recall_events": exported.recalls.len(),
-            "exported_at": Utc::now(),
-        }
-    }));
+    let mut summary = exported.counts();
+    summary.insert("user_id".to_string(), json!(user_id));
+    summary.insert("exported_at".to_string(), json!(Utc::now()));
+    line(json!({ "summary": summary }));
     lines
 }
 

@@ -64,10 +64,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/eval-sets/{set_id}/runs/{run_id}", get(get_eval_run))
 }
 
-fn not_found(kind: NotFoundKind) -> ApiError {
-    ApiError::not_found(kind)
-}
-
 // --- recall events ---
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -137,7 +133,7 @@ pub async fn get_recall_event(
 ) -> Result<Json<RecallEventView>, ApiError> {
     let recall_id: Uuid = recall_id
         .parse()
-        .map_err(|_| not_found(NotFoundKind::Recall))?;
+        .map_err(|_| ApiError::not_found(NotFoundKind::Recall))?;
     let event = engine
         .get_recall_event_for(principal.principal(), recall_id)
         .await?;
@@ -581,7 +577,7 @@ pub async fn list_eval_sets(
 fn parse_set_id(set_id: &str) -> Result<Uuid, ApiError> {
     set_id
         .parse()
-        .map_err(|_| not_found(NotFoundKind::EvaluationSet))
+        .map_err(|_| ApiError::not_found(NotFoundKind::EvaluationSet))
 }
 
 #[utoipa::path(get, path = "/v1/eval-sets/{set_id}", tag = "recall quality",
@@ -891,7 +887,7 @@ pub async fn get_eval_run(
     let set_id = parse_set_id(&set_id)?;
     let run_id: Uuid = run_id
         .parse()
-        .map_err(|_| not_found(NotFoundKind::EvaluationRun))?;
+        .map_err(|_| ApiError::not_found(NotFoundKind::EvaluationRun))?;
     let run = engine
         .get_evaluation_run_for(principal.principal(), set_id, run_id)
         .await?;

@@ -25,7 +25,6 @@ use engram_core::ids::ConsoleAccountId;
 use engram_core::permissions::PrincipalKind;
 use engram_core::{ConsoleRole, Operation, OrganizationId, Principal, ProjectId};
 use engram_storage::{ConsoleAccountRecord, Storage};
-use std::sync::Arc;
 
 /// How long a console session lasts without a new sign-in (its refresh token keeps being
 /// rotated within it; the access token lives as long as the session keys say).
@@ -114,7 +113,7 @@ impl ConsoleMember {
 pub struct ConsoleAccess {
     storage: Storage,
     sessions: ConsoleSessionKeys,
-    login_throttle: Arc<LoginThrottle>,
+    login_throttle: LoginThrottle,
     password_work: PasswordWork,
     /// For browsers holding a valid device token of the account they sign in to.
     password_work_known_devices: PasswordWork,
@@ -125,7 +124,7 @@ impl ConsoleAccess {
         Self {
             storage,
             sessions,
-            login_throttle: Arc::new(LoginThrottle::default()),
+            login_throttle: LoginThrottle::default(),
             password_work: PasswordWork::sized_for_this_machine(),
             password_work_known_devices: PasswordWork::sized_for_this_machine(),
         }

@@ -33,17 +33,14 @@ impl MemoryEngine {
     ) -> Result<(FileRecord, TaskRecord), EngineError> {
         principal.authorize(Operation::UploadFile)?;
         // Up to 4 MiB of text: chunked on a blocking thread, not an async worker.
-        let text = std::sync::Arc::new(request.text);
-        let chunk_count = {
-            let (format, text) = (request.format, text.clone());
-            tokio::task::spawn_blocking(move || chunk_file(format, &text, CHUNK_TARGET_CHARS).len())
-                .await
-                .map_err(|error| EngineError::Internal(error.to_string()))?
-        };
-        let request = UploadFileRequest {
-            text: std::sync::Arc::try_unwrap(text).unwrap_or_else(|shared| (*shared).clone()),
-            ..request
-        };
+        let (format, text) = (request.format, request.text);
+        let (text, chunk_count) = tokio::task::spawn_blocking(move || {
+            let chunk_count = chunk_file(format, &text, CHUNK_TARGET_CHARS).len();
+            (text, chunk_count)
+        })
+        .await
+        .map_err(|error| EngineError::Internal(error.to_string()))?;
+        let request = UploadFileRequest { text, ..request };
         if chunk_count > MAX_CHUNKS_PER_FILE {
             return Err(InvalidInput(vec![FieldError::new(
                 "body",
