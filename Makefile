@@ -4,7 +4,7 @@ DATA_DIR ?= ./data
 LISTEN ?= 127.0.0.1:8080
 CARGO ?= cargo
 
-.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events bench-login-storm fuzz crash-harness proptest-large fmt lint clean-data
+.PHONY: run test setup setup-test console build bench bench-large bench-1m bench-build bench-http-overhead bench-metering bench-recall bench-recall-events bench-login-storm fuzz schemathesis crash-harness proptest-large fmt lint clean-data
 
 ## Start the embedded service (SQLite + in-process Qdrant + local model + console).
 run: setup console
@@ -73,6 +73,13 @@ bench-recall: setup
 ## with cargo-fuzz on nightly, FUZZ_SECONDS each (default 60); fails on a crash, panic or hang.
 fuzz:
 	./scripts/fuzz.sh
+
+## schemathesis (pinned, PyPI) against a fresh server's /openapi.json: every check over the
+## examples, coverage, fuzzing and stateful phases, with schemathesis's default example counts;
+## ends with 0 failures and 0 errors or fails. `make test` runs a bounded pass of the same.
+## Fixtures and the operations it must not call: tests/schemathesis/schemathesis.toml.
+schemathesis: setup-test console
+	ENGRAM_SCHEMATHESIS=full $(CARGO) test --workspace --test api -- published_contract --nocapture
 
 ## The crash harness with 100 SIGKILL cycles per backend (make test runs 10).
 crash-harness: setup-test console

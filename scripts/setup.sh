@@ -67,6 +67,14 @@ if [ "$purpose" = "test" ]; then
     say "installing playwright-core (npm ci)"
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
   fi
+  # schemathesis checks the published OpenAPI document against the server (tests/api
+  # published_contract, `make schemathesis`); pinned, so a new release cannot fail CI.
+  if ! .cache/schemathesis-venv/bin/schemathesis --version 2>/dev/null | grep -q 'version 4.32.5$'; then
+    say "installing schemathesis 4.32.5 into .cache/schemathesis-venv"
+    rm -rf .cache/schemathesis-venv
+    python3 -m venv .cache/schemathesis-venv
+    .cache/schemathesis-venv/bin/python -m pip install --quiet --disable-pip-version-check schemathesis==4.32.5
+  fi
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     say "starting the local PostgreSQL"
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true

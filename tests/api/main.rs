@@ -21,6 +21,7 @@ mod files;
 mod hostile_traffic;
 mod isolation;
 mod memories_api;
+mod published_contract;
 mod recall;
 mod recall_quality;
 mod security_matrix;

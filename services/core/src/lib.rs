@@ -40,6 +40,7 @@ macro_rules! text_enum {
 pub mod access;
 pub mod audit;
 pub mod conversation;
+pub mod cursors;
 pub mod embedding;
 pub mod files;
 pub mod ids;
@@ -50,8 +51,11 @@ pub mod permissions;
 pub mod pii;
 pub mod principal;
 pub mod recall;
+pub mod request_bodies;
 pub mod scope;
+pub mod search;
 pub mod tasks;
+pub mod token_header;
 pub mod usage;
 pub mod validation;
 

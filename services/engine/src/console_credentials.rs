@@ -219,8 +219,7 @@ impl ConsoleSessionKeys {
     /// The account and session of a valid, unexpired console access token; `None` otherwise
     /// (the caller still checks that the session is live).
     pub fn verify(&self, token: &str) -> Option<ConsoleSessionClaim> {
-        let header = jsonwebtoken::decode_header(token).ok()?;
-        let kid = header.kid?;
+        let kid = engram_core::token_header::claimed_hs256_key(token)?.key_id;
         let (_, decoding_key) = self.decoding.iter().find(|(key_id, _)| *key_id == kid)?;
         // The algorithm is pinned: a token claiming any other `alg` (or `none`) is rejected.
         let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
@@ -263,8 +262,7 @@ impl ConsoleSessionKeys {
 
     /// The account and device id of a valid, unexpired device token; `None` otherwise.
     pub fn verify_device(&self, token: &str) -> Option<(ConsoleAccountId, String)> {
-        let header = jsonwebtoken::decode_header(token).ok()?;
-        let kid = header.kid?;
+        let kid = engram_core::token_header::claimed_hs256_key(token)?.key_id;
         let (_, decoding_key) = self.decoding.iter().find(|(key_id, _)| *key_id == kid)?;
         let mut validation = Validation::new(jsonwebtoken::Algorithm::HS256);
         validation.set_issuer(&[CONSOLE_TOKEN_ISSUER]);

@@ -69,14 +69,8 @@ pub fn key_id(project_id: ProjectId, generation: i64) -> String {
 /// The project and key generation a token claims to be signed with (unverified: only used to
 /// choose the key that then verifies it). Anything but an HS256 JWT with such a kid is `None`.
 pub fn claimed_key(token: &str) -> Option<(ProjectId, i64)> {
-    let header = jsonwebtoken::decode_header(token).ok()?;
-    if header.alg != Algorithm::HS256 {
-        return None;
-    }
-    let (project_id, generation) = header
-        .kid?
-        .split_once('.')
-        .map(|(project, generation)| (project.to_string(), generation.to_string()))?;
+    let claimed = engram_core::token_header::claimed_hs256_key(token)?;
+    let (project_id, generation) = claimed.key_id.split_once('.')?;
     Some((project_id.parse().ok()?, generation.parse().ok()?))
 }
 

@@ -58,6 +58,15 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
                     )
                 }
             })?;
+        // Every body of the API is a JSON object; serde would also fill a struct from an
+        // array (`[null, null]`), which the published schema does not allow.
+        let first = raw.iter().find(|byte| !byte.is_ascii_whitespace());
+        if first.is_some_and(|byte| *byte != b'{') {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "body",
+                "must be a JSON object",
+            )]));
+        }
         let mut deserializer = serde_json::Deserializer::from_slice(&raw);
         let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
             let path = error.path().to_string();

@@ -64,6 +64,116 @@ impl Modify for PermissionTable {
     }
 }
 
+/// The problem responses every operation can give, added where a handler's annotation does
+/// not already describe them: the published statuses are then every status the server sends
+/// (the `make schemathesis` gate checks it). What each one means is in API.md's error table.
+struct CommonProblemResponses;
+
+impl CommonProblemResponses {
+    fn problem(description: &str, with_retry_after: bool) -> utoipa::openapi::Response {
+        use utoipa::openapi::{ContentBuilder, Ref, ResponseBuilder, header::HeaderBuilder};
+        let mut response = ResponseBuilder::new().description(description).content(
+            "application/problem+json",
+            ContentBuilder::new()
+                .schema(Some(Ref::from_schema_name("ProblemDocument")))
+                .build(),
+        );
+        if with_retry_after {
+            response = response.header(
+                "Retry-After",
+                HeaderBuilder::new()
+                    .schema(utoipa::openapi::schema::Object::with_type(
+                        utoipa::openapi::schema::Type::Integer,
+                    ))
+                    .description(Some("Seconds to wait before trying again"))
+                    .build(),
+            );
+        }
+        response.build()
+    }
+}
+
+impl Modify for CommonProblemResponses {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let has_path_parameters = path.contains('{');
+                let has_body = operation.request_body.is_some();
+                let has_input = has_body
+                    || has_path_parameters
+                    || operation
+                        .parameters
+                        .as_ref()
+                        .is_some_and(|parameters| !parameters.is_empty());
+                let mut statuses: Vec<(&str, &str, bool)> = vec![
+                    (
+                        "401",
+                        "No credential, or an unknown, expired or revoked one",
+                        false,
+                    ),
+                    (
+                        "403",
+                        "The credential lacks the scope this operation needs, or an end-user token reaches past its user",
+                        false,
+                    ),
+                    (
+                        "408",
+                        "The request took longer than the server's request timeout",
+                        false,
+                    ),
+                    (
+                        "429",
+                        "A rate limit or quota was reached; `Retry-After` says when to try again",
+                        true,
+                    ),
+                    (
+                        "503",
+                        "The server is busy or a dependency (database, index) is unavailable; `Retry-After` says when to try again",
+                        true,
+                    ),
+                ];
+                if has_input {
+                    statuses.push(("400", "The request could not be read (malformed JSON, a query string or header of the wrong shape)", false));
+                    statuses.push((
+                        "422",
+                        "A field is invalid: `errors` names each field and what is wrong",
+                        false,
+                    ));
+                }
+                if has_path_parameters {
+                    statuses.push((
+                        "404",
+                        "Nothing with this id in the credential's project (or end-user)",
+                        false,
+                    ));
+                }
+                if has_body {
+                    statuses.push(("413", "The body is larger than the documented limit", false));
+                    statuses.push((
+                        "415",
+                        "The body is not of the documented content type",
+                        false,
+                    ));
+                }
+                for (status, description, with_retry_after) in statuses {
+                    operation
+                        .responses
+                        .responses
+                        .entry(status.to_string())
+                        .or_insert_with(|| Self::problem(description, with_retry_after).into());
+                }
+            }
+        }
+    }
+}
+
 #[derive(OpenApi)]
 #[openapi(
     info(title = "Engram memory API", description = "Multi-tenant memory for AI agents. See API.md for the contract."),
@@ -146,7 +256,7 @@ impl Modify for PermissionTable {
         feedback::MemoryFeedbackBody, feedback::RecallFeedbackBody, feedback::FeedbackView,
         feedback::FeedbackListView, feedback::CorrectionView
     )),
-    modifiers(&BearerApiKey, &PermissionTable),
+    modifiers(&BearerApiKey, &PermissionTable, &CommonProblemResponses),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
         (name = "keys", description = "The project's API keys: scopes, expiry, revoke, roll (needs the `admin` scope)"),
         (name = "audit", description = "The hash-chained audit log: events, verification, export (needs the `admin` scope)"),

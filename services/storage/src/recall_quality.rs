@@ -108,18 +108,7 @@ pub struct EvalSetRecord {
     pub cases: u64,
 }
 
-/// One labelled query.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewEvalCase {
-    pub query: String,
-    pub user_id: Option<String>,
-    pub agent_id: Option<String>,
-    /// `{kinds, session_id, metadata, categories}` as the search takes them.
-    pub filters: serde_json::Value,
-    pub expected_memory_ids: Vec<String>,
-    pub expected_contents: Vec<String>,
-    pub query_vector: Option<Vec<f32>>,
-}
+pub use engram_core::recall::NewEvalCase;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalCaseRecord {

@@ -2,7 +2,7 @@
 //! nothing itself), the spend check, the project's recall budget, context packing, metering
 //! and the recall event — the same for every door.
 
-use crate::profiles::{DEFAULT_PROFILE, SearchTuning, profile_for_draw};
+use crate::profiles::{DEFAULT_PROFILE, profile_for_draw};
 use crate::{
     EngineError, MemoryEngine, PackedContext, RetrievalMode, SearchOutcome, SearchRequest,
     pack_context,
@@ -13,81 +13,7 @@ use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::NewRecallEvent;
 
-pub struct SearchMemoriesRequest {
-    /// The request with the caller's own tuning (or the defaults where it set none).
-    pub request: SearchRequest,
-    /// The tuning the caller set explicitly: a profile fills in only what is unset here.
-    pub caller_tuning: SearchTuning,
-    /// The retrieval profile the caller named, if any.
-    pub profile: Option<String>,
-    /// Pack the returned memories into a prompt-ready text of at most this many tokens.
-    pub context_tokens: Option<u64>,
-    /// The W3C trace id the caller sent, kept with the recall event.
-    pub trace_id: Option<String>,
-}
-
-/// Largest `context_tokens` a search may ask its results to be packed into.
-pub const MAX_CONTEXT_TOKENS: u64 = 8_192;
-
-impl SearchMemoriesRequest {
-    /// What is wrong with the search against the documented limits, one error per field,
-    /// named as the API names it. Every door's search is held to them here; a door may call
-    /// it beside its own parsing to report every bad field in one answer.
-    pub fn limit_errors(&self) -> Vec<engram_core::FieldError> {
-        use engram_core::FieldError;
-        use engram_core::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
-        let request = &self.request;
-        let mut errors = Vec::new();
-        if request.query.trim().is_empty() {
-            errors.push(FieldError::new("query", "must not be empty"));
-        } else if request.query.len() > MAX_QUERY_BYTES {
-            errors.push(FieldError::new(
-                "query",
-                format!("must be at most {MAX_QUERY_BYTES} bytes"),
-            ));
-        }
-        if !(1..=MAX_TOP_K).contains(&request.top_k) {
-            errors.push(FieldError::new(
-                "top_k",
-                format!("must be between 1 and {MAX_TOP_K}, got {}", request.top_k),
-            ));
-        }
-        for (field, value) in [
-            ("min_score", request.min_score),
-            ("keyword_weight", request.keyword_weight),
-            ("recency_weight", request.recency_weight),
-        ] {
-            if !(0.0..=1.0).contains(&value) {
-                errors.push(FieldError::new(
-                    field,
-                    format!("must be between 0 and 1, got {value}"),
-                ));
-            }
-        }
-        // A little slack for clocks that run slightly ahead of ours.
-        if let Some(as_of) = request.as_of
-            && as_of > chrono::Utc::now() + chrono::Duration::minutes(5)
-        {
-            errors.push(FieldError::new("as_of", "must not be in the future"));
-        }
-        if request.session_only && request.subject.session_id.is_none() {
-            errors.push(FieldError::new(
-                "session_only",
-                "needs a session_id to filter by",
-            ));
-        }
-        if let Some(tokens) = self.context_tokens
-            && !(1..=MAX_CONTEXT_TOKENS).contains(&tokens)
-        {
-            errors.push(FieldError::new(
-                "context_tokens",
-                format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
-            ));
-        }
-        errors.extend(request.filters.limit_errors());
-        errors
-    }
-}
+pub use engram_core::search::{MAX_CONTEXT_TOKENS, SearchMemoriesRequest};
 
 /// How the project's recall budget shortened the answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,37 +31,6 @@ pub struct SearchAnswer {
     pub context: Option<PackedContext>,
     /// The profile the search ran with (`default` for none).
     pub profile: String,
-}
-
-impl SearchTuning {
-    fn is_empty(&self) -> bool {
-        *self == SearchTuning::default()
-    }
-
-    /// Apply this profile's parameters to `request` wherever the caller set none.
-    fn fill_unset(&self, request: &mut SearchRequest, caller: &SearchTuning) {
-        fn take<T: Copy>(field: &mut T, profile: Option<T>, caller: Option<T>) {
-            if caller.is_none()
-                && let Some(value) = profile
-            {
-                *field = value;
-            }
-        }
-        take(&mut request.retrieval, self.retrieval, caller.retrieval);
-        take(&mut request.fusion, self.fusion, caller.fusion);
-        take(
-            &mut request.keyword_weight,
-            self.keyword_weight,
-            caller.keyword_weight,
-        );
-        take(
-            &mut request.recency_weight,
-            self.recency_weight,
-            caller.recency_weight,
-        );
-        take(&mut request.min_score, self.min_score, caller.min_score);
-        take(&mut request.diversify, self.diversify, caller.diversify);
-    }
 }
 
 impl MemoryEngine {
@@ -381,6 +276,7 @@ impl RecordedSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use engram_core::search::SearchTuning;
 
     fn search(request: SearchRequest, context_tokens: Option<u64>) -> SearchMemoriesRequest {
         SearchMemoriesRequest {

@@ -81,6 +81,7 @@ pub struct AuditPageView {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Only this action (`memory.created`, …).
     pub action: Option<String>,
@@ -93,9 +94,12 @@ pub struct AuditQuery {
     /// Before this time, RFC 3339.
     pub until: Option<DateTime<Utc>>,
     /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
+    #[param(pattern = "^[0-9]{1,18}$")]
     pub cursor: Option<String>,
     /// Export only: `ndjson` (default) or `csv`.
+    #[param(pattern = "^(ndjson|csv)$")]
     pub format: Option<String>,
 }
 
@@ -121,19 +125,11 @@ impl AuditQuery {
                 DEFAULT_PAGE
             }
         };
-        let after_id = match self.cursor.as_deref() {
-            None => None,
-            Some(cursor) => match cursor.parse::<i64>() {
-                Ok(after_id) if after_id >= 0 => Some(after_id),
-                _ => {
-                    errors.push(FieldError::new(
-                        "query.cursor",
-                        "is not a cursor returned by this API",
-                    ));
-                    None
-                }
-            },
-        };
+        let after_id = self.cursor.as_deref().and_then(|text| {
+            engram_core::cursors::parse_audit_cursor(text, "query.cursor")
+                .map_err(|error| errors.push(error))
+                .ok()
+        });
         for (field, value) in [
             ("query.actor_id", &self.actor_id),
             ("query.target_id", &self.target_id),

@@ -35,13 +35,30 @@ pub fn router() -> Router<AppState> {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UploadFileQuery {
     /// The file's name, e.g. `handbook.md` (1–255 characters, no directories).
     pub name: Option<String>,
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub user_id: Option<String>,
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub agent_id: Option<String>,
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub session_id: Option<String>,
     /// Kind of the memories it becomes (default `semantic`).
+    #[param(pattern = "^(semantic|episodic|procedural|preference)$")]
     pub kind: Option<String>,
 }
 

@@ -155,7 +155,7 @@ pub struct TaskView {
     pub status: String,
     pub progress: TaskProgressView,
     /// For a finished erasure: the receipt (counts per store, times, verification, digest).
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub result: Option<serde_json::Value>,
     pub error: Option<String>,
     pub request_id: Option<String>,

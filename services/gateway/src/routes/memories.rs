@@ -45,6 +45,7 @@ fn parse_memory_id(text: &str) -> Result<MemoryId, ApiError> {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AddMemoriesQuery {
     /// Wait until the memories are searchable (default true). `false` answers 202 at once.
     pub wait: Option<bool>,
@@ -143,15 +144,35 @@ pub async fn get_memory(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListMemoriesQuery {
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub user_id: Option<String>,
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub agent_id: Option<String>,
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub session_id: Option<String>,
+    #[param(pattern = "^(semantic|episodic|procedural|preference)$")]
     pub kind: Option<String>,
     /// `active` (default) or `superseded`.
+    #[param(pattern = "^(active|superseded)$")]
     pub state: Option<String>,
     /// 1–500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<i64>,
+    #[param(format = Uuid)]
     pub cursor: Option<String>,
 }
 
@@ -199,18 +220,11 @@ pub async fn list_memories(
             format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}"),
         ));
     }
-    let after = match query.cursor.as_deref() {
-        None => None,
-        Some(text) => text
-            .parse::<MemoryId>()
-            .map_err(|_| {
-                errors.push(FieldError::new(
-                    "query.cursor",
-                    "is not a cursor returned by this API",
-                ))
-            })
-            .ok(),
-    };
+    let after = query.cursor.as_deref().and_then(|text| {
+        engram_core::cursors::parse_memory_cursor(text, "query.cursor")
+            .map_err(|error| errors.push(error))
+            .ok()
+    });
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }

@@ -112,13 +112,21 @@ pub struct MessagePageView {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct ListMessagesQuery {
     /// Whose messages of the session: an end-user token reads its own; a project key the
     /// end-user it names here, or without it the messages of no end-user.
+    #[param(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub user_id: Option<String>,
     /// The page starts after this message id.
+    #[param(format = Uuid)]
     pub after: Option<String>,
     /// 1–500, default 50.
+    #[param(minimum = 1, maximum = 500)]
     pub limit: Option<u64>,
 }
 
@@ -277,13 +285,8 @@ pub async fn list_messages(
         .map_err(|message| errors.push(FieldError::new("path.session_id", message)))
         .ok();
     let after = query.after.as_deref().and_then(|text| {
-        text.parse::<uuid::Uuid>()
-            .map_err(|_| {
-                errors.push(FieldError::new(
-                    "after",
-                    "expected a message id from next_cursor",
-                ))
-            })
+        engram_core::cursors::parse_message_cursor(text, "after")
+            .map_err(|error| errors.push(error))
             .ok()
     });
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);

@@ -14,10 +14,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Duration, Utc};
+use engram_core::FieldError;
 use engram_core::NotFoundKind;
-use engram_core::limits::MAX_QUERY_BYTES;
-use engram_core::{ExternalId, FieldError, MemoryKind};
 use engram_engine::MemoryEngine;
+// Evaluation cases are parsed in engram-core (and fuzzed there).
+pub use engram_core::request_bodies::{EvalCaseBody, parse_cases, parse_jsonl_cases};
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, RecallMetrics};
 use engram_engine::{
     CreateEvaluationSetRequest, PutRetrievalProfileRequest, StartEvaluationRunRequest,
@@ -31,10 +32,6 @@ use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-/// Cases accepted in one request.
-pub const MAX_CASES_PER_REQUEST: usize = 1_000;
-/// Expected ids or texts of one case, each.
-pub const MAX_EXPECTED_PER_CASE: usize = 100;
 /// Longest metrics window.
 pub const MAX_METRICS_DAYS: i64 = 366;
 
@@ -141,12 +138,14 @@ pub async fn get_recall_event(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct RecallMetricsQuery {
     /// RFC 3339; default: 7 days before `to`.
     pub from: Option<DateTime<Utc>>,
     /// RFC 3339; default: now.
     pub to: Option<DateTime<Utc>>,
     /// `hour` or `day` (default: hour for windows up to 2 days, else day).
+    #[param(pattern = "^(hour|day)$")]
     pub bucket: Option<String>,
     /// Only the searches this profile served.
     pub profile: Option<String>,
@@ -343,142 +342,6 @@ pub async fn delete_profile(
 
 // --- evaluation sets ---
 
-/// One labelled query.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EvalCaseBody {
-    /// 1 byte – 8 KiB.
-    pub query: String,
-    pub user_id: Option<String>,
-    pub agent_id: Option<String>,
-    /// `{kinds?, session_id?, metadata?, categories?}`, as a search takes them.
-    #[schema(value_type = Option<Object>)]
-    pub filters: Option<serde_json::Value>,
-    /// Memories a good answer returns (at most 100).
-    pub expected_memory_ids: Option<Vec<String>>,
-    /// Texts a good answer's memories contain, ignoring case and spacing (at most 100).
-    pub expected_contents: Option<Vec<String>>,
-    /// For a project that sends its own vectors.
-    pub query_vector: Option<Vec<f32>>,
-}
-
-pub(crate) fn parse_case(
-    body: EvalCaseBody,
-    field: &str,
-    errors: &mut Vec<FieldError>,
-) -> NewEvalCase {
-    let path = |name: &str| format!("{field}.{name}");
-    if body.query.trim().is_empty() || body.query.len() > MAX_QUERY_BYTES {
-        errors.push(FieldError::new(
-            path("query"),
-            format!("must be 1–{MAX_QUERY_BYTES} bytes"),
-        ));
-    }
-    for (name, value) in [("user_id", &body.user_id), ("agent_id", &body.agent_id)] {
-        if let Some(value) = value
-            && let Err(message) = ExternalId::parse(value)
-        {
-            errors.push(FieldError::new(path(name), message));
-        }
-    }
-    let filters = body.filters.unwrap_or_else(|| serde_json::json!({}));
-    match filters.as_object() {
-        None => errors.push(FieldError::new(path("filters"), "must be a JSON object")),
-        Some(object) => {
-            for (key, value) in object {
-                let ok = match key.as_str() {
-                    "kinds" => value.as_array().is_some_and(|kinds| {
-                        kinds.iter().all(|kind| {
-                            kind.as_str()
-                                .is_some_and(|kind| kind.parse::<MemoryKind>().is_ok())
-                        })
-                    }),
-                    "session_id" => value
-                        .as_str()
-                        .is_some_and(|id| ExternalId::parse(id).is_ok()),
-                    "metadata" => value.is_object(),
-                    "categories" => value.as_array().is_some_and(|categories| {
-                        categories.iter().all(serde_json::Value::is_string)
-                    }),
-                    _ => false,
-                };
-                if !ok {
-                    errors.push(FieldError::new(
-                        format!("{field}.filters.{key}"),
-                        "expected kinds (list of kinds), session_id, metadata (object) or categories (list of strings)",
-                    ));
-                }
-            }
-        }
-    }
-    let expected_memory_ids = body.expected_memory_ids.unwrap_or_default();
-    let expected_contents = body.expected_contents.unwrap_or_default();
-    if expected_memory_ids.is_empty() && expected_contents.is_empty() {
-        errors.push(FieldError::new(
-            path("expected_memory_ids"),
-            "a case names at least one expected memory id or content",
-        ));
-    }
-    if expected_memory_ids.len() > MAX_EXPECTED_PER_CASE
-        || expected_contents.len() > MAX_EXPECTED_PER_CASE
-    {
-        errors.push(FieldError::new(
-            path("expected_memory_ids"),
-            format!("at most {MAX_EXPECTED_PER_CASE} expected ids and {MAX_EXPECTED_PER_CASE} expected contents"),
-        ));
-    }
-    for (position, id) in expected_memory_ids.iter().enumerate() {
-        if id.parse::<engram_core::MemoryId>().is_err() {
-            errors.push(FieldError::new(
-                format!("{field}.expected_memory_ids[{position}]"),
-                "not a memory id",
-            ));
-        }
-    }
-    for (position, text) in expected_contents.iter().enumerate() {
-        if text.trim().is_empty() || text.len() > MAX_QUERY_BYTES {
-            errors.push(FieldError::new(
-                format!("{field}.expected_contents[{position}]"),
-                format!("must be 1–{MAX_QUERY_BYTES} bytes"),
-            ));
-        }
-    }
-    if let Some(vector) = &body.query_vector
-        && (vector.is_empty()
-            || vector.len() > engram_core::embedding::MAX_CLIENT_VECTOR_DIMENSION as usize
-            || vector.iter().any(|value| !value.is_finite()))
-    {
-        errors.push(FieldError::new(
-            path("query_vector"),
-            "must hold 1–4096 finite numbers",
-        ));
-    }
-    NewEvalCase {
-        query: body.query,
-        user_id: body.user_id,
-        agent_id: body.agent_id,
-        filters,
-        expected_memory_ids,
-        expected_contents,
-        query_vector: body.query_vector,
-    }
-}
-
-fn parse_cases(bodies: Vec<EvalCaseBody>, errors: &mut Vec<FieldError>) -> Vec<NewEvalCase> {
-    if bodies.len() > MAX_CASES_PER_REQUEST {
-        errors.push(FieldError::new(
-            "cases",
-            format!("at most {MAX_CASES_PER_REQUEST} cases per request"),
-        ));
-        return Vec::new();
-    }
-    bodies
-        .into_iter()
-        .enumerate()
-        .map(|(position, body)| parse_case(body, &format!("cases[{position}]"), errors))
-        .collect()
-}
-
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateEvalSetBody {
@@ -659,65 +522,32 @@ pub async fn import_eval_cases(
     store_cases(&engine, &principal, set_id, cases).await
 }
 
-/// Cases of a JSONL text, one object per line (blank lines skipped); errors name `line N`.
-pub(crate) fn parse_jsonl_cases(text: &str) -> Result<Vec<NewEvalCase>, Vec<FieldError>> {
-    let mut errors = Vec::new();
-    let mut bodies = Vec::new();
-    for (number, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<EvalCaseBody>(line) {
-            Ok(case) => bodies.push((number + 1, case)),
-            Err(error) => errors.push(FieldError::new(
-                format!("line {}", number + 1),
-                error.to_string(),
-            )),
-        }
-    }
-    if bodies.len() > MAX_CASES_PER_REQUEST {
-        errors.push(FieldError::new(
-            "body",
-            format!("at most {MAX_CASES_PER_REQUEST} cases per import"),
-        ));
-    }
-    if bodies.is_empty() && errors.is_empty() {
-        errors.push(FieldError::new(
-            "body",
-            "no cases: one JSON object per line",
-        ));
-    }
-    let cases: Vec<NewEvalCase> = bodies
-        .into_iter()
-        .map(|(line, case)| parse_case(case, &format!("line {line}"), &mut errors))
-        .collect();
-    if errors.is_empty() {
-        Ok(cases)
-    } else {
-        Err(errors)
-    }
-}
-
+/// A stored case: its id beside the fields it was added with (the same names as
+/// `EvalCaseBody`, spelled out so the published schema allows the `id`).
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct EvalCaseView {
     pub id: String,
-    #[serde(flatten)]
-    pub case: EvalCaseBody,
+    pub query: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    #[schema(value_type = Object)]
+    pub filters: serde_json::Value,
+    pub expected_memory_ids: Vec<String>,
+    pub expected_contents: Vec<String>,
+    pub query_vector: Option<Vec<f32>>,
 }
 
 impl From<EvalCaseRecord> for EvalCaseView {
     fn from(record: EvalCaseRecord) -> Self {
         Self {
             id: record.id.to_string(),
-            case: EvalCaseBody {
-                query: record.case.query,
-                user_id: record.case.user_id,
-                agent_id: record.case.agent_id,
-                filters: Some(record.case.filters),
-                expected_memory_ids: Some(record.case.expected_memory_ids),
-                expected_contents: Some(record.case.expected_contents),
-                query_vector: record.case.query_vector,
-            },
+            query: record.case.query,
+            user_id: record.case.user_id,
+            agent_id: record.case.agent_id,
+            filters: record.case.filters,
+            expected_memory_ids: record.case.expected_memory_ids,
+            expected_contents: record.case.expected_contents,
+            query_vector: record.case.query_vector,
         }
     }
 }

@@ -38,14 +38,19 @@ pub fn router() -> Router<AppState> {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct UsageQuery {
     /// First day, `YYYY-MM-DD` (UTC), inclusive; default: 30 days ago.
+    #[param(format = Date)]
     pub from: Option<String>,
     /// Last day, `YYYY-MM-DD` (UTC), inclusive; default: today.
+    #[param(format = Date)]
     pub to: Option<String>,
     /// `day` (default) or `hour`.
+    #[param(pattern = "^(hour|day)$")]
     pub granularity: Option<String>,
     /// `json` (default) or `csv`.
+    #[param(pattern = "^(json|csv)$")]
     pub format: Option<String>,
 }
 
@@ -182,12 +187,16 @@ pub async fn project_usage(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct CostsQuery {
     /// First day, `YYYY-MM-DD` (UTC), inclusive; default: 30 days ago.
+    #[param(format = Date)]
     pub from: Option<String>,
     /// Last day, `YYYY-MM-DD` (UTC), inclusive; default: today.
+    #[param(format = Date)]
     pub to: Option<String>,
     /// `json` (default) or `csv`.
+    #[param(pattern = "^(json|csv)$")]
     pub format: Option<String>,
 }
 

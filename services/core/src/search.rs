@@ -1,0 +1,495 @@
+//! What a search asks for: the query, whose memories, which filters, how many results, how to
+//! retrieve and rank them, and the tuning a retrieval profile sets. Plain values (no IO), so
+//! profiles, evaluation runs, the search itself and the fuzzer can all name them.
+
+use crate::{FieldError, Memory, MemoryKind, SubjectFilter};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+
+/// Conditions on metadata and time, applied to hydrated candidates.
+#[derive(Clone, Debug, Default)]
+pub struct SearchFilters {
+    /// Every listed metadata key must equal the given JSON value.
+    pub metadata_equals: serde_json::Map<String, serde_json::Value>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    /// The memory must carry at least one of these categories (empty: no condition).
+    pub categories_any: Vec<String>,
+}
+
+/// How deep arrays and objects nest inside `value` (a scalar is 0).
+fn nesting_depth(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Array(items) => 1 + items.iter().map(nesting_depth).max().unwrap_or(0),
+        serde_json::Value::Object(fields) => {
+            1 + fields.values().map(nesting_depth).max().unwrap_or(0)
+        }
+        _ => 0,
+    }
+}
+
+impl SearchFilters {
+    /// What is wrong with the filters against the documented limits (they are kept with
+    /// every recall event, so their size is bounded): one error per field, named as the
+    /// request names it (`filters.metadata.<key>`, `filters.categories`).
+    pub fn limit_errors(&self) -> Vec<crate::FieldError> {
+        use crate::FieldError;
+        use crate::limits::{
+            MAX_CATEGORY_CHARS, MAX_FILTER_CATEGORIES, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH,
+            MAX_FILTER_VALUE_BYTES,
+        };
+        let mut errors = Vec::new();
+        if self.metadata_equals.len() > MAX_FILTER_CONDITIONS {
+            errors.push(FieldError::new(
+                "filters.metadata",
+                format!("at most {MAX_FILTER_CONDITIONS} conditions"),
+            ));
+        }
+        for (key, value) in &self.metadata_equals {
+            let field = format!(
+                "filters.metadata.{}",
+                key.chars().take(64).collect::<String>()
+            );
+            if key.chars().count() > 255 {
+                errors.push(FieldError::new(field, "a key has at most 255 characters"));
+            } else if value.to_string().len() > MAX_FILTER_VALUE_BYTES {
+                errors.push(FieldError::new(
+                    field,
+                    format!("the value has at most {MAX_FILTER_VALUE_BYTES} bytes as JSON"),
+                ));
+            } else if nesting_depth(value) > MAX_FILTER_DEPTH {
+                errors.push(FieldError::new(
+                    field,
+                    format!("arrays and objects nest at most {MAX_FILTER_DEPTH} deep"),
+                ));
+            }
+        }
+        if self.categories_any.len() > MAX_FILTER_CATEGORIES
+            || self
+                .categories_any
+                .iter()
+                .any(|category| category.chars().count() > MAX_CATEGORY_CHARS)
+        {
+            errors.push(FieldError::new(
+                "filters.categories",
+                format!(
+                    "at most {MAX_FILTER_CATEGORIES} categories of at most {MAX_CATEGORY_CHARS} characters"
+                ),
+            ));
+        }
+        errors
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.metadata_equals.is_empty()
+            && self.created_after.is_none()
+            && self.created_before.is_none()
+            && self.categories_any.is_empty()
+    }
+
+    pub fn accepts(&self, memory: &Memory) -> bool {
+        let metadata_matches = self
+            .metadata_equals
+            .iter()
+            .all(|(key, expected)| memory.metadata.get(key) == Some(expected));
+        let after_matches = self
+            .created_after
+            .is_none_or(|after| memory.created_at >= after);
+        let before_matches = self
+            .created_before
+            .is_none_or(|before| memory.created_at < before);
+        let categories_match = self.categories_any.is_empty()
+            || memory
+                .categories
+                .iter()
+                .any(|category| self.categories_any.contains(category));
+        metadata_matches && after_matches && before_matches && categories_match
+    }
+}
+
+/// Which signals rank the results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RetrievalMode {
+    /// Dense and keyword search fused (the default).
+    #[default]
+    Hybrid,
+    /// Cosine similarity of the embeddings only.
+    Dense,
+    /// BM25 over the memory text only (nothing is embedded).
+    Keyword,
+}
+
+impl RetrievalMode {
+    pub const ALL: [RetrievalMode; 3] = [Self::Hybrid, Self::Dense, Self::Keyword];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Hybrid => "hybrid",
+            Self::Dense => "dense",
+            Self::Keyword => "keyword",
+        }
+    }
+}
+
+impl std::str::FromStr for RetrievalMode {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|mode| mode.as_str() == text)
+            .ok_or_else(|| format!("must be one of hybrid, dense, keyword; got {text:?}"))
+    }
+}
+
+/// How the dense and keyword signals are combined in hybrid mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FusionMethod {
+    /// `(1 − w) · cosine + w · BM25 / best BM25`: keeps how strong each match is.
+    #[default]
+    Weighted,
+    /// Reciprocal rank fusion (k = 60) of the two rankings, weighted the same way and scaled
+    /// to 0–1: only the ranks count.
+    Rrf,
+}
+
+impl FusionMethod {
+    pub const ALL: [FusionMethod; 2] = [Self::Weighted, Self::Rrf];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Weighted => "weighted",
+            Self::Rrf => "rrf",
+        }
+    }
+}
+
+impl std::str::FromStr for FusionMethod {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|method| method.as_str() == text)
+            .ok_or_else(|| format!("must be one of weighted, rrf; got {text:?}"))
+    }
+}
+
+/// Weight of the keyword signal in the hybrid score when the request names none.
+pub const DEFAULT_KEYWORD_WEIGHT: f32 = 0.5;
+/// Largest recency bonus, for a memory valid from right now; halves every half-life.
+pub const DEFAULT_RECENCY_WEIGHT: f32 = 0.05;
+pub const RECENCY_HALF_LIFE_DAYS: f64 = 30.0;
+/// Bonus of a memory from the session named in the request (unless it filters by it).
+pub const SESSION_BOOST: f32 = 0.05;
+/// A result at least this similar (cosine of the embeddings) to a better one is left out
+/// when diversifying.
+pub const NEAR_DUPLICATE_SIMILARITY: f32 = 0.97;
+/// At most this many `always` procedures are returned at task start.
+pub const MAX_ALWAYS_PROCEDURES: usize = 20;
+/// `as_of` ranks in memory over at most this many memories valid at that time (newest first).
+pub const MAX_AS_OF_CANDIDATES: u64 = 5_000;
+
+#[derive(Clone, Debug)]
+pub struct SearchRequest {
+    pub query: String,
+    /// `session_id` boosts that session's memories; it filters only with `session_only`.
+    pub subject: SubjectFilter,
+    pub session_only: bool,
+    pub kinds: Vec<MemoryKind>,
+    pub filters: SearchFilters,
+    pub top_k: usize,
+    pub min_score: f32,
+    pub retrieval: RetrievalMode,
+    pub fusion: FusionMethod,
+    /// 0–1: share of the keyword signal in the hybrid score.
+    pub keyword_weight: f32,
+    /// 0–1: largest bonus for recency (see [`RECENCY_HALF_LIFE_DAYS`]).
+    pub recency_weight: f32,
+    /// Rank what was true at this moment: memories superseded later are candidates too.
+    pub as_of: Option<DateTime<Utc>>,
+    /// Leave out results nearly identical to a better one.
+    pub diversify: bool,
+    /// Also return the procedural memories marked `"always": true` (task start).
+    pub include_always: bool,
+    /// The query's vector, sent by a project that brings its own vectors (required there for
+    /// dense and hybrid retrieval, refused elsewhere).
+    pub query_vector: Option<Vec<f32>>,
+}
+
+impl Default for SearchRequest {
+    fn default() -> Self {
+        Self {
+            query: String::new(),
+            subject: SubjectFilter::default(),
+            session_only: false,
+            kinds: Vec::new(),
+            filters: SearchFilters::default(),
+            top_k: crate::limits::DEFAULT_TOP_K,
+            min_score: 0.0,
+            retrieval: RetrievalMode::Hybrid,
+            fusion: FusionMethod::Weighted,
+            keyword_weight: DEFAULT_KEYWORD_WEIGHT,
+            recency_weight: DEFAULT_RECENCY_WEIGHT,
+            as_of: None,
+            diversify: true,
+            include_always: false,
+            query_vector: None,
+        }
+    }
+}
+
+/// The search parameters a profile sets; unset ones keep the search's defaults.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SearchTuning {
+    pub retrieval: Option<RetrievalMode>,
+    pub fusion: Option<FusionMethod>,
+    pub keyword_weight: Option<f32>,
+    pub recency_weight: Option<f32>,
+    pub diversify: Option<bool>,
+    pub min_score: Option<f32>,
+}
+
+impl SearchTuning {
+    /// From `{"retrieval": "dense", "keyword_weight": 0.3, …}`; unknown keys and bad values
+    /// are errors naming `field.<key>`.
+    pub fn parse(value: &Value, field: &str) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let Some(object) = value.as_object() else {
+            return Err(vec![FieldError::new(field, "must be a JSON object")]);
+        };
+        let mut tuning = SearchTuning::default();
+        for (key, value) in object {
+            let path = format!("{field}.{key}");
+            match key.as_str() {
+                "retrieval" => match value.as_str().map(str::parse::<RetrievalMode>) {
+                    Some(Ok(mode)) => tuning.retrieval = Some(mode),
+                    Some(Err(message)) => errors.push(FieldError::new(path, message)),
+                    None => errors.push(FieldError::new(path, "must be a string")),
+                },
+                "fusion" => match value.as_str().map(str::parse::<FusionMethod>) {
+                    Some(Ok(method)) => tuning.fusion = Some(method),
+                    Some(Err(message)) => errors.push(FieldError::new(path, message)),
+                    None => errors.push(FieldError::new(path, "must be a string")),
+                },
+                "keyword_weight" | "recency_weight" | "min_score" => {
+                    match value.as_f64().filter(|number| (0.0..=1.0).contains(number)) {
+                        Some(number) => {
+                            let number = Some(number as f32);
+                            match key.as_str() {
+                                "keyword_weight" => tuning.keyword_weight = number,
+                                "recency_weight" => tuning.recency_weight = number,
+                                _ => tuning.min_score = number,
+                            }
+                        }
+                        None => errors.push(FieldError::new(path, "must be a number between 0 and 1")),
+                    }
+                }
+                "diversify" => match value.as_bool() {
+                    Some(flag) => tuning.diversify = Some(flag),
+                    None => errors.push(FieldError::new(path, "must be true or false")),
+                },
+                _ => errors.push(FieldError::new(
+                    path,
+                    "unknown parameter; one of retrieval, fusion, keyword_weight, recency_weight, diversify, min_score",
+                )),
+            }
+        }
+        if errors.is_empty() {
+            Ok(tuning)
+        } else {
+            Err(errors)
+        }
+    }
+
+    /// The parameters that are set, as the API shows them.
+    pub fn to_json(&self) -> Value {
+        let mut object = Map::new();
+        if let Some(mode) = self.retrieval {
+            object.insert("retrieval".into(), json!(mode.as_str()));
+        }
+        if let Some(method) = self.fusion {
+            object.insert("fusion".into(), json!(method.as_str()));
+        }
+        for (key, value) in [
+            ("keyword_weight", self.keyword_weight),
+            ("recency_weight", self.recency_weight),
+            ("min_score", self.min_score),
+        ] {
+            if let Some(value) = value {
+                object.insert(key.into(), json!((value as f64 * 1e6).round() / 1e6));
+            }
+        }
+        if let Some(flag) = self.diversify {
+            object.insert("diversify".into(), json!(flag));
+        }
+        Value::Object(object)
+    }
+
+    /// Set what the profile sets on a search.
+    pub fn apply(&self, request: &mut SearchRequest) {
+        if let Some(mode) = self.retrieval {
+            request.retrieval = mode;
+        }
+        if let Some(method) = self.fusion {
+            request.fusion = method;
+        }
+        if let Some(weight) = self.keyword_weight {
+            request.keyword_weight = weight;
+        }
+        if let Some(weight) = self.recency_weight {
+            request.recency_weight = weight;
+        }
+        if let Some(flag) = self.diversify {
+            request.diversify = flag;
+        }
+        if let Some(score) = self.min_score {
+            request.min_score = score;
+        }
+    }
+}
+
+impl SearchTuning {
+    /// Sets nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == SearchTuning::default()
+    }
+
+    /// Apply this profile's parameters to `request` wherever the caller set none.
+    pub fn fill_unset(&self, request: &mut SearchRequest, caller: &SearchTuning) {
+        fn take<T: Copy>(field: &mut T, profile: Option<T>, caller: Option<T>) {
+            if caller.is_none()
+                && let Some(value) = profile
+            {
+                *field = value;
+            }
+        }
+        take(&mut request.retrieval, self.retrieval, caller.retrieval);
+        take(&mut request.fusion, self.fusion, caller.fusion);
+        take(
+            &mut request.keyword_weight,
+            self.keyword_weight,
+            caller.keyword_weight,
+        );
+        take(
+            &mut request.recency_weight,
+            self.recency_weight,
+            caller.recency_weight,
+        );
+        take(&mut request.min_score, self.min_score, caller.min_score);
+        take(&mut request.diversify, self.diversify, caller.diversify);
+    }
+}
+
+/// A search as every door hands it to the search use case.
+pub struct SearchMemoriesRequest {
+    /// The request with the caller's own tuning (or the defaults where it set none).
+    pub request: SearchRequest,
+    /// The tuning the caller set explicitly: a profile fills in only what is unset here.
+    pub caller_tuning: SearchTuning,
+    /// The retrieval profile the caller named, if any.
+    pub profile: Option<String>,
+    /// Pack the returned memories into a prompt-ready text of at most this many tokens.
+    pub context_tokens: Option<u64>,
+    /// The W3C trace id the caller sent, kept with the recall event.
+    pub trace_id: Option<String>,
+}
+
+/// Largest `context_tokens` a search may ask its results to be packed into.
+pub const MAX_CONTEXT_TOKENS: u64 = 8_192;
+
+impl SearchMemoriesRequest {
+    /// What is wrong with the search against the documented limits, one error per field,
+    /// named as the API names it. Every door's search is held to them here; a door may call
+    /// it beside its own parsing to report every bad field in one answer.
+    pub fn limit_errors(&self) -> Vec<crate::FieldError> {
+        use crate::FieldError;
+        use crate::limits::{MAX_QUERY_BYTES, MAX_TOP_K};
+        let request = &self.request;
+        let mut errors = Vec::new();
+        if request.query.trim().is_empty() {
+            errors.push(FieldError::new("query", "must not be empty"));
+        } else if request.query.len() > MAX_QUERY_BYTES {
+            errors.push(FieldError::new(
+                "query",
+                format!("must be at most {MAX_QUERY_BYTES} bytes"),
+            ));
+        }
+        if !(1..=MAX_TOP_K).contains(&request.top_k) {
+            errors.push(FieldError::new(
+                "top_k",
+                format!("must be between 1 and {MAX_TOP_K}, got {}", request.top_k),
+            ));
+        }
+        for (field, value) in [
+            ("min_score", request.min_score),
+            ("keyword_weight", request.keyword_weight),
+            ("recency_weight", request.recency_weight),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                errors.push(FieldError::new(
+                    field,
+                    format!("must be between 0 and 1, got {value}"),
+                ));
+            }
+        }
+        // A little slack for clocks that run slightly ahead of ours.
+        if let Some(as_of) = request.as_of
+            && as_of > chrono::Utc::now() + chrono::Duration::minutes(5)
+        {
+            errors.push(FieldError::new("as_of", "must not be in the future"));
+        }
+        if request.session_only && request.subject.session_id.is_none() {
+            errors.push(FieldError::new(
+                "session_only",
+                "needs a session_id to filter by",
+            ));
+        }
+        if let Some(tokens) = self.context_tokens
+            && !(1..=MAX_CONTEXT_TOKENS).contains(&tokens)
+        {
+            errors.push(FieldError::new(
+                "context_tokens",
+                format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
+            ));
+        }
+        errors.extend(request.filters.limit_errors());
+        errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tunings_parse_round_trip_and_apply() {
+        let value = json!({"retrieval": "dense", "keyword_weight": 0.25, "diversify": false});
+        let tuning = SearchTuning::parse(&value, "parameters").unwrap();
+        assert_eq!(tuning.retrieval, Some(RetrievalMode::Dense));
+        assert_eq!(tuning.to_json(), value);
+        let mut request = SearchRequest::default();
+        tuning.apply(&mut request);
+        assert_eq!(request.retrieval, RetrievalMode::Dense);
+        assert!(!request.diversify);
+        assert_eq!(request.keyword_weight, 0.25);
+        assert_eq!(
+            request.fusion,
+            FusionMethod::Weighted,
+            "unset stays default"
+        );
+    }
+
+    #[test]
+    fn bad_tunings_name_the_field() {
+        let errors = SearchTuning::parse(
+            &json!({"retrieval": "magic", "keyword_weight": 2, "colour": "red"}),
+            "parameters",
+        )
+        .unwrap_err();
+        let fields: Vec<&str> = errors.iter().map(|error| error.field.as_str()).collect();
+        assert!(fields.contains(&"parameters.retrieval"));
+        assert!(fields.contains(&"parameters.keyword_weight"));
+        assert!(fields.contains(&"parameters.colour"));
+    }
+}
