@@ -29,11 +29,18 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct MintEndUserTokenBody {
     /// The end-user every call of the token is confined to.
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
+    )]
     pub user_id: String,
     /// Of `memories:read`, `memories:write`, `memories:delete`; never more than the minting
     /// key holds, never `admin`. Default: read and write (as far as the key holds them).
+    #[schema(inline, max_items = 3)]
     pub scopes: Option<Vec<String>>,
     /// 1–86400 seconds, default 3600.
+    #[schema(minimum = 1, maximum = 86400)]
     pub ttl_seconds: Option<u64>,
 }
 

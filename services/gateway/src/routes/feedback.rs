@@ -36,8 +36,10 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct MemoryFeedbackBody {
     /// `relevant | not_relevant | wrong`
+    #[schema(pattern = "^(relevant|not_relevant|wrong)$")]
     pub rating: String,
     /// A comment or, with `wrong`, the correction in words (at most 1,024 characters).
+    #[schema(max_length = 1024)]
     pub text: Option<String>,
     /// The search (`recall_id` of its answer) that returned the memory.
     pub recall_id: Option<String>,
@@ -47,7 +49,9 @@ pub struct MemoryFeedbackBody {
 #[serde(deny_unknown_fields)]
 pub struct RecallFeedbackBody {
     /// `relevant | not_relevant | wrong`
+    #[schema(pattern = "^(relevant|not_relevant|wrong)$")]
     pub rating: String,
+    #[schema(max_length = 1024)]
     pub text: Option<String>,
     /// The result the rating is about; absent: the recall as a whole.
     pub memory_id: Option<String>,

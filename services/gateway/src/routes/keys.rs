@@ -93,6 +93,7 @@ pub struct CreatedApiKeyView {
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKeyBody {
     /// 1–100 characters.
+    #[schema(min_length = 1, max_length = 100)]
     pub label: String,
     /// At least one of `memories:read`, `memories:write`, `memories:delete`, `admin`.
     pub scopes: Vec<String>,
@@ -118,6 +119,7 @@ impl CreateApiKeyBody {
 pub struct RollApiKeyBody {
     /// How long the old key keeps working, 0–604800 seconds (default 86400); 0 revokes it
     /// at once.
+    #[schema(minimum = 0, maximum = 604800)]
     pub overlap_seconds: Option<u64>,
 }
 

@@ -50,6 +50,7 @@ pub struct MessageBody {
 #[serde(deny_unknown_fields)]
 pub struct AddMessagesBody {
     /// 1–100 messages, oldest first.
+    #[schema(min_items = 1, max_items = 100)]
     pub messages: Vec<MessageBody>,
     /// The end-user the conversation is with (subject erasure removes the messages); an
     /// end-user token sets its own.

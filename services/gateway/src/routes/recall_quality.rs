@@ -346,13 +346,17 @@ pub async fn delete_profile(
 #[serde(deny_unknown_fields)]
 pub struct CreateEvalSetBody {
     /// 1–128 characters, unique in the project.
+    #[schema(min_length = 1, max_length = 128)]
     pub name: String,
     /// 1–100, default 10: the depth hit@k, recall@k, MRR and nDCG are computed at.
+    #[schema(minimum = 1, maximum = 100)]
     pub k: Option<i64>,
     /// 0–1, default 0.05: a run whose hit@k, recall@k, MRR or nDCG@k fell by more than this
     /// since the previous run of its profile is flagged as a regression.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub regression_threshold: Option<f64>,
     /// Run every this many seconds (300 – 2,592,000); absent: on request only.
+    #[schema(minimum = 300, maximum = 2592000)]
     pub schedule_interval_secs: Option<u64>,
     /// The profile scheduled runs use (default: `default`).
     pub profile: Option<String>,

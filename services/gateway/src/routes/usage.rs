@@ -355,8 +355,10 @@ fn parse_range(
 #[serde(deny_unknown_fields)]
 pub struct RecallBudgetBody {
     /// Most memories one search returns (1–100).
+    #[schema(minimum = 1, maximum = 100)]
     pub max_results: Option<u32>,
     /// Most tokens of memory content one search returns (1–100,000).
+    #[schema(minimum = 1, maximum = 100000)]
     pub max_tokens: Option<u32>,
 }
 
