@@ -47,6 +47,8 @@ pub mod ids;
 pub mod limits;
 pub mod memory;
 pub mod not_found;
+#[cfg(feature = "openapi")]
+pub mod openapi_schemas;
 pub mod permissions;
 pub mod pii;
 pub mod principal;

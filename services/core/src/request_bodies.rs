@@ -1,5 +1,5 @@
-//! The JSON bodies of the API's add and search requests, as every door receives them, and
-//! their parsing into the engine's requests: no IO, so the fuzzer reaches them without the stack.
+//! The JSON bodies of the API's add and search requests and its evaluation cases (JSON and
+//! JSONL), and their parsing into the use cases' requests: no IO, so the fuzzer reaches them.
 
 use crate::limits::MAX_QUERY_BYTES;
 use crate::memory::{MemoryKind, MemorySource, NewMemory};
@@ -16,48 +16,17 @@ pub struct NewMemoryBody {
     /// 1 byte – 32 KiB of UTF-8.
     #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 32768))]
     pub content: String,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub user_id: Option<String>,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub agent_id: Option<String>,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub session_id: Option<String>,
     /// Default `semantic`.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(pattern = "^(semantic|episodic|procedural|preference)$")
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::memory_kind))]
     pub kind: Option<String>,
     /// A memory with a key supersedes the active memory with the same (user_id, agent_id, key).
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub key: Option<String>,
     /// A JSON object of at most 16 KiB.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
@@ -65,10 +34,7 @@ pub struct NewMemoryBody {
     #[cfg_attr(feature = "openapi", schema(max_items = 32))]
     pub categories: Option<Vec<String>>,
     /// Default `user_stated`.
-    #[cfg_attr(
-        feature = "openapi",
-        schema(pattern = "^(user_stated|tool_result|model_inferred|manual|file)$")
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::memory_source))]
     pub source: Option<String>,
     /// 0–1, default 1.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
@@ -116,32 +82,11 @@ pub struct SearchBody {
         schema(min_length = 1, max_length = 8192, pattern = "\\S")
     )]
     pub query: String,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub user_id: Option<String>,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub agent_id: Option<String>,
-    #[cfg_attr(
-        feature = "openapi",
-        schema(
-            min_length = 1,
-            max_length = 255,
-            pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-        )
-    )]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
     pub session_id: Option<String>,
     #[cfg_attr(feature = "openapi", schema(max_items = 4))]
     pub kinds: Option<Vec<String>>,
@@ -153,11 +98,11 @@ pub struct SearchBody {
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub min_score: Option<f64>,
     /// `hybrid` (default), `dense` or `keyword`.
-    #[cfg_attr(feature = "openapi", schema(pattern = "^(hybrid|dense|keyword)$"))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::retrieval_mode))]
     pub retrieval: Option<String>,
     /// How hybrid mode combines its signals: `weighted` (default: the weighted sum of cosine
     /// and relative BM25) or `rrf` (reciprocal rank fusion, k = 60, scaled to 0–1).
-    #[cfg_attr(feature = "openapi", schema(pattern = "^(weighted|rrf)$"))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::fusion_method))]
     pub fusion: Option<String>,
     /// `true` makes `session_id` a filter; by default it only boosts that session's memories.
     pub session_only: Option<bool>,
@@ -343,20 +288,18 @@ impl SearchBody {
             ),
         };
         let filters = self.filters.unwrap_or_default().into_filters();
-        let retrieval = match self.retrieval.as_deref() {
-            None => crate::search::RetrievalMode::default(),
-            Some(text) => text.parse().unwrap_or_else(|message| {
-                errors.push(FieldError::new("retrieval", message));
-                crate::search::RetrievalMode::default()
-            }),
-        };
-        let fusion = match self.fusion.as_deref() {
-            None => crate::search::FusionMethod::default(),
-            Some(text) => text.parse().unwrap_or_else(|message| {
-                errors.push(FieldError::new("fusion", message));
-                crate::search::FusionMethod::default()
-            }),
-        };
+        let retrieval = parse_enum(
+            self.retrieval.as_deref(),
+            crate::search::RetrievalMode::default(),
+            "retrieval",
+            &mut errors,
+        );
+        let fusion = parse_enum(
+            self.fusion.as_deref(),
+            crate::search::FusionMethod::default(),
+            "fusion",
+            &mut errors,
+        );
         let keyword_weight = self
             .keyword_weight
             .map_or(crate::search::DEFAULT_KEYWORD_WEIGHT, |weight| {

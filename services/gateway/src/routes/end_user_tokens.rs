@@ -29,11 +29,7 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct MintEndUserTokenBody {
     /// The end-user every call of the token is confined to.
-    #[schema(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[schema(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: String,
     /// Of `memories:read`, `memories:write`, `memories:delete`; never more than the minting
     /// key holds, never `admin`. Default: read and write (as far as the key holds them).

@@ -15,6 +15,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::MemoryId;
 use engram_core::NotFoundKind;
+use engram_engine::FEEDBACK_RATINGS;
 use engram_engine::{FeedbackRecord, FeedbackRequest, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -32,11 +33,16 @@ pub fn router() -> Router<AppState> {
         )
 }
 
+/// The published schema of a rating: the ratings the feedback use case accepts.
+fn feedback_rating() -> utoipa::openapi::schema::Object {
+    engram_core::openapi_schemas::one_of(FEEDBACK_RATINGS)
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryFeedbackBody {
     /// `relevant | not_relevant | wrong`
-    #[schema(pattern = "^(relevant|not_relevant|wrong)$")]
+    #[schema(schema_with = feedback_rating)]
     pub rating: String,
     /// A comment or, with `wrong`, the correction in words (at most 1,024 characters).
     #[schema(max_length = 1024)]
@@ -49,7 +55,7 @@ pub struct MemoryFeedbackBody {
 #[serde(deny_unknown_fields)]
 pub struct RecallFeedbackBody {
     /// `relevant | not_relevant | wrong`
-    #[schema(pattern = "^(relevant|not_relevant|wrong)$")]
+    #[schema(schema_with = feedback_rating)]
     pub rating: String,
     #[schema(max_length = 1024)]
     pub text: Option<String>,

@@ -39,26 +39,14 @@ pub fn router() -> Router<AppState> {
 pub struct UploadFileQuery {
     /// The file's name, e.g. `handbook.md` (1–255 characters, no directories).
     pub name: Option<String>,
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: Option<String>,
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub agent_id: Option<String>,
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub session_id: Option<String>,
     /// Kind of the memories it becomes (default `semantic`).
-    #[param(pattern = "^(semantic|episodic|procedural|preference)$")]
+    #[param(schema_with = engram_core::openapi_schemas::memory_kind)]
     pub kind: Option<String>,
 }
 

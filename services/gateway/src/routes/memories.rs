@@ -146,25 +146,13 @@ pub async fn get_memory(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ListMemoriesQuery {
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: Option<String>,
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub agent_id: Option<String>,
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub session_id: Option<String>,
-    #[param(pattern = "^(semantic|episodic|procedural|preference)$")]
+    #[param(schema_with = engram_core::openapi_schemas::memory_kind)]
     pub kind: Option<String>,
     /// `active` (default) or `superseded`.
     #[param(pattern = "^(active|superseded)$")]

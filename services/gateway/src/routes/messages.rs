@@ -117,11 +117,7 @@ pub struct MessagePageView {
 pub struct ListMessagesQuery {
     /// Whose messages of the session: an end-user token reads its own; a project key the
     /// end-user it names here, or without it the messages of no end-user.
-    #[param(
-        min_length = 1,
-        max_length = 255,
-        pattern = "^[^\\u0000-\\u001F\\u007F-\\u009F]+$"
-    )]
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: Option<String>,
     /// The page starts after this message id.
     #[param(format = Uuid)]
