@@ -128,9 +128,76 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
             .is_empty()
     );
 
+    // An evaluation set with a case of alice's and one of bob's, run once: the run keeps
+    // each case's query text in its per-case results.
+    let set = admin_call(
+        &client,
+        reqwest::Method::POST,
+        "/v1/eval-sets",
+        Some(json!({"name": "subjects", "cases": [
+            {"query": "where does alice keep her bees", "user_id": "alice", "expected_memory_ids": [alice_ids[0]]},
+            {"query": "what does bob collect", "user_id": "bob", "expected_contents": ["maps of Lisbon"]},
+        ]})),
+    )
+    .await;
+    assert_eq!(set.status, 201, "{}", set.body);
+    let set_id = set.body["id"].as_str().unwrap().to_string();
+    let run = admin_call(
+        &client,
+        reqwest::Method::POST,
+        &format!("/v1/eval-sets/{set_id}/runs"),
+        None,
+    )
+    .await;
+    assert_eq!(run.status, 202, "{}", run.body);
+    let run_path = format!(
+        "/v1/eval-sets/{set_id}/runs/{}",
+        run.body["run"]["id"].as_str().unwrap()
+    );
+    let started = Instant::now();
+    loop {
+        let current = admin_call(&client, reqwest::Method::GET, &run_path, None).await;
+        if current.body["status"] == "succeeded" {
+            assert!(current.body.to_string().contains("where does alice keep her bees"));
+            break;
+        }
+        assert_ne!(current.body["status"], "failed", "{}", current.body);
+        assert!(started.elapsed() < engram_tests::patience(), "{}", current.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     let (task, seconds) = erase(&client, "alice").await;
     assert_eq!(task["status"], "succeeded", "{task}");
     let receipt = &task["result"];
+    // The receipt names every registered store, what each lost and that nothing is left.
+    let stores = receipt["stores"].as_array().unwrap();
+    let names: Vec<&str> = stores.iter().map(|store| store["store"].as_str().unwrap()).collect();
+    for required in [
+        "idempotency", "memories", "history", "messages", "session_state", "files", "feedback",
+        "recall_events", "evaluation_cases", "evaluation_runs", "task_results", "index",
+        "query_cache",
+    ] {
+        assert!(names.contains(&required), "{required} missing from {receipt}");
+    }
+    assert!(stores.iter().all(|store| store["remaining"] == 0), "{receipt}");
+    let removed_from = |name: &str| {
+        stores.iter().find(|store| store["store"] == name).unwrap()["removed"].clone()
+    };
+    assert_eq!(removed_from("memories"), 31, "{receipt}");
+    assert_eq!(removed_from("evaluation_cases"), 1, "{receipt}");
+    assert_eq!(removed_from("evaluation_runs"), 1, "{receipt}");
+    // The run keeps its figures and bob's case; alice's query is gone from it.
+    let after = admin_call(&client, reqwest::Method::GET, &run_path, None).await;
+    assert!(!after.body.to_string().contains("alice"), "{}", after.body);
+    assert!(after.body.to_string().contains("what does bob collect"), "{}", after.body);
+    let cases = admin_call(
+        &client,
+        reqwest::Method::GET,
+        &format!("/v1/eval-sets/{set_id}/cases"),
+        None,
+    )
+    .await;
+    assert_eq!(cases.body["cases"].as_array().unwrap().len(), 1, "{}", cases.body);
     assert_eq!(receipt["removed"]["memories"], 31, "{receipt}");
     assert_eq!(receipt["removed"]["history_entries"], 31 + 5, "{receipt}");
     assert_eq!(receipt["removed"]["idempotency_records"], 1, "{receipt}");
@@ -416,6 +483,17 @@ async fn export_holds_the_subject_and_nothing_else() {
         assert_eq!(rated.status, 201, "{}", rated.body);
     }
 
+    let eval_set = call(
+        reqwest::Method::POST,
+        "/v1/eval-sets".to_string(),
+        Some(json!({"name": "runners", "cases": [
+            {"query": "how far does dave run", "user_id": "dave", "expected_memory_ids": [dave[0]]},
+            {"query": "what does erin paint", "user_id": "erin", "expected_contents": ["watercolours"]},
+        ]})),
+    )
+    .await;
+    assert_eq!(eval_set.status, 201, "{}", eval_set.body);
+
     let response = client
         .send(client.request(reqwest::Method::GET, "/v1/subjects/dave/export"))
         .await;
@@ -516,7 +594,13 @@ async fn export_holds_the_subject_and_nothing_else() {
             .collect::<Vec<_>>(),
         feedback.body["feedback"].as_array().unwrap().clone()
     );
+    let cases = of_type("evaluation_case");
+    assert_eq!(cases.len(), 1, "{text}");
+    assert_eq!(cases[0]["evaluation_case"]["query"], "how far does dave run");
+    assert_eq!(cases[0]["evaluation_case"]["set_id"], eval_set.body["id"]);
     let summary = &lines.last().unwrap()["summary"];
+    assert_eq!(summary["evaluation_cases"], 1, "{summary}");
+    assert_eq!(summary["evaluation_runs"], 0, "{summary}");
     assert_eq!(
         (
             &summary["memories"],

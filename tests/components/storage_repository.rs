@@ -2305,3 +2305,119 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
     );
 }
 on_both_databases!(an_end_user_scope_reaches_only_its_end_users_data);
+
+/// What is wrong between the migrated schema and the registry of subject data: a table no
+/// store names and no reason excuses, a store naming a missing table or column, a table both
+/// registered and excused.
+async fn registry_problems(storage: &Storage) -> Vec<String> {
+    use engram_storage::subject_data::{SubjectStore, TABLES_WITHOUT_SUBJECT_DATA};
+    use std::collections::BTreeSet;
+    let tables: BTreeSet<String> = storage.table_names().await.unwrap().into_iter().collect();
+    assert!(tables.contains("memories"), "{tables:?}");
+    let mut problems = Vec::new();
+    let mut classified = BTreeSet::new();
+    for store in SubjectStore::ALL {
+        let declaration = store.declaration();
+        if declaration.how.is_empty() {
+            problems.push(format!("store {} does not say how", declaration.name));
+        }
+        for table in declaration.tables {
+            if !tables.contains(table.table) {
+                problems.push(format!(
+                    "store {} names {}, which is not a table of the schema",
+                    declaration.name, table.table
+                ));
+                continue;
+            }
+            let columns = storage.column_names(table.table).await.unwrap();
+            if table.subject_columns.is_empty() {
+                problems.push(format!(
+                    "store {} declares no subject column of {}",
+                    declaration.name, table.table
+                ));
+            }
+            for column in table.subject_columns {
+                if !columns.iter().any(|name| name == column) {
+                    problems.push(format!(
+                        "store {} names {}.{column}, which is not a column ({columns:?})",
+                        declaration.name, table.table
+                    ));
+                }
+            }
+            classified.insert(table.table.to_string());
+        }
+    }
+    for (table, reason) in TABLES_WITHOUT_SUBJECT_DATA {
+        if reason.is_empty() {
+            problems.push(format!("{table} is excused without a reason"));
+        }
+        if !tables.contains(*table) {
+            problems.push(format!(
+                "{table} is listed as holding no subject data but is not a table"
+            ));
+        }
+        if !classified.insert(table.to_string()) {
+            problems.push(format!(
+                "{table} is both registered and listed as holding no subject data"
+            ));
+        }
+    }
+    for table in tables.difference(&classified) {
+        problems.push(format!(
+            "table {table} is not classified in engram_storage::subject_data: register it as \
+             a store of subject data, or list it in TABLES_WITHOUT_SUBJECT_DATA with a reason"
+        ));
+    }
+    problems
+}
+
+/// Every table of the migrated schema is classified in the registry of subject data, and
+/// the registry names at least the stores a receipt must list.
+async fn every_table_is_classified_in_the_registry_of_subject_data(storage: Storage) {
+    use engram_storage::subject_data::SubjectStore;
+    let problems = registry_problems(&storage).await;
+    assert!(problems.is_empty(), "{problems:#?}");
+    let names: Vec<&str> = SubjectStore::ALL
+        .iter()
+        .map(|store| store.declaration().name)
+        .collect();
+    for required in [
+        "memories",
+        "history",
+        "messages",
+        "session_state",
+        "feedback",
+        "recall_events",
+        "idempotency",
+        "index",
+        "files",
+        "evaluation_cases",
+        "evaluation_runs",
+        "task_results",
+    ] {
+        assert!(names.contains(&required), "{required} is not registered");
+    }
+}
+on_both_databases!(every_table_is_classified_in_the_registry_of_subject_data);
+
+/// A table added without classifying it is named by the registry check.
+#[tokio::test]
+async fn a_new_table_fails_the_registry_check_until_it_is_classified() {
+    use engram_migrations::sea_orm::{ConnectionTrait, Database};
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    let storage = Storage::connect(&url).await.unwrap();
+    assert_eq!(registry_problems(&storage).await, Vec::<String>::new());
+    Database::connect(&url)
+        .await
+        .unwrap()
+        .execute_unprepared("CREATE TABLE reminders (id TEXT PRIMARY KEY, user_id TEXT, body TEXT)")
+        .await
+        .unwrap();
+    let problems = registry_problems(&storage).await;
+    assert_eq!(problems.len(), 1, "{problems:#?}");
+    assert!(problems[0].contains("table reminders is not classified"), "{problems:#?}");
+}

@@ -10,6 +10,7 @@ use engram_core::{FieldError, InvalidInput, MemoryId, ProjectScope};
 use engram_index::VectorIndex;
 use engram_storage::Storage;
 use engram_storage::governance::{ExportedMemory, ProjectSettings};
+use engram_storage::subject_data::SubjectStore;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -30,23 +31,49 @@ pub struct SubjectExport {
     pub files: Vec<engram_storage::files::FileRecord>,
     pub feedback: Vec<engram_storage::feedback::FeedbackRecord>,
     pub recalls: Vec<engram_storage::recall_quality::RecallEventRecord>,
+    /// (set id, case) of every evaluation case about the subject.
+    pub evaluation_cases: Vec<(uuid::Uuid, engram_storage::recall_quality::EvalCaseRecord)>,
+    /// (run id, per-case result) of those cases in the project's runs.
+    pub evaluation_results: Vec<(uuid::Uuid, serde_json::Value)>,
 }
 
 impl SubjectExport {
-    /// How many records each store exported, by store name: the audit event's details and
-    /// the export's summary line.
+    /// How many records the export holds of a store; `None` for a store exported within
+    /// another's records (history in memory lines) or not exported (see the registry).
+    pub fn exported(&self, store: SubjectStore) -> Option<usize> {
+        match store {
+            SubjectStore::Memories => Some(self.memories.len()),
+            SubjectStore::Messages => Some(self.messages.len()),
+            SubjectStore::SessionState => Some(self.session_state.len()),
+            SubjectStore::Files => Some(self.files.len()),
+            SubjectStore::Feedback => Some(self.feedback.len()),
+            SubjectStore::RecallEvents => Some(self.recalls.len()),
+            SubjectStore::EvaluationCases => Some(self.evaluation_cases.len()),
+            SubjectStore::EvaluationRuns => Some(self.evaluation_results.len()),
+            SubjectStore::History
+            | SubjectStore::TaskResults
+            | SubjectStore::Idempotency
+            | SubjectStore::Index
+            | SubjectStore::QueryCache => None,
+        }
+    }
+
+    /// How many records each exported store holds, by store name: the audit event's details
+    /// and the export's summary line.
     pub fn counts(&self) -> serde_json::Map<String, serde_json::Value> {
-        [
-            ("memories", self.memories.len()),
-            ("session_messages", self.messages.len()),
-            ("session_state", self.session_state.len()),
-            ("files", self.files.len()),
-            ("feedback", self.feedback.len()),
-            ("recall_events", self.recalls.len()),
-        ]
-        .into_iter()
-        .map(|(store, count)| (store.to_string(), serde_json::Value::from(count)))
-        .collect()
+        SubjectStore::ALL
+            .into_iter()
+            .filter_map(|store| {
+                let count = self.exported(store)?;
+                // The summary named messages `session_messages` before the registry did.
+                let name = match store {
+                    SubjectStore::Messages => "session_messages",
+                    SubjectStore::RecallEvents => "recall_events",
+                    _ => store.declaration().name,
+                };
+                Some((name.to_string(), serde_json::Value::from(count)))
+            })
+            .collect()
     }
 }
 
@@ -80,8 +107,40 @@ pub struct ErasureReceipt {
     pub finished_at: DateTime<Utc>,
     pub removed: ErasureCounts,
     pub verification: ErasureVerification,
+    /// Every registered store (`engram_storage::subject_data`), in erasure order: what was
+    /// removed and what an independent count found left.
+    #[serde(default)]
+    pub stores: Vec<StoreErasure>,
     /// SHA-256 of this receipt's JSON without the digest field.
     pub digest: String,
+}
+
+/// One store's line in the receipt.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreErasure {
+    pub store: String,
+    pub removed: u64,
+    pub remaining: u64,
+}
+
+/// What one erasure learned on its way, for the stores that follow.
+#[derive(Default)]
+struct ErasureWork {
+    erased_memory_ids: Vec<MemoryId>,
+    erased_case_ids: Vec<uuid::Uuid>,
+    history_entries: u64,
+    index_points_before: u64,
+}
+
+impl ErasureWork {
+    /// Ids whose mention in a stored task result is the subject's data.
+    fn erased_ids(&self) -> std::collections::HashSet<String> {
+        self.erased_memory_ids
+            .iter()
+            .map(MemoryId::to_string)
+            .chain(self.erased_case_ids.iter().map(uuid::Uuid::to_string))
+            .collect()
+    }
 }
 
 /// Items removed per store.
@@ -324,98 +383,58 @@ impl DataGovernance {
             return Err(EngineError::SubjectHeld { memory_ids: held });
         }
         let total = self.storage.count_subject_memories(scope, user_id).await?;
-        // Counted in the index itself, not assumed from the database: some memories may never
-        // have been indexed, and a restored index may hold points without rows.
-        let points_before = self.index.count_points(scope, Some(user_id)).await?;
-        let mut removed = ErasureCounts::default();
-        let mut erased_ids: Vec<MemoryId> = Vec::new();
+        let mut work = ErasureWork::default();
         progress(0, total);
-        // First the stored answers that name the subject (deleting a memory would also erase
-        // the answers naming it, but then they would not be counted as the subject's).
-        removed.idempotency_records = self
-            .storage
-            .erase_subject_idempotency_records(scope, user_id)
-            .await?;
-        loop {
-            let (ids, history_entries) = self
-                .storage
-                .erase_subject_batch(scope, user_id, ERASURE_BATCH)
+        // Every registered store, in the registry's order: a store added to the registry
+        // cannot be left out here (the match below is exhaustive).
+        let mut stores = Vec::with_capacity(SubjectStore::ALL.len());
+        for store in SubjectStore::ALL {
+            let removed = self
+                .erase_store(store, scope, user_id, &mut work, total, &mut progress)
                 .await?;
-            if ids.is_empty() {
-                break;
-            }
-            removed.memories += ids.len() as u64;
-            removed.history_entries += history_entries;
-            // The outbox entries written with the batch repair the index should this fail.
-            self.index.delete(scope, ids.clone()).await?;
-            erased_ids.extend(ids);
-            progress(removed.memories, total.max(removed.memories));
-        }
-        removed.files = self.storage.delete_files_of_subject(scope, user_id).await?;
-        removed.session_state = self
-            .storage
-            .delete_session_state_of_subject(scope, user_id)
-            .await?;
-        removed.session_messages = self
-            .storage
-            .delete_session_messages_of_subject(scope, user_id)
-            .await?;
-        removed.feedback = self
-            .storage
-            .delete_feedback_of_subject(scope, user_id)
-            .await?;
-        // Events still queued in this process are stored first, then erased with the rest.
-        if let Some(recorder) = &self.recall_recorder {
-            recorder.flush().await;
-        }
-        removed.recall_events = self
-            .storage
-            .delete_recall_events_of_subject(scope, user_id)
-            .await?;
-        // Points whose memory row was already gone (e.g. a restore mixed old and new copies).
-        self.index.delete_subject(scope, user_id).await?;
-        removed.index_points = points_before;
-        if let Some(cache) = &self.query_cache
-            && let Ok(mut cache) = cache.lock()
-        {
-            removed.query_cache_entries = cache.len() as u64;
-            cache.clear();
+            stores.push((store, removed));
         }
         self.index.flush().await?;
         self.applier.work_available.notify_one();
-
-        let remains = self
-            .storage
-            .subject_remains(scope, user_id, &erased_ids)
-            .await?;
-        let index_points_remaining = self.index.count_points(scope, Some(user_id)).await?;
-        let session_messages_remaining = self
-            .storage
-            .count_session_messages_of_subject(scope, user_id)
-            .await?;
-        let feedback_remaining = self
-            .storage
-            .count_feedback_of_subject(scope, user_id)
-            .await?;
-        let recall_events_remaining = self
-            .storage
-            .count_recall_events_of_subject(scope, user_id)
-            .await?;
+        // Then an independent count of what is left, store by store.
+        let mut receipts = Vec::with_capacity(stores.len());
+        for (store, removed) in stores {
+            let remaining = self.count_remaining(store, scope, user_id, &work).await?;
+            receipts.push(StoreErasure {
+                store: store.declaration().name.to_string(),
+                removed,
+                remaining,
+            });
+        }
+        let count_of = |store: SubjectStore, remaining: bool| {
+            let name = store.declaration().name;
+            receipts
+                .iter()
+                .find(|receipt| receipt.store == name)
+                .map(|receipt| if remaining { receipt.remaining } else { receipt.removed })
+                .unwrap_or(0)
+        };
+        let removed = ErasureCounts {
+            memories: count_of(SubjectStore::Memories, false),
+            history_entries: count_of(SubjectStore::History, false),
+            idempotency_records: count_of(SubjectStore::Idempotency, false),
+            index_points: count_of(SubjectStore::Index, false),
+            files: count_of(SubjectStore::Files, false),
+            query_cache_entries: count_of(SubjectStore::QueryCache, false),
+            session_state: count_of(SubjectStore::SessionState, false),
+            session_messages: count_of(SubjectStore::Messages, false),
+            feedback: count_of(SubjectStore::Feedback, false),
+            recall_events: count_of(SubjectStore::RecallEvents, false),
+        };
         let verification = ErasureVerification {
-            verified: remains.memories == 0
-                && remains.history_entries == 0
-                && remains.idempotency_records == 0
-                && index_points_remaining == 0
-                && session_messages_remaining == 0
-                && feedback_remaining == 0
-                && recall_events_remaining == 0,
-            database_memories_remaining: remains.memories,
-            history_entries_remaining: remains.history_entries,
-            idempotency_records_remaining: remains.idempotency_records,
-            index_points_remaining,
-            session_messages_remaining,
-            feedback_remaining,
-            recall_events_remaining,
+            verified: receipts.iter().all(|receipt| receipt.remaining == 0),
+            database_memories_remaining: count_of(SubjectStore::Memories, true),
+            history_entries_remaining: count_of(SubjectStore::History, true),
+            idempotency_records_remaining: count_of(SubjectStore::Idempotency, true),
+            index_points_remaining: count_of(SubjectStore::Index, true),
+            session_messages_remaining: count_of(SubjectStore::Messages, true),
+            feedback_remaining: count_of(SubjectStore::Feedback, true),
+            recall_events_remaining: count_of(SubjectStore::RecallEvents, true),
         };
         let digest_of_subject = self.subject_digest(scope, user_id);
         let mut receipt = ErasureReceipt {
@@ -426,19 +445,20 @@ impl DataGovernance {
             finished_at: Utc::now(),
             removed,
             verification,
+            stores: receipts,
             digest: String::new(),
         };
         receipt.digest = receipt_digest(&receipt);
         if !verification.verified {
+            let left: Vec<String> = receipt
+                .stores
+                .iter()
+                .filter(|store| store.remaining > 0)
+                .map(|store| format!("{} {}", store.remaining, store.store))
+                .collect();
             return Err(EngineError::Internal(format!(
-                "erasure verification failed: {} memories, {} history entries, {} idempotency records, {} session messages, {} feedback, {} recall events and {} index points remain",
-                remains.memories,
-                remains.history_entries,
-                remains.idempotency_records,
-                session_messages_remaining,
-                feedback_remaining,
-                recall_events_remaining,
-                index_points_remaining
+                "erasure verification failed: {} remain",
+                left.join(", ")
             )));
         }
         if append_ledger_line {
@@ -450,6 +470,163 @@ impl DataGovernance {
             .record_erasure(scope, &digest_of_subject, &receipt_json, actor)
             .await?;
         Ok(receipt)
+    }
+
+    /// Erase the subject from one store; returns how many records it removed.
+    async fn erase_store(
+        &self,
+        store: SubjectStore,
+        scope: &ProjectScope,
+        user_id: &str,
+        work: &mut ErasureWork,
+        total: u64,
+        progress: &mut (impl FnMut(u64, u64) + Send),
+    ) -> Result<u64, EngineError> {
+        let storage = &self.storage;
+        Ok(match store {
+            // First the stored answers that name the subject (deleting a memory would also
+            // erase the answers naming it, but then they would not be counted as the
+            // subject's).
+            SubjectStore::Idempotency => {
+                storage
+                    .erase_subject_idempotency_records(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Memories => {
+                // Counted in the index itself, not assumed from the database: some memories
+                // may never have been indexed, and a restored index may hold points without
+                // rows.
+                work.index_points_before = self.index.count_points(scope, Some(user_id)).await?;
+                let mut removed = 0;
+                loop {
+                    let (ids, history_entries) = storage
+                        .erase_subject_batch(scope, user_id, ERASURE_BATCH)
+                        .await?;
+                    if ids.is_empty() {
+                        break;
+                    }
+                    removed += ids.len() as u64;
+                    work.history_entries += history_entries;
+                    // The outbox entries written with the batch repair the index should this
+                    // fail.
+                    self.index.delete(scope, ids.clone()).await?;
+                    work.erased_memory_ids.extend(ids);
+                    progress(removed, total.max(removed));
+                }
+                removed
+            }
+            SubjectStore::History => work.history_entries,
+            SubjectStore::Files => storage.delete_files_of_subject(scope, user_id).await?,
+            SubjectStore::SessionState => {
+                storage
+                    .delete_session_state_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Messages => {
+                storage
+                    .delete_session_messages_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Feedback => storage.delete_feedback_of_subject(scope, user_id).await?,
+            SubjectStore::RecallEvents => {
+                // Events still queued in this process are stored first, then erased.
+                if let Some(recorder) = &self.recall_recorder {
+                    recorder.flush().await;
+                }
+                storage
+                    .delete_recall_events_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::EvaluationCases => {
+                work.erased_case_ids = storage.delete_eval_cases_of_subject(scope, user_id).await?;
+                work.erased_case_ids.len() as u64
+            }
+            SubjectStore::EvaluationRuns => {
+                storage
+                    .erase_eval_results_of_cases(scope, &work.erased_case_ids)
+                    .await?
+            }
+            SubjectStore::TaskResults => {
+                storage
+                    .erase_task_results_naming(scope, &work.erased_ids())
+                    .await?
+            }
+            SubjectStore::Index => {
+                // Points whose memory row was already gone (e.g. a restore mixed old and new
+                // copies).
+                self.index.delete_subject(scope, user_id).await?;
+                work.index_points_before
+            }
+            SubjectStore::QueryCache => match &self.query_cache {
+                Some(cache) => match cache.lock() {
+                    Ok(mut cache) => {
+                        let entries = cache.len() as u64;
+                        cache.clear();
+                        entries
+                    }
+                    Err(_) => 0,
+                },
+                None => 0,
+            },
+        })
+    }
+
+    /// An independent count of what is left of the subject in one store.
+    async fn count_remaining(
+        &self,
+        store: SubjectStore,
+        scope: &ProjectScope,
+        user_id: &str,
+        work: &ErasureWork,
+    ) -> Result<u64, EngineError> {
+        let storage = &self.storage;
+        Ok(match store {
+            SubjectStore::Idempotency => {
+                storage
+                    .count_idempotency_records_naming_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Memories => storage.count_subject_memories(scope, user_id).await?,
+            SubjectStore::History => {
+                storage
+                    .count_history_of_memories(scope, &work.erased_memory_ids)
+                    .await?
+            }
+            SubjectStore::Files => storage.count_files_of_subject(scope, user_id).await?,
+            SubjectStore::SessionState => {
+                storage
+                    .count_session_state_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Messages => {
+                storage
+                    .count_session_messages_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::Feedback => storage.count_feedback_of_subject(scope, user_id).await?,
+            SubjectStore::RecallEvents => {
+                storage
+                    .count_recall_events_of_subject(scope, user_id)
+                    .await?
+            }
+            SubjectStore::EvaluationCases => {
+                storage.count_eval_cases_of_subject(scope, user_id).await?
+            }
+            SubjectStore::EvaluationRuns => {
+                storage
+                    .eval_results_of_cases(scope, &work.erased_case_ids)
+                    .await?
+                    .len() as u64
+            }
+            SubjectStore::TaskResults => {
+                storage
+                    .count_task_results_naming(scope, &work.erased_ids())
+                    .await?
+            }
+            SubjectStore::Index => self.index.count_points(scope, Some(user_id)).await?,
+            // Emptied whole; what a search cached since belongs to that later search.
+            SubjectStore::QueryCache => 0,
+        })
     }
 
     /// Append one line to the ledger file and make it durable before the erasure is
@@ -557,7 +734,7 @@ impl DataGovernance {
         user_id: &str,
         actor: &Actor,
     ) -> Result<SubjectExport, EngineError> {
-        let exported = SubjectExport {
+        let mut exported = SubjectExport {
             memories: self.storage.export_subject(scope, user_id).await?,
             messages: self
                 .storage
@@ -573,7 +750,15 @@ impl DataGovernance {
                 .storage
                 .recall_events_of_subject(scope, user_id)
                 .await?,
+            evaluation_cases: self.storage.eval_cases_of_subject(scope, user_id).await?,
+            evaluation_results: Vec::new(),
         };
+        let case_ids: Vec<uuid::Uuid> = exported
+            .evaluation_cases
+            .iter()
+            .map(|(_, case)| case.id)
+            .collect();
+        exported.evaluation_results = self.storage.eval_results_of_cases(scope, &case_ids).await?;
         self.storage
             .record_audit_event(
                 scope.organization_id(),

@@ -463,6 +463,39 @@ impl Storage {
             .collect())
     }
 
+    /// Stored answers that still name the subject (erasure verification).
+    pub async fn count_idempotency_records_naming_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        Ok(self
+            .idempotency_records_mentioning(scope, user_id)
+            .await?
+            .len() as u64)
+    }
+
+    /// History rows of these memories (erasure verification).
+    pub async fn count_history_of_memories(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+    ) -> Result<u64, StorageError> {
+        let mut left = 0;
+        for chunk in memory_ids.chunks(500) {
+            left += memory_history::Entity::find()
+                .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(
+                    memory_history::Column::MemoryId
+                        .is_in(chunk.iter().map(|id| id.as_uuid()).collect::<Vec<_>>()),
+                )
+                .count(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        Ok(left)
+    }
+
     /// An independent count of what is left of the subject: memories with its `user_id`,
     /// history rows of the erased ids, and idempotency answers that mention it.
     pub async fn subject_remains(

@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod recall;
 pub mod recall_quality;
 pub mod session_state;
+pub mod subject_data;
 pub mod tasks;
 pub mod tenants;
 pub mod usage;

@@ -176,7 +176,7 @@ fn run_record(model: eval_runs::Model) -> Result<EvalRunRecord, StorageError> {
     })
 }
 
-fn case_record(model: eval_cases::Model) -> EvalCaseRecord {
+pub(crate) fn case_record(model: eval_cases::Model) -> EvalCaseRecord {
     let strings = |value: serde_json::Value| -> Vec<String> {
         serde_json::from_value(value).unwrap_or_default()
     };

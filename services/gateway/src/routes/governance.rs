@@ -364,6 +364,26 @@ pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String 
             json!(RecallEventView::from(recall.clone())),
         ));
     }
+    for (set_id, case) in &exported.evaluation_cases {
+        line(typed(
+            "evaluation_case",
+            json!({
+                "id": case.id.to_string(),
+                "set_id": set_id.to_string(),
+                "query": case.case.query,
+                "user_id": case.case.user_id,
+                "agent_id": case.case.agent_id,
+                "filters": case.case.filters,
+                "expected_memory_ids": case.case.expected_memory_ids,
+                "expected_contents": case.case.expected_contents,
+            }),
+        ));
+    }
+    for (run_id, result) in &exported.evaluation_results {
+        let mut view = result.clone();
+        view["run_id"] = json!(run_id.to_string());
+        line(typed("evaluation_result", view));
+    }
     let mut summary = exported.counts();
     summary.insert("user_id".to_string(), json!(user_id));
     summary.insert("exported_at".to_string(), json!(Utc::now()));
@@ -396,11 +416,12 @@ pub struct ExportedMemoryView {
 }
 
 /// Everything live about one end-user as NDJSON: one line per memory (with its history),
-/// session message, session state value, file, feedback and recall event, each naming its
-/// `type`, then a summary line `{"summary": {...}}` with the count of each.
+/// session message, session state value, file, feedback, recall event, evaluation case and
+/// per-case evaluation result, each naming its `type`, then a summary line
+/// `{"summary": {...}}` with the count of each.
 #[utoipa::path(get, path = "/v1/subjects/{user_id}/export", tag = "compliance",
     params(("user_id" = String, Path)),
-    responses((status = 200, content_type = "application/x-ndjson", description = "One object per line, each with its `type`: `memory` (with `memory` and `history`), `message`, `state`, `file`, `feedback`, `recall`; then `{\"summary\"}` with the count of each")),
+    responses((status = 200, content_type = "application/x-ndjson", description = "One object per line, each with its `type`: `memory` (with `memory` and `history`), `message`, `state`, `file`, `feedback`, `recall`, `evaluation_case`, `evaluation_result`; then `{\"summary\"}` with the count of each")),
     security(("api_key" = [])))]
 pub async fn export_subject(
     principal: Authorized<ProjectAdmin>,

@@ -1,0 +1,565 @@
+//! The registry of subject data: every store that holds anything about an end-user, the
+//! tables and columns that find the subject's rows, and the tables that hold none (with why).
+//! Erasure, its verification, the receipt and export walk `SubjectStore::ALL`; a test compares
+//! the migrated schema with this file, so a new table fails until it is classified here.
+
+use crate::entities::{eval_cases, eval_runs, files, session_state, tasks};
+use crate::recall_quality::EvalCaseRecord;
+use crate::{Storage, StorageError};
+use engram_core::ProjectScope;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use std::collections::HashSet;
+use uuid::Uuid;
+
+/// A store that holds something about an end-user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SubjectStore {
+    Memories,
+    History,
+    Messages,
+    SessionState,
+    Files,
+    Feedback,
+    RecallEvents,
+    EvaluationCases,
+    EvaluationRuns,
+    TaskResults,
+    Idempotency,
+    Index,
+    QueryCache,
+}
+
+/// Where a store keeps the subject's rows in the database.
+#[derive(Clone, Copy, Debug)]
+pub struct SubjectTable {
+    pub table: &'static str,
+    /// Columns that hold the subject's id, or content about them.
+    pub subject_columns: &'static [&'static str],
+    /// JSON inside those columns that names or quotes the subject.
+    pub json_paths: &'static [&'static str],
+}
+
+/// One store: its name in receipts and exports, its tables, and how its rows are found.
+#[derive(Clone, Copy, Debug)]
+pub struct SubjectStoreDeclaration {
+    pub store: SubjectStore,
+    /// The store's name in the erasure receipt and the export summary.
+    pub name: &'static str,
+    /// The `type` of its export lines; `None` when its records are exported as part of
+    /// another store's (`exported_within`).
+    pub export_type: Option<&'static str>,
+    pub tables: &'static [SubjectTable],
+    /// How the subject's records are found, erased and counted.
+    pub how: &'static str,
+}
+
+impl SubjectStore {
+    /// Every store, in erasure order: stored answers before the memories they quote,
+    /// evaluation cases before their results in runs, task results after the ids they
+    /// name are known, the index after the rows.
+    pub const ALL: [SubjectStore; 13] = [
+        SubjectStore::Idempotency,
+        SubjectStore::Memories,
+        SubjectStore::History,
+        SubjectStore::Messages,
+        SubjectStore::SessionState,
+        SubjectStore::Files,
+        SubjectStore::Feedback,
+        SubjectStore::RecallEvents,
+        SubjectStore::EvaluationCases,
+        SubjectStore::EvaluationRuns,
+        SubjectStore::TaskResults,
+        SubjectStore::Index,
+        SubjectStore::QueryCache,
+    ];
+
+    pub fn declaration(self) -> SubjectStoreDeclaration {
+        let declare = |name, export_type, tables, how| SubjectStoreDeclaration {
+            store: self,
+            name,
+            export_type,
+            tables,
+            how,
+        };
+        match self {
+            SubjectStore::Memories => declare(
+                "memories",
+                Some("memory"),
+                &[SubjectTable {
+                    table: "memories",
+                    subject_columns: &["user_id", "content", "metadata", "embedding"],
+                    json_paths: &[],
+                }],
+                "every memory row with the subject's user_id, in every state; erased in batches with a content-free tombstone each",
+            ),
+            SubjectStore::History => declare(
+                "history",
+                None,
+                &[SubjectTable {
+                    table: "memory_history",
+                    subject_columns: &["memory_id", "content", "reason"],
+                    json_paths: &[],
+                }],
+                "the versions of the subject's memories (by memory_id); exported inside each memory line, erased with its memory",
+            ),
+            SubjectStore::Messages => declare(
+                "messages",
+                Some("message"),
+                &[SubjectTable {
+                    table: "session_messages",
+                    subject_columns: &["user_id", "content", "name"],
+                    json_paths: &[],
+                }],
+                "conversation messages with the subject's user_id",
+            ),
+            SubjectStore::SessionState => declare(
+                "session_state",
+                Some("state"),
+                &[SubjectTable {
+                    table: "session_state",
+                    subject_columns: &["user_id", "owner", "value"],
+                    json_paths: &[],
+                }],
+                "session values with the subject's user_id",
+            ),
+            SubjectStore::Files => declare(
+                "files",
+                Some("file"),
+                &[SubjectTable {
+                    table: "files",
+                    subject_columns: &["user_id", "name", "body"],
+                    json_paths: &[],
+                }],
+                "uploaded files with the subject's user_id (their chunks are memories)",
+            ),
+            SubjectStore::Feedback => declare(
+                "feedback",
+                Some("feedback"),
+                &[SubjectTable {
+                    table: "feedback",
+                    subject_columns: &["user_id", "text", "correction"],
+                    json_paths: &["$.correction.content"],
+                }],
+                "feedback with the subject's user_id",
+            ),
+            SubjectStore::RecallEvents => declare(
+                "recall_events",
+                Some("recall"),
+                &[SubjectTable {
+                    table: "recall_events",
+                    subject_columns: &["user_id", "query_text", "filters", "results"],
+                    json_paths: &["$.filters.metadata"],
+                }],
+                "recall events of searches with the subject's user_id",
+            ),
+            SubjectStore::EvaluationCases => declare(
+                "evaluation_cases",
+                Some("evaluation_case"),
+                &[SubjectTable {
+                    table: "eval_cases",
+                    subject_columns: &["user_id", "query", "expected_contents", "filters"],
+                    json_paths: &["$.filters.metadata"],
+                }],
+                "labelled queries with the subject's user_id",
+            ),
+            SubjectStore::EvaluationRuns => declare(
+                "evaluation_runs",
+                Some("evaluation_result"),
+                &[SubjectTable {
+                    table: "eval_runs",
+                    subject_columns: &["metrics", "comparison"],
+                    json_paths: &[
+                        "$.metrics.per_case[?(@.case_id)]",
+                        "$.comparison.second_metrics.per_case[?(@.case_id)]",
+                    ],
+                }],
+                "per-case results (with the query text) of the subject's evaluation cases, by case id; erasure removes those entries and keeps the run's figures",
+            ),
+            SubjectStore::TaskResults => declare(
+                "task_results",
+                None,
+                &[SubjectTable {
+                    table: "tasks",
+                    subject_columns: &["subject", "result"],
+                    json_paths: &["$..memory_id", "$..content", "$.metrics.per_case"],
+                }],
+                "results of background tasks that name the subject's memories or evaluation cases (derivations quote content); erasure blanks them. Exported as the memories they describe. An erasure task holds the user_id in subject only until it finishes",
+            ),
+            SubjectStore::Idempotency => declare(
+                "idempotency",
+                None,
+                &[SubjectTable {
+                    table: "idempotency_records",
+                    subject_columns: &["idempotency_key", "response_body"],
+                    json_paths: &["$.memories[*].user_id", "$.memories[*].content"],
+                }],
+                "stored answers naming the subject (\"user_id\"); erasure blanks them so a retry gets 409 and writes nothing. Exported as the memories they hold",
+            ),
+            SubjectStore::Index => declare(
+                "index",
+                None,
+                &[],
+                "vector index points with the subject's user_id in their payload; exported as the memories they index",
+            ),
+            SubjectStore::QueryCache => declare(
+                "query_cache",
+                None,
+                &[],
+                "query embeddings cached in this process (whose they are is unknown, so erasure empties the cache)",
+            ),
+        }
+    }
+}
+
+/// Tables that hold nothing about an end-user, each with the reason.
+pub const TABLES_WITHOUT_SUBJECT_DATA: &[(&str, &str)] = &[
+    ("organizations", "tenants: names and settings of organizations"),
+    ("projects", "projects' names and settings"),
+    ("console_accounts", "staff accounts of the console, not end-users"),
+    ("console_sessions", "staff sign-in sessions"),
+    ("console_invitations", "invitations of staff"),
+    ("api_keys", "project API keys: labels, scopes, digests of secrets"),
+    ("index_outbox", "ids of memories whose index points must change; no content"),
+    ("memory_tombstones", "id and last version of deleted memories; no content, no user"),
+    ("audit_events", "end-users appear only as keyed digests; memory events carry ids and content digests"),
+    ("audit_chain_heads", "the newest hash of each organization's audit chain"),
+    ("erasure_ledger", "erased subjects as keyed digests"),
+    ("usage_hourly", "metered units per credential kind (an end-user token counts as `end_user`, never by id)"),
+    ("llm_calls", "model, purpose and token counts of LLM calls; no prompt, no user"),
+    ("price_book", "prices per unit"),
+    ("budget_alerts", "budget thresholds crossed per month"),
+    ("retrieval_profiles", "named search parameters"),
+    ("eval_sets", "evaluation sets' names, depth and schedule"),
+    ("seaql_migrations", "which migrations ran"),
+];
+
+/// Strings anywhere in a JSON value (object keys excluded).
+fn strings_in(value: &serde_json::Value, found: &mut Vec<String>) {
+    match value {
+        serde_json::Value::String(text) => found.push(text.clone()),
+        serde_json::Value::Array(items) => items.iter().for_each(|item| strings_in(item, found)),
+        serde_json::Value::Object(fields) => fields.values().for_each(|item| strings_in(item, found)),
+        _ => {}
+    }
+}
+
+fn mentions_any(value: &serde_json::Value, ids: &HashSet<String>) -> bool {
+    let mut found = Vec::new();
+    strings_in(value, &mut found);
+    found.iter().any(|text| ids.contains(text))
+}
+
+/// `metrics` without the per-case entries of `case_ids`; `None` when nothing changed.
+fn without_cases(metrics: &serde_json::Value, case_ids: &HashSet<String>) -> Option<serde_json::Value> {
+    let mut metrics = metrics.clone();
+    let per_case = metrics.get_mut("per_case")?.as_array_mut()?;
+    let before = per_case.len();
+    per_case.retain(|entry| {
+        entry
+            .get("case_id")
+            .and_then(serde_json::Value::as_str)
+            .is_none_or(|id| !case_ids.contains(id))
+    });
+    (per_case.len() != before).then_some(metrics)
+}
+
+fn comparison_without_cases(
+    comparison: &serde_json::Value,
+    case_ids: &HashSet<String>,
+) -> Option<serde_json::Value> {
+    let second = comparison.get("second_metrics")?;
+    let cleaned = without_cases(second, case_ids)?;
+    let mut comparison = comparison.clone();
+    comparison["second_metrics"] = cleaned;
+    Some(comparison)
+}
+
+impl Storage {
+    pub async fn count_files_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        files::Entity::find()
+            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(files::Column::UserId.eq(user_id))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    pub async fn count_session_state_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        session_state::Entity::find()
+            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(session_state::Column::UserId.eq(user_id))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// The subject's evaluation cases, in every set (subject export).
+    pub async fn eval_cases_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<(Uuid, EvalCaseRecord)>, StorageError> {
+        Ok(eval_cases::Entity::find()
+            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(eval_cases::Column::UserId.eq(user_id))
+            .order_by_asc(eval_cases::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(|model| (model.set_id, crate::recall_quality::case_record(model)))
+            .collect())
+    }
+
+    /// Remove the subject's evaluation cases; returns their ids (their per-case results in
+    /// runs go next, by these ids).
+    pub async fn delete_eval_cases_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<Uuid>, StorageError> {
+        let ids: Vec<Uuid> = eval_cases::Entity::find()
+            .select_only()
+            .column(eval_cases::Column::Id)
+            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(eval_cases::Column::UserId.eq(user_id))
+            .into_tuple::<Uuid>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let _permit = self.write_permit().await;
+        for chunk in ids.chunks(500) {
+            eval_cases::Entity::delete_many()
+                .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(eval_cases::Column::Id.is_in(chunk.to_vec()))
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        Ok(ids)
+    }
+
+    pub async fn count_eval_cases_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        eval_cases::Entity::find()
+            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(eval_cases::Column::UserId.eq(user_id))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// Per-case results of these cases in the project's runs: (run id, entry).
+    pub async fn eval_results_of_cases(
+        &self,
+        scope: &ProjectScope,
+        case_ids: &[Uuid],
+    ) -> Result<Vec<(Uuid, serde_json::Value)>, StorageError> {
+        if case_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let wanted: HashSet<String> = case_ids.iter().map(Uuid::to_string).collect();
+        let runs = eval_runs::Entity::find()
+            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .order_by_asc(eval_runs::Column::Id)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut results = Vec::new();
+        for run in runs {
+            let per_case = [
+                run.metrics.as_ref(),
+                run.comparison
+                    .as_ref()
+                    .and_then(|comparison| comparison.get("second_metrics")),
+            ];
+            for metrics in per_case.into_iter().flatten() {
+                let entries = metrics
+                    .get("per_case")
+                    .and_then(serde_json::Value::as_array)
+                    .into_iter()
+                    .flatten();
+                for entry in entries {
+                    let ours = entry
+                        .get("case_id")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|id| wanted.contains(id));
+                    if ours {
+                        results.push((run.id, entry.clone()));
+                    }
+                }
+            }
+        }
+        Ok(results)
+    }
+
+    /// Remove the per-case results of these cases from the project's runs (the runs' figures
+    /// stay); returns how many runs changed.
+    pub async fn erase_eval_results_of_cases(
+        &self,
+        scope: &ProjectScope,
+        case_ids: &[Uuid],
+    ) -> Result<u64, StorageError> {
+        if case_ids.is_empty() {
+            return Ok(0);
+        }
+        let wanted: HashSet<String> = case_ids.iter().map(Uuid::to_string).collect();
+        let runs = eval_runs::Entity::find()
+            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let _permit = self.write_permit().await;
+        let mut changed = 0;
+        for run in runs {
+            let metrics = run
+                .metrics
+                .as_ref()
+                .and_then(|metrics| without_cases(metrics, &wanted));
+            let comparison = run
+                .comparison
+                .as_ref()
+                .and_then(|comparison| comparison_without_cases(comparison, &wanted));
+            if metrics.is_none() && comparison.is_none() {
+                continue;
+            }
+            let mut update = eval_runs::Entity::update_many()
+                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(eval_runs::Column::Id.eq(run.id));
+            if let Some(metrics) = metrics {
+                update = update.col_expr(eval_runs::Column::Metrics, Expr::value(metrics));
+            }
+            if let Some(comparison) = comparison {
+                update = update.col_expr(eval_runs::Column::Comparison, Expr::value(comparison));
+            }
+            update
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            changed += 1;
+        }
+        Ok(changed)
+    }
+
+    /// Task results of the project that name any of `ids` (memory or case ids).
+    async fn task_results_naming(
+        &self,
+        scope: &ProjectScope,
+        ids: &HashSet<String>,
+    ) -> Result<Vec<Uuid>, StorageError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let results = tasks::Entity::find()
+            .select_only()
+            .column(tasks::Column::Id)
+            .column(tasks::Column::Result)
+            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(tasks::Column::Result.is_not_null())
+            .into_tuple::<(Uuid, Option<serde_json::Value>)>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(results
+            .into_iter()
+            .filter(|(_, result)| result.as_ref().is_some_and(|result| mentions_any(result, ids)))
+            .map(|(id, _)| id)
+            .collect())
+    }
+
+    /// Blank the results of tasks that name any of `ids`; returns how many.
+    pub async fn erase_task_results_naming(
+        &self,
+        scope: &ProjectScope,
+        ids: &HashSet<String>,
+    ) -> Result<u64, StorageError> {
+        let task_ids = self.task_results_naming(scope, ids).await?;
+        if task_ids.is_empty() {
+            return Ok(0);
+        }
+        let _permit = self.write_permit().await;
+        let mut erased = 0;
+        for chunk in task_ids.chunks(500) {
+            erased += tasks::Entity::update_many()
+                .col_expr(
+                    tasks::Column::Result,
+                    Expr::value(serde_json::json!({"erased": "the result named an erased end-user's data"})),
+                )
+                .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(tasks::Column::Id.is_in(chunk.to_vec()))
+                .exec(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?
+                .rows_affected;
+        }
+        Ok(erased)
+    }
+
+    pub async fn count_task_results_naming(
+        &self,
+        scope: &ProjectScope,
+        ids: &HashSet<String>,
+    ) -> Result<u64, StorageError> {
+        Ok(self.task_results_naming(scope, ids).await?.len() as u64)
+    }
+
+    /// Every table of the migrated schema (for the registry test).
+    pub async fn table_names(&self) -> Result<Vec<String>, StorageError> {
+        use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
+        let backend = self.connection.get_database_backend();
+        let sql = match backend {
+            DatabaseBackend::Sqlite => {
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            }
+            _ => {
+                "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name"
+            }
+        };
+        let rows = self
+            .connection
+            .query_all(Statement::from_string(backend, sql))
+            .await
+            .map_err(StorageError::from_db)?;
+        rows.iter()
+            .map(|row| row.try_get::<String>("", "name").map_err(StorageError::from_db))
+            .collect()
+    }
+
+    /// The columns of a table (for the registry test).
+    pub async fn column_names(&self, table: &str) -> Result<Vec<String>, StorageError> {
+        use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
+        let backend = self.connection.get_database_backend();
+        let statement = match backend {
+            DatabaseBackend::Sqlite => Statement::from_sql_and_values(
+                backend,
+                "SELECT name FROM pragma_table_info(?) ORDER BY cid",
+                [table.into()],
+            ),
+            _ => Statement::from_sql_and_values(
+                backend,
+                "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+                [table.into()],
+            ),
+        };
+        let rows = self
+            .connection
+            .query_all(statement)
+            .await
+            .map_err(StorageError::from_db)?;
+        rows.iter()
+            .map(|row| row.try_get::<String>("", "name").map_err(StorageError::from_db))
+            .collect()
+    }
+}
