@@ -1,7 +1,8 @@
 """schemathesis hooks for Engram: how to write the bodies of media types it has no writer for.
 
-`POST /v1/eval-sets/{set_id}/cases/import` takes JSONL (`application/x-ndjson`): the body is
-a string of lines, written as it is (a generated non-string is written as one JSON line).
+`POST /v1/eval-sets/{set_id}/cases/import` takes JSONL (`application/x-ndjson`), published as
+the array of its lines: an array is written one JSON value per line, a string as it is, any
+other value as one line.
 """
 import json
 
@@ -14,4 +15,6 @@ def ndjson(ctx, value):
         return value
     if isinstance(value, str):
         return value.encode("utf-8")
+    if isinstance(value, list):
+        return "".join(json.dumps(line) + "\n" for line in value).encode("utf-8")
     return (json.dumps(value) + "\n").encode("utf-8")

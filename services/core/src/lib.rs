@@ -44,6 +44,8 @@ pub mod cursors;
 pub mod embedding;
 pub mod files;
 pub mod ids;
+pub mod json_integers;
+pub mod json_objects;
 pub mod limits;
 pub mod memory;
 pub mod not_found;

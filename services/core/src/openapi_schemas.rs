@@ -39,3 +39,313 @@ pub fn retrieval_mode() -> Object {
 pub fn fusion_method() -> Object {
     one_of(FusionMethod::ALL.iter().map(|method| method.as_str()))
 }
+
+pub fn message_role() -> Object {
+    one_of(crate::conversation::MessageRole::ALL.iter().map(|role| role.as_str()))
+}
+
+pub fn audit_action() -> Object {
+    one_of(crate::audit::AuditAction::ALL.iter().map(|action| action.as_str()))
+}
+
+pub fn recall_event_capture() -> Object {
+    use crate::recall::RecallEventCapture;
+    one_of(
+        [
+            RecallEventCapture::Full,
+            RecallEventCapture::NoText,
+            RecallEventCapture::Off,
+        ]
+        .map(RecallEventCapture::as_str),
+    )
+}
+
+pub fn pii_redaction() -> Object {
+    use crate::pii::PiiRedaction;
+    one_of([PiiRedaction::Off, PiiRedaction::Mask, PiiRedaction::Reject].map(PiiRedaction::as_str))
+}
+
+/// What `ProjectEmbedding::parse` takes as a source.
+pub fn embedding_source() -> Object {
+    one_of(["deployment", "local", "provider", "client"])
+}
+
+/// An integer from `minimum` to `maximum`.
+pub fn integer_between(minimum: u64, maximum: u64) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(minimum))
+        .maximum(Some(maximum))
+}
+
+/// An object keyed by memory kind (`semantic`, …), each value a schema of its own.
+pub fn per_memory_kind(value: ObjectBuilder) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(memory_kind()))
+        .additional_properties(Some(value))
+        .build()
+}
+
+/// Retention per kind: 1–`maximum_days` days, or `null` for no limit.
+pub fn retention_days_per_kind(maximum_days: u64) -> Object {
+    use utoipa::openapi::schema::SchemaType;
+    per_memory_kind(
+        integer_between(1, maximum_days)
+            .schema_type(SchemaType::Array(vec![Type::Integer, Type::Null])),
+    )
+}
+
+/// What `SearchTuning::parse` takes: the listed parameters only, each of its own type.
+pub fn search_tuning() -> Object {
+    let share = || {
+        ObjectBuilder::new()
+            .schema_type(Type::Number)
+            .minimum(Some(0.0))
+            .maximum(Some(1.0))
+    };
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("retrieval", retrieval_mode())
+        .property("fusion", fusion_method())
+        .property("keyword_weight", share())
+        .property("recency_weight", share())
+        .property("min_score", share())
+        .property("diversify", ObjectBuilder::new().schema_type(Type::Boolean))
+        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(false)))
+        .build()
+}
+
+/// The characters Rust's `str::trim` removes (Unicode `White_Space`), spelled out so Python's
+/// and ECMAScript's regex engines read the class alike.
+const WHITE_SPACE_CLASS: &str =
+    "\\u0009-\\u000D\\u0020\\u0085\\u00A0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000";
+
+/// Text that is not only white space, of at most `max_length` characters (the server counts
+/// bytes; ASCII text is the same either way).
+pub fn non_blank_text(max_length: usize) -> ObjectBuilder {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(max_length))
+        .pattern(Some(format!("[^{WHITE_SPACE_CLASS}]")))
+}
+
+/// A query or expected content of an evaluation case: 1 byte – 8 KiB, not blank.
+pub fn eval_case_text() -> Object {
+    non_blank_text(crate::limits::MAX_QUERY_BYTES).build()
+}
+
+/// `filters` of an evaluation case, as `parse_case` takes them.
+pub fn eval_case_filters() -> Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("kinds", ArrayBuilder::new().items(memory_kind()))
+        .property("session_id", external_id())
+        .property("metadata", ObjectBuilder::new().schema_type(Type::Object))
+        .property(
+            "categories",
+            ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)),
+        )
+        .additional_properties(Some(AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(
+            false,
+        )))
+        .build()
+}
+
+/// Memory ids a case expects: at most 100.
+pub fn expected_memory_ids() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                    utoipa::openapi::KnownFormat::Uuid,
+                ))),
+        )
+        .max_items(Some(crate::request_bodies::MAX_EXPECTED_PER_CASE))
+        .build()
+}
+
+/// Contents a case expects: at most 100 non-blank texts.
+pub fn expected_contents() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(non_blank_text(crate::limits::MAX_QUERY_BYTES))
+        .max_items(Some(crate::request_bodies::MAX_EXPECTED_PER_CASE))
+        .build()
+}
+
+/// What `FileName::parse` takes: a name without directories or control characters, not only
+/// white space, not `.` or `..` (surrounding white space is trimmed; at most 255 characters).
+pub fn file_name() -> Object {
+    let allowed = "[^/\\\\\\u0000-\\u001F\\u007F-\\u009F]";
+    let visible = format!("[^/\\\\\\u0000-\\u001F\\u007F-\\u009F{WHITE_SPACE_CLASS}]");
+    let space = format!("[{WHITE_SPACE_CLASS}]");
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(255))
+        .pattern(Some(format!(
+            "^(?!{space}*\\.\\.?{space}*$){allowed}*{visible}{allowed}*$"
+        )))
+        .build()
+}
+
+/// Memory content: 1 byte – 32 KiB, not only white space.
+pub fn memory_content() -> Object {
+    non_blank_text(crate::limits::MAX_CONTENT_BYTES).build()
+}
+
+/// Categories of a memory: at most 32, each 1–64 characters.
+pub fn categories() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .min_length(Some(1))
+                .max_length(Some(crate::limits::MAX_CATEGORY_CHARS)),
+        )
+        .max_items(Some(crate::limits::MAX_CATEGORIES))
+        .build()
+}
+
+/// A retrieval profile's name: 1–64 of `[A-Za-z0-9._-]`.
+pub fn profile_name() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some("^[A-Za-z0-9._-]{1,64}$"))
+        .build()
+}
+
+/// An id the server issued (a UUID, as it writes them).
+pub fn issued_id() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+            utoipa::openapi::KnownFormat::Uuid,
+        )))
+        .pattern(Some(
+            "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$",
+        ))
+        .build()
+}
+
+/// A vector a client sends: 1–4,096 numbers.
+pub fn client_vector() -> utoipa::openapi::schema::Array {
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(ObjectBuilder::new().schema_type(Type::Number))
+        .min_items(Some(1))
+        .max_items(Some(crate::embedding::MAX_CLIENT_VECTOR_DIMENSION as usize))
+        .build()
+}
+
+/// Scopes of an API key: at least one of `memories:read`, `memories:write`,
+/// `memories:delete`, `admin`, each once.
+pub fn key_scopes() -> utoipa::openapi::schema::Array {
+    use crate::access::ApiScope;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(one_of(ApiScope::ALL.iter().map(|scope| scope.as_str())))
+        .unique_items(true)
+        .min_items(Some(1))
+        .max_items(Some(ApiScope::ALL.len()))
+        .build()
+}
+
+/// Scopes of an end-user token: at least one, each once, never `admin`.
+pub fn end_user_token_scopes() -> utoipa::openapi::schema::Array {
+    use crate::access::ApiScope;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(one_of(
+            ApiScope::ALL
+                .iter()
+                .filter(|scope| **scope != ApiScope::Admin)
+                .map(|scope| scope.as_str()),
+        ))
+        .unique_items(true)
+        .min_items(Some(1))
+        .max_items(Some(ApiScope::ALL.len() - 1))
+        .build()
+}
+
+/// A calendar date as RFC 3339 writes it (`full-date`): exactly the dates that exist.
+pub const RFC3339_DATE: &str = "(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)";
+
+/// An RFC 3339 `date-time` (`T` and `Z` upper case; 1–9 digits of fraction; offsets within
+/// a day). OpenAPI 3.1's `format` only annotates: this pattern is what generators and
+/// validators can check.
+pub fn rfc3339_date_time_pattern() -> String {
+    format!(
+        "^{RFC3339_DATE}T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{{1,9}})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$"
+    )
+}
+
+/// A report day (`from`, `to` of usage, costs and recall metrics): 1970-01-01 – 9999-12-31.
+pub const REPORT_DAY_PATTERN: &str = "^(?:(?:19[7-9][0-9]|[2-9][0-9]{3})-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)|(?:19(?:7[26]|8[048]|9[26])|[2-9][0-9](?:0[48]|[2468][048]|[13579][26])|(?:[2468][048]|[3579][26])00)-02-29)$";
+
+/// A schema that also takes `null`: serde reads `null` as `None` for a field of type
+/// `Option`, so what such a field publishes must say so.
+pub trait Nullable {
+    fn nullable(self) -> Self;
+}
+
+fn with_null(schema_type: utoipa::openapi::schema::SchemaType) -> utoipa::openapi::schema::SchemaType {
+    use utoipa::openapi::schema::SchemaType;
+    match schema_type {
+        SchemaType::Type(single) => SchemaType::Array(vec![single, Type::Null]),
+        SchemaType::Array(mut types) => {
+            if !types.contains(&Type::Null) {
+                types.push(Type::Null);
+            }
+            SchemaType::Array(types)
+        }
+        SchemaType::AnyValue => SchemaType::AnyValue,
+    }
+}
+
+impl Nullable for Object {
+    fn nullable(mut self) -> Self {
+        self.schema_type = with_null(self.schema_type);
+        if let Some(values) = &mut self.enum_values
+            && !values.contains(&serde_json::Value::Null)
+        {
+            values.push(serde_json::Value::Null);
+        }
+        self
+    }
+}
+
+impl Nullable for utoipa::openapi::schema::Array {
+    fn nullable(mut self) -> Self {
+        self.schema_type = with_null(self.schema_type);
+        self
+    }
+}
+
+/// `optional_<name>()`: the schema of `<name>()` for an `Option` field.
+macro_rules! optional_schemas {
+    ($($optional:ident: $schema:ty = $base:ident),+ $(,)?) => {
+        $(pub fn $optional() -> $schema {
+            $base().nullable()
+        })+
+    };
+}
+
+optional_schemas!(
+    optional_external_id: Object = external_id,
+    optional_memory_kind: Object = memory_kind,
+    optional_memory_source: Object = memory_source,
+    optional_retrieval_mode: Object = retrieval_mode,
+    optional_fusion_method: Object = fusion_method,
+    optional_profile_name: Object = profile_name,
+    optional_issued_id: Object = issued_id,
+    optional_memory_content: Object = memory_content,
+    optional_pii_redaction: Object = pii_redaction,
+    optional_recall_event_capture: Object = recall_event_capture,
+    optional_eval_case_filters: Object = eval_case_filters,
+    optional_categories: utoipa::openapi::schema::Array = categories,
+    optional_client_vector: utoipa::openapi::schema::Array = client_vector,
+    optional_expected_contents: utoipa::openapi::schema::Array = expected_contents,
+    optional_expected_memory_ids: utoipa::openapi::schema::Array = expected_memory_ids,
+    optional_end_user_token_scopes: utoipa::openapi::schema::Array = end_user_token_scopes,
+);

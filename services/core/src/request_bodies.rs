@@ -14,27 +14,27 @@ use serde::Deserialize;
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NewMemoryBody {
     /// 1 byte – 32 KiB of UTF-8.
-    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 32768))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::memory_content))]
     pub content: String,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub user_id: Option<String>,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub agent_id: Option<String>,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub session_id: Option<String>,
     /// Default `semantic`.
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::memory_kind))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_memory_kind))]
     pub kind: Option<String>,
     /// A memory with a key supersedes the active memory with the same (user_id, agent_id, key).
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub key: Option<String>,
     /// A JSON object of at most 16 KiB.
     #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub metadata: Option<serde_json::Value>,
-    #[cfg_attr(feature = "openapi", schema(max_items = 32))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_categories))]
     pub categories: Option<Vec<String>>,
     /// Default `user_stated`.
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::memory_source))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_memory_source))]
     pub source: Option<String>,
     /// 0–1, default 1.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
@@ -43,6 +43,7 @@ pub struct NewMemoryBody {
     /// The memory's vector, for a project whose embedding source is `client` (required
     /// there, refused elsewhere): exactly the project's declared dimension, finite numbers,
     /// not all zero.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_client_vector))]
     pub embedding: Option<Vec<f32>>,
 }
 
@@ -57,6 +58,7 @@ pub struct ParsedMemories {
 pub struct AddMemoriesBody {
     /// 1–100 memories.
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 100))]
+    #[serde(deserialize_with = "crate::json_objects::object_list")]
     pub memories: Vec<NewMemoryBody>,
 }
 
@@ -82,27 +84,29 @@ pub struct SearchBody {
         schema(min_length = 1, max_length = 8192, pattern = "\\S")
     )]
     pub query: String,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub user_id: Option<String>,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub agent_id: Option<String>,
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::external_id))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub session_id: Option<String>,
     #[cfg_attr(feature = "openapi", schema(max_items = 4))]
     pub kinds: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "crate::json_objects::optional_object")]
     pub filters: Option<SearchFiltersBody>,
     /// 1–100, default 10.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
+    #[serde(default, deserialize_with = "crate::json_integers::optional_whole")]
     pub top_k: Option<i64>,
     /// 0–1, default 0.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub min_score: Option<f64>,
     /// `hybrid` (default), `dense` or `keyword`.
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::retrieval_mode))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_retrieval_mode))]
     pub retrieval: Option<String>,
     /// How hybrid mode combines its signals: `weighted` (default: the weighted sum of cosine
     /// and relative BM25) or `rrf` (reciprocal rank fusion, k = 60, scaled to 0–1).
-    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::fusion_method))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_fusion_method))]
     pub fusion: Option<String>,
     /// `true` makes `session_id` a filter; by default it only boosts that session's memories.
     pub session_only: Option<bool>,
@@ -121,17 +125,20 @@ pub struct SearchBody {
     pub include_always: Option<bool>,
     /// 1–8192: also return `context`, the results packed into this many tokens.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 8192))]
+    #[serde(default, deserialize_with = "crate::json_integers::optional_whole")]
     pub context_tokens: Option<i64>,
     /// Add `signals` to each result and `timings_ms` to the response.
     pub explain: Option<bool>,
     /// The query's vector, for a project whose embedding source is `client`: required there
     /// for `dense` and `hybrid` retrieval (`query` still feeds the keyword signal), refused
     /// elsewhere.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_client_vector))]
     pub query_vector: Option<Vec<f32>>,
     /// A retrieval profile of the project (`PUT /v1/retrieval-profiles/{name}`): its
     /// parameters apply where the request sets none. Without it (and without any of
     /// `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `diversify`, `min_score`),
     /// a profile with a traffic share may serve the search.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_profile_name))]
     pub profile: Option<String>,
 }
 
@@ -397,17 +404,24 @@ pub const MAX_EXPECTED_PER_CASE: usize = 100;
 #[serde(deny_unknown_fields)]
 pub struct EvalCaseBody {
     /// 1 byte – 8 KiB.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::eval_case_text))]
     pub query: String,
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub user_id: Option<String>,
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub agent_id: Option<String>,
     /// `{kinds?, session_id?, metadata?, categories?}`, as a search takes them.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_eval_case_filters))]
     pub filters: Option<serde_json::Value>,
-    /// Memories a good answer returns (at most 100).
+    /// Memories a good answer returns (at most 100). A case names at least one expected
+    /// memory id or content.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_expected_memory_ids))]
     pub expected_memory_ids: Option<Vec<String>>,
     /// Texts a good answer's memories contain, ignoring case and spacing (at most 100).
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_expected_contents))]
     pub expected_contents: Option<Vec<String>>,
     /// For a project that sends its own vectors.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_client_vector))]
     pub query_vector: Option<Vec<f32>>,
 }
 
@@ -530,6 +544,13 @@ pub fn parse_jsonl_cases(text: &str) -> Result<Vec<NewEvalCase>, Vec<FieldError>
     let mut bodies = Vec::new();
     for (number, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
+            continue;
+        }
+        if !line.trim_start().starts_with('{') {
+            errors.push(FieldError::new(
+                format!("line {}", number + 1),
+                "must be a JSON object",
+            ));
             continue;
         }
         match serde_json::from_str::<EvalCaseBody>(line) {

@@ -21,84 +21,117 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let content_type = request
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_string);
-        if let Some(content_type) = &content_type {
-            let essence = content_type
-                .split(';')
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
-            if essence != "application/json" && !essence.ends_with("+json") {
-                return Err(ApiError::new(
-                    ProblemKind::UnsupportedMediaType,
-                    format!("Content-Type must be application/json, got {content_type:?}"),
-                ));
-            }
-        }
-        let raw = Bytes::from_request(request, state)
-            .await
-            .map_err(|rejection| {
-                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::new(
-                        ProblemKind::PayloadTooLarge,
-                        format!(
-                            "the request body exceeds the limit of {} bytes",
-                            engram_core::limits::MAX_REQUEST_BODY_BYTES
-                        ),
-                    )
-                } else {
-                    ApiError::new(
-                        ProblemKind::MalformedBody,
-                        format!("could not read the request body: {rejection}"),
-                    )
-                }
-            })?;
-        // Every body of the API is a JSON object; serde would also fill a struct from an
-        // array (`[null, null]`), which the published schema does not allow.
-        let first = raw.iter().find(|byte| !byte.is_ascii_whitespace());
-        if first.is_some_and(|byte| *byte != b'{') {
-            return Err(ApiError::invalid(vec![FieldError::new(
-                "body",
-                "must be a JSON object",
-            )]));
-        }
-        let mut deserializer = serde_json::Deserializer::from_slice(&raw);
-        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-            let path = error.path().to_string();
-            let inner = error.into_inner();
-            let field = if path == "." {
-                "body".to_string()
-            } else {
-                path
-            };
-            let message = inner.to_string();
-            let kind = if inner.is_syntax() || inner.is_eof() {
-                ProblemKind::MalformedBody
-            } else {
-                ProblemKind::ValidationFailed
-            };
-            ApiError {
-                kind,
-                detail: format!("{field}: {message}"),
-                errors: vec![FieldError::new(field, message)],
-                retry_after_seconds: None,
-                limit: None,
-                code: None,
-            }
-        })?;
-        deserializer.end().map_err(|error| {
-            ApiError::new(
-                ProblemKind::MalformedBody,
-                format!("trailing characters after the JSON body: {error}"),
-            )
-        })?;
+        check_json_content_type(&request)?;
+        let raw = read_body(request, state).await?;
+        let value = parse_json_object(&raw)?;
         Ok(JsonBody { value, raw })
     }
+}
+
+/// A JSON body that may be left out: no body, only white space or `null` is `T::default()`.
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type_check = check_json_content_type(&request);
+        let raw = read_body(request, state).await?;
+        let text = raw.trim_ascii();
+        if text.is_empty() || text == b"null" {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        content_type_check?;
+        parse_json_object(&raw).map(OptionalJsonBody)
+    }
+}
+
+fn check_json_content_type(request: &Request) -> Result<(), ApiError> {
+    let Some(content_type) = request
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return Ok(());
+    };
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if essence != "application/json" && !essence.ends_with("+json") {
+        return Err(ApiError::new(
+            ProblemKind::UnsupportedMediaType,
+            format!("Content-Type must be application/json, got {content_type:?}"),
+        ));
+    }
+    Ok(())
+}
+
+async fn read_body<S: Send + Sync>(request: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(request, state)
+        .await
+        .map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::new(
+                    ProblemKind::PayloadTooLarge,
+                    format!(
+                        "the request body exceeds the limit of {} bytes",
+                        engram_core::limits::MAX_REQUEST_BODY_BYTES
+                    ),
+                )
+            } else {
+                ApiError::new(
+                    ProblemKind::MalformedBody,
+                    format!("could not read the request body: {rejection}"),
+                )
+            }
+        })
+}
+
+/// The body as `T`, with errors naming the field path.
+fn parse_json_object<T: DeserializeOwned>(raw: &[u8]) -> Result<T, ApiError> {
+    // Every body of the API is a JSON object; serde would also fill a struct from an
+    // array (`[null, null]`), which the published schema does not allow.
+    let first = raw.iter().find(|byte| !byte.is_ascii_whitespace());
+    if first.is_some_and(|byte| *byte != b'{') {
+        return Err(ApiError::invalid(vec![FieldError::new(
+            "body",
+            "must be a JSON object",
+        )]));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(raw);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let inner = error.into_inner();
+        let field = if path == "." {
+            "body".to_string()
+        } else {
+            path
+        };
+        let message = inner.to_string();
+        let kind = if inner.is_syntax() || inner.is_eof() {
+            ProblemKind::MalformedBody
+        } else {
+            ProblemKind::ValidationFailed
+        };
+        ApiError {
+            kind,
+            detail: format!("{field}: {message}"),
+            errors: vec![FieldError::new(field, message)],
+            retry_after_seconds: None,
+            limit: None,
+            code: None,
+        }
+    })?;
+    deserializer.end().map_err(|error| {
+        ApiError::new(
+            ProblemKind::MalformedBody,
+            format!("trailing characters after the JSON body: {error}"),
+        )
+    })?;
+    Ok(value)
 }
 
 /// Query string parsed with field-named errors.
@@ -121,8 +154,26 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T>
     }
 }
 
+/// What `If-Match` takes: a memory or value version (1 or more), bare (`3`) or quoted
+/// (`"3"`, `W/"3"`); published as the header's schema.
+pub const IF_MATCH_PATTERN: &str = "^(W/)?\"?[1-9][0-9]{0,17}\"?$";
+
 /// The optional `If-Match` header: a memory version, bare (`3`) or quoted (`"3"`).
 pub struct IfMatchVersion(pub Option<i64>);
+
+/// The version `If-Match` names, taking exactly what [`IF_MATCH_PATTERN`] describes.
+fn parse_if_match(text: &str) -> Option<i64> {
+    let unweak = text.strip_prefix("W/").unwrap_or(text);
+    let unquoted = unweak.strip_prefix('"').unwrap_or(unweak);
+    let digits = unquoted.strip_suffix('"').unwrap_or(unquoted);
+    let well_formed = (1..=18).contains(&digits.len())
+        && digits.bytes().all(|byte| byte.is_ascii_digit())
+        && !digits.starts_with('0');
+    if !well_formed {
+        return None;
+    }
+    digits.parse().ok()
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for IfMatchVersion {
     type Rejection = ApiError;
@@ -131,20 +182,30 @@ impl<S: Send + Sync> FromRequestParts<S> for IfMatchVersion {
         let Some(value) = parts.headers.get("if-match") else {
             return Ok(IfMatchVersion(None));
         };
-        let text = value.to_str().unwrap_or("").trim();
-        let unquoted = text.strip_prefix("W/").unwrap_or(text).trim_matches('"');
-        match unquoted.parse::<i64>() {
-            Ok(version) if version >= 1 => Ok(IfMatchVersion(Some(version))),
-            _ => Err(ApiError::invalid(vec![FieldError::new(
+        let text = value.to_str().unwrap_or("");
+        match parse_if_match(text) {
+            Some(version) => Ok(IfMatchVersion(Some(version))),
+            None => Err(ApiError::invalid(vec![FieldError::new(
                 "header.If-Match",
-                format!("must be a memory version such as 3 or \"3\", got {text:?}"),
+                format!("must be a version such as 3 or \"3\", got {text:?}"),
             )])),
         }
     }
 }
 
+/// What `Idempotency-Key` takes: 1–255 printable ASCII characters, not starting or ending
+/// with a space; published as the header's schema.
+pub const IDEMPOTENCY_KEY_PATTERN: &str = "^[!-~]([ -~]*[!-~])?$";
+
 /// The optional `Idempotency-Key` header.
 pub struct IdempotencyKey(pub Option<String>);
+
+fn is_idempotency_key(text: &str) -> bool {
+    (1..=MAX_EXTERNAL_ID_CHARS).contains(&text.len())
+        && text.bytes().all(|byte| (b' '..=b'~').contains(&byte))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = ApiError;
@@ -154,13 +215,12 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             return Ok(IdempotencyKey(None));
         };
         let text = value.to_str().unwrap_or("");
-        if text.is_empty()
-            || text.chars().count() > MAX_EXTERNAL_ID_CHARS
-            || text.chars().any(char::is_control)
-        {
+        if !is_idempotency_key(text) {
             return Err(ApiError::invalid(vec![FieldError::new(
                 "header.Idempotency-Key",
-                format!("must be 1–{MAX_EXTERNAL_ID_CHARS} printable characters"),
+                format!(
+                    "must be 1–{MAX_EXTERNAL_ID_CHARS} printable ASCII characters, not starting or ending with a space"
+                ),
             )]));
         }
         Ok(IdempotencyKey(Some(text.to_string())))

@@ -221,17 +221,21 @@ pub struct RecallBudgetView {
 
 #[derive(Clone, Debug, Deserialize, ToSchema)]
 pub struct EditMemoryBody {
+    #[schema(schema_with = engram_core::openapi_schemas::optional_memory_content)]
     pub content: Option<String>,
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Value>,
+    #[schema(schema_with = engram_core::openapi_schemas::optional_categories)]
     pub categories: Option<Vec<String>>,
     /// Set to null to clear the expiry.
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Option<DateTime<Utc>>>,
-    /// Why the memory was changed; kept in its history.
+    /// Why the memory was changed; kept in its history (at most 1,024 characters).
+    #[schema(max_length = 1024)]
     pub reason: Option<String>,
     /// The new content's vector, for a project whose embedding source is `client`.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_client_vector)]
     pub embedding: Option<Vec<f32>>,
 }
 

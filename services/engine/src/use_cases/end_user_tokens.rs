@@ -69,6 +69,10 @@ impl MemoryEngine {
                             format!("scopes[{position}]"),
                             "`admin` cannot be given to an end-user token",
                         )),
+                        Some(scope) if scopes.contains(&scope) => errors.push(FieldError::new(
+                            format!("scopes[{position}]"),
+                            format!("{name:?} is named twice"),
+                        )),
                         Some(scope) => scopes.push(scope),
                         None => errors.push(FieldError::new(
                             format!("scopes[{position}]"),

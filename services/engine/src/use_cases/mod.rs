@@ -76,11 +76,13 @@ pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> Engine
 /// The reason a person gives for a change: required, trimmed, and refused (never cut) past
 /// the documented [`engram_core::limits::MAX_REASON_CHARS`].
 pub(crate) fn required_reason(reason: &str) -> Result<String, EngineError> {
+    // Counted as sent, before surrounding space is trimmed (what a published `maxLength` says).
+    let too_long = reason.chars().count() > engram_core::limits::MAX_REASON_CHARS;
     let reason = reason.trim();
     if reason.is_empty() {
         return Err(engram_core::InvalidInput::single("reason", "give a reason").into());
     }
-    if reason.chars().count() > engram_core::limits::MAX_REASON_CHARS {
+    if too_long {
         return Err(engram_core::InvalidInput::single(
             "reason",
             format!(

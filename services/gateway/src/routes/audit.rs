@@ -84,10 +84,13 @@ pub struct AuditPageView {
 #[into_params(parameter_in = Query)]
 pub struct AuditQuery {
     /// Only this action (`memory.created`, …).
+    #[param(schema_with = engram_core::openapi_schemas::audit_action)]
     pub action: Option<String>,
     /// Only this actor (an API key id or console account id).
+    #[param(min_length = 1, max_length = 255)]
     pub actor_id: Option<String>,
     /// Only events about this target id (a memory or key id).
+    #[param(min_length = 1, max_length = 255)]
     pub target_id: Option<String>,
     /// From this time (inclusive), RFC 3339.
     pub since: Option<DateTime<Utc>>,
@@ -136,10 +139,19 @@ impl AuditQuery {
         ] {
             if value
                 .as_ref()
-                .is_some_and(|text| text.is_empty() || text.len() > 255)
+                .is_some_and(|text| text.is_empty() || text.chars().count() > 255)
             {
                 errors.push(FieldError::new(field, "must be 1–255 characters"));
             }
+        }
+        // Read by the export only, but checked wherever it is sent: a list request with a
+        // misspelt format is told so rather than silently served.
+        if self
+            .format
+            .as_deref()
+            .is_some_and(|format| !matches!(format, "ndjson" | "csv"))
+        {
+            errors.push(FieldError::new("query.format", "must be `ndjson` or `csv`"));
         }
         if let (Some(since), Some(until)) = (self.since, self.until)
             && since >= until

@@ -33,10 +33,11 @@ pub struct MintEndUserTokenBody {
     pub user_id: String,
     /// Of `memories:read`, `memories:write`, `memories:delete`; never more than the minting
     /// key holds, never `admin`. Default: read and write (as far as the key holds them).
-    #[schema(inline, max_items = 3)]
+    #[schema(schema_with = engram_core::openapi_schemas::optional_end_user_token_scopes)]
     pub scopes: Option<Vec<String>>,
     /// 1–86400 seconds, default 3600.
     #[schema(minimum = 1, maximum = 86400)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub ttl_seconds: Option<u64>,
 }
 

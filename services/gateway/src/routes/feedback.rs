@@ -48,6 +48,7 @@ pub struct MemoryFeedbackBody {
     #[schema(max_length = 1024)]
     pub text: Option<String>,
     /// The search (`recall_id` of its answer) that returned the memory.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_issued_id)]
     pub recall_id: Option<String>,
 }
 
@@ -60,6 +61,7 @@ pub struct RecallFeedbackBody {
     #[schema(max_length = 1024)]
     pub text: Option<String>,
     /// The result the rating is about; absent: the recall as a whole.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_issued_id)]
     pub memory_id: Option<String>,
 }
 

@@ -34,10 +34,27 @@ pub fn router() -> Router<AppState> {
         .route("/v1/files/{file_id}", get(get_file).delete(delete_file))
 }
 
+/// The published schema of an uploaded file: UTF-8 text that is not only white space.
+pub struct FileText;
+
+impl utoipa::PartialSchema for FileText {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        engram_core::openapi_schemas::non_blank_text(MAX_FILE_BYTES)
+            .description(Some("The file's text: UTF-8, at most 4 MiB, not only white space"))
+            .build()
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for FileText {}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct UploadFileQuery {
     /// The file's name, e.g. `handbook.md` (1–255 characters, no directories).
+    /// Required (published so by `openapi::REQUIRED_QUERY_PARAMETERS`; parsed here as
+    /// optional so its absence is refused with a hint, not a serde message).
+    #[param(schema_with = engram_core::openapi_schemas::file_name)]
     pub name: Option<String>,
     #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: Option<String>,
@@ -122,7 +139,7 @@ fn optional_id(
 /// `source = file` and metadata `file_id`, `file_name`, `chunk_index`, `chunk_count`,
 /// `heading`. Billed as `file_bytes` once ingested.
 #[utoipa::path(post, path = "/v1/files", tag = "files", params(UploadFileQuery),
-    request_body(content = String, content_type = "text/markdown"),
+    request_body(content = inline(FileText), content_type = "text/markdown"),
     responses((status = 202, body = UploadedFileView),
         (status = 403, description = "The API key lacks the `memories:write` scope", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, body = ProblemDocument, content_type = "application/problem+json"),

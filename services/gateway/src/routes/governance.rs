@@ -113,18 +113,34 @@ impl ProjectSettingsView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateProjectSettingsBody {
+    /// `off`, `mask` or `reject`.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_pii_redaction)]
     pub pii_redaction: Option<String>,
-    /// Replaces the whole map; `null` for a kind removes its limit.
-    #[schema(value_type = Object)]
+    /// Replaces the whole map; days per kind (1–36,500), `null` for a kind removes its limit.
+    #[schema(schema_with = retention_days_schema)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_map_of_optional_whole")]
     pub retention_days: Option<BTreeMap<String, Option<u32>>>,
     pub derive_memories: Option<bool>,
     /// Change where the project's vectors come from; only while it holds no memories
     /// (`409 embedding-unavailable` otherwise).
+    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object")]
     pub embedding: Option<ProjectEmbeddingBody>,
     /// `full`, `no_text` or `off`.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_recall_event_capture)]
     pub recall_events: Option<String>,
     /// 1–3650.
+    #[schema(minimum = 1, maximum = 3650)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub recall_event_retention_days: Option<i64>,
+}
+
+/// (For an `Option` field: `null` leaves the retention as it is.)
+fn retention_days_schema() -> utoipa::openapi::schema::Object {
+    use engram_core::openapi_schemas::Nullable;
+    engram_core::openapi_schemas::retention_days_per_kind(u64::from(
+        engram_engine::MAX_RETENTION_DAYS,
+    ))
+    .nullable()
 }
 
 /// `{"source": "client", "dimension": 768}`, `{"source": "local"}`, …
@@ -132,8 +148,11 @@ pub struct UpdateProjectSettingsBody {
 #[serde(deny_unknown_fields)]
 pub struct ProjectEmbeddingBody {
     /// `deployment`, `local`, `provider` or `client`.
+    #[schema(schema_with = engram_core::openapi_schemas::embedding_source)]
     pub source: String,
     /// With `client` only: 1–4096.
+    #[schema(minimum = 1, maximum = 4096)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub dimension: Option<i64>,
 }
 
@@ -143,6 +162,7 @@ pub struct MemoryFlagsBody {
     pub immutable: Option<bool>,
     pub legal_hold: Option<bool>,
     /// Why (kept in the audit log as "reason given"; up to 1,000 characters).
+    #[schema(max_length = 1000)]
     pub reason: Option<String>,
 }
 

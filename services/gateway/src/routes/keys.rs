@@ -2,8 +2,8 @@
 //! secret of a new key is in the creating response only; lists never carry secrets.
 
 use crate::auth::{Authorized, ProjectAdmin};
-use crate::extract::JsonBody;
-use crate::problem::{ApiError, ProblemDocument, ProblemKind};
+use crate::extract::{JsonBody, OptionalJsonBody};
+use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
 use engram_engine::{
-    ApiKeyRecord, CreateApiKeyRequest, MAX_ROLL_OVERLAP_SECONDS, MemoryEngine, RollApiKeyRequest,
+    ApiKeyRecord, CreateApiKeyRequest, MemoryEngine, RollApiKeyRequest,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -89,6 +89,12 @@ pub struct CreatedApiKeyView {
     pub previous: Option<ApiKeyView>,
 }
 
+/// (For an `Option` field: `null` is `live`.)
+fn key_environment() -> utoipa::openapi::schema::Object {
+    use engram_core::openapi_schemas::Nullable;
+    engram_core::openapi_schemas::one_of(["live", "test"]).nullable()
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKeyBody {
@@ -96,8 +102,10 @@ pub struct CreateApiKeyBody {
     #[schema(min_length = 1, max_length = 100)]
     pub label: String,
     /// At least one of `memories:read`, `memories:write`, `memories:delete`, `admin`.
+    #[schema(schema_with = engram_core::openapi_schemas::key_scopes)]
     pub scopes: Vec<String>,
     /// `live` (default) or `test`.
+    #[schema(schema_with = key_environment)]
     pub environment: Option<String>,
     /// When the key stops working; must be in the future.
     pub expires_at: Option<DateTime<Utc>>,
@@ -120,6 +128,7 @@ pub struct RollApiKeyBody {
     /// How long the old key keeps working, 0–604800 seconds (default 86400); 0 revokes it
     /// at once.
     #[schema(minimum = 0, maximum = 604800)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub overlap_seconds: Option<u64>,
 }
 
@@ -192,7 +201,7 @@ pub async fn revoke_key(
 /// Replace an API key by a new one with the same label, scopes and environment; the old
 /// one keeps working for `overlap_seconds`.
 #[utoipa::path(post, path = "/v1/keys/{key_id}/roll", tag = "keys", params(("key_id" = String, Path)),
-    request_body = RollApiKeyBody,
+    request_body(content = Option<RollApiKeyBody>, description = "Optional: no body rolls with the default overlap"),
     responses((status = 201, body = CreatedApiKeyView),
         (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, description = "Unknown, revoked or expired key", body = ProblemDocument, content_type = "application/problem+json"),
@@ -202,20 +211,9 @@ pub async fn roll_key(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(key_id): Path<String>,
-    body: axum::body::Bytes,
+    OptionalJsonBody(roll): OptionalJsonBody<RollApiKeyBody>,
 ) -> Result<(StatusCode, Json<CreatedApiKeyView>), ApiError> {
     let key_id = parse_key_id(&key_id)?;
-    // The body is optional: an empty POST rolls with the default overlap.
-    let roll: RollApiKeyBody = if body.iter().all(u8::is_ascii_whitespace) {
-        RollApiKeyBody::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|error| {
-            ApiError::new(
-                ProblemKind::MalformedBody,
-                format!("the body must be {{\"overlap_seconds\": <0–{MAX_ROLL_OVERLAP_SECONDS}>}} or empty: {error}"),
-            )
-        })?
-    };
     let request = RollApiKeyRequest {
         key_id,
         overlap_seconds: roll.overlap_seconds,

@@ -34,15 +34,20 @@ pub fn router() -> Router<AppState> {
 #[serde(deny_unknown_fields)]
 pub struct MessageBody {
     /// `user | assistant | system | tool`
+    #[schema(schema_with = engram_core::openapi_schemas::message_role)]
     pub role: String,
     /// At most 32 KiB of UTF-8.
+    #[schema(schema_with = engram_core::openapi_schemas::memory_content)]
     pub content: String,
     /// Who spoke (a person's or a tool's name), 1–255 characters.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub name: Option<String>,
     /// When it was said (RFC 3339); default: when it arrived.
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub timestamp: Option<String>,
     /// Without an LLM, the memory this message becomes gets this key: a later message with
     /// the same key (same user and agent) supersedes it.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub key: Option<String>,
 }
 
@@ -51,10 +56,13 @@ pub struct MessageBody {
 pub struct AddMessagesBody {
     /// 1–100 messages, oldest first.
     #[schema(min_items = 1, max_items = 100)]
+    #[serde(deserialize_with = "engram_core::json_objects::object_list")]
     pub messages: Vec<MessageBody>,
     /// The end-user the conversation is with (subject erasure removes the messages); an
     /// end-user token sets its own.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub user_id: Option<String>,
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub agent_id: Option<String>,
     /// Derive memories from the messages (default: the project's `derive_memories` setting,
     /// itself true unless changed): with an LLM configured, extracted and reconciled facts;

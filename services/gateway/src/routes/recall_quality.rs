@@ -3,7 +3,7 @@
 //! evaluation sets with their cases (JSON or JSONL import) and runs (`202` + task).
 
 use crate::auth::{Authorized, MemoriesRead, ProjectAdmin};
-use crate::extract::{JsonBody, QueryParams};
+use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::routes::governance::TaskView;
 use crate::state::AppState;
@@ -262,9 +262,12 @@ pub struct RetrievalProfileListView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutProfileBody {
-    #[schema(value_type = Object)]
+    /// Any of `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `min_score`,
+    /// `diversify`.
+    #[schema(schema_with = engram_core::openapi_schemas::search_tuning)]
     pub parameters: serde_json::Value,
     /// 0–1, default 0. The shares of all profiles add up to 1 at most.
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub traffic_share: Option<f64>,
 }
 
@@ -350,6 +353,7 @@ pub struct CreateEvalSetBody {
     pub name: String,
     /// 1–100, default 10: the depth hit@k, recall@k, MRR and nDCG are computed at.
     #[schema(minimum = 1, maximum = 100)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub k: Option<i64>,
     /// 0–1, default 0.05: a run whose hit@k, recall@k, MRR or nDCG@k fell by more than this
     /// since the previous run of its profile is flagged as a regression.
@@ -357,10 +361,13 @@ pub struct CreateEvalSetBody {
     pub regression_threshold: Option<f64>,
     /// Run every this many seconds (300 – 2,592,000); absent: on request only.
     #[schema(minimum = 300, maximum = 2592000)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub schedule_interval_secs: Option<u64>,
     /// The profile scheduled runs use (default: `default`).
+    #[schema(schema_with = engram_core::openapi_schemas::optional_profile_name)]
     pub profile: Option<String>,
     /// Up to 1,000 cases now (more with `POST …/cases`).
+    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object_list")]
     pub cases: Option<Vec<EvalCaseBody>>,
 }
 
@@ -467,6 +474,7 @@ pub async fn get_eval_set(
 #[serde(deny_unknown_fields)]
 pub struct AddEvalCasesBody {
     /// Up to 1,000 cases.
+    #[serde(deserialize_with = "engram_core::json_objects::object_list")]
     pub cases: Vec<EvalCaseBody>,
 }
 
@@ -504,11 +512,28 @@ pub async fn add_eval_cases(
     store_cases(&engine, &principal, set_id, cases).await
 }
 
+/// The published schema of a JSONL import: its lines, each an `EvalCaseBody` (1–1,000).
+pub struct EvalCaseLines;
+
+impl utoipa::PartialSchema for EvalCaseLines {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ArrayBuilder::new()
+            .items(utoipa::openapi::Ref::from_schema_name("EvalCaseBody"))
+            .min_items(Some(1))
+            .max_items(Some(engram_core::request_bodies::MAX_CASES_PER_REQUEST))
+            .description(Some("One case object per line (blank lines are skipped)"))
+            .build()
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for EvalCaseLines {}
+
 /// Import labelled queries as JSONL: one case object per line (blank lines skipped). Any bad
 /// line refuses the whole import, naming `line N`.
 #[utoipa::path(post, path = "/v1/eval-sets/{set_id}/cases/import", tag = "recall quality",
     params(("set_id" = String, Path)),
-    request_body(content = String, content_type = "application/x-ndjson"),
+    request_body(content = inline(EvalCaseLines), content_type = "application/x-ndjson"),
     responses((status = 201, body = EvalSetView),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
@@ -584,8 +609,10 @@ pub async fn list_eval_cases(
 #[serde(deny_unknown_fields)]
 pub struct StartEvalRunBody {
     /// Default: the set's profile, else `default`.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_profile_name)]
     pub profile: Option<String>,
     /// Also run this profile and compare the two case by case (95 % confidence intervals).
+    #[schema(schema_with = engram_core::openapi_schemas::optional_profile_name)]
     pub compare_profile: Option<String>,
 }
 
@@ -648,7 +675,8 @@ pub struct EvalRunListView {
 
 /// Run a set against the live project now: `202` with the run and its task.
 #[utoipa::path(post, path = "/v1/eval-sets/{set_id}/runs", tag = "recall quality",
-    params(("set_id" = String, Path)), request_body = StartEvalRunBody,
+    params(("set_id" = String, Path)),
+    request_body(content = Option<StartEvalRunBody>, description = "Optional: no body runs the set's own profile"),
     responses((status = 202, body = EvalRunStartedView),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
@@ -657,16 +685,9 @@ pub async fn start_eval_run(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(set_id): Path<String>,
-    body: Bytes,
+    OptionalJsonBody(body): OptionalJsonBody<StartEvalRunBody>,
 ) -> Result<Response, ApiError> {
     let set_id = parse_set_id(&set_id)?;
-    // The body is optional: no body runs the set's own profile.
-    let body: StartEvalRunBody = if body.iter().all(u8::is_ascii_whitespace) {
-        StartEvalRunBody::default()
-    } else {
-        serde_json::from_slice(&body)
-            .map_err(|error| ApiError::invalid(vec![FieldError::new("body", error.to_string())]))?
-    };
     let request = StartEvaluationRunRequest {
         profile: body.profile,
         compare_profile: body.compare_profile,

@@ -78,6 +78,7 @@ pub struct PutSessionStateBody {
     pub value: serde_json::Value,
     /// The end-user the value belongs to (subject erasure removes it); an end-user token
     /// sets its own.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub user_id: Option<String>,
 }
 
@@ -88,6 +89,7 @@ pub struct PutSessionStateBody {
 pub struct SessionStateQuery {
     /// The end-user whose values to address (an end-user token addresses its own); without
     /// it, the values of no end-user.
+    #[param(schema_with = engram_core::openapi_schemas::external_id)]
     pub user_id: Option<String>,
 }
 

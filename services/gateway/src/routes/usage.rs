@@ -88,9 +88,14 @@ pub struct UsageView {
     pub llm_by_model: Vec<LlmModelUsageView>,
 }
 
+/// A report day as the published pattern has it (`YYYY-MM-DD`, nothing around it); absent:
+/// `default`. An empty value is a mistake, not a request for the default.
 fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate, FieldError> {
-    match text.map(str::trim).filter(|text| !text.is_empty()) {
+    match text {
         Some(text) => {
+            if text.len() != 10 {
+                return Err(FieldError::new(field, "expected a date as YYYY-MM-DD"));
+            }
             let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")
                 .map_err(|_| FieldError::new(field, "expected a date as YYYY-MM-DD"))?;
             engram_core::validation::check_report_day(field, day)?;
@@ -103,7 +108,8 @@ fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate,
 /// The project's usage. Units are counted after a request succeeded (failed calls and
 /// idempotent replays are not billed) and written within about a second.
 #[utoipa::path(get, path = "/v1/usage", tag = "usage", params(UsageQuery),
-    responses((status = 200, body = UsageView),
+    responses((status = 200, description = "`format=json` (default) or `format=csv`",
+            content((UsageView = "application/json"), (String = "text/csv"))),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = [])))]
 pub async fn project_usage(
@@ -225,7 +231,8 @@ pub struct CostsView {
 /// The project's cost per day and unit: usage × the price in effect that day (the
 /// organization's override, else the deployment's price).
 #[utoipa::path(get, path = "/v1/costs", tag = "usage", params(CostsQuery),
-    responses((status = 200, body = CostsView),
+    responses((status = 200, description = "`format=json` (default) or `format=csv`",
+            content((CostsView = "application/json"), (String = "text/csv"))),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = [])))]
 pub async fn project_costs(
@@ -356,9 +363,11 @@ fn parse_range(
 pub struct RecallBudgetBody {
     /// Most memories one search returns (1–100).
     #[schema(minimum = 1, maximum = 100)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub max_results: Option<u32>,
     /// Most tokens of memory content one search returns (1–100,000).
     #[schema(minimum = 1, maximum = 100000)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub max_tokens: Option<u32>,
 }
 
@@ -367,11 +376,17 @@ pub struct RecallBudgetBody {
 #[serde(deny_unknown_fields)]
 pub struct MonthlyBudgetBody {
     /// The budget in millionths of `currency` (`250000000` is 250.00).
+    #[serde(deserialize_with = "engram_core::json_integers::whole")]
+    #[schema(minimum = 0)]
     pub amount_micros: i64,
-    /// ISO 4217, e.g. `USD`; only prices in this currency count against the budget.
+    /// ISO 4217, e.g. `USD` (any case); only prices in this currency count against the
+    /// budget.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
     pub currency: String,
-    /// Percentages (1–1000) at which an alert is recorded once a month; default `[80, 100]`.
-    #[serde(default)]
+    /// At most 10 percentages (1–255) at which an alert is recorded once a month; default
+    /// `[80, 100]`.
+    #[schema(schema_with = alert_thresholds_schema)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole_list")]
     pub alert_thresholds_percent: Option<Vec<u16>>,
     /// Refuse requests with `402 budget-exceeded` once the month's cost reaches the budget.
     #[serde(default)]
@@ -383,15 +398,18 @@ pub struct MonthlyBudgetBody {
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpendLimitsBody {
+    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object")]
     pub monthly_budget: Option<MonthlyBudgetBody>,
     /// Most writes and searches per minute for the whole project (1–1,000,000).
+    #[schema(minimum = 1, maximum = 1000000)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
     pub requests_per_minute: Option<u32>,
     /// Most units per calendar month (UTC): `memories_written`, `searches`,
     /// `tokens_embedded`, `file_bytes`.
-    #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(schema_with = monthly_quotas_schema)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::whole_map")]
     pub monthly_quotas: BTreeMap<String, u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "engram_core::json_objects::object")]
     pub recall: RecallBudgetBody,
 }
 
@@ -426,6 +444,36 @@ pub struct SpendLimitsView {
 }
 
 const MAX_ALERT_THRESHOLDS: usize = 10;
+
+/// The units a quota may cap (all but `memory_days`, which is sampled daily), each a count.
+fn monthly_quotas_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(engram_core::openapi_schemas::one_of(
+            UsageUnit::ALL
+                .iter()
+                .filter(|unit| **unit != UsageUnit::MemoryDays)
+                .map(|unit| unit.as_str()),
+        )))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+                .maximum(Some(u64::MAX)),
+        ))
+        .build()
+}
+
+/// (For an `Option` field: `null` is the default thresholds.)
+fn alert_thresholds_schema() -> utoipa::openapi::schema::Array {
+    use engram_core::openapi_schemas::Nullable;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(engram_core::openapi_schemas::integer_between(1, 255))
+        .max_items(Some(MAX_ALERT_THRESHOLDS))
+        .build()
+        .nullable()
+}
 const MAX_REQUESTS_PER_MINUTE: u32 = 1_000_000;
 const MAX_RECALL_TOKENS: u32 = 100_000;
 const DEFAULT_ALERT_THRESHOLDS: [u8; 2] = [80, 100];
@@ -471,7 +519,7 @@ impl SpendLimitsBody {
                     "must not be negative",
                 ));
             }
-            let currency = budget.currency.trim().to_ascii_uppercase();
+            let currency = budget.currency.to_ascii_uppercase();
             if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_uppercase()) {
                 errors.push(FieldError::new(
                     "monthly_budget.currency",

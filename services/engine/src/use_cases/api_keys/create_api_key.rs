@@ -41,6 +41,10 @@ impl CreateApiKeyRequest {
         let mut scopes = Vec::with_capacity(self.scopes.len());
         for (position, name) in self.scopes.iter().enumerate() {
             match ApiScope::parse(name) {
+                Some(scope) if scopes.contains(&scope) => errors.push(FieldError::new(
+                    format!("scopes[{position}]"),
+                    format!("{name:?} is named twice"),
+                )),
                 Some(scope) => scopes.push(scope),
                 None => errors.push(FieldError::new(
                     format!("scopes[{position}]"),

@@ -24,21 +24,23 @@ impl MemoryEngine {
         request: SetMemoryFlagsRequest,
     ) -> Result<Memory, EngineError> {
         principal.authorize(Operation::SetMemoryFlags)?;
+        let field_error = |message: &str| -> EngineError {
+            InvalidInput(vec![FieldError::new("reason", message)]).into()
+        };
+        // Counted as sent (the published `maxLength`), before surrounding space is trimmed.
+        if request
+            .reason
+            .as_ref()
+            .is_some_and(|reason| reason.chars().count() > MAX_FLAG_REASON_CHARS)
+        {
+            return Err(field_error("at most 1,000 characters"));
+        }
         let reason = request
             .reason
             .map(|reason| reason.trim().to_string())
             .filter(|reason| !reason.is_empty());
-        let field_error = |message: &str| -> EngineError {
-            InvalidInput(vec![FieldError::new("reason", message)]).into()
-        };
-        match &reason {
-            None if matches!(principal.credential(), Credential::ConsoleAccount { .. }) => {
-                return Err(field_error("give a reason"));
-            }
-            Some(reason) if reason.chars().count() > MAX_FLAG_REASON_CHARS => {
-                return Err(field_error("at most 1,000 characters"));
-            }
-            _ => {}
+        if reason.is_none() && matches!(principal.credential(), Credential::ConsoleAccount { .. }) {
+            return Err(field_error("give a reason"));
         }
         let scope = principal.scope();
         self.storage
