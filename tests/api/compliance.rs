@@ -1089,3 +1089,129 @@ async fn restoring_an_older_copy_never_resurrects_an_erased_subject() {
             .join("\n")
     );
 }
+
+/// An organization erases a person in every project at once: only an organization-level
+/// credential may (a console owner here; a project key, even `admin`, is refused), one task
+/// gives one receipt listing each project with its own subject digest and per-store counts,
+/// and an independent count finds nothing left anywhere; other people stay, and no project
+/// key can read the organization's receipt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_organization_erases_a_person_in_every_project_with_one_receipt() {
+    let server = TestServer::spawn().await.unwrap();
+    let first = server.client();
+    let (second_project, second_key) = server.create_project("second").unwrap();
+    let second = server.client_with_key(&second_key);
+    for (client, place) in [(&first, "Annecy"), (&second, "Lyon")] {
+        add_for(
+            client,
+            "zoe",
+            &[
+                format!("Zoe swims in the lake at {place}."),
+                format!("Zoe's sister lives in {place}."),
+            ],
+        )
+        .await;
+        add_for(client, "yan", &[format!("Yan sells bread in {place}.")]).await;
+    }
+
+    let refused = admin_call(
+        &first,
+        reqwest::Method::POST,
+        "/v1/organization/subjects/zoe/erasure",
+        None,
+    )
+    .await;
+    refused.assert_problem(403, "forbidden");
+    assert_eq!(count_listed(&first, "zoe").await, 2, "a refusal erases nothing");
+
+    let (owner, cookie) = server.console_owner_session().await;
+    let console = |function: &'static str, fields: Vec<(&'static str, String)>| {
+        let request = owner
+            .post(format!("{}/console/api/{function}", server.base_url))
+            .header("Origin", &server.base_url)
+            .header("Cookie", &cookie)
+            .form(&fields);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let project = server.bootstrap.project_id.clone();
+    let (status, started) = console(
+        "request_organization_erasure",
+        vec![
+            ("project_id", project.clone()),
+            ("user_id", "zoe".to_string()),
+            ("confirm", "zoe".to_string()),
+        ],
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    let task_id = started["task_id"].as_str().unwrap().to_string();
+    let begun = Instant::now();
+    let finished = loop {
+        let (status, current) = console(
+            "erasure_status",
+            vec![("project_id", project.clone()), ("task_id", task_id.clone())],
+        )
+        .await;
+        assert_eq!(status, 200, "{current}");
+        if matches!(current["status"].as_str(), Some("succeeded" | "failed")) {
+            break current;
+        }
+        assert!(begun.elapsed() < engram_tests::patience(), "{current}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(finished["status"], "succeeded", "{finished}");
+    assert_eq!(finished["verified"], true, "{finished}");
+    let receipt: Value = serde_json::from_str(finished["receipt"].as_str().unwrap()).unwrap();
+    let projects = receipt["projects"].as_array().unwrap();
+    let mut named: Vec<&str> = projects
+        .iter()
+        .map(|part| part["project_id"].as_str().unwrap())
+        .collect();
+    named.sort_unstable();
+    let mut expected = vec![project.as_str(), second_project.as_str()];
+    expected.sort_unstable();
+    assert_eq!(named, expected, "{receipt}");
+    assert_ne!(
+        projects[0]["subject_digest"], projects[1]["subject_digest"],
+        "each project has its own digest of the person"
+    );
+    for part in projects {
+        let memories = part["stores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|store| store["store"] == "memories")
+            .unwrap();
+        assert_eq!(memories["removed"], 2, "{receipt}");
+    }
+    assert_eq!(receipt["removed"]["memories"], 4, "{receipt}");
+    assert_eq!(receipt["verification"]["verified"], true, "{receipt}");
+    assert!(
+        receipt["verification"]["remaining"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|left| *left == 0),
+        "{receipt}"
+    );
+    assert!(!receipt.to_string().contains("zoe"), "no raw id: {receipt}");
+
+    for client in [&first, &second] {
+        assert_eq!(count_listed(client, "zoe").await, 0);
+        assert_eq!(count_listed(client, "yan").await, 1);
+    }
+    // The organization's receipt names every project: no project key reads it.
+    admin_call(
+        &first,
+        reqwest::Method::GET,
+        &format!("/v1/tasks/{task_id}"),
+        None,
+    )
+    .await
+    .assert_problem(404, "not-found");
+}

@@ -58,6 +58,7 @@ const CONSOLE_FUNCTIONS: &[(&str, RoleRule)] = &[
     ("bulk_delete", RoleRule::ReadMemoryContent), // deletes what a filter matches
     ("subject", RoleRule::ReadMemoryContent),  // subject_summary: an end-user's holds
     ("request_erasure", RoleRule::ReadMemoryContent), // queues a subject erasure
+    ("request_organization_erasure", RoleRule::ReadMemoryContent), // in every project
     ("settings", RoleRule::ReadMemoryContent), // governance_settings with the dry run
     ("save_settings", RoleRule::ReadMemoryContent), // the same rule as reading them
     ("usage", RoleRule::ReadUsage),            // require_role(can_read_usage)
@@ -378,7 +379,7 @@ impl Matrix {
                 ConsoleArguments::Json(body)
             }
             "subject" => self.project_form(&[("user_id", SAMPLE_USER)]),
-            "request_erasure" => {
+            "request_erasure" | "request_organization_erasure" => {
                 self.project_form(&[("user_id", tag.as_str()), ("confirm", tag.as_str())])
             }
             "settings" | "usage" | "recall" | "save_limits" | "sweep_now" | "audit" | "keys" => {

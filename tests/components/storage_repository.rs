@@ -2312,7 +2312,8 @@ on_both_databases!(an_end_user_scope_reaches_only_its_end_users_data);
 async fn registry_problems(storage: &Storage) -> Vec<String> {
     use engram_storage::subject_data::{SubjectStore, TABLES_WITHOUT_SUBJECT_DATA};
     use std::collections::BTreeSet;
-    let tables: BTreeSet<String> = storage.table_names().await.unwrap().into_iter().collect();
+    let schema = engram_storage::MaintenanceStore::new(storage.clone());
+    let tables: BTreeSet<String> = schema.table_names().await.unwrap().into_iter().collect();
     assert!(tables.contains("memories"), "{tables:?}");
     let mut problems = Vec::new();
     let mut classified = BTreeSet::new();
@@ -2329,7 +2330,7 @@ async fn registry_problems(storage: &Storage) -> Vec<String> {
                 ));
                 continue;
             }
-            let columns = storage.column_names(table.table).await.unwrap();
+            let columns = schema.column_names(table.table).await.unwrap();
             if table.subject_columns.is_empty() {
                 problems.push(format!(
                     "store {} declares no subject column of {}",

@@ -5,6 +5,7 @@ text_enum!(
     /// The work a queued task does.
     TaskKind {
         SubjectErasure => "subject_erasure",
+        OrganizationSubjectErasure => "organization_subject_erasure",
         Consolidation => "consolidation",
         EvaluationRun => "evaluation_run",
         FileIngest => "file_ingest",

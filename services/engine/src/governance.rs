@@ -115,6 +115,39 @@ pub struct ErasureReceipt {
     pub digest: String,
 }
 
+/// The receipt of an erasure across an organization: each project's part (with the subject's
+/// digest there, which differs per project), the removals per store summed, and what an
+/// independent count found left once every project was done.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrganizationErasureReceipt {
+    pub organization_id: String,
+    pub request_id: Option<String>,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub projects: Vec<ProjectErasure>,
+    /// Per registered store, summed over the projects.
+    pub removed: std::collections::BTreeMap<String, u64>,
+    pub verification: OrganizationErasureVerification,
+    /// SHA-256 of this receipt's JSON without the digest field.
+    pub digest: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectErasure {
+    pub project_id: String,
+    pub subject_digest: String,
+    pub stores: Vec<StoreErasure>,
+    /// The digest of that project's own receipt (its audit event and ledger carry it).
+    pub receipt_digest: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrganizationErasureVerification {
+    pub verified: bool,
+    /// Per registered store, summed over the projects (all zero when verified).
+    pub remaining: std::collections::BTreeMap<String, u64>,
+}
+
 /// One store's line in the receipt.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreErasure {
@@ -361,6 +394,7 @@ impl DataGovernance {
     ) -> Result<ErasureReceipt, EngineError> {
         self.erase_subject_with(scope, user_id, request_id, actor, progress, true)
             .await
+            .map(|(receipt, _)| receipt)
     }
 
     /// `append_ledger_line` is false when replaying the ledger, which already names the
@@ -373,7 +407,7 @@ impl DataGovernance {
         actor: &Actor,
         mut progress: impl FnMut(u64, u64) + Send,
         append_ledger_line: bool,
-    ) -> Result<ErasureReceipt, EngineError> {
+    ) -> Result<(ErasureReceipt, ErasureWork), EngineError> {
         let started_at = Utc::now();
         let held = self
             .storage
@@ -383,7 +417,12 @@ impl DataGovernance {
             return Err(EngineError::SubjectHeld { memory_ids: held });
         }
         let total = self.storage.count_subject_memories(scope, user_id).await?;
-        let mut work = ErasureWork::default();
+        // The ids the derived stores name, taken before anything is erased.
+        let mut work = ErasureWork {
+            erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
+            erased_case_ids: self.storage.eval_case_ids_of_subject(scope, user_id).await?,
+            ..ErasureWork::default()
+        };
         progress(0, total);
         // Every registered store, in the registry's order: a store added to the registry
         // cannot be left out here (the match below is exhaustive).
@@ -469,6 +508,90 @@ impl DataGovernance {
         self.storage
             .record_erasure(scope, &digest_of_subject, &receipt_json, actor)
             .await?;
+        Ok((receipt, work))
+    }
+
+    /// Erase one end-user from every project of an organization: refused before anything is
+    /// erased while any of their memories in any project is held; then each project in turn
+    /// (each with its own receipt, ledger line and audit event), then an independent count of
+    /// every registered store in every project. `progress(done, total)` counts projects.
+    pub async fn erase_subject_in_organization(
+        &self,
+        organization_id: engram_core::OrganizationId,
+        user_id: &str,
+        request_id: Option<String>,
+        actor: &Actor,
+        mut progress: impl FnMut(u64, u64) + Send,
+    ) -> Result<OrganizationErasureReceipt, EngineError> {
+        let started_at = Utc::now();
+        let scopes = self
+            .maintenance_store()
+            .project_scopes_of_organization(organization_id)
+            .await?;
+        for scope in &scopes {
+            let held = self
+                .storage
+                .held_memories_of_subject(scope, user_id)
+                .await?;
+            if !held.is_empty() {
+                return Err(EngineError::SubjectHeld { memory_ids: held });
+            }
+        }
+        let total = scopes.len() as u64;
+        progress(0, total);
+        let mut erased = Vec::with_capacity(scopes.len());
+        for (done, scope) in scopes.iter().enumerate() {
+            let (receipt, work) = self
+                .erase_subject_with(scope, user_id, request_id.clone(), actor, |_, _| {}, true)
+                .await?;
+            erased.push((scope, receipt, work));
+            progress(done as u64 + 1, total);
+        }
+        // Counted again only now, when every project is done: nothing of the subject is left
+        // anywhere in the organization at one moment.
+        let mut projects = Vec::with_capacity(erased.len());
+        let mut removed = std::collections::BTreeMap::<String, u64>::new();
+        let mut remaining = std::collections::BTreeMap::<String, u64>::new();
+        for (scope, receipt, work) in &erased {
+            for store in SubjectStore::ALL {
+                let name = store.declaration().name.to_string();
+                let left = self.count_remaining(store, scope, user_id, work).await?;
+                *remaining.entry(name.clone()).or_default() += left;
+                let removed_here = receipt
+                    .stores
+                    .iter()
+                    .find(|line| line.store == name)
+                    .map_or(0, |line| line.removed);
+                *removed.entry(name).or_default() += removed_here;
+            }
+            projects.push(ProjectErasure {
+                project_id: scope.project_id().to_string(),
+                subject_digest: receipt.subject_digest.clone(),
+                stores: receipt.stores.clone(),
+                receipt_digest: receipt.digest.clone(),
+            });
+        }
+        let verified = remaining.values().all(|left| *left == 0);
+        let mut receipt = OrganizationErasureReceipt {
+            organization_id: organization_id.to_string(),
+            request_id,
+            started_at,
+            finished_at: Utc::now(),
+            projects,
+            removed,
+            verification: OrganizationErasureVerification {
+                verified,
+                remaining,
+            },
+            digest: String::new(),
+        };
+        receipt.digest = sha256_of_json_without_digest(&receipt);
+        if !verified {
+            return Err(EngineError::Internal(
+                "organization erasure verification failed: something of the subject remains"
+                    .to_string(),
+            ));
+        }
         Ok(receipt)
     }
 
@@ -510,7 +633,11 @@ impl DataGovernance {
                     // The outbox entries written with the batch repair the index should this
                     // fail.
                     self.index.delete(scope, ids.clone()).await?;
-                    work.erased_memory_ids.extend(ids);
+                    // Written since the ids were taken (a concurrent write of the subject's).
+                    let known: std::collections::HashSet<MemoryId> =
+                        work.erased_memory_ids.iter().copied().collect();
+                    work.erased_memory_ids
+                        .extend(ids.into_iter().filter(|id| !known.contains(id)));
                     progress(removed, total.max(removed));
                 }
                 removed
@@ -538,8 +665,13 @@ impl DataGovernance {
                     .await?
             }
             SubjectStore::EvaluationCases => {
-                work.erased_case_ids = storage.delete_eval_cases_of_subject(scope, user_id).await?;
-                work.erased_case_ids.len() as u64
+                let deleted = storage.delete_eval_cases_of_subject(scope, user_id).await?;
+                for id in &deleted {
+                    if !work.erased_case_ids.contains(id) {
+                        work.erased_case_ids.push(*id);
+                    }
+                }
+                deleted.len() as u64
             }
             SubjectStore::EvaluationRuns => {
                 storage
@@ -841,6 +973,11 @@ impl DataGovernance {
 }
 
 fn receipt_digest(receipt: &ErasureReceipt) -> String {
+    sha256_of_json_without_digest(receipt)
+}
+
+/// SHA-256 of a receipt's JSON without its `digest` field.
+fn sha256_of_json_without_digest(receipt: &impl Serialize) -> String {
     let mut value = serde_json::to_value(receipt).unwrap_or_default();
     if let Some(object) = value.as_object_mut() {
         object.remove("digest");

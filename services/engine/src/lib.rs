@@ -33,7 +33,7 @@ pub use engram_core::NewMemory;
 pub use error::EngineError;
 pub use governance::{
     DataGovernance, ErasureCounts, ErasureLedgerSettings, ErasureReceipt, ErasureVerification,
-    LedgerReplay, SubjectExport,
+    LedgerReplay, OrganizationErasureReceipt, ProjectErasure, StoreErasure, SubjectExport,
 };
 pub use indexing::{IndexApplier, ReconcileReport};
 pub use metering::UsageMeter;

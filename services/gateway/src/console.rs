@@ -808,6 +808,28 @@ impl ConsoleBackend for GatewayConsoleBackend {
         Ok(erasure_status(project_id, task))
     }
 
+    async fn request_organization_erasure(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError> {
+        let (_, principal) = self
+            .authorized_project(
+                caller,
+                project_id,
+                Operation::RequestOrganizationSubjectErasure,
+            )
+            .await?;
+        let user_id = parse_subject(user_id)?;
+        let task = self
+            .engine()?
+            .request_organization_subject_erasure_for(&principal, &user_id)
+            .await
+            .map_err(engine_error)?;
+        Ok(erasure_status(project_id, task))
+    }
+
     async fn erasure_status(
         &self,
         caller: &ConsoleCaller,
@@ -824,7 +846,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         // The subjects page follows erasures only.
-        if task.kind != engram_core::TaskKind::SubjectErasure {
+        if !matches!(
+            task.kind,
+            engram_core::TaskKind::SubjectErasure
+                | engram_core::TaskKind::OrganizationSubjectErasure
+        ) {
             return Err(ConsoleError::NotFound);
         }
         Ok(erasure_status(project_id, task))

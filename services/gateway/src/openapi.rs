@@ -331,6 +331,7 @@ impl Modify for CommonProblemResponses {
         governance::update_project_settings,
         governance::set_memory_flags,
         governance::request_subject_erasure,
+        governance::request_organization_subject_erasure,
         governance::request_consolidation,
         governance::get_task,
         governance::export_subject,

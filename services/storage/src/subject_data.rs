@@ -55,21 +55,23 @@ pub struct SubjectStoreDeclaration {
 }
 
 impl SubjectStore {
-    /// Every store, in erasure order: stored answers before the memories they quote,
-    /// evaluation cases before their results in runs, task results after the ids they
-    /// name are known, the index after the rows.
+    /// Every store, in erasure order: what is derived from the subject's memories and cases
+    /// (stored answers, task results, per-case results) before them, so an erasure that
+    /// fails halfway and is retried still finds the ids those name; the sources of new
+    /// memories (messages, files) before the memories, so a derivation or ingest cannot
+    /// write one behind the erasure; the index after the rows.
     pub const ALL: [SubjectStore; 13] = [
         SubjectStore::Idempotency,
-        SubjectStore::Memories,
-        SubjectStore::History,
+        SubjectStore::TaskResults,
+        SubjectStore::EvaluationRuns,
         SubjectStore::Messages,
-        SubjectStore::SessionState,
         SubjectStore::Files,
+        SubjectStore::SessionState,
         SubjectStore::Feedback,
         SubjectStore::RecallEvents,
         SubjectStore::EvaluationCases,
-        SubjectStore::EvaluationRuns,
-        SubjectStore::TaskResults,
+        SubjectStore::Memories,
+        SubjectStore::History,
         SubjectStore::Index,
         SubjectStore::QueryCache,
     ];
@@ -320,14 +322,14 @@ impl Storage {
             .collect())
     }
 
-    /// Remove the subject's evaluation cases; returns their ids (their per-case results in
-    /// runs go next, by these ids).
-    pub async fn delete_eval_cases_of_subject(
+    /// Ids of the subject's evaluation cases (taken before anything is erased, for the
+    /// per-case results that name them).
+    pub async fn eval_case_ids_of_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
     ) -> Result<Vec<Uuid>, StorageError> {
-        let ids: Vec<Uuid> = eval_cases::Entity::find()
+        eval_cases::Entity::find()
             .select_only()
             .column(eval_cases::Column::Id)
             .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
@@ -335,7 +337,37 @@ impl Storage {
             .into_tuple::<Uuid>()
             .all(&self.connection)
             .await
-            .map_err(StorageError::from_db)?;
+            .map_err(StorageError::from_db)
+    }
+
+    /// Ids of the subject's memories in every state (taken before anything is erased, for
+    /// the stores that name them).
+    pub async fn memory_ids_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<engram_core::MemoryId>, StorageError> {
+        Ok(crate::entities::memories::Entity::find()
+            .select_only()
+            .column(crate::entities::memories::Column::Id)
+            .filter(crate::entities::memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::entities::memories::Column::UserId.eq(user_id))
+            .into_tuple::<Uuid>()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(engram_core::MemoryId::from_uuid)
+            .collect())
+    }
+
+    /// Remove the subject's evaluation cases; returns their ids.
+    pub async fn delete_eval_cases_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<Uuid>, StorageError> {
+        let ids = self.eval_case_ids_of_subject(scope, user_id).await?;
         let _permit = self.write_permit().await;
         for chunk in ids.chunks(500) {
             eval_cases::Entity::delete_many()
@@ -416,12 +448,14 @@ impl Storage {
             return Ok(0);
         }
         let wanted: HashSet<String> = case_ids.iter().map(Uuid::to_string).collect();
+        // Read and rewritten under one permit, so two erasures cannot write back each
+        // other's entries.
+        let _permit = self.write_permit().await;
         let runs = eval_runs::Entity::find()
             .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        let _permit = self.write_permit().await;
         let mut changed = 0;
         for run in runs {
             let metrics = run
@@ -514,7 +548,9 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         Ok(self.task_results_naming(scope, ids).await?.len() as u64)
     }
+}
 
+impl crate::MaintenanceStore {
     /// Every table of the migrated schema (for the registry test).
     pub async fn table_names(&self) -> Result<Vec<String>, StorageError> {
         use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};

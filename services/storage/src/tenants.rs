@@ -444,6 +444,29 @@ impl MaintenanceStore {
             .collect())
     }
 
+    /// Every project of one organization, for an organization-wide erasure that a verified
+    /// principal of that organization queued (the task records which organization).
+    pub async fn project_scopes_of_organization(
+        &self,
+        organization_id: OrganizationId,
+    ) -> Result<Vec<ProjectScope>, StorageError> {
+        let projects = projects::Entity::find()
+            .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
+            .order_by_asc(projects::Column::CreatedAt)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(projects
+            .into_iter()
+            .map(|project| {
+                ProjectScope::from_verified_credential(
+                    organization_id,
+                    ProjectId::from_uuid(project.id),
+                )
+            })
+            .collect())
+    }
+
     /// The scope of a project named by an erasure ledger line (written under a verified
     /// scope, read back after a restore); `None` when no such project is in the organization.
     pub async fn project_scope_for_erasure_ledger(

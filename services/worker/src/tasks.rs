@@ -77,25 +77,79 @@ pub async fn serve_tasks<Run, Running>(
     tracing::info!(?kinds, "task runner stopped");
 }
 
-/// Run queued subject erasures until `shutdown` turns true.
+/// Run queued subject erasures (of one project, or of every project of an organization)
+/// until `shutdown` turns true.
 pub async fn run_task_runner(engine: Arc<DataGovernance>, shutdown: watch::Receiver<bool>) {
     serve_tasks(
         engine.maintenance_store().clone(),
         engine.task_queued.clone(),
-        &[TaskKind::SubjectErasure],
+        &[
+            TaskKind::SubjectErasure,
+            TaskKind::OrganizationSubjectErasure,
+        ],
         TASK_LEASE,
         shutdown,
         |task| {
             let engine = engine.clone();
             async move {
-                match task.subject.as_deref() {
-                    Some(user_id) => run_erasure(&engine, &task, user_id).await,
-                    None => Err("the erasure task names no subject".to_string()),
+                let Some(user_id) = task.subject.clone() else {
+                    return Err("the erasure task names no subject".to_string());
+                };
+                if task.kind == TaskKind::OrganizationSubjectErasure {
+                    run_organization_erasure(&engine, &task, &user_id).await
+                } else {
+                    run_erasure(&engine, &task, &user_id).await
                 }
             }
         },
     )
     .await;
+}
+
+/// Every project of the task's organization, one after the other; progress counts projects.
+async fn run_organization_erasure(
+    engine: &Arc<DataGovernance>,
+    task: &engram_storage::tasks::ClaimedTask,
+    user_id: &str,
+) -> Result<serde_json::Value, String> {
+    let storage = engine.maintenance_store().clone();
+    let task_id = task.id;
+    let (progress_sender, mut progress_receiver) = watch::channel((0u64, 0u64));
+    let progress_writer = tokio::spawn(async move {
+        while progress_receiver.changed().await.is_ok() {
+            let (done, total) = *progress_receiver.borrow_and_update();
+            if let Err(error) = storage
+                .task_progress(task_id, done as i64, total as i64, TASK_LEASE)
+                .await
+            {
+                tracing::warn!(%error, "cannot record task progress");
+            }
+        }
+    });
+    let actor = engram_core::audit::Actor::system("organization-subject-erasure");
+    let receipt = engine
+        .erase_subject_in_organization(
+            task.scope.organization_id(),
+            user_id,
+            task.request_id.clone(),
+            &actor,
+            |done, total| {
+                progress_sender.send_replace((done, total));
+            },
+        )
+        .await;
+    drop(progress_sender);
+    let _ = progress_writer.await;
+    let receipt = receipt.map_err(|error| error.to_string())?;
+    let total = receipt.projects.len() as i64;
+    if let Err(error) = engine
+        .maintenance_store()
+        .task_progress(task.id, total, total, TASK_LEASE)
+        .await
+    {
+        tracing::warn!(%error, "cannot record final task progress");
+    }
+    serde_json::to_value(&receipt).map_err(|error| error.to_string())
 }
 
 async fn run_erasure(

@@ -466,6 +466,15 @@ impl ConsoleBackend for DevBackend {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }
 
+    async fn request_organization_erasure(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _user_id: &str,
+    ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
     async fn erasure_status(
         &self,
         _caller: &ConsoleCaller,

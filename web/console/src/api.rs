@@ -170,6 +170,26 @@ pub async fn request_erasure(
     ssr::answer(result).await
 }
 
+/// Start erasing an end-user in every project of the organization; `confirm` must repeat the
+/// user id.
+#[server(prefix = "/console/api", endpoint = "request_organization_erasure")]
+pub async fn request_organization_erasure(
+    project_id: String,
+    user_id: String,
+    confirm: String,
+) -> Result<ErasureStatus, ConsoleError> {
+    if confirm.trim() != user_id.trim() {
+        return ssr::answer(Err(ConsoleError::InvalidInput(
+            "type the end-user id again to confirm the erasure".into(),
+        )))
+        .await;
+    }
+    let result = ssr::backend()?
+        .request_organization_erasure(&ssr::caller().await?, &project_id, &user_id)
+        .await;
+    ssr::answer(result).await
+}
+
 /// The project's governance settings with the retention dry run.
 #[server(prefix = "/console/api", endpoint = "settings")]
 pub async fn load_settings(

@@ -217,6 +217,15 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         user_id: &str,
     ) -> Result<ErasureStatus, ConsoleError>;
 
+    /// Start erasing an end-user in every project of the caller's organization (refused while
+    /// memories are held in any); followed through `erasure_status` in `project_id`.
+    async fn request_organization_erasure(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: &str,
+    ) -> Result<ErasureStatus, ConsoleError>;
+
     /// Progress or receipt of an erasure task.
     async fn erasure_status(
         &self,

@@ -2,7 +2,7 @@
 //! retention per kind), memory flags (immutable, legal hold), subject erasure as a task with
 //! a receipt, subject export as NDJSON, the retention dry run, and task status.
 
-use crate::auth::{Authorized, ProjectAdmin};
+use crate::auth::{Authorized, ProjectAdmin, ProjectPrincipal};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument};
 use crate::routes::feedback::FeedbackView;
@@ -45,6 +45,10 @@ pub fn router() -> Router<AppState> {
             post(request_subject_erasure),
         )
         .route("/v1/subjects/{user_id}/export", get(export_subject))
+        .route(
+            "/v1/organization/subjects/{user_id}/erasure",
+            post(request_organization_subject_erasure),
+        )
         .route("/v1/tasks/{task_id}", get(get_task))
         .route("/v1/consolidations", post(request_consolidation))
         .route("/v1/retention/preview", get(retention_preview))
@@ -309,6 +313,34 @@ pub async fn request_subject_erasure(
     let user_id = parse_user_id(&user_id)?;
     let task = engine
         .request_subject_erasure_for(principal.principal(), &user_id)
+        .await?;
+    let location = format!("/v1/tasks/{}", task.id);
+    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// Erase everything about one end-user in every project of the organization: `202` with one
+/// task whose result is one receipt (each project's subject digest and per-store counts, and
+/// an independent count of what is left across the organization). Needs an
+/// organization-level credential: a console owner, admin or compliance member (the console's
+/// Subjects page) or the operator; a project API key, even with `admin`, gets `403`.
+#[utoipa::path(post, path = "/v1/organization/subjects/{user_id}/erasure", tag = "compliance",
+    params(("user_id" = String, Path)),
+    responses((status = 202, body = TaskView),
+        (status = 403, description = "The credential is not organization-level (every project API key)", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "Memories of the subject are under legal hold in some project (listed in `errors`)", body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = [])))]
+pub async fn request_organization_subject_erasure(
+    principal: ProjectPrincipal,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(user_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let user_id = parse_user_id(&user_id)?;
+    let task = engine
+        .request_organization_subject_erasure_for(principal.principal(), &user_id)
         .await?;
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();

@@ -93,7 +93,13 @@ pub struct UsageView {
 fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate, FieldError> {
     match text {
         Some(text) => {
-            if text.len() != 10 {
+            // Exactly `DDDD-DD-DD`, as published (chrono alone would also take `+2024-01-1`).
+            let shaped = text.len() == 10
+                && text.bytes().enumerate().all(|(position, byte)| match position {
+                    4 | 7 => byte == b'-',
+                    _ => byte.is_ascii_digit(),
+                });
+            if !shaped {
                 return Err(FieldError::new(field, "expected a date as YYYY-MM-DD"));
             }
             let day = NaiveDate::parse_from_str(text, "%Y-%m-%d")

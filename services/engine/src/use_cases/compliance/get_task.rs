@@ -30,6 +30,15 @@ impl MemoryEngine {
             .task(principal.scope(), task_id)
             .await?
             .ok_or(EngineError::NotFound(NotFoundKind::Task))?;
+        // An organization-wide erasure's receipt names every project of the organization: only
+        // for a caller who may erase across it (never a project key, which sees 404).
+        if task.kind == engram_core::TaskKind::OrganizationSubjectErasure
+            && !principal
+                .kind()
+                .holds(Permission::ManageOrganizationSubjectData)
+        {
+            return Err(EngineError::NotFound(NotFoundKind::Task));
+        }
         if !principal.kind().holds(Permission::ReadMemories)
             && let Some(result) = task.result.as_mut()
         {

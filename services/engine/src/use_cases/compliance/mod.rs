@@ -7,6 +7,7 @@ mod get_task;
 mod preview_retention;
 mod record_content_view;
 mod request_consolidation;
+mod request_organization_subject_erasure;
 mod request_subject_erasure;
 mod set_memory_flags;
 mod summarize_subject;
