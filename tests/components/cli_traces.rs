@@ -86,6 +86,14 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         .await
         .unwrap();
     assert_eq!(searched.status(), 200);
+    // A request about one end-user: its span names them by digest only.
+    let exported = http
+        .get(format!("{base_url}/v1/subjects/alice-in-the-trace/export"))
+        .bearer_auth(&api_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(exported.status(), 200);
     server.shutdown().await.unwrap();
     provider.force_flush().unwrap();
 
@@ -137,4 +145,30 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
             && span.span_context.trace_id() == add_span.span_context.trace_id()),
         "the add's database write is traced"
     );
+    let export_span = spans
+        .iter()
+        .find(|span| span.name == "GET /v1/subjects/{user_id}/export")
+        .expect("the export request has its own span");
+    let attribute = |span: &opentelemetry_sdk::trace::SpanData, key: &str| {
+        span.attributes
+            .iter()
+            .find(|attribute| attribute.key.as_str() == key)
+            .map(|attribute| attribute.value.to_string())
+    };
+    let digest = attribute(export_span, "subject_digest").expect("the span names the subject");
+    assert_eq!(digest.len(), 64, "{digest}");
+    assert_eq!(
+        attribute(export_span, "url.path").as_deref(),
+        Some("/v1/subjects/{user_id}/export")
+    );
+    for span in &spans {
+        for attribute in &span.attributes {
+            assert!(
+                !attribute.value.to_string().contains("alice-in-the-trace"),
+                "{} carries the end-user's id in {}",
+                span.name,
+                attribute.key
+            );
+        }
+    }
 }

@@ -139,15 +139,24 @@ pub fn install_trace_context_propagator() {
     );
 }
 
-/// The layer that turns tracing spans (HTTP, embed, db, index) into OpenTelemetry spans.
-pub fn otel_layer<S>(
-    provider: &SdkTracerProvider,
-) -> tracing_opentelemetry::OpenTelemetryLayer<S, opentelemetry_sdk::trace::Tracer>
+/// The layer that turns tracing spans (HTTP, embed, db, index) into OpenTelemetry spans: at
+/// info and above, and never the database drivers' own spans, whose statements carry the
+/// bound values (end-user ids, memory content).
+pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl tracing_subscriber::Layer<S>
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
 {
     use opentelemetry::trace::TracerProvider as _;
-    tracing_opentelemetry::layer().with_tracer(provider.tracer("engram"))
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    let filter = Targets::new()
+        .with_default(LevelFilter::INFO)
+        .with_target("sea_orm", LevelFilter::OFF)
+        .with_target("sea_orm_migration", LevelFilter::OFF)
+        .with_target("sqlx", LevelFilter::OFF);
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("engram"))
+        .with_filter(filter)
 }
 
 /// An OTLP/HTTP span exporter when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces-specific
@@ -199,10 +208,14 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
         });
     // qdrant-edge 0.9 warns on every segment open that its feature flags and mmap check
     // were never initialised: their initialisers are private to the crate and the defaults
-    // are the ones we want, so those two targets only speak up for errors.
+    // are the ones we want, so those two targets only speak up for errors. The database
+    // drivers log statements with their bound values (end-user ids, content) below info:
+    // capped at info whatever ENGRAM_LOG asks for.
     for directive in [
         "qdrant_edge::common::flags=error",
         "qdrant_edge::common::mmap=error",
+        "sea_orm=info",
+        "sqlx=info",
     ] {
         if let Ok(directive) = directive.parse() {
             filter = filter.add_directive(directive);
@@ -240,7 +253,7 @@ pub fn init_telemetry() -> TelemetryGuard {
             .with_filter(log_filter())
     });
     let traces = tracer_provider.as_ref().map(|provider| {
-        otel_layer(provider).with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+        otel_layer(provider)
     });
     let _ = tracing_subscriber::registry()
         .with(plain_logs)

@@ -377,7 +377,11 @@ impl DataGovernance {
 
     /// The digest the ledger and audit log use for `user_id` in this project.
     pub fn subject_digest(&self, scope: &ProjectScope, user_id: &str) -> String {
-        subject_digest(&self.ledger.subject_digest_key, scope.project_id(), user_id)
+        let digest = subject_digest(&self.ledger.subject_digest_key, scope.project_id(), user_id);
+        // The request's span (which never carries the id itself) names whom it was about by
+        // this digest; outside a request span this records nothing.
+        tracing::Span::current().record("subject_digest", digest.as_str());
+        digest
     }
 
     /// Erase everything about one end-user of the project from every store, verify with
