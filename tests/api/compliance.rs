@@ -950,17 +950,103 @@ async fn a_subject_with_ten_thousand_memories_is_erased_and_verified() {
     assert_eq!(written, subject_size);
     let ingest_seconds = ingest_started.elapsed().as_secs_f64();
     add_for(&client, "ivan", &["Ivan's only memory.".to_string()]).await;
+    // And something of hers in every other store: messages, state, a file, searches with
+    // their recall events, and feedback on them.
+    let messages: Vec<Value> = (0..50)
+        .map(|n| json!({"role": "user", "content": format!("Harriet asks about order {n}.")}))
+        .collect();
+    let posted = admin_call(
+        &client,
+        reqwest::Method::POST,
+        "/v1/sessions/harriet-chat/messages",
+        Some(json!({"user_id": "harriet", "messages": messages, "derive_memories": false})),
+    )
+    .await;
+    assert!(posted.status < 300, "{}", posted.body);
+    for key in ["draft", "cart", "step"] {
+        let put = admin_call(
+            &client,
+            reqwest::Method::PUT,
+            &format!("/v1/sessions/harriet-chat/state/{key}"),
+            Some(json!({"user_id": "harriet", "value": {"key": key}})),
+        )
+        .await;
+        assert!(put.status < 300, "{}", put.body);
+    }
+    let uploaded = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/files?name=harriet.txt&user_id=harriet")
+                .header("content-type", "text/plain")
+                .body("Harriet's supplier list: mills, dairies and bakeries."),
+        )
+        .await;
+    assert_eq!(uploaded.status, 202, "{}", uploaded.body);
+    // Its ingest finishes first (an ingest racing the erasure would write its chunk behind
+    // it, and the verification would rightly fail).
+    let file_path = format!("/v1/files/{}", uploaded.body["file"]["id"].as_str().unwrap());
+    let waited = Instant::now();
+    loop {
+        let file = admin_call(&client, reqwest::Method::GET, &file_path, None).await;
+        match file.body["status"].as_str() {
+            Some("ingested") => break,
+            Some("failed") => panic!("{}", file.body),
+            _ => {}
+        }
+        assert!(waited.elapsed() < engram_tests::patience(), "{}", file.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for query in ["which supplier", "what order", "whom did she meet"] {
+        let searched = client
+            .search(json!({"query": query, "user_id": "harriet"}))
+            .await;
+        assert_eq!(searched.status, 200, "{}", searched.body);
+        let recall_id = searched.body["recall_id"].as_str().unwrap().to_string();
+        let rated = admin_call(
+            &client,
+            reqwest::Method::POST,
+            &format!("/v1/recalls/{recall_id}/feedback"),
+            Some(json!({"rating": "relevant"})),
+        )
+        .await;
+        assert_eq!(rated.status, 201, "{}", rated.body);
+    }
 
     let (task, seconds) = erase(&client, "harriet").await;
     assert_eq!(task["status"], "succeeded", "{task}");
     let receipt = &task["result"];
-    assert_eq!(receipt["removed"]["memories"], subject_size as u64);
+    let stores: Vec<(String, u64)> = receipt["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|store| {
+            assert_eq!(store["remaining"], 0, "{store}");
+            (
+                store["store"].as_str().unwrap().to_string(),
+                store["removed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let removed = |name: &str| {
+        stores
+            .iter()
+            .find(|(store, _)| store == name)
+            .map(|(_, removed)| *removed)
+            .unwrap_or_default()
+    };
+    assert_eq!(removed("messages"), 50, "{receipt}");
+    assert_eq!(removed("session_state"), 3, "{receipt}");
+    assert_eq!(removed("files"), 1, "{receipt}");
+    assert_eq!(removed("recall_events"), 3, "{receipt}");
+    assert_eq!(removed("feedback"), 3, "{receipt}");
+    // Her memories, and the chunk her file became.
+    assert_eq!(removed("memories"), subject_size as u64 + 1, "{receipt}");
     assert_eq!(receipt["verification"]["verified"], true, "{receipt}");
     assert_eq!(receipt["verification"]["index_points_remaining"], 0);
     assert_eq!(count_listed(&client, "harriet").await, 0);
     assert_eq!(count_listed(&client, "ivan").await, 1);
     eprintln!(
-        "erasure: {subject_size} memories ingested in {ingest_seconds:.1} s, erased and verified in {seconds:.2} s (receipt {} → {})",
+        "erasure: {subject_size} memories ingested in {ingest_seconds:.1} s; with 50 messages, 3 state values, a file, 3 recall events and 3 feedback, erased and verified in {seconds:.2} s (receipt {} → {}); stores {stores:?}",
         receipt["started_at"], receipt["finished_at"]
     );
 }
