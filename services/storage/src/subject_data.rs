@@ -224,7 +224,7 @@ pub const TABLES_WITHOUT_SUBJECT_DATA: &[(&str, &str)] = &[
     ("api_keys", "project API keys: labels, scopes, digests of secrets"),
     ("index_outbox", "ids of memories whose index points must change; no content"),
     ("memory_tombstones", "id and last version of deleted memories; no content, no user"),
-    ("audit_events", "end-users appear only as keyed digests; memory events carry ids and content digests"),
+    ("audit_events", "end-users appear only as keyed digests (with the client address and user agent of their requests); memory events carry ids and content digests"),
     ("audit_chain_heads", "the newest hash of each organization's audit chain"),
     ("erasure_ledger", "erased subjects as keyed digests"),
     ("usage_hourly", "metered units per credential kind (an end-user token counts as `end_user`, never by id)"),
@@ -252,8 +252,12 @@ fn mentions_any(value: &serde_json::Value, ids: &HashSet<String>) -> bool {
     found.iter().any(|text| ids.contains(text))
 }
 
-/// `metrics` without the per-case entries of `case_ids`; `None` when nothing changed.
-fn without_cases(metrics: &serde_json::Value, case_ids: &HashSet<String>) -> Option<serde_json::Value> {
+/// `metrics` without the per-case entries of `case_ids`, and how many went; `None` when
+/// nothing changed.
+fn without_cases(
+    metrics: &serde_json::Value,
+    case_ids: &HashSet<String>,
+) -> Option<(serde_json::Value, u64)> {
     let mut metrics = metrics.clone();
     let per_case = metrics.get_mut("per_case")?.as_array_mut()?;
     let before = per_case.len();
@@ -263,18 +267,19 @@ fn without_cases(metrics: &serde_json::Value, case_ids: &HashSet<String>) -> Opt
             .and_then(serde_json::Value::as_str)
             .is_none_or(|id| !case_ids.contains(id))
     });
-    (per_case.len() != before).then_some(metrics)
+    let removed = (before - per_case.len()) as u64;
+    (removed > 0).then_some((metrics, removed))
 }
 
 fn comparison_without_cases(
     comparison: &serde_json::Value,
     case_ids: &HashSet<String>,
-) -> Option<serde_json::Value> {
+) -> Option<(serde_json::Value, u64)> {
     let second = comparison.get("second_metrics")?;
-    let cleaned = without_cases(second, case_ids)?;
+    let (cleaned, removed) = without_cases(second, case_ids)?;
     let mut comparison = comparison.clone();
     comparison["second_metrics"] = cleaned;
-    Some(comparison)
+    Some((comparison, removed))
 }
 
 impl Storage {
@@ -438,7 +443,7 @@ impl Storage {
     }
 
     /// Remove the per-case results of these cases from the project's runs (the runs' figures
-    /// stay); returns how many runs changed.
+    /// stay); returns how many per-case results went (the unit the verification counts).
     pub async fn erase_eval_results_of_cases(
         &self,
         scope: &ProjectScope,
@@ -469,6 +474,10 @@ impl Storage {
             if metrics.is_none() && comparison.is_none() {
                 continue;
             }
+            let entries = metrics.as_ref().map_or(0, |(_, removed)| *removed)
+                + comparison.as_ref().map_or(0, |(_, removed)| *removed);
+            let metrics = metrics.map(|(metrics, _)| metrics);
+            let comparison = comparison.map(|(comparison, _)| comparison);
             let mut update = eval_runs::Entity::update_many()
                 .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
                 .filter(eval_runs::Column::Id.eq(run.id));
@@ -482,7 +491,7 @@ impl Storage {
                 .exec(&self.connection)
                 .await
                 .map_err(StorageError::from_db)?;
-            changed += 1;
+            changed += entries;
         }
         Ok(changed)
     }
