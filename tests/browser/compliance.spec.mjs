@@ -68,6 +68,15 @@ await runSteps(async (browser) => {
       const summary = page.getByTestId('subject-summary');
       await summary.waitFor();
       assert((await summary.getAttribute('data-memories')) === '2', 'two memories');
+      // Every store of the registry is listed with what it holds of her.
+      const records = async (store) =>
+        page.getByTestId(`subject-store-${store}`).getAttribute('data-records');
+      assert((await records('memories')) === '2', `memories: ${await records('memories')}`);
+      assert(Number(await records('history')) >= 2, `history: ${await records('history')}`);
+      for (const store of ['messages', 'session_state', 'files', 'feedback', 'recall_events',
+        'evaluation_cases', 'evaluation_runs', 'task_results', 'idempotency', 'index']) {
+        assert((await records(store)) !== null, `${store} is listed`);
+      }
       await page.getByTestId('subject-held').waitFor();
       await page.getByTestId('erase-confirm').fill('olivia');
       await page.getByTestId('erase-submit').click();
@@ -106,6 +115,9 @@ await runSteps(async (browser) => {
       assert(!receipt.includes('olivia'), 'the receipt names no end-user');
       await until('the summary to show nothing left', async () =>
         (await page.getByTestId('subject-summary').getAttribute('data-memories')) === '0');
+      const left = await page.getByTestId('subject-stores').locator('tr[data-records]')
+        .evaluateAll((rows) => rows.map((row) => [row.dataset.testid, row.dataset.records]));
+      assert(left.length >= 12 && left.every(([, records]) => records === '0'), `left: ${left}`);
       console.log(`  receipt digest: ${digest}`);
       await screenshot(page, '31-erasure-receipt.png');
     }],
@@ -129,6 +141,23 @@ await runSteps(async (browser) => {
       await page.getByTestId('delete-submit').click();
       await page.waitForURL((url) => url.pathname === '/console/memories');
       await hydrated(page);
+    }],
+    ['paul is erased from every project of the organization at once', async () => {
+      await page.goto(`${base}/console/subjects?user=paul`);
+      await hydrated(page);
+      await page.getByTestId('subject-summary').waitFor();
+      await page.getByTestId('erase-everywhere-confirm').fill('paul');
+      await page.getByTestId('erase-everywhere-submit').click();
+      const erasure = page.getByTestId('erasure');
+      await until('the organization-wide erasure to succeed', async () =>
+        (await erasure.getAttribute('data-status')) === 'succeeded');
+      assert((await erasure.getAttribute('data-organization-wide')) === 'true', 'organization-wide');
+      assert((await erasure.getAttribute('data-verified')) === 'true', 'verified');
+      const receipt = JSON.parse(await page.getByTestId('erasure-receipt').textContent());
+      assert(receipt.projects.length === 2, `projects: ${receipt.projects.length}`);
+      assert(receipt.removed.memories === 2, `removed: ${JSON.stringify(receipt.removed)}`);
+      assert(!JSON.stringify(receipt).includes('paul'), 'the receipt names no end-user');
+      await screenshot(page, '31b-organization-erasure.png');
     }],
     ['bulk delete counts first, then deletes what the filter matches', async () => {
       await page.goto(`${base}/console/memories?category=offsite`);

@@ -240,6 +240,12 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
             .add_one(json!({"content": content, "user_id": user, "categories": [category]}))
             .await;
     }
+    // Paul is also in a second project of the organization: the officer erases him from both.
+    let (_, second_key) = server.create_project("second").unwrap();
+    let second = server.client_with_key(&second_key);
+    second
+        .add_one(json!({"content": "Paul's locker is number 12.", "user_id": "paul"}))
+        .await;
     let output = engram_tests::run_engram(
         &[
             "admin",
@@ -265,14 +271,15 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
                 officer["password"].as_str().unwrap().to_string(),
             ),
         ],
-        12,
+        13,
     )
     .await;
     // What the browser did is what the API sees.
     assert!(client.all_listed_ids("&user_id=olivia").await.is_empty());
     assert!(client.all_listed_ids("&user_id=quentin").await.is_empty());
     assert!(client.all_listed_ids("&user_id=rita").await.is_empty());
-    assert_eq!(client.all_listed_ids("&user_id=paul").await.len(), 1);
+    assert!(client.all_listed_ids("&user_id=paul").await.is_empty());
+    assert!(second.all_listed_ids("&user_id=paul").await.is_empty());
     let audit = |action: &'static str| {
         let client = server.client();
         async move {
@@ -290,7 +297,8 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
     assert_eq!(updated[0]["actor_type"], "console_account");
     assert_eq!(updated[0]["details"]["reason_given"], true);
     assert_eq!(audit("memory.flags_changed").await.len(), 2);
-    assert_eq!(audit("subject.erased").await.len(), 1);
+    // Olivia's, and this project's part of paul's organization-wide erasure.
+    assert_eq!(audit("subject.erased").await.len(), 2);
     assert_eq!(audit("subject.exported").await.len(), 1);
     let deleted = audit("memory.deleted").await;
     assert!(

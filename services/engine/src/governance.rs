@@ -765,6 +765,30 @@ impl DataGovernance {
         })
     }
 
+    /// What the project holds of one end-user, store by store in the registry's order (the
+    /// process's query cache left out: whose its entries are is unknown): the same counts an
+    /// erasure's verification makes, taken before anything is erased.
+    pub async fn subject_holdings(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Vec<(&'static str, u64)>, EngineError> {
+        let work = ErasureWork {
+            erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
+            erased_case_ids: self.storage.eval_case_ids_of_subject(scope, user_id).await?,
+            ..ErasureWork::default()
+        };
+        let mut holdings = Vec::with_capacity(SubjectStore::ALL.len());
+        for store in SubjectStore::ALL {
+            if store == SubjectStore::QueryCache {
+                continue;
+            }
+            let held = self.count_remaining(store, scope, user_id, &work).await?;
+            holdings.push((store.declaration().name, held));
+        }
+        Ok(holdings)
+    }
+
     /// Append one line to the ledger file and make it durable before the erasure is
     /// reported done.
     fn append_to_ledger_file(

@@ -787,6 +787,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .iter()
                 .map(ToString::to_string)
                 .collect(),
+            stores: summary
+                .stores
+                .iter()
+                .map(|(store, records)| engram_console::model::StoreCount {
+                    store: store.to_string(),
+                    records: *records,
+                })
+                .collect(),
         })
     }
 
@@ -1184,6 +1192,7 @@ fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureS
     ErasureStatus {
         project_id: project_id.to_string(),
         task_id: task.id.to_string(),
+        organization_wide: task.kind == engram_core::TaskKind::OrganizationSubjectErasure,
         status: task.status.as_str().to_string(),
         done: task.progress_done,
         total: task.progress_total,

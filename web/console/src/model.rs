@@ -455,6 +455,16 @@ pub struct SubjectSummary {
     pub user_id: String,
     pub memories: u64,
     pub held_memory_ids: Vec<String>,
+    /// Every store of the registry of subject data with how many records it holds of them.
+    #[serde(default)]
+    pub stores: Vec<StoreCount>,
+}
+
+/// One store's line on the subjects page.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreCount {
+    pub store: String,
+    pub records: u64,
 }
 
 /// A subject erasure task and, once done, its receipt.
@@ -462,6 +472,9 @@ pub struct SubjectSummary {
 pub struct ErasureStatus {
     pub project_id: String,
     pub task_id: String,
+    /// Across every project of the organization (progress counts projects), not one.
+    #[serde(default)]
+    pub organization_wide: bool,
     /// `queued | running | succeeded | failed`
     pub status: String,
     pub done: i64,

@@ -1,8 +1,11 @@
-//! The subjects page: look up one end-user of a project, download everything about them
-//! (NDJSON), or erase them — confirmed by typing the id again — and follow the erasure's
-//! progress until its receipt (counts, verification, digest) is shown.
+//! The subjects page: look up one end-user of a project — what every store of the registry of
+//! subject data holds of them — download everything about them (NDJSON), or erase them —
+//! confirmed by typing the id again — and follow the erasure's progress until its receipt
+//! (counts, verification, digest) is shown.
 
-use crate::api::{RequestErasure, load_erasure_status, load_session, load_subject};
+use crate::api::{
+    RequestErasure, RequestOrganizationErasure, load_erasure_status, load_session, load_subject,
+};
 use crate::model::{ConsoleError, ErasureStatus, SubjectSummary};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -19,6 +22,7 @@ pub fn SubjectsPage() -> impl IntoView {
     let user = RwSignal::new(non_empty(&initial_user));
     let session = Resource::new(|| (), |_| load_session());
     let erase = ServerAction::<RequestErasure>::new();
+    let erase_everywhere = ServerAction::<RequestOrganizationErasure>::new();
     // The server picks the account's first project when none is chosen.
     // Bumped when an erasure ends, so the summary shows what is left afterwards.
     let erasure_ended = RwSignal::new(0u32);
@@ -27,7 +31,7 @@ pub fn SubjectsPage() -> impl IntoView {
             (
                 project.get(),
                 user.get(),
-                erase.version().get(),
+                erase.version().get() + erase_everywhere.version().get(),
                 erasure_ended.get(),
             )
         },
@@ -42,6 +46,11 @@ pub fn SubjectsPage() -> impl IntoView {
     let task = RwSignal::new(None::<ErasureStatus>);
     Effect::new(move |_| {
         if let Some(Ok(started)) = erase.value().get() {
+            task.set(Some(started));
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(started)) = erase_everywhere.value().get() {
             task.set(Some(started));
         }
     });
@@ -74,11 +83,20 @@ pub fn SubjectsPage() -> impl IntoView {
         Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
     let summary_view = move || {
-        Suspend::new(async move { summary.await.map(|loaded| subject_view(loaded, erase)) })
+        Suspend::new(async move {
+            summary
+                .await
+                .map(|loaded| subject_view(loaded, erase, erase_everywhere))
+        })
     };
     let progress = move || task.get().map(erasure_view);
     let erase_error = move || {
-        erase.value().get().and_then(Result::err).map(|error| {
+        let failed = erase
+            .value()
+            .get()
+            .and_then(Result::err)
+            .or_else(|| erase_everywhere.value().get().and_then(Result::err));
+        failed.map(|error| {
             view! { <p class="error" role="alert" data-testid="erasure-error">{error.to_string()}</p> }
         })
     };
@@ -116,6 +134,7 @@ pub fn SubjectsPage() -> impl IntoView {
 fn subject_view(
     summary: Result<SubjectSummary, ConsoleError>,
     erase: ServerAction<RequestErasure>,
+    erase_everywhere: ServerAction<RequestOrganizationErasure>,
 ) -> AnyView {
     let summary = match summary {
         Ok(summary) => summary,
@@ -141,12 +160,34 @@ fn subject_view(
         summary.user_id
     );
     let held = summary.held_memory_ids.clone();
+    let user_id = summary.user_id.clone();
+    let memories = summary.memories;
+    let project_everywhere = project.clone();
+    let user_for_erase = user_id.clone();
+    let user_everywhere = user_id.clone();
+    let store_rows = summary
+        .stores
+        .iter()
+        .map(|line| {
+            view! {
+                <tr data-testid=format!("subject-store-{}", line.store) data-records=line.records.to_string()>
+                    <td>{line.store.clone()}</td>
+                    <td>{line.records.to_string()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
     view! {
-        <section class="card" data-testid="subject-summary" data-memories=summary.memories.to_string()>
+        <section class="card" data-testid="subject-summary" data-memories=memories.to_string()>
             <p>
-                <strong>{summary.user_id.clone()}</strong>
-                {format!(" has {} memories in this project.", summary.memories)}
+                <strong>{user_id}</strong>
+                {format!(" has {memories} memories in this project.")}
             </p>
+            <table class="stores" data-testid="subject-stores">
+                <caption>"What the project holds of them, store by store (the registry of subject data)"</caption>
+                <thead><tr><th>"Store"</th><th>"Records"</th></tr></thead>
+                <tbody>{store_rows}</tbody>
+            </table>
             {(!held.is_empty()).then(|| view! {
                 <p class="error" data-testid="subject-held">
                     {format!("{} of them are under legal hold — erasure is refused until the holds are lifted: {}", held.len(), held.join(", "))}
@@ -155,12 +196,21 @@ fn subject_view(
             <p><a href=export_link data-testid="subject-export" download>"Download everything (NDJSON)"</a></p>
             <ActionForm action=erase attr:class="filters" attr:data-testid="erase-form">
                 <input type="hidden" name="project_id" value=project />
-                <input type="hidden" name="user_id" value=summary.user_id.clone() />
+                <input type="hidden" name="user_id" value=user_for_erase />
                 <label class="grow">
                     <span>"Type the end-user id again to erase everything about them"</span>
                     <input type="text" name="confirm" required autocomplete="off" data-testid="erase-confirm" />
                 </label>
                 <button type="submit" class="danger" data-testid="erase-submit">"Erase"</button>
+            </ActionForm>
+            <ActionForm action=erase_everywhere attr:class="filters" attr:data-testid="erase-everywhere-form">
+                <input type="hidden" name="project_id" value=project_everywhere />
+                <input type="hidden" name="user_id" value=user_everywhere />
+                <label class="grow">
+                    <span>"Or erase them from every project of the organization: type the id again"</span>
+                    <input type="text" name="confirm" required autocomplete="off" data-testid="erase-everywhere-confirm" />
+                </label>
+                <button type="submit" class="danger" data-testid="erase-everywhere-submit">"Erase everywhere"</button>
             </ActionForm>
         </section>
     }
@@ -171,10 +221,15 @@ fn erasure_view(status: ErasureStatus) -> impl IntoView {
     let finished = status.status == "succeeded" || status.status == "failed";
     let total = status.total.max(status.done).max(1);
     view! {
-        <section class="card" data-testid="erasure" data-status=status.status.clone() data-verified=status.verified.map(|v| v.to_string()).unwrap_or_default()>
+        <section class="card" data-testid="erasure" data-status=status.status.clone() data-verified=status.verified.map(|v| v.to_string()).unwrap_or_default() data-organization-wide=status.organization_wide.to_string()>
             <p>
                 <strong>{format!("Erasure {}", status.status)}</strong>
-                {format!(" — {} of {} memories", status.done, status.total)}
+                {format!(
+                    " — {} of {} {}",
+                    status.done,
+                    status.total,
+                    if status.organization_wide { "projects" } else { "memories" }
+                )}
             </p>
             {(!finished).then(|| view! { <progress data-testid="erasure-progress" value=status.done.to_string() max=total.to_string()></progress> })}
             {status.verified.map(|verified| view! {

@@ -1,5 +1,6 @@
-//! What a project holds of one end-user, before erasing or exporting it: how many memories,
-//! and which of them are under legal hold (those block an erasure).
+//! What a project holds of one end-user, before erasing or exporting it: how many records
+//! each registered store holds, and which memories are under legal hold (those block an
+//! erasure).
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{ExternalId, MemoryId, Operation, Principal};
@@ -8,6 +9,8 @@ use engram_core::{ExternalId, MemoryId, Operation, Principal};
 pub struct SubjectSummary {
     pub memories: u64,
     pub held_memory_ids: Vec<MemoryId>,
+    /// Every store of the registry of subject data, in its order, with how many records.
+    pub stores: Vec<(&'static str, u64)>,
 }
 
 impl MemoryEngine {
@@ -26,9 +29,14 @@ impl MemoryEngine {
             .storage
             .held_memories_of_subject(scope, user_id.as_str())
             .await?;
+        let stores = self
+            .governance
+            .subject_holdings(scope, user_id.as_str())
+            .await?;
         Ok(SubjectSummary {
             memories,
             held_memory_ids,
+            stores,
         })
     }
 }
