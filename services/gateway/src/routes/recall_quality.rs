@@ -345,11 +345,15 @@ pub async fn delete_profile(
 
 // --- evaluation sets ---
 
+fn eval_set_name() -> utoipa::openapi::schema::Object {
+    engram_core::openapi_schemas::non_blank_text(128).build()
+}
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateEvalSetBody {
-    /// 1–128 characters, unique in the project.
-    #[schema(min_length = 1, max_length = 128)]
+    /// 1–128 characters, not only white space, unique in the project.
+    #[schema(schema_with = eval_set_name)]
     pub name: String,
     /// 1–100, default 10: the depth hit@k, recall@k, MRR and nDCG are computed at.
     #[schema(minimum = 1, maximum = 100)]

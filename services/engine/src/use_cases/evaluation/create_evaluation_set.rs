@@ -32,8 +32,10 @@ impl MemoryEngine {
     ) -> Result<EvalSetRecord, EngineError> {
         principal.authorize(Operation::CreateEvaluationSet)?;
         let mut errors = Vec::new();
+        // Counted as sent (the published `maxLength`), before surrounding space is trimmed.
+        let too_long = request.name.chars().count() > 128;
         let name = request.name.trim().to_string();
-        if name.is_empty() || name.chars().count() > 128 {
+        if name.is_empty() || too_long {
             errors.push(FieldError::new("name", "must be 1–128 characters"));
         }
         let k = request.k.unwrap_or(10);
