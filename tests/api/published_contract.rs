@@ -201,7 +201,18 @@ async fn schemathesis_finds_no_failure_against_the_published_document() {
         .arg(format!("{}/openapi.json", server.base_url))
         .args(["--workers", "2"]);
     if !full {
-        command.args(["--max-examples", "6", "--max-time", "150"]);
+        // A fixed seed: the bounded pass is CI's regression gate for a drifting document and
+        // must not fail on the luck of one draw; `make schemathesis` explores with fresh
+        // seeds (and prints the one that failed, for `--seed` to replay).
+        command.args([
+            "--max-examples",
+            "6",
+            "--max-time",
+            "150",
+            "--seed",
+            "22061",
+            "--generation-deterministic",
+        ]);
     }
     let output = tokio::task::spawn_blocking(move || command.output())
         .await

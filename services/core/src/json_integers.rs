@@ -56,10 +56,19 @@ impl<T: BodyInteger> Visitor<'_> for WholeNumberVisitor<T> {
     fn visit_f64<E: de::Error>(self, value: f64) -> Result<T, E> {
         // Beyond ±2^63 a float no longer says which integer it means.
         const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-        if !value.is_finite() || value.fract() != 0.0 || value.abs() >= LIMIT {
+        if !value.is_finite() || value.abs() >= LIMIT {
             return Err(E::invalid_type(Unexpected::Float(value), &self));
         }
-        Self::in_range(value as i128, Unexpected::Float(value))
+        // A decimal such as `2251799813685247.0` reaches us rounded to a double, and the
+        // parser may land one unit in the last place off the integer it spelled: within one
+        // such unit, it is that integer. (Below 2^50 a unit is under 1/8, so `300.5` stays
+        // a fraction and is refused.)
+        let nearest = value.round();
+        let unit_in_the_last_place = f64::from_bits(value.abs().to_bits() + 1) - value.abs();
+        if (value - nearest).abs() > unit_in_the_last_place {
+            return Err(E::invalid_type(Unexpected::Float(value), &self));
+        }
+        Self::in_range(nearest as i128, Unexpected::Float(value))
     }
 }
 
@@ -126,6 +135,12 @@ mod tests {
         top_k: Option<u32>,
     }
 
+    #[derive(Deserialize)]
+    struct BigBody {
+        #[serde(default, deserialize_with = "optional_whole")]
+        quota: Option<u64>,
+    }
+
     fn top_k(json: &str) -> Result<Option<u32>, String> {
         serde_json::from_str::<Body>(json)
             .map(|body| body.top_k)
@@ -138,6 +153,12 @@ mod tests {
         assert_eq!(top_k(r#"{"top_k": 300.0}"#), Ok(Some(300)));
         assert_eq!(top_k(r#"{"top_k": 3e2}"#), Ok(Some(300)));
         assert_eq!(top_k(r#"{"top_k": null}"#), Ok(None));
+        let big: Result<Option<u64>, String> = serde_json::from_str::<BigBody>(
+            r#"{"quota": 2251799813685247.0}"#,
+        )
+        .map(|body| body.quota)
+        .map_err(|error| error.to_string());
+        assert_eq!(big, Ok(Some(2_251_799_813_685_247)));
         assert_eq!(top_k(r#"{}"#), Ok(None));
     }
 
