@@ -158,11 +158,20 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
     loop {
         let current = admin_call(&client, reqwest::Method::GET, &run_path, None).await;
         if current.body["status"] == "succeeded" {
-            assert!(current.body.to_string().contains("where does alice keep her bees"));
+            assert!(
+                current
+                    .body
+                    .to_string()
+                    .contains("where does alice keep her bees")
+            );
             break;
         }
         assert_ne!(current.body["status"], "failed", "{}", current.body);
-        assert!(started.elapsed() < engram_tests::patience(), "{}", current.body);
+        assert!(
+            started.elapsed() < engram_tests::patience(),
+            "{}",
+            current.body
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
@@ -171,25 +180,47 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
     let receipt = &task["result"];
     // The receipt names every registered store, what each lost and that nothing is left.
     let stores = receipt["stores"].as_array().unwrap();
-    let names: Vec<&str> = stores.iter().map(|store| store["store"].as_str().unwrap()).collect();
+    let names: Vec<&str> = stores
+        .iter()
+        .map(|store| store["store"].as_str().unwrap())
+        .collect();
     for required in [
-        "idempotency", "memories", "history", "messages", "session_state", "files", "feedback",
-        "recall_events", "evaluation_cases", "evaluation_runs", "task_results", "index",
+        "idempotency",
+        "memories",
+        "history",
+        "messages",
+        "session_state",
+        "files",
+        "feedback",
+        "recall_events",
+        "evaluation_cases",
+        "evaluation_runs",
+        "task_results",
+        "index",
         "query_cache",
     ] {
-        assert!(names.contains(&required), "{required} missing from {receipt}");
+        assert!(
+            names.contains(&required),
+            "{required} missing from {receipt}"
+        );
     }
-    assert!(stores.iter().all(|store| store["remaining"] == 0), "{receipt}");
-    let removed_from = |name: &str| {
-        stores.iter().find(|store| store["store"] == name).unwrap()["removed"].clone()
-    };
+    assert!(
+        stores.iter().all(|store| store["remaining"] == 0),
+        "{receipt}"
+    );
+    let removed_from =
+        |name: &str| stores.iter().find(|store| store["store"] == name).unwrap()["removed"].clone();
     assert_eq!(removed_from("memories"), 31, "{receipt}");
     assert_eq!(removed_from("evaluation_cases"), 1, "{receipt}");
     assert_eq!(removed_from("evaluation_runs"), 1, "{receipt}");
     // The run keeps its figures and bob's case; alice's query is gone from it.
     let after = admin_call(&client, reqwest::Method::GET, &run_path, None).await;
     assert!(!after.body.to_string().contains("alice"), "{}", after.body);
-    assert!(after.body.to_string().contains("what does bob collect"), "{}", after.body);
+    assert!(
+        after.body.to_string().contains("what does bob collect"),
+        "{}",
+        after.body
+    );
     let cases = admin_call(
         &client,
         reqwest::Method::GET,
@@ -197,7 +228,12 @@ async fn erasure_removes_a_subject_from_every_store_and_proves_it() {
         None,
     )
     .await;
-    assert_eq!(cases.body["cases"].as_array().unwrap().len(), 1, "{}", cases.body);
+    assert_eq!(
+        cases.body["cases"].as_array().unwrap().len(),
+        1,
+        "{}",
+        cases.body
+    );
     assert_eq!(receipt["removed"]["memories"], 31, "{receipt}");
     assert_eq!(receipt["removed"]["history_entries"], 31 + 5, "{receipt}");
     assert_eq!(receipt["removed"]["idempotency_records"], 1, "{receipt}");
@@ -596,7 +632,10 @@ async fn export_holds_the_subject_and_nothing_else() {
     );
     let cases = of_type("evaluation_case");
     assert_eq!(cases.len(), 1, "{text}");
-    assert_eq!(cases[0]["evaluation_case"]["query"], "how far does dave run");
+    assert_eq!(
+        cases[0]["evaluation_case"]["query"],
+        "how far does dave run"
+    );
     assert_eq!(cases[0]["evaluation_case"]["set_id"], eval_set.body["id"]);
     let summary = &lines.last().unwrap()["summary"];
     assert_eq!(summary["evaluation_cases"], 1, "{summary}");
@@ -976,7 +1015,10 @@ async fn a_subject_with_ten_thousand_memories_is_erased_and_verified() {
     let uploaded = client
         .send(
             client
-                .request(reqwest::Method::POST, "/v1/files?name=harriet.txt&user_id=harriet")
+                .request(
+                    reqwest::Method::POST,
+                    "/v1/files?name=harriet.txt&user_id=harriet",
+                )
                 .header("content-type", "text/plain")
                 .body("Harriet's supplier list: mills, dairies and bakeries."),
         )
@@ -984,7 +1026,10 @@ async fn a_subject_with_ten_thousand_memories_is_erased_and_verified() {
     assert_eq!(uploaded.status, 202, "{}", uploaded.body);
     // Its ingest finishes first (an ingest racing the erasure would write its chunk behind
     // it, and the verification would rightly fail).
-    let file_path = format!("/v1/files/{}", uploaded.body["file"]["id"].as_str().unwrap());
+    let file_path = format!(
+        "/v1/files/{}",
+        uploaded.body["file"]["id"].as_str().unwrap()
+    );
     let waited = Instant::now();
     loop {
         let file = admin_call(&client, reqwest::Method::GET, &file_path, None).await;
@@ -1208,7 +1253,11 @@ async fn an_organization_erases_a_person_in_every_project_with_one_receipt() {
     )
     .await;
     refused.assert_problem(403, "forbidden");
-    assert_eq!(count_listed(&first, "zoe").await, 2, "a refusal erases nothing");
+    assert_eq!(
+        count_listed(&first, "zoe").await,
+        2,
+        "a refusal erases nothing"
+    );
 
     let (owner, cookie) = server.console_owner_session().await;
     let console = |function: &'static str, fields: Vec<(&'static str, String)>| {
@@ -1240,7 +1289,10 @@ async fn an_organization_erases_a_person_in_every_project_with_one_receipt() {
     let finished = loop {
         let (status, current) = console(
             "erasure_status",
-            vec![("project_id", project.clone()), ("task_id", task_id.clone())],
+            vec![
+                ("project_id", project.clone()),
+                ("task_id", task_id.clone()),
+            ],
         )
         .await;
         assert_eq!(status, 200, "{current}");

@@ -2420,5 +2420,8 @@ async fn a_new_table_fails_the_registry_check_until_it_is_classified() {
         .unwrap();
     let problems = registry_problems(&storage).await;
     assert_eq!(problems.len(), 1, "{problems:#?}");
-    assert!(problems[0].contains("table reminders is not classified"), "{problems:#?}");
+    assert!(
+        problems[0].contains("table reminders is not classified"),
+        "{problems:#?}"
+    );
 }

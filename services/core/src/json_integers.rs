@@ -2,8 +2,8 @@
 //! number (RFC 8259, JSON Schema's `integer`), so both are taken; `300.5` and out-of-range
 //! values are refused naming the accepted range. Used through `#[serde(deserialize_with)]`.
 
-use serde::de::{self, Deserializer, Unexpected, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Unexpected, Visitor};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -153,11 +153,10 @@ mod tests {
         assert_eq!(top_k(r#"{"top_k": 300.0}"#), Ok(Some(300)));
         assert_eq!(top_k(r#"{"top_k": 3e2}"#), Ok(Some(300)));
         assert_eq!(top_k(r#"{"top_k": null}"#), Ok(None));
-        let big: Result<Option<u64>, String> = serde_json::from_str::<BigBody>(
-            r#"{"quota": 2251799813685247.0}"#,
-        )
-        .map(|body| body.quota)
-        .map_err(|error| error.to_string());
+        let big: Result<Option<u64>, String> =
+            serde_json::from_str::<BigBody>(r#"{"quota": 2251799813685247.0}"#)
+                .map(|body| body.quota)
+                .map_err(|error| error.to_string());
         assert_eq!(big, Ok(Some(2_251_799_813_685_247)));
         assert_eq!(top_k(r#"{}"#), Ok(None));
     }
@@ -172,7 +171,10 @@ mod tests {
             r#"{"top_k": "3"}"#,
         ] {
             let error = top_k(json).expect_err(json);
-            assert!(error.contains("an integer from 0 to 4294967295"), "{json}: {error}");
+            assert!(
+                error.contains("an integer from 0 to 4294967295"),
+                "{json}: {error}"
+            );
         }
     }
 }

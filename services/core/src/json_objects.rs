@@ -40,7 +40,9 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for StructFromMapOnly<D> {
 }
 
 /// For a field `T` (a struct).
-pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+pub fn object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<T, D::Error> {
     JsonObject::deserialize(deserializer).map(|object| object.0)
 }
 

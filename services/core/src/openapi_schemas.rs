@@ -41,11 +41,19 @@ pub fn fusion_method() -> Object {
 }
 
 pub fn message_role() -> Object {
-    one_of(crate::conversation::MessageRole::ALL.iter().map(|role| role.as_str()))
+    one_of(
+        crate::conversation::MessageRole::ALL
+            .iter()
+            .map(|role| role.as_str()),
+    )
 }
 
 pub fn audit_action() -> Object {
-    one_of(crate::audit::AuditAction::ALL.iter().map(|action| action.as_str()))
+    one_of(
+        crate::audit::AuditAction::ALL
+            .iter()
+            .map(|action| action.as_str()),
+    )
 }
 
 pub fn recall_event_capture() -> Object {
@@ -112,7 +120,9 @@ pub fn search_tuning() -> Object {
         .property("recency_weight", share())
         .property("min_score", share())
         .property("diversify", ObjectBuilder::new().schema_type(Type::Boolean))
-        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(false)))
+        .additional_properties(Some(
+            utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+        ))
         .build()
 }
 
@@ -148,22 +158,18 @@ pub fn eval_case_filters() -> Object {
             "categories",
             ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)),
         )
-        .additional_properties(Some(AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(
-            false,
-        )))
+        .additional_properties(Some(
+            AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
+        ))
         .build()
 }
 
 /// Memory ids a case expects: at most 100.
 pub fn expected_memory_ids() -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new()
-        .items(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
-                    utoipa::openapi::KnownFormat::Uuid,
-                ))),
-        )
+        .items(ObjectBuilder::new().schema_type(Type::String).format(Some(
+            utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Uuid),
+        )))
         .max_items(Some(crate::request_bodies::MAX_EXPECTED_PER_CASE))
         .build()
 }
@@ -289,7 +295,9 @@ pub trait Nullable {
     fn nullable(self) -> Self;
 }
 
-fn with_null(schema_type: utoipa::openapi::schema::SchemaType) -> utoipa::openapi::schema::SchemaType {
+fn with_null(
+    schema_type: utoipa::openapi::schema::SchemaType,
+) -> utoipa::openapi::schema::SchemaType {
     use utoipa::openapi::schema::SchemaType;
     match schema_type {
         SchemaType::Type(single) => SchemaType::Array(vec![single, Type::Null]),

@@ -424,7 +424,10 @@ impl DataGovernance {
         // The ids the derived stores name, taken before anything is erased.
         let mut work = ErasureWork {
             erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
-            erased_case_ids: self.storage.eval_case_ids_of_subject(scope, user_id).await?,
+            erased_case_ids: self
+                .storage
+                .eval_case_ids_of_subject(scope, user_id)
+                .await?,
             ..ErasureWork::default()
         };
         progress(0, total);
@@ -454,7 +457,13 @@ impl DataGovernance {
             receipts
                 .iter()
                 .find(|receipt| receipt.store == name)
-                .map(|receipt| if remaining { receipt.remaining } else { receipt.removed })
+                .map(|receipt| {
+                    if remaining {
+                        receipt.remaining
+                    } else {
+                        receipt.removed
+                    }
+                })
                 .unwrap_or(0)
         };
         let removed = ErasureCounts {
@@ -748,12 +757,10 @@ impl DataGovernance {
             SubjectStore::EvaluationCases => {
                 storage.count_eval_cases_of_subject(scope, user_id).await?
             }
-            SubjectStore::EvaluationRuns => {
-                storage
-                    .eval_results_of_cases(scope, &work.erased_case_ids)
-                    .await?
-                    .len() as u64
-            }
+            SubjectStore::EvaluationRuns => storage
+                .eval_results_of_cases(scope, &work.erased_case_ids)
+                .await?
+                .len() as u64,
             SubjectStore::TaskResults => {
                 storage
                     .count_task_results_naming(scope, &work.erased_ids())
@@ -775,7 +782,10 @@ impl DataGovernance {
     ) -> Result<Vec<(&'static str, u64)>, EngineError> {
         let work = ErasureWork {
             erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
-            erased_case_ids: self.storage.eval_case_ids_of_subject(scope, user_id).await?,
+            erased_case_ids: self
+                .storage
+                .eval_case_ids_of_subject(scope, user_id)
+                .await?,
             ..ErasureWork::default()
         };
         let mut holdings = Vec::with_capacity(SubjectStore::ALL.len());

@@ -171,16 +171,16 @@ impl Modify for CrossFieldRules {
                 )
                 .required("source")
                 .required("dimension")
-                .additional_properties(Some(
-                    utoipa::openapi::schema::AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
-                ))
+                .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::<
+                    utoipa::openapi::Schema,
+                >::FreeForm(false)))
                 .build();
             let built_in = ObjectBuilder::new()
                 .property("source", one_of(["deployment", "local", "provider"]))
                 .required("source")
-                .additional_properties(Some(
-                    utoipa::openapi::schema::AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
-                ))
+                .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::<
+                    utoipa::openapi::Schema,
+                >::FreeForm(false)))
                 .build();
             let embedding = utoipa::openapi::schema::OneOfBuilder::new()
                 .item(client)
@@ -422,7 +422,9 @@ const REPORT_DAY_PARAMETERS: &[(&str, &str)] = &[
 /// `date-time` to a generator or validator: every date and date-time also gets the pattern of
 /// what the server parses, and a report day the range it takes.
 fn add_format_patterns(document: &mut serde_json::Value) {
-    use engram_core::openapi_schemas::{REPORT_DAY_PATTERN, RFC3339_DATE, rfc3339_date_time_pattern};
+    use engram_core::openapi_schemas::{
+        REPORT_DAY_PATTERN, RFC3339_DATE, rfc3339_date_time_pattern,
+    };
     use serde_json::Value;
     for (path, name) in REPORT_DAY_PARAMETERS {
         let pointer = format!("/paths/{}/get/parameters", path.replace('/', "~1"));

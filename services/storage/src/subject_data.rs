@@ -216,19 +216,46 @@ impl SubjectStore {
 
 /// Tables that hold nothing about an end-user, each with the reason.
 pub const TABLES_WITHOUT_SUBJECT_DATA: &[(&str, &str)] = &[
-    ("organizations", "tenants: names and settings of organizations"),
+    (
+        "organizations",
+        "tenants: names and settings of organizations",
+    ),
     ("projects", "projects' names and settings"),
-    ("console_accounts", "staff accounts of the console, not end-users"),
+    (
+        "console_accounts",
+        "staff accounts of the console, not end-users",
+    ),
     ("console_sessions", "staff sign-in sessions"),
     ("console_invitations", "invitations of staff"),
-    ("api_keys", "project API keys: labels, scopes, digests of secrets"),
-    ("index_outbox", "ids of memories whose index points must change; no content"),
-    ("memory_tombstones", "id and last version of deleted memories; no content, no user"),
-    ("audit_events", "end-users appear only as keyed digests (with the client address and user agent of their requests); memory events carry ids and content digests"),
-    ("audit_chain_heads", "the newest hash of each organization's audit chain"),
+    (
+        "api_keys",
+        "project API keys: labels, scopes, digests of secrets",
+    ),
+    (
+        "index_outbox",
+        "ids of memories whose index points must change; no content",
+    ),
+    (
+        "memory_tombstones",
+        "id and last version of deleted memories; no content, no user",
+    ),
+    (
+        "audit_events",
+        "end-users appear only as keyed digests (with the client address and user agent of their requests); memory events carry ids and content digests",
+    ),
+    (
+        "audit_chain_heads",
+        "the newest hash of each organization's audit chain",
+    ),
     ("erasure_ledger", "erased subjects as keyed digests"),
-    ("usage_hourly", "metered units per credential kind (an end-user token counts as `end_user`, never by id)"),
-    ("llm_calls", "model, purpose and token counts of LLM calls; no prompt, no user"),
+    (
+        "usage_hourly",
+        "metered units per credential kind (an end-user token counts as `end_user`, never by id)",
+    ),
+    (
+        "llm_calls",
+        "model, purpose and token counts of LLM calls; no prompt, no user",
+    ),
     ("price_book", "prices per unit"),
     ("budget_alerts", "budget thresholds crossed per month"),
     ("retrieval_profiles", "named search parameters"),
@@ -241,7 +268,9 @@ fn strings_in(value: &serde_json::Value, found: &mut Vec<String>) {
     match value {
         serde_json::Value::String(text) => found.push(text.clone()),
         serde_json::Value::Array(items) => items.iter().for_each(|item| strings_in(item, found)),
-        serde_json::Value::Object(fields) => fields.values().for_each(|item| strings_in(item, found)),
+        serde_json::Value::Object(fields) => {
+            fields.values().for_each(|item| strings_in(item, found))
+        }
         _ => {}
     }
 }
@@ -517,7 +546,11 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         Ok(results
             .into_iter()
-            .filter(|(_, result)| result.as_ref().is_some_and(|result| mentions_any(result, ids)))
+            .filter(|(_, result)| {
+                result
+                    .as_ref()
+                    .is_some_and(|result| mentions_any(result, ids))
+            })
             .map(|(id, _)| id)
             .collect())
     }
@@ -538,7 +571,9 @@ impl Storage {
             erased += tasks::Entity::update_many()
                 .col_expr(
                     tasks::Column::Result,
-                    Expr::value(serde_json::json!({"erased": "the result named an erased end-user's data"})),
+                    Expr::value(
+                        serde_json::json!({"erased": "the result named an erased end-user's data"}),
+                    ),
                 )
                 .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
                 .filter(tasks::Column::Id.is_in(chunk.to_vec()))
@@ -578,7 +613,10 @@ impl crate::MaintenanceStore {
             .await
             .map_err(StorageError::from_db)?;
         rows.iter()
-            .map(|row| row.try_get::<String>("", "name").map_err(StorageError::from_db))
+            .map(|row| {
+                row.try_get::<String>("", "name")
+                    .map_err(StorageError::from_db)
+            })
             .collect()
     }
 
@@ -604,7 +642,10 @@ impl crate::MaintenanceStore {
             .await
             .map_err(StorageError::from_db)?;
         rows.iter()
-            .map(|row| row.try_get::<String>("", "name").map_err(StorageError::from_db))
+            .map(|row| {
+                row.try_get::<String>("", "name")
+                    .map_err(StorageError::from_db)
+            })
             .collect()
     }
 }

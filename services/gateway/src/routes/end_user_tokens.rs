@@ -37,7 +37,10 @@ pub struct MintEndUserTokenBody {
     pub scopes: Option<Vec<String>>,
     /// 1–86400 seconds, default 3600.
     #[schema(minimum = 1, maximum = 86400)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub ttl_seconds: Option<u64>,
 }
 

@@ -40,7 +40,9 @@ pub struct FileText;
 impl utoipa::PartialSchema for FileText {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         engram_core::openapi_schemas::non_blank_text(MAX_FILE_BYTES)
-            .description(Some("The file's text: UTF-8, at most 4 MiB, not only white space"))
+            .description(Some(
+                "The file's text: UTF-8, at most 4 MiB, not only white space",
+            ))
             .build()
             .into()
     }

@@ -122,19 +122,28 @@ pub struct UpdateProjectSettingsBody {
     pub pii_redaction: Option<String>,
     /// Replaces the whole map; days per kind (1–36,500), `null` for a kind removes its limit.
     #[schema(schema_with = retention_days_schema)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_map_of_optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_map_of_optional_whole"
+    )]
     pub retention_days: Option<BTreeMap<String, Option<u32>>>,
     pub derive_memories: Option<bool>,
     /// Change where the project's vectors come from; only while it holds no memories
     /// (`409 embedding-unavailable` otherwise).
-    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_objects::optional_object"
+    )]
     pub embedding: Option<ProjectEmbeddingBody>,
     /// `full`, `no_text` or `off`.
     #[schema(schema_with = engram_core::openapi_schemas::optional_recall_event_capture)]
     pub recall_events: Option<String>,
     /// 1–3650.
     #[schema(minimum = 1, maximum = 3650)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub recall_event_retention_days: Option<i64>,
 }
 
@@ -156,7 +165,10 @@ pub struct ProjectEmbeddingBody {
     pub source: String,
     /// With `client` only: 1–4096.
     #[schema(minimum = 1, maximum = 4096)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub dimension: Option<i64>,
 }
 

@@ -12,9 +12,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
-use engram_engine::{
-    ApiKeyRecord, CreateApiKeyRequest, MemoryEngine, RollApiKeyRequest,
-};
+use engram_engine::{ApiKeyRecord, CreateApiKeyRequest, MemoryEngine, RollApiKeyRequest};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -128,7 +126,10 @@ pub struct RollApiKeyBody {
     /// How long the old key keeps working, 0–604800 seconds (default 86400); 0 revokes it
     /// at once.
     #[schema(minimum = 0, maximum = 604800)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub overlap_seconds: Option<u64>,
 }
 

@@ -357,7 +357,10 @@ pub struct CreateEvalSetBody {
     pub name: String,
     /// 1–100, default 10: the depth hit@k, recall@k, MRR and nDCG are computed at.
     #[schema(minimum = 1, maximum = 100)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub k: Option<i64>,
     /// 0–1, default 0.05: a run whose hit@k, recall@k, MRR or nDCG@k fell by more than this
     /// since the previous run of its profile is flagged as a regression.
@@ -365,13 +368,19 @@ pub struct CreateEvalSetBody {
     pub regression_threshold: Option<f64>,
     /// Run every this many seconds (300 – 2,592,000); absent: on request only.
     #[schema(minimum = 300, maximum = 2592000)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub schedule_interval_secs: Option<u64>,
     /// The profile scheduled runs use (default: `default`).
     #[schema(schema_with = engram_core::openapi_schemas::optional_profile_name)]
     pub profile: Option<String>,
     /// Up to 1,000 cases now (more with `POST …/cases`).
-    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object_list")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_objects::optional_object_list"
+    )]
     pub cases: Option<Vec<EvalCaseBody>>,
 }
 

@@ -95,10 +95,13 @@ fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate,
         Some(text) => {
             // Exactly `DDDD-DD-DD`, as published (chrono alone would also take `+2024-01-1`).
             let shaped = text.len() == 10
-                && text.bytes().enumerate().all(|(position, byte)| match position {
-                    4 | 7 => byte == b'-',
-                    _ => byte.is_ascii_digit(),
-                });
+                && text
+                    .bytes()
+                    .enumerate()
+                    .all(|(position, byte)| match position {
+                        4 | 7 => byte == b'-',
+                        _ => byte.is_ascii_digit(),
+                    });
             if !shaped {
                 return Err(FieldError::new(field, "expected a date as YYYY-MM-DD"));
             }
@@ -369,11 +372,17 @@ fn parse_range(
 pub struct RecallBudgetBody {
     /// Most memories one search returns (1–100).
     #[schema(minimum = 1, maximum = 100)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub max_results: Option<u32>,
     /// Most tokens of memory content one search returns (1–100,000).
     #[schema(minimum = 1, maximum = 100000)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub max_tokens: Option<u32>,
 }
 
@@ -392,7 +401,10 @@ pub struct MonthlyBudgetBody {
     /// At most 10 percentages (1–255) at which an alert is recorded once a month; default
     /// `[80, 100]`.
     #[schema(schema_with = alert_thresholds_schema)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole_list")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole_list"
+    )]
     pub alert_thresholds_percent: Option<Vec<u16>>,
     /// Refuse requests with `402 budget-exceeded` once the month's cost reaches the budget.
     #[serde(default)]
@@ -404,11 +416,17 @@ pub struct MonthlyBudgetBody {
 #[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpendLimitsBody {
-    #[serde(default, deserialize_with = "engram_core::json_objects::optional_object")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_objects::optional_object"
+    )]
     pub monthly_budget: Option<MonthlyBudgetBody>,
     /// Most writes and searches per minute for the whole project (1–1,000,000).
     #[schema(minimum = 1, maximum = 1000000)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub requests_per_minute: Option<u32>,
     /// Most units per calendar month (UTC): `memories_written`, `searches`,
     /// `tokens_embedded`, `file_bytes`.
