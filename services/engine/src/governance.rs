@@ -166,6 +166,20 @@ struct ErasureWork {
 }
 
 impl ErasureWork {
+    /// The subject's memory and case ids, taken before anything is erased: the derived
+    /// stores (history, per-case results, task results) are found through them.
+    async fn of_subject(
+        storage: &Storage,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<Self, EngineError> {
+        Ok(Self {
+            erased_memory_ids: storage.memory_ids_of_subject(scope, user_id).await?,
+            erased_case_ids: storage.eval_case_ids_of_subject(scope, user_id).await?,
+            ..Self::default()
+        })
+    }
+
     /// Ids whose mention in a stored task result is the subject's data.
     fn erased_ids(&self) -> std::collections::HashSet<String> {
         self.erased_memory_ids
@@ -421,15 +435,7 @@ impl DataGovernance {
             return Err(EngineError::SubjectHeld { memory_ids: held });
         }
         let total = self.storage.count_subject_memories(scope, user_id).await?;
-        // The ids the derived stores name, taken before anything is erased.
-        let mut work = ErasureWork {
-            erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
-            erased_case_ids: self
-                .storage
-                .eval_case_ids_of_subject(scope, user_id)
-                .await?,
-            ..ErasureWork::default()
-        };
+        let mut work = ErasureWork::of_subject(&self.storage, scope, user_id).await?;
         progress(0, total);
         // Every registered store, in the registry's order: a store added to the registry
         // cannot be left out here (the match below is exhaustive).
@@ -500,7 +506,7 @@ impl DataGovernance {
             stores: receipts,
             digest: String::new(),
         };
-        receipt.digest = receipt_digest(&receipt);
+        receipt.digest = sha256_of_json_without_digest(&receipt);
         if !verification.verified {
             let left: Vec<String> = receipt
                 .stores
@@ -541,15 +547,7 @@ impl DataGovernance {
             .maintenance_store()
             .project_scopes_of_organization(organization_id)
             .await?;
-        for scope in &scopes {
-            let held = self
-                .storage
-                .held_memories_of_subject(scope, user_id)
-                .await?;
-            if !held.is_empty() {
-                return Err(EngineError::SubjectHeld { memory_ids: held });
-            }
-        }
+        self.refuse_while_held(&scopes, user_id).await?;
         let total = scopes.len() as u64;
         progress(0, total);
         let mut erased = Vec::with_capacity(scopes.len());
@@ -608,6 +606,25 @@ impl DataGovernance {
         Ok(receipt)
     }
 
+    /// Refused (`SubjectHeld`, naming them) while any of the subject's memories in these
+    /// projects is under legal hold.
+    pub async fn refuse_while_held(
+        &self,
+        scopes: &[ProjectScope],
+        user_id: &str,
+    ) -> Result<(), EngineError> {
+        for scope in scopes {
+            let held = self
+                .storage
+                .held_memories_of_subject(scope, user_id)
+                .await?;
+            if !held.is_empty() {
+                return Err(EngineError::SubjectHeld { memory_ids: held });
+            }
+        }
+        Ok(())
+    }
+
     /// Erase the subject from one store; returns how many records it removed.
     async fn erase_store(
         &self,
@@ -633,6 +650,8 @@ impl DataGovernance {
                 // may never have been indexed, and a restored index may hold points without
                 // rows.
                 work.index_points_before = self.index.count_points(scope, Some(user_id)).await?;
+                let mut known: std::collections::HashSet<MemoryId> =
+                    work.erased_memory_ids.iter().copied().collect();
                 let mut removed = 0;
                 loop {
                     let (ids, history_entries) = storage
@@ -647,10 +666,11 @@ impl DataGovernance {
                     // fail.
                     self.index.delete(scope, ids.clone()).await?;
                     // Written since the ids were taken (a concurrent write of the subject's).
-                    let known: std::collections::HashSet<MemoryId> =
-                        work.erased_memory_ids.iter().copied().collect();
-                    work.erased_memory_ids
-                        .extend(ids.into_iter().filter(|id| !known.contains(id)));
+                    for id in ids {
+                        if known.insert(id) {
+                            work.erased_memory_ids.push(id);
+                        }
+                    }
                     progress(removed, total.max(removed));
                 }
                 removed
@@ -780,14 +800,7 @@ impl DataGovernance {
         scope: &ProjectScope,
         user_id: &str,
     ) -> Result<Vec<(&'static str, u64)>, EngineError> {
-        let work = ErasureWork {
-            erased_memory_ids: self.storage.memory_ids_of_subject(scope, user_id).await?,
-            erased_case_ids: self
-                .storage
-                .eval_case_ids_of_subject(scope, user_id)
-                .await?,
-            ..ErasureWork::default()
-        };
+        let work = ErasureWork::of_subject(&self.storage, scope, user_id).await?;
         let mut holdings = Vec::with_capacity(SubjectStore::ALL.len());
         for store in SubjectStore::ALL {
             if store == SubjectStore::QueryCache {
@@ -1008,10 +1021,6 @@ impl DataGovernance {
         }
         Ok(removed)
     }
-}
-
-fn receipt_digest(receipt: &ErasureReceipt) -> String {
-    sha256_of_json_without_digest(receipt)
 }
 
 /// SHA-256 of a receipt's JSON without its `digest` field.

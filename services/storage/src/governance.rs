@@ -504,27 +504,12 @@ impl Storage {
         user_id: &str,
         erased_ids: &[MemoryId],
     ) -> Result<DatabaseRemains, StorageError> {
-        let memories_left = self.count_subject_memories(scope, user_id).await?;
-        let mut history_left = 0;
-        for chunk in erased_ids.chunks(500) {
-            history_left += memory_history::Entity::find()
-                .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
-                .filter(
-                    memory_history::Column::MemoryId
-                        .is_in(chunk.iter().map(|id| id.as_uuid()).collect::<Vec<_>>()),
-                )
-                .count(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?;
-        }
-        let idempotency_left = self
-            .idempotency_records_mentioning(scope, user_id)
-            .await?
-            .len() as u64;
         Ok(DatabaseRemains {
-            memories: memories_left,
-            history_entries: history_left,
-            idempotency_records: idempotency_left,
+            memories: self.count_subject_memories(scope, user_id).await?,
+            history_entries: self.count_history_of_memories(scope, erased_ids).await?,
+            idempotency_records: self
+                .count_idempotency_records_naming_subject(scope, user_id)
+                .await?,
         })
     }
 

@@ -281,6 +281,14 @@ fn mentions_any(value: &serde_json::Value, ids: &HashSet<String>) -> bool {
     found.iter().any(|text| ids.contains(text))
 }
 
+/// Whether a per-case result is about one of `case_ids`.
+fn names_a_case(entry: &serde_json::Value, case_ids: &HashSet<String>) -> bool {
+    entry
+        .get("case_id")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|id| case_ids.contains(id))
+}
+
 /// `metrics` without the per-case entries of `case_ids`, and how many went; `None` when
 /// nothing changed.
 fn without_cases(
@@ -290,12 +298,7 @@ fn without_cases(
     let mut metrics = metrics.clone();
     let per_case = metrics.get_mut("per_case")?.as_array_mut()?;
     let before = per_case.len();
-    per_case.retain(|entry| {
-        entry
-            .get("case_id")
-            .and_then(serde_json::Value::as_str)
-            .is_none_or(|id| !case_ids.contains(id))
-    });
+    per_case.retain(|entry| !names_a_case(entry, case_ids));
     let removed = (before - per_case.len()) as u64;
     (removed > 0).then_some((metrics, removed))
 }
@@ -457,14 +460,8 @@ impl Storage {
                     .and_then(serde_json::Value::as_array)
                     .into_iter()
                     .flatten();
-                for entry in entries {
-                    let ours = entry
-                        .get("case_id")
-                        .and_then(serde_json::Value::as_str)
-                        .is_some_and(|id| wanted.contains(id));
-                    if ours {
-                        results.push((run.id, entry.clone()));
-                    }
+                for entry in entries.filter(|entry| names_a_case(entry, &wanted)) {
+                    results.push((run.id, entry.clone()));
                 }
             }
         }

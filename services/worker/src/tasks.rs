@@ -106,26 +106,62 @@ pub async fn run_task_runner(engine: Arc<DataGovernance>, shutdown: watch::Recei
     .await;
 }
 
+/// Progress an erasure reports, written to its task by a side task (at most every
+/// `PROGRESS_EVERY`), so the erasure never waits for the database to record it.
+struct ProgressWriter {
+    sender: watch::Sender<(u64, u64)>,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+impl ProgressWriter {
+    fn spawn(engine: &DataGovernance, task_id: uuid::Uuid) -> Self {
+        let storage = engine.maintenance_store().clone();
+        let (sender, mut receiver) = watch::channel((0u64, 0u64));
+        let writer = tokio::spawn(async move {
+            while receiver.changed().await.is_ok() {
+                let (done, total) = *receiver.borrow_and_update();
+                if let Err(error) = storage
+                    .task_progress(task_id, done as i64, total as i64, TASK_LEASE)
+                    .await
+                {
+                    tracing::warn!(%error, "cannot record task progress");
+                }
+                tokio::time::sleep(PROGRESS_EVERY).await;
+            }
+        });
+        Self { sender, writer }
+    }
+
+    fn report(&self, done: u64, total: u64) {
+        self.sender.send_replace((done, total));
+    }
+
+    /// Waits for the last report to be written, then, for a finished erasure, records
+    /// `total` of `total` done.
+    async fn finish(self, engine: &DataGovernance, task_id: uuid::Uuid, total: Option<u64>) {
+        drop(self.sender);
+        let _ = self.writer.await;
+        let Some(total) = total else {
+            return;
+        };
+        let total = total as i64;
+        if let Err(error) = engine
+            .maintenance_store()
+            .task_progress(task_id, total, total, TASK_LEASE)
+            .await
+        {
+            tracing::warn!(%error, "cannot record final task progress");
+        }
+    }
+}
+
 /// Every project of the task's organization, one after the other; progress counts projects.
 async fn run_organization_erasure(
     engine: &Arc<DataGovernance>,
     task: &engram_storage::tasks::ClaimedTask,
     user_id: &str,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store().clone();
-    let task_id = task.id;
-    let (progress_sender, mut progress_receiver) = watch::channel((0u64, 0u64));
-    let progress_writer = tokio::spawn(async move {
-        while progress_receiver.changed().await.is_ok() {
-            let (done, total) = *progress_receiver.borrow_and_update();
-            if let Err(error) = storage
-                .task_progress(task_id, done as i64, total as i64, TASK_LEASE)
-                .await
-            {
-                tracing::warn!(%error, "cannot record task progress");
-            }
-        }
-    });
+    let progress = ProgressWriter::spawn(engine, task.id);
     let actor = engram_core::audit::Actor::system("organization-subject-erasure");
     let receipt = engine
         .erase_subject_in_organization(
@@ -133,22 +169,15 @@ async fn run_organization_erasure(
             user_id,
             task.request_id.clone(),
             &actor,
-            |done, total| {
-                progress_sender.send_replace((done, total));
-            },
+            |done, total| progress.report(done, total),
         )
         .await;
-    drop(progress_sender);
-    let _ = progress_writer.await;
+    let projects = receipt
+        .as_ref()
+        .ok()
+        .map(|receipt| receipt.projects.len() as u64);
+    progress.finish(engine, task.id, projects).await;
     let receipt = receipt.map_err(|error| error.to_string())?;
-    let total = receipt.projects.len() as i64;
-    if let Err(error) = engine
-        .maintenance_store()
-        .task_progress(task.id, total, total, TASK_LEASE)
-        .await
-    {
-        tracing::warn!(%error, "cannot record final task progress");
-    }
     serde_json::to_value(&receipt).map_err(|error| error.to_string())
 }
 
@@ -157,21 +186,7 @@ async fn run_erasure(
     task: &engram_storage::tasks::ClaimedTask,
     user_id: &str,
 ) -> Result<serde_json::Value, String> {
-    let (progress_sender, mut progress_receiver) = watch::channel((0u64, 0u64));
-    let storage = engine.maintenance_store().clone();
-    let task_id = task.id;
-    let progress_writer = tokio::spawn(async move {
-        while progress_receiver.changed().await.is_ok() {
-            let (done, total) = *progress_receiver.borrow_and_update();
-            if let Err(error) = storage
-                .task_progress(task_id, done as i64, total as i64, TASK_LEASE)
-                .await
-            {
-                tracing::warn!(%error, "cannot record task progress");
-            }
-            tokio::time::sleep(PROGRESS_EVERY).await;
-        }
-    });
+    let progress = ProgressWriter::spawn(engine, task.id);
     let actor = engram_core::audit::Actor::system("subject-erasure");
     let receipt = engine
         .erase_subject(
@@ -179,21 +194,14 @@ async fn run_erasure(
             user_id,
             task.request_id.clone(),
             &actor,
-            |done, total| {
-                progress_sender.send_replace((done, total));
-            },
+            |done, total| progress.report(done, total),
         )
         .await;
-    drop(progress_sender);
-    let _ = progress_writer.await;
+    let memories = receipt
+        .as_ref()
+        .ok()
+        .map(|receipt| receipt.removed.memories);
+    progress.finish(engine, task.id, memories).await;
     let receipt = receipt.map_err(|error| error.to_string())?;
-    let total = receipt.removed.memories as i64;
-    if let Err(error) = engine
-        .maintenance_store()
-        .task_progress(task.id, total, total, TASK_LEASE)
-        .await
-    {
-        tracing::warn!(%error, "cannot record final task progress");
-    }
     serde_json::to_value(&receipt).map_err(|error| error.to_string())
 }

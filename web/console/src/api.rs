@@ -151,6 +151,17 @@ pub async fn load_subject(
     ssr::answer(ssr::load_subject(project_id, user_id).await).await
 }
 
+/// An erasure goes ahead only when `confirm` repeats the user id.
+#[cfg(feature = "ssr")]
+fn erasure_confirmed(user_id: &str, confirm: &str) -> Result<(), ConsoleError> {
+    if confirm.trim() == user_id.trim() {
+        return Ok(());
+    }
+    Err(ConsoleError::InvalidInput(
+        "type the end-user id again to confirm the erasure".into(),
+    ))
+}
+
 /// Start erasing an end-user; `confirm` must repeat the user id.
 #[server(prefix = "/console/api", endpoint = "request_erasure")]
 pub async fn request_erasure(
@@ -158,11 +169,8 @@ pub async fn request_erasure(
     user_id: String,
     confirm: String,
 ) -> Result<ErasureStatus, ConsoleError> {
-    if confirm.trim() != user_id.trim() {
-        return ssr::answer(Err(ConsoleError::InvalidInput(
-            "type the end-user id again to confirm the erasure".into(),
-        )))
-        .await;
+    if let Err(error) = erasure_confirmed(&user_id, &confirm) {
+        return ssr::answer(Err(error)).await;
     }
     let result = ssr::backend()?
         .request_erasure(&ssr::caller().await?, &project_id, &user_id)
@@ -178,11 +186,8 @@ pub async fn request_organization_erasure(
     user_id: String,
     confirm: String,
 ) -> Result<ErasureStatus, ConsoleError> {
-    if confirm.trim() != user_id.trim() {
-        return ssr::answer(Err(ConsoleError::InvalidInput(
-            "type the end-user id again to confirm the erasure".into(),
-        )))
-        .await;
+    if let Err(error) = erasure_confirmed(&user_id, &confirm) {
+        return ssr::answer(Err(error)).await;
     }
     let result = ssr::backend()?
         .request_organization_erasure(&ssr::caller().await?, &project_id, &user_id)

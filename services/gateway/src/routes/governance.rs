@@ -310,6 +310,16 @@ pub async fn set_memory_flags(
     Ok(Json(MemoryView::from(&memory)))
 }
 
+/// `202` with the queued task and `Location: /v1/tasks/{id}` to follow it.
+fn task_accepted(task: engram_engine::TaskRecord) -> Response {
+    let location = format!("/v1/tasks/{}", task.id);
+    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
 /// Erase everything about one end-user of the project: `202` with a task to follow
 /// (`GET /v1/tasks/{id}`), whose result is the receipt. `409 legal-hold` lists held memories.
 #[utoipa::path(post, path = "/v1/subjects/{user_id}/erasure", tag = "compliance",
@@ -326,12 +336,7 @@ pub async fn request_subject_erasure(
     let task = engine
         .request_subject_erasure_for(principal.principal(), &user_id)
         .await?;
-    let location = format!("/v1/tasks/{}", task.id);
-    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
-    if let Ok(value) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(header::LOCATION, value);
-    }
-    Ok(response)
+    Ok(task_accepted(task))
 }
 
 /// Erase everything about one end-user in every project of the organization: `202` with one
@@ -354,12 +359,7 @@ pub async fn request_organization_subject_erasure(
     let task = engine
         .request_organization_subject_erasure_for(principal.principal(), &user_id)
         .await?;
-    let location = format!("/v1/tasks/{}", task.id);
-    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
-    if let Ok(value) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(header::LOCATION, value);
-    }
-    Ok(response)
+    Ok(task_accepted(task))
 }
 
 /// Merge the project's near-duplicate memories now (the worker also does it on a schedule):
@@ -376,12 +376,7 @@ pub async fn request_consolidation(
     let task = engine
         .request_consolidation_for(principal.principal())
         .await?;
-    let location = format!("/v1/tasks/{}", task.id);
-    let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
-    if let Ok(value) = HeaderValue::from_str(&location) {
-        response.headers_mut().insert(header::LOCATION, value);
-    }
-    Ok(response)
+    Ok(task_accepted(task))
 }
 
 /// Queue the erasure of one end-user (refused while any of their memories is held) and

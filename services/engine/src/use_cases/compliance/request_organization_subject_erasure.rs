@@ -21,15 +21,9 @@ impl MemoryEngine {
             .maintenance_store()
             .project_scopes_of_organization(organization_id)
             .await?;
-        for scope in &scopes {
-            let held = self
-                .storage
-                .held_memories_of_subject(scope, user_id.as_str())
-                .await?;
-            if !held.is_empty() {
-                return Err(EngineError::SubjectHeld { memory_ids: held });
-            }
-        }
+        self.governance
+            .refuse_while_held(&scopes, user_id.as_str())
+            .await?;
         // The task lives in the project the request came through; its receipt is shown only
         // to callers who may erase across the organization (`get_task_for`).
         let task = self
