@@ -19,6 +19,8 @@ enum Needs {
     AnyApiKey,
     /// `admin` and `memories:read` together (evaluation cases hold queries and contents).
     AdminAndRead,
+    /// An organization-level credential: no project key or token, whatever its scopes.
+    Organization,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -152,6 +154,13 @@ const ROUTES: &[Route] = &[
         method: "POST",
         path: "/v1/subjects/zed/erasure",
         needs: Needs::Admin,
+        success: 202,
+    },
+    // Erasure across the organization: never through a project credential.
+    Route {
+        method: "POST",
+        path: "/v1/organization/subjects/zed/erasure",
+        needs: Needs::Organization,
         success: 202,
     },
     Route {
@@ -452,6 +461,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         Principal::ForeignAdmin if route.method == "PUT" && route.path.contains("{profile}") => 200,
         // Authorized in its own project: ids of ours do not exist there.
         Principal::ForeignAdmin if targets_an_id => 404,
+        Principal::ForeignAdmin | Principal::AllScopes if route.needs == Needs::Organization => 403,
         Principal::ForeignAdmin | Principal::AllScopes => route.success,
         Principal::ScopedKey(scope) => {
             let holds = match route.needs {
@@ -459,7 +469,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 Needs::Write => *scope == "memories:write",
                 Needs::Delete => *scope == "memories:delete",
                 Needs::Admin => *scope == "admin",
-                Needs::AdminAndRead => false,
+                Needs::AdminAndRead | Needs::Organization => false,
                 Needs::AnyApiKey => true,
             };
             match (holds, route.needs) {
@@ -473,7 +483,11 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         // Read and write for alice; no delete, no admin, no minting.
         Principal::EndUserToken => match route.needs {
             Needs::Read | Needs::Write => route.success,
-            Needs::Delete | Needs::Admin | Needs::AdminAndRead | Needs::AnyApiKey => 403,
+            Needs::Delete
+            | Needs::Admin
+            | Needs::AdminAndRead
+            | Needs::AnyApiKey
+            | Needs::Organization => 403,
         },
     }
 }
