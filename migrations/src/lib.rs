@@ -24,6 +24,8 @@ mod m0018_project_embedding;
 mod m0019_recall_quality;
 mod m0020_api_key_lineage;
 mod m0021_session_state_per_end_user;
+mod m0022_keyed_audit_chain;
+mod m0023_store_retention;
 
 pub struct Migrator;
 
@@ -52,6 +54,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0019_recall_quality::Migration),
             Box::new(m0020_api_key_lineage::Migration),
             Box::new(m0021_session_state_per_end_user::Migration),
+            Box::new(m0022_keyed_audit_chain::Migration),
+            Box::new(m0023_store_retention::Migration),
         ]
     }
 }

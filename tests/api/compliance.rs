@@ -929,7 +929,7 @@ async fn retention_sweeps_delete_from_every_store_but_spare_immutable_and_held()
         .await
         .unwrap();
     assert!(
-        metrics.contains("engram_retention_deleted_total 1"),
+        metrics.contains("engram_retention_deleted_total{store=\"memories\"} 1"),
         "{}",
         metrics
             .lines()
@@ -1352,4 +1352,259 @@ async fn an_organization_erases_a_person_in_every_project_with_one_receipt() {
     )
     .await
     .assert_problem(404, "not-found");
+}
+
+/// What the subject export holds, counted by line `type`.
+async fn exported_types(
+    client: &ApiClient,
+    user_id: &str,
+) -> std::collections::BTreeMap<String, usize> {
+    let export = client
+        .http_text(client.request(
+            reqwest::Method::GET,
+            &format!("/v1/subjects/{user_id}/export"),
+        ))
+        .await;
+    let mut counts = std::collections::BTreeMap::new();
+    for line in export.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        if let Some(kind) = line["type"].as_str() {
+            *counts.entry(kind.to_string()).or_default() += 1;
+        }
+    }
+    counts
+}
+
+/// Retention beside memories: a project keeps messages, session state, feedback, files and
+/// recall events for the days it sets per store (read back for all five); the sweeper removes
+/// what is older — and only that, and nothing of a store left without a limit — audits each
+/// store's removal with its count, and counts it in `engram_retention_deleted_total{store}`.
+/// The records are aged in PostgreSQL directly: nobody waits days in a test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
+    let database = engram_test_postgres::create_database().await;
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_DATABASE_URL", database.url.as_str()),
+            ("ENGRAM_RETENTION_SWEEP_INTERVAL_SECS", "1"),
+        ],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let client = &client;
+
+    // Wrong names and days are refused whole, naming the field.
+    for (body, field) in [
+        (
+            json!({"store_retention_days": {"memories": 3}}),
+            "store_retention_days.memories",
+        ),
+        (
+            json!({"store_retention_days": {"messages": 0}}),
+            "store_retention_days.messages",
+        ),
+        (
+            json!({"store_retention_days": {"recall_events": 4000}}),
+            "store_retention_days.recall_events",
+        ),
+    ] {
+        let refused = admin_call(
+            &client,
+            reqwest::Method::PATCH,
+            "/v1/project/settings",
+            Some(body),
+        )
+        .await;
+        refused.assert_problem(422, "validation-failed");
+        assert!(refused.body.to_string().contains(field), "{}", refused.body);
+    }
+    let settings = admin_call(
+        &client,
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        Some(json!({"store_retention_days": {
+            "messages": 1, "session_state": 1, "files": 1, "recall_events": 1
+        }})),
+    )
+    .await;
+    assert_eq!(settings.status, 200, "{}", settings.body);
+    assert_eq!(
+        settings.body["store_retention_days"],
+        json!({"messages": 1, "session_state": 1, "files": 1, "recall_events": 1, "feedback": null}),
+        "every store swept by age is listed; feedback keeps its records"
+    );
+    assert_eq!(settings.body["recall_event_retention_days"], 1);
+
+    // Old records of every store…
+    let post_messages = |session: &'static str, count: usize| {
+        let messages: Vec<Value> = (0..count)
+            .map(|n| json!({"role": "user", "content": format!("Ines asks about parcel {n} in {session}.")}))
+            .collect();
+        async move {
+            admin_call(
+                client,
+                reqwest::Method::POST,
+                &format!("/v1/sessions/{session}/messages"),
+                Some(json!({"user_id": "ines", "messages": messages, "derive_memories": false})),
+            )
+            .await
+        }
+    };
+    let put_state = |session: &'static str| async move {
+        admin_call(
+            client,
+            reqwest::Method::PUT,
+            &format!("/v1/sessions/{session}/state/step"),
+            Some(json!({"user_id": "ines", "value": {"session": session}})),
+        )
+        .await
+    };
+    let upload_and_ingest = |name: &'static str| async move {
+        let uploaded = client
+            .send(
+                client
+                    .request(
+                        reqwest::Method::POST,
+                        &format!("/v1/files?name={name}&user_id=ines"),
+                    )
+                    .header("content-type", "text/plain")
+                    .body(format!("Ines keeps her notes in {name}.")),
+            )
+            .await;
+        assert_eq!(uploaded.status, 202, "{}", uploaded.body);
+        let path = format!(
+            "/v1/files/{}",
+            uploaded.body["file"]["id"].as_str().unwrap()
+        );
+        let waited = Instant::now();
+        loop {
+            let file = admin_call(&client, reqwest::Method::GET, &path, None).await;
+            if file.body["status"] == "ingested" {
+                break;
+            }
+            assert_ne!(file.body["status"], "failed", "{}", file.body);
+            assert!(waited.elapsed() < engram_tests::patience(), "{}", file.body);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let search_and_rate = |query: &'static str| async move {
+        let searched = client
+            .search(json!({"query": query, "user_id": "ines"}))
+            .await;
+        assert_eq!(searched.status, 200, "{}", searched.body);
+        let recall_id = searched.body["recall_id"].as_str().unwrap().to_string();
+        let rated = admin_call(
+            &client,
+            reqwest::Method::POST,
+            &format!("/v1/recalls/{recall_id}/feedback"),
+            Some(json!({"rating": "relevant"})),
+        )
+        .await;
+        assert_eq!(rated.status, 201, "{}", rated.body);
+    };
+    assert!(post_messages("old-chat", 4).await.status < 300);
+    assert!(put_state("old-chat").await.status < 300);
+    upload_and_ingest("old.txt").await;
+    search_and_rate("where are the parcels").await;
+    search_and_rate("which notes").await;
+    // …aged three days (every row written so far)…
+    for table in ["session_messages", "feedback", "recall_events", "files"] {
+        engram_test_postgres::execute_on(
+            &database.url,
+            &format!("UPDATE {table} SET created_at = created_at - interval '3 days'"),
+        )
+        .await;
+    }
+    engram_test_postgres::execute_on(
+        &database.url,
+        "UPDATE session_state SET updated_at = updated_at - interval '3 days'",
+    )
+    .await;
+    // …and new ones beside them.
+    assert!(post_messages("new-chat", 2).await.status < 300);
+    assert!(put_state("new-chat").await.status < 300);
+    upload_and_ingest("new.txt").await;
+    search_and_rate("what is new").await;
+
+    // The sweeper runs every second: wait until the old records are gone.
+    let expected = std::collections::BTreeMap::from([
+        ("feedback".to_string(), 3), // no limit: old and new stay
+        ("file".to_string(), 1),
+        ("message".to_string(), 2),
+        ("recall".to_string(), 1),
+        ("state".to_string(), 1),
+    ]);
+    let started = Instant::now();
+    loop {
+        let mut held = exported_types(&client, "ines").await;
+        held.remove("memory"); // the files' chunks, kept by their own kind's retention
+        if held == expected {
+            break;
+        }
+        assert!(
+            started.elapsed() < engram_tests::patience(),
+            "the sweeper left {held:?}, expected {expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Each store's removal is audited with its count.
+    let audit = admin_call(
+        &client,
+        reqwest::Method::GET,
+        "/v1/audit?action=project.retention_swept",
+        None,
+    )
+    .await;
+    let mut removed: std::collections::BTreeMap<String, u64> = Default::default();
+    for event in audit.body["events"].as_array().unwrap() {
+        assert_eq!(event["actor_type"], "system", "{event}");
+        *removed
+            .entry(event["details"]["store"].as_str().unwrap().to_string())
+            .or_default() += event["details"]["removed"].as_u64().unwrap();
+    }
+    assert_eq!(
+        removed,
+        std::collections::BTreeMap::from([
+            ("files".to_string(), 1),
+            ("messages".to_string(), 4),
+            ("recall_events".to_string(), 2),
+            ("session_state".to_string(), 1),
+        ]),
+        "{}",
+        audit.body
+    );
+    let metrics = reqwest::get(&server.metrics_url)
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for line in [
+        "engram_retention_deleted_total{store=\"messages\"} 4",
+        "engram_retention_deleted_total{store=\"session_state\"} 1",
+        "engram_retention_deleted_total{store=\"files\"} 1",
+        "engram_retention_deleted_total{store=\"recall_events\"} 2",
+        "engram_retention_deleted_total{store=\"feedback\"} 0",
+    ] {
+        assert!(
+            metrics.contains(line),
+            "{line} in {}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("retention"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    // The dry run lists every store with its days, and nothing more is due.
+    let preview = admin_call(&client, reqwest::Method::GET, "/v1/retention/preview", None).await;
+    let stores = preview.body["stores"].as_array().unwrap();
+    assert_eq!(stores.len(), 5, "{}", preview.body);
+    for store in stores {
+        assert_eq!(store["would_delete"], 0, "{}", preview.body);
+    }
 }

@@ -50,6 +50,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         evaluation_check_interval_secs: 60,
         consolidation_compact_after_secs: 2_592_000,
         erasure_ledger: None,
+        audit_anchor: None,
         metering: true,
         server_secret: None,
         qdrant: engram_cli::config::QdrantArgs::embedded(),

@@ -2,6 +2,7 @@
 //! model), and the rules of the repository itself (architecture, deployment files).
 
 mod architecture;
+mod audit_chain_tampering;
 mod cli_traces;
 mod deployment;
 mod embed_openai_compatible;

@@ -600,7 +600,10 @@ async fn concurrent_audit_appends_form_one_unbroken_chain(storage: Storage) {
     for writer in writers {
         writer.await.unwrap();
     }
-    let verification = storage.verify_audit_chain(&scope).await.unwrap();
+    let verification = storage
+        .verify_audit_chain(&scope, engram_storage::VerificationStart::Genesis)
+        .await
+        .unwrap();
     assert_eq!(verification.first_broken, None);
     assert_eq!(verification.events_checked, 80);
     let events = storage

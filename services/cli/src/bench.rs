@@ -756,6 +756,7 @@ pub(crate) fn bench_serve_arguments(
         evaluation_check_interval_secs: 60,
         consolidation_compact_after_secs: 2_592_000,
         erasure_ledger: None,
+        audit_anchor: None,
         metering,
         server_secret: None,
         qdrant: crate::config::QdrantArgs::embedded(),

@@ -13,7 +13,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-const SERVER_SECRET_FILE: &str = "server_secret";
+pub(crate) const SERVER_SECRET_FILE: &str = "server_secret";
 pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
 pub const OWNER_EMAIL: &str = "owner@engram.local";
 
@@ -50,6 +50,8 @@ pub struct ServerSecrets {
     pub end_user_token_secret: Vec<u8>,
     /// Keys the digest that stands for an erased end-user in the ledger and audit log.
     pub subject_digest_key: Vec<u8>,
+    /// Keys the audit chain's hashes: the database never holds it.
+    pub audit_chain_key: Vec<u8>,
     root: Vec<u8>,
 }
 
@@ -113,6 +115,7 @@ impl ServerSecrets {
             console_signing_secret: derive("engram console session signing v1"),
             end_user_token_secret: derive("engram end-user token signing v1"),
             subject_digest_key: derive("engram subject digest v1"),
+            audit_chain_key: derive("engram audit chain v1"),
         })
     }
 }
@@ -204,8 +207,13 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
         crate::config::exposed(&arguments.database_url).as_deref(),
         &arguments.data_dir,
     );
-    let storage =
-        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let storage = crate::config::open_sealed_storage(
+        &database_url,
+        arguments.allow_unsafe_durability,
+        &arguments.data_dir,
+        arguments.server_secret.as_ref(),
+    )
+    .await?;
     let organization_id = storage
         .first_organization_id()
         .await?
@@ -280,8 +288,13 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
         crate::config::exposed(&arguments.database_url).as_deref(),
         &arguments.data_dir,
     );
-    let storage =
-        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let storage = crate::config::open_sealed_storage(
+        &database_url,
+        arguments.allow_unsafe_durability,
+        &arguments.data_dir,
+        arguments.server_secret.as_ref(),
+    )
+    .await?;
     let console_password = new_console_password();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
     let record = crate::config::retry_while_busy("creating the organization", || {
@@ -372,8 +385,13 @@ pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
         crate::config::exposed(&arguments.database_url).as_deref(),
         &arguments.data_dir,
     );
-    let storage =
-        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let storage = crate::config::open_sealed_storage(
+        &database_url,
+        arguments.allow_unsafe_durability,
+        &arguments.data_dir,
+        None,
+    )
+    .await?;
     let organization_id = match &arguments.organization_id {
         Some(text) => text
             .parse::<engram_core::OrganizationId>()

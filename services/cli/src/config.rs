@@ -93,7 +93,8 @@ pub struct ServeArgs {
     #[arg(long, env = "ENGRAM_TOMBSTONE_RETENTION_HOURS", default_value_t = 720)]
     pub tombstone_retention_hours: u64,
     /// Seconds between two retention sweeps (memories past `expires_at` or their kind's
-    /// retention are hard-deleted; the first sweep runs at start).
+    /// retention, and the records of every store past the project's `store_retention_days`
+    /// or `recall_event_retention_days`, are hard-deleted; the first sweep runs at start).
     #[arg(
         long,
         env = "ENGRAM_RETENTION_SWEEP_INTERVAL_SECS",
@@ -117,8 +118,7 @@ pub struct ServeArgs {
         default_value_t = 86_400
     )]
     pub consolidation_interval_secs: u64,
-    /// Seconds between looks for scheduled evaluation sets whose next run is due (and
-    /// purges of recall events past their project's retention). Minimum 1.
+    /// Seconds between looks for scheduled evaluation sets whose next run is due. Minimum 1.
     #[arg(
         long,
         env = "ENGRAM_EVALUATION_CHECK_INTERVAL_SECS",
@@ -138,6 +138,13 @@ pub struct ServeArgs {
     /// the database's backups. Default: `erasure-ledger.jsonl` in the data dir.
     #[arg(long, env = "ENGRAM_ERASURE_LEDGER")]
     pub erasure_ledger: Option<PathBuf>,
+    /// The audit anchor: one line per audit event, flushed before the event commits, so a
+    /// rewritten or truncated audit chain is detected even by someone holding the database.
+    /// Every process of a deployment must name the same file (in a cluster, a volume they
+    /// all mount); keep it out of the database's backups. Default: `audit-anchor.jsonl` in
+    /// the data dir.
+    #[arg(long, env = "ENGRAM_AUDIT_ANCHOR")]
+    pub audit_anchor: Option<PathBuf>,
     /// Meter billable usage (`--metering false` turns it off, e.g. to measure its overhead).
     #[arg(long, env = "ENGRAM_METERING", default_value_t = true, action = clap::ArgAction::Set)]
     pub metering: bool,
@@ -360,6 +367,8 @@ pub struct ProcessConfig {
 /// The metadata database.
 #[derive(Clone)]
 pub struct StorageConfig {
+    /// The audit chain's anchor file (see `--audit-anchor`).
+    pub audit_anchor: PathBuf,
     pub database_url: String,
     pub allow_unsafe_durability: bool,
 }
@@ -559,6 +568,10 @@ impl EngramConfig {
                 console_assets,
             },
             storage: StorageConfig {
+                audit_anchor: audit_anchor_path(
+                    arguments.audit_anchor.as_deref(),
+                    &arguments.data_dir,
+                ),
                 database_url,
                 allow_unsafe_durability: arguments.allow_unsafe_durability,
             },
@@ -678,6 +691,59 @@ pub async fn open_storage(
     .await
     .map_err(anyhow::Error::from)
     .map_err(|error| error.context("cannot open the metadata database"))
+}
+
+/// Where the audit anchor lives: `ENGRAM_AUDIT_ANCHOR`, else `audit-anchor.jsonl` in the
+/// data dir. Every process that writes one deployment's audit log must name the same file
+/// (in a cluster: a volume they all mount).
+pub fn audit_anchor_path(explicit: Option<&Path>, data_dir: &Path) -> PathBuf {
+    explicit
+        .map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("ENGRAM_AUDIT_ANCHOR").map(PathBuf::from))
+        .unwrap_or_else(|| data_dir.join("audit-anchor.jsonl"))
+}
+
+/// The storage of an admin command, sealed like the server's when the deployment's secret is
+/// at hand (`ENGRAM_SERVER_SECRET` or the data dir's file): audit events it writes are keyed
+/// and anchored. Without one (a database no server has started on) the storage refuses to
+/// append to a keyed chain rather than break it.
+pub async fn open_sealed_storage(
+    database_url: &str,
+    allow_unsafe_durability: bool,
+    data_dir: &Path,
+    server_secret: Option<&SecretString>,
+) -> anyhow::Result<engram_storage::Storage> {
+    let storage = open_storage(database_url, allow_unsafe_durability).await?;
+    let has_secret = server_secret.is_some()
+        || std::env::var_os("ENGRAM_SERVER_SECRET").is_some()
+        || data_dir.join(crate::bootstrap::SERVER_SECRET_FILE).exists();
+    if !has_secret {
+        return Ok(storage);
+    }
+    let explicit = match server_secret {
+        Some(secret) => Some(secret.clone()),
+        None => std::env::var("ENGRAM_SERVER_SECRET")
+            .ok()
+            .map(SecretString::from),
+    };
+    let secrets = crate::bootstrap::server_secrets(explicit.as_ref(), data_dir)?;
+    seal_storage(storage, &secrets, &audit_anchor_path(None, data_dir)).await
+}
+
+/// Seal `storage`'s audit chain with the deployment's key and anchor.
+pub async fn seal_storage(
+    storage: engram_storage::Storage,
+    secrets: &crate::bootstrap::ServerSecrets,
+    anchor_path: &Path,
+) -> anyhow::Result<engram_storage::Storage> {
+    use anyhow::Context;
+    let seal =
+        engram_storage::AuditSeal::open(secrets.audit_chain_key.clone(), anchor_path.to_path_buf())
+            .context("cannot open the audit anchor")?;
+    storage
+        .with_audit_seal(seal)
+        .await
+        .context("cannot seal the audit chain")
 }
 
 /// Runs `operation` (one storage transaction) again while SQLite answers that another process
@@ -912,7 +978,8 @@ impl fmt::Display for EngramConfig {
         )?;
         writeln!(
             f,
-            "  erasure_ledger  {}",
+            "  audit_anchor  {}\n  erasure_ledger  {}",
+            self.storage.audit_anchor.display(),
             self.engine.erasure_ledger.display()
         )?;
         writeln!(

@@ -89,8 +89,13 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         crate::config::exposed(&arguments.database_url).as_deref(),
         &arguments.data_dir,
     );
-    let storage =
-        crate::config::open_storage(&database_url, arguments.allow_unsafe_durability).await?;
+    let storage = crate::config::open_sealed_storage(
+        &database_url,
+        arguments.allow_unsafe_durability,
+        &arguments.data_dir,
+        None,
+    )
+    .await?;
     let entry = PriceEntry {
         organization_id,
         unit,

@@ -207,6 +207,8 @@ impl EmbeddedServer {
             &config.process.data_dir,
         )?;
         let storage = crate::config::open_storage_for(config).await?;
+        let storage =
+            crate::config::seal_storage(storage, &secrets, &config.storage.audit_anchor).await?;
         let bootstrap = if all_in_one {
             bootstrap::bootstrap_if_empty(
                 &storage,
@@ -426,6 +428,8 @@ impl WorkerProcess {
             config.secrets.server_secret.as_ref(),
             &config.process.data_dir,
         )?;
+        let storage =
+            crate::config::seal_storage(storage, &secrets, &config.storage.audit_anchor).await?;
         // Workers never embed: vectors were computed by the gateway and stored with the row.
         let spaces = open_embedding_spaces(config, &storage, false).await?;
         let index: Arc<dyn VectorIndex> = Arc::new(

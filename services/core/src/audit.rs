@@ -87,10 +87,16 @@ pub enum AuditAction {
     ProjectLimitsChanged,
     /// The month's cost reached an alert threshold of the project's budget.
     BudgetThresholdReached,
+    /// A retention sweep removed a store's records (messages, session state, feedback,
+    /// recall events, files) past the project's retention.
+    RetentionSwept,
+    /// The organization's chain switched from plain to keyed hashes: this event links the
+    /// last plain hash to the first keyed one.
+    AuditChainRekeyed,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 23] = [
+    pub const ALL: [AuditAction; 25] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -114,6 +120,8 @@ impl AuditAction {
         AuditAction::MemoryExpired,
         AuditAction::ProjectLimitsChanged,
         AuditAction::BudgetThresholdReached,
+        AuditAction::RetentionSwept,
+        AuditAction::AuditChainRekeyed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -141,6 +149,8 @@ impl AuditAction {
             AuditAction::MemoryExpired => "memory.expired",
             AuditAction::ProjectLimitsChanged => "project.limits_changed",
             AuditAction::BudgetThresholdReached => "project.budget_threshold_reached",
+            AuditAction::RetentionSwept => "project.retention_swept",
+            AuditAction::AuditChainRekeyed => "audit.chain_rekeyed",
         }
     }
 
@@ -167,7 +177,9 @@ impl AuditAction {
             }
             AuditAction::ProjectSettingsChanged
             | AuditAction::ProjectLimitsChanged
-            | AuditAction::BudgetThresholdReached => "project",
+            | AuditAction::BudgetThresholdReached
+            | AuditAction::RetentionSwept => "project",
+            AuditAction::AuditChainRekeyed => "audit_chain",
             AuditAction::MemoryFlagsChanged | AuditAction::MemoryExpired => "memory",
             AuditAction::SubjectErasureRequested
             | AuditAction::SubjectErased
@@ -237,9 +249,30 @@ pub struct ChainedFields<'a> {
 }
 
 /// SHA-256 over the previous event's hash and this event's fields, each length-prefixed so
-/// no two different events serialise alike.
+/// no two different events serialise alike. The plain hash of events written before the
+/// chain was keyed: anyone can recompute it, so it proves order, not authorship.
 pub fn chain_hash(previous_hash: &str, fields: &ChainedFields<'_>) -> String {
     let mut hasher = Sha256::new();
+    feed_chained_fields(&mut hasher, previous_hash, fields);
+    hex::encode(hasher.finalize())
+}
+
+/// HMAC-SHA-256, under a key the database does not hold, over the same input as
+/// [`chain_hash`]: whoever can write the database but lacks the key cannot recompute it, so
+/// a rewritten event cannot be made to verify.
+pub fn keyed_chain_hash(key: &[u8], previous_hash: &str, fields: &ChainedFields<'_>) -> String {
+    use hmac::Mac;
+    let mut mac =
+        <hmac::Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts a key of any length");
+    feed_chained_fields(&mut mac, previous_hash, fields);
+    hex::encode(mac.finalize().into_bytes())
+}
+
+fn feed_chained_fields(
+    hasher: &mut impl sha2::digest::Update,
+    previous_hash: &str,
+    fields: &ChainedFields<'_>,
+) {
     let at = fields
         .at
         .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
@@ -264,13 +297,12 @@ pub fn chain_hash(previous_hash: &str, fields: &ChainedFields<'_>) -> String {
     for part in parts {
         match part {
             Some(text) => {
-                hasher.update((text.len() as u64).to_be_bytes());
+                hasher.update(&(text.len() as u64).to_be_bytes());
                 hasher.update(text.as_bytes());
             }
-            None => hasher.update(u64::MAX.to_be_bytes()),
+            None => hasher.update(&u64::MAX.to_be_bytes()),
         }
     }
-    hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]
@@ -322,6 +354,27 @@ mod tests {
         assert_eq!(
             base,
             chain_hash(AUDIT_CHAIN_GENESIS, &fields("memory.created", Some("p")))
+        );
+    }
+
+    #[test]
+    fn keyed_hashes_depend_on_the_key_and_differ_from_plain_ones() {
+        let event = fields("memory.created", Some("p"));
+        let keyed = keyed_chain_hash(b"key", AUDIT_CHAIN_GENESIS, &event);
+        assert_eq!(keyed.len(), 64);
+        assert_eq!(keyed, keyed_chain_hash(b"key", AUDIT_CHAIN_GENESIS, &event));
+        assert_ne!(
+            keyed,
+            keyed_chain_hash(b"other", AUDIT_CHAIN_GENESIS, &event)
+        );
+        assert_ne!(keyed, chain_hash(AUDIT_CHAIN_GENESIS, &event));
+        assert_ne!(
+            keyed,
+            keyed_chain_hash(
+                b"key",
+                AUDIT_CHAIN_GENESIS,
+                &fields("memory.deleted", Some("p"))
+            )
         );
     }
 }

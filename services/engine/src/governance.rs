@@ -10,7 +10,7 @@ use engram_core::{FieldError, InvalidInput, MemoryId, ProjectScope};
 use engram_index::VectorIndex;
 use engram_storage::Storage;
 use engram_storage::governance::{ExportedMemory, ProjectSettings};
-use engram_storage::subject_data::SubjectStore;
+use engram_storage::subject_data::{StoreRetention, SubjectStore};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
@@ -992,16 +992,76 @@ impl DataGovernance {
             .await?)
     }
 
-    /// Hard-delete what the project's retention rules say is due, from the database and the
-    /// index, in bounded batches. Returns how many memories were removed.
+    /// Hard-delete what the project's retention rules say is due, store by store as the
+    /// registry of subject data declares it: memories by kind and `expires_at` (from the
+    /// database and the index, in bounded batches), then every store kept for a number of
+    /// days (messages, session state, feedback, files, recall events). Each removal is
+    /// audited and counted in `engram_retention_deleted_total{store}`. Returns how many
+    /// records were removed in all.
     pub async fn sweep_retention(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
         let settings = self.storage.project_settings(scope).await?;
+        let mut removed = 0u64;
+        for store in SubjectStore::ALL {
+            let removed_from_store = match store.declaration().retention {
+                StoreRetention::MemoryKinds => {
+                    self.sweep_expired_memories(scope, &settings).await?
+                }
+                StoreRetention::ProjectDays { .. } => match store.retention_days(&settings) {
+                    Some(days) => {
+                        self.storage
+                            .remove_records_past_retention(scope, store, days, Utc::now())
+                            .await?
+                    }
+                    None => 0,
+                },
+                StoreRetention::WithItsSource(_) | StoreRetention::UntilDeleted(_) => 0,
+            };
+            if removed_from_store > 0 {
+                let name = store.declaration().name;
+                metrics::counter!("engram_retention_deleted_total", "store" => name)
+                    .increment(removed_from_store);
+                tracing::info!(project_id = %scope.project_id(), store = name, removed = removed_from_store, "retention sweep removed expired records");
+            }
+            removed += removed_from_store;
+        }
+        Ok(removed)
+    }
+
+    /// What the next sweep removes from each store kept for a number of days.
+    pub async fn retention_preview_of_stores(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<Vec<(&'static str, Option<u32>, u64)>, EngineError> {
+        let settings = self.storage.project_settings(scope).await?;
+        let mut stores = Vec::new();
+        for store in SubjectStore::swept_by_age() {
+            let days = store.retention_days(&settings);
+            let due = match days {
+                Some(days) => {
+                    self.storage
+                        .count_records_past_retention(scope, store, days, Utc::now())
+                        .await?
+                }
+                None => 0,
+            };
+            stores.push((store.declaration().name, days, due));
+        }
+        Ok(stores)
+    }
+
+    /// Memories past their kind's retention or their own `expires_at`, from the database
+    /// and the index, in bounded batches.
+    async fn sweep_expired_memories(
+        &self,
+        scope: &ProjectScope,
+        settings: &ProjectSettings,
+    ) -> Result<u64, EngineError> {
         let actor = Actor::system("retention");
         let mut removed = 0u64;
         loop {
             let due = self
                 .storage
-                .memories_due_for_retention(scope, &settings, Utc::now(), 500)
+                .memories_due_for_retention(scope, settings, Utc::now(), 500)
                 .await?;
             if due.is_empty() {
                 break;
@@ -1012,12 +1072,10 @@ impl DataGovernance {
                 break;
             }
             removed += expired.len() as u64;
-            metrics::counter!("engram_retention_deleted_total").increment(expired.len() as u64);
             self.index.delete(scope, expired).await?;
         }
         if removed > 0 {
             self.applier.work_available.notify_one();
-            tracing::info!(project_id = %scope.project_id(), removed, "retention sweep removed expired memories");
         }
         Ok(removed)
     }

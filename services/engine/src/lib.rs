@@ -55,9 +55,10 @@ pub use use_cases::{
     MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES,
     MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest, MintedEndUserToken,
     ProjectMonthCost, ProjectSettingsChange, PutRetrievalProfileRequest, PutSessionStateRequest,
-    RecallBudgetCut, RecallInspection, RollApiKeyRequest, RolledApiKey, SearchAnswer,
-    SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport,
-    StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
+    RecallBudgetCut, RecallInspection, RetentionPreview, RollApiKeyRequest, RolledApiKey,
+    SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
+    SpendLimitsReport, StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
+    VerificationStart, store_retention_days_of, stores_with_retention_days,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;

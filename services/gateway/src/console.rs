@@ -323,7 +323,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         let verification = engine
-            .verify_audit_chain_for(&principal)
+            .verify_audit_chain_for(&principal, engram_engine::VerificationStart::LastCheckpoint)
             .await
             .map_err(engine_error)?;
         Ok(AuditListing {
@@ -901,7 +901,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let due = engine
             .preview_retention_for(&principal, 100_000)
             .await
-            .map_err(engine_error)?;
+            .map_err(engine_error)?
+            .memories;
         let mut by_kind: std::collections::BTreeMap<String, u64> = Default::default();
         for (_, kind) in &due {
             *by_kind.entry(kind.as_str().to_string()).or_default() += 1;

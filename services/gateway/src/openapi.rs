@@ -379,7 +379,7 @@ impl Modify for CommonProblemResponses {
         audit::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
         governance::ProjectSettingsView, governance::ProjectEmbeddingView, governance::ProjectEmbeddingBody, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
-        governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::ExportedMemoryView,
+        governance::TaskView, governance::TaskProgressView, governance::RetentionPreviewView, governance::StoreRetentionPreviewView, governance::ExportedMemoryView,
         usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
         usage::SpendLimitsBody, usage::MonthlyBudgetBody, usage::RecallBudgetBody, usage::SpendLimitsView,
         usage::MonthToDateView, usage::BudgetAlertView, crate::views::RecallBudgetView, crate::problem::LimitProblem,

@@ -37,6 +37,9 @@ pub struct ProjectSettings {
     pub recall_events: engram_core::recall::RecallEventCapture,
     /// Days recall events are kept.
     pub recall_event_retention_days: u32,
+    /// Days the other swept stores (messages, session state, feedback, files) keep a
+    /// record; a store not named keeps its records until deleted or erased.
+    pub store_retention_days: BTreeMap<crate::subject_data::SubjectStore, u32>,
 }
 
 impl Default for ProjectSettings {
@@ -48,6 +51,7 @@ impl Default for ProjectSettings {
             embedding: engram_core::ProjectEmbedding::default(),
             recall_events: engram_core::recall::RecallEventCapture::default(),
             recall_event_retention_days: engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS,
+            store_retention_days: BTreeMap::new(),
         }
     }
 }
@@ -174,6 +178,10 @@ impl Storage {
                 Expr::value(settings.recall_event_retention_days as i32),
             )
             .col_expr(
+                projects::Column::StoreRetentionDays,
+                Expr::value(store_retention_json(&settings.store_retention_days)),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -205,6 +213,7 @@ impl Storage {
                     "embedding": { "from": embedding_json(previous.embedding), "to": embedding_json(settings.embedding) },
                     "recall_events": { "from": previous.recall_events.as_str(), "to": settings.recall_events.as_str() },
                     "recall_event_retention_days": { "from": previous.recall_event_retention_days, "to": settings.recall_event_retention_days },
+                    "store_retention_days": { "from": store_retention_json(&previous.store_retention_days), "to": store_retention_json(&settings.store_retention_days) },
                 }),
             ),
         )
@@ -752,7 +761,7 @@ impl Storage {
 /// index follows even if the caller dies before deleting the points itself. Returns how many
 /// history rows went.
 async fn remove_memory_rows(
-    transaction: &sea_orm::DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     rows: &[(uuid::Uuid, i64)],
 ) -> Result<u64, StorageError> {
@@ -828,7 +837,37 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             .unwrap_or_default(),
         recall_event_retention_days: u32::try_from(project.recall_event_retention_days)
             .unwrap_or(engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS),
+        store_retention_days: project
+            .store_retention_days
+            .as_object()
+            .map(|days| {
+                days.iter()
+                    .filter_map(|(name, days)| {
+                        Some((
+                            crate::subject_data::SubjectStore::named(name)?,
+                            u32::try_from(days.as_u64()?).ok()?,
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     }
+}
+
+fn store_retention_json(
+    store_retention_days: &BTreeMap<crate::subject_data::SubjectStore, u32>,
+) -> serde_json::Value {
+    serde_json::Value::Object(
+        store_retention_days
+            .iter()
+            .map(|(store, days)| {
+                (
+                    store.declaration().name.to_string(),
+                    serde_json::json!(days),
+                )
+            })
+            .collect(),
+    )
 }
 
 fn embedding_json(embedding: engram_core::ProjectEmbedding) -> serde_json::Value {

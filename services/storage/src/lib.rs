@@ -3,6 +3,7 @@
 
 pub mod api_keys;
 pub mod audit;
+pub mod audit_seal;
 pub mod console_sessions;
 pub mod conversations;
 mod entities;
@@ -22,7 +23,8 @@ pub mod tenants;
 pub mod usage;
 
 pub use api_keys::{ApiKeyPepper, ApiKeyRecord, NewApiKey, VerifiedApiKey};
-pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink};
+pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink, VerificationStart};
+pub use audit_seal::{AnchoredHead, AuditSeal};
 pub use console_sessions::RefreshOutcome;
 pub use error::StorageError;
 pub use members::{ConsoleInvitationRecord, ConsoleMemberRecord};
@@ -51,6 +53,9 @@ pub struct Storage {
     /// nothing committed in between; funnelling write transactions through one gate turns
     /// those would-be `SQLITE_BUSY` failures into a short wait. PostgreSQL needs no gate.
     write_gate: Option<Arc<tokio::sync::Mutex<()>>>,
+    /// The key and anchor of the audit chain (see [`audit_seal`]); `None` writes and
+    /// verifies plain hashes with no anchor (component tests that need neither).
+    audit_seal: Option<Arc<AuditSeal>>,
 }
 
 /// The tenant store's other face: work that spans every project — the outbox the indexer
@@ -135,6 +140,7 @@ impl Storage {
             Self {
                 connection: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool),
                 write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
+                audit_seal: None,
             }
         } else if database_url.starts_with("postgres:") || database_url.starts_with("postgresql:") {
             let pool = PgPoolOptions::new()
@@ -148,6 +154,7 @@ impl Storage {
             Self {
                 connection: SqlxPostgresConnector::from_sqlx_postgres_pool(pool),
                 write_gate: None,
+                audit_seal: None,
             }
         } else {
             // Only the scheme: the rest of a URL may hold a password.
@@ -267,7 +274,7 @@ impl Storage {
     /// lock, so the transaction never reads a snapshot that another connection's commit then
     /// makes stale: SQLite refuses that upgrade at once ("database is locked"), whatever the
     /// busy timeout, which is how a CLI command beside a running server used to fail.
-    async fn begin_write(&self) -> Result<sea_orm::DatabaseTransaction, StorageError> {
+    async fn begin_write(&self) -> Result<WriteTransaction, StorageError> {
         use sea_orm::TransactionTrait;
         let transaction = self
             .connection
@@ -280,7 +287,11 @@ impl Storage {
                 .await
                 .map_err(StorageError::from_db)?;
         }
-        Ok(transaction)
+        Ok(WriteTransaction {
+            inner: transaction,
+            audit_seal: self.audit_seal.clone(),
+            appended_audit_events: std::sync::Mutex::new(Vec::new()),
+        })
     }
 
     async fn write_permit(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
@@ -288,5 +299,98 @@ impl Storage {
             Some(gate) => Some(gate.lock().await),
             None => None,
         }
+    }
+}
+
+/// A write transaction that knows the audit events it appended: committing it commits the
+/// database transaction, then records those events as committed in the audit anchor, so the
+/// anchor can tell a rolled-back append from a deleted event.
+pub(crate) struct WriteTransaction {
+    inner: sea_orm::DatabaseTransaction,
+    audit_seal: Option<Arc<AuditSeal>>,
+    appended_audit_events: std::sync::Mutex<Vec<audit_seal::AnchorLine>>,
+}
+
+impl WriteTransaction {
+    pub(crate) fn audit_seal(&self) -> Option<&Arc<AuditSeal>> {
+        self.audit_seal.as_ref()
+    }
+
+    pub(crate) fn appended(&self, line: audit_seal::AnchorLine) {
+        if let Ok(mut appended) = self.appended_audit_events.lock() {
+            appended.push(line);
+        }
+    }
+
+    pub(crate) async fn commit(self) -> Result<(), sea_orm::DbErr> {
+        self.inner.commit().await?;
+        let Some(seal) = self.audit_seal else {
+            return Ok(());
+        };
+        let appended = self.appended_audit_events.into_inner().unwrap_or_default();
+        // The newest event of each organization stands for the ones before it.
+        let mut newest: std::collections::BTreeMap<uuid::Uuid, audit_seal::AnchorLine> =
+            std::collections::BTreeMap::new();
+        for line in appended {
+            match newest.get(&line.organization_id) {
+                Some(kept) if kept.sequence >= line.sequence => {}
+                _ => {
+                    newest.insert(line.organization_id, line);
+                }
+            }
+        }
+        let committed = newest
+            .into_values()
+            .map(|line| audit_seal::AnchorLine {
+                state: audit_seal::AnchorState::Committed,
+                ..line
+            })
+            .collect();
+        seal.anchor(committed).await.map_err(|error| {
+            // The change is committed; the next append anchors a newer head, and until then
+            // verification reports this event as not confirmed.
+            tracing::error!(%error, "audit event committed but its anchor line was not written");
+            sea_orm::DbErr::Custom(error.to_string())
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for WriteTransaction {
+    fn get_database_backend(&self) -> DbBackend {
+        self.inner.get_database_backend()
+    }
+
+    async fn execute(
+        &self,
+        statement: sea_orm::Statement,
+    ) -> Result<sea_orm::ExecResult, sea_orm::DbErr> {
+        self.inner.execute(statement).await
+    }
+
+    async fn execute_unprepared(&self, sql: &str) -> Result<sea_orm::ExecResult, sea_orm::DbErr> {
+        self.inner.execute_unprepared(sql).await
+    }
+
+    async fn query_one(
+        &self,
+        statement: sea_orm::Statement,
+    ) -> Result<Option<sea_orm::QueryResult>, sea_orm::DbErr> {
+        self.inner.query_one(statement).await
+    }
+
+    async fn query_all(
+        &self,
+        statement: sea_orm::Statement,
+    ) -> Result<Vec<sea_orm::QueryResult>, sea_orm::DbErr> {
+        self.inner.query_all(statement).await
+    }
+
+    fn support_returning(&self) -> bool {
+        self.inner.support_returning()
+    }
+
+    fn is_mock_connection(&self) -> bool {
+        self.inner.is_mock_connection()
     }
 }

@@ -17,8 +17,8 @@ use engram_core::{
 use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, DbBackend,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select, Statement,
+    ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Select, Statement,
 };
 use std::collections::HashMap;
 
@@ -64,7 +64,7 @@ pub const ERASED_ANSWER_STATUS: i32 = 0;
 /// `memory_ids` (and so may carry its content) keeps its key and fingerprint but loses its
 /// answer, so a retry is told the answer is gone and writes nothing. Returns how many.
 pub(crate) async fn erase_idempotency_answers(
-    transaction: &sea_orm::DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     memory_ids: &[uuid::Uuid],
 ) -> Result<u64, StorageError> {
@@ -267,7 +267,7 @@ fn refuse_locked(immutable: bool, legal_hold: bool) -> Result<(), StorageError> 
 }
 
 async fn append_history(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     memory_id: MemoryId,
     version: i64,
@@ -295,7 +295,7 @@ async fn append_history(
 
 /// Record that the index entry of `memory_id` must be brought in line with the database.
 async fn enqueue_index_change(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     memory_id: MemoryId,
 ) -> Result<(), StorageError> {
@@ -319,7 +319,7 @@ async fn enqueue_index_change(
 /// writers of one key take turns instead of failing on the unique index. SQLite needs none:
 /// its writers already go one at a time.
 async fn lock_write_targets(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     drafts: &[MemoryDraft],
     idempotency: Option<&IdempotencyClaim>,
@@ -376,7 +376,7 @@ fn advisory_lock_id(parts: &[&str]) -> i64 {
 
 /// Mark the active memory with the same (user, agent, key) as superseded.
 async fn supersede_active_with_key(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     draft: &MemoryDraft,
     key: &ExternalId,
@@ -417,7 +417,7 @@ async fn supersede_active_with_key(
 /// Mark one named active memory superseded (reconciliation decided the new memory replaces
 /// it); an immutable or held memory, or one no longer active, is left alone.
 async fn supersede_named_memory(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     target: MemoryId,
     superseded_by: MemoryId,
@@ -446,7 +446,7 @@ async fn supersede_named_memory(
 }
 
 async fn mark_superseded(
-    transaction: &DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     previous: memories::Model,
     actor: &str,

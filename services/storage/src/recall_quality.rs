@@ -3,8 +3,7 @@
 //! with their labelled cases, and evaluation runs. Every function takes the project scope.
 
 use crate::entities::{
-    eval_cases, eval_runs, eval_sets, feedback, memories, projects, recall_events,
-    retrieval_profiles,
+    eval_cases, eval_runs, eval_sets, feedback, memories, recall_events, retrieval_profiles,
 };
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
@@ -337,29 +336,6 @@ impl Storage {
             .count(&self.connection)
             .await
             .map_err(StorageError::from_db)
-    }
-
-    /// Remove recall events older than the project's retention. Returns how many.
-    pub async fn purge_expired_recall_events(
-        &self,
-        scope: &ProjectScope,
-        now: DateTime<Utc>,
-    ) -> Result<u64, StorageError> {
-        let retention_days = projects::Entity::find_by_id(scope.project_id().as_uuid())
-            .one(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .map(|project| project.recall_event_retention_days)
-            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
-        let cutoff = now - chrono::Duration::days(i64::from(retention_days.max(1)));
-        let _permit = self.write_permit().await;
-        let deleted = recall_events::Entity::delete_many()
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(recall_events::Column::CreatedAt.lt(cutoff))
-            .exec(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(deleted.rows_affected)
     }
 
     /// The state and last change of each of `ids` that still exists in `scope`'s project.
@@ -883,7 +859,7 @@ fn set_record(model: eval_sets::Model, cases: u64) -> EvalSetRecord {
 }
 
 async fn insert_cases(
-    transaction: &sea_orm::DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     scope: &ProjectScope,
     set_id: Uuid,
     cases: Vec<NewEvalCase>,

@@ -52,6 +52,23 @@ pub struct SubjectStoreDeclaration {
     pub tables: &'static [SubjectTable],
     /// How the subject's records are found, erased and counted.
     pub how: &'static str,
+    /// How long the store keeps records, and what removes them when that runs out.
+    pub retention: StoreRetention,
+}
+
+/// How long a store keeps records, and what removes them when that runs out. The retention
+/// sweep walks the registry: a store with `ProjectDays` is swept by age.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreRetention {
+    /// Per memory kind (`retention_days`) and each memory's own `expires_at`.
+    MemoryKinds,
+    /// The project's `store_retention_days.<name>` (unset: kept until deleted or erased;
+    /// recall events: `recall_event_retention_days`, default 30), counted from `age_column`.
+    ProjectDays { age_column: &'static str },
+    /// Goes with the records it belongs to, for the reason given.
+    WithItsSource(&'static str),
+    /// Kept until deleted or erased, for the reason given.
+    UntilDeleted(&'static str),
 }
 
 impl SubjectStore {
@@ -76,13 +93,46 @@ impl SubjectStore {
         SubjectStore::QueryCache,
     ];
 
+    /// The store a receipt, export or setting names `name`.
+    pub fn named(name: &str) -> Option<SubjectStore> {
+        Self::ALL
+            .into_iter()
+            .find(|store| store.declaration().name == name)
+    }
+
+    /// The stores a project sets a retention in days for (`store_retention_days`), recall
+    /// events included.
+    pub fn swept_by_age() -> impl Iterator<Item = SubjectStore> {
+        Self::ALL.into_iter().filter(|store| {
+            matches!(
+                store.declaration().retention,
+                StoreRetention::ProjectDays { .. }
+            )
+        })
+    }
+
+    /// Days `settings` keep this store's records; `None`: until deleted or erased, or the
+    /// store is not swept by age.
+    pub fn retention_days(self, settings: &crate::governance::ProjectSettings) -> Option<u32> {
+        match self.declaration().retention {
+            StoreRetention::ProjectDays { .. } if self == SubjectStore::RecallEvents => {
+                Some(settings.recall_event_retention_days)
+            }
+            StoreRetention::ProjectDays { .. } => settings.store_retention_days.get(&self).copied(),
+            StoreRetention::MemoryKinds
+            | StoreRetention::WithItsSource(_)
+            | StoreRetention::UntilDeleted(_) => None,
+        }
+    }
+
     pub fn declaration(self) -> SubjectStoreDeclaration {
-        let declare = |name, export_type, tables, how| SubjectStoreDeclaration {
+        let declare = |name, export_type, tables, how, retention| SubjectStoreDeclaration {
             store: self,
             name,
             export_type,
             tables,
             how,
+            retention,
         };
         match self {
             SubjectStore::Memories => declare(
@@ -94,6 +144,7 @@ impl SubjectStore {
                     json_paths: &[],
                 }],
                 "every memory row with the subject's user_id, in every state; erased in batches with a content-free tombstone each",
+                StoreRetention::MemoryKinds,
             ),
             SubjectStore::History => declare(
                 "history",
@@ -104,6 +155,7 @@ impl SubjectStore {
                     json_paths: &[],
                 }],
                 "the versions of the subject's memories (by memory_id); exported inside each memory line, erased with its memory",
+                StoreRetention::WithItsSource("versions are removed with their memory"),
             ),
             SubjectStore::Messages => declare(
                 "messages",
@@ -114,6 +166,9 @@ impl SubjectStore {
                     json_paths: &[],
                 }],
                 "conversation messages with the subject's user_id",
+                StoreRetention::ProjectDays {
+                    age_column: "created_at",
+                },
             ),
             SubjectStore::SessionState => declare(
                 "session_state",
@@ -124,6 +179,9 @@ impl SubjectStore {
                     json_paths: &[],
                 }],
                 "session values with the subject's user_id",
+                StoreRetention::ProjectDays {
+                    age_column: "updated_at",
+                },
             ),
             SubjectStore::Files => declare(
                 "files",
@@ -134,6 +192,9 @@ impl SubjectStore {
                     json_paths: &[],
                 }],
                 "uploaded files with the subject's user_id (their chunks are memories)",
+                StoreRetention::ProjectDays {
+                    age_column: "created_at",
+                },
             ),
             SubjectStore::Feedback => declare(
                 "feedback",
@@ -144,6 +205,9 @@ impl SubjectStore {
                     json_paths: &["$.correction.content"],
                 }],
                 "feedback with the subject's user_id",
+                StoreRetention::ProjectDays {
+                    age_column: "created_at",
+                },
             ),
             SubjectStore::RecallEvents => declare(
                 "recall_events",
@@ -154,6 +218,9 @@ impl SubjectStore {
                     json_paths: &["$.filters.metadata"],
                 }],
                 "recall events of searches with the subject's user_id",
+                StoreRetention::ProjectDays {
+                    age_column: "created_at",
+                },
             ),
             SubjectStore::EvaluationCases => declare(
                 "evaluation_cases",
@@ -164,6 +231,9 @@ impl SubjectStore {
                     json_paths: &["$.filters.metadata"],
                 }],
                 "labelled queries with the subject's user_id",
+                StoreRetention::UntilDeleted(
+                    "a test set labelled by the project's staff: removed by deleting its set, or by erasing the subject",
+                ),
             ),
             SubjectStore::EvaluationRuns => declare(
                 "evaluation_runs",
@@ -177,6 +247,9 @@ impl SubjectStore {
                     ],
                 }],
                 "per-case results (with the query text) of the subject's evaluation cases, by case id; erasure removes those entries and keeps the run's figures",
+                StoreRetention::WithItsSource(
+                    "per-case results are removed with their evaluation set, and scrubbed when the subject is erased",
+                ),
             ),
             SubjectStore::TaskResults => declare(
                 "task_results",
@@ -187,6 +260,9 @@ impl SubjectStore {
                     json_paths: &["$..memory_id", "$..content", "$.metrics.per_case"],
                 }],
                 "results of background tasks that name the subject's memories or evaluation cases (derivations quote content); erasure blanks them. Exported as the memories they describe. An erasure task holds the user_id in subject only until it finishes",
+                StoreRetention::UntilDeleted(
+                    "the record of a background task; erasing the subject blanks what names them",
+                ),
             ),
             SubjectStore::Idempotency => declare(
                 "idempotency",
@@ -197,18 +273,25 @@ impl SubjectStore {
                     json_paths: &["$.memories[*].user_id", "$.memories[*].content"],
                 }],
                 "stored answers naming the subject (\"user_id\"); erasure blanks them so a retry gets 409 and writes nothing. Exported as the memories they hold",
+                StoreRetention::WithItsSource(
+                    "stored answers expire with their key, and a deleted, expired or erased memory's content is blanked from them at once",
+                ),
             ),
             SubjectStore::Index => declare(
                 "index",
                 None,
                 &[],
                 "vector index points with the subject's user_id in their payload; exported as the memories they index",
+                StoreRetention::WithItsSource("points are removed with their memory"),
             ),
             SubjectStore::QueryCache => declare(
                 "query_cache",
                 None,
                 &[],
                 "query embeddings cached in this process (whose they are is unknown, so erasure empties the cache)",
+                StoreRetention::WithItsSource(
+                    "entries are short-lived and dropped when memories change",
+                ),
             ),
         }
     }
@@ -315,6 +398,161 @@ fn comparison_without_cases(
 }
 
 impl Storage {
+    /// Remove the project's records of `store` older than `days` (by the store's age column)
+    /// and audit how many, in one transaction. Files still waiting to be ingested are kept.
+    /// Returns how many were removed; 0 for a store not swept by age.
+    pub async fn remove_records_past_retention(
+        &self,
+        scope: &ProjectScope,
+        store: SubjectStore,
+        days: u32,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StorageError> {
+        use crate::entities::{feedback, recall_events, session_messages};
+        let cutoff = now - chrono::Duration::days(i64::from(days.max(1)));
+        let project_id = scope.project_id().as_uuid();
+        let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let removed = match store {
+            SubjectStore::Messages => {
+                session_messages::Entity::delete_many()
+                    .filter(session_messages::Column::ProjectId.eq(project_id))
+                    .filter(session_messages::Column::CreatedAt.lt(cutoff))
+                    .exec(&transaction)
+                    .await
+            }
+            SubjectStore::SessionState => {
+                session_state::Entity::delete_many()
+                    .filter(session_state::Column::ProjectId.eq(project_id))
+                    .filter(session_state::Column::UpdatedAt.lt(cutoff))
+                    .exec(&transaction)
+                    .await
+            }
+            SubjectStore::Files => {
+                files::Entity::delete_many()
+                    .filter(files::Column::ProjectId.eq(project_id))
+                    .filter(files::Column::CreatedAt.lt(cutoff))
+                    .filter(files::Column::Status.is_in([
+                        engram_core::files::FileStatus::Ingested.as_str(),
+                        engram_core::files::FileStatus::Failed.as_str(),
+                    ]))
+                    .exec(&transaction)
+                    .await
+            }
+            SubjectStore::Feedback => {
+                feedback::Entity::delete_many()
+                    .filter(feedback::Column::ProjectId.eq(project_id))
+                    .filter(feedback::Column::CreatedAt.lt(cutoff))
+                    .exec(&transaction)
+                    .await
+            }
+            SubjectStore::RecallEvents => {
+                recall_events::Entity::delete_many()
+                    .filter(recall_events::Column::ProjectId.eq(project_id))
+                    .filter(recall_events::Column::CreatedAt.lt(cutoff))
+                    .exec(&transaction)
+                    .await
+            }
+            SubjectStore::Memories
+            | SubjectStore::History
+            | SubjectStore::EvaluationCases
+            | SubjectStore::EvaluationRuns
+            | SubjectStore::TaskResults
+            | SubjectStore::Idempotency
+            | SubjectStore::Index
+            | SubjectStore::QueryCache => return Ok(0),
+        }
+        .map_err(StorageError::from_db)?
+        .rows_affected;
+        if removed == 0 {
+            return Ok(0);
+        }
+        crate::audit::append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            &engram_core::audit::Actor::system("retention"),
+            &engram_core::audit::NewAuditEvent::success(
+                engram_core::audit::AuditAction::RetentionSwept,
+                vec![scope.project_id().to_string()],
+                serde_json::json!({
+                    "store": store.declaration().name,
+                    "removed": removed,
+                    "retention_days": days,
+                    "older_than": cutoff.to_rfc3339(),
+                    "authorised_by": "project policy: store_retention_days",
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(removed)
+    }
+
+    /// How many of the project's records of `store` are older than `days`: what the next
+    /// sweep removes.
+    pub async fn count_records_past_retention(
+        &self,
+        scope: &ProjectScope,
+        store: SubjectStore,
+        days: u32,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<u64, StorageError> {
+        use crate::entities::{feedback, recall_events, session_messages};
+        let cutoff = now - chrono::Duration::days(i64::from(days.max(1)));
+        let project_id = scope.project_id().as_uuid();
+        match store {
+            SubjectStore::Messages => {
+                session_messages::Entity::find()
+                    .filter(session_messages::Column::ProjectId.eq(project_id))
+                    .filter(session_messages::Column::CreatedAt.lt(cutoff))
+                    .count(&self.connection)
+                    .await
+            }
+            SubjectStore::SessionState => {
+                session_state::Entity::find()
+                    .filter(session_state::Column::ProjectId.eq(project_id))
+                    .filter(session_state::Column::UpdatedAt.lt(cutoff))
+                    .count(&self.connection)
+                    .await
+            }
+            SubjectStore::Files => {
+                files::Entity::find()
+                    .filter(files::Column::ProjectId.eq(project_id))
+                    .filter(files::Column::CreatedAt.lt(cutoff))
+                    .filter(files::Column::Status.is_in([
+                        engram_core::files::FileStatus::Ingested.as_str(),
+                        engram_core::files::FileStatus::Failed.as_str(),
+                    ]))
+                    .count(&self.connection)
+                    .await
+            }
+            SubjectStore::Feedback => {
+                feedback::Entity::find()
+                    .filter(feedback::Column::ProjectId.eq(project_id))
+                    .filter(feedback::Column::CreatedAt.lt(cutoff))
+                    .count(&self.connection)
+                    .await
+            }
+            SubjectStore::RecallEvents => {
+                recall_events::Entity::find()
+                    .filter(recall_events::Column::ProjectId.eq(project_id))
+                    .filter(recall_events::Column::CreatedAt.lt(cutoff))
+                    .count(&self.connection)
+                    .await
+            }
+            SubjectStore::Memories
+            | SubjectStore::History
+            | SubjectStore::EvaluationCases
+            | SubjectStore::EvaluationRuns
+            | SubjectStore::TaskResults
+            | SubjectStore::Idempotency
+            | SubjectStore::Index
+            | SubjectStore::QueryCache => return Ok(0),
+        }
+        .map_err(StorageError::from_db)
+    }
+
     pub async fn count_files_of_subject(
         &self,
         scope: &ProjectScope,

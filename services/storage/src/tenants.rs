@@ -365,6 +365,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         end_user_key_generation: Set(1),
         pii_redaction: Set(engram_core::pii::PiiRedaction::Off.as_str().to_string()),
         retention_days: Set(serde_json::json!({})),
+        store_retention_days: Set(serde_json::json!({})),
         spend_limits: Set(serde_json::json!({})),
         derive_memories: Set(true),
         embedding_source: Set(engram_core::ProjectEmbedding::Deployment

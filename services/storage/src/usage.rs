@@ -51,7 +51,7 @@ pub fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
 /// Add one increment to its hourly counter (created at 0 if absent), inside the caller's
 /// transaction.
 pub(crate) async fn add_to_hourly_counter(
-    transaction: &sea_orm::DatabaseTransaction,
+    transaction: &crate::WriteTransaction,
     increment: &UsageIncrement,
 ) -> Result<(), StorageError> {
     usage_hourly::Entity::insert(usage_hourly::ActiveModel {

@@ -1,7 +1,6 @@
 //! Evaluation in the background: a runner — where the engine is, since it searches —
 //! executes queued `evaluation_run` tasks and records each run's figures; a scheduler queues
-//! the next run of every scheduled set once its interval has passed, and purges recall
-//! events older than their project's retention.
+//! the next run of every scheduled set once its interval has passed.
 
 use crate::periodic::{FirstRun, Schedule, run_periodic};
 use chrono::Utc;
@@ -94,8 +93,8 @@ async fn evaluate_claimed(
     }))
 }
 
-/// Every `interval`: queue the due runs of scheduled sets, and purge recall events past
-/// their project's retention.
+/// Every `interval`: queue the due runs of scheduled sets (recall events past their
+/// retention are swept with the other stores by the retention sweeper).
 pub async fn run_evaluation_scheduler(
     storage: MaintenanceStore,
     wake: Arc<Notify>,
@@ -117,13 +116,6 @@ pub async fn run_evaluation_scheduler(
             }
             Err(error) => {
                 tracing::warn!(%error, "cannot queue scheduled evaluations; retrying next period")
-            }
-        }
-        match purge_recall_events(storage).await {
-            Ok(0) => {}
-            Ok(purged) => tracing::info!(purged, "expired recall events purged"),
-            Err(error) => {
-                tracing::warn!(%error, "cannot purge recall events; retrying next period")
             }
         }
     })
@@ -157,15 +149,4 @@ pub async fn queue_due_runs(
         }
     }
     Ok(queued)
-}
-
-async fn purge_recall_events(
-    storage: &MaintenanceStore,
-) -> Result<u64, engram_storage::StorageError> {
-    let now = Utc::now();
-    let mut purged = 0;
-    for scope in storage.all_project_scopes().await? {
-        purged += storage.purge_expired_recall_events(&scope, now).await?;
-    }
-    Ok(purged)
 }

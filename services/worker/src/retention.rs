@@ -1,6 +1,8 @@
 //! The retention sweeper: every interval, each project's memories past their `expires_at` or
 //! their kind's retention are hard-deleted from the database and the index (immutable and
-//! held ones are exempt). Every worker may run it: expiring a memory twice is a no-op.
+//! held ones are exempt), and so are the records of every store the project keeps for a
+//! number of days (messages, session state, feedback, files, recall events). Every worker
+//! may run it: removing a record twice is a no-op.
 
 use crate::periodic::{FirstRun, Schedule, run_periodic};
 use engram_engine::DataGovernance;
@@ -8,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// One sweep over every project; returns how many memories were removed.
+/// One sweep over every project; returns how many records were removed.
 pub async fn sweep_all_projects(
     engine: &DataGovernance,
 ) -> Result<u64, engram_engine::EngineError> {
@@ -24,7 +26,16 @@ pub async fn run_retention_sweeper(
     interval: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
-    metrics::counter!("engram_retention_deleted_total").increment(0);
+    for store in engram_storage::subject_data::SubjectStore::ALL {
+        if !matches!(
+            store.declaration().retention,
+            engram_storage::subject_data::StoreRetention::WithItsSource(_)
+                | engram_storage::subject_data::StoreRetention::UntilDeleted(_)
+        ) {
+            metrics::counter!("engram_retention_deleted_total", "store" => store.declaration().name)
+                .increment(0);
+        }
+    }
     let schedule = Schedule {
         name: "retention sweeper",
         interval,

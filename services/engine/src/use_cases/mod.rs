@@ -32,10 +32,10 @@ pub use api_keys::{
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
-pub use audit::{AuditChainReport, BrokenChainLink, MAX_EXPORT_EVENTS};
+pub use audit::{AuditChainReport, BrokenChainLink, MAX_EXPORT_EVENTS, VerificationStart};
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
-    BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS,
+    BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview,
     SetMemoryFlagsRequest, SubjectSummary,
 };
 pub use console_accounts::{
@@ -53,7 +53,9 @@ pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
-pub use project_settings::{MAX_RETENTION_DAYS, ProjectSettingsChange};
+pub use project_settings::{
+    MAX_RETENTION_DAYS, ProjectSettingsChange, store_retention_days_of, stores_with_retention_days,
+};
 pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
 pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,

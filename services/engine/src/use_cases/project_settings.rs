@@ -1,5 +1,5 @@
-//! Read and change a project's settings: PII redaction, retention per kind, derivation,
-//! recall events and the embedding. A change is validated whole (nothing is saved if any
+//! Read and change a project's settings: PII redaction, retention per kind and per store,
+//! derivation, recall events and the embedding. A change is validated whole (nothing is saved if any
 //! field is wrong), an embedding this deployment cannot run is refused before saving, and
 //! every in-process cache of the settings forgets the project once it is saved.
 
@@ -8,6 +8,7 @@ use engram_core::pii::PiiRedaction;
 use engram_core::recall::{MAX_RECALL_EVENT_RETENTION_DAYS, RecallEventCapture};
 use engram_core::{FieldError, InvalidInput, MemoryKind, Operation, Principal, ProjectEmbedding};
 use engram_storage::governance::ProjectSettings;
+use engram_storage::subject_data::{StoreRetention, SubjectStore};
 use std::collections::BTreeMap;
 
 /// Longest retention of a kind: 100 years.
@@ -24,6 +25,10 @@ pub struct ProjectSettingsChange {
     /// `full | no_text | off`
     pub recall_events: Option<String>,
     pub recall_event_retention_days: Option<i64>,
+    /// Store name (`messages`, `session_state`, `feedback`, `files`, `recall_events`) →
+    /// days (1–[`MAX_RETENTION_DAYS`]) or `None` for no limit (recall events: back to the
+    /// default 30 days); the stores named change, the others stay as they are.
+    pub store_retention_days: Option<BTreeMap<String, Option<u32>>>,
     /// The embedding source and, for client vectors, the dimension.
     pub embedding: Option<(String, Option<i64>)>,
 }
@@ -87,6 +92,9 @@ impl ProjectSettingsChange {
                 )),
             }
         }
+        if let Some(store_retention_days) = &self.store_retention_days {
+            apply_store_retention(store_retention_days, settings, &mut errors);
+        }
         if let Some((source, dimension)) = &self.embedding {
             match ProjectEmbedding::parse(source, *dimension, "embedding") {
                 Ok(embedding) => settings.embedding = embedding,
@@ -97,6 +105,83 @@ impl ProjectSettingsChange {
             Ok(())
         } else {
             Err(InvalidInput(errors))
+        }
+    }
+}
+
+/// The stores a retention in days can be set for, by the names the registry gives them,
+/// with the most days each accepts.
+pub fn stores_with_retention_days() -> Vec<(&'static str, u32)> {
+    SubjectStore::swept_by_age()
+        .map(|store| (store.declaration().name, most_retention_days(store)))
+        .collect()
+}
+
+fn most_retention_days(store: SubjectStore) -> u32 {
+    if store == SubjectStore::RecallEvents {
+        MAX_RECALL_EVENT_RETENTION_DAYS
+    } else {
+        MAX_RETENTION_DAYS
+    }
+}
+
+/// Every store swept by age with its days (`None`: until deleted or erased).
+pub fn store_retention_days_of(settings: &ProjectSettings) -> BTreeMap<String, Option<u32>> {
+    SubjectStore::swept_by_age()
+        .map(|store| {
+            (
+                store.declaration().name.to_string(),
+                store.retention_days(settings),
+            )
+        })
+        .collect()
+}
+
+fn apply_store_retention(
+    requested: &BTreeMap<String, Option<u32>>,
+    settings: &mut ProjectSettings,
+    errors: &mut Vec<FieldError>,
+) {
+    for (name, days) in requested {
+        let field = format!("store_retention_days.{name}");
+        let Some(store) = SubjectStore::named(name).filter(|store| {
+            matches!(
+                store.declaration().retention,
+                StoreRetention::ProjectDays { .. }
+            )
+        }) else {
+            errors.push(FieldError::new(
+                field,
+                format!(
+                    "unknown store; one of {}",
+                    stores_with_retention_days()
+                        .iter()
+                        .map(|(name, _)| *name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+            continue;
+        };
+        let most = most_retention_days(store);
+        match (store, days) {
+            (_, Some(days)) if !(1..=most).contains(days) => errors.push(FieldError::new(
+                field,
+                format!("must be 1–{most} days, or null for no limit"),
+            )),
+            (SubjectStore::RecallEvents, Some(days)) => {
+                settings.recall_event_retention_days = *days
+            }
+            (SubjectStore::RecallEvents, None) => {
+                settings.recall_event_retention_days =
+                    engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS;
+            }
+            (_, Some(days)) => {
+                settings.store_retention_days.insert(store, *days);
+            }
+            (_, None) => {
+                settings.store_retention_days.remove(&store);
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::FieldError;
 use engram_core::audit::AuditAction;
-use engram_engine::{AuditEventRecord, AuditFilter, MemoryEngine};
+use engram_engine::{AuditEventRecord, AuditFilter, MemoryEngine, VerificationStart};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
@@ -202,8 +202,18 @@ pub async fn list_audit_events(
 pub struct AuditVerificationView {
     /// True when every event of the organization's chain recomputes to its stored hash.
     pub verified: bool,
-    /// Events of this project that were checked (the chain spans the organization).
+    /// Events of this project vouched for (the chain spans the organization): recomputed
+    /// now, or by the earlier verification this one continued from.
     pub project_events_checked: u64,
+    /// The sequence this run started recomputing from: 1 from the start (`?full=true`, or the
+    /// first verification), later when it continued from the last verified checkpoint.
+    pub recomputed_from_sequence: i64,
+    /// The newest sequence the anchor outside the database records for the organization's
+    /// chain; null when verification failed.
+    pub anchored_sequence: Option<i64>,
+    /// The first event hashed with the deployment's audit key; events before it predate the
+    /// keyed chain (the `audit.chain_rekeyed` event links them).
+    pub keyed_since: Option<i64>,
     /// The first event that does not match, when it belongs to this project; events of
     /// other projects are not identified.
     pub first_broken_link: Option<BrokenLinkView>,
@@ -217,19 +227,40 @@ pub struct BrokenLinkView {
     pub reason: String,
 }
 
-/// Recompute the organization's audit chain and name the first broken link.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct VerifyQuery {
+    /// Recompute every event from the first (default: continue from the last verified
+    /// checkpoint, re-checking that nothing before it was removed or inserted).
+    pub full: Option<bool>,
+}
+
+/// Verify the organization's audit chain — keyed hashes, links, sequence and the anchor kept
+/// outside the database — and name the first broken link.
 #[utoipa::path(post, path = "/v1/audit/verify", tag = "audit",
+    params(VerifyQuery),
     responses((status = 200, body = AuditVerificationView),
         (status = 403, description = "The API key lacks the `admin` scope", body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["admin"])))]
 pub async fn verify_audit_chain(
     principal: Authorized<ProjectAdmin>,
     State(engine): State<Arc<MemoryEngine>>,
+    QueryParams(query): QueryParams<VerifyQuery>,
 ) -> Result<Json<AuditVerificationView>, ApiError> {
-    let report = engine.verify_audit_chain_for(principal.principal()).await?;
+    let start = if query.full.unwrap_or(false) {
+        VerificationStart::Genesis
+    } else {
+        VerificationStart::LastCheckpoint
+    };
+    let report = engine
+        .verify_audit_chain_for(principal.principal(), start)
+        .await?;
     Ok(Json(AuditVerificationView {
         verified: report.verified,
         project_events_checked: report.events_checked,
+        recomputed_from_sequence: report.recomputed_from_sequence,
+        anchored_sequence: report.anchored_sequence,
+        keyed_since: report.keyed_since,
         first_broken_link: report.first_broken.map(|broken| BrokenLinkView {
             event_id: broken.event_id,
             sequence: broken.sequence,

@@ -72,6 +72,12 @@ pub struct ProjectSettingsView {
     pub recall_events: String,
     /// Days recall events are kept (default 30).
     pub recall_event_retention_days: u32,
+    /// Days each store beside memories keeps a record before the retention sweep removes
+    /// it: `messages`, `session_state` (since its last change), `feedback`, `files` (once
+    /// ingested or failed) and `recall_events` (the same value as
+    /// `recall_event_retention_days`); `null`: until deleted or erased.
+    #[schema(value_type = Object)]
+    pub store_retention_days: BTreeMap<String, Option<u32>>,
 }
 
 /// A project's embedding space.
@@ -110,6 +116,7 @@ impl ProjectSettingsView {
             },
             recall_events: settings.recall_events.as_str().to_string(),
             recall_event_retention_days: settings.recall_event_retention_days,
+            store_retention_days: engram_engine::store_retention_days_of(settings),
         })
     }
 }
@@ -145,6 +152,34 @@ pub struct UpdateProjectSettingsBody {
         deserialize_with = "engram_core::json_integers::optional_whole"
     )]
     pub recall_event_retention_days: Option<i64>,
+    /// Days per store (`messages`, `session_state`, `feedback`, `files`: 1–36,500;
+    /// `recall_events`: 1–3,650); `null` for a store removes its limit (recall events: back
+    /// to 30). Only the stores named change.
+    #[schema(schema_with = store_retention_days_schema)]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_map_of_optional_whole"
+    )]
+    pub store_retention_days: Option<BTreeMap<String, Option<u32>>>,
+}
+
+/// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
+fn store_retention_days_schema() -> utoipa::openapi::schema::Object {
+    use engram_core::openapi_schemas::Nullable;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, SchemaType, Type};
+    let mut schema = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(false)));
+    for (name, most_days) in engram_engine::stores_with_retention_days() {
+        schema = schema.property(
+            name,
+            ObjectBuilder::new()
+                .schema_type(SchemaType::Array(vec![Type::Integer, Type::Null]))
+                .minimum(Some(1u64))
+                .maximum(Some(u64::from(most_days))),
+        );
+    }
+    schema.build().nullable()
 }
 
 /// (For an `Option` field: `null` leaves the retention as it is.)
@@ -235,6 +270,19 @@ pub struct RetentionPreviewView {
     pub memory_ids: Vec<String>,
     /// More than `would_delete` are due.
     pub more: bool,
+    /// Each store kept for a number of days (see `store_retention_days`) and how many of
+    /// its records the next sweep removes.
+    pub stores: Vec<StoreRetentionPreviewView>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct StoreRetentionPreviewView {
+    /// `messages`, `session_state`, `feedback`, `files` or `recall_events`.
+    pub store: String,
+    /// Days its records are kept; null: until deleted or erased.
+    pub retention_days: Option<u32>,
+    /// Records past that the next sweep removes.
+    pub would_delete: u64,
 }
 
 fn parse_user_id(text: &str) -> Result<ExternalId, ApiError> {
@@ -272,6 +320,7 @@ pub async fn update_project_settings(
         derive_memories: body.derive_memories,
         recall_events: body.recall_events,
         recall_event_retention_days: body.recall_event_retention_days,
+        store_retention_days: body.store_retention_days,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),
@@ -513,9 +562,10 @@ pub async fn retention_preview(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<RetentionPreviewView>, ApiError> {
     // Counted up to a generous bound; the listed ids are the first ones.
-    let due = engine
+    let preview = engine
         .preview_retention_for(principal.principal(), 100_001)
         .await?;
+    let due = preview.memories;
     let more = due.len() > 100_000;
     let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
     for (_, kind) in due.iter().take(100_000) {
@@ -530,5 +580,16 @@ pub async fn retention_preview(
             .map(|(id, _)| id.to_string())
             .collect(),
         more,
+        stores: preview
+            .stores
+            .into_iter()
+            .map(
+                |(store, retention_days, would_delete)| StoreRetentionPreviewView {
+                    store: store.to_string(),
+                    retention_days,
+                    would_delete,
+                },
+            )
+            .collect(),
     }))
 }

@@ -7,6 +7,7 @@ pub struct Model {
     pub organization_id: Uuid,
     pub last_sequence: i64,
     pub last_hash: String,
+    pub keyed_since: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -11,6 +11,7 @@ pub struct Model {
     pub end_user_key_generation: i64,
     pub pii_redaction: String,
     pub retention_days: Json,
+    pub store_retention_days: Json,
     pub spend_limits: Json,
     pub derive_memories: bool,
     pub embedding_source: String,

@@ -7,7 +7,7 @@ mod list_audit_events;
 mod verify_audit_chain;
 
 pub use export_audit_events::MAX_EXPORT_EVENTS;
-pub use verify_audit_chain::{AuditChainReport, BrokenChainLink};
+pub use verify_audit_chain::{AuditChainReport, BrokenChainLink, VerificationStart};
 
 use engram_core::Principal;
 use engram_core::principal::Credential;

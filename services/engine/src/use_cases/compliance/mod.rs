@@ -14,5 +14,6 @@ mod summarize_subject;
 mod sweep_retention;
 
 pub use bulk_delete_memories::{BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE};
+pub use preview_retention::RetentionPreview;
 pub use set_memory_flags::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
 pub use summarize_subject::SubjectSummary;
