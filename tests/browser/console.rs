@@ -1,5 +1,5 @@
 //! Drives the console in headless Chromium (playwright-core, `tests/browser/console.spec.mjs`)
-//! against a real server seeded through the API: login, memory list, filter, logout.
+//! against a real server seeded through the API: login, memory list, paging, filter, logout.
 
 use engram_tests::{TestServer, run_engram, workspace_root};
 use serde_json::{Value, json};
@@ -18,6 +18,12 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
     );
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
+    // More than one page of older memories, so the list pages (the newest come last).
+    let older: Vec<serde_json::Value> = (1..=57)
+        .map(|n| json!({"content": format!("Older note number {n:02}."), "user_id": "archivist"}))
+        .collect();
+    let response = api.add(json!(older)).await;
+    assert_eq!(response.status, 201, "{}", response.body);
     let contents = [
         "Prefers window seats on long flights.",
         "Allergic to shellfish.",
@@ -50,6 +56,7 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
             .env("ENGRAM_CONSOLE_EMAIL", email)
             .env("ENGRAM_CONSOLE_PASSWORD", password)
             .env("ENGRAM_EXPECT_CONTENTS", expected)
+            .env("ENGRAM_EXPECT_TOTAL", "60")
             .env("ENGRAM_FORBIDDEN_CONTENTS", "[\"Other project's secret.\"]")
             .output()
     })

@@ -50,6 +50,7 @@ const email = env('ENGRAM_CONSOLE_EMAIL');
 const password = env('ENGRAM_CONSOLE_PASSWORD');
 const expected = jsonArray('ENGRAM_EXPECT_CONTENTS');
 const forbidden = jsonArray('ENGRAM_FORBIDDEN_CONTENTS', '[]');
+const expectedTotal = Number(env('ENGRAM_EXPECT_TOTAL'));
 const timeout = Number(process.env.ENGRAM_BROWSER_TIMEOUT_MS ?? 120000);
 if (expected.length === 0) {
   console.error('ENGRAM_EXPECT_CONTENTS must name at least one memory');
@@ -233,6 +234,38 @@ try {
           assert(html.includes(escaped), `server-rendered page lacks: ${content}`);
         }
         await waitForHydration(page);
+        await allExpectedVisible(page);
+      }],
+      ['the list pages through every memory, and back', async () => {
+        const seen = [];
+        let pageNumber = 1;
+        for (;;) {
+          const pager = page.getByTestId('memories-pager');
+          await until(`page ${pageNumber} shown`, async () =>
+            (await pager.getAttribute('data-page')) === String(pageNumber));
+          const shown = contents(await rows(page));
+          assert(shown.length > 0, `page ${pageNumber} is empty`);
+          seen.push(...shown);
+          const next = page.getByTestId('memories-next');
+          if (await next.isDisabled()) break;
+          await next.click();
+          pageNumber += 1;
+          assert(pageNumber <= 10, 'the pager never ends');
+        }
+        await screenshot(page, '02b-last-page');
+        assert(pageNumber > 1, 'every memory fit on one page: nothing was paged');
+        assert(new Set(seen).size === seen.length, `a memory was shown on two pages: ${seen}`);
+        assert(seen.length === expectedTotal, `paged through ${seen.length} memories, expected ${expectedTotal}`);
+        const summary = (await page.getByTestId('memories-count').textContent()).trim();
+        assert(/the last/.test(summary), `the last page does not say so: ${summary}`);
+        await page.getByTestId('memories-previous').click();
+        await until('the previous page', async () =>
+          (await page.getByTestId('memories-pager').getAttribute('data-page')) === String(pageNumber - 1));
+        // A filter starts again from the first page.
+        await page.getByTestId('memory-filter').fill('Older note');
+        await until('page 1 of the filtered list', async () =>
+          (await page.getByTestId('memories-pager').getAttribute('data-page')) === '1');
+        await page.getByTestId('memory-filter').fill('');
         await allExpectedVisible(page);
       }],
       ['typing a filter leaves only the matching memory', async () => {

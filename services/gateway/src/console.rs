@@ -209,7 +209,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::ListMemories)
             .await?;
-        let memories: Vec<MemoryRow> = match query
+        let (memories, next_cursor): (Vec<MemoryRow>, Option<engram_core::MemoryId>) = match query
             .meaning
             .as_deref()
             .filter(|text| !text.trim().is_empty())
@@ -252,11 +252,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     .await
                     .map_err(engine_error)?
                     .outcome;
-                outcome
+                let rows = outcome
                     .results
                     .iter()
                     .map(|hit| memory_row(&hit.memory, Some(hit.score)))
-                    .collect()
+                    .collect();
+                (rows, None)
             }
             None => {
                 let filter = memory_filter(&query, u64::from(query.limit.clamp(1, 500)))?;
@@ -269,13 +270,16 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     .list_memories_for(&principal, request)
                     .await
                     .map_err(engine_error)?;
-                page.memories
+                let rows = page
+                    .memories
                     .iter()
                     .map(|memory| memory_row(memory, None))
-                    .collect()
+                    .collect();
+                (rows, page.next_cursor)
             }
         };
         let total_shown = memories.len();
+        let next_cursor = next_cursor.map(|cursor| cursor.to_string());
         // Compliance must know who saw what: the page is shown only once its read is logged.
         if total_shown > 0 {
             self.engine()?
@@ -290,6 +294,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         Ok(MemoryPage {
             memories,
             total_shown,
+            next_cursor,
         })
     }
 
@@ -1121,7 +1126,14 @@ fn memory_filter(query: &MemoryListQuery, limit: u64) -> Result<MemoryListFilter
         kind,
         state,
         text_contains: non_empty(&query.text).map(|text| text.chars().take(500).collect()),
-        after: None,
+        after: match non_empty(&query.after) {
+            Some(cursor) => Some(
+                cursor
+                    .parse::<engram_core::MemoryId>()
+                    .map_err(|_| invalid("after", "not a page cursor of this list"))?,
+            ),
+            None => None,
+        },
         limit,
         source,
         category: non_empty(&query.category).map(|category| category.chars().take(64).collect()),

@@ -247,6 +247,8 @@ impl ConsoleBackend for DevBackend {
         Ok(MemoryPage {
             total_shown: memories.len(),
             memories,
+            // The dev server shows one page.
+            next_cursor: None,
         })
     }
 

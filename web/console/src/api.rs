@@ -33,8 +33,11 @@ pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
 /// or the nearest ones to `meaning`.
 // JSON: the filters are a nested struct whose fields may all be absent.
 #[server(prefix = "/console/api", endpoint = "memories", input = leptos::server_fn::codec::Json)]
-pub async fn list_memories(filters: MemoryFilters) -> Result<MemoryListing, ConsoleError> {
-    ssr::answer(ssr::list_memories(filters).await).await
+pub async fn list_memories(
+    filters: MemoryFilters,
+    after: Option<String>,
+) -> Result<MemoryListing, ConsoleError> {
+    ssr::answer(ssr::list_memories(filters, after).await).await
 }
 
 /// One memory with provenance and history.
@@ -563,15 +566,21 @@ pub(crate) mod ssr {
             created_from: short(filters.created_from),
             created_to: short(filters.created_to),
             meaning: short(filters.meaning),
+            after: None,
         }))
     }
 
-    pub async fn list_memories(filters: MemoryFilters) -> Result<MemoryListing, ConsoleError> {
+    pub async fn list_memories(
+        filters: MemoryFilters,
+        after: Option<String>,
+    ) -> Result<MemoryListing, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let Some(query) = memory_query(&backend, &caller, filters).await? else {
+        let Some(mut query) = memory_query(&backend, &caller, filters).await? else {
             return Ok(MemoryListing::default());
         };
+        query.after =
+            non_empty(after).map(|cursor| cursor.chars().take(MAX_FILTER_CHARS).collect());
         let project_id = query.project_id.clone();
         let page = backend.list_memories(&caller, query).await?;
         Ok(MemoryListing {

@@ -74,9 +74,16 @@ pub fn MemoriesPage() -> impl IntoView {
 
     let session = Resource::new(|| (), |_| load_session());
     let bulk_delete = ServerAction::<BulkDelete>::new();
+    // Cursor paging: the cursors of the pages opened after the first, for the filters they
+    // were opened under (other filters start again from the first page).
+    let paging: RwSignal<Paging> = RwSignal::new(Paging::default());
     let memories = Resource::new(
-        move || (filters.get(), bulk_delete.version().get()),
-        |(filters, _)| list_memories(filters),
+        move || {
+            let filters = filters.get();
+            let after = paging.with(|paging| paging.cursor_for(&filters));
+            (filters, after, bulk_delete.version().get())
+        },
+        |(filters, after, _)| list_memories(filters, after),
     );
     let preview = ServerAction::<PreviewBulkDelete>::new();
 
@@ -100,7 +107,14 @@ pub fn MemoriesPage() -> impl IntoView {
         Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
 
-    let table = move || Suspend::new(async move { listing_view(memories.await) });
+    let table = move || {
+        Suspend::new(async move {
+            let listing = memories.await;
+            let page_number =
+                paging.with_untracked(|paging| paging.page_number(&filters.get_untracked()));
+            listing_view(listing, filters, paging, page_number)
+        })
+    };
 
     // Bulk delete: count first, then confirm by typing the count and a reason.
     let bulk_expected = RwSignal::new(String::new());
@@ -261,7 +275,51 @@ pub fn MemoriesPage() -> impl IntoView {
     }
 }
 
-fn listing_view(listing: Result<MemoryListing, ConsoleError>) -> AnyView {
+/// Where the memories table is in its pages.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Paging {
+    /// The filters the cursors belong to.
+    filters: MemoryFilters,
+    /// The cursor of each page opened after the first, in order.
+    cursors: Vec<String>,
+}
+
+impl Paging {
+    fn cursor_for(&self, filters: &MemoryFilters) -> Option<String> {
+        if self.filters == *filters {
+            self.cursors.last().cloned()
+        } else {
+            None
+        }
+    }
+
+    fn page_number(&self, filters: &MemoryFilters) -> usize {
+        if self.filters == *filters {
+            self.cursors.len() + 1
+        } else {
+            1
+        }
+    }
+
+    fn next(&mut self, filters: MemoryFilters, cursor: String) {
+        if self.filters != filters {
+            self.filters = filters;
+            self.cursors.clear();
+        }
+        self.cursors.push(cursor);
+    }
+
+    fn previous(&mut self) {
+        self.cursors.pop();
+    }
+}
+
+fn listing_view(
+    listing: Result<MemoryListing, ConsoleError>,
+    filters: RwSignal<MemoryFilters>,
+    paging: RwSignal<Paging>,
+    page_number: usize,
+) -> AnyView {
     let listing = match listing {
         Ok(listing) => listing,
         Err(ConsoleError::Unauthorized) => {
@@ -297,17 +355,52 @@ fn listing_view(listing: Result<MemoryListing, ConsoleError>) -> AnyView {
         }
         .into_any();
     }
-    let summary = match page.total_shown {
+    let shown = match page.total_shown {
         1 => "1 memory".to_owned(),
-        n if n as u32 >= crate::model::MEMORY_PAGE_LIMIT => {
-            format!("First {n} memories — narrow the filters to see others")
-        }
         n => format!("{n} memories"),
     };
+    let summary = match (page_number, page.next_cursor.is_some()) {
+        (1, false) => shown,
+        (number, true) => format!("{shown} on page {number} — more on the next pages"),
+        (number, false) => format!("{shown} on page {number}, the last"),
+    };
+    let next_cursor = page.next_cursor.clone();
+    let has_next = next_cursor.is_some();
+    let pager = (page_number > 1 || has_next).then(|| {
+        view! {
+            <nav class="pager" data-testid="memories-pager" data-page=page_number.to_string()>
+                <button
+                    type="button"
+                    class="ghost"
+                    data-testid="memories-previous"
+                    disabled=page_number == 1
+                    on:click=move |_| paging.update(Paging::previous)
+                >
+                    "← Previous page"
+                </button>
+                <span class="muted">{format!("Page {page_number}")}</span>
+                <button
+                    type="button"
+                    class="ghost"
+                    data-testid="memories-next"
+                    disabled=!has_next
+                    on:click=move |_| {
+                        if let Some(cursor) = next_cursor.clone() {
+                            let current = filters.get_untracked();
+                            paging.update(|paging| paging.next(current, cursor));
+                        }
+                    }
+                >
+                    "Next page →"
+                </button>
+            </nav>
+        }
+    });
     view! {
         <p class="muted summary" data-testid="memories-count">
             {summary}
         </p>
+        {pager}
         <div class="table-wrap">
             <table class="memories" data-testid="memories-table">
                 <thead>

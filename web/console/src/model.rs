@@ -48,6 +48,8 @@ pub struct MemoryListQuery {
     pub created_to: Option<String>,
     /// Search by meaning instead of listing: the nearest memories to this text.
     pub meaning: Option<String>,
+    /// The page after this cursor (a [`MemoryPage::next_cursor`]); `None`: the first page.
+    pub after: Option<String>,
 }
 
 impl MemoryListQuery {
@@ -67,6 +69,7 @@ impl MemoryListQuery {
             created_from: None,
             created_to: None,
             meaning: None,
+            after: None,
         }
     }
 }
@@ -98,10 +101,13 @@ pub struct MemoryRow {
 pub struct MemoryPage {
     pub memories: Vec<MemoryRow>,
     pub total_shown: usize,
+    /// Where the next page starts, when more memories match (never for a search by
+    /// meaning, which shows the nearest ones only).
+    pub next_cursor: Option<String>,
 }
 
-/// How many rows the memories table asks for at most.
-pub const MEMORY_PAGE_LIMIT: u32 = 200;
+/// How many rows one page of the memories table shows; "Next page" shows the following ones.
+pub const MEMORY_PAGE_LIMIT: u32 = 50;
 
 /// The memory kinds the kind filter offers.
 pub const MEMORY_KINDS: [&str; 4] = ["semantic", "episodic", "procedural", "preference"];
