@@ -1518,11 +1518,13 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         )
         .await;
     }
-    engram_test_postgres::execute_on(
-        &database.url,
-        "UPDATE session_state SET updated_at = updated_at - interval '3 days'",
-    )
-    .await;
+    for table in ["session_state", "files"] {
+        engram_test_postgres::execute_on(
+            &database.url,
+            &format!("UPDATE {table} SET updated_at = updated_at - interval '3 days'"),
+        )
+        .await;
+    }
     // …and new ones beside them.
     assert!(post_messages("new-chat", 2).await.status < 300);
     assert!(put_state("new-chat").await.status < 300);

@@ -318,6 +318,54 @@ async fn the_newest_event_deleted_is_detected_by_the_anchor(deployment: Deployme
 }
 on_both_databases!(the_newest_event_deleted_is_detected_by_the_anchor);
 
+/// The newest events deleted and the database's head moved back — then Engram appends again
+/// at the freed sequence (or, with the head set below zero, at sequences no walk reads): the
+/// anchor saw an append that does not go beyond an event it knows committed.
+async fn a_rewound_head_is_detected_after_the_next_append(deployment: Deployment) {
+    for (tampering, head) in [("deleted newest", 5), ("negative head", -1000)] {
+        let deployment = if head == 5 {
+            Deployment {
+                url: deployment.url.clone(),
+                anchor: deployment.anchor.clone(),
+                _directory: tempfile::tempdir().unwrap(),
+            }
+        } else {
+            match deployment.url.starts_with("sqlite") {
+                true => Deployment::sqlite().await,
+                false => Deployment::postgres().await,
+            }
+        };
+        let (storage, scope, database) = chain_of_six(&deployment).await;
+        let chain = events(&storage, &scope).await;
+        if head == 5 {
+            let previous_hash = storage_hash_of(&database, chain[4].0).await;
+            execute(
+                &database,
+                &format!("DELETE FROM audit_events WHERE id = {}", chain[5].0),
+            )
+            .await;
+            execute(
+                &database,
+                &format!(
+                    "UPDATE audit_chain_heads SET last_sequence = 5, last_hash = '{previous_hash}'"
+                ),
+            )
+            .await;
+        } else {
+            execute(
+                &database,
+                "UPDATE audit_chain_heads SET last_sequence = -1000",
+            )
+            .await;
+        }
+        record_events(&storage, &scope, 1).await;
+        let verification = verify_from_start(&storage, &scope).await;
+        let reason = assert_broken(&verification, "rewound", Some(6));
+        println!("{tampering}: {reason}");
+    }
+}
+on_both_databases!(a_rewound_head_is_detected_after_the_next_append);
+
 async fn an_insertion_is_detected(deployment: Deployment) {
     let (storage, scope, database) = chain_of_six(&deployment).await;
     let chain = events(&storage, &scope).await;

@@ -255,7 +255,7 @@ async fn store_head_and_anchor(
         .await
         .map_err(StorageError::from_db)?;
     if let Some(seal) = transaction.audit_seal() {
-        seal.anchor(anchor_lines.clone()).await?;
+        seal.anchor(anchor_lines.clone(), true).await?;
         for line in anchor_lines {
             transaction.appended(line);
         }
@@ -559,36 +559,28 @@ impl Storage {
         let anchored_newest_before = anchored_before
             .as_ref()
             .map_or(0, crate::audit_seal::AnchoredHead::newest_sequence);
-        let mut anchored = anchored_before;
-        // Events appended while the walk ran are anchored by the time it ends: walk again
-        // until the database reaches what the anchor names (a rolled-back append's pending
-        // line never will).
-        for _round in 0..3 {
-            if let Some(broken) = self
-                .walk_chain(
-                    organization_id,
-                    &mut walk,
-                    keyed_since,
-                    seal.key(),
-                    anchored_newest_before,
-                )
-                .await?
-            {
-                return Ok(walk.failed(own_project, broken, keyed_since));
-            }
-            anchored = match seal.anchored_head(organization_id) {
-                Ok(anchored) => anchored,
-                Err(reason) => {
-                    return Ok(walk.failed(own_project, anchor_broken(reason), keyed_since));
-                }
-            };
-            let newest = anchored
-                .as_ref()
-                .map_or(0, crate::audit_seal::AnchoredHead::newest_sequence);
-            if newest <= walk.last_sequence() {
-                break;
-            }
+        if let Some(broken) = self
+            .walk_chain(
+                organization_id,
+                &mut walk,
+                keyed_since,
+                seal.key(),
+                anchored_newest_before,
+            )
+            .await?
+        {
+            return Ok(walk.failed(own_project, broken, keyed_since));
         }
+        // Two readings of the anchor bracket the walk, so appends running meanwhile raise no
+        // false alarm: every event committed before the walk began was anchored as committed
+        // before it too (the `removed` check uses the first reading), and every event the walk
+        // read was anchored before it committed (the `behind` check uses the second).
+        let anchored_after = match seal.anchored_head(organization_id) {
+            Ok(anchored) => anchored,
+            Err(reason) => {
+                return Ok(walk.failed(own_project, anchor_broken(reason), keyed_since));
+            }
+        };
         let last_sequence = walk.last_sequence();
         let anchor_disagrees = |sequence: i64, reason: String| BrokenLink {
             event_id: 0,
@@ -596,7 +588,7 @@ impl Storage {
             project_id: None,
             reason,
         };
-        let Some(head) = anchored else {
+        let Some(head) = anchored_after else {
             if last_sequence == 0 {
                 return Ok(walk.passed(own_project, recomputed_from_sequence, None, keyed_since));
             }
@@ -611,7 +603,15 @@ impl Storage {
                 keyed_since,
             ));
         };
-        if let Some((committed_sequence, committed_hash)) = &head.committed {
+        if let Some((sequence, reason)) = &head.rewound {
+            return Ok(walk.failed(
+                own_project,
+                anchor_disagrees(*sequence, reason.clone()),
+                keyed_since,
+            ));
+        }
+        let committed_before = anchored_before.and_then(|before| before.committed);
+        if let Some((committed_sequence, committed_hash)) = &committed_before {
             if last_sequence < *committed_sequence {
                 return Ok(walk.failed(
                     own_project,

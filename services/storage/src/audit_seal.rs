@@ -43,14 +43,48 @@ pub struct AnchoredHead {
     pub committed: Option<(i64, String)>,
     /// The newest event anchored before its commit; it may have been rolled back.
     pub pending: Option<(i64, String)>,
+    /// Why the anchor shows the chain was rewound: an append after a committed event at a
+    /// sequence not beyond it (the newest events deleted and the database's head moved
+    /// back), or a change of where keyed hashes begin. Once set, it stays.
+    pub rewound: Option<(i64, String)>,
 }
 
 impl AnchoredHead {
     fn absorb(&mut self, line: &AnchorLine) {
-        self.keyed_since = Some(
-            self.keyed_since
-                .map_or(line.keyed_since, |since| since.min(line.keyed_since)),
-        );
+        // Appends take their sequence from the database's chain head. A head moved back
+        // shows here as an append that does not go beyond an event already committed.
+        if self.rewound.is_none() {
+            if let Some((committed, committed_hash)) = &self.committed {
+                let rewound = match line.state {
+                    AnchorState::Pending => line.sequence <= *committed,
+                    AnchorState::Committed => {
+                        line.sequence == *committed && line.hash != *committed_hash
+                    }
+                };
+                if rewound {
+                    self.rewound = Some((
+                        *committed,
+                        format!(
+                            "the anchor records event {committed} as committed, yet a later event was appended at sequence {}: the chain was rewound (its newest events deleted and its head moved back)",
+                            line.sequence
+                        ),
+                    ));
+                }
+            }
+            if let Some(since) = self.keyed_since
+                && since != line.keyed_since
+            {
+                self.rewound = Some((
+                    line.sequence,
+                    format!(
+                        "the anchor records keyed hashes from sequence {since}, yet an event was appended claiming they begin at {}: the chain head was altered",
+                        line.keyed_since
+                    ),
+                ));
+            }
+        }
+        // The first line of an organization says where its keyed hashes begin.
+        self.keyed_since.get_or_insert(line.keyed_since);
         let slot = match line.state {
             AnchorState::Pending => &mut self.pending,
             AnchorState::Committed => &mut self.committed,
@@ -134,11 +168,30 @@ impl AuditSeal {
             std::fs::create_dir_all(parent)
                 .map_err(|error| anchor_error(&anchor_path, "create its directory", error))?;
         }
-        let anchor_file = std::fs::OpenOptions::new()
+        let mut anchor_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .read(true)
             .open(&anchor_path)
             .map_err(|error| anchor_error(&anchor_path, "open it for appending", error))?;
+        // A line torn by a crash mid-write is ended, so the next line stays readable.
+        let length = anchor_file
+            .metadata()
+            .map_err(|error| anchor_error(&anchor_path, "read", error))?
+            .len();
+        if length > 0 {
+            let mut last = [0u8; 1];
+            anchor_file
+                .seek(SeekFrom::Start(length - 1))
+                .and_then(|_| anchor_file.read_exact(&mut last))
+                .map_err(|error| anchor_error(&anchor_path, "read", error))?;
+            if last[0] != b'\n' {
+                anchor_file
+                    .write_all(b"\n")
+                    .and_then(|()| anchor_file.sync_data())
+                    .map_err(|error| anchor_error(&anchor_path, "end a torn line", error))?;
+            }
+        }
         Ok(Self {
             key,
             anchor_path,
@@ -156,21 +209,24 @@ impl AuditSeal {
         &self.key
     }
 
-    /// Append `lines` and flush them to disk before returning.
+    /// Append `lines`; with `flush`, they are on disk before this returns. `pending` lines
+    /// are flushed (an event the database commits must be anchored); `committed` ones need
+    /// not be: one lost in a crash leaves its event anchored as pending, which still holds.
     pub(crate) async fn anchor(
         self: &std::sync::Arc<Self>,
         lines: Vec<AnchorLine>,
+        flush: bool,
     ) -> Result<(), StorageError> {
         if lines.is_empty() {
             return Ok(());
         }
         let seal = self.clone();
-        tokio::task::spawn_blocking(move || seal.anchor_now(&lines))
+        tokio::task::spawn_blocking(move || seal.anchor_now(&lines, flush))
             .await
             .map_err(|error| StorageError::Internal(format!("audit anchor task failed: {error}")))?
     }
 
-    fn anchor_now(&self, lines: &[AnchorLine]) -> Result<(), StorageError> {
+    fn anchor_now(&self, lines: &[AnchorLine], flush: bool) -> Result<(), StorageError> {
         let mut file = self
             .anchor_file
             .lock()
@@ -181,6 +237,9 @@ impl AuditSeal {
             text.push('\n');
             file.write_all(text.as_bytes())
                 .map_err(|error| anchor_error(&self.anchor_path, "append", error))?;
+        }
+        if !flush {
+            return Ok(());
         }
         file.sync_data()
             .map_err(|error| anchor_error(&self.anchor_path, "flush to disk", error))

@@ -193,7 +193,7 @@ impl SubjectStore {
                 }],
                 "uploaded files with the subject's user_id (their chunks are memories)",
                 StoreRetention::ProjectDays {
-                    age_column: "created_at",
+                    age_column: "updated_at",
                 },
             ),
             SubjectStore::Feedback => declare(
@@ -399,7 +399,8 @@ fn comparison_without_cases(
 
 impl Storage {
     /// Remove the project's records of `store` older than `days` (by the store's age column)
-    /// and audit how many, in one transaction. Files still waiting to be ingested are kept.
+    /// and audit how many, in one transaction. Files still waiting to be ingested are kept,
+    /// and a file's age counts from the end of its ingest.
     /// Returns how many were removed; 0 for a store not swept by age.
     pub async fn remove_records_past_retention(
         &self,
@@ -431,7 +432,7 @@ impl Storage {
             SubjectStore::Files => {
                 files::Entity::delete_many()
                     .filter(files::Column::ProjectId.eq(project_id))
-                    .filter(files::Column::CreatedAt.lt(cutoff))
+                    .filter(files::Column::UpdatedAt.lt(cutoff))
                     .filter(files::Column::Status.is_in([
                         engram_core::files::FileStatus::Ingested.as_str(),
                         engram_core::files::FileStatus::Failed.as_str(),
@@ -519,7 +520,7 @@ impl Storage {
             SubjectStore::Files => {
                 files::Entity::find()
                     .filter(files::Column::ProjectId.eq(project_id))
-                    .filter(files::Column::CreatedAt.lt(cutoff))
+                    .filter(files::Column::UpdatedAt.lt(cutoff))
                     .filter(files::Column::Status.is_in([
                         engram_core::files::FileStatus::Ingested.as_str(),
                         engram_core::files::FileStatus::Failed.as_str(),
