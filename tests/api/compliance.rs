@@ -1026,21 +1026,7 @@ async fn a_subject_with_ten_thousand_memories_is_erased_and_verified() {
     assert_eq!(uploaded.status, 202, "{}", uploaded.body);
     // Its ingest finishes first (an ingest racing the erasure would write its chunk behind
     // it, and the verification would rightly fail).
-    let file_path = format!(
-        "/v1/files/{}",
-        uploaded.body["file"]["id"].as_str().unwrap()
-    );
-    let waited = Instant::now();
-    loop {
-        let file = admin_call(&client, reqwest::Method::GET, &file_path, None).await;
-        match file.body["status"].as_str() {
-            Some("ingested") => break,
-            Some("failed") => panic!("{}", file.body),
-            _ => {}
-        }
-        assert!(waited.elapsed() < engram_tests::patience(), "{}", file.body);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_until_ingested(&client, &uploaded.body).await;
     for query in ["which supplier", "what order", "whom did she meet"] {
         let searched = client
             .search(json!({"query": query, "user_id": "harriet"}))
@@ -1354,6 +1340,23 @@ async fn an_organization_erases_a_person_in_every_project_with_one_receipt() {
     .assert_problem(404, "not-found");
 }
 
+/// Waits until the file an upload answered with (`202 {"file": …}`) is ingested; a failed
+/// ingest fails the test.
+async fn wait_until_ingested(client: &ApiClient, uploaded: &Value) {
+    let path = format!("/v1/files/{}", uploaded["file"]["id"].as_str().unwrap());
+    let waited = Instant::now();
+    loop {
+        let file = admin_call(client, reqwest::Method::GET, &path, None).await;
+        match file.body["status"].as_str() {
+            Some("ingested") => return,
+            Some("failed") => panic!("{}", file.body),
+            _ => {}
+        }
+        assert!(waited.elapsed() < engram_tests::patience(), "{}", file.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// What the subject export holds, counted by line `type`.
 async fn exported_types(
     client: &ApiClient,
@@ -1475,20 +1478,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
             )
             .await;
         assert_eq!(uploaded.status, 202, "{}", uploaded.body);
-        let path = format!(
-            "/v1/files/{}",
-            uploaded.body["file"]["id"].as_str().unwrap()
-        );
-        let waited = Instant::now();
-        loop {
-            let file = admin_call(&client, reqwest::Method::GET, &path, None).await;
-            if file.body["status"] == "ingested" {
-                break;
-            }
-            assert_ne!(file.body["status"], "failed", "{}", file.body);
-            assert!(waited.elapsed() < engram_tests::patience(), "{}", file.body);
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_until_ingested(client, &uploaded.body).await;
     };
     let search_and_rate = |query: &'static str| async move {
         let searched = client

@@ -529,14 +529,7 @@ impl Storage {
             if stored_events > 0 {
                 return Ok(ChainWalk::from_genesis().failed(
                     own_project,
-                    BrokenLink {
-                        event_id: 0,
-                        sequence: 0,
-                        project_id: None,
-                        reason: format!(
-                            "the anchor records no head for this organization, but the database holds {stored_events} events: the anchor was replaced, or the events were written without it"
-                        ),
-                    },
+                    no_anchored_head(0, stored_events),
                     None,
                 ));
             }
@@ -594,12 +587,7 @@ impl Storage {
             }
             return Ok(walk.failed(
                 own_project,
-                anchor_disagrees(
-                    last_sequence,
-                    format!(
-                        "the anchor records no head for this organization, but the database holds {last_sequence} events: the anchor was replaced, or the events were written without it"
-                    ),
-                ),
+                no_anchored_head(last_sequence, last_sequence as u64),
                 keyed_since,
             ));
         };
@@ -808,6 +796,18 @@ impl Storage {
             ));
         }
         Ok(walk.passed(own_project, 1, None, None))
+    }
+}
+
+/// The anchor names nothing of an organization whose chain holds `events`.
+fn no_anchored_head(sequence: i64, events: u64) -> BrokenLink {
+    BrokenLink {
+        event_id: 0,
+        sequence,
+        project_id: None,
+        reason: format!(
+            "the anchor records no head for this organization, but the database holds {events} events: the anchor was replaced, or the events were written without it"
+        ),
     }
 }
 
