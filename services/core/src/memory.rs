@@ -188,6 +188,20 @@ pub struct Memory {
     pub immutable: bool,
     /// Cannot be edited, deleted, expired or erased until the hold is lifted.
     pub legal_hold: bool,
+    /// `content` and `metadata` were left out: the caller may not read content.
+    #[serde(default)]
+    pub content_omitted: bool,
+}
+
+impl Memory {
+    /// The content-free form shown to a caller that may not read content: no `content`, no
+    /// `metadata` (free text too); ids, versions, kinds, states, categories and times stay.
+    pub fn without_content(mut self) -> Memory {
+        self.content = String::new();
+        self.metadata = serde_json::Map::new();
+        self.content_omitted = true;
+        self
+    }
 }
 
 /// SHA-256 of the content, hex encoded: lets the audit log and deduplication refer to

@@ -21,6 +21,8 @@ pub enum Permission {
     MintEndUserTokens,
     /// List, create, revoke and roll the project's API keys; rotate the end-user signing key.
     ManageApiKeys,
+    /// Revoke and roll keys someone else made (a console developer manages only their own).
+    ManageOthersApiKeys,
     /// Read, verify and export the audit log.
     ReadAuditLog,
     /// Project settings, memory flags (immutable, legal hold), retention and consolidation.
@@ -41,12 +43,13 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 13] = [
+    pub const ALL: [Permission; 14] = [
         Permission::ReadMemories,
         Permission::WriteMemories,
         Permission::DeleteMemories,
         Permission::MintEndUserTokens,
         Permission::ManageApiKeys,
+        Permission::ManageOthersApiKeys,
         Permission::ReadAuditLog,
         Permission::ManageProjectSettings,
         Permission::ManageSubjectData,
@@ -64,6 +67,7 @@ impl Permission {
             Permission::DeleteMemories => "delete_memories",
             Permission::MintEndUserTokens => "mint_end_user_tokens",
             Permission::ManageApiKeys => "manage_api_keys",
+            Permission::ManageOthersApiKeys => "manage_others_api_keys",
             Permission::ReadAuditLog => "read_audit_log",
             Permission::ManageProjectSettings => "manage_project_settings",
             Permission::ManageSubjectData => "manage_subject_data",
@@ -84,6 +88,7 @@ impl Permission {
             Permission::WriteMemories => Some(ApiScope::MemoriesWrite),
             Permission::DeleteMemories => Some(ApiScope::MemoriesDelete),
             Permission::ManageApiKeys
+            | Permission::ManageOthersApiKeys
             | Permission::ReadAuditLog
             | Permission::ManageProjectSettings
             | Permission::ManageSubjectData
@@ -112,9 +117,9 @@ impl Permission {
             }
             Permission::ManageApiKeys => matches!(role, Owner | Admin | Developer),
             Permission::ReadUsage => matches!(role, Owner | Admin | Analyst),
-            Permission::ManageSpendLimits | Permission::ManageMembers => {
-                matches!(role, Owner | Admin)
-            }
+            Permission::ManageSpendLimits
+            | Permission::ManageMembers
+            | Permission::ManageOthersApiKeys => matches!(role, Owner | Admin),
             Permission::TuneRecall => matches!(role, Owner | Admin | Compliance | Analyst),
             // A console member mints end-user tokens through a key, not by themselves.
             Permission::MintEndUserTokens => false,
@@ -191,12 +196,17 @@ pub struct PermissionDenied {
     pub message: String,
 }
 
-/// Check `operation` against the table for `principal`.
+/// Check `operation` against the table for `principal`: every permission it needs must be
+/// held; a refusal names the first that is not.
 pub fn authorize(principal: &PrincipalKind, operation: Operation) -> Result<(), PermissionDenied> {
-    let permission = operation.required_permission();
-    if principal.holds(permission) {
+    let Some(permission) = operation
+        .required_permissions()
+        .iter()
+        .copied()
+        .find(|permission| !principal.holds(*permission))
+    else {
         return Ok(());
-    }
+    };
     let needed = match permission.key_scope() {
         Some(scope)
             if matches!(
@@ -257,27 +267,45 @@ pub enum Door {
 }
 
 macro_rules! operations {
-    ($($operation:ident => $permission:ident, $summary:literal, [$($door:expr),* $(,)?];)*) => {
+    ($($operation:ident => $permission:ident $(+ $also:ident)*, $content:ident, $summary:literal, [$($door:expr),* $(,)?];)*) => {
         /// Every use case a principal can ask for.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
         pub enum Operation {
             $($operation,)*
         }
 
-        /// The table: operation, required permission, what it does (for messages), doors.
+        /// The table: operation, required permissions, whether its answer carries content,
+        /// what it does (for messages), doors.
         pub const OPERATIONS: &[OperationRule] = &[
             $(OperationRule {
                 operation: Operation::$operation,
                 permission: Permission::$permission,
+                also: &[$(Permission::$also),*],
+                content: AnswerContent::$content,
                 summary: $summary,
                 doors: &[$($door),*],
             },)*
         ];
 
         impl Operation {
+            /// The first (the operation's own) permission it needs.
             pub const fn required_permission(self) -> Permission {
                 match self {
                     $(Operation::$operation => Permission::$permission,)*
+                }
+            }
+
+            /// Every permission it needs, its own first: all must be held.
+            pub const fn required_permissions(self) -> &'static [Permission] {
+                match self {
+                    $(Operation::$operation => &[Permission::$permission $(, Permission::$also)*],)*
+                }
+            }
+
+            /// Whether (and how) its answer may carry content.
+            pub const fn content(self) -> AnswerContent {
+                match self {
+                    $(Operation::$operation => AnswerContent::$content,)*
                 }
             }
 
@@ -291,11 +319,39 @@ macro_rules! operations {
     };
 }
 
+/// Whether an operation's answer may carry content: memory, query, message, state and file
+/// text, derivation and feedback results, exports. Content reaches only a principal that
+/// holds [`Permission::ReadMemories`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnswerContent {
+    /// Ids, counts, states, settings, figures: never content.
+    None,
+    /// May carry content: a principal without `ReadMemories` gets the content-free form (a
+    /// memory without `content` and `metadata`, marked `content_omitted`; counts instead of
+    /// query texts; no derivation or feedback text).
+    ForReaders,
+    /// Is content: the operation needs `ReadMemories` besides its own permission.
+    Content,
+}
+
+impl AnswerContent {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AnswerContent::None => "none",
+            AnswerContent::ForReaders => "content-free without read",
+            AnswerContent::Content => "content (needs read)",
+        }
+    }
+}
+
 /// One row of the table.
 #[derive(Clone, Copy, Debug)]
 pub struct OperationRule {
     pub operation: Operation,
     pub permission: Permission,
+    /// Permissions needed besides `permission`.
+    pub also: &'static [Permission],
+    pub content: AnswerContent,
     pub summary: &'static str,
     pub doors: &'static [Door],
 }
@@ -311,132 +367,143 @@ const fn mem0(method: &'static str, path: &'static str) -> Door {
 use Door::{Cli, Console, Mcp};
 
 operations! {
-    AddMemories => WriteMemories, "add memories",
+    AddMemories => WriteMemories, ForReaders, "add memories",
         [http("post", "/v1/memories"), mem0("post", "/v1/memories/"), Mcp("add_memory")];
-    ListMemories => ReadMemories, "list memories",
+    ListMemories => ReadMemories, Content, "list memories",
         [http("get", "/v1/memories"), Console("list_memories"), mem0("get", "/v1/memories/"), Mcp("get_memories")];
-    GetMemory => ReadMemories, "read a memory",
+    GetMemory => ReadMemories, Content, "read a memory",
         [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/")];
-    EditMemory => WriteMemories, "edit a memory",
+    EditMemory => WriteMemories, ForReaders, "edit a memory",
         [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/")];
-    DeleteMemory => DeleteMemories, "delete a memory",
+    // Part of an edit, checked by the edit when it names `expires_at`: setting an expiry
+    // schedules a deletion, clearing one cancels a deletion someone scheduled.
+    ChangeMemoryExpiry => WriteMemories + DeleteMemories, None, "change or clear a memory's expiry", [];
+    DeleteMemory => DeleteMemories, None, "delete a memory",
         [http("delete", "/v1/memories/{memory_id}"), Console("delete_memory"), mem0("delete", "/v1/memories/{memory_id}/"), Mcp("delete_memory")];
-    MemoryHistory => ReadMemories, "read a memory's history",
+    MemoryHistory => ReadMemories, Content, "read a memory's history",
         [http("get", "/v1/memories/{memory_id}/history"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/history/")];
-    SearchMemories => ReadMemories, "search memories",
+    SearchMemories => ReadMemories, Content, "search memories",
         [http("post", "/v1/memories/search"), Console("list_memories"), mem0("post", "/v2/memories/search/"), Mcp("search_memories")];
-    BulkDeleteMemories => DeleteMemories, "delete memories in bulk",
+    BulkDeleteMemories => DeleteMemories, None, "delete memories in bulk",
         [Console("bulk_delete"), Console("preview_bulk_delete")];
-    SetMemoryFlags => ManageProjectSettings, "set a memory's flags",
+    SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];
 
-    GiveMemoryFeedback => WriteMemories, "give feedback on a memory",
+    GiveMemoryFeedback => WriteMemories, ForReaders, "give feedback on a memory",
         [http("post", "/v1/memories/{memory_id}/feedback")];
-    ListMemoryFeedback => ReadMemories, "list a memory's feedback",
+    ListMemoryFeedback => ReadMemories, Content, "list a memory's feedback",
         [http("get", "/v1/memories/{memory_id}/feedback")];
-    GiveRecallFeedback => WriteMemories, "give feedback on a recall",
+    GiveRecallFeedback => WriteMemories, ForReaders, "give feedback on a recall",
         [http("post", "/v1/recalls/{recall_id}/feedback")];
-    ListRecallFeedback => ReadMemories, "list a recall's feedback",
+    ListRecallFeedback => ReadMemories, Content, "list a recall's feedback",
         [http("get", "/v1/recalls/{recall_id}/feedback")];
 
-    UploadFile => WriteMemories, "upload a file", [http("post", "/v1/files")];
-    GetFile => ReadMemories, "read a file's status", [http("get", "/v1/files/{file_id}")];
-    DeleteFile => DeleteMemories, "delete a file", [http("delete", "/v1/files/{file_id}")];
+    UploadFile => WriteMemories, None, "upload a file", [http("post", "/v1/files")];
+    GetFile => ReadMemories, Content, "read a file's status", [http("get", "/v1/files/{file_id}")];
+    DeleteFile => DeleteMemories, None, "delete a file", [http("delete", "/v1/files/{file_id}")];
 
-    AddMessages => WriteMemories, "add session messages",
+    AddMessages => WriteMemories, ForReaders, "add session messages",
         [http("post", "/v1/sessions/{session_id}/messages")];
-    ListMessages => ReadMemories, "list session messages",
+    ListMessages => ReadMemories, Content, "list session messages",
         [http("get", "/v1/sessions/{session_id}/messages")];
-    GetSessionState => ReadMemories, "read session state",
+    GetSessionState => ReadMemories, Content, "read session state",
         [http("get", "/v1/sessions/{session_id}/state/{key}")];
-    ListSessionState => ReadMemories, "list session state",
+    ListSessionState => ReadMemories, Content, "list session state",
         [http("get", "/v1/sessions/{session_id}/state")];
-    PutSessionState => WriteMemories, "write session state",
+    // Answers with the value the caller itself just sent, never another one.
+    PutSessionState => WriteMemories, None, "write session state",
         [http("put", "/v1/sessions/{session_id}/state/{key}")];
-    DeleteSessionState => DeleteMemories, "delete session state",
+    DeleteSessionState => DeleteMemories, None, "delete session state",
         [http("delete", "/v1/sessions/{session_id}/state/{key}")];
 
-    GetRecallEvent => ReadMemories, "read a recall event",
+    GetRecallEvent => ReadMemories, Content, "read a recall event",
         [http("get", "/v1/recalls/{recall_id}")];
     // The console's view of one recall: its figures; query and content only for those who
     // also hold `ReadMemories`.
-    InspectRecallEvent => TuneRecall, "inspect a recall's figures", [Console("recall_event")];
-    GetRecallMetrics => TuneRecall, "read recall metrics",
+    InspectRecallEvent => TuneRecall, ForReaders, "inspect a recall's figures", [Console("recall_event")];
+    GetRecallMetrics => TuneRecall, ForReaders, "read recall metrics",
         [http("get", "/v1/recall-metrics"), Console("recall_dashboard")];
-    ListRetrievalProfiles => TuneRecall, "list retrieval profiles",
+    ListRetrievalProfiles => TuneRecall, None, "list retrieval profiles",
         [http("get", "/v1/retrieval-profiles")];
-    GetRetrievalProfile => TuneRecall, "read a retrieval profile",
+    GetRetrievalProfile => TuneRecall, None, "read a retrieval profile",
         [http("get", "/v1/retrieval-profiles/{name}")];
-    PutRetrievalProfile => TuneRecall, "save a retrieval profile",
+    PutRetrievalProfile => TuneRecall, None, "save a retrieval profile",
         [http("put", "/v1/retrieval-profiles/{name}")];
-    DeleteRetrievalProfile => TuneRecall, "delete a retrieval profile",
+    DeleteRetrievalProfile => TuneRecall, None, "delete a retrieval profile",
         [http("delete", "/v1/retrieval-profiles/{name}")];
-    CreateEvaluationSet => TuneRecall, "create an evaluation set",
+    // A set created with cases also needs what adding cases needs (checked by the use case).
+    CreateEvaluationSet => TuneRecall, None, "create an evaluation set",
         [http("post", "/v1/eval-sets"), Console("create_evaluation_set")];
-    ListEvaluationSets => TuneRecall, "list evaluation sets", [http("get", "/v1/eval-sets")];
-    GetEvaluationSet => TuneRecall, "read an evaluation set",
+    ListEvaluationSets => TuneRecall, None, "list evaluation sets", [http("get", "/v1/eval-sets")];
+    GetEvaluationSet => TuneRecall, None, "read an evaluation set",
         [http("get", "/v1/eval-sets/{set_id}")];
-    AddEvaluationCases => TuneRecall, "add evaluation cases",
+    // A case probes memory content (its query against expected ids or texts).
+    AddEvaluationCases => TuneRecall + ReadMemories, Content, "add evaluation cases",
         [http("post", "/v1/eval-sets/{set_id}/cases"), http("post", "/v1/eval-sets/{set_id}/cases/import")];
-    ListEvaluationCases => TuneRecall, "list evaluation cases",
+    ListEvaluationCases => TuneRecall + ReadMemories, Content, "list evaluation cases",
         [http("get", "/v1/eval-sets/{set_id}/cases")];
-    StartEvaluationRun => TuneRecall, "start an evaluation run",
+    StartEvaluationRun => TuneRecall, None, "start an evaluation run",
         [http("post", "/v1/eval-sets/{set_id}/runs"), Console("run_evaluation_set")];
-    ListEvaluationRuns => TuneRecall, "list evaluation runs",
+    ListEvaluationRuns => TuneRecall, ForReaders, "list evaluation runs",
         [http("get", "/v1/eval-sets/{set_id}/runs")];
-    GetEvaluationRun => TuneRecall, "read an evaluation run",
+    GetEvaluationRun => TuneRecall, ForReaders, "read an evaluation run",
         [http("get", "/v1/eval-sets/{set_id}/runs/{run_id}")];
 
-    ListApiKeys => ManageApiKeys, "list API keys", [http("get", "/v1/keys"), Console("list_keys")];
-    CreateApiKey => ManageApiKeys, "create an API key",
+    ListApiKeys => ManageApiKeys, None, "list API keys", [http("get", "/v1/keys"), Console("list_keys")];
+    CreateApiKey => ManageApiKeys, None, "create an API key",
         [http("post", "/v1/keys"), Console("create_key"), Cli("keys create")];
-    RevokeApiKey => ManageApiKeys, "revoke an API key",
+    RevokeApiKey => ManageApiKeys, None, "revoke an API key",
         [http("post", "/v1/keys/{key_id}/revoke"), Console("revoke_key")];
-    RollApiKey => ManageApiKeys, "roll an API key",
+    RollApiKey => ManageApiKeys, None, "roll an API key",
         [http("post", "/v1/keys/{key_id}/roll"), Console("roll_key")];
-    MintEndUserToken => MintEndUserTokens, "mint an end-user token",
+    // Part of revoking and rolling, checked when the key was made by someone else: a
+    // console developer manages only the keys they made.
+    ManageOthersApiKeys => ManageApiKeys + ManageOthersApiKeys, None, "manage an API key someone else made", [];
+    MintEndUserToken => MintEndUserTokens, None, "mint an end-user token",
         [http("post", "/v1/end-user-tokens")];
-    RotateEndUserSigningKey => ManageApiKeys, "rotate the end-user signing key",
+    RotateEndUserSigningKey => ManageApiKeys, None, "rotate the end-user signing key",
         [http("post", "/v1/end-user-tokens/rotate-signing-key")];
 
-    ListAuditEvents => ReadAuditLog, "read the audit log", [http("get", "/v1/audit"), Console("audit_log")];
-    VerifyAuditChain => ReadAuditLog, "verify the audit chain", [http("post", "/v1/audit/verify"), Console("audit_log")];
-    ExportAuditEvents => ReadAuditLog, "export the audit log",
+    ListAuditEvents => ReadAuditLog, None, "read the audit log", [http("get", "/v1/audit"), Console("audit_log")];
+    VerifyAuditChain => ReadAuditLog, None, "verify the audit chain", [http("post", "/v1/audit/verify"), Console("audit_log")];
+    ExportAuditEvents => ReadAuditLog, None, "export the audit log",
         [http("get", "/v1/audit/export"), Console("export_audit_csv")];
 
-    GetProjectSettings => ManageProjectSettings, "read the project's settings",
+    GetProjectSettings => ManageProjectSettings, None, "read the project's settings",
         [http("get", "/v1/project/settings"), Console("governance_settings")];
-    UpdateProjectSettings => ManageProjectSettings, "change the project's settings",
+    UpdateProjectSettings => ManageProjectSettings, None, "change the project's settings",
         [http("patch", "/v1/project/settings"), Console("save_governance_settings")];
-    PreviewRetention => ManageProjectSettings, "preview retention",
+    // Part of a settings change that names a retention: retention deletes.
+    ChangeRetention => ManageProjectSettings + DeleteMemories, None, "change how long memories and records are kept", [];
+    PreviewRetention => ManageProjectSettings, None, "preview retention",
         [http("get", "/v1/retention/preview"), Console("governance_settings")];
-    SweepRetention => ManageProjectSettings, "sweep expired memories now",
+    SweepRetention => ManageProjectSettings + DeleteMemories, None, "sweep expired memories now",
         [Console("sweep_retention_now")];
-    RequestConsolidation => ManageProjectSettings, "request a consolidation",
+    RequestConsolidation => ManageProjectSettings, None, "request a consolidation",
         [http("post", "/v1/consolidations")];
-    GetTask => ManageSubjectData, "read a task's status",
+    GetTask => ManageSubjectData, ForReaders, "read a task's status",
         [http("get", "/v1/tasks/{task_id}"), Console("erasure_status")];
-    SummarizeSubject => ManageSubjectData, "summarise a subject's data",
+    SummarizeSubject => ManageSubjectData, None, "summarise a subject's data",
         [Console("subject_summary")];
-    RequestSubjectErasure => ManageSubjectData, "erase a subject's data",
+    RequestSubjectErasure => ManageSubjectData + DeleteMemories, None, "erase a subject's data",
         [http("post", "/v1/subjects/{user_id}/erasure"), Console("request_erasure")];
-    ExportSubject => ManageSubjectData, "export a subject's data",
+    ExportSubject => ManageSubjectData + ReadMemories, Content, "export a subject's data",
         [http("get", "/v1/subjects/{user_id}/export"), Console("export_subject")];
-    RequestOrganizationSubjectErasure => ManageOrganizationSubjectData,
+    RequestOrganizationSubjectErasure => ManageOrganizationSubjectData + DeleteMemories, None,
         "erase a subject's data in every project of the organization",
         [http("post", "/v1/organization/subjects/{user_id}/erasure"), Console("request_organization_erasure")];
 
-    GetUsage => ReadUsage, "read usage", [http("get", "/v1/usage"), Console("usage_overview")];
-    GetCosts => ReadUsage, "read costs", [http("get", "/v1/costs"), Console("usage_overview")];
-    GetSpendLimits => ReadUsage, "read spend limits",
+    GetUsage => ReadUsage, None, "read usage", [http("get", "/v1/usage"), Console("usage_overview")];
+    GetCosts => ReadUsage, None, "read costs", [http("get", "/v1/costs"), Console("usage_overview")];
+    GetSpendLimits => ReadUsage, None, "read spend limits",
         [http("get", "/v1/project/limits"), Console("usage_overview")];
-    PutSpendLimits => ManageSpendLimits, "change spend limits",
+    PutSpendLimits => ManageSpendLimits, None, "change spend limits",
         [http("put", "/v1/project/limits"), Console("save_spend_limits")];
 
-    ListMembers => ManageMembers, "list console members", [Console("list_members")];
-    InviteMember => ManageMembers, "invite a console member", [Console("invite_member")];
-    ChangeMemberRole => ManageMembers, "change a member's role", [Console("change_member_role")];
-    RemoveMember => ManageMembers, "remove a console member",
+    ListMembers => ManageMembers, None, "list console members", [Console("list_members")];
+    InviteMember => ManageMembers, None, "invite a console member", [Console("invite_member")];
+    ChangeMemberRole => ManageMembers, None, "change a member's role", [Console("change_member_role")];
+    RemoveMember => ManageMembers, None, "remove a console member",
         [Console("remove_member"), Console("revoke_invitation")];
 }
 
@@ -454,6 +521,77 @@ impl Operation {
                 .then_some(rule.operation)
         })
     }
+}
+
+/// The scope lattice as one Markdown table, computed from the permission table: for each
+/// key scope, the end-user token and each console role, what it can read, write, delete and
+/// mint. The docs carry it verbatim (a test compares them), so they cannot drift.
+pub fn scope_table_markdown() -> String {
+    let yes_no = |held: bool| if held { "yes" } else { "no" };
+    let mut rows = vec![
+        "| principal | reads content | writes | deletes | erases, changes retention | exports a subject | admin work (keys, audit, settings, usage, recall tuning) | mints API keys with | rolls or revokes |".to_string(),
+        "|---|---|---|---|---|---|---|---|---|".to_string(),
+    ];
+    let mut principals: Vec<(String, PrincipalKind, Vec<String>)> = ApiScope::ALL
+        .into_iter()
+        .map(|scope| {
+            let scopes = ApiScopes::from_scopes([scope]);
+            (
+                format!("key `{}`", scope.as_str()),
+                PrincipalKind::ApiKey(scopes.clone()),
+                scopes.names(),
+            )
+        })
+        .collect();
+    principals.push((
+        "end-user token (read, write)".to_string(),
+        PrincipalKind::EndUserToken(ApiScopes::from_scopes([
+            ApiScope::MemoriesRead,
+            ApiScope::MemoriesWrite,
+        ])),
+        Vec::new(),
+    ));
+    for role in ConsoleRole::ALL {
+        principals.push((
+            format!("console `{}`", role.as_str()),
+            PrincipalKind::ConsoleMember(role),
+            role.grantable_api_scopes().names(),
+        ));
+    }
+    for (name, kind, grantable) in principals {
+        let may = |operation: Operation| authorize(&kind, operation).is_ok();
+        let reads = kind.holds(Permission::ReadMemories);
+        let rolls = if may(Operation::RollApiKey) && may(Operation::ManageOthersApiKeys) {
+            "any key within what it mints"
+        } else if may(Operation::RollApiKey) {
+            "only keys it made"
+        } else {
+            "no"
+        };
+        let mints = if !may(Operation::CreateApiKey) || grantable.is_empty() {
+            "no".to_string()
+        } else {
+            grantable
+                .iter()
+                .map(|scope| format!("`{scope}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let reads = if reads {
+            "yes"
+        } else {
+            "no: content-free answers"
+        };
+        rows.push(format!(
+            "| {name} | {reads} | {} | {} | {} | {} | {} | {mints} | {rolls} |",
+            yes_no(may(Operation::AddMemories)),
+            yes_no(may(Operation::DeleteMemory)),
+            yes_no(may(Operation::RequestSubjectErasure) && may(Operation::ChangeRetention)),
+            yes_no(may(Operation::ExportSubject)),
+            yes_no(may(Operation::ListAuditEvents) || may(Operation::GetUsage)),
+        ));
+    }
+    rows.join("\n") + "\n"
 }
 
 /// HTTP operations in the table that no server serves yet (their use case is an open
@@ -489,6 +627,29 @@ mod tests {
         assert!(authorize(&admin, Operation::GetUsage).is_ok());
         // Admin work is not memory content: an admin-only key cannot search.
         assert!(authorize(&admin, Operation::SearchMemories).is_err());
+    }
+
+    #[test]
+    fn an_operation_whose_answer_is_content_needs_read() {
+        for rule in OPERATIONS {
+            let needs_read = rule
+                .operation
+                .required_permissions()
+                .contains(&Permission::ReadMemories);
+            assert_eq!(
+                rule.content == AnswerContent::Content,
+                needs_read,
+                "{:?}: an answer that is content needs `ReadMemories`, and only such an answer",
+                rule.operation
+            );
+        }
+        let admin = PrincipalKind::ApiKey(ApiScopes::from_scopes([ApiScope::Admin]));
+        assert!(authorize(&admin, Operation::ExportSubject).is_err());
+        assert!(authorize(&admin, Operation::RequestSubjectErasure).is_err());
+        assert!(authorize(&admin, Operation::ChangeRetention).is_err());
+        let developer = PrincipalKind::ConsoleMember(ConsoleRole::Developer);
+        assert!(authorize(&developer, Operation::RollApiKey).is_ok());
+        assert!(authorize(&developer, Operation::ManageOthersApiKeys).is_err());
     }
 
     #[test]

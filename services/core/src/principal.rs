@@ -5,7 +5,10 @@
 use crate::access::ApiScopes;
 use crate::audit::{Actor, ActorKind};
 use crate::ids::ApiKeyId;
-use crate::permissions::{Operation, PermissionDenied, PrincipalKind, authorize};
+use crate::memory::Memory;
+use crate::permissions::{
+    AnswerContent, Operation, Permission, PermissionDenied, PrincipalKind, authorize,
+};
 use crate::scope::{MemoryScope, ProjectScope};
 use crate::validation::ExternalId;
 
@@ -135,6 +138,30 @@ impl Principal {
     /// Whether the caller holds what `operation` needs (for optional parts of an answer).
     pub fn may(&self, operation: Operation) -> bool {
         self.authorize(operation).is_ok()
+    }
+
+    /// Whether answers may carry content to this caller: memory, query, message, state and
+    /// file text, derivation and feedback results. The one content rule of the table.
+    pub fn reads_content(&self) -> bool {
+        self.kind.holds(Permission::ReadMemories)
+    }
+
+    /// Whether the answer of `operation` goes to this caller in its content-free form.
+    pub fn answers_without_content(&self, operation: Operation) -> bool {
+        match operation.content() {
+            AnswerContent::None => false,
+            AnswerContent::ForReaders | AnswerContent::Content => !self.reads_content(),
+        }
+    }
+
+    /// `memory` as the answer of `operation` may show it to this caller: whole to a reader of
+    /// content, else its content-free form.
+    pub fn shown(&self, operation: Operation, memory: Memory) -> Memory {
+        if self.answers_without_content(operation) {
+            memory.without_content()
+        } else {
+            memory
+        }
     }
 
     /// The most a key this caller mints, rolls or revokes may hold: only what the caller can
