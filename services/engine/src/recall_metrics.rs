@@ -102,7 +102,7 @@ pub struct RecalledMemoryFigures {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct EmptyQuery {
-    /// `null` when the project keeps no query text.
+    /// `null` when the project keeps no query text, or the caller may not read content.
     pub query: Option<String>,
     pub count: u64,
     pub last_seen: DateTime<Utc>,

@@ -24,9 +24,13 @@ pub struct MemoryView {
     /// `semantic | episodic | procedural | preference`
     pub kind: String,
     pub key: Option<String>,
-    pub content: String,
-    #[schema(value_type = Object)]
-    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Absent when `content_omitted` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Absent when `content_omitted` is true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     pub categories: Vec<String>,
     /// `user_stated | tool_result | model_inferred | manual | file`
     pub source: String,
@@ -45,6 +49,10 @@ pub struct MemoryView {
     pub legal_hold: bool,
     /// The model its vector came from (`client-vectors-<dimension>` when the client sent it).
     pub embedding_model: String,
+    /// True when `content` and `metadata` were left out because the credential may not read
+    /// content (it lacks `memories:read`); absent otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub content_omitted: bool,
 }
 
 impl From<&Memory> for MemoryView {
@@ -56,8 +64,8 @@ impl From<&Memory> for MemoryView {
             session_id: memory.session_id.as_ref().map(ToString::to_string),
             kind: memory.kind.to_string(),
             key: memory.key.as_ref().map(ToString::to_string),
-            content: memory.content.clone(),
-            metadata: memory.metadata.clone(),
+            content: (!memory.content_omitted).then(|| memory.content.clone()),
+            metadata: (!memory.content_omitted).then(|| memory.metadata.clone()),
             categories: memory.categories.clone(),
             source: memory.source.to_string(),
             confidence: memory.confidence,
@@ -71,6 +79,7 @@ impl From<&Memory> for MemoryView {
             immutable: memory.immutable,
             legal_hold: memory.legal_hold,
             embedding_model: memory.embedding_model.clone(),
+            content_omitted: memory.content_omitted,
         }
     }
 }

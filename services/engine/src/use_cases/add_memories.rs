@@ -84,6 +84,14 @@ impl MemoryEngine {
             key: principal.idempotency_key(&client.key),
             request_fingerprint: client.request_fingerprint,
         });
+        // The answer (and the copy kept for a replay) is content-free for a writer that may
+        // not read: a write key learns ids, never what a supersede or redaction made of text.
+        let shown = |memories: &[Memory]| -> Vec<Memory> {
+            memories
+                .iter()
+                .map(|memory| principal.shown(Operation::AddMemories, memory.clone()))
+                .collect()
+        };
         let outcome = self
             .add_memories_with_vectors(
                 principal.scope(),
@@ -92,7 +100,7 @@ impl MemoryEngine {
                 principal.actor(),
                 claim,
                 request.wait_for_index,
-                render_response,
+                |memories: &[Memory]| render_response(&shown(memories)),
             )
             .await?;
         if matches!(outcome, AddOutcome::AnswerErased) {
@@ -120,6 +128,17 @@ impl MemoryEngine {
                 *tokens_embedded,
             );
         }
-        Ok(outcome)
+        Ok(match outcome {
+            AddOutcome::Stored {
+                memories,
+                indexed,
+                tokens_embedded,
+            } => AddOutcome::Stored {
+                memories: shown(&memories),
+                indexed,
+                tokens_embedded,
+            },
+            other => other,
+        })
     }
 }

@@ -6,6 +6,7 @@ use engram_core::principal::Credential;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{FieldError, InvalidInput, MemoryId, Operation, Principal};
 
+
 #[derive(Clone, Debug)]
 pub struct EditMemoryRequest {
     pub memory_id: MemoryId,
@@ -68,14 +69,18 @@ impl MemoryEngine {
         }
         let mut request = request;
         request.edit.reason = crate::use_cases::reason_of(principal, request.edit.reason.take())?;
-        // Setting an expiry on a stored memory schedules its deletion, however far ahead: a
-        // deletion decision, so it needs what deleting needs (clearing one does not).
-        if matches!(request.edit.expires_at, Some(Some(_)))
-            && !principal.may(Operation::DeleteMemory)
-        {
+        // Setting an expiry on a stored memory schedules its deletion, however far ahead;
+        // clearing one cancels a deletion someone who may delete scheduled. Either is a
+        // deletion decision: refused (and the expiry stays) without what deleting needs.
+        if request.edit.expires_at.is_some() && !principal.may(Operation::ChangeMemoryExpiry) {
+            let action = if matches!(request.edit.expires_at, Some(Some(_))) {
+                "setting an expiry on a stored memory schedules its deletion"
+            } else {
+                "clearing an expiry cancels a scheduled deletion"
+            };
             return Err(InvalidInput(vec![FieldError::new(
                 "expires_at",
-                "setting an expiry on a stored memory schedules its deletion: that needs the `memories:delete` scope",
+                format!("{action}: that needs the `memories:delete` scope"),
             )])
             .into());
         }
@@ -113,6 +118,9 @@ impl MemoryEngine {
                 edited.tokens_embedded,
             );
         }
-        Ok(edited)
+        Ok(EditedMemory {
+            memory: principal.shown(Operation::EditMemory, edited.memory),
+            ..edited
+        })
     }
 }

@@ -75,6 +75,22 @@ pub(crate) fn conflict_on_refusal(error: engram_storage::StorageError) -> Engine
     }
 }
 
+/// A task's or a feedback's result in its content-free form: a derivation's or correction's
+/// `content` and the LLM's `reason` (written about the content), and per-case evaluation
+/// results, are left out wherever they sit; ids, actions and counts stay.
+pub(crate) fn strip_content_fields(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => {
+            object.remove("content");
+            object.remove("reason");
+            object.remove("per_case");
+            object.values_mut().for_each(strip_content_fields);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_content_fields),
+        _ => {}
+    }
+}
+
 /// The reason a person gives for a change: required, trimmed, and refused (never cut) past
 /// the documented [`engram_core::limits::MAX_REASON_CHARS`].
 pub(crate) fn required_reason(reason: &str) -> Result<String, EngineError> {

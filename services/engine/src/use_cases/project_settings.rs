@@ -34,6 +34,13 @@ pub struct ProjectSettingsChange {
 }
 
 impl ProjectSettingsChange {
+    /// Whether the change names how long memories or any store's records are kept.
+    pub fn changes_retention(&self) -> bool {
+        self.retention_days.is_some()
+            || self.recall_event_retention_days.is_some()
+            || self.store_retention_days.is_some()
+    }
+
     fn apply_to(self, settings: &mut ProjectSettings) -> Result<(), InvalidInput> {
         let mut errors = Vec::new();
         if let Some(mode) = &self.pii_redaction {
@@ -202,6 +209,11 @@ impl MemoryEngine {
         change: ProjectSettingsChange,
     ) -> Result<ProjectSettings, EngineError> {
         principal.authorize(Operation::UpdateProjectSettings)?;
+        // Retention deletes: a change of how long anything is kept needs what deleting
+        // needs, and refused, it changes nothing.
+        if change.changes_retention() {
+            principal.authorize(Operation::ChangeRetention)?;
+        }
         let scope = principal.scope();
         let mut settings = self.storage.project_settings(scope).await?;
         let changes_embedding = change.embedding.is_some();

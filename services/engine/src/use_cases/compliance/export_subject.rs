@@ -1,7 +1,10 @@
-//! Everything live the project holds about one end-user, audited as an export.
+//! Everything live the project holds about one end-user: content, so it needs
+//! `memories:read` besides subject-data rights, and is audited as an export and as a
+//! content read (compliance sees who read a person's data, whatever the door).
 
 use crate::governance::SubjectExport;
 use crate::{EngineError, MemoryEngine};
+use engram_core::audit::{AuditAction, NewAuditEvent};
 use engram_core::{ExternalId, Operation, Principal};
 
 impl MemoryEngine {
@@ -11,8 +14,23 @@ impl MemoryEngine {
         user_id: &ExternalId,
     ) -> Result<SubjectExport, EngineError> {
         principal.authorize(Operation::ExportSubject)?;
-        self.governance
-            .export_subject(principal.scope(), user_id.as_str(), principal.actor())
-            .await
+        let scope = principal.scope();
+        let exported = self
+            .governance
+            .export_subject(scope, user_id.as_str(), principal.actor())
+            .await?;
+        self.storage
+            .record_audit_event(
+                scope.organization_id(),
+                Some(scope),
+                principal.actor(),
+                &NewAuditEvent::success(
+                    AuditAction::MemoryContentViewed,
+                    vec![self.governance.subject_digest(scope, user_id.as_str())],
+                    serde_json::json!({ "page": "subject_export", "counts": exported.counts() }),
+                ),
+            )
+            .await?;
+        Ok(exported)
     }
 }

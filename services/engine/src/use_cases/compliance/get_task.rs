@@ -6,18 +6,6 @@ use engram_core::NotFoundKind;
 use engram_core::{Operation, Permission, Principal};
 use engram_storage::tasks::TaskRecord;
 
-fn strip_content_fields(value: &mut serde_json::Value) {
-    match value {
-        serde_json::Value::Object(object) => {
-            object.remove("content");
-            object.remove("per_case");
-            object.values_mut().for_each(strip_content_fields);
-        }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(strip_content_fields),
-        _ => {}
-    }
-}
-
 impl MemoryEngine {
     pub async fn get_task_for(
         &self,
@@ -39,10 +27,10 @@ impl MemoryEngine {
         {
             return Err(EngineError::NotFound(NotFoundKind::Task));
         }
-        if !principal.kind().holds(Permission::ReadMemories)
+        if principal.answers_without_content(Operation::GetTask)
             && let Some(result) = task.result.as_mut()
         {
-            strip_content_fields(result);
+            crate::use_cases::strip_content_fields(result);
         }
         Ok(task)
     }

@@ -53,9 +53,10 @@ impl MemoryEngine {
                 principal.actor(),
             )
             .await?;
-        Ok(self
+        let memory = self
             .storage
             .get_memory(principal.memory_scope(), request.memory_id)
-            .await?)
+            .await?;
+        Ok(principal.shown(Operation::SetMemoryFlags, memory))
     }
 }

@@ -1,6 +1,5 @@
 //! Create an evaluation set, optionally with its first cases.
 
-use super::require_content_permission;
 use crate::{EngineError, MemoryEngine};
 use engram_core::limits::MAX_TOP_K;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
@@ -67,7 +66,8 @@ impl MemoryEngine {
             return Err(InvalidInput(errors).into());
         }
         if !request.cases.is_empty() {
-            require_content_permission(principal)?;
+            // Cases probe content: creating a set with them needs what adding them needs.
+            principal.authorize(Operation::AddEvaluationCases)?;
         }
         if let Some(profile) = &request.profile {
             self.check_profile_exists(principal, profile, "profile")

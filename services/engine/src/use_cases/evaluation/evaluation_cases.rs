@@ -1,6 +1,6 @@
 //! Add cases to a set (at most [`MAX_CASES_PER_SET`] in all) and list them.
 
-use super::{MAX_CASES_PER_SET, require_content_permission};
+use super::MAX_CASES_PER_SET;
 use crate::{EngineError, MemoryEngine};
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::{EvalCaseRecord, EvalSetRecord, NewEvalCase};
@@ -14,9 +14,6 @@ impl MemoryEngine {
     ) -> Result<EvalSetRecord, EngineError> {
         principal.authorize(Operation::AddEvaluationCases)?;
         let set = self.evaluation_set(principal, set_id).await?;
-        if !cases.is_empty() {
-            require_content_permission(principal)?;
-        }
         if set.cases + cases.len() as u64 > MAX_CASES_PER_SET {
             return Err(InvalidInput(vec![FieldError::new(
                 "cases",
@@ -39,7 +36,6 @@ impl MemoryEngine {
         set_id: uuid::Uuid,
     ) -> Result<Vec<EvalCaseRecord>, EngineError> {
         principal.authorize(Operation::ListEvaluationCases)?;
-        require_content_permission(principal)?;
         let set = self.evaluation_set(principal, set_id).await?;
         Ok(self.storage.eval_cases(principal.scope(), set.id).await?)
     }

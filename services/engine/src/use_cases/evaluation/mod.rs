@@ -15,27 +15,15 @@ pub use evaluation_runs::StartEvaluationRunRequest;
 use crate::profiles::DEFAULT_PROFILE;
 use crate::{EngineError, MemoryEngine};
 use engram_core::NotFoundKind;
-use engram_core::{FieldError, InvalidInput, Operation, Permission, Principal};
+use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::EvalSetRecord;
-
-/// Cases hold queries and expected contents: writing or listing them needs `ReadMemories`
-/// besides the table's permission.
-fn require_content_permission(principal: &Principal) -> Result<(), EngineError> {
-    if principal.kind().holds(Permission::ReadMemories) {
-        return Ok(());
-    }
-    Err(EngineError::Forbidden(format!(
-        "evaluation cases hold queries and expected contents: {} also needs the `memories:read` scope",
-        principal.kind().describe()
-    )))
-}
 
 /// Per-case results are content: left out for a caller without `ReadMemories`.
 pub(crate) fn without_per_case_results_unless_readable(
     principal: &Principal,
     metrics: Option<&mut serde_json::Value>,
 ) {
-    if principal.kind().holds(Permission::ReadMemories) {
+    if !principal.answers_without_content(Operation::GetEvaluationRun) {
         return;
     }
     if let Some(metrics) = metrics.and_then(|metrics| metrics.as_object_mut()) {

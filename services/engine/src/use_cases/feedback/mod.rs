@@ -150,7 +150,7 @@ impl MemoryEngine {
                 }));
             }
         }
-        Ok(self
+        let mut recorded = self
             .storage
             .record_feedback(
                 scope,
@@ -169,6 +169,13 @@ impl MemoryEngine {
                     correction,
                 },
             )
-            .await?)
+            .await?;
+        // The correction says what the memory now holds: content, for readers only.
+        if principal.answers_without_content(Operation::GiveMemoryFeedback)
+            && let Some(correction) = recorded.correction.as_mut()
+        {
+            crate::use_cases::strip_content_fields(correction);
+        }
+        Ok(recorded)
     }
 }

@@ -113,6 +113,13 @@ impl MemoryEngine {
                 task = Some(self.wait_for_derivation(principal, queued.id).await?);
             }
         }
+        // The derivation's result holds what the memories now say (merged with what was
+        // stored before): content, for readers only.
+        if principal.answers_without_content(Operation::AddMessages)
+            && let Some(result) = task.as_mut().and_then(|task| task.result.as_mut())
+        {
+            crate::use_cases::strip_content_fields(result);
+        }
         Ok((stored, task))
     }
 

@@ -28,7 +28,7 @@ impl MemoryEngine {
         let mut event = self.visible_recall_event(principal, recall_id).await?;
         let ids = crate::recall_metrics::recalled_ids(&event);
         let fates = self.storage.memory_fates(principal.scope(), &ids).await?;
-        let shows_content = principal.may(Operation::GetMemory);
+        let shows_content = !principal.answers_without_content(Operation::InspectRecallEvent);
         let mut contents = HashMap::new();
         if shows_content {
             for id in ids.iter().filter(|id| fates.contains_key(id)) {
@@ -42,6 +42,10 @@ impl MemoryEngine {
                 .await?;
         } else {
             event.query_text = None;
+            // Metadata filter values are the searcher's words too.
+            if let Some(filters) = event.filters.as_object_mut() {
+                filters.remove("metadata");
+            }
         }
         Ok(RecallInspection {
             event,

@@ -1,4 +1,5 @@
-//! The project's recall quality over a window.
+//! The project's recall quality over a window. Its empty queries are end-users' words: a
+//! caller that may not read content gets their counts, never their texts.
 
 use crate::recall_metrics::{MetricsWindow, RecallMetrics};
 use crate::{EngineError, MemoryEngine};
@@ -12,6 +13,12 @@ impl MemoryEngine {
     ) -> Result<RecallMetrics, EngineError> {
         principal.authorize(Operation::GetRecallMetrics)?;
         crate::use_cases::usage::check_report_window(window.from, window.to)?;
-        self.recall_metrics(principal.scope(), window).await
+        let mut metrics = self.recall_metrics(principal.scope(), window).await?;
+        if principal.answers_without_content(Operation::GetRecallMetrics) {
+            for empty_query in &mut metrics.empty_queries {
+                empty_query.query = None;
+            }
+        }
+        Ok(metrics)
     }
 }
