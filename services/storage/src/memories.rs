@@ -247,6 +247,7 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
         content_hash: model.content_hash,
         immutable: model.immutable,
         legal_hold: model.legal_hold,
+        content_omitted: false,
     })
 }
 
@@ -402,6 +403,20 @@ async fn supersede_active_with_key(
     else {
         return Ok(None);
     };
+    // A locked memory is not replaced by a write that names its key: the write is refused
+    // (and the whole add with it), the locked memory stays active.
+    if previous.legal_hold || previous.immutable {
+        let lock = if previous.legal_hold {
+            "is under legal hold: lift the hold before replacing it"
+        } else {
+            "is immutable: it cannot be replaced"
+        };
+        return Err(StorageError::Refused(format!(
+            "the active memory {} with key {:?} {lock}",
+            previous.id,
+            key.as_str()
+        )));
+    }
     mark_superseded(
         transaction,
         scope,
