@@ -26,6 +26,7 @@ mod m0020_api_key_lineage;
 mod m0021_session_state_per_end_user;
 mod m0022_keyed_audit_chain;
 mod m0023_store_retention;
+mod m0024_api_key_makers;
 
 pub struct Migrator;
 
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0021_session_state_per_end_user::Migration),
             Box::new(m0022_keyed_audit_chain::Migration),
             Box::new(m0023_store_retention::Migration),
+            Box::new(m0024_api_key_makers::Migration),
         ]
     }
 }

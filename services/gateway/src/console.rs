@@ -101,9 +101,18 @@ fn session_tokens(tokens: ConsoleSessionTokens) -> SessionTokens {
     }
 }
 
-fn key_row(record: &engram_engine::ApiKeyRecord) -> KeyRow {
+/// A key as the console lists it to `viewer`: who made it ("you" for the viewer's own), and
+/// whether the viewer may roll or revoke it (a hint for the buttons; the use case decides).
+fn key_row(record: &engram_engine::ApiKeyRecord, viewer: &engram_core::Principal) -> KeyRow {
     let view = crate::routes::keys::ApiKeyView::from(record);
+    let own = record.created_by.as_deref() == Some(viewer.actor().label().as_str());
     KeyRow {
+        created_by: if own {
+            Some("you".to_string())
+        } else {
+            view.created_by.clone()
+        },
+        manageable: own || viewer.may(Operation::ManageOthersApiKeys),
         id: view.id,
         label: view.label,
         prefix: view.prefix,
@@ -376,7 +385,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .map_err(engine_error)?;
         Ok(KeyListing {
             project_id: Some(project_id.to_string()),
-            keys: keys.iter().map(key_row).collect(),
+            keys: keys.iter().map(|key| key_row(key, &principal)).collect(),
         })
     }
 
@@ -399,7 +408,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         Ok(NewKeySecret {
-            key: key_row(&record),
+            key: key_row(&record, &principal),
             secret,
         })
     }
@@ -443,7 +452,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         Ok(NewKeySecret {
-            key: key_row(&rolled.key),
+            key: key_row(&rolled.key, &principal),
             secret: rolled.secret,
         })
     }
@@ -1181,10 +1190,11 @@ fn engine_error(error: EngineError) -> ConsoleError {
             ConsoleError::Refused("the memory changed meanwhile: reload and try again".to_string())
         }
         // The role checks before the use case say `Forbidden` naming the role; what the use
-        // case still refuses (an expiry without delete rights) is a refusal it explains.
-        EngineError::Forbidden(message)
-        | EngineError::Conflict(message)
-        | EngineError::InProgress(message) => ConsoleError::Refused(message),
+        // case still refuses for this object (a key someone else made) is a 403 it explains.
+        EngineError::Forbidden(message) => ConsoleError::Denied(message),
+        EngineError::Conflict(message) | EngineError::InProgress(message) => {
+            ConsoleError::Refused(message)
+        }
         EngineError::ScopeNotGrantable {
             missing,
             caller: PrincipalKind::ConsoleMember(role),

@@ -63,6 +63,10 @@ pub struct ApiKeyRecord {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Who made it, as an actor label (`console_account:<id>`, `api_key:<id>`,
+    /// `system:<command>`); a rolled key keeps its line's maker. `None` for keys made before
+    /// makers were recorded.
+    pub created_by: Option<String>,
 }
 
 /// A presented key that verified: its project and what it may do.
@@ -107,6 +111,7 @@ fn record_from_model(model: api_keys::Model) -> ApiKeyRecord {
         expires_at: model.expires_at,
         last_used_at: model.last_used_at,
         revoked_at: model.revoked_at,
+        created_by: model.created_by,
     }
 }
 
@@ -116,6 +121,7 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
     scope: &ProjectScope,
     new_key: &NewApiKey,
     lineage_id: Option<uuid::Uuid>,
+    created_by: Option<String>,
     pepper: &ApiKeyPepper,
 ) -> Result<(ApiKeyRecord, String), StorageError> {
     let public_id = random_text(API_KEY_PUBLIC_ID_LENGTH).to_lowercase();
@@ -135,6 +141,7 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
         expires_at: Set(new_key.expires_at),
         last_used_at: Set(None),
         lineage_id: Set(lineage_id),
+        created_by: Set(created_by),
     };
     let inserted = api_keys::Entity::insert(model)
         .exec_with_returning(connection)
@@ -222,7 +229,8 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let (record, presented) =
-            insert_api_key(&transaction, scope, new_key, None, pepper).await?;
+            insert_api_key(&transaction, scope, new_key, None, Some(actor.label()), pepper)
+                .await?;
         append_audit_event(
             &transaction,
             scope.organization_id(),
@@ -353,6 +361,7 @@ impl Storage {
                 expires_at: old_record.expires_at,
             },
             Some(lineage_id),
+            found.created_by.clone(),
             pepper,
         )
         .await?;

@@ -393,6 +393,8 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
             expires_at: None,
         },
         None,
+        // The project's first key is the operator's, who created the project.
+        Some(engram_core::audit::Actor::system("operator").label()),
         pepper,
     )
     .await?;

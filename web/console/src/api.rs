@@ -900,9 +900,9 @@ pub(crate) mod ssr {
                     StatusCode::UNAUTHORIZED
                 }
                 ConsoleError::NotFound => StatusCode::NOT_FOUND,
-                ConsoleError::Forbidden { .. } | ConsoleError::MissingPermission { .. } => {
-                    StatusCode::FORBIDDEN
-                }
+                ConsoleError::Forbidden { .. }
+                | ConsoleError::MissingPermission { .. }
+                | ConsoleError::Denied(_) => StatusCode::FORBIDDEN,
                 ConsoleError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
                 ConsoleError::InvalidInput(_) => StatusCode::BAD_REQUEST,
                 ConsoleError::Refused(_) => StatusCode::CONFLICT,

@@ -136,6 +136,7 @@ fn keys_view(
                         <th>"State"</th>
                         <th>"Expires"</th>
                         <th>"Last used"</th>
+                        <th>"Made by"</th>
                         <th></th>
                     </tr>
                 </thead>
@@ -166,9 +167,11 @@ fn key_row(
         state,
         expires_at,
         last_used_at,
+        created_by,
+        manageable,
         ..
     } = key;
-    let active = state == "active";
+    let active = state == "active" && manageable;
     let project_for_roll = project.clone();
     let key_id_for_roll = key_id.clone();
     let label_attribute = label.clone();
@@ -182,6 +185,7 @@ fn key_row(
             <td><span class=state_class>{state}</span></td>
             <td class="nowrap">{expires_at.unwrap_or_else(|| "never".into())}</td>
             <td class="nowrap">{last_used_at.unwrap_or_else(|| "never".into())}</td>
+            <td class="nowrap" data-testid="key-maker">{created_by.unwrap_or_else(|| "unknown".into())}</td>
             <td class="nowrap">
                 {active
                     .then(|| {

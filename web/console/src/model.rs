@@ -138,6 +138,10 @@ pub enum ConsoleError {
         "your role ({role}) lacks the `{permission}` permission, so it cannot give it to a key"
     )]
     MissingPermission { role: String, permission: String },
+    /// The permission table refuses this to the account's role for this object (a
+    /// developer rolling a key someone else made); says which permission is missing.
+    #[error("{0}")]
+    Denied(String),
     /// The input cannot be used (a malformed e-mail, a too-short password); says what to fix.
     #[error("{0}")]
     InvalidInput(String),
@@ -277,6 +281,13 @@ pub struct KeyRow {
     pub created_at: String,
     pub expires_at: Option<String>,
     pub last_used_at: Option<String>,
+    /// Who made it: `you`, `console_account:<id>`, `api_key:<id>`, `system:operator`; none
+    /// for keys made before makers were recorded.
+    #[serde(default)]
+    pub created_by: Option<String>,
+    /// Whether the viewer may roll or revoke it (a console developer only their own keys).
+    #[serde(default)]
+    pub manageable: bool,
 }
 
 /// The project's API keys, newest first.

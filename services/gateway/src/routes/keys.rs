@@ -41,6 +41,9 @@ pub struct ApiKeyView {
     pub expires_at: Option<DateTime<Utc>>,
     pub last_used_at: Option<DateTime<Utc>>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Who made it: `console_account:<id>`, `api_key:<id>` or `system:<command>`; a rolled
+    /// key keeps its line's maker. Null for keys made before makers were recorded.
+    pub created_by: Option<String>,
 }
 
 impl From<&ApiKeyRecord> for ApiKeyView {
@@ -67,6 +70,7 @@ impl From<&ApiKeyRecord> for ApiKeyView {
             expires_at: record.expires_at,
             last_used_at: record.last_used_at,
             revoked_at: record.revoked_at,
+            created_by: record.created_by.clone(),
         }
     }
 }

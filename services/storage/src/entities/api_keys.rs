@@ -18,6 +18,8 @@ pub struct Model {
     pub last_used_at: Option<DateTimeUtc>,
     /// The first key of this key's roll line; `None` when the key is the first.
     pub lineage_id: Option<Uuid>,
+    /// Who made the key (an actor label); a rolled key keeps its line's maker.
+    pub created_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -13,7 +13,22 @@ pub use roll_api_key::{
 };
 
 use crate::EngineError;
-use engram_core::{ApiScopes, Principal};
+use engram_core::{ApiScopes, Operation, Principal};
+use engram_storage::ApiKeyRecord;
+
+/// Keys belong to someone: revoking or rolling a key someone else made (or one whose maker
+/// is not recorded) needs `ManageOthersApiKeys` — owners, admins and `admin` keys, never a
+/// console developer, who manages only the keys they made.
+fn refuse_unless_own_or_managing_others(
+    principal: &Principal,
+    key: &ApiKeyRecord,
+) -> Result<(), EngineError> {
+    if key.created_by.as_deref() == Some(principal.actor().label().as_str()) {
+        return Ok(());
+    }
+    principal.authorize(Operation::ManageOthersApiKeys)?;
+    Ok(())
+}
 
 /// `ScopeNotGrantable` naming the first scope of `scopes` the caller cannot exercise itself.
 fn refuse_wider_than_caller(principal: &Principal, scopes: &ApiScopes) -> Result<(), EngineError> {

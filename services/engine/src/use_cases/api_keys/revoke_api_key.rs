@@ -1,7 +1,7 @@
 //! Revoke an API key at once (idempotent). Revoking cuts off whoever uses the key, so a
 //! caller may revoke only keys it could have minted.
 
-use super::refuse_wider_than_caller;
+use super::{refuse_unless_own_or_managing_others, refuse_wider_than_caller};
 use crate::{EngineError, MemoryEngine};
 use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
@@ -20,6 +20,7 @@ impl MemoryEngine {
             .api_key(principal.scope(), key_id)
             .await?
             .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
+        refuse_unless_own_or_managing_others(principal, &revoked)?;
         refuse_wider_than_caller(principal, &revoked.scopes)?;
         let record = self
             .storage

@@ -2,7 +2,7 @@
 //! one keeps working for the overlap. A roll hands out a new secret with the old key's
 //! scopes: the same rule as minting.
 
-use super::refuse_wider_than_caller;
+use super::{refuse_unless_own_or_managing_others, refuse_wider_than_caller};
 use crate::{EngineError, MemoryEngine};
 use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
@@ -42,6 +42,7 @@ impl MemoryEngine {
             .await?
             .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
         // Who may roll this key at all comes before what the roll asks for.
+        refuse_unless_own_or_managing_others(principal, &rolled)?;
         refuse_wider_than_caller(principal, &rolled.scopes)?;
         let overlap_seconds = request
             .overlap_seconds
