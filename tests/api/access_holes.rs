@@ -720,3 +720,394 @@ async fn one_project_learns_nothing_from_anothers_cached_queries() {
         "the second project's search is embedded and billed as the first project's first one was"
     );
 }
+
+/// A member created by the operator with this e-mail and role, signed in: their cookie.
+async fn signed_in_member_as(server: &TestServer, email: &str, role: &str) -> String {
+    let output = run_engram(
+        &[
+            "admin",
+            "create-member",
+            "--data-dir",
+            &server.data_dir.display().to_string(),
+            "--email",
+            email,
+            "--role",
+            role,
+        ],
+        &[],
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let response = console_http()
+        .post(format!("{}/console/api/login", server.base_url))
+        .form(&[
+            ("email", created["email"].as_str().unwrap()),
+            ("password", created["password"].as_str().unwrap()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    let cookies: Vec<String> = response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .filter_map(|value| value.split(';').next().map(str::to_string))
+        .collect();
+    assert_eq!(cookies.len(), 3, "login as {email} failed: {cookies:?}");
+    cookies.join("; ")
+}
+
+/// Keys belong to someone: a console developer took over a production write key someone
+/// else made by rolling it. Now each key records its maker, the key list shows it, a
+/// developer rolls and revokes only the keys they made, owners (and `admin` keys) any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_developer_rolls_and_revokes_only_the_keys_they_made() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = server.bootstrap.project_id.clone();
+    let owner_api = server.client();
+    let ada = signed_in_member_as(&server, "ada@example.com", "developer").await;
+    let bob = signed_in_member_as(&server, "bob@example.com", "developer").await;
+    let mint = |cookie: String, label: &'static str| {
+        let server = &server;
+        let project = project.clone();
+        async move {
+            let (status, minted) = console_call(
+                server,
+                &cookie,
+                "create_key",
+                &[("project_id", &project), ("label", label), ("write", "on")],
+            )
+            .await;
+            assert_eq!(status, 200, "{minted}");
+            minted
+        }
+    };
+    let adas = mint(ada.clone(), "ada's ingest").await;
+    let production = create_key(&owner_api, &["memories:write"]).await;
+    assert_eq!(production.status, 201, "{}", production.body);
+    let production_id = production.body["key"]["id"].as_str().unwrap().to_string();
+    let production_key = server.client_with_key(production.body["secret"].as_str().unwrap());
+    let adas_id = adas["key"]["id"].as_str().unwrap().to_string();
+
+    // The key list names each key's maker: the API by actor, the console "you" for one's own.
+    let listed = owner_api
+        .send(owner_api.request(reqwest::Method::GET, "/v1/keys"))
+        .await;
+    let maker_of = |id: &str| {
+        listed.body["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|key| key["id"] == id)
+            .map(|key| key["created_by"].clone())
+            .unwrap()
+    };
+    assert!(
+        maker_of(&adas_id)
+            .as_str()
+            .is_some_and(|maker| maker.starts_with("console_account:")),
+        "{}",
+        listed.body
+    );
+    assert!(
+        maker_of(&production_id)
+            .as_str()
+            .is_some_and(|maker| maker.starts_with("api_key:")),
+        "{}",
+        listed.body
+    );
+    let (status, console_list) =
+        console_call(&server, &ada, "keys", &[("project_id", &project)]).await;
+    assert_eq!(status, 200, "{console_list}");
+    let row = |id: &str| {
+        console_list["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|key| key["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(row(&adas_id)["created_by"], "you");
+    assert_eq!(row(&adas_id)["manageable"], true);
+    assert_eq!(row(&production_id)["manageable"], false);
+
+    // Another developer cannot roll or revoke Ada's key, nor anyone the owner's key.
+    for (cookie, key_id, whose) in [
+        (&bob, &adas_id, "another developer's"),
+        (&ada, &production_id, "the owner's"),
+    ] {
+        for function in ["roll_key", "revoke_key"] {
+            let (status, body) = console_call(
+                &server,
+                cookie,
+                function,
+                &[("project_id", &project), ("key_id", key_id)],
+            )
+            .await;
+            assert_eq!(status, 403, "{function} of {whose} key: {body}");
+        }
+    }
+    assert_eq!(
+        production_key
+            .add(json!([{"content": "Still writing.", "user_id": "u-1"}]))
+            .await
+            .status,
+        201,
+        "the refused roll and revoke left the production key working"
+    );
+    let listed_after = owner_api
+        .send(owner_api.request(reqwest::Method::GET, "/v1/keys"))
+        .await;
+    assert_eq!(
+        listed_after.body["keys"].as_array().unwrap().len(),
+        listed.body["keys"].as_array().unwrap().len(),
+        "no key was rolled: {}",
+        listed_after.body
+    );
+
+    // Ada rolls her own key; the new key stays hers.
+    let (status, rolled) = console_call(
+        &server,
+        &ada,
+        "roll_key",
+        &[("project_id", &project), ("key_id", &adas_id)],
+    )
+    .await;
+    assert_eq!(status, 200, "{rolled}");
+    let rolled_id = rolled["key"]["id"].as_str().unwrap().to_string();
+    let (_, console_list) =
+        console_call(&server, &ada, "keys", &[("project_id", &project)]).await;
+    let rolled_row = console_list["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|key| key["id"] == rolled_id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(rolled_row["created_by"], "you", "{console_list}");
+    let (status, body) = console_call(
+        &server,
+        &ada,
+        "revoke_key",
+        &[("project_id", &project), ("key_id", &rolled_id)],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // The owner manages any key, Ada's included.
+    let revoked = post(&owner_api, &format!("/v1/keys/{production_id}/revoke"), json!({})).await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+}
+
+/// A write that names the key of a locked memory supersedes it no more: an immutable
+/// "consent: opted out" stayed replaceable by `{"key": "consent", "content": "opted in"}`
+/// from any write key, because the keyed path skipped the lock the edit path checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_write_never_replaces_an_immutable_or_held_memory() {
+    let server = TestServer::spawn().await.unwrap();
+    let admin = server.client();
+    let writer = create_key(&admin, &["memories:write"]).await;
+    let writer = server.client_with_key(writer.body["secret"].as_str().unwrap());
+    for (flag, lock) in [("immutable", "immutable"), ("legal_hold", "legal hold")] {
+        let key = format!("consent-{flag}");
+        let original = admin
+            .add_one(json!({"content": "Consent: opted out of marketing.", "user_id": "u-9", "key": key}))
+            .await;
+        let original_id = original["id"].as_str().unwrap().to_string();
+        let flagged = admin
+            .send(
+                admin
+                    .request(
+                        reqwest::Method::PUT,
+                        &format!("/v1/memories/{original_id}/flags"),
+                    )
+                    .json(&json!({flag: true, "reason": "consent record"})),
+            )
+            .await;
+        assert_eq!(flagged.status, 200, "{}", flagged.body);
+        let refused = writer
+            .add(json!([{"content": "Consent: opted in to marketing.", "user_id": "u-9", "key": key}]))
+            .await;
+        refused.assert_problem(409, "memory-locked");
+        assert!(
+            refused.body["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains(lock) && detail.contains(&original_id)),
+            "the refusal names the lock and the memory: {}",
+            refused.body
+        );
+        let kept = admin.get(&original_id).await;
+        assert_eq!(kept.body["state"], "active", "{}", kept.body);
+        assert_eq!(kept.body["content"], "Consent: opted out of marketing.");
+        let listed = admin.list("?user_id=u-9").await;
+        let contents: Vec<&str> = listed.body["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|memory| memory["key"] == key.as_str())
+            .filter_map(|memory| memory["content"].as_str())
+            .collect();
+        assert_eq!(contents, ["Consent: opted out of marketing."], "nothing was written");
+    }
+}
+
+/// Content only for those who may read it. An `admin`-only key read every end-user's
+/// content (`PUT …/flags {}` returned the memory, the subject export and the recall metrics'
+/// query texts), and a `memories:write` key read what it edited and cleared expiries;
+/// retention and erasure deleted without `memories:delete`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_without_memories_read_get_content_free_answers() {
+    let server = TestServer::spawn().await.unwrap();
+    let all = server.client();
+    let admin_key = create_key(&all, &["admin"]).await;
+    let admin = server.client_with_key(admin_key.body["secret"].as_str().unwrap());
+    let writer_key = create_key(&all, &["memories:write"]).await;
+    let writer = server.client_with_key(writer_key.body["secret"].as_str().unwrap());
+    let expiry = "2099-01-01T00:00:00Z";
+    let stored = all
+        .add_one(json!({"content": "Her diagnosis is private.", "user_id": "u-3",
+            "metadata": {"clinic": "north"}, "expires_at": expiry}))
+        .await;
+    let id = stored["id"].as_str().unwrap().to_string();
+    let content_free = |memory: &Value| {
+        assert_eq!(memory["content_omitted"], true, "{memory}");
+        assert!(memory.get("content").is_none(), "{memory}");
+        assert!(memory.get("metadata").is_none(), "{memory}");
+        assert_eq!(memory["id"].as_str().is_some(), true, "{memory}");
+    };
+
+    // The writer's own add comes back content-free, ids and state kept.
+    let added = writer
+        .add(json!([{"content": "Written blind.", "user_id": "u-3"}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    content_free(&added.body["memories"][0]);
+    assert_eq!(added.body["memories"][0]["state"], "active");
+    // An edit answers content-free, and an expiry can be neither cleared nor set.
+    let edited = writer
+        .patch(&id, None, json!({"categories": ["health"]}))
+        .await;
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    content_free(&edited.body);
+    for change in [json!(null), json!("2098-01-01T00:00:00Z")] {
+        let refused = writer.patch(&id, None, json!({"expires_at": change})).await;
+        assert_eq!(refused.status, 422, "{}", refused.body);
+        assert_eq!(refused.error_fields(), ["expires_at"], "{}", refused.body);
+    }
+    let kept = all.get(&id).await;
+    assert_eq!(kept.body["expires_at"], expiry, "the expiry stays: {}", kept.body);
+    assert_eq!(kept.body["content"], "Her diagnosis is private.");
+
+    // Flags answer content-free to an admin-only key.
+    let flagged = admin
+        .send(
+            admin
+                .request(reqwest::Method::PUT, &format!("/v1/memories/{id}/flags"))
+                .json(&json!({})),
+        )
+        .await;
+    assert_eq!(flagged.status, 200, "{}", flagged.body);
+    content_free(&flagged.body);
+    // A subject export is content: admin alone is refused, naming the missing scope.
+    let export = admin
+        .send(admin.request(reqwest::Method::GET, "/v1/subjects/u-3/export"))
+        .await;
+    export.assert_problem(403, "forbidden");
+    assert!(
+        export.body["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("memories:read")),
+        "{}",
+        export.body
+    );
+    // With both it is served, and audited as a content read.
+    let exported = all
+        .send(all.request(reqwest::Method::GET, "/v1/subjects/u-3/export"))
+        .await;
+    assert_eq!(exported.status, 200, "{}", exported.body);
+    let audit = all
+        .send(all.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=memory.content_viewed",
+        ))
+        .await;
+    assert!(
+        audit.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["details"]["page"] == "subject_export"),
+        "{}",
+        audit.body
+    );
+
+    // Recall metrics: counts of the empty queries, never their words.
+    let empty = all
+        .search(json!({"query": "a question nobody answers", "user_id": "u-3", "min_score": 1.0}))
+        .await;
+    assert_eq!(empty.body["results"], json!([]), "{}", empty.body);
+    let recall_id = empty.body["recall_id"].as_str().unwrap().to_string();
+    let metrics = engram_tests::eventually("the empty search to reach the metrics", || async {
+        let metrics = admin
+            .send(admin.request(reqwest::Method::GET, "/v1/recall-metrics"))
+            .await;
+        let listed = metrics.body["empty_queries"]
+            .as_array()
+            .is_some_and(|queries| {
+                queries
+                    .iter()
+                    .any(|query| query["last_recall_id"] == recall_id.as_str())
+            });
+        if listed { Ok(metrics) } else { Err(metrics.body.to_string()) }
+    })
+    .await;
+    assert!(
+        !metrics.body.to_string().contains("nobody answers"),
+        "{}",
+        metrics.body
+    );
+    assert!(metrics.body["empty_queries"][0]["count"].as_u64() >= Some(1));
+    assert!(metrics.body["empty_queries"][0]["query"].is_null());
+
+    // Settings that delete need `memories:delete` too; refused, they change nothing.
+    let before = admin
+        .send(admin.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    for change in [
+        json!({"retention_days": {"episodic": 1}}),
+        json!({"store_retention_days": {"messages": 1}}),
+        json!({"recall_event_retention_days": 1}),
+    ] {
+        let refused = admin
+            .send(
+                admin
+                    .request(reqwest::Method::PATCH, "/v1/project/settings")
+                    .json(&change),
+            )
+            .await;
+        refused.assert_problem(403, "forbidden");
+    }
+    let after = admin
+        .send(admin.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(before.body, after.body);
+    admin
+        .send(admin.request(reqwest::Method::POST, "/v1/subjects/u-3/erasure"))
+        .await
+        .assert_problem(403, "forbidden");
+    assert_eq!(all.get(&id).await.status, 200, "nothing was erased");
+    // Settings that do not delete stay the admin's.
+    let allowed = admin
+        .send(
+            admin
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"pii_redaction": "off"})),
+        )
+        .await;
+    assert_eq!(allowed.status, 200, "{}", allowed.body);
+}

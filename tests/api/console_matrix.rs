@@ -418,10 +418,19 @@ impl Matrix {
                 self.project_form(&fields)
             }
             "revoke_key" | "roll_key" => {
-                // `memories:write`: within what every key-managing role may revoke or roll.
-                let key = json!({"label": tag, "scopes": ["memories:write"]});
-                let key = self.created_through_v1("/v1/keys", key).await;
-                self.project_form(&[("key_id", text_at(&key, "/key/id").as_str())])
+                // `memories:write`: within what every key-managing role may revoke or roll; the
+                // member's own key where it may make one (a developer manages only the keys
+                // it made), else one the project's key made.
+                let asked = self.project_form(&[("label", tag.as_str()), ("write", "on")]);
+                let (status, own) = self.call(self.member(role), "create_key", &asked).await;
+                let key_id = if status == 200 {
+                    text_at(&own, "/key/id")
+                } else {
+                    let key = json!({"label": tag, "scopes": ["memories:write"]});
+                    let key = self.created_through_v1("/v1/keys", key).await;
+                    text_at(&key, "/key/id")
+                };
+                self.project_form(&[("key_id", key_id.as_str())])
             }
             "members" => form(&[]),
             "invite_member" => {

@@ -55,11 +55,40 @@ fn replay_body_user(variant: usize) -> Option<usize> {
 }
 
 /// Who makes a request: a project's API key (`token_of: None`) or its end-user token of
-/// `USERS[token_of]`.
+/// `USERS[token_of]`; with `limited`, one of the project's single-scope keys instead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Principal {
     project: usize,
     token_of: Option<usize>,
+    limited: Option<Limited>,
+}
+
+/// A project key holding one scope and not `memories:read`: whatever it may do, no answer it
+/// gets carries content (beyond the words its own request sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Limited {
+    AdminOnly,
+    WriteOnly,
+}
+
+/// What an operation needs, for the limited keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    Read,
+    Write,
+    Delete,
+    Admin,
+    /// `admin` and `memories:read` (evaluation cases).
+    AdminAndRead,
+}
+
+impl Limited {
+    fn permits(self, needs: Needs) -> bool {
+        matches!(
+            (self, needs),
+            (Limited::AdminOnly, Needs::Admin) | (Limited::WriteOnly, Needs::Write)
+        )
+    }
 }
 
 /// Whose a piece of data is: a project and an end-user of it (`None`: no end-user's).
@@ -77,6 +106,8 @@ struct Audience {
     exactly: Option<Option<usize>>,
     /// For an end-user token: every `user_id` in its answers must be its own.
     token_of: Option<usize>,
+    /// Whether content may reach it at all (a limited key's answers are content-free).
+    content: bool,
 }
 
 impl Audience {
@@ -92,6 +123,7 @@ impl Principal {
             project: self.project,
             exactly: self.token_of.map(Some),
             token_of: self.token_of,
+            content: self.limited.is_none(),
         }
     }
 
@@ -241,6 +273,63 @@ enum Operation {
 }
 
 impl Operation {
+    fn by(&self) -> Principal {
+        match self {
+            Operation::Add { by, .. }
+            | Operation::List { by, .. }
+            | Operation::Search { by, .. }
+            | Operation::Get { by, .. }
+            | Operation::Edit { by, .. }
+            | Operation::Delete { by, .. }
+            | Operation::History { by, .. }
+            | Operation::PostMessages { by, .. }
+            | Operation::ListMessages { by, .. }
+            | Operation::PutState { by, .. }
+            | Operation::GetState { by, .. }
+            | Operation::ListState { by, .. }
+            | Operation::UploadFile { by, .. }
+            | Operation::GetFile { by, .. }
+            | Operation::GiveFeedback { by, .. }
+            | Operation::ListFeedback { by, .. }
+            | Operation::RateRecall { by, .. }
+            | Operation::GetRecall { by, .. }
+            | Operation::GetTask { by, .. }
+            | Operation::CreateEvalSet { by, .. }
+            | Operation::ListEvalSets { by }
+            | Operation::GetEvalSet { by, .. }
+            | Operation::IdempotentAdd { by, .. } => *by,
+        }
+    }
+
+    /// What the operation's (first) request needs.
+    fn needs(&self) -> Needs {
+        match self {
+            Operation::Add { .. }
+            | Operation::Edit { .. }
+            | Operation::PostMessages { .. }
+            | Operation::PutState { .. }
+            | Operation::UploadFile { .. }
+            | Operation::GiveFeedback { .. }
+            | Operation::RateRecall { .. }
+            | Operation::IdempotentAdd { .. } => Needs::Write,
+            Operation::Delete { .. } => Needs::Delete,
+            Operation::GetTask { .. } | Operation::ListEvalSets { .. } | Operation::GetEvalSet { .. } => {
+                Needs::Admin
+            }
+            Operation::CreateEvalSet { .. } => Needs::AdminAndRead,
+            Operation::List { .. }
+            | Operation::Search { .. }
+            | Operation::Get { .. }
+            | Operation::History { .. }
+            | Operation::ListMessages { .. }
+            | Operation::GetState { .. }
+            | Operation::ListState { .. }
+            | Operation::GetFile { .. }
+            | Operation::ListFeedback { .. }
+            | Operation::GetRecall { .. } => Needs::Read,
+        }
+    }
+
     fn kind(&self) -> &'static str {
         match self {
             Operation::Add { .. } => "add",
@@ -271,8 +360,17 @@ impl Operation {
 }
 
 fn principal() -> impl Strategy<Value = Principal> {
-    (0..PROJECTS, proptest::option::of(0..TOKEN_USERS))
-        .prop_map(|(project, token_of)| Principal { project, token_of })
+    let who = prop_oneof![
+        3 => Just((None, None)),
+        3 => (0..TOKEN_USERS).prop_map(|user| (Some(user), None)),
+        1 => Just((None, Some(Limited::AdminOnly))),
+        1 => Just((None, Some(Limited::WriteOnly))),
+    ];
+    (0..PROJECTS, who).prop_map(|(project, (token_of, limited))| Principal {
+        project,
+        token_of,
+        limited,
+    })
 }
 
 fn user() -> impl Strategy<Value = Option<usize>> {
@@ -339,6 +437,9 @@ struct World {
     /// Per principal and idempotency key: the body variant first sent and the ids answered.
     replays: HashMap<(Principal, usize), (usize, Vec<String>)>,
     tally: BTreeMap<&'static str, Tally>,
+    /// Operations of the single-scope keys: refused beyond their scope, served within it.
+    limited_refused: u64,
+    limited_served: u64,
 }
 
 impl World {
@@ -353,13 +454,18 @@ struct Tenants {
     keys: Vec<ApiClient>,
     /// Per project, the tokens of `USERS[..TOKEN_USERS]`.
     tokens: Vec<Vec<ApiClient>>,
+    /// Per project, its `admin`-only and its `memories:write`-only key.
+    admin_keys: Vec<ApiClient>,
+    write_keys: Vec<ApiClient>,
 }
 
 impl Tenants {
     fn client(&self, by: Principal) -> &ApiClient {
-        match by.token_of {
-            None => &self.keys[by.project],
-            Some(user) => &self.tokens[by.project][user],
+        match (by.limited, by.token_of) {
+            (Some(Limited::AdminOnly), _) => &self.admin_keys[by.project],
+            (Some(Limited::WriteOnly), _) => &self.write_keys[by.project],
+            (None, None) => &self.keys[by.project],
+            (None, Some(user)) => &self.tokens[by.project][user],
         }
     }
 }
@@ -474,6 +580,19 @@ fn check_response(
         }
         for (position, _) in text.match_indices("tenant-p") {
             let rest = &text[position + "tenant-p".len()..];
+            let whole: String = text[position..]
+                .chars()
+                .take_while(|character| character.is_ascii_alphanumeric() || *character == '-')
+                .collect();
+            // An evaluation set's name is the tuner's, not an end-user's words.
+            let set_name = text[..position].ends_with("set:");
+            prop_assert!(
+                audience.content || set_name || echoed.contains(&whole.as_str()),
+                "{:?} may not read content yet received {}: {}",
+                audience,
+                whole,
+                text
+            );
             let project = rest.chars().next().and_then(|digit| digit.to_digit(10));
             prop_assert_eq!(
                 project,
@@ -576,6 +695,129 @@ async fn run_sequence(
     Ok(())
 }
 
+/// The body of a request a limited key sends beyond its scope.
+enum RefusedBody {
+    None,
+    Json(Value),
+    Markdown(&'static str),
+}
+
+/// The request `operation` sends, for a limited key that lacks what it needs: refused (403)
+/// before anything is looked up, so any target of the world will do. `None` when there is
+/// nothing to aim it at yet.
+fn refused_request(world: &World, operation: &Operation) -> Option<(Method, String, RefusedBody)> {
+    use RefusedBody::{Json, Markdown};
+    let memory = |target: usize| pick(&world.live, target);
+    let session = |session: usize| format!("/v1/sessions/{}", SESSIONS[session]);
+    let json = |value: Value| Json(value);
+    Some(match operation {
+        Operation::Add { .. } | Operation::IdempotentAdd { .. } => (
+            Method::POST,
+            "/v1/memories".to_string(),
+            json(json!({"memories": [{"content": "A refused write."}]})),
+        ),
+        Operation::List { .. } => (Method::GET, "/v1/memories".to_string(), RefusedBody::None),
+        Operation::Search { .. } => (
+            Method::POST,
+            "/v1/memories/search".to_string(),
+            json(json!({"query": "anything"})),
+        ),
+        Operation::Get { target, .. } => (
+            Method::GET,
+            format!("/v1/memories/{}", memory(*target)?),
+            RefusedBody::None,
+        ),
+        Operation::Edit { target, .. } => (
+            Method::PATCH,
+            format!("/v1/memories/{}", memory(*target)?),
+            json(json!({"content": "A refused edit."})),
+        ),
+        Operation::Delete { target, .. } => (
+            Method::DELETE,
+            format!("/v1/memories/{}", memory(*target)?),
+            RefusedBody::None,
+        ),
+        Operation::History { target, .. } => (
+            Method::GET,
+            format!("/v1/memories/{}/history", memory(*target)?),
+            RefusedBody::None,
+        ),
+        Operation::PostMessages { session: at, .. } => (
+            Method::POST,
+            format!("{}/messages", session(*at)),
+            json(json!({"messages": [{"role": "user", "content": "A refused message."}], "derive_memories": false})),
+        ),
+        Operation::ListMessages { session: at, .. } => (
+            Method::GET,
+            format!("{}/messages", session(*at)),
+            RefusedBody::None,
+        ),
+        Operation::PutState { session: at, key, .. } => (
+            Method::PUT,
+            format!("{}/state/{}", session(*at), STATE_KEYS[*key]),
+            json(json!({"value": "refused"})),
+        ),
+        Operation::GetState { session: at, key, .. } => (
+            Method::GET,
+            format!("{}/state/{}", session(*at), STATE_KEYS[*key]),
+            RefusedBody::None,
+        ),
+        Operation::ListState { session: at, .. } => (
+            Method::GET,
+            format!("{}/state", session(*at)),
+            RefusedBody::None,
+        ),
+        Operation::UploadFile { .. } => (
+            Method::POST,
+            "/v1/files?name=refused.md".to_string(),
+            Markdown("# Refused\n\nA refused upload.\n"),
+        ),
+        Operation::GetFile { target, .. } => (
+            Method::GET,
+            format!("/v1/files/{}", pick(&world.files, *target)?),
+            RefusedBody::None,
+        ),
+        Operation::GiveFeedback { target, .. } => (
+            Method::POST,
+            format!("/v1/memories/{}/feedback", memory(*target)?),
+            json(json!({"rating": "relevant"})),
+        ),
+        Operation::ListFeedback { target, .. } => (
+            Method::GET,
+            format!("/v1/memories/{}/feedback", memory(*target)?),
+            RefusedBody::None,
+        ),
+        Operation::RateRecall { target, .. } => (
+            Method::POST,
+            format!("/v1/recalls/{}/feedback", pick(&world.recalls, *target)?),
+            json(json!({"rating": "relevant"})),
+        ),
+        Operation::GetRecall { target, .. } => (
+            Method::GET,
+            format!("/v1/recalls/{}", pick(&world.recalls, *target)?),
+            RefusedBody::None,
+        ),
+        Operation::GetTask { target, .. } => (
+            Method::GET,
+            format!("/v1/tasks/{}", pick(&world.tasks, *target)?),
+            RefusedBody::None,
+        ),
+        Operation::CreateEvalSet { .. } => (
+            Method::POST,
+            "/v1/eval-sets".to_string(),
+            json(json!({"name": "refused", "cases": [{"query": "q", "expected_contents": ["x"]}]})),
+        ),
+        Operation::ListEvalSets { .. } => {
+            (Method::GET, "/v1/eval-sets".to_string(), RefusedBody::None)
+        }
+        Operation::GetEvalSet { target, .. } => (
+            Method::GET,
+            format!("/v1/eval-sets/{}", pick(&world.eval_sets, *target)?),
+            RefusedBody::None,
+        ),
+    })
+}
+
 /// One operation; `false` when there was nothing to aim it at yet.
 async fn run_operation(
     tenants: &Tenants,
@@ -583,6 +825,36 @@ async fn run_operation(
     operation: Operation,
 ) -> Result<bool, TestCaseError> {
     let kind = operation.kind();
+    let by = operation.by();
+    if let Some(limited) = by.limited
+        && !limited.permits(operation.needs())
+    {
+        let Some((method, path, body)) = refused_request(world, &operation) else {
+            return Ok(false);
+        };
+        let client = tenants.client(by);
+        let response = match body {
+            RefusedBody::None => send(client, method, &path, None).await,
+            RefusedBody::Json(body) => send(client, method, &path, Some(&body)).await,
+            RefusedBody::Markdown(text) => {
+                client
+                    .send(
+                        client
+                            .request(method, &path)
+                            .header("content-type", "text/markdown")
+                            .body(text),
+                    )
+                    .await
+            }
+        };
+        expect(&response, &[403], "a single-scope key beyond its scope")?;
+        checked(world, kind, by.audience(), &response, &[])?;
+        world.limited_refused += 1;
+        return Ok(true);
+    }
+    if by.limited.is_some() {
+        world.limited_served += 1;
+    }
     match operation {
         Operation::Add { by, user } => {
             let subject = by.subject(user);
@@ -704,10 +976,11 @@ async fn run_operation(
                 project: by.project,
                 user: subject.unwrap_or(user),
             };
+            let said = marker(owner);
             let mut body = json!({
                 "messages": [{
                     "role": "user",
-                    "content": format!("{}: {} says hello in {}", marker(owner), name_of(owner.user), SESSIONS[session]),
+                    "content": format!("{said}: {} says hello in {}", name_of(owner.user), SESSIONS[session]),
                 }],
                 "derive_memories": false,
             });
@@ -721,7 +994,8 @@ async fn run_operation(
                 Err(()) => (by.audience(), 403),
             };
             expect(&response, &[wanted], "post messages")?;
-            checked(world, kind, audience, &response, &[])?;
+            // The answer repeats the message it stored: the caller's own words.
+            checked(world, kind, audience, &response, &[said.as_str()])?;
             if response.status == 201 {
                 for id in ids_at(&response.body, "messages") {
                     world.own(&id, owner);
@@ -753,7 +1027,8 @@ async fn run_operation(
                 project: by.project,
                 user: subject.unwrap_or(user),
             };
-            let mut body = json!({"value": marker(owner)});
+            let value = marker(owner);
+            let mut body = json!({"value": value});
             if let Some(user) = user {
                 body["user_id"] = json!(USERS[user]);
             }
@@ -765,7 +1040,14 @@ async fn run_operation(
             match subject {
                 Ok(namespace) => {
                     expect(&response, &[200, 201], "put state")?;
-                    checked(world, kind, by.reading(namespace), &response, &[])?;
+                    // The answer repeats the value just written: the caller's own.
+                    checked(
+                        world,
+                        kind,
+                        by.reading(namespace),
+                        &response,
+                        &[value.as_str()],
+                    )?;
                 }
                 Err(()) => {
                     expect(
@@ -896,10 +1178,10 @@ async fn run_operation(
             let path = format!("/v1/memories/{id}/feedback");
             let client = tenants.client(by);
             let giving = matches!(operation, Operation::GiveFeedback { .. });
+            let words = marker(owner);
             let response = if giving {
                 // Feedback on a memory belongs to the memory's end-user.
-                let body =
-                    json!({"rating": "relevant", "text": format!("{}: spot on", marker(owner))});
+                let body = json!({"rating": "relevant", "text": format!("{words}: spot on")});
                 send(client, Method::POST, &path, Some(&body)).await
             } else {
                 send(client, Method::GET, &path, None).await
@@ -910,7 +1192,13 @@ async fn run_operation(
                 &[if visible { success } else { 404 }],
                 "memory feedback",
             )?;
-            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+            checked(
+                world,
+                kind,
+                by.audience(),
+                &response,
+                &[id.as_str(), words.as_str()],
+            )?;
             if giving
                 && response.status == 201
                 && let Some(feedback_id) = response.body["id"].as_str()
@@ -931,23 +1219,31 @@ async fn run_operation(
             };
             let path = format!("/v1/recalls/{recall_id}/feedback");
             let client = tenants.client(by);
-            let body =
-                json!({"rating": "relevant", "text": format!("{}: good answer", marker(owner))});
+            let words = marker(owner);
+            let body = json!({"rating": "relevant", "text": format!("{words}: good answer")});
             let given = send(client, Method::POST, &path, Some(&body)).await;
             expect(&given, &[if visible { 201 } else { 404 }], "rate recall")?;
-            checked(world, kind, by.audience(), &given, &[recall_id.as_str()])?;
+            checked(
+                world,
+                kind,
+                by.audience(),
+                &given,
+                &[recall_id.as_str(), words.as_str()],
+            )?;
             if given.status == 201
                 && let Some(feedback_id) = given.body["id"].as_str()
             {
                 world.own(feedback_id, owner);
             }
             let listed = send(client, Method::GET, &path, None).await;
-            // A recall the caller may not see does not exist for it, feedback and all.
-            expect(
-                &listed,
-                &[if visible { 200 } else { 404 }],
-                "recall feedback",
-            )?;
+            // A recall the caller may not see does not exist for it, feedback and all; a
+            // write-only key reads no feedback.
+            let wanted = match (by.limited, visible) {
+                (Some(_), _) => 403,
+                (None, true) => 200,
+                (None, false) => 404,
+            };
+            expect(&listed, &[wanted], "recall feedback")?;
             checked(world, kind, by.audience(), &listed, &[recall_id.as_str()])?;
         }
         Operation::GetRecall { by, target } => {
@@ -1008,7 +1304,7 @@ async fn run_operation(
             if let Some(user) = user {
                 case["user_id"] = json!(USERS[user]);
             }
-            let body = json!({"name": format!("{} set", marker(set_owner)), "cases": [case]});
+            let body = json!({"name": format!("set:{} set", marker(set_owner)), "cases": [case]});
             let response = send(
                 tenants.client(by),
                 Method::POST,
@@ -1049,11 +1345,13 @@ async fn run_operation(
                 (false, true) => 200,
                 (false, false) => 404,
             };
-            for path in [
-                format!("/v1/eval-sets/{set_id}"),
-                format!("/v1/eval-sets/{set_id}/cases"),
+            for (path, content) in [
+                (format!("/v1/eval-sets/{set_id}"), false),
+                (format!("/v1/eval-sets/{set_id}/cases"), true),
             ] {
                 let response = send(tenants.client(by), Method::GET, &path, None).await;
+                // Cases are content: an admin-only key is refused them.
+                let wanted = if content && by.limited.is_some() { 403 } else { wanted };
                 expect(&response, &[wanted], &path)?;
                 checked(world, kind, by.audience(), &response, &[set_id.as_str()])?;
             }
@@ -1187,7 +1485,27 @@ async fn three_organizations_of_two_projects(server: &TestServer) -> Tenants {
         }
         tokens.push(of_project);
     }
-    Tenants { keys, tokens }
+    let mut admin_keys = Vec::new();
+    let mut write_keys = Vec::new();
+    for key in &keys {
+        for (scope, keys_of_scope) in [("admin", &mut admin_keys), ("memories:write", &mut write_keys)] {
+            let created = send(
+                key,
+                Method::POST,
+                "/v1/keys",
+                Some(&json!({"label": format!("{scope} only"), "scopes": [scope]})),
+            )
+            .await;
+            assert_eq!(created.status, 201, "{}", created.body);
+            keys_of_scope.push(server.client_with_key(created.body["secret"].as_str().unwrap()));
+        }
+    }
+    Tenants {
+        keys,
+        tokens,
+        admin_keys,
+        write_keys,
+    }
 }
 
 #[test]
@@ -1239,12 +1557,16 @@ fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
     let world = world.borrow();
     let responses: u64 = world.tally.values().map(|tally| tally.responses).sum();
     eprintln!(
-        "cross-tenant property: {} sequences ({cases} cases asked), {} operations, {responses} responses checked, over 3 organizations × 2 projects × (1 key + {TOKEN_USERS} end-user tokens) in {:.1} s; {} memories live, {} ids tracked at the end",
+        "cross-tenant property: {} sequences ({cases} cases asked), {} operations, {responses} responses checked, over 3 organizations × 2 projects × (1 key, an admin-only and a write-only key, {TOKEN_USERS} end-user tokens) in {:.1} s; {} memories live, {} ids tracked at the end",
         sequences_run.load(Ordering::Relaxed),
         operations_run.load(Ordering::Relaxed),
         started.elapsed().as_secs_f64(),
         world.live.len(),
         world.owner_of.len(),
+    );
+    eprintln!(
+        "  single-scope keys (admin only, write only): {} operations refused beyond their scope, {} served content-free",
+        world.limited_refused, world.limited_served
     );
     for (kind, tally) in &world.tally {
         eprintln!(

@@ -9,6 +9,11 @@ use engram_tests::{ApiClient, TestServer, run_engram};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// Every text of alice's the fixture stores (memories and their metadata, messages, session
+/// state, files, search queries) starts with this: a credential without `memories:read` must
+/// never find it in an answer.
+const SEEDED: &str = "SEEDED-alice";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Needs {
     Read,
@@ -17,8 +22,11 @@ enum Needs {
     Admin,
     /// Any project API key (minting end-user tokens), never an end-user token.
     AnyApiKey,
-    /// `admin` and `memories:read` together (evaluation cases hold queries and contents).
+    /// `admin` and `memories:read` together (evaluation cases hold queries and contents; a
+    /// subject export is content).
     AdminAndRead,
+    /// `admin` and `memories:delete` together (erasure deletes).
+    AdminAndDelete,
     /// An organization-level credential: no project key or token, whatever its scopes.
     Organization,
 }
@@ -153,7 +161,7 @@ const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/v1/subjects/zed/erasure",
-        needs: Needs::Admin,
+        needs: Needs::AdminAndDelete,
         success: 202,
     },
     // Erasure across the organization: never through a project credential.
@@ -172,7 +180,7 @@ const ROUTES: &[Route] = &[
     Route {
         method: "GET",
         path: "/v1/subjects/alice/export",
-        needs: Needs::Admin,
+        needs: Needs::AdminAndRead,
         success: 200,
     },
     Route {
@@ -469,7 +477,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 Needs::Write => *scope == "memories:write",
                 Needs::Delete => *scope == "memories:delete",
                 Needs::Admin => *scope == "admin",
-                Needs::AdminAndRead | Needs::Organization => false,
+                Needs::AdminAndRead | Needs::AdminAndDelete | Needs::Organization => false,
                 Needs::AnyApiKey => true,
             };
             match (holds, route.needs) {
@@ -486,6 +494,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
             Needs::Delete
             | Needs::Admin
             | Needs::AdminAndRead
+            | Needs::AdminAndDelete
             | Needs::AnyApiKey
             | Needs::Organization => 403,
         },
@@ -640,7 +649,7 @@ impl Fixture {
         if route.path.contains("{recall}") {
             let found = self
                 .admin
-                .search(json!({"query": "matrix target", "user_id": "alice"}))
+                .search(json!({"query": format!("{SEEDED}: what did alice ask?"), "user_id": "alice"}))
                 .await;
             let id = found.body["recall_id"].as_str().unwrap().to_string();
             // Recall events are written off the search's path: wait until it is readable.
@@ -711,7 +720,7 @@ impl Fixture {
         if route.path.contains("{memory}") {
             let memory = self
                 .admin
-                .add_one(json!({"content": "Matrix target of alice.", "user_id": "alice"}))
+                .add_one(json!({"content": format!("{SEEDED}: a matrix target of alice."), "user_id": "alice", "metadata": {"note": format!("{SEEDED}: her note")}}))
                 .await;
             let id = memory["id"].as_str().unwrap().to_string();
             return (route.path.replace("{memory}", &id), vec![id]);
@@ -738,7 +747,7 @@ impl Fixture {
                             "/v1/files?name=target.md&user_id=alice",
                         )
                         .header("content-type", "text/markdown")
-                        .body("A file target of alice."),
+                        .body(format!("{SEEDED}: a file target of alice.")),
                 )
                 .await;
             assert_eq!(uploaded.status, 202, "{}", uploaded.body);
@@ -775,7 +784,7 @@ impl Fixture {
                             reqwest::Method::PUT,
                             &format!("/v1/sessions/matrix/state/{key}"),
                         )
-                        .json(&json!({"value": {"step": 1}, "user_id": "alice"})),
+                        .json(&json!({"value": {"note": format!("{SEEDED}: her state")}, "user_id": "alice"})),
                 )
                 .await;
             assert_eq!(written.status, 201, "{}", written.body);
@@ -805,8 +814,36 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
     let fixture = Fixture::new().await;
     let own_memory = fixture
         .admin
-        .add_one(json!({"content": "Our own fact the foreign project must never see.", "user_id": "alice"}))
+        .add_one(json!({"content": format!("{SEEDED}: our own fact the foreign project must never see."), "user_id": "alice"}))
         .await;
+    // alice's words in the other stores: a message, and a search that finds nothing (so its
+    // query is listed among the empty queries of the recall metrics).
+    let said = fixture
+        .admin
+        .send(
+            fixture
+                .admin
+                .request(reqwest::Method::POST, "/v1/sessions/seeded/messages")
+                .json(&json!({"user_id": "alice", "derive_memories": false,
+                    "messages": [{"role": "user", "content": format!("{SEEDED}: a message of hers")}]})),
+        )
+        .await;
+    assert_eq!(said.status, 201, "{}", said.body);
+    let unanswered = fixture
+        .admin
+        .search(json!({"query": format!("{SEEDED}: a question nothing answers"), "user_id": "alice", "min_score": 1.0}))
+        .await;
+    assert_eq!(unanswered.status, 200, "{}", unanswered.body);
+    assert_eq!(unanswered.body["results"], json!([]), "a search nothing answers");
+    let unanswered_id = unanswered.body["recall_id"].as_str().unwrap().to_string();
+    engram_tests::eventually("the empty search's recall event to be stored", || async {
+        let stored = fixture
+            .admin
+            .send(fixture.admin.request(reqwest::Method::GET, &format!("/v1/recalls/{unanswered_id}")))
+            .await;
+        if stored.status == 200 { Ok(()) } else { Err(stored.body.to_string()) }
+    })
+    .await;
     let own_ids = [own_memory["id"].as_str().unwrap().to_string()];
     let principals = [
         Principal::NoCredential,
@@ -870,6 +907,20 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
                     principal.name()
                 ));
             }
+            // Content only for those who may read it: a key without `memories:read` gets
+            // ids, states and counts, never alice's words, whatever the route answers.
+            if matches!(
+                principal,
+                Principal::ScopedKey("admin" | "memories:write" | "memories:delete")
+            ) && text.contains(SEEDED)
+            {
+                mismatches.push(format!(
+                    "{} {} as {} ({status}) carried alice's content: {text:.300}",
+                    route.method,
+                    route.path,
+                    principal.name()
+                ));
+            }
             if matches!(principal, Principal::ForeignAdmin) {
                 for id in own_ids.iter().chain(target_ids.iter()) {
                     if status < 400 && text.contains(id.as_str()) {
@@ -879,7 +930,7 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
                         ));
                     }
                 }
-                assert!(!text.contains("must never see"), "{route:?}: {text}");
+                assert!(!text.contains(SEEDED), "{route:?}: {text}");
             }
         }
     }
