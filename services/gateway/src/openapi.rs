@@ -31,9 +31,23 @@ impl Modify for BearerApiKey {
     }
 }
 
-/// Each operation's required scope, from the one permission table (engram_core::permissions):
+/// Each operation's required scopes, from the one permission table (engram_core::permissions):
 /// what the handlers' annotations say about security is replaced by it.
 struct PermissionTable;
+
+/// The key scopes an operation needs, all of them (an export needs `admin` and
+/// `memories:read`), each once, in the table's order.
+fn published_scopes(operation: engram_core::Operation) -> Vec<&'static str> {
+    let mut scopes: Vec<&'static str> = Vec::new();
+    for permission in operation.required_permissions() {
+        if let Some(scope) = permission.key_scope()
+            && !scopes.contains(&scope.as_str())
+        {
+            scopes.push(scope.as_str());
+        }
+    }
+    scopes
+}
 
 impl Modify for PermissionTable {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
@@ -52,12 +66,7 @@ impl Modify for PermissionTable {
                 let Some(row) = engram_core::Operation::for_http(method, path) else {
                     continue;
                 };
-                let scopes: Vec<&str> = row
-                    .required_permission()
-                    .key_scope()
-                    .map(|scope| scope.as_str())
-                    .into_iter()
-                    .collect();
+                let scopes = published_scopes(row);
                 operation.security = Some(vec![SecurityRequirement::new("api_key", scopes)]);
             }
         }
@@ -616,9 +625,10 @@ mod tests {
                     "{method} {path} is not in the permission table"
                 );
                 let expected: Vec<String> = row
-                    .and_then(|row| row.required_permission().key_scope())
-                    .map(|scope| scope.as_str().to_string())
+                    .map(published_scopes)
+                    .unwrap_or_default()
                     .into_iter()
+                    .map(str::to_string)
                     .collect();
                 let scopes: Vec<String> = operation["security"][0]["api_key"]
                     .as_array()
