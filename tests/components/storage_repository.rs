@@ -2428,3 +2428,81 @@ async fn a_new_table_fails_the_registry_check_until_it_is_classified() {
         "{problems:#?}"
     );
 }
+
+/// Nothing strands: a worker ready to claim the moment a task commits always finds the
+/// evaluation run its task names. The task used to be committed before its run, so a claim
+/// in between failed it ("evaluation run … does not exist") and the run stayed queued; a
+/// suite waiting on that run hung. Twenty runs are queued while a claimer spins beside them.
+async fn an_evaluation_run_exists_when_its_task_can_be_claimed(storage: Storage) {
+    use engram_core::recall::EvalTrigger;
+    use engram_storage::recall_quality::NewEvalSet;
+    let (scope, _) = project(&storage, None).await;
+    let set = storage
+        .create_eval_set(
+            &scope,
+            NewEvalSet {
+                name: "race".to_string(),
+                k: 10,
+                regression_threshold: 0.05,
+                schedule_interval_secs: None,
+                profile: None,
+            },
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    const RUNS: usize = 20;
+    let worker = engram_storage::MaintenanceStore::new(storage.clone());
+    let claimer = {
+        let storage = storage.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + engram_tests::patience();
+            let mut claimed = Vec::new();
+            while claimed.len() < RUNS {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "waited for {RUNS} evaluation tasks to be claimable; claimed {}",
+                    claimed.len()
+                );
+                let Some(task) = worker
+                    .claim_next_task(
+                        &[engram_core::TaskKind::EvaluationRun],
+                        std::time::Duration::from_secs(600),
+                    )
+                    .await
+                    .unwrap()
+                else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                let run_id: uuid::Uuid = task.subject.as_deref().unwrap().parse().unwrap();
+                // Looked up at once, as the runner does.
+                let run = storage.eval_run(&task.scope, run_id).await.unwrap();
+                claimed.push((run_id, run.is_some()));
+            }
+            claimed
+        })
+    };
+    for _ in 0..RUNS {
+        storage
+            .queue_eval_run(
+                &scope,
+                set.id,
+                "default",
+                None,
+                EvalTrigger::Manual,
+                engram_core::TaskKind::EvaluationRun,
+                None,
+            )
+            .await
+            .unwrap();
+    }
+    let claimed = claimer.await.unwrap();
+    let missing: Vec<_> = claimed.iter().filter(|(_, found)| !found).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {RUNS} claimed tasks named a run not yet stored: {missing:?}",
+        missing.len()
+    );
+}
+on_both_databases!(an_evaluation_run_exists_when_its_task_can_be_claimed);

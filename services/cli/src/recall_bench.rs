@@ -11,6 +11,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+/// Longest the bench waits for one evaluation run of the LoCoMo set (two runs take seconds).
+const EVALUATION_RUN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
 #[derive(Debug, Args)]
 pub struct RecallBenchArgs {
     /// Folder with LoCoMo's `turns.jsonl` and `queries.jsonl` (evaluation data; read in place,
@@ -416,6 +419,9 @@ async fn evaluate_through_the_api(
         .await?;
         let run_id = queued["run"]["id"].as_str().context("run id")?.to_string();
         let bar = progress(cases.len() * 2, "evaluate");
+        // A wait with a deadline: a run the server never moves on must end the bench with
+        // what it waited for, not hang a test suite.
+        let deadline = Instant::now() + EVALUATION_RUN_PATIENCE;
         let run = loop {
             let run = call(
                 reqwest::Method::GET,
@@ -436,6 +442,13 @@ async fn evaluate_through_the_api(
             match run["status"].as_str() {
                 Some("succeeded") => break run,
                 Some("failed") => anyhow::bail!("evaluation run failed: {}", run["error"]),
+                status if Instant::now() >= deadline => anyhow::bail!(
+                    "waited {} s for evaluation run {run_id} to finish; it is still {} (its task: {} {})",
+                    EVALUATION_RUN_PATIENCE.as_secs(),
+                    status.unwrap_or("unknown"),
+                    task["status"],
+                    task["error"]
+                ),
                 _ => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
             }
         };

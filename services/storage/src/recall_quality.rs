@@ -659,16 +659,24 @@ impl Storage {
             return Err(StorageError::NotFound(NotFoundKind::EvaluationSet));
         }
         let run_id = Uuid::now_v7();
-        let task = self
-            .create_task(scope, task_kind, Some(&run_id.to_string()), request_id)
-            .await?;
+        // The run and its task in one transaction: a task committed before its run was
+        // claimed in between, failed ("does not exist") and left the run queued forever.
         let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let task_id = crate::tasks::insert_task(
+            &transaction,
+            scope,
+            task_kind,
+            Some(&run_id.to_string()),
+            request_id,
+        )
+        .await?;
         eval_runs::Entity::insert(eval_runs::ActiveModel {
             id: Set(run_id),
             set_id: Set(set_id),
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),
-            task_id: Set(task.id),
+            task_id: Set(task_id),
             profile: Set(profile.to_string()),
             compare_profile: Set(compare_profile.map(str::to_string)),
             trigger: Set(trigger.as_str().to_string()),
@@ -681,9 +689,10 @@ impl Storage {
             created_at: Set(Utc::now()),
             finished_at: Set(None),
         })
-        .exec_without_returning(&self.connection)
+        .exec_without_returning(&transaction)
         .await
         .map_err(StorageError::from_db)?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
         drop(_permit);
         self.eval_run(scope, run_id)
             .await?

@@ -37,6 +37,41 @@ pub struct ClaimedTask {
     pub request_id: Option<String>,
 }
 
+/// Insert a queued task; its id. Through `connection`, so a task and the record it names
+/// (an evaluation run) are committed together: a worker never claims a task whose record
+/// does not exist yet.
+pub(crate) async fn insert_task<C: sea_orm::ConnectionTrait>(
+    connection: &C,
+    scope: &ProjectScope,
+    kind: TaskKind,
+    subject: Option<&str>,
+    request_id: Option<&str>,
+) -> Result<Uuid, StorageError> {
+    let now = Utc::now();
+    let id = Uuid::now_v7();
+    let model = tasks::ActiveModel {
+        id: Set(id),
+        organization_id: Set(scope.organization_id().as_uuid()),
+        project_id: Set(scope.project_id().as_uuid()),
+        kind: Set(kind.as_str().to_string()),
+        subject: Set(subject.map(str::to_string)),
+        status: Set(TaskStatus::Queued.as_str().to_string()),
+        progress_done: Set(0),
+        progress_total: Set(0),
+        result: Set(None),
+        error: Set(None),
+        request_id: Set(request_id.map(str::to_string)),
+        created_at: Set(now),
+        updated_at: Set(now),
+        claimed_until: Set(None),
+    };
+    tasks::Entity::insert(model)
+        .exec_without_returning(connection)
+        .await
+        .map_err(StorageError::from_db)?;
+    Ok(id)
+}
+
 impl Storage {
     /// Queue a task for `scope`'s project.
     pub async fn create_task(
@@ -47,28 +82,7 @@ impl Storage {
         request_id: Option<&str>,
     ) -> Result<TaskRecord, StorageError> {
         let _permit = self.write_permit().await;
-        let now = Utc::now();
-        let id = Uuid::now_v7();
-        let model = tasks::ActiveModel {
-            id: Set(id),
-            organization_id: Set(scope.organization_id().as_uuid()),
-            project_id: Set(scope.project_id().as_uuid()),
-            kind: Set(kind.as_str().to_string()),
-            subject: Set(subject.map(str::to_string)),
-            status: Set(TaskStatus::Queued.as_str().to_string()),
-            progress_done: Set(0),
-            progress_total: Set(0),
-            result: Set(None),
-            error: Set(None),
-            request_id: Set(request_id.map(str::to_string)),
-            created_at: Set(now),
-            updated_at: Set(now),
-            claimed_until: Set(None),
-        };
-        tasks::Entity::insert(model)
-            .exec_without_returning(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
+        let id = insert_task(&self.connection, scope, kind, subject, request_id).await?;
         self.task(scope, id)
             .await?
             .ok_or(StorageError::NotFound(NotFoundKind::Task))

@@ -34,12 +34,34 @@ async fn evaluate_claimed(
     engine: &MemoryEngine,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store();
     let run_id = task
         .subject
         .as_deref()
         .and_then(|subject| subject.parse::<uuid::Uuid>().ok())
         .ok_or_else(|| "the task names no evaluation run".to_string())?;
+    let outcome = evaluate_run(engine, task, run_id).await;
+    if let Err(error) = &outcome {
+        // A run whose task failed ends failed too: never left queued or running for a
+        // caller to wait on.
+        let storage = engine.maintenance_store();
+        if let Ok(Some(run)) = storage.eval_run(&task.scope, run_id).await
+            && run.status.is_open()
+            && let Err(failure) = storage
+                .finish_eval_run(&task.scope, run_id, Err(error.clone()))
+                .await
+        {
+            tracing::warn!(%run_id, %failure, "could not mark a failed evaluation run failed");
+        }
+    }
+    outcome
+}
+
+async fn evaluate_run(
+    engine: &MemoryEngine,
+    task: &ClaimedTask,
+    run_id: uuid::Uuid,
+) -> Result<serde_json::Value, String> {
+    let storage = engine.maintenance_store();
     let run = storage
         .eval_run(&task.scope, run_id)
         .await
