@@ -361,3 +361,80 @@ async fn audit_csv_exports_never_carry_a_formula() {
     assert_no_cell_runs_as_a_formula(&console_text, stranger_agent);
     assert_no_cell_runs_as_a_formula(&console_text, hostile_agent);
 }
+
+/// A full re-hash of the organization's chain is the organization's: a project admin key
+/// could force one on every call (`?full=true`), and each verify answer's sequence numbers
+/// told it how busy the other projects were. Now a key gets 403 for `full` and no
+/// organization sequences; a console owner recomputes from the first event at most once a
+/// minute (a second request is 429 with `Retry-After`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_verification_is_the_organizations_and_a_project_learns_no_sequences() {
+    let server = TestServer::spawn().await.unwrap();
+    let key = server.client();
+    key.add_one(json!({"content": "An audited write.", "user_id": "u-1"}))
+        .await;
+    let (_, other_key) = server.create_project("busy neighbour").unwrap();
+    let neighbour = server.client_with_key(&other_key);
+    for position in 0..3 {
+        neighbour
+            .add_one(json!({"content": format!("Neighbour write {position}.")}))
+            .await;
+    }
+    let refused = key
+        .send(key.request(reqwest::Method::POST, "/v1/audit/verify?full=true"))
+        .await;
+    refused.assert_problem(403, "forbidden");
+    let verified = verify(&key).await;
+    assert_eq!(verified["verified"], true, "{verified}");
+    for field in ["recomputed_from_sequence", "anchored_sequence", "keyed_since"] {
+        assert!(
+            verified[field].is_null(),
+            "a project key learns no organization sequence ({field}): {verified}"
+        );
+    }
+
+    let (http, cookie) = server.console_owner_session().await;
+    let audit_page = |full: bool| {
+        let http = http.clone();
+        let cookie = cookie.clone();
+        let url = format!("{}/console/api/audit", server.base_url);
+        let origin = server.base_url.clone();
+        let project = server.bootstrap.project_id.clone();
+        async move {
+            let mut form = vec![("project_id", project)];
+            if full {
+                form.push(("full", "true".to_string()));
+            }
+            let response = http
+                .post(url)
+                .header("Cookie", cookie)
+                .header("Origin", origin)
+                .form(&form)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string);
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, retry_after, body)
+        }
+    };
+    let (status, _, page) = audit_page(true).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["chain"]["verified"], true, "{page}");
+    assert_eq!(page["chain"]["recomputed_from_sequence"], 1, "{page}");
+    let (status, retry_after, page) = audit_page(true).await;
+    assert_eq!(status, 429, "a second full verification within a minute: {page}");
+    assert!(
+        retry_after.is_some_and(|seconds| seconds.parse::<u64>().is_ok_and(|seconds| seconds >= 1)),
+        "{page}"
+    );
+    // The incremental verification stays available meanwhile.
+    let (status, _, page) = audit_page(false).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["chain"]["verified"], true, "{page}");
+}

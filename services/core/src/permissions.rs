@@ -466,6 +466,10 @@ operations! {
 
     ListAuditEvents => ReadAuditLog, None, "read the audit log", [http("get", "/v1/audit"), Console("audit_log")];
     VerifyAuditChain => ReadAuditLog, None, "verify the audit chain", [http("post", "/v1/audit/verify"), Console("audit_log")];
+    // Part of a verification asked to start from the first event: it re-hashes every
+    // project's events, so it is the organization's (console owners, admins, compliance).
+    VerifyWholeAuditChain => ReadAuditLog + ManageOrganizationSubjectData, None,
+        "recompute the organization's whole audit chain", [];
     ExportAuditEvents => ReadAuditLog, None, "export the audit log",
         [http("get", "/v1/audit/export"), Console("export_audit_csv")];
 

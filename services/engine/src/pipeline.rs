@@ -83,6 +83,8 @@ pub struct MemoryEngine {
     pub(crate) settings: EngineSettings,
     pub(crate) query_embeddings: crate::governance::QueryCache,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
+    /// When each organization's audit chain was last recomputed from its first event.
+    pub(crate) full_verifications: crate::use_cases::FullVerificationTimes,
     pub(crate) llm: Option<Arc<crate::llm::ChatModel>>,
     /// Where searches leave their recall events (written in the background).
     pub(crate) recall_events: Arc<crate::recall_events::RecallRecorder>,
@@ -187,6 +189,7 @@ impl MemoryEngine {
             api_key_pepper: None,
             end_user_tokens: None,
             verified_api_keys: Default::default(),
+            full_verifications: Default::default(),
         }
     }
 

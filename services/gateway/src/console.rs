@@ -336,8 +336,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
             )
             .await
             .map_err(engine_error)?;
+        let start = if query.full {
+            engram_engine::VerificationStart::Genesis
+        } else {
+            engram_engine::VerificationStart::LastCheckpoint
+        };
         let verification = engine
-            .verify_audit_chain_for(&principal, engram_engine::VerificationStart::LastCheckpoint)
+            .verify_audit_chain_for(&principal, start)
             .await
             .map_err(engine_error)?;
         Ok(AuditListing {
@@ -366,6 +371,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     .as_ref()
                     .and_then(|broken| broken.event_id),
                 broken_reason: verification.first_broken.map(|broken| broken.reason),
+                recomputed_from_sequence: verification.recomputed_from_sequence,
             },
         })
     }

@@ -380,8 +380,9 @@ pub async fn load_erasure_status(
 pub async fn load_audit(
     project_id: Option<String>,
     action: Option<String>,
+    full: Option<bool>,
 ) -> Result<AuditListing, ConsoleError> {
-    ssr::answer(ssr::load_audit(project_id, action).await).await
+    ssr::answer(ssr::load_audit(project_id, action, full.unwrap_or(false)).await).await
 }
 
 /// The API keys of a project (the first project when `project_id` is empty).
@@ -616,6 +617,7 @@ pub(crate) mod ssr {
     pub async fn load_audit(
         project_id: Option<String>,
         action: Option<String>,
+        full: bool,
     ) -> Result<AuditListing, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
@@ -626,6 +628,7 @@ pub(crate) mod ssr {
             project_id: project_id.clone(),
             action: non_empty(action),
             limit: AUDIT_PAGE_LIMIT,
+            full,
         };
         let mut listing = backend.audit_log(&caller, query).await?;
         listing.project_id = Some(project_id);

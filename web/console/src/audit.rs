@@ -19,11 +19,14 @@ pub fn AuditPage() -> impl IntoView {
         .unwrap_or_default();
     let project = RwSignal::new(initial_project.clone());
     let action = RwSignal::new(initial_action.clone());
+    // Recompute the whole chain from its first event (the button below), not only what
+    // came after the last checkpoint.
+    let full = RwSignal::new(query.get("full").is_some_and(|full| full == "true"));
 
     let session = Resource::new(|| (), |_| load_session());
     let audit = Resource::new(
-        move || (project.get(), non_empty(&action.get())),
-        |(project, action)| load_audit(project, action),
+        move || (project.get(), non_empty(&action.get()), full.get()),
+        |(project, action, full)| load_audit(project, action, Some(full)),
     );
 
     let project_selector = move || {
@@ -58,6 +61,20 @@ pub fn AuditPage() -> impl IntoView {
                     </select>
                 </label>
                 <button type="submit" class="no-js-only">"Apply"</button>
+                <button
+                    type="submit"
+                    name="full"
+                    value="true"
+                    class="ghost"
+                    data-testid="verify-from-start"
+                    title="Re-hash every event of the organization's chain (once a minute)"
+                    on:click=move |ev| {
+                        ev.prevent_default();
+                        full.set(true);
+                    }
+                >
+                    "Verify from the first event"
+                </button>
             </form>
             <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
                 {listing}
@@ -84,7 +101,15 @@ fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
     let status = if chain.verified {
         view! {
             <p class="badge state-active" data-testid="audit-verification" data-verified="true">
-                {format!("Hash chain verified: {} events recomputed", chain.events_checked)}
+                {format!(
+                    "Hash chain verified: {} events recomputed{}",
+                    chain.events_checked,
+                    match chain.recomputed_from_sequence {
+                        Some(1) => " from the first event".to_string(),
+                        Some(sequence) => format!(" (continued at sequence {sequence})"),
+                        None => String::new(),
+                    }
+                )}
             </p>
         }
         .into_any()

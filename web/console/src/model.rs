@@ -185,6 +185,10 @@ pub struct AuditQuery {
     /// One of [`AUDIT_ACTIONS`]; `None` means every action.
     pub action: Option<String>,
     pub limit: u32,
+    /// Recompute the organization's whole chain from its first event (owners, admins and
+    /// compliance; at most once a minute), instead of continuing from the last checkpoint.
+    #[serde(default)]
+    pub full: bool,
 }
 
 /// One row of the audit table (never memory content).
@@ -212,6 +216,9 @@ pub struct AuditChainStatus {
     /// Where it breaks, when it does.
     pub broken_at_event: Option<i64>,
     pub broken_reason: Option<String>,
+    /// The organization's sequence this run started recomputing from (1: from the start).
+    #[serde(default)]
+    pub recomputed_from_sequence: Option<i64>,
 }
 
 /// The audit page's data: newest events first, and the chain's verification.

@@ -32,7 +32,11 @@ pub use api_keys::{
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
-pub use audit::{AuditChainReport, BrokenChainLink, MAX_EXPORT_EVENTS, VerificationStart};
+pub(crate) use audit::FullVerificationTimes;
+pub use audit::{
+    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_EXPORT_EVENTS,
+    VerificationStart,
+};
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
     BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview,

@@ -205,14 +205,14 @@ pub struct AuditVerificationView {
     /// Events of this project vouched for (the chain spans the organization): recomputed
     /// now, or by the earlier verification this one continued from.
     pub project_events_checked: u64,
-    /// The sequence this run started recomputing from: 1 from the start (`?full=true`, or the
-    /// first verification), later when it continued from the last verified checkpoint.
-    pub recomputed_from_sequence: i64,
+    /// The sequence this run started recomputing from. The organization's sequences are not
+    /// a project's business: always null through a project key (the console shows them to
+    /// owners, admins and compliance staff).
+    pub recomputed_from_sequence: Option<i64>,
     /// The newest sequence the anchor outside the database records for the organization's
-    /// chain; null when verification failed.
+    /// chain: null through a project key (it would tell other projects' activity).
     pub anchored_sequence: Option<i64>,
-    /// The first event hashed with the deployment's audit key; events before it predate the
-    /// keyed chain (the `audit.chain_rekeyed` event links them).
+    /// The first event hashed with the deployment's audit key: null through a project key.
     pub keyed_since: Option<i64>,
     /// The first event that does not match, when it belongs to this project; events of
     /// other projects are not identified.
@@ -230,7 +230,8 @@ pub struct BrokenLinkView {
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct VerifyQuery {
-    /// Recompute every event from the first (default: continue from the last verified
+    /// Recompute every event from the first: the organization's (console owners, admins,
+    /// compliance), so a project key gets 403 (default: continue from the last verified
     /// checkpoint, re-checking that nothing before it was removed or inserted).
     pub full: Option<bool>,
 }

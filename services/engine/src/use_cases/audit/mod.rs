@@ -7,7 +7,10 @@ mod list_audit_events;
 mod verify_audit_chain;
 
 pub use export_audit_events::MAX_EXPORT_EVENTS;
-pub use verify_audit_chain::{AuditChainReport, BrokenChainLink, VerificationStart};
+pub(crate) use verify_audit_chain::FullVerificationTimes;
+pub use verify_audit_chain::{
+    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, VerificationStart,
+};
 
 use engram_core::Principal;
 use engram_core::principal::Credential;
