@@ -1600,3 +1600,163 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         assert_eq!(store["would_delete"], 0, "{}", preview.body);
     }
 }
+
+/// A legal hold stops retention too: the sweeper deleted a held subject's messages,
+/// feedback and session state by age, although the hold exists to keep them. Two end-users
+/// write to every store swept by age, one of them has a memory under legal hold, everything
+/// is aged three days, and the sweeper (every second) removes only the other's records:
+/// the held subject keeps each store's records until the hold is lifted, and then loses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
+    let database = engram_test_postgres::create_database().await;
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_DATABASE_URL", database.url.as_str()),
+            ("ENGRAM_RETENTION_SWEEP_INTERVAL_SECS", "1"),
+        ],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    let client = &client;
+    let settings = admin_call(
+        client,
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        Some(json!({"store_retention_days": {
+            "messages": 1, "session_state": 1, "files": 1, "feedback": 1, "recall_events": 1
+        }})),
+    )
+    .await;
+    assert_eq!(settings.status, 200, "{}", settings.body);
+    let held_memory = client
+        .add_one(json!({"content": "Hana disputes the invoice of March.", "user_id": "hana"}))
+        .await;
+    let held_id = held_memory["id"].as_str().unwrap().to_string();
+    let flags = |hold: bool| {
+        let path = format!("/v1/memories/{held_id}/flags");
+        async move {
+            let flagged = admin_call(
+                client,
+                reqwest::Method::PUT,
+                &path,
+                Some(json!({"legal_hold": hold, "reason": "litigation"})),
+            )
+            .await;
+            assert_eq!(flagged.status, 200, "{}", flagged.body);
+        }
+    };
+    flags(true).await;
+    for user in ["hana", "otto"] {
+        let said = admin_call(
+            client,
+            reqwest::Method::POST,
+            "/v1/sessions/old-chat/messages",
+            Some(json!({"user_id": user, "derive_memories": false,
+                "messages": [{"role": "user", "content": format!("{user} asks about an invoice.")}]})),
+        )
+        .await;
+        assert_eq!(said.status, 201, "{}", said.body);
+        let state = admin_call(
+            client,
+            reqwest::Method::PUT,
+            "/v1/sessions/old-chat/state/step",
+            Some(json!({"user_id": user, "value": {"step": 3}})),
+        )
+        .await;
+        assert!(state.status < 300, "{}", state.body);
+        let uploaded = client
+            .send(
+                client
+                    .request(
+                        reqwest::Method::POST,
+                        &format!("/v1/files?name={user}.txt&user_id={user}"),
+                    )
+                    .header("content-type", "text/plain")
+                    .body(format!("{user} keeps the invoices in a folder.")),
+            )
+            .await;
+        assert_eq!(uploaded.status, 202, "{}", uploaded.body);
+        wait_until_ingested(client, &uploaded.body).await;
+        let searched = client
+            .search(json!({"query": "which invoice", "user_id": user}))
+            .await;
+        let recall_id = searched.body["recall_id"].as_str().unwrap().to_string();
+        let rated = admin_call(
+            client,
+            reqwest::Method::POST,
+            &format!("/v1/recalls/{recall_id}/feedback"),
+            Some(json!({"rating": "relevant"})),
+        )
+        .await;
+        assert_eq!(rated.status, 201, "{}", rated.body);
+    }
+    // Recall events are written off the search's path: wait until both are stored.
+    for user in ["hana", "otto"] {
+        engram_tests::eventually("both recall events to be stored", || async {
+            let held = exported_types(client, user).await;
+            if held.get("recall").copied() == Some(1) {
+                Ok(())
+            } else {
+                Err(format!("{user}: {held:?}"))
+            }
+        })
+        .await;
+    }
+    for table in ["session_messages", "feedback", "recall_events", "files"] {
+        engram_test_postgres::execute_on(
+            &database.url,
+            &format!("UPDATE {table} SET created_at = created_at - interval '3 days'"),
+        )
+        .await;
+    }
+    for table in ["session_state", "files"] {
+        engram_test_postgres::execute_on(
+            &database.url,
+            &format!("UPDATE {table} SET updated_at = updated_at - interval '3 days'"),
+        )
+        .await;
+    }
+    let stores = ["feedback", "file", "message", "recall", "state"];
+    let in_stores = |exported: std::collections::BTreeMap<String, usize>| {
+        stores
+            .iter()
+            .map(|store| (store.to_string(), exported.get(*store).copied().unwrap_or(0)))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let none: std::collections::BTreeMap<String, usize> =
+        stores.iter().map(|store| (store.to_string(), 0)).collect();
+    let one_each: std::collections::BTreeMap<String, usize> =
+        stores.iter().map(|store| (store.to_string(), 1)).collect();
+    // The unheld subject's records go…
+    engram_tests::eventually("the sweeper to remove otto's old records", || async {
+        let otto = in_stores(exported_types(client, "otto").await);
+        if otto == none { Ok(()) } else { Err(format!("{otto:?}")) }
+    })
+    .await;
+    // …and the held subject keeps one record in every store, after the same sweeps.
+    assert_eq!(
+        in_stores(exported_types(client, "hana").await),
+        one_each,
+        "a held subject's records stay in every store"
+    );
+    let preview = admin_call(client, reqwest::Method::GET, "/v1/retention/preview", None).await;
+    assert!(
+        preview.body["stores"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|store| store["would_delete"] == 0),
+        "the preview counts no held record as due: {}",
+        preview.body
+    );
+    // Lifting the hold lets retention run again.
+    flags(false).await;
+    engram_tests::eventually("the sweeper to remove hana's old records once the hold is lifted", || async {
+        let hana = in_stores(exported_types(client, "hana").await);
+        if hana == none { Ok(()) } else { Err(format!("{hana:?}")) }
+    })
+    .await;
+}
