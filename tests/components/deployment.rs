@@ -468,3 +468,24 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
         "the image carries ONNX Runtime and says where it is"
     );
 }
+
+/// Behind an ingress every caller shares the controller's address unless Engram trusts its
+/// X-Forwarded-For: the chart documents `config.trustedProxies` beside the ingress setting and
+/// warns after an install that enables the ingress without it.
+#[test]
+fn the_ingress_setting_points_at_trusted_proxies() {
+    let values = read("helm/engram/values.yaml");
+    let ingress = values
+        .split_once("\ningress:\n")
+        .map(|(_, rest)| rest.split("\n\n").next().unwrap_or(""))
+        .unwrap_or("");
+    assert!(
+        ingress.contains("config.trustedProxies"),
+        "the ingress section names config.trustedProxies: {ingress}"
+    );
+    let notes = read("helm/engram/templates/NOTES.txt");
+    assert!(
+        notes.contains(".Values.ingress.enabled") && notes.contains(".Values.config.trustedProxies"),
+        "NOTES.txt warns about an ingress without trusted proxies"
+    );
+}

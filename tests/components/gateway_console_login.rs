@@ -131,3 +131,46 @@ async fn a_strangers_wrong_passwords_never_lock_the_owner_out() {
         Err(ConsoleError::InvalidCredentials)
     );
 }
+
+/// Behind an ingress every browser arrives from the proxy's address: a stranger who spent
+/// that address's budget for the unauthenticated routes locked every member out, because the
+/// budget was checked before the known-device path. A browser with a valid device token of
+/// the account now signs in whatever the address's budget says.
+#[tokio::test]
+async fn behind_one_proxy_address_a_known_device_signs_in_after_a_stranger_spent_its_budget() {
+    use engram_engine::login_throttle::ADDRESS_BURST;
+    let (backend, _directory) = backend().await;
+    let ingress = from("10.0.0.1");
+    let signed_in = backend
+        .login(EMAIL.into(), PASSWORD.into(), None, &ingress)
+        .await
+        .unwrap();
+    let device = signed_in.device.expect("a device token");
+    let mut refused = false;
+    for attempt in 0..=ADDRESS_BURST + 5 {
+        match backend
+            .login(
+                format!("stranger-{attempt}@example.com"),
+                "guess".into(),
+                None,
+                &ingress,
+            )
+            .await
+        {
+            Err(ConsoleError::TooManyAttempts { .. }) => {
+                refused = true;
+                break;
+            }
+            Err(ConsoleError::InvalidCredentials) => {}
+            other => panic!("unexpected answer to a stranger: {other:?}"),
+        }
+    }
+    assert!(refused, "the address's budget ran out");
+    assert!(
+        backend
+            .login(EMAIL.into(), PASSWORD.into(), Some(device), &ingress)
+            .await
+            .is_ok(),
+        "the owner's known browser signs in through the same ingress"
+    );
+}

@@ -18,7 +18,8 @@ impl ConsoleAccess {
     /// A new session for the account of `email` when `password` is its password, with a
     /// device token for the browser to keep. `WrongCredentials` does not say which of the
     /// two was wrong. Before any hashing: the client address's budget for unauthenticated
-    /// console routes, then the wait its earlier failures earned (`TooManyAttempts`) — per
+    /// console routes (not for a browser with a valid device token of the account), then the
+    /// wait its earlier failures earned (`TooManyAttempts`) — per
     /// account and client, the client being the browser's device when `device_token` is a
     /// valid one of this account, so strangers' failures never slow a known browser; then
     /// the hash waits for a place on the bounded password pool (`Busy` when it is full).
@@ -29,16 +30,26 @@ impl ConsoleAccess {
         device_token: Option<&str>,
         origin: &Actor,
     ) -> Result<ConsoleSessionTokens, EngineError> {
-        self.admit_unauthenticated(origin)?;
+        // A browser presenting a valid device token (a signature check, no database work)
+        // skips the address's budget: behind an ingress every member shares one address, and
+        // a stranger spending its budget must not lock them out.
+        let presented_device = device_token.and_then(|token| self.sessions.verify_device(token));
+        if presented_device.is_none() {
+            self.admit_unauthenticated(origin)?;
+        }
         let account = self.storage.find_console_account(email.trim()).await?;
-        let device = device_token
-            .and_then(|token| self.sessions.verify_device(token))
+        let device = presented_device
+            .as_ref()
             .filter(|(device_account, _)| {
                 account
                     .as_ref()
                     .is_some_and(|account| account.id == *device_account)
             })
-            .map(|(_, device_id)| device_id);
+            .map(|(_, device_id)| device_id.clone());
+        // A device of another account is no known browser here: it pays the address budget.
+        if presented_device.is_some() && device.is_none() {
+            self.admit_unauthenticated(origin)?;
+        }
         let client = match &device {
             Some(device_id) => SignInClient::TrustedDevice(device_id),
             None => SignInClient::Address(origin.ip.as_deref()),
