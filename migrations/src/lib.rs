@@ -27,6 +27,7 @@ mod m0021_session_state_per_end_user;
 mod m0022_keyed_audit_chain;
 mod m0023_store_retention;
 mod m0024_api_key_makers;
+mod m0025_idempotency_by_index;
 
 pub struct Migrator;
 
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0022_keyed_audit_chain::Migration),
             Box::new(m0023_store_retention::Migration),
             Box::new(m0024_api_key_makers::Migration),
+            Box::new(m0025_idempotency_by_index::Migration),
         ]
     }
 }

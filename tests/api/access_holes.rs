@@ -881,8 +881,7 @@ async fn a_console_developer_rolls_and_revokes_only_the_keys_they_made() {
     .await;
     assert_eq!(status, 200, "{rolled}");
     let rolled_id = rolled["key"]["id"].as_str().unwrap().to_string();
-    let (_, console_list) =
-        console_call(&server, &ada, "keys", &[("project_id", &project)]).await;
+    let (_, console_list) = console_call(&server, &ada, "keys", &[("project_id", &project)]).await;
     let rolled_row = console_list["keys"]
         .as_array()
         .unwrap()
@@ -900,7 +899,12 @@ async fn a_console_developer_rolls_and_revokes_only_the_keys_they_made() {
     .await;
     assert_eq!(status, 200, "{body}");
     // The owner manages any key, Ada's included.
-    let revoked = post(&owner_api, &format!("/v1/keys/{production_id}/revoke"), json!({})).await;
+    let revoked = post(
+        &owner_api,
+        &format!("/v1/keys/{production_id}/revoke"),
+        json!({}),
+    )
+    .await;
     assert_eq!(revoked.status, 200, "{}", revoked.body);
 }
 
@@ -952,7 +956,11 @@ async fn a_keyed_write_never_replaces_an_immutable_or_held_memory() {
             .filter(|memory| memory["key"] == key.as_str())
             .filter_map(|memory| memory["content"].as_str())
             .collect();
-        assert_eq!(contents, ["Consent: opted out of marketing."], "nothing was written");
+        assert_eq!(
+            contents,
+            ["Consent: opted out of marketing."],
+            "nothing was written"
+        );
     }
 }
 
@@ -970,8 +978,10 @@ async fn keys_without_memories_read_get_content_free_answers() {
     let writer = server.client_with_key(writer_key.body["secret"].as_str().unwrap());
     let expiry = "2099-01-01T00:00:00Z";
     let stored = all
-        .add_one(json!({"content": "Her diagnosis is private.", "user_id": "u-3",
-            "metadata": {"clinic": "north"}, "expires_at": expiry}))
+        .add_one(
+            json!({"content": "Her diagnosis is private.", "user_id": "u-3",
+            "metadata": {"clinic": "north"}, "expires_at": expiry}),
+        )
         .await;
     let id = stored["id"].as_str().unwrap().to_string();
     let content_free = |memory: &Value| {
@@ -1000,7 +1010,11 @@ async fn keys_without_memories_read_get_content_free_answers() {
         assert_eq!(refused.error_fields(), ["expires_at"], "{}", refused.body);
     }
     let kept = all.get(&id).await;
-    assert_eq!(kept.body["expires_at"], expiry, "the expiry stays: {}", kept.body);
+    assert_eq!(
+        kept.body["expires_at"], expiry,
+        "the expiry stays: {}",
+        kept.body
+    );
     assert_eq!(kept.body["content"], "Her diagnosis is private.");
 
     // Flags answer content-free to an admin-only key.
@@ -1063,7 +1077,11 @@ async fn keys_without_memories_read_get_content_free_answers() {
                     .iter()
                     .any(|query| query["last_recall_id"] == recall_id.as_str())
             });
-        if listed { Ok(metrics) } else { Err(metrics.body.to_string()) }
+        if listed {
+            Ok(metrics)
+        } else {
+            Err(metrics.body.to_string())
+        }
     })
     .await;
     assert!(

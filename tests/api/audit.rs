@@ -386,7 +386,11 @@ async fn a_full_verification_is_the_organizations_and_a_project_learns_no_sequen
     refused.assert_problem(403, "forbidden");
     let verified = verify(&key).await;
     assert_eq!(verified["verified"], true, "{verified}");
-    for field in ["recomputed_from_sequence", "anchored_sequence", "keyed_since"] {
+    for field in [
+        "recomputed_from_sequence",
+        "anchored_sequence",
+        "keyed_since",
+    ] {
         assert!(
             verified[field].is_null(),
             "a project key learns no organization sequence ({field}): {verified}"
@@ -428,7 +432,10 @@ async fn a_full_verification_is_the_organizations_and_a_project_learns_no_sequen
     assert_eq!(page["chain"]["verified"], true, "{page}");
     assert_eq!(page["chain"]["recomputed_from_sequence"], 1, "{page}");
     let (status, retry_after, page) = audit_page(true).await;
-    assert_eq!(status, 429, "a second full verification within a minute: {page}");
+    assert_eq!(
+        status, 429,
+        "a second full verification within a minute: {page}"
+    );
     assert!(
         retry_after.is_some_and(|seconds| seconds.parse::<u64>().is_ok_and(|seconds| seconds >= 1)),
         "{page}"

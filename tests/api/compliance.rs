@@ -1723,7 +1723,12 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
     let in_stores = |exported: std::collections::BTreeMap<String, usize>| {
         stores
             .iter()
-            .map(|store| (store.to_string(), exported.get(*store).copied().unwrap_or(0)))
+            .map(|store| {
+                (
+                    store.to_string(),
+                    exported.get(*store).copied().unwrap_or(0),
+                )
+            })
             .collect::<std::collections::BTreeMap<_, _>>()
     };
     let none: std::collections::BTreeMap<String, usize> =
@@ -1733,7 +1738,11 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
     // The unheld subject's records go…
     engram_tests::eventually("the sweeper to remove otto's old records", || async {
         let otto = in_stores(exported_types(client, "otto").await);
-        if otto == none { Ok(()) } else { Err(format!("{otto:?}")) }
+        if otto == none {
+            Ok(())
+        } else {
+            Err(format!("{otto:?}"))
+        }
     })
     .await;
     // …and the held subject keeps one record in every store, after the same sweeps.
@@ -1754,9 +1763,16 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
     );
     // Lifting the hold lets retention run again.
     flags(false).await;
-    engram_tests::eventually("the sweeper to remove hana's old records once the hold is lifted", || async {
-        let hana = in_stores(exported_types(client, "hana").await);
-        if hana == none { Ok(()) } else { Err(format!("{hana:?}")) }
-    })
+    engram_tests::eventually(
+        "the sweeper to remove hana's old records once the hold is lifted",
+        || async {
+            let hana = in_stores(exported_types(client, "hana").await);
+            if hana == none {
+                Ok(())
+            } else {
+                Err(format!("{hana:?}"))
+            }
+        },
+    )
     .await;
 }

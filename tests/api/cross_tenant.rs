@@ -313,9 +313,9 @@ impl Operation {
             | Operation::RateRecall { .. }
             | Operation::IdempotentAdd { .. } => Needs::Write,
             Operation::Delete { .. } => Needs::Delete,
-            Operation::GetTask { .. } | Operation::ListEvalSets { .. } | Operation::GetEvalSet { .. } => {
-                Needs::Admin
-            }
+            Operation::GetTask { .. }
+            | Operation::ListEvalSets { .. }
+            | Operation::GetEvalSet { .. } => Needs::Admin,
             Operation::CreateEvalSet { .. } => Needs::AdminAndRead,
             Operation::List { .. }
             | Operation::Search { .. }
@@ -745,19 +745,25 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
         Operation::PostMessages { session: at, .. } => (
             Method::POST,
             format!("{}/messages", session(*at)),
-            json(json!({"messages": [{"role": "user", "content": "A refused message."}], "derive_memories": false})),
+            json(
+                json!({"messages": [{"role": "user", "content": "A refused message."}], "derive_memories": false}),
+            ),
         ),
         Operation::ListMessages { session: at, .. } => (
             Method::GET,
             format!("{}/messages", session(*at)),
             RefusedBody::None,
         ),
-        Operation::PutState { session: at, key, .. } => (
+        Operation::PutState {
+            session: at, key, ..
+        } => (
             Method::PUT,
             format!("{}/state/{}", session(*at), STATE_KEYS[*key]),
             json(json!({"value": "refused"})),
         ),
-        Operation::GetState { session: at, key, .. } => (
+        Operation::GetState {
+            session: at, key, ..
+        } => (
             Method::GET,
             format!("{}/state/{}", session(*at), STATE_KEYS[*key]),
             RefusedBody::None,
@@ -1351,7 +1357,11 @@ async fn run_operation(
             ] {
                 let response = send(tenants.client(by), Method::GET, &path, None).await;
                 // Cases are content: an admin-only key is refused them.
-                let wanted = if content && by.limited.is_some() { 403 } else { wanted };
+                let wanted = if content && by.limited.is_some() {
+                    403
+                } else {
+                    wanted
+                };
                 expect(&response, &[wanted], &path)?;
                 checked(world, kind, by.audience(), &response, &[set_id.as_str()])?;
             }
@@ -1488,7 +1498,10 @@ async fn three_organizations_of_two_projects(server: &TestServer) -> Tenants {
     let mut admin_keys = Vec::new();
     let mut write_keys = Vec::new();
     for key in &keys {
-        for (scope, keys_of_scope) in [("admin", &mut admin_keys), ("memories:write", &mut write_keys)] {
+        for (scope, keys_of_scope) in [
+            ("admin", &mut admin_keys),
+            ("memories:write", &mut write_keys),
+        ] {
             let created = send(
                 key,
                 Method::POST,

@@ -649,7 +649,9 @@ impl Fixture {
         if route.path.contains("{recall}") {
             let found = self
                 .admin
-                .search(json!({"query": format!("{SEEDED}: what did alice ask?"), "user_id": "alice"}))
+                .search(
+                    json!({"query": format!("{SEEDED}: what did alice ask?"), "user_id": "alice"}),
+                )
                 .await;
             let id = found.body["recall_id"].as_str().unwrap().to_string();
             // Recall events are written off the search's path: wait until it is readable.
@@ -834,14 +836,25 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
         .search(json!({"query": format!("{SEEDED}: a question nothing answers"), "user_id": "alice", "min_score": 1.0}))
         .await;
     assert_eq!(unanswered.status, 200, "{}", unanswered.body);
-    assert_eq!(unanswered.body["results"], json!([]), "a search nothing answers");
+    assert_eq!(
+        unanswered.body["results"],
+        json!([]),
+        "a search nothing answers"
+    );
     let unanswered_id = unanswered.body["recall_id"].as_str().unwrap().to_string();
     engram_tests::eventually("the empty search's recall event to be stored", || async {
         let stored = fixture
             .admin
-            .send(fixture.admin.request(reqwest::Method::GET, &format!("/v1/recalls/{unanswered_id}")))
+            .send(fixture.admin.request(
+                reqwest::Method::GET,
+                &format!("/v1/recalls/{unanswered_id}"),
+            ))
             .await;
-        if stored.status == 200 { Ok(()) } else { Err(stored.body.to_string()) }
+        if stored.status == 200 {
+            Ok(())
+        } else {
+            Err(stored.body.to_string())
+        }
     })
     .await;
     let own_ids = [own_memory["id"].as_str().unwrap().to_string()];

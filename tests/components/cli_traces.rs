@@ -44,6 +44,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         cors_allowed_origins: Vec::new(),
         trusted_proxies: Vec::new(),
         tombstone_retention_hours: 720,
+        idempotency_ttl_hours: 24,
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,
         consolidation_interval_secs: 0,

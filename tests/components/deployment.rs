@@ -485,7 +485,8 @@ fn the_ingress_setting_points_at_trusted_proxies() {
     );
     let notes = read("helm/engram/templates/NOTES.txt");
     assert!(
-        notes.contains(".Values.ingress.enabled") && notes.contains(".Values.config.trustedProxies"),
+        notes.contains(".Values.ingress.enabled")
+            && notes.contains(".Values.config.trustedProxies"),
         "NOTES.txt warns about an ingress without trusted proxies"
     );
 }

@@ -2506,3 +2506,174 @@ async fn an_evaluation_run_exists_when_its_task_can_be_claimed(storage: Storage)
     );
 }
 on_both_databases!(an_evaluation_run_exists_when_its_task_can_be_claimed);
+
+/// Idempotency answers are found by index, never by reading every body: each answer lists
+/// its memories and their end-users, so erasing one end-user beside 300 answers of another
+/// blanks exactly the one answer naming them (and drops the index rows holding their id);
+/// a retry of it writes nothing, the others still replay. Answers stored before a cutoff are
+/// purged with their index rows, after which a retry writes anew.
+async fn idempotency_answers_are_found_by_index_and_expire(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let stored_under = |key: String, user: &'static str| {
+        let storage = storage.clone();
+        async move {
+            storage
+                .insert_memories(
+                    &scope,
+                    vec![draft(&format!("{user} said something"), Some(user), None)],
+                    &system_actor(),
+                    Some(IdempotencyClaim {
+                        key,
+                        request_fingerprint: "same".to_string(),
+                    }),
+                    render,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    for n in 0..300 {
+        assert!(matches!(
+            stored_under(format!("ben-{n}"), "ben").await,
+            InsertOutcome::Inserted { .. }
+        ));
+    }
+    assert!(matches!(
+        stored_under("ana-1".to_string(), "ana").await,
+        InsertOutcome::Inserted { .. }
+    ));
+    assert_eq!(
+        storage
+            .count_idempotency_records_naming_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        storage
+            .erase_subject_idempotency_records(&scope, "ana")
+            .await
+            .unwrap(),
+        1,
+        "exactly ana's answer is blanked"
+    );
+    assert_eq!(
+        storage
+            .count_idempotency_records_naming_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        0
+    );
+    assert!(matches!(
+        stored_under("ana-1".to_string(), "ana").await,
+        InsertOutcome::AnswerErased
+    ));
+    assert!(matches!(
+        stored_under("ben-7".to_string(), "ben").await,
+        InsertOutcome::Replayed { .. }
+    ));
+    assert_eq!(
+        storage
+            .count_idempotency_records_naming_subject(&scope, "ben")
+            .await
+            .unwrap(),
+        300
+    );
+    let purged = engram_storage::MaintenanceStore::new(storage.clone())
+        .purge_idempotency_answers_stored_before(chrono::Utc::now() + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert_eq!(purged, 301, "every answer was stored before the cutoff");
+    assert_eq!(
+        storage
+            .count_idempotency_records_naming_subject(&scope, "ben")
+            .await
+            .unwrap(),
+        0,
+        "their index rows went with them"
+    );
+    assert!(matches!(
+        stored_under("ben-7".to_string(), "ben").await,
+        InsertOutcome::Inserted { .. }
+    ));
+}
+on_both_databases!(idempotency_answers_are_found_by_index_and_expire);
+
+/// Answers stored before the index existed are listed from their bodies when storage opens:
+/// a delete then blanks them like any other.
+#[tokio::test]
+async fn answers_stored_before_the_index_are_indexed_when_storage_opens() {
+    use sqlx::Connection;
+    let (storage, directory) = sqlite_storage().await;
+    let (scope, _) = project(&storage, None).await;
+    // The API's shape of an answer: memories with their ids and end-users.
+    let api_answer = |memories: &[engram_core::Memory]| {
+        let listed: Vec<serde_json::Value> = memories
+            .iter()
+            .map(|memory| serde_json::json!({"id": memory.id.to_string(), "user_id": "ana", "content": memory.content}))
+            .collect();
+        (201, serde_json::json!({"memories": listed}).to_string())
+    };
+    let InsertOutcome::Inserted { memories, .. } = storage
+        .insert_memories(
+            &scope,
+            vec![draft("An old answer", Some("ana"), None)],
+            &system_actor(),
+            Some(IdempotencyClaim {
+                key: "old".to_string(),
+                request_fingerprint: "same".to_string(),
+            }),
+            api_answer,
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("stored")
+    };
+    drop(storage);
+    // As a database from before the index holds it: no index rows, not marked indexed.
+    let path = directory.path().join("test.db");
+    let mut raw = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rw", path.display()))
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM idempotency_answer_memories")
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE idempotency_records SET indexed = 0")
+        .execute(&mut raw)
+        .await
+        .unwrap();
+    raw.close().await.unwrap();
+    let storage = Storage::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    assert_eq!(
+        storage
+            .count_idempotency_records_naming_subject(&scope, "ana")
+            .await
+            .unwrap(),
+        1,
+        "the old answer is indexed by its end-user"
+    );
+    storage
+        .delete_memory_with_reason(&scope, memories[0].id, None, &system_actor())
+        .await
+        .unwrap();
+    assert!(matches!(
+        storage
+            .insert_memories(
+                &scope,
+                vec![draft("An old answer", Some("ana"), None)],
+                &system_actor(),
+                Some(IdempotencyClaim {
+                    key: "old".to_string(),
+                    request_fingerprint: "same".to_string(),
+                }),
+                api_answer,
+            )
+            .await
+            .unwrap(),
+        InsertOutcome::AnswerErased
+    ));
+}

@@ -750,6 +750,7 @@ pub(crate) fn bench_serve_arguments(
         cors_allowed_origins: Vec::new(),
         trusted_proxies: Vec::new(),
         tombstone_retention_hours: 720,
+        idempotency_ttl_hours: 24,
         retention_sweep_interval_secs: 3600,
         usage_sample_interval_secs: 3600,
         consolidation_interval_secs: 0,

@@ -92,6 +92,10 @@ pub struct ServeArgs {
     /// late or replayed index write for it is recognised; the worker purges older ones.
     #[arg(long, env = "ENGRAM_TOMBSTONE_RETENTION_HOURS", default_value_t = 720)]
     pub tombstone_retention_hours: u64,
+    /// Hours a stored `Idempotency-Key` answer is kept: a retry within them gets the first
+    /// answer; the hourly purge removes older ones, and a retry after that writes anew.
+    #[arg(long, env = "ENGRAM_IDEMPOTENCY_TTL_HOURS", default_value_t = 24)]
+    pub idempotency_ttl_hours: u64,
     /// Seconds between two retention sweeps (memories past `expires_at` or their kind's
     /// retention, and the records of every store past the project's `store_retention_days`
     /// or `recall_event_retention_days`, are hard-deleted; the first sweep runs at start).
@@ -626,6 +630,9 @@ impl EngramConfig {
                 tombstone_retention: Duration::from_secs(
                     arguments.tombstone_retention_hours.saturating_mul(3600),
                 ),
+                idempotency_ttl: Duration::from_secs(
+                    arguments.idempotency_ttl_hours.max(1).saturating_mul(3600),
+                ),
                 retention_sweep_interval: Duration::from_secs(
                     arguments.retention_sweep_interval_secs.max(1),
                 ),
@@ -951,6 +958,11 @@ impl fmt::Display for EngramConfig {
             f,
             "  tombstones kept {} h",
             self.jobs.tombstone_retention.as_secs() / 3600
+        )?;
+        writeln!(
+            f,
+            "  idempotency answers kept {} h",
+            self.jobs.idempotency_ttl.as_secs() / 3600
         )?;
         writeln!(
             f,

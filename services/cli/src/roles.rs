@@ -190,6 +190,7 @@ pub fn spawn_jobs(
             BackgroundJob::TombstonePurge => tokio::spawn(engram_worker::run_tombstone_purge(
                 storage,
                 settings.tombstone_retention,
+                settings.idempotency_ttl,
                 TOMBSTONE_PURGE_INTERVAL,
                 stop,
             )),

@@ -228,9 +228,15 @@ impl Storage {
     ) -> Result<(ApiKeyRecord, String), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let (record, presented) =
-            insert_api_key(&transaction, scope, new_key, None, Some(actor.label()), pepper)
-                .await?;
+        let (record, presented) = insert_api_key(
+            &transaction,
+            scope,
+            new_key,
+            None,
+            Some(actor.label()),
+            pepper,
+        )
+        .await?;
         append_audit_event(
             &transaction,
             scope.organization_id(),

@@ -4,8 +4,7 @@
 
 use crate::audit::append_audit_event;
 use crate::entities::{
-    erasure_ledger, idempotency_records, index_outbox, memories, memory_history, memory_tombstones,
-    projects,
+    erasure_ledger, index_outbox, memories, memory_history, memory_tombstones, projects,
 };
 use crate::memories::memory_from_model;
 use crate::{Storage, StorageError};
@@ -390,100 +389,6 @@ impl Storage {
         ))
     }
 
-    /// Erase the answers of the project's idempotency records that mention the subject
-    /// (`"user_id":"<id>"`, as every memory in a stored answer carries its user): a retry
-    /// must neither bring back erased content nor write it anew.
-    pub async fn erase_subject_idempotency_records(
-        &self,
-        scope: &ProjectScope,
-        user_id: &str,
-    ) -> Result<u64, StorageError> {
-        let keys = self.idempotency_records_mentioning(scope, user_id).await?;
-        // Keys written before end-users were named by digest carry the raw id
-        // (`client:user:<length>:<id>:…`): those records go entirely.
-        let legacy_prefix = format!("client:user:{}:{user_id}:", user_id.len());
-        let legacy: Vec<String> = idempotency_records::Entity::find()
-            .select_only()
-            .column(idempotency_records::Column::IdempotencyKey)
-            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .into_tuple::<String>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .into_iter()
-            .filter(|key| key.starts_with(&legacy_prefix))
-            .collect();
-        if keys.is_empty() && legacy.is_empty() {
-            return Ok(0);
-        }
-        let _permit = self.write_permit().await;
-        let mut removed = 0;
-        for chunk in legacy.chunks(500) {
-            idempotency_records::Entity::delete_many()
-                .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
-                .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
-                .exec(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?;
-        }
-        // Kept as erased answers, not removed: a retry must not write the content anew.
-        for chunk in keys.chunks(500) {
-            removed += idempotency_records::Entity::update_many()
-                .col_expr(
-                    idempotency_records::Column::ResponseStatus,
-                    sea_orm::sea_query::Expr::value(crate::memories::ERASED_ANSWER_STATUS),
-                )
-                .col_expr(
-                    idempotency_records::Column::ResponseBody,
-                    sea_orm::sea_query::Expr::value(String::new()),
-                )
-                .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
-                .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
-                .exec(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?
-                .rows_affected;
-        }
-        Ok(removed)
-    }
-
-    async fn idempotency_records_mentioning(
-        &self,
-        scope: &ProjectScope,
-        user_id: &str,
-    ) -> Result<Vec<String>, StorageError> {
-        let needle = format!(
-            "\"user_id\":{}",
-            serde_json::Value::String(user_id.to_string())
-        );
-        let records = idempotency_records::Entity::find()
-            .select_only()
-            .column(idempotency_records::Column::IdempotencyKey)
-            .column(idempotency_records::Column::ResponseBody)
-            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .into_tuple::<(String, String)>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(records
-            .into_iter()
-            .filter(|(_, body)| body.contains(&needle))
-            .map(|(key, _)| key)
-            .collect())
-    }
-
-    /// Stored answers that still name the subject (erasure verification).
-    pub async fn count_idempotency_records_naming_subject(
-        &self,
-        scope: &ProjectScope,
-        user_id: &str,
-    ) -> Result<u64, StorageError> {
-        Ok(self
-            .idempotency_records_mentioning(scope, user_id)
-            .await?
-            .len() as u64)
-    }
-
     /// History rows of these memories (erasure verification).
     pub async fn count_history_of_memories(
         &self,
@@ -809,7 +714,7 @@ async fn remove_memory_rows(
     .exec_without_returning(transaction)
     .await
     .map_err(StorageError::from_db)?;
-    crate::memories::erase_idempotency_answers(transaction, scope, &ids).await?;
+    crate::idempotency::erase_idempotency_answers(transaction, scope, &ids).await?;
     Ok(history_deleted)
 }
 

@@ -11,6 +11,7 @@ mod error;
 pub mod feedback;
 pub mod files;
 pub mod governance;
+mod idempotency;
 pub mod members;
 pub mod memories;
 pub mod outbox;
@@ -195,6 +196,14 @@ impl Storage {
         Migrator::up(&storage.connection, None)
             .await
             .map_err(StorageError::from_db)?;
+        // Answers stored before they were indexed at write time are indexed once, here.
+        let listed = storage.index_idempotency_answers().await?;
+        if listed > 0 {
+            tracing::info!(
+                listed,
+                "indexed stored idempotency answers by memory and end-user"
+            );
+        }
         Ok(storage)
     }
 

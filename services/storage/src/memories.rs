@@ -60,42 +60,6 @@ pub enum InsertOutcome {
 /// The stored status of an idempotency answer whose content was erased (no HTTP status is 0).
 pub const ERASED_ANSWER_STATUS: i32 = 0;
 
-/// Inside `transaction`: every stored idempotency answer of the project that names one of
-/// `memory_ids` (and so may carry its content) keeps its key and fingerprint but loses its
-/// answer, so a retry is told the answer is gone and writes nothing. Returns how many.
-pub(crate) async fn erase_idempotency_answers(
-    transaction: &crate::WriteTransaction,
-    scope: &ProjectScope,
-    memory_ids: &[uuid::Uuid],
-) -> Result<u64, StorageError> {
-    let mut erased = 0;
-    // A UUID's text never occurs by accident (and holds no LIKE wildcard).
-    for chunk in memory_ids.chunks(50) {
-        let mut naming_any = Condition::any();
-        for memory_id in chunk {
-            naming_any = naming_any
-                .add(idempotency_records::Column::ResponseBody.contains(memory_id.to_string()));
-        }
-        erased += idempotency_records::Entity::update_many()
-            .col_expr(
-                idempotency_records::Column::ResponseStatus,
-                Expr::value(ERASED_ANSWER_STATUS),
-            )
-            .col_expr(
-                idempotency_records::Column::ResponseBody,
-                Expr::value(String::new()),
-            )
-            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(idempotency_records::Column::ResponseStatus.ne(ERASED_ANSWER_STATUS))
-            .filter(naming_any)
-            .exec(transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .rows_affected;
-    }
-    Ok(erased)
-}
-
 /// A change to an existing memory. `None` leaves a field as it is.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryPatch {
@@ -699,6 +663,7 @@ impl Storage {
                 response_status: Set(i32::from(status)),
                 response_body: Set(body),
                 created_at: Set(now),
+                indexed: Set(true),
             })
             .exec(&transaction)
             .await
@@ -709,6 +674,26 @@ impl Storage {
                     StorageError::from_db(error)
                 }
             })?;
+            // Listed by memory and end-user: deletes and erasure find this answer by index.
+            let named: Vec<(uuid::Uuid, Option<String>)> = stored
+                .iter()
+                .map(|memory| {
+                    (
+                        memory.id.as_uuid(),
+                        memory
+                            .user_id
+                            .as_ref()
+                            .map(|user| user.as_str().to_string()),
+                    )
+                })
+                .collect();
+            crate::idempotency::record_answer_memories(
+                &transaction,
+                scope.project_id().as_uuid(),
+                &claim.key,
+                &named,
+            )
+            .await?;
         }
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(InsertOutcome::Inserted {
@@ -1014,7 +999,8 @@ impl Storage {
             ),
         )
         .await?;
-        erase_idempotency_answers(&transaction, scope, &[memory_id.as_uuid()]).await?;
+        crate::idempotency::erase_idempotency_answers(&transaction, scope, &[memory_id.as_uuid()])
+            .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())

@@ -267,11 +267,18 @@ impl SubjectStore {
             SubjectStore::Idempotency => declare(
                 "idempotency",
                 None,
-                &[SubjectTable {
-                    table: "idempotency_records",
-                    subject_columns: &["idempotency_key", "response_body"],
-                    json_paths: &["$.memories[*].user_id", "$.memories[*].content"],
-                }],
+                &[
+                    SubjectTable {
+                        table: "idempotency_records",
+                        subject_columns: &["idempotency_key", "response_body"],
+                        json_paths: &["$.memories[*].user_id", "$.memories[*].content"],
+                    },
+                    SubjectTable {
+                        table: "idempotency_answer_memories",
+                        subject_columns: &["user_id", "memory_id"],
+                        json_paths: &[],
+                    },
+                ],
                 "stored answers naming the subject (\"user_id\"); erasure blanks them so a retry gets 409 and writes nothing. Exported as the memories they hold",
                 StoreRetention::WithItsSource(
                     "stored answers expire with their key, and a deleted, expired or erased memory's content is blanked from them at once",

@@ -95,6 +95,8 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
 pub struct JobSettings {
     pub reconcile_interval: Duration,
     pub tombstone_retention: Duration,
+    /// How long a stored idempotency answer is kept; the purge removes older ones.
+    pub idempotency_ttl: Duration,
     pub retention_sweep_interval: Duration,
     pub usage_sample_interval: Duration,
     /// `None`: no scheduled consolidation.
@@ -139,6 +141,24 @@ pub async fn run_reconciler(
 }
 
 pub const TOMBSTONES_PURGED_TOTAL: &str = "engram_tombstones_purged_total";
+pub const IDEMPOTENCY_ANSWERS_EXPIRED_TOTAL: &str = "engram_idempotency_answers_expired_total";
+
+/// Drop idempotency answers stored more than `ttl` ago (a retry after that writes anew);
+/// returns how many went.
+pub async fn purge_expired_idempotency_answers(
+    storage: &engram_storage::MaintenanceStore,
+    ttl: Duration,
+) -> Result<u64, engram_storage::StorageError> {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let cutoff = chrono::Utc::now()
+        .checked_sub_signed(ttl)
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+    let purged = storage
+        .purge_idempotency_answers_stored_before(cutoff)
+        .await?;
+    metrics::counter!(IDEMPOTENCY_ANSWERS_EXPIRED_TOTAL).increment(purged);
+    Ok(purged)
+}
 
 /// Drop tombstones older than `retention`; returns how many went.
 pub async fn purge_expired_tombstones(
@@ -154,15 +174,17 @@ pub async fn purge_expired_tombstones(
     Ok(purged)
 }
 
-/// Purge expired tombstones every `interval` until `shutdown`. Every worker may run it: the
-/// purge is one idempotent DELETE.
+/// Purge expired tombstones and idempotency answers every `interval` until `shutdown`.
+/// Every worker may run it: each purge is a series of idempotent DELETEs.
 pub async fn run_tombstone_purge(
     storage: engram_storage::MaintenanceStore,
     retention: Duration,
+    idempotency_ttl: Duration,
     interval: Duration,
     shutdown: watch::Receiver<bool>,
 ) {
     metrics::counter!(TOMBSTONES_PURGED_TOTAL).increment(0);
+    metrics::counter!(IDEMPOTENCY_ANSWERS_EXPIRED_TOTAL).increment(0);
     let schedule = Schedule {
         name: "tombstone purge",
         interval,
@@ -174,6 +196,13 @@ pub async fn run_tombstone_purge(
             Ok(0) => {}
             Ok(purged) => tracing::info!(purged, "purged expired tombstones"),
             Err(error) => tracing::warn!(%error, "tombstone purge failed; retrying next period"),
+        }
+        match purge_expired_idempotency_answers(storage, idempotency_ttl).await {
+            Ok(0) => {}
+            Ok(purged) => tracing::info!(purged, "purged expired idempotency answers"),
+            Err(error) => {
+                tracing::warn!(%error, "idempotency answer purge failed; retrying next period")
+            }
         }
     })
     .await;

@@ -6,7 +6,6 @@ use engram_core::principal::Credential;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{FieldError, InvalidInput, MemoryId, Operation, Principal};
 
-
 #[derive(Clone, Debug)]
 pub struct EditMemoryRequest {
     pub memory_id: MemoryId,

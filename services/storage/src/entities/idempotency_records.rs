@@ -11,6 +11,8 @@ pub struct Model {
     pub response_status: i32,
     pub response_body: String,
     pub created_at: DateTimeUtc,
+    /// Its memories are listed in `idempotency_answer_memories`.
+    pub indexed: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

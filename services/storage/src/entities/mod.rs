@@ -14,6 +14,7 @@ pub(crate) mod eval_runs;
 pub(crate) mod eval_sets;
 pub(crate) mod feedback;
 pub(crate) mod files;
+pub(crate) mod idempotency_answer_memories;
 pub(crate) mod idempotency_records;
 pub(crate) mod index_outbox;
 pub(crate) mod llm_calls;
