@@ -1776,3 +1776,83 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
     )
     .await;
 }
+
+/// What one writer's idempotency answers cost an erasure of someone else: 100,000 stored
+/// answers of ben (about 1 KiB each, written straight into the database as a busy writer
+/// would leave them) beside ada's one. The erasure finds ada's answer by index, blanks it,
+/// and never reads ben's bodies; the server's peak resident memory before and after the
+/// erasure is printed (a figure, not a bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erasure_beside_100000_idempotency_answers_reads_none_of_them() {
+    use sqlx::Connection;
+    const ANSWERS: usize = 100_000;
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let written = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "ada-once")
+                .json(&json!({"memories": [{"content": "Ada's private note.", "user_id": "ada"}]})),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+
+    let database = server.data_dir.join("engram.db");
+    let mut writer =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rw", database.display()))
+            .await
+            .unwrap();
+    let filler = "x".repeat(900);
+    let project = uuid::Uuid::parse_str(&server.bootstrap.project_id).unwrap();
+    let now = chrono::Utc::now().to_rfc3339();
+    let mut transaction = sqlx::Connection::begin(&mut writer).await.unwrap();
+    for n in 0..ANSWERS {
+        let memory_id = uuid::Uuid::now_v7();
+        let body = format!(
+            r#"{{"memories":[{{"id":"{memory_id}","user_id":"ben","content":"Ben's note {n}: {filler}"}}]}}"#
+        );
+        // UUIDs as the storage layer writes them on SQLite: 16 bytes.
+        sqlx::query(
+            "INSERT INTO idempotency_records (project_id, idempotency_key, request_fingerprint, response_status, response_body, created_at, indexed) VALUES (?, ?, 'f', 201, ?, ?, 1)",
+        )
+        .bind(project.as_bytes().to_vec())
+        .bind(format!("client:key:filler:{n}"))
+        .bind(body)
+        .bind(&now)
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO idempotency_answer_memories (project_id, idempotency_key, memory_id, user_id) VALUES (?, ?, ?, 'ben')",
+        )
+        .bind(project.as_bytes().to_vec())
+        .bind(format!("client:key:filler:{n}"))
+        .bind(memory_id.as_bytes().to_vec())
+        .execute(&mut *transaction)
+        .await
+        .unwrap();
+    }
+    transaction.commit().await.unwrap();
+    writer.close().await.unwrap();
+
+    let peak_before = engram_tests::peak_resident_bytes_of(server.pid()).unwrap_or(0);
+    let (task, seconds) = erase(&client, "ada").await;
+    let peak_after = engram_tests::peak_resident_bytes_of(server.pid()).unwrap_or(0);
+    assert_eq!(task["status"], "succeeded", "{task}");
+    eprintln!(
+        "erasure beside {ANSWERS} idempotency answers of another end-user: {seconds:.2} s; server peak RSS {:.1} MiB before, {:.1} MiB after (+{:.1} MiB)",
+        peak_before as f64 / 1_048_576.0,
+        peak_after as f64 / 1_048_576.0,
+        peak_after.saturating_sub(peak_before) as f64 / 1_048_576.0
+    );
+    let retried = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/memories")
+                .header("Idempotency-Key", "ada-once")
+                .json(&json!({"memories": [{"content": "Ada's private note.", "user_id": "ada"}]})),
+        )
+        .await;
+    retried.assert_problem(409, "idempotent-result-erased");
+}

@@ -748,10 +748,19 @@ pub fn set_price(
 
 /// The resident memory of process `pid` now (`VmRSS` of `/proc/<pid>/status`), bytes.
 pub fn resident_bytes_of(pid: u32) -> Option<u64> {
+    status_bytes_of(pid, "VmRSS:")
+}
+
+/// The most resident memory process `pid` has held since it started (`VmHWM`), bytes.
+pub fn peak_resident_bytes_of(pid: u32) -> Option<u64> {
+    status_bytes_of(pid, "VmHWM:")
+}
+
+fn status_bytes_of(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: u64 = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .find_map(|line| line.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()
