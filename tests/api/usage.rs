@@ -638,3 +638,103 @@ async fn report_dates_outside_their_range_are_refused_with_the_field() {
         .await;
     assert_eq!(widest.status, 200, "{}", widest.body);
 }
+
+/// Evaluation runs are searches like any other: a run of 3 cases compared with a second
+/// profile bills 6 searches (and the tokens of its queries) under `system:evaluation`, and a
+/// run the month's search quota cannot hold is refused at once, naming the quota, with
+/// nothing queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn evaluation_runs_are_metered_and_held_to_the_search_quota() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let added = client
+        .add(json!([
+            {"content": "Lena drinks green tea.", "user_id": "lena"},
+            {"content": "Lena lives in Porto.", "user_id": "lena"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let put_profile = client
+        .send(
+            client
+                .request(reqwest::Method::PUT, "/v1/retrieval-profiles/keyword")
+                .json(&json!({"parameters": {"retrieval": "keyword"}})),
+        )
+        .await;
+    assert_eq!(put_profile.status, 200, "{}", put_profile.body);
+    let cases: Vec<Value> = ["what does lena drink", "where does lena live", "tea"]
+        .iter()
+        .map(|query| json!({"query": query, "user_id": "lena", "expected_contents": ["Lena"]}))
+        .collect();
+    let set = client
+        .send(
+            client
+                .request(reqwest::Method::POST, "/v1/eval-sets")
+                .json(&json!({"name": "metered", "cases": cases})),
+        )
+        .await;
+    assert_eq!(set.status, 201, "{}", set.body);
+    let set_id = set.body["id"].as_str().unwrap().to_string();
+    let before = usage(&client, "").await["totals"]["searches"]
+        .as_i64()
+        .unwrap_or(0);
+    let started = client
+        .send(
+            client
+                .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                .json(&json!({"compare_profile": "keyword"})),
+        )
+        .await;
+    assert_eq!(started.status, 202, "{}", started.body);
+    let run_id = started.body["run"]["id"].as_str().unwrap().to_string();
+    engram_tests::eventually("the evaluation run to succeed", || async {
+        let run = client
+            .send(client.request(
+                reqwest::Method::GET,
+                &format!("/v1/eval-sets/{set_id}/runs/{run_id}"),
+            ))
+            .await;
+        match run.body["status"].as_str() {
+            Some("succeeded") => Ok(()),
+            Some("failed") => panic!("{}", run.body),
+            _ => Err(run.body.to_string()),
+        }
+    })
+    .await;
+    let billed = totals_reach(&client, json!({"searches": before + 6})).await;
+    let evaluation_searches: i64 = billed["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["unit"] == "searches" && row["credential"] == "system:evaluation")
+        .map(|row| row["quantity"].as_i64().unwrap())
+        .sum();
+    assert_eq!(evaluation_searches, 6, "{billed}");
+
+    // A quota that cannot hold another run's 6 searches refuses it, naming the quota.
+    let limits = client
+        .send(
+            client
+                .request(reqwest::Method::PUT, "/v1/project/limits")
+                .json(&json!({"monthly_quotas": {"searches": before + 8}})),
+        )
+        .await;
+    assert_eq!(limits.status, 200, "{}", limits.body);
+    let refused = client
+        .send(
+            client
+                .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                .json(&json!({"compare_profile": "keyword"})),
+        )
+        .await;
+    refused.assert_problem(429, "quota-exceeded");
+    let runs = client
+        .send(client.request(reqwest::Method::GET, &format!("/v1/eval-sets/{set_id}/runs")))
+        .await;
+    assert_eq!(
+        runs.body["runs"].as_array().map(Vec::len),
+        Some(1),
+        "the refused run was not queued: {}",
+        runs.body
+    );
+}

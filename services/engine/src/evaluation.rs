@@ -16,6 +16,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use std::time::Instant;
 
+/// Who evaluation runs are billed to in usage: the project's evaluation, not a caller.
+pub const EVALUATION_CREDENTIAL: &str = "system:evaluation";
+
 /// How one labelled query fared.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CaseResult {
@@ -194,6 +197,18 @@ impl MemoryEngine {
                 .search(&engram_core::MemoryScope::project_wide(*scope), request)
                 .await?;
             let micros = started.elapsed().as_micros() as u64;
+            self.meter.record(
+                scope,
+                EVALUATION_CREDENTIAL,
+                engram_core::usage::UsageUnit::Searches,
+                1,
+            );
+            self.meter.record(
+                scope,
+                EVALUATION_CREDENTIAL,
+                engram_core::usage::UsageUnit::TokensEmbedded,
+                outcome.tokens_embedded,
+            );
             latencies_micros.push(micros);
             let results: Vec<(String, String)> = outcome
                 .results
@@ -266,6 +281,24 @@ impl MemoryEngine {
         }
         let profiles = 1 + usize::from(run.compare_profile.is_some());
         let total = cases.len() * profiles;
+        // Every case is a search like any other: admitted against the project's limits
+        // before the run, metered as it goes (a scheduled run has no caller to refuse, so
+        // it fails naming the limit).
+        self.spend_guard
+            .admit(
+                scope,
+                &[
+                    engram_core::usage::PlannedSpend {
+                        unit: engram_core::usage::UsageUnit::Searches,
+                        quantity: total as u64,
+                    },
+                    engram_core::usage::PlannedSpend {
+                        unit: engram_core::usage::UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
         let primary = self
             .evaluate_profile(scope, &set, &cases, &run.profile, |done| {
                 progress(done, total)

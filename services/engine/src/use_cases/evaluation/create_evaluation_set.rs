@@ -10,6 +10,10 @@ pub const MAX_CASES_PER_SET: u64 = 10_000;
 /// Shortest schedule of an evaluation set (5 minutes) and longest (30 days).
 pub const MIN_SCHEDULE_SECS: u64 = 300;
 pub const MAX_SCHEDULE_SECS: u64 = 30 * 24 * 3600;
+/// Evaluation sets a project holds at most, and how many of them may run on a schedule:
+/// one admin cannot make the shared workers search without end for one project.
+pub const MAX_SETS_PER_PROJECT: usize = 1_000;
+pub const MAX_SCHEDULED_SETS_PER_PROJECT: usize = 5;
 
 pub struct CreateEvaluationSetRequest {
     pub name: String,
@@ -64,6 +68,27 @@ impl MemoryEngine {
         }
         if !errors.is_empty() {
             return Err(InvalidInput(errors).into());
+        }
+        let existing = self.storage.eval_sets(principal.scope()).await?;
+        if existing.len() >= MAX_SETS_PER_PROJECT {
+            return Err(InvalidInput(vec![FieldError::new(
+                "name",
+                format!("a project holds at most {MAX_SETS_PER_PROJECT} evaluation sets"),
+            )])
+            .into());
+        }
+        let scheduled = existing
+            .iter()
+            .filter(|set| set.schedule_interval_secs.is_some())
+            .count();
+        if request.schedule_interval_secs.is_some() && scheduled >= MAX_SCHEDULED_SETS_PER_PROJECT {
+            return Err(InvalidInput(vec![FieldError::new(
+                "schedule_interval_secs",
+                format!(
+                    "a project runs at most {MAX_SCHEDULED_SETS_PER_PROJECT} evaluation sets on a schedule"
+                ),
+            )])
+            .into());
         }
         if !request.cases.is_empty() {
             // Cases probe content: creating a set with them needs what adding them needs.

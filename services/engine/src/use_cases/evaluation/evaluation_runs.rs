@@ -48,6 +48,24 @@ impl MemoryEngine {
                 .await?;
         }
         let scope = principal.scope();
+        // Refused at once when the project's limits would refuse the run's searches (the
+        // runner admits them again when it starts, for runs the scheduler queues).
+        let profiles = 1 + u64::from(request.compare_profile.is_some());
+        self.spend_guard
+            .admit(
+                scope,
+                &[
+                    engram_core::usage::PlannedSpend {
+                        unit: engram_core::usage::UsageUnit::Searches,
+                        quantity: set.cases * profiles,
+                    },
+                    engram_core::usage::PlannedSpend {
+                        unit: engram_core::usage::UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
         let run = self
             .storage
             .queue_eval_run(
