@@ -1001,6 +1001,62 @@ async fn ten_thousand_wrong_secrets_against_one_key_id_are_throttled() {
     assert!(throttled >= 10_000 - allowed as usize);
 }
 
+/// Forged keys with valid checksums and made-up ids each cost a database lookup before their
+/// client's bucket was consulted. Now a key not verified a moment ago spends its client's
+/// bucket first: every lookup is answered 401, and once the bucket is empty the rest are 429
+/// with no lookup at all (`engram_api_key_lookups_total` counts the lookups).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_keys_are_throttled_before_any_database_lookup() {
+    const FORGED: usize = 300;
+    let server = TestServer::spawn_fresh_with(&[
+        ("ENGRAM_RATE_LIMIT_BURST", "20"),
+        ("ENGRAM_RATE_LIMIT_PER_SECOND", "1"),
+    ])
+    .await
+    .unwrap();
+    let lookups = || async {
+        let page = reqwest::get(&server.metrics_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        engram_tests::metric_sample(&page, "engram_api_key_lookups_total", &[]).unwrap_or(0.0)
+            as usize
+    };
+    let before = lookups().await;
+    let http = reqwest::Client::new();
+    let mut statuses: BTreeMap<u16, usize> = BTreeMap::new();
+    for attempt in 0..FORGED {
+        let forged = engram_core::access::format_api_key(
+            engram_core::KeyEnvironment::Live,
+            &format!("{attempt:016}"),
+            &format!("{attempt:040}"),
+        );
+        let status = http
+            .get(format!("{}/v1/memories", server.base_url))
+            .bearer_auth(forged)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16();
+        *statuses.entry(status).or_default() += 1;
+    }
+    let looked_up = lookups().await - before;
+    let unknown = statuses.get(&401).copied().unwrap_or(0);
+    let throttled = statuses.get(&429).copied().unwrap_or(0);
+    eprintln!(
+        "{FORGED} forged keys with valid checksums: {unknown} looked up and refused (401), {throttled} throttled before any lookup (429); {looked_up} database lookups"
+    );
+    assert_eq!(unknown + throttled, FORGED, "{statuses:?}");
+    assert!(throttled > 0, "the client's bucket ran out: {statuses:?}");
+    assert_eq!(
+        looked_up, unknown,
+        "only the keys answered 401 cost a lookup: {statuses:?}"
+    );
+}
+
 /// A small bounded-concurrency helper (no extra crate): at most `limit` requests in flight.
 mod futures_like {
     use std::collections::VecDeque;

@@ -681,7 +681,10 @@ async fn evaluation_runs_are_metered_and_held_to_the_search_quota() {
     let started = client
         .send(
             client
-                .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/eval-sets/{set_id}/runs"),
+                )
                 .json(&json!({"compare_profile": "keyword"})),
         )
         .await;
@@ -723,13 +726,19 @@ async fn evaluation_runs_are_metered_and_held_to_the_search_quota() {
     let refused = client
         .send(
             client
-                .request(reqwest::Method::POST, &format!("/v1/eval-sets/{set_id}/runs"))
+                .request(
+                    reqwest::Method::POST,
+                    &format!("/v1/eval-sets/{set_id}/runs"),
+                )
                 .json(&json!({"compare_profile": "keyword"})),
         )
         .await;
     refused.assert_problem(429, "quota-exceeded");
     let runs = client
-        .send(client.request(reqwest::Method::GET, &format!("/v1/eval-sets/{set_id}/runs")))
+        .send(client.request(
+            reqwest::Method::GET,
+            &format!("/v1/eval-sets/{set_id}/runs"),
+        ))
         .await;
     assert_eq!(
         runs.body["runs"].as_array().map(Vec::len),

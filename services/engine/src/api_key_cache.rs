@@ -29,7 +29,15 @@ pub struct ApiKeyCache {
     /// Raised by every `forget`: a verification read before a forget is not remembered
     /// after it (it may have read the key before the revoke committed).
     generation: std::sync::atomic::AtomicU64,
+    /// Public ids of the deployment's keys, read at most every [`KNOWN_IDS_TTL`] (and added
+    /// to as keys verify here): a presented key naming one is a real key's id, whose lookup
+    /// its client need not pay for up front.
+    known_public_ids: Mutex<(std::collections::HashSet<String>, Option<Instant>)>,
 }
+
+/// How long the list of real key ids is used before it is read again: a key made by another
+/// replica meanwhile is looked up as an unknown id (its client pays for the lookup first).
+pub const KNOWN_IDS_TTL: Duration = Duration::from_secs(30);
 
 impl ApiKeyCache {
     /// The verified key of `presented_hash`, while fresh and not expired.
@@ -54,6 +62,36 @@ impl ApiKeyCache {
     /// [`Self::remember`].
     pub fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Note that a key with this public id verified here.
+    pub fn know_public_id(&self, public_id: &str) {
+        self.known_public_ids
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .0
+            .insert(public_id.to_string());
+    }
+
+    /// Whether `public_id` is a real key's, `None` when the list is due to be read again.
+    pub fn knows_public_id(&self, public_id: &str) -> Option<bool> {
+        let known = self
+            .known_public_ids
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let fresh = known
+            .1
+            .is_some_and(|read_at| read_at.elapsed() < KNOWN_IDS_TTL);
+        fresh.then(|| known.0.contains(public_id))
+    }
+
+    /// Replace the list of real key ids with what the database holds now.
+    pub fn replace_public_ids(&self, public_ids: Vec<String>) {
+        let mut known = self
+            .known_public_ids
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        *known = (public_ids.into_iter().collect(), Some(Instant::now()));
     }
 
     /// Remember `verified` unless a key was forgotten since `read_at` (its generation).

@@ -95,23 +95,30 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let verifier = CredentialVerifier::from_ref(state);
-        // A credential that does not verify spends its client address's bucket (a request
-        // without one already did, in `limit_requests_without_a_credential`).
-        let refused = |problem: ApiError| -> ApiError {
-            let bucket = crate::rate_limit::client_bucket(
-                parts
-                    .extensions
-                    .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>(),
-            );
+        let bucket = crate::rate_limit::client_bucket(
+            parts
+                .extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>(),
+        );
+        let spend_client_bucket = || -> Result<(), ApiError> {
             match verifier
                 .client_rate_limit
                 .as_ref()
                 .map(|limit| limit.check(&bucket))
             {
-                Some(Err(retry_after_seconds)) => {
-                    crate::rate_limit::rate_limited("client address", retry_after_seconds)
-                }
-                _ => problem,
+                Some(Err(retry_after_seconds)) => Err(crate::rate_limit::rate_limited(
+                    "client address",
+                    retry_after_seconds,
+                )),
+                _ => Ok(()),
+            }
+        };
+        // A credential that does not verify spends its client address's bucket (a request
+        // without one already did, in `limit_requests_without_a_credential`).
+        let refused = |problem: ApiError| -> ApiError {
+            match spend_client_bucket() {
+                Err(limited) => limited,
+                Ok(()) => problem,
             }
         };
         let Some(header_value) = parts.headers.get(AUTHORIZATION) else {
@@ -134,12 +141,23 @@ where
                     "the Authorization header must be `Bearer <token>`",
                 ))
             })?;
+        // A key of an id this process never verified costs a database lookup: its client
+        // pays for it before the lookup, so a flood of forged keys (valid checksums, made-up
+        // ids) is throttled before it reaches the database. A refusal then spends nothing
+        // more. (Guesses at a real key's id are looked up and then spend the guesser's
+        // bucket, as before: they never take the real key's budget.)
+        let looked_up = presented.starts_with(engram_core::access::API_KEY_PREFIX)
+            && !verifier.engine.knows_api_key(presented).await;
+        if looked_up {
+            spend_client_bucket()?;
+        }
         let origin = RequestOrigin::of(parts);
         let authenticated = verifier
             .engine
             .authenticate(presented, origin.actor(ActorKind::ApiKey, String::new()))
             .await?;
         let Some((principal, end_user)) = authenticated else {
+            let refused = |problem: ApiError| if looked_up { problem } else { refused(problem) };
             return Err(refused(
                 if presented.starts_with(engram_core::access::API_KEY_PREFIX) {
                     ApiError::new(

@@ -16,7 +16,7 @@ use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectS
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
@@ -256,6 +256,19 @@ impl Storage {
         .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((record, presented))
+    }
+
+    /// The public ids of every key not revoked, across projects: public parts (shown in key
+    /// lists), so a door can tell a made-up key id from a real one without a lookup each.
+    pub async fn api_key_public_ids(&self) -> Result<Vec<String>, StorageError> {
+        api_keys::Entity::find()
+            .select_only()
+            .column(api_keys::Column::PublicId)
+            .filter(api_keys::Column::RevokedAt.is_null())
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
     }
 
     /// Every key of `scope`'s project, newest first (revoked and expired ones included, so

@@ -15,7 +15,45 @@ pub struct AuthenticatedEndUser {
     pub user_id: String,
 }
 
+/// API keys looked up in the database (not answered from the verified-key cache).
+pub const API_KEY_LOOKUPS_TOTAL: &str = "engram_api_key_lookups_total";
+
 impl MemoryEngine {
+    /// Whether `presented` names a key this process knows: verified a moment ago (answered
+    /// from memory, no database work), or a key id that verified here before. A door lets
+    /// its client pay for the lookup of any other key first, so a flood of made-up key ids
+    /// is throttled before the database, while guesses at a real key's id never use up the
+    /// budget of the real key's other users behind the same address.
+    pub async fn knows_api_key(&self, presented: &str) -> bool {
+        let remembered = self.api_key_pepper().is_ok_and(|pepper| {
+            self.verified_api_keys
+                .get(&pepper.hash_secret(presented))
+                .is_some()
+        });
+        if remembered {
+            return true;
+        }
+        let Some(public_id) = engram_core::access::api_key_public_id(presented) else {
+            return false;
+        };
+        if let Some(known) = self.verified_api_keys.knows_public_id(public_id) {
+            return known;
+        }
+        // One read of the key ids for every request of the next KNOWN_IDS_TTL.
+        match self.storage.api_key_public_ids().await {
+            Ok(public_ids) => {
+                self.verified_api_keys.replace_public_ids(public_ids);
+                self.verified_api_keys
+                    .knows_public_id(public_id)
+                    .unwrap_or(false)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "could not read the key ids; treating the key as unknown");
+                false
+            }
+        }
+    }
+
     /// The principal of `presented` (an `egk_…` key or an end-user token), with `origin`'s
     /// address, user agent and request id; `None` when it proves nothing.
     pub async fn authenticate(
@@ -29,11 +67,15 @@ impl MemoryEngine {
             let verified = match self.verified_api_keys.get(&presented_hash) {
                 Some(verified) => Some(verified),
                 None => {
+                    metrics::counter!(API_KEY_LOOKUPS_TOTAL).increment(1);
                     let read_at = self.verified_api_keys.generation();
                     let verified = self.storage.verify_api_key(presented, pepper).await?;
                     if let Some(verified) = &verified {
                         self.verified_api_keys
                             .remember(presented_hash, verified.clone(), read_at);
+                        if let Some(public_id) = engram_core::access::api_key_public_id(presented) {
+                            self.verified_api_keys.know_public_id(public_id);
+                        }
                     }
                     verified
                 }
