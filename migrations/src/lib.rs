@@ -28,6 +28,7 @@ mod m0022_keyed_audit_chain;
 mod m0023_store_retention;
 mod m0024_api_key_makers;
 mod m0025_idempotency_by_index;
+mod m0026_query_cache_epoch;
 
 pub struct Migrator;
 
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0023_store_retention::Migration),
             Box::new(m0024_api_key_makers::Migration),
             Box::new(m0025_idempotency_by_index::Migration),
+            Box::new(m0026_query_cache_epoch::Migration),
         ]
     }
 }

@@ -1856,3 +1856,115 @@ async fn an_erasure_beside_100000_idempotency_answers_reads_none_of_them() {
         .await;
     retried.assert_problem(409, "idempotent-result-erased");
 }
+
+/// Erasure reaches every process: its query cache held the erased person's questions in
+/// every gateway but the one that erased, and the receipt said 0 remained. Two servers share
+/// one PostgreSQL database; the second answers a question twice (the second time from its
+/// cache: no tokens billed), the first erases the person, and the second embeds that
+/// question afresh (billed again) once it has read the project's raised epoch — its cache
+/// no longer answers with the erased text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn erasure_reaches_the_query_cache_of_every_process() {
+    let database = engram_test_postgres::create_database().await;
+    let secret: String = (0..32)
+        .map(|byte| format!("{:02x}", (byte * 7 + 3) as u8))
+        .collect();
+    let first_directory = tempfile::tempdir().unwrap();
+    let first = TestServer::spawn_with(
+        first_directory.path(),
+        &[
+            ("ENGRAM_DATABASE_URL", database.url.as_str()),
+            ("ENGRAM_SERVER_SECRET", secret.as_str()),
+        ],
+    )
+    .await
+    .unwrap();
+    let second_directory = tempfile::tempdir().unwrap();
+    let second_process = engram_tests::RoleProcess::spawn(
+        "serve",
+        &[
+            ("ENGRAM_DATABASE_URL".to_string(), database.url.clone()),
+            ("ENGRAM_SERVER_SECRET".to_string(), secret.clone()),
+            (
+                "ENGRAM_DATA_DIR".to_string(),
+                second_directory.path().display().to_string(),
+            ),
+        ],
+    )
+    .await
+    .unwrap();
+    let via_first = first.client();
+    let via_second = engram_tests::ApiClient::new(
+        second_process.base_url.as_deref().unwrap(),
+        &first.bootstrap.api_key,
+    );
+    via_first
+        .add_one(json!({"content": "Ines is treated for asthma.", "user_id": "ines"}))
+        .await;
+    // Tokens billed once `searches` searches are metered (both processes meter into the
+    // one database).
+    let tokens_after = |searches: u64| {
+        let client = &via_first;
+        async move {
+            engram_tests::eventually("the searches to be metered", || async {
+                let usage = client
+                    .send(client.request(reqwest::Method::GET, "/v1/usage"))
+                    .await
+                    .body;
+                if usage["totals"]["searches"].as_u64() == Some(searches) {
+                    Ok(usage["totals"]["tokens_embedded"].as_u64().unwrap_or(0))
+                } else {
+                    Err(usage.to_string())
+                }
+            })
+            .await
+        }
+    };
+    let question = json!({"query": "which illness is ines treated for", "user_id": "ines"});
+    let before = tokens_after(0).await;
+    assert_eq!(via_second.search(question.clone()).await.status, 200);
+    let embedded = tokens_after(1).await - before;
+    assert!(embedded > 0, "the first search embeds the question");
+    assert_eq!(via_second.search(question.clone()).await.status, 200);
+    assert_eq!(
+        tokens_after(2).await - before,
+        embedded,
+        "the second search is answered from the second process's cache"
+    );
+
+    let (task, _) = erase(&via_first, "ines").await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let query_cache = task["result"]["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|store| store["store"] == "query_cache")
+        .cloned()
+        .unwrap();
+    assert_eq!(query_cache["remaining"], 0, "{task}");
+
+    // The second process reads the raised epoch within its settings' TTL: from then on the
+    // question is embedded afresh, never answered from the erased person's entry.
+    let searches = std::sync::atomic::AtomicU64::new(2);
+    engram_tests::eventually(
+        "the second process to stop answering from its cache",
+        || {
+            let searched = searches.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            let via_second = &via_second;
+            let question = question.clone();
+            let tokens_after = &tokens_after;
+            async move {
+                let billed_before = tokens_after(searched - 1).await;
+                assert_eq!(via_second.search(question).await.status, 200);
+                let billed = tokens_after(searched).await;
+                if billed > billed_before {
+                    Ok(())
+                } else {
+                    Err(format!("search {searched} was answered from the cache"))
+                }
+            }
+        },
+    )
+    .await;
+    assert!(second_process.stop(), "the second server stops cleanly");
+}

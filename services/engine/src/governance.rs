@@ -273,6 +273,62 @@ fn pii_rejection(field: String, kinds: &BTreeSet<PiiKind>) -> FieldError {
 /// query text may be about the erased end-user).
 pub type QueryCache = Arc<std::sync::Mutex<lru::LruCache<String, Arc<Vec<f32>>>>>;
 
+/// The key of a cached query embedding: by project (a hit bills no tokens, so a shared entry
+/// would tell one tenant what another searched), the project's erasure epoch, and the model
+/// (two spaces embed a text differently).
+pub(crate) fn query_cache_key(
+    project: engram_core::ProjectId,
+    epoch: i64,
+    model: &str,
+    query: &str,
+) -> String {
+    format!("{project}\u{0}{epoch}\u{0}{model}\u{0}{query}")
+}
+
+/// The epoch a cache key was stored under, when it is `project`'s.
+fn epoch_of_key(key: &str, project: engram_core::ProjectId) -> Option<i64> {
+    let rest = key.strip_prefix(&format!("{project}\u{0}"))?;
+    rest.split('\u{0}').next()?.parse().ok()
+}
+
+/// Drop `project`'s cached queries of an epoch before `before` (every one of them with
+/// `None`); returns how many went.
+pub(crate) fn drop_project_queries(
+    cache: &QueryCache,
+    project: engram_core::ProjectId,
+    before: Option<i64>,
+) -> u64 {
+    let Ok(mut cache) = cache.lock() else {
+        return 0;
+    };
+    let stale: Vec<String> = cache
+        .iter()
+        .filter(|(key, _)| {
+            epoch_of_key(key, project)
+                .is_some_and(|epoch| before.is_none_or(|before| epoch < before))
+        })
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in &stale {
+        cache.pop(key);
+    }
+    stale.len() as u64
+}
+
+/// How many of `project`'s cached queries are of an epoch before `epoch`.
+fn count_project_queries_before(
+    cache: &QueryCache,
+    project: engram_core::ProjectId,
+    epoch: i64,
+) -> u64 {
+    cache.lock().map_or(0, |cache| {
+        cache
+            .iter()
+            .filter(|(key, _)| epoch_of_key(key, project).is_some_and(|stored| stored < epoch))
+            .count() as u64
+    })
+}
+
 /// The compliance operations: they need the database and the index, never the embedding
 /// model, so a worker runs them without loading it.
 pub struct DataGovernance {
@@ -722,17 +778,17 @@ impl DataGovernance {
                 self.index.delete_subject(scope, user_id).await?;
                 work.index_points_before
             }
-            SubjectStore::QueryCache => match &self.query_cache {
-                Some(cache) => match cache.lock() {
-                    Ok(mut cache) => {
-                        let entries = cache.len() as u64;
-                        cache.clear();
-                        entries
-                    }
-                    Err(_) => 0,
-                },
-                None => 0,
-            },
+            SubjectStore::QueryCache => {
+                // Whose a cached query is is unknown: the project's entries go, here at once
+                // and in every other process (gateways included) once it reads the raised
+                // epoch with the project's settings — a search there never answers from an
+                // entry of an older epoch.
+                storage.raise_query_cache_epoch(scope).await?;
+                match &self.query_cache {
+                    Some(cache) => drop_project_queries(cache, scope.project_id(), None),
+                    None => 0,
+                }
+            }
         })
     }
 
@@ -787,8 +843,16 @@ impl DataGovernance {
                     .await?
             }
             SubjectStore::Index => self.index.count_points(scope, Some(user_id)).await?,
-            // Emptied whole; what a search cached since belongs to that later search.
-            SubjectStore::QueryCache => 0,
+            // What this process still holds of the project from before the erasure's epoch
+            // (what a search cached since belongs to that later search). Other processes
+            // are not counted here: the epoch they check keeps them from answering with it.
+            SubjectStore::QueryCache => match &self.query_cache {
+                Some(cache) => {
+                    let epoch = self.storage.query_cache_epoch(scope).await?;
+                    count_project_queries_before(cache, scope.project_id(), epoch)
+                }
+                None => 0,
+            },
         })
     }
 

@@ -82,6 +82,9 @@ pub struct MemoryEngine {
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
     pub(crate) query_embeddings: crate::governance::QueryCache,
+    /// The query-cache epoch of each project this process last saw (see `embed_query`).
+    pub(crate) query_cache_epochs:
+        std::sync::Mutex<std::collections::HashMap<engram_core::ProjectId, i64>>,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
     /// When each organization's audit chain was last recomputed from its first event.
     pub(crate) full_verifications: crate::use_cases::FullVerificationTimes,
@@ -181,6 +184,7 @@ impl MemoryEngine {
             applier,
             settings,
             query_embeddings,
+            query_cache_epochs: Default::default(),
             governance,
             llm,
             recall_events,
@@ -623,9 +627,32 @@ impl MemoryEngine {
         space: &ProjectSpace,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
-        // Keyed by project: a hit is faster and bills no tokens, so a shared entry would tell
-        // one tenant what another searched. By model too: two spaces embed a text differently.
-        let cache_key = format!("{}\u{0}{}\u{0}{query}", scope.project_id(), space.model_id);
+        // Keyed by project, erasure epoch and model (see `query_cache_key`). A newer epoch
+        // than this process last saw means an erasure somewhere: the project's older
+        // entries go before anything is answered from the cache.
+        let epoch = self
+            .spaces
+            .settings_cache()
+            .of(scope)
+            .await?
+            .query_cache_epoch;
+        let advanced = self
+            .query_cache_epochs
+            .lock()
+            .map(|mut seen| {
+                let last = seen.insert(scope.project_id(), epoch);
+                last.is_some_and(|last| last < epoch)
+            })
+            .unwrap_or(false);
+        if advanced {
+            crate::governance::drop_project_queries(
+                &self.query_embeddings,
+                scope.project_id(),
+                Some(epoch),
+            );
+        }
+        let cache_key =
+            crate::governance::query_cache_key(scope.project_id(), epoch, &space.model_id, query);
         if let Ok(mut cache) = self.query_embeddings.lock()
             && let Some(vector) = cache.get(&cache_key)
         {

@@ -25,6 +25,9 @@ pub struct ProjectConfiguration {
     /// The profiles that take a share of the searches naming none, parsed once:
     /// (name, tuning, share).
     pub traffic: Vec<(String, crate::profiles::SearchTuning, f64)>,
+    /// Raised by every erasure of the project: query embeddings cached under an older one are
+    /// dropped.
+    pub query_cache_epoch: i64,
 }
 
 #[derive(Default)]
@@ -67,6 +70,7 @@ impl ProjectSettingsCache {
         };
         let (settings, spend_limits) = self.storage.project_settings_and_limits(scope).await?;
         let retrieval_profiles = self.storage.retrieval_profiles(scope).await?;
+        let query_cache_epoch = self.storage.query_cache_epoch(scope).await?;
         let traffic = retrieval_profiles
             .iter()
             .filter(|profile| profile.traffic_share > 0.0)
@@ -81,6 +85,7 @@ impl ProjectSettingsCache {
             spend_limits: Arc::new(spend_limits),
             retrieval_profiles,
             traffic,
+            query_cache_epoch,
         });
         if let Ok(mut entries) = self.entries.lock()
             && entries.generation.get(&project_id).copied().unwrap_or(0) == generation_before

@@ -126,6 +126,32 @@ impl Storage {
 
     /// Replace the project's settings; the change is audited (old and new values, which
     /// hold no personal data).
+    /// The project's query-cache epoch (raised by every erasure).
+    pub async fn query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
+        Ok(projects::Entity::find_by_id(scope.project_id().as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .map_or(0, |project| project.query_cache_epoch))
+    }
+
+    /// Raise the project's query-cache epoch: every process drops the project's cached query
+    /// embeddings when it next reads its settings. Returns the new epoch.
+    pub async fn raise_query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
+        let _permit = self.write_permit().await;
+        projects::Entity::update_many()
+            .col_expr(
+                projects::Column::QueryCacheEpoch,
+                Expr::col(projects::Column::QueryCacheEpoch).add(1),
+            )
+            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        drop(_permit);
+        self.query_cache_epoch(scope).await
+    }
+
     pub async fn update_project_settings(
         &self,
         scope: &ProjectScope,

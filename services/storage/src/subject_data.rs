@@ -295,7 +295,7 @@ impl SubjectStore {
                 "query_cache",
                 None,
                 &[],
-                "query embeddings cached in this process (whose they are is unknown, so erasure empties the cache)",
+                "query embeddings cached in each process, keyed by the project's erasure epoch (whose they are is unknown): erasure raises the epoch and drops the project's entries here, and every other process drops its older ones when it reads the epoch with the project's settings, never answering from them",
                 StoreRetention::WithItsSource(
                     "entries are short-lived and dropped when memories change",
                 ),

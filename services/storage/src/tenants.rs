@@ -367,6 +367,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         retention_days: Set(serde_json::json!({})),
         store_retention_days: Set(serde_json::json!({})),
         spend_limits: Set(serde_json::json!({})),
+        query_cache_epoch: Set(0),
         derive_memories: Set(true),
         embedding_source: Set(engram_core::ProjectEmbedding::Deployment
             .source()

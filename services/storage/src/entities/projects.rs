@@ -18,6 +18,8 @@ pub struct Model {
     pub embedding_dimension: Option<i32>,
     pub recall_events: String,
     pub recall_event_retention_days: i32,
+    /// Raised by every erasure: cached query embeddings of older epochs are dropped.
+    pub query_cache_epoch: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
