@@ -12,6 +12,10 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 use std::collections::HashSet;
 use uuid::Uuid;
 
+/// Rows read at once when an erasure looks through a whole store (task results, evaluation
+/// runs): it never holds more than a page.
+const PAGE: u64 = 200;
+
 /// A store that holds something about an end-user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SubjectStore {
@@ -731,32 +735,44 @@ impl Storage {
             return Ok(Vec::new());
         }
         let wanted: HashSet<String> = case_ids.iter().map(Uuid::to_string).collect();
-        let runs = eval_runs::Entity::find()
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .order_by_asc(eval_runs::Column::Id)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
         let mut results = Vec::new();
-        for run in runs {
-            let per_case = [
-                run.metrics.as_ref(),
-                run.comparison
-                    .as_ref()
-                    .and_then(|comparison| comparison.get("second_metrics")),
-            ];
-            for metrics in per_case.into_iter().flatten() {
-                let entries = metrics
-                    .get("per_case")
-                    .and_then(serde_json::Value::as_array)
-                    .into_iter()
-                    .flatten();
-                for entry in entries.filter(|entry| names_a_case(entry, &wanted)) {
-                    results.push((run.id, entry.clone()));
+        // A page of runs at a time: only the per-case entries naming the cases are kept.
+        let mut after: Option<Uuid> = None;
+        loop {
+            let mut page = eval_runs::Entity::find()
+                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()));
+            if let Some(after) = after {
+                page = page.filter(eval_runs::Column::Id.gt(after));
+            }
+            let runs = page
+                .order_by_asc(eval_runs::Column::Id)
+                .limit(PAGE)
+                .all(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            let Some(last) = runs.last() else {
+                return Ok(results);
+            };
+            after = Some(last.id);
+            for run in runs {
+                let per_case = [
+                    run.metrics.as_ref(),
+                    run.comparison
+                        .as_ref()
+                        .and_then(|comparison| comparison.get("second_metrics")),
+                ];
+                for metrics in per_case.into_iter().flatten() {
+                    let entries = metrics
+                        .get("per_case")
+                        .and_then(serde_json::Value::as_array)
+                        .into_iter()
+                        .flatten();
+                    for entry in entries.filter(|entry| names_a_case(entry, &wanted)) {
+                        results.push((run.id, entry.clone()));
+                    }
                 }
             }
         }
-        Ok(results)
     }
 
     /// Remove the per-case results of these cases from the project's runs (the runs' figures
@@ -773,42 +789,57 @@ impl Storage {
         // Read and rewritten under one permit, so two erasures cannot write back each
         // other's entries.
         let _permit = self.write_permit().await;
-        let runs = eval_runs::Entity::find()
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
         let mut changed = 0;
-        for run in runs {
-            let metrics = run
-                .metrics
-                .as_ref()
-                .and_then(|metrics| without_cases(metrics, &wanted));
-            let comparison = run
-                .comparison
-                .as_ref()
-                .and_then(|comparison| comparison_without_cases(comparison, &wanted));
-            if metrics.is_none() && comparison.is_none() {
-                continue;
+        // A page of runs at a time: an erasure never holds every run of the project.
+        let mut after: Option<Uuid> = None;
+        loop {
+            let mut page = eval_runs::Entity::find()
+                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()));
+            if let Some(after) = after {
+                page = page.filter(eval_runs::Column::Id.gt(after));
             }
-            let entries = metrics.as_ref().map_or(0, |(_, removed)| *removed)
-                + comparison.as_ref().map_or(0, |(_, removed)| *removed);
-            let metrics = metrics.map(|(metrics, _)| metrics);
-            let comparison = comparison.map(|(comparison, _)| comparison);
-            let mut update = eval_runs::Entity::update_many()
-                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
-                .filter(eval_runs::Column::Id.eq(run.id));
-            if let Some(metrics) = metrics {
-                update = update.col_expr(eval_runs::Column::Metrics, Expr::value(metrics));
-            }
-            if let Some(comparison) = comparison {
-                update = update.col_expr(eval_runs::Column::Comparison, Expr::value(comparison));
-            }
-            update
-                .exec(&self.connection)
+            let runs = page
+                .order_by_asc(eval_runs::Column::Id)
+                .limit(PAGE)
+                .all(&self.connection)
                 .await
                 .map_err(StorageError::from_db)?;
-            changed += entries;
+            let Some(last) = runs.last() else {
+                break;
+            };
+            after = Some(last.id);
+            for run in runs {
+                let metrics = run
+                    .metrics
+                    .as_ref()
+                    .and_then(|metrics| without_cases(metrics, &wanted));
+                let comparison = run
+                    .comparison
+                    .as_ref()
+                    .and_then(|comparison| comparison_without_cases(comparison, &wanted));
+                if metrics.is_none() && comparison.is_none() {
+                    continue;
+                }
+                let entries = metrics.as_ref().map_or(0, |(_, removed)| *removed)
+                    + comparison.as_ref().map_or(0, |(_, removed)| *removed);
+                let metrics = metrics.map(|(metrics, _)| metrics);
+                let comparison = comparison.map(|(comparison, _)| comparison);
+                let mut update = eval_runs::Entity::update_many()
+                    .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                    .filter(eval_runs::Column::Id.eq(run.id));
+                if let Some(metrics) = metrics {
+                    update = update.col_expr(eval_runs::Column::Metrics, Expr::value(metrics));
+                }
+                if let Some(comparison) = comparison {
+                    update =
+                        update.col_expr(eval_runs::Column::Comparison, Expr::value(comparison));
+                }
+                update
+                    .exec(&self.connection)
+                    .await
+                    .map_err(StorageError::from_db)?;
+                changed += entries;
+            }
         }
         Ok(changed)
     }
@@ -822,25 +853,41 @@ impl Storage {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let results = tasks::Entity::find()
-            .select_only()
-            .column(tasks::Column::Id)
-            .column(tasks::Column::Result)
-            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
-            .filter(tasks::Column::Result.is_not_null())
-            .into_tuple::<(Uuid, Option<serde_json::Value>)>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        Ok(results
-            .into_iter()
-            .filter(|(_, result)| {
-                result
-                    .as_ref()
-                    .is_some_and(|result| mentions_any(result, ids))
-            })
-            .map(|(id, _)| id)
-            .collect())
+        // A page at a time: an erasure never holds every task result of the project.
+        let mut naming = Vec::new();
+        let mut after: Option<Uuid> = None;
+        loop {
+            let mut page = tasks::Entity::find()
+                .select_only()
+                .column(tasks::Column::Id)
+                .column(tasks::Column::Result)
+                .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(tasks::Column::Result.is_not_null());
+            if let Some(after) = after {
+                page = page.filter(tasks::Column::Id.gt(after));
+            }
+            let results = page
+                .order_by_asc(tasks::Column::Id)
+                .limit(PAGE)
+                .into_tuple::<(Uuid, Option<serde_json::Value>)>()
+                .all(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            let Some((last, _)) = results.last() else {
+                return Ok(naming);
+            };
+            after = Some(*last);
+            naming.extend(
+                results
+                    .into_iter()
+                    .filter(|(_, result)| {
+                        result
+                            .as_ref()
+                            .is_some_and(|result| mentions_any(result, ids))
+                    })
+                    .map(|(id, _)| id),
+            );
+        }
     }
 
     /// Blank the results of tasks that name any of `ids`; returns how many.
