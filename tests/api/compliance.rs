@@ -834,7 +834,9 @@ async fn retention_sweeps_delete_from_every_store_but_spare_immutable_and_held()
         .add(json!([
             {"content": "Gina's parking spot is C-12 this week.", "user_id": "gina", "expires_at": soon},
             {"content": "Gina's badge expires soon but is kept.", "user_id": "gina", "expires_at": soon},
-            {"content": "Gina's held note expires too.", "user_id": "gina", "expires_at": soon},
+            // Another subject's: a hold keeps every record of its subject (see
+            // `a_legal_hold_stops_retention_in_every_store_for_the_held_subject`).
+            {"content": "Hana's held note expires too.", "user_id": "hana", "expires_at": soon},
             {"content": "Gina likes oolong tea.", "user_id": "gina"}
         ]))
         .await;
@@ -1649,6 +1651,11 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
         }
     };
     flags(true).await;
+    // A memory of hana's already past its own expiry: the hold keeps it too.
+    let expired = client
+        .add_one(json!({"content": "Hana's visit is logged.", "user_id": "hana", "expires_at": "2020-01-01T00:00:00Z"}))
+        .await;
+    let expired_id = expired["id"].as_str().unwrap().to_string();
     for user in ["hana", "otto"] {
         let said = admin_call(
             client,
@@ -1761,16 +1768,22 @@ async fn a_legal_hold_stops_retention_in_every_store_for_the_held_subject() {
         "the preview counts no held record as due: {}",
         preview.body
     );
+    assert_eq!(
+        client.get(&expired_id).await.status,
+        200,
+        "a held subject's expired memory is kept through the same sweeps"
+    );
     // Lifting the hold lets retention run again.
     flags(false).await;
     engram_tests::eventually(
         "the sweeper to remove hana's old records once the hold is lifted",
         || async {
             let hana = in_stores(exported_types(client, "hana").await);
-            if hana == none {
+            let expired_gone = client.get(&expired_id).await.status == 404;
+            if hana == none && expired_gone {
                 Ok(())
             } else {
-                Err(format!("{hana:?}"))
+                Err(format!("{hana:?}, expired memory gone: {expired_gone}"))
             }
         },
     )

@@ -747,3 +747,42 @@ async fn evaluation_runs_are_metered_and_held_to_the_search_quota() {
         runs.body
     );
 }
+
+/// One admin cannot make the shared workers search without end for one project: at most
+/// 5 of a project's evaluation sets run on a schedule; a sixth is refused naming the field,
+/// and an unscheduled set is still taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_runs_at_most_five_evaluation_sets_on_a_schedule() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let create = |name: String, scheduled: bool| {
+        let client = &client;
+        async move {
+            let mut body = json!({"name": name});
+            if scheduled {
+                body["schedule_interval_secs"] = json!(3600);
+            }
+            client
+                .send(
+                    client
+                        .request(reqwest::Method::POST, "/v1/eval-sets")
+                        .json(&body),
+                )
+                .await
+        }
+    };
+    for n in 0..5 {
+        let created = create(format!("nightly-{n}"), true).await;
+        assert_eq!(created.status, 201, "{}", created.body);
+    }
+    let refused = create("nightly-5".to_string(), true).await;
+    refused.assert_problem(422, "validation-failed");
+    assert_eq!(
+        refused.error_fields(),
+        ["schedule_interval_secs"],
+        "{}",
+        refused.body
+    );
+    let unscheduled = create("by-hand".to_string(), false).await;
+    assert_eq!(unscheduled.status, 201, "{}", unscheduled.body);
+}

@@ -239,6 +239,9 @@ fn the_tenant_store_takes_the_scope_first() {
     const UNSCOPED: &[(&str, &str)] = &[
         // Authentication: a credential becomes a scope.
         ("verify_api_key", "authentication"),
+        // Public key ids of every project (no secret, no content): tells a made-up key id
+        // from a real one before any lookup.
+        ("api_key_public_ids", "authentication"),
         ("authenticate_api_key", "authentication"),
         ("scope_for_end_user_token", "authentication"),
         ("project_scope_for_console_account", "authentication"),

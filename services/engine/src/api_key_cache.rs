@@ -33,6 +33,9 @@ pub struct ApiKeyCache {
     /// to as keys verify here): a presented key naming one is a real key's id, whose lookup
     /// its client need not pay for up front.
     known_public_ids: Mutex<(std::collections::HashSet<String>, Option<Instant>)>,
+    /// Held by the one request that reads the key ids again: the others meanwhile treat an
+    /// id as unknown instead of reading the table too.
+    pub(crate) reloading_public_ids: tokio::sync::Mutex<()>,
 }
 
 /// How long the list of real key ids is used before it is read again: a key made by another

@@ -582,6 +582,11 @@ impl Storage {
             .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
             .filter(memories::Column::Immutable.eq(false))
             .filter(memories::Column::LegalHold.eq(false))
+            // A held end-user keeps every memory, not only the held ones.
+            .filter(crate::subject_data::outside_hold(
+                memories::Column::UserId,
+                scope,
+            ))
             .filter(due)
             .order_by_asc(memories::Column::CreatedAt)
             .limit(limit)

@@ -112,7 +112,17 @@ pub(crate) async fn erase_idempotency_answers(
     memory_ids: &[uuid::Uuid],
 ) -> Result<u64, StorageError> {
     let keys = keys_naming_memories(transaction, scope, memory_ids).await?;
-    blank_answers(transaction, scope, &keys).await
+    let blanked = blank_answers(transaction, scope, &keys).await?;
+    // The index rows of a deleted memory go with it: they hold its end-user's id.
+    for chunk in memory_ids.chunks(BATCH) {
+        idempotency_answer_memories::Entity::delete_many()
+            .filter(idempotency_answer_memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(idempotency_answer_memories::Column::MemoryId.is_in(chunk.to_vec()))
+            .exec(transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+    }
+    Ok(blanked)
 }
 
 /// The memories (id, end-user) a stored answer names, read from its body: the two shapes

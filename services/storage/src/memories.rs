@@ -433,7 +433,9 @@ async fn mark_superseded(
     reason: String,
 ) -> Result<MemoryId, StorageError> {
     let next_version = previous.version + 1;
-    memories::Entity::update_many()
+    // Only while it is still active and unlocked: a hold set since it was read (PostgreSQL
+    // reads committed data) refuses the write rather than being superseded.
+    let updated = memories::Entity::update_many()
         .col_expr(
             memories::Column::State,
             Expr::value(MemoryState::Superseded.as_str()),
@@ -443,9 +445,19 @@ async fn mark_superseded(
         .col_expr(memories::Column::Version, Expr::value(next_version))
         .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
         .filter(memories::Column::Id.eq(previous.id))
+        .filter(memories::Column::Version.eq(previous.version))
+        .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+        .filter(memories::Column::Immutable.eq(false))
+        .filter(memories::Column::LegalHold.eq(false))
         .exec(transaction)
         .await
         .map_err(StorageError::from_db)?;
+    if updated.rows_affected == 0 {
+        return Err(StorageError::Refused(format!(
+            "the memory {} was locked or changed while it was being replaced",
+            previous.id
+        )));
+    }
     let previous_id = MemoryId::from_uuid(previous.id);
     append_history(
         transaction,

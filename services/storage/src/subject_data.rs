@@ -408,36 +408,25 @@ fn comparison_without_cases(
     Some((comparison, removed))
 }
 
-/// The end-users of the project with a memory under legal hold: retention keeps every
-/// record of theirs until the hold is lifted.
-async fn held_subjects<C: sea_orm::ConnectionTrait>(
-    connection: &C,
+/// Records of no held end-user: of no end-user at all, or of one without any memory under
+/// legal hold in the project (retention keeps every record of a held end-user until the hold
+/// is lifted). A subquery, so any number of held end-users fits in one statement.
+pub(crate) fn outside_hold(
+    user_column: impl sea_orm::ColumnTrait,
     scope: &ProjectScope,
-) -> Result<Vec<String>, StorageError> {
+) -> sea_orm::Condition {
     use crate::entities::memories;
-    use sea_orm::QuerySelect;
-    let held: Vec<Option<String>> = memories::Entity::find()
+    use sea_orm::{QuerySelect, QueryTrait};
+    let held = memories::Entity::find()
         .select_only()
         .column(memories::Column::UserId)
-        .distinct()
         .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
         .filter(memories::Column::LegalHold.eq(true))
         .filter(memories::Column::UserId.is_not_null())
-        .into_tuple()
-        .all(connection)
-        .await
-        .map_err(StorageError::from_db)?;
-    Ok(held.into_iter().flatten().collect())
-}
-
-/// Records of no held end-user: of no end-user at all, or of one not in `held`.
-fn outside_hold(user_column: impl sea_orm::ColumnTrait, held: &[String]) -> sea_orm::Condition {
-    if held.is_empty() {
-        return sea_orm::Condition::all();
-    }
+        .into_query();
     sea_orm::Condition::any()
         .add(user_column.is_null())
-        .add(user_column.is_not_in(held.iter().cloned()))
+        .add(user_column.not_in_subquery(held))
 }
 
 impl Storage {
@@ -457,14 +446,12 @@ impl Storage {
         let project_id = scope.project_id().as_uuid();
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        // A legal hold stops retention too, in every store, for the held end-user.
-        let held = held_subjects(&transaction, scope).await?;
         let removed = match store {
             SubjectStore::Messages => {
                 session_messages::Entity::delete_many()
                     .filter(session_messages::Column::ProjectId.eq(project_id))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(session_messages::Column::UserId, &held))
+                    .filter(outside_hold(session_messages::Column::UserId, scope))
                     .exec(&transaction)
                     .await
             }
@@ -472,7 +459,7 @@ impl Storage {
                 session_state::Entity::delete_many()
                     .filter(session_state::Column::ProjectId.eq(project_id))
                     .filter(session_state::Column::UpdatedAt.lt(cutoff))
-                    .filter(outside_hold(session_state::Column::UserId, &held))
+                    .filter(outside_hold(session_state::Column::UserId, scope))
                     .exec(&transaction)
                     .await
             }
@@ -480,7 +467,7 @@ impl Storage {
                 files::Entity::delete_many()
                     .filter(files::Column::ProjectId.eq(project_id))
                     .filter(files::Column::UpdatedAt.lt(cutoff))
-                    .filter(outside_hold(files::Column::UserId, &held))
+                    .filter(outside_hold(files::Column::UserId, scope))
                     .filter(files::Column::Status.is_in([
                         engram_core::files::FileStatus::Ingested.as_str(),
                         engram_core::files::FileStatus::Failed.as_str(),
@@ -492,7 +479,7 @@ impl Storage {
                 feedback::Entity::delete_many()
                     .filter(feedback::Column::ProjectId.eq(project_id))
                     .filter(feedback::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(feedback::Column::UserId, &held))
+                    .filter(outside_hold(feedback::Column::UserId, scope))
                     .exec(&transaction)
                     .await
             }
@@ -500,7 +487,7 @@ impl Storage {
                 recall_events::Entity::delete_many()
                     .filter(recall_events::Column::ProjectId.eq(project_id))
                     .filter(recall_events::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(recall_events::Column::UserId, &held))
+                    .filter(outside_hold(recall_events::Column::UserId, scope))
                     .exec(&transaction)
                     .await
             }
@@ -552,13 +539,12 @@ impl Storage {
         use crate::entities::{feedback, recall_events, session_messages};
         let cutoff = now - chrono::Duration::days(i64::from(days.max(1)));
         let project_id = scope.project_id().as_uuid();
-        let held = held_subjects(&self.connection, scope).await?;
         match store {
             SubjectStore::Messages => {
                 session_messages::Entity::find()
                     .filter(session_messages::Column::ProjectId.eq(project_id))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(session_messages::Column::UserId, &held))
+                    .filter(outside_hold(session_messages::Column::UserId, scope))
                     .count(&self.connection)
                     .await
             }
@@ -566,7 +552,7 @@ impl Storage {
                 session_state::Entity::find()
                     .filter(session_state::Column::ProjectId.eq(project_id))
                     .filter(session_state::Column::UpdatedAt.lt(cutoff))
-                    .filter(outside_hold(session_state::Column::UserId, &held))
+                    .filter(outside_hold(session_state::Column::UserId, scope))
                     .count(&self.connection)
                     .await
             }
@@ -574,7 +560,7 @@ impl Storage {
                 files::Entity::find()
                     .filter(files::Column::ProjectId.eq(project_id))
                     .filter(files::Column::UpdatedAt.lt(cutoff))
-                    .filter(outside_hold(files::Column::UserId, &held))
+                    .filter(outside_hold(files::Column::UserId, scope))
                     .filter(files::Column::Status.is_in([
                         engram_core::files::FileStatus::Ingested.as_str(),
                         engram_core::files::FileStatus::Failed.as_str(),
@@ -586,7 +572,7 @@ impl Storage {
                 feedback::Entity::find()
                     .filter(feedback::Column::ProjectId.eq(project_id))
                     .filter(feedback::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(feedback::Column::UserId, &held))
+                    .filter(outside_hold(feedback::Column::UserId, scope))
                     .count(&self.connection)
                     .await
             }
@@ -594,7 +580,7 @@ impl Storage {
                 recall_events::Entity::find()
                     .filter(recall_events::Column::ProjectId.eq(project_id))
                     .filter(recall_events::Column::CreatedAt.lt(cutoff))
-                    .filter(outside_hold(recall_events::Column::UserId, &held))
+                    .filter(outside_hold(recall_events::Column::UserId, scope))
                     .count(&self.connection)
                     .await
             }

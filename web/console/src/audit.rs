@@ -51,7 +51,12 @@ pub fn AuditPage() -> impl IntoView {
                     <select
                         name="action"
                         data-testid="action-select"
-                        on:change=move |ev| action.set(event_target_value(&ev))
+                        on:change=move |ev| {
+                            // A new filter continues from the checkpoint: a full recompute is
+                            // asked for by its button, at most once a minute.
+                            full.set(false);
+                            action.set(event_target_value(&ev));
+                        }
                     >
                         <option value="" selected=initial_action.is_empty()>"All actions"</option>
                         {AUDIT_ACTIONS

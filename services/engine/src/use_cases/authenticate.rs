@@ -39,7 +39,11 @@ impl MemoryEngine {
         if let Some(known) = self.verified_api_keys.knows_public_id(public_id) {
             return known;
         }
-        // One read of the key ids for every request of the next KNOWN_IDS_TTL.
+        // One read of the key ids for every request of the next KNOWN_IDS_TTL, by one
+        // request at a time; the others meanwhile pay for their lookup up front.
+        let Ok(_reading) = self.verified_api_keys.reloading_public_ids.try_lock() else {
+            return false;
+        };
         match self.storage.api_key_public_ids().await {
             Ok(public_ids) => {
                 self.verified_api_keys.replace_public_ids(public_ids);

@@ -100,7 +100,7 @@ impl MemoryEngine {
             .eval_runs(principal.scope(), set.id, MAX_RUNS_LISTED)
             .await?;
         for run in &mut runs {
-            without_per_case_results_unless_readable(principal, run.metrics.as_mut());
+            without_per_case_results_unless_readable(principal, run);
         }
         Ok(runs)
     }
@@ -119,7 +119,7 @@ impl MemoryEngine {
             .await?
             .filter(|run| run.set_id == set.id)
             .ok_or(EngineError::NotFound(NotFoundKind::EvaluationRun))?;
-        without_per_case_results_unless_readable(principal, run.metrics.as_mut());
+        without_per_case_results_unless_readable(principal, &mut run);
         Ok(run)
     }
 }

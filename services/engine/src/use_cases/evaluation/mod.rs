@@ -18,16 +18,20 @@ use engram_core::NotFoundKind;
 use engram_core::{FieldError, InvalidInput, Operation, Principal};
 use engram_storage::recall_quality::EvalSetRecord;
 
-/// Per-case results are content: left out for a caller without `ReadMemories`.
+/// Per-case results are content (each quotes its query): left out for a caller without
+/// `ReadMemories`, from the run's figures and from its comparison's second profile alike.
 pub(crate) fn without_per_case_results_unless_readable(
     principal: &Principal,
-    metrics: Option<&mut serde_json::Value>,
+    run: &mut engram_storage::recall_quality::EvalRunRecord,
 ) {
     if !principal.answers_without_content(Operation::GetEvaluationRun) {
         return;
     }
-    if let Some(metrics) = metrics.and_then(|metrics| metrics.as_object_mut()) {
-        metrics.remove("per_case");
+    for figures in [run.metrics.as_mut(), run.comparison.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        crate::use_cases::strip_content_fields(figures);
     }
 }
 
