@@ -1177,17 +1177,19 @@ async fn retention_takes_expired_and_old_memories_but_never_flagged_ones(storage
     use engram_storage::governance::ProjectSettings;
     let (scope, _) = project(&storage, None).await;
     let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
-    let episodic = |content: &str| {
-        let mut memory = draft(content, Some("u"), None);
+    let episodic_of = |content: &str, user: &'static str| {
+        let mut memory = draft(content, Some(user), None);
         memory.memory.kind = MemoryKind::Episodic;
         memory
     };
+    let episodic = |content: &str| episodic_of(content, "u");
     let stored = insert(
         &storage,
         &scope,
         vec![
             episodic("episode one"),
-            episodic("episode two"),
+            // Another subject's: a hold keeps every memory of its subject.
+            episodic_of("episode two", "h"),
             episodic("episode three"),
             draft("a semantic fact", Some("u"), None),
         ],
