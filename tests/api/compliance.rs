@@ -1914,8 +1914,8 @@ async fn erasure_reaches_the_query_cache_of_every_process() {
     via_first
         .add_one(json!({"content": "Ines is treated for asthma.", "user_id": "ines"}))
         .await;
-    // Tokens billed once `searches` searches are metered (both processes meter into the
-    // one database).
+    // Tokens billed once `searches` searches and the one memory written are metered (both
+    // processes meter into the one database, each on its own flush).
     let tokens_after = |searches: u64| {
         let client = &via_first;
         async move {
@@ -1924,7 +1924,9 @@ async fn erasure_reaches_the_query_cache_of_every_process() {
                     .send(client.request(reqwest::Method::GET, "/v1/usage"))
                     .await
                     .body;
-                if usage["totals"]["searches"].as_u64() == Some(searches) {
+                if usage["totals"]["searches"].as_u64() == Some(searches)
+                    && usage["totals"]["memories_written"].as_u64() == Some(1)
+                {
                     Ok(usage["totals"]["tokens_embedded"].as_u64().unwrap_or(0))
                 } else {
                     Err(usage.to_string())
