@@ -17,44 +17,7 @@ fn console_http() -> reqwest::Client {
 
 /// A console member of `role` (admin-created), signed in: their cookie header.
 async fn signed_in_member(server: &TestServer, role: &str) -> String {
-    let output = run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--email",
-            &format!("{role}@example.com"),
-            "--role",
-            role,
-        ],
-        &[],
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let response = console_http()
-        .post(format!("{}/console/api/login", server.base_url))
-        .form(&[
-            ("email", created["email"].as_str().unwrap()),
-            ("password", created["password"].as_str().unwrap()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    let cookies: Vec<String> = response
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .filter_map(|value| value.split(';').next().map(str::to_string))
-        .collect();
-    // The session, its refresh token and the browser's device token.
-    assert_eq!(cookies.len(), 3, "login as {role} failed: {cookies:?}");
-    cookies.join("; ")
+    signed_in_member_as(server, &format!("{role}@example.com"), role).await
 }
 
 /// A console server function called as the browser's fetch calls it (a form body).

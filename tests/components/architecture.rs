@@ -430,13 +430,14 @@ fn end_user_data_is_read_through_the_memory_scope() {
     );
 }
 
-/// The scope lattice in the README is the permission table's own: computed by
+/// The scope lattice in the gateway's reference page is the permission table's own: computed by
 /// `scope_table_markdown`, carried verbatim between its markers, so the docs cannot promise
 /// a credential more (or less) than the engine allows.
 #[test]
 fn the_documented_scope_table_is_the_permission_tables() {
-    let readme = std::fs::read_to_string(engram_tests::workspace_root().join("README.md"))
-        .unwrap_or_default();
+    let readme =
+        std::fs::read_to_string(engram_tests::workspace_root().join("services/gateway/README.md"))
+            .unwrap_or_default();
     let documented = readme
         .split_once("<!-- scope-table:start -->\n")
         .and_then(|(_, rest)| rest.split_once("<!-- scope-table:end -->"))
@@ -445,6 +446,6 @@ fn the_documented_scope_table_is_the_permission_tables() {
     let computed = engram_core::permissions::scope_table_markdown();
     assert_eq!(
         documented, computed,
-        "the README's scope table is stale; the permission table says:\n{computed}"
+        "services/gateway/README.md's scope table is stale; the permission table says:\n{computed}"
     );
 }
