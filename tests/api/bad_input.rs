@@ -547,3 +547,65 @@ async fn search_filters_beyond_their_documented_limits_are_refused_with_the_fiel
         .await;
     assert_eq!(within.status, 200, "{}", within.body);
 }
+
+/// A query parameter an operation does not know is refused, never ignored: `?zz=1` sent to
+/// every operation of the published document gets a 400 naming `zz` (before anything is
+/// read or written), and a misplaced parameter beside known ones is named alone.
+#[tokio::test]
+async fn every_published_operation_refuses_a_query_parameter_it_does_not_know() {
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let document: Value = reqwest::get(format!("{}/openapi.json", server.base_url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut operations = 0;
+    let mut mismatches = Vec::new();
+    for (template, item) in document["paths"].as_object().unwrap() {
+        // Any value fits a path parameter: the parameter is refused before the path is read.
+        let path: String = template
+            .split('/')
+            .map(|segment| if segment.starts_with('{') { "x" } else { segment })
+            .collect::<Vec<_>>()
+            .join("/");
+        for method in item.as_object().unwrap().keys() {
+            operations += 1;
+            let request = api
+                .request(method.to_uppercase().parse().unwrap(), &format!("{path}?zz=1"))
+                .json(&json!({}));
+            let answer = api.send(request).await;
+            let names_it = answer.status == 400
+                && answer.body["code"] == "unknown-query-parameter"
+                && answer.body["detail"].as_str().unwrap_or("").contains("`zz`")
+                && answer.error_fields() == ["query.zz"];
+            if !names_it {
+                mismatches.push(format!("{} {template}: {} {}", method.to_uppercase(), answer.status, answer.body));
+            }
+        }
+    }
+    assert!(operations > 60, "the document lists the operations ({operations})");
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+
+    // Known parameters pass; only the unknown one is named, with what the operation takes.
+    let listing = api
+        .send(api.request(Method::GET, "/v1/memories?user_id=u-1&usr_id=u-1"))
+        .await;
+    assert_eq!(listing.status, 400, "{}", listing.body);
+    assert_eq!(listing.error_fields(), ["query.usr_id"]);
+    assert!(
+        listing.body["detail"].as_str().unwrap().contains("user_id"),
+        "{}",
+        listing.body
+    );
+    // A write with an unknown parameter wrote nothing.
+    let write = api
+        .send(
+            api.request(Method::POST, "/v1/memories?wiat=false")
+                .json(&json!({"memories": [{"content": "Never stored."}]})),
+        )
+        .await;
+    assert_eq!(write.status, 400, "{}", write.body);
+    assert!(api.all_listed_ids("").await.is_empty());
+}

@@ -293,3 +293,58 @@ async fn bad_state_is_refused_and_values_stay_with_their_project_and_end_user() 
         "Omar's value stays"
     );
 }
+
+/// A project key addresses an end-user's values the same way on every method: `?user_id=`
+/// on PUT as on GET and DELETE (or in the PUT's body, as before). A value written so is the
+/// end-user's — read back under their id and in their export — and a PUT naming two
+/// different end-users changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_put_addresses_the_end_user_in_its_query_as_get_and_delete_do() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let written = put(
+        &client,
+        "trip/state/plan?user_id=uma",
+        json!({"value": {"leg": 1}}),
+        &[],
+    )
+    .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    assert_eq!(written.body["user_id"], "uma");
+    let hers = get(&client, "trip/state/plan?user_id=uma").await;
+    assert_eq!(hers.status, 200, "{}", hers.body);
+    assert_eq!(hers.body["value"], json!({"leg": 1}));
+    // Nothing went to the values of no end-user.
+    assert_eq!(get(&client, "trip/state/plan").await.status, 404);
+    let export = client
+        .http_text(client.request(reqwest::Method::GET, "/v1/subjects/uma/export"))
+        .await;
+    assert!(
+        export.contains("\"plan\"") && export.contains("\"leg\":1"),
+        "the export of uma holds her value: {export}"
+    );
+
+    // The same end-user in both places is fine; two different ones are refused.
+    let agreed = put(
+        &client,
+        "trip/state/plan?user_id=uma",
+        json!({"value": {"leg": 2}, "user_id": "uma"}),
+        &[],
+    )
+    .await;
+    assert_eq!(agreed.status, 200, "{}", agreed.body);
+    let conflicting = put(
+        &client,
+        "trip/state/plan?user_id=uma",
+        json!({"value": {"leg": 3}, "user_id": "ulf"}),
+        &[],
+    )
+    .await;
+    assert_eq!(conflicting.status, 422, "{}", conflicting.body);
+    assert_eq!(conflicting.body["errors"][0]["field"], "user_id");
+    assert_eq!(
+        get(&client, "trip/state/plan?user_id=uma").await.body["value"],
+        json!({"leg": 2})
+    );
+    assert_eq!(get(&client, "trip/state/plan?user_id=ulf").await.status, 404);
+}

@@ -5,7 +5,10 @@
 
 use engram_core::{ExternalId, MemoryKind, MemorySource, NewMemory, ProjectScope};
 use engram_embed::{Embedder, LocalMiniLm};
-use engram_engine::{AddOutcome, EngineError, EngineSettings, MemoryEngine, SearchRequest};
+use engram_core::search::SearchMemoriesRequest;
+use engram_engine::{
+    AddMemoriesRequest, AddOutcome, EngineError, EngineSettings, MemoryEngine, SearchRequest,
+};
 use engram_index::{
     EdgeVectorIndex, IndexError, IndexedMemory, VectorHit, VectorIndex, VectorQuery,
 };
@@ -132,13 +135,19 @@ fn memory(content: &str) -> NewMemory {
     }
 }
 
-fn query(text: &str) -> SearchRequest {
-    SearchRequest {
-        query: text.to_string(),
-        top_k: 50,
-        // The notes differ by a number only: every one of them must come back.
-        diversify: false,
-        ..SearchRequest::default()
+fn query(text: &str) -> SearchMemoriesRequest {
+    SearchMemoriesRequest {
+        request: SearchRequest {
+            query: text.to_string(),
+            top_k: 50,
+            // The notes differ by a number only: every one of them must come back.
+            diversify: false,
+            ..SearchRequest::default()
+        },
+        caller_tuning: Default::default(),
+        profile: None,
+        context_tokens: None,
+        trace_id: None,
     }
 }
 
@@ -179,6 +188,8 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
         .unwrap()
         .unwrap();
 
+    // The engine's use cases, as the operator of the project: what every door calls.
+    let operator = engram_core::Principal::operator(scope, "index-outage-test");
     index.down.store(true, Ordering::SeqCst);
     // ENGRAM_OUTAGE_WRITES (a multiple of 10) measures catch-up with a bigger backlog.
     let pending_writes: usize = std::env::var("ENGRAM_OUTAGE_WRITES")
@@ -194,12 +205,14 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
             })
             .collect();
         let outcome = engine
-            .add_memories(
-                &scope,
-                memories,
-                &engram_core::audit::Actor::system("test"),
-                None,
-                true,
+            .add_memories_for(
+                &operator,
+                AddMemoriesRequest {
+                    memories,
+                    client_vectors: None,
+                    idempotency: None,
+                    wait_for_index: true,
+                },
                 |_| (201, String::new()),
             )
             .await
@@ -221,10 +234,7 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
         pending_writes as u64
     );
     match engine
-        .search(
-            &engram_core::MemoryScope::project_wide(scope),
-            query("fountain pens"),
-        )
+        .search_memories_for(&operator, query("fountain pens"))
         .await
     {
         Err(EngineError::IndexUnavailable(_)) => {}
@@ -265,11 +275,8 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
     );
     // Every write made during the outage is searchable (top_k is capped at 50).
     let found = engine
-        .search(
-            &engram_core::MemoryScope::project_wide(scope),
-            query("fountain pens"),
-        )
+        .search_memories_for(&operator, query("fountain pens"))
         .await
         .unwrap();
-    assert_eq!(found.results.len(), pending_writes.min(50));
+    assert_eq!(found.outcome.results.len(), pending_writes.min(50));
 }

@@ -13,3 +13,4 @@ mod gateway_console_login;
 mod index_contract;
 mod periodic_jobs;
 mod storage_repository;
+mod use_case_rules;

@@ -257,13 +257,9 @@ async fn measure(
     let queries: Vec<String> = (0..arguments.queries)
         .map(|number| synthetic_query(&mut rng, number))
         .collect();
-    let scope = server
+    let (principal, _) = server
         .engine
-        .storage()
-        .authenticate_api_key(
-            &api_key,
-            &crate::bootstrap::load_or_create_server_secrets(&data_dir)?.api_key_pepper,
-        )
+        .authenticate(&api_key, engram_core::audit::Actor::system("bench"))
         .await?
         .context("bootstrap key did not authenticate")?;
 
@@ -284,16 +280,24 @@ async fn measure(
     let bar = progress(queries.len(), "direct");
     let mut direct_latencies = Vec::with_capacity(queries.len());
     for query in &queries {
-        let request = SearchRequest {
-            query: query.clone(),
-            subject: Default::default(),
-            top_k: 10,
-            ..SearchRequest::default()
+        let request = engram_core::search::SearchMemoriesRequest {
+            request: SearchRequest {
+                query: query.clone(),
+                subject: Default::default(),
+                top_k: 10,
+                ..SearchRequest::default()
+            },
+            caller_tuning: Default::default(),
+            profile: None,
+            context_tokens: None,
+            trace_id: None,
         };
         let started = Instant::now();
+        // The search use case, as every door calls it: the HTTP figures above less this is
+        // what the HTTP door costs.
         server
             .engine
-            .search(&engram_core::MemoryScope::project_wide(scope), request)
+            .search_memories_for(&principal, request)
             .await?;
         direct_latencies.push(started.elapsed());
         bar.inc(1);
@@ -302,11 +306,7 @@ async fn measure(
 
     http_latencies.sort();
     direct_latencies.sort();
-    let stored = server
-        .engine
-        .storage()
-        .count_active_memories(&scope)
-        .await?;
+    let stored = arguments.memories;
     println!(
         "engram bench: {} memories (seed {}), {} queries, top_k 10",
         stored,

@@ -723,7 +723,7 @@ pub async fn open_sealed_storage(
     let storage = open_storage(database_url, allow_unsafe_durability).await?;
     let has_secret = server_secret.is_some()
         || std::env::var_os("ENGRAM_SERVER_SECRET").is_some()
-        || data_dir.join(crate::bootstrap::SERVER_SECRET_FILE).exists();
+        || data_dir.join(crate::secrets::SERVER_SECRET_FILE).exists();
     if !has_secret {
         return Ok(storage);
     }
@@ -733,14 +733,14 @@ pub async fn open_sealed_storage(
             .ok()
             .map(SecretString::from),
     };
-    let secrets = crate::bootstrap::server_secrets(explicit.as_ref(), data_dir)?;
+    let secrets = crate::secrets::server_secrets(explicit.as_ref(), data_dir)?;
     seal_storage(storage, &secrets, &audit_anchor_path(None, data_dir)).await
 }
 
 /// Seal `storage`'s audit chain with the deployment's key and anchor.
 pub async fn seal_storage(
     storage: engram_storage::Storage,
-    secrets: &crate::bootstrap::ServerSecrets,
+    secrets: &crate::secrets::ServerSecrets,
     anchor_path: &Path,
 ) -> anyhow::Result<engram_storage::Storage> {
     use anyhow::Context;
@@ -786,8 +786,28 @@ pub fn is_database_busy(error: &anyhow::Error) -> bool {
         matches!(
             cause.downcast_ref::<engram_storage::StorageError>(),
             Some(engram_storage::StorageError::Busy(_))
+        ) || matches!(
+            cause.downcast_ref::<engram_engine::EngineError>(),
+            Some(engram_engine::EngineError::DatabaseLocked(_))
         )
     })
+}
+
+/// An admin use case's refusal as the command line says it: each bad field as its flag
+/// (`--owner-email: must be an e-mail address`); anything else as the engine says it.
+pub fn admin_refusal(error: engram_engine::EngineError) -> anyhow::Error {
+    match error {
+        engram_engine::EngineError::Invalid(invalid) => anyhow::anyhow!(
+            "{}",
+            invalid
+                .0
+                .iter()
+                .map(|error| format!("--{}: {}", error.field.replace('_', "-"), error.message))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+        other => anyhow::Error::new(other),
+    }
 }
 
 /// The storage of a role: cluster gateways and workers never migrate (see

@@ -10,6 +10,7 @@ pub mod maintenance;
 pub mod pricing;
 mod recall_bench;
 pub mod roles;
+pub mod secrets;
 pub mod server;
 mod speed_bench;
 pub mod telemetry;

@@ -32,7 +32,8 @@ pub struct EmbeddedServer {
     /// Indexer, reconciler and tombstone purge of an all-in-one process; none in a gateway.
     background_tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Writes metered usage; told to finish after the server and the background tasks.
-    meter_flusher: Option<tokio::task::JoinHandle<()>>,
+    /// The meter the engine bills through, and its flusher: finished after the last request.
+    meter_flusher: Option<(engram_engine::UsageMeter, tokio::task::JoinHandle<()>)>,
     admin_server: crate::telemetry::AdminServer,
     /// Held until the server value is dropped: one process per embedded index.
     _data_dir_lock: Option<crate::data_dir_lock::DataDirLock>,
@@ -232,7 +233,7 @@ impl EmbeddedServer {
         let mut meter_flusher = None;
         let meter = if config.engine.metering {
             let (meter, flusher) = engram_engine::UsageMeter::start(storage.clone());
-            meter_flusher = Some(flusher);
+            meter_flusher = Some((meter.clone(), flusher));
             meter
         } else {
             engram_engine::UsageMeter::default()
@@ -282,7 +283,7 @@ impl EmbeddedServer {
             let replayed = engram_worker::drain_outbox(&engine.applier()).await?;
             // A database restored from an older copy may hold subjects erased since: erase
             // them again before anything is served.
-            let replay = engine.governance().replay_erasure_ledger().await?;
+            let replay = engine.data_governance().replay_erasure_ledger().await?;
             if replay.subjects_erased_again > 0 {
                 tracing::warn!(
                     subjects = replay.subjects_erased_again,
@@ -306,7 +307,7 @@ impl EmbeddedServer {
             &config.role.background_jobs(&config.jobs),
             &crate::roles::JobParts {
                 applier: engine.applier(),
-                governance: engine.governance().clone(),
+                governance: engine.data_governance(),
                 engine: Some(engine.clone()),
             },
             &config.jobs,
@@ -393,18 +394,18 @@ impl EmbeddedServer {
             let _ = task.await;
         }
         // Even after a failed server: what was acknowledged is billed.
-        if let Some(meter_flusher) = self.meter_flusher {
-            self.engine.meter().finish().await;
+        if let Some((meter, meter_flusher)) = self.meter_flusher {
+            meter.finish().await;
             let _ = meter_flusher.await;
         }
         served?;
         self.admin_server.stop().await;
-        // Searches answered before the shutdown keep their recall events.
-        self.engine.recall_events().flush().await;
         if self.role == Role::AllInOne {
             engram_worker::drain_outbox(&self.engine.applier()).await?;
         }
-        self.engine.index().flush().await?;
+        // Searches answered before the shutdown keep their recall events; the index is
+        // flushed last.
+        self.engine.flush_before_exit().await?;
         Ok(())
     }
 }

@@ -19,6 +19,51 @@ pub const RELATED_SIMILARITY: f32 = 0.55;
 /// Existing memories shown to the model per candidate.
 pub const RELATED_PER_CANDIDATE: usize = 5;
 
+/// What is wrong with a batch of message contents against the documented limits: at least
+/// one message, at most [`MAX_MESSAGES_PER_CALL`], each content not blank and within
+/// [`crate::limits::MAX_CONTENT_BYTES`]. The add-messages use case holds every door to it; a
+/// door may call it beside its own parsing to report every bad field in one answer.
+pub fn message_batch_errors(contents: &[&str]) -> Vec<crate::FieldError> {
+    use crate::FieldError;
+    use crate::limits::MAX_CONTENT_BYTES;
+    if contents.is_empty() {
+        return vec![FieldError::new("messages", "send at least one message")];
+    }
+    if contents.len() > MAX_MESSAGES_PER_CALL {
+        return vec![FieldError::new(
+            "messages",
+            format!(
+                "at most {MAX_MESSAGES_PER_CALL} messages per call, got {}",
+                contents.len()
+            ),
+        )];
+    }
+    let mut errors = Vec::new();
+    for (index, content) in contents.iter().enumerate() {
+        let field = format!("messages[{index}].content");
+        if content.trim().is_empty() {
+            errors.push(FieldError::new(field, "must not be empty"));
+        } else if content.len() > MAX_CONTENT_BYTES {
+            errors.push(FieldError::new(
+                field,
+                format!("at most {MAX_CONTENT_BYTES} bytes, got {}", content.len()),
+            ));
+        }
+    }
+    errors
+}
+
+/// The page size a session-history read asks for, within 1..=[`MAX_MESSAGE_PAGE`].
+pub fn message_page_errors(limit: u64) -> Vec<crate::FieldError> {
+    if (1..=MAX_MESSAGE_PAGE).contains(&limit) {
+        return Vec::new();
+    }
+    vec![crate::FieldError::new(
+        "limit",
+        format!("must be between 1 and {MAX_MESSAGE_PAGE}"),
+    )]
+}
+
 /// Who said a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -69,7 +69,7 @@ pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
 pub use not_found::NotFoundKind;
 pub use permissions::{Operation, Permission};
-pub use principal::Principal;
+pub use principal::{DeploymentOperator, Principal};
 pub use scope::{MemoryScope, ProjectScope, SubjectFilter};
 pub use tasks::{TaskKind, TaskStatus};
 pub use validation::{ExternalId, FieldError, InvalidInput};

@@ -40,3 +40,20 @@ pub const MAX_FILTER_CATEGORIES: usize = MAX_CATEGORIES;
 pub const EARLIEST_REPORT_DAY: (i32, u32, u32) = (1970, 1, 1);
 /// The last day a report may be asked about.
 pub const LATEST_REPORT_DAY: (i32, u32, u32) = (9999, 12, 31);
+
+/// Evaluation cases accepted in one request.
+pub const MAX_CASES_PER_REQUEST: usize = 1_000;
+/// Expected ids or texts of one evaluation case, each.
+pub const MAX_EXPECTED_PER_CASE: usize = 100;
+
+/// A list page of 1..=[`MAX_LIST_LIMIT`] memories, `field` named as the caller's door names
+/// it. The list use case holds every door to it.
+pub fn list_limit_errors(field: &str, limit: i64) -> Vec<crate::FieldError> {
+    if (1..=MAX_LIST_LIMIT as i64).contains(&limit) {
+        return Vec::new();
+    }
+    vec![crate::FieldError::new(
+        field,
+        format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}"),
+    )]
+}

@@ -170,7 +170,7 @@ pub fn expected_memory_ids() -> utoipa::openapi::schema::Array {
         .items(ObjectBuilder::new().schema_type(Type::String).format(Some(
             utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Uuid),
         )))
-        .max_items(Some(crate::request_bodies::MAX_EXPECTED_PER_CASE))
+        .max_items(Some(crate::limits::MAX_EXPECTED_PER_CASE))
         .build()
 }
 
@@ -178,7 +178,7 @@ pub fn expected_memory_ids() -> utoipa::openapi::schema::Array {
 pub fn expected_contents() -> utoipa::openapi::schema::Array {
     utoipa::openapi::schema::ArrayBuilder::new()
         .items(non_blank_text(crate::limits::MAX_QUERY_BYTES))
-        .max_items(Some(crate::request_bodies::MAX_EXPECTED_PER_CASE))
+        .max_items(Some(crate::limits::MAX_EXPECTED_PER_CASE))
         .build()
 }
 

@@ -40,10 +40,13 @@ pub enum Permission {
     /// What spans the organization's projects (reserved for the organization-level
     /// credential, `egk_org_…`, and console owners, admins and compliance staff).
     ManageOrganizationSubjectData,
+    /// The deployment itself: organizations, projects, console accounts and the price book,
+    /// made at the command line. Only the operator holds it; no key, token or role does.
+    OperateDeployment,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 14] = [
+    pub const ALL: [Permission; 15] = [
         Permission::ReadMemories,
         Permission::WriteMemories,
         Permission::DeleteMemories,
@@ -58,6 +61,7 @@ impl Permission {
         Permission::TuneRecall,
         Permission::ManageMembers,
         Permission::ManageOrganizationSubjectData,
+        Permission::OperateDeployment,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Permission {
             Permission::TuneRecall => "tune_recall",
             Permission::ManageMembers => "manage_members",
             Permission::ManageOrganizationSubjectData => "manage_organization_subject_data",
+            Permission::OperateDeployment => "operate_deployment",
         }
     }
 
@@ -97,7 +102,8 @@ impl Permission {
             | Permission::TuneRecall => Some(ApiScope::Admin),
             Permission::MintEndUserTokens
             | Permission::ManageMembers
-            | Permission::ManageOrganizationSubjectData => None,
+            | Permission::ManageOrganizationSubjectData
+            | Permission::OperateDeployment => None,
         }
     }
 
@@ -123,6 +129,8 @@ impl Permission {
             Permission::TuneRecall => matches!(role, Owner | Admin | Compliance | Analyst),
             // A console member mints end-user tokens through a key, not by themselves.
             Permission::MintEndUserTokens => false,
+            // The deployment is the operator's, at the command line.
+            Permission::OperateDeployment => false,
         }
     }
 }
@@ -264,6 +272,8 @@ pub enum Door {
     },
     /// Reserved: an MCP tool name.
     Mcp(&'static str),
+    /// A background job of the operator (its name in `ENGRAM_JOBS` and the role lists).
+    Job(&'static str),
 }
 
 macro_rules! operations {
@@ -364,7 +374,7 @@ const fn mem0(method: &'static str, path: &'static str) -> Door {
     Door::Mem0 { method, path }
 }
 
-use Door::{Cli, Console, Mcp};
+use Door::{Cli, Console, Job, Mcp};
 
 operations! {
     AddMemories => WriteMemories, ForReaders, "add memories",
@@ -482,7 +492,7 @@ operations! {
     PreviewRetention => ManageProjectSettings, None, "preview retention",
         [http("get", "/v1/retention/preview"), Console("governance_settings")];
     SweepRetention => ManageProjectSettings + DeleteMemories, None, "sweep expired memories now",
-        [Console("sweep_retention_now")];
+        [Console("sweep_retention_now"), Job("retention-sweeper")];
     RequestConsolidation => ManageProjectSettings, None, "request a consolidation",
         [http("post", "/v1/consolidations")];
     GetTask => ManageSubjectData, ForReaders, "read a task's status",
@@ -496,6 +506,31 @@ operations! {
     RequestOrganizationSubjectErasure => ManageOrganizationSubjectData + DeleteMemories, None,
         "erase a subject's data in every project of the organization",
         [http("post", "/v1/organization/subjects/{user_id}/erasure"), Console("request_organization_erasure")];
+
+    // The operator's background jobs: each runs one project's queued work through the same
+    // table, so a job holds what its work needs and nothing is done without a row.
+    IngestFile => WriteMemories, None, "store an uploaded file's chunks as memories",
+        [Job("file-ingest")];
+    DeriveFromMessages => WriteMemories, None, "derive memories from session messages",
+        [Job("message-derivation")];
+    ConsolidateMemories => WriteMemories + DeleteMemories, None, "consolidate a project's memories",
+        [Job("consolidation-runner")];
+    RunEvaluation => TuneRecall + ReadMemories, None, "run a queued evaluation",
+        [Job("evaluation-runner")];
+    EraseSubject => ManageSubjectData + DeleteMemories, None, "run a queued subject erasure",
+        [Job("erasure-runner")];
+    EraseOrganizationSubject => ManageOrganizationSubjectData + DeleteMemories, None,
+        "run a queued erasure across the organization", [Job("erasure-runner")];
+
+    // The operator's commands: the deployment's tenants, accounts and prices.
+    CreateOrganization => OperateDeployment, None, "create an organization with its owner",
+        [Cli("admin create-organization")];
+    CreateProject => OperateDeployment, None, "create a project with its first key",
+        [Cli("admin create-project")];
+    CreateMember => OperateDeployment, None, "add a console account to an organization",
+        [Cli("admin create-member")];
+    SetPrice => OperateDeployment, None, "add a price to the price book",
+        [Cli("admin set-price")];
 
     GetUsage => ReadUsage, None, "read usage", [http("get", "/v1/usage"), Console("usage_overview")];
     GetCosts => ReadUsage, None, "read costs", [http("get", "/v1/costs"), Console("usage_overview")];

@@ -38,6 +38,32 @@ pub struct Principal {
     actor: Actor,
 }
 
+/// The deployment's operator at the command line, before any project is in question
+/// (creating organizations, projects, console accounts, prices). An architecture test lists
+/// the only place that makes one: the CLI's admin commands.
+#[derive(Clone, Debug)]
+pub struct DeploymentOperator {
+    actor: Actor,
+}
+
+impl DeploymentOperator {
+    /// The operator running `command` (`admin create-project`, …), named so in the audit log.
+    pub fn at_the_command_line(command: &str) -> Self {
+        Self {
+            actor: Actor::system(command),
+        }
+    }
+
+    pub fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    /// `Ok` when the permission table lets the operator perform `operation`.
+    pub fn authorize(&self, operation: Operation) -> Result<(), PermissionDenied> {
+        authorize(&PrincipalKind::Operator, operation)
+    }
+}
+
 /// A `user_id` named by an end-user token's request that is not the token's end-user.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{field}`: this end-user token is confined to user_id {end_user:?}")]
@@ -106,6 +132,25 @@ impl Principal {
             },
             credential: Credential::ConsoleAccount { account_id },
         }
+    }
+
+    /// The deployment's operator in one project: a background job (`job` names it in history
+    /// and the audit log) or an admin command at the command line. It holds every
+    /// permission; an architecture test lists the only places that build one (the engine's
+    /// jobs and the CLI's admin commands), so no front door can.
+    pub fn operator(scope: ProjectScope, job: &str) -> Self {
+        Self {
+            memory_scope: MemoryScope::project_wide(scope),
+            kind: PrincipalKind::Operator,
+            credential: Credential::Operator,
+            actor: Actor::system(job),
+        }
+    }
+
+    /// This principal acting for the request `request_id` (a job continues a request).
+    pub fn for_request(mut self, request_id: Option<String>) -> Self {
+        self.actor.request_id = request_id;
+        self
     }
 
     pub fn scope(&self) -> &ProjectScope {

@@ -393,10 +393,7 @@ pub fn parse_search_filters_json(body: &[u8]) -> Result<SearchFilters, Vec<Field
 
 // --- evaluation cases (JSON and JSONL) ---
 
-/// Cases accepted in one request.
-pub const MAX_CASES_PER_REQUEST: usize = 1_000;
-/// Expected ids or texts of one case, each.
-pub const MAX_EXPECTED_PER_CASE: usize = 100;
+pub use crate::limits::{MAX_CASES_PER_REQUEST, MAX_EXPECTED_PER_CASE};
 
 /// One labelled query.
 #[derive(Clone, Debug, serde::Serialize, Deserialize)]

@@ -126,10 +126,87 @@ pub struct SpendLimits {
     pub recall: RecallBudget,
 }
 
+/// Most alert thresholds a budget may carry.
+pub const MAX_ALERT_THRESHOLDS: usize = 10;
+/// The thresholds a budget alerts at when it names none.
+pub const DEFAULT_ALERT_THRESHOLDS: [u8; 2] = [80, 100];
+/// Highest project-wide request rate a limit may set.
+pub const MAX_REQUESTS_PER_MINUTE: u32 = 1_000_000;
+/// Highest recall budget in tokens.
+pub const MAX_RECALL_TOKENS: u32 = 100_000;
+
 impl SpendLimits {
     /// Whether any check has to look at the month's usage before serving a request.
     pub fn meters_the_month(&self) -> bool {
         self.monthly_budget.is_some() || !self.monthly_quotas.is_empty()
+    }
+
+    /// What is wrong with these limits, one error per field as the API names it. The
+    /// spend-limits use case holds every door to it.
+    pub fn limit_errors(&self) -> Vec<crate::FieldError> {
+        use crate::FieldError;
+        use crate::limits::MAX_TOP_K;
+        let mut errors = Vec::new();
+        if let Some(budget) = &self.monthly_budget {
+            if budget.amount_micros < 0 {
+                errors.push(FieldError::new(
+                    "monthly_budget.amount_micros",
+                    "must not be negative",
+                ));
+            }
+            let currency = &budget.currency;
+            if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_uppercase()) {
+                errors.push(FieldError::new(
+                    "monthly_budget.currency",
+                    "must be a three-letter ISO 4217 code such as USD",
+                ));
+            }
+            if budget.alert_thresholds_percent.len() > MAX_ALERT_THRESHOLDS {
+                errors.push(FieldError::new(
+                    "monthly_budget.alert_thresholds_percent",
+                    format!("at most {MAX_ALERT_THRESHOLDS} thresholds"),
+                ));
+            }
+            for (position, percent) in budget.alert_thresholds_percent.iter().enumerate() {
+                if *percent == 0 {
+                    errors.push(FieldError::new(
+                        format!("monthly_budget.alert_thresholds_percent[{position}]"),
+                        "must be between 1 and 255",
+                    ));
+                }
+            }
+        }
+        if let Some(per_minute) = self.requests_per_minute
+            && !(1..=MAX_REQUESTS_PER_MINUTE).contains(&per_minute)
+        {
+            errors.push(FieldError::new(
+                "requests_per_minute",
+                format!("must be between 1 and {MAX_REQUESTS_PER_MINUTE}"),
+            ));
+        }
+        if self.monthly_quotas.contains_key(&UsageUnit::MemoryDays) {
+            errors.push(FieldError::new(
+                "monthly_quotas.memory_days",
+                "memory_days is sampled once a day and cannot be capped per request",
+            ));
+        }
+        if let Some(max_results) = self.recall.max_results
+            && !(1..=MAX_TOP_K as u32).contains(&max_results)
+        {
+            errors.push(FieldError::new(
+                "recall.max_results",
+                format!("must be between 1 and {MAX_TOP_K}"),
+            ));
+        }
+        if let Some(max_tokens) = self.recall.max_tokens
+            && !(1..=MAX_RECALL_TOKENS).contains(&max_tokens)
+        {
+            errors.push(FieldError::new(
+                "recall.max_tokens",
+                format!("must be between 1 and {MAX_RECALL_TOKENS}"),
+            ));
+        }
+        errors
     }
 }
 

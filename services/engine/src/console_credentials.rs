@@ -11,6 +11,38 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Shortest password a console account may choose, in characters.
+pub const MIN_PASSWORD_CHARS: usize = 12;
+/// Longest password (and e-mail address) a console sign-in reads: anything longer is refused
+/// before it reaches the deliberately slow hash.
+pub const MAX_PASSWORD_BYTES: usize = 1024;
+pub const MAX_EMAIL_BYTES: usize = 320;
+/// Longest invitation token a link can carry; a longer one is unknown.
+pub const MAX_INVITATION_TOKEN_BYTES: usize = 128;
+
+/// What is wrong with a password a person chose for a new account.
+pub fn new_password_errors(password: &str) -> Vec<engram_core::FieldError> {
+    if password.chars().count() >= MIN_PASSWORD_CHARS && password.len() <= MAX_PASSWORD_BYTES {
+        return Vec::new();
+    }
+    vec![engram_core::FieldError::new(
+        "password",
+        format!(
+            "choose a password of at least {MIN_PASSWORD_CHARS} characters (at most {MAX_PASSWORD_BYTES} bytes)"
+        ),
+    )]
+}
+
+/// Enough of an e-mail address to catch typing mistakes; whether it works shows when the
+/// invitee follows the link.
+pub fn looks_like_email(email: &str) -> bool {
+    email.len() <= MAX_EMAIL_BYTES
+        && !email.chars().any(char::is_whitespace)
+        && email
+            .split_once('@')
+            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'))
+}
+
 /// argon2id with the OWASP-recommended minimum (19 MiB, 2 passes, 1 lane).
 const MEMORY_KIB: u32 = 19 * 1024;
 const PASSES: u32 = 2;

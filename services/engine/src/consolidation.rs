@@ -91,7 +91,7 @@ const PAGE_SIZE: u64 = 500;
 
 impl MemoryEngine {
     /// Merge near-duplicate memories of `scope`'s project (see the module docs).
-    pub async fn consolidate_project(
+    pub(crate) async fn consolidate_project(
         &self,
         scope: &ProjectScope,
         limits: ConsolidationLimits,

@@ -83,7 +83,7 @@ fn external(value: Option<&str>) -> Option<ExternalId> {
 
 impl MemoryEngine {
     /// Derive memories from a batch of messages and apply the decisions.
-    pub async fn derive_memories(
+    pub(crate) async fn derive_memories(
         &self,
         scope: &ProjectScope,
         input: DerivationInput<'_>,
@@ -366,7 +366,7 @@ impl MemoryEngine {
     /// LLM: the feedback is only kept). The model may rewrite the memory, delete it, or
     /// leave it; its reason goes into the history, prefixed so a reviewer sees where it
     /// came from. Returns the change and the tokens it embedded.
-    pub async fn correct_memory(
+    pub(crate) async fn correct_memory(
         &self,
         scope: &ProjectScope,
         memory: &Memory,

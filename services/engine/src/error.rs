@@ -23,6 +23,10 @@ pub enum EngineError {
     Invalid(#[from] InvalidInput),
     #[error("database unavailable: {0}")]
     StorageUnavailable(String),
+    /// Another process held the database's write lock longer than the caller would wait;
+    /// nothing was changed (the CLI's admin commands beside a serving process).
+    #[error("{0}; nothing was changed")]
+    DatabaseLocked(String),
     #[error("vector index unavailable: {0}")]
     IndexUnavailable(String),
     #[error("embedding model unavailable: {0}")]
@@ -96,6 +100,7 @@ impl EngineError {
             EngineError::IdempotentResultErased => "idempotent-result-erased",
             EngineError::Invalid(_) => "validation-failed",
             EngineError::StorageUnavailable(_) => "database-unavailable",
+            EngineError::DatabaseLocked(_) => "database-locked",
             EngineError::IndexUnavailable(_) => "index-unavailable",
             EngineError::EmbedderUnavailable(_) => "embedder-unavailable",
             EngineError::EmbeddingUnavailable(_) => "embedding-unavailable",

@@ -154,7 +154,7 @@ fn search_request(
 
 impl MemoryEngine {
     /// The tuning a profile name stands for (`default`: none).
-    pub async fn profile_tuning(
+    pub(crate) async fn profile_tuning(
         &self,
         scope: &ProjectScope,
         profile: &str,
@@ -177,7 +177,7 @@ impl MemoryEngine {
     }
 
     /// Search every case of a set with one profile and score the answers.
-    pub async fn evaluate_profile(
+    pub(crate) async fn evaluate_profile(
         &self,
         scope: &ProjectScope,
         set: &EvalSetRecord,
@@ -262,7 +262,7 @@ impl MemoryEngine {
 
     /// Run a queued evaluation: its profile (and the one it is compared with), the
     /// comparison, and the regression check against the previous run of the profile.
-    pub async fn run_evaluation(
+    pub(crate) async fn run_evaluation(
         &self,
         scope: &ProjectScope,
         run: &EvalRunRecord,

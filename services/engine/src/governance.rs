@@ -376,10 +376,6 @@ impl DataGovernance {
         self
     }
 
-    pub fn storage(&self) -> &Storage {
-        &self.storage
-    }
-
     /// The store of work across projects (task claims, sweeps), for the workers.
     pub fn maintenance_store(&self) -> &engram_storage::MaintenanceStore {
         self.applier.maintenance_store()
@@ -387,7 +383,7 @@ impl DataGovernance {
 
     /// Apply the project's PII rule to contents about to be stored: masked in place, or a
     /// 422 naming each offending field (`field_of(index)`) and the kinds found.
-    pub async fn redact_personal_data(
+    pub(crate) async fn redact_personal_data(
         &self,
         scope: &ProjectScope,
         contents: &mut [String],
@@ -438,7 +434,7 @@ impl DataGovernance {
         }
     }
 
-    pub async fn project_settings(
+    pub(crate) async fn project_settings(
         &self,
         scope: &ProjectScope,
     ) -> Result<ProjectSettings, EngineError> {
@@ -446,7 +442,7 @@ impl DataGovernance {
     }
 
     /// The digest the ledger and audit log use for `user_id` in this project.
-    pub fn subject_digest(&self, scope: &ProjectScope, user_id: &str) -> String {
+    pub(crate) fn subject_digest(&self, scope: &ProjectScope, user_id: &str) -> String {
         let digest = subject_digest(&self.ledger.subject_digest_key, scope.project_id(), user_id);
         // The request's span (which never carries the id itself) names whom it was about by
         // this digest; outside a request span this records nothing.
@@ -458,7 +454,56 @@ impl DataGovernance {
     /// independent queries that nothing remains, write the ledger (file, then database and
     /// audit log) and return the receipt. `progress(done, total)` is called per batch.
     /// Refused (`Refused`) while any of the subject's memories is under legal hold.
-    pub async fn erase_subject(
+    /// The erasure runner's work on a claimed subject-erasure task, as the operator of its
+    /// project through the permission table.
+    pub async fn run_subject_erasure_task(
+        &self,
+        task: &engram_storage::tasks::ClaimedTask,
+        user_id: &str,
+        progress: impl FnMut(u64, u64) + Send,
+    ) -> Result<ErasureReceipt, EngineError> {
+        let principal = engram_core::Principal::operator(task.scope, "subject-erasure")
+            .for_request(task.request_id.clone());
+        principal.authorize(engram_core::Operation::EraseSubject)?;
+        self.erase_subject(
+            &task.scope,
+            user_id,
+            task.request_id.clone(),
+            principal.actor(),
+            progress,
+        )
+        .await
+    }
+
+    /// The erasure runner's work on a claimed erasure across the task's organization.
+    pub async fn run_organization_erasure_task(
+        &self,
+        task: &engram_storage::tasks::ClaimedTask,
+        user_id: &str,
+        progress: impl FnMut(u64, u64) + Send,
+    ) -> Result<OrganizationErasureReceipt, EngineError> {
+        let principal =
+            engram_core::Principal::operator(task.scope, "organization-subject-erasure")
+                .for_request(task.request_id.clone());
+        principal.authorize(engram_core::Operation::EraseOrganizationSubject)?;
+        self.erase_subject_in_organization(
+            task.scope.organization_id(),
+            user_id,
+            task.request_id.clone(),
+            principal.actor(),
+            progress,
+        )
+        .await
+    }
+
+    /// The retention sweeper's work on one project; returns how many records it removed.
+    pub async fn run_retention_sweep(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
+        let principal = engram_core::Principal::operator(*scope, "retention-sweeper");
+        principal.authorize(engram_core::Operation::SweepRetention)?;
+        self.sweep_retention(principal.scope()).await
+    }
+
+    pub(crate) async fn erase_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
@@ -590,7 +635,7 @@ impl DataGovernance {
     /// erased while any of their memories in any project is held; then each project in turn
     /// (each with its own receipt, ledger line and audit event), then an independent count of
     /// every registered store in every project. `progress(done, total)` counts projects.
-    pub async fn erase_subject_in_organization(
+    pub(crate) async fn erase_subject_in_organization(
         &self,
         organization_id: engram_core::OrganizationId,
         user_id: &str,
@@ -664,7 +709,7 @@ impl DataGovernance {
 
     /// Refused (`SubjectHeld`, naming them) while any of the subject's memories in these
     /// projects is under legal hold.
-    pub async fn refuse_while_held(
+    pub(crate) async fn refuse_while_held(
         &self,
         scopes: &[ProjectScope],
         user_id: &str,
@@ -859,7 +904,7 @@ impl DataGovernance {
     /// What the project holds of one end-user, store by store in the registry's order (the
     /// process's query cache left out: whose its entries are is unknown): the same counts an
     /// erasure's verification makes, taken before anything is erased.
-    pub async fn subject_holdings(
+    pub(crate) async fn subject_holdings(
         &self,
         scope: &ProjectScope,
         user_id: &str,
@@ -975,7 +1020,7 @@ impl DataGovernance {
     }
 
     /// Everything live about one end-user: memories with their history.
-    pub async fn export_subject(
+    pub(crate) async fn export_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
@@ -1023,7 +1068,7 @@ impl DataGovernance {
 
     /// Delete the given memories (a console bulk delete by filter) with a reason; immutable
     /// and held ones are skipped. Returns (deleted, skipped).
-    pub async fn delete_memories_in_bulk(
+    pub(crate) async fn delete_memories_in_bulk(
         &self,
         scope: &ProjectScope,
         memory_ids: &[MemoryId],
@@ -1044,7 +1089,7 @@ impl DataGovernance {
     }
 
     /// What the next retention sweep of the project removes, without removing it.
-    pub async fn retention_preview(
+    pub(crate) async fn retention_preview(
         &self,
         scope: &ProjectScope,
         limit: u64,
@@ -1062,7 +1107,7 @@ impl DataGovernance {
     /// days (messages, session state, feedback, files, recall events). Each removal is
     /// audited and counted in `engram_retention_deleted_total{store}`. Returns how many
     /// records were removed in all.
-    pub async fn sweep_retention(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
+    pub(crate) async fn sweep_retention(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
         let settings = self.storage.project_settings(scope).await?;
         let mut removed = 0u64;
         for store in SubjectStore::ALL {
@@ -1070,7 +1115,7 @@ impl DataGovernance {
                 StoreRetention::MemoryKinds => {
                     self.sweep_expired_memories(scope, &settings).await?
                 }
-                StoreRetention::ProjectDays { .. } => match store.retention_days(&settings) {
+                StoreRetention::ProjectDays { .. } => match settings.retention_days_of(store) {
                     Some(days) => {
                         self.storage
                             .remove_records_past_retention(scope, store, days, Utc::now())
@@ -1092,14 +1137,14 @@ impl DataGovernance {
     }
 
     /// What the next sweep removes from each store kept for a number of days.
-    pub async fn retention_preview_of_stores(
+    pub(crate) async fn retention_preview_of_stores(
         &self,
         scope: &ProjectScope,
     ) -> Result<Vec<(&'static str, Option<u32>, u64)>, EngineError> {
         let settings = self.storage.project_settings(scope).await?;
         let mut stores = Vec::new();
         for store in SubjectStore::swept_by_age() {
-            let days = store.retention_days(&settings);
+            let days = settings.retention_days_of(store);
             let due = match days {
                 Some(days) => {
                     self.storage

@@ -11,6 +11,7 @@ mod error;
 pub mod evaluation;
 pub mod governance;
 pub mod indexing;
+pub mod jobs;
 pub mod llm;
 pub mod login_throttle;
 pub mod metering;
@@ -44,8 +45,9 @@ pub use search::{
     SearchRequest, SearchTimings, pack_context,
 };
 pub use spend_guard::{SpendGuard, format_micros};
+pub use use_cases::deployment;
 pub use use_cases::{
-    AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
+    AddMemoriesRequest, AddMessagesRequest, AuditChainReport, MAX_AUDIT_PAGE, audit_filter_errors, AuthenticatedEndUser,
     BrokenChainLink, BulkDeleteOutcome, BulkDeletePreview, CONSOLE_SESSION_LIFETIME,
     ClientIdempotencyKey, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, CreateApiKeyRequest,
     CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
@@ -54,7 +56,7 @@ pub use use_cases::{
     MAX_CONTEXT_TOKENS, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS,
     MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES,
     MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest, MintedEndUserToken,
-    ProjectMonthCost, ProjectSettingsChange, PutRetrievalProfileRequest, PutSessionStateRequest,
+    ProjectMonthCost, ProjectSettingsChange, ProjectSettingsReport, PutRetrievalProfileRequest, PutSessionStateRequest,
     RecallBudgetCut, RecallInspection, RetentionPreview, RollApiKeyRequest, RolledApiKey,
     SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
     SpendLimitsReport, StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,

@@ -9,7 +9,7 @@ use engram_core::{InvalidInput, Memory, MemoryId, MemoryScope, NewMemory, Projec
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{
-    HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,
+    IdempotencyClaim, InsertOutcome, MemoryDraft,
     MemoryPatch, Storage,
 };
 use std::num::NonZeroUsize;
@@ -245,23 +245,9 @@ impl MemoryEngine {
         (database, index)
     }
 
-    /// Billable units of what use cases did.
-    pub fn meter(&self) -> &crate::metering::UsageMeter {
-        &self.meter
-    }
-
-    /// Budgets, quotas and rate quotas per project.
-    pub fn spend_guard(&self) -> &Arc<crate::spend_guard::SpendGuard> {
-        &self.spend_guard
-    }
-
     /// The configured LLM's model name, if any.
-    pub fn llm_model(&self) -> Option<&str> {
+    pub(crate) fn llm_model(&self) -> Option<&str> {
         self.llm.as_deref().map(crate::llm::ChatModel::model)
-    }
-
-    pub fn storage(&self) -> &Storage {
-        &self.storage
     }
 
     /// Forget what this process read of the project's settings, spend limits and retrieval
@@ -269,36 +255,6 @@ impl MemoryEngine {
     /// here at once (other processes see it within the cache's TTL).
     pub(crate) fn forget_project_settings(&self, project_id: engram_core::ProjectId) {
         self.spaces.settings_cache().forget(project_id);
-    }
-
-    /// The store of work across projects (task claims, sweeps, the outbox), for the
-    /// workers this process runs. Front doors never call it (an architecture test).
-    pub fn maintenance_store(&self) -> &engram_storage::MaintenanceStore {
-        self.applier.maintenance_store()
-    }
-
-    /// PII redaction, erasure, export and retention.
-    pub fn governance(&self) -> &Arc<crate::governance::DataGovernance> {
-        &self.governance
-    }
-
-    pub fn applier(&self) -> Arc<IndexApplier> {
-        self.applier.clone()
-    }
-
-    /// The deployment's default embedder (token estimates; a project's own model may differ).
-    pub fn embedder(&self) -> &Arc<dyn Embedder> {
-        &self.embedder
-    }
-
-    /// Where searches leave their recall events.
-    pub fn recall_events(&self) -> &Arc<crate::recall_events::RecallRecorder> {
-        &self.recall_events
-    }
-
-    /// Every project's embedding space.
-    pub fn embedding_spaces(&self) -> &Arc<EmbeddingSpaces> {
-        &self.spaces
     }
 
     /// The project's embedder, or why Engram cannot embed for it (client vectors).
@@ -311,12 +267,8 @@ impl MemoryEngine {
         Ok((space, embedder))
     }
 
-    pub fn index(&self) -> &Arc<dyn VectorIndex> {
-        &self.index
-    }
-
     /// Store memories. `render_response` produces the answer stored for idempotent replay.
-    pub async fn add_memories(
+    pub(crate) async fn add_memories(
         &self,
         scope: &ProjectScope,
         new_memories: Vec<NewMemory>,
@@ -340,7 +292,7 @@ impl MemoryEngine {
     /// [`Self::add_memories`], with the vectors a client-vector project sends (one per memory,
     /// in order). Required for such a project, refused for any other.
     #[allow(clippy::too_many_arguments)]
-    pub async fn add_memories_with_vectors(
+    pub(crate) async fn add_memories_with_vectors(
         &self,
         scope: &ProjectScope,
         new_memories: Vec<NewMemory>,
@@ -466,48 +418,8 @@ impl MemoryEngine {
         }
     }
 
-    pub async fn get_memory(
-        &self,
-        scope: &MemoryScope,
-        memory_id: MemoryId,
-    ) -> Result<Memory, EngineError> {
-        Ok(self.storage.get_memory(scope, memory_id).await?)
-    }
-
-    pub async fn list_memories(
-        &self,
-        scope: &MemoryScope,
-        filter: &MemoryListFilter,
-    ) -> Result<MemoryPage, EngineError> {
-        Ok(self.storage.list_memories(scope, filter).await?)
-    }
-
-    pub async fn memory_history(
-        &self,
-        scope: &MemoryScope,
-        memory_id: MemoryId,
-    ) -> Result<Vec<HistoryEntry>, EngineError> {
-        Ok(self.storage.memory_history(scope, memory_id).await?)
-    }
-
-    /// Apply an edit (re-embedding changed content); `expected_version` guards against
-    /// overwriting someone else's change.
-    pub async fn edit_memory(
-        &self,
-        scope: &ProjectScope,
-        memory_id: MemoryId,
-        edit: MemoryEdit,
-        expected_version: Option<i64>,
-        actor: &engram_core::audit::Actor,
-    ) -> Result<Memory, EngineError> {
-        Ok(self
-            .edit_memory_with_vector(scope, memory_id, edit, None, expected_version, actor)
-            .await?
-            .memory)
-    }
-
     /// [`Self::edit_memory`]; new content of a client-vector project comes with its vector.
-    pub async fn edit_memory_with_vector(
+    pub(crate) async fn edit_memory_with_vector(
         &self,
         scope: &ProjectScope,
         memory_id: MemoryId,
@@ -587,7 +499,7 @@ impl MemoryEngine {
         })
     }
 
-    pub async fn delete_memory(
+    pub(crate) async fn delete_memory(
         &self,
         scope: &ProjectScope,
         memory_id: MemoryId,
@@ -598,7 +510,7 @@ impl MemoryEngine {
     }
 
     /// Delete with the reason a person gave (the console asks for one).
-    pub async fn delete_memory_with_reason(
+    pub(crate) async fn delete_memory_with_reason(
         &self,
         scope: &ProjectScope,
         memory_id: MemoryId,
@@ -610,13 +522,6 @@ impl MemoryEngine {
             .await?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(())
-    }
-
-    /// Forget cached query embeddings (benchmarks use it to time cold queries).
-    pub fn clear_query_cache(&self) {
-        if let Ok(mut cache) = self.query_embeddings.lock() {
-            cache.clear();
-        }
     }
 
     /// The query's vector in the project's space and the tokens embedding it took (0 when it

@@ -35,6 +35,16 @@ impl MetricsBucket {
         }
     }
 
+    /// The bucket a window gets when the caller names none: hours for up to two days,
+    /// days beyond.
+    pub fn fitting(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        if to - from <= TimeDelta::days(2) {
+            MetricsBucket::Hour
+        } else {
+            MetricsBucket::Day
+        }
+    }
+
     fn width(self) -> TimeDelta {
         match self {
             MetricsBucket::Hour => TimeDelta::hours(1),
@@ -357,7 +367,7 @@ pub fn summarize(
 
 impl MemoryEngine {
     /// The recall quality of `scope`'s project over `window`.
-    pub async fn recall_metrics(
+    pub(crate) async fn recall_metrics(
         &self,
         scope: &ProjectScope,
         window: &MetricsWindow,

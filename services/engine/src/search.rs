@@ -79,7 +79,7 @@ struct Candidate {
 impl MemoryEngine {
     /// Search inside `memory_scope`: for a scope confined to an end-user, only that
     /// end-user's memories are candidates, whatever `request.subject` says.
-    pub async fn search(
+    pub(crate) async fn search(
         &self,
         memory_scope: &MemoryScope,
         request: SearchRequest,

@@ -104,7 +104,7 @@ fn session_tokens(tokens: ConsoleSessionTokens) -> SessionTokens {
 /// A key as the console lists it to `viewer`: who made it ("you" for the viewer's own), and
 /// whether the viewer may roll or revoke it (a hint for the buttons; the use case decides).
 fn key_row(record: &engram_engine::ApiKeyRecord, viewer: &engram_core::Principal) -> KeyRow {
-    let view = crate::routes::keys::ApiKeyView::from(record);
+    let view = crate::views::ApiKeyView::from(record);
     let own = record.created_by.as_deref() == Some(viewer.actor().label().as_str());
     KeyRow {
         created_by: if own {
@@ -471,7 +471,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (_, principal) = self
             .authorized_project(caller, project_id, Operation::ExportAuditEvents)
             .await?;
-        let events: Vec<crate::routes::audit::AuditEventView> = self
+        let events: Vec<crate::views::AuditEventView> = self
             .engine()?
             .export_audit_events_for(
                 &principal,
@@ -485,7 +485,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .into_iter()
             .map(Into::into)
             .collect();
-        Ok(crate::routes::audit::events_as_csv(&events))
+        Ok(crate::views::events_as_csv(&events))
     }
 
     async fn list_members(&self, caller: &ConsoleCaller) -> Result<MemberListing, ConsoleError> {
@@ -670,13 +670,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .authorized_project(caller, project_id, Operation::EditMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
+        // The content's size is the edit use case's rule.
         let content = content.trim().to_string();
-        if content.is_empty() || content.len() > engram_core::limits::MAX_CONTENT_BYTES {
-            return Err(ConsoleError::InvalidInput(format!(
-                "the content must be 1 byte to {} KiB",
-                engram_core::limits::MAX_CONTENT_BYTES / 1024
-            )));
-        }
         let request = engram_engine::EditMemoryRequest {
             memory_id,
             edit: engram_engine::MemoryEdit {
@@ -823,6 +818,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
         user_id: &str,
+        confirm: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
         let (_, principal) = self
             .authorized_project(caller, project_id, Operation::RequestSubjectErasure)
@@ -830,7 +826,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let user_id = parse_subject(user_id)?;
         let task = self
             .engine()?
-            .request_subject_erasure_for(&principal, &user_id)
+            .request_subject_erasure_for(&principal, &user_id, Some(confirm))
             .await
             .map_err(engine_error)?;
         Ok(erasure_status(project_id, task))
@@ -841,6 +837,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
         user_id: &str,
+        confirm: &str,
     ) -> Result<ErasureStatus, ConsoleError> {
         let (_, principal) = self
             .authorized_project(
@@ -852,7 +849,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let user_id = parse_subject(user_id)?;
         let task = self
             .engine()?
-            .request_organization_subject_erasure_for(&principal, &user_id)
+            .request_organization_subject_erasure_for(&principal, &user_id, Some(confirm))
             .await
             .map_err(engine_error)?;
         Ok(erasure_status(project_id, task))
@@ -899,7 +896,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .export_subject_for(&principal, &user_id)
             .await
             .map_err(engine_error)?;
-        Ok(crate::routes::governance::subject_export_ndjson(
+        Ok(crate::subject_export::subject_export_ndjson(
             user_id.as_str(),
             &exported,
         ))
@@ -917,7 +914,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let settings = engine
             .project_settings_for(&principal)
             .await
-            .map_err(engine_error)?;
+            .map_err(engine_error)?
+            .settings;
         let due = engine
             .preview_retention_for(&principal, 100_000)
             .await
@@ -1271,6 +1269,10 @@ mod tests {
         assert_eq!(
             engram_console::model::INVITATION_LIFETIME_DAYS,
             engram_engine::INVITATION_LIFETIME_DAYS
+        );
+        assert_eq!(
+            engram_console::model::MIN_PASSWORD_CHARS,
+            engram_engine::console_credentials::MIN_PASSWORD_CHARS
         );
     }
 }

@@ -9,9 +9,11 @@ mod extract;
 pub mod http_metrics;
 pub mod openapi;
 pub mod problem;
+mod query_parameters;
 pub mod rate_limit;
 mod routes;
 pub mod state;
+mod subject_export;
 pub mod tracing_context;
 mod views;
 
@@ -29,11 +31,20 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
-/// The full application router: the public API, service endpoints, and any extra routes
-/// (the console) merged in by the caller.
-pub fn build_router(state: AppState, extra_routes: Router) -> Router {
-    let request_timeout = state.settings.request_timeout;
-    let trusted_proxies = state.settings.trusted_proxies.clone();
+/// The full application router: the native API and service endpoints, and beside them any
+/// other doors (the console) the caller mounts. Each door answers errors in its own format.
+pub fn build_router(state: AppState, other_doors: Router) -> Router {
+    let frame = DoorFrame {
+        request_timeout: state.settings.request_timeout,
+        trusted_proxies: state.settings.trusted_proxies.clone(),
+        cors: cors_layer(&state.settings.cors_allowed_origins),
+    };
+    frame.mount(native_door(state), other_doors)
+}
+
+/// The native API: its routes, its unknown-route answer, and problem+json for every error
+/// it gives, including those of layers (body limit, timeout, a method it does not serve).
+fn native_door(state: AppState) -> Router {
     let api_routes = routes::memories::router()
         .merge(routes::keys::router())
         .merge(routes::audit::router())
@@ -49,42 +60,65 @@ pub fn build_router(state: AppState, extra_routes: Router) -> Router {
         state.credentials.client_rate_limit.clone(),
         rate_limit::limit_requests_without_a_credential,
     ));
-    let cors = cors_layer(&state.settings.cors_allowed_origins);
-    Router::new()
-        .merge(api_routes)
-        .merge(routes::service::router())
-        .with_state(state)
-        .merge(extra_routes)
-        .fallback(problem::unknown_route)
-        .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
-        .layer(TimeoutLayer::with_status_code(
-            axum::http::StatusCode::REQUEST_TIMEOUT,
-            request_timeout,
-        ))
-        .layer(TraceLayer::new_for_http().make_span_with(tracing_context::http_request_span))
-        .route_layer(axum::middleware::from_fn(http_metrics::record_http_metrics))
-        .layer(axum::middleware::from_fn(problem::ensure_problem_responses))
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        // Every response: no MIME sniffing, no referrer leaks, never framed.
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::REFERRER_POLICY,
-            HeaderValue::from_static("no-referrer"),
-        ))
-        .layer(SetResponseHeaderLayer::if_not_present(
-            header::X_FRAME_OPTIONS,
-            HeaderValue::from_static("DENY"),
-        ))
-        .layer(cors)
-        // First of all: every layer and handler after it sees the client's address.
-        .layer(axum::middleware::from_fn_with_state(
-            trusted_proxies,
-            client_address::resolve_client_address,
-        ))
+    let api_routes = query_parameters::refuse_unknown_query_parameters(api_routes);
+    let request_timeout = state.settings.request_timeout;
+    problem::speaking_problems(
+        Router::new()
+            .merge(api_routes)
+            .merge(routes::service::router())
+            .with_state(state)
+            .fallback(problem::unknown_route)
+            // Inside the problem layer, so a slow request's 408 is a problem too.
+            .layer(TimeoutLayer::with_status_code(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                request_timeout,
+            )),
+    )
+}
+
+/// What every door shares: request ids, the time limit, the body limit, tracing, metrics,
+/// security headers, CORS and the client's address. Nothing here writes an error body.
+pub struct DoorFrame {
+    pub request_timeout: Duration,
+    pub trusted_proxies: client_address::TrustedProxies,
+    pub cors: CorsLayer,
+}
+
+impl DoorFrame {
+    /// `native` (already speaking problem+json) and `other_doors` (each speaking its own
+    /// format) behind the shared layers.
+    pub fn mount(self, native: Router, other_doors: Router) -> Router {
+        native
+            .merge(other_doors)
+            .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
+            .layer(TimeoutLayer::with_status_code(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                self.request_timeout,
+            ))
+            .layer(TraceLayer::new_for_http().make_span_with(tracing_context::http_request_span))
+            .route_layer(axum::middleware::from_fn(http_metrics::record_http_metrics))
+            .layer(PropagateRequestIdLayer::x_request_id())
+            .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+            // Every response: no MIME sniffing, no referrer leaks, never framed.
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::X_CONTENT_TYPE_OPTIONS,
+                HeaderValue::from_static("nosniff"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::REFERRER_POLICY,
+                HeaderValue::from_static("no-referrer"),
+            ))
+            .layer(SetResponseHeaderLayer::if_not_present(
+                header::X_FRAME_OPTIONS,
+                HeaderValue::from_static("DENY"),
+            ))
+            .layer(self.cors)
+            // First of all: every layer and handler after it sees the client's address.
+            .layer(axum::middleware::from_fn_with_state(
+                self.trusted_proxies,
+                client_address::resolve_client_address,
+            ))
+    }
 }
 
 /// Cross-origin access for the configured browser origins only (none by default).
@@ -128,3 +162,80 @@ pub async fn serve(
 
 /// Default per-request time limit.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    /// Another door keeps its own error bodies: a stub answering as Mem0's API does
+    /// (`{"detail": …}`) is mounted beside a native door, and its 404 and 405 pass through
+    /// untouched while the native door's errors are problem+json.
+    #[tokio::test]
+    async fn a_door_mounted_beside_the_native_api_keeps_its_own_error_bodies() {
+        let native = problem::speaking_problems(
+            Router::new()
+                .route(
+                    "/v1/thing",
+                    get(|| async { problem::ApiError::new(problem::ProblemKind::NotFound, "no thing") }),
+                )
+                .fallback(problem::unknown_route),
+        );
+        let stub_door = Router::new().route(
+            "/stub/v1/memories/",
+            get(|| async {
+                (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({"detail": "Memory not found."})),
+                )
+            }),
+        );
+        let frame = DoorFrame {
+            request_timeout: Duration::from_secs(5),
+            trusted_proxies: Default::default(),
+            cors: CorsLayer::new(),
+        };
+        let router = frame.mount(native, stub_door);
+        let answer = |method: &str, path: &str| {
+            let request = Request::builder()
+                .method(method)
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            let router = router.clone();
+            async move {
+                let response = router.oneshot(request).await.unwrap();
+                let status = response.status();
+                let content_type = response
+                    .headers()
+                    .get(header::CONTENT_TYPE)
+                    .map(|value| value.to_str().unwrap_or("").to_string())
+                    .unwrap_or_default();
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                (status, content_type, String::from_utf8_lossy(&body).to_string())
+            }
+        };
+
+        let (status, content_type, body) = answer("GET", "/stub/v1/memories/").await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_eq!(content_type, "application/json");
+        assert_eq!(body, r#"{"detail":"Memory not found."}"#);
+        // A method the door does not serve: axum's own 405, not rewritten into a problem.
+        let (status, content_type, body) = answer("DELETE", "/stub/v1/memories/").await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        assert!(!content_type.starts_with(problem::PROBLEM_CONTENT_TYPE), "{content_type}");
+        assert!(body.is_empty(), "{body}");
+
+        for (method, path) in [("GET", "/v1/thing"), ("DELETE", "/v1/thing"), ("GET", "/v9/nowhere")] {
+            let (status, content_type, body) = answer(method, path).await;
+            assert!(status.is_client_error(), "{method} {path}: {status}");
+            assert_eq!(content_type, problem::PROBLEM_CONTENT_TYPE, "{method} {path}: {body}");
+            let document: serde_json::Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(document["status"], status.as_u16(), "{body}");
+        }
+    }
+}

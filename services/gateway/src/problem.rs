@@ -287,7 +287,7 @@ impl From<EngineError> for ApiError {
                 "a memory of this request's first answer was deleted since, and its content with the stored answer; nothing was written. To store it again, send it with a new Idempotency-Key",
             ),
             EngineError::Invalid(invalid) => invalid.into(),
-            EngineError::StorageUnavailable(_) => {
+            EngineError::StorageUnavailable(_) | EngineError::DatabaseLocked(_) => {
                 ApiError::unavailable("the metadata database is unavailable".to_string())
             }
             EngineError::IndexUnavailable(_) => {
@@ -472,13 +472,16 @@ pub async fn unknown_route() -> ApiError {
     problem
 }
 
+/// `door` answering every error as problem+json: the native API's format. Other doors
+/// (the console's HTML pages, a Mem0-compatible door's `{"detail": …}`) are mounted beside
+/// it, outside this layer, and keep their own bodies.
+pub fn speaking_problems(door: axum::Router) -> axum::Router {
+    door.layer(axum::middleware::from_fn(ensure_problem_responses))
+}
+
 /// Error responses that did not come from `ApiError` (body limit, timeout, method not
 /// allowed, a rejected path) are rewritten as problems; every problem gets the request id.
-pub async fn ensure_problem_responses(request: Request, next: Next) -> Response {
-    // The console renders its own HTML error pages.
-    if request.uri().path().starts_with("/console") {
-        return next.run(request).await;
-    }
+async fn ensure_problem_responses(request: Request, next: Next) -> Response {
     let request_id = request
         .headers()
         .get("x-request-id")

@@ -33,20 +33,6 @@ pub struct AppState {
     pub settings: GatewaySettings,
 }
 
-/// The engine's spend guard, for the routes not yet behind a use case.
-impl FromRef<AppState> for Arc<engram_engine::SpendGuard> {
-    fn from_ref(state: &AppState) -> Self {
-        state.engine.spend_guard().clone()
-    }
-}
-
-/// The engine's meter, for the routes not yet behind a use case.
-impl FromRef<AppState> for engram_engine::UsageMeter {
-    fn from_ref(state: &AppState) -> Self {
-        state.engine.meter().clone()
-    }
-}
-
 /// Everything needed to turn a presented credential into a principal: the engine
 /// authenticates; the console's session keys and the per-end-user limit are the door's.
 #[derive(Clone)]

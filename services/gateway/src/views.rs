@@ -4,7 +4,12 @@
 use chrono::{DateTime, Utc};
 use engram_core::request_bodies::metadata_object;
 use engram_core::{FieldError, Memory};
-use engram_engine::HistoryEntry;
+use engram_core::usage::{
+    DEFAULT_ALERT_THRESHOLDS, MAX_ALERT_THRESHOLDS, MonthlyBudget, RecallBudget, SpendLimits,
+    UsageUnit,
+};
+use engram_engine::{ApiKeyRecord, AuditEventRecord, HistoryEntry};
+use std::collections::BTreeMap;
 use engram_engine::MemoryEdit;
 
 // The add and search bodies are engram-core's, where they are parsed (and fuzzed).
@@ -274,5 +279,363 @@ impl EditMemoryBody {
             return Err(errors);
         }
         Ok((edit, self.embedding))
+    }
+}
+
+/// A background task (erasure, file ingest, derivation, evaluation) and its progress.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskView {
+    pub id: String,
+    /// `subject_erasure`
+    pub kind: String,
+    /// `queued | running | succeeded | failed`
+    pub status: String,
+    pub progress: TaskProgressView,
+    /// For a finished erasure: the receipt (counts per store, times, verification, digest).
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub request_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct TaskProgressView {
+    pub done: i64,
+    pub total: i64,
+}
+
+impl From<engram_engine::TaskRecord> for TaskView {
+    fn from(task: engram_engine::TaskRecord) -> Self {
+        Self {
+            id: task.id.to_string(),
+            kind: task.kind.as_str().to_string(),
+            status: task.status.as_str().to_string(),
+            progress: TaskProgressView {
+                done: task.progress_done,
+                total: task.progress_total,
+            },
+            result: task.result,
+            error: task.error,
+            request_id: task.request_id,
+            created_at: task.created_at,
+            updated_at: task.updated_at,
+        }
+    }
+}
+
+/// An API key as the API shows it (never its secret).
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct ApiKeyView {
+    pub id: String,
+    pub label: String,
+    /// The public start of the key, `egk_<environment>_<public id>_`, to recognise it.
+    pub prefix: String,
+    /// `live | test`
+    pub environment: String,
+    /// Of `memories:read`, `memories:write`, `memories:delete`, `admin`.
+    pub scopes: Vec<String>,
+    /// `active | expired | revoked`
+    pub state: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Who made it: `console_account:<id>`, `api_key:<id>` or `system:<command>`; a rolled
+    /// key keeps its line's maker. Null for keys made before makers were recorded.
+    pub created_by: Option<String>,
+}
+
+impl From<&ApiKeyRecord> for ApiKeyView {
+    fn from(record: &ApiKeyRecord) -> Self {
+        let state = record.state_at(Utc::now());
+        Self {
+            id: record.id.to_string(),
+            label: record.label.clone(),
+            prefix: format!("egk_{}_{}_", record.environment.as_str(), record.public_id),
+            environment: record.environment.as_str().to_string(),
+            scopes: record.scopes.names(),
+            state: state.to_string(),
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            last_used_at: record.last_used_at,
+            revoked_at: record.revoked_at,
+            created_by: record.created_by.clone(),
+        }
+    }
+}
+
+/// One audit event. Never memory content: ids, versions and SHA-256 digests.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct AuditEventView {
+    pub id: i64,
+    /// Position in the organization's chain.
+    pub sequence: i64,
+    pub at: DateTime<Utc>,
+    /// `api_key | console_account | system`
+    pub actor_type: String,
+    pub actor_id: String,
+    /// Such as `memory.created`, `memory.deleted`, `api_key.rolled`, `console.login_failed`.
+    pub action: String,
+    pub target_type: String,
+    pub target_ids: Vec<String>,
+    /// `success | failure`
+    pub outcome: String,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+    #[schema(value_type = Object)]
+    pub details: serde_json::Value,
+    /// SHA-256 chaining this event to the previous one.
+    pub hash: String,
+}
+
+impl From<AuditEventRecord> for AuditEventView {
+    fn from(record: AuditEventRecord) -> Self {
+        Self {
+            id: record.id,
+            sequence: record.sequence,
+            at: record.at,
+            actor_type: record.actor_type,
+            actor_id: record.actor_id,
+            action: record.action,
+            target_type: record.target_type,
+            target_ids: record.target_ids,
+            outcome: record.outcome,
+            ip: record.ip,
+            user_agent: record.user_agent,
+            request_id: record.request_id,
+            details: record.details,
+            hash: record.hash,
+        }
+    }
+}
+
+/// Audit events as CSV, one row per event (see [`crate::csv_export`]).
+pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
+    let header = [
+        "id",
+        "sequence",
+        "at",
+        "actor_type",
+        "actor_id",
+        "action",
+        "target_type",
+        "target_ids",
+        "outcome",
+        "ip",
+        "user_agent",
+        "request_id",
+        "details",
+        "hash",
+    ];
+    let rows = events.iter().map(|event| {
+        [
+            event.id.to_string(),
+            event.sequence.to_string(),
+            event.at.to_rfc3339(),
+            event.actor_type.clone(),
+            event.actor_id.clone(),
+            event.action.clone(),
+            event.target_type.clone(),
+            event.target_ids.join(" "),
+            event.outcome.clone(),
+            event.ip.clone().unwrap_or_default(),
+            event.user_agent.clone().unwrap_or_default(),
+            event.request_id.clone().unwrap_or_default(),
+            event.details.to_string(),
+            event.hash.clone(),
+        ]
+    });
+    crate::csv_export::csv_text(&header, rows)
+}
+
+/// The recall budget in the limits document.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBudgetBody {
+    /// Most memories one search returns (1–100).
+    #[schema(minimum = 1, maximum = 100)]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    pub max_results: Option<u32>,
+    /// Most tokens of memory content one search returns (1–100,000).
+    #[schema(minimum = 1, maximum = 100000)]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    pub max_tokens: Option<u32>,
+}
+
+/// A monthly budget in the limits document.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MonthlyBudgetBody {
+    /// The budget in millionths of `currency` (`250000000` is 250.00).
+    #[serde(deserialize_with = "engram_core::json_integers::whole")]
+    #[schema(minimum = 0)]
+    pub amount_micros: i64,
+    /// ISO 4217, e.g. `USD` (any case); only prices in this currency count against the
+    /// budget.
+    #[schema(pattern = "^[A-Za-z]{3}$")]
+    pub currency: String,
+    /// At most 10 percentages (1–255) at which an alert is recorded once a month; default
+    /// `[80, 100]`.
+    #[schema(schema_with = alert_thresholds_schema)]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole_list"
+    )]
+    pub alert_thresholds_percent: Option<Vec<u16>>,
+    /// Refuse requests with `402 budget-exceeded` once the month's cost reaches the budget.
+    #[serde(default)]
+    pub hard_cap: bool,
+}
+
+/// Budget, quotas and recall budget of the project. `PUT` replaces the whole document;
+/// an absent part means no limit.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpendLimitsBody {
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_objects::optional_object"
+    )]
+    pub monthly_budget: Option<MonthlyBudgetBody>,
+    /// Most writes and searches per minute for the whole project (1–1,000,000).
+    #[schema(minimum = 1, maximum = 1000000)]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    pub requests_per_minute: Option<u32>,
+    /// Most units per calendar month (UTC): `memories_written`, `searches`,
+    /// `tokens_embedded`, `file_bytes`.
+    #[schema(schema_with = monthly_quotas_schema)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::whole_map")]
+    pub monthly_quotas: BTreeMap<String, u64>,
+    #[serde(default, deserialize_with = "engram_core::json_objects::object")]
+    pub recall: RecallBudgetBody,
+}
+
+/// The units a quota may cap (all but `memory_days`, which is sampled daily), each a count.
+fn monthly_quotas_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property_names(Some(engram_core::openapi_schemas::one_of(
+            UsageUnit::ALL
+                .iter()
+                .filter(|unit| **unit != UsageUnit::MemoryDays)
+                .map(|unit| unit.as_str()),
+        )))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0))
+                .maximum(Some(u64::MAX)),
+        ))
+        .build()
+}
+
+/// (For an `Option` field: `null` is the default thresholds.)
+fn alert_thresholds_schema() -> utoipa::openapi::schema::Array {
+    use engram_core::openapi_schemas::Nullable;
+    utoipa::openapi::schema::ArrayBuilder::new()
+        .items(engram_core::openapi_schemas::integer_between(1, 255))
+        .max_items(Some(MAX_ALERT_THRESHOLDS))
+        .build()
+        .nullable()
+}
+
+impl SpendLimitsBody {
+    pub(crate) fn from_limits(limits: &SpendLimits) -> Self {
+        Self {
+            monthly_budget: limits
+                .monthly_budget
+                .as_ref()
+                .map(|budget| MonthlyBudgetBody {
+                    amount_micros: budget.amount_micros,
+                    currency: budget.currency.clone(),
+                    alert_thresholds_percent: Some(
+                        budget
+                            .alert_thresholds_percent
+                            .iter()
+                            .map(|percent| u16::from(*percent))
+                            .collect(),
+                    ),
+                    hard_cap: budget.hard_cap,
+                }),
+            requests_per_minute: limits.requests_per_minute,
+            monthly_quotas: limits
+                .monthly_quotas
+                .iter()
+                .map(|(unit, quota)| (unit.as_str().to_string(), *quota))
+                .collect(),
+            recall: RecallBudgetBody {
+                max_results: limits.recall.max_results,
+                max_tokens: limits.recall.max_tokens,
+            },
+        }
+    }
+
+    /// The limits as typed (their rules are the use case's, `SpendLimits::limit_errors`), or
+    /// what could not be read: a threshold beyond 255, a unit no quota knows.
+    pub(crate) fn into_limits(self) -> Result<SpendLimits, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let monthly_budget = self.monthly_budget.map(|budget| {
+            let given = budget.alert_thresholds_percent.unwrap_or_else(|| {
+                DEFAULT_ALERT_THRESHOLDS
+                    .iter()
+                    .map(|p| u16::from(*p))
+                    .collect()
+            });
+            let mut thresholds: Vec<u8> = Vec::new();
+            for (position, percent) in given.iter().enumerate() {
+                match u8::try_from(*percent) {
+                    Ok(percent) => thresholds.push(percent),
+                    Err(_) => errors.push(FieldError::new(
+                        format!("monthly_budget.alert_thresholds_percent[{position}]"),
+                        "must be between 1 and 255",
+                    )),
+                }
+            }
+            thresholds.sort_unstable();
+            thresholds.dedup();
+            MonthlyBudget {
+                amount_micros: budget.amount_micros,
+                currency: budget.currency.to_ascii_uppercase(),
+                alert_thresholds_percent: thresholds,
+                hard_cap: budget.hard_cap,
+            }
+        });
+        let mut monthly_quotas = BTreeMap::new();
+        for (unit_name, quota) in self.monthly_quotas {
+            match UsageUnit::parse(&unit_name) {
+                Some(unit) => {
+                    monthly_quotas.insert(unit, quota);
+                }
+                None => errors.push(FieldError::new(
+                    format!("monthly_quotas.{unit_name}"),
+                    "unknown unit; expected memories_written, searches, tokens_embedded or file_bytes",
+                )),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(SpendLimits {
+            monthly_budget,
+            requests_per_minute: self.requests_per_minute,
+            monthly_quotas,
+            recall: RecallBudget {
+                max_results: self.recall.max_results,
+                max_tokens: self.recall.max_tokens,
+            },
+        })
     }
 }

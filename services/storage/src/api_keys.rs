@@ -69,6 +69,19 @@ pub struct ApiKeyRecord {
     pub created_by: Option<String>,
 }
 
+impl ApiKeyRecord {
+    /// `revoked`, `expired` or `active` at `now`: whether it still authenticates.
+    pub fn state_at(&self, now: DateTime<Utc>) -> &'static str {
+        if self.revoked_at.is_some() {
+            "revoked"
+        } else if self.expires_at.is_some_and(|expires_at| expires_at <= now) {
+            "expired"
+        } else {
+            "active"
+        }
+    }
+}
+
 /// A presented key that verified: its project and what it may do.
 #[derive(Clone, Debug)]
 pub struct VerifiedApiKey {
@@ -151,7 +164,7 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
 }
 
 fn keys_of(scope: &ProjectScope) -> sea_orm::Select<api_keys::Entity> {
-    api_keys::Entity::find().filter(api_keys::Column::ProjectId.eq(scope.project_id().as_uuid()))
+    api_keys::Entity::find().filter(crate::tenancy::in_project::<api_keys::Entity>(scope))
 }
 
 impl Storage {

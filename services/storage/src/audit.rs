@@ -408,7 +408,7 @@ impl Storage {
     ) -> Result<Vec<AuditEventRecord>, StorageError> {
         let project_condition = if filter.include_organization_events {
             sea_orm::Condition::any()
-                .add(audit_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .add(crate::tenancy::in_project::<audit_events::Entity>(scope))
                 .add(
                     sea_orm::Condition::all()
                         .add(
@@ -419,7 +419,7 @@ impl Storage {
                 )
         } else {
             sea_orm::Condition::all()
-                .add(audit_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .add(crate::tenancy::in_project::<audit_events::Entity>(scope))
         };
         let mut query = audit_events::Entity::find().filter(project_condition);
         if let Some(action) = &filter.action {

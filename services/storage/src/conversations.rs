@@ -138,7 +138,7 @@ fn message(model: session_messages::Model) -> SessionMessage {
 
 fn messages_of(scope: &ProjectScope) -> sea_orm::Select<session_messages::Entity> {
     session_messages::Entity::find()
-        .filter(session_messages::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
 }
 
 impl Storage {
@@ -340,7 +340,7 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = session_messages::Entity::delete_many()
-            .filter(session_messages::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
             .filter(session_messages::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await
@@ -418,7 +418,7 @@ impl Storage {
         to: DateTime<Utc>,
     ) -> Result<Vec<LlmModelUsage>, StorageError> {
         let calls = llm_calls::Entity::find()
-            .filter(llm_calls::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<llm_calls::Entity>(scope))
             .filter(llm_calls::Column::At.gte(from))
             .filter(llm_calls::Column::At.lt(to))
             .all(&self.connection)

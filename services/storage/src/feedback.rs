@@ -53,7 +53,7 @@ pub(crate) fn record(model: feedback::Model) -> FeedbackRecord {
 }
 
 fn feedback_of(scope: &ProjectScope) -> sea_orm::Select<feedback::Entity> {
-    feedback::Entity::find().filter(feedback::Column::ProjectId.eq(scope.project_id().as_uuid()))
+    feedback::Entity::find().filter(crate::tenancy::in_project::<feedback::Entity>(scope))
 }
 
 impl Storage {
@@ -107,9 +107,7 @@ impl Storage {
         recall_id: Uuid,
     ) -> Result<Vec<FeedbackRecord>, StorageError> {
         let mut query = feedback_of(memory_scope.project());
-        if let Some(end_user) = memory_scope.end_user() {
-            query = query.filter(feedback::Column::UserId.eq(end_user.as_str()));
-        }
+        query = query.filter(crate::tenancy::within::<feedback::Entity>(memory_scope));
         Ok(query
             .filter(feedback::Column::RecallId.eq(recall_id))
             .order_by_asc(feedback::Column::Id)
@@ -146,7 +144,7 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = feedback::Entity::delete_many()
-            .filter(feedback::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<feedback::Entity>(scope))
             .filter(feedback::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await

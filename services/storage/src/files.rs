@@ -86,7 +86,7 @@ fn file_record(model: files::Model) -> Result<FileRecord, StorageError> {
 
 fn of_project(scope: &ProjectScope, file_id: Uuid) -> sea_orm::Select<files::Entity> {
     files::Entity::find()
-        .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<files::Entity>(scope))
         .filter(files::Column::Id.eq(file_id))
 }
 
@@ -168,9 +168,7 @@ impl Storage {
         file_id: Uuid,
     ) -> Result<Option<FileRecord>, StorageError> {
         let mut query = of_project(memory_scope.project(), file_id);
-        if let Some(end_user) = memory_scope.end_user() {
-            query = query.filter(files::Column::UserId.eq(end_user.as_str()));
-        }
+        query = query.filter(crate::tenancy::within::<files::Entity>(memory_scope));
         query
             .one(&self.connection)
             .await
@@ -219,7 +217,7 @@ impl Storage {
                 Expr::value(serde_json::json!(ids)),
             )
             .col_expr(files::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::Id.eq(file_id))
             .exec(&self.connection)
             .await
@@ -245,7 +243,7 @@ impl Storage {
             .col_expr(files::Column::Error, Expr::value(error))
             .col_expr(files::Column::Body, Expr::value(Option::<String>::None))
             .col_expr(files::Column::UpdatedAt, Expr::value(Utc::now()))
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::Id.eq(file_id))
             .exec(&self.connection)
             .await
@@ -261,7 +259,7 @@ impl Storage {
     ) -> Result<bool, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = files::Entity::delete_many()
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::Id.eq(file_id))
             .exec(&self.connection)
             .await
@@ -276,7 +274,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<Vec<FileRecord>, StorageError> {
         files::Entity::find()
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::UserId.eq(user_id))
             .order_by_asc(files::Column::Id)
             .all(&self.connection)
@@ -295,7 +293,7 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = files::Entity::delete_many()
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await

@@ -3,6 +3,7 @@
 //! and the content-free erasure ledger. Every function takes the project scope.
 
 use crate::audit::append_audit_event;
+use crate::subject_data::{StoreRetention, SubjectStore};
 use crate::entities::{
     erasure_ledger, index_outbox, memories, memory_history, memory_tombstones, projects,
 };
@@ -39,6 +40,22 @@ pub struct ProjectSettings {
     /// Days the other swept stores (messages, session state, feedback, files) keep a
     /// record; a store not named keeps its records until deleted or erased.
     pub store_retention_days: BTreeMap<crate::subject_data::SubjectStore, u32>,
+}
+
+impl ProjectSettings {
+    /// Days these settings keep `store`'s records; `None`: until deleted or erased, or the
+    /// store is not swept by age.
+    pub fn retention_days_of(&self, store: SubjectStore) -> Option<u32> {
+        match store.declaration().retention {
+            StoreRetention::ProjectDays { .. } if store == SubjectStore::RecallEvents => {
+                Some(self.recall_event_retention_days)
+            }
+            StoreRetention::ProjectDays { .. } => self.store_retention_days.get(&store).copied(),
+            StoreRetention::MemoryKinds
+            | StoreRetention::WithItsSource(_)
+            | StoreRetention::UntilDeleted(_) => None,
+        }
+    }
 }
 
 impl Default for ProjectSettings {
@@ -102,7 +119,7 @@ impl Storage {
         &self,
         scope: &ProjectScope,
     ) -> Result<ProjectSettings, StorageError> {
-        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -115,7 +132,7 @@ impl Storage {
         &self,
         scope: &ProjectScope,
     ) -> Result<(ProjectSettings, engram_core::usage::SpendLimits), StorageError> {
-        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -128,7 +145,7 @@ impl Storage {
     /// hold no personal data).
     /// The project's query-cache epoch (raised by every erasure).
     pub async fn query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
-        Ok(projects::Entity::find_by_id(scope.project_id().as_uuid())
+        Ok(projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -144,7 +161,7 @@ impl Storage {
                 projects::Column::QueryCacheEpoch,
                 Expr::col(projects::Column::QueryCacheEpoch).add(1),
             )
-            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
@@ -160,7 +177,7 @@ impl Storage {
     ) -> Result<ProjectSettings, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
@@ -170,7 +187,7 @@ impl Storage {
             // Vectors of two spaces cannot be compared: the space changes only while no
             // memory (active or superseded, both searchable) holds a vector of the old one.
             let memories_with_vectors = memories::Entity::find()
-                .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<memories::Entity>(scope))
                 .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
                 .count(&transaction)
                 .await
@@ -219,7 +236,7 @@ impl Storage {
                         .map(|dimension| dimension as i32),
                 ),
             )
-            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
@@ -256,7 +273,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::Immutable)
             .column(memories::Column::LegalHold)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .into_tuple::<(bool, bool)>()
             .one(&self.connection)
@@ -290,7 +307,7 @@ impl Storage {
         }
         let changed = if immutable.is_some() || legal_hold.is_some() {
             update
-                .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<memories::Entity>(scope))
                 .filter(memories::Column::Id.eq(memory_id.as_uuid()))
                 .exec(&transaction)
                 .await
@@ -303,7 +320,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::Immutable)
             .column(memories::Column::LegalHold)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .into_tuple::<(bool, bool)>()
             .one(&transaction)
@@ -344,7 +361,7 @@ impl Storage {
         let held = memories::Entity::find()
             .select_only()
             .column(memories::Column::Id)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UserId.eq(user_id))
             .filter(memories::Column::LegalHold.eq(true))
             .order_by_asc(memories::Column::Id)
@@ -362,7 +379,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         memories::Entity::find()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UserId.eq(user_id))
             .count(&self.connection)
             .await
@@ -386,7 +403,7 @@ impl Storage {
             .column(memories::Column::Id)
             .column(memories::Column::Version)
             .column(memories::Column::LegalHold)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UserId.eq(user_id))
             .order_by_asc(memories::Column::Id)
             .limit(batch)
@@ -424,7 +441,7 @@ impl Storage {
         let mut left = 0;
         for chunk in memory_ids.chunks(500) {
             left += memory_history::Entity::find()
-                .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<memory_history::Entity>(scope))
                 .filter(
                     memory_history::Column::MemoryId
                         .is_in(chunk.iter().map(|id| id.as_uuid()).collect::<Vec<_>>()),
@@ -495,7 +512,7 @@ impl Storage {
         subject_digest: &str,
     ) -> Result<bool, StorageError> {
         Ok(erasure_ledger::Entity::find()
-            .filter(erasure_ledger::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<erasure_ledger::Entity>(scope))
             .filter(erasure_ledger::Column::SubjectDigest.eq(subject_digest))
             .count(&self.connection)
             .await
@@ -513,7 +530,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::UserId)
             .distinct()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UserId.is_not_null())
             .into_tuple::<String>()
             .all(&self.connection)
@@ -528,7 +545,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<Vec<ExportedMemory>, StorageError> {
         let rows = memories::Entity::find()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UserId.eq(user_id))
             .order_by_asc(memories::Column::CreatedAt)
             .order_by_asc(memories::Column::Id)
@@ -579,7 +596,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::Id)
             .column(memories::Column::Kind)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Immutable.eq(false))
             .filter(memories::Column::LegalHold.eq(false))
             // A held end-user keeps every memory, not only the held ones.
@@ -662,7 +679,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::Id)
             .column(memories::Column::Version)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Id.is_in(candidates))
             .filter(memories::Column::Immutable.eq(false))
             .filter(memories::Column::LegalHold.eq(false))
@@ -703,14 +720,14 @@ async fn remove_memory_rows(
 ) -> Result<u64, StorageError> {
     let ids: Vec<uuid::Uuid> = rows.iter().map(|(id, _)| *id).collect();
     let history_deleted = memory_history::Entity::delete_many()
-        .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<memory_history::Entity>(scope))
         .filter(memory_history::Column::MemoryId.is_in(ids.clone()))
         .exec(transaction)
         .await
         .map_err(StorageError::from_db)?
         .rows_affected;
     memories::Entity::delete_many()
-        .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<memories::Entity>(scope))
         .filter(memories::Column::Id.is_in(ids.clone()))
         .exec(transaction)
         .await

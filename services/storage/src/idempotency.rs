@@ -12,7 +12,8 @@ use sea_orm::{
     QuerySelect,
 };
 
-use crate::memories::ERASED_ANSWER_STATUS;
+/// The stored status of an idempotency answer whose content was erased (no HTTP status is 0).
+pub const ERASED_ANSWER_STATUS: i32 = 0;
 
 /// How many answers one statement (or one expiry batch) touches at most.
 const BATCH: usize = 500;
@@ -67,7 +68,7 @@ async fn blank_answers<C: ConnectionTrait>(
                 idempotency_records::Column::ResponseBody,
                 Expr::value(String::new()),
             )
-            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
             .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
             .filter(idempotency_records::Column::ResponseStatus.ne(ERASED_ANSWER_STATUS))
             .exec(connection)
@@ -90,7 +91,7 @@ async fn keys_naming_memories<C: ConnectionTrait>(
             .select_only()
             .column(idempotency_answer_memories::Column::IdempotencyKey)
             .distinct()
-            .filter(idempotency_answer_memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
             .filter(idempotency_answer_memories::Column::MemoryId.is_in(chunk.to_vec()))
             .into_tuple()
             .all(connection)
@@ -116,7 +117,7 @@ pub(crate) async fn erase_idempotency_answers(
     // The index rows of a deleted memory go with it: they hold its end-user's id.
     for chunk in memory_ids.chunks(BATCH) {
         idempotency_answer_memories::Entity::delete_many()
-            .filter(idempotency_answer_memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
             .filter(idempotency_answer_memories::Column::MemoryId.is_in(chunk.to_vec()))
             .exec(transaction)
             .await
@@ -219,7 +220,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         for chunk in legacy.chunks(BATCH) {
             idempotency_records::Entity::delete_many()
-                .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
                 .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
                 .exec(&self.connection)
                 .await
@@ -229,7 +230,7 @@ impl Storage {
         // index rows naming the subject go: they hold the raw user id.
         let blanked = blank_answers(&self.connection, scope, &keys).await?;
         idempotency_answer_memories::Entity::delete_many()
-            .filter(idempotency_answer_memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
             .filter(idempotency_answer_memories::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await
@@ -260,7 +261,7 @@ impl Storage {
             .select_only()
             .column(idempotency_answer_memories::Column::IdempotencyKey)
             .distinct()
-            .filter(idempotency_answer_memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
             .filter(idempotency_answer_memories::Column::UserId.eq(user_id))
             .into_tuple()
             .all(&self.connection)
@@ -278,7 +279,7 @@ impl Storage {
         let keys: Vec<String> = idempotency_records::Entity::find()
             .select_only()
             .column(idempotency_records::Column::IdempotencyKey)
-            .filter(idempotency_records::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
             .filter(idempotency_records::Column::IdempotencyKey.starts_with("client:user:"))
             .into_tuple()
             .all(&self.connection)

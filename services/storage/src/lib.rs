@@ -12,6 +12,7 @@ pub mod feedback;
 pub mod files;
 pub mod governance;
 mod idempotency;
+mod tenancy;
 pub mod members;
 pub mod memories;
 pub mod outbox;

@@ -57,8 +57,6 @@ pub enum InsertOutcome {
     AnswerErased,
 }
 
-/// The stored status of an idempotency answer whose content was erased (no HTTP status is 0).
-pub const ERASED_ANSWER_STATUS: i32 = 0;
 
 /// A change to an existing memory. `None` leaves a field as it is.
 #[derive(Clone, Debug, Default)]
@@ -109,17 +107,13 @@ pub struct HistoryEntry {
 
 /// Every memory query starts here, so none can forget the tenant filter.
 pub(crate) fn memories_of(scope: &ProjectScope) -> Select<memories::Entity> {
-    memories::Entity::find().filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+    memories::Entity::find().filter(crate::tenancy::in_project::<memories::Entity>(scope))
 }
 
 /// The memories of `scope`: its project's, and for a scope confined to an end-user only that
 /// end-user's.
 pub(crate) fn owned_memories_of(scope: &MemoryScope) -> Select<memories::Entity> {
-    let query = memories_of(scope.project());
-    match scope.end_user() {
-        Some(end_user) => query.filter(memories::Column::UserId.eq(end_user.as_str())),
-        None => query,
-    }
+    memories::Entity::find().filter(crate::tenancy::within::<memories::Entity>(scope))
 }
 
 pub(crate) fn subject_condition(subject: &SubjectFilter) -> Condition {
@@ -443,7 +437,7 @@ async fn mark_superseded(
         .col_expr(memories::Column::ValidTo, Expr::value(now))
         .col_expr(memories::Column::UpdatedAt, Expr::value(now))
         .col_expr(memories::Column::Version, Expr::value(next_version))
-        .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<memories::Entity>(scope))
         .filter(memories::Column::Id.eq(previous.id))
         .filter(memories::Column::Version.eq(previous.version))
         .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
@@ -538,7 +532,7 @@ impl Storage {
                 if previous.request_fingerprint != claim.request_fingerprint {
                     return Err(StorageError::IdempotencyKeyReused);
                 }
-                if previous.response_status == ERASED_ANSWER_STATUS {
+                if previous.response_status == crate::idempotency::ERASED_ANSWER_STATUS {
                     return Ok(InsertOutcome::AnswerErased);
                 }
                 let status = u16::try_from(previous.response_status).unwrap_or(201);
@@ -877,7 +871,7 @@ impl Storage {
         }
         // The version guard makes a concurrent patch that slipped in between lose cleanly.
         let result = update
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .filter(memories::Column::Version.eq(current.version))
             .exec(&transaction)
@@ -975,7 +969,7 @@ impl Storage {
         };
         refuse_locked(immutable, legal_hold)?;
         let deleted = memories::Entity::delete_many()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::Id.eq(memory_id.as_uuid()))
             .exec(&transaction)
             .await
@@ -994,7 +988,7 @@ impl Storage {
         .await
         .map_err(StorageError::from_db)?;
         memory_history::Entity::delete_many()
-            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memory_history::Entity>(scope))
             .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))
             .exec(&transaction)
             .await
@@ -1063,7 +1057,7 @@ impl Storage {
         memory_id: MemoryId,
     ) -> Result<Option<(i64, DateTime<Utc>)>, StorageError> {
         let tombstone = memory_tombstones::Entity::find()
-            .filter(memory_tombstones::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(scope))
             .filter(memory_tombstones::Column::MemoryId.eq(memory_id.as_uuid()))
             .one(&self.connection)
             .await
@@ -1083,7 +1077,7 @@ impl Storage {
         let rows: Vec<uuid::Uuid> = memory_tombstones::Entity::find()
             .select_only()
             .column(memory_tombstones::Column::MemoryId)
-            .filter(memory_tombstones::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(scope))
             .filter(memory_tombstones::Column::MemoryId.is_in(ids.iter().map(|id| id.as_uuid())))
             .into_tuple()
             .all(&self.connection)
@@ -1103,7 +1097,7 @@ impl Storage {
         self.get_memory(memory_scope, memory_id).await?;
         let scope = memory_scope.project();
         let rows = memory_history::Entity::find()
-            .filter(memory_history::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memory_history::Entity>(scope))
             .filter(memory_history::Column::MemoryId.eq(memory_id.as_uuid()))
             .order_by_asc(memory_history::Column::Id)
             .all(&self.connection)

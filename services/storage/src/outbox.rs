@@ -90,7 +90,7 @@ impl Storage {
             return Ok(Vec::new());
         }
         let models = index_outbox::Entity::find()
-            .filter(index_outbox::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<index_outbox::Entity>(scope))
             .filter(index_outbox::Column::MemoryId.is_in(memory_ids.iter().map(|id| id.as_uuid())))
             .order_by_asc(index_outbox::Column::Id)
             .all(&self.connection)
@@ -109,7 +109,7 @@ impl Storage {
             return Ok(HashMap::new());
         }
         let models = memories::Entity::find()
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
             .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
             .all(&self.connection)
@@ -152,7 +152,7 @@ impl Storage {
         let rows: Vec<uuid::Uuid> = memories::Entity::find()
             .select_only()
             .column(memories::Column::Id)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
             .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
             .into_tuple()
@@ -174,7 +174,7 @@ impl Storage {
             .select_only()
             .column(memories::Column::Id)
             .column(memories::Column::Version)
-            .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()));
         if let Some(after) = after {
             query = query.filter(memories::Column::Id.gt(after.as_uuid()));

@@ -250,12 +250,8 @@ impl Storage {
         memory_scope: &MemoryScope,
         recall_id: Uuid,
     ) -> Result<Option<RecallEventRecord>, StorageError> {
-        let mut query = recall_events::Entity::find_by_id(recall_id).filter(
-            recall_events::Column::ProjectId.eq(memory_scope.project().project_id().as_uuid()),
-        );
-        if let Some(end_user) = memory_scope.end_user() {
-            query = query.filter(recall_events::Column::UserId.eq(end_user.as_str()));
-        }
+        let query = recall_events::Entity::find_by_id(recall_id)
+            .filter(crate::tenancy::within::<recall_events::Entity>(memory_scope));
         Ok(query
             .one(&self.connection)
             .await
@@ -273,7 +269,7 @@ impl Storage {
         profile: Option<&str>,
     ) -> Result<Vec<RecallEventRecord>, StorageError> {
         let mut query = recall_events::Entity::find()
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
             .filter(recall_events::Column::CreatedAt.gte(from))
             .filter(recall_events::Column::CreatedAt.lt(to));
         if let Some(profile) = profile {
@@ -297,7 +293,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<Vec<RecallEventRecord>, StorageError> {
         Ok(recall_events::Entity::find()
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
             .filter(recall_events::Column::UserId.eq(user_id))
             .order_by_asc(recall_events::Column::Id)
             .all(&self.connection)
@@ -316,7 +312,7 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = recall_events::Entity::delete_many()
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
             .filter(recall_events::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await
@@ -331,7 +327,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         recall_events::Entity::find()
-            .filter(recall_events::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
             .filter(recall_events::Column::UserId.eq(user_id))
             .count(&self.connection)
             .await
@@ -351,7 +347,7 @@ impl Storage {
                 .column(memories::Column::Id)
                 .column(memories::Column::State)
                 .column(memories::Column::UpdatedAt)
-                .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<memories::Entity>(scope))
                 .filter(
                     memories::Column::Id
                         .is_in(chunk.iter().map(|id| id.as_uuid()).collect::<Vec<_>>()),
@@ -378,7 +374,7 @@ impl Storage {
         let mut found = Vec::new();
         for chunk in recall_ids.chunks(500) {
             let rows = feedback::Entity::find()
-                .filter(feedback::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<feedback::Entity>(scope))
                 .filter(feedback::Column::RecallId.is_in(chunk.to_vec()))
                 .all(&self.connection)
                 .await
@@ -402,7 +398,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let existing = retrieval_profiles::Entity::find()
-            .filter(retrieval_profiles::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
             .all(&transaction)
             .await
             .map_err(StorageError::from_db)?;
@@ -463,7 +459,7 @@ impl Storage {
         scope: &ProjectScope,
     ) -> Result<Vec<RetrievalProfileRecord>, StorageError> {
         Ok(retrieval_profiles::Entity::find()
-            .filter(retrieval_profiles::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
             .order_by_asc(retrieval_profiles::Column::Name)
             .all(&self.connection)
             .await
@@ -479,7 +475,7 @@ impl Storage {
         name: &str,
     ) -> Result<Option<RetrievalProfileRecord>, StorageError> {
         Ok(retrieval_profiles::Entity::find()
-            .filter(retrieval_profiles::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
             .filter(retrieval_profiles::Column::Name.eq(name))
             .one(&self.connection)
             .await
@@ -495,7 +491,7 @@ impl Storage {
     ) -> Result<bool, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = retrieval_profiles::Entity::delete_many()
-            .filter(retrieval_profiles::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
             .filter(retrieval_profiles::Column::Name.eq(name))
             .exec(&self.connection)
             .await
@@ -516,7 +512,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let taken = eval_sets::Entity::find()
-            .filter(eval_sets::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_sets::Entity>(scope))
             .filter(eval_sets::Column::Name.eq(set.name.as_str()))
             .count(&transaction)
             .await
@@ -577,7 +573,7 @@ impl Storage {
         set_id: Uuid,
     ) -> Result<Option<EvalSetRecord>, StorageError> {
         let Some(model) = eval_sets::Entity::find_by_id(set_id)
-            .filter(eval_sets::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_sets::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -585,7 +581,7 @@ impl Storage {
             return Ok(None);
         };
         let cases = eval_cases::Entity::find()
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .filter(eval_cases::Column::SetId.eq(set_id))
             .count(&self.connection)
             .await
@@ -598,7 +594,7 @@ impl Storage {
         scope: &ProjectScope,
     ) -> Result<Vec<EvalSetRecord>, StorageError> {
         let models = eval_sets::Entity::find()
-            .filter(eval_sets::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_sets::Entity>(scope))
             .order_by_asc(eval_sets::Column::Name)
             .all(&self.connection)
             .await
@@ -608,7 +604,7 @@ impl Storage {
             .select_only()
             .column(eval_cases::Column::SetId)
             .column_as(eval_cases::Column::Id.count(), "cases")
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .group_by(eval_cases::Column::SetId)
             .into_tuple::<(Uuid, i64)>()
             .all(&self.connection)
@@ -631,7 +627,7 @@ impl Storage {
         set_id: Uuid,
     ) -> Result<Vec<EvalCaseRecord>, StorageError> {
         Ok(eval_cases::Entity::find()
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .filter(eval_cases::Column::SetId.eq(set_id))
             .order_by_asc(eval_cases::Column::Id)
             .all(&self.connection)
@@ -705,7 +701,7 @@ impl Storage {
         run_id: Uuid,
     ) -> Result<Option<EvalRunRecord>, StorageError> {
         eval_runs::Entity::find_by_id(run_id)
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -721,7 +717,7 @@ impl Storage {
         limit: u64,
     ) -> Result<Vec<EvalRunRecord>, StorageError> {
         eval_runs::Entity::find()
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
             .filter(eval_runs::Column::SetId.eq(set_id))
             .order_by_desc(eval_runs::Column::CreatedAt)
             .order_by_desc(eval_runs::Column::Id)
@@ -744,7 +740,7 @@ impl Storage {
         before_run: Uuid,
     ) -> Result<Option<EvalRunRecord>, StorageError> {
         eval_runs::Entity::find()
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
             .filter(eval_runs::Column::SetId.eq(set_id))
             .filter(eval_runs::Column::Profile.eq(profile))
             .filter(eval_runs::Column::Status.eq(TaskStatus::Succeeded.as_str()))
@@ -769,7 +765,7 @@ impl Storage {
                 eval_runs::Column::Status,
                 Expr::value(TaskStatus::Running.as_str()),
             )
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
             .filter(eval_runs::Column::Id.eq(run_id))
             .exec(&self.connection)
             .await
@@ -814,7 +810,7 @@ impl Storage {
                 .col_expr(eval_runs::Column::Error, Expr::value(error)),
         };
         update
-            .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
             .filter(eval_runs::Column::Id.eq(run_id))
             .exec(&self.connection)
             .await

@@ -70,7 +70,7 @@ fn of_session(
     end_user: Option<&str>,
 ) -> sea_orm::Select<session_state::Entity> {
     session_state::Entity::find()
-        .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
         .filter(session_state::Column::SessionId.eq(session_id))
         .filter(session_state::Column::Owner.eq(owner_of(end_user)))
 }
@@ -162,7 +162,7 @@ impl Storage {
                     .col_expr(session_state::Column::Value, Expr::value(value))
                     .col_expr(session_state::Column::Version, Expr::value(row.version + 1))
                     .col_expr(session_state::Column::UpdatedAt, Expr::value(now))
-                    .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                    .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
                     .filter(session_state::Column::SessionId.eq(session_id))
                     .filter(session_state::Column::Owner.eq(owner_of(end_user)))
                     .filter(session_state::Column::Key.eq(key))
@@ -240,7 +240,7 @@ impl Storage {
             }));
         }
         let deleted = session_state::Entity::delete_many()
-            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
             .filter(session_state::Column::SessionId.eq(session_id))
             .filter(session_state::Column::Owner.eq(owner_of(end_user)))
             .filter(session_state::Column::Key.eq(key))
@@ -263,7 +263,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<Vec<SessionStateEntry>, StorageError> {
         Ok(session_state::Entity::find()
-            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
             .filter(session_state::Column::UserId.eq(user_id))
             .order_by_asc(session_state::Column::SessionId)
             .order_by_asc(session_state::Column::Key)
@@ -283,7 +283,7 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = session_state::Entity::delete_many()
-            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
             .filter(session_state::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await

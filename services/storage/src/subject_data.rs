@@ -115,20 +115,6 @@ impl SubjectStore {
         })
     }
 
-    /// Days `settings` keep this store's records; `None`: until deleted or erased, or the
-    /// store is not swept by age.
-    pub fn retention_days(self, settings: &crate::governance::ProjectSettings) -> Option<u32> {
-        match self.declaration().retention {
-            StoreRetention::ProjectDays { .. } if self == SubjectStore::RecallEvents => {
-                Some(settings.recall_event_retention_days)
-            }
-            StoreRetention::ProjectDays { .. } => settings.store_retention_days.get(&self).copied(),
-            StoreRetention::MemoryKinds
-            | StoreRetention::WithItsSource(_)
-            | StoreRetention::UntilDeleted(_) => None,
-        }
-    }
-
     pub fn declaration(self) -> SubjectStoreDeclaration {
         let declare = |name, export_type, tables, how, retention| SubjectStoreDeclaration {
             store: self,
@@ -420,7 +406,7 @@ pub(crate) fn outside_hold(
     let held = memories::Entity::find()
         .select_only()
         .column(memories::Column::UserId)
-        .filter(memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+        .filter(crate::tenancy::in_project::<memories::Entity>(scope))
         .filter(memories::Column::LegalHold.eq(true))
         .filter(memories::Column::UserId.is_not_null())
         .into_query();
@@ -443,13 +429,12 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         use crate::entities::{feedback, recall_events, session_messages};
         let cutoff = now - chrono::Duration::days(i64::from(days.max(1)));
-        let project_id = scope.project_id().as_uuid();
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let removed = match store {
             SubjectStore::Messages => {
                 session_messages::Entity::delete_many()
-                    .filter(session_messages::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(session_messages::Column::UserId, scope))
                     .exec(&transaction)
@@ -457,7 +442,7 @@ impl Storage {
             }
             SubjectStore::SessionState => {
                 session_state::Entity::delete_many()
-                    .filter(session_state::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
                     .filter(session_state::Column::UpdatedAt.lt(cutoff))
                     .filter(outside_hold(session_state::Column::UserId, scope))
                     .exec(&transaction)
@@ -465,7 +450,7 @@ impl Storage {
             }
             SubjectStore::Files => {
                 files::Entity::delete_many()
-                    .filter(files::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<files::Entity>(scope))
                     .filter(files::Column::UpdatedAt.lt(cutoff))
                     .filter(outside_hold(files::Column::UserId, scope))
                     .filter(files::Column::Status.is_in([
@@ -477,7 +462,7 @@ impl Storage {
             }
             SubjectStore::Feedback => {
                 feedback::Entity::delete_many()
-                    .filter(feedback::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<feedback::Entity>(scope))
                     .filter(feedback::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(feedback::Column::UserId, scope))
                     .exec(&transaction)
@@ -485,7 +470,7 @@ impl Storage {
             }
             SubjectStore::RecallEvents => {
                 recall_events::Entity::delete_many()
-                    .filter(recall_events::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
                     .filter(recall_events::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(recall_events::Column::UserId, scope))
                     .exec(&transaction)
@@ -538,11 +523,10 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         use crate::entities::{feedback, recall_events, session_messages};
         let cutoff = now - chrono::Duration::days(i64::from(days.max(1)));
-        let project_id = scope.project_id().as_uuid();
         match store {
             SubjectStore::Messages => {
                 session_messages::Entity::find()
-                    .filter(session_messages::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(session_messages::Column::UserId, scope))
                     .count(&self.connection)
@@ -550,7 +534,7 @@ impl Storage {
             }
             SubjectStore::SessionState => {
                 session_state::Entity::find()
-                    .filter(session_state::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
                     .filter(session_state::Column::UpdatedAt.lt(cutoff))
                     .filter(outside_hold(session_state::Column::UserId, scope))
                     .count(&self.connection)
@@ -558,7 +542,7 @@ impl Storage {
             }
             SubjectStore::Files => {
                 files::Entity::find()
-                    .filter(files::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<files::Entity>(scope))
                     .filter(files::Column::UpdatedAt.lt(cutoff))
                     .filter(outside_hold(files::Column::UserId, scope))
                     .filter(files::Column::Status.is_in([
@@ -570,7 +554,7 @@ impl Storage {
             }
             SubjectStore::Feedback => {
                 feedback::Entity::find()
-                    .filter(feedback::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<feedback::Entity>(scope))
                     .filter(feedback::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(feedback::Column::UserId, scope))
                     .count(&self.connection)
@@ -578,7 +562,7 @@ impl Storage {
             }
             SubjectStore::RecallEvents => {
                 recall_events::Entity::find()
-                    .filter(recall_events::Column::ProjectId.eq(project_id))
+                    .filter(crate::tenancy::in_project::<recall_events::Entity>(scope))
                     .filter(recall_events::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(recall_events::Column::UserId, scope))
                     .count(&self.connection)
@@ -602,7 +586,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         files::Entity::find()
-            .filter(files::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<files::Entity>(scope))
             .filter(files::Column::UserId.eq(user_id))
             .count(&self.connection)
             .await
@@ -615,7 +599,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         session_state::Entity::find()
-            .filter(session_state::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<session_state::Entity>(scope))
             .filter(session_state::Column::UserId.eq(user_id))
             .count(&self.connection)
             .await
@@ -629,7 +613,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<Vec<(Uuid, EvalCaseRecord)>, StorageError> {
         Ok(eval_cases::Entity::find()
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .filter(eval_cases::Column::UserId.eq(user_id))
             .order_by_asc(eval_cases::Column::Id)
             .all(&self.connection)
@@ -650,7 +634,7 @@ impl Storage {
         eval_cases::Entity::find()
             .select_only()
             .column(eval_cases::Column::Id)
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .filter(eval_cases::Column::UserId.eq(user_id))
             .into_tuple::<Uuid>()
             .all(&self.connection)
@@ -668,7 +652,7 @@ impl Storage {
         Ok(crate::entities::memories::Entity::find()
             .select_only()
             .column(crate::entities::memories::Column::Id)
-            .filter(crate::entities::memories::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<crate::entities::memories::Entity>(scope))
             .filter(crate::entities::memories::Column::UserId.eq(user_id))
             .into_tuple::<Uuid>()
             .all(&self.connection)
@@ -689,7 +673,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         for chunk in ids.chunks(500) {
             eval_cases::Entity::delete_many()
-                .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
                 .filter(eval_cases::Column::Id.is_in(chunk.to_vec()))
                 .exec(&self.connection)
                 .await
@@ -704,7 +688,7 @@ impl Storage {
         user_id: &str,
     ) -> Result<u64, StorageError> {
         eval_cases::Entity::find()
-            .filter(eval_cases::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<eval_cases::Entity>(scope))
             .filter(eval_cases::Column::UserId.eq(user_id))
             .count(&self.connection)
             .await
@@ -726,7 +710,7 @@ impl Storage {
         let mut after: Option<Uuid> = None;
         loop {
             let mut page = eval_runs::Entity::find()
-                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()));
+                .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope));
             if let Some(after) = after {
                 page = page.filter(eval_runs::Column::Id.gt(after));
             }
@@ -780,7 +764,7 @@ impl Storage {
         let mut after: Option<Uuid> = None;
         loop {
             let mut page = eval_runs::Entity::find()
-                .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()));
+                .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope));
             if let Some(after) = after {
                 page = page.filter(eval_runs::Column::Id.gt(after));
             }
@@ -811,7 +795,7 @@ impl Storage {
                 let metrics = metrics.map(|(metrics, _)| metrics);
                 let comparison = comparison.map(|(comparison, _)| comparison);
                 let mut update = eval_runs::Entity::update_many()
-                    .filter(eval_runs::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                    .filter(crate::tenancy::in_project::<eval_runs::Entity>(scope))
                     .filter(eval_runs::Column::Id.eq(run.id));
                 if let Some(metrics) = metrics {
                     update = update.col_expr(eval_runs::Column::Metrics, Expr::value(metrics));
@@ -847,7 +831,7 @@ impl Storage {
                 .select_only()
                 .column(tasks::Column::Id)
                 .column(tasks::Column::Result)
-                .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<tasks::Entity>(scope))
                 .filter(tasks::Column::Result.is_not_null());
             if let Some(after) = after {
                 page = page.filter(tasks::Column::Id.gt(after));
@@ -896,7 +880,7 @@ impl Storage {
                         serde_json::json!({"erased": "the result named an erased end-user's data"}),
                     ),
                 )
-                .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+                .filter(crate::tenancy::in_project::<tasks::Entity>(scope))
                 .filter(tasks::Column::Id.is_in(chunk.to_vec()))
                 .exec(&self.connection)
                 .await

@@ -97,7 +97,7 @@ impl Storage {
     ) -> Result<bool, StorageError> {
         use sea_orm::PaginatorTrait;
         let open = tasks::Entity::find()
-            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<tasks::Entity>(scope))
             .filter(tasks::Column::Kind.eq(kind.as_str()))
             .filter(tasks::Column::Status.is_in(open_statuses()))
             .count(&self.connection)
@@ -113,7 +113,7 @@ impl Storage {
         task_id: Uuid,
     ) -> Result<Option<TaskRecord>, StorageError> {
         let found = tasks::Entity::find_by_id(task_id)
-            .filter(tasks::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<tasks::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?;

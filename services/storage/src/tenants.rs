@@ -9,7 +9,7 @@ use chrono::Utc;
 use engram_core::NotFoundKind;
 use engram_core::ids::ConsoleAccountId;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
 /// What a first start creates, returned once so it can be shown to the operator.
 #[derive(Clone, Debug)]
@@ -129,6 +129,38 @@ impl Storage {
         Ok(first.map(|organization| OrganizationId::from_uuid(organization.id)))
     }
 
+    /// The organization `id_or_name` names: its id, or its exact name (refused when two
+    /// organizations share it, so a command never picks one by chance).
+    pub async fn organization_named(
+        &self,
+        id_or_name: &str,
+    ) -> Result<Result<OrganizationId, String>, StorageError> {
+        let text = id_or_name.trim();
+        if let Ok(organization_id) = text.parse::<OrganizationId>() {
+            let found = organizations::Entity::find_by_id(organization_id.as_uuid())
+                .one(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            return Ok(match found {
+                Some(_) => Ok(organization_id),
+                None => Err(format!("no organization has the id {text}")),
+            });
+        }
+        let named = organizations::Entity::find()
+            .filter(organizations::Column::Name.eq(text))
+            .limit(2)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(match named.as_slice() {
+            [only] => Ok(OrganizationId::from_uuid(only.id)),
+            [] => Err(format!("no organization is named {text:?}")),
+            _ => Err(format!(
+                "more than one organization is named {text:?}; give its id instead"
+            )),
+        })
+    }
+
     pub async fn organization_name(
         &self,
         organization_id: OrganizationId,
@@ -192,7 +224,7 @@ impl Storage {
 
     /// The generation of the project's current end-user signing key.
     pub async fn end_user_key_generation(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
-        projects::Entity::find_by_id(scope.project_id().as_uuid())
+        projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -215,11 +247,11 @@ impl Storage {
                 projects::Column::EndUserKeyGeneration,
                 Expr::col(projects::Column::EndUserKeyGeneration).add(1),
             )
-            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
-        let generation = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let generation = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?

@@ -107,7 +107,7 @@ impl Storage {
         granularity: UsageGranularity,
     ) -> Result<Vec<UsageRow>, StorageError> {
         let hours = usage_hourly::Entity::find()
-            .filter(usage_hourly::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<usage_hourly::Entity>(scope))
             .filter(usage_hourly::Column::HourStart.gte(hour_start(from)))
             .filter(usage_hourly::Column::HourStart.lt(to))
             .order_by_asc(usage_hourly::Column::HourStart)
@@ -294,7 +294,7 @@ pub struct BudgetAlert {
 impl Storage {
     /// The project's budget, quotas and recall budget (all empty until set).
     pub async fn spend_limits(&self, scope: &ProjectScope) -> Result<SpendLimits, StorageError> {
-        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -311,7 +311,7 @@ impl Storage {
     ) -> Result<SpendLimits, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let project = projects::Entity::find_by_id(scope.project_id().as_uuid())
+        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
@@ -323,7 +323,7 @@ impl Storage {
                 projects::Column::SpendLimits,
                 Expr::value(new_value.clone()),
             )
-            .filter(projects::Column::Id.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
@@ -427,7 +427,7 @@ impl Storage {
         month: BillingMonth,
     ) -> Result<Vec<BudgetAlert>, StorageError> {
         let rows = budget_alerts::Entity::find()
-            .filter(budget_alerts::Column::ProjectId.eq(scope.project_id().as_uuid()))
+            .filter(crate::tenancy::in_project::<budget_alerts::Entity>(scope))
             .filter(budget_alerts::Column::Month.eq(month.label()))
             .order_by_asc(budget_alerts::Column::ThresholdPercent)
             .all(&self.connection)

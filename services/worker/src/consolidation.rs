@@ -4,19 +4,14 @@
 //! task's result.
 
 use crate::periodic::{FirstRun, Schedule, run_periodic};
-use chrono::Utc;
 use engram_core::TaskKind;
-use engram_core::usage::UsageUnit;
 use engram_engine::MemoryEngine;
 use engram_engine::consolidation::ConsolidationLimits;
+use engram_engine::jobs::CONSOLIDATION_LEASE;
 use engram_storage::MaintenanceStore;
-use engram_storage::tasks::ClaimedTask;
-use engram_storage::usage::UsageIncrement;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, watch};
-
-const TASK_LEASE: Duration = Duration::from_secs(600);
 
 pub async fn run_consolidation_runner(
     engine: Arc<MemoryEngine>,
@@ -25,58 +20,16 @@ pub async fn run_consolidation_runner(
 ) {
     crate::tasks::serve_tasks(
         engine.maintenance_store().clone(),
-        engine.governance().task_queued.clone(),
+        engine.task_queued(),
         &[TaskKind::Consolidation],
-        TASK_LEASE,
+        CONSOLIDATION_LEASE,
         shutdown,
         |task| {
             let engine = engine.clone();
-            async move { consolidate_claimed(&engine, &task, limits).await }
+            async move { engine.run_consolidation_task(&task, limits).await }
         },
     )
     .await;
-}
-
-async fn consolidate_claimed(
-    engine: &MemoryEngine,
-    task: &ClaimedTask,
-    limits: ConsolidationLimits,
-) -> Result<serde_json::Value, String> {
-    let mut actor = engram_core::audit::Actor::system("consolidation");
-    actor.request_id = task.request_id.clone();
-    let report = engine
-        .consolidate_project(&task.scope, limits, &actor)
-        .await
-        .map_err(|error| error.to_string())?;
-    // LLM tokens were billed with each call's record; summaries written and embedded here.
-    let scope = &task.scope;
-    let increments: Vec<UsageIncrement> = [
-        (UsageUnit::MemoriesWritten, report.memories_written),
-        (UsageUnit::TokensEmbedded, report.tokens_embedded),
-    ]
-    .into_iter()
-    .filter(|(_, quantity)| *quantity > 0)
-    .map(|(unit, quantity)| UsageIncrement {
-        organization_id: scope.organization_id(),
-        project_id: scope.project_id(),
-        credential: "consolidation".to_string(),
-        unit,
-        at: Utc::now(),
-        quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
-    })
-    .collect();
-    engine
-        .maintenance_store()
-        .add_usage(&increments)
-        .await
-        .map_err(|error| error.to_string())?;
-    let examined = i64::try_from(report.examined).unwrap_or(i64::MAX);
-    engine
-        .maintenance_store()
-        .task_progress(task.id, examined, examined, TASK_LEASE)
-        .await
-        .map_err(|error| error.to_string())?;
-    serde_json::to_value(&report).map_err(|error| error.to_string())
 }
 
 /// Queue a consolidation for every project each `interval` (the first one interval after

@@ -16,7 +16,7 @@ pub async fn sweep_all_projects(
 ) -> Result<u64, engram_engine::EngineError> {
     let mut removed = 0;
     for scope in engine.maintenance_store().all_project_scopes().await? {
-        removed += engine.sweep_retention(&scope).await?;
+        removed += engine.run_retention_sweep(&scope).await?;
     }
     Ok(removed)
 }

@@ -162,15 +162,10 @@ async fn run_organization_erasure(
     user_id: &str,
 ) -> Result<serde_json::Value, String> {
     let progress = ProgressWriter::spawn(engine, task.id);
-    let actor = engram_core::audit::Actor::system("organization-subject-erasure");
     let receipt = engine
-        .erase_subject_in_organization(
-            task.scope.organization_id(),
-            user_id,
-            task.request_id.clone(),
-            &actor,
-            |done, total| progress.report(done, total),
-        )
+        .run_organization_erasure_task(task, user_id, |done, total| {
+            progress.report(done, total)
+        })
         .await;
     let projects = receipt
         .as_ref()
@@ -187,15 +182,8 @@ async fn run_erasure(
     user_id: &str,
 ) -> Result<serde_json::Value, String> {
     let progress = ProgressWriter::spawn(engine, task.id);
-    let actor = engram_core::audit::Actor::system("subject-erasure");
     let receipt = engine
-        .erase_subject(
-            &task.scope,
-            user_id,
-            task.request_id.clone(),
-            &actor,
-            |done, total| progress.report(done, total),
-        )
+        .run_subject_erasure_task(task, user_id, |done, total| progress.report(done, total))
         .await;
     let memories = receipt
         .as_ref()

@@ -464,6 +464,7 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _project_id: &str,
         _user_id: &str,
+        _confirm: &str,
     ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }
@@ -473,6 +474,7 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _project_id: &str,
         _user_id: &str,
+        _confirm: &str,
     ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }

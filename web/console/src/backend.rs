@@ -209,12 +209,14 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         user_id: &str,
     ) -> Result<SubjectSummary, ConsoleError>;
 
-    /// Start erasing an end-user (refused while memories are held).
+    /// Start erasing an end-user (refused while memories are held, or when `confirm` does not
+    /// repeat the id).
     async fn request_erasure(
         &self,
         caller: &ConsoleCaller,
         project_id: &str,
         user_id: &str,
+        confirm: &str,
     ) -> Result<ErasureStatus, ConsoleError>;
 
     /// Start erasing an end-user in every project of the caller's organization (refused while
@@ -224,6 +226,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         caller: &ConsoleCaller,
         project_id: &str,
         user_id: &str,
+        confirm: &str,
     ) -> Result<ErasureStatus, ConsoleError>;
 
     /// Progress or receipt of an erasure task.

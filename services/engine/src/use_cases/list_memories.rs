@@ -20,6 +20,11 @@ impl MemoryEngine {
         request: ListMemoriesRequest,
     ) -> Result<MemoryPage, EngineError> {
         principal.authorize(Operation::ListMemories)?;
+        let limit = i64::try_from(request.filter.limit).unwrap_or(i64::MAX);
+        let limit_errors = engram_core::limits::list_limit_errors("limit", limit);
+        if !limit_errors.is_empty() {
+            return Err(engram_core::InvalidInput(limit_errors).into());
+        }
         let mut filter = request.filter;
         filter.subject.user_id =
             principal.end_user_subject(filter.subject.user_id.take(), request.user_id_field)?;

@@ -11,6 +11,7 @@ mod audit;
 mod authenticate;
 mod compliance;
 mod console_accounts;
+pub mod deployment;
 mod delete_memory;
 mod edit_memory;
 mod end_user_tokens;
@@ -34,8 +35,8 @@ pub use api_keys::{
 };
 pub(crate) use audit::FullVerificationTimes;
 pub use audit::{
-    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_EXPORT_EVENTS,
-    VerificationStart,
+    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_AUDIT_PAGE,
+    MAX_EXPORT_EVENTS, VerificationStart, audit_filter_errors,
 };
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
@@ -58,7 +59,8 @@ pub use files::UploadFileRequest;
 pub use list_memories::ListMemoriesRequest;
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{
-    MAX_RETENTION_DAYS, ProjectSettingsChange, store_retention_days_of, stores_with_retention_days,
+    MAX_RETENTION_DAYS, ProjectSettingsChange, ProjectSettingsReport, store_retention_days_of,
+    stores_with_retention_days,
 };
 pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
 pub use search_memories::{

@@ -138,7 +138,7 @@ pub fn store_retention_days_of(settings: &ProjectSettings) -> BTreeMap<String, O
         .map(|store| {
             (
                 store.declaration().name.to_string(),
-                store.retention_days(settings),
+                settings.retention_days_of(store),
             )
         })
         .collect()
@@ -197,9 +197,24 @@ impl MemoryEngine {
     pub async fn project_settings_for(
         &self,
         principal: &Principal,
-    ) -> Result<ProjectSettings, EngineError> {
+    ) -> Result<ProjectSettingsReport, EngineError> {
         principal.authorize(Operation::GetProjectSettings)?;
-        Ok(self.storage.project_settings(principal.scope()).await?)
+        let settings = self.storage.project_settings(principal.scope()).await?;
+        Ok(self.settings_report(settings))
+    }
+
+    /// The settings with the model and dimension their embedding setting means here.
+    fn settings_report(&self, settings: ProjectSettings) -> ProjectSettingsReport {
+        // A model the deployment stopped offering reads as `unavailable`, dimension 0.
+        let (embedding_model, embedding_dimension) = self
+            .spaces
+            .identity_of(settings.embedding)
+            .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+        ProjectSettingsReport {
+            settings,
+            embedding_model,
+            embedding_dimension,
+        }
     }
 
     /// The settings as saved.
@@ -207,7 +222,7 @@ impl MemoryEngine {
         &self,
         principal: &Principal,
         change: ProjectSettingsChange,
-    ) -> Result<ProjectSettings, EngineError> {
+    ) -> Result<ProjectSettingsReport, EngineError> {
         principal.authorize(Operation::UpdateProjectSettings)?;
         // Retention deletes: a change of how long anything is kept needs what deleting
         // needs, and refused, it changes nothing.
@@ -229,6 +244,17 @@ impl MemoryEngine {
             .update_project_settings(scope, &settings, principal.actor())
             .await?;
         self.forget_project_settings(scope.project_id());
-        Ok(saved)
+        Ok(self.settings_report(saved))
     }
+}
+
+/// A project's settings as a door shows them: with the embedding model and dimension its
+/// embedding setting means in this deployment.
+#[derive(Clone, Debug)]
+pub struct ProjectSettingsReport {
+    pub settings: ProjectSettings,
+    /// The model id stored with each memory (`client-vectors-<dimension>` for client vectors).
+    pub embedding_model: String,
+    /// Length of every vector.
+    pub embedding_dimension: usize,
 }

@@ -2,7 +2,7 @@
 //! burn-down, the organization's top projects, and the spend-limit form both ways.
 
 use super::{GatewayConsoleBackend, engine_error};
-use crate::routes::usage::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
+use crate::views::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
 use chrono::{Duration, Utc};
 use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay, UsageOverview};
 use engram_console::{ConsoleCaller, ConsoleError};

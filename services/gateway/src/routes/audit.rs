@@ -5,6 +5,7 @@ use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
+use crate::views::{AuditEventView, events_as_csv};
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,8 +13,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::FieldError;
-use engram_core::audit::AuditAction;
-use engram_engine::{AuditEventRecord, AuditFilter, MemoryEngine, VerificationStart};
+use engram_engine::{AuditFilter, MemoryEngine, VerificationStart};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
@@ -26,52 +26,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/audit", get(list_audit_events))
         .route("/v1/audit/verify", post(verify_audit_chain))
         .route("/v1/audit/export", get(export_audit_events))
-}
-
-/// One audit event. Never memory content: ids, versions and SHA-256 digests.
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct AuditEventView {
-    pub id: i64,
-    /// Position in the organization's chain.
-    pub sequence: i64,
-    pub at: DateTime<Utc>,
-    /// `api_key | console_account | system`
-    pub actor_type: String,
-    pub actor_id: String,
-    /// Such as `memory.created`, `memory.deleted`, `api_key.rolled`, `console.login_failed`.
-    pub action: String,
-    pub target_type: String,
-    pub target_ids: Vec<String>,
-    /// `success | failure`
-    pub outcome: String,
-    pub ip: Option<String>,
-    pub user_agent: Option<String>,
-    pub request_id: Option<String>,
-    #[schema(value_type = Object)]
-    pub details: serde_json::Value,
-    /// SHA-256 chaining this event to the previous one.
-    pub hash: String,
-}
-
-impl From<AuditEventRecord> for AuditEventView {
-    fn from(record: AuditEventRecord) -> Self {
-        Self {
-            id: record.id,
-            sequence: record.sequence,
-            at: record.at,
-            actor_type: record.actor_type,
-            actor_id: record.actor_id,
-            action: record.action,
-            target_type: record.target_type,
-            target_ids: record.target_ids,
-            outcome: record.outcome,
-            ip: record.ip,
-            user_agent: record.user_agent,
-            request_id: record.request_id,
-            details: record.details,
-            hash: record.hash,
-        }
-    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -107,43 +61,15 @@ pub struct AuditQuery {
 }
 
 impl AuditQuery {
+    /// The filter as typed; its rules (`audit_filter_errors`) are the use case's, checked
+    /// here as well only so one answer names every bad parameter with its `query.` name.
     fn into_filter(&self) -> Result<AuditFilter, ApiError> {
         let mut errors = Vec::new();
-        if let Some(action) = &self.action
-            && AuditAction::parse(action).is_none()
-        {
-            errors.push(FieldError::new(
-                "query.action",
-                format!(
-                    "unknown action; use one of {}",
-                    AuditAction::ALL.map(AuditAction::as_str).join(", ")
-                ),
-            ));
-        }
-        let limit = match self.limit {
-            None => DEFAULT_PAGE,
-            Some(limit) if (1..=500).contains(&limit) => limit as u64,
-            Some(_) => {
-                errors.push(FieldError::new("query.limit", "must be 1–500"));
-                DEFAULT_PAGE
-            }
-        };
         let after_id = self.cursor.as_deref().and_then(|text| {
             engram_core::cursors::parse_audit_cursor(text, "query.cursor")
                 .map_err(|error| errors.push(error))
                 .ok()
         });
-        for (field, value) in [
-            ("query.actor_id", &self.actor_id),
-            ("query.target_id", &self.target_id),
-        ] {
-            if value
-                .as_ref()
-                .is_some_and(|text| text.is_empty() || text.chars().count() > 255)
-            {
-                errors.push(FieldError::new(field, "must be 1–255 characters"));
-            }
-        }
         // Read by the export only, but checked wherever it is sent: a list request with a
         // misspelt format is told so rather than silently served.
         if self
@@ -153,24 +79,25 @@ impl AuditQuery {
         {
             errors.push(FieldError::new("query.format", "must be `ndjson` or `csv`"));
         }
-        if let (Some(since), Some(until)) = (self.since, self.until)
-            && since >= until
-        {
-            errors.push(FieldError::new("query.until", "must be after `since`"));
-        }
-        if !errors.is_empty() {
-            return Err(ApiError::invalid(errors));
-        }
-        Ok(AuditFilter {
+        let filter = AuditFilter {
             action: self.action.clone(),
             actor_id: self.actor_id.clone(),
             target_id: self.target_id.clone(),
             since: self.since,
             until: self.until,
             after_id,
-            limit,
+            // A negative page is out of range like 0.
+            limit: self
+                .limit
+                .map(|limit| u64::try_from(limit).unwrap_or(0))
+                .unwrap_or(DEFAULT_PAGE),
             ..Default::default()
-        })
+        };
+        errors.extend(engram_engine::audit_filter_errors(&filter, "query."));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(errors));
+        }
+        Ok(filter)
     }
 }
 
@@ -268,45 +195,6 @@ pub async fn verify_audit_chain(
             reason: broken.reason,
         }),
     }))
-}
-
-/// Audit events as CSV, one row per event (see [`crate::csv_export`]).
-pub(crate) fn events_as_csv(events: &[AuditEventView]) -> String {
-    let header = [
-        "id",
-        "sequence",
-        "at",
-        "actor_type",
-        "actor_id",
-        "action",
-        "target_type",
-        "target_ids",
-        "outcome",
-        "ip",
-        "user_agent",
-        "request_id",
-        "details",
-        "hash",
-    ];
-    let rows = events.iter().map(|event| {
-        [
-            event.id.to_string(),
-            event.sequence.to_string(),
-            event.at.to_rfc3339(),
-            event.actor_type.clone(),
-            event.actor_id.clone(),
-            event.action.clone(),
-            event.target_type.clone(),
-            event.target_ids.join(" "),
-            event.outcome.clone(),
-            event.ip.clone().unwrap_or_default(),
-            event.user_agent.clone().unwrap_or_default(),
-            event.request_id.clone().unwrap_or_default(),
-            event.details.to_string(),
-            event.hash.clone(),
-        ]
-    });
-    crate::csv_export::csv_text(&header, rows)
 }
 
 /// Export the project's audit events matching the filters as NDJSON (default) or CSV.

@@ -5,7 +5,7 @@
 use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
-use crate::routes::governance::TaskView;
+use crate::views::TaskView;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -189,10 +189,6 @@ pub async fn upload_file(
         }),
     };
     let text = match std::str::from_utf8(&body) {
-        Ok(text) if text.trim().is_empty() => {
-            errors.push(FieldError::new("body", "the file is empty"));
-            None
-        }
         Ok(text) => Some(text.to_string()),
         Err(error) => {
             errors.push(FieldError::new(

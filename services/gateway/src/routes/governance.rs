@@ -5,26 +5,21 @@
 use crate::auth::{Authorized, ProjectAdmin, ProjectPrincipal};
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemDocument};
-use crate::routes::feedback::FeedbackView;
-use crate::routes::files::FileView;
-use crate::routes::messages::MessageView;
-use crate::routes::recall_quality::RecallEventView;
-use crate::routes::sessions::SessionStateView;
 use crate::state::AppState;
-use crate::views::{HistoryEntryView, MemoryView};
+use crate::subject_export::subject_export_ndjson;
+use crate::views::TaskView;
+use crate::views::MemoryView;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::{ExternalId, FieldError, MemoryId};
 use engram_engine::{
-    MemoryEngine, ProjectSettings, ProjectSettingsChange, SetMemoryFlagsRequest, SubjectExport,
+    MemoryEngine, ProjectSettingsChange, ProjectSettingsReport, SetMemoryFlagsRequest,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -94,13 +89,9 @@ pub struct ProjectEmbeddingView {
 }
 
 impl ProjectSettingsView {
-    /// The settings, with the model and dimension the embedding setting means here (a model
-    /// the deployment stopped offering reads as `unavailable`, dimension 0).
-    fn new(settings: &ProjectSettings, engine: &MemoryEngine) -> Result<Self, ApiError> {
-        let (model, dimension) = engine
-            .embedding_spaces()
-            .identity_of(settings.embedding)
-            .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+    fn new(report: &ProjectSettingsReport) -> Result<Self, ApiError> {
+        let settings = &report.settings;
+        let (model, dimension) = (report.embedding_model.clone(), report.embedding_dimension);
         Ok(Self {
             pii_redaction: settings.pii_redaction.as_str().to_string(),
             retention_days: settings
@@ -218,48 +209,6 @@ pub struct MemoryFlagsBody {
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TaskView {
-    pub id: String,
-    /// `subject_erasure`
-    pub kind: String,
-    /// `queued | running | succeeded | failed`
-    pub status: String,
-    pub progress: TaskProgressView,
-    /// For a finished erasure: the receipt (counts per store, times, verification, digest).
-    #[schema(value_type = Option<Object>)]
-    pub result: Option<serde_json::Value>,
-    pub error: Option<String>,
-    pub request_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct TaskProgressView {
-    pub done: i64,
-    pub total: i64,
-}
-
-impl From<engram_engine::TaskRecord> for TaskView {
-    fn from(task: engram_engine::TaskRecord) -> Self {
-        Self {
-            id: task.id.to_string(),
-            kind: task.kind.as_str().to_string(),
-            status: task.status.as_str().to_string(),
-            progress: TaskProgressView {
-                done: task.progress_done,
-                total: task.progress_total,
-            },
-            result: task.result,
-            error: task.error,
-            request_id: task.request_id,
-            created_at: task.created_at,
-            updated_at: task.updated_at,
-        }
-    }
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RetentionPreviewView {
     /// How many memories the next sweep removes (at most the listed ids' limit is counted
     /// exactly; see `more`).
@@ -298,7 +247,7 @@ pub async fn get_project_settings(
     State(engine): State<Arc<MemoryEngine>>,
 ) -> Result<Json<ProjectSettingsView>, ApiError> {
     let settings = engine.project_settings_for(principal.principal()).await?;
-    Ok(Json(ProjectSettingsView::new(&settings, &engine)?))
+    Ok(Json(ProjectSettingsView::new(&settings)?))
 }
 
 /// Change PII redaction, retention, the derive-memories default or the embedding space;
@@ -328,7 +277,7 @@ pub async fn update_project_settings(
     let saved = engine
         .update_project_settings_for(principal.principal(), change)
         .await?;
-    Ok(Json(ProjectSettingsView::new(&saved, &engine)?))
+    Ok(Json(ProjectSettingsView::new(&saved)?))
 }
 
 /// Mark a memory immutable or put it under legal hold (or lift either).
@@ -383,7 +332,7 @@ pub async fn request_subject_erasure(
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
     let task = engine
-        .request_subject_erasure_for(principal.principal(), &user_id)
+        .request_subject_erasure_for(principal.principal(), &user_id, None)
         .await?;
     Ok(task_accepted(task))
 }
@@ -406,7 +355,7 @@ pub async fn request_organization_subject_erasure(
 ) -> Result<Response, ApiError> {
     let user_id = parse_user_id(&user_id)?;
     let task = engine
-        .request_organization_subject_erasure_for(principal.principal(), &user_id)
+        .request_organization_subject_erasure_for(principal.principal(), &user_id, None)
         .await?;
     Ok(task_accepted(task))
 }
@@ -428,77 +377,6 @@ pub async fn request_consolidation(
     Ok(task_accepted(task))
 }
 
-/// Queue the erasure of one end-user (refused while any of their memories is held) and
-/// audit the request; the API and the console both start erasures here.
-pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String {
-    let mut lines = String::new();
-    let mut line = |value: serde_json::Value| {
-        lines.push_str(&value.to_string());
-        lines.push('\n');
-    };
-    for item in &exported.memories {
-        let view = ExportedMemoryView {
-            memory: MemoryView::from(&item.memory),
-            history: item
-                .history
-                .iter()
-                .cloned()
-                .map(HistoryEntryView::from)
-                .collect(),
-        };
-        let mut value = serde_json::to_value(&view).unwrap_or_default();
-        value["type"] = json!("memory");
-        line(value);
-    }
-    let typed = |kind: &str, view: serde_json::Value| json!({ "type": kind, kind: view });
-    for message in &exported.messages {
-        line(typed("message", json!(MessageView::from(message.clone()))));
-    }
-    for entry in &exported.session_state {
-        line(typed("state", json!(SessionStateView::from(entry.clone()))));
-    }
-    for file in &exported.files {
-        line(typed("file", json!(FileView::from(file.clone()))));
-    }
-    for feedback in &exported.feedback {
-        line(typed(
-            "feedback",
-            json!(FeedbackView::from(feedback.clone())),
-        ));
-    }
-    for recall in &exported.recalls {
-        line(typed(
-            "recall",
-            json!(RecallEventView::from(recall.clone())),
-        ));
-    }
-    for (set_id, case) in &exported.evaluation_cases {
-        line(typed(
-            "evaluation_case",
-            json!({
-                "id": case.id.to_string(),
-                "set_id": set_id.to_string(),
-                "query": case.case.query,
-                "user_id": case.case.user_id,
-                "agent_id": case.case.agent_id,
-                "filters": case.case.filters,
-                "expected_memory_ids": case.case.expected_memory_ids,
-                "expected_contents": case.case.expected_contents,
-            }),
-        ));
-    }
-    for (run_id, result) in &exported.evaluation_results {
-        let mut view = result.clone();
-        view["run_id"] = json!(run_id.to_string());
-        line(typed("evaluation_result", view));
-    }
-    let mut summary = exported.counts();
-    summary.insert("user_id".to_string(), json!(user_id));
-    summary.insert("exported_at".to_string(), json!(Utc::now()));
-    line(json!({ "summary": summary }));
-    lines
-}
-
 /// A background task of the project, with progress and, when done, its result.
 #[utoipa::path(get, path = "/v1/tasks/{task_id}", tag = "compliance",
     params(("task_id" = String, Path)),
@@ -514,13 +392,6 @@ pub async fn get_task(
     let task_id: uuid::Uuid = task_id.parse().map_err(|_| not_found())?;
     let task = engine.get_task_for(principal.principal(), task_id).await?;
     Ok(Json(TaskView::from(task)))
-}
-
-/// One exported memory: the memory and its full history.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ExportedMemoryView {
-    pub memory: MemoryView,
-    pub history: Vec<HistoryEntryView>,
 }
 
 /// Everything live about one end-user as NDJSON: one line per memory (with its history),

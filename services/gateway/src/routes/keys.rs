@@ -5,6 +5,7 @@ use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::{JsonBody, OptionalJsonBody};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
+use crate::views::ApiKeyView;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
@@ -12,7 +13,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::ids::ApiKeyId;
-use engram_engine::{ApiKeyRecord, CreateApiKeyRequest, MemoryEngine, RollApiKeyRequest};
+use engram_engine::{CreateApiKeyRequest, MemoryEngine, RollApiKeyRequest};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;
@@ -22,57 +23,6 @@ pub fn router() -> Router<AppState> {
         .route("/v1/keys", get(list_keys).post(create_key))
         .route("/v1/keys/{key_id}/revoke", post(revoke_key))
         .route("/v1/keys/{key_id}/roll", post(roll_key))
-}
-
-/// An API key as the API shows it (never its secret).
-#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
-pub struct ApiKeyView {
-    pub id: String,
-    pub label: String,
-    /// The public start of the key, `egk_<environment>_<public id>_`, to recognise it.
-    pub prefix: String,
-    /// `live | test`
-    pub environment: String,
-    /// Of `memories:read`, `memories:write`, `memories:delete`, `admin`.
-    pub scopes: Vec<String>,
-    /// `active | expired | revoked`
-    pub state: String,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-    /// Who made it: `console_account:<id>`, `api_key:<id>` or `system:<command>`; a rolled
-    /// key keeps its line's maker. Null for keys made before makers were recorded.
-    pub created_by: Option<String>,
-}
-
-impl From<&ApiKeyRecord> for ApiKeyView {
-    fn from(record: &ApiKeyRecord) -> Self {
-        let now = Utc::now();
-        let state = if record.revoked_at.is_some() {
-            "revoked"
-        } else if record
-            .expires_at
-            .is_some_and(|expires_at| expires_at <= now)
-        {
-            "expired"
-        } else {
-            "active"
-        };
-        Self {
-            id: record.id.to_string(),
-            label: record.label.clone(),
-            prefix: format!("egk_{}_{}_", record.environment.as_str(), record.public_id),
-            environment: record.environment.as_str().to_string(),
-            scopes: record.scopes.names(),
-            state: state.to_string(),
-            created_at: record.created_at,
-            expires_at: record.expires_at,
-            last_used_at: record.last_used_at,
-            revoked_at: record.revoked_at,
-            created_by: record.created_by.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]

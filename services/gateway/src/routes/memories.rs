@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use engram_core::NotFoundKind;
-use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use engram_core::limits::DEFAULT_LIST_LIMIT;
 use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
 use engram_engine::{
     AddMemoriesRequest, AddOutcome, ClientIdempotencyKey, DeleteMemoryRequest, EditMemoryRequest,
@@ -202,12 +202,8 @@ pub async fn list_memories(
         }
     };
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
-    if !(1..=MAX_LIST_LIMIT as i64).contains(&limit) {
-        errors.push(FieldError::new(
-            "query.limit",
-            format!("must be between 1 and {MAX_LIST_LIMIT}, got {limit}"),
-        ));
-    }
+    // The use case's rule, named with this door's `query.` beside the other parameters.
+    errors.extend(engram_core::limits::list_limit_errors("query.limit", limit));
     let after = query.cursor.as_deref().and_then(|text| {
         engram_core::cursors::parse_memory_cursor(text, "query.cursor")
             .map_err(|error| errors.push(error))

@@ -5,7 +5,7 @@
 use crate::auth::{Authorized, MemoriesRead, MemoriesWrite};
 use crate::extract::{JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
-use crate::routes::governance::TaskView;
+use crate::views::TaskView;
 use crate::state::AppState;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
-use engram_core::conversation::{MAX_MESSAGE_PAGE, MAX_MESSAGES_PER_CALL, MessageRole};
-use engram_core::limits::{DEFAULT_LIST_LIMIT, MAX_CONTENT_BYTES};
+use engram_core::conversation::MessageRole;
+use engram_core::limits::DEFAULT_LIST_LIMIT;
 use engram_core::{ExternalId, FieldError};
 use engram_engine::{
     AddMessagesRequest, ListMessagesRequest, MemoryEngine, NewMessage, SessionMessage,
@@ -152,19 +152,15 @@ fn parse_messages(
     now: DateTime<Utc>,
     errors: &mut Vec<FieldError>,
 ) -> Vec<NewMessage> {
-    if bodies.is_empty() {
-        errors.push(FieldError::new("messages", "send at least one message"));
-    }
-    if bodies.len() > MAX_MESSAGES_PER_CALL {
-        errors.push(FieldError::new(
-            "messages",
-            format!(
-                "at most {MAX_MESSAGES_PER_CALL} messages per call, got {}",
-                bodies.len()
-            ),
-        ));
+    // The batch's limits are the use case's; checked here too only so one answer names
+    // every bad field.
+    let contents: Vec<&str> = bodies.iter().map(|body| body.content.as_str()).collect();
+    let limit_errors = engram_core::conversation::message_batch_errors(&contents);
+    if limit_errors.iter().any(|error| error.field == "messages") {
+        errors.extend(limit_errors);
         return Vec::new();
     }
+    errors.extend(limit_errors);
     let mut messages = Vec::with_capacity(bodies.len());
     for (index, body) in bodies.into_iter().enumerate() {
         let field = |name: &str| format!("messages[{index}].{name}");
@@ -173,17 +169,6 @@ fn parse_messages(
             .parse::<MessageRole>()
             .map_err(|message| errors.push(FieldError::new(field("role"), message)))
             .ok();
-        if body.content.trim().is_empty() {
-            errors.push(FieldError::new(field("content"), "must not be empty"));
-        } else if body.content.len() > MAX_CONTENT_BYTES {
-            errors.push(FieldError::new(
-                field("content"),
-                format!(
-                    "at most {MAX_CONTENT_BYTES} bytes, got {}",
-                    body.content.len()
-                ),
-            ));
-        }
         let name = optional_id(body.name.as_deref(), &field("name"), errors);
         let memory_key = optional_id(body.key.as_deref(), &field("key"), errors);
         let sent_at = match body.timestamp.as_deref() {
@@ -295,12 +280,7 @@ pub async fn list_messages(
             .ok()
     });
     let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT);
-    if !(1..=MAX_MESSAGE_PAGE).contains(&limit) {
-        errors.push(FieldError::new(
-            "limit",
-            format!("must be between 1 and {MAX_MESSAGE_PAGE}"),
-        ));
-    }
+    errors.extend(engram_core::conversation::message_page_errors(limit));
     let requested_user = optional_id(query.user_id.as_deref(), "user_id", &mut errors);
     let (Some(session_id), true) = (session_id, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));

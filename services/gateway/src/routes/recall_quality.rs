@@ -5,7 +5,7 @@
 use crate::auth::{Authorized, MemoriesRead, ProjectAdmin};
 use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
-use crate::routes::governance::TaskView;
+use crate::views::TaskView;
 use crate::state::AppState;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -32,8 +32,6 @@ use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 
-/// Longest metrics window.
-pub const MAX_METRICS_DAYS: i64 = 366;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -187,34 +185,15 @@ pub fn metrics_window(query: &RecallMetricsQuery) -> Result<MetricsWindow, Vec<F
     }
     let to = query.to.unwrap_or_else(Utc::now);
     let from = query.from.unwrap_or(to - Duration::days(7));
-    if from >= to {
-        errors.push(FieldError::new("query.from", "must be before `to`"));
-    }
-    if to - from > Duration::days(MAX_METRICS_DAYS) {
-        errors.push(FieldError::new(
-            "query.from",
-            format!("the window may span at most {MAX_METRICS_DAYS} days"),
-        ));
-    }
+    // The window's rules (from before to, at most 366 days, hourly buckets for at most
+    // 1,000 hours) are the use case's; an unnamed bucket is its choice too.
     let bucket = match query.bucket.as_deref() {
-        None if to - from <= Duration::days(2) => MetricsBucket::Hour,
-        None => MetricsBucket::Day,
+        None => MetricsBucket::fitting(from, to),
         Some(text) => MetricsBucket::parse(text).unwrap_or_else(|| {
             errors.push(FieldError::new("query.bucket", "must be hour or day"));
             MetricsBucket::Day
         }),
     };
-    if bucket == MetricsBucket::Hour
-        && to - from > Duration::hours(engram_engine::recall_metrics::MAX_BUCKETS)
-    {
-        errors.push(FieldError::new(
-            "query.bucket",
-            format!(
-                "hourly buckets cover at most {} hours; use day",
-                engram_engine::recall_metrics::MAX_BUCKETS
-            ),
-        ));
-    }
     if errors.is_empty() {
         Ok(MetricsWindow {
             from,

@@ -215,7 +215,7 @@ pub async fn list_session_state(
 /// version 3 and `If-None-Match: *` only when there is no value (`409 version-conflict`
 /// otherwise, naming the current version).
 #[utoipa::path(put, path = "/v1/sessions/{session_id}/state/{key}", tag = "sessions",
-    params(("session_id" = String, Path), ("key" = String, Path),
+    params(("session_id" = String, Path), ("key" = String, Path), SessionStateQuery,
         ("If-Match" = Option<String>, Header, description = "Expected version"),
         ("If-None-Match" = Option<String>, Header, description = "`*`: create only")),
     request_body = PutSessionStateBody,
@@ -228,6 +228,7 @@ pub async fn put_session_state(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     Path((session_id, key)): Path<(String, String)>,
+    QueryParams(query): QueryParams<SessionStateQuery>,
     IfMatchVersion(expected): IfMatchVersion,
     headers: HeaderMap,
     body: JsonBody<PutSessionStateBody>,
@@ -245,11 +246,24 @@ pub async fn put_session_state(
         }
     };
     let body = body.value;
+    // The end-user is addressed as GET and DELETE address it (`?user_id=`), or in the body
+    // as before; both may be given only when they agree.
+    let user_id = match (query.user_id, body.user_id) {
+        (Some(in_query), Some(in_body)) if in_query != in_body => {
+            return Err(ApiError::invalid(vec![FieldError::new(
+                "user_id",
+                format!(
+                    "the query names user_id `{in_query}` and the body `{in_body}`; give one, or the same in both"
+                ),
+            )]));
+        }
+        (in_query, in_body) => in_query.or(in_body),
+    };
     let request = PutSessionStateRequest {
         address: SessionStateAddress {
             session_id,
             key,
-            user_id: requested_user(body.user_id.as_deref())?,
+            user_id: requested_user(user_id.as_deref())?,
         },
         value: body.value,
         expected,

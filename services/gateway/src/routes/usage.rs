@@ -6,6 +6,7 @@ use crate::auth::{Authorized, ProjectAdmin};
 use crate::extract::{JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
+use crate::views::SpendLimitsBody;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -13,19 +14,13 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
-use engram_core::limits::MAX_TOP_K;
-use engram_core::usage::{
-    MonthlyBudget, RecallBudget, SpendLimits, UsageUnit, forecast_month_cost,
-};
+use engram_core::usage::{UsageUnit, forecast_month_cost};
 use engram_engine::MemoryEngine;
 use engram_engine::{SpendLimitsReport, UsageGranularity};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
-
-/// Longest range one request may ask for.
-const MAX_RANGE_DAYS: i64 = 366;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -319,8 +314,8 @@ fn csv_attachment(file_name: &'static str, text: String) -> Response {
         .into_response()
 }
 
-/// `from`/`to` days (inclusive, at most a year apart) as a half-open time range, and whether
-/// CSV was asked for; every problem named by its field.
+/// `from`/`to` days (inclusive) as a half-open time range, and whether CSV was asked for;
+/// every problem of syntax named by its field (the window's rules are the use case's).
 fn parse_range(
     from: Option<&str>,
     to: Option<&str>,
@@ -342,16 +337,6 @@ fn parse_range(
             false
         }
     };
-    if let (Some(from), Some(to)) = (from, to) {
-        if to < from {
-            errors.push(FieldError::new("to", "must not be before from"));
-        } else if (to - from).num_days() > MAX_RANGE_DAYS {
-            errors.push(FieldError::new(
-                "to",
-                format!("at most {MAX_RANGE_DAYS} days per request"),
-            ));
-        }
-    }
     let (Some(from), Some(to), true) = (from, to, errors.is_empty()) else {
         return Err(ApiError::invalid(errors));
     };
@@ -364,77 +349,6 @@ fn parse_range(
         .map(|at| at.and_utc())
         .unwrap_or_default();
     Ok((start, end, csv))
-}
-
-/// The recall budget in the limits document.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecallBudgetBody {
-    /// Most memories one search returns (1–100).
-    #[schema(minimum = 1, maximum = 100)]
-    #[serde(
-        default,
-        deserialize_with = "engram_core::json_integers::optional_whole"
-    )]
-    pub max_results: Option<u32>,
-    /// Most tokens of memory content one search returns (1–100,000).
-    #[schema(minimum = 1, maximum = 100000)]
-    #[serde(
-        default,
-        deserialize_with = "engram_core::json_integers::optional_whole"
-    )]
-    pub max_tokens: Option<u32>,
-}
-
-/// A monthly budget in the limits document.
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct MonthlyBudgetBody {
-    /// The budget in millionths of `currency` (`250000000` is 250.00).
-    #[serde(deserialize_with = "engram_core::json_integers::whole")]
-    #[schema(minimum = 0)]
-    pub amount_micros: i64,
-    /// ISO 4217, e.g. `USD` (any case); only prices in this currency count against the
-    /// budget.
-    #[schema(pattern = "^[A-Za-z]{3}$")]
-    pub currency: String,
-    /// At most 10 percentages (1–255) at which an alert is recorded once a month; default
-    /// `[80, 100]`.
-    #[schema(schema_with = alert_thresholds_schema)]
-    #[serde(
-        default,
-        deserialize_with = "engram_core::json_integers::optional_whole_list"
-    )]
-    pub alert_thresholds_percent: Option<Vec<u16>>,
-    /// Refuse requests with `402 budget-exceeded` once the month's cost reaches the budget.
-    #[serde(default)]
-    pub hard_cap: bool,
-}
-
-/// Budget, quotas and recall budget of the project. `PUT` replaces the whole document;
-/// an absent part means no limit.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SpendLimitsBody {
-    #[serde(
-        default,
-        deserialize_with = "engram_core::json_objects::optional_object"
-    )]
-    pub monthly_budget: Option<MonthlyBudgetBody>,
-    /// Most writes and searches per minute for the whole project (1–1,000,000).
-    #[schema(minimum = 1, maximum = 1000000)]
-    #[serde(
-        default,
-        deserialize_with = "engram_core::json_integers::optional_whole"
-    )]
-    pub requests_per_minute: Option<u32>,
-    /// Most units per calendar month (UTC): `memories_written`, `searches`,
-    /// `tokens_embedded`, `file_bytes`.
-    #[schema(schema_with = monthly_quotas_schema)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::whole_map")]
-    pub monthly_quotas: BTreeMap<String, u64>,
-    #[serde(default, deserialize_with = "engram_core::json_objects::object")]
-    pub recall: RecallBudgetBody,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -465,176 +379,6 @@ pub struct MonthToDateView {
 pub struct SpendLimitsView {
     pub limits: SpendLimitsBody,
     pub month_to_date: MonthToDateView,
-}
-
-const MAX_ALERT_THRESHOLDS: usize = 10;
-
-/// The units a quota may cap (all but `memory_days`, which is sampled daily), each a count.
-fn monthly_quotas_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property_names(Some(engram_core::openapi_schemas::one_of(
-            UsageUnit::ALL
-                .iter()
-                .filter(|unit| **unit != UsageUnit::MemoryDays)
-                .map(|unit| unit.as_str()),
-        )))
-        .additional_properties(Some(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(0))
-                .maximum(Some(u64::MAX)),
-        ))
-        .build()
-}
-
-/// (For an `Option` field: `null` is the default thresholds.)
-fn alert_thresholds_schema() -> utoipa::openapi::schema::Array {
-    use engram_core::openapi_schemas::Nullable;
-    utoipa::openapi::schema::ArrayBuilder::new()
-        .items(engram_core::openapi_schemas::integer_between(1, 255))
-        .max_items(Some(MAX_ALERT_THRESHOLDS))
-        .build()
-        .nullable()
-}
-const MAX_REQUESTS_PER_MINUTE: u32 = 1_000_000;
-const MAX_RECALL_TOKENS: u32 = 100_000;
-const DEFAULT_ALERT_THRESHOLDS: [u8; 2] = [80, 100];
-
-impl SpendLimitsBody {
-    fn from_limits(limits: &SpendLimits) -> Self {
-        Self {
-            monthly_budget: limits
-                .monthly_budget
-                .as_ref()
-                .map(|budget| MonthlyBudgetBody {
-                    amount_micros: budget.amount_micros,
-                    currency: budget.currency.clone(),
-                    alert_thresholds_percent: Some(
-                        budget
-                            .alert_thresholds_percent
-                            .iter()
-                            .map(|percent| u16::from(*percent))
-                            .collect(),
-                    ),
-                    hard_cap: budget.hard_cap,
-                }),
-            requests_per_minute: limits.requests_per_minute,
-            monthly_quotas: limits
-                .monthly_quotas
-                .iter()
-                .map(|(unit, quota)| (unit.as_str().to_string(), *quota))
-                .collect(),
-            recall: RecallBudgetBody {
-                max_results: limits.recall.max_results,
-                max_tokens: limits.recall.max_tokens,
-            },
-        }
-    }
-
-    /// The limits, or every problem, each named by its field.
-    pub(crate) fn into_limits(self) -> Result<SpendLimits, Vec<FieldError>> {
-        let mut errors = Vec::new();
-        let monthly_budget = self.monthly_budget.map(|budget| {
-            if budget.amount_micros < 0 {
-                errors.push(FieldError::new(
-                    "monthly_budget.amount_micros",
-                    "must not be negative",
-                ));
-            }
-            let currency = budget.currency.to_ascii_uppercase();
-            if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_uppercase()) {
-                errors.push(FieldError::new(
-                    "monthly_budget.currency",
-                    "must be a three-letter ISO 4217 code such as USD",
-                ));
-            }
-            let mut thresholds: Vec<u8> = Vec::new();
-            let given = budget.alert_thresholds_percent.unwrap_or_else(|| {
-                DEFAULT_ALERT_THRESHOLDS
-                    .iter()
-                    .map(|p| u16::from(*p))
-                    .collect()
-            });
-            if given.len() > MAX_ALERT_THRESHOLDS {
-                errors.push(FieldError::new(
-                    "monthly_budget.alert_thresholds_percent",
-                    format!("at most {MAX_ALERT_THRESHOLDS} thresholds"),
-                ));
-            }
-            for (position, percent) in given.iter().enumerate() {
-                match u8::try_from(*percent).ok().filter(|percent| *percent >= 1) {
-                    Some(percent) => thresholds.push(percent),
-                    None => errors.push(FieldError::new(
-                        format!("monthly_budget.alert_thresholds_percent[{position}]"),
-                        "must be between 1 and 255",
-                    )),
-                }
-            }
-            thresholds.sort_unstable();
-            thresholds.dedup();
-            MonthlyBudget {
-                amount_micros: budget.amount_micros,
-                currency,
-                alert_thresholds_percent: thresholds,
-                hard_cap: budget.hard_cap,
-            }
-        });
-        if let Some(per_minute) = self.requests_per_minute
-            && !(1..=MAX_REQUESTS_PER_MINUTE).contains(&per_minute)
-        {
-            errors.push(FieldError::new(
-                "requests_per_minute",
-                format!("must be between 1 and {MAX_REQUESTS_PER_MINUTE}"),
-            ));
-        }
-        let mut monthly_quotas = BTreeMap::new();
-        for (unit_name, quota) in self.monthly_quotas {
-            let field = format!("monthly_quotas.{unit_name}");
-            match UsageUnit::parse(&unit_name) {
-                Some(UsageUnit::MemoryDays) => errors.push(FieldError::new(
-                    field,
-                    "memory_days is sampled once a day and cannot be capped per request",
-                )),
-                Some(unit) => {
-                    monthly_quotas.insert(unit, quota);
-                }
-                None => errors.push(FieldError::new(
-                    field,
-                    "unknown unit; expected memories_written, searches, tokens_embedded or file_bytes",
-                )),
-            }
-        }
-        if let Some(max_results) = self.recall.max_results
-            && !(1..=MAX_TOP_K as u32).contains(&max_results)
-        {
-            errors.push(FieldError::new(
-                "recall.max_results",
-                format!("must be between 1 and {MAX_TOP_K}"),
-            ));
-        }
-        if let Some(max_tokens) = self.recall.max_tokens
-            && !(1..=MAX_RECALL_TOKENS).contains(&max_tokens)
-        {
-            errors.push(FieldError::new(
-                "recall.max_tokens",
-                format!("must be between 1 and {MAX_RECALL_TOKENS}"),
-            ));
-        }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(SpendLimits {
-            monthly_budget,
-            requests_per_minute: self.requests_per_minute,
-            monthly_quotas,
-            recall: RecallBudget {
-                max_results: self.recall.max_results,
-                max_tokens: self.recall.max_tokens,
-            },
-        })
-    }
 }
 
 fn limits_view(report: SpendLimitsReport) -> SpendLimitsView {

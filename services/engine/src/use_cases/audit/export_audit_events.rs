@@ -1,7 +1,7 @@
 //! Every matching event, oldest first, up to [`MAX_EXPORT_EVENTS`]: what the API's and the
 //! console's exports hold.
 
-use super::confined;
+use super::{checked, confined};
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Operation, Principal};
 use engram_storage::{AuditEventRecord, AuditFilter};
@@ -15,6 +15,7 @@ impl MemoryEngine {
         filter: AuditFilter,
     ) -> Result<Vec<AuditEventRecord>, EngineError> {
         principal.authorize(Operation::ExportAuditEvents)?;
+        checked(&filter)?;
         const PAGE: u64 = 500;
         let mut filter = confined(principal, filter);
         filter.limit = PAGE;

@@ -1,6 +1,6 @@
 //! One page of the audit log.
 
-use super::confined;
+use super::{checked, confined};
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Operation, Principal};
 use engram_storage::{AuditEventRecord, AuditFilter};
@@ -12,6 +12,7 @@ impl MemoryEngine {
         filter: AuditFilter,
     ) -> Result<Vec<AuditEventRecord>, EngineError> {
         principal.authorize(Operation::ListAuditEvents)?;
+        checked(&filter)?;
         let filter = confined(principal, filter);
         Ok(self
             .storage

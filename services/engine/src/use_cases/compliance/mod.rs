@@ -13,6 +13,25 @@ mod set_memory_flags;
 mod summarize_subject;
 mod sweep_retention;
 
+/// A person's confirmation of an erasure, where their door asks for one (the console: "type
+/// the end-user id again"); `None` where it does not (the API). A confirmation that does not
+/// repeat the id refuses the erasure.
+fn check_erasure_confirmation(
+    user_id: &engram_core::ExternalId,
+    confirmation: Option<&str>,
+) -> Result<(), crate::EngineError> {
+    match confirmation {
+        Some(typed) if typed.trim() != user_id.as_str() => Err(engram_core::InvalidInput(vec![
+            engram_core::FieldError::new(
+                "confirm",
+                "type the end-user id again to confirm the erasure",
+            ),
+        ])
+        .into()),
+        _ => Ok(()),
+    }
+}
+
 pub use bulk_delete_memories::{BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE};
 pub use preview_retention::RetentionPreview;
 pub use set_memory_flags::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};

@@ -13,8 +13,10 @@ impl MemoryEngine {
         &self,
         principal: &Principal,
         user_id: &ExternalId,
+        confirmation: Option<&str>,
     ) -> Result<TaskRecord, EngineError> {
         principal.authorize(Operation::RequestOrganizationSubjectErasure)?;
+        super::check_erasure_confirmation(user_id, confirmation)?;
         let organization_id = principal.scope().organization_id();
         let scopes = self
             .governance

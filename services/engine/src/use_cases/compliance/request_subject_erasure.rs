@@ -11,8 +11,10 @@ impl MemoryEngine {
         &self,
         principal: &Principal,
         user_id: &ExternalId,
+        confirmation: Option<&str>,
     ) -> Result<TaskRecord, EngineError> {
         principal.authorize(Operation::RequestSubjectErasure)?;
+        super::check_erasure_confirmation(user_id, confirmation)?;
         let scope = principal.scope();
         let held = self
             .storage

@@ -20,6 +20,10 @@ impl ConsoleAccess {
     /// The pending invitation of `token`; `Missing` when it is unknown, used, revoked or
     /// expired.
     pub async fn preview_invitation(&self, token: &str) -> Result<InvitationOffer, EngineError> {
+        let token = token.trim();
+        if token.len() > crate::console_credentials::MAX_INVITATION_TOKEN_BYTES {
+            return Err(EngineError::NotFound(NotFoundKind::Invitation));
+        }
         let (invitation, organization_id) =
             self.storage
                 .pending_console_invitation(token)
@@ -48,6 +52,14 @@ impl ConsoleAccess {
         origin: &Actor,
     ) -> Result<ConsoleSessionTokens, EngineError> {
         self.admit_unauthenticated(origin)?;
+        let token = token.trim();
+        if token.len() > crate::console_credentials::MAX_INVITATION_TOKEN_BYTES {
+            return Err(EngineError::NotFound(NotFoundKind::Invitation));
+        }
+        let password_errors = crate::console_credentials::new_password_errors(&password);
+        if !password_errors.is_empty() {
+            return Err(engram_core::InvalidInput(password_errors).into());
+        }
         if self
             .storage
             .pending_console_invitation(token)

@@ -58,6 +58,14 @@ impl ConsoleAccess {
         role: &str,
     ) -> Result<(ConsoleInvitationRecord, String), EngineError> {
         member.authorize(Operation::InviteMember)?;
+        let email = email.trim();
+        if !crate::console_credentials::looks_like_email(email) {
+            return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                "email",
+                "enter the e-mail address of the person to invite",
+            )])
+            .into());
+        }
         let role = assignable_role(member, role)?;
         let token = super::new_secret_token();
         let invitation = self

@@ -30,6 +30,15 @@ impl ConsoleAccess {
         device_token: Option<&str>,
         origin: &Actor,
     ) -> Result<ConsoleSessionTokens, EngineError> {
+        // Oversized input is refused before it reaches the (deliberately slow) password hash.
+        let email = email.trim();
+        if email.is_empty()
+            || password.is_empty()
+            || email.len() > crate::console_credentials::MAX_EMAIL_BYTES
+            || password.len() > crate::console_credentials::MAX_PASSWORD_BYTES
+        {
+            return Err(EngineError::WrongCredentials);
+        }
         // A browser presenting a valid device token (a signature check, no database work)
         // skips the address's budget: behind an ingress every member shares one address, and
         // a stranger spending its budget must not lock them out.

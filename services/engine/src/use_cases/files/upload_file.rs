@@ -5,7 +5,7 @@
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::files::{
-    CHUNK_TARGET_CHARS, FileFormat, FileName, MAX_CHUNKS_PER_FILE, chunk_file,
+    CHUNK_TARGET_CHARS, FileFormat, FileName, MAX_CHUNKS_PER_FILE, MAX_FILE_BYTES, chunk_file,
 };
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError, InvalidInput, MemoryKind, Operation, Principal};
@@ -32,6 +32,17 @@ impl MemoryEngine {
         request: UploadFileRequest,
     ) -> Result<(FileRecord, TaskRecord), EngineError> {
         principal.authorize(Operation::UploadFile)?;
+        // A door refuses to read a larger body (413); the rule is held here for every door.
+        if request.bytes > MAX_FILE_BYTES || request.text.len() > MAX_FILE_BYTES {
+            return Err(InvalidInput(vec![FieldError::new(
+                "body",
+                format!("a file holds at most {MAX_FILE_BYTES} bytes"),
+            )])
+            .into());
+        }
+        if request.text.trim().is_empty() {
+            return Err(InvalidInput(vec![FieldError::new("body", "the file is empty")]).into());
+        }
         // Up to 4 MiB of text: chunked on a blocking thread, not an async worker.
         let (format, text) = (request.format, request.text);
         let (text, chunk_count) = tokio::task::spawn_blocking(move || {

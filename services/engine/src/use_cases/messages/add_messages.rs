@@ -32,6 +32,15 @@ impl MemoryEngine {
         request: AddMessagesRequest,
     ) -> Result<(Vec<SessionMessage>, Option<TaskRecord>), EngineError> {
         principal.authorize(Operation::AddMessages)?;
+        let contents: Vec<&str> = request
+            .messages
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect();
+        let limit_errors = engram_core::conversation::message_batch_errors(&contents);
+        if !limit_errors.is_empty() {
+            return Err(engram_core::InvalidInput(limit_errors).into());
+        }
         let scope = principal.scope();
         let user_id = principal.end_user_subject(request.user_id, "user_id")?;
         let mut messages = request.messages;

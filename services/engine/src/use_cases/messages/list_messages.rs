@@ -20,6 +20,10 @@ impl MemoryEngine {
         request: ListMessagesRequest,
     ) -> Result<(Vec<SessionMessage>, Option<uuid::Uuid>), EngineError> {
         principal.authorize(Operation::ListMessages)?;
+        let limit_errors = engram_core::conversation::message_page_errors(request.limit);
+        if !limit_errors.is_empty() {
+            return Err(engram_core::InvalidInput(limit_errors).into());
+        }
         let end_user = principal.end_user_subject(request.user_id, "user_id")?;
         Ok(self
             .storage

@@ -13,6 +13,19 @@ impl MemoryEngine {
     ) -> Result<RecallMetrics, EngineError> {
         principal.authorize(Operation::GetRecallMetrics)?;
         crate::use_cases::usage::check_report_window(window.from, window.to)?;
+        if window.bucket == crate::recall_metrics::MetricsBucket::Hour
+            && window.to - window.from
+                > chrono::TimeDelta::hours(crate::recall_metrics::MAX_BUCKETS)
+        {
+            return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                "bucket",
+                format!(
+                    "hourly buckets cover at most {} hours; use day",
+                    crate::recall_metrics::MAX_BUCKETS
+                ),
+            )])
+            .into());
+        }
         let mut metrics = self.recall_metrics(principal.scope(), window).await?;
         if principal.answers_without_content(Operation::GetRecallMetrics) {
             for empty_query in &mut metrics.empty_queries {

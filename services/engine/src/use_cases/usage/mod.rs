@@ -7,7 +7,11 @@ mod spend_limits;
 mod usage_report;
 
 pub use spend_limits::SpendLimitsReport;
+
 pub use usage_report::UsageReport;
+
+/// Longest window one report may cover, in days past its first.
+pub const MAX_REPORT_DAYS: i64 = 366;
 
 /// A report's window (`to` exclusive), checked against the documented report days before
 /// storage is asked: a 422 naming `from` or `to`, whichever door the dates came through.
@@ -27,6 +31,17 @@ pub(crate) fn check_report_window(
         .unwrap_or(chrono::NaiveDate::MIN);
     if let Err(error) = check_report_day("to", last_day) {
         errors.push(error);
+    }
+    let first_day = from.date_naive();
+    if errors.is_empty() {
+        if last_day < first_day {
+            errors.push(engram_core::FieldError::new("to", "must not be before from"));
+        } else if (last_day - first_day).num_days() > MAX_REPORT_DAYS {
+            errors.push(engram_core::FieldError::new(
+                "to",
+                format!("at most {MAX_REPORT_DAYS} days per request"),
+            ));
+        }
     }
     if errors.is_empty() {
         return Ok(());

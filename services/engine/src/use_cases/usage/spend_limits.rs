@@ -52,6 +52,10 @@ impl MemoryEngine {
         limits: SpendLimits,
     ) -> Result<SpendLimitsReport, EngineError> {
         principal.authorize(Operation::PutSpendLimits)?;
+        let limit_errors = limits.limit_errors();
+        if !limit_errors.is_empty() {
+            return Err(engram_core::InvalidInput(limit_errors).into());
+        }
         let saved = self
             .storage
             .set_spend_limits(principal.scope(), &limits, principal.actor())
