@@ -515,7 +515,7 @@ operations! {
         [Job("message-derivation")];
     ConsolidateMemories => WriteMemories + DeleteMemories, None, "consolidate a project's memories",
         [Job("consolidation-runner")];
-    RunEvaluation => TuneRecall + ReadMemories, None, "run a queued evaluation",
+    RunEvaluation => TuneRecall, None, "run a queued evaluation",
         [Job("evaluation-runner")];
     EraseSubject => ManageSubjectData + DeleteMemories, None, "run a queued subject erasure",
         [Job("erasure-runner")];

@@ -450,10 +450,6 @@ impl DataGovernance {
         digest
     }
 
-    /// Erase everything about one end-user of the project from every store, verify with
-    /// independent queries that nothing remains, write the ledger (file, then database and
-    /// audit log) and return the receipt. `progress(done, total)` is called per batch.
-    /// Refused (`Refused`) while any of the subject's memories is under legal hold.
     /// The erasure runner's work on a claimed subject-erasure task, as the operator of its
     /// project through the permission table.
     pub async fn run_subject_erasure_task(
@@ -503,6 +499,10 @@ impl DataGovernance {
         self.sweep_retention(principal.scope()).await
     }
 
+    /// Erase everything about one end-user of the project from every store, verify with
+    /// independent queries that nothing remains, write the ledger (file, then database and
+    /// audit log) and return the receipt. `progress(done, total)` is called per batch.
+    /// Refused (`Refused`) while any of the subject's memories is under legal hold.
     pub(crate) async fn erase_subject(
         &self,
         scope: &ProjectScope,

@@ -47,8 +47,10 @@ pub const INDEX_DRIFT_POINTS: &str = "engram_index_drift_points";
 const RECONCILE_PAGE_SIZE: usize = 1_000;
 
 pub struct IndexApplier {
-    /// The outbox and every project's rows: the applier is maintenance work.
-    storage: MaintenanceStore,
+    /// The outbox and every project's scope: the applier is maintenance work.
+    maintenance: MaintenanceStore,
+    /// Each project's rows, read under the scope of the outbox entry being applied.
+    storage: Storage,
     index: Arc<dyn VectorIndex>,
     /// Names this applier's outbox leases; unique per process and applier.
     worker_id: String,
@@ -63,7 +65,8 @@ pub struct IndexApplier {
 impl IndexApplier {
     pub fn new(storage: Storage, index: Arc<dyn VectorIndex>) -> Self {
         Self {
-            storage: MaintenanceStore::new(storage),
+            maintenance: MaintenanceStore::new(storage.clone()),
+            storage,
             index,
             worker_id: format!(
                 "{}-{}",
@@ -84,7 +87,7 @@ impl IndexApplier {
 
     /// The store of work across projects, for the workers this applier's process runs.
     pub fn maintenance_store(&self) -> &MaintenanceStore {
-        &self.storage
+        &self.maintenance
     }
 
     /// Apply the pending entries of particular memories (the read-your-writes path).
@@ -105,8 +108,7 @@ impl IndexApplier {
     /// many were applied. Other workers (other processes) may do the same at the same time.
     pub async fn apply_oldest_pending(&self, batch_size: u64) -> Result<usize, EngineError> {
         let _guard = self.apply_lock.lock().await;
-        let entries = self
-            .storage
+        let entries = self.maintenance
             .claim_index_changes(&self.worker_id, batch_size, OUTBOX_LEASE)
             .await?;
         self.apply_entries_locked(entries).await
@@ -114,7 +116,7 @@ impl IndexApplier {
 
     /// Entries not yet applied to the index (every project, leased or not).
     pub async fn outbox_backlog(&self) -> Result<u64, EngineError> {
-        Ok(self.storage.outbox_backlog().await?)
+        Ok(self.maintenance.outbox_backlog().await?)
     }
 
     async fn apply_entries_locked(&self, entries: Vec<OutboxEntry>) -> Result<usize, EngineError> {
@@ -140,8 +142,7 @@ impl IndexApplier {
             let entry_ids: Vec<i64> = project_entries.iter().map(|entry| entry.id).collect();
             if let Err(error) = self.apply_project(scope, &memory_ids).await {
                 tracing::warn!(project_id = %scope.project_id(), %error, "index apply failed; entries stay pending");
-                let _ = self
-                    .storage
+                let _ = self.maintenance
                     .record_index_failure(&entry_ids, &error.to_string())
                     .await;
                 return Err(error);
@@ -150,7 +151,7 @@ impl IndexApplier {
         // Only flushed changes may leave the outbox: a crash before this point replays them.
         self.index.flush().await?;
         let entry_ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
-        self.storage.complete_index_changes(&entry_ids).await?;
+        self.maintenance.complete_index_changes(&entry_ids).await?;
         Ok(entries.len())
     }
 
@@ -210,7 +211,7 @@ impl IndexApplier {
         &self,
         mut progress: impl FnMut(usize, usize),
     ) -> Result<ReconcileReport, EngineError> {
-        let scopes = self.storage.all_project_scopes().await?;
+        let scopes = self.maintenance.all_project_scopes().await?;
         let mut report = ReconcileReport::default();
         for (done, scope) in scopes.iter().enumerate() {
             let project_report = self.reconcile_project(scope).await?;

@@ -76,8 +76,9 @@ fn native_door(state: AppState) -> Router {
     )
 }
 
-/// What every door shares: request ids, the time limit, the body limit, tracing, metrics,
-/// security headers, CORS and the client's address. Nothing here writes an error body.
+/// What every door shares: request ids, the body limit, tracing, metrics, security headers,
+/// CORS and the client's address; the time limit for doors that set none of their own.
+/// Nothing here writes an error body.
 pub struct DoorFrame {
     pub request_timeout: Duration,
     pub trusted_proxies: client_address::TrustedProxies,
@@ -88,13 +89,15 @@ impl DoorFrame {
     /// `native` (already speaking problem+json) and `other_doors` (each speaking its own
     /// format) behind the shared layers.
     pub fn mount(self, native: Router, other_doors: Router) -> Router {
+        // Each door answers its own slow requests: the native door inside its problem layer
+        // (`native_door`), the others here, in their own format.
+        let other_doors = other_doors.layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            self.request_timeout,
+        ));
         native
             .merge(other_doors)
             .layer(DefaultBodyLimit::max(MAX_REQUEST_BODY_BYTES))
-            .layer(TimeoutLayer::with_status_code(
-                axum::http::StatusCode::REQUEST_TIMEOUT,
-                self.request_timeout,
-            ))
             .layer(TraceLayer::new_for_http().make_span_with(tracing_context::http_request_span))
             .route_layer(axum::middleware::from_fn(http_metrics::record_http_metrics))
             .layer(PropagateRequestIdLayer::x_request_id())

@@ -583,8 +583,9 @@ impl SpendLimitsBody {
         }
     }
 
-    /// The limits as typed (their rules are the use case's, `SpendLimits::limit_errors`), or
-    /// what could not be read: a threshold beyond 255, a unit no quota knows.
+    /// The limits as typed, or every problem: what could not be read (a threshold beyond 255,
+    /// a unit no quota knows) and, beside it so one answer names them all, what the use case
+    /// would refuse (`SpendLimits::limit_errors`, which it checks again).
     pub(crate) fn into_limits(self) -> Result<SpendLimits, Vec<FieldError>> {
         let mut errors = Vec::new();
         let monthly_budget = self.monthly_budget.map(|budget| {
@@ -604,8 +605,6 @@ impl SpendLimitsBody {
                     )),
                 }
             }
-            thresholds.sort_unstable();
-            thresholds.dedup();
             MonthlyBudget {
                 amount_micros: budget.amount_micros,
                 currency: budget.currency.to_ascii_uppercase(),
@@ -625,10 +624,7 @@ impl SpendLimitsBody {
                 )),
             }
         }
-        if !errors.is_empty() {
-            return Err(errors);
-        }
-        Ok(SpendLimits {
+        let limits = SpendLimits {
             monthly_budget,
             requests_per_minute: self.requests_per_minute,
             monthly_quotas,
@@ -636,6 +632,11 @@ impl SpendLimitsBody {
                 max_results: self.recall.max_results,
                 max_tokens: self.recall.max_tokens,
             },
-        })
+        };
+        errors.extend(limits.limit_errors());
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(limits)
     }
 }

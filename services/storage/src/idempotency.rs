@@ -308,14 +308,14 @@ impl MaintenanceStore {
                 .filter(idempotency_records::Column::CreatedAt.lt(cutoff))
                 .limit(BATCH as u64)
                 .into_tuple()
-                .all(&self.connection)
+                .all(&self.storage.connection)
                 .await
                 .map_err(StorageError::from_db)?;
             if expired.is_empty() {
                 return Ok(purged);
             }
-            let _permit = self.write_permit().await;
-            let transaction = self.begin_write().await?;
+            let _permit = self.storage.write_permit().await;
+            let transaction = self.storage.begin_write().await?;
             for (project_id, key) in &expired {
                 idempotency_answer_memories::Entity::delete_many()
                     .filter(idempotency_answer_memories::Column::ProjectId.eq(*project_id))

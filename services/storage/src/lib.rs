@@ -37,6 +37,7 @@ pub use memories::{
 pub use outbox::{IndexingRow, OutboxEntry};
 pub use tenants::{BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
 
+use engram_core::ProjectScope;
 use engram_migrations::{Migrator, MigratorTrait};
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DbBackend, SqlxPostgresConnector, SqlxSqliteConnector,
@@ -74,15 +75,79 @@ impl MaintenanceStore {
     pub fn new(storage: Storage) -> Self {
         Self { storage }
     }
-}
 
-impl std::ops::Deref for MaintenanceStore {
-    type Target = Storage;
+    // What the periodic jobs (schedulers, the usage sampler) need of one project's rows,
+    // each under the scope `all_project_scopes` handed them; nothing else of `Storage`.
 
-    fn deref(&self) -> &Storage {
-        &self.storage
+    pub async fn open_task_exists(
+        &self,
+        scope: &ProjectScope,
+        kind: engram_core::TaskKind,
+    ) -> Result<bool, StorageError> {
+        self.storage.open_task_exists(scope, kind).await
+    }
+
+    pub async fn create_task(
+        &self,
+        scope: &ProjectScope,
+        kind: engram_core::TaskKind,
+        subject: Option<&str>,
+        request_id: Option<&str>,
+    ) -> Result<tasks::TaskRecord, StorageError> {
+        self.storage
+            .create_task(scope, kind, subject, request_id)
+            .await
+    }
+
+    pub async fn eval_sets_due(
+        &self,
+        scope: &ProjectScope,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<recall_quality::EvalSetRecord>, StorageError> {
+        self.storage.eval_sets_due(scope, now).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub async fn queue_eval_run(
+        &self,
+        scope: &ProjectScope,
+        set_id: uuid::Uuid,
+        profile: &str,
+        compare_profile: Option<&str>,
+        trigger: engram_core::recall::EvalTrigger,
+        task_kind: engram_core::TaskKind,
+        request_id: Option<&str>,
+    ) -> Result<recall_quality::EvalRunRecord, StorageError> {
+        self.storage
+            .queue_eval_run(
+                scope,
+                set_id,
+                profile,
+                compare_profile,
+                trigger,
+                task_kind,
+                request_id,
+            )
+            .await
+    }
+
+    pub async fn count_active_memories(&self, scope: &ProjectScope) -> Result<u64, StorageError> {
+        self.storage.count_active_memories(scope).await
+    }
+
+    pub async fn set_daily_sample(
+        &self,
+        scope: &ProjectScope,
+        unit: engram_core::usage::UsageUnit,
+        day: chrono::DateTime<chrono::Utc>,
+        quantity: i64,
+    ) -> Result<(), StorageError> {
+        self.storage
+            .set_daily_sample(scope, unit, day, quantity)
+            .await
     }
 }
+
 
 /// How strictly the database must promise durability before Engram uses it.
 #[derive(Clone, Copy, Debug, Default)]

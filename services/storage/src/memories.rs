@@ -1197,10 +1197,10 @@ impl MaintenanceStore {
         &self,
         deleted_before: DateTime<Utc>,
     ) -> Result<u64, StorageError> {
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let purged = memory_tombstones::Entity::delete_many()
             .filter(memory_tombstones::Column::DeletedAt.lt(deleted_before))
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(purged.rows_affected)

@@ -208,7 +208,7 @@ impl MaintenanceStore {
             + chrono::Duration::from_std(lease).map_err(|_| {
                 StorageError::Configuration(format!("outbox lease {lease:?} is too long"))
             })?;
-        let backend = self.connection.get_database_backend();
+        let backend = self.storage.connection.get_database_backend();
         let sql = match backend {
             DbBackend::Postgres => CLAIM_POSTGRES,
             _ => CLAIM_SQLITE,
@@ -223,10 +223,10 @@ impl MaintenanceStore {
                 (limit.min(i64::MAX as u64) as i64).into(),
             ],
         );
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let mut models = index_outbox::Entity::find()
             .from_raw_sql(statement)
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         models.sort_by_key(|model| model.id);
@@ -237,10 +237,10 @@ impl MaintenanceStore {
     /// embedded `engram serve`): at its start, leases can only belong to an earlier run that
     /// died, and waiting for them to expire would keep acknowledged changes out of the index.
     pub async fn release_all_outbox_claims(&self) -> Result<u64, StorageError> {
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let released = without_lease(index_outbox::Entity::update_many())
             .filter(index_outbox::Column::ClaimedBy.is_not_null())
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(released.rows_affected)
@@ -254,7 +254,7 @@ impl MaintenanceStore {
         let models = index_outbox::Entity::find()
             .order_by_asc(index_outbox::Column::Id)
             .limit(limit)
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(models.into_iter().map(entry_from_model).collect())
@@ -265,10 +265,10 @@ impl MaintenanceStore {
         if entry_ids.is_empty() {
             return Ok(());
         }
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         index_outbox::Entity::delete_many()
             .filter(index_outbox::Column::Id.is_in(entry_ids.iter().copied()))
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(())
@@ -282,7 +282,7 @@ impl MaintenanceStore {
         if entry_ids.is_empty() {
             return Ok(());
         }
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         // The lease is released so another attempt (by any worker) can follow the backoff.
         without_lease(index_outbox::Entity::update_many())
             .col_expr(
@@ -294,7 +294,7 @@ impl MaintenanceStore {
                 Expr::value(error.chars().take(1000).collect::<String>()),
             )
             .filter(index_outbox::Column::Id.is_in(entry_ids.iter().copied()))
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(())
@@ -303,7 +303,7 @@ impl MaintenanceStore {
     /// Entries not yet applied to the index.
     pub async fn outbox_backlog(&self) -> Result<u64, StorageError> {
         index_outbox::Entity::find()
-            .count(&self.connection)
+            .count(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)
     }

@@ -177,7 +177,7 @@ impl MaintenanceStore {
             .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
             .distinct()
             .into_tuple::<(uuid::Uuid, String)>()
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(rows

@@ -903,7 +903,7 @@ impl crate::MaintenanceStore {
     /// Every table of the migrated schema (for the registry test).
     pub async fn table_names(&self) -> Result<Vec<String>, StorageError> {
         use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
-        let backend = self.connection.get_database_backend();
+        let backend = self.storage.connection.get_database_backend();
         let sql = match backend {
             DatabaseBackend::Sqlite => {
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
@@ -913,6 +913,7 @@ impl crate::MaintenanceStore {
             }
         };
         let rows = self
+            .storage
             .connection
             .query_all(Statement::from_string(backend, sql))
             .await
@@ -928,7 +929,7 @@ impl crate::MaintenanceStore {
     /// The columns of a table (for the registry test).
     pub async fn column_names(&self, table: &str) -> Result<Vec<String>, StorageError> {
         use sea_orm::{ConnectionTrait, DatabaseBackend, Statement};
-        let backend = self.connection.get_database_backend();
+        let backend = self.storage.connection.get_database_backend();
         let statement = match backend {
             DatabaseBackend::Sqlite => Statement::from_sql_and_values(
                 backend,
@@ -942,6 +943,7 @@ impl crate::MaintenanceStore {
             ),
         };
         let rows = self
+            .storage
             .connection
             .query_all(statement)
             .await

@@ -155,7 +155,7 @@ impl MaintenanceStore {
         kinds: &[TaskKind],
         lease: std::time::Duration,
     ) -> Result<Option<ClaimedTask>, StorageError> {
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let now = Utc::now();
         let candidates = tasks::Entity::find()
             .filter(tasks::Column::Kind.is_in(kinds.iter().map(TaskKind::as_str)))
@@ -169,7 +169,7 @@ impl MaintenanceStore {
                     ),
             )
             .order_by_asc(tasks::Column::CreatedAt)
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(5));
@@ -189,7 +189,7 @@ impl MaintenanceStore {
                 None => claim.filter(tasks::Column::ClaimedUntil.is_null()),
             };
             let claimed = claim
-                .exec(&self.connection)
+                .exec(&self.storage.connection)
                 .await
                 .map_err(StorageError::from_db)?;
             if claimed.rows_affected == 1 {
@@ -219,7 +219,7 @@ impl MaintenanceStore {
         total: i64,
         lease: std::time::Duration,
     ) -> Result<(), StorageError> {
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let now = Utc::now();
         let until = now + chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::minutes(5));
         tasks::Entity::update_many()
@@ -228,7 +228,7 @@ impl MaintenanceStore {
             .col_expr(tasks::Column::UpdatedAt, Expr::value(now))
             .col_expr(tasks::Column::ClaimedUntil, Expr::value(until))
             .filter(tasks::Column::Id.eq(task_id))
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(())
@@ -241,7 +241,7 @@ impl MaintenanceStore {
         task_id: Uuid,
         outcome: Result<serde_json::Value, String>,
     ) -> Result<(), StorageError> {
-        let _permit = self.write_permit().await;
+        let _permit = self.storage.write_permit().await;
         let (status, result, error) = match outcome {
             Ok(result) => (TaskStatus::Succeeded, Some(result), None),
             Err(error) => (TaskStatus::Failed, None, Some(error)),
@@ -257,7 +257,7 @@ impl MaintenanceStore {
             )
             .col_expr(tasks::Column::UpdatedAt, Expr::value(Utc::now()))
             .filter(tasks::Column::Id.eq(task_id))
-            .exec(&self.connection)
+            .exec(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(())

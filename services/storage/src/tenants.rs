@@ -465,7 +465,7 @@ impl MaintenanceStore {
     pub async fn all_project_scopes(&self) -> Result<Vec<ProjectScope>, StorageError> {
         let all_projects = projects::Entity::find()
             .order_by_asc(projects::Column::Id)
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(all_projects
@@ -489,7 +489,7 @@ impl MaintenanceStore {
         let projects = projects::Entity::find()
             .filter(projects::Column::OrganizationId.eq(organization_id.as_uuid()))
             .order_by_asc(projects::Column::CreatedAt)
-            .all(&self.connection)
+            .all(&self.storage.connection)
             .await
             .map_err(StorageError::from_db)?;
         Ok(projects
@@ -510,7 +510,7 @@ impl MaintenanceStore {
         organization_id: OrganizationId,
         project_id: ProjectId,
     ) -> Result<Option<ProjectScope>, StorageError> {
-        self.project_scope_in_organization(organization_id, project_id)
+        self.storage.project_scope_in_organization(organization_id, project_id)
             .await
     }
 }

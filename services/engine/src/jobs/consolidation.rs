@@ -16,6 +16,7 @@ pub(super) async fn consolidate_claimed(
     task: &ClaimedTask,
     limits: ConsolidationLimits,
 ) -> Result<serde_json::Value, String> {
+    let tasks = engine.maintenance_store();
     let report = engine
         .consolidate_project(&task.scope, limits, principal.actor())
         .await
@@ -37,14 +38,11 @@ pub(super) async fn consolidate_claimed(
         quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
     })
     .collect();
-    engine
-        .maintenance_store()
-        .add_usage(&increments)
+    engine.storage.add_usage(&increments)
         .await
         .map_err(|error| error.to_string())?;
     let examined = i64::try_from(report.examined).unwrap_or(i64::MAX);
-    engine
-        .maintenance_store()
+    tasks
         .task_progress(task.id, examined, examined, CONSOLIDATION_LEASE)
         .await
         .map_err(|error| error.to_string())?;

@@ -20,7 +20,7 @@ pub(super) async fn evaluate_claimed(
     if let Err(error) = &outcome {
         // A run whose task failed ends failed too: never left queued or running for a
         // caller to wait on.
-        let storage = engine.maintenance_store();
+        let storage = &engine.storage;
         if let Ok(Some(run)) = storage.eval_run(&task.scope, run_id).await
             && run.status.is_open()
             && let Err(failure) = storage
@@ -38,7 +38,7 @@ async fn evaluate_run(
     task: &ClaimedTask,
     run_id: uuid::Uuid,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store();
+    let storage = &engine.storage;
     let run = storage
         .eval_run(&task.scope, run_id)
         .await
@@ -51,12 +51,12 @@ async fn evaluate_run(
     let (progress_sender, mut progress_receiver) = watch::channel((0usize, 0usize));
     // Progress is written by a side task so the evaluation never waits for the database.
     let progress_writer = {
-        let storage = storage.clone();
+        let tasks = engine.maintenance_store().clone();
         let task_id = task.id;
         tokio::spawn(async move {
             while progress_receiver.changed().await.is_ok() {
                 let (done, total) = *progress_receiver.borrow_and_update();
-                let _ = storage
+                let _ = tasks
                     .task_progress(task_id, done as i64, total as i64, EVALUATION_LEASE)
                     .await;
                 tokio::time::sleep(Duration::from_millis(250)).await;

@@ -20,7 +20,7 @@ pub(super) async fn ingest_claimed_file(
     principal: &Principal,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store();
+    let storage = &engine.storage;
     let file_id: uuid::Uuid = task
         .subject
         .as_deref()
@@ -51,7 +51,8 @@ async fn ingest(
     task: &ClaimedTask,
     file: &FileRecord,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store();
+    let storage = &engine.storage;
+    let tasks = engine.maintenance_store();
     let scope = &task.scope;
     let text = storage
         .file_text(scope, file.id)
@@ -64,7 +65,7 @@ async fn ingest(
     let total = chunks.len();
     let actor = principal.actor();
     let mut memory_ids: Vec<MemoryId> = Vec::with_capacity(total);
-    storage
+    tasks
         .task_progress(task.id, 0, total as i64, FILE_INGEST_LEASE)
         .await
         .map_err(|error| error.to_string())?;
@@ -134,7 +135,7 @@ async fn ingest(
             .record_file_progress(scope, file.id, total, &memory_ids)
             .await
             .map_err(|error| error.to_string())?;
-        storage
+        tasks
             .task_progress(task.id, memory_ids.len() as i64, total as i64, FILE_INGEST_LEASE)
             .await
             .map_err(|error| error.to_string())?;
@@ -206,9 +207,7 @@ async fn bill(
             quantity: *quantity,
         })
         .collect();
-    engine
-        .maintenance_store()
-        .add_usage(&increments)
+    engine.storage.add_usage(&increments)
         .await
         .map_err(|error| error.to_string())
 }

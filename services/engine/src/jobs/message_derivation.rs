@@ -20,7 +20,8 @@ pub(super) async fn derive_claimed_batch(
     principal: &Principal,
     task: &ClaimedTask,
 ) -> Result<serde_json::Value, String> {
-    let storage = engine.maintenance_store();
+    let storage = &engine.storage;
+    let tasks = engine.maintenance_store();
     let subject = task
         .subject
         .as_deref()
@@ -86,7 +87,7 @@ pub(super) async fn derive_claimed_batch(
         .await
         .map_err(|error| error.to_string())?;
     let total = messages.len() as i64;
-    storage
+    tasks
         .task_progress(task.id, total, total, MESSAGE_DERIVATION_LEASE)
         .await
         .map_err(|error| error.to_string())?;

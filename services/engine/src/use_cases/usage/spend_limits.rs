@@ -56,6 +56,12 @@ impl MemoryEngine {
         if !limit_errors.is_empty() {
             return Err(engram_core::InvalidInput(limit_errors).into());
         }
+        // Checked as sent (positions name the caller's own); kept in order, once each.
+        let mut limits = limits;
+        if let Some(budget) = &mut limits.monthly_budget {
+            budget.alert_thresholds_percent.sort_unstable();
+            budget.alert_thresholds_percent.dedup();
+        }
         let saved = self
             .storage
             .set_spend_limits(principal.scope(), &limits, principal.actor())
