@@ -567,25 +567,45 @@ async fn every_published_operation_refuses_a_query_parameter_it_does_not_know() 
         // Any value fits a path parameter: the parameter is refused before the path is read.
         let path: String = template
             .split('/')
-            .map(|segment| if segment.starts_with('{') { "x" } else { segment })
+            .map(|segment| {
+                if segment.starts_with('{') {
+                    "x"
+                } else {
+                    segment
+                }
+            })
             .collect::<Vec<_>>()
             .join("/");
         for method in item.as_object().unwrap().keys() {
             operations += 1;
             let request = api
-                .request(method.to_uppercase().parse().unwrap(), &format!("{path}?zz=1"))
+                .request(
+                    method.to_uppercase().parse().unwrap(),
+                    &format!("{path}?zz=1"),
+                )
                 .json(&json!({}));
             let answer = api.send(request).await;
             let names_it = answer.status == 400
                 && answer.body["code"] == "unknown-query-parameter"
-                && answer.body["detail"].as_str().unwrap_or("").contains("`zz`")
+                && answer.body["detail"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("`zz`")
                 && answer.error_fields() == ["query.zz"];
             if !names_it {
-                mismatches.push(format!("{} {template}: {} {}", method.to_uppercase(), answer.status, answer.body));
+                mismatches.push(format!(
+                    "{} {template}: {} {}",
+                    method.to_uppercase(),
+                    answer.status,
+                    answer.body
+                ));
             }
         }
     }
-    assert!(operations > 50, "the document lists the operations ({operations})");
+    assert!(
+        operations > 50,
+        "the document lists the operations ({operations})"
+    );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 
     // Known parameters pass; only the unknown one is named, with what the operation takes.

@@ -125,29 +125,59 @@ async fn first_start_writes_a_private_bootstrap_file_and_projects_can_be_added()
         engram_tests::run_engram(&arguments, &[])
     };
     let default_home = create(&["--name", "epsilon"]);
-    assert!(default_home.status.success(), "{}", String::from_utf8_lossy(&default_home.stderr));
+    assert!(
+        default_home.status.success(),
+        "{}",
+        String::from_utf8_lossy(&default_home.stderr)
+    );
     let default_home: serde_json::Value = serde_json::from_slice(&default_home.stdout).unwrap();
     assert_eq!(default_home["organization_id"], bootstrap["org_id"]);
     let organization = engram_tests::run_engram(
         &[
-            "admin", "create-organization", "--data-dir", &data_dir, "--name", "Beta Labs",
-            "--owner-email", "owner@beta.example", "--projects", "1",
+            "admin",
+            "create-organization",
+            "--data-dir",
+            &data_dir,
+            "--name",
+            "Beta Labs",
+            "--owner-email",
+            "owner@beta.example",
+            "--projects",
+            "1",
         ],
         &[],
     );
-    assert!(organization.status.success(), "{}", String::from_utf8_lossy(&organization.stderr));
+    assert!(
+        organization.status.success(),
+        "{}",
+        String::from_utf8_lossy(&organization.stderr)
+    );
     let organization: serde_json::Value = serde_json::from_slice(&organization.stdout).unwrap();
-    let beta = organization["organization_id"].as_str().unwrap().to_string();
+    let beta = organization["organization_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     for named in ["Beta Labs", beta.as_str()] {
         let created = create(&["--name", "zeta", "--organization", named]);
-        assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
         let created: serde_json::Value = serde_json::from_slice(&created.stdout).unwrap();
-        assert_eq!(created["organization_id"], beta.as_str(), "--organization {named}");
+        assert_eq!(
+            created["organization_id"],
+            beta.as_str(),
+            "--organization {named}"
+        );
     }
     let unknown = create(&["--name", "eta", "--organization", "Nowhere Inc"]);
     assert!(!unknown.status.success());
     let said = String::from_utf8_lossy(&unknown.stderr);
-    assert!(said.contains("no organization is named \"Nowhere Inc\""), "{said}");
+    assert!(
+        said.contains("no organization is named \"Nowhere Inc\""),
+        "{said}"
+    );
 }
 
 fn sample(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {

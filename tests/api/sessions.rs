@@ -346,5 +346,8 @@ async fn a_put_addresses_the_end_user_in_its_query_as_get_and_delete_do() {
         get(&client, "trip/state/plan?user_id=uma").await.body["value"],
         json!({"leg": 2})
     );
-    assert_eq!(get(&client, "trip/state/plan?user_id=ulf").await.status, 404);
+    assert_eq!(
+        get(&client, "trip/state/plan?user_id=ulf").await.status,
+        404
+    );
 }

@@ -517,23 +517,68 @@ fn the_engines_public_methods_are_its_use_cases() {
         ("with_usage_meter", "construction"),
         ("with_recall_recorder", "construction"),
         ("with_query_cache", "construction"),
-        ("authenticate", "authentication: makes the principal of a presented credential"),
-        ("knows_api_key", "authentication: a forged key spends its client's budget first"),
-        ("console_access", "the console account domain, whose use cases take the member"),
-        ("readiness", "the service's health: whether the database and index answer"),
-        ("run_file_ingest_task", "job: runs as the operator, through the table"),
-        ("run_message_derivation_task", "job: runs as the operator, through the table"),
-        ("run_consolidation_task", "job: runs as the operator, through the table"),
-        ("run_evaluation_task", "job: runs as the operator, through the table"),
-        ("run_subject_erasure_task", "job: runs as the operator, through the table"),
-        ("run_organization_erasure_task", "job: runs as the operator, through the table"),
-        ("run_retention_sweep", "job: runs as the operator, through the table"),
-        ("replay_erasure_ledger", "start-up: erased subjects of a restored database"),
-        ("maintenance_store", "jobs: task claims and sweeps across projects"),
+        (
+            "authenticate",
+            "authentication: makes the principal of a presented credential",
+        ),
+        (
+            "knows_api_key",
+            "authentication: a forged key spends its client's budget first",
+        ),
+        (
+            "console_access",
+            "the console account domain, whose use cases take the member",
+        ),
+        (
+            "readiness",
+            "the service's health: whether the database and index answer",
+        ),
+        (
+            "run_file_ingest_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_message_derivation_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_consolidation_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_evaluation_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_subject_erasure_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_organization_erasure_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "run_retention_sweep",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "replay_erasure_ledger",
+            "start-up: erased subjects of a restored database",
+        ),
+        (
+            "maintenance_store",
+            "jobs: task claims and sweeps across projects",
+        ),
         ("task_queued", "jobs: wakes the task runners"),
         ("applier", "jobs: the indexer's and reconciler's handle"),
-        ("data_governance", "jobs: the erasure runner's and retention sweeper's handle"),
-        ("flush_before_exit", "shutdown: recall events and the index flushed"),
+        (
+            "data_governance",
+            "jobs: the erasure runner's and retention sweeper's handle",
+        ),
+        (
+            "flush_before_exit",
+            "shutdown: recall events and the index flushed",
+        ),
         ("clear_query_cache", "benches: cold queries"),
     ];
     let root = engram_tests::workspace_root();
@@ -587,7 +632,10 @@ fn the_engines_public_methods_are_its_use_cases() {
         "engine surface: {use_cases} use cases taking their caller, {} named entry points",
         entry_points.len()
     );
-    assert!(use_cases >= 60, "the scan found the use cases ({use_cases})");
+    assert!(
+        use_cases >= 60,
+        "the scan found the use cases ({use_cases})"
+    );
     assert!(
         raw.is_empty(),
         "public engine methods that take no principal and are no named entry point (make them pub(crate), or a use case): {raw:?}"
@@ -666,7 +714,11 @@ fn the_cli_and_the_worker_reach_no_storage_of_the_engine() {
         })
         .map(|file| relative_to_root(&root, file))
         .collect();
-    assert!(files.len() > 15, "the scan found the sources ({})", files.len());
+    assert!(
+        files.len() > 15,
+        "the scan found the sources ({})",
+        files.len()
+    );
     assert!(
         offenders.is_empty(),
         "these CLI or worker files reach the engine's machinery: {offenders:?}"

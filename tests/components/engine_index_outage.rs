@@ -3,9 +3,9 @@
 //! index returns the pending writes are applied and found, with no one lifting a finger
 //! beyond the indexer's ordinary retry loop. Real model, real SQLite, real qdrant-edge.
 
+use engram_core::search::SearchMemoriesRequest;
 use engram_core::{ExternalId, MemoryKind, MemorySource, NewMemory, ProjectScope};
 use engram_embed::{Embedder, LocalMiniLm};
-use engram_core::search::SearchMemoriesRequest;
 use engram_engine::{
     AddMemoriesRequest, AddOutcome, EngineError, EngineSettings, MemoryEngine, SearchRequest,
 };

@@ -105,7 +105,10 @@ async fn message_batches_are_held_to_their_limits_by_the_use_case() {
     assert_eq!(
         refused_fields(
             engine
-                .add_messages_for(&key, add(vec![message("fine"), message("  "), message(&oversized)]))
+                .add_messages_for(
+                    &key,
+                    add(vec![message("fine"), message("  "), message(&oversized)])
+                )
                 .await
         ),
         ["messages[1].content", "messages[2].content"]

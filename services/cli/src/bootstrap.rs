@@ -12,11 +12,11 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 use crate::secrets::{SERVER_SECRET_FILE, write_private_file};
+pub use crate::secrets::{ServerSecrets, load_or_create_server_secrets, server_secrets};
 use engram_core::DeploymentOperator;
 use engram_engine::deployment::{
     CreateMemberRequest, CreateOrganizationRequest, CreateProjectRequest, DeploymentAdmin,
 };
-pub use crate::secrets::{ServerSecrets, load_or_create_server_secrets, server_secrets};
 
 pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
 pub const OWNER_EMAIL: &str = "owner@engram.local";
@@ -146,7 +146,10 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
     } else {
         println!(
             "project {} created\norganization_id: {}\nproject_id:      {}\napi_key:         {} (shown once)",
-            arguments.name.trim(), created.organization_id, created.project_id, created.api_key
+            arguments.name.trim(),
+            created.organization_id,
+            created.project_id,
+            created.api_key
         );
     }
     storage.close().await?;

@@ -108,7 +108,8 @@ impl IndexApplier {
     /// many were applied. Other workers (other processes) may do the same at the same time.
     pub async fn apply_oldest_pending(&self, batch_size: u64) -> Result<usize, EngineError> {
         let _guard = self.apply_lock.lock().await;
-        let entries = self.maintenance
+        let entries = self
+            .maintenance
             .claim_index_changes(&self.worker_id, batch_size, OUTBOX_LEASE)
             .await?;
         self.apply_entries_locked(entries).await
@@ -142,7 +143,8 @@ impl IndexApplier {
             let entry_ids: Vec<i64> = project_entries.iter().map(|entry| entry.id).collect();
             if let Err(error) = self.apply_project(scope, &memory_ids).await {
                 tracing::warn!(project_id = %scope.project_id(), %error, "index apply failed; entries stay pending");
-                let _ = self.maintenance
+                let _ = self
+                    .maintenance
                     .record_index_failure(&entry_ids, &error.to_string())
                     .await;
                 return Err(error);

@@ -47,20 +47,21 @@ pub use search::{
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::deployment;
 pub use use_cases::{
-    AddMemoriesRequest, AddMessagesRequest, AuditChainReport, MAX_AUDIT_PAGE, audit_filter_errors, AuthenticatedEndUser,
+    AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
     BrokenChainLink, BulkDeleteOutcome, BulkDeletePreview, CONSOLE_SESSION_LIFETIME,
     ClientIdempotencyKey, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, CreateApiKeyRequest,
     CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
     EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,
-    InvitationOffer, ListMemoriesRequest, ListMessagesRequest, MAX_BULK_DELETE, MAX_CASES_PER_SET,
-    MAX_CONTEXT_TOKENS, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS,
-    MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES,
-    MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest, MintedEndUserToken,
-    ProjectMonthCost, ProjectSettingsChange, ProjectSettingsReport, PutRetrievalProfileRequest, PutSessionStateRequest,
-    RecallBudgetCut, RecallInspection, RetentionPreview, RollApiKeyRequest, RolledApiKey,
-    SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
-    SpendLimitsReport, StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
-    VerificationStart, store_retention_days_of, stores_with_retention_days,
+    InvitationOffer, ListMemoriesRequest, ListMessagesRequest, MAX_AUDIT_PAGE, MAX_BULK_DELETE,
+    MAX_CASES_PER_SET, MAX_CONTEXT_TOKENS, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS,
+    MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS,
+    MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest,
+    MintedEndUserToken, ProjectMonthCost, ProjectSettingsChange, ProjectSettingsReport,
+    PutRetrievalProfileRequest, PutSessionStateRequest, RecallBudgetCut, RecallInspection,
+    RetentionPreview, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
+    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, StartEvaluationRunRequest,
+    SubjectSummary, UploadFileRequest, UsageReport, VerificationStart, audit_filter_errors,
+    store_retention_days_of, stores_with_retention_days,
 };
 // Query and result types of the use cases, so front doors need not name storage.
 pub use engram_storage::conversations::LlmModelUsage;

@@ -8,10 +8,7 @@ use chrono::{DateTime, Utc};
 use engram_core::{InvalidInput, Memory, MemoryId, MemoryScope, NewMemory, ProjectScope};
 use engram_embed::Embedder;
 use engram_index::VectorIndex;
-use engram_storage::{
-    IdempotencyClaim, InsertOutcome, MemoryDraft,
-    MemoryPatch, Storage,
-};
+use engram_storage::{IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryPatch, Storage};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -184,7 +184,9 @@ mod tests {
             Router::new()
                 .route(
                     "/v1/thing",
-                    get(|| async { problem::ApiError::new(problem::ProblemKind::NotFound, "no thing") }),
+                    get(|| async {
+                        problem::ApiError::new(problem::ProblemKind::NotFound, "no thing")
+                    }),
                 )
                 .fallback(problem::unknown_route),
         );
@@ -219,7 +221,11 @@ mod tests {
                     .map(|value| value.to_str().unwrap_or("").to_string())
                     .unwrap_or_default();
                 let body = response.into_body().collect().await.unwrap().to_bytes();
-                (status, content_type, String::from_utf8_lossy(&body).to_string())
+                (
+                    status,
+                    content_type,
+                    String::from_utf8_lossy(&body).to_string(),
+                )
             }
         };
 
@@ -230,13 +236,24 @@ mod tests {
         // A method the door does not serve: axum's own 405, not rewritten into a problem.
         let (status, content_type, body) = answer("DELETE", "/stub/v1/memories/").await;
         assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
-        assert!(!content_type.starts_with(problem::PROBLEM_CONTENT_TYPE), "{content_type}");
+        assert!(
+            !content_type.starts_with(problem::PROBLEM_CONTENT_TYPE),
+            "{content_type}"
+        );
         assert!(body.is_empty(), "{body}");
 
-        for (method, path) in [("GET", "/v1/thing"), ("DELETE", "/v1/thing"), ("GET", "/v9/nowhere")] {
+        for (method, path) in [
+            ("GET", "/v1/thing"),
+            ("DELETE", "/v1/thing"),
+            ("GET", "/v9/nowhere"),
+        ] {
             let (status, content_type, body) = answer(method, path).await;
             assert!(status.is_client_error(), "{method} {path}: {status}");
-            assert_eq!(content_type, problem::PROBLEM_CONTENT_TYPE, "{method} {path}: {body}");
+            assert_eq!(
+                content_type,
+                problem::PROBLEM_CONTENT_TYPE,
+                "{method} {path}: {body}"
+            );
             let document: serde_json::Value = serde_json::from_str(&body).unwrap();
             assert_eq!(document["status"], status.as_u16(), "{body}");
         }

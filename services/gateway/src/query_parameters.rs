@@ -56,7 +56,10 @@ async fn refuse_unknown(request: Request, next: Next) -> Response {
     let Some(template) = request.extensions().get::<MatchedPath>() else {
         return next.run(request).await;
     };
-    let key = (request.method().as_str().to_string(), template.as_str().to_string());
+    let key = (
+        request.method().as_str().to_string(),
+        template.as_str().to_string(),
+    );
     let Some(published) = PUBLISHED_QUERY_PARAMETERS.get(&key) else {
         // Not a published operation (a method this path does not serve): axum answers it.
         return next.run(request).await;
@@ -71,7 +74,10 @@ async fn refuse_unknown(request: Request, next: Next) -> Response {
     unknown_parameters_problem(&unknown, published).into_response()
 }
 
-fn unknown_parameters_problem(unknown: &BTreeSet<String>, published: &BTreeSet<String>) -> ApiError {
+fn unknown_parameters_problem(
+    unknown: &BTreeSet<String>,
+    published: &BTreeSet<String>,
+) -> ApiError {
     let takes = if published.is_empty() {
         "this operation takes no query parameters".to_string()
     } else {
@@ -92,7 +98,12 @@ fn unknown_parameters_problem(unknown: &BTreeSet<String>, published: &BTreeSet<S
     problem.code = Some("unknown-query-parameter".to_string());
     problem.errors = unknown
         .iter()
-        .map(|name| FieldError::new(format!("query.{name}"), format!("not a parameter of this operation; {takes}")))
+        .map(|name| {
+            FieldError::new(
+                format!("query.{name}"),
+                format!("not a parameter of this operation; {takes}"),
+            )
+        })
         .collect();
     problem
 }

@@ -3,14 +3,14 @@
 
 use chrono::{DateTime, Utc};
 use engram_core::request_bodies::metadata_object;
-use engram_core::{FieldError, Memory};
 use engram_core::usage::{
     DEFAULT_ALERT_THRESHOLDS, MAX_ALERT_THRESHOLDS, MonthlyBudget, RecallBudget, SpendLimits,
     UsageUnit,
 };
+use engram_core::{FieldError, Memory};
+use engram_engine::MemoryEdit;
 use engram_engine::{ApiKeyRecord, AuditEventRecord, HistoryEntry};
 use std::collections::BTreeMap;
-use engram_engine::MemoryEdit;
 
 // The add and search bodies are engram-core's, where they are parsed (and fuzzed).
 pub use engram_core::request_bodies::{

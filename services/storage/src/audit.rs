@@ -418,8 +418,7 @@ impl Storage {
                         .add(audit_events::Column::ProjectId.is_null()),
                 )
         } else {
-            sea_orm::Condition::all()
-                .add(crate::tenancy::in_project::<audit_events::Entity>(scope))
+            sea_orm::Condition::all().add(crate::tenancy::in_project::<audit_events::Entity>(scope))
         };
         let mut query = audit_events::Entity::find().filter(project_condition);
         if let Some(action) = &filter.action {

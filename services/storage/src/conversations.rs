@@ -137,8 +137,9 @@ fn message(model: session_messages::Model) -> SessionMessage {
 }
 
 fn messages_of(scope: &ProjectScope) -> sea_orm::Select<session_messages::Entity> {
-    session_messages::Entity::find()
-        .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
+    session_messages::Entity::find().filter(crate::tenancy::in_project::<session_messages::Entity>(
+        scope,
+    ))
 }
 
 impl Storage {
@@ -340,7 +341,9 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = session_messages::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
+            .filter(crate::tenancy::in_project::<session_messages::Entity>(
+                scope,
+            ))
             .filter(session_messages::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await

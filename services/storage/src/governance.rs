@@ -3,11 +3,11 @@
 //! and the content-free erasure ledger. Every function takes the project scope.
 
 use crate::audit::append_audit_event;
-use crate::subject_data::{StoreRetention, SubjectStore};
 use crate::entities::{
     erasure_ledger, index_outbox, memories, memory_history, memory_tombstones, projects,
 };
 use crate::memories::memory_from_model;
+use crate::subject_data::{StoreRetention, SubjectStore};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
@@ -119,7 +119,8 @@ impl Storage {
         &self,
         scope: &ProjectScope,
     ) -> Result<ProjectSettings, StorageError> {
-        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let project = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -132,7 +133,8 @@ impl Storage {
         &self,
         scope: &ProjectScope,
     ) -> Result<(ProjectSettings, engram_core::usage::SpendLimits), StorageError> {
-        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let project = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -145,7 +147,8 @@ impl Storage {
     /// hold no personal data).
     /// The project's query-cache epoch (raised by every erasure).
     pub async fn query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
-        Ok(projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        Ok(projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -177,7 +180,8 @@ impl Storage {
     ) -> Result<ProjectSettings, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let project = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?

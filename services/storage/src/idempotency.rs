@@ -68,7 +68,9 @@ async fn blank_answers<C: ConnectionTrait>(
                 idempotency_records::Column::ResponseBody,
                 Expr::value(String::new()),
             )
-            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
+            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(
+                scope,
+            ))
             .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
             .filter(idempotency_records::Column::ResponseStatus.ne(ERASED_ANSWER_STATUS))
             .exec(connection)
@@ -91,7 +93,9 @@ async fn keys_naming_memories<C: ConnectionTrait>(
             .select_only()
             .column(idempotency_answer_memories::Column::IdempotencyKey)
             .distinct()
-            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
+            .filter(crate::tenancy::in_project::<
+                idempotency_answer_memories::Entity,
+            >(scope))
             .filter(idempotency_answer_memories::Column::MemoryId.is_in(chunk.to_vec()))
             .into_tuple()
             .all(connection)
@@ -117,7 +121,9 @@ pub(crate) async fn erase_idempotency_answers(
     // The index rows of a deleted memory go with it: they hold its end-user's id.
     for chunk in memory_ids.chunks(BATCH) {
         idempotency_answer_memories::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
+            .filter(crate::tenancy::in_project::<
+                idempotency_answer_memories::Entity,
+            >(scope))
             .filter(idempotency_answer_memories::Column::MemoryId.is_in(chunk.to_vec()))
             .exec(transaction)
             .await
@@ -220,7 +226,9 @@ impl Storage {
         let _permit = self.write_permit().await;
         for chunk in legacy.chunks(BATCH) {
             idempotency_records::Entity::delete_many()
-                .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
+                .filter(crate::tenancy::in_project::<idempotency_records::Entity>(
+                    scope,
+                ))
                 .filter(idempotency_records::Column::IdempotencyKey.is_in(chunk.to_vec()))
                 .exec(&self.connection)
                 .await
@@ -230,7 +238,9 @@ impl Storage {
         // index rows naming the subject go: they hold the raw user id.
         let blanked = blank_answers(&self.connection, scope, &keys).await?;
         idempotency_answer_memories::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
+            .filter(crate::tenancy::in_project::<
+                idempotency_answer_memories::Entity,
+            >(scope))
             .filter(idempotency_answer_memories::Column::UserId.eq(user_id))
             .exec(&self.connection)
             .await
@@ -261,7 +271,9 @@ impl Storage {
             .select_only()
             .column(idempotency_answer_memories::Column::IdempotencyKey)
             .distinct()
-            .filter(crate::tenancy::in_project::<idempotency_answer_memories::Entity>(scope))
+            .filter(crate::tenancy::in_project::<
+                idempotency_answer_memories::Entity,
+            >(scope))
             .filter(idempotency_answer_memories::Column::UserId.eq(user_id))
             .into_tuple()
             .all(&self.connection)
@@ -279,7 +291,9 @@ impl Storage {
         let keys: Vec<String> = idempotency_records::Entity::find()
             .select_only()
             .column(idempotency_records::Column::IdempotencyKey)
-            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(scope))
+            .filter(crate::tenancy::in_project::<idempotency_records::Entity>(
+                scope,
+            ))
             .filter(idempotency_records::Column::IdempotencyKey.starts_with("client:user:"))
             .into_tuple()
             .all(&self.connection)

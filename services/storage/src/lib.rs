@@ -12,7 +12,6 @@ pub mod feedback;
 pub mod files;
 pub mod governance;
 mod idempotency;
-mod tenancy;
 pub mod members;
 pub mod memories;
 pub mod outbox;
@@ -21,6 +20,7 @@ pub mod recall_quality;
 pub mod session_state;
 pub mod subject_data;
 pub mod tasks;
+mod tenancy;
 pub mod tenants;
 pub mod usage;
 
@@ -147,7 +147,6 @@ impl MaintenanceStore {
             .await
     }
 }
-
 
 /// How strictly the database must promise durability before Engram uses it.
 #[derive(Clone, Copy, Debug, Default)]

@@ -57,7 +57,6 @@ pub enum InsertOutcome {
     AnswerErased,
 }
 
-
 /// A change to an existing memory. `None` leaves a field as it is.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryPatch {
@@ -1057,7 +1056,9 @@ impl Storage {
         memory_id: MemoryId,
     ) -> Result<Option<(i64, DateTime<Utc>)>, StorageError> {
         let tombstone = memory_tombstones::Entity::find()
-            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(scope))
+            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(
+                scope,
+            ))
             .filter(memory_tombstones::Column::MemoryId.eq(memory_id.as_uuid()))
             .one(&self.connection)
             .await
@@ -1077,7 +1078,9 @@ impl Storage {
         let rows: Vec<uuid::Uuid> = memory_tombstones::Entity::find()
             .select_only()
             .column(memory_tombstones::Column::MemoryId)
-            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(scope))
+            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(
+                scope,
+            ))
             .filter(memory_tombstones::Column::MemoryId.is_in(ids.iter().map(|id| id.as_uuid())))
             .into_tuple()
             .all(&self.connection)

@@ -250,8 +250,9 @@ impl Storage {
         memory_scope: &MemoryScope,
         recall_id: Uuid,
     ) -> Result<Option<RecallEventRecord>, StorageError> {
-        let query = recall_events::Entity::find_by_id(recall_id)
-            .filter(crate::tenancy::within::<recall_events::Entity>(memory_scope));
+        let query = recall_events::Entity::find_by_id(recall_id).filter(crate::tenancy::within::<
+            recall_events::Entity,
+        >(memory_scope));
         Ok(query
             .one(&self.connection)
             .await
@@ -398,7 +399,9 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let existing = retrieval_profiles::Entity::find()
-            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(
+                scope,
+            ))
             .all(&transaction)
             .await
             .map_err(StorageError::from_db)?;
@@ -459,7 +462,9 @@ impl Storage {
         scope: &ProjectScope,
     ) -> Result<Vec<RetrievalProfileRecord>, StorageError> {
         Ok(retrieval_profiles::Entity::find()
-            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(
+                scope,
+            ))
             .order_by_asc(retrieval_profiles::Column::Name)
             .all(&self.connection)
             .await
@@ -475,7 +480,9 @@ impl Storage {
         name: &str,
     ) -> Result<Option<RetrievalProfileRecord>, StorageError> {
         Ok(retrieval_profiles::Entity::find()
-            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(
+                scope,
+            ))
             .filter(retrieval_profiles::Column::Name.eq(name))
             .one(&self.connection)
             .await
@@ -491,7 +498,9 @@ impl Storage {
     ) -> Result<bool, StorageError> {
         let _permit = self.write_permit().await;
         let deleted = retrieval_profiles::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(scope))
+            .filter(crate::tenancy::in_project::<retrieval_profiles::Entity>(
+                scope,
+            ))
             .filter(retrieval_profiles::Column::Name.eq(name))
             .exec(&self.connection)
             .await

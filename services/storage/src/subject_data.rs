@@ -434,7 +434,9 @@ impl Storage {
         let removed = match store {
             SubjectStore::Messages => {
                 session_messages::Entity::delete_many()
-                    .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
+                    .filter(crate::tenancy::in_project::<session_messages::Entity>(
+                        scope,
+                    ))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(session_messages::Column::UserId, scope))
                     .exec(&transaction)
@@ -526,7 +528,9 @@ impl Storage {
         match store {
             SubjectStore::Messages => {
                 session_messages::Entity::find()
-                    .filter(crate::tenancy::in_project::<session_messages::Entity>(scope))
+                    .filter(crate::tenancy::in_project::<session_messages::Entity>(
+                        scope,
+                    ))
                     .filter(session_messages::Column::CreatedAt.lt(cutoff))
                     .filter(outside_hold(session_messages::Column::UserId, scope))
                     .count(&self.connection)
@@ -652,7 +656,9 @@ impl Storage {
         Ok(crate::entities::memories::Entity::find()
             .select_only()
             .column(crate::entities::memories::Column::Id)
-            .filter(crate::tenancy::in_project::<crate::entities::memories::Entity>(scope))
+            .filter(crate::tenancy::in_project::<
+                crate::entities::memories::Entity,
+            >(scope))
             .filter(crate::entities::memories::Column::UserId.eq(user_id))
             .into_tuple::<Uuid>()
             .all(&self.connection)

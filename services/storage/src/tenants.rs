@@ -224,7 +224,8 @@ impl Storage {
 
     /// The generation of the project's current end-user signing key.
     pub async fn end_user_key_generation(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
-        projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -251,7 +252,8 @@ impl Storage {
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
-        let generation = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let generation = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?
@@ -510,7 +512,8 @@ impl MaintenanceStore {
         organization_id: OrganizationId,
         project_id: ProjectId,
     ) -> Result<Option<ProjectScope>, StorageError> {
-        self.storage.project_scope_in_organization(organization_id, project_id)
+        self.storage
+            .project_scope_in_organization(organization_id, project_id)
             .await
     }
 }

@@ -294,7 +294,8 @@ pub struct BudgetAlert {
 impl Storage {
     /// The project's budget, quotas and recall budget (all empty until set).
     pub async fn spend_limits(&self, scope: &ProjectScope) -> Result<SpendLimits, StorageError> {
-        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let project = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
@@ -311,7 +312,8 @@ impl Storage {
     ) -> Result<SpendLimits, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let project = projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        let project = projects::Entity::find()
+            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?

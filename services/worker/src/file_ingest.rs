@@ -22,4 +22,3 @@ pub async fn run_file_ingest_runner(engine: Arc<MemoryEngine>, shutdown: watch::
     )
     .await;
 }
-

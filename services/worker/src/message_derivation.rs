@@ -25,4 +25,3 @@ pub async fn run_message_derivation_runner(
     )
     .await;
 }
-

@@ -163,9 +163,7 @@ async fn run_organization_erasure(
 ) -> Result<serde_json::Value, String> {
     let progress = ProgressWriter::spawn(engine, task.id);
     let receipt = engine
-        .run_organization_erasure_task(task, user_id, |done, total| {
-            progress.report(done, total)
-        })
+        .run_organization_erasure_task(task, user_id, |done, total| progress.report(done, total))
         .await;
     let projects = receipt
         .as_ref()

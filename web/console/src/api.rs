@@ -455,8 +455,8 @@ pub(crate) mod ssr {
     use crate::model::{
         AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview,
         ConsoleCaller, ConsoleError, ConsoleRequestOrigin, InvitationPreview, KEY_SCOPES,
-        KeyListing, MEMORY_PAGE_LIMIT, MemberListing, MemoryFilters,
-        MemoryListQuery, MemoryListing, NewInvitation, NewKeyRequest, NewKeySecret, SessionInfo,
+        KeyListing, MEMORY_PAGE_LIMIT, MemberListing, MemoryFilters, MemoryListQuery,
+        MemoryListing, NewInvitation, NewKeyRequest, NewKeySecret, SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
     use leptos::prelude::use_context;

@@ -38,7 +38,9 @@ pub(super) async fn consolidate_claimed(
         quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
     })
     .collect();
-    engine.storage.add_usage(&increments)
+    engine
+        .storage
+        .add_usage(&increments)
         .await
         .map_err(|error| error.to_string())?;
     let examined = i64::try_from(report.examined).unwrap_or(i64::MAX);
@@ -48,4 +50,3 @@ pub(super) async fn consolidate_claimed(
         .map_err(|error| error.to_string())?;
     serde_json::to_value(&report).map_err(|error| error.to_string())
 }
-

@@ -91,4 +91,3 @@ async fn evaluate_run(
         "regression_reasons": outcome.regression_reasons,
     }))
 }
-

@@ -6,7 +6,9 @@ use crate::{AddOutcome, MemoryEngine};
 use chrono::Utc;
 use engram_core::files::{CHUNK_TARGET_CHARS, FileChunk, FileFormat, chunk_file};
 use engram_core::usage::UsageUnit;
-use engram_core::{ExternalId, MemoryId, MemoryKind, MemorySource, NewMemory, Principal, ProjectScope};
+use engram_core::{
+    ExternalId, MemoryId, MemoryKind, MemorySource, NewMemory, Principal, ProjectScope,
+};
 use engram_storage::IdempotencyClaim;
 use engram_storage::files::FileRecord;
 use engram_storage::tasks::ClaimedTask;
@@ -136,7 +138,12 @@ async fn ingest(
             .await
             .map_err(|error| error.to_string())?;
         tasks
-            .task_progress(task.id, memory_ids.len() as i64, total as i64, FILE_INGEST_LEASE)
+            .task_progress(
+                task.id,
+                memory_ids.len() as i64,
+                total as i64,
+                FILE_INGEST_LEASE,
+            )
             .await
             .map_err(|error| error.to_string())?;
     }
@@ -207,7 +214,9 @@ async fn bill(
             quantity: *quantity,
         })
         .collect();
-    engine.storage.add_usage(&increments)
+    engine
+        .storage
+        .add_usage(&increments)
         .await
         .map_err(|error| error.to_string())
 }

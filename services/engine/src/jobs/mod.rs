@@ -34,7 +34,10 @@ fn authorized(principal: &Principal, operation: Operation) -> Result<(), String>
 
 impl MemoryEngine {
     /// The file-ingest job: store the claimed file's chunks as memories.
-    pub async fn run_file_ingest_task(&self, task: &ClaimedTask) -> Result<serde_json::Value, String> {
+    pub async fn run_file_ingest_task(
+        &self,
+        task: &ClaimedTask,
+    ) -> Result<serde_json::Value, String> {
         let principal = operator_for(task, "file-ingest");
         authorized(&principal, Operation::IngestFile)?;
         file_ingest::ingest_claimed_file(self, &principal, task).await
@@ -62,7 +65,10 @@ impl MemoryEngine {
     }
 
     /// The evaluation job: run the claimed evaluation run and record its figures.
-    pub async fn run_evaluation_task(&self, task: &ClaimedTask) -> Result<serde_json::Value, String> {
+    pub async fn run_evaluation_task(
+        &self,
+        task: &ClaimedTask,
+    ) -> Result<serde_json::Value, String> {
         let principal = operator_for(task, "evaluation");
         authorized(&principal, Operation::RunEvaluation)?;
         evaluation::evaluate_claimed(self, task).await

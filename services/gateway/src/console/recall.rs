@@ -28,7 +28,6 @@ fn parse_day(text: &str, field: &str) -> Result<Option<NaiveDate>, ConsoleError>
     Ok(Some(day))
 }
 
-
 impl GatewayConsoleBackend {
     /// A new evaluation set from the console's form: the same checks as the API's
     /// `POST /v1/eval-sets` and JSONL import.

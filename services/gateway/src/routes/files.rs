@@ -5,8 +5,8 @@
 use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
 use crate::extract::QueryParams;
 use crate::problem::{ApiError, ProblemDocument, ProblemKind};
-use crate::views::TaskView;
 use crate::state::AppState;
+use crate::views::TaskView;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};

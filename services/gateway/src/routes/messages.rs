@@ -5,8 +5,8 @@
 use crate::auth::{Authorized, MemoriesRead, MemoriesWrite};
 use crate::extract::{JsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
-use crate::views::TaskView;
 use crate::state::AppState;
+use crate::views::TaskView;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -5,8 +5,8 @@
 use crate::auth::{Authorized, MemoriesRead, ProjectAdmin};
 use crate::extract::{JsonBody, OptionalJsonBody, QueryParams};
 use crate::problem::{ApiError, ProblemDocument};
-use crate::views::TaskView;
 use crate::state::AppState;
+use crate::views::TaskView;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -31,7 +31,6 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
-
 
 pub fn router() -> Router<AppState> {
     Router::new()

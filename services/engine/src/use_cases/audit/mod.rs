@@ -43,7 +43,10 @@ pub fn audit_filter_errors(filter: &AuditFilter, field_prefix: &str) -> Vec<Fiel
             format!("must be 1–{MAX_AUDIT_PAGE}"),
         ));
     }
-    for (name, value) in [("actor_id", &filter.actor_id), ("target_id", &filter.target_id)] {
+    for (name, value) in [
+        ("actor_id", &filter.actor_id),
+        ("target_id", &filter.target_id),
+    ] {
         if value
             .as_ref()
             .is_some_and(|text| text.is_empty() || text.chars().count() > 255)

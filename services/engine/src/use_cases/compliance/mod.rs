@@ -21,13 +21,13 @@ fn check_erasure_confirmation(
     confirmation: Option<&str>,
 ) -> Result<(), crate::EngineError> {
     match confirmation {
-        Some(typed) if typed.trim() != user_id.as_str() => Err(engram_core::InvalidInput(vec![
-            engram_core::FieldError::new(
+        Some(typed) if typed.trim() != user_id.as_str() => {
+            Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
                 "confirm",
                 "type the end-user id again to confirm the erasure",
-            ),
-        ])
-        .into()),
+            )])
+            .into())
+        }
         _ => Ok(()),
     }
 }

@@ -2,7 +2,9 @@
 
 use super::DeploymentAdmin;
 use crate::EngineError;
-use engram_core::{DeploymentOperator, FieldError, InvalidInput, Operation, OrganizationId, ProjectId};
+use engram_core::{
+    DeploymentOperator, FieldError, InvalidInput, Operation, OrganizationId, ProjectId,
+};
 
 pub const MAX_PROJECT_NAME_CHARS: usize = 200;
 
@@ -45,7 +47,8 @@ impl DeploymentAdmin {
             .await?;
         let (project, api_key) = self
             .while_locked("creating the project", || {
-                self.storage.create_project(organization_id, &name, &self.pepper)
+                self.storage
+                    .create_project(organization_id, &name, &self.pepper)
             })
             .await?;
         Ok(CreatedProject {

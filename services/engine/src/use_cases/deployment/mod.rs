@@ -73,11 +73,9 @@ impl DeploymentAdmin {
     ) -> Result<engram_core::OrganizationId, EngineError> {
         let named = match id_or_name {
             Some(id_or_name) => self.storage.organization_named(id_or_name).await?,
-            None => self
-                .storage
-                .first_organization_id()
-                .await?
-                .ok_or_else(|| "there is no organization yet: start `engram serve` once first".to_string()),
+            None => self.storage.first_organization_id().await?.ok_or_else(|| {
+                "there is no organization yet: start `engram serve` once first".to_string()
+            }),
         };
         named.map_err(|reason| {
             engram_core::InvalidInput(vec![engram_core::FieldError::new(field, reason)]).into()

@@ -35,7 +35,10 @@ pub(crate) fn check_report_window(
     let first_day = from.date_naive();
     if errors.is_empty() {
         if to <= from || last_day < first_day {
-            errors.push(engram_core::FieldError::new("to", "must not be before from"));
+            errors.push(engram_core::FieldError::new(
+                "to",
+                "must not be before from",
+            ));
         } else if (last_day - first_day).num_days() > MAX_REPORT_DAYS {
             errors.push(engram_core::FieldError::new(
                 "to",
