@@ -5,8 +5,6 @@ use anyhow::Result;
 use clap::Args;
 use engram_engine::console_credentials::hash_password;
 use engram_storage::{ApiKeyPepper, Storage};
-use rand::Rng;
-use rand::distributions::Alphanumeric;
 use secrecy::SecretString;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -20,16 +18,6 @@ use engram_engine::deployment::{
 
 pub const BOOTSTRAP_FILE: &str = "bootstrap.json";
 pub const OWNER_EMAIL: &str = "owner@engram.local";
-
-/// A console account's initial password: 20 random alphanumerics (about 119 bits), shown
-/// once.
-fn new_console_password() -> String {
-    rand::thread_rng()
-        .sample_iter(&Alphanumeric)
-        .take(20)
-        .map(char::from)
-        .collect()
-}
 
 #[derive(Debug, Serialize)]
 pub struct BootstrapFile {
@@ -50,7 +38,7 @@ pub async fn bootstrap_if_empty(
     if storage.organization_count().await? > 0 {
         return Ok(None);
     }
-    let console_password = new_console_password();
+    let console_password = engram_engine::deployment::new_console_password();
     let password_hash = hash_password(&console_password).map_err(anyhow::Error::msg)?;
     let record = storage
         .bootstrap_organization(

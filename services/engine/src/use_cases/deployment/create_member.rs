@@ -53,13 +53,7 @@ impl DeploymentAdmin {
             .organization(request.organization.as_deref(), "organization")
             .await?;
         let password = new_console_password();
-        let hash_input = password.clone();
-        let password_hash = tokio::task::spawn_blocking(move || {
-            crate::console_credentials::hash_password(&hash_input)
-        })
-        .await
-        .map_err(|error| EngineError::Internal(error.to_string()))?
-        .map_err(EngineError::Internal)?;
+        let password_hash = super::hash_new_password(&password).await?;
         let account_id = self
             .while_locked("creating the member", || {
                 self.storage

@@ -40,13 +40,7 @@ impl DeploymentAdmin {
         }
         let console_email = account_email(&request.owner_email, "owner_email")?;
         let console_password = new_console_password();
-        let hash_input = console_password.clone();
-        let password_hash = tokio::task::spawn_blocking(move || {
-            crate::console_credentials::hash_password(&hash_input)
-        })
-        .await
-        .map_err(|error| EngineError::Internal(error.to_string()))?
-        .map_err(EngineError::Internal)?;
+        let password_hash = super::hash_new_password(&console_password).await?;
         let record = self
             .while_locked("creating the organization", || {
                 self.storage.bootstrap_organization(

@@ -84,14 +84,23 @@ impl DeploymentAdmin {
 }
 
 /// A console account's initial password: 20 random alphanumerics (about 119 bits), shown
-/// once.
-fn new_console_password() -> String {
+/// once. The first start's bootstrap account gets one too.
+pub fn new_console_password() -> String {
     use rand::Rng;
     rand::thread_rng()
         .sample_iter(&rand::distributions::Alphanumeric)
         .take(20)
         .map(char::from)
         .collect()
+}
+
+/// The argon2 hash of a new account's password, computed off the async threads.
+async fn hash_new_password(password: &str) -> Result<String, EngineError> {
+    let password = password.to_string();
+    tokio::task::spawn_blocking(move || crate::console_credentials::hash_password(&password))
+        .await
+        .map_err(|error| EngineError::Internal(error.to_string()))?
+        .map_err(EngineError::Internal)
 }
 
 /// The e-mail a console account signs in with, as stored, or why it is not one.
