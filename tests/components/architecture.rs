@@ -724,3 +724,44 @@ fn the_cli_and_the_worker_reach_no_storage_of_the_engine() {
         "these CLI or worker files reach the engine's machinery: {offenders:?}"
     );
 }
+
+/// The types a door reads (records, filters, settings) are domain types and live in core;
+/// the engine publishes its use cases, never storage's types under its own name. A door that
+/// needs a record names `engram_core::<module>::<Type>`.
+#[test]
+fn the_engine_re_exports_nothing_of_storage() {
+    let root = engram_tests::workspace_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("services/engine/src"), &mut files);
+    assert!(
+        files.len() > 20,
+        "the scan found the sources ({})",
+        files.len()
+    );
+    let mut re_exports: Vec<String> = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        // A `pub use` runs to its semicolon; `pub use engram_storage::…` or a
+        // `pub use crate::…` of something storage owns would both publish storage.
+        for statement in text.split(';') {
+            let statement = statement.trim_start();
+            let statement = statement
+                .lines()
+                .filter(|line| !line.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let statement = statement.trim_start();
+            if statement.starts_with("pub use engram_storage") {
+                re_exports.push(format!(
+                    "{}: {}",
+                    relative_to_root(&root, file),
+                    statement.split_whitespace().collect::<Vec<_>>().join(" ")
+                ));
+            }
+        }
+    }
+    assert!(
+        re_exports.is_empty(),
+        "the engine publishes storage's types; move the domain type to core: {re_exports:?}"
+    );
+}

@@ -4,13 +4,15 @@
 
 use chrono::{Duration, Utc};
 use engram_core::audit::Actor;
+use engram_core::audit::AuditFilter;
 use engram_core::conversation::MessageRole;
+use engram_core::conversation::NewMessage;
+use engram_core::usage::UsageGranularity;
 use engram_core::usage::{MonthlyBudget, SpendLimits, UsageUnit};
 use engram_core::{ExternalId, InvalidInput, Principal};
 use engram_embed::{Embedder, LocalMiniLm};
 use engram_engine::{
-    AddMessagesRequest, AuditFilter, EngineError, EngineSettings, ListMessagesRequest,
-    MemoryEngine, NewMessage, UsageGranularity,
+    AddMessagesRequest, EngineError, EngineSettings, ListMessagesRequest, MemoryEngine,
 };
 use engram_index::EdgeVectorIndex;
 use engram_storage::{ApiKeyPepper, Storage};

@@ -378,3 +378,51 @@ mod tests {
         );
     }
 }
+
+/// A stored event as readers see it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AuditEventRecord {
+    pub id: i64,
+    pub sequence: i64,
+    pub project_id: Option<String>,
+    pub at: DateTime<Utc>,
+    pub actor_type: String,
+    pub actor_id: String,
+    pub action: String,
+    pub target_type: String,
+    pub target_ids: Vec<String>,
+    pub outcome: String,
+    pub ip: Option<String>,
+    pub user_agent: Option<String>,
+    pub request_id: Option<String>,
+    pub details: serde_json::Value,
+    pub hash: String,
+}
+
+/// Which events to read (all conditions must hold).
+#[derive(Clone, Debug, Default)]
+pub struct AuditFilter {
+    pub action: Option<String>,
+    pub actor_id: Option<String>,
+    pub target_id: Option<String>,
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    /// Events after this id (the cursor; with `newest_first`, before it).
+    pub after_id: Option<i64>,
+    pub limit: u64,
+    /// Newest first (the console's view) instead of oldest first.
+    pub newest_first: bool,
+    /// Also the organization's events that belong to no project (console logins), for the
+    /// organization's own console; never for a project key.
+    pub include_organization_events: bool,
+}
+
+/// Where a verification starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerificationStart {
+    /// From the last checkpoint this process verified (its event and the count of events up
+    /// to it are re-checked); from the start when there is none.
+    LastCheckpoint,
+    /// Recompute every event from the genesis.
+    Genesis,
+}

@@ -3,10 +3,12 @@
 //! whether it is added, updates, supersedes or deletes a memory, or changes nothing.
 
 use crate::memory::{MemoryKind, MemorySource, content_digest};
+use crate::validation::ExternalId;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
+use uuid::Uuid;
 
 /// Messages accepted in one call.
 pub const MAX_MESSAGES_PER_CALL: usize = 100;
@@ -594,4 +596,43 @@ mod tests {
         assert_eq!("tool".parse::<MessageRole>(), Ok(MessageRole::Tool));
         assert!("robot".parse::<MessageRole>().is_err());
     }
+}
+
+/// A message to store.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMessage {
+    pub role: MessageRole,
+    pub name: Option<String>,
+    pub content: String,
+    /// Without an LLM the message is stored verbatim as a memory with this key, superseding
+    /// the active memory with the same key.
+    pub memory_key: Option<ExternalId>,
+    /// When it was said (the caller's timestamp, else when it arrived).
+    pub sent_at: DateTime<Utc>,
+}
+
+/// A stored message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionMessage {
+    pub id: Uuid,
+    pub session_id: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub role: String,
+    pub name: Option<String>,
+    pub content: String,
+    pub memory_key: Option<String>,
+    pub sent_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub batch_id: Uuid,
+}
+
+/// LLM usage of one model over a range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LlmModelUsage {
+    pub model: String,
+    pub calls: i64,
+    pub failed_calls: i64,
+    pub tokens_in: i64,
+    pub tokens_out: i64,
 }

@@ -1,7 +1,10 @@
 //! Uploaded files: their safe names, their formats, and the chunks they are cut into before
 //! each chunk becomes a memory (`source = file`) with a reference back to the file.
 
+use crate::ids::MemoryId;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 /// Largest file one upload may carry.
 pub const MAX_FILE_BYTES: usize = 4 * 1024 * 1024;
@@ -416,4 +419,27 @@ impl FileStatus {
     pub fn is_in_progress(self) -> bool {
         matches!(self, FileStatus::Queued | FileStatus::Ingesting)
     }
+}
+
+/// A stored file, without its text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FileRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub format: String,
+    pub size_bytes: i64,
+    pub sha256: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    pub kind: String,
+    pub credential: String,
+    /// `queued | ingesting | ingested | failed`
+    pub status: FileStatus,
+    pub chunk_count: i32,
+    pub memory_ids: Vec<MemoryId>,
+    pub task_id: Uuid,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }

@@ -38,11 +38,14 @@ macro_rules! text_enum {
 }
 
 pub mod access;
+pub mod api_keys;
 pub mod audit;
 pub mod conversation;
 pub mod cursors;
 pub mod embedding;
+pub mod feedback;
 pub mod files;
+pub mod governance;
 pub mod ids;
 pub mod json_integers;
 pub mod json_objects;
@@ -58,7 +61,10 @@ pub mod recall;
 pub mod request_bodies;
 pub mod scope;
 pub mod search;
+pub mod session_state;
+pub mod subject_stores;
 pub mod tasks;
+pub mod tenants;
 pub mod token_header;
 pub mod usage;
 pub mod validation;

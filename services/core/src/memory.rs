@@ -1,6 +1,7 @@
 //! The memory record and its enumerations, as DESIGN.md describes them.
 
 use crate::ids::{MemoryId, OrganizationId, ProjectId};
+use crate::scope::SubjectFilter;
 use crate::validation::ExternalId;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -282,4 +283,39 @@ mod add_limit_tests {
         assert_eq!(fields, vec!["memories"]);
         assert_eq!(NewMemory::batch_limit_errors(&[])[0].field, "memories");
     }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MemoryListFilter {
+    pub subject: SubjectFilter,
+    pub kind: Option<MemoryKind>,
+    pub state: Option<MemoryState>,
+    /// Case-insensitive substring of the content or the user id (console search).
+    pub text_contains: Option<String>,
+    /// Exclusive: the page starts after this id (pages run newest first).
+    pub after: Option<MemoryId>,
+    pub limit: u64,
+    pub source: Option<crate::MemorySource>,
+    /// The memory carries this category.
+    pub category: Option<String>,
+    /// Created at or after.
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created before.
+    pub created_to: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct MemoryPage {
+    pub memories: Vec<Memory>,
+    pub next_cursor: Option<MemoryId>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    pub version: i64,
+    pub event: String,
+    pub content: Option<String>,
+    pub actor: String,
+    pub reason: Option<String>,
+    pub at: DateTime<Utc>,
 }

@@ -1,6 +1,10 @@
 //! Recall quality in domain terms: what a project keeps of each search (its recall events),
 //! and the arithmetic of evaluation (hit@k, recall@k, MRR, nDCG, percentiles, the confidence
 //! interval of a paired difference). Pure functions, tested here.
+use crate::memory::MemoryState;
+use crate::tasks::TaskStatus;
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 /// Days recall events are kept unless the project says otherwise.
 pub const DEFAULT_RECALL_EVENT_RETENTION_DAYS: u32 = 30;
@@ -227,4 +231,83 @@ pub struct NewEvalCase {
     pub expected_memory_ids: Vec<String>,
     pub expected_contents: Vec<String>,
     pub query_vector: Option<Vec<f32>>,
+}
+
+/// One search as it is recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRecallEvent {
+    pub id: Uuid,
+    pub created_at: DateTime<Utc>,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `None` when the project keeps no query text.
+    pub query_text: Option<String>,
+    pub profile: String,
+    pub retrieval: String,
+    pub filters: serde_json::Value,
+    /// `[{memory_id, rank, score}]`, best first.
+    pub results: serde_json::Value,
+    pub result_count: u32,
+    pub top_score: Option<f64>,
+    pub total_micros: u64,
+    pub timings: serde_json::Value,
+    pub trace_id: Option<String>,
+    pub credential: String,
+}
+
+/// A stored recall event.
+pub type RecallEventRecord = NewRecallEvent;
+
+/// A named set of search parameters, and the share of searches it serves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetrievalProfileRecord {
+    pub name: String,
+    pub parameters: serde_json::Value,
+    pub traffic_share: f64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalSetRecord {
+    pub id: Uuid,
+    pub name: String,
+    pub k: u32,
+    pub regression_threshold: f64,
+    pub schedule_interval_secs: Option<u64>,
+    pub profile: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub cases: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalCaseRecord {
+    pub id: Uuid,
+    pub case: NewEvalCase,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalRunRecord {
+    pub id: Uuid,
+    pub set_id: Uuid,
+    pub task_id: Uuid,
+    pub profile: String,
+    pub compare_profile: Option<String>,
+    pub trigger: EvalTrigger,
+    pub status: TaskStatus,
+    pub metrics: Option<serde_json::Value>,
+    pub comparison: Option<serde_json::Value>,
+    pub regression: bool,
+    pub regression_reasons: Vec<String>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// What became of a recalled memory since.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryFate {
+    pub state: MemoryState,
+    pub updated_at: DateTime<Utc>,
 }

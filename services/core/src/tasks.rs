@@ -1,5 +1,7 @@
 //! Background tasks as they are stored and reported: what kind of work a task is and where
 //! it stands. The text of each value is what the database holds and the API shows.
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
 
 text_enum!(
     /// The work a queued task does.
@@ -33,4 +35,19 @@ impl TaskStatus {
     pub fn is_finished(self) -> bool {
         !self.is_open()
     }
+}
+
+/// A task as the API shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskRecord {
+    pub id: Uuid,
+    pub kind: TaskKind,
+    pub status: TaskStatus,
+    pub progress_done: i64,
+    pub progress_total: i64,
+    pub result: Option<serde_json::Value>,
+    pub error: Option<String>,
+    pub request_id: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
 }

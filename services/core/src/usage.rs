@@ -1,6 +1,7 @@
 //! Billable units and spend limits: what a request spends, named the way invoices and the
 //! usage API name it, and the per-project budget, quotas and recall budget that cap it.
 
+use crate::ids::OrganizationId;
 use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -373,4 +374,56 @@ mod tests {
         let half_way = Utc.with_ymd_and_hms(2026, 2, 15, 0, 0, 0).unwrap();
         assert_eq!(forecast_month_cost(month(), 1_000, half_way), 2_000);
     }
+}
+
+/// How usage is grouped in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageGranularity {
+    Hour,
+    Day,
+}
+
+/// One row of a usage report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageRow {
+    pub period_start: DateTime<Utc>,
+    pub unit: UsageUnit,
+    pub credential: String,
+    pub quantity: i64,
+}
+
+/// One entry of the price book.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PriceEntry {
+    /// `None`: the deployment's default; `Some`: this organization's override.
+    pub organization_id: Option<OrganizationId>,
+    pub unit: UsageUnit,
+    /// ISO 4217, e.g. `USD`.
+    pub currency: String,
+    /// Price of one unit in millionths of the currency.
+    pub unit_price_micros: i64,
+    pub effective_from: DateTime<Utc>,
+}
+
+/// The cost of one unit on one day.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostRow {
+    pub day: DateTime<Utc>,
+    pub unit: UsageUnit,
+    pub quantity: i64,
+    /// The price in effect that day (the organization's override, else the default);
+    /// `None` when the book has no price for the unit yet.
+    pub price: Option<PriceEntry>,
+    pub cost_micros: i64,
+}
+
+/// A budget alert that fired: the month's cost reached `threshold_percent` of the budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetAlert {
+    pub month: String,
+    pub threshold_percent: u8,
+    pub spent_micros: i64,
+    pub budget_micros: i64,
+    pub currency: String,
+    pub reached_at: DateTime<Utc>,
 }

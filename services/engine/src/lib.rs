@@ -60,26 +60,6 @@ pub use use_cases::{
     PutRetrievalProfileRequest, PutSessionStateRequest, RecallBudgetCut, RecallInspection,
     RetentionPreview, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
     SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, StartEvaluationRunRequest,
-    SubjectSummary, UploadFileRequest, UsageReport, VerificationStart, audit_filter_errors,
-    store_retention_days_of, stores_with_retention_days,
+    SubjectSummary, UploadFileRequest, UsageReport, audit_filter_errors, store_retention_days_of,
+    stores_with_retention_days,
 };
-// Query and result types of the use cases, so front doors need not name storage.
-pub use engram_storage::conversations::LlmModelUsage;
-pub use engram_storage::conversations::{NewMessage, SessionMessage};
-pub use engram_storage::feedback::FeedbackRecord;
-pub use engram_storage::files::FileRecord;
-pub use engram_storage::governance::{ExportedMemory, ProjectSettings};
-pub use engram_storage::recall_quality::MemoryFate;
-pub use engram_storage::recall_quality::{
-    EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
-    RetrievalProfileRecord,
-};
-pub use engram_storage::session_state::{
-    MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused,
-};
-pub use engram_storage::tasks::TaskRecord;
-pub use engram_storage::usage::{BudgetAlert, CostRow, UsageGranularity, UsageRow};
-pub use engram_storage::{
-    ApiKeyRecord, AuditEventRecord, AuditFilter, HistoryEntry, MemoryListFilter, MemoryPage,
-};
-pub use engram_storage::{ConsoleInvitationRecord, ConsoleMemberRecord, ProjectRecord};

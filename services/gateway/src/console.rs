@@ -14,12 +14,13 @@ use engram_console::{
     ConsoleAccount, ConsoleAssets, ConsoleBackend, ConsoleCaller, ConsoleError,
     ConsoleRequestOrigin, MemoryListQuery, MemoryPage, MemoryRow, ProjectSummary,
 };
+use engram_core::audit::AuditFilter;
 use engram_core::audit::{Actor, ActorKind, AuditAction};
+use engram_core::memory::MemoryListFilter;
 use engram_core::permissions::PrincipalKind;
 use engram_core::{MemoryKind, Operation, Principal};
 use engram_engine::{
-    AuditFilter, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, EngineError, MemoryEngine,
-    MemoryListFilter,
+    ConsoleAccess, ConsoleMember, ConsoleSessionTokens, EngineError, MemoryEngine,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -103,7 +104,10 @@ fn session_tokens(tokens: ConsoleSessionTokens) -> SessionTokens {
 
 /// A key as the console lists it to `viewer`: who made it ("you" for the viewer's own), and
 /// whether the viewer may roll or revoke it (a hint for the buttons; the use case decides).
-fn key_row(record: &engram_engine::ApiKeyRecord, viewer: &engram_core::Principal) -> KeyRow {
+fn key_row(
+    record: &engram_core::api_keys::ApiKeyRecord,
+    viewer: &engram_core::Principal,
+) -> KeyRow {
     let view = crate::views::ApiKeyView::from(record);
     let own = record.created_by.as_deref() == Some(viewer.actor().label().as_str());
     KeyRow {
@@ -337,9 +341,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         let start = if query.full {
-            engram_engine::VerificationStart::Genesis
+            engram_core::audit::VerificationStart::Genesis
         } else {
-            engram_engine::VerificationStart::LastCheckpoint
+            engram_core::audit::VerificationStart::LastCheckpoint
         };
         let verification = engine
             .verify_audit_chain_for(&principal, start)
@@ -1214,7 +1218,7 @@ fn engine_error(error: EngineError) -> ConsoleError {
     }
 }
 
-fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureStatus {
+fn erasure_status(project_id: &str, task: engram_core::tasks::TaskRecord) -> ErasureStatus {
     let receipt = task.result.as_ref();
     ErasureStatus {
         project_id: project_id.to_string(),
@@ -1231,7 +1235,7 @@ fn erasure_status(project_id: &str, task: engram_engine::TaskRecord) -> ErasureS
     }
 }
 
-fn invitation_row(invitation: &engram_engine::ConsoleInvitationRecord) -> InvitationRow {
+fn invitation_row(invitation: &engram_core::tenants::ConsoleInvitationRecord) -> InvitationRow {
     InvitationRow {
         id: invitation.id.to_string(),
         email: invitation.email.clone(),

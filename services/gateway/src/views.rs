@@ -2,6 +2,9 @@
 //! engine inputs, collecting every field problem with its path.
 
 use chrono::{DateTime, Utc};
+use engram_core::api_keys::ApiKeyRecord;
+use engram_core::audit::AuditEventRecord;
+use engram_core::memory::HistoryEntry;
 use engram_core::request_bodies::metadata_object;
 use engram_core::usage::{
     DEFAULT_ALERT_THRESHOLDS, MAX_ALERT_THRESHOLDS, MonthlyBudget, RecallBudget, SpendLimits,
@@ -9,7 +12,6 @@ use engram_core::usage::{
 };
 use engram_core::{FieldError, Memory};
 use engram_engine::MemoryEdit;
-use engram_engine::{ApiKeyRecord, AuditEventRecord, HistoryEntry};
 use std::collections::BTreeMap;
 
 // The add and search bodies are engram-core's, where they are parsed (and fuzzed).
@@ -306,8 +308,8 @@ pub struct TaskProgressView {
     pub total: i64,
 }
 
-impl From<engram_engine::TaskRecord> for TaskView {
-    fn from(task: engram_engine::TaskRecord) -> Self {
+impl From<engram_core::tasks::TaskRecord> for TaskView {
+    fn from(task: engram_core::tasks::TaskRecord) -> Self {
         Self {
             id: task.id.to_string(),
             kind: task.kind.as_str().to_string(),

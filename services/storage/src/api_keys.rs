@@ -10,6 +10,7 @@ use engram_core::NotFoundKind;
 use engram_core::access::{
     API_KEY_PUBLIC_ID_LENGTH, API_KEY_SECRET_LENGTH, format_api_key, parse_api_key,
 };
+pub use engram_core::api_keys::ApiKeyRecord;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ApiKeyId;
 use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
@@ -49,38 +50,6 @@ impl std::fmt::Debug for ApiKeyPepper {
 
 /// `last_used_at` is written at most this often per key, so authentication stays a read.
 const LAST_USED_RESOLUTION: chrono::Duration = chrono::Duration::seconds(60);
-
-/// What is known about a key, never its secret.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ApiKeyRecord {
-    pub id: ApiKeyId,
-    pub label: String,
-    /// The key's public part (`egk_live_<public id>_…`), safe to show.
-    pub public_id: String,
-    pub environment: KeyEnvironment,
-    pub scopes: ApiScopes,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub last_used_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-    /// Who made it, as an actor label (`console_account:<id>`, `api_key:<id>`,
-    /// `system:<command>`); a rolled key keeps its line's maker. `None` for keys made before
-    /// makers were recorded.
-    pub created_by: Option<String>,
-}
-
-impl ApiKeyRecord {
-    /// `revoked`, `expired` or `active` at `now`: whether it still authenticates.
-    pub fn state_at(&self, now: DateTime<Utc>) -> &'static str {
-        if self.revoked_at.is_some() {
-            "revoked"
-        } else if self.expires_at.is_some_and(|expires_at| expires_at <= now) {
-            "expired"
-        } else {
-            "active"
-        }
-    }
-}
 
 /// A presented key that verified: its project and what it may do.
 #[derive(Clone, Debug)]

@@ -7,26 +7,13 @@ use crate::tasks::TaskRecord;
 use crate::usage::{UsageIncrement, add_to_hourly_counter};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
-use engram_core::conversation::MessageRole;
+pub use engram_core::conversation::{LlmModelUsage, NewMessage, SessionMessage};
 use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope, TaskKind, TaskStatus};
 use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use std::collections::BTreeMap;
 use uuid::Uuid;
-
-/// A message to store.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewMessage {
-    pub role: MessageRole,
-    pub name: Option<String>,
-    pub content: String,
-    /// Without an LLM the message is stored verbatim as a memory with this key, superseding
-    /// the active memory with the same key.
-    pub memory_key: Option<ExternalId>,
-    /// When it was said (the caller's timestamp, else when it arrived).
-    pub sent_at: DateTime<Utc>,
-}
 
 /// Messages of one call, with the subject they belong to.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,22 +22,6 @@ pub struct MessageBatch {
     pub user_id: Option<ExternalId>,
     pub agent_id: Option<ExternalId>,
     pub messages: Vec<NewMessage>,
-}
-
-/// A stored message.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionMessage {
-    pub id: Uuid,
-    pub session_id: String,
-    pub user_id: Option<String>,
-    pub agent_id: Option<String>,
-    pub role: String,
-    pub name: Option<String>,
-    pub content: String,
-    pub memory_key: Option<String>,
-    pub sent_at: DateTime<Utc>,
-    pub created_at: DateTime<Utc>,
-    pub batch_id: Uuid,
 }
 
 /// What a derivation task works on: the batch, who pays for the work, and whether that
@@ -108,16 +79,6 @@ pub struct LlmCallRecord {
     pub duration_ms: i64,
     pub succeeded: bool,
     pub at: DateTime<Utc>,
-}
-
-/// LLM usage of one model over a range.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LlmModelUsage {
-    pub model: String,
-    pub calls: i64,
-    pub failed_calls: i64,
-    pub tokens_in: i64,
-    pub tokens_out: i64,
 }
 
 fn message(model: session_messages::Model) -> SessionMessage {

@@ -4,8 +4,9 @@
 
 use crate::entities::feedback;
 use crate::{Storage, StorageError};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use engram_core::MemoryScope;
+pub use engram_core::feedback::FeedbackRecord;
 use engram_core::{MemoryId, ProjectScope};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -24,19 +25,6 @@ pub struct NewFeedback {
     pub credential: String,
     /// What the feedback changed (a correction applied by the LLM), if anything.
     pub correction: Option<serde_json::Value>,
-}
-
-/// Stored feedback.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FeedbackRecord {
-    pub id: Uuid,
-    pub memory_id: Option<MemoryId>,
-    pub recall_id: Option<Uuid>,
-    pub user_id: Option<String>,
-    pub rating: String,
-    pub text: Option<String>,
-    pub correction: Option<serde_json::Value>,
-    pub created_at: DateTime<Utc>,
 }
 
 pub(crate) fn record(model: feedback::Model) -> FeedbackRecord {

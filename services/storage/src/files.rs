@@ -5,7 +5,8 @@
 use crate::entities::{files, tasks};
 use crate::tasks::TaskRecord;
 use crate::{Storage, StorageError};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
+pub use engram_core::files::FileRecord;
 use engram_core::files::{FileFormat, FileName, FileStatus};
 use engram_core::{ExternalId, MemoryId, MemoryKind, ProjectScope, TaskKind, TaskStatus};
 use engram_core::{MemoryScope, NotFoundKind};
@@ -25,29 +26,6 @@ pub struct NewFile {
     pub kind: MemoryKind,
     /// `key:<id>` or `end_user`: who is billed for it.
     pub credential: String,
-}
-
-/// A stored file, without its text.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FileRecord {
-    pub id: Uuid,
-    pub name: String,
-    pub format: String,
-    pub size_bytes: i64,
-    pub sha256: String,
-    pub user_id: Option<String>,
-    pub agent_id: Option<String>,
-    pub session_id: Option<String>,
-    pub kind: String,
-    pub credential: String,
-    /// `queued | ingesting | ingested | failed`
-    pub status: FileStatus,
-    pub chunk_count: i32,
-    pub memory_ids: Vec<MemoryId>,
-    pub task_id: Uuid,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
 }
 
 fn file_record(model: files::Model) -> Result<FileRecord, StorageError> {

@@ -9,31 +9,13 @@ use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ConsoleAccountId;
+pub use engram_core::tenants::{ConsoleInvitationRecord, ConsoleMemberRecord};
 use engram_core::{ConsoleRole, OrganizationId};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter,
     QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
-
-/// A console member as the members page shows it (never the password hash).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsoleMemberRecord {
-    pub id: ConsoleAccountId,
-    pub email: String,
-    pub role: ConsoleRole,
-    pub created_at: DateTime<Utc>,
-}
-
-/// An invitation that has not been accepted, revoked or let expire.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsoleInvitationRecord {
-    pub id: Uuid,
-    pub email: String,
-    pub role: ConsoleRole,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-}
 
 impl Storage {
     /// The organization's console members, oldest first.

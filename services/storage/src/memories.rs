@@ -11,8 +11,9 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::memory::content_digest;
+pub use engram_core::memory::{HistoryEntry, MemoryListFilter, MemoryPage};
 use engram_core::{
-    ExternalId, Memory, MemoryId, MemoryKind, MemoryState, NewMemory, ProjectScope, SubjectFilter,
+    ExternalId, Memory, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };
 use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
@@ -67,41 +68,6 @@ pub struct MemoryPatch {
     /// `Some(None)` clears the expiry.
     pub expires_at: Option<Option<DateTime<Utc>>>,
     pub reason: Option<String>,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct MemoryListFilter {
-    pub subject: SubjectFilter,
-    pub kind: Option<MemoryKind>,
-    pub state: Option<MemoryState>,
-    /// Case-insensitive substring of the content or the user id (console search).
-    pub text_contains: Option<String>,
-    /// Exclusive: the page starts after this id (pages run newest first).
-    pub after: Option<MemoryId>,
-    pub limit: u64,
-    pub source: Option<engram_core::MemorySource>,
-    /// The memory carries this category.
-    pub category: Option<String>,
-    /// Created at or after.
-    pub created_from: Option<DateTime<Utc>>,
-    /// Created before.
-    pub created_to: Option<DateTime<Utc>>,
-}
-
-#[derive(Clone, Debug)]
-pub struct MemoryPage {
-    pub memories: Vec<Memory>,
-    pub next_cursor: Option<MemoryId>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct HistoryEntry {
-    pub version: i64,
-    pub event: String,
-    pub content: Option<String>,
-    pub actor: String,
-    pub reason: Option<String>,
-    pub at: DateTime<Utc>,
 }
 
 /// Every memory query starts here, so none can forget the tenant filter.

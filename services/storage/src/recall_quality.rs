@@ -18,32 +18,6 @@ use sea_orm::{
 use std::collections::HashMap;
 use uuid::Uuid;
 
-/// One search as it is recorded.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NewRecallEvent {
-    pub id: Uuid,
-    pub created_at: DateTime<Utc>,
-    pub user_id: Option<String>,
-    pub agent_id: Option<String>,
-    pub session_id: Option<String>,
-    /// `None` when the project keeps no query text.
-    pub query_text: Option<String>,
-    pub profile: String,
-    pub retrieval: String,
-    pub filters: serde_json::Value,
-    /// `[{memory_id, rank, score}]`, best first.
-    pub results: serde_json::Value,
-    pub result_count: u32,
-    pub top_score: Option<f64>,
-    pub total_micros: u64,
-    pub timings: serde_json::Value,
-    pub trace_id: Option<String>,
-    pub credential: String,
-}
-
-/// A stored recall event.
-pub type RecallEventRecord = NewRecallEvent;
-
 fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
     RecallEventRecord {
         id: model.id,
@@ -63,16 +37,6 @@ fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
         trace_id: model.trace_id,
         credential: model.credential,
     }
-}
-
-/// A named set of search parameters, and the share of searches it serves.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RetrievalProfileRecord {
-    pub name: String,
-    pub parameters: serde_json::Value,
-    pub traffic_share: f64,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
 }
 
 fn profile_record(model: retrieval_profiles::Model) -> RetrievalProfileRecord {
@@ -95,43 +59,11 @@ pub struct NewEvalSet {
     pub profile: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct EvalSetRecord {
-    pub id: Uuid,
-    pub name: String,
-    pub k: u32,
-    pub regression_threshold: f64,
-    pub schedule_interval_secs: Option<u64>,
-    pub profile: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub cases: u64,
-}
-
 pub use engram_core::recall::NewEvalCase;
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct EvalCaseRecord {
-    pub id: Uuid,
-    pub case: NewEvalCase,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct EvalRunRecord {
-    pub id: Uuid,
-    pub set_id: Uuid,
-    pub task_id: Uuid,
-    pub profile: String,
-    pub compare_profile: Option<String>,
-    pub trigger: EvalTrigger,
-    pub status: TaskStatus,
-    pub metrics: Option<serde_json::Value>,
-    pub comparison: Option<serde_json::Value>,
-    pub regression: bool,
-    pub regression_reasons: Vec<String>,
-    pub error: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub finished_at: Option<DateTime<Utc>>,
-}
+pub use engram_core::recall::{
+    EvalCaseRecord, EvalRunRecord, EvalSetRecord, MemoryFate, NewRecallEvent, RecallEventRecord,
+    RetrievalProfileRecord,
+};
 
 /// What a finished run found.
 #[derive(Clone, Debug, PartialEq)]
@@ -193,13 +125,6 @@ pub(crate) fn case_record(model: eval_cases::Model) -> EvalCaseRecord {
                 .and_then(|vector| serde_json::from_value(vector).ok()),
         },
     }
-}
-
-/// What became of a recalled memory since.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MemoryFate {
-    pub state: MemoryState,
-    pub updated_at: DateTime<Utc>,
 }
 
 /// Longest a recall-event read may be (metrics over more are computed on the newest).

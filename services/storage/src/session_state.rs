@@ -5,27 +5,14 @@
 
 use crate::entities::session_state;
 use crate::{Storage, StorageError};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use engram_core::NotFoundKind;
+pub use engram_core::session_state::{MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused};
 use engram_core::{MemoryScope, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 };
-
-/// Most keys one session may hold.
-pub const MAX_KEYS_PER_SESSION: u64 = 1_000;
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionStateEntry {
-    pub session_id: String,
-    pub key: String,
-    pub value: serde_json::Value,
-    pub version: i64,
-    pub user_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
 
 /// A value to write and the condition it is written under.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,15 +22,6 @@ pub struct StateWrite {
     pub expected: Option<i64>,
     /// Write only when there is no value.
     pub create_only: bool,
-}
-
-/// Why a conditional write did not happen.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StateWriteRefused {
-    /// The stored version is not the expected one (`None`: there is no value).
-    VersionMismatch { current: Option<i64> },
-    /// The session already holds the most keys allowed.
-    TooManyKeys,
 }
 
 fn entry(model: session_state::Model) -> SessionStateEntry {

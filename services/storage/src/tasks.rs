@@ -7,25 +7,11 @@ use crate::entities::tasks;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
+pub use engram_core::tasks::TaskRecord;
 use engram_core::{OrganizationId, ProjectId, ProjectScope, TaskKind, TaskStatus};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder};
 use uuid::Uuid;
-
-/// A task as the API shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TaskRecord {
-    pub id: Uuid,
-    pub kind: TaskKind,
-    pub status: TaskStatus,
-    pub progress_done: i64,
-    pub progress_total: i64,
-    pub result: Option<serde_json::Value>,
-    pub error: Option<String>,
-    pub request_id: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-}
 
 /// A task a runner holds the lease of.
 #[derive(Clone, Debug, PartialEq)]

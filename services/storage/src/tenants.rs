@@ -8,6 +8,7 @@ use crate::{Storage, StorageError};
 use chrono::Utc;
 use engram_core::NotFoundKind;
 use engram_core::ids::ConsoleAccountId;
+pub use engram_core::tenants::ProjectRecord;
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -17,13 +18,6 @@ pub struct BootstrapRecord {
     pub organization_id: OrganizationId,
     pub project_id: ProjectId,
     pub api_key: String,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProjectRecord {
-    pub id: ProjectId,
-    pub organization_id: OrganizationId,
-    pub name: String,
 }
 
 /// A console account as stored. Its `Debug` leaves the password hash out.

@@ -9,6 +9,7 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
+pub use engram_core::usage::{BudgetAlert, CostRow, PriceEntry, UsageGranularity, UsageRow};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -24,22 +25,6 @@ pub struct UsageIncrement {
     pub unit: UsageUnit,
     /// Any time within the hour; stored as the hour's start.
     pub at: DateTime<Utc>,
-    pub quantity: i64,
-}
-
-/// How usage is grouped in time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UsageGranularity {
-    Hour,
-    Day,
-}
-
-/// One row of a usage report.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageRow {
-    pub period_start: DateTime<Utc>,
-    pub unit: UsageUnit,
-    pub credential: String,
     pub quantity: i64,
 }
 
@@ -140,31 +125,6 @@ impl Storage {
             })
             .collect())
     }
-}
-
-/// One entry of the price book.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PriceEntry {
-    /// `None`: the deployment's default; `Some`: this organization's override.
-    pub organization_id: Option<OrganizationId>,
-    pub unit: UsageUnit,
-    /// ISO 4217, e.g. `USD`.
-    pub currency: String,
-    /// Price of one unit in millionths of the currency.
-    pub unit_price_micros: i64,
-    pub effective_from: DateTime<Utc>,
-}
-
-/// The cost of one unit on one day.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CostRow {
-    pub day: DateTime<Utc>,
-    pub unit: UsageUnit,
-    pub quantity: i64,
-    /// The price in effect that day (the organization's override, else the default);
-    /// `None` when the book has no price for the unit yet.
-    pub price: Option<PriceEntry>,
-    pub cost_micros: i64,
 }
 
 impl Storage {
@@ -278,17 +238,6 @@ pub fn price_in_effect(
             .cloned()
     };
     latest(true).or_else(|| latest(false))
-}
-
-/// A budget alert that fired: the month's cost reached `threshold_percent` of the budget.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BudgetAlert {
-    pub month: String,
-    pub threshold_percent: u8,
-    pub spent_micros: i64,
-    pub budget_micros: i64,
-    pub currency: String,
-    pub reached_at: DateTime<Utc>,
 }
 
 impl Storage {

@@ -36,7 +36,7 @@ pub use api_keys::{
 pub(crate) use audit::FullVerificationTimes;
 pub use audit::{
     AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_AUDIT_PAGE,
-    MAX_EXPORT_EVENTS, VerificationStart, audit_filter_errors,
+    MAX_EXPORT_EVENTS, audit_filter_errors,
 };
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{

@@ -143,7 +143,7 @@ impl GatewayConsoleBackend {
         principal: &engram_core::Principal,
         limits: &SpendLimits,
         currency: &str,
-        alerts: Vec<engram_engine::BudgetAlert>,
+        alerts: Vec<engram_core::usage::BudgetAlert>,
     ) -> Result<MonthBudget, ConsoleError> {
         let now = Utc::now();
         let month = BillingMonth::containing(now);

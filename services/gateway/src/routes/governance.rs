@@ -309,7 +309,7 @@ pub async fn set_memory_flags(
 }
 
 /// `202` with the queued task and `Location: /v1/tasks/{id}` to follow it.
-fn task_accepted(task: engram_engine::TaskRecord) -> Response {
+fn task_accepted(task: engram_core::tasks::TaskRecord) -> Response {
     let location = format!("/v1/tasks/{}", task.id);
     let mut response = (StatusCode::ACCEPTED, Json(TaskView::from(task))).into_response();
     if let Ok(value) = HeaderValue::from_str(&location) {

@@ -18,10 +18,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use engram_core::NotFoundKind;
 use engram_core::limits::DEFAULT_LIST_LIMIT;
+use engram_core::memory::MemoryListFilter;
 use engram_core::{ExternalId, FieldError, MemoryId, MemoryKind, MemoryState};
 use engram_engine::{
     AddMemoriesRequest, AddOutcome, ClientIdempotencyKey, DeleteMemoryRequest, EditMemoryRequest,
-    ListMemoriesRequest, MemoryEngine, MemoryListFilter, SearchMemoriesRequest,
+    ListMemoriesRequest, MemoryEngine, SearchMemoriesRequest,
 };
 use serde::Deserialize;
 use std::sync::Arc;

@@ -14,11 +14,10 @@ use axum::routing::post;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::conversation::MessageRole;
+use engram_core::conversation::{NewMessage, SessionMessage};
 use engram_core::limits::DEFAULT_LIST_LIMIT;
 use engram_core::{ExternalId, FieldError};
-use engram_engine::{
-    AddMessagesRequest, ListMessagesRequest, MemoryEngine, NewMessage, SessionMessage,
-};
+use engram_engine::{AddMessagesRequest, ListMessagesRequest, MemoryEngine};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::{IntoParams, ToSchema};

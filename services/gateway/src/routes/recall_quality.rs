@@ -18,14 +18,14 @@ use engram_core::FieldError;
 use engram_core::NotFoundKind;
 use engram_engine::MemoryEngine;
 // Evaluation cases are parsed in engram-core (and fuzzed there).
+use engram_core::recall::{
+    EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
+    RetrievalProfileRecord,
+};
 pub use engram_core::request_bodies::{EvalCaseBody, parse_cases, parse_jsonl_cases};
 use engram_engine::recall_metrics::{MetricsBucket, MetricsWindow, RecallMetrics};
 use engram_engine::{
     CreateEvaluationSetRequest, PutRetrievalProfileRequest, StartEvaluationRunRequest,
-};
-use engram_engine::{
-    EvalCaseRecord, EvalRunRecord, EvalSetRecord, NewEvalCase, RecallEventRecord,
-    RetrievalProfileRecord,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

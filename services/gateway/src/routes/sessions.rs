@@ -17,11 +17,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
+use engram_core::session_state::{MAX_KEYS_PER_SESSION, SessionStateEntry, StateWriteRefused};
 use engram_core::{ExternalId, FieldError};
-use engram_engine::{
-    MAX_KEYS_PER_SESSION, MemoryEngine, PutSessionStateRequest, SessionStateAddress,
-    SessionStateEntry, StateWriteRefused,
-};
+use engram_engine::{MemoryEngine, PutSessionStateRequest, SessionStateAddress};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use utoipa::ToSchema;

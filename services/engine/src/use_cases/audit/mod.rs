@@ -8,9 +8,7 @@ mod verify_audit_chain;
 
 pub use export_audit_events::MAX_EXPORT_EVENTS;
 pub(crate) use verify_audit_chain::FullVerificationTimes;
-pub use verify_audit_chain::{
-    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, VerificationStart,
-};
+pub use verify_audit_chain::{AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL};
 
 use engram_core::audit::AuditAction;
 use engram_core::principal::Credential;

@@ -8,7 +8,7 @@
 use crate::{EngineError, MemoryEngine};
 use engram_core::principal::Credential;
 use engram_core::{Operation, OrganizationId, Principal};
-pub use engram_storage::VerificationStart;
+use engram_storage::VerificationStart;
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -1,0 +1,76 @@
+//! A project's governance settings (redaction, retention, derivation, embedding, recall
+//! capture), a memory's protection flags, and a memory as a subject export carries it.
+
+use crate::memory::HistoryEntry;
+use crate::pii::PiiRedaction;
+use crate::subject_stores::{StoreRetention, SubjectStore};
+use crate::{Memory, MemoryKind};
+use std::collections::BTreeMap;
+
+/// A project's governance settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectSettings {
+    pub pii_redaction: PiiRedaction,
+    /// Days a memory of a kind is kept after it was created; absent kinds are kept until
+    /// deleted (or their own `expires_at`).
+    pub retention_days: BTreeMap<MemoryKind, u32>,
+    /// Whether conversation ingest turns stored messages into memories when the request
+    /// does not say.
+    pub derive_memories: bool,
+    /// Where the project's vectors come from; changed only while it holds no memories.
+    pub embedding: crate::ProjectEmbedding,
+    /// What each search records (recall events).
+    pub recall_events: crate::recall::RecallEventCapture,
+    /// Days recall events are kept.
+    pub recall_event_retention_days: u32,
+    /// Days the other swept stores (messages, session state, feedback, files) keep a
+    /// record; a store not named keeps its records until deleted or erased.
+    pub store_retention_days: BTreeMap<SubjectStore, u32>,
+}
+
+impl ProjectSettings {
+    /// Days these settings keep `store`'s records; `None`: until deleted or erased, or the
+    /// store is not swept by age.
+    pub fn retention_days_of(&self, store: SubjectStore) -> Option<u32> {
+        match store.declaration().retention {
+            StoreRetention::ProjectDays { .. } if store == SubjectStore::RecallEvents => {
+                Some(self.recall_event_retention_days)
+            }
+            StoreRetention::ProjectDays { .. } => self.store_retention_days.get(&store).copied(),
+            StoreRetention::MemoryKinds
+            | StoreRetention::WithItsSource(_)
+            | StoreRetention::UntilDeleted(_) => None,
+        }
+    }
+}
+
+impl Default for ProjectSettings {
+    fn default() -> Self {
+        Self {
+            pii_redaction: PiiRedaction::default(),
+            retention_days: BTreeMap::new(),
+            derive_memories: true,
+            embedding: crate::ProjectEmbedding::default(),
+            recall_events: crate::recall::RecallEventCapture::default(),
+            recall_event_retention_days: crate::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS,
+            store_retention_days: BTreeMap::new(),
+        }
+    }
+}
+
+/// The governance flags of one memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryFlags {
+    /// Cannot be edited or deleted (subject erasure still removes it).
+    pub immutable: bool,
+    /// Cannot be edited, deleted, expired or erased until the hold is lifted.
+    pub legal_hold: bool,
+}
+
+/// A memory with its full version history, for subject export.
+#[derive(Clone, Debug)]
+pub struct ExportedMemory {
+    pub memory: Memory,
+    pub flags: MemoryFlags,
+    pub history: Vec<HistoryEntry>,
+}
