@@ -445,3 +445,56 @@ async fn a_full_verification_is_the_organizations_and_a_project_learns_no_sequen
     assert_eq!(status, 200, "{page}");
     assert_eq!(page["chain"]["verified"], true, "{page}");
 }
+
+/// An admin command anchors its audit events where the server does: `--audit-anchor` names
+/// the same file as the server's `ENGRAM_AUDIT_ANCHOR`, so a cluster whose anchor lives on a
+/// shared volume keeps one anchored chain, and nothing is anchored in the data dir instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_commands_anchor_where_the_server_does() {
+    let anchor_dir = tempfile::tempdir().unwrap();
+    let anchor = anchor_dir.path().join("shared-anchor.jsonl");
+    let anchor_text = anchor.display().to_string();
+    let server = TestServer::spawn_fresh_with(&[("ENGRAM_AUDIT_ANCHOR", &anchor_text)])
+        .await
+        .unwrap();
+    server
+        .client()
+        .add_one(json!({"content": "An audited write.", "user_id": "u-1"}))
+        .await;
+    let anchored_lines = || {
+        std::fs::read_to_string(&anchor)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    let before = anchored_lines();
+    assert!(before > 0, "the server anchors its events in {anchor_text}");
+
+    let created = std::process::Command::new(engram_tests::engram_binary())
+        .env_remove("ENGRAM_AUDIT_ANCHOR")
+        .args(["admin", "create-project", "--data-dir"])
+        .arg(&server.data_dir)
+        .args([
+            "--audit-anchor",
+            &anchor_text,
+            "--name",
+            "anchored",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    assert!(
+        anchored_lines() > before,
+        "the admin command's audit event is anchored in the server's file"
+    );
+    assert!(
+        !server.data_dir.join("audit-anchor.jsonl").exists(),
+        "nothing is anchored in the data dir's default file"
+    );
+    let verified = verify(&server.client()).await;
+    assert_eq!(verified["verified"], true, "{verified}");
+}

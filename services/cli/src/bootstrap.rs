@@ -65,16 +65,8 @@ pub async fn bootstrap_if_empty(
 
 #[derive(Debug, Args)]
 pub struct CreateProjectArgs {
-    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
-    pub database_url: Option<secrecy::SecretString>,
-    /// Use the database even if it could lose acknowledged writes (as `serve` would).
-    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
-    pub allow_unsafe_durability: bool,
-    /// The deployment's secret (as the gateways have it); default: the data dir's.
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = crate::config::secret)]
-    pub server_secret: Option<SecretString>,
+    #[command(flatten)]
+    pub deployment: crate::config::AdminDeploymentArgs,
     /// Name of the new project.
     #[arg(long)]
     pub name: String,
@@ -96,23 +88,21 @@ struct CreatedProject {
 
 pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> {
     anyhow::ensure!(
-        arguments.server_secret.is_some() || arguments.data_dir.join(SERVER_SECRET_FILE).exists(),
+        arguments.deployment.server_secret.is_some()
+            || arguments
+                .deployment
+                .data_dir
+                .join(SERVER_SECRET_FILE)
+                .exists(),
         "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
-        arguments.data_dir.display(),
-        arguments.data_dir.display()
+        arguments.deployment.data_dir.display(),
+        arguments.deployment.data_dir.display()
     );
-    let secrets = server_secrets(arguments.server_secret.as_ref(), &arguments.data_dir)?;
-    let database_url = crate::config::database_url_for(
-        crate::config::exposed(&arguments.database_url).as_deref(),
-        &arguments.data_dir,
-    );
-    let storage = crate::config::open_sealed_storage(
-        &database_url,
-        arguments.allow_unsafe_durability,
-        &arguments.data_dir,
-        arguments.server_secret.as_ref(),
-    )
-    .await?;
+    let secrets = server_secrets(
+        arguments.deployment.server_secret.as_ref(),
+        &arguments.deployment.data_dir,
+    )?;
+    let storage = arguments.deployment.open_sealed_storage().await?;
     let admin = deployment_admin(&storage, &secrets);
     let created = admin
         .create_project_for(
@@ -156,14 +146,8 @@ fn deployment_admin(storage: &Storage, secrets: &ServerSecrets) -> DeploymentAdm
 
 #[derive(Debug, Args)]
 pub struct CreateOrganizationArgs {
-    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
-    pub database_url: Option<secrecy::SecretString>,
-    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
-    pub allow_unsafe_durability: bool,
-    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = crate::config::secret)]
-    pub server_secret: Option<SecretString>,
+    #[command(flatten)]
+    pub deployment: crate::config::AdminDeploymentArgs,
     /// Name of the new organization.
     #[arg(long)]
     pub name: String,
@@ -186,18 +170,11 @@ struct CreatedOrganization {
 /// `engram admin create-organization`: a new tenant organization with an owner account and
 /// projects, printed once as JSON (the password and keys are shown nowhere else).
 pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> Result<()> {
-    let secrets = server_secrets(arguments.server_secret.as_ref(), &arguments.data_dir)?;
-    let database_url = crate::config::database_url_for(
-        crate::config::exposed(&arguments.database_url).as_deref(),
-        &arguments.data_dir,
-    );
-    let storage = crate::config::open_sealed_storage(
-        &database_url,
-        arguments.allow_unsafe_durability,
-        &arguments.data_dir,
-        arguments.server_secret.as_ref(),
-    )
-    .await?;
+    let secrets = server_secrets(
+        arguments.deployment.server_secret.as_ref(),
+        &arguments.deployment.data_dir,
+    )?;
+    let storage = arguments.deployment.open_sealed_storage().await?;
     let created = deployment_admin(&storage, &secrets)
         .create_organization_for(
             &DeploymentOperator::at_the_command_line("admin create-organization"),
@@ -232,12 +209,8 @@ pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> R
 
 #[derive(Debug, Args)]
 pub struct CreateMemberArgs {
-    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
-    pub database_url: Option<secrecy::SecretString>,
-    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
-    pub allow_unsafe_durability: bool,
+    #[command(flatten)]
+    pub deployment: crate::config::AdminDeploymentArgs,
     /// The organization, by id or exact name; default: the one made at bootstrap.
     #[arg(long, alias = "organization")]
     pub organization_id: Option<String>,
@@ -261,17 +234,7 @@ struct CreatedMember {
 /// `engram admin create-member`: an admin-created console account with a role; its initial
 /// password is printed once as JSON.
 pub async fn create_member_command(arguments: CreateMemberArgs) -> Result<()> {
-    let database_url = crate::config::database_url_for(
-        crate::config::exposed(&arguments.database_url).as_deref(),
-        &arguments.data_dir,
-    );
-    let storage = crate::config::open_sealed_storage(
-        &database_url,
-        arguments.allow_unsafe_durability,
-        &arguments.data_dir,
-        None,
-    )
-    .await?;
+    let storage = arguments.deployment.open_sealed_storage().await?;
     // No key is made: the pepper is never used, so the command needs no server secret.
     let admin = DeploymentAdmin::new(
         storage.clone(),

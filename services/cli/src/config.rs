@@ -710,31 +710,50 @@ pub fn audit_anchor_path(explicit: Option<&Path>, data_dir: &Path) -> PathBuf {
         .unwrap_or_else(|| data_dir.join("audit-anchor.jsonl"))
 }
 
-/// The storage of an admin command, sealed like the server's when the deployment's secret is
-/// at hand (`ENGRAM_SERVER_SECRET` or the data dir's file): audit events it writes are keyed
-/// and anchored. Without one (a database no server has started on) the storage refuses to
-/// append to a keyed chain rather than break it.
-pub async fn open_sealed_storage(
-    database_url: &str,
-    allow_unsafe_durability: bool,
-    data_dir: &Path,
-    server_secret: Option<&SecretString>,
-) -> anyhow::Result<engram_storage::Storage> {
-    let storage = open_storage(database_url, allow_unsafe_durability).await?;
-    let has_secret = server_secret.is_some()
-        || std::env::var_os("ENGRAM_SERVER_SECRET").is_some()
-        || data_dir.join(crate::secrets::SERVER_SECRET_FILE).exists();
-    if !has_secret {
-        return Ok(storage);
+/// Where an admin command finds the deployment: its data dir, database, secret and audit
+/// anchor, read from the same flags and variables as `serve`, so an admin command's audit
+/// events land in the same anchored chain as the server's.
+#[derive(Debug, clap::Args)]
+pub struct AdminDeploymentArgs {
+    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = secret)]
+    pub database_url: Option<SecretString>,
+    /// Use the database even if it could lose acknowledged writes (as `serve` would).
+    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
+    pub allow_unsafe_durability: bool,
+    /// The deployment's secret (as the gateways have it); default: the data dir's.
+    #[arg(long, env = "ENGRAM_SERVER_SECRET", hide_env_values = true, value_parser = secret)]
+    pub server_secret: Option<SecretString>,
+    /// The audit anchor the server appends to (see `serve --audit-anchor`); default:
+    /// `audit-anchor.jsonl` in the data dir.
+    #[arg(long, env = "ENGRAM_AUDIT_ANCHOR")]
+    pub audit_anchor: Option<PathBuf>,
+}
+
+impl AdminDeploymentArgs {
+    pub fn database_url(&self) -> String {
+        database_url_for(exposed(&self.database_url).as_deref(), &self.data_dir)
     }
-    let explicit = match server_secret {
-        Some(secret) => Some(secret.clone()),
-        None => std::env::var("ENGRAM_SERVER_SECRET")
-            .ok()
-            .map(SecretString::from),
-    };
-    let secrets = crate::secrets::server_secrets(explicit.as_ref(), data_dir)?;
-    seal_storage(storage, &secrets, &audit_anchor_path(None, data_dir)).await
+
+    /// The storage of an admin command, sealed like the server's when the deployment's
+    /// secret is at hand (`--server-secret` or the data dir's file): audit events it writes
+    /// are keyed and anchored. Without one (a database no server has started on) the storage
+    /// refuses to append to a keyed chain rather than break it.
+    pub async fn open_sealed_storage(&self) -> anyhow::Result<engram_storage::Storage> {
+        let storage = open_storage(&self.database_url(), self.allow_unsafe_durability).await?;
+        let has_secret = self.server_secret.is_some()
+            || self
+                .data_dir
+                .join(crate::secrets::SERVER_SECRET_FILE)
+                .exists();
+        if !has_secret {
+            return Ok(storage);
+        }
+        let secrets = crate::secrets::server_secrets(self.server_secret.as_ref(), &self.data_dir)?;
+        let anchor = audit_anchor_path(self.audit_anchor.as_deref(), &self.data_dir);
+        seal_storage(storage, &secrets, &anchor).await
+    }
 }
 
 /// Seal `storage`'s audit chain with the deployment's key and anchor.

@@ -9,12 +9,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SetPriceArgs {
-    #[arg(long, env = "ENGRAM_DATA_DIR", default_value = "./data")]
-    pub data_dir: PathBuf,
-    #[arg(long, env = "ENGRAM_DATABASE_URL", hide_env_values = true, value_parser = crate::config::secret)]
-    pub database_url: Option<secrecy::SecretString>,
-    #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
-    pub allow_unsafe_durability: bool,
+    #[command(flatten)]
+    pub deployment: crate::config::AdminDeploymentArgs,
     /// `memories_written` or `searches`.
     #[arg(long)]
     pub unit: String,
@@ -41,17 +37,7 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         ),
         None => None,
     };
-    let database_url = crate::config::database_url_for(
-        crate::config::exposed(&arguments.database_url).as_deref(),
-        &arguments.data_dir,
-    );
-    let storage = crate::config::open_sealed_storage(
-        &database_url,
-        arguments.allow_unsafe_durability,
-        &arguments.data_dir,
-        None,
-    )
-    .await?;
+    let storage = arguments.deployment.open_sealed_storage().await?;
     // No key is made: the pepper is never used, so the command needs no server secret.
     let admin = DeploymentAdmin::new(
         storage.clone(),
