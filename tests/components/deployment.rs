@@ -217,6 +217,7 @@ fn chart_templates_parse_and_use_only_documented_values() {
     }
     referenced.extend(values_references(&read("helm/engram/Chart.yaml")));
     referenced.insert("qdrant.enabled".to_string()); // Chart.yaml's dependency condition
+    referenced.insert("qdrant.image.tag".to_string()); // read by the Qdrant subchart
 
     for path in &referenced {
         assert!(
@@ -489,4 +490,238 @@ fn the_ingress_setting_points_at_trusted_proxies() {
             && notes.contains(".Values.config.trustedProxies"),
         "NOTES.txt warns about an ingress without trusted proxies"
     );
+}
+
+/// A compose service's key, following the `<<: *engram` merge (yaml_rust2 resolves the alias
+/// but not the merge).
+fn compose_key<'yaml>(service: &'yaml Yaml, key: &str) -> &'yaml Yaml {
+    let own = &service[key];
+    if own.is_badvalue() {
+        &service["<<"][key]
+    } else {
+        own
+    }
+}
+
+/// Where the processes keep what they append to: every process that writes audit events or
+/// erasures (both gateways, the worker, and `migrate`, which bootstraps the first
+/// organization) names the same anchor and ledger, on one named volume each mounts writable;
+/// the read-only root filesystem holds neither.
+#[test]
+fn compose_gives_every_appender_the_same_writable_anchor_and_ledger() {
+    let compose = &YamlLoader::load_from_str(&read("infra/compose.yaml")).unwrap()[0];
+    let mut anchors = BTreeSet::new();
+    let mut ledgers = BTreeSet::new();
+    for name in ["gateway-1", "gateway-2", "worker", "migrate"] {
+        let service = &compose["services"][name];
+        let environment = compose_key(service, "environment");
+        let anchor = environment["ENGRAM_AUDIT_ANCHOR"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} names no ENGRAM_AUDIT_ANCHOR"));
+        let ledger = environment["ENGRAM_ERASURE_LEDGER"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} names no ENGRAM_ERASURE_LEDGER"));
+        let volumes: Vec<&str> = compose_key(service, "volumes")
+            .as_vec()
+            .into_iter()
+            .flatten()
+            .filter_map(Yaml::as_str)
+            .collect();
+        for file in [anchor, ledger] {
+            let mount = volumes
+                .iter()
+                .filter_map(|spec| {
+                    let mut parts = spec.split(':');
+                    Some((parts.next()?, parts.next()?, parts.next()))
+                })
+                .find(|(_, target, _)| file.starts_with(&format!("{target}/")));
+            let (volume, _, mode) =
+                mount.unwrap_or_else(|| panic!("{name}: {file} is on no mounted volume"));
+            assert!(
+                !volume.starts_with('.') && !volume.starts_with('/'),
+                "{name}: {file} is on a named volume, not a host path"
+            );
+            assert_ne!(mode, Some("ro"), "{name}: {file} is on a read-only mount");
+            assert!(
+                compose["volumes"][volume].as_hash().is_some()
+                    || !compose["volumes"][volume].is_badvalue(),
+                "{name}: volume {volume} is declared"
+            );
+        }
+        anchors.insert(anchor.to_string());
+        ledgers.insert(ledger.to_string());
+    }
+    assert_eq!(
+        anchors.len(),
+        1,
+        "one anchor for every process: {anchors:?}"
+    );
+    assert_eq!(
+        ledgers.len(),
+        1,
+        "one erasure ledger for every process: {ledgers:?}"
+    );
+    let dockerfile = read("infra/Dockerfile");
+    let anchor_dir = anchors
+        .iter()
+        .next()
+        .and_then(|anchor| anchor.rsplit_once('/'))
+        .map(|(directory, _)| directory.to_string())
+        .unwrap_or_default();
+    assert!(
+        dockerfile.contains(&format!("-o 10001 -g 10001 {anchor_dir}")),
+        "the image owns {anchor_dir} by its user, so a fresh named volume there is writable"
+    );
+}
+
+/// `MINIMUM_QDRANT_VERSION`, read from the line the index states it on.
+fn minimum_qdrant_version() -> (u64, u64, u64) {
+    let source = read("services/index/src/remote.rs");
+    let line = source
+        .lines()
+        .find(|line| line.starts_with("pub const MINIMUM_QDRANT_VERSION"))
+        .expect("the index states its minimum Qdrant version");
+    let stated = line.split('"').nth(1).unwrap_or_default();
+    assert_eq!(stated, engram_index::MINIMUM_QDRANT_VERSION);
+    version_triple(stated).unwrap_or_else(|| panic!("{stated} is a version"))
+}
+
+fn version_triple(text: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = text.trim_start_matches('v').split('.');
+    Some((
+        parts.next()?.parse().ok()?,
+        parts.next()?.parse().ok()?,
+        parts.next().unwrap_or("0").parse().ok()?,
+    ))
+}
+
+#[test]
+fn every_qdrant_the_files_deploy_meets_the_codes_minimum() {
+    let minimum = minimum_qdrant_version();
+    let compose = &YamlLoader::load_from_str(&read("infra/compose.yaml")).unwrap()[0];
+    let mut images = 0;
+    for (name, service) in compose["services"].as_hash().expect("services") {
+        let Some(image) = service["image"].as_str() else {
+            continue;
+        };
+        let Some(tag) = image.strip_prefix("qdrant/qdrant:") else {
+            continue;
+        };
+        images += 1;
+        let version = version_triple(tag).unwrap_or_else(|| panic!("{name}: {tag} is a version"));
+        assert!(
+            version >= minimum,
+            "{name:?} runs Qdrant {tag}, older than the code's minimum {minimum:?}"
+        );
+    }
+    assert_eq!(images, 3, "the three Qdrant nodes of compose");
+    let values = &YamlLoader::load_from_str(&read("helm/engram/values.yaml")).unwrap()[0];
+    let tag = values["qdrant"]["image"]["tag"]
+        .as_str()
+        .expect("the chart pins the Qdrant subchart's image");
+    assert!(
+        version_triple(tag).is_some_and(|version| version >= minimum),
+        "the chart's Qdrant {tag} is older than the code's minimum {minimum:?}"
+    );
+}
+
+/// Engram exports over OTLP/HTTP, whose port is 4318 (4317 is gRPC): the endpoints the
+/// deployment files set or suggest use the HTTP port, and the collector listens on it.
+#[test]
+fn the_otlp_endpoints_use_the_port_of_the_exporters_protocol() {
+    let telemetry = read("services/cli/src/telemetry.rs");
+    assert!(
+        telemetry.contains(".with_http()"),
+        "the exporter speaks OTLP/HTTP; if it changes protocol, change the ports below"
+    );
+    let compose = &YamlLoader::load_from_str(&read("infra/compose.yaml")).unwrap()[0];
+    let endpoint = compose["x-engram"]["environment"]["OTEL_EXPORTER_OTLP_ENDPOINT"]
+        .as_str()
+        .expect("compose exports traces");
+    assert!(
+        endpoint.ends_with(":4318"),
+        "compose sends OTLP/HTTP to {endpoint}"
+    );
+    let collector = &YamlLoader::load_from_str(&read("infra/otel/collector.yaml")).unwrap()[0];
+    assert_eq!(
+        collector["receivers"]["otlp"]["protocols"]["http"]["endpoint"].as_str(),
+        Some("0.0.0.0:4318"),
+        "the collector receives OTLP/HTTP on 4318"
+    );
+    let values = read("helm/engram/values.yaml");
+    let documented = values
+        .lines()
+        .skip_while(|line| !line.contains("OTLP"))
+        .take_while(|line| !line.trim_start().starts_with("otlpEndpoint"))
+        .collect::<String>();
+    assert!(
+        documented.contains(":4318") && !documented.contains(":4317"),
+        "values.yaml suggests the HTTP port: {documented}"
+    );
+}
+
+/// With the chart's defaults (two gateways and a worker) every pod that appends audit events
+/// or erasures mounts one ReadWriteMany claim, which the chart creates unless told to use an
+/// existing one, and the configuration points the anchor and the ledger into it.
+#[test]
+fn the_charts_defaults_share_one_anchor_and_ledger_across_pods() {
+    let templates = chart_templates();
+    let template = |name: &str| {
+        templates
+            .iter()
+            .find(|(file, _)| file == name)
+            .unwrap_or_else(|| panic!("{name} missing"))
+            .1
+            .clone()
+    };
+    let claim = template("pvc-shared-state.yaml");
+    assert!(claim.contains("kind: PersistentVolumeClaim"));
+    assert!(claim.contains("ReadWriteMany"));
+    assert!(
+        claim.starts_with("{{- if not .Values.sharedState.existingClaim }}"),
+        "the claim is created by default"
+    );
+    assert!(
+        claim.contains("\"helm.sh/resource-policy\": keep"),
+        "uninstalling keeps the anchor and the ledger"
+    );
+    let values = &YamlLoader::load_from_str(&read("helm/engram/values.yaml")).unwrap()[0];
+    assert_eq!(values["sharedState"]["existingClaim"].as_str(), Some(""));
+    assert!(values["gateway"]["replicas"].as_i64() > Some(1));
+
+    let configmap = template("configmap.yaml");
+    let setting = |name: &str| {
+        configmap
+            .lines()
+            .find_map(|line| line.trim().strip_prefix(&format!("{name}: ")))
+            .unwrap_or_else(|| panic!("the ConfigMap sets {name} unconditionally"))
+            .to_string()
+    };
+    for file in [
+        setting("ENGRAM_AUDIT_ANCHOR"),
+        setting("ENGRAM_ERASURE_LEDGER"),
+    ] {
+        assert!(
+            file.starts_with("/var/lib/engram/shared/"),
+            "{file} is on the shared claim"
+        );
+    }
+    for name in ["deployment-gateway.yaml", "deployment-worker.yaml"] {
+        let deployment = template(name);
+        assert!(
+            deployment
+                .contains("- name: shared-state\n              mountPath: /var/lib/engram/shared"),
+            "{name} mounts the shared claim where the anchor and ledger are"
+        );
+        assert!(
+            deployment.contains("claimName: {{ include \"engram.sharedStateClaim\" . }}"),
+            "{name} mounts the shared claim, with no condition around it"
+        );
+        let mount = deployment.find("- name: shared-state").unwrap_or_default();
+        assert!(
+            !deployment[..mount].trim_end().ends_with("{{- end }}")
+                && !deployment[..mount].contains("{{- if .Values.sharedState"),
+            "{name}: the mount has no condition"
+        );
+    }
 }

@@ -61,3 +61,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - secretRef:
     name: {{ include "engram.secretName" . }}
 {{- end -}}
+
+{{/* The ReadWriteMany claim holding the audit anchor and the erasure ledger. */}}
+{{- define "engram.sharedStateClaim" -}}
+{{- default (printf "%s-shared-state" (include "engram.fullname" .)) .Values.sharedState.existingClaim -}}
+{{- end -}}

@@ -12,7 +12,9 @@ pub mod remote;
 
 pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
 pub use keywords::InMemoryKeywordScorer;
-pub use remote::{QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model};
+pub use remote::{
+    MINIMUM_QDRANT_VERSION, QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model,
+};
 
 /// What the index stores for one memory: its vector plus the payload the scope filter needs.
 /// The point id is the memory id; `version` lets a stale write be recognised and skipped.

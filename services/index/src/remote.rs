@@ -33,7 +33,11 @@ const AGENT_ID_FIELD: &str = "agent_id";
 const SESSION_ID_FIELD: &str = "session_id";
 const KIND_FIELD: &str = "kind";
 const VERSION_FIELD: &str = "version";
-/// The memory's content, with a BM25-scored full-text index (needs Qdrant 1.20 or newer).
+/// The oldest Qdrant server this index works with: the content's BM25-scored full-text index
+/// (`TEXT_FIELD`) needs it. The deployment files pin an image at least this new (a test reads
+/// this line).
+pub const MINIMUM_QDRANT_VERSION: &str = "1.20.0";
+/// The memory's content, with a BM25-scored full-text index (needs `MINIMUM_QDRANT_VERSION`).
 const TEXT_FIELD: &str = "text";
 const LAYOUT_FIELD: &str = "layout";
 const CREATED_AT_FIELD: &str = "created_at";
