@@ -121,7 +121,7 @@ where
     let Ok(url) = std::env::var("QDRANT_URL") else {
         eprintln!(
             "SKIPPED remote Qdrant contract test `{test_name}`: QDRANT_URL is not set. \
-             No Qdrant server runs in CI here; see the README's \"Remote Qdrant\" section to run it."
+             No Qdrant server runs in CI here; see \"Remote Qdrant\" in infra/README.md to run it."
         );
         return;
     };
@@ -766,7 +766,7 @@ async fn remote_connections_share_one_collection_and_refuse_another_dimension() 
     let Ok(url) = std::env::var("QDRANT_URL") else {
         eprintln!(
             "SKIPPED remote Qdrant test `remote_connections_share_one_collection_and_refuse_another_dimension`: \
-             QDRANT_URL is not set (see the README's \"Remote Qdrant\" section)."
+             QDRANT_URL is not set (see \"Remote Qdrant\" in infra/README.md)."
         );
         return;
     };

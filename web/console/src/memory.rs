@@ -172,7 +172,7 @@ fn detail_view(
             <dt>"Expires"</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
             <dt>"Version"</dt><dd data-testid="memory-version">{memory.version}</dd>
             <dt>"Metadata"</dt><dd><code>{metadata_json}</code></dd>
-            <dt>"Recalls"</dt><dd class="muted">"Recall events are not recorded yet."</dd>
+            <dt>"Recalls"</dt><dd class="muted">"The searches that returned this memory are not listed here yet; the Recall page shows recall quality."</dd>
         </dl>
         <div class="actions">
             <section class="card">

@@ -152,7 +152,7 @@ pub struct RecallMetricsQuery {
 /// rate, top-score distribution, precision from feedback, recalled memories later
 /// superseded or corrected, queries that found nothing, per bucket and per profile.
 #[utoipa::path(get, path = "/v1/recall-metrics", tag = "recall quality", params(RecallMetricsQuery),
-    responses((status = 200, description = "The figures (see README, \"Recall quality\")", body = Object),
+    responses((status = 200, description = "The figures (see services/engine/README.md, \"Recall quality\")", body = Object),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["admin"])))]
 pub async fn get_recall_metrics(
