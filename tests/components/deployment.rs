@@ -125,7 +125,7 @@ fn documented_value_paths(text: &str) -> BTreeMap<String, bool> {
 
 /// `ENGRAM_*` and `QDRANT_*` variables the binary reads (its clap `env = "…"` attributes and
 /// direct `std::env::var` reads), plus the OpenTelemetry SDK's endpoint variable.
-fn variables_the_binary_reads() -> BTreeSet<String> {
+pub(crate) fn variables_the_binary_reads() -> BTreeSet<String> {
     let mut known = BTreeSet::from(["OTEL_EXPORTER_OTLP_ENDPOINT".to_string()]);
     for relative in ["services/cli/src", "services/embed/src"] {
         for entry in std::fs::read_dir(workspace_root().join(relative))

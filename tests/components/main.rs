@@ -5,6 +5,7 @@ mod architecture;
 mod audit_chain_tampering;
 mod cli_traces;
 mod deployment;
+mod docs;
 mod embed_openai_compatible;
 mod embed_reference_equivalence;
 mod engine_concurrent_indexers;
