@@ -10,6 +10,17 @@ export PIP_ROOT_USER_ACTION=ignore
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 
+# Large downloads (the model, ONNX Runtime, venvs) live in the per-machine cache, so a fresh
+# clone on the same machine reuses them: the clone's `.cache` is a link into it. A clone with
+# a `.cache` directory of its own (from before the link) keeps it.
+machine_cache="${ENGRAM_MACHINE_CACHE:-$HOME/.cache/engram}/downloads"
+mkdir -p "$machine_cache"
+if [ ! -e .cache ] && [ ! -L .cache ]; then
+  ln -s "$machine_cache" .cache
+fi
+# Venvs record their own path: make them where the files really are, not through the link.
+cache_dir=$(realpath .cache)
+
 toolchain=$(sed -n 's/^channel *= *"\(.*\)"/\1/p' rust-toolchain.toml)
 if ! rustup run "$toolchain" rustc --version >/dev/null 2>&1 \
    || ! rustup target list --installed --toolchain "$toolchain" 2>/dev/null | grep -q wasm32-unknown-unknown; then
@@ -51,7 +62,7 @@ if [ "$purpose" = "bench" ]; then
   if ! .cache/bench-venv/bin/python -c 'import onnxruntime, tokenizers, numpy' >/dev/null 2>&1; then
     say "installing the benchmark floor's Python packages (onnxruntime 1.31.1, tokenizers, numpy) into .cache/bench-venv"
     rm -rf .cache/bench-venv
-    python3 -m venv .cache/bench-venv
+    python3 -m venv "$cache_dir/bench-venv"
     .cache/bench-venv/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime==1.31.1 tokenizers numpy
   fi
 fi
@@ -72,7 +83,7 @@ if [ "$purpose" = "test" ]; then
   if ! .cache/schemathesis-venv/bin/schemathesis --version 2>/dev/null | grep -q 'version 4.32.5$'; then
     say "installing schemathesis 4.32.5 into .cache/schemathesis-venv"
     rm -rf .cache/schemathesis-venv
-    python3 -m venv .cache/schemathesis-venv
+    python3 -m venv "$cache_dir/schemathesis-venv"
     .cache/schemathesis-venv/bin/python -m pip install --quiet --disable-pip-version-check schemathesis==4.32.5
   fi
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
