@@ -497,4 +497,19 @@ async fn admin_commands_anchor_where_the_server_does() {
     );
     let verified = verify(&server.client()).await;
     assert_eq!(verified["verified"], true, "{verified}");
+    // The operator's act is in the new project's log, by the operator.
+    let project: Value = serde_json::from_slice(&created.stdout).unwrap();
+    let project_key = server.client_with_key(project["api_key"].as_str().unwrap());
+    let page = audit(&project_key, "").await;
+    let creation = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["action"] == "project.created")
+        .unwrap_or_else(|| panic!("the project's log records its creation: {page}"));
+    assert_eq!(creation["actor_id"], "operator", "{creation}");
+    assert_eq!(
+        creation["target_ids"][0], project["project_id"],
+        "{creation}"
+    );
 }

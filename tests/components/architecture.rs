@@ -765,3 +765,13 @@ fn the_engine_re_exports_nothing_of_storage() {
         "the engine publishes storage's types; move the domain type to core: {re_exports:?}"
     );
 }
+
+/// The console's audit filter offers every action the engine records, by the same names.
+#[test]
+fn the_consoles_audit_filter_offers_every_recorded_action() {
+    let recorded: Vec<&str> = engram_core::audit::AuditAction::ALL
+        .iter()
+        .map(|action| action.as_str())
+        .collect();
+    assert_eq!(engram_console::model::AUDIT_ACTIONS.to_vec(), recorded);
+}

@@ -93,10 +93,12 @@ pub enum AuditAction {
     /// The organization's chain switched from plain to keyed hashes: this event links the
     /// last plain hash to the first keyed one.
     AuditChainRekeyed,
+    /// An operator created a project (with its first key) from the command line.
+    ProjectCreated,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 25] = [
+    pub const ALL: [AuditAction; 26] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -122,6 +124,7 @@ impl AuditAction {
         AuditAction::BudgetThresholdReached,
         AuditAction::RetentionSwept,
         AuditAction::AuditChainRekeyed,
+        AuditAction::ProjectCreated,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -151,6 +154,7 @@ impl AuditAction {
             AuditAction::BudgetThresholdReached => "project.budget_threshold_reached",
             AuditAction::RetentionSwept => "project.retention_swept",
             AuditAction::AuditChainRekeyed => "audit.chain_rekeyed",
+            AuditAction::ProjectCreated => "project.created",
         }
     }
 
@@ -178,7 +182,8 @@ impl AuditAction {
             AuditAction::ProjectSettingsChanged
             | AuditAction::ProjectLimitsChanged
             | AuditAction::BudgetThresholdReached
-            | AuditAction::RetentionSwept => "project",
+            | AuditAction::RetentionSwept
+            | AuditAction::ProjectCreated => "project",
             AuditAction::AuditChainRekeyed => "audit_chain",
             AuditAction::MemoryFlagsChanged | AuditAction::MemoryExpired => "memory",
             AuditAction::SubjectErasureRequested

@@ -109,6 +109,20 @@ impl Storage {
             return Err(StorageError::NotFound(NotFoundKind::Organization));
         }
         let created = insert_project_with_key(&transaction, organization_id, name, pepper).await?;
+        // In the creation's transaction: a project never exists unaudited.
+        let scope = ProjectScope::from_verified_credential(organization_id, created.0.id);
+        crate::audit::append_audit_event(
+            &transaction,
+            organization_id,
+            Some(&scope),
+            &engram_core::audit::Actor::system("operator"),
+            &engram_core::audit::NewAuditEvent::success(
+                engram_core::audit::AuditAction::ProjectCreated,
+                vec![created.0.id.to_string()],
+                serde_json::json!({"name": name}),
+            ),
+        )
+        .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(created)
     }

@@ -232,8 +232,9 @@ pub struct AuditListing {
 /// How many audit rows the page shows at most.
 pub const AUDIT_PAGE_LIMIT: u32 = 200;
 
-/// The actions the audit filter offers.
-pub const AUDIT_ACTIONS: [&str; 21] = [
+/// The actions the audit filter offers: every action the engine records
+/// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).
+pub const AUDIT_ACTIONS: [&str; 26] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -255,6 +256,11 @@ pub const AUDIT_ACTIONS: [&str; 21] = [
     "subject.erased",
     "subject.exported",
     "memory.expired",
+    "project.limits_changed",
+    "project.budget_threshold_reached",
+    "project.retention_swept",
+    "audit.chain_rekeyed",
+    "project.created",
 ];
 
 /// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a
