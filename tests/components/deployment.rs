@@ -608,7 +608,7 @@ fn every_qdrant_the_files_deploy_meets_the_codes_minimum() {
             continue;
         };
         images += 1;
-        let version = version_triple(tag).unwrap_or_else(|| panic!("{name}: {tag} is a version"));
+        let version = version_triple(tag).unwrap_or_else(|| panic!("{name:?}: {tag} is a version"));
         assert!(
             version >= minimum,
             "{name:?} runs Qdrant {tag}, older than the code's minimum {minimum:?}"

@@ -122,11 +122,15 @@ fn every_make_target_the_docs_name_exists() {
     for page in doc_pages() {
         // `make x` in inline code, and `make x` lines of code blocks (prose says "make sure").
         let text = read(&page);
-        let code_lines: String = text
-            .lines()
-            .filter(|line| line.trim_start().starts_with("make "))
-            .map(|line| format!("`{}\n", line.trim_start()))
-            .collect();
+        let mut in_code = false;
+        let mut code_lines = String::new();
+        for line in text.lines() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            } else if in_code && line.trim_start().starts_with("make ") {
+                code_lines.push_str(&format!("`{}\n", line.trim_start()));
+            }
+        }
         let named = words_after(&format!("{text}\n{code_lines}"), "`make ", |c| {
             c.is_ascii_alphanumeric() || c == '-'
         });
@@ -265,9 +269,22 @@ fn every_variable_the_docs_name_exists_and_every_one_the_binary_reads_is_documen
     let mut documented = BTreeSet::new();
     let mut unknown = Vec::new();
     for page in doc_pages() {
-        for name in words_after(&read(&page), "ENGRAM_", |c| {
+        let text = read(&page);
+        for name in words_after(&text, "ENGRAM_", |c| {
             c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'
         }) {
+            // `ENGRAM_EMBEDDING_*` names a family: some variable must start with it.
+            if name.ends_with('_') && text.contains(&format!("ENGRAM_{name}*")) {
+                let prefix = format!("ENGRAM_{name}");
+                if !binary
+                    .iter()
+                    .chain(&tooling)
+                    .any(|known| known.starts_with(&prefix))
+                {
+                    unknown.push(format!("{}: {prefix}*", relative(&page)));
+                }
+                continue;
+            }
             let name = format!("ENGRAM_{}", name.trim_end_matches('_'));
             if !binary.contains(&name) && !tooling.contains(&name) {
                 unknown.push(format!("{}: {name}", relative(&page)));

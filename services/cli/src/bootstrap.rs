@@ -5,9 +5,8 @@ use anyhow::Result;
 use clap::Args;
 use engram_engine::console_credentials::hash_password;
 use engram_storage::{ApiKeyPepper, Storage};
-use secrecy::SecretString;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::secrets::{SERVER_SECRET_FILE, write_private_file};
 pub use crate::secrets::{ServerSecrets, load_or_create_server_secrets, server_secrets};

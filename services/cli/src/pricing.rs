@@ -5,7 +5,6 @@ use anyhow::{Context, Result};
 use clap::Args;
 use engram_core::DeploymentOperator;
 use engram_engine::deployment::{DeploymentAdmin, SetPriceRequest};
-use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SetPriceArgs {
