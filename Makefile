@@ -10,8 +10,9 @@ CARGO ?= cargo
 run: setup console
 	$(CARGO) run -p engram-cli --bin engram -- serve --data-dir $(DATA_DIR) --listen $(LISTEN)
 
-## Run every test: unit, storage on SQLite and PostgreSQL, API end to end, browser.
-test: setup-test console
+## Run every test: the lints first, then unit, storage on SQLite and PostgreSQL, API end to
+## end, browser.
+test: setup-test console lint
 	$(CARGO) test --workspace --no-fail-fast -- --show-output
 
 setup:
@@ -93,8 +94,9 @@ proptest-large: setup-test console
 fmt:
 	$(CARGO) fmt --all
 
-lint:
-	$(CARGO) clippy --workspace --all-targets
+## clippy over every crate and test with the workspace's lints (Cargo.toml), warnings denied.
+lint: setup
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 clean-data:
 	rm -rf $(DATA_DIR)

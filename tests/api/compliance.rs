@@ -1417,7 +1417,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         ),
     ] {
         let refused = admin_call(
-            &client,
+            client,
             reqwest::Method::PATCH,
             "/v1/project/settings",
             Some(body),
@@ -1427,7 +1427,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         assert!(refused.body.to_string().contains(field), "{}", refused.body);
     }
     let settings = admin_call(
-        &client,
+        client,
         reqwest::Method::PATCH,
         "/v1/project/settings",
         Some(json!({"store_retention_days": {
@@ -1489,7 +1489,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         assert_eq!(searched.status, 200, "{}", searched.body);
         let recall_id = searched.body["recall_id"].as_str().unwrap().to_string();
         let rated = admin_call(
-            &client,
+            client,
             reqwest::Method::POST,
             &format!("/v1/recalls/{recall_id}/feedback"),
             Some(json!({"rating": "relevant"})),
@@ -1533,7 +1533,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
     ]);
     let started = Instant::now();
     loop {
-        let mut held = exported_types(&client, "ines").await;
+        let mut held = exported_types(client, "ines").await;
         held.remove("memory"); // the files' chunks, kept by their own kind's retention
         if held == expected {
             break;
@@ -1547,7 +1547,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
 
     // Each store's removal is audited with its count.
     let audit = admin_call(
-        &client,
+        client,
         reqwest::Method::GET,
         "/v1/audit?action=project.retention_swept",
         None,
@@ -1595,7 +1595,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         );
     }
     // The dry run lists every store with its days, and nothing more is due.
-    let preview = admin_call(&client, reqwest::Method::GET, "/v1/retention/preview", None).await;
+    let preview = admin_call(client, reqwest::Method::GET, "/v1/retention/preview", None).await;
     let stores = preview.body["stores"].as_array().unwrap();
     assert_eq!(stores.len(), 5, "{}", preview.body);
     for store in stores {

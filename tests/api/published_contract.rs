@@ -287,8 +287,8 @@ fn operations_crashed_by_the_ast_race(report: &str) -> Vec<(String, String)> {
         .and_then(|errors| errors.split("= SUMMARY =").next())
         .unwrap_or("");
     let mut crashed = Vec::new();
-    let mut sections = errors.split("\n_").skip(1).peekable();
-    while let Some(section) = sections.next() {
+    let sections = errors.split("\n_").skip(1);
+    for section in sections {
         let heading = section
             .lines()
             .next()

@@ -194,11 +194,10 @@ async fn an_edit_is_detected_even_with_every_plain_hash_recomputed(deployment: D
     let rows = database
         .query_all(Statement::from_string(
             backend,
-            format!(
-                "SELECT id, sequence, project_id, at, actor_type, actor_id, action, target_type, \
+            "SELECT id, sequence, project_id, at, actor_type, actor_id, action, target_type, \
                  target_ids, outcome, ip, user_agent, request_id, details, previous_hash \
                  FROM audit_events ORDER BY sequence"
-            ),
+                .to_string(),
         ))
         .await
         .unwrap();

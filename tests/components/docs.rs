@@ -36,7 +36,8 @@ fn doc_pages() -> Vec<PathBuf> {
     }
     let root = workspace_root();
     let mut pages = Vec::new();
-    for top in ["README.md"] {
+    {
+        let top = "README.md";
         pages.push(root.join(top));
     }
     for directory in ["services", "web", "infra", "helm", "tests", "migrations"] {
@@ -156,11 +157,11 @@ fn flags_the_binary_takes() -> BTreeSet<String> {
         let mut attribute: Option<String> = None;
         for line in text.lines() {
             let trimmed = line.trim();
-            if let Some(open) = attribute.as_mut() {
-                if !open.ends_with(")]") {
-                    open.push_str(trimmed);
-                    continue;
-                }
+            if let Some(open) = attribute.as_mut()
+                && !open.ends_with(")]")
+            {
+                open.push_str(trimmed);
+                continue;
             }
             if trimmed.starts_with("#[arg(") {
                 attribute = Some(trimmed.to_string());

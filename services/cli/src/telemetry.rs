@@ -252,9 +252,7 @@ pub fn init_telemetry() -> TelemetryGuard {
             .with_writer(std::io::stderr)
             .with_filter(log_filter())
     });
-    let traces = tracer_provider
-        .as_ref()
-        .map(|provider| otel_layer(provider));
+    let traces = tracer_provider.as_ref().map(otel_layer);
     let _ = tracing_subscriber::registry()
         .with(plain_logs)
         .with(json_logs)

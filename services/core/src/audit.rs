@@ -265,6 +265,10 @@ pub fn chain_hash(previous_hash: &str, fields: &ChainedFields<'_>) -> String {
 /// HMAC-SHA-256, under a key the database does not hold, over the same input as
 /// [`chain_hash`]: whoever can write the database but lacks the key cannot recompute it, so
 /// a rewritten event cannot be made to verify.
+#[expect(
+    clippy::expect_used,
+    reason = "HMAC takes a key of any length: it cannot fail"
+)]
 pub fn keyed_chain_hash(key: &[u8], previous_hash: &str, fields: &ChainedFields<'_>) -> String {
     use hmac::Mac;
     let mut mac =

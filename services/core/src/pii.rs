@@ -76,20 +76,36 @@ impl PiiRedaction {
     }
 }
 
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern: the unit tests compile it"
+)]
 static EMAIL: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}")
         .expect("valid e-mail pattern")
 });
 
 /// 17 digits and a digit or X, optionally with spaces after the region and birth date.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern: the unit tests compile it"
+)]
 static NATIONAL_ID: LazyLock<regex::Regex> = LazyLock::new(|| {
     regex::Regex::new(r"\d{6} ?\d{8} ?\d{3}[0-9Xx]").expect("valid national id pattern")
 });
 
 /// 13–19 digits, optionally grouped by single spaces or hyphens.
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern: the unit tests compile it"
+)]
 static CARD: LazyLock<regex::Regex> =
     LazyLock::new(|| regex::Regex::new(r"\d(?:[ \-]?\d){12,18}").expect("valid card pattern"));
 
+#[expect(
+    clippy::expect_used,
+    reason = "a constant pattern: the unit tests compile it"
+)]
 static PHONES: LazyLock<Vec<regex::Regex>> = LazyLock::new(|| {
     [
         // Mainland China mobile: 1[3-9]x xxxx xxxx, optionally +86 / 0086, grouped 3-4-4.

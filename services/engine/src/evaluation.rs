@@ -354,7 +354,8 @@ pub fn compare(first: &EvaluationMetrics, second: &EvaluationMetrics) -> Value {
     let per_case = |metrics: &EvaluationMetrics, pick: fn(&CaseResult) -> f64| -> Vec<f64> {
         metrics.per_case.iter().map(pick).collect()
     };
-    let figures: [(&str, fn(&CaseResult) -> f64); 4] = [
+    type Figure = (&'static str, fn(&CaseResult) -> f64);
+    let figures: [Figure; 4] = [
         ("hit_at_k", |case| case.hit),
         ("recall_at_k", |case| case.recall),
         ("mrr", |case| case.reciprocal_rank),

@@ -418,19 +418,19 @@ fn rank_candidates(
         })
         .collect();
     // Ranks (1 = best) in each signal, for reciprocal rank fusion.
-    let rank_by =
-        |score_of: &dyn Fn(&(Candidate, Option<f32>)) -> Option<f32>| -> HashMap<MemoryId, f32> {
-            let mut scored: Vec<(MemoryId, f32)> = candidates
-                .iter()
-                .filter_map(|entry| score_of(entry).map(|score| (entry.0.memory.id, score)))
-                .collect();
-            scored.sort_by(|left, right| right.1.total_cmp(&left.1));
-            scored
-                .into_iter()
-                .enumerate()
-                .map(|(position, (memory_id, _))| (memory_id, position as f32 + 1.0))
-                .collect()
-        };
+    type ScoreOf<'a> = dyn Fn(&(Candidate, Option<f32>)) -> Option<f32> + 'a;
+    let rank_by = |score_of: &ScoreOf<'_>| -> HashMap<MemoryId, f32> {
+        let mut scored: Vec<(MemoryId, f32)> = candidates
+            .iter()
+            .filter_map(|entry| score_of(entry).map(|score| (entry.0.memory.id, score)))
+            .collect();
+        scored.sort_by(|left, right| right.1.total_cmp(&left.1));
+        scored
+            .into_iter()
+            .enumerate()
+            .map(|(position, (memory_id, _))| (memory_id, position as f32 + 1.0))
+            .collect()
+    };
     let use_ranks =
         request.retrieval == RetrievalMode::Hybrid && request.fusion == FusionMethod::Rrf;
     let (dense_ranks, keyword_ranks) = if use_ranks {

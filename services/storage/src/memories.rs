@@ -190,6 +190,7 @@ fn refuse_locked(immutable: bool, legal_hold: bool) -> Result<(), StorageError> 
     Ok(())
 }
 
+#[expect(clippy::too_many_arguments, reason = "the columns of one history row")]
 async fn append_history(
     transaction: &crate::WriteTransaction,
     scope: &ProjectScope,

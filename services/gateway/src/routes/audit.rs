@@ -65,7 +65,7 @@ pub struct AuditQuery {
 impl AuditQuery {
     /// The filter as typed; its rules (`audit_filter_errors`) are the use case's, checked
     /// here as well only so one answer names every bad parameter with its `query.` name.
-    fn into_filter(&self) -> Result<AuditFilter, ApiError> {
+    fn to_filter(&self) -> Result<AuditFilter, ApiError> {
         let mut errors = Vec::new();
         let after_id = self.cursor.as_deref().and_then(|text| {
             engram_core::cursors::parse_audit_cursor(text, "query.cursor")
@@ -114,7 +114,7 @@ pub async fn list_audit_events(
     State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<AuditQuery>,
 ) -> Result<Json<AuditPageView>, ApiError> {
-    let filter = query.into_filter()?;
+    let filter = query.to_filter()?;
     let events = engine
         .list_audit_events_for(principal.principal(), filter.clone())
         .await?;
@@ -221,7 +221,7 @@ pub async fn export_audit_events(
         }
     };
     let events: Vec<AuditEventView> = engine
-        .export_audit_events_for(principal.principal(), query.into_filter()?)
+        .export_audit_events_for(principal.principal(), query.to_filter()?)
         .await?
         .into_iter()
         .map(AuditEventView::from)

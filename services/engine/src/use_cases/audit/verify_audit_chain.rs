@@ -33,7 +33,10 @@ impl FullVerificationTimes {
         if let Some(last) = times.get(&organization) {
             let since = now.duration_since(*last);
             if since < FULL_VERIFICATION_INTERVAL {
-                return Err((FULL_VERIFICATION_INTERVAL - since).as_secs().max(1));
+                return Err(FULL_VERIFICATION_INTERVAL
+                    .saturating_sub(since)
+                    .as_secs()
+                    .max(1));
             }
         }
         times.insert(organization, now);
