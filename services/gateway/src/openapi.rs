@@ -414,7 +414,93 @@ pub struct ApiDocument;
 pub fn document_json() -> serde_json::Value {
     let mut document = serde_json::to_value(ApiDocument::openapi()).unwrap_or_default();
     add_format_patterns(&mut document);
+    publish_path_parameter_rules(&mut document);
+    publish_edit_needs_a_change(&mut document);
     document
+}
+
+/// What each path parameter's parser takes, by its name: an id the server issued is a UUID
+/// (anything else is simply not found), an id the client chose is an `ExternalId` (1–255
+/// characters, no control character), a profile is named by `[A-Za-z0-9._-]{1,64}`. A test
+/// fails on a path parameter this table does not know.
+pub const PATH_PARAMETER_RULES: &[(&str, PathParameterRule)] = &[
+    ("memory_id", PathParameterRule::IssuedId),
+    ("recall_id", PathParameterRule::IssuedId),
+    ("file_id", PathParameterRule::IssuedId),
+    ("set_id", PathParameterRule::IssuedId),
+    ("run_id", PathParameterRule::IssuedId),
+    ("task_id", PathParameterRule::IssuedId),
+    ("key_id", PathParameterRule::IssuedId),
+    ("session_id", PathParameterRule::ExternalId),
+    ("key", PathParameterRule::ExternalId),
+    ("user_id", PathParameterRule::ExternalId),
+    ("name", PathParameterRule::ProfileName),
+];
+
+#[derive(Clone, Copy, Debug)]
+pub enum PathParameterRule {
+    IssuedId,
+    ExternalId,
+    ProfileName,
+}
+
+impl PathParameterRule {
+    fn schema(self) -> serde_json::Value {
+        use engram_core::openapi_schemas::{external_id, issued_id, profile_name};
+        let object = match self {
+            PathParameterRule::IssuedId => issued_id(),
+            PathParameterRule::ExternalId => external_id(),
+            PathParameterRule::ProfileName => profile_name(),
+        };
+        serde_json::to_value(object).unwrap_or_default()
+    }
+}
+
+fn publish_path_parameter_rules(document: &mut serde_json::Value) {
+    use serde_json::Value;
+    let Some(paths) = document.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for operations in paths.values_mut() {
+        let Some(operations) = operations.as_object_mut() else {
+            continue;
+        };
+        for operation in operations.values_mut() {
+            let Some(parameters) = operation
+                .get_mut("parameters")
+                .and_then(Value::as_array_mut)
+            else {
+                continue;
+            };
+            for parameter in parameters
+                .iter_mut()
+                .filter(|parameter| parameter["in"] == "path")
+            {
+                let rule = PATH_PARAMETER_RULES
+                    .iter()
+                    .find(|(name, _)| parameter["name"] == *name);
+                if let Some((_, rule)) = rule {
+                    parameter["schema"] = rule.schema();
+                }
+            }
+        }
+    }
+}
+
+/// An edit changes at least one of content, metadata, categories or expiry
+/// (`MemoryEdit::limit_errors`): a body of only `reason` or `embedding` is refused. `null`
+/// clears an expiry, so it counts; for the others the value must be there.
+fn publish_edit_needs_a_change(document: &mut serde_json::Value) {
+    use serde_json::json;
+    let Some(schema) = document.pointer_mut("/components/schemas/EditMemoryBody") else {
+        return;
+    };
+    schema["anyOf"] = json!([
+        {"required": ["content"], "properties": {"content": {"type": "string"}}},
+        {"required": ["metadata"], "properties": {"metadata": {"type": "object"}}},
+        {"required": ["categories"], "properties": {"categories": {"type": "array"}}},
+        {"required": ["expires_at"]},
+    ]);
 }
 
 /// The report windows' days (usage and costs take dates, recall metrics date-times).
@@ -608,6 +694,38 @@ pub fn render_docs_html() -> String {
 mod tests {
     use super::*;
     use engram_core::permissions::{Door, OPERATIONS, RESERVED_HTTP_OPERATIONS};
+
+    /// Every path parameter publishes what its parser takes: a new parameter name fails here
+    /// until `PATH_PARAMETER_RULES` says which rule it follows.
+    #[test]
+    fn every_path_parameter_publishes_its_parsers_rule() {
+        let document = document_json();
+        let mut seen = 0;
+        for (path, item) in document["paths"].as_object().into_iter().flatten() {
+            for (method, operation) in item.as_object().into_iter().flatten() {
+                for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                    if parameter["in"] != "path" {
+                        continue;
+                    }
+                    seen += 1;
+                    let schema = &parameter["schema"];
+                    assert!(
+                        schema["pattern"].is_string(),
+                        "{method} {path}: path parameter {} publishes no rule",
+                        parameter["name"]
+                    );
+                }
+            }
+        }
+        assert!(seen > 30, "the document's path parameters ({seen})");
+        let edit = &document["components"]["schemas"]["EditMemoryBody"];
+        assert_eq!(edit["anyOf"].as_array().map(Vec::len), Some(4), "{edit}");
+        let delete = &document["paths"]["/v1/memories/{memory_id}"]["delete"]["responses"];
+        assert!(
+            delete["409"].is_object(),
+            "a locked memory's 409 is published: {delete}"
+        );
+    }
 
     /// The published document and the permission table agree both ways: every operation
     /// served is in the table and publishes the scope the table requires, and every HTTP row

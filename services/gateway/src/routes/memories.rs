@@ -265,7 +265,8 @@ pub async fn edit_memory(
 
 /// Delete a memory and all its content, history included.
 #[utoipa::path(delete, path = "/v1/memories/{memory_id}", tag = "memories", params(("memory_id" = String, Path)),
-    responses((status = 403, description = "The API key lacks the `memories:delete` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 204, description = "Deleted"), (status = 404, body = ProblemDocument, content_type = "application/problem+json")),
+    responses((status = 403, description = "The API key lacks the `memories:delete` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 204, description = "Deleted"), (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "`memory-locked`: the memory is immutable or under legal hold, and stays active", body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:delete"])))]
 pub async fn delete_memory(
     principal: Authorized<MemoriesDelete>,
