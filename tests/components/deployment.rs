@@ -504,9 +504,10 @@ fn compose_key<'yaml>(service: &'yaml Yaml, key: &str) -> &'yaml Yaml {
 }
 
 /// Where the processes keep what they append to: every process that writes audit events or
-/// erasures (both gateways, the worker, and `migrate`, which bootstraps the first
-/// organization) names the same anchor and ledger, on one named volume each mounts writable;
-/// the read-only root filesystem holds neither.
+/// erasures (both gateways and the worker; `migrate` too, so a future bootstrap event cannot
+/// land elsewhere) names the same anchor and ledger, on one named volume each mounts
+/// writable; the read-only root filesystem holds neither. The image owns the mount points,
+/// so a fresh named volume there (and `/bootstrap`) is writable by its user.
 #[test]
 fn compose_gives_every_appender_the_same_writable_anchor_and_ledger() {
     let compose = &YamlLoader::load_from_str(&read("infra/compose.yaml")).unwrap()[0];
@@ -569,7 +570,7 @@ fn compose_gives_every_appender_the_same_writable_anchor_and_ledger() {
         .map(|(directory, _)| directory.to_string())
         .unwrap_or_default();
     assert!(
-        dockerfile.contains(&format!("-o 10001 -g 10001 {anchor_dir}")),
+        dockerfile.contains(&format!("-o 10001 -g 10001 {anchor_dir} /bootstrap")),
         "the image owns {anchor_dir} by its user, so a fresh named volume there is writable"
     );
 }
@@ -677,6 +678,10 @@ fn the_charts_defaults_share_one_anchor_and_ledger_across_pods() {
     let claim = template("pvc-shared-state.yaml");
     assert!(claim.contains("kind: PersistentVolumeClaim"));
     assert!(claim.contains("ReadWriteMany"));
+    assert!(
+        claim.contains("required \"sharedState.storageClassName"),
+        "the chart asks for a class that serves ReadWriteMany rather than leave pods Pending"
+    );
     assert!(
         claim.starts_with("{{- if not .Values.sharedState.existingClaim }}"),
         "the claim is created by default"

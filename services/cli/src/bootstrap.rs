@@ -78,6 +78,20 @@ pub struct CreateProjectArgs {
     pub json: bool,
 }
 
+/// Commands that make keys or start an organization's audit chain need the deployment's
+/// secret: without it they would invent one the gateways do not share, and neither the keys
+/// nor the chain would verify.
+fn ensure_deployment_secret(deployment: &crate::config::AdminDeploymentArgs) -> Result<()> {
+    anyhow::ensure!(
+        deployment.server_secret.is_some()
+            || deployment.data_dir.join(SERVER_SECRET_FILE).exists(),
+        "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
+        deployment.data_dir.display(),
+        deployment.data_dir.display()
+    );
+    Ok(())
+}
+
 #[derive(Debug, Serialize)]
 struct CreatedProject {
     project_id: String,
@@ -86,17 +100,7 @@ struct CreatedProject {
 }
 
 pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> {
-    anyhow::ensure!(
-        arguments.deployment.server_secret.is_some()
-            || arguments
-                .deployment
-                .data_dir
-                .join(SERVER_SECRET_FILE)
-                .exists(),
-        "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
-        arguments.deployment.data_dir.display(),
-        arguments.deployment.data_dir.display()
-    );
+    ensure_deployment_secret(&arguments.deployment)?;
     let secrets = server_secrets(
         arguments.deployment.server_secret.as_ref(),
         &arguments.deployment.data_dir,
@@ -169,6 +173,7 @@ struct CreatedOrganization {
 /// `engram admin create-organization`: a new tenant organization with an owner account and
 /// projects, printed once as JSON (the password and keys are shown nowhere else).
 pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> Result<()> {
+    ensure_deployment_secret(&arguments.deployment)?;
     let secrets = server_secrets(
         arguments.deployment.server_secret.as_ref(),
         &arguments.deployment.data_dir,

@@ -92,9 +92,36 @@ impl Storage {
         })
     }
 
-    /// A new project in an existing organization, with its first API key (shown once).
+    /// A new project in an existing organization, with its first API key (shown once),
+    /// audited as `project.created` by `actor` in the same transaction: the operator's
+    /// commands create projects only this way.
+    pub async fn create_project_as(
+        &self,
+        actor: &engram_core::audit::Actor,
+        organization_id: OrganizationId,
+        name: &str,
+        pepper: &ApiKeyPepper,
+    ) -> Result<(ProjectRecord, String), StorageError> {
+        self.insert_project(Some(actor), organization_id, name, pepper)
+            .await
+    }
+
+    /// A new project with its first API key, unaudited: for fixtures of tests and benches
+    /// that build a deployment without an operator (an audit event would shift the chain
+    /// sequences they assert). Product paths use [`Storage::create_project_as`].
     pub async fn create_project(
         &self,
+        organization_id: OrganizationId,
+        name: &str,
+        pepper: &ApiKeyPepper,
+    ) -> Result<(ProjectRecord, String), StorageError> {
+        self.insert_project(None, organization_id, name, pepper)
+            .await
+    }
+
+    async fn insert_project(
+        &self,
+        actor: Option<&engram_core::audit::Actor>,
         organization_id: OrganizationId,
         name: &str,
         pepper: &ApiKeyPepper,
@@ -109,20 +136,22 @@ impl Storage {
             return Err(StorageError::NotFound(NotFoundKind::Organization));
         }
         let created = insert_project_with_key(&transaction, organization_id, name, pepper).await?;
-        // In the creation's transaction: a project never exists unaudited.
-        let scope = ProjectScope::from_verified_credential(organization_id, created.0.id);
-        crate::audit::append_audit_event(
-            &transaction,
-            organization_id,
-            Some(&scope),
-            &engram_core::audit::Actor::system("operator"),
-            &engram_core::audit::NewAuditEvent::success(
-                engram_core::audit::AuditAction::ProjectCreated,
-                vec![created.0.id.to_string()],
-                serde_json::json!({"name": name}),
-            ),
-        )
-        .await?;
+        // In the creation's transaction: the project and its audit event commit together.
+        if let Some(actor) = actor {
+            let scope = ProjectScope::from_verified_credential(organization_id, created.0.id);
+            crate::audit::append_audit_event(
+                &transaction,
+                organization_id,
+                Some(&scope),
+                actor,
+                &engram_core::audit::NewAuditEvent::success(
+                    engram_core::audit::AuditAction::ProjectCreated,
+                    vec![created.0.id.to_string()],
+                    serde_json::json!({"name": name}),
+                ),
+            )
+            .await?;
+        }
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(created)
     }

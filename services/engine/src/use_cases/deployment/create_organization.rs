@@ -61,8 +61,12 @@ impl DeploymentAdmin {
             let project_name = format!("project {number}");
             let (project, api_key) = self
                 .while_locked("creating a project", || {
-                    self.storage
-                        .create_project(record.organization_id, &project_name, &self.pepper)
+                    self.storage.create_project_as(
+                        operator.actor(),
+                        record.organization_id,
+                        &project_name,
+                        &self.pepper,
+                    )
                 })
                 .await?;
             projects.push(CreatedProject {

@@ -47,8 +47,12 @@ impl DeploymentAdmin {
             .await?;
         let (project, api_key) = self
             .while_locked("creating the project", || {
-                self.storage
-                    .create_project(organization_id, &name, &self.pepper)
+                self.storage.create_project_as(
+                    operator.actor(),
+                    organization_id,
+                    &name,
+                    &self.pepper,
+                )
             })
             .await?;
         Ok(CreatedProject {
