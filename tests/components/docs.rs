@@ -248,7 +248,10 @@ fn variables_of_the_tooling() -> BTreeSet<String> {
     ] {
         if let Ok(entries) = std::fs::read_dir(root.join(directory)) {
             // This file names variables as examples; it vouches for none.
-            for entry in entries.flatten().filter(|entry| entry.file_name() != "docs.rs") {
+            for entry in entries
+                .flatten()
+                .filter(|entry| entry.file_name() != "docs.rs")
+            {
                 texts.push(std::fs::read_to_string(entry.path()).unwrap_or_default());
             }
         }

@@ -83,8 +83,7 @@ pub struct CreateProjectArgs {
 /// nor the chain would verify.
 fn ensure_deployment_secret(deployment: &crate::config::AdminDeploymentArgs) -> Result<()> {
     anyhow::ensure!(
-        deployment.server_secret.is_some()
-            || deployment.data_dir.join(SERVER_SECRET_FILE).exists(),
+        deployment.server_secret.is_some() || deployment.data_dir.join(SERVER_SECRET_FILE).exists(),
         "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
         deployment.data_dir.display(),
         deployment.data_dir.display()

@@ -446,14 +446,18 @@ impl WorkerProcess {
             applier.clone(),
             ledger_settings(config, &secrets),
         ));
-        match governance.replay_erasure_ledger().await {
-            Ok(replay) if replay.subjects_erased_again > 0 => tracing::warn!(
+        // A worker that cannot replay the ledger refuses to start (and is restarted): going on
+        // would leave a restored database serving subjects whose erasure was acknowledged.
+        let replay = governance
+            .replay_erasure_ledger()
+            .await
+            .context("cannot replay the erasure ledger")?;
+        if replay.subjects_erased_again > 0 {
+            tracing::warn!(
                 subjects = replay.subjects_erased_again,
                 memories = replay.memories_erased_again,
                 "erasure ledger replayed: restored data of erased subjects removed again"
-            ),
-            Ok(_) => {}
-            Err(error) => tracing::error!(%error, "erasure ledger replay failed"),
+            );
         }
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
         // The first reconciliation runs at start in the background, so a large backlog does
