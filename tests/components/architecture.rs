@@ -277,7 +277,10 @@ fn the_tenant_store_takes_the_scope_first() {
         // The organization as a whole (its name, projects, audit chain and prices).
         ("organization_count", "bootstrap"),
         ("bootstrap_organization", "bootstrap"),
-        ("create_project", "a fixture of tests and benches: a project with no operator"),
+        (
+            "create_project",
+            "a fixture of tests and benches: a project with no operator",
+        ),
         ("create_project_as", "the operator's admin command"),
         ("first_organization_id", "the operator's admin command"),
         ("organization_named", "the operator's admin command"),

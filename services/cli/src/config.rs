@@ -692,9 +692,11 @@ pub async fn open_storage(
         require_migrated_schema: false,
         sqlite_busy_timeout: Some(admin_lock_patience()),
     };
-    retry_while_busy("opening the metadata database", || {
-        engram_storage::Storage::connect_with_options(database_url, options)
-    })
+    engram_storage::retry_while_busy(
+        "opening the metadata database",
+        admin_lock_patience(),
+        || engram_storage::Storage::connect_with_options(database_url, options),
+    )
     .await
     .map_err(anyhow::Error::from)
     .map_err(|error| error.context("cannot open the metadata database"))
@@ -770,33 +772,6 @@ pub async fn seal_storage(
         .with_audit_seal(seal)
         .await
         .context("cannot seal the audit chain")
-}
-
-/// Runs `operation` (one storage transaction) again while SQLite answers that another process
-/// holds its write lock, until [`admin_lock_patience`] has passed; a refused transaction wrote
-/// nothing, so running it again is safe.
-pub async fn retry_while_busy<T, Operation, Attempt>(
-    what: &str,
-    mut operation: Operation,
-) -> Result<T, engram_storage::StorageError>
-where
-    Operation: FnMut() -> Attempt,
-    Attempt: std::future::Future<Output = Result<T, engram_storage::StorageError>>,
-{
-    let deadline = std::time::Instant::now() + admin_lock_patience();
-    let mut pause = std::time::Duration::from_millis(50);
-    loop {
-        match operation().await {
-            Err(engram_storage::StorageError::Busy(message))
-                if std::time::Instant::now() < deadline =>
-            {
-                tracing::info!(%message, what, "database locked by another process; retrying");
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(std::time::Duration::from_secs(1));
-            }
-            outcome => return outcome,
-        }
-    }
 }
 
 /// Whether `error` failed because the SQLite database stayed locked by another process.

@@ -123,3 +123,28 @@ pub(crate) fn is_unique_violation(error: &DbErr) -> bool {
         Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
     )
 }
+
+/// Runs `write` (one transaction) again while SQLite answers that another process holds its
+/// write lock, until `patience` has passed, backing off from 50 ms to 1 s; a refused
+/// transaction wrote nothing, so running it again is safe. Gives up with the last `Busy`.
+pub async fn retry_while_busy<T, Attempt>(
+    what: &str,
+    patience: std::time::Duration,
+    mut write: impl FnMut() -> Attempt,
+) -> Result<T, StorageError>
+where
+    Attempt: std::future::Future<Output = Result<T, StorageError>>,
+{
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut pause = std::time::Duration::from_millis(50);
+    loop {
+        match write().await {
+            Err(StorageError::Busy(message)) if tokio::time::Instant::now() < deadline => {
+                tracing::info!(%message, what, "database locked by another process; retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+            outcome => return outcome,
+        }
+    }
+}

@@ -28,7 +28,7 @@ pub use api_keys::{ApiKeyPepper, ApiKeyRecord, NewApiKey, VerifiedApiKey};
 pub use audit::{AuditEventRecord, AuditFilter, AuditVerification, BrokenLink, VerificationStart};
 pub use audit_seal::{AnchoredHead, AuditSeal};
 pub use console_sessions::RefreshOutcome;
-pub use error::StorageError;
+pub use error::{StorageError, retry_while_busy};
 pub use members::{ConsoleInvitationRecord, ConsoleMemberRecord};
 pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,

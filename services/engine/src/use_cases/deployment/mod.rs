@@ -15,7 +15,7 @@ pub use set_price::{SetPriceRequest, parse_price_micros};
 use crate::EngineError;
 use engram_storage::{ApiKeyPepper, Storage, StorageError};
 use std::future::Future;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The operator's use cases over the deployment's database. A command run beside a serving
 /// process waits up to `lock_patience` for SQLite's write lock, retrying, before it gives up
@@ -40,28 +40,17 @@ impl DeploymentAdmin {
     async fn while_locked<T, Attempt>(
         &self,
         what: &str,
-        mut write: impl FnMut() -> Attempt,
+        write: impl FnMut() -> Attempt,
     ) -> Result<T, EngineError>
     where
         Attempt: Future<Output = Result<T, StorageError>>,
     {
-        let deadline = Instant::now() + self.lock_patience;
-        let mut pause = Duration::from_millis(50);
-        loop {
-            match write().await {
-                Err(StorageError::Busy(message)) if Instant::now() < deadline => {
-                    tracing::info!(%message, what, "database locked by another process; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                }
-                Err(StorageError::Busy(message)) => {
-                    return Err(EngineError::DatabaseLocked(format!(
-                        "{what}: the database stayed locked by another process for {} s ({message})",
-                        self.lock_patience.as_secs()
-                    )));
-                }
-                outcome => return outcome.map_err(EngineError::from),
-            }
+        match engram_storage::retry_while_busy(what, self.lock_patience, write).await {
+            Err(StorageError::Busy(message)) => Err(EngineError::DatabaseLocked(format!(
+                "{what}: the database stayed locked by another process for {} s ({message})",
+                self.lock_patience.as_secs()
+            ))),
+            outcome => outcome.map_err(EngineError::from),
         }
     }
 
