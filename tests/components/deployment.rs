@@ -683,8 +683,12 @@ fn the_charts_defaults_share_one_anchor_and_ledger_across_pods() {
         "the chart asks for a class that serves ReadWriteMany rather than leave pods Pending"
     );
     assert!(
-        claim.starts_with("{{- if not .Values.sharedState.existingClaim }}"),
+        claim.contains("\n{{- if not .Values.sharedState.existingClaim }}"),
         "the claim is created by default"
+    );
+    assert!(
+        claim.starts_with("{{- if .Values.config.auditAnchorClaim }}\n{{- fail "),
+        "a release that set the old anchor claim is stopped, not moved to an empty volume"
     );
     assert!(
         claim.contains("\"helm.sh/resource-policy\": keep"),

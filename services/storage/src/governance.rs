@@ -495,9 +495,15 @@ impl Storage {
                 legal_hold: row.legal_hold,
             };
             let memory = memory_from_model(row)?;
-            let history = self
+            // Deleted (by a sweep, an erasure, a user) since the listing: no longer live, so
+            // not exported, rather than failing the whole export with a 404.
+            let history = match self
                 .memory_history(&engram_core::MemoryScope::project_wide(*scope), memory.id)
-                .await?;
+                .await
+            {
+                Err(StorageError::NotFound(_)) => continue,
+                history => history?,
+            };
             exported.push(ExportedMemory {
                 memory,
                 flags,
