@@ -16,6 +16,14 @@ pub fn external_id() -> Object {
         .build()
 }
 
+/// Any JSON value: an object, array, string, number, boolean or null (a session-state
+/// value is stored as sent).
+pub fn any_json_value() -> Object {
+    ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+        .build()
+}
+
 /// A string that is one of `values`.
 pub fn one_of<'a>(values: impl IntoIterator<Item = &'a str>) -> Object {
     ObjectBuilder::new()

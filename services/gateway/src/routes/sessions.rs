@@ -40,7 +40,7 @@ pub fn router() -> Router<AppState> {
 pub struct SessionStateView {
     pub session_id: String,
     pub key: String,
-    #[schema(value_type = Object)]
+    #[schema(schema_with = engram_core::openapi_schemas::any_json_value)]
     pub value: serde_json::Value,
     /// Raised by every write; send it back as `If-Match` to write only over this version.
     pub version: i64,
@@ -72,7 +72,7 @@ pub struct SessionStateListView {
 #[serde(deny_unknown_fields)]
 pub struct PutSessionStateBody {
     /// Any JSON value, at most 64 KiB as JSON text.
-    #[schema(value_type = Object)]
+    #[schema(schema_with = engram_core::openapi_schemas::any_json_value)]
     pub value: serde_json::Value,
     /// The end-user the value belongs to (subject erasure removes it); an end-user token
     /// sets its own.
