@@ -1,12 +1,9 @@
 //! The documentation holds: the README stays a few screens, and every page's `make`
 //! targets, `engram` flags, `ENGRAM_*` variables, crates and links exist.
 
+use engram_tests::workspace_root;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
@@ -35,11 +32,7 @@ fn doc_pages() -> Vec<PathBuf> {
         }
     }
     let root = workspace_root();
-    let mut pages = Vec::new();
-    {
-        let top = "README.md";
-        pages.push(root.join(top));
-    }
+    let mut pages = vec![root.join("README.md")];
     for directory in ["services", "web", "infra", "helm", "tests", "migrations"] {
         walk(&root.join(directory), &mut pages);
     }

@@ -78,17 +78,17 @@ pub struct CreateProjectArgs {
     pub json: bool,
 }
 
-/// Commands that make keys or start an organization's audit chain need the deployment's
-/// secret: without it they would invent one the gateways do not share, and neither the keys
-/// nor the chain would verify.
-fn ensure_deployment_secret(deployment: &crate::config::AdminDeploymentArgs) -> Result<()> {
+/// The deployment's secrets, for commands that make keys or start an organization's audit
+/// chain: without the secret they would invent one the gateways do not share, and neither
+/// the keys nor the chain would verify, so its absence is refused.
+fn required_secrets(deployment: &crate::config::AdminDeploymentArgs) -> Result<ServerSecrets> {
     anyhow::ensure!(
         deployment.server_secret.is_some() || deployment.data_dir.join(SERVER_SECRET_FILE).exists(),
         "{} has no server secret: start `engram serve --data-dir {}` once first, or set ENGRAM_SERVER_SECRET",
         deployment.data_dir.display(),
         deployment.data_dir.display()
     );
-    Ok(())
+    server_secrets(deployment.server_secret.as_ref(), &deployment.data_dir)
 }
 
 #[derive(Debug, Serialize)]
@@ -99,11 +99,7 @@ struct CreatedProject {
 }
 
 pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> {
-    ensure_deployment_secret(&arguments.deployment)?;
-    let secrets = server_secrets(
-        arguments.deployment.server_secret.as_ref(),
-        &arguments.deployment.data_dir,
-    )?;
+    let secrets = required_secrets(&arguments.deployment)?;
     let storage = arguments.deployment.open_sealed_storage().await?;
     let admin = deployment_admin(&storage, &secrets);
     let created = admin
@@ -172,11 +168,7 @@ struct CreatedOrganization {
 /// `engram admin create-organization`: a new tenant organization with an owner account and
 /// projects, printed once as JSON (the password and keys are shown nowhere else).
 pub async fn create_organization_command(arguments: CreateOrganizationArgs) -> Result<()> {
-    ensure_deployment_secret(&arguments.deployment)?;
-    let secrets = server_secrets(
-        arguments.deployment.server_secret.as_ref(),
-        &arguments.deployment.data_dir,
-    )?;
+    let secrets = required_secrets(&arguments.deployment)?;
     let storage = arguments.deployment.open_sealed_storage().await?;
     let created = deployment_admin(&storage, &secrets)
         .create_organization_for(
