@@ -51,6 +51,7 @@ pub mod json_integers;
 pub mod json_objects;
 pub mod limits;
 pub mod memory;
+pub mod memory_filter;
 pub mod not_found;
 #[cfg(feature = "openapi")]
 pub mod openapi_schemas;
@@ -73,6 +74,7 @@ pub use access::{ApiScope, ApiScopes, ConsoleRole, KeyEnvironment};
 pub use embedding::ProjectEmbedding;
 pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory};
+pub use memory_filter::MemoryFilter;
 pub use not_found::NotFoundKind;
 pub use permissions::{Operation, Permission};
 pub use principal::{DeploymentOperator, Principal};

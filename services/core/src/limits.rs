@@ -27,14 +27,19 @@ pub const MAX_CATEGORY_CHARS: usize = 64;
 pub const MAX_QUERY_BYTES: usize = 8 * 1024;
 /// Longest change reason, in characters.
 pub const MAX_REASON_CHARS: usize = 1024;
-/// Most metadata conditions in one search's `filters.metadata`.
-pub const MAX_FILTER_CONDITIONS: usize = 32;
-/// Largest value of one metadata condition, serialized as JSON, in bytes.
+/// Most nodes (conditions and AND/OR/NOT operators) in one memory filter.
+pub const MAX_FILTER_CONDITIONS: usize = 64;
+/// Longest text value in a memory filter (an id, a category, a metadata value, a text
+/// to look for), in bytes.
 pub const MAX_FILTER_VALUE_BYTES: usize = 1024;
-/// Deepest nesting of arrays and objects inside one metadata condition's value.
-pub const MAX_FILTER_DEPTH: usize = 4;
-/// Most categories in one search's `filters.categories`.
-pub const MAX_FILTER_CATEGORIES: usize = MAX_CATEGORIES;
+/// Deepest nesting of AND/OR/NOT in one memory filter.
+pub const MAX_FILTER_DEPTH: usize = 8;
+/// Most values in one `in` / `all` list of a memory filter.
+pub const MAX_FILTER_LIST_ITEMS: usize = 100;
+/// How far in the future a memory's `occurred_at` may lie (clock skew), in seconds.
+pub const MAX_OCCURRED_AT_SKEW_SECONDS: i64 = 300;
+/// Most ids in one filter's `memory_ids`.
+pub const MAX_FILTER_MEMORY_IDS: usize = 1_000;
 
 /// The first day a report (usage, costs, recall metrics) may be asked about.
 pub const EARLIEST_REPORT_DAY: (i32, u32, u32) = (1970, 1, 1);

@@ -52,6 +52,8 @@ pub struct NewMemory {
     pub source: MemorySource,
     pub confidence: f64,
     pub expires_at: Option<DateTime<Utc>>,
+    /// When what the memory describes happened (event time); `None`: when it is written.
+    pub occurred_at: Option<DateTime<Utc>>,
 }
 
 /// Content within the documented size: not empty, at most
@@ -71,6 +73,23 @@ pub fn content_errors(field: &str, content: &str) -> Vec<crate::FieldError> {
         )];
     }
     Vec::new()
+}
+
+/// `Some` refusal when an event time lies in the future beyond
+/// [`crate::limits::MAX_OCCURRED_AT_SKEW_SECONDS`] (clocks differ a little; events have not
+/// happened yet).
+pub fn occurred_at_error(field: &str, occurred_at: Option<DateTime<Utc>>) -> Option<crate::FieldError> {
+    use crate::limits::MAX_OCCURRED_AT_SKEW_SECONDS;
+    let latest = Utc::now() + chrono::Duration::seconds(MAX_OCCURRED_AT_SKEW_SECONDS);
+    occurred_at.filter(|at| *at > latest).map(|at| {
+        crate::FieldError::new(
+            field,
+            format!(
+                "{} is in the future; an event time may be at most {MAX_OCCURRED_AT_SKEW_SECONDS} s ahead of the server's clock",
+                at.to_rfc3339()
+            ),
+        )
+    })
 }
 
 /// Metadata within [`crate::limits::MAX_METADATA_BYTES`] as JSON.
@@ -131,6 +150,9 @@ impl NewMemory {
         }
         errors.extend(metadata_errors(&field("metadata"), &self.metadata));
         errors.extend(categories_errors(&field("categories"), &self.categories));
+        if let Some(error) = occurred_at_error(&field("occurred_at"), self.occurred_at) {
+            errors.push(error);
+        }
         errors
     }
 
@@ -180,6 +202,8 @@ pub struct Memory {
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When what the memory describes happened (event time); the write time unless given.
+    pub occurred_at: DateTime<Utc>,
     pub valid_from: DateTime<Utc>,
     pub valid_to: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
@@ -246,6 +270,7 @@ mod add_limit_tests {
             source: MemorySource::UserStated,
             confidence: 1.0,
             expires_at: None,
+            occurred_at: None,
         }
     }
 

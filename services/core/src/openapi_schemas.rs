@@ -157,15 +157,18 @@ pub fn eval_case_text() -> Object {
 /// `filters` of an evaluation case, as `parse_case` takes them.
 pub fn eval_case_filters() -> Object {
     use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder};
-    ObjectBuilder::new()
+    let mut filter_fields = memory_filter_schema().properties;
+    let mut builder = ObjectBuilder::new()
         .schema_type(Type::Object)
         .property("kinds", ArrayBuilder::new().items(memory_kind()))
-        .property("session_id", external_id())
-        .property("metadata", ObjectBuilder::new().schema_type(Type::Object))
-        .property(
-            "categories",
-            ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::String)),
-        )
+        .property("session_id", external_id());
+    // Metadata and categories are read by the filter language.
+    for field in ["metadata", "categories"] {
+        if let Some(schema) = filter_fields.remove(field) {
+            builder = builder.property(field, schema);
+        }
+    }
+    builder
         .additional_properties(Some(
             AdditionalProperties::<utoipa::openapi::Schema>::FreeForm(false),
         ))
@@ -365,3 +368,218 @@ optional_schemas!(
     optional_expected_memory_ids: utoipa::openapi::schema::Array = expected_memory_ids,
     optional_end_user_token_scopes: utoipa::openapi::schema::Array = end_user_token_scopes,
 );
+
+/// The filter language's schema, published as the component `MemoryFilter` (AND, OR and NOT
+/// refer to it again): the fields and operators `memory_filter::parse_memory_filter` takes.
+pub struct MemoryFilterSchema;
+
+impl utoipa::ToSchema for MemoryFilterSchema {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("MemoryFilter")
+    }
+}
+
+impl utoipa::PartialSchema for MemoryFilterSchema {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        memory_filter_schema().into()
+    }
+}
+
+/// `filters` of a search, query or bulk delete: the `MemoryFilter` component, or null.
+pub fn optional_memory_filter() -> utoipa::openapi::schema::Schema {
+    utoipa::openapi::schema::Schema::OneOf(
+        utoipa::openapi::schema::OneOfBuilder::new()
+            .item(utoipa::openapi::Ref::from_schema_name("MemoryFilter"))
+            .item(ObjectBuilder::new().schema_type(Type::Null))
+            .build(),
+    )
+}
+
+fn memory_filter_schema() -> Object {
+    use crate::limits::{
+        MAX_CATEGORY_CHARS, MAX_FILTER_LIST_ITEMS, MAX_FILTER_MEMORY_IDS, MAX_FILTER_VALUE_BYTES,
+    };
+    use utoipa::openapi::schema::{AdditionalProperties, ArrayBuilder, OneOfBuilder, Schema};
+    use utoipa::openapi::{KnownFormat, Ref, RefOr, SchemaFormat};
+    let closed = |builder: ObjectBuilder| -> Object {
+        builder
+            .schema_type(Type::Object)
+            .min_properties(Some(1))
+            .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)))
+            .build()
+    };
+    let list = |item: RefOr<Schema>, most: usize| -> RefOr<Schema> {
+        ArrayBuilder::new()
+            .items(item)
+            .min_items(Some(1))
+            .max_items(Some(most))
+            .build()
+            .into()
+    };
+    let text = || -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_FILTER_VALUE_BYTES))
+            .build()
+            .into()
+    };
+    let one_of = |items: Vec<RefOr<Schema>>| -> RefOr<Schema> {
+        let mut builder = OneOfBuilder::new();
+        for item in items {
+            builder = builder.item(item);
+        }
+        RefOr::T(Schema::OneOf(builder.build()))
+    };
+    // A value, or an object of `eq`, `ne` and `in` over such values.
+    let equality = |value: RefOr<Schema>| -> RefOr<Schema> {
+        one_of(vec![
+            value.clone(),
+            closed(
+                ObjectBuilder::new()
+                    .property("eq", value.clone())
+                    .property("ne", value.clone())
+                    .property("in", list(value, MAX_FILTER_LIST_ITEMS)),
+            )
+            .into(),
+        ])
+    };
+    let id: RefOr<Schema> = external_id().into();
+    let moment: RefOr<Schema> = RefOr::T(Schema::OneOf(OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
+        )
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+        )
+        .build()));
+    let time = one_of(vec![
+        moment.clone(),
+        closed(
+            ["eq", "ne", "gt", "gte", "lt", "lte"]
+                .into_iter()
+                .fold(ObjectBuilder::new(), |builder, operator| {
+                    builder.property(operator, moment.clone())
+                })
+                .property("in", list(moment.clone(), MAX_FILTER_LIST_ITEMS)),
+        )
+        .into(),
+    ]);
+    let category: RefOr<Schema> = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(MAX_CATEGORY_CHARS))
+        .build()
+        .into();
+    let scalar = one_of(vec![
+        text(),
+        ObjectBuilder::new().schema_type(Type::Number).build().into(),
+        ObjectBuilder::new().schema_type(Type::Boolean).build().into(),
+    ]);
+    let metadata_condition = one_of(vec![
+        scalar.clone(),
+        closed(
+            ObjectBuilder::new()
+                .property("eq", scalar.clone())
+                .property("ne", scalar.clone())
+                .property("in", list(scalar, MAX_FILTER_LIST_ITEMS))
+                .property("contains", text()),
+        )
+        .into(),
+    ]);
+    let confidence_bound: RefOr<Schema> = ObjectBuilder::new()
+        .schema_type(Type::Number)
+        .minimum(Some(0.0))
+        .maximum(Some(1.0))
+        .build()
+        .into();
+    let node: RefOr<Schema> = Ref::from_schema_name("MemoryFilter").into();
+    let present_or_equal = |value: RefOr<Schema>| equality(value);
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .description(Some(
+            "A tree of conditions: sibling keys are ANDed; AND and OR take 1–100 filters, NOT \
+             one. At most 8 levels of AND/OR/NOT and 64 conditions and operators in all. A \
+             bare value is equality; \"*\" on user_id, agent_id, session_id or app_id means \
+             the field is set. Dates (YYYY-MM-DD) compare as whole UTC days.",
+        ))
+        .property("AND", list(node.clone(), MAX_FILTER_LIST_ITEMS))
+        .property("OR", list(node.clone(), MAX_FILTER_LIST_ITEMS))
+        .property("NOT", node)
+        .property("user_id", present_or_equal(id.clone()))
+        .property("agent_id", present_or_equal(id.clone()))
+        .property("session_id", present_or_equal(id))
+        .property("app_id", present_or_equal(text()))
+        .property("kind", equality(memory_kind().into()))
+        .property("source", equality(memory_source().into()))
+        .property(
+            "categories",
+            one_of(vec![
+                list(category.clone(), MAX_FILTER_LIST_ITEMS),
+                closed(
+                    ObjectBuilder::new()
+                        .property("in", list(category.clone(), MAX_FILTER_LIST_ITEMS))
+                        .property("all", list(category, MAX_FILTER_LIST_ITEMS))
+                        .property("contains", text()),
+                )
+                .into(),
+            ]),
+        )
+        .property(
+            "confidence",
+            closed(
+                ["gt", "gte", "lt", "lte"]
+                    .into_iter()
+                    .fold(ObjectBuilder::new(), |builder, operator| {
+                        builder.property(operator, confidence_bound.clone())
+                    }),
+            ),
+        )
+        .property(
+            "metadata",
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .min_properties(Some(1))
+                .property_names(Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(1))
+                        .max_length(Some(MAX_EXTERNAL_ID_CHARS)),
+                ))
+                .additional_properties(Some(metadata_condition)),
+        )
+        .property(
+            "memory_ids",
+            list(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Uuid)))
+                    .build()
+                    .into(),
+                MAX_FILTER_MEMORY_IDS,
+            ),
+        )
+        .property("created_at", time.clone())
+        .property("updated_at", time.clone())
+        .property("occurred_at", time)
+        .property(
+            "text",
+            one_of(vec![
+                text(),
+                closed(
+                    ObjectBuilder::new()
+                        .property("contains", text())
+                        .property("icontains", text()),
+                )
+                .into(),
+            ]),
+        )
+        .property("created_after", moment.clone())
+        .property("created_before", moment)
+        .additional_properties(Some(AdditionalProperties::<Schema>::FreeForm(false)))
+        .build()
+}

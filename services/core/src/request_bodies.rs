@@ -4,7 +4,8 @@
 use crate::limits::MAX_QUERY_BYTES;
 use crate::memory::{MemoryKind, MemorySource, NewMemory};
 use crate::recall::NewEvalCase;
-use crate::search::{SearchFilters, SearchMemoriesRequest, SearchRequest, SearchTuning};
+use crate::MemoryFilter;
+use crate::search::{SearchMemoriesRequest, SearchRequest, SearchTuning};
 use crate::validation::{ExternalId, FieldError};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -40,6 +41,9 @@ pub struct NewMemoryBody {
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub confidence: Option<f64>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// When what the memory describes happened (RFC 3339; at most 5 minutes ahead of the
+    /// server's clock). Default: the time it is written.
+    pub occurred_at: Option<DateTime<Utc>>,
     /// The memory's vector, for a project whose embedding source is `client` (required
     /// there, refused elsewhere): exactly the project's declared dimension, finite numbers,
     /// not all zero.
@@ -62,20 +66,6 @@ pub struct AddMemoriesBody {
     pub memories: Vec<NewMemoryBody>,
 }
 
-/// Conditions on metadata and time.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct SearchFiltersBody {
-    /// Every key must equal the given JSON value.
-    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
-    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
-    pub created_after: Option<DateTime<Utc>>,
-    pub created_before: Option<DateTime<Utc>>,
-    /// At least one of these categories.
-    #[cfg_attr(feature = "openapi", schema(max_items = 32))]
-    pub categories: Option<Vec<String>>,
-}
-
 #[derive(Clone, Debug, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SearchBody {
@@ -92,8 +82,10 @@ pub struct SearchBody {
     pub session_id: Option<String>,
     #[cfg_attr(feature = "openapi", schema(max_items = 4))]
     pub kinds: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "crate::json_objects::optional_object")]
-    pub filters: Option<SearchFiltersBody>,
+    /// A filter tree (AND/OR/NOT over conditions): see the engine's reference. Results are
+    /// the best matches among the memories it lets through.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_memory_filter))]
+    pub filters: Option<serde_json::Value>,
     /// 1–100, default 10.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 100))]
     #[serde(default, deserialize_with = "crate::json_integers::optional_whole")]
@@ -140,17 +132,6 @@ pub struct SearchBody {
     /// a profile with a traffic share may serve the search.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_profile_name))]
     pub profile: Option<String>,
-}
-
-impl SearchFiltersBody {
-    pub fn into_filters(self) -> SearchFilters {
-        SearchFilters {
-            metadata_equals: self.metadata.unwrap_or_default(),
-            created_after: self.created_after,
-            created_before: self.created_before,
-            categories_any: self.categories.unwrap_or_default(),
-        }
-    }
 }
 
 /// The metadata as an object (`null` or absent: empty); anything else is refused.
@@ -249,6 +230,7 @@ impl AddMemoriesBody {
                 ),
                 confidence,
                 expires_at: body.expires_at,
+                occurred_at: body.occurred_at,
                 content: body.content,
             });
         }
@@ -294,7 +276,14 @@ impl SearchBody {
                 &mut errors,
             ),
         };
-        let filters = self.filters.unwrap_or_default().into_filters();
+        let filters = match self.filters {
+            None => MemoryFilter::everything(),
+            Some(value) => crate::memory_filter::parse_memory_filter(&value, "filters")
+                .unwrap_or_else(|filter_errors| {
+                    errors.extend(filter_errors);
+                    MemoryFilter::everything()
+                }),
+        };
         let retrieval = parse_enum(
             self.retrieval.as_deref(),
             crate::search::RetrievalMode::default(),
@@ -377,18 +366,26 @@ pub fn parse_search_json(body: &[u8]) -> Result<ParsedSearch, Vec<FieldError>> {
     body.into_request()
 }
 
-/// A search's `filters` object alone (as evaluation cases and profiles carry it), checked
-/// against the documented limits.
-pub fn parse_search_filters_json(body: &[u8]) -> Result<SearchFilters, Vec<FieldError>> {
-    let body: SearchFiltersBody = serde_json::from_slice(body)
+/// A filter tree alone (as `POST /v1/memories/query`, bulk deletes and the fuzzer take it).
+pub fn parse_memory_filter_json(body: &[u8]) -> Result<MemoryFilter, Vec<FieldError>> {
+    let value: serde_json::Value = serde_json::from_slice(body)
         .map_err(|error| vec![FieldError::new("filters", error.to_string())])?;
-    let filters = body.into_filters();
-    let errors = filters.limit_errors();
-    if errors.is_empty() {
-        Ok(filters)
-    } else {
-        Err(errors)
+    crate::memory_filter::parse_memory_filter(&value, "filters")
+}
+
+/// The metadata and category conditions of an evaluation case's `filters` (its `kinds` and
+/// `session_id` are search fields of their own).
+pub fn eval_case_memory_filter(
+    filters: &serde_json::Value,
+    path: &str,
+) -> Result<MemoryFilter, Vec<FieldError>> {
+    let mut tree = serde_json::Map::new();
+    for key in ["metadata", "categories"] {
+        if let Some(value) = filters.get(key) {
+            tree.insert(key.to_string(), value.clone());
+        }
     }
+    crate::memory_filter::parse_memory_filter(&serde_json::Value::Object(tree), path)
 }
 
 // --- evaluation cases (JSON and JSONL) ---
@@ -452,10 +449,8 @@ pub fn parse_case(body: EvalCaseBody, field: &str, errors: &mut Vec<FieldError>)
                     "session_id" => value
                         .as_str()
                         .is_some_and(|id| ExternalId::parse(id).is_ok()),
-                    "metadata" => value.is_object(),
-                    "categories" => value.as_array().is_some_and(|categories| {
-                        categories.iter().all(serde_json::Value::is_string)
-                    }),
+                    // Checked below with the filter language's own errors.
+                    "metadata" | "categories" => true,
                     _ => false,
                 };
                 if !ok {
@@ -464,6 +459,9 @@ pub fn parse_case(body: EvalCaseBody, field: &str, errors: &mut Vec<FieldError>)
                         "expected kinds (list of kinds), session_id, metadata (object) or categories (list of strings)",
                     ));
                 }
+            }
+            if let Err(filter_errors) = eval_case_memory_filter(&filters, &path("filters")) {
+                errors.extend(filter_errors);
             }
         }
     }

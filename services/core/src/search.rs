@@ -2,110 +2,9 @@
 //! retrieve and rank them, and the tuning a retrieval profile sets. Plain values (no IO), so
 //! profiles, evaluation runs, the search itself and the fuzzer can all name them.
 
-use crate::{FieldError, Memory, MemoryKind, SubjectFilter};
+use crate::{FieldError, MemoryFilter, MemoryKind, SubjectFilter};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
-
-/// Conditions on metadata and time, applied to hydrated candidates.
-#[derive(Clone, Debug, Default)]
-pub struct SearchFilters {
-    /// Every listed metadata key must equal the given JSON value.
-    pub metadata_equals: serde_json::Map<String, serde_json::Value>,
-    pub created_after: Option<DateTime<Utc>>,
-    pub created_before: Option<DateTime<Utc>>,
-    /// The memory must carry at least one of these categories (empty: no condition).
-    pub categories_any: Vec<String>,
-}
-
-/// How deep arrays and objects nest inside `value` (a scalar is 0).
-fn nesting_depth(value: &serde_json::Value) -> usize {
-    match value {
-        serde_json::Value::Array(items) => 1 + items.iter().map(nesting_depth).max().unwrap_or(0),
-        serde_json::Value::Object(fields) => {
-            1 + fields.values().map(nesting_depth).max().unwrap_or(0)
-        }
-        _ => 0,
-    }
-}
-
-impl SearchFilters {
-    /// What is wrong with the filters against the documented limits (they are kept with
-    /// every recall event, so their size is bounded): one error per field, named as the
-    /// request names it (`filters.metadata.<key>`, `filters.categories`).
-    pub fn limit_errors(&self) -> Vec<crate::FieldError> {
-        use crate::FieldError;
-        use crate::limits::{
-            MAX_CATEGORY_CHARS, MAX_FILTER_CATEGORIES, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH,
-            MAX_FILTER_VALUE_BYTES,
-        };
-        let mut errors = Vec::new();
-        if self.metadata_equals.len() > MAX_FILTER_CONDITIONS {
-            errors.push(FieldError::new(
-                "filters.metadata",
-                format!("at most {MAX_FILTER_CONDITIONS} conditions"),
-            ));
-        }
-        for (key, value) in &self.metadata_equals {
-            let field = format!(
-                "filters.metadata.{}",
-                key.chars().take(64).collect::<String>()
-            );
-            if key.chars().count() > 255 {
-                errors.push(FieldError::new(field, "a key has at most 255 characters"));
-            } else if value.to_string().len() > MAX_FILTER_VALUE_BYTES {
-                errors.push(FieldError::new(
-                    field,
-                    format!("the value has at most {MAX_FILTER_VALUE_BYTES} bytes as JSON"),
-                ));
-            } else if nesting_depth(value) > MAX_FILTER_DEPTH {
-                errors.push(FieldError::new(
-                    field,
-                    format!("arrays and objects nest at most {MAX_FILTER_DEPTH} deep"),
-                ));
-            }
-        }
-        if self.categories_any.len() > MAX_FILTER_CATEGORIES
-            || self
-                .categories_any
-                .iter()
-                .any(|category| category.chars().count() > MAX_CATEGORY_CHARS)
-        {
-            errors.push(FieldError::new(
-                "filters.categories",
-                format!(
-                    "at most {MAX_FILTER_CATEGORIES} categories of at most {MAX_CATEGORY_CHARS} characters"
-                ),
-            ));
-        }
-        errors
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.metadata_equals.is_empty()
-            && self.created_after.is_none()
-            && self.created_before.is_none()
-            && self.categories_any.is_empty()
-    }
-
-    pub fn accepts(&self, memory: &Memory) -> bool {
-        let metadata_matches = self
-            .metadata_equals
-            .iter()
-            .all(|(key, expected)| memory.metadata.get(key) == Some(expected));
-        let after_matches = self
-            .created_after
-            .is_none_or(|after| memory.created_at >= after);
-        let before_matches = self
-            .created_before
-            .is_none_or(|before| memory.created_at < before);
-        let categories_match = self.categories_any.is_empty()
-            || memory
-                .categories
-                .iter()
-                .any(|category| self.categories_any.contains(category));
-        metadata_matches && after_matches && before_matches && categories_match
-    }
-}
 
 /// Which signals rank the results.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -197,7 +96,8 @@ pub struct SearchRequest {
     pub subject: SubjectFilter,
     pub session_only: bool,
     pub kinds: Vec<MemoryKind>,
-    pub filters: SearchFilters,
+    /// Conditions every result meets, applied before the top-k cut.
+    pub filters: MemoryFilter,
     pub top_k: usize,
     pub min_score: f32,
     pub retrieval: RetrievalMode,
@@ -224,7 +124,7 @@ impl Default for SearchRequest {
             subject: SubjectFilter::default(),
             session_only: false,
             kinds: Vec::new(),
-            filters: SearchFilters::default(),
+            filters: MemoryFilter::everything(),
             top_k: crate::limits::DEFAULT_TOP_K,
             min_score: 0.0,
             retrieval: RetrievalMode::Hybrid,
@@ -453,7 +353,6 @@ impl SearchMemoriesRequest {
                 format!("must be between 1 and {MAX_CONTEXT_TOKENS}, got {tokens}"),
             ));
         }
-        errors.extend(request.filters.limit_errors());
         errors
     }
 }
