@@ -29,6 +29,7 @@ mod m0023_store_retention;
 mod m0024_api_key_makers;
 mod m0025_idempotency_by_index;
 mod m0026_query_cache_epoch;
+mod m0027_memory_occurred_at;
 
 pub struct Migrator;
 
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0024_api_key_makers::Migration),
             Box::new(m0025_idempotency_by_index::Migration),
             Box::new(m0026_query_cache_epoch::Migration),
+            Box::new(m0027_memory_occurred_at::Migration),
         ]
     }
 }

@@ -327,6 +327,39 @@ pub struct MemoryListFilter {
     pub created_from: Option<DateTime<Utc>>,
     /// Created before.
     pub created_to: Option<DateTime<Utc>>,
+    /// A filter tree the memories also meet (the filter language).
+    pub tree: crate::MemoryFilter,
+}
+
+impl MemoryListFilter {
+    /// The conditions a search can apply too (source, category, creation times and the
+    /// tree), as one filter tree: subject, kind and state are a search's own fields.
+    pub fn search_tree(&self) -> crate::MemoryFilter {
+        use crate::memory_filter::{Comparison, FilterCondition, TimeField};
+        let mut tree = self.tree.clone();
+        let mut add = |condition: FilterCondition| {
+            tree = std::mem::take(&mut tree).and(crate::MemoryFilter::condition(condition));
+        };
+        if let Some(source) = self.source {
+            add(FilterCondition::Source(vec![source]));
+        }
+        if let Some(category) = self.category.clone().filter(|category| !category.is_empty()) {
+            add(FilterCondition::CategoriesAny(vec![category]));
+        }
+        for (bound, comparison) in [
+            (self.created_from, Comparison::Gte),
+            (self.created_to, Comparison::Lt),
+        ] {
+            if let Some(at) = bound {
+                add(FilterCondition::Time {
+                    field: TimeField::CreatedAt,
+                    comparison,
+                    at,
+                });
+            }
+        }
+        tree
+    }
 }
 
 #[derive(Clone, Debug)]

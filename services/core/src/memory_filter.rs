@@ -192,6 +192,12 @@ pub fn fold_case(text: &str) -> String {
     text.to_ascii_lowercase()
 }
 
+impl Default for MemoryFilter {
+    fn default() -> Self {
+        Self::everything()
+    }
+}
+
 impl MemoryFilter {
     /// The filter that lets every memory through.
     pub fn everything() -> Self {

@@ -380,7 +380,7 @@ operations! {
     AddMemories => WriteMemories, ForReaders, "add memories",
         [http("post", "/v1/memories"), mem0("post", "/v1/memories/"), Mcp("add_memory")];
     ListMemories => ReadMemories, Content, "list memories",
-        [http("get", "/v1/memories"), Console("list_memories"), mem0("get", "/v1/memories/"), Mcp("get_memories")];
+        [http("get", "/v1/memories"), http("post", "/v1/memories/query"), Console("list_memories"), mem0("get", "/v1/memories/"), Mcp("get_memories")];
     GetMemory => ReadMemories, Content, "read a memory",
         [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/")];
     EditMemory => WriteMemories, ForReaders, "edit a memory",
@@ -395,7 +395,10 @@ operations! {
     SearchMemories => ReadMemories, Content, "search memories",
         [http("post", "/v1/memories/search"), Console("list_memories"), mem0("post", "/v2/memories/search/"), Mcp("search_memories")];
     BulkDeleteMemories => DeleteMemories, None, "delete memories in bulk",
-        [Console("bulk_delete"), Console("preview_bulk_delete")];
+        [http("post", "/v1/memories/bulk-delete"), Console("bulk_delete"), Console("preview_bulk_delete")];
+    // End-user, agent, session and application ids with their counts: no memory text.
+    ListEntities => ReadMemories, None, "list the entities memories name",
+        [http("get", "/v1/entities")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];
 

@@ -349,6 +349,8 @@ impl MemoryEngine {
                 source: MemorySource::ModelInferred,
                 confidence: 0.9,
                 expires_at: None,
+                // The summary is about the newest episode's time at the latest.
+                occurred_at: episodes.iter().map(|episode| episode.occurred_at).max(),
             },
             embedding: vector,
             embedding_model: space.model_id.clone(),

@@ -256,6 +256,9 @@ impl MemoryEngine {
                         source: candidate.source,
                         confidence: candidate.confidence,
                         expires_at: candidate.expires_at,
+                        // What was said happened when it was said (never later than now).
+                        occurred_at: message
+                            .map(|message| message.sent_at.min(chrono::Utc::now())),
                     };
                     drafts.push(MemoryDraft {
                         memory: new_memory,
@@ -549,6 +552,7 @@ impl MemoryEngine {
                     agent_id: agent_id.map(str::to_string),
                     session_id: None,
                     kinds: Vec::new(),
+                    filter: None,
                 },
             )
             .await?;

@@ -4,7 +4,7 @@
 //! fell by more than the set's threshold since the previous run of the same profile.
 
 use crate::profiles::{DEFAULT_PROFILE, SearchTuning};
-use crate::search::{SearchFilters, SearchRequest};
+use crate::search::SearchRequest;
 use crate::{EngineError, MemoryEngine};
 use engram_core::NotFoundKind;
 use engram_core::recall::{CaseOutcome, nearest_rank_percentile, paired_difference};
@@ -131,19 +131,8 @@ fn search_request(
         },
         session_only: session_id.is_some(),
         kinds,
-        filters: SearchFilters {
-            metadata_equals: filters["metadata"].as_object().cloned().unwrap_or_default(),
-            categories_any: filters["categories"]
-                .as_array()
-                .map(|categories| {
-                    categories
-                        .iter()
-                        .filter_map(|category| category.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default(),
-            ..Default::default()
-        },
+        filters: engram_core::request_bodies::eval_case_memory_filter(filters, "filters")
+            .map_err(engram_core::InvalidInput)?,
         top_k: k,
         query_vector: case.case.query_vector.clone(),
         ..SearchRequest::default()

@@ -180,6 +180,14 @@ impl IndexApplier {
                 kind: row.kind,
                 created_at: row.created_at,
                 text: row.content,
+                filterable: engram_index::FilterableFields {
+                    source: Some(row.source),
+                    categories: row.categories,
+                    confidence: Some(row.confidence),
+                    updated_at: Some(row.updated_at),
+                    occurred_at: Some(row.occurred_at),
+                    metadata: row.metadata,
+                },
             })
             .collect();
         let upserted: Vec<MemoryId> = to_upsert.iter().map(|memory| memory.memory_id).collect();

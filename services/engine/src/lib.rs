@@ -41,7 +41,7 @@ pub use metering::UsageMeter;
 pub use pipeline::{AddOutcome, EditedMemory, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{
     DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
-    PackedContext, RankingSignals, RetrievalMode, SearchFilters, SearchHit, SearchOutcome,
+    PackedContext, RankingSignals, RetrievalMode, SearchHit, SearchOutcome,
     SearchRequest, SearchTimings, pack_context,
 };
 pub use spend_guard::{SpendGuard, format_micros};

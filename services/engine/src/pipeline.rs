@@ -46,6 +46,8 @@ pub struct MemoryEdit {
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     pub categories: Option<Vec<String>>,
     pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// A new event time (see `Memory::occurred_at`).
+    pub occurred_at: Option<DateTime<Utc>>,
     pub reason: Option<String>,
 }
 
@@ -483,6 +485,7 @@ impl MemoryEngine {
             metadata: edit.metadata,
             categories: edit.categories,
             expires_at: edit.expires_at,
+            occurred_at: edit.occurred_at,
             reason: edit.reason,
         };
         let (updated, _) = self

@@ -5,7 +5,10 @@ use crate::EngineError;
 use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
 use engram_core::{Memory, MemoryId, MemoryScope, ProjectScope};
-use engram_index::{InMemoryKeywordScorer, KeywordQuery, VectorHit, VectorQuery};
+use engram_index::{
+    InMemoryKeywordScorer, KeywordQuery, PayloadBound, PayloadFilter, VectorHit, VectorQuery,
+    payload_filter_for,
+};
 use engram_storage::recall::MemoryWithEmbedding;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,6 +68,9 @@ pub struct SearchOutcome {
 const CANDIDATE_FACTOR: usize = 5;
 const MIN_CANDIDATES: usize = 50;
 const FILTERED_CANDIDATES: usize = 500;
+/// A filter the index cannot answer alone (a substring) is first run in the database: when it
+/// matches at most this many memories, the index searches exactly those.
+pub const MAX_FILTER_PRESELECTION: u64 = 10_000;
 
 /// Search latency by phase (`embed`, `dense`, `keyword`, `hydrate`, `rank`, `total`).
 pub const SEARCH_DURATION_SECONDS: &str = "engram_search_duration_seconds";
@@ -201,10 +207,13 @@ impl MemoryEngine {
         timings: &mut SearchTimings,
     ) -> Result<Vec<Candidate>, EngineError> {
         let scope = memory_scope.project();
-        let candidate_limit = if request.filters.is_empty() {
+        let candidate_limit = if request.filters.is_everything() {
             (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES)
         } else {
             FILTERED_CANDIDATES
+        };
+        let Some(payload_filter) = self.payload_filter_of(memory_scope, request).await? else {
+            return Ok(Vec::new());
         };
         let as_text =
             |id: &Option<engram_core::ExternalId>| id.as_ref().map(|id| id.as_str().to_string());
@@ -230,6 +239,7 @@ impl MemoryEngine {
                         agent_id: agent_id.clone(),
                         session_id: session_id.clone(),
                         kinds: request.kinds.clone(),
+                        filter: payload_filter.clone(),
                     },
                 )
                 .instrument(tracing::info_span!("index.search", limit = candidate_limit))
@@ -252,6 +262,7 @@ impl MemoryEngine {
                         session_id: session_id.clone(),
                         kinds: request.kinds.clone(),
                         only_ids: None,
+                        filter: payload_filter.clone(),
                     },
                 )
                 .instrument(tracing::info_span!(
@@ -288,6 +299,7 @@ impl MemoryEngine {
                             session_id: session_id.clone(),
                             kinds: request.kinds.clone(),
                             only_ids: Some(unscored),
+                            filter: payload_filter.clone(),
                         },
                     )
                     .await?;
@@ -333,6 +345,60 @@ impl MemoryEngine {
             .collect();
         timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
         Ok(candidates)
+    }
+
+    /// The payload filter the index applies before its top-k cut: `Some(None)` when the
+    /// request has no filter, `None` when nothing can match. Conditions payloads cannot answer
+    /// (substrings) are first run in the database; when they match few enough memories the
+    /// index is given exactly those, else the index narrows by the rest and the check after
+    /// hydration decides.
+    async fn payload_filter_of(
+        &self,
+        memory_scope: &MemoryScope,
+        request: &SearchRequest,
+    ) -> Result<Option<Option<PayloadFilter>>, EngineError> {
+        if request.filters.is_everything() {
+            return Ok(Some(None));
+        }
+        let translation = payload_filter_for(&request.filters);
+        let mut payload_filter = match translation.bound {
+            PayloadBound::Nothing => return Ok(None),
+            PayloadBound::Everything => None,
+            PayloadBound::Only(filter) => Some(filter),
+        };
+        if !translation.exact {
+            let mut subject = request.subject.clone();
+            if !request.session_only {
+                subject.session_id = None;
+            }
+            let mut tree = request.filters.clone();
+            if !request.kinds.is_empty() {
+                tree = tree.and(engram_core::MemoryFilter::condition(
+                    engram_core::memory_filter::FilterCondition::Kind(request.kinds.clone()),
+                ));
+            }
+            let listing = engram_core::memory::MemoryListFilter {
+                subject,
+                tree,
+                ..Default::default()
+            };
+            let matching = self
+                .storage
+                .memory_ids_matching(memory_scope, &listing, MAX_FILTER_PRESELECTION + 1)
+                .instrument(tracing::info_span!("db.filter_preselection"))
+                .await?;
+            if matching.is_empty() {
+                return Ok(None);
+            }
+            if matching.len() as u64 <= MAX_FILTER_PRESELECTION {
+                let ids = PayloadFilter::Ids(matching);
+                payload_filter = Some(match payload_filter {
+                    Some(narrowed) => PayloadFilter::All(vec![narrowed, ids]),
+                    None => ids,
+                });
+            }
+        }
+        Ok(Some(payload_filter))
     }
 
     /// Every memory of the subject that was valid at `as_of` (superseded ones included),
@@ -446,7 +512,7 @@ fn rank_candidates(
         .flatten();
     let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
     for (candidate, dense_similarity) in candidates {
-        if always_ids.contains(&candidate.memory.id) || !request.filters.accepts(&candidate.memory)
+        if always_ids.contains(&candidate.memory.id) || !request.filters.matches(&candidate.memory)
         {
             continue;
         }

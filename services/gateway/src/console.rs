@@ -239,12 +239,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     query: meaning.chars().take(2_000).collect(),
                     subject: filter.subject,
                     kinds: filter.kind.into_iter().collect(),
-                    filters: engram_engine::SearchFilters {
-                        created_after: filter.created_from,
-                        created_before: filter.created_to,
-                        categories_any: filter.category.into_iter().collect(),
-                        ..Default::default()
-                    },
+                    filters: filter.search_tree(),
                     top_k: query.limit.clamp(1, 100) as usize,
                     session_only,
                     ..engram_engine::SearchRequest::default()

@@ -8,7 +8,7 @@ use crate::routes::{
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
-    MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchFiltersBody, SearchResponseView,
+    MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchResponseView,
     SearchResultView,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
@@ -327,6 +327,9 @@ impl Modify for CommonProblemResponses {
         memories::delete_memory,
         memories::memory_history,
         memories::search_memories,
+        memories::query_memories,
+        memories::bulk_delete_memories,
+        memories::list_entities,
         keys::list_keys,
         keys::create_key,
         keys::revoke_key,
@@ -383,7 +386,7 @@ impl Modify for CommonProblemResponses {
         recall_quality::EvalCaseBody, recall_quality::CreateEvalSetBody, recall_quality::EvalSetView, recall_quality::EvalSetListView, recall_quality::AddEvalCasesBody,
         recall_quality::EvalCaseView, recall_quality::EvalCaseListView, recall_quality::StartEvalRunBody, recall_quality::EvalRunView, recall_quality::EvalRunStartedView, recall_quality::EvalRunListView,
         MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView, crate::views::RankingSignalsView, crate::views::SearchTimingsView, crate::views::SearchContextView,
-        NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, SearchFiltersBody, ProblemDocument,
+        NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, engram_core::openapi_schemas::MemoryFilterSchema, ProblemDocument,
         crate::views::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         crate::views::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
@@ -487,7 +490,7 @@ fn publish_path_parameter_rules(document: &mut serde_json::Value) {
     }
 }
 
-/// An edit changes at least one of content, metadata, categories or expiry
+/// An edit changes at least one of content, metadata, categories, expiry or event time
 /// (`MemoryEdit::limit_errors`): a body of only `reason` or `embedding` is refused. `null`
 /// clears an expiry, so it counts; for the others the value must be there.
 fn publish_edit_needs_a_change(document: &mut serde_json::Value) {
@@ -500,6 +503,7 @@ fn publish_edit_needs_a_change(document: &mut serde_json::Value) {
         {"required": ["metadata"], "properties": {"metadata": {"type": "object"}}},
         {"required": ["categories"], "properties": {"categories": {"type": "array"}}},
         {"required": ["expires_at"]},
+        {"required": ["occurred_at"], "properties": {"occurred_at": {"type": "string"}}},
     ]);
 }
 

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 // The add and search bodies are engram-core's, where they are parsed (and fuzzed).
 pub use engram_core::request_bodies::{
-    AddMemoriesBody, NewMemoryBody, SearchBody, SearchFiltersBody,
+    AddMemoriesBody, NewMemoryBody, SearchBody,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -47,6 +47,9 @@ pub struct MemoryView {
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// When what the memory describes happened (event time): the write time unless the
+    /// writer said otherwise.
+    pub occurred_at: DateTime<Utc>,
     pub valid_from: DateTime<Utc>,
     pub valid_to: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
@@ -80,6 +83,7 @@ impl From<&Memory> for MemoryView {
             version: memory.version,
             created_at: memory.created_at,
             updated_at: memory.updated_at,
+            occurred_at: memory.occurred_at,
             valid_from: memory.valid_from,
             valid_to: memory.valid_to,
             expires_at: memory.expires_at,
@@ -99,6 +103,80 @@ pub struct MemoriesEnvelope {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct MemoryListView {
     pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /v1/memories/query`: list the memories a filter tree matches.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct QueryMemoriesBody {
+    /// The filter tree (`MemoryFilter`); absent or null lists every active memory.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_memory_filter)]
+    pub filters: Option<serde_json::Value>,
+    /// 1–500, default 50.
+    #[schema(minimum = 1, maximum = 500)]
+    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    pub limit: Option<i64>,
+    /// The previous page's `next_cursor`.
+    #[schema(format = Uuid)]
+    pub cursor: Option<String>,
+    /// Also answer `total`, how many memories match in all (one more count query).
+    pub include_total: Option<bool>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct QueriedMemoriesView {
+    pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; null at the end.
+    pub next_cursor: Option<String>,
+    /// How many memories match in all (with `include_total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+/// `POST /v1/memories/bulk-delete`: delete what a filter tree matches.
+#[derive(Clone, Debug, Deserialize, ToSchema)]
+pub struct BulkDeleteBody {
+    /// The filter tree (`MemoryFilter`). An empty or absent filter is refused unless `all`
+    /// is true.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_memory_filter)]
+    pub filters: Option<serde_json::Value>,
+    /// Confirms that an empty filter means every memory of the project (for an end-user
+    /// token: of its end-user).
+    pub all: Option<bool>,
+    /// Kept in the audit log (at most 1,024 characters).
+    #[schema(max_length = 1024)]
+    pub reason: Option<String>,
+    /// Count what would be deleted; delete nothing.
+    pub dry_run: Option<bool>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct BulkDeleteView {
+    /// Memories the filter matched.
+    pub matched: u64,
+    /// Deleted by this call (0 on a dry run).
+    pub deleted: u64,
+    /// Immutable or under legal hold: skipped (on a dry run: would be).
+    pub skipped_locked: u64,
+    /// Still matching beyond this call's cap of 10,000: call again.
+    pub remaining: u64,
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct EntityView {
+    /// `user | agent | session | app`
+    #[serde(rename = "type")]
+    pub entity_type: String,
+    pub id: String,
+    /// Active memories naming it.
+    pub memories: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct EntitiesView {
+    pub entities: Vec<EntityView>,
     /// Pass as `cursor` for the next page; null at the end.
     pub next_cursor: Option<String>,
 }
@@ -247,6 +325,9 @@ pub struct EditMemoryBody {
     #[serde(default, deserialize_with = "present_or_null")]
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<Option<DateTime<Utc>>>,
+    /// A new event time: when what the memory describes happened (RFC 3339; at most 5
+    /// minutes ahead of the server's clock).
+    pub occurred_at: Option<DateTime<Utc>>,
     /// Why the memory was changed; kept in its history (at most 1,024 characters).
     #[schema(max_length = 1024)]
     pub reason: Option<String>,
@@ -274,6 +355,7 @@ impl EditMemoryBody {
             metadata,
             categories: self.categories,
             expires_at: self.expires_at,
+            occurred_at: self.occurred_at,
             reason: self.reason,
         };
         errors.extend(edit.limit_errors());

@@ -1,10 +1,15 @@
 //! The in-process vector index on qdrant-edge: one shard directory holds every project's points,
 //! isolated by payload filters, plus the background thread that builds HNSW indexes and flushes.
 
-use crate::{
-    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PointsPage, VectorHit, VectorIndex,
-    VectorQuery,
+use crate::payload_filter::{
+    CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, payload_metadata,
 };
+use crate::{
+    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
+    VectorIndex, VectorQuery,
+};
+use engram_core::memory_filter::Comparison;
 use async_trait::async_trait;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_edge::{
@@ -614,11 +619,16 @@ impl SharedShard {
         scope: &ProjectScope,
         query: VectorQuery,
     ) -> Result<Vec<VectorHit>, IndexError> {
-        let search_filter = search_filter(
+        let mut search_filter = search_filter(
             scope,
             [query.user_id, query.agent_id, query.session_id],
             &query.kinds,
         )?;
+        if let Some(filter) = &query.filter
+            && let Some(conditions) = search_filter.must.as_mut()
+        {
+            conditions.push(payload_condition(filter)?);
+        }
         let request = QueryRequestBuilder::new(query.limit)
             .query(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
                 query: VectorInternal::Dense(query.vector),
@@ -648,15 +658,18 @@ impl SharedShard {
             &query.kinds,
         )?;
         let mut search_filter = corpus_filter.clone();
-        if let Some(only_ids) = &query.only_ids
-            && let Some(conditions) = search_filter.must.as_mut()
-        {
-            conditions.push(Condition::HasId(
-                only_ids
-                    .iter()
-                    .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
-                    .collect::<HasIdCondition>(),
-            ));
+        if let Some(conditions) = search_filter.must.as_mut() {
+            if let Some(only_ids) = &query.only_ids {
+                conditions.push(Condition::HasId(
+                    only_ids
+                        .iter()
+                        .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
+                        .collect::<HasIdCondition>(),
+                ));
+            }
+            if let Some(filter) = &query.filter {
+                conditions.push(payload_condition(filter)?);
+            }
         }
         let request = QueryRequestBuilder::new(query.limit)
             .query(
@@ -973,8 +986,67 @@ fn point_struct(
         CREATED_AT_FIELD: point.created_at.to_rfc3339(),
         TEXT_FIELD: point.text,
         LAYOUT_FIELD: POINT_LAYOUT,
+        SOURCE_FIELD: point.filterable.source.map(|source| source.as_str()),
+        CATEGORIES_FIELD: point.filterable.categories,
+        CONFIDENCE_FIELD: point.filterable.confidence,
+        CREATED_MICROS_FIELD: point.created_at.timestamp_micros(),
+        UPDATED_MICROS_FIELD: point.filterable.updated_at.map(|at| at.timestamp_micros()),
+        OCCURRED_MICROS_FIELD: point.filterable.occurred_at.map(|at| at.timestamp_micros()),
+        METADATA_FIELD: payload_metadata(&point.filterable.metadata),
     });
     PointStruct::new(PointId::Uuid(point_uuid), point.vector, payload)
+}
+
+/// The qdrant-edge condition of a payload filter.
+fn payload_condition(filter: &PayloadFilter) -> Result<Condition, IndexError> {
+    let nested = |must, should, must_not| {
+        Condition::Filter(Filter {
+            should,
+            min_should: None,
+            must,
+            must_not,
+        })
+    };
+    let all = |children: &[PayloadFilter]| -> Result<Vec<Condition>, IndexError> {
+        children.iter().map(payload_condition).collect()
+    };
+    Ok(match filter {
+        PayloadFilter::All(children) => nested(Some(all(children)?), None, None),
+        PayloadFilter::Any(children) => nested(None, Some(all(children)?), None),
+        PayloadFilter::Not(child) => nested(None, None, Some(vec![payload_condition(child)?])),
+        PayloadFilter::KeywordIn { field, values } => {
+            keyword_condition(field, Match::from(values.clone()))?
+        }
+        PayloadFilter::Present { field } => {
+            Condition::Field(FieldCondition::new_is_empty(field_path(field)?, false))
+        }
+        PayloadFilter::Range {
+            field,
+            comparison,
+            value,
+        } => {
+            let bound = Some(qdrant_edge::ordered_float::OrderedFloat(*value));
+            let mut range = qdrant_edge::Range {
+                lt: None,
+                gt: None,
+                gte: None,
+                lte: None,
+            };
+            match comparison {
+                Comparison::Gt => range.gt = bound,
+                Comparison::Gte => range.gte = bound,
+                Comparison::Lt => range.lt = bound,
+                Comparison::Lte => range.lte = bound,
+            }
+            Condition::Field(FieldCondition::new_range(field_path(field)?, range))
+        }
+        PayloadFilter::BoolIs { field, value } => keyword_condition(field, Match::from(*value))?,
+        PayloadFilter::Ids(ids) => Condition::HasId(
+            ids.iter()
+                .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
+                .collect::<HasIdCondition>(),
+        ),
+    })
 }
 
 fn project_id_text(scope: &ProjectScope) -> String {

@@ -8,10 +8,12 @@ use std::collections::HashMap;
 
 pub mod edge;
 pub mod keywords;
+pub mod payload_filter;
 pub mod remote;
 
 pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
 pub use keywords::InMemoryKeywordScorer;
+pub use payload_filter::{PayloadBound, PayloadFilter, PayloadTranslation, payload_filter_for};
 pub use remote::{
     MINIMUM_QDRANT_VERSION, QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model,
 };
@@ -30,6 +32,20 @@ pub struct IndexedMemory {
     pub created_at: DateTime<Utc>,
     /// The memory's content (after PII masking), indexed for keyword (BM25) search.
     pub text: String,
+    /// What filters read beyond the subject and kind.
+    pub filterable: FilterableFields,
+}
+
+/// The fields of a memory a filter reads from the payload besides subject and kind (see
+/// [`payload_filter`]); absent ones are stored as null.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FilterableFields {
+    pub source: Option<engram_core::MemorySource>,
+    pub categories: Vec<String>,
+    pub confidence: Option<f64>,
+    pub updated_at: Option<DateTime<Utc>>,
+    pub occurred_at: Option<DateTime<Utc>>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A page of [`VectorIndex::points_page`].
@@ -49,6 +65,8 @@ pub struct VectorQuery {
     pub session_id: Option<String>,
     /// Empty means every kind.
     pub kinds: Vec<MemoryKind>,
+    /// Conditions of the caller's filter the payload answers, applied before the top-k cut.
+    pub filter: Option<PayloadFilter>,
 }
 
 /// A keyword (BM25) query inside one project: `text` is tokenized by the index itself
@@ -66,12 +84,16 @@ pub struct KeywordQuery {
     /// Score only these memories (their term statistics still come from everything the
     /// other filters let through). `None`: every memory.
     pub only_ids: Option<Vec<MemoryId>>,
+    /// Conditions of the caller's filter the payload answers, applied before the top-k cut
+    /// (term statistics do not depend on it).
+    pub filter: Option<PayloadFilter>,
 }
 
 /// The version of the point layout written by this code. Points of an older layout (written
 /// before keyword search existed, so without `text`) are reported as stale by
 /// [`VectorIndex::points_page`] and rewritten by the reconciler.
-pub const POINT_LAYOUT: i64 = 2;
+/// Layout 3 added the fields filters read (source, categories, confidence, times, metadata).
+pub const POINT_LAYOUT: i64 = 3;
 
 /// One search hit: cosine similarity in [-1, 1] for vector search, a BM25 score (≥ 0,
 /// unbounded) for keyword search.

@@ -5,10 +5,15 @@
 //! tenant boundary holds: every read and write goes through [`project_filter`], and there is no
 //! code path that talks to the collection without it.
 
-use crate::{
-    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PointsPage, VectorHit, VectorIndex,
-    VectorQuery,
+use crate::payload_filter::{
+    CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, payload_metadata,
 };
+use crate::{
+    IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
+    VectorIndex, VectorQuery,
+};
+use engram_core::memory_filter::Comparison;
 use async_trait::async_trait;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_client::qdrant::{
@@ -334,6 +339,38 @@ fn subject_conditions(
     conditions
 }
 
+/// The Qdrant condition of a payload filter (added to [`project_filter`]'s, never alone).
+pub(crate) fn payload_condition(filter: &PayloadFilter) -> Condition {
+    let all = |children: &[PayloadFilter]| children.iter().map(payload_condition).collect::<Vec<_>>();
+    match filter {
+        PayloadFilter::All(children) => Condition::from(Filter::must(all(children))),
+        PayloadFilter::Any(children) => Condition::from(Filter::should(all(children))),
+        PayloadFilter::Not(child) => Condition::from(Filter::must_not([payload_condition(child)])),
+        PayloadFilter::KeywordIn { field, values } => {
+            Condition::matches(field.clone(), values.clone())
+        }
+        PayloadFilter::Present { field } => {
+            Condition::from(Filter::must_not([Condition::is_empty(field.clone())]))
+        }
+        PayloadFilter::Range {
+            field,
+            comparison,
+            value,
+        } => {
+            let mut range = Range::default();
+            match comparison {
+                Comparison::Gt => range.gt = Some(*value),
+                Comparison::Gte => range.gte = Some(*value),
+                Comparison::Lt => range.lt = Some(*value),
+                Comparison::Lte => range.lte = Some(*value),
+            }
+            Condition::range(field.clone(), range)
+        }
+        PayloadFilter::BoolIs { field, value } => Condition::matches(field.clone(), *value),
+        PayloadFilter::Ids(ids) => Condition::has_id(ids.iter().copied().map(point_id_of)),
+    }
+}
+
 fn hits_of(scored_points: Vec<ScoredPoint>) -> Vec<VectorHit> {
     scored_points
         .into_iter()
@@ -396,6 +433,36 @@ fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
     payload.insert(CREATED_AT_FIELD, point.created_at.to_rfc3339());
     payload.insert(TEXT_FIELD, point.text);
     payload.insert(LAYOUT_FIELD, POINT_LAYOUT);
+    let filterable = point.filterable;
+    if let Some(source) = filterable.source {
+        payload.insert(SOURCE_FIELD, source.as_str().to_string());
+    }
+    payload.insert(CATEGORIES_FIELD, filterable.categories);
+    if let Some(confidence) = filterable.confidence {
+        payload.insert(CONFIDENCE_FIELD, confidence);
+    }
+    payload.insert(CREATED_MICROS_FIELD, point.created_at.timestamp_micros());
+    for (field, at) in [
+        (UPDATED_MICROS_FIELD, filterable.updated_at),
+        (OCCURRED_MICROS_FIELD, filterable.occurred_at),
+    ] {
+        if let Some(at) = at {
+            payload.insert(field, at.timestamp_micros());
+        }
+    }
+    let mut metadata = Payload::new();
+    for (key, value) in payload_metadata(&filterable.metadata) {
+        match value {
+            serde_json::Value::String(text) => metadata.insert(key, text),
+            serde_json::Value::Bool(flag) => metadata.insert(key, flag),
+            serde_json::Value::Number(number) => match number.as_i64() {
+                Some(integer) => metadata.insert(key, integer),
+                None => metadata.insert(key, number.as_f64().unwrap_or(f64::NAN)),
+            },
+            _ => {}
+        }
+    }
+    payload.insert(METADATA_FIELD, Value::from(metadata));
     PointStruct::new(point_id_of(point.memory_id), point.vector, payload)
 }
 
@@ -566,10 +633,13 @@ impl VectorIndex for QdrantVectorIndex {
         if query.limit == 0 {
             return Ok(Vec::new());
         }
-        let conditions = subject_conditions(
+        let mut conditions = subject_conditions(
             [query.user_id, query.agent_id, query.session_id],
             &query.kinds,
         );
+        if let Some(filter) = &query.filter {
+            conditions.push(payload_condition(filter));
+        }
         let response = self
             .client
             .query(
@@ -601,6 +671,9 @@ impl VectorIndex for QdrantVectorIndex {
         let mut scored_conditions = conditions;
         if let Some(only_ids) = &query.only_ids {
             scored_conditions.push(Condition::has_id(only_ids.iter().copied().map(point_id_of)));
+        }
+        if let Some(filter) = &query.filter {
+            scored_conditions.push(payload_condition(filter));
         }
         let filter = project_filter(scope, scored_conditions);
         // Term statistics come from the points this query may see, never other projects.
@@ -724,5 +797,79 @@ impl VectorIndex for QdrantVectorIndex {
             .await
             .map_err(|error| qdrant_failure("answer a health check", error))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload_filter::{PayloadBound, payload_filter_for};
+    use engram_core::memory_filter::parse_memory_filter;
+    use qdrant_client::qdrant::{condition::ConditionOneOf, r#match::MatchValue};
+
+    /// There is no Qdrant server here: the translation is checked on the filter it builds.
+    #[test]
+    fn a_filter_tree_becomes_the_qdrant_filter_it_means() {
+        let filter = parse_memory_filter(
+            &serde_json::json!({
+                "OR": [{"agent_id": "support"}, {"metadata": {"shared": true}}],
+                "NOT": {"categories": {"in": ["secret"]}},
+                "occurred_at": {"gte": "2024-07-01T00:00:00Z"}
+            }),
+            "filters",
+        )
+        .expect("a valid filter");
+        let translation = payload_filter_for(&filter);
+        assert!(translation.exact);
+        let PayloadBound::Only(payload) = translation.bound else {
+            panic!("the filter narrows the search");
+        };
+        let condition = payload_condition(&payload);
+        let Some(ConditionOneOf::Filter(all)) = condition.condition_one_of else {
+            panic!("an AND becomes a nested filter: {condition:?}");
+        };
+        assert_eq!(all.must.len(), 3, "{all:?}");
+        let nested = |condition: &Condition| match &condition.condition_one_of {
+            Some(ConditionOneOf::Filter(filter)) => filter.clone(),
+            other => panic!("expected a nested filter, got {other:?}"),
+        };
+        let field = |condition: &Condition| match &condition.condition_one_of {
+            Some(ConditionOneOf::Field(field)) => field.clone(),
+            other => panic!("expected a field condition, got {other:?}"),
+        };
+        let nested_filters: Vec<Filter> = all
+            .must
+            .iter()
+            .filter(|condition| matches!(condition.condition_one_of, Some(ConditionOneOf::Filter(_))))
+            .map(nested)
+            .collect();
+        let or = nested_filters
+            .iter()
+            .find(|filter| !filter.should.is_empty())
+            .expect("the OR is a nested filter of should conditions");
+        assert_eq!(or.should.len(), 2);
+        assert_eq!(field(&or.should[0]).key, "agent_id");
+        let shared = field(&or.should[1]);
+        assert_eq!(shared.key, "metadata.shared");
+        assert_eq!(
+            shared.r#match.and_then(|wanted| wanted.match_value),
+            Some(MatchValue::Boolean(true))
+        );
+        let not = nested_filters
+            .iter()
+            .find(|filter| !filter.must_not.is_empty())
+            .expect("the NOT is a nested filter of must_not conditions");
+        assert_eq!(field(&not.must_not[0]).key, "categories");
+        let occurred = all
+            .must
+            .iter()
+            .find(|condition| matches!(condition.condition_one_of, Some(ConditionOneOf::Field(_))))
+            .map(field)
+            .expect("the time is a field condition");
+        assert_eq!(occurred.key, "occurred_us");
+        let expected = chrono::DateTime::parse_from_rfc3339("2024-07-01T00:00:00Z")
+            .expect("a time")
+            .timestamp_micros() as f64;
+        assert_eq!(occurred.range.and_then(|range| range.gte), Some(expected));
     }
 }

@@ -14,6 +14,8 @@ pub mod governance;
 mod idempotency;
 pub mod members;
 pub mod memories;
+pub mod memory_entities;
+mod memory_filter_sql;
 pub mod outbox;
 pub mod recall;
 pub mod recall_quality;

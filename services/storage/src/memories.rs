@@ -67,6 +67,7 @@ pub struct MemoryPatch {
     pub categories: Option<Vec<String>>,
     /// `Some(None)` clears the expiry.
     pub expires_at: Option<Option<DateTime<Utc>>>,
+    pub occurred_at: Option<DateTime<Utc>>,
     pub reason: Option<String>,
 }
 
@@ -163,6 +164,7 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
         version: model.version,
         created_at: model.created_at,
         updated_at: model.updated_at,
+        occurred_at: model.occurred_at,
         valid_from: model.valid_from,
         valid_to: model.valid_to,
         expires_at: model.expires_at,
@@ -574,6 +576,7 @@ impl Storage {
                 version: Set(1),
                 created_at: Set(now),
                 updated_at: Set(now),
+                occurred_at: Set(draft.memory.occurred_at.unwrap_or(now)),
                 valid_from: Set(now),
                 valid_to: Set(None),
                 expires_at: Set(draft.memory.expires_at),
@@ -699,6 +702,73 @@ impl Storage {
         scope: &MemoryScope,
         filter: &MemoryListFilter,
     ) -> Result<MemoryPage, StorageError> {
+        let mut query = self.memories_matching(scope, filter);
+        if let Some(after) = filter.after {
+            query = query.filter(memories::Column::Id.lt(after.as_uuid()));
+        }
+        let limit = filter.limit.max(1);
+        let mut models = query
+            .order_by_desc(memories::Column::Id)
+            .limit(limit + 1)
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let has_more = models.len() as u64 > limit;
+        models.truncate(limit as usize);
+        let memories = models
+            .into_iter()
+            .map(memory_from_model)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next_cursor = if has_more {
+            memories.last().map(|memory| memory.id)
+        } else {
+            None
+        };
+        Ok(MemoryPage {
+            memories,
+            next_cursor,
+        })
+    }
+
+    /// How many memories `filter` matches (its cursor and limit aside).
+    pub async fn count_memories(
+        &self,
+        scope: &MemoryScope,
+        filter: &MemoryListFilter,
+    ) -> Result<u64, StorageError> {
+        self.memories_matching(scope, filter)
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// The ids of at most `limit` memories `filter` matches, newest first (its cursor and
+    /// limit aside).
+    pub async fn memory_ids_matching(
+        &self,
+        scope: &MemoryScope,
+        filter: &MemoryListFilter,
+        limit: u64,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        let ids: Vec<uuid::Uuid> = self
+            .memories_matching(scope, filter)
+            .select_only()
+            .column(memories::Column::Id)
+            .order_by_desc(memories::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
+    }
+
+    /// The memories of `scope` that `filter` matches, cursor and limit aside.
+    fn memories_matching(
+        &self,
+        scope: &MemoryScope,
+        filter: &MemoryListFilter,
+    ) -> Select<memories::Entity> {
         let state = filter.state.unwrap_or(MemoryState::Active);
         let mut query = owned_memories_of(scope)
             .filter(memories::Column::State.eq(state.as_str()))
@@ -706,8 +776,11 @@ impl Storage {
         if let Some(kind) = filter.kind {
             query = query.filter(memories::Column::Kind.eq(kind.as_str()));
         }
-        if let Some(after) = filter.after {
-            query = query.filter(memories::Column::Id.lt(after.as_uuid()));
+        if !filter.tree.is_everything() {
+            query = query.filter(crate::memory_filter_sql::memory_filter_condition(
+                &filter.tree,
+                self.connection.get_database_backend(),
+            ));
         }
         if let Some(source) = filter.source {
             query = query.filter(memories::Column::Source.eq(source.as_str()));
@@ -752,28 +825,7 @@ impl Storage {
                     .add(like(memories::Column::UserId)),
             );
         }
-        let limit = filter.limit.max(1);
-        let mut models = query
-            .order_by_desc(memories::Column::Id)
-            .limit(limit + 1)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        let has_more = models.len() as u64 > limit;
-        models.truncate(limit as usize);
-        let memories = models
-            .into_iter()
-            .map(memory_from_model)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = if has_more {
-            memories.last().map(|memory| memory.id)
-        } else {
-            None
-        };
-        Ok(MemoryPage {
-            memories,
-            next_cursor,
-        })
+        query
     }
 
     /// Apply a patch. With `expected_version`, a mismatch is a conflict and changes nothing.
@@ -834,6 +886,9 @@ impl Storage {
         }
         if let Some(expires_at) = patch.expires_at {
             update = update.col_expr(memories::Column::ExpiresAt, Expr::value(expires_at));
+        }
+        if let Some(occurred_at) = patch.occurred_at {
+            update = update.col_expr(memories::Column::OccurredAt, Expr::value(occurred_at));
         }
         // The version guard makes a concurrent patch that slipped in between lose cleanly.
         let result = update

@@ -37,6 +37,13 @@ pub struct IndexingRow {
     pub created_at: DateTime<Utc>,
     /// The stored (PII-masked) content, for keyword search.
     pub content: String,
+    /// What filters read beyond the subject and kind.
+    pub source: engram_core::MemorySource,
+    pub categories: Vec<String>,
+    pub confidence: f64,
+    pub updated_at: DateTime<Utc>,
+    pub occurred_at: DateTime<Utc>,
+    pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
 fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
@@ -120,6 +127,17 @@ impl Storage {
             let kind = model.kind.parse().map_err(|error| {
                 StorageError::Internal(format!("stored kind is invalid: {error}"))
             })?;
+            let source = model.source.parse().map_err(|error| {
+                StorageError::Internal(format!("stored source is invalid: {error}"))
+            })?;
+            let categories: Vec<String> = serde_json::from_value(model.categories.clone())
+                .map_err(|error| {
+                    StorageError::Internal(format!("stored categories are invalid: {error}"))
+                })?;
+            let metadata = match model.metadata.clone() {
+                serde_json::Value::Object(metadata) => metadata,
+                _ => serde_json::Map::new(),
+            };
             let memory_id = MemoryId::from_uuid(model.id);
             rows.insert(
                 memory_id,
@@ -133,6 +151,12 @@ impl Storage {
                     kind,
                     created_at: model.created_at,
                     content: model.content,
+                    source,
+                    categories,
+                    confidence: model.confidence,
+                    updated_at: model.updated_at,
+                    occurred_at: model.occurred_at,
+                    metadata,
                 },
             );
         }

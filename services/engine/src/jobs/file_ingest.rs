@@ -192,6 +192,7 @@ fn chunk_memory(file: &FileRecord, chunk: &FileChunk, total: usize) -> Result<Ne
         source: MemorySource::File,
         confidence: 1.0,
         expires_at: None,
+        occurred_at: None,
     })
 }
 

@@ -25,11 +25,17 @@ impl MemoryEdit {
             && self.metadata.is_none()
             && self.categories.is_none()
             && self.expires_at.is_none()
+            && self.occurred_at.is_none()
         {
             errors.push(FieldError::new(
                 "body",
-                "nothing to change: give content, metadata, categories or expires_at",
+                "nothing to change: give content, metadata, categories, expires_at or occurred_at",
             ));
+        }
+        if let Some(error) =
+            engram_core::memory::occurred_at_error("occurred_at", self.occurred_at)
+        {
+            errors.push(error);
         }
         if let Some(content) = &self.content {
             errors.extend(content_errors("content", content));

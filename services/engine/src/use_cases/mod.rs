@@ -19,10 +19,12 @@ mod evaluation;
 mod feedback;
 mod files;
 mod get_memory;
+mod list_entities;
 mod list_memories;
 mod memory_history;
 mod messages;
 mod project_settings;
+mod query_memories;
 mod recall_quality;
 mod search_memories;
 mod session_state;
@@ -40,7 +42,8 @@ pub use audit::{
 };
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
-    BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview,
+    BulkDeleteOutcome, BulkDeletePreview, DeleteMatchingOutcome, DeleteMatchingRequest,
+    MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview,
     SetMemoryFlagsRequest, SubjectSummary,
 };
 pub use console_accounts::{
@@ -56,12 +59,14 @@ pub use evaluation::{
 };
 pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
+pub use list_entities::{EntityCount, EntityPage, ListEntitiesRequest, MAX_ENTITY_PAGE};
 pub use list_memories::ListMemoriesRequest;
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{
     MAX_RETENTION_DAYS, ProjectSettingsChange, ProjectSettingsReport, store_retention_days_of,
     stores_with_retention_days,
 };
+pub use query_memories::{QueriedMemories, QueryMemoriesRequest};
 pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
 pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,

@@ -207,10 +207,7 @@ impl RecordedSearch {
             retrieval: request.retrieval.as_str(),
             filters: serde_json::json!({
                 "kinds": request.kinds.iter().map(|kind| kind.as_str()).collect::<Vec<_>>(),
-                "metadata": request.filters.metadata_equals,
-                "categories": request.filters.categories_any,
-                "created_after": request.filters.created_after,
-                "created_before": request.filters.created_before,
+                "filter": request.filters.to_json(),
                 "session_only": request.session_only,
                 "as_of": request.as_of,
                 "top_k": request.top_k,

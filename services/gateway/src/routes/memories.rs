@@ -7,6 +7,10 @@ use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use crate::views::RecallBudgetView;
 use crate::views::{
+    BulkDeleteBody, BulkDeleteView, EntitiesView, EntityView, QueriedMemoriesView,
+    QueryMemoriesBody,
+};
+use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
     RankingSignalsView, SearchBody, SearchContextView, SearchResponseView, SearchResultView,
     SearchTimingsView,
@@ -32,6 +36,9 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/memories", post(add_memories).get(list_memories))
         .route("/v1/memories/search", post(search_memories))
+        .route("/v1/memories/query", post(query_memories))
+        .route("/v1/memories/bulk-delete", post(bulk_delete_memories))
+        .route("/v1/entities", get(list_entities))
         .route(
             "/v1/memories/{memory_id}",
             get(get_memory).patch(edit_memory).delete(delete_memory),
@@ -231,6 +238,166 @@ pub async fn list_memories(
     Ok(Json(MemoryListView {
         memories: page.memories.iter().map(MemoryView::from).collect(),
         next_cursor: page.next_cursor.map(|cursor| cursor.to_string()),
+    }))
+}
+
+/// The `filters` of a body as the filter language's tree (absent or null: every memory).
+fn filter_of(filters: Option<&serde_json::Value>) -> Result<engram_core::MemoryFilter, ApiError> {
+    match filters {
+        None => Ok(engram_core::MemoryFilter::everything()),
+        Some(value) => engram_core::memory_filter::parse_memory_filter(value, "filters")
+            .map_err(ApiError::invalid),
+    }
+}
+
+/// List the memories a filter tree matches, newest first, with cursor pagination.
+#[utoipa::path(post, path = "/v1/memories/query", tag = "memories", request_body = QueryMemoriesBody,
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = QueriedMemoriesView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
+pub async fn query_memories(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    body: JsonBody<QueryMemoriesBody>,
+) -> Result<Json<QueriedMemoriesView>, ApiError> {
+    let body = body.value;
+    let mut errors = Vec::new();
+    let filter = match body.filters.as_ref() {
+        None => engram_core::MemoryFilter::everything(),
+        Some(value) => engram_core::memory_filter::parse_memory_filter(value, "filters")
+            .unwrap_or_else(|filter_errors| {
+                errors.extend(filter_errors);
+                engram_core::MemoryFilter::everything()
+            }),
+    };
+    let limit = body.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
+    errors.extend(engram_core::limits::list_limit_errors("limit", limit));
+    let after = body.cursor.as_deref().and_then(|text| {
+        engram_core::cursors::parse_memory_cursor(text, "cursor")
+            .map_err(|error| errors.push(error))
+            .ok()
+    });
+    if !errors.is_empty() {
+        return Err(ApiError::invalid(errors));
+    }
+    let request = engram_engine::QueryMemoriesRequest {
+        filter,
+        after,
+        limit: limit as u64,
+        include_total: body.include_total.unwrap_or(false),
+    };
+    let queried = engine
+        .query_memories_for(principal.principal(), request)
+        .await?;
+    Ok(Json(QueriedMemoriesView {
+        memories: queried.page.memories.iter().map(MemoryView::from).collect(),
+        next_cursor: queried.page.next_cursor.map(|cursor| cursor.to_string()),
+        total: queried.total,
+    }))
+}
+
+/// Delete every memory a filter tree matches (at most 10,000 per call; `remaining` says how
+/// many still match). Immutable and held memories are skipped and counted. One audit event
+/// per batch; the index follows as for single deletes.
+#[utoipa::path(post, path = "/v1/memories/bulk-delete", tag = "memories", request_body = BulkDeleteBody,
+    responses((status = 403, description = "The API key lacks the `memories:delete` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = BulkDeleteView), (status = 422, description = "A bad filter, or an empty one without `all: true`", body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:delete"])))]
+pub async fn bulk_delete_memories(
+    principal: Authorized<MemoriesDelete>,
+    State(engine): State<Arc<MemoryEngine>>,
+    body: JsonBody<BulkDeleteBody>,
+) -> Result<Json<BulkDeleteView>, ApiError> {
+    let body = body.value;
+    let dry_run = body.dry_run.unwrap_or(false);
+    let request = engram_engine::DeleteMatchingRequest {
+        filter: filter_of(body.filters.as_ref())?,
+        all: body.all.unwrap_or(false),
+        reason: body.reason,
+        dry_run,
+    };
+    let outcome = engine
+        .delete_memories_matching_for(principal.principal(), request)
+        .await?;
+    Ok(Json(BulkDeleteView {
+        matched: outcome.matched,
+        deleted: outcome.deleted,
+        skipped_locked: outcome.skipped_locked,
+        remaining: outcome.remaining,
+        dry_run,
+    }))
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListEntitiesQuery {
+    /// `user` (default), `agent`, `session` or `app` (the values of `metadata.app_id`).
+    #[serde(rename = "type")]
+    #[param(rename = "type", value_type = Option<String>, pattern = "^(user|agent|session|app)$")]
+    pub entity_type: Option<String>,
+    /// 1–500, default 100.
+    #[param(minimum = 1, maximum = 500)]
+    pub limit: Option<i64>,
+    /// The previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+const ENTITY_TYPES: [(&str, engram_core::memory_filter::EntityField); 4] = [
+    ("user", engram_core::memory_filter::EntityField::UserId),
+    ("agent", engram_core::memory_filter::EntityField::AgentId),
+    ("session", engram_core::memory_filter::EntityField::SessionId),
+    ("app", engram_core::memory_filter::EntityField::AppId),
+];
+
+/// Which end-users, agents, sessions or applications the project's active memories name,
+/// each with its count, in id order. An end-user token sees only itself.
+#[utoipa::path(get, path = "/v1/entities", tag = "memories", params(ListEntitiesQuery),
+    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = EntitiesView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:read"])))]
+pub async fn list_entities(
+    principal: Authorized<MemoriesRead>,
+    State(engine): State<Arc<MemoryEngine>>,
+    QueryParams(query): QueryParams<ListEntitiesQuery>,
+) -> Result<Json<EntitiesView>, ApiError> {
+    let mut errors = Vec::new();
+    let wanted = query.entity_type.as_deref().unwrap_or("user");
+    let field = ENTITY_TYPES
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|(_, field)| *field);
+    if field.is_none() {
+        errors.push(FieldError::new(
+            "query.type",
+            format!("unknown value {wanted:?}; expected one of: user, agent, session, app"),
+        ));
+    }
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=engram_engine::MAX_ENTITY_PAGE as i64).contains(&limit) {
+        errors.push(FieldError::new(
+            "query.limit",
+            format!("must be 1–{}", engram_engine::MAX_ENTITY_PAGE),
+        ));
+    }
+    let (Some(field), true) = (field, errors.is_empty()) else {
+        return Err(ApiError::invalid(errors));
+    };
+    let request = engram_engine::ListEntitiesRequest {
+        field,
+        after: query.cursor,
+        limit: limit as u64,
+    };
+    let page = engine
+        .list_entities_for(principal.principal(), request)
+        .await?;
+    Ok(Json(EntitiesView {
+        entities: page
+            .entities
+            .into_iter()
+            .map(|entity| EntityView {
+                entity_type: wanted.to_string(),
+                id: entity.id,
+                memories: entity.memories,
+            })
+            .collect(),
+        next_cursor: page.next_cursor,
     }))
 }
 

@@ -21,6 +21,7 @@ pub struct Model {
     pub version: i64,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    pub occurred_at: DateTimeUtc,
     pub valid_from: DateTimeUtc,
     pub valid_to: Option<DateTimeUtc>,
     pub expires_at: Option<DateTimeUtc>,

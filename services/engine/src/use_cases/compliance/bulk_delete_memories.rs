@@ -99,3 +99,95 @@ impl MemoryEngine {
         }
     }
 }
+
+/// Delete what a filter tree matches (the API's bulk delete): at most [`MAX_BULK_DELETE`]
+/// memories per call, newest first; `remaining` says how many still match after it.
+#[derive(Clone, Debug)]
+pub struct DeleteMatchingRequest {
+    pub filter: engram_core::MemoryFilter,
+    /// An empty filter deletes every memory only when this says so.
+    pub all: bool,
+    pub reason: Option<String>,
+    /// Count what would be deleted; delete nothing.
+    pub dry_run: bool,
+}
+
+/// What a deletion by filter did (or, on a dry run, would do).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeleteMatchingOutcome {
+    /// Memories the filter matches (for an end-user token: of its own end-user).
+    pub matched: u64,
+    pub deleted: u64,
+    /// Immutable or under legal hold: never deleted (on a dry run: would be skipped).
+    pub skipped_locked: u64,
+    /// Still matching after this call's cap: call again to delete them.
+    pub remaining: u64,
+}
+
+/// The reason kept when the caller gives none.
+const DEFAULT_BULK_REASON: &str = "deleted in bulk by filter";
+
+impl MemoryEngine {
+    pub async fn delete_memories_matching_for(
+        &self,
+        principal: &Principal,
+        request: DeleteMatchingRequest,
+    ) -> Result<DeleteMatchingOutcome, EngineError> {
+        principal.authorize(Operation::BulkDeleteMemories)?;
+        if request.filter.is_everything() && !request.all {
+            return Err(engram_core::InvalidInput::single(
+                "filters",
+                "an empty filter matches every memory: send \"all\": true to delete them all",
+            )
+            .into());
+        }
+        let reason = crate::use_cases::reason_of(principal, request.reason)?
+            .unwrap_or_else(|| DEFAULT_BULK_REASON.to_string());
+        let listing = MemoryListFilter {
+            tree: request.filter,
+            ..Default::default()
+        };
+        let scope = principal.memory_scope();
+        let matched = self.storage.count_memories(scope, &listing).await?;
+        let mut candidates = Vec::new();
+        let mut page_filter = MemoryListFilter {
+            limit: 500,
+            ..listing
+        };
+        while (candidates.len() as u64) < MAX_BULK_DELETE.min(matched) {
+            let page = self.storage.list_memories(scope, &page_filter).await?;
+            candidates.extend(page.memories);
+            match page.next_cursor {
+                Some(cursor) => page_filter.after = Some(cursor),
+                None => break,
+            }
+        }
+        candidates.truncate(MAX_BULK_DELETE as usize);
+        let (locked, deletable): (Vec<Memory>, Vec<Memory>) = candidates
+            .into_iter()
+            .partition(|memory| memory.immutable || memory.legal_hold);
+        let considered = (locked.len() + deletable.len()) as u64;
+        if request.dry_run {
+            return Ok(DeleteMatchingOutcome {
+                matched,
+                deleted: 0,
+                skipped_locked: locked.len() as u64,
+                remaining: matched.saturating_sub(considered),
+            });
+        }
+        let ids: Vec<engram_core::MemoryId> = deletable.iter().map(|memory| memory.id).collect();
+        // One transaction and one audit event for the batch; the index follows through the
+        // outbox as for single deletes. A memory locked meanwhile is skipped, not deleted.
+        let (deleted, _) = self
+            .governance
+            .delete_memories_in_bulk(principal.scope(), &ids, &reason, principal.actor())
+            .await?;
+        let skipped_locked = considered.saturating_sub(deleted);
+        Ok(DeleteMatchingOutcome {
+            matched,
+            deleted,
+            skipped_locked,
+            remaining: matched.saturating_sub(considered),
+        })
+    }
+}

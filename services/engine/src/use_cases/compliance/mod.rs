@@ -32,7 +32,10 @@ fn check_erasure_confirmation(
     }
 }
 
-pub use bulk_delete_memories::{BulkDeleteOutcome, BulkDeletePreview, MAX_BULK_DELETE};
+pub use bulk_delete_memories::{
+    BulkDeleteOutcome, BulkDeletePreview, DeleteMatchingOutcome, DeleteMatchingRequest,
+    MAX_BULK_DELETE,
+};
 pub use preview_retention::RetentionPreview;
 pub use set_memory_flags::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
 pub use summarize_subject::SubjectSummary;

@@ -1,0 +1,331 @@
+//! The part of a memory filter the index answers from point payloads, before its top-k cut:
+//! a backend-neutral tree each backend turns into its own filter. It lets through at least
+//! every memory the filter matches; the engine checks the rest after hydration.
+
+use engram_core::memory_filter::{
+    APP_ID_METADATA_KEY, Comparison, EntityField, EntityTest, FilterCondition, MetadataTest,
+    ScalarValue, TimeField,
+};
+use engram_core::{MemoryFilter, MemoryId};
+
+/// Payload fields a filter can read (their names in the point payload).
+pub const USER_ID_FIELD: &str = "user_id";
+pub const AGENT_ID_FIELD: &str = "agent_id";
+pub const SESSION_ID_FIELD: &str = "session_id";
+pub const KIND_FIELD: &str = "kind";
+pub const SOURCE_FIELD: &str = "source";
+pub const CATEGORIES_FIELD: &str = "categories";
+pub const CONFIDENCE_FIELD: &str = "confidence";
+/// Times as microseconds since the epoch (numbers compare exactly, as the database does).
+pub const CREATED_MICROS_FIELD: &str = "created_us";
+pub const UPDATED_MICROS_FIELD: &str = "updated_us";
+pub const OCCURRED_MICROS_FIELD: &str = "occurred_us";
+/// The metadata's scalar values (text up to the filter language's longest value).
+pub const METADATA_FIELD: &str = "metadata";
+
+/// A condition on point payloads.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PayloadFilter {
+    All(Vec<PayloadFilter>),
+    Any(Vec<PayloadFilter>),
+    Not(Box<PayloadFilter>),
+    /// The keyword field (or one element of a keyword array) is one of `values`.
+    KeywordIn { field: String, values: Vec<String> },
+    /// The field holds a value (not null, not absent).
+    Present { field: String },
+    /// The numeric field compares with `value`.
+    Range {
+        field: String,
+        comparison: Comparison,
+        value: f64,
+    },
+    /// The boolean field equals `value`.
+    BoolIs { field: String, value: bool },
+    /// The point is one of these memories.
+    Ids(Vec<MemoryId>),
+}
+
+/// What a translation could say about a (sub)filter: exactly these points, or it could not
+/// narrow at all (every point), or nothing can match.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PayloadBound {
+    Everything,
+    Nothing,
+    Only(PayloadFilter),
+}
+
+/// The payload filter for `filter`: lets through at least every point whose memory matches
+/// (a superset), and `exact` says whether it lets through no other.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PayloadTranslation {
+    pub bound: PayloadBound,
+    pub exact: bool,
+}
+
+/// Translate `filter` for the index.
+pub fn payload_filter_for(filter: &MemoryFilter) -> PayloadTranslation {
+    let mut exact = true;
+    let bound = bound_of(filter, Direction::Superset, &mut exact);
+    PayloadTranslation { bound, exact }
+}
+
+/// Whether a translation may let more through (superset) or fewer (subset, under NOT).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Superset,
+    Subset,
+}
+
+impl Direction {
+    fn flipped(self) -> Self {
+        match self {
+            Self::Superset => Self::Subset,
+            Self::Subset => Self::Superset,
+        }
+    }
+
+    /// What an untranslatable condition becomes.
+    fn unknown(self) -> PayloadBound {
+        match self {
+            Self::Superset => PayloadBound::Everything,
+            Self::Subset => PayloadBound::Nothing,
+        }
+    }
+}
+
+fn bound_of(filter: &MemoryFilter, direction: Direction, exact: &mut bool) -> PayloadBound {
+    match filter {
+        MemoryFilter::All(children) => {
+            let mut parts = Vec::with_capacity(children.len());
+            for child in children {
+                match bound_of(child, direction, exact) {
+                    PayloadBound::Everything => {}
+                    PayloadBound::Nothing => return PayloadBound::Nothing,
+                    PayloadBound::Only(part) => parts.push(part),
+                }
+            }
+            match parts.len() {
+                0 => PayloadBound::Everything,
+                1 => PayloadBound::Only(parts.remove(0)),
+                _ => PayloadBound::Only(PayloadFilter::All(parts)),
+            }
+        }
+        MemoryFilter::Any(children) => {
+            let mut parts = Vec::with_capacity(children.len());
+            for child in children {
+                match bound_of(child, direction, exact) {
+                    PayloadBound::Everything => return PayloadBound::Everything,
+                    PayloadBound::Nothing => {}
+                    PayloadBound::Only(part) => parts.push(part),
+                }
+            }
+            match parts.len() {
+                0 => PayloadBound::Nothing,
+                1 => PayloadBound::Only(parts.remove(0)),
+                _ => PayloadBound::Only(PayloadFilter::Any(parts)),
+            }
+        }
+        MemoryFilter::Not(child) => match bound_of(child, direction.flipped(), exact) {
+            PayloadBound::Everything => PayloadBound::Nothing,
+            PayloadBound::Nothing => PayloadBound::Everything,
+            PayloadBound::Only(inner) => PayloadBound::Only(PayloadFilter::Not(Box::new(inner))),
+        },
+        MemoryFilter::Condition(condition) => match condition_filter(condition) {
+            Some(translated) => PayloadBound::Only(translated),
+            None => {
+                *exact = false;
+                direction.unknown()
+            }
+        },
+    }
+}
+
+/// The payload filter of one condition; `None` when payloads cannot answer it.
+fn condition_filter(condition: &FilterCondition) -> Option<PayloadFilter> {
+    let keyword_in = |field: &str, values: Vec<String>| PayloadFilter::KeywordIn {
+        field: field.to_string(),
+        values,
+    };
+    match condition {
+        FilterCondition::Entity { field, test } => {
+            let payload_field = match field {
+                EntityField::UserId => USER_ID_FIELD.to_string(),
+                EntityField::AgentId => AGENT_ID_FIELD.to_string(),
+                EntityField::SessionId => SESSION_ID_FIELD.to_string(),
+                EntityField::AppId => format!("{METADATA_FIELD}.{APP_ID_METADATA_KEY}"),
+            };
+            match test {
+                EntityTest::In(values) => Some(keyword_in(&payload_field, values.clone())),
+                // An application is a text value only: "set" is not something payloads tell.
+                EntityTest::Present if *field == EntityField::AppId => None,
+                EntityTest::Present => Some(PayloadFilter::Present {
+                    field: payload_field,
+                }),
+            }
+        }
+        FilterCondition::Kind(kinds) => Some(keyword_in(
+            KIND_FIELD,
+            kinds.iter().map(|kind| kind.as_str().to_string()).collect(),
+        )),
+        FilterCondition::Source(sources) => Some(keyword_in(
+            SOURCE_FIELD,
+            sources
+                .iter()
+                .map(|source| source.as_str().to_string())
+                .collect(),
+        )),
+        FilterCondition::CategoriesAny(categories) => {
+            Some(keyword_in(CATEGORIES_FIELD, categories.clone()))
+        }
+        FilterCondition::CategoriesAll(categories) => Some(PayloadFilter::All(
+            categories
+                .iter()
+                .map(|category| keyword_in(CATEGORIES_FIELD, vec![category.clone()]))
+                .collect(),
+        )),
+        FilterCondition::Confidence { comparison, value } => Some(PayloadFilter::Range {
+            field: CONFIDENCE_FIELD.to_string(),
+            comparison: *comparison,
+            value: *value,
+        }),
+        FilterCondition::Metadata {
+            key,
+            test: MetadataTest::In(values),
+        } if is_plain_key(key) => {
+            let field = format!("{METADATA_FIELD}.{key}");
+            let mut any: Vec<PayloadFilter> = values
+                .iter()
+                .map(|value| match value {
+                    ScalarValue::Text(text) => keyword_in(&field, vec![text.clone()]),
+                    ScalarValue::Number(number) => PayloadFilter::All(vec![
+                        PayloadFilter::Range {
+                            field: field.clone(),
+                            comparison: Comparison::Gte,
+                            value: *number,
+                        },
+                        PayloadFilter::Range {
+                            field: field.clone(),
+                            comparison: Comparison::Lte,
+                            value: *number,
+                        },
+                    ]),
+                    ScalarValue::Bool(flag) => PayloadFilter::BoolIs {
+                        field: field.clone(),
+                        value: *flag,
+                    },
+                })
+                .collect();
+            Some(if any.len() == 1 {
+                any.remove(0)
+            } else {
+                PayloadFilter::Any(any)
+            })
+        }
+        FilterCondition::MemoryIds(ids) => Some(PayloadFilter::Ids(ids.clone())),
+        FilterCondition::Time {
+            field,
+            comparison,
+            at,
+        } => Some(PayloadFilter::Range {
+            field: match field {
+                TimeField::CreatedAt => CREATED_MICROS_FIELD,
+                TimeField::UpdatedAt => UPDATED_MICROS_FIELD,
+                TimeField::OccurredAt => OCCURRED_MICROS_FIELD,
+            }
+            .to_string(),
+            comparison: *comparison,
+            value: at.timestamp_micros() as f64,
+        }),
+        // Substrings (of text, categories, metadata) and keys a payload path cannot spell are
+        // checked after hydration.
+        FilterCondition::Metadata { .. }
+        | FilterCondition::CategoryContains(_)
+        | FilterCondition::TextContains(_)
+        | FilterCondition::TextContainsFolded(_) => None,
+    }
+}
+
+/// A metadata key a payload path names unambiguously.
+fn is_plain_key(key: &str) -> bool {
+    !key.is_empty()
+        && key
+            .chars()
+            .all(|character| character.is_ascii_alphanumeric() || character == '_')
+}
+
+/// The metadata kept in a point's payload: the scalar values a filter can compare with
+/// (text no longer than a filter value can be, numbers, booleans) under plain keys.
+pub fn payload_metadata(
+    metadata: &serde_json::Map<String, serde_json::Value>,
+) -> serde_json::Map<String, serde_json::Value> {
+    metadata
+        .iter()
+        .filter(|(key, value)| {
+            is_plain_key(key)
+                && match value {
+                    serde_json::Value::String(text) => {
+                        text.len() <= engram_core::limits::MAX_FILTER_VALUE_BYTES
+                    }
+                    serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
+                    _ => false,
+                }
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engram_core::memory_filter::parse_memory_filter;
+    use serde_json::json;
+
+    fn translated(filter: serde_json::Value) -> PayloadTranslation {
+        payload_filter_for(&parse_memory_filter(&filter, "filters").expect("a valid filter"))
+    }
+
+    #[test]
+    fn payload_conditions_translate_exactly() {
+        let translation = translated(json!({"OR": [{"user_id": "a"}, {"metadata": {"n": 2}}]}));
+        assert!(translation.exact);
+        assert!(matches!(
+            translation.bound,
+            PayloadBound::Only(PayloadFilter::Any(_))
+        ));
+    }
+
+    #[test]
+    fn a_substring_widens_under_and_and_narrows_under_not() {
+        let widened = translated(json!({"user_id": "a", "text": "tea"}));
+        assert!(!widened.exact);
+        assert_eq!(
+            widened.bound,
+            PayloadBound::Only(PayloadFilter::KeywordIn {
+                field: USER_ID_FIELD.to_string(),
+                values: vec!["a".to_string()]
+            })
+        );
+        // NOT(text contains) cannot be narrowed: it lets everything through.
+        assert_eq!(
+            translated(json!({"NOT": {"text": "tea"}})).bound,
+            PayloadBound::Everything
+        );
+        // OR with an unknown branch cannot be narrowed either.
+        assert_eq!(
+            translated(json!({"OR": [{"user_id": "a"}, {"text": "tea"}]})).bound,
+            PayloadBound::Everything
+        );
+        // NOT(a AND text): at least everything but a's memories.
+        assert_eq!(
+            translated(json!({"NOT": {"user_id": "a", "text": "tea"}})).bound,
+            PayloadBound::Everything
+        );
+        assert_eq!(
+            translated(json!({"NOT": {"OR": [{"user_id": "a"}, {"text": "tea"}]}})).bound,
+            PayloadBound::Only(PayloadFilter::Not(Box::new(PayloadFilter::KeywordIn {
+                field: USER_ID_FIELD.to_string(),
+                values: vec!["a".to_string()]
+            })))
+        );
+    }
+}

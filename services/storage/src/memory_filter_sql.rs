@@ -1,0 +1,235 @@
+//! The filter language in SQL: the one translation of a `MemoryFilter` into a condition on the
+//! memories table, for SQLite and PostgreSQL (their JSON and string functions differ).
+
+use crate::entities::memories;
+use engram_core::memory_filter::{
+    APP_ID_METADATA_KEY, Comparison, EntityField, EntityTest, FilterCondition, MetadataTest,
+    ScalarValue, TimeField,
+};
+use engram_core::MemoryFilter;
+use sea_orm::sea_query::{Expr, SimpleExpr};
+use sea_orm::{ColumnTrait, Condition, DbBackend, Value};
+
+/// ASCII upper- and lowercase letters: PostgreSQL's `lower()` folds by locale, SQLite's by
+/// ASCII only; the filter language folds ASCII only, so PostgreSQL is given the same table.
+const ASCII_UPPER: &str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+const ASCII_LOWER: &str = "abcdefghijklmnopqrstuvwxyz";
+
+/// The memories `filter` lets through, as a condition on `memories`.
+pub(crate) fn memory_filter_condition(filter: &MemoryFilter, backend: DbBackend) -> Condition {
+    match filter {
+        MemoryFilter::All(children) if children.is_empty() => Condition::all().add(always_true()),
+        MemoryFilter::All(children) => children.iter().fold(Condition::all(), |all, child| {
+            all.add(memory_filter_condition(child, backend))
+        }),
+        MemoryFilter::Any(children) => children.iter().fold(Condition::any(), |any, child| {
+            any.add(memory_filter_condition(child, backend))
+        }),
+        MemoryFilter::Not(child) => Condition::all()
+            .add(memory_filter_condition(child, backend))
+            .not(),
+        MemoryFilter::Condition(condition) => {
+            Condition::all().add(condition_expression(condition, backend))
+        }
+    }
+}
+
+fn always_true() -> SimpleExpr {
+    Expr::cust("1 = 1")
+}
+
+fn condition_expression(condition: &FilterCondition, backend: DbBackend) -> SimpleExpr {
+    match condition {
+        FilterCondition::Entity { field, test } => entity_expression(*field, test, backend),
+        FilterCondition::Kind(kinds) => {
+            memories::Column::Kind.is_in(kinds.iter().map(|kind| kind.as_str()))
+        }
+        FilterCondition::Source(sources) => {
+            memories::Column::Source.is_in(sources.iter().map(|source| source.as_str()))
+        }
+        FilterCondition::CategoriesAny(categories) => categories_any(categories, backend),
+        FilterCondition::CategoriesAll(categories) => categories
+            .iter()
+            .map(|category| categories_any(std::slice::from_ref(category), backend))
+            .reduce(SimpleExpr::and)
+            .unwrap_or_else(always_true),
+        FilterCondition::CategoryContains(folded) => {
+            let sql = match backend {
+                DbBackend::Postgres => format!(
+                    "EXISTS (SELECT 1 FROM json_array_elements_text(\"memories\".\"categories\") AS c(v) \
+                     WHERE strpos(translate(c.v, '{ASCII_UPPER}', '{ASCII_LOWER}'), ?) > 0)"
+                ),
+                _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"categories\") AS c \
+                      WHERE instr(lower(c.value), ?) > 0)"
+                    .to_string(),
+            };
+            Expr::cust_with_values(sql, [folded.clone()])
+        }
+        FilterCondition::Confidence { comparison, value } => {
+            compare(memories::Column::Confidence, *comparison, *value)
+        }
+        FilterCondition::Metadata { key, test } => metadata_expression(key, test, backend),
+        FilterCondition::MemoryIds(ids) => {
+            memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid()))
+        }
+        FilterCondition::Time {
+            field,
+            comparison,
+            at,
+        } => {
+            let column = match field {
+                TimeField::CreatedAt => memories::Column::CreatedAt,
+                TimeField::UpdatedAt => memories::Column::UpdatedAt,
+                TimeField::OccurredAt => memories::Column::OccurredAt,
+            };
+            compare(column, *comparison, *at)
+        }
+        FilterCondition::TextContains(text) => {
+            let sql = match backend {
+                DbBackend::Postgres => "strpos(\"memories\".\"content\", ?) > 0",
+                _ => "instr(\"memories\".\"content\", ?) > 0",
+            };
+            Expr::cust_with_values(sql, [text.clone()])
+        }
+        FilterCondition::TextContainsFolded(folded) => {
+            let sql = match backend {
+                DbBackend::Postgres => format!(
+                    "strpos(translate(\"memories\".\"content\", '{ASCII_UPPER}', '{ASCII_LOWER}'), ?) > 0"
+                ),
+                _ => "instr(lower(\"memories\".\"content\"), ?) > 0".to_string(),
+            };
+            Expr::cust_with_values(sql, [folded.clone()])
+        }
+    }
+}
+
+fn compare<V: Into<Value>>(column: memories::Column, comparison: Comparison, value: V) -> SimpleExpr {
+    match comparison {
+        Comparison::Gt => column.gt(value),
+        Comparison::Gte => column.gte(value),
+        Comparison::Lt => column.lt(value),
+        Comparison::Lte => column.lte(value),
+    }
+}
+
+fn entity_expression(field: EntityField, test: &EntityTest, backend: DbBackend) -> SimpleExpr {
+    let column = match field {
+        EntityField::UserId => memories::Column::UserId,
+        EntityField::AgentId => memories::Column::AgentId,
+        EntityField::SessionId => memories::Column::SessionId,
+        EntityField::AppId => {
+            // The application is the metadata's `app_id`, when it is text.
+            return match test {
+                EntityTest::Present => metadata_is_text(APP_ID_METADATA_KEY, backend),
+                EntityTest::In(values) => metadata_expression(
+                    APP_ID_METADATA_KEY,
+                    &MetadataTest::In(values.iter().cloned().map(ScalarValue::Text).collect()),
+                    backend,
+                ),
+            };
+        }
+    };
+    match test {
+        EntityTest::Present => column.is_not_null(),
+        EntityTest::In(values) => column.is_in(values.iter().map(String::as_str)),
+    }
+}
+
+/// Any of `categories` is among the memory's (a JSON array of strings).
+fn categories_any(categories: &[String], backend: DbBackend) -> SimpleExpr {
+    let placeholders = vec!["?"; categories.len()].join(", ");
+    let sql = match backend {
+        DbBackend::Postgres => format!(
+            "EXISTS (SELECT 1 FROM json_array_elements_text(\"memories\".\"categories\") AS c(v) \
+             WHERE c.v IN ({placeholders}))"
+        ),
+        _ => format!(
+            "EXISTS (SELECT 1 FROM json_each(\"memories\".\"categories\") AS c \
+             WHERE c.value IN ({placeholders}))"
+        ),
+    };
+    Expr::cust_with_values(sql, categories.iter().cloned())
+}
+
+fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
+    let sql = match backend {
+        DbBackend::Postgres => "jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'",
+        _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
+              WHERE m.key = ? AND m.type = 'text')",
+    };
+    Expr::cust_with_values(sql, [key.to_string()])
+}
+
+/// A condition on one top-level metadata key. Numbers compare by value, text and booleans by
+/// kind and value (as `ScalarValue::equals`).
+fn metadata_expression(key: &str, test: &MetadataTest, backend: DbBackend) -> SimpleExpr {
+    let values: Vec<&ScalarValue> = match test {
+        MetadataTest::In(values) => values.iter().collect(),
+        MetadataTest::Contains(folded) => {
+            let sql = match backend {
+                DbBackend::Postgres => format!(
+                    "(jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string' AND \
+                     strpos(translate((\"memories\".\"metadata\")::jsonb ->> ?, '{ASCII_UPPER}', '{ASCII_LOWER}'), ?) > 0)"
+                ),
+                _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
+                      WHERE m.key = ? AND m.type = 'text' AND instr(lower(m.value), ?) > 0)"
+                    .to_string(),
+            };
+            let parameters: Vec<Value> = match backend {
+                DbBackend::Postgres => vec![key.into(), key.into(), folded.as_str().into()],
+                _ => vec![key.into(), folded.as_str().into()],
+            };
+            return Expr::cust_with_values(sql, parameters);
+        }
+    };
+    values
+        .into_iter()
+        .map(|value| metadata_equals(key, value, backend))
+        .reduce(SimpleExpr::or)
+        .unwrap_or_else(|| Expr::cust("1 = 0"))
+}
+
+fn metadata_equals(key: &str, value: &ScalarValue, backend: DbBackend) -> SimpleExpr {
+    match backend {
+        DbBackend::Postgres => {
+            let field = "(\"memories\".\"metadata\")::jsonb";
+            match value {
+                ScalarValue::Text(text) => Expr::cust_with_values(
+                    format!("(jsonb_typeof({field} -> ?) = 'string' AND ({field} ->> ?) = ?)"),
+                    [key.to_string(), key.to_string(), text.clone()],
+                ),
+                ScalarValue::Number(number) => Expr::cust_with_values(
+                    format!(
+                        "(jsonb_typeof({field} -> ?) = 'number' AND ({field} ->> ?)::float8 = ?)"
+                    ),
+                    [Value::from(key), Value::from(key), Value::from(*number)],
+                ),
+                ScalarValue::Bool(flag) => Expr::cust_with_values(
+                    format!("({field} -> ?) = '{flag}'::jsonb"),
+                    [key.to_string()],
+                ),
+            }
+        }
+        _ => {
+            let (type_test, parameters): (&str, Vec<Value>) = match value {
+                ScalarValue::Text(text) => (
+                    "m.type = 'text' AND m.value = ?",
+                    vec![key.into(), text.as_str().into()],
+                ),
+                ScalarValue::Number(number) => (
+                    "m.type IN ('integer', 'real') AND m.value = ?",
+                    vec![key.into(), (*number).into()],
+                ),
+                ScalarValue::Bool(true) => ("m.type = 'true'", vec![key.into()]),
+                ScalarValue::Bool(false) => ("m.type = 'false'", vec![key.into()]),
+            };
+            Expr::cust_with_values(
+                format!(
+                    "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
+                     WHERE m.key = ? AND {type_test})"
+                ),
+                parameters,
+            )
+        }
+    }
+}
