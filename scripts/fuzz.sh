@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../tests/fuzz"
 seconds="${FUZZ_SECONDS:-60}"
 timeout="${FUZZ_TIMEOUT:-10}"
-targets=(${FUZZ_TARGETS:-api_key file_chunker pii names_and_ids add_body search_body cursors_and_tokens eval_cases_jsonl})
+targets=(${FUZZ_TARGETS:-api_key file_chunker pii names_and_ids add_body search_body memory_filter cursors_and_tokens eval_cases_jsonl})
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo +nightly install cargo-fuzz --locked

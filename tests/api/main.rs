@@ -18,6 +18,7 @@ mod durability;
 mod embedding_spaces;
 mod end_user_tokens;
 mod files;
+mod filters;
 mod hostile_traffic;
 mod isolation;
 mod memories_api;

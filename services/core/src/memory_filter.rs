@@ -265,6 +265,7 @@ impl MemoryFilter {
     /// The canonical JSON form; [`parse_memory_filter`] reads it back to an equal filter.
     pub fn to_json(&self) -> Value {
         match self {
+            Self::All(children) if children.is_empty() => json!({}),
             Self::All(children) => json!({"AND": children.iter().map(Self::to_json).collect::<Vec<_>>()}),
             Self::Any(children) => json!({"OR": children.iter().map(Self::to_json).collect::<Vec<_>>()}),
             Self::Not(child) => json!({"NOT": child.to_json()}),
@@ -1078,7 +1079,26 @@ fn to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
     DateTime::from_timestamp_micros(micros).unwrap_or(at)
 }
 
+/// Years every store and RFC 3339 can write (four digits).
+fn writable(at: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    use chrono::Datelike;
+    (1..=9998).contains(&at.year()).then_some(at)
+}
+
 fn parse_moment(text: &str) -> Option<Moment> {
+    let moment = parse_any_moment(text)?;
+    match moment {
+        Moment::Instant(at) => writable(at).map(Moment::Instant),
+        Moment::Day { start, next } => {
+            Some(Moment::Day {
+                start: writable(start)?,
+                next: writable(next)?,
+            })
+        }
+    }
+}
+
+fn parse_any_moment(text: &str) -> Option<Moment> {
     if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
         let start = Utc.from_utc_datetime(&day.and_hms_opt(0, 0, 0)?);
         let next = Utc.from_utc_datetime(&day.succ_opt()?.and_hms_opt(0, 0, 0)?);

@@ -650,6 +650,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .created_at
                 .format("%Y-%m-%d %H:%M:%S UTC")
                 .to_string(),
+            occurred_at: memory
+                .occurred_at
+                .format("%Y-%m-%d %H:%M:%S UTC")
+                .to_string(),
             metadata_json: serde_json::to_string_pretty(&memory.metadata).unwrap_or_default(),
             expires_at: memory.expires_at.map(|at| at.to_rfc3339()),
             memory: memory_row(&memory, None),
@@ -1151,7 +1155,62 @@ fn memory_filter(query: &MemoryListQuery, limit: u64) -> Result<MemoryListFilter
         category: non_empty(&query.category).map(|category| category.chars().take(64).collect()),
         created_from: optional_date(&query.created_from, "from", false)?,
         created_to: optional_date(&query.created_to, "to", true)?,
+        tree: console_filter_tree(query)?,
     })
+}
+
+/// The console's filters that the filter language answers (event time, a metadata key,
+/// confidence), parsed by it so the console and the API hold the same rules.
+fn console_filter_tree(query: &MemoryListQuery) -> Result<engram_core::MemoryFilter, ConsoleError> {
+    use serde_json::{Value, json};
+    let non_empty = |value: &Option<String>| {
+        value
+            .as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(str::to_string)
+    };
+    let mut parts = Vec::new();
+    let mut occurred = serde_json::Map::new();
+    if let Some(from) = non_empty(&query.occurred_from) {
+        occurred.insert("gte".into(), Value::String(from));
+    }
+    if let Some(to) = non_empty(&query.occurred_to) {
+        occurred.insert("lte".into(), Value::String(to));
+    }
+    if !occurred.is_empty() {
+        parts.push(("happened", json!({"occurred_at": occurred})));
+    }
+    if let Some(pair) = non_empty(&query.metadata) {
+        let Some((key, value)) = pair.split_once('=') else {
+            return Err(invalid("metadata", "write the condition as key=value"));
+        };
+        // A number or true/false compares as one; anything else as text.
+        let value = match serde_json::from_str::<Value>(value.trim()) {
+            Ok(parsed @ (Value::Number(_) | Value::Bool(_))) => parsed,
+            _ => Value::String(value.trim().to_string()),
+        };
+        parts.push(("metadata", json!({"metadata": { key.trim(): value }})));
+    }
+    if let Some(minimum) = non_empty(&query.min_confidence) {
+        let Ok(minimum) = minimum.parse::<f64>() else {
+            return Err(invalid("min_confidence", "a number from 0 to 1"));
+        };
+        parts.push(("min_confidence", json!({"confidence": {"gte": minimum}})));
+    }
+    let mut tree = engram_core::MemoryFilter::everything();
+    for (field, part) in parts {
+        let parsed = engram_core::memory_filter::parse_memory_filter(&part, field).map_err(
+            |errors| {
+                let message = errors
+                    .first()
+                    .map_or_else(String::new, |error| error.message.clone());
+                invalid(field, &message)
+            },
+        )?;
+        tree = tree.and(parsed);
+    }
+    Ok(tree)
 }
 
 fn parse_memory_id(text: &str) -> Result<engram_core::MemoryId, ConsoleError> {

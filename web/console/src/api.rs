@@ -546,6 +546,10 @@ pub(crate) mod ssr {
             category: short(filters.category),
             created_from: short(filters.created_from),
             created_to: short(filters.created_to),
+            occurred_from: short(filters.occurred_from),
+            occurred_to: short(filters.occurred_to),
+            metadata: short(filters.metadata),
+            min_confidence: short(filters.min_confidence),
             meaning: short(filters.meaning),
             after: None,
         }))

@@ -59,6 +59,10 @@ pub fn MemoriesPage() -> impl IntoView {
         category: from_query("category"),
         created_from: from_query("from"),
         created_to: from_query("to"),
+        occurred_from: from_query("happened_from"),
+        occurred_to: from_query("happened_to"),
+        metadata: from_query("metadata"),
+        min_confidence: from_query("min_confidence"),
         meaning: from_query("meaning"),
     };
     let initial_project = initial.project_id.clone();
@@ -263,6 +267,10 @@ pub fn MemoriesPage() -> impl IntoView {
                 {filter_input("Category", "category", "category", "text", initial.category.clone().unwrap_or_default(), filters, |f, v| f.category = v)}
                 {filter_input("From", "from", "", "date", initial.created_from.clone().unwrap_or_default(), filters, |f, v| f.created_from = v)}
                 {filter_input("To", "to", "", "date", initial.created_to.clone().unwrap_or_default(), filters, |f, v| f.created_to = v)}
+                {filter_input("Happened from", "happened_from", "", "date", initial.occurred_from.clone().unwrap_or_default(), filters, |f, v| f.occurred_from = v)}
+                {filter_input("Happened to", "happened_to", "", "date", initial.occurred_to.clone().unwrap_or_default(), filters, |f, v| f.occurred_to = v)}
+                {filter_input("Metadata", "metadata", "key=value", "text", initial.metadata.clone().unwrap_or_default(), filters, |f, v| f.metadata = v)}
+                {filter_input("Min confidence", "min_confidence", "0–1", "text", initial.min_confidence.clone().unwrap_or_default(), filters, |f, v| f.min_confidence = v)}
                 <button type="submit" class="no-js-only">
                     "Apply"
                 </button>

@@ -82,6 +82,7 @@ fn detail_view(
         memory,
         confidence,
         created_at,
+        occurred_at,
         created_by,
         metadata_json,
         expires_at,
@@ -164,6 +165,7 @@ fn detail_view(
             <dt>"Confidence"</dt><dd>{format!("{confidence:.2}")}</dd>
             <dt>"Created by"</dt><dd data-testid="provenance-creator">{created_by.unwrap_or_else(|| "—".into())}</dd>
             <dt>"Created"</dt><dd>{created_at}</dd>
+            <dt>"Happened"</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
             <dt>"User"</dt><dd>{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Agent"</dt><dd>{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Session"</dt><dd>{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>

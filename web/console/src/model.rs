@@ -46,6 +46,15 @@ pub struct MemoryListQuery {
     pub created_from: Option<String>,
     /// `YYYY-MM-DD`, inclusive.
     pub created_to: Option<String>,
+    /// When what a memory describes happened (`occurred_at`): `YYYY-MM-DD`, inclusive.
+    pub occurred_from: Option<String>,
+    /// `YYYY-MM-DD`, inclusive.
+    pub occurred_to: Option<String>,
+    /// `key=value`: a top-level metadata key equals the value (a number or true/false
+    /// compares as one).
+    pub metadata: Option<String>,
+    /// 0–1: at least this confidence.
+    pub min_confidence: Option<String>,
     /// Search by meaning instead of listing: the nearest memories to this text.
     pub meaning: Option<String>,
     /// The page after this cursor (a [`MemoryPage::next_cursor`]); `None`: the first page.
@@ -68,6 +77,10 @@ impl MemoryListQuery {
             category: None,
             created_from: None,
             created_to: None,
+            occurred_from: None,
+            occurred_to: None,
+            metadata: None,
+            min_confidence: None,
             meaning: None,
             after: None,
         }
@@ -453,6 +466,9 @@ pub struct MemoryDetail {
     pub memory: MemoryRow,
     pub confidence: f64,
     pub created_at: String,
+    /// When what it describes happened (`occurred_at`).
+    #[serde(default)]
+    pub occurred_at: String,
     /// Who created it (an API key, an end-user, a console account), from its history.
     pub created_by: Option<String>,
     pub metadata_json: String,
@@ -531,6 +547,10 @@ pub struct MemoryFilters {
     pub category: Option<String>,
     pub created_from: Option<String>,
     pub created_to: Option<String>,
+    pub occurred_from: Option<String>,
+    pub occurred_to: Option<String>,
+    pub metadata: Option<String>,
+    pub min_confidence: Option<String>,
     pub meaning: Option<String>,
 }
 
