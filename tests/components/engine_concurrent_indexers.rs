@@ -28,6 +28,7 @@ fn draft(number: usize) -> MemoryDraft {
             source: MemorySource::UserStated,
             confidence: 1.0,
             expires_at: None,
+            occurred_at: None,
         },
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),
@@ -384,6 +385,7 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
                 kind: MemoryKind::Semantic,
                 created_at: chrono::Utc::now(),
                 text: "a point without a memory".to_string(),
+                filterable: engram_index::FilterableFields::default(),
             }],
         )
         .await

@@ -7,8 +7,9 @@
 use chrono::Utc;
 use engram_core::{MemoryId, MemoryKind, OrganizationId, ProjectId, ProjectScope};
 use engram_index::{
-    EdgeIndexOptions, EdgeVectorIndex, IndexError, IndexedMemory, KeywordQuery,
-    QdrantClusterOptions, QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
+    EdgeIndexOptions, EdgeVectorIndex, FilterableFields, IndexError, IndexedMemory, KeywordQuery,
+    PayloadBound, QdrantClusterOptions, QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
+    payload_filter_for,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,6 +38,7 @@ fn memory(memory_id: MemoryId, version: i64, vector: Vec<f32>) -> IndexedMemory 
         kind: MemoryKind::Semantic,
         created_at: Utc::now(),
         text: String::new(),
+        filterable: FilterableFields::default(),
     }
 }
 
@@ -48,6 +50,7 @@ fn query(vector: Vec<f32>, limit: usize) -> VectorQuery {
         agent_id: None,
         session_id: None,
         kinds: Vec::new(),
+        filter: None,
     }
 }
 
@@ -169,7 +172,73 @@ index_contract!(
     points_page_walks_one_project_in_id_order,
     keyword_search_stems_english_and_segments_chinese_and_japanese,
     keyword_statistics_and_results_stay_inside_the_project,
+    payload_filters_apply_before_the_limit,
 );
+
+/// A filter tree the payload answers narrows the search before its limit: the one match
+/// among many nearer points is returned at limit 1, in vector and keyword search alike.
+async fn payload_filters_apply_before_the_limit(index: Arc<dyn VectorIndex>) {
+    let scope = new_scope();
+    let at = |day: u32| chrono::TimeZone::with_ymd_and_hms(&Utc, 2024, 7, day, 12, 0, 0).unwrap();
+    let mut points = Vec::new();
+    let mut rare = None;
+    for number in 0..60u32 {
+        let memory_id = MemoryId::generate();
+        let is_rare = number == 41;
+        if is_rare {
+            rare = Some(memory_id);
+        }
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("topic".into(), if is_rare { "tea" } else { "trains" }.into());
+        metadata.insert("n".into(), serde_json::json!(if is_rare { 2.5 } else { 1.0 }));
+        metadata.insert("shared".into(), serde_json::json!(is_rare));
+        points.push(IndexedMemory {
+            user_id: Some(if number % 2 == 0 { "ana" } else { "ben" }.to_string()),
+            agent_id: (number % 3 == 0).then(|| "support".to_string()),
+            text: format!("garden note {number}"),
+            filterable: FilterableFields {
+                source: Some(if is_rare { engram_core::MemorySource::Manual } else { engram_core::MemorySource::UserStated }),
+                categories: if is_rare { vec!["food".into(), "travel".into()] } else { vec!["travel".into()] },
+                confidence: Some(if is_rare { 0.9 } else { 0.4 }),
+                updated_at: Some(at(1 + number % 20)),
+                occurred_at: Some(if is_rare { at(25) } else { at(1 + number % 20) }),
+                metadata,
+            },
+            // The rare point is the farthest from the probe.
+            ..memory(memory_id, 1, if is_rare { axis_vector(7) } else { axis_vector(0) })
+        });
+    }
+    let rare = rare.unwrap();
+    index.upsert(&scope, points).await.unwrap();
+    for tree in [
+        serde_json::json!({"metadata": {"topic": "tea"}}),
+        serde_json::json!({"metadata": {"n": 2.5}}),
+        serde_json::json!({"metadata": {"shared": true}}),
+        serde_json::json!({"categories": {"all": ["food", "travel"]}}),
+        serde_json::json!({"source": {"ne": "user_stated"}}),
+        serde_json::json!({"confidence": {"gt": 0.5}}),
+        serde_json::json!({"occurred_at": {"gte": "2024-07-22"}}),
+        serde_json::json!({"OR": [{"memory_ids": [rare.to_string()]}, {"user_id": "nobody"}]}),
+        serde_json::json!({"NOT": {"OR": [{"metadata": {"topic": "trains"}}, {"agent_id": "*"}]}, "user_id": {"in": ["ben"]}}),
+    ] {
+        let filter = engram_core::memory_filter::parse_memory_filter(&tree, "filters").unwrap();
+        let translation = payload_filter_for(&filter);
+        assert!(translation.exact, "{tree}");
+        let PayloadBound::Only(payload) = translation.bound else {
+            panic!("{tree} narrows");
+        };
+        let vector_hits = index
+            .search(&scope, VectorQuery { filter: Some(payload.clone()), ..query(axis_vector(0), 1) })
+            .await
+            .unwrap();
+        assert_eq!(hit_ids(&vector_hits), vec![rare], "vector search, {tree}");
+        let keyword_hits = index
+            .keyword_search(&scope, KeywordQuery { filter: Some(payload), ..keyword_query("garden note", 1) })
+            .await
+            .unwrap();
+        assert_eq!(hit_ids(&keyword_hits), vec![rare], "keyword search, {tree}");
+    }
+}
 
 fn keyword_query(text: &str, limit: usize) -> KeywordQuery {
     KeywordQuery {
@@ -180,6 +249,7 @@ fn keyword_query(text: &str, limit: usize) -> KeywordQuery {
         session_id: None,
         kinds: Vec::new(),
         only_ids: None,
+        filter: None,
     }
 }
 

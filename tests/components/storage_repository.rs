@@ -99,6 +99,7 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
             source: MemorySource::UserStated,
             confidence: 0.9,
             expires_at: None,
+            occurred_at: None,
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),

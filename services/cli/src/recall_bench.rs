@@ -141,7 +141,8 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
 
-    // Ingest: every turn as "speaker: text", its ids and session date in metadata, 100 per
+    // Ingest: every turn as "speaker: text", dated by its session (`occurred_at`), its ids
+    // and session date in metadata, 100 per
     // request, each request waiting until its memories are searchable.
     let bar = progress(turns.len(), "ingest");
     let ingest_started = Instant::now();
@@ -156,6 +157,8 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
                     "user_id": turn.conv_id,
                     "session_id": format!("{}-s{}", turn.conv_id, turn.session),
                     "kind": "episodic",
+                    // The session's date: when what was said happened.
+                    "occurred_at": turn.timestamp,
                     "metadata": {
                         "dia_id": turn.dia_id,
                         "session": turn.session,
