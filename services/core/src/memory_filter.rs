@@ -453,9 +453,7 @@ impl FilterParser {
         let Value::Object(fields) = value else {
             return self.fail(path, "must be an object of conditions");
         };
-        if fields.is_empty() && depth > 1 {
-            return self.fail(path, "must hold at least one condition");
-        }
+        // An empty object is no condition: it lets every memory through.
         let mut parts = Vec::with_capacity(fields.len());
         for (key, value) in fields {
             if self.too_large() {
@@ -1082,7 +1080,7 @@ fn to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
 /// Years every store and RFC 3339 can write (four digits).
 fn writable(at: DateTime<Utc>) -> Option<DateTime<Utc>> {
     use chrono::Datelike;
-    (1..=9998).contains(&at.year()).then_some(at)
+    (1..=9999).contains(&at.year()).then_some(at)
 }
 
 fn parse_moment(text: &str) -> Option<Moment> {
