@@ -4,7 +4,8 @@
 //! or content. Random operation sequences (proptest) against one real server with
 //! 3 organizations × 2 projects; the principals are each project's API key and, in every
 //! project, end-user tokens of `ana` and `ben` (`chen` is only ever named by the key). The
-//! operations: memories (add, list and search with and without a user filter, get / edit /
+//! operations: memories (add, list and search with and without a user filter, a list by a
+//! filter tree that names every end-user, the end-users listed as entities, get / edit /
 //! delete / history aimed at memories of anyone), conversation messages and session state in
 //! a tiny shared set of session ids and keys (so projects and end-users collide on them),
 //! files (upload, get), feedback on memories and on recalls, recall events, tasks,
@@ -182,6 +183,15 @@ enum Operation {
         by: Principal,
         user: Option<usize>,
     },
+    /// A list by a filter tree that names every end-user and none (an end-user token's tree
+    /// is ANDed with its own user, whatever the tree says).
+    QueryByTree {
+        by: Principal,
+    },
+    /// The end-users the project's memories name.
+    ListEntities {
+        by: Principal,
+    },
     Get {
         by: Principal,
         target: usize,
@@ -278,6 +288,8 @@ impl Operation {
             Operation::Add { by, .. }
             | Operation::List { by, .. }
             | Operation::Search { by, .. }
+            | Operation::QueryByTree { by }
+            | Operation::ListEntities { by }
             | Operation::Get { by, .. }
             | Operation::Edit { by, .. }
             | Operation::Delete { by, .. }
@@ -319,6 +331,8 @@ impl Operation {
             Operation::CreateEvalSet { .. } => Needs::AdminAndRead,
             Operation::List { .. }
             | Operation::Search { .. }
+            | Operation::QueryByTree { .. }
+            | Operation::ListEntities { .. }
             | Operation::Get { .. }
             | Operation::History { .. }
             | Operation::ListMessages { .. }
@@ -335,6 +349,8 @@ impl Operation {
             Operation::Add { .. } => "add",
             Operation::List { .. } => "list",
             Operation::Search { .. } => "search",
+            Operation::QueryByTree { .. } => "query by tree",
+            Operation::ListEntities { .. } => "list entities",
             Operation::Get { .. } => "get",
             Operation::Edit { .. } => "edit",
             Operation::Delete { .. } => "delete",
@@ -384,6 +400,8 @@ fn operation() -> impl Strategy<Value = Operation> {
         3 => (principal(), user()).prop_map(|(by, user)| Operation::Add { by, user }),
         1 => (principal(), user()).prop_map(|(by, user)| Operation::List { by, user }),
         1 => (principal(), user()).prop_map(|(by, user)| Operation::Search { by, user }),
+        1 => principal().prop_map(|by| Operation::QueryByTree { by }),
+        1 => principal().prop_map(|by| Operation::ListEntities { by }),
         2 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Get { by, target }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Edit { by, target }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Delete { by, target }),
@@ -487,6 +505,13 @@ fn name_of(user: Option<usize>) -> &'static str {
 }
 
 /// `&user_id=…` (or `?user_id=…` with `first`) for a named end-user, else nothing.
+/// A filter tree naming every end-user, and memories of none.
+fn every_user_tree() -> Value {
+    let mut any: Vec<Value> = USERS.iter().map(|user| json!({"user_id": user})).collect();
+    any.push(json!({"NOT": {"user_id": "*"}}));
+    json!({"filters": {"OR": any}, "limit": 500})
+}
+
 fn user_parameter(user: Option<usize>, first: bool) -> String {
     match user {
         Some(user) => format!("{}user_id={}", if first { '?' } else { '&' }, USERS[user]),
@@ -722,6 +747,16 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
             "/v1/memories/search".to_string(),
             json(json!({"query": "anything"})),
         ),
+        Operation::QueryByTree { .. } => (
+            Method::POST,
+            "/v1/memories/query".to_string(),
+            json(every_user_tree()),
+        ),
+        Operation::ListEntities { .. } => (
+            Method::GET,
+            "/v1/entities?type=user".to_string(),
+            RefusedBody::None,
+        ),
         Operation::Get { target, .. } => (
             Method::GET,
             format!("/v1/memories/{}", memory(*target)?),
@@ -934,6 +969,40 @@ async fn run_operation(
                     },
                 );
                 world.recalls.push(recall_id.to_string());
+            }
+        }
+        Operation::QueryByTree { by } => {
+            let client = tenants.client(by);
+            let response = client
+                .send(
+                    client
+                        .request(Method::POST, "/v1/memories/query")
+                        .json(&every_user_tree()),
+                )
+                .await;
+            expect(&response, &[200], "query by tree")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
+        Operation::ListEntities { by } => {
+            let client = tenants.client(by);
+            let response = client
+                .send(client.request(Method::GET, "/v1/entities?type=user&limit=500"))
+                .await;
+            expect(&response, &[200], "list entities")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+            if let Some(own) = by.token_of {
+                let named: Vec<&str> = response.body["entities"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|entity| entity["id"].as_str())
+                    .collect();
+                if named.iter().any(|name| *name != USERS[own]) {
+                    return Err(TestCaseError::fail(format!(
+                        "an end-user token of {} learned of other end-users: {named:?}",
+                        USERS[own]
+                    )));
+                }
             }
         }
         Operation::Get { by, target }
