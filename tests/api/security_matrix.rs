@@ -85,6 +85,24 @@ const ROUTES: &[Route] = &[
         success: 200,
     },
     Route {
+        method: "POST",
+        path: "/v1/memories/query",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/memories/bulk-delete",
+        needs: Needs::Delete,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/entities",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
         method: "GET",
         path: "/v1/keys",
         needs: Needs::Admin,
@@ -422,6 +440,11 @@ fn body_for(route: &Route) -> Option<Value> {
         }
         ("PATCH", "/v1/memories/{memory}") => Some(json!({"content": "Matrix edit."})),
         ("POST", "/v1/memories/search") => Some(json!({"query": "matrix"})),
+        ("POST", "/v1/memories/query") => Some(json!({"filters": {"user_id": "alice"}})),
+        // Deletes nothing the other routes need: no memory names this end-user.
+        ("POST", "/v1/memories/bulk-delete") => {
+            Some(json!({"filters": {"user_id": "matrix-nobody"}, "reason": "matrix"}))
+        }
         // A key mints only what it holds itself: the `admin` key mints an `admin` key.
         ("POST", "/v1/keys") => Some(json!({"label": "matrix", "scopes": ["admin"]})),
         ("POST", "/v1/keys/{key}/roll") => Some(json!({"overlap_seconds": 0})),
