@@ -31,7 +31,8 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
     ];
     let response = api
         .add(json!([
-            {"content": contents[0], "user_id": "traveller-1", "kind": "preference"},
+            {"content": contents[0], "user_id": "traveller-1", "kind": "preference",
+             "metadata": {"trip": "lisbon"}, "occurred_at": "2026-06-01T10:00:00Z"},
             {"content": contents[1], "user_id": "traveller-1", "kind": "semantic"},
             {"content": contents[2], "agent_id": "ops-bot", "kind": "procedural"},
         ]))
@@ -57,6 +58,7 @@ async fn the_console_logs_in_lists_and_filters_memories_in_a_real_browser() {
             .env("ENGRAM_CONSOLE_PASSWORD", password)
             .env("ENGRAM_EXPECT_CONTENTS", expected)
             .env("ENGRAM_EXPECT_TOTAL", "60")
+            .env("ENGRAM_DATED_CONTENT", contents[0])
             .env("ENGRAM_FORBIDDEN_CONTENTS", "[\"Other project's secret.\"]")
             .output()
     })

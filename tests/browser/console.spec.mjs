@@ -301,6 +301,25 @@ try {
         await page.getByTestId('kind-select').selectOption('');
         await allExpectedVisible(page);
       }],
+      ['event time and metadata filters leave only the memory they name', async () => {
+        const dated = process.env.ENGRAM_DATED_CONTENT;
+        assert(dated, 'ENGRAM_DATED_CONTENT is not set');
+        const onlyDated = async () => {
+          const shown = contents(await rows(page));
+          return shown.length === 1 && shown[0] === dated;
+        };
+        await page.getByTestId('filter-metadata').fill('trip=lisbon');
+        await until('only the memory with metadata trip=lisbon', onlyDated);
+        await page.getByTestId('filter-metadata').fill('');
+        await allExpectedVisible(page);
+        await page.getByTestId('filter-happened_from').fill('2026-05-31');
+        await page.getByTestId('filter-happened_to').fill('2026-06-01');
+        await until('only the memory that happened on 2026-06-01', onlyDated);
+        await screenshot(page, '04b-event-time-filter');
+        await page.getByTestId('filter-happened_from').fill('');
+        await page.getByTestId('filter-happened_to').fill('');
+        await allExpectedVisible(page);
+      }],
       ['the project selector switches between projects', async () => {
         const options = await page
           .getByTestId('project-select')
