@@ -131,8 +131,18 @@ fn entity_expression(field: EntityField, test: &EntityTest, backend: DbBackend) 
     };
     match test {
         EntityTest::Present => column.is_not_null(),
-        EntityTest::In(values) => column.is_in(values.iter().map(String::as_str)),
+        // Never NULL (a memory without the field simply does not match), so NOT of it
+        // matches that memory, as the reference says.
+        EntityTest::In(values) => column
+            .is_not_null()
+            .and(column.is_in(values.iter().map(String::as_str))),
     }
+}
+
+/// `FALSE` where PostgreSQL's JSON operators yield NULL (an absent key): three-valued logic
+/// would otherwise make `NOT` of the condition NULL too, and drop the memory.
+fn never_null(sql: String) -> String {
+    format!("COALESCE(({sql}), FALSE)")
 }
 
 /// Any of `categories` is among the memory's (a JSON array of strings).
@@ -153,7 +163,9 @@ fn categories_any(categories: &[String], backend: DbBackend) -> SimpleExpr {
 
 fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
     let sql = match backend {
-        DbBackend::Postgres => "jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'",
+        DbBackend::Postgres => {
+            never_null("jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'".to_string())
+        }
         _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
               WHERE m.key = ? AND m.type = 'text')",
     };
@@ -167,10 +179,10 @@ fn metadata_expression(key: &str, test: &MetadataTest, backend: DbBackend) -> Si
         MetadataTest::In(values) => values.iter().collect(),
         MetadataTest::Contains(folded) => {
             let sql = match backend {
-                DbBackend::Postgres => format!(
-                    "(jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string' AND \
-                     strpos(translate((\"memories\".\"metadata\")::jsonb ->> ?, '{ASCII_UPPER}', '{ASCII_LOWER}'), ?) > 0)"
-                ),
+                DbBackend::Postgres => never_null(format!(
+                    "jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string' AND \
+                     strpos(translate((\"memories\".\"metadata\")::jsonb ->> ?, '{ASCII_UPPER}', '{ASCII_LOWER}'), ?) > 0"
+                )),
                 _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
                       WHERE m.key = ? AND m.type = 'text' AND instr(lower(m.value), ?) > 0)"
                     .to_string(),
@@ -195,17 +207,22 @@ fn metadata_equals(key: &str, value: &ScalarValue, backend: DbBackend) -> Simple
             let field = "(\"memories\".\"metadata\")::jsonb";
             match value {
                 ScalarValue::Text(text) => Expr::cust_with_values(
-                    format!("(jsonb_typeof({field} -> ?) = 'string' AND ({field} ->> ?) = ?)"),
+                    never_null(format!(
+                        "jsonb_typeof({field} -> ?) = 'string' AND ({field} ->> ?) = ?"
+                    )),
                     [key.to_string(), key.to_string(), text.clone()],
                 ),
                 ScalarValue::Number(number) => Expr::cust_with_values(
-                    format!(
-                        "(jsonb_typeof({field} -> ?) = 'number' AND ({field} ->> ?)::float8 = ?)"
-                    ),
+                    // CASE, not AND: PostgreSQL may evaluate either side of an AND first, and
+                    // the cast fails on text.
+                    never_null(format!(
+                        "CASE WHEN jsonb_typeof({field} -> ?) = 'number' \
+                         THEN ({field} ->> ?)::float8 = ? ELSE FALSE END"
+                    )),
                     [Value::from(key), Value::from(key), Value::from(*number)],
                 ),
                 ScalarValue::Bool(flag) => Expr::cust_with_values(
-                    format!("({field} -> ?) = '{flag}'::jsonb"),
+                    never_null(format!("({field} -> ?) = '{flag}'::jsonb")),
                     [key.to_string()],
                 ),
             }
