@@ -39,9 +39,9 @@ impl Storage {
         let entity = entity_expression(field, backend);
         let mut query = owned_memories_of(scope)
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
-            .filter(entity.clone().is_not_null());
+            .filter(Expr::expr(entity.clone()).is_not_null());
         if let Some(after) = after {
-            query = query.filter(entity.clone().gt(after));
+            query = query.filter(Expr::expr(entity.clone()).gt(after));
         }
         let rows = query
             .select_only()
