@@ -38,6 +38,8 @@ pub const MAX_FILTER_DEPTH: usize = 8;
 pub const MAX_FILTER_LIST_ITEMS: usize = 100;
 /// How far in the future a memory's `occurred_at` may lie (clock skew), in seconds.
 pub const MAX_OCCURRED_AT_SKEW_SECONDS: i64 = 300;
+/// Most values of every `in` / `all` list of one memory filter together.
+pub const MAX_FILTER_VALUES: usize = 1_000;
 /// Most ids in one filter's `memory_ids`.
 pub const MAX_FILTER_MEMORY_IDS: usize = 1_000;
 

@@ -4,7 +4,7 @@
 
 use crate::limits::{
     MAX_CATEGORY_CHARS, MAX_EXTERNAL_ID_CHARS, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH,
-    MAX_FILTER_LIST_ITEMS, MAX_FILTER_MEMORY_IDS, MAX_FILTER_VALUE_BYTES,
+    MAX_FILTER_LIST_ITEMS, MAX_FILTER_MEMORY_IDS, MAX_FILTER_VALUE_BYTES, MAX_FILTER_VALUES,
 };
 use crate::memory::{Memory, MemoryKind, MemorySource};
 use crate::validation::{ExternalId, FieldError};
@@ -233,6 +233,88 @@ impl MemoryFilter {
         })
     }
 
+    /// The filter that lets no memory through.
+    pub fn nothing() -> Self {
+        Self::Not(Box::new(Self::everything()))
+    }
+
+    pub fn is_nothing(&self) -> bool {
+        matches!(self, Self::Not(child) if child.is_everything())
+    }
+
+    /// The same filter without what cannot change its answer: conditions that are always
+    /// true inside AND, always false inside OR, nested ANDs and ORs flattened, double NOT
+    /// removed. A tree that matches everything is then `everything()` whatever its shape
+    /// (`{"AND": [{}]}`), so a door can tell an empty filter apart.
+    pub fn simplified(self) -> Self {
+        match self {
+            Self::All(children) => {
+                let mut kept = Vec::with_capacity(children.len());
+                for child in children {
+                    let child = child.simplified();
+                    if child.is_everything() {
+                        continue;
+                    }
+                    if child.is_nothing() {
+                        return Self::nothing();
+                    }
+                    match child {
+                        Self::All(grandchildren) => kept.extend(grandchildren),
+                        other => kept.push(other),
+                    }
+                }
+                match kept.len() {
+                    1 => kept.pop().unwrap_or_else(Self::everything),
+                    _ => Self::All(kept),
+                }
+            }
+            Self::Any(children) => {
+                let mut kept = Vec::with_capacity(children.len());
+                for child in children {
+                    let child = child.simplified();
+                    if child.is_everything() {
+                        return Self::everything();
+                    }
+                    if child.is_nothing() {
+                        continue;
+                    }
+                    match child {
+                        Self::Any(grandchildren) => kept.extend(grandchildren),
+                        other => kept.push(other),
+                    }
+                }
+                match kept.len() {
+                    0 => Self::nothing(),
+                    1 => kept.pop().unwrap_or_else(Self::nothing),
+                    _ => Self::Any(kept),
+                }
+            }
+            Self::Not(child) => match child.simplified() {
+                Self::Not(inner) => *inner,
+                other => Self::Not(Box::new(other)),
+            },
+            condition @ Self::Condition(_) => condition,
+        }
+    }
+
+    /// Whether the filter tests what only a reader of content may learn: the text, or the
+    /// metadata (an application id included). Counting its matches would otherwise reveal
+    /// content to a credential that may not read it.
+    pub fn reads_content(&self) -> bool {
+        self.conditions().into_iter().any(|condition| {
+            matches!(
+                condition,
+                FilterCondition::TextContains(_)
+                    | FilterCondition::TextContainsFolded(_)
+                    | FilterCondition::Metadata { .. }
+                    | FilterCondition::Entity {
+                        field: EntityField::AppId,
+                        ..
+                    }
+            )
+        })
+    }
+
     /// Does `memory` pass? The reference every other evaluation agrees with.
     pub fn matches(&self, memory: &Memory) -> bool {
         match self {
@@ -411,7 +493,7 @@ pub fn parse_memory_filter(value: &Value, path: &str) -> Result<MemoryFilter, Ve
         );
     }
     if parser.errors.is_empty() {
-        Ok(filter)
+        Ok(filter.simplified())
     } else {
         parser.errors.truncate(MAX_REPORTED_ERRORS);
         Err(parser.errors)
@@ -425,6 +507,8 @@ const MAX_REPORTED_ERRORS: usize = 20;
 struct FilterParser {
     errors: Vec<FieldError>,
     nodes: usize,
+    /// Values of every `in` / `all` list so far.
+    values: usize,
 }
 
 impl FilterParser {
@@ -453,7 +537,11 @@ impl FilterParser {
         let Value::Object(fields) = value else {
             return self.fail(path, "must be an object of conditions");
         };
-        // An empty object is no condition: it lets every memory through.
+        // An empty object is no condition: it lets every memory through (and still counts
+        // toward the size limit, so a list of them cannot grow without bound).
+        if fields.is_empty() {
+            self.count_node();
+        }
         let mut parts = Vec::with_capacity(fields.len());
         for (key, value) in fields {
             if self.too_large() {
@@ -505,7 +593,15 @@ impl FilterParser {
                 self.count_node();
                 // One condition object; an array (as some clients send) is NOT of their AND.
                 let inner = match value {
-                    Value::Array(children) if !children.is_empty() => {
+                    Value::Array(children)
+                        if children.is_empty() || children.len() > MAX_FILTER_LIST_ITEMS =>
+                    {
+                        return self.fail(
+                            path,
+                            format!("must hold 1–{MAX_FILTER_LIST_ITEMS} conditions"),
+                        );
+                    }
+                    Value::Array(children) => {
                         let mut parsed = Vec::with_capacity(children.len());
                         for (position, child) in children.iter().enumerate() {
                             if self.too_large() {
@@ -630,7 +726,17 @@ impl FilterParser {
 
     fn list<'a>(&mut self, value: &'a Value, path: &str, most: usize) -> Option<&'a [Value]> {
         match value {
-            Value::Array(items) if !items.is_empty() && items.len() <= most => Some(items),
+            Value::Array(items) if !items.is_empty() && items.len() <= most => {
+                self.values += items.len();
+                if self.values > MAX_FILTER_VALUES {
+                    self.errors.push(FieldError::new(
+                        path,
+                        format!("a filter holds at most {MAX_FILTER_VALUES} listed values in all"),
+                    ));
+                    return None;
+                }
+                Some(items)
+            }
             Value::Array(_) => {
                 self.errors
                     .push(FieldError::new(path, format!("must hold 1–{most} values")));
@@ -1071,8 +1177,9 @@ impl Moment {
     }
 }
 
-/// Microseconds are what every store keeps; finer digits would compare differently.
-fn to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
+/// Microseconds are what every store keeps (storage truncates what it writes to them); finer
+/// digits would compare differently.
+pub fn to_micros(at: DateTime<Utc>) -> DateTime<Utc> {
     let micros = at.timestamp_micros();
     DateTime::from_timestamp_micros(micros).unwrap_or(at)
 }
@@ -1250,6 +1357,33 @@ mod tests {
         assert_eq!(error_fields(json!({"user_id": {"in": long}})), vec!["filters.user_id.in"]);
         let big = "x".repeat(MAX_FILTER_VALUE_BYTES + 1);
         assert_eq!(error_fields(json!({"text": big})), vec!["filters.text"]);
+    }
+
+    #[test]
+    fn a_tree_that_cannot_narrow_is_no_filter_whatever_its_shape() {
+        for tree in [
+            json!({}),
+            json!({"AND": [{}]}),
+            json!({"OR": [{}, {"user_id": "a"}]}),
+            json!({"NOT": {"NOT": {}}}),
+        ] {
+            assert!(parsed(tree.clone()).is_everything(), "{tree}");
+        }
+        assert!(parsed(json!({"NOT": {}})).is_nothing());
+        assert!(parsed(json!({"user_id": "a", "OR": [{"NOT": {}}]})).is_nothing());
+        let many_empty: Vec<Value> = (0..100_000).map(|_| json!({})).collect();
+        assert_eq!(error_fields(json!({"NOT": many_empty.clone()})), vec!["filters.NOT"]);
+        assert_eq!(error_fields(json!({"OR": many_empty})), vec!["filters.OR"]);
+        let wide: Vec<Value> = (0..MAX_FILTER_LIST_ITEMS).map(|_| json!({})).collect();
+        assert_eq!(error_fields(json!({"AND": wide})), vec!["filters"]);
+    }
+
+    #[test]
+    fn text_and_metadata_conditions_read_content() {
+        assert!(parsed(json!({"NOT": {"text": "x"}})).reads_content());
+        assert!(parsed(json!({"metadata": {"k": 1}})).reads_content());
+        assert!(parsed(json!({"app_id": "web"})).reads_content());
+        assert!(!parsed(json!({"user_id": "a", "categories": ["c"]})).reads_content());
     }
 
     #[test]

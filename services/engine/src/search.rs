@@ -364,7 +364,7 @@ impl MemoryEngine {
         let mut payload_filter = match translation.bound {
             PayloadBound::Nothing => return Ok(None),
             PayloadBound::Everything => None,
-            PayloadBound::Only(filter) => Some(filter),
+            PayloadBound::Only(filter) => Some(engram_index::or_written_before_filters(filter)),
         };
         if !translation.exact {
             let mut subject = request.subject.clone();

@@ -44,7 +44,7 @@ const VERSION_FIELD: &str = "version";
 const CREATED_AT_FIELD: &str = "created_at";
 /// The memory's content, with a BM25-scored full-text index.
 const TEXT_FIELD: &str = "text";
-const LAYOUT_FIELD: &str = "layout";
+use crate::payload_filter::LAYOUT_FIELD;
 
 /// Fields every filter may touch; each gets a keyword payload index so filtered search does not
 /// have to read payloads point by point.

@@ -13,7 +13,9 @@ pub mod remote;
 
 pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
 pub use keywords::InMemoryKeywordScorer;
-pub use payload_filter::{PayloadBound, PayloadFilter, PayloadTranslation, payload_filter_for};
+pub use payload_filter::{
+    PayloadBound, PayloadFilter, PayloadTranslation, or_written_before_filters, payload_filter_for,
+};
 pub use remote::{
     MINIMUM_QDRANT_VERSION, QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model,
 };

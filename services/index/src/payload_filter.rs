@@ -23,6 +23,22 @@ pub const OCCURRED_MICROS_FIELD: &str = "occurred_us";
 /// The metadata's scalar values (text up to the filter language's longest value).
 pub const METADATA_FIELD: &str = "metadata";
 
+/// The point layout a payload was written with (see [`crate::POINT_LAYOUT`]).
+pub const LAYOUT_FIELD: &str = "layout";
+
+/// `filter`, or a point written before payloads carried what filters read: such a point is
+/// let through (the check after hydration decides) until the reconciler rewrites it.
+pub fn or_written_before_filters(filter: PayloadFilter) -> PayloadFilter {
+    PayloadFilter::Any(vec![
+        filter,
+        PayloadFilter::Not(Box::new(PayloadFilter::Range {
+            field: LAYOUT_FIELD.to_string(),
+            comparison: Comparison::Gte,
+            value: crate::POINT_LAYOUT as f64,
+        })),
+    ])
+}
+
 /// A condition on point payloads.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PayloadFilter {
@@ -130,6 +146,7 @@ fn bound_of(filter: &MemoryFilter, direction: Direction, exact: &mut bool) -> Pa
             PayloadBound::Nothing => PayloadBound::Everything,
             PayloadBound::Only(inner) => PayloadBound::Only(PayloadFilter::Not(Box::new(inner))),
         },
+        MemoryFilter::Condition(condition) if matches_nothing(condition) => PayloadBound::Nothing,
         MemoryFilter::Condition(condition) => match condition_filter(condition) {
             Some(translated) => PayloadBound::Only(translated),
             None => {
@@ -137,6 +154,26 @@ fn bound_of(filter: &MemoryFilter, direction: Direction, exact: &mut bool) -> Pa
                 direction.unknown()
             }
         },
+    }
+}
+
+/// A condition over an empty list matches no memory (the parser refuses empty lists; an
+/// empty OR would match every point in a backend).
+fn matches_nothing(condition: &FilterCondition) -> bool {
+    match condition {
+        FilterCondition::Entity {
+            test: EntityTest::In(values),
+            ..
+        } => values.is_empty(),
+        FilterCondition::Kind(kinds) => kinds.is_empty(),
+        FilterCondition::Source(sources) => sources.is_empty(),
+        FilterCondition::CategoriesAny(categories) => categories.is_empty(),
+        FilterCondition::MemoryIds(ids) => ids.is_empty(),
+        FilterCondition::Metadata {
+            test: MetadataTest::In(values),
+            ..
+        } => values.is_empty(),
+        _ => false,
     }
 }
 

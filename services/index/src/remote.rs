@@ -44,7 +44,7 @@ const VERSION_FIELD: &str = "version";
 pub const MINIMUM_QDRANT_VERSION: &str = "1.20.0";
 /// The memory's content, with a BM25-scored full-text index (needs `MINIMUM_QDRANT_VERSION`).
 const TEXT_FIELD: &str = "text";
-const LAYOUT_FIELD: &str = "layout";
+use crate::payload_filter::LAYOUT_FIELD;
 const CREATED_AT_FIELD: &str = "created_at";
 
 /// Where the cluster is and how the collection is laid out when this process creates it.

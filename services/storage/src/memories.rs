@@ -11,6 +11,7 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::memory::content_digest;
+use engram_core::memory_filter::to_micros;
 pub use engram_core::memory::{HistoryEntry, MemoryListFilter, MemoryPage};
 use engram_core::{
     ExternalId, Memory, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
@@ -510,7 +511,9 @@ impl Storage {
                 });
             }
         }
-        let now = Utc::now();
+        // Microseconds, as PostgreSQL keeps them and filters compare them (SQLite would keep
+        // nanoseconds the index and the filter language do not).
+        let now = to_micros(Utc::now());
         let mut stored = Vec::with_capacity(drafts.len());
         let mut touched = Vec::with_capacity(drafts.len());
         let mut superseded = Vec::new();
@@ -576,7 +579,7 @@ impl Storage {
                 version: Set(1),
                 created_at: Set(now),
                 updated_at: Set(now),
-                occurred_at: Set(draft.memory.occurred_at.unwrap_or(now)),
+                occurred_at: Set(draft.memory.occurred_at.map(to_micros).unwrap_or(now)),
                 valid_from: Set(now),
                 valid_to: Set(None),
                 expires_at: Set(draft.memory.expires_at),
@@ -853,7 +856,9 @@ impl Storage {
             });
         }
         refuse_locked(current.immutable, current.legal_hold)?;
-        let now = Utc::now();
+        // Microseconds, as PostgreSQL keeps them and filters compare them (SQLite would keep
+        // nanoseconds the index and the filter language do not).
+        let now = to_micros(Utc::now());
         let next_version = current.version + 1;
         let mut update = memories::Entity::update_many()
             .col_expr(memories::Column::Version, Expr::value(next_version))
@@ -888,7 +893,10 @@ impl Storage {
             update = update.col_expr(memories::Column::ExpiresAt, Expr::value(expires_at));
         }
         if let Some(occurred_at) = patch.occurred_at {
-            update = update.col_expr(memories::Column::OccurredAt, Expr::value(occurred_at));
+            update = update.col_expr(
+                memories::Column::OccurredAt,
+                Expr::value(to_micros(occurred_at)),
+            );
         }
         // The version guard makes a concurrent patch that slipped in between lose cleanly.
         let result = update
@@ -920,6 +928,7 @@ impl Storage {
             ("metadata", patch.metadata.is_some()),
             ("categories", patch.categories.is_some()),
             ("expires_at", patch.expires_at.is_some()),
+            ("occurred_at", patch.occurred_at.is_some()),
         ] {
             if changed {
                 changed_fields.push(field);

@@ -63,7 +63,7 @@ fn condition_expression(condition: &FilterCondition, backend: DbBackend) -> Simp
                       WHERE instr(lower(c.value), ?) > 0)"
                     .to_string(),
             };
-            Expr::cust_with_values(sql, [folded.clone()])
+            custom(backend, sql, [folded.clone()])
         }
         FilterCondition::Confidence { comparison, value } => {
             compare(memories::Column::Confidence, *comparison, *value)
@@ -89,7 +89,7 @@ fn condition_expression(condition: &FilterCondition, backend: DbBackend) -> Simp
                 DbBackend::Postgres => "strpos(\"memories\".\"content\", ?) > 0",
                 _ => "instr(\"memories\".\"content\", ?) > 0",
             };
-            Expr::cust_with_values(sql, [text.clone()])
+            custom(backend, sql, [text.clone()])
         }
         FilterCondition::TextContainsFolded(folded) => {
             let sql = match backend {
@@ -98,7 +98,7 @@ fn condition_expression(condition: &FilterCondition, backend: DbBackend) -> Simp
                 ),
                 _ => "instr(lower(\"memories\".\"content\"), ?) > 0".to_string(),
             };
-            Expr::cust_with_values(sql, [folded.clone()])
+            custom(backend, sql, [folded.clone()])
         }
     }
 }
@@ -158,7 +158,7 @@ fn categories_any(categories: &[String], backend: DbBackend) -> SimpleExpr {
              WHERE c.value IN ({placeholders}))"
         ),
     };
-    Expr::cust_with_values(sql, categories.iter().cloned())
+    custom(backend, sql, categories.iter().cloned())
 }
 
 fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
@@ -169,7 +169,7 @@ fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
         _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
               WHERE m.key = ? AND m.type = 'text')",
     };
-    Expr::cust_with_values(sql, [key.to_string()])
+    custom(backend, sql, [key.to_string()])
 }
 
 /// A condition on one top-level metadata key. Numbers compare by value, text and booleans by
@@ -191,62 +191,142 @@ fn metadata_expression(key: &str, test: &MetadataTest, backend: DbBackend) -> Si
                 DbBackend::Postgres => vec![key.into(), key.into(), folded.as_str().into()],
                 _ => vec![key.into(), folded.as_str().into()],
             };
-            return Expr::cust_with_values(sql, parameters);
+            return custom(backend, sql, parameters);
         }
     };
-    values
-        .into_iter()
-        .map(|value| metadata_equals(key, value, backend))
-        .reduce(SimpleExpr::or)
-        .unwrap_or_else(|| Expr::cust("1 = 0"))
+    if backend == DbBackend::Postgres {
+        return values
+            .into_iter()
+            .map(|value| metadata_equals_on_postgres(key, value))
+            .reduce(SimpleExpr::or)
+            .unwrap_or_else(|| Expr::cust("1 = 0"));
+    }
+    // SQLite: one pass over the object's keys for every value of the list.
+    let mut tests = Vec::with_capacity(values.len());
+    let mut parameters: Vec<Value> = vec![key.into()];
+    for value in values {
+        match value {
+            ScalarValue::Text(text) => {
+                tests.push("(m.type = 'text' AND m.value = ?)");
+                parameters.push(text.as_str().into());
+            }
+            // Compared as doubles, as the reference and PostgreSQL do (SQLite would compare
+            // an integer beyond 2^53 with a real exactly).
+            ScalarValue::Number(number) => {
+                tests.push("(m.type IN ('integer', 'real') AND CAST(m.value AS REAL) = ?)");
+                parameters.push((*number).into());
+            }
+            ScalarValue::Bool(true) => tests.push("m.type = 'true'"),
+            ScalarValue::Bool(false) => tests.push("m.type = 'false'"),
+        }
+    }
+    if tests.is_empty() {
+        return Expr::cust("1 = 0");
+    }
+    custom(
+        backend,
+        format!(
+            "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
+             WHERE m.key = ? AND ({}))",
+            tests.join(" OR ")
+        ),
+        parameters,
+    )
 }
 
-fn metadata_equals(key: &str, value: &ScalarValue, backend: DbBackend) -> SimpleExpr {
-    match backend {
+fn metadata_equals_on_postgres(key: &str, value: &ScalarValue) -> SimpleExpr {
+    let backend = DbBackend::Postgres;
+    let field = "(\"memories\".\"metadata\")::jsonb";
+    match value {
+        ScalarValue::Text(text) => custom(
+            backend,
+            never_null(format!(
+                "jsonb_typeof({field} -> ?) = 'string' AND ({field} ->> ?) = ?"
+            )),
+            [key.to_string(), key.to_string(), text.clone()],
+        ),
+        ScalarValue::Number(number) => custom(
+            backend,
+            // CASE, not AND: PostgreSQL may evaluate either side of an AND first, and the
+            // cast fails on text.
+            never_null(format!(
+                "CASE WHEN jsonb_typeof({field} -> ?) = 'number' \
+                 THEN ({field} ->> ?)::float8 = ? ELSE FALSE END"
+            )),
+            [Value::from(key), Value::from(key), Value::from(*number)],
+        ),
+        ScalarValue::Bool(flag) => custom(
+            backend,
+            never_null(format!("({field} -> ?) = '{flag}'::jsonb")),
+            [key.to_string()],
+        ),
+    }
+}
+
+/// A custom SQL expression written with `?` for each bound value, in order. sea-query reads
+/// placeholders as the backend writes them (PostgreSQL: `$1`, `$2`, … numbered within the
+/// expression), so they are numbered here for PostgreSQL.
+fn custom<V: Into<Value>>(
+    backend: DbBackend,
+    sql: impl AsRef<str>,
+    values: impl IntoIterator<Item = V>,
+) -> SimpleExpr {
+    let sql = sql.as_ref();
+    let sql = match backend {
         DbBackend::Postgres => {
-            let field = "(\"memories\".\"metadata\")::jsonb";
-            match value {
-                ScalarValue::Text(text) => Expr::cust_with_values(
-                    never_null(format!(
-                        "jsonb_typeof({field} -> ?) = 'string' AND ({field} ->> ?) = ?"
-                    )),
-                    [key.to_string(), key.to_string(), text.clone()],
-                ),
-                ScalarValue::Number(number) => Expr::cust_with_values(
-                    // CASE, not AND: PostgreSQL may evaluate either side of an AND first, and
-                    // the cast fails on text.
-                    never_null(format!(
-                        "CASE WHEN jsonb_typeof({field} -> ?) = 'number' \
-                         THEN ({field} ->> ?)::float8 = ? ELSE FALSE END"
-                    )),
-                    [Value::from(key), Value::from(key), Value::from(*number)],
-                ),
-                ScalarValue::Bool(flag) => Expr::cust_with_values(
-                    never_null(format!("({field} -> ?) = '{flag}'::jsonb")),
-                    [key.to_string()],
-                ),
+            let mut numbered = String::with_capacity(sql.len() + 8);
+            let mut position = 0;
+            for character in sql.chars() {
+                if character == '?' {
+                    position += 1;
+                    numbered.push_str(&format!("${position}"));
+                } else {
+                    numbered.push(character);
+                }
             }
+            numbered
         }
-        _ => {
-            let (type_test, parameters): (&str, Vec<Value>) = match value {
-                ScalarValue::Text(text) => (
-                    "m.type = 'text' AND m.value = ?",
-                    vec![key.into(), text.as_str().into()],
-                ),
-                ScalarValue::Number(number) => (
-                    "m.type IN ('integer', 'real') AND m.value = ?",
-                    vec![key.into(), (*number).into()],
-                ),
-                ScalarValue::Bool(true) => ("m.type = 'true'", vec![key.into()]),
-                ScalarValue::Bool(false) => ("m.type = 'false'", vec![key.into()]),
-            };
-            Expr::cust_with_values(
-                format!(
-                    "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
-                     WHERE m.key = ? AND {type_test})"
-                ),
-                parameters,
-            )
+        _ => sql.to_string(),
+    };
+    Expr::cust_with_values(sql, values.into_iter().map(Into::into))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sea_orm::sea_query::{PostgresQueryBuilder, Query, SqliteQueryBuilder};
+
+    fn rendered(filter: serde_json::Value, backend: DbBackend) -> String {
+        let filter = engram_core::memory_filter::parse_memory_filter(&filter, "filters")
+            .expect("a valid filter");
+        let statement = Query::select()
+            .expr(Expr::val(1))
+            .from(memories::Entity)
+            .cond_where(memory_filter_condition(&filter, backend))
+            .to_owned();
+        match backend {
+            DbBackend::Postgres => statement.to_string(PostgresQueryBuilder),
+            _ => statement.to_string(SqliteQueryBuilder),
+        }
+    }
+
+    /// Every bound value reaches the statement on both backends (PostgreSQL numbers its
+    /// placeholders; a `?` left in would be a syntax error there).
+    #[test]
+    fn bound_values_reach_the_statement_on_both_backends() {
+        let filter = serde_json::json!({
+            "text": "Oolong",
+            "categories": {"in": ["food", "travel"], "contains": "FIN"},
+            "metadata": {"topic": {"in": ["tea", 2, true]}, "note": {"contains": "x"}},
+            "app_id": "web"
+        });
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            let sql = rendered(filter.clone(), backend);
+            assert!(!sql.contains('?'), "{sql}");
+            assert!(!sql.contains('$'), "{sql}");
+            for value in ["'oolong'", "'food'", "'travel'", "'fin'", "'tea'", "'topic'", "'web'", "'app_id'"] {
+                assert!(sql.contains(value), "{value} missing from {sql}");
+            }
         }
     }
 }

@@ -134,6 +134,9 @@ impl MemoryEngine {
         request: DeleteMatchingRequest,
     ) -> Result<DeleteMatchingOutcome, EngineError> {
         principal.authorize(Operation::BulkDeleteMemories)?;
+        if request.filter.reads_content() {
+            principal.authorize(Operation::BulkDeleteMemoriesByContent)?;
+        }
         if request.filter.is_everything() && !request.all {
             return Err(engram_core::InvalidInput::single(
                 "filters",
