@@ -739,8 +739,7 @@ impl Storage {
         scope: &MemoryScope,
         filter: &MemoryListFilter,
     ) -> Result<u64, StorageError> {
-        self.memories_matching(scope, filter)
-            .count(&self.connection)
+        sea_orm::PaginatorTrait::count(self.memories_matching(scope, filter), &self.connection)
             .await
             .map_err(StorageError::from_db)
     }

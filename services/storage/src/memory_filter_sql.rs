@@ -167,7 +167,8 @@ fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
             never_null("jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'".to_string())
         }
         _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
-              WHERE m.key = ? AND m.type = 'text')",
+              WHERE m.key = ? AND m.type = 'text')"
+            .to_string(),
     };
     custom(backend, sql, [key.to_string()])
 }
