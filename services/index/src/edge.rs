@@ -1025,7 +1025,7 @@ fn payload_condition(filter: &PayloadFilter) -> Result<Condition, IndexError> {
             comparison,
             value,
         } => {
-            let bound = Some(qdrant_edge::ordered_float::OrderedFloat(*value));
+            let bound = Some(qdrant_edge::external::ordered_float::OrderedFloat(*value));
             let mut range = qdrant_edge::Range {
                 lt: None,
                 gt: None,
