@@ -49,6 +49,8 @@ pub use use_cases::deployment;
 pub use use_cases::{
     AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
     BrokenChainLink, BulkDeleteOutcome, BulkDeletePreview, CONSOLE_SESSION_LIFETIME,
+    DeleteMatchingOutcome, DeleteMatchingRequest, EntityCount, EntityPage, ListEntitiesRequest,
+    MAX_ENTITY_PAGE, QueriedMemories, QueryMemoriesRequest,
     ClientIdempotencyKey, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, CreateApiKeyRequest,
     CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
     EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,

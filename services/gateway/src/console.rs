@@ -234,12 +234,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 let retrieval = engram_engine::RetrievalMode::Hybrid;
                 // The console's session field is a filter, like its other fields.
                 let session_only = filter.subject.session_id.is_some();
+                let tree = filter.search_tree();
                 let request = engram_engine::SearchRequest {
                     retrieval,
                     query: meaning.chars().take(2_000).collect(),
                     subject: filter.subject,
                     kinds: filter.kind.into_iter().collect(),
-                    filters: filter.search_tree(),
+                    filters: tree,
                     top_k: query.limit.clamp(1, 100) as usize,
                     session_only,
                     ..engram_engine::SearchRequest::default()
