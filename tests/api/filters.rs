@@ -10,7 +10,9 @@ use engram_core::memory_filter::parse_memory_filter;
 use engram_core::{ExternalId, Memory};
 use engram_tests::{ApiClient, ApiResponse, TestServer};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use reqwest::Method;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
@@ -52,9 +54,9 @@ fn day(offset_days: i64) -> DateTime<Utc> {
 }
 
 /// One random memory as the API takes it.
-fn random_memory(rng: &mut TestRng, position: usize) -> Value {
-    let pick = |rng: &mut TestRng, values: &[&str]| values[rng.gen_range(0..values.len())].to_string();
-    let maybe = |rng: &mut TestRng, values: &[&str]| {
+fn random_memory(rng: &mut StdRng, position: usize) -> Value {
+    let pick = |rng: &mut StdRng, values: &[&str]| values[rng.gen_range(0..values.len())].to_string();
+    let maybe = |rng: &mut StdRng, values: &[&str]| {
         rng.gen_bool(0.7)
             .then(|| values[rng.gen_range(0..values.len())].to_string())
     };
@@ -283,7 +285,7 @@ async fn answers_agree(client: &ApiClient, stored: &[Memory], filter: &Value) ->
 
 async fn agreement_on(server: TestServer, database: &str) {
     let client = client_vector_project(&server).await;
-    let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
+    let mut rng = StdRng::seed_from_u64(7);
     let memories: Vec<Value> = (0..MEMORIES).map(|position| random_memory(&mut rng, position)).collect();
     let added = client.add(json!(memories)).await;
     assert_eq!(added.status, 201, "{}", added.body);
@@ -306,14 +308,14 @@ async fn agreement_on(server: TestServer, database: &str) {
         ..Config::default()
     });
     let runtime = tokio::runtime::Handle::current();
-    let mut matched_some = 0;
+    let matched_some = std::cell::Cell::new(0usize);
     let outcome = runner.run(&filter_tree(), |filter| {
         let result = tokio::task::block_in_place(|| {
             runtime.block_on(answers_agree(&client, &stored, &filter))
         });
         let parsed = parse_memory_filter(&filter, "filters").expect("a valid filter");
         if stored.iter().any(|memory| parsed.matches(memory)) {
-            matched_some += 1;
+            matched_some.set(matched_some.get() + 1);
         }
         result.map_err(TestCaseError::fail)
     });
@@ -321,7 +323,11 @@ async fn agreement_on(server: TestServer, database: &str) {
         panic!("on {database}: {failure}");
     }
     // The drawn filters were not all empty-handed (the property would be weak).
-    assert!(matched_some * 4 >= cases, "{matched_some} of {cases} filters matched anything");
+    let matched_some = matched_some.get();
+    assert!(
+        matched_some * 4 >= cases as usize,
+        "{matched_some} of {cases} filters matched anything"
+    );
 }
 
 
