@@ -398,7 +398,7 @@ operations! {
         [http("post", "/v1/memories/bulk-delete"), Console("bulk_delete"), Console("preview_bulk_delete")];
     // Part of a bulk delete, checked when its filter tests text or metadata: how many match
     // would otherwise reveal content to a key that may not read it.
-    BulkDeleteMemoriesByContent => DeleteMemories + ReadMemories, None, "delete memories in bulk by their text or metadata", [];
+    BulkDeleteMemoriesByContent => DeleteMemories + ReadMemories, Content, "delete memories in bulk by their text or metadata", [];
     // End-user, agent, session and application ids with their counts: no memory text.
     ListEntities => ReadMemories, None, "list the entities memories name",
         [http("get", "/v1/entities")];
