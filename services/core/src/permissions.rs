@@ -399,8 +399,9 @@ operations! {
     // Part of a bulk delete, checked when its filter tests text or metadata: how many match
     // would otherwise reveal content to a key that may not read it.
     BulkDeleteMemoriesByContent => DeleteMemories + ReadMemories, Content, "delete memories in bulk by their text or metadata", [];
-    // End-user, agent, session and application ids with their counts: no memory text.
-    ListEntities => ReadMemories, None, "list the entities memories name",
+    // End-user, agent, session and application ids with their counts: application ids come
+    // from the metadata, and who has memories is for readers of memories.
+    ListEntities => ReadMemories, Content, "list the entities memories name",
         [http("get", "/v1/entities")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];
