@@ -723,7 +723,7 @@ mod tests {
         }
         assert!(seen > 30, "the document's path parameters ({seen})");
         let edit = &document["components"]["schemas"]["EditMemoryBody"];
-        assert_eq!(edit["anyOf"].as_array().map(Vec::len), Some(4), "{edit}");
+        assert_eq!(edit["anyOf"].as_array().map(Vec::len), Some(5), "{edit}");
         let delete = &document["paths"]["/v1/memories/{memory_id}"]["delete"]["responses"];
         assert!(
             delete["409"].is_object(),
