@@ -289,7 +289,7 @@ async fn agreement_on(server: TestServer, database: &str) {
     let memories: Vec<Value> = (0..MEMORIES).map(|position| random_memory(&mut rng, position)).collect();
     let added = client.add(json!(memories)).await;
     assert_eq!(added.status, 201, "{}", added.body);
-    let listed = client.list("limit=500").await;
+    let listed = client.list("?limit=500").await;
     assert_eq!(listed.status, 200, "{}", listed.body);
     let stored: Vec<Memory> = listed.body["memories"]
         .as_array()
