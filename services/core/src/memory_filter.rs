@@ -235,7 +235,7 @@ impl MemoryFilter {
 
     /// The filter that lets no memory through.
     pub fn nothing() -> Self {
-        Self::Not(Box::new(Self::everything()))
+        Self::Not(Box::default())
     }
 
     pub fn is_nothing(&self) -> bool {
@@ -624,8 +624,8 @@ impl FilterParser {
             "agent_id" => self.entity(EntityField::AgentId, value, path),
             "session_id" => self.entity(EntityField::SessionId, value, path),
             "app_id" => self.entity(EntityField::AppId, value, path),
-            "kind" => self.enumeration(value, path, |kinds| FilterCondition::Kind(kinds)),
-            "source" => self.enumeration(value, path, |sources| FilterCondition::Source(sources)),
+            "kind" => self.enumeration(value, path, FilterCondition::Kind),
+            "source" => self.enumeration(value, path, FilterCondition::Source),
             "categories" => self.categories(value, path),
             "confidence" => self.confidence(value, path),
             "metadata" => self.metadata(value, path),
