@@ -515,23 +515,30 @@ async fn missing_or_wrong_credentials_get_401_and_a_request_id_is_echoed() {
 async fn search_filters_beyond_their_documented_limits_are_refused_with_the_field() {
     let server = TestServer::spawn().await.unwrap();
     let api = server.client();
-    let many: serde_json::Map<String, Value> = (0..33)
+    // One more metadata key than a filter holds conditions.
+    let many: serde_json::Map<String, Value> = (0..engram_core::limits::MAX_FILTER_CONDITIONS)
         .map(|number| (format!("key{number}"), json!(number)))
         .collect();
-    let deep = json!([[[[["five levels"]]]]]);
+    let nested = json!([[["three levels"]]]);
     let large = "x".repeat(2_000);
-    let categories: Vec<String> = (0..33).map(|number| format!("c{number}")).collect();
+    let categories: Vec<String> = (0..=engram_core::limits::MAX_FILTER_LIST_ITEMS)
+        .map(|number| format!("c{number}"))
+        .collect();
     for (filters, field) in [
-        (json!({ "metadata": many }), "filters.metadata"),
+        (json!({ "metadata": many, "user_id": "a" }), "filters"),
         (
             json!({ "metadata": { "note": large } }),
             "filters.metadata.note",
         ),
         (
-            json!({ "metadata": { "path": deep } }),
+            json!({ "metadata": { "path": nested } }),
             "filters.metadata.path",
         ),
         (json!({ "categories": categories }), "filters.categories"),
+        (
+            json!({ "AND": [{ "user_id": "a" }, { "metadata": { "topic": { "gt": 1 } } }] }),
+            "filters.AND[1].metadata.topic.gt",
+        ),
     ] {
         let answer = api
             .search(json!({ "query": "anything", "filters": filters }))
@@ -542,7 +549,7 @@ async fn search_filters_beyond_their_documented_limits_are_refused_with_the_fiel
     let within = api
         .search(json!({
             "query": "anything",
-            "filters": { "metadata": { "path": [[["three levels"]]], "channel": "chat" } }
+            "filters": { "metadata": { "channel": "chat", "turn": 3 } }
         }))
         .await;
     assert_eq!(within.status, 200, "{}", within.body);

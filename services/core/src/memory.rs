@@ -362,6 +362,14 @@ impl MemoryListFilter {
     }
 }
 
+/// One end-user, agent, session or application a project's memories name, and how many
+/// active memories name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntityCount {
+    pub id: String,
+    pub memories: u64,
+}
+
 #[derive(Clone, Debug)]
 pub struct MemoryPage {
     pub memories: Vec<Memory>,

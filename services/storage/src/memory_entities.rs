@@ -12,12 +12,7 @@ use sea_orm::{
     QuerySelect,
 };
 
-/// One entity and its active memories.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EntityCount {
-    pub id: String,
-    pub memories: u64,
-}
+pub use engram_core::memory::EntityCount;
 
 #[derive(FromQueryResult)]
 struct EntityRow {

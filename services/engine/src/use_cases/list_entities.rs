@@ -4,7 +4,7 @@
 use crate::{EngineError, MemoryEngine};
 use engram_core::memory_filter::EntityField;
 use engram_core::{Operation, Principal};
-pub use engram_storage::memory_entities::EntityCount;
+pub use engram_core::memory::EntityCount;
 
 /// Most entities one page holds.
 pub const MAX_ENTITY_PAGE: u64 = 500;
