@@ -377,7 +377,7 @@ fn end_user_data_is_read_through_the_memory_scope() {
         // A memory's history is read only after the memory itself is read within the scope.
         "self.get_memory(",
         // The memories a list filter matches: built on `owned_memories_of`.
-        "self.memories_matching(",
+        "memories_matching(scope,",
     ];
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();
