@@ -55,7 +55,8 @@ fn day(offset_days: i64) -> DateTime<Utc> {
 
 /// One random memory as the API takes it.
 fn random_memory(rng: &mut StdRng, position: usize) -> Value {
-    let pick = |rng: &mut StdRng, values: &[&str]| values[rng.gen_range(0..values.len())].to_string();
+    let pick =
+        |rng: &mut StdRng, values: &[&str]| values[rng.gen_range(0..values.len())].to_string();
     let maybe = |rng: &mut StdRng, values: &[&str]| {
         rng.gen_bool(0.7)
             .then(|| values[rng.gen_range(0..values.len())].to_string())
@@ -149,21 +150,16 @@ fn some_of(values: &'static [&'static str]) -> impl Strategy<Value = Vec<String>
 
 /// One condition of the filter language, in the forms clients send.
 fn leaf() -> impl Strategy<Value = Value> {
-    let entity = prop_oneof![
-        Just("user_id"),
-        Just("agent_id"),
-        Just("session_id")
-    ];
-    let entity_values = prop_oneof![
-        Just(&USERS[..]),
-        Just(&AGENTS[..]),
-        Just(&SESSIONS[..])
-    ];
+    let entity = prop_oneof![Just("user_id"), Just("agent_id"), Just("session_id")];
+    let entity_values = prop_oneof![Just(&USERS[..]), Just(&AGENTS[..]), Just(&SESSIONS[..])];
     let date = (0i64..40).prop_map(|offset| day(offset).format("%Y-%m-%d").to_string());
     let instant = (0i64..40).prop_map(|offset| day(offset).to_rfc3339());
     let moment = prop_oneof![date, instant];
     prop_oneof![
-        (entity.clone(), one_of(&["ana", "ben", "support", "s-1", "s-2", "billing"]))
+        (
+            entity.clone(),
+            one_of(&["ana", "ben", "support", "s-1", "s-2", "billing"])
+        )
             .prop_map(|(field, value)| json!({ field: value })),
         (entity.clone(), entity_values).prop_flat_map(|(field, values)| {
             proptest::sample::subsequence(values, 1..=values.len())
@@ -183,7 +179,8 @@ fn leaf() -> impl Strategy<Value = Value> {
         one_of(&TOPICS).prop_map(|topic| json!({"metadata": {"topic": topic}})),
         one_of(&TOPICS).prop_map(|topic| json!({"metadata": {"topic": {"ne": topic}}})),
         one_of(&["TAX", "t"]).prop_map(|text| json!({"metadata": {"topic": {"contains": text}}})),
-        proptest::sample::select(&NUMBERS[..]).prop_map(|number| json!({"metadata": {"n": number}})),
+        proptest::sample::select(&NUMBERS[..])
+            .prop_map(|number| json!({"metadata": {"n": number}})),
         any::<bool>().prop_map(|flag| json!({"metadata": {"flag": flag}})),
         (
             one_of(&["occurred_at", "created_at"]),
@@ -201,8 +198,10 @@ fn leaf() -> impl Strategy<Value = Value> {
 fn filter_tree() -> impl Strategy<Value = Value> {
     leaf().prop_recursive(3, 12, 3, |inner| {
         prop_oneof![
-            proptest::collection::vec(inner.clone(), 1..=3).prop_map(|children| json!({"AND": children})),
-            proptest::collection::vec(inner.clone(), 1..=3).prop_map(|children| json!({"OR": children})),
+            proptest::collection::vec(inner.clone(), 1..=3)
+                .prop_map(|children| json!({"AND": children})),
+            proptest::collection::vec(inner.clone(), 1..=3)
+                .prop_map(|children| json!({"OR": children})),
             inner.clone().prop_map(|child| json!({"NOT": child})),
             (inner.clone(), leaf()).prop_map(|(left, right)| {
                 // A flat object of two keys is their AND (when the keys differ).
@@ -227,7 +226,11 @@ fn ids_of(memories: &Value) -> BTreeSet<String> {
 
 /// Search, list, count and a dry-run bulk delete answer `filter` as the in-memory evaluation
 /// does, on the memories `stored`.
-async fn answers_agree(client: &ApiClient, stored: &[Memory], filter: &Value) -> Result<(), String> {
+async fn answers_agree(
+    client: &ApiClient,
+    stored: &[Memory],
+    filter: &Value,
+) -> Result<(), String> {
     let parsed = parse_memory_filter(filter, "filters").map_err(|errors| format!("{errors:?}"))?;
     let expected: BTreeSet<String> = stored
         .iter()
@@ -253,7 +256,10 @@ async fn answers_agree(client: &ApiClient, stored: &[Memory], filter: &Value) ->
     )
     .await;
     if searched.status != 200 {
-        return Err(format!("search answered {}: {}", searched.status, searched.body));
+        return Err(format!(
+            "search answered {}: {}",
+            searched.status, searched.body
+        ));
     }
     let searched_ids: BTreeSet<String> = searched.body["results"]
         .as_array()
@@ -286,7 +292,9 @@ async fn answers_agree(client: &ApiClient, stored: &[Memory], filter: &Value) ->
 async fn agreement_on(server: TestServer, database: &str) {
     let client = client_vector_project(&server).await;
     let mut rng = StdRng::seed_from_u64(7);
-    let memories: Vec<Value> = (0..MEMORIES).map(|position| random_memory(&mut rng, position)).collect();
+    let memories: Vec<Value> = (0..MEMORIES)
+        .map(|position| random_memory(&mut rng, position))
+        .collect();
     let added = client.add(json!(memories)).await;
     assert_eq!(added.status, 201, "{}", added.body);
     let listed = client.list("?limit=500").await;
@@ -329,7 +337,6 @@ async fn agreement_on(server: TestServer, database: &str) {
         "{matched_some} of {cases} filters matched anything"
     );
 }
-
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn search_list_and_count_agree_with_the_filter_on_sqlite() {
@@ -396,7 +403,9 @@ async fn a_rare_match_is_found_however_many_memories_rank_above_it() {
 async fn a_bad_filter_names_the_node_and_an_empty_bulk_delete_needs_all() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    client.add_one(json!({"content": "The user likes oolong tea.", "user_id": "ana"})).await;
+    client
+        .add_one(json!({"content": "The user likes oolong tea.", "user_id": "ana"}))
+        .await;
     let bad = post(
         &client,
         "/v1/memories/search",
@@ -405,7 +414,12 @@ async fn a_bad_filter_names_the_node_and_an_empty_bulk_delete_needs_all() {
     .await;
     bad.assert_problem(422, "validation-failed");
     assert_eq!(bad.error_fields(), vec!["filters.AND[1].metadata.topic.gt"]);
-    let unknown = post(&client, "/v1/memories/query", &json!({"filters": {"colour": "red"}})).await;
+    let unknown = post(
+        &client,
+        "/v1/memories/query",
+        &json!({"filters": {"colour": "red"}}),
+    )
+    .await;
     unknown.assert_problem(422, "validation-failed");
     assert_eq!(unknown.error_fields(), vec!["filters.colour"]);
     let everything = post(&client, "/v1/memories/bulk-delete", &json!({})).await;
@@ -421,7 +435,12 @@ async fn bulk_delete_by_filter_skips_locked_memories_and_stays_within_the_end_us
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
     let mut ids = Vec::new();
-    for (user, topic) in [("ana", "trip"), ("ana", "trip"), ("ana", "work"), ("ben", "trip")] {
+    for (user, topic) in [
+        ("ana", "trip"),
+        ("ana", "trip"),
+        ("ana", "work"),
+        ("ben", "trip"),
+    ] {
         let memory = client
             .add_one(json!({"content": format!("{user} planned a {topic} to Lisbon."), "user_id": user, "metadata": {"topic": topic}}))
             .await;
@@ -436,26 +455,75 @@ async fn bulk_delete_by_filter_skips_locked_memories_and_stays_within_the_end_us
         .await;
     assert_eq!(held.status, 200, "{}", held.body);
     // An end-user token of ana: its tree is ANDed with its own user, so ben's trip stays.
-    let minted = post(&client, "/v1/end-user-tokens", &json!({"user_id": "ana", "scopes": ["memories:read", "memories:delete"]})).await;
+    let minted = post(
+        &client,
+        "/v1/end-user-tokens",
+        &json!({"user_id": "ana", "scopes": ["memories:read", "memories:delete"]}),
+    )
+    .await;
     assert_eq!(minted.status, 201, "{}", minted.body);
     let ana = server.client_with_key(minted.body["token"].as_str().unwrap());
-    let dry = post(&ana, "/v1/memories/bulk-delete", &json!({"filters": {"metadata": {"topic": "trip"}}, "dry_run": true})).await;
+    let dry = post(
+        &ana,
+        "/v1/memories/bulk-delete",
+        &json!({"filters": {"metadata": {"topic": "trip"}}, "dry_run": true}),
+    )
+    .await;
     assert_eq!(dry.status, 200, "{}", dry.body);
-    assert_eq!((dry.body["matched"].as_u64(), dry.body["deleted"].as_u64(), dry.body["skipped_locked"].as_u64()), (Some(2), Some(0), Some(1)));
-    let done = post(&ana, "/v1/memories/bulk-delete", &json!({"filters": {"metadata": {"topic": "trip"}}, "reason": "trip cancelled"})).await;
+    assert_eq!(
+        (
+            dry.body["matched"].as_u64(),
+            dry.body["deleted"].as_u64(),
+            dry.body["skipped_locked"].as_u64()
+        ),
+        (Some(2), Some(0), Some(1))
+    );
+    let done = post(
+        &ana,
+        "/v1/memories/bulk-delete",
+        &json!({"filters": {"metadata": {"topic": "trip"}}, "reason": "trip cancelled"}),
+    )
+    .await;
     assert_eq!(done.status, 200, "{}", done.body);
-    assert_eq!((done.body["deleted"].as_u64(), done.body["skipped_locked"].as_u64()), (Some(1), Some(1)), "{}", done.body);
+    assert_eq!(
+        (
+            done.body["deleted"].as_u64(),
+            done.body["skipped_locked"].as_u64()
+        ),
+        (Some(1), Some(1)),
+        "{}",
+        done.body
+    );
     assert_eq!(client.get(&ids[0]).await.status, 404);
     assert_eq!(client.get(&ids[1]).await.status, 200, "held: kept");
-    assert_eq!(client.get(&ids[3]).await.status, 200, "ben's: not the token's to delete");
-    let searched = client.search(json!({"query": "Lisbon trip", "top_k": 10})).await;
-    let found: BTreeSet<String> = searched.body["results"].as_array().unwrap().iter().map(|result| result["memory"]["id"].as_str().unwrap().to_string()).collect();
-    assert!(!found.contains(&ids[0]), "the index forgot the deleted memory: {found:?}");
-    let audit = client.send(client.request(Method::GET, "/v1/audit?action=memory.deleted")).await;
+    assert_eq!(
+        client.get(&ids[3]).await.status,
+        200,
+        "ben's: not the token's to delete"
+    );
+    let searched = client
+        .search(json!({"query": "Lisbon trip", "top_k": 10}))
+        .await;
+    let found: BTreeSet<String> = searched.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| result["memory"]["id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !found.contains(&ids[0]),
+        "the index forgot the deleted memory: {found:?}"
+    );
+    let audit = client
+        .send(client.request(Method::GET, "/v1/audit?action=memory.deleted"))
+        .await;
     assert_eq!(audit.status, 200, "{}", audit.body);
     let events = audit.body["events"].as_array().unwrap();
     assert!(
-        events.iter().any(|event| event["details"]["bulk"] == json!(true) && event["details"]["reason"] == json!("trip cancelled")),
+        events
+            .iter()
+            .any(|event| event["details"]["bulk"] == json!(true)
+                && event["details"]["reason"] == json!("trip cancelled")),
         "{events:?}"
     );
 }
@@ -466,29 +534,77 @@ async fn bulk_delete_by_filter_skips_locked_memories_and_stays_within_the_end_us
 async fn entities_are_listed_with_their_counts_and_confined_for_end_users() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    for (user, agent, app) in [("ana", "support", "web"), ("ana", "billing", "web"), ("ben", "support", "mobile"), ("chen", "support", "web")] {
+    for (user, agent, app) in [
+        ("ana", "support", "web"),
+        ("ana", "billing", "web"),
+        ("ben", "support", "mobile"),
+        ("chen", "support", "web"),
+    ] {
         client
             .add_one(json!({"content": format!("{user} talked to {agent}."), "user_id": user, "agent_id": agent, "metadata": {"app_id": app}}))
             .await;
     }
     let entities = |response: &ApiResponse| -> Vec<(String, u64)> {
-        response.body["entities"].as_array().unwrap().iter().map(|entity| (entity["id"].as_str().unwrap().to_string(), entity["memories"].as_u64().unwrap())).collect()
+        response.body["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|entity| {
+                (
+                    entity["id"].as_str().unwrap().to_string(),
+                    entity["memories"].as_u64().unwrap(),
+                )
+            })
+            .collect()
     };
-    let first = client.send(client.request(Method::GET, "/v1/entities?type=user&limit=2")).await;
+    let first = client
+        .send(client.request(Method::GET, "/v1/entities?type=user&limit=2"))
+        .await;
     assert_eq!(first.status, 200, "{}", first.body);
-    assert_eq!(entities(&first), vec![("ana".to_string(), 2), ("ben".to_string(), 1)]);
-    let cursor = first.body["next_cursor"].as_str().expect("a second page").to_string();
-    let second = client.send(client.request(Method::GET, &format!("/v1/entities?type=user&limit=2&cursor={cursor}"))).await;
+    assert_eq!(
+        entities(&first),
+        vec![("ana".to_string(), 2), ("ben".to_string(), 1)]
+    );
+    let cursor = first.body["next_cursor"]
+        .as_str()
+        .expect("a second page")
+        .to_string();
+    let second = client
+        .send(client.request(
+            Method::GET,
+            &format!("/v1/entities?type=user&limit=2&cursor={cursor}"),
+        ))
+        .await;
     assert_eq!(entities(&second), vec![("chen".to_string(), 1)]);
     assert!(second.body["next_cursor"].is_null());
-    let agents = client.send(client.request(Method::GET, "/v1/entities?type=agent")).await;
-    assert_eq!(entities(&agents), vec![("billing".to_string(), 1), ("support".to_string(), 3)]);
-    let apps = client.send(client.request(Method::GET, "/v1/entities?type=app")).await;
-    assert_eq!(entities(&apps), vec![("mobile".to_string(), 1), ("web".to_string(), 3)]);
-    client.send(client.request(Method::GET, "/v1/entities?type=team")).await.assert_problem(422, "validation-failed");
-    let minted = post(&client, "/v1/end-user-tokens", &json!({"user_id": "ben", "scopes": ["memories:read"]})).await;
+    let agents = client
+        .send(client.request(Method::GET, "/v1/entities?type=agent"))
+        .await;
+    assert_eq!(
+        entities(&agents),
+        vec![("billing".to_string(), 1), ("support".to_string(), 3)]
+    );
+    let apps = client
+        .send(client.request(Method::GET, "/v1/entities?type=app"))
+        .await;
+    assert_eq!(
+        entities(&apps),
+        vec![("mobile".to_string(), 1), ("web".to_string(), 3)]
+    );
+    client
+        .send(client.request(Method::GET, "/v1/entities?type=team"))
+        .await
+        .assert_problem(422, "validation-failed");
+    let minted = post(
+        &client,
+        "/v1/end-user-tokens",
+        &json!({"user_id": "ben", "scopes": ["memories:read"]}),
+    )
+    .await;
     let ben = server.client_with_key(minted.body["token"].as_str().unwrap());
-    let own = ben.send(ben.request(Method::GET, "/v1/entities?type=user")).await;
+    let own = ben
+        .send(ben.request(Method::GET, "/v1/entities?type=user"))
+        .await;
     assert_eq!(entities(&own), vec![("ben".to_string(), 1)]);
 }
 
@@ -502,10 +618,14 @@ async fn occurred_at_dates_a_memory_by_its_event_and_filters_by_it() {
         .add_one(json!({"content": "She hiked the Dolomites.", "user_id": "ana", "occurred_at": "2026-11-02T09:00:00Z"}))
         .await;
     assert_eq!(last_month["occurred_at"], json!("2026-11-02T09:00:00Z"));
-    let now = client.add_one(json!({"content": "She hiked the Alps.", "user_id": "ana"})).await;
+    let now = client
+        .add_one(json!({"content": "She hiked the Alps.", "user_id": "ana"}))
+        .await;
     assert_eq!(now["occurred_at"], now["created_at"], "dated by its write");
     let future = (Utc::now() + Duration::days(2)).to_rfc3339();
-    let refused = client.add(json!([{"content": "Not yet.", "occurred_at": future}])).await;
+    let refused = client
+        .add(json!([{"content": "Not yet.", "occurred_at": future}]))
+        .await;
     refused.assert_problem(422, "validation-failed");
     assert_eq!(refused.error_fields(), vec!["memories[0].occurred_at"]);
     let november = json!({"occurred_at": {"gte": "2026-11-01", "lte": "2026-11-30"}});
@@ -513,10 +633,19 @@ async fn occurred_at_dates_a_memory_by_its_event_and_filters_by_it() {
         .search(json!({"query": "where did she hike", "user_id": "ana", "filters": november}))
         .await;
     assert_eq!(found.status, 200, "{}", found.body);
-    let contents: Vec<&str> = found.body["results"].as_array().unwrap().iter().map(|result| result["memory"]["content"].as_str().unwrap()).collect();
+    let contents: Vec<&str> = found.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| result["memory"]["content"].as_str().unwrap())
+        .collect();
     assert_eq!(contents, vec!["She hiked the Dolomites."]);
     let edited = client
-        .patch(now["id"].as_str().unwrap(), None, json!({"occurred_at": "2026-11-20T10:00:00Z", "reason": "it was in November"}))
+        .patch(
+            now["id"].as_str().unwrap(),
+            None,
+            json!({"occurred_at": "2026-11-20T10:00:00Z", "reason": "it was in November"}),
+        )
         .await;
     assert_eq!(edited.status, 200, "{}", edited.body);
     let listed = post(&client, "/v1/memories/query", &json!({"filters": november})).await;

@@ -132,7 +132,7 @@ fn memory(content: &str) -> NewMemory {
         source: MemorySource::UserStated,
         confidence: 1.0,
         expires_at: None,
-            occurred_at: None,
+        occurred_at: None,
     }
 }
 

@@ -189,23 +189,45 @@ async fn payload_filters_apply_before_the_limit(index: Arc<dyn VectorIndex>) {
             rare = Some(memory_id);
         }
         let mut metadata = serde_json::Map::new();
-        metadata.insert("topic".into(), if is_rare { "tea" } else { "trains" }.into());
-        metadata.insert("n".into(), serde_json::json!(if is_rare { 2.5 } else { 1.0 }));
+        metadata.insert(
+            "topic".into(),
+            if is_rare { "tea" } else { "trains" }.into(),
+        );
+        metadata.insert(
+            "n".into(),
+            serde_json::json!(if is_rare { 2.5 } else { 1.0 }),
+        );
         metadata.insert("shared".into(), serde_json::json!(is_rare));
         points.push(IndexedMemory {
             user_id: Some(if number % 2 == 0 { "ana" } else { "ben" }.to_string()),
             agent_id: (number % 3 == 0).then(|| "support".to_string()),
             text: format!("garden note {number}"),
             filterable: FilterableFields {
-                source: Some(if is_rare { engram_core::MemorySource::Manual } else { engram_core::MemorySource::UserStated }),
-                categories: if is_rare { vec!["food".into(), "travel".into()] } else { vec!["travel".into()] },
+                source: Some(if is_rare {
+                    engram_core::MemorySource::Manual
+                } else {
+                    engram_core::MemorySource::UserStated
+                }),
+                categories: if is_rare {
+                    vec!["food".into(), "travel".into()]
+                } else {
+                    vec!["travel".into()]
+                },
                 confidence: Some(if is_rare { 0.9 } else { 0.4 }),
                 updated_at: Some(at(1 + number % 20)),
                 occurred_at: Some(if is_rare { at(25) } else { at(1 + number % 20) }),
                 metadata,
             },
             // The rare point is the farthest from the probe.
-            ..memory(memory_id, 1, if is_rare { axis_vector(7) } else { axis_vector(0) })
+            ..memory(
+                memory_id,
+                1,
+                if is_rare {
+                    axis_vector(7)
+                } else {
+                    axis_vector(0)
+                },
+            )
         });
     }
     let rare = rare.unwrap();
@@ -228,12 +250,24 @@ async fn payload_filters_apply_before_the_limit(index: Arc<dyn VectorIndex>) {
             panic!("{tree} narrows");
         };
         let vector_hits = index
-            .search(&scope, VectorQuery { filter: Some(payload.clone()), ..query(axis_vector(0), 1) })
+            .search(
+                &scope,
+                VectorQuery {
+                    filter: Some(payload.clone()),
+                    ..query(axis_vector(0), 1)
+                },
+            )
             .await
             .unwrap();
         assert_eq!(hit_ids(&vector_hits), vec![rare], "vector search, {tree}");
         let keyword_hits = index
-            .keyword_search(&scope, KeywordQuery { filter: Some(payload), ..keyword_query("garden note", 1) })
+            .keyword_search(
+                &scope,
+                KeywordQuery {
+                    filter: Some(payload),
+                    ..keyword_query("garden note", 1)
+                },
+            )
             .await
             .unwrap();
         assert_eq!(hit_ids(&keyword_hits), vec![rare], "keyword search, {tree}");

@@ -78,7 +78,10 @@ pub fn content_errors(field: &str, content: &str) -> Vec<crate::FieldError> {
 /// `Some` refusal when an event time lies in the future beyond
 /// [`crate::limits::MAX_OCCURRED_AT_SKEW_SECONDS`] (clocks differ a little; events have not
 /// happened yet).
-pub fn occurred_at_error(field: &str, occurred_at: Option<DateTime<Utc>>) -> Option<crate::FieldError> {
+pub fn occurred_at_error(
+    field: &str,
+    occurred_at: Option<DateTime<Utc>>,
+) -> Option<crate::FieldError> {
     use crate::limits::MAX_OCCURRED_AT_SKEW_SECONDS;
     let latest = Utc::now() + chrono::Duration::seconds(MAX_OCCURRED_AT_SKEW_SECONDS);
     occurred_at.filter(|at| *at > latest).map(|at| {
@@ -343,7 +346,11 @@ impl MemoryListFilter {
         if let Some(source) = self.source {
             add(FilterCondition::Source(vec![source]));
         }
-        if let Some(category) = self.category.clone().filter(|category| !category.is_empty()) {
+        if let Some(category) = self
+            .category
+            .clone()
+            .filter(|category| !category.is_empty())
+        {
             add(FilterCondition::CategoriesAny(vec![category]));
         }
         for (bound, comparison) in [

@@ -2,13 +2,13 @@
 //! parsed from JSON with errors naming the bad node, and evaluated here in memory — the
 //! reference the SQL (storage) and payload (index) translations are held to.
 
+use crate::MemoryId;
 use crate::limits::{
     MAX_CATEGORY_CHARS, MAX_EXTERNAL_ID_CHARS, MAX_FILTER_CONDITIONS, MAX_FILTER_DEPTH,
     MAX_FILTER_LIST_ITEMS, MAX_FILTER_MEMORY_IDS, MAX_FILTER_VALUE_BYTES, MAX_FILTER_VALUES,
 };
 use crate::memory::{Memory, MemoryKind, MemorySource};
 use crate::validation::{ExternalId, FieldError};
-use crate::MemoryId;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use serde_json::{Value, json};
 
@@ -163,7 +163,10 @@ pub enum MetadataTest {
 /// One condition on one field of a memory.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FilterCondition {
-    Entity { field: EntityField, test: EntityTest },
+    Entity {
+        field: EntityField,
+        test: EntityTest,
+    },
     /// The memory is of one of these kinds.
     Kind(Vec<MemoryKind>),
     /// The memory came from one of these sources.
@@ -174,11 +177,21 @@ pub enum FilterCondition {
     CategoriesAll(Vec<String>),
     /// One of the memory's categories contains this text (ASCII case folded).
     CategoryContains(String),
-    Confidence { comparison: Comparison, value: f64 },
-    Metadata { key: String, test: MetadataTest },
+    Confidence {
+        comparison: Comparison,
+        value: f64,
+    },
+    Metadata {
+        key: String,
+        test: MetadataTest,
+    },
     /// The memory is one of these.
     MemoryIds(Vec<MemoryId>),
-    Time { field: TimeField, comparison: Comparison, at: DateTime<Utc> },
+    Time {
+        field: TimeField,
+        comparison: Comparison,
+        at: DateTime<Utc>,
+    },
     /// The content contains this text exactly (case-sensitive).
     TextContains(String),
     /// The content contains this text, ASCII letters compared case-insensitively (the text
@@ -348,8 +361,12 @@ impl MemoryFilter {
     pub fn to_json(&self) -> Value {
         match self {
             Self::All(children) if children.is_empty() => json!({}),
-            Self::All(children) => json!({"AND": children.iter().map(Self::to_json).collect::<Vec<_>>()}),
-            Self::Any(children) => json!({"OR": children.iter().map(Self::to_json).collect::<Vec<_>>()}),
+            Self::All(children) => {
+                json!({"AND": children.iter().map(Self::to_json).collect::<Vec<_>>()})
+            }
+            Self::Any(children) => {
+                json!({"OR": children.iter().map(Self::to_json).collect::<Vec<_>>()})
+            }
             Self::Not(child) => json!({"NOT": child.to_json()}),
             Self::Condition(condition) => condition.to_json(),
         }
@@ -442,7 +459,9 @@ impl FilterCondition {
                 field,
                 comparison,
                 at,
-            } => json!({ field.as_str(): { comparison.as_str(): at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true) } }),
+            } => {
+                json!({ field.as_str(): { comparison.as_str(): at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true) } })
+            }
             Self::TextContains(text) => json!({"text": {"contains": text}}),
             Self::TextContainsFolded(text) => json!({"text": {"icontains": text}}),
         }
@@ -557,13 +576,7 @@ impl FilterParser {
         }
     }
 
-    fn field(
-        &mut self,
-        key: &str,
-        value: &Value,
-        path: &str,
-        depth: usize,
-    ) -> MemoryFilter {
+    fn field(&mut self, key: &str, value: &Value, path: &str, depth: usize) -> MemoryFilter {
         match key {
             "AND" | "OR" => {
                 self.count_node();
@@ -698,7 +711,10 @@ impl FilterParser {
     /// Combine the conditions of one field (several operators are ANDed).
     fn combine(parts: Vec<MemoryFilter>) -> MemoryFilter {
         match parts.len() {
-            1 => parts.into_iter().next().unwrap_or_else(MemoryFilter::everything),
+            1 => parts
+                .into_iter()
+                .next()
+                .unwrap_or_else(MemoryFilter::everything),
             _ => MemoryFilter::All(parts),
         }
     }
@@ -836,7 +852,8 @@ impl FilterParser {
             let mut values = Vec::with_capacity(items.len());
             for (item_path, item) in items {
                 let Some(text) = item.as_str() else {
-                    self.errors.push(FieldError::new(item_path, "must be a string"));
+                    self.errors
+                        .push(FieldError::new(item_path, "must be a string"));
                     continue;
                 };
                 match text.parse::<T>() {
@@ -899,12 +916,13 @@ impl FilterParser {
     fn confidence(&mut self, value: &Value, path: &str) -> MemoryFilter {
         self.count_node();
         let mut parts = Vec::new();
-        for (operator, operand) in self.operators(value, path, &["gt", "gte", "lt", "lte"], None)
-        {
+        for (operator, operand) in self.operators(value, path, &["gt", "gte", "lt", "lte"], None) {
             let operand_path = format!("{path}.{operator}");
             let Some(bound) = operand.as_f64().filter(|bound| (0.0..=1.0).contains(bound)) else {
-                self.errors
-                    .push(FieldError::new(operand_path, "must be a number from 0 to 1"));
+                self.errors.push(FieldError::new(
+                    operand_path,
+                    "must be a number from 0 to 1",
+                ));
                 continue;
             };
             parts.push(MemoryFilter::Condition(FilterCondition::Confidence {
@@ -953,9 +971,12 @@ impl FilterParser {
                 ));
                 continue;
             }
-            for (operator, operand) in
-                self.operators(condition, &key_path, &["eq", "ne", "in", "contains"], Some("eq"))
-            {
+            for (operator, operand) in self.operators(
+                condition,
+                &key_path,
+                &["eq", "ne", "in", "contains"],
+                Some("eq"),
+            ) {
                 let operand_path = if condition.is_object() {
                     format!("{key_path}.{operator}")
                 } else {
@@ -1194,12 +1215,10 @@ fn parse_moment(text: &str) -> Option<Moment> {
     let moment = parse_any_moment(text)?;
     match moment {
         Moment::Instant(at) => writable(at).map(Moment::Instant),
-        Moment::Day { start, next } => {
-            Some(Moment::Day {
-                start: writable(start)?,
-                next: writable(next)?,
-            })
-        }
+        Moment::Day { start, next } => Some(Moment::Day {
+            start: writable(start)?,
+            next: writable(next)?,
+        }),
     }
 }
 
@@ -1213,7 +1232,11 @@ fn parse_any_moment(text: &str) -> Option<Moment> {
         return Some(Moment::Instant(to_micros(at.with_timezone(&Utc))));
     }
     // An ISO time without a zone is UTC.
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"] {
+    for format in [
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M:%S",
+    ] {
         if let Ok(at) = NaiveDateTime::parse_from_str(text, format) {
             return Some(Moment::Instant(to_micros(Utc.from_utc_datetime(&at))));
         }
@@ -1303,7 +1326,10 @@ mod tests {
             json!({}),
         ];
         for filter in passing {
-            assert!(parsed(filter.clone()).matches(&memory), "{filter} should match");
+            assert!(
+                parsed(filter.clone()).matches(&memory),
+                "{filter} should match"
+            );
         }
         let failing = [
             json!({"user_id": "bob"}),
@@ -1318,7 +1344,10 @@ mod tests {
             json!({"OR": [{"user_id": "bob"}, {"kind": {"ne": "preference"}}]}),
         ];
         for filter in failing {
-            assert!(!parsed(filter.clone()).matches(&memory), "{filter} should not match");
+            assert!(
+                !parsed(filter.clone()).matches(&memory),
+                "{filter} should not match"
+            );
         }
     }
 
@@ -1328,7 +1357,10 @@ mod tests {
             error_fields(json!({"AND": [{"user_id": "a"}, {"metadata": {"topic": {"gt": 1}}}]})),
             vec!["filters.AND[1].metadata.topic.gt"]
         );
-        assert_eq!(error_fields(json!({"colour": "red"})), vec!["filters.colour"]);
+        assert_eq!(
+            error_fields(json!({"colour": "red"})),
+            vec!["filters.colour"]
+        );
         assert_eq!(
             error_fields(json!({"OR": [{"created_at": {"gte": "last week"}}]})),
             vec!["filters.OR[0].created_at.gte"]
@@ -1339,8 +1371,14 @@ mod tests {
         );
         assert_eq!(error_fields(json!({"OR": []})), vec!["filters.OR"]);
         assert_eq!(error_fields(json!({"NOT": "x"})), vec!["filters.NOT"]);
-        assert_eq!(error_fields(json!({"created_at": {">=": "2024-01-01"}})), vec!["filters.created_at.>="]);
-        assert_eq!(error_fields(json!({"memory_ids": ["nope"]})), vec!["filters.memory_ids[0]"]);
+        assert_eq!(
+            error_fields(json!({"created_at": {">=": "2024-01-01"}})),
+            vec!["filters.created_at.>="]
+        );
+        assert_eq!(
+            error_fields(json!({"memory_ids": ["nope"]})),
+            vec!["filters.memory_ids[0]"]
+        );
         assert_eq!(error_fields(json!([1])), vec!["filters"]);
     }
 
@@ -1351,10 +1389,17 @@ mod tests {
             deep = json!({"NOT": deep});
         }
         assert!(!error_fields(deep).is_empty());
-        let wide: Vec<Value> = (0..MAX_FILTER_CONDITIONS).map(|n| json!({"user_id": format!("u{n}")})).collect();
+        let wide: Vec<Value> = (0..MAX_FILTER_CONDITIONS)
+            .map(|n| json!({"user_id": format!("u{n}")}))
+            .collect();
         assert_eq!(error_fields(json!({"OR": wide})), vec!["filters"]);
-        let long: Vec<String> = (0..=MAX_FILTER_LIST_ITEMS).map(|n| format!("u{n}")).collect();
-        assert_eq!(error_fields(json!({"user_id": {"in": long}})), vec!["filters.user_id.in"]);
+        let long: Vec<String> = (0..=MAX_FILTER_LIST_ITEMS)
+            .map(|n| format!("u{n}"))
+            .collect();
+        assert_eq!(
+            error_fields(json!({"user_id": {"in": long}})),
+            vec!["filters.user_id.in"]
+        );
         let big = "x".repeat(MAX_FILTER_VALUE_BYTES + 1);
         assert_eq!(error_fields(json!({"text": big})), vec!["filters.text"]);
     }
@@ -1372,7 +1417,10 @@ mod tests {
         assert!(parsed(json!({"NOT": {}})).is_nothing());
         assert!(parsed(json!({"user_id": "a", "OR": [{"NOT": {}}]})).is_nothing());
         let many_empty: Vec<Value> = (0..100_000).map(|_| json!({})).collect();
-        assert_eq!(error_fields(json!({"NOT": many_empty.clone()})), vec!["filters.NOT"]);
+        assert_eq!(
+            error_fields(json!({"NOT": many_empty.clone()})),
+            vec!["filters.NOT"]
+        );
         assert_eq!(error_fields(json!({"OR": many_empty})), vec!["filters.OR"]);
         let wide: Vec<Value> = (0..MAX_FILTER_LIST_ITEMS).map(|_| json!({})).collect();
         assert_eq!(error_fields(json!({"AND": wide})), vec!["filters"]);

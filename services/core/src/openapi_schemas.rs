@@ -445,18 +445,20 @@ fn memory_filter_schema() -> Object {
         ])
     };
     let id: RefOr<Schema> = external_id().into();
-    let moment: RefOr<Schema> = RefOr::T(Schema::OneOf(OneOfBuilder::new()
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
-        )
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
-        )
-        .build()));
+    let moment: RefOr<Schema> = RefOr::T(Schema::OneOf(
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date))),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+            )
+            .build(),
+    ));
     let time = one_of(vec![
         moment.clone(),
         closed(
@@ -477,8 +479,14 @@ fn memory_filter_schema() -> Object {
         .into();
     let scalar = one_of(vec![
         text(),
-        ObjectBuilder::new().schema_type(Type::Number).build().into(),
-        ObjectBuilder::new().schema_type(Type::Boolean).build().into(),
+        ObjectBuilder::new()
+            .schema_type(Type::Number)
+            .build()
+            .into(),
+        ObjectBuilder::new()
+            .schema_type(Type::Boolean)
+            .build()
+            .into(),
     ]);
     let metadata_condition = one_of(vec![
         scalar.clone(),

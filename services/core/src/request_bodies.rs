@@ -1,10 +1,10 @@
 //! The JSON bodies of the API's add and search requests and its evaluation cases (JSON and
 //! JSONL), and their parsing into the use cases' requests: no IO, so the fuzzer reaches them.
 
+use crate::MemoryFilter;
 use crate::limits::MAX_QUERY_BYTES;
 use crate::memory::{MemoryKind, MemorySource, NewMemory};
 use crate::recall::NewEvalCase;
-use crate::MemoryFilter;
 use crate::search::{SearchMemoriesRequest, SearchRequest, SearchTuning};
 use crate::validation::{ExternalId, FieldError};
 use chrono::{DateTime, Utc};

@@ -257,8 +257,7 @@ impl MemoryEngine {
                         confidence: candidate.confidence,
                         expires_at: candidate.expires_at,
                         // What was said happened when it was said (never later than now).
-                        occurred_at: message
-                            .map(|message| message.sent_at.min(chrono::Utc::now())),
+                        occurred_at: message.map(|message| message.sent_at.min(chrono::Utc::now())),
                     };
                     drafts.push(MemoryDraft {
                         memory: new_memory,

@@ -41,27 +41,26 @@ pub use metering::UsageMeter;
 pub use pipeline::{AddOutcome, EditedMemory, EngineSettings, MemoryEdit, MemoryEngine};
 pub use search::{
     DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
-    PackedContext, RankingSignals, RetrievalMode, SearchHit, SearchOutcome,
-    SearchRequest, SearchTimings, pack_context,
+    PackedContext, RankingSignals, RetrievalMode, SearchHit, SearchOutcome, SearchRequest,
+    SearchTimings, pack_context,
 };
 pub use spend_guard::{SpendGuard, format_micros};
 pub use use_cases::deployment;
 pub use use_cases::{
     AddMemoriesRequest, AddMessagesRequest, AuditChainReport, AuthenticatedEndUser,
     BrokenChainLink, BulkDeleteOutcome, BulkDeletePreview, CONSOLE_SESSION_LIFETIME,
-    DeleteMatchingOutcome, DeleteMatchingRequest, EntityCount, EntityPage, ListEntitiesRequest,
-    MAX_ENTITY_PAGE, QueriedMemories, QueryMemoriesRequest,
     ClientIdempotencyKey, ConsoleAccess, ConsoleMember, ConsoleSessionTokens, CreateApiKeyRequest,
-    CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT, DeleteMemoryRequest,
-    EditMemoryRequest, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,
-    InvitationOffer, ListMemoriesRequest, ListMessagesRequest, MAX_AUDIT_PAGE, MAX_BULK_DELETE,
-    MAX_CASES_PER_SET, MAX_CONTEXT_TOKENS, MAX_EXPORT_EVENTS, MAX_FLAG_REASON_CHARS,
-    MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS, MAX_SCHEDULE_SECS,
-    MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS, MemberListing, MintEndUserTokenRequest,
-    MintedEndUserToken, ProjectMonthCost, ProjectSettingsChange, ProjectSettingsReport,
-    PutRetrievalProfileRequest, PutSessionStateRequest, RecallBudgetCut, RecallInspection,
-    RetentionPreview, RollApiKeyRequest, RolledApiKey, SearchAnswer, SearchMemoriesRequest,
-    SessionStateAddress, SetMemoryFlagsRequest, SpendLimitsReport, StartEvaluationRunRequest,
-    SubjectSummary, UploadFileRequest, UsageReport, audit_filter_errors, store_retention_days_of,
-    stores_with_retention_days,
+    CreateEvaluationSetRequest, DEFAULT_ROLL_OVERLAP_SECONDS, DERIVATION_WAIT,
+    DeleteMatchingOutcome, DeleteMatchingRequest, DeleteMemoryRequest, EditMemoryRequest,
+    EntityCount, EntityPage, FEEDBACK_RATINGS, FeedbackRequest, INVITATION_LIFETIME_DAYS,
+    InvitationOffer, ListEntitiesRequest, ListMemoriesRequest, ListMessagesRequest, MAX_AUDIT_PAGE,
+    MAX_BULK_DELETE, MAX_CASES_PER_SET, MAX_CONTEXT_TOKENS, MAX_ENTITY_PAGE, MAX_EXPORT_EVENTS,
+    MAX_FLAG_REASON_CHARS, MAX_KEY_LABEL_CHARS, MAX_RETENTION_DAYS, MAX_ROLL_OVERLAP_SECONDS,
+    MAX_SCHEDULE_SECS, MAX_STATE_VALUE_BYTES, MIN_SCHEDULE_SECS, MemberListing,
+    MintEndUserTokenRequest, MintedEndUserToken, ProjectMonthCost, ProjectSettingsChange,
+    ProjectSettingsReport, PutRetrievalProfileRequest, PutSessionStateRequest, QueriedMemories,
+    QueryMemoriesRequest, RecallBudgetCut, RecallInspection, RetentionPreview, RollApiKeyRequest,
+    RolledApiKey, SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
+    SpendLimitsReport, StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
+    audit_filter_errors, store_retention_days_of, stores_with_retention_days,
 };

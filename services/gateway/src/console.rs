@@ -1201,14 +1201,13 @@ fn console_filter_tree(query: &MemoryListQuery) -> Result<engram_core::MemoryFil
     }
     let mut tree = engram_core::MemoryFilter::everything();
     for (field, part) in parts {
-        let parsed = engram_core::memory_filter::parse_memory_filter(&part, field).map_err(
-            |errors| {
+        let parsed =
+            engram_core::memory_filter::parse_memory_filter(&part, field).map_err(|errors| {
                 let message = errors
                     .first()
                     .map_or_else(String::new, |error| error.message.clone());
                 invalid(field, &message)
-            },
-        )?;
+            })?;
         tree = tree.and(parsed);
     }
     Ok(tree)

@@ -8,8 +8,7 @@ use crate::routes::{
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
-    MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchResponseView,
-    SearchResultView,
+    MemoryListView, MemoryView, NewMemoryBody, SearchBody, SearchResponseView, SearchResultView,
 };
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};

@@ -15,9 +15,7 @@ use engram_engine::MemoryEdit;
 use std::collections::BTreeMap;
 
 // The add and search bodies are engram-core's, where they are parsed (and fuzzed).
-pub use engram_core::request_bodies::{
-    AddMemoriesBody, NewMemoryBody, SearchBody,
-};
+pub use engram_core::request_bodies::{AddMemoriesBody, NewMemoryBody, SearchBody};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -115,7 +113,10 @@ pub struct QueryMemoriesBody {
     pub filters: Option<serde_json::Value>,
     /// 1–500, default 50.
     #[schema(minimum = 1, maximum = 500)]
-    #[serde(default, deserialize_with = "engram_core::json_integers::optional_whole")]
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
     pub limit: Option<i64>,
     /// The previous page's `next_cursor`.
     #[schema(format = Uuid)]

@@ -9,8 +9,8 @@ use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
     VectorIndex, VectorQuery,
 };
-use engram_core::memory_filter::Comparison;
 use async_trait::async_trait;
+use engram_core::memory_filter::Comparison;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_edge::{
     Bm25Params, Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance,

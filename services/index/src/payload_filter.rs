@@ -46,9 +46,14 @@ pub enum PayloadFilter {
     Any(Vec<PayloadFilter>),
     Not(Box<PayloadFilter>),
     /// The keyword field (or one element of a keyword array) is one of `values`.
-    KeywordIn { field: String, values: Vec<String> },
+    KeywordIn {
+        field: String,
+        values: Vec<String>,
+    },
     /// The field holds a value (not null, not absent).
-    Present { field: String },
+    Present {
+        field: String,
+    },
     /// The numeric field compares with `value`.
     Range {
         field: String,
@@ -56,7 +61,10 @@ pub enum PayloadFilter {
         value: f64,
     },
     /// The boolean field equals `value`.
-    BoolIs { field: String, value: bool },
+    BoolIs {
+        field: String,
+        value: bool,
+    },
     /// The point is one of these memories.
     Ids(Vec<MemoryId>),
 }

@@ -13,8 +13,8 @@ use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
     VectorIndex, VectorQuery,
 };
-use engram_core::memory_filter::Comparison;
 use async_trait::async_trait;
+use engram_core::memory_filter::Comparison;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_client::qdrant::{
     Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
@@ -341,7 +341,8 @@ fn subject_conditions(
 
 /// The Qdrant condition of a payload filter (added to [`project_filter`]'s, never alone).
 pub(crate) fn payload_condition(filter: &PayloadFilter) -> Condition {
-    let all = |children: &[PayloadFilter]| children.iter().map(payload_condition).collect::<Vec<_>>();
+    let all =
+        |children: &[PayloadFilter]| children.iter().map(payload_condition).collect::<Vec<_>>();
     match filter {
         PayloadFilter::All(children) => Condition::from(Filter::must(all(children))),
         PayloadFilter::Any(children) => Condition::from(Filter::should(all(children))),
@@ -840,7 +841,9 @@ mod tests {
         let nested_filters: Vec<Filter> = all
             .must
             .iter()
-            .filter(|condition| matches!(condition.condition_one_of, Some(ConditionOneOf::Filter(_))))
+            .filter(|condition| {
+                matches!(condition.condition_one_of, Some(ConditionOneOf::Filter(_)))
+            })
             .map(nested)
             .collect();
         let or = nested_filters

@@ -11,8 +11,8 @@ use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::memory::content_digest;
-use engram_core::memory_filter::to_micros;
 pub use engram_core::memory::{HistoryEntry, MemoryListFilter, MemoryPage};
+use engram_core::memory_filter::to_micros;
 use engram_core::{
     ExternalId, Memory, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };

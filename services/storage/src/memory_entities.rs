@@ -8,8 +8,7 @@ use engram_core::memory_filter::{APP_ID_METADATA_KEY, EntityField};
 use engram_core::{MemoryScope, MemoryState};
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, FromQueryResult, QueryFilter, QueryOrder,
-    QuerySelect,
+    ColumnTrait, ConnectionTrait, DbBackend, FromQueryResult, QueryFilter, QueryOrder, QuerySelect,
 };
 
 pub use engram_core::memory::EntityCount;
@@ -63,9 +62,7 @@ fn entity_expression(field: EntityField, backend: DbBackend) -> SimpleExpr {
     match field {
         EntityField::UserId => Expr::col((memories::Entity, memories::Column::UserId)).into(),
         EntityField::AgentId => Expr::col((memories::Entity, memories::Column::AgentId)).into(),
-        EntityField::SessionId => {
-            Expr::col((memories::Entity, memories::Column::SessionId)).into()
-        }
+        EntityField::SessionId => Expr::col((memories::Entity, memories::Column::SessionId)).into(),
         // Only text values name an application.
         EntityField::AppId => match backend {
             DbBackend::Postgres => Expr::cust(format!(

@@ -2,11 +2,11 @@
 //! memories table, for SQLite and PostgreSQL (their JSON and string functions differ).
 
 use crate::entities::memories;
+use engram_core::MemoryFilter;
 use engram_core::memory_filter::{
     APP_ID_METADATA_KEY, Comparison, EntityField, EntityTest, FilterCondition, MetadataTest,
     ScalarValue, TimeField,
 };
-use engram_core::MemoryFilter;
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{ColumnTrait, Condition, DbBackend, Value};
 
@@ -103,7 +103,11 @@ fn condition_expression(condition: &FilterCondition, backend: DbBackend) -> Simp
     }
 }
 
-fn compare<V: Into<Value>>(column: memories::Column, comparison: Comparison, value: V) -> SimpleExpr {
+fn compare<V: Into<Value>>(
+    column: memories::Column,
+    comparison: Comparison,
+    value: V,
+) -> SimpleExpr {
     match comparison {
         Comparison::Gt => column.gt(value),
         Comparison::Gte => column.gte(value),
@@ -163,9 +167,9 @@ fn categories_any(categories: &[String], backend: DbBackend) -> SimpleExpr {
 
 fn metadata_is_text(key: &str, backend: DbBackend) -> SimpleExpr {
     let sql = match backend {
-        DbBackend::Postgres => {
-            never_null("jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'".to_string())
-        }
+        DbBackend::Postgres => never_null(
+            "jsonb_typeof((\"memories\".\"metadata\")::jsonb -> ?) = 'string'".to_string(),
+        ),
         _ => "EXISTS (SELECT 1 FROM json_each(\"memories\".\"metadata\") AS m \
               WHERE m.key = ? AND m.type = 'text')"
             .to_string(),
@@ -325,7 +329,9 @@ mod tests {
             let sql = rendered(filter.clone(), backend);
             assert!(!sql.contains('?'), "{sql}");
             assert!(!sql.contains('$'), "{sql}");
-            for value in ["'oolong'", "'food'", "'travel'", "'fin'", "'tea'", "'topic'", "'web'", "'app_id'"] {
+            for value in [
+                "'oolong'", "'food'", "'travel'", "'fin'", "'tea'", "'topic'", "'web'", "'app_id'",
+            ] {
                 assert!(sql.contains(value), "{value} missing from {sql}");
             }
         }

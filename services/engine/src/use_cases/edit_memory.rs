@@ -32,8 +32,7 @@ impl MemoryEdit {
                 "nothing to change: give content, metadata, categories, expires_at or occurred_at",
             ));
         }
-        if let Some(error) =
-            engram_core::memory::occurred_at_error("occurred_at", self.occurred_at)
+        if let Some(error) = engram_core::memory::occurred_at_error("occurred_at", self.occurred_at)
         {
             errors.push(error);
         }

@@ -2,9 +2,9 @@
 //! memories name, each with its count, a page at a time in id order.
 
 use crate::{EngineError, MemoryEngine};
+pub use engram_core::memory::EntityCount;
 use engram_core::memory_filter::EntityField;
 use engram_core::{Operation, Principal};
-pub use engram_core::memory::EntityCount;
 
 /// Most entities one page holds.
 pub const MAX_ENTITY_PAGE: u64 = 500;

@@ -43,8 +43,8 @@ pub use audit::{
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
     BulkDeleteOutcome, BulkDeletePreview, DeleteMatchingOutcome, DeleteMatchingRequest,
-    MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview,
-    SetMemoryFlagsRequest, SubjectSummary,
+    MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview, SetMemoryFlagsRequest,
+    SubjectSummary,
 };
 pub use console_accounts::{
     CONSOLE_SESSION_LIFETIME, ConsoleAccess, ConsoleMember, ConsoleSessionTokens,

@@ -7,13 +7,13 @@ use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use crate::views::RecallBudgetView;
 use crate::views::{
-    BulkDeleteBody, BulkDeleteView, EntitiesView, EntityView, QueriedMemoriesView,
-    QueryMemoriesBody,
-};
-use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryView, MemoriesEnvelope, MemoryListView, MemoryView,
     RankingSignalsView, SearchBody, SearchContextView, SearchResponseView, SearchResultView,
     SearchTimingsView,
+};
+use crate::views::{
+    BulkDeleteBody, BulkDeleteView, EntitiesView, EntityView, QueriedMemoriesView,
+    QueryMemoriesBody,
 };
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -343,7 +343,10 @@ pub struct ListEntitiesQuery {
 const ENTITY_TYPES: [(&str, engram_core::memory_filter::EntityField); 4] = [
     ("user", engram_core::memory_filter::EntityField::UserId),
     ("agent", engram_core::memory_filter::EntityField::AgentId),
-    ("session", engram_core::memory_filter::EntityField::SessionId),
+    (
+        "session",
+        engram_core::memory_filter::EntityField::SessionId,
+    ),
     ("app", engram_core::memory_filter::EntityField::AppId),
 ];
 
