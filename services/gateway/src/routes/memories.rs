@@ -260,29 +260,19 @@ pub async fn query_memories(
     body: JsonBody<QueryMemoriesBody>,
 ) -> Result<Json<QueriedMemoriesView>, ApiError> {
     let body = body.value;
-    let mut errors = Vec::new();
-    let filter = match body.filters.as_ref() {
-        None => engram_core::MemoryFilter::everything(),
-        Some(value) => engram_core::memory_filter::parse_memory_filter(value, "filters")
-            .unwrap_or_else(|filter_errors| {
-                errors.extend(filter_errors);
-                engram_core::MemoryFilter::everything()
-            }),
-    };
+    let filter = filter_of(body.filters.as_ref())?;
+    let after = body
+        .cursor
+        .as_deref()
+        .map(|text| engram_core::cursors::parse_memory_cursor(text, "cursor"))
+        .transpose()
+        .map_err(|error| ApiError::invalid(vec![error]))?;
+    // The limit's range is the use case's rule.
     let limit = body.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
-    errors.extend(engram_core::limits::list_limit_errors("limit", limit));
-    let after = body.cursor.as_deref().and_then(|text| {
-        engram_core::cursors::parse_memory_cursor(text, "cursor")
-            .map_err(|error| errors.push(error))
-            .ok()
-    });
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
     let request = engram_engine::QueryMemoriesRequest {
         filter,
         after,
-        limit: limit as u64,
+        limit: u64::try_from(limit).unwrap_or(0),
         include_total: body.include_total.unwrap_or(false),
     };
     let queried = engine
@@ -360,32 +350,23 @@ pub async fn list_entities(
     State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<ListEntitiesQuery>,
 ) -> Result<Json<EntitiesView>, ApiError> {
-    let mut errors = Vec::new();
     let wanted = query.entity_type.as_deref().unwrap_or("user");
-    let field = ENTITY_TYPES
+    let Some(field) = ENTITY_TYPES
         .iter()
         .find(|(name, _)| *name == wanted)
-        .map(|(_, field)| *field);
-    if field.is_none() {
-        errors.push(FieldError::new(
+        .map(|(_, field)| *field)
+    else {
+        return Err(ApiError::invalid(vec![FieldError::new(
             "query.type",
             format!("unknown value {wanted:?}; expected one of: user, agent, session, app"),
-        ));
-    }
-    let limit = query.limit.unwrap_or(100);
-    if !(1..=engram_engine::MAX_ENTITY_PAGE as i64).contains(&limit) {
-        errors.push(FieldError::new(
-            "query.limit",
-            format!("must be 1–{}", engram_engine::MAX_ENTITY_PAGE),
-        ));
-    }
-    let (Some(field), true) = (field, errors.is_empty()) else {
-        return Err(ApiError::invalid(errors));
+        )]));
     };
+    // The page size's range is the use case's rule.
+    let limit = u64::try_from(query.limit.unwrap_or(100)).unwrap_or(0);
     let request = engram_engine::ListEntitiesRequest {
         field,
         after: query.cursor,
-        limit: limit as u64,
+        limit,
     };
     let page = engine
         .list_entities_for(principal.principal(), request)
