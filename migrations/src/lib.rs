@@ -30,6 +30,7 @@ mod m0024_api_key_makers;
 mod m0025_idempotency_by_index;
 mod m0026_query_cache_epoch;
 mod m0027_memory_occurred_at;
+mod m0028_usage_attribution;
 
 pub struct Migrator;
 
@@ -64,6 +65,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0025_idempotency_by_index::Migration),
             Box::new(m0026_query_cache_epoch::Migration),
             Box::new(m0027_memory_occurred_at::Migration),
+            Box::new(m0028_usage_attribution::Migration),
         ]
     }
 }

@@ -29,6 +29,64 @@ impl ActorKind {
     }
 }
 
+/// The door a call came through: set by the door when it builds the caller's origin, and
+/// recorded in usage, audit events and recall events.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Channel {
+    /// The REST API (`/v1/...`).
+    Http,
+    /// The admin console's pages.
+    Console,
+    /// An `engram` command at the command line.
+    Cli,
+    /// The Mem0-compatible routes.
+    Mem0,
+    /// The MCP server, with the tool called.
+    Mcp { tool: String },
+    /// Engram's own background work that no request asked for (sampling, consolidation).
+    Job,
+}
+
+impl Channel {
+    /// Every channel's stored name, in the order reports list them.
+    pub const NAMES: [&'static str; 6] = ["http", "console", "cli", "mem0", "mcp", "job"];
+
+    /// The stored name: `http`, `console`, `cli`, `mem0`, `mcp` or `job`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Channel::Http => "http",
+            Channel::Console => "console",
+            Channel::Cli => "cli",
+            Channel::Mem0 => "mem0",
+            Channel::Mcp { .. } => "mcp",
+            Channel::Job => "job",
+        }
+    }
+
+    /// The MCP tool called, for `mcp`.
+    pub fn tool(&self) -> Option<&str> {
+        match self {
+            Channel::Mcp { tool } => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// The channel a stored name means (an MCP channel read back has lost its tool).
+    pub fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "http" => Channel::Http,
+            "console" => Channel::Console,
+            "cli" => Channel::Cli,
+            "mem0" => Channel::Mem0,
+            "mcp" => Channel::Mcp {
+                tool: String::new(),
+            },
+            "job" => Channel::Job,
+            _ => return None,
+        })
+    }
+}
+
 /// Who did something, and from where: recorded with every change and in the audit log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Actor {
@@ -37,10 +95,12 @@ pub struct Actor {
     pub ip: Option<String>,
     pub user_agent: Option<String>,
     pub request_id: Option<String>,
+    /// The door the call came through.
+    pub channel: Channel,
 }
 
 impl Actor {
-    /// Engram itself or an operator's command (tests, maintenance, the CLI).
+    /// Engram itself: a background job no request asked for, or maintenance.
     pub fn system(id: &str) -> Self {
         Self {
             kind: ActorKind::System,
@@ -48,7 +108,21 @@ impl Actor {
             ip: None,
             user_agent: None,
             request_id: None,
+            channel: Channel::Job,
         }
+    }
+
+    /// An operator's command at the command line.
+    pub fn command_line(command: &str) -> Self {
+        Self {
+            channel: Channel::Cli,
+            ..Self::system(command)
+        }
+    }
+
+    /// This actor, having come through `channel`.
+    pub fn via(self, channel: Channel) -> Self {
+        Self { channel, ..self }
     }
 
     /// How memory history names this actor: `api_key:<key id>`.

@@ -10,6 +10,7 @@ use crate::permissions::{
     AnswerContent, Operation, Permission, PermissionDenied, PrincipalKind, authorize,
 };
 use crate::scope::{MemoryScope, ProjectScope};
+use crate::usage::UsageAttribution;
 use crate::validation::ExternalId;
 
 /// What authenticated the caller.
@@ -20,8 +21,12 @@ pub enum Credential {
         /// The first key of its roll line: the same before and after a roll.
         lineage_id: ApiKeyId,
     },
-    /// An end-user token: every call is confined to this end-user's data.
-    EndUserToken { user_id: ExternalId },
+    /// An end-user token: every call is confined to this end-user's data. `minted_by` is
+    /// the project key that minted it, which its usage is billed to.
+    EndUserToken {
+        user_id: ExternalId,
+        minted_by: ApiKeyId,
+    },
     /// A console member's session.
     ConsoleAccount { account_id: String },
     /// The operator at the command line.
@@ -50,7 +55,7 @@ impl DeploymentOperator {
     /// The operator running `command` (`admin create-project`, …), named so in the audit log.
     pub fn at_the_command_line(command: &str) -> Self {
         Self {
-            actor: Actor::system(command),
+            actor: Actor::command_line(command),
         }
     }
 
@@ -99,6 +104,7 @@ impl Principal {
     pub fn end_user_token(
         scope: ProjectScope,
         user_id: ExternalId,
+        minted_by: ApiKeyId,
         scopes: ApiScopes,
         subject_digest: String,
         origin: Actor,
@@ -111,7 +117,7 @@ impl Principal {
                 id: subject_digest,
                 ..origin
             },
-            credential: Credential::EndUserToken { user_id },
+            credential: Credential::EndUserToken { user_id, minted_by },
         }
     }
 
@@ -223,19 +229,36 @@ impl Principal {
     /// The end-user an end-user token confines this caller to; `None` otherwise.
     pub fn end_user(&self) -> Option<&ExternalId> {
         match &self.credential {
-            Credential::EndUserToken { user_id } => Some(user_id),
+            Credential::EndUserToken { user_id, .. } => Some(user_id),
             _ => None,
         }
     }
 
-    /// Who usage is billed to: `key:<id>` for an API key, `end_user` for end-user tokens
-    /// (which the project's keys mint), `console:<account>` for a console member.
+    /// The door this caller came through.
+    pub fn channel(&self) -> &crate::audit::Channel {
+        &self.actor.channel
+    }
+
+    /// Who usage is billed to: `key:<id>` for an API key and for an end-user token (the key
+    /// that minted it), `console:<account>` for a console member, `operator` otherwise.
     pub fn usage_credential(&self) -> String {
         match &self.credential {
             Credential::ApiKey { key_id, .. } => format!("key:{key_id}"),
-            Credential::EndUserToken { .. } => "end_user".to_string(),
+            Credential::EndUserToken { minted_by, .. } => format!("key:{minted_by}"),
             Credential::ConsoleAccount { account_id } => format!("console:{account_id}"),
             Credential::Operator => "operator".to_string(),
+        }
+    }
+
+    /// Who a call's usage is attributed to: the billed credential, the door, and for an
+    /// end-user token its end-user. A use case adds the end-user and agent its request
+    /// names ([`UsageAttribution::for_subject`]).
+    pub fn usage_attribution(&self) -> UsageAttribution {
+        UsageAttribution {
+            credential: self.usage_credential(),
+            channel: self.channel().as_str().to_string(),
+            end_user: self.end_user().map(|user| user.as_str().to_string()),
+            agent_id: None,
         }
     }
 

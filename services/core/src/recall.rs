@@ -254,6 +254,9 @@ pub struct NewRecallEvent {
     pub timings: serde_json::Value,
     pub trace_id: Option<String>,
     pub credential: String,
+    /// The door the search came through (`http`, `console`, `mem0`, `mcp`, ...); `None`
+    /// for events recorded before channels were.
+    pub channel: Option<String>,
 }
 
 /// A stored recall event.

@@ -18,6 +18,8 @@ pub enum SubjectStore {
     Idempotency,
     Index,
     QueryCache,
+    /// Daily usage counters that name the end-user (by id, until erased).
+    Usage,
 }
 
 /// Where a store keeps the subject's rows in the database.
@@ -67,7 +69,7 @@ impl SubjectStore {
     /// fails halfway and is retried still finds the ids those name; the sources of new
     /// memories (messages, files) before the memories, so a derivation or ingest cannot
     /// write one behind the erasure; the index after the rows.
-    pub const ALL: [SubjectStore; 13] = [
+    pub const ALL: [SubjectStore; 14] = [
         SubjectStore::Idempotency,
         SubjectStore::TaskResults,
         SubjectStore::EvaluationRuns,
@@ -79,6 +81,7 @@ impl SubjectStore {
         SubjectStore::EvaluationCases,
         SubjectStore::Memories,
         SubjectStore::History,
+        SubjectStore::Usage,
         SubjectStore::Index,
         SubjectStore::QueryCache,
     ];
@@ -267,6 +270,19 @@ impl SubjectStore {
                 "vector index points with the subject's user_id in their payload; exported as the memories they index",
                 StoreRetention::WithItsSource("points are removed with their memory"),
             ),
+            SubjectStore::Usage => declare(
+                "usage",
+                None,
+                &[SubjectTable {
+                    table: "usage_daily",
+                    subject_columns: &["end_user"],
+                    json_paths: &[],
+                }],
+                "daily usage counters (units per credential, channel and agent) that name the subject's user_id; erasure replaces the id by the subject digest and keeps the quantities, so totals and past reports do not change. Not exported: unit counts, no content",
+                StoreRetention::UntilDeleted(
+                    "billing records: kept for invoices and cost reports; erasing the subject pseudonymizes them",
+                ),
+            ),
             SubjectStore::QueryCache => declare(
                 "query_cache",
                 None,
@@ -316,7 +332,7 @@ pub const TABLES_WITHOUT_SUBJECT_DATA: &[(&str, &str)] = &[
     ("erasure_ledger", "erased subjects as keyed digests"),
     (
         "usage_hourly",
-        "metered units per credential kind (an end-user token counts as `end_user`, never by id)",
+        "metered units per hour and credential (a key; an end-user token counts under the key that minted it, never by end-user)",
     ),
     (
         "llm_calls",

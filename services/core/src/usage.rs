@@ -383,6 +383,130 @@ pub enum UsageGranularity {
     Day,
 }
 
+/// Who a unit of usage is attributed to. The credential and channel are known for every
+/// call; the end-user and agent when the call names them (an end-user token always names
+/// its end-user).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UsageAttribution {
+    /// `key:<id>` (a key, or the key that minted an end-user token), `console:<account>`,
+    /// `operator`, or what a background job bills (`consolidation`, `storage`).
+    pub credential: String,
+    /// The door: `http`, `console`, `cli`, `mem0`, `mcp`, `job` (see `Channel`).
+    pub channel: String,
+    /// The raw end-user id (personal data: erasure replaces it by the subject digest).
+    pub end_user: Option<String>,
+    pub agent_id: Option<String>,
+}
+
+impl UsageAttribution {
+    /// Engram's own work that no caller asked for (`storage`, `consolidation`).
+    pub fn engine(credential: &str) -> Self {
+        Self {
+            credential: credential.to_string(),
+            channel: "job".to_string(),
+            end_user: None,
+            agent_id: None,
+        }
+    }
+
+    /// This attribution for a call about `user_id` and `agent_id`: what the call names
+    /// fills what is unknown (an end-user token's end-user is already known, and kept).
+    pub fn for_subject(mut self, user_id: Option<&str>, agent_id: Option<&str>) -> Self {
+        if self.end_user.is_none() {
+            self.end_user = user_id.map(str::to_string);
+        }
+        if self.agent_id.is_none() {
+            self.agent_id = agent_id.map(str::to_string);
+        }
+        self
+    }
+
+    /// The credential and channel as one word, `key:<id>@http`: what background work that
+    /// continues a request (a derivation, a file's ingest) keeps of who pays; the end-user
+    /// and agent come back from the records the work is about.
+    pub fn billing_label(&self) -> String {
+        format!("{}@{}", self.credential, self.channel)
+    }
+
+    /// The attribution a [`UsageAttribution::billing_label`] names; a label stored before
+    /// channels existed (no `@`) reads as the credential with an unknown channel (empty).
+    pub fn from_billing_label(label: &str) -> Self {
+        let (credential, channel) = match label.rsplit_once('@') {
+            Some((credential, channel)) if crate::audit::Channel::named(channel).is_some() => {
+                (credential, channel)
+            }
+            _ => (label, ""),
+        };
+        Self {
+            credential: credential.to_string(),
+            channel: channel.to_string(),
+            end_user: None,
+            agent_id: None,
+        }
+    }
+}
+
+/// What a usage or cost report breaks its daily rows down by (`by=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UsageBreakdown {
+    /// The billed credential: a key (an end-user token under the key that minted it).
+    Key,
+    EndUser,
+    Agent,
+    Channel,
+}
+
+impl UsageBreakdown {
+    pub const ALL: [UsageBreakdown; 4] = [
+        UsageBreakdown::Key,
+        UsageBreakdown::EndUser,
+        UsageBreakdown::Agent,
+        UsageBreakdown::Channel,
+    ];
+
+    /// The `by=` value: `key`, `end_user`, `agent`, `channel`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            UsageBreakdown::Key => "key",
+            UsageBreakdown::EndUser => "end_user",
+            UsageBreakdown::Agent => "agent",
+            UsageBreakdown::Channel => "channel",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|by| by.as_str() == text)
+    }
+}
+
+/// Who one breakdown row is about: the value of the dimension it breaks down by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BreakdownValue {
+    /// Nothing recorded for the dimension (a call that named no end-user or agent; usage
+    /// from before attribution was recorded).
+    Unattributed,
+    /// The credential, end-user id, agent id or channel.
+    Named(String),
+    /// An erased end-user, by subject digest: its quantities stay in the totals.
+    ErasedEndUser(String),
+}
+
+/// One daily row of a broken-down usage report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageBreakdownRow {
+    pub day: DateTime<Utc>,
+    pub unit: UsageUnit,
+    pub value: BreakdownValue,
+    pub quantity: i64,
+}
+
+/// One daily row of a broken-down cost report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostBreakdownRow {
+    pub value: BreakdownValue,
+    pub cost: CostRow,
+}
+
 /// One row of a usage report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageRow {
@@ -403,7 +527,33 @@ pub struct PriceEntry {
     /// Price of one unit in millionths of the currency.
     pub unit_price_micros: i64,
     pub effective_from: DateTime<Utc>,
+    /// Set on the default price book Engram applies where the operator set no price: a
+    /// placeholder to replace with `engram admin set-price`.
+    pub is_default: bool,
 }
+
+/// The currency of the default price book.
+pub const DEFAULT_PRICE_CURRENCY: &str = "USD";
+
+/// The default price book, in millionths of a US dollar per unit: applied where the
+/// deployment has no price for a unit, so costs show real money from the first call, and
+/// marked as a default to replace. Rough figures for running Engram on one's own hardware
+/// with a hosted LLM; the operator's `engram admin set-price` replaces them.
+pub const DEFAULT_PRICES_MICROS: [(UsageUnit, i64); 7] = [
+    // 0.001 USD per memory stored.
+    (UsageUnit::MemoriesWritten, 1_000),
+    // 0.0005 USD per search.
+    (UsageUnit::Searches, 500),
+    // 1 USD per million tokens embedded.
+    (UsageUnit::TokensEmbedded, 1),
+    // 0.30 USD per thousand memories kept for a month.
+    (UsageUnit::MemoryDays, 10),
+    // Files are billed through the memories and LLM tokens their ingest produces.
+    (UsageUnit::FileBytes, 0),
+    // 1 USD per million prompt tokens, 4 USD per million completion tokens.
+    (UsageUnit::LlmTokensIn, 1),
+    (UsageUnit::LlmTokensOut, 4),
+];
 
 /// The cost of one unit on one day.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -256,6 +256,25 @@ async fn lock_chain_head<C: ConnectionTrait>(
         .ok_or_else(|| StorageError::Internal("audit chain head vanished".to_string()))
 }
 
+/// An event's details with the door it came through: `channel`, and `tool` for an MCP
+/// call. Details that are neither an object nor null (none are) are kept as they are.
+fn details_with_channel(
+    details: &serde_json::Value,
+    channel: &engram_core::audit::Channel,
+) -> serde_json::Value {
+    let mut details = match details {
+        serde_json::Value::Null => serde_json::json!({}),
+        details => details.clone(),
+    };
+    if let Some(object) = details.as_object_mut() {
+        object.insert("channel".to_string(), channel.as_str().into());
+        if let Some(tool) = channel.tool() {
+            object.insert("tool".to_string(), tool.into());
+        }
+    }
+    details
+}
+
 /// Insert `event` as the successor of `head`, hashed with the seal's key when given.
 async fn insert_chained_event<C: ConnectionTrait>(
     transaction: &C,
@@ -287,7 +306,7 @@ async fn insert_chained_event<C: ConnectionTrait>(
             .as_ref()
             .map(|agent| agent.chars().take(MAX_USER_AGENT_CHARS).collect()),
         request_id: actor.request_id.clone(),
-        details: event.details.to_string(),
+        details: details_with_channel(&event.details, &actor.channel).to_string(),
         previous_hash: head.last_hash.clone(),
         hash: String::new(),
     };

@@ -4,7 +4,7 @@
 
 use crate::entities::{llm_calls, session_messages, tasks};
 use crate::tasks::TaskRecord;
-use crate::usage::{UsageIncrement, add_to_hourly_counter};
+use crate::usage::{UsageIncrement, add_to_usage_counters};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 pub use engram_core::conversation::{LlmModelUsage, NewMessage, SessionMessage};
@@ -40,6 +40,7 @@ pub struct DerivationSubject {
 /// `memories:delete`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DerivationRequest<'a> {
+    /// A usage attribution's billing label (`key:<id>@http`).
     pub credential: &'a str,
     pub may_delete: bool,
 }
@@ -69,8 +70,9 @@ impl DerivationSubject {
 /// One call to the LLM, as recorded for cost by model.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlmCallRecord {
-    /// `key:<id>`, `end_user` or `system`: who is billed.
-    pub credential: String,
+    /// Who is billed: the credential (stored with the call) and the rest of the attribution
+    /// (in the usage counters).
+    pub attribution: engram_core::usage::UsageAttribution,
     pub model: String,
     /// `extraction`, `reconciliation`, …
     pub purpose: String,
@@ -339,7 +341,7 @@ impl Storage {
             id: Set(Uuid::now_v7()),
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),
-            credential: Set(call.credential.clone()),
+            credential: Set(call.attribution.credential.clone()),
             model: Set(call.model.clone()),
             purpose: Set(call.purpose.clone()),
             tokens_in: Set(call.tokens_in),
@@ -358,12 +360,12 @@ impl Storage {
             if quantity <= 0 {
                 continue;
             }
-            add_to_hourly_counter(
+            add_to_usage_counters(
                 &transaction,
                 &UsageIncrement {
                     organization_id: scope.organization_id(),
                     project_id: scope.project_id(),
-                    credential: call.credential.clone(),
+                    attribution: call.attribution.clone(),
                     unit,
                     at: call.at,
                     quantity,

@@ -24,7 +24,7 @@ pub struct NewFile {
     pub agent_id: Option<ExternalId>,
     pub session_id: Option<ExternalId>,
     pub kind: MemoryKind,
-    /// `key:<id>` or `end_user`: who is billed for it.
+    /// Who is billed for it: a usage attribution's billing label (`key:<id>@http`).
     pub credential: String,
 }
 

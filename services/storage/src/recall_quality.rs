@@ -36,6 +36,7 @@ fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
         timings: model.timings,
         trace_id: model.trace_id,
         credential: model.credential,
+        channel: model.channel,
     }
 }
 
@@ -161,6 +162,7 @@ impl Storage {
                 timings: Set(event.timings),
                 trace_id: Set(event.trace_id),
                 credential: Set(event.credential),
+                channel: Set(event.channel),
             });
         recall_events::Entity::insert_many(models)
             .exec_without_returning(&self.connection)

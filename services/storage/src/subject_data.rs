@@ -162,7 +162,8 @@ impl Storage {
             | SubjectStore::TaskResults
             | SubjectStore::Idempotency
             | SubjectStore::Index
-            | SubjectStore::QueryCache => return Ok(0),
+            | SubjectStore::QueryCache
+            | SubjectStore::Usage => return Ok(0),
         }
         .map_err(StorageError::from_db)?
         .rows_affected;
@@ -256,7 +257,8 @@ impl Storage {
             | SubjectStore::TaskResults
             | SubjectStore::Idempotency
             | SubjectStore::Index
-            | SubjectStore::QueryCache => return Ok(0),
+            | SubjectStore::QueryCache
+            | SubjectStore::Usage => return Ok(0),
         }
         .map_err(StorageError::from_db)
     }

@@ -72,6 +72,7 @@ tenanted!(
     session_messages,
     session_state,
     tasks,
+    usage_daily,
     usage_hourly,
 );
 

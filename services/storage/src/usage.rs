@@ -1,48 +1,94 @@
-//! Metered usage: hourly counters per project, credential and unit, added to in batches by
-//! the gateways' meters, and read back per hour or per day (the daily rollup is the sum of
-//! the hours, computed by the query, so the two can never disagree).
+//! Metered usage: hourly counters per project, credential and unit, and daily counters per
+//! project, credential, channel, end-user and agent, both added to by the same increment in
+//! the same transaction (so a breakdown always adds up to the totals); read back per hour,
+//! per day, or per day broken down by one dimension.
 
 use crate::audit::append_audit_event;
-use crate::entities::{budget_alerts, projects, usage_hourly};
+use crate::entities::{budget_alerts, projects, usage_daily, usage_hourly};
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
-use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit};
+use engram_core::usage::{
+    BillingMonth, BreakdownValue, CostBreakdownRow, SpendLimits, UsageAttribution, UsageBreakdown,
+    UsageBreakdownRow, UsageUnit,
+};
 pub use engram_core::usage::{BudgetAlert, CostRow, PriceEntry, UsageGranularity, UsageRow};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use std::collections::BTreeMap;
 
-/// Units to add to one hourly counter.
+/// Units to add to one hourly counter (by credential) and one daily counter (by the whole
+/// attribution).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UsageIncrement {
     pub organization_id: OrganizationId,
     pub project_id: ProjectId,
-    /// `key:<id>` or `end_user`.
-    pub credential: String,
+    pub attribution: UsageAttribution,
     pub unit: UsageUnit,
     /// Any time within the hour; stored as the hour's start.
     pub at: DateTime<Utc>,
     pub quantity: i64,
 }
 
+/// The columns that make one daily counter.
+const DAILY_COUNTER_KEY: [usage_daily::Column; 8] = [
+    usage_daily::Column::ProjectId,
+    usage_daily::Column::Day,
+    usage_daily::Column::Unit,
+    usage_daily::Column::Credential,
+    usage_daily::Column::Channel,
+    usage_daily::Column::EndUser,
+    usage_daily::Column::EndUserErased,
+    usage_daily::Column::AgentId,
+];
+
 /// The start of the hour `at` falls in.
 pub fn hour_start(at: DateTime<Utc>) -> DateTime<Utc> {
     at.duration_trunc(Duration::hours(1)).unwrap_or(at)
 }
 
-/// Add one increment to its hourly counter (created at 0 if absent), inside the caller's
-/// transaction.
-pub(crate) async fn add_to_hourly_counter(
+/// The start of the UTC day `at` falls in.
+pub fn day_start(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.duration_trunc(Duration::days(1)).unwrap_or(at)
+}
+
+/// Add one increment to its hourly and its daily counter (each created at 0 if absent),
+/// inside the caller's transaction.
+pub(crate) async fn add_to_usage_counters(
     transaction: &crate::WriteTransaction,
     increment: &UsageIncrement,
 ) -> Result<(), StorageError> {
+    let attribution = &increment.attribution;
+    usage_daily::Entity::insert(usage_daily::ActiveModel {
+        organization_id: Set(increment.organization_id.as_uuid()),
+        project_id: Set(increment.project_id.as_uuid()),
+        day: Set(day_start(increment.at)),
+        unit: Set(increment.unit.as_str().to_string()),
+        credential: Set(attribution.credential.clone()),
+        channel: Set(attribution.channel.clone()),
+        end_user: Set(attribution.end_user.clone().unwrap_or_default()),
+        end_user_erased: Set(false),
+        agent_id: Set(attribution.agent_id.clone().unwrap_or_default()),
+        quantity: Set(increment.quantity),
+    })
+    .on_conflict(
+        OnConflict::columns(DAILY_COUNTER_KEY)
+            .value(
+                usage_daily::Column::Quantity,
+                Expr::col((usage_daily::Entity, usage_daily::Column::Quantity))
+                    .add(increment.quantity),
+            )
+            .to_owned(),
+    )
+    .exec_without_returning(transaction)
+    .await
+    .map_err(StorageError::from_db)?;
     usage_hourly::Entity::insert(usage_hourly::ActiveModel {
         organization_id: Set(increment.organization_id.as_uuid()),
         project_id: Set(increment.project_id.as_uuid()),
-        credential: Set(increment.credential.clone()),
+        credential: Set(attribution.credential.clone()),
         unit: Set(increment.unit.as_str().to_string()),
         hour_start: Set(hour_start(increment.at)),
         quantity: Set(increment.quantity),
@@ -77,7 +123,7 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         for increment in increments {
-            add_to_hourly_counter(&transaction, increment).await?;
+            add_to_usage_counters(&transaction, increment).await?;
         }
         transaction.commit().await.map_err(StorageError::from_db)
     }
@@ -141,6 +187,7 @@ impl Storage {
             unit_price_micros: Set(entry.unit_price_micros),
             effective_from: Set(entry.effective_from),
             created_at: Set(Utc::now()),
+            is_default: Set(entry.is_default),
         })
         .exec_without_returning(&self.connection)
         .await
@@ -174,6 +221,7 @@ impl Storage {
                     currency: row.currency,
                     unit_price_micros: row.unit_price_micros,
                     effective_from: row.effective_from,
+                    is_default: row.is_default,
                 })
             })
             .collect())
@@ -224,20 +272,25 @@ impl Storage {
 }
 
 /// The price of `unit` on `day`: the organization's latest override that started on or
-/// before the day, else the latest default that did.
+/// before the day, else the deployment's latest price set by its operator that did, else
+/// the latest of Engram's default price book (which only fills what the operator left
+/// unpriced).
 pub fn price_in_effect(
     book: &[PriceEntry],
     unit: UsageUnit,
     day: DateTime<Utc>,
 ) -> Option<PriceEntry> {
-    let latest = |overrides: bool| {
+    let latest = |overrides: bool, default_book: bool| {
         book.iter()
             .filter(|entry| entry.unit == unit && entry.organization_id.is_some() == overrides)
+            .filter(|entry| entry.is_default == default_book)
             .filter(|entry| entry.effective_from <= day)
             .max_by_key(|entry| entry.effective_from)
             .cloned()
     };
-    latest(true).or_else(|| latest(false))
+    latest(true, false)
+        .or_else(|| latest(false, false))
+        .or_else(|| latest(false, true))
 }
 
 impl Storage {
@@ -408,7 +461,29 @@ impl Storage {
         quantity: i64,
     ) -> Result<(), StorageError> {
         let _permit = self.write_permit().await;
-        let day_start = day.duration_trunc(Duration::days(1)).unwrap_or(day);
+        let day_start = day_start(day);
+        let transaction = self.begin_write().await?;
+        let sampled = UsageAttribution::engine(SAMPLED_CREDENTIAL);
+        usage_daily::Entity::insert(usage_daily::ActiveModel {
+            organization_id: Set(scope.organization_id().as_uuid()),
+            project_id: Set(scope.project_id().as_uuid()),
+            day: Set(day_start),
+            unit: Set(unit.as_str().to_string()),
+            credential: Set(sampled.credential),
+            channel: Set(sampled.channel),
+            end_user: Set(String::new()),
+            end_user_erased: Set(false),
+            agent_id: Set(String::new()),
+            quantity: Set(quantity),
+        })
+        .on_conflict(
+            OnConflict::columns(DAILY_COUNTER_KEY)
+                .update_column(usage_daily::Column::Quantity)
+                .to_owned(),
+        )
+        .exec_without_returning(&transaction)
+        .await
+        .map_err(StorageError::from_db)?;
         usage_hourly::Entity::insert(usage_hourly::ActiveModel {
             organization_id: Set(scope.organization_id().as_uuid()),
             project_id: Set(scope.project_id().as_uuid()),
@@ -427,12 +502,240 @@ impl Storage {
             .update_column(usage_hourly::Column::Quantity)
             .to_owned(),
         )
-        .exec_without_returning(&self.connection)
+        .exec_without_returning(&transaction)
         .await
         .map_err(StorageError::from_db)?;
-        Ok(())
+        transaction.commit().await.map_err(StorageError::from_db)
     }
 }
 
 /// The credential sampled units (memory-days) are stored under.
 pub const SAMPLED_CREDENTIAL: &str = "storage";
+
+impl Storage {
+    /// The project's usage from `from` (inclusive) to `to` (exclusive) per day and unit,
+    /// broken down by `by`, oldest day first and, within a day and unit, largest first.
+    pub async fn usage_breakdown(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        by: UsageBreakdown,
+    ) -> Result<Vec<UsageBreakdownRow>, StorageError> {
+        let counters = usage_daily::Entity::find()
+            .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
+            .filter(usage_daily::Column::Day.gte(day_start(from)))
+            .filter(usage_daily::Column::Day.lt(to))
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        let mut grouped: BTreeMap<(DateTime<Utc>, UsageUnit, BreakdownValue), i64> =
+            BTreeMap::new();
+        for counter in counters {
+            let Some(unit) = UsageUnit::parse(&counter.unit) else {
+                continue;
+            };
+            let value = breakdown_value(&counter, by);
+            *grouped
+                .entry((day_start(counter.day), unit, value))
+                .or_default() += counter.quantity;
+        }
+        let mut rows: Vec<UsageBreakdownRow> = grouped
+            .into_iter()
+            .map(|((day, unit, value), quantity)| UsageBreakdownRow {
+                day,
+                unit,
+                value,
+                quantity,
+            })
+            .collect();
+        rows.sort_by(|a, b| {
+            (a.day, a.unit)
+                .cmp(&(b.day, b.unit))
+                .then(b.quantity.cmp(&a.quantity))
+                .then(a.value.cmp(&b.value))
+        });
+        Ok(rows)
+    }
+
+    /// [`Storage::usage_breakdown`] priced: each row's quantity × the price in effect for
+    /// its unit that day.
+    pub async fn costs_breakdown(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        by: UsageBreakdown,
+    ) -> Result<Vec<CostBreakdownRow>, StorageError> {
+        let book = self.price_book_for(scope.organization_id()).await?;
+        let rows = self.usage_breakdown(scope, from, to, by).await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let price = price_in_effect(&book, row.unit, row.day);
+                let cost_micros = price.as_ref().map_or(0, |price| {
+                    price.unit_price_micros.saturating_mul(row.quantity)
+                });
+                CostBreakdownRow {
+                    value: row.value,
+                    cost: CostRow {
+                        day: row.day,
+                        unit: row.unit,
+                        quantity: row.quantity,
+                        price,
+                        cost_micros,
+                    },
+                }
+            })
+            .collect())
+    }
+
+    /// Apply the default price book where the deployment has no price of its own for a
+    /// unit: from today on when nothing of the unit was ever used (a fresh install shows
+    /// money from its first call), else from tomorrow on (costs are per day, so a day that
+    /// already had usage is never re-priced). Returns the units given a default now.
+    pub async fn apply_default_prices(
+        &self,
+        defaults: &[(UsageUnit, i64)],
+        currency: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<UsageUnit>, StorageError> {
+        use crate::entities::price_book;
+        use sea_orm::PaginatorTrait;
+        let mut applied = Vec::new();
+        for (unit, unit_price_micros) in defaults {
+            let priced = price_book::Entity::find()
+                .filter(price_book::Column::OrganizationId.is_null())
+                .filter(price_book::Column::Unit.eq(unit.as_str()))
+                .count(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            if priced > 0 {
+                continue;
+            }
+            let used = usage_hourly::Entity::find()
+                .filter(usage_hourly::Column::Unit.eq(unit.as_str()))
+                .filter(usage_hourly::Column::Quantity.gt(0))
+                .count(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+            let effective_from = if used == 0 {
+                day_start(now)
+            } else {
+                day_start(now) + Duration::days(1)
+            };
+            self.add_price(&PriceEntry {
+                organization_id: None,
+                unit: *unit,
+                currency: currency.to_string(),
+                unit_price_micros: *unit_price_micros,
+                effective_from,
+                is_default: true,
+            })
+            .await?;
+            applied.push(*unit);
+        }
+        Ok(applied)
+    }
+
+    /// Replace the end-user id in the project's usage counters that name `user_id` by the
+    /// subject digest, keeping every quantity (totals and past reports do not change).
+    /// Returns the counters changed.
+    pub async fn pseudonymize_usage_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+        subject_digest: &str,
+    ) -> Result<u64, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let counters = subject_usage(scope, user_id)
+            .all(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let changed = counters.len() as u64;
+        for counter in counters {
+            // The digest's counter may exist already (the same id erased before and used
+            // again): the quantity is added to it.
+            usage_daily::Entity::insert(usage_daily::ActiveModel {
+                organization_id: Set(counter.organization_id),
+                project_id: Set(counter.project_id),
+                day: Set(counter.day),
+                unit: Set(counter.unit.clone()),
+                credential: Set(counter.credential.clone()),
+                channel: Set(counter.channel.clone()),
+                end_user: Set(subject_digest.to_string()),
+                end_user_erased: Set(true),
+                agent_id: Set(counter.agent_id.clone()),
+                quantity: Set(counter.quantity),
+            })
+            .on_conflict(
+                OnConflict::columns(DAILY_COUNTER_KEY)
+                    .value(
+                        usage_daily::Column::Quantity,
+                        Expr::col((usage_daily::Entity, usage_daily::Column::Quantity))
+                            .add(counter.quantity),
+                    )
+                    .to_owned(),
+            )
+            .exec_without_returning(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+            usage_daily::Entity::delete_many()
+                .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
+                .filter(usage_daily::Column::Day.eq(counter.day))
+                .filter(usage_daily::Column::Unit.eq(counter.unit.clone()))
+                .filter(usage_daily::Column::Credential.eq(counter.credential.clone()))
+                .filter(usage_daily::Column::Channel.eq(counter.channel.clone()))
+                .filter(usage_daily::Column::EndUser.eq(counter.end_user.clone()))
+                .filter(usage_daily::Column::EndUserErased.eq(false))
+                .filter(usage_daily::Column::AgentId.eq(counter.agent_id.clone()))
+                .exec(&transaction)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(changed)
+    }
+
+    /// How many of the project's usage counters still name `user_id`.
+    pub async fn count_usage_of_subject(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+    ) -> Result<u64, StorageError> {
+        use sea_orm::PaginatorTrait;
+        subject_usage(scope, user_id)
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+}
+
+/// The project's daily counters that name `user_id` by its raw id.
+fn subject_usage(scope: &ProjectScope, user_id: &str) -> sea_orm::Select<usage_daily::Entity> {
+    usage_daily::Entity::find()
+        .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
+        .filter(usage_daily::Column::EndUser.eq(user_id))
+        .filter(usage_daily::Column::EndUserErased.eq(false))
+}
+
+/// What one daily counter is, for the dimension a report breaks down by.
+fn breakdown_value(counter: &usage_daily::Model, by: UsageBreakdown) -> BreakdownValue {
+    let named = |text: &str| {
+        if text.is_empty() {
+            BreakdownValue::Unattributed
+        } else {
+            BreakdownValue::Named(text.to_string())
+        }
+    };
+    match by {
+        UsageBreakdown::Key => named(&counter.credential),
+        UsageBreakdown::Channel => named(&counter.channel),
+        UsageBreakdown::Agent => named(&counter.agent_id),
+        UsageBreakdown::EndUser if counter.end_user_erased => {
+            BreakdownValue::ErasedEndUser(counter.end_user.clone())
+        }
+        UsageBreakdown::EndUser => named(&counter.end_user),
+    }
+}

@@ -29,4 +29,5 @@ pub(crate) mod retrieval_profiles;
 pub(crate) mod session_messages;
 pub(crate) mod session_state;
 pub(crate) mod tasks;
+pub(crate) mod usage_daily;
 pub(crate) mod usage_hourly;

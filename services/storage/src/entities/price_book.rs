@@ -11,6 +11,7 @@ pub struct Model {
     pub unit_price_micros: i64,
     pub effective_from: DateTimeUtc,
     pub created_at: DateTimeUtc,
+    pub is_default: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,7 @@ pub struct Model {
     pub timings: Json,
     pub trace_id: Option<String>,
     pub credential: String,
+    pub channel: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
