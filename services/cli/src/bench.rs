@@ -259,7 +259,7 @@ async fn measure(
         .collect();
     let (principal, _) = server
         .engine
-        .authenticate(&api_key, engram_core::audit::Actor::system("bench"))
+        .authenticate(&api_key, engram_core::audit::Actor::command_line("bench"))
         .await?
         .context("bootstrap key did not authenticate")?;
 

@@ -134,7 +134,7 @@ pub async fn create_project_command(arguments: CreateProjectArgs) -> Result<()> 
 
 /// The operator's use cases over `storage`, waiting for a locked SQLite database as long as
 /// `ENGRAM_ADMIN_LOCK_WAIT_SECS` says.
-fn deployment_admin(storage: &Storage, secrets: &ServerSecrets) -> DeploymentAdmin {
+pub(crate) fn deployment_admin(storage: &Storage, secrets: &ServerSecrets) -> DeploymentAdmin {
     DeploymentAdmin::new(
         storage.clone(),
         secrets.api_key_pepper.clone(),

@@ -26,6 +26,9 @@ pub struct EmbeddedServer {
     pub metrics_address: SocketAddr,
     pub engine: Arc<MemoryEngine>,
     pub bootstrap: Option<bootstrap::BootstrapFile>,
+    /// Units this start gave Engram's default price (first start, or an upgrade that
+    /// brought the default price book): the start prints where to replace them.
+    pub default_prices_applied: Vec<engram_core::usage::UsageUnit>,
     role: Role,
     shutdown_sender: watch::Sender<bool>,
     server_task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -225,6 +228,12 @@ impl EmbeddedServer {
             }
             None
         };
+        let default_prices_applied = bootstrap::deployment_admin(&storage, &secrets)
+            .apply_default_prices_for(&engram_core::DeploymentOperator::at_the_command_line(
+                "serve",
+            ))
+            .await
+            .map_err(|error| anyhow::anyhow!("applying the default price book: {error}"))?;
 
         let spaces = open_embedding_spaces(config, &storage, true).await?;
         let embedder = spaces.deployment_embedder().await?;
@@ -373,6 +382,7 @@ impl EmbeddedServer {
             _data_dir_lock: data_dir_lock,
             engine,
             bootstrap,
+            default_prices_applied,
             role: config.role,
             shutdown_sender,
             server_task,
@@ -568,6 +578,18 @@ pub async fn serve_until_signal(arguments: ServeArgs, role: Role) -> Result<()> 
         println!("  console:  {base_url}/console");
     }
     println!("  api docs: {base_url}/docs");
+    if !server.default_prices_applied.is_empty() {
+        let units: Vec<&str> = server
+            .default_prices_applied
+            .iter()
+            .map(|unit| unit.as_str())
+            .collect();
+        println!(
+            "  prices:   Engram's default price book (USD) now prices {}; replace them with \
+             `engram admin set-price --unit <unit> --price <price> [--currency USD]`",
+            units.join(", ")
+        );
+    }
     // Tests and scripts read this line to find the admin port.
     println!("metrics on http://{}/metrics", server.metrics_address);
     // Tests and scripts read this line to find the port.

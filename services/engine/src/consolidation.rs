@@ -244,7 +244,7 @@ impl MemoryEngine {
                         "compaction",
                         &llm.prompts().compact_episodes,
                         &listing.join("\n"),
-                        CONSOLIDATION_CREDENTIAL,
+                        &engram_core::usage::UsageAttribution::engine(CONSOLIDATION_CREDENTIAL),
                         &mut llm_spend,
                     )
                     .await?;
@@ -376,7 +376,7 @@ impl MemoryEngine {
 /// Metadata of a summary: the ids of the episodes it replaced.
 pub const COMPACTED_FROM_KEY: &str = "compacted_from";
 /// LLM calls of consolidation are billed to this credential.
-const CONSOLIDATION_CREDENTIAL: &str = "consolidation";
+pub(crate) const CONSOLIDATION_CREDENTIAL: &str = "consolidation";
 
 /// Groups of duplicates among `memories` (newest first): within each (user, agent, kind),
 /// each memory not yet merged keeps every older one at least [`DUPLICATE_SIMILARITY`]

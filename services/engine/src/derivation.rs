@@ -26,8 +26,9 @@ pub struct DerivationInput<'a> {
     pub messages: &'a [SessionMessage],
     /// Earlier messages of the session, shown to the LLM as context only.
     pub earlier: &'a [SessionMessage],
-    /// Who is billed for LLM calls (`key:<id>`, `end_user`).
-    pub credential: &'a str,
+    /// Who is billed for LLM calls: the requester's credential and channel, with the batch's
+    /// end-user and agent.
+    pub attribution: &'a engram_core::usage::UsageAttribution,
     /// The batch, so a retried derivation stores its memories once.
     pub batch_id: Uuid,
     /// Whether the credential that asked holds `memories:delete`: only then is an LLM's
@@ -373,7 +374,7 @@ impl MemoryEngine {
         scope: &ProjectScope,
         memory: &Memory,
         correction: &str,
-        credential: &str,
+        attribution: &engram_core::usage::UsageAttribution,
         may_delete: bool,
         actor: &Actor,
     ) -> Result<Option<(DerivedChange, u64)>, EngineError> {
@@ -392,7 +393,7 @@ impl MemoryEngine {
                 "correction",
                 &llm.prompts().correct_memory,
                 &prompt,
-                credential,
+                attribution,
                 &mut spent,
             )
             .await?;
@@ -607,7 +608,7 @@ impl MemoryEngine {
                 "extraction",
                 &llm.prompts().extract_memories,
                 &user_prompt,
-                input.credential,
+                input.attribution,
                 derivation,
             )
             .await?;
@@ -673,7 +674,7 @@ impl MemoryEngine {
                 "reconciliation",
                 &llm.prompts().reconcile_memories,
                 &prompt,
-                input.credential,
+                input.attribution,
                 derivation,
             )
             .await
@@ -705,7 +706,7 @@ impl MemoryEngine {
         purpose: &str,
         system_prompt: &str,
         user_prompt: &str,
-        credential: &str,
+        attribution: &engram_core::usage::UsageAttribution,
         derivation: &mut MessageDerivation,
     ) -> Result<String, EngineError> {
         let started = std::time::Instant::now();
@@ -723,7 +724,7 @@ impl MemoryEngine {
             .record_llm_call(
                 scope,
                 &LlmCallRecord {
-                    credential: credential.to_string(),
+                    attribution: attribution.clone(),
                     model: llm.model().to_string(),
                     purpose: purpose.to_string(),
                     tokens_in: i64::try_from(tokens_in).unwrap_or(i64::MAX),

@@ -179,6 +179,8 @@ impl MemoryEngine {
         let mut per_case = Vec::with_capacity(cases.len());
         let mut latencies_micros = Vec::with_capacity(cases.len());
         let mut outcomes = Vec::with_capacity(cases.len());
+        let evaluation_attribution =
+            engram_core::usage::UsageAttribution::engine(EVALUATION_CREDENTIAL);
         for (position, case) in cases.iter().enumerate() {
             let request = search_request(case, k, &tuning)?;
             let started = Instant::now();
@@ -188,13 +190,13 @@ impl MemoryEngine {
             let micros = started.elapsed().as_micros() as u64;
             self.meter.record(
                 scope,
-                EVALUATION_CREDENTIAL,
+                &evaluation_attribution,
                 engram_core::usage::UsageUnit::Searches,
                 1,
             );
             self.meter.record(
                 scope,
-                EVALUATION_CREDENTIAL,
+                &evaluation_attribution,
                 engram_core::usage::UsageUnit::TokensEmbedded,
                 outcome.tokens_embedded,
             );

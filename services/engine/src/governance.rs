@@ -54,7 +54,8 @@ impl SubjectExport {
             | SubjectStore::TaskResults
             | SubjectStore::Idempotency
             | SubjectStore::Index
-            | SubjectStore::QueryCache => None,
+            | SubjectStore::QueryCache
+            | SubjectStore::Usage => None,
         }
     }
 
@@ -339,6 +340,8 @@ pub struct DataGovernance {
     query_cache: Option<QueryCache>,
     /// This process's recall event queue, flushed before an erasure deletes events.
     recall_recorder: Option<Arc<crate::recall_events::RecallRecorder>>,
+    /// This process's usage meter, flushed before an erasure pseudonymizes usage counters.
+    usage_meter: std::sync::OnceLock<crate::metering::UsageMeter>,
     /// Woken when this process queues a background task, so its runner starts at once.
     pub task_queued: Arc<tokio::sync::Notify>,
 }
@@ -357,6 +360,7 @@ impl DataGovernance {
             ledger,
             query_cache: None,
             recall_recorder: None,
+            usage_meter: std::sync::OnceLock::new(),
             task_queued: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -368,6 +372,12 @@ impl DataGovernance {
     ) -> Self {
         self.recall_recorder = Some(recorder);
         self
+    }
+
+    /// The in-process usage meter erasure must flush first (a worker has none); set once,
+    /// when the engine is given its meter.
+    pub(crate) fn flush_usage_meter_before_erasure(&self, meter: crate::metering::UsageMeter) {
+        let _ = self.usage_meter.set(meter);
     }
 
     /// The in-process query cache erasure must empty (a worker has none).
@@ -789,6 +799,16 @@ impl DataGovernance {
                     .await?
             }
             SubjectStore::Feedback => storage.delete_feedback_of_subject(scope, user_id).await?,
+            SubjectStore::Usage => {
+                // Units still pending in this process are written first, then renamed.
+                if let Some(meter) = self.usage_meter.get() {
+                    meter.flush_now().await;
+                }
+                let digest = self.subject_digest(scope, user_id);
+                storage
+                    .pseudonymize_usage_of_subject(scope, user_id, &digest)
+                    .await?
+            }
             SubjectStore::RecallEvents => {
                 // Events still queued in this process are stored first, then erased.
                 if let Some(recorder) = &self.recall_recorder {
@@ -870,6 +890,7 @@ impl DataGovernance {
                     .await?
             }
             SubjectStore::Feedback => storage.count_feedback_of_subject(scope, user_id).await?,
+            SubjectStore::Usage => storage.count_usage_of_subject(scope, user_id).await?,
             SubjectStore::RecallEvents => {
                 storage
                     .count_recall_events_of_subject(scope, user_id)

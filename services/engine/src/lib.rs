@@ -62,5 +62,5 @@ pub use use_cases::{
     QueryMemoriesRequest, RecallBudgetCut, RecallInspection, RetentionPreview, RollApiKeyRequest,
     RolledApiKey, SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
     SpendLimitsReport, StartEvaluationRunRequest, SubjectSummary, UploadFileRequest, UsageReport,
-    audit_filter_errors, store_retention_days_of, stores_with_retention_days,
+    UsageReportRequest, audit_filter_errors, store_retention_days_of, stores_with_retention_days,
 };

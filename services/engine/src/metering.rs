@@ -1,11 +1,12 @@
 //! The usage meter: handlers record billable units after a request succeeded; a background
-//! flusher writes the sums per project, credential, unit and hour in one transaction every
+//! flusher writes the sums per project, attribution (credential, channel, end-user, agent),
+//! unit and hour in one transaction every
 //! second (or sooner after 1,000 records), so requests never wait on it. Units not yet
 //! written stay visible to the spend guard, so limits see them at once. A clean shutdown
 //! flushes everything; a crash loses at most the last second.
 
 use chrono::{DateTime, Utc};
-use engram_core::usage::UsageUnit;
+use engram_core::usage::{UsageAttribution, UsageUnit};
 use engram_core::{ProjectId, ProjectScope};
 use engram_storage::Storage;
 use engram_storage::usage::{UsageIncrement, hour_start};
@@ -20,7 +21,7 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Records that trigger a write before the second is up.
 const FLUSH_AT_RECORDS: usize = 1_000;
 
-type PendingKey = (ProjectId, DateTime<Utc>, UsageUnit, String);
+type PendingKey = (ProjectId, DateTime<Utc>, UsageUnit, UsageAttribution);
 
 /// Usage recorded but not yet written, shared by the meter's clones and its flusher.
 #[derive(Debug, Default)]
@@ -32,15 +33,29 @@ struct PendingUsage {
     flushes: AtomicU64,
     /// Set by [`UsageMeter::finish`]: the flusher writes what is left and ends.
     finishing: std::sync::atomic::AtomicBool,
+    /// Held while a batch is written: two writers of the same pending sums would count
+    /// them twice.
+    writing: tokio::sync::Mutex<()>,
 }
 
 /// Cheap to clone; every clone feeds the same flusher. A meter without a flusher (tests that
 /// build a gateway by hand) drops what it is given.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct UsageMeter {
     pending: Arc<PendingUsage>,
+    /// Where [`UsageMeter::flush_now`] writes (the flusher's storage).
+    storage: Option<Storage>,
     /// Wakes the flusher early; the flusher ends once every clone (every sender) is gone.
     wake_flusher: Option<mpsc::Sender<()>>,
+}
+
+impl std::fmt::Debug for UsageMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UsageMeter")
+            .field("pending", &self.pending)
+            .field("writes", &self.storage.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl UsageMeter {
@@ -49,18 +64,25 @@ impl UsageMeter {
     pub fn start(storage: Storage) -> (Self, tokio::task::JoinHandle<()>) {
         let (wake_flusher, wake_receiver) = mpsc::channel(1);
         let pending = Arc::new(PendingUsage::default());
-        let flusher = tokio::spawn(run_flusher(storage, pending.clone(), wake_receiver));
+        let flusher = tokio::spawn(run_flusher(storage.clone(), pending.clone(), wake_receiver));
         (
             Self {
                 pending,
+                storage: Some(storage),
                 wake_flusher: Some(wake_flusher),
             },
             flusher,
         )
     }
 
-    /// Count `quantity` of `unit` for the project and credential of a successful request.
-    pub fn record(&self, scope: &ProjectScope, credential: &str, unit: UsageUnit, quantity: u64) {
+    /// Count `quantity` of `unit` for the project and attribution of a successful request.
+    pub fn record(
+        &self,
+        scope: &ProjectScope,
+        attribution: &UsageAttribution,
+        unit: UsageUnit,
+        quantity: u64,
+    ) {
         if quantity == 0 {
             return;
         }
@@ -81,7 +103,7 @@ impl UsageMeter {
             scope.project_id(),
             hour_start(at),
             unit,
-            credential.to_string(),
+            attribution.clone(),
         );
         match self.pending.increments.lock() {
             Ok(mut increments) => {
@@ -91,7 +113,7 @@ impl UsageMeter {
                     .or_insert_with(|| UsageIncrement {
                         organization_id: scope.organization_id(),
                         project_id: scope.project_id(),
-                        credential: credential.to_string(),
+                        attribution: attribution.clone(),
                         unit,
                         at,
                         quantity,
@@ -119,6 +141,14 @@ impl UsageMeter {
         self.pending.finishing.store(true, Ordering::Release);
         if let Some(wake_flusher) = &self.wake_flusher {
             let _ = wake_flusher.send(()).await;
+        }
+    }
+
+    /// Write what is pending now (before an erasure pseudonymizes the end-user's counters,
+    /// so none naming them is written after it).
+    pub async fn flush_now(&self) {
+        if let Some(storage) = &self.storage {
+            flush(storage, &self.pending).await;
         }
     }
 
@@ -174,6 +204,7 @@ async fn run_flusher(
 /// that arrived meanwhile stay). The batch is one transaction, so a failed write counted
 /// nothing and is retried with the next flush.
 async fn flush(storage: &Storage, pending: &PendingUsage) {
+    let _writing = pending.writing.lock().await;
     let batch: Vec<(PendingKey, UsageIncrement)> = match pending.increments.lock() {
         Ok(increments) => increments
             .iter()

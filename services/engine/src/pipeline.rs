@@ -225,6 +225,8 @@ impl MemoryEngine {
             meter.clone(),
             self.spaces.settings_cache().clone(),
         );
+        self.governance
+            .flush_usage_meter_before_erasure(meter.clone());
         self.meter = meter;
         self
     }

@@ -426,6 +426,7 @@ mod tests {
             timings: json!({}),
             trace_id: None,
             credential: "test".to_string(),
+            channel: None,
         }
     }
 

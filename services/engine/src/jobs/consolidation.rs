@@ -32,7 +32,9 @@ pub(super) async fn consolidate_claimed(
     .map(|(unit, quantity)| UsageIncrement {
         organization_id: scope.organization_id(),
         project_id: scope.project_id(),
-        credential: "consolidation".to_string(),
+        attribution: engram_core::usage::UsageAttribution::engine(
+            crate::consolidation::CONSOLIDATION_CREDENTIAL,
+        ),
         unit,
         at: Utc::now(),
         quantity: i64::try_from(quantity).unwrap_or(i64::MAX),

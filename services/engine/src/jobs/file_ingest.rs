@@ -209,7 +209,8 @@ async fn bill(
         .map(|(unit, quantity)| UsageIncrement {
             organization_id: scope.organization_id(),
             project_id: scope.project_id(),
-            credential: file.credential.clone(),
+            attribution: engram_core::usage::UsageAttribution::from_billing_label(&file.credential)
+                .for_subject(file.user_id.as_deref(), file.agent_id.as_deref()),
             unit: *unit,
             at: Utc::now(),
             quantity: *quantity,

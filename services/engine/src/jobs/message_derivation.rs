@@ -7,7 +7,7 @@ use crate::MemoryEngine;
 use crate::derivation::DerivationInput;
 use chrono::Utc;
 use engram_core::Principal;
-use engram_core::usage::UsageUnit;
+use engram_core::usage::{UsageAttribution, UsageUnit};
 use engram_storage::conversations::DerivationSubject;
 use engram_storage::tasks::ClaimedTask;
 use engram_storage::usage::UsageIncrement;
@@ -46,13 +46,17 @@ pub(super) async fn derive_claimed_batch(
         )
         .await
         .map_err(|error| error.to_string())?;
+    // Who asked (credential and channel, kept with the task) for the batch's end-user and
+    // agent.
+    let attribution = UsageAttribution::from_billing_label(&subject.credential)
+        .for_subject(first.user_id.as_deref(), first.agent_id.as_deref());
     let derivation = engine
         .derive_memories(
             scope,
             DerivationInput {
                 messages: &messages,
                 earlier: &earlier,
-                credential: &subject.credential,
+                attribution: &attribution,
                 batch_id: subject.batch_id,
                 may_delete: subject.may_delete,
             },
@@ -76,7 +80,7 @@ pub(super) async fn derive_claimed_batch(
     .map(|(unit, quantity)| UsageIncrement {
         organization_id: scope.organization_id(),
         project_id: scope.project_id(),
-        credential: subject.credential.clone(),
+        attribution: attribution.clone(),
         unit,
         at: Utc::now(),
         quantity,

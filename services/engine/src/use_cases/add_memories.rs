@@ -4,7 +4,7 @@
 
 use crate::{AddOutcome, EngineError, MemoryEngine};
 use chrono::Utc;
-use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::usage::{PlannedSpend, UsageAttribution, UsageUnit};
 use engram_core::{FieldError, InvalidInput, Memory, NewMemory, Operation, Principal};
 use engram_storage::IdempotencyClaim;
 
@@ -112,18 +112,35 @@ impl MemoryEngine {
             ..
         } = &outcome
         {
-            let credential = principal.usage_credential();
-            self.meter.record(
-                principal.scope(),
-                &credential,
-                UsageUnit::MemoriesWritten,
-                memories.len() as u64,
-            );
+            // Each memory is billed to its end-user and agent; the batch's embedding too,
+            // when they are the same for every memory (else to no end-user or agent).
+            let caller = principal.usage_attribution();
+            let mut per_subject: std::collections::BTreeMap<UsageAttribution, u64> =
+                std::collections::BTreeMap::new();
+            for memory in memories {
+                let attribution = caller.clone().for_subject(
+                    memory.user_id.as_ref().map(|id| id.as_str()),
+                    memory.agent_id.as_ref().map(|id| id.as_str()),
+                );
+                *per_subject.entry(attribution).or_default() += 1;
+            }
+            let embedding_attribution = match per_subject.keys().collect::<Vec<_>>()[..] {
+                [only] => only.clone(),
+                _ => caller,
+            };
+            for (attribution, written) in &per_subject {
+                self.meter.record(
+                    principal.scope(),
+                    attribution,
+                    UsageUnit::MemoriesWritten,
+                    *written,
+                );
+            }
             // What the project's model embedded (after PII masking); nothing for client
             // vectors.
             self.meter.record(
                 principal.scope(),
-                &credential,
+                &embedding_attribution,
                 UsageUnit::TokensEmbedded,
                 *tokens_embedded,
             );

@@ -121,6 +121,7 @@ impl MemoryEngine {
         let principal = Principal::end_user_token(
             scope,
             verified.user_id,
+            verified.minted_by,
             verified.scopes,
             subject_digest,
             origin,

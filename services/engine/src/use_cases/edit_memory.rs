@@ -115,9 +115,13 @@ impl MemoryEngine {
             )
             .await?;
         if reembeds {
+            let attribution = principal.usage_attribution().for_subject(
+                edited.memory.user_id.as_ref().map(|id| id.as_str()),
+                edited.memory.agent_id.as_ref().map(|id| id.as_str()),
+            );
             self.meter.record(
                 principal.scope(),
-                &principal.usage_credential(),
+                &attribution,
                 UsageUnit::TokensEmbedded,
                 edited.tokens_embedded,
             );

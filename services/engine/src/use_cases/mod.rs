@@ -72,7 +72,7 @@ pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
 };
 pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
-pub use usage::{SpendLimitsReport, UsageReport};
+pub use usage::{SpendLimitsReport, UsageReport, UsageReportRequest};
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};

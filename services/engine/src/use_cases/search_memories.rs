@@ -9,7 +9,7 @@ use crate::{
 };
 use engram_core::principal::Credential;
 use engram_core::recall::RecallEventCapture;
-use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::usage::{PlannedSpend, UsageAttribution, UsageUnit};
 use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::NewRecallEvent;
 
@@ -123,13 +123,16 @@ impl MemoryEngine {
         let recorded_request = (recall_settings.capture != RecallEventCapture::Off
             && !console_lookup)
             .then(|| RecordedSearch::of(&request));
+        let attribution = principal.usage_attribution().for_subject(
+            request.subject.user_id.as_ref().map(|id| id.as_str()),
+            request.subject.agent_id.as_ref().map(|id| id.as_str()),
+        );
         let mut outcome = self.search(principal.memory_scope(), request).await?;
-        let credential = principal.usage_credential();
         self.meter
-            .record(scope, &credential, UsageUnit::Searches, 1);
+            .record(scope, &attribution, UsageUnit::Searches, 1);
         self.meter.record(
             scope,
-            &credential,
+            &attribution,
             UsageUnit::TokensEmbedded,
             outcome.tokens_embedded,
         );
@@ -173,7 +176,7 @@ impl MemoryEngine {
                 recall_settings.capture,
                 profile.clone(),
                 search.trace_id,
-                credential,
+                attribution,
             );
             self.recall_events.record(scope, event);
         }
@@ -227,7 +230,7 @@ impl RecordedSearch {
         capture: RecallEventCapture,
         profile: String,
         trace_id: Option<String>,
-        credential: String,
+        attribution: UsageAttribution,
     ) -> NewRecallEvent {
         let results: Vec<serde_json::Value> = outcome
             .results
@@ -265,7 +268,8 @@ impl RecordedSearch {
                 "total_micros": timings.total_micros,
             }),
             trace_id,
-            credential,
+            credential: attribution.credential,
+            channel: Some(attribution.channel),
         }
     }
 }

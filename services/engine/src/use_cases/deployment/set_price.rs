@@ -4,7 +4,7 @@
 use super::DeploymentAdmin;
 use crate::EngineError;
 use chrono::{DateTime, NaiveDate, Utc};
-use engram_core::usage::UsageUnit;
+use engram_core::usage::{DEFAULT_PRICE_CURRENCY, DEFAULT_PRICES_MICROS, UsageUnit};
 use engram_core::{DeploymentOperator, FieldError, InvalidInput, Operation};
 use engram_storage::usage::PriceEntry;
 
@@ -99,10 +99,33 @@ impl DeploymentAdmin {
             currency,
             unit_price_micros,
             effective_from,
+            is_default: false,
         };
         self.while_locked("adding the price", || self.storage.add_price(&entry))
             .await?;
         Ok(entry)
+    }
+}
+
+impl DeploymentAdmin {
+    /// Apply Engram's default price book ([`DEFAULT_PRICES_MICROS`], in USD) to every unit
+    /// the deployment has no price for, marked as a default to replace: from today when the
+    /// unit was never used (a fresh install shows real money from its first call), else
+    /// from tomorrow, so no day that already had usage is re-priced. Returns the units given
+    /// a default now (none on every start after the first).
+    pub async fn apply_default_prices_for(
+        &self,
+        operator: &DeploymentOperator,
+    ) -> Result<Vec<UsageUnit>, EngineError> {
+        operator.authorize(Operation::SetPrice)?;
+        self.while_locked("applying the default prices", || {
+            self.storage.apply_default_prices(
+                &DEFAULT_PRICES_MICROS,
+                DEFAULT_PRICE_CURRENCY,
+                Utc::now(),
+            )
+        })
+        .await
     }
 }
 

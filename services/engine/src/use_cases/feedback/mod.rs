@@ -105,7 +105,17 @@ impl MemoryEngine {
         text: Option<String>,
     ) -> Result<FeedbackRecord, EngineError> {
         let scope = principal.scope();
-        let credential = principal.usage_credential();
+        let attribution = principal.usage_attribution().for_subject(
+            memory
+                .as_ref()
+                .and_then(|memory| memory.user_id.as_ref())
+                .map(|id| id.as_str())
+                .or(recall_user.as_deref()),
+            memory
+                .as_ref()
+                .and_then(|memory| memory.agent_id.as_ref())
+                .map(|id| id.as_str()),
+        );
         let mut correction = None;
         if let (Some(memory), Some(text), "wrong", true) =
             (&memory, &text, rating.as_str(), self.llm_model().is_some())
@@ -130,7 +140,7 @@ impl MemoryEngine {
                     scope,
                     memory,
                     text,
-                    &credential,
+                    &attribution,
                     principal.may(Operation::DeleteMemory),
                     principal.actor(),
                 )
@@ -138,7 +148,7 @@ impl MemoryEngine {
             {
                 self.meter.record(
                     scope,
-                    &credential,
+                    &attribution,
                     UsageUnit::TokensEmbedded,
                     tokens_embedded,
                 );
@@ -165,7 +175,7 @@ impl MemoryEngine {
                         .or_else(|| principal.end_user().map(|user| user.as_str().to_string())),
                     rating,
                     text,
-                    credential,
+                    credential: attribution.credential.clone(),
                     correction,
                 },
             )

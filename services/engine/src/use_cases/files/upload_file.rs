@@ -95,7 +95,7 @@ impl MemoryEngine {
                     agent_id: request.agent_id,
                     session_id: request.session_id,
                     kind: request.kind,
-                    credential: principal.usage_credential(),
+                    credential: principal.usage_attribution().billing_label(),
                 },
                 principal.actor().request_id.as_deref(),
             )

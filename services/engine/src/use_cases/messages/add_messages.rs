@@ -97,7 +97,9 @@ impl MemoryEngine {
             }
             self.spend_guard.admit(scope, &planned).await?;
         }
-        let credential = principal.usage_credential();
+        // The derivation keeps who pays as a label; the end-user and agent come back from
+        // the batch's messages.
+        let billing_label = principal.usage_attribution().billing_label();
         let (stored, task) = self
             .storage
             .append_session_messages(
@@ -109,7 +111,7 @@ impl MemoryEngine {
                     messages,
                 },
                 derive.then_some(DerivationRequest {
-                    credential: credential.as_str(),
+                    credential: billing_label.as_str(),
                     may_delete: principal.may(Operation::DeleteMemory),
                 }),
                 principal.actor().request_id.as_deref(),

@@ -8,7 +8,7 @@ mod usage_report;
 
 pub use spend_limits::SpendLimitsReport;
 
-pub use usage_report::UsageReport;
+pub use usage_report::{UsageReport, UsageReportRequest};
 
 /// Longest window one report may cover, in days past its first.
 pub const MAX_REPORT_DAYS: i64 = 366;
