@@ -6,7 +6,7 @@ use crate::state::CredentialVerifier;
 use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use engram_core::audit::{Actor, ActorKind};
+use engram_core::audit::{Actor, ActorKind, Channel};
 use engram_core::permissions::PrincipalKind;
 use engram_core::{ApiScope, ApiScopes};
 
@@ -18,12 +18,15 @@ pub struct ProjectPrincipal {
     principal: engram_core::Principal,
 }
 
-/// Where a request came from, for the audit log.
-#[derive(Clone, Debug, Default)]
+/// Where a request came from, for the audit log, usage and recall events.
+#[derive(Clone, Debug)]
 pub struct RequestOrigin {
     pub ip: Option<String>,
     pub user_agent: Option<String>,
     pub request_id: Option<String>,
+    /// `http`, unless the router the request came through says otherwise with a `Channel`
+    /// extension (the Mem0-compatible routes, the MCP server).
+    pub channel: Channel,
 }
 
 impl RequestOrigin {
@@ -42,6 +45,11 @@ impl RequestOrigin {
                 .map(|axum::extract::ConnectInfo(address)| address.ip().to_string()),
             user_agent: header("user-agent"),
             request_id: header("x-request-id"),
+            channel: parts
+                .extensions
+                .get::<Channel>()
+                .cloned()
+                .unwrap_or(Channel::Http),
         }
     }
 
@@ -52,6 +60,7 @@ impl RequestOrigin {
             ip: self.ip.clone(),
             user_agent: self.user_agent.clone(),
             request_id: self.request_id.clone(),
+            channel: self.channel.clone(),
         }
     }
 }

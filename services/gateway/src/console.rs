@@ -91,6 +91,7 @@ fn origin_actor(origin: &ConsoleRequestOrigin) -> Actor {
         ip: origin.ip.clone(),
         user_agent: origin.user_agent.clone(),
         request_id: origin.request_id.clone(),
+        channel: engram_core::audit::Channel::Console,
     }
 }
 

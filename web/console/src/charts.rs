@@ -2,7 +2,7 @@
 //! the budget burn-down with its forecast, and ranked horizontal bars. Pure functions from
 //! numbers to markup, so they are tested without a browser.
 
-use crate::model::{MonthBudget, ProjectCost};
+use crate::model::{MonthBudget, ProjectCost, UsageBreakdownTop};
 
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 180.0;
@@ -169,36 +169,84 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
 
 /// One horizontal bar per project, longest first; `current` is drawn darker.
 pub fn ranked_bars(projects: &[ProjectCost], currency: &str, current: &str) -> String {
-    let row_height = 26.0;
-    let height = (projects.len().max(1) as f64) * row_height + 8.0;
-    let label_width = 180.0;
-    let maximum = projects
+    let bars: Vec<RankedBar> = projects
         .iter()
-        .map(|project| project.cost_micros)
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64;
+        .map(|project| RankedBar {
+            key: ("project", &project.project_id),
+            label: &project.name,
+            value: project.cost_micros,
+            emphasized: project.project_id == current,
+        })
+        .collect();
+    ranked(
+        "chart-top-projects",
+        "Projects by cost this month",
+        &bars,
+        currency,
+    )
+}
+
+/// One horizontal bar per entry of a usage breakdown (keys, end-users, agents, channels),
+/// in the order given (highest cost first).
+pub fn breakdown_bars(breakdown: &UsageBreakdownTop, currency: &str) -> String {
+    let bars: Vec<RankedBar> = breakdown
+        .entries
+        .iter()
+        .map(|entry| RankedBar {
+            key: ("entry", &entry.label),
+            label: &entry.label,
+            value: entry.cost_micros,
+            emphasized: false,
+        })
+        .collect();
+    ranked(
+        &format!("chart-by-{}", breakdown.by),
+        &breakdown.title,
+        &bars,
+        currency,
+    )
+}
+
+struct RankedBar<'a> {
+    /// The `data-<name>` attribute that identifies the bar, and its value.
+    key: (&'static str, &'a str),
+    label: &'a str,
+    value: i64,
+    emphasized: bool,
+}
+
+fn ranked(test_id: &str, caption: &str, bars: &[RankedBar], currency: &str) -> String {
+    let row_height = 26.0;
+    let height = (bars.len().max(1) as f64) * row_height + 8.0;
+    let label_width = 180.0;
+    let maximum = bars.iter().map(|bar| bar.value).max().unwrap_or(0).max(1) as f64;
     let bar_room = WIDTH - label_width - 120.0;
     let mut svg = format!(
-        r#"<svg class="chart" data-testid="chart-top-projects" role="img" aria-label="Projects by cost this month" viewBox="0 0 {WIDTH} {height}">"#
+        r#"<svg class="chart" data-testid="{id}" role="img" aria-label="{caption}" viewBox="0 0 {WIDTH} {height}">"#,
+        id = escape(test_id),
+        caption = escape(caption),
     );
-    for (index, project) in projects.iter().enumerate() {
+    for (index, bar) in bars.iter().enumerate() {
         let y = 4.0 + index as f64 * row_height;
-        let width = (project.cost_micros as f64 / maximum * bar_room).max(1.0);
-        let color = if project.project_id == current {
-            "#1d4ed8"
+        let width = (bar.value as f64 / maximum * bar_room).max(1.0);
+        let color = if bar.emphasized { "#1d4ed8" } else { "#93c5fd" };
+        // Long ids are cut for the label; the full id is in the bar's attribute and title.
+        let shown: String = if bar.label.chars().count() > 24 {
+            bar.label.chars().take(23).chain(['…']).collect()
         } else {
-            "#93c5fd"
+            bar.label.to_string()
         };
         svg.push_str(&format!(
-            r#"<text class="label" x="{label_x}" y="{text_y:.1}" text-anchor="end">{name}</text><rect class="bar" data-project="{id}" data-value="{value}" x="{label_width}" y="{y:.1}" width="{width:.1}" height="18" fill="{color}" /><text class="tick" x="{amount_x:.1}" y="{text_y:.1}">{amount}</text>"#,
+            r#"<text class="label" x="{label_x}" y="{text_y:.1}" text-anchor="end">{name}</text><rect class="bar" data-{attribute}="{id}" data-value="{value}" x="{label_width}" y="{y:.1}" width="{width:.1}" height="18" fill="{color}"><title>{full}: {amount}</title></rect><text class="tick" x="{amount_x:.1}" y="{text_y:.1}">{amount}</text>"#,
             label_x = label_width - 8.0,
             text_y = y + 13.0,
-            name = escape(&project.name),
-            id = escape(&project.project_id),
-            value = project.cost_micros,
+            name = escape(&shown),
+            attribute = bar.key.0,
+            id = escape(bar.key.1),
+            full = escape(bar.label),
+            value = bar.value,
             amount_x = label_width + width + 6.0,
-            amount = escape(&money(project.cost_micros, currency)),
+            amount = escape(&money(bar.value, currency)),
         ));
     }
     svg.push_str("</svg>");

@@ -654,6 +654,36 @@ pub struct UsageOverview {
     pub can_edit_limits: bool,
     /// LLM calls and tokens per model over the range.
     pub llm_by_model: Vec<LlmModelUsage>,
+    /// The range's cost by key, end-user, agent and channel: the top ten of each.
+    pub breakdowns: Vec<UsageBreakdownTop>,
+    /// Some cost of the range is priced by Engram's default price book (a placeholder).
+    pub default_prices: bool,
+}
+
+/// The ten who cost most over the usage page's range, for one breakdown.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageBreakdownTop {
+    /// `key`, `end_user`, `agent` or `channel`.
+    pub by: String,
+    /// `Keys`, `End-users`, …
+    pub title: String,
+    /// Highest cost first, at most ten.
+    pub entries: Vec<BreakdownEntry>,
+    /// How many more were left out of the ten.
+    pub more: usize,
+}
+
+/// One key, end-user, agent or channel over the range.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakdownEntry {
+    /// The key id, end-user id (`erased …` for an erased one), agent id or channel;
+    /// `none recorded` where calls named none.
+    pub label: String,
+    pub cost_micros: i64,
+    /// Searches over the range.
+    pub searches: i64,
+    /// Memories written over the range.
+    pub memories_written: i64,
 }
 
 /// One model's LLM calls over the usage page's range.

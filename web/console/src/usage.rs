@@ -1,9 +1,10 @@
 //! The usage and cost page (owners, admins, analysts): units per day, cost per day, the
-//! month's budget burn-down with a forecast, the organization's top projects, and the
-//! budget, quota and recall-budget settings (editable by owners and admins).
+//! month's budget burn-down with a forecast, the organization's top projects, the top ten
+//! keys, end-users, agents and channels by cost, and the budget, quota and recall-budget
+//! settings (editable by owners and admins).
 
 use crate::api::{SaveLimits, load_session, load_usage};
-use crate::charts::{burn_down, daily_bars, group_digits, money, ranked_bars};
+use crate::charts::{breakdown_bars, burn_down, daily_bars, group_digits, money, ranked_bars};
 use crate::model::{ConsoleError, SpendLimitsForm, USAGE_RANGES, UsageOverview};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -219,6 +220,61 @@ fn usage_view(
             .collect_view()
             .into_any()
     };
+    let breakdown_cards = overview
+        .breakdowns
+        .iter()
+        .map(|breakdown| {
+            let svg = breakdown_bars(breakdown, &currency);
+            let empty = breakdown.entries.is_empty();
+            let more = (breakdown.more > 0).then(|| {
+                format!(
+                    "and {} more (GET /v1/costs?by={} lists every one)",
+                    breakdown.more, breakdown.by
+                )
+            });
+            let rows = breakdown
+                .entries
+                .iter()
+                .map(|entry| {
+                    view! {
+                        <tr data-testid="breakdown-entry" data-label=entry.label.clone()
+                            data-cost=entry.cost_micros.to_string()>
+                            <td>{entry.label.clone()}</td>
+                            <td>{money(entry.cost_micros, &currency)}</td>
+                            <td>{group_digits(entry.searches)}</td>
+                            <td>{group_digits(entry.memories_written)}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <div class="breakdown" data-testid=format!("breakdown-{}", breakdown.by)>
+                    <h3>{breakdown.title.clone()}</h3>
+                    {if empty {
+                        view! { <p class="muted">"Nothing used in this range."</p> }.into_any()
+                    } else {
+                        view! {
+                            <div inner_html=svg></div>
+                            <table class="table">
+                                <thead><tr><th>"Who"</th><th>"Cost"</th><th>"Searches"</th><th>"Memories written"</th></tr></thead>
+                                <tbody>{rows}</tbody>
+                            </table>
+                            <p class="muted">{more}</p>
+                        }
+                        .into_any()
+                    }}
+                </div>
+            }
+        })
+        .collect_view();
+    let default_prices_note = overview.default_prices.then(|| {
+        view! {
+            <p class="notice" data-testid="default-prices">
+                "Some of these costs use Engram's default price book, a placeholder: set your own prices with "
+                <code>"engram admin set-price --unit <unit> --price <price>"</code>"."
+            </p>
+        }
+    });
     let range_cost = money(overview.range_cost_micros, &currency);
     let limits_form = limits_form(overview.limits.clone(), overview.can_edit_limits, save);
     view! {
@@ -233,7 +289,13 @@ fn usage_view(
         <section class="card">
             <h2>"Cost per day"</h2>
             <p data-testid="range-cost">{format!("{range_cost} over the range")}</p>
+            {default_prices_note}
             <div inner_html=cost_svg></div>
+        </section>
+        <section class="card" data-testid="cost-breakdowns">
+            <h2>"Who drives the cost"</h2>
+            <p class="muted">"The range's top ten by cost. An end-user token's calls count under the key that minted it."</p>
+            <div class="chart-grid">{breakdown_cards}</div>
         </section>
         <section class="card">
             <h2>"Usage per day"</h2>

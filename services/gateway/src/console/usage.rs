@@ -4,9 +4,15 @@
 use super::{GatewayConsoleBackend, engine_error};
 use crate::views::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
 use chrono::{Duration, Utc};
-use engram_console::model::{MonthBudget, ProjectCost, SpendLimitsForm, UsageDay, UsageOverview};
+use engram_console::model::{
+    BreakdownEntry, MonthBudget, ProjectCost, SpendLimitsForm, UsageBreakdownTop, UsageDay,
+    UsageOverview,
+};
 use engram_console::{ConsoleCaller, ConsoleError};
-use engram_core::usage::{BillingMonth, SpendLimits, UsageUnit, forecast_month_cost};
+use engram_core::usage::{
+    BillingMonth, BreakdownValue, CostBreakdownRow, SpendLimits, UsageBreakdown, UsageUnit,
+    forecast_month_cost,
+};
 use std::collections::BTreeMap;
 
 /// Units drawn per day, in the order the units are defined.
@@ -44,10 +50,13 @@ impl GatewayConsoleBackend {
             .map(|at| at.and_utc())
             .unwrap_or(now);
         // One read gives both: each cost row carries the day's quantity of its unit.
-        let costs = engine
-            .costs_for(&principal, range_start, range_end)
+        let costs: Vec<engram_core::usage::CostRow> = engine
+            .costs_for(&principal, range_start, range_end, None)
             .await
-            .map_err(engine_error)?;
+            .map_err(engine_error)?
+            .into_iter()
+            .map(|row| row.cost)
+            .collect();
         let currency = limits
             .monthly_budget
             .as_ref()
@@ -86,6 +95,27 @@ impl GatewayConsoleBackend {
             day += Duration::days(1);
         }
         let range_cost_micros = day_costs.values().sum();
+        let default_prices = costs.iter().any(|row| {
+            row.cost_micros > 0 && row.price.as_ref().is_some_and(|price| price.is_default)
+        });
+        // Keys are named by their labels where the member may list keys (else by id).
+        let key_labels: BTreeMap<String, String> = engine
+            .list_api_keys_for(&principal)
+            .await
+            .map(|keys| {
+                keys.into_iter()
+                    .map(|key| (format!("key:{}", key.id), key.label))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut breakdowns = Vec::with_capacity(UsageBreakdown::ALL.len());
+        for by in UsageBreakdown::ALL {
+            let rows = engine
+                .costs_for(&principal, range_start, range_end, Some(by))
+                .await
+                .map_err(engine_error)?;
+            breakdowns.push(top_ten(by, &rows, &currency, &key_labels));
+        }
         let month = self
             .month_budget(&principal, &limits, &currency, report.alerts)
             .await?;
@@ -134,6 +164,8 @@ impl GatewayConsoleBackend {
             limits: limits_form(project_id, &limits),
             can_edit_limits,
             llm_by_model,
+            breakdowns,
+            default_prices,
         })
     }
 
@@ -147,11 +179,14 @@ impl GatewayConsoleBackend {
     ) -> Result<MonthBudget, ConsoleError> {
         let now = Utc::now();
         let month = BillingMonth::containing(now);
-        let costs = self
+        let costs: Vec<engram_core::usage::CostRow> = self
             .engine()?
-            .costs_for(principal, month.starts_at(), month.resets_at())
+            .costs_for(principal, month.starts_at(), month.resets_at(), None)
             .await
-            .map_err(engine_error)?;
+            .map_err(engine_error)?
+            .into_iter()
+            .map(|row| row.cost)
+            .collect();
         let day_of_month = (now - month.starts_at()).num_days() + 1;
         let mut per_day = vec![0i64; usize::try_from(day_of_month).unwrap_or(0)];
         for row in costs.iter().filter(|row| {
@@ -247,6 +282,100 @@ impl GatewayConsoleBackend {
             .await
             .map(|_| ())
             .map_err(engine_error)
+    }
+}
+
+/// How many of each breakdown the page draws.
+const BREAKDOWN_TOP: usize = 10;
+
+/// The ten values of `by` that cost most over the rows (in `currency`), with their searches
+/// and memories written.
+fn top_ten(
+    by: UsageBreakdown,
+    rows: &[CostBreakdownRow],
+    currency: &str,
+    key_labels: &BTreeMap<String, String>,
+) -> UsageBreakdownTop {
+    let mut per_value: BTreeMap<&BreakdownValue, BreakdownEntry> = BTreeMap::new();
+    for row in rows {
+        let entry = per_value
+            .entry(&row.value)
+            .or_insert_with(|| BreakdownEntry {
+                label: breakdown_label(by, &row.value, key_labels),
+                cost_micros: 0,
+                searches: 0,
+                memories_written: 0,
+            });
+        if row
+            .cost
+            .price
+            .as_ref()
+            .is_some_and(|price| price.currency == currency)
+        {
+            entry.cost_micros += row.cost.cost_micros;
+        }
+        match row.cost.unit {
+            UsageUnit::Searches => entry.searches += row.cost.quantity,
+            UsageUnit::MemoriesWritten => entry.memories_written += row.cost.quantity,
+            _ => {}
+        }
+    }
+    // A value whose rows all count nothing (a day's sample of no memories) is not drawn.
+    let mut used: std::collections::BTreeSet<&BreakdownValue> = std::collections::BTreeSet::new();
+    for row in rows.iter().filter(|row| row.cost.quantity != 0) {
+        used.insert(&row.value);
+    }
+    let mut entries: Vec<BreakdownEntry> = per_value
+        .into_iter()
+        .filter(|(value, _)| used.contains(value))
+        .map(|(_, entry)| entry)
+        .collect();
+    entries.sort_by(|a, b| {
+        b.cost_micros
+            .cmp(&a.cost_micros)
+            .then(b.searches.cmp(&a.searches))
+            .then(a.label.cmp(&b.label))
+    });
+    let more = entries.len().saturating_sub(BREAKDOWN_TOP);
+    entries.truncate(BREAKDOWN_TOP);
+    UsageBreakdownTop {
+        by: by.as_str().to_string(),
+        title: match by {
+            UsageBreakdown::Key => "Keys",
+            UsageBreakdown::EndUser => "End-users",
+            UsageBreakdown::Agent => "Agents",
+            UsageBreakdown::Channel => "Channels",
+        }
+        .to_string(),
+        entries,
+        more,
+    }
+}
+
+/// How the page names one value of a breakdown.
+fn breakdown_label(
+    by: UsageBreakdown,
+    value: &BreakdownValue,
+    key_labels: &BTreeMap<String, String>,
+) -> String {
+    match value {
+        BreakdownValue::Unattributed => match by {
+            UsageBreakdown::Channel => "before channels were recorded".to_string(),
+            _ => "none named".to_string(),
+        },
+        BreakdownValue::ErasedEndUser(digest) => {
+            format!("erased {}", digest.chars().take(12).collect::<String>())
+        }
+        BreakdownValue::Named(name) => match by {
+            UsageBreakdown::Key => {
+                let id = name.strip_prefix("key:").unwrap_or(name);
+                match key_labels.get(name) {
+                    Some(label) => format!("{label} ({})", id.chars().take(8).collect::<String>()),
+                    None => id.to_string(),
+                }
+            }
+            _ => name.clone(),
+        },
     }
 }
 

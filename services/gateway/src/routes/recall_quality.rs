@@ -86,8 +86,12 @@ pub struct RecallEventView {
     pub timings: serde_json::Value,
     /// From the caller's W3C `traceparent`.
     pub trace_id: Option<String>,
-    /// The credential that searched (`key:<id>` or `end_user`).
+    /// The credential that searched: `key:<id>` (for an end-user token, the key that minted
+    /// it) or `console:<account id>`.
     pub credential: String,
+    /// The door the search came through: `http`, `console`, `cli`, `mem0` or `mcp`; absent
+    /// for searches recorded before channels were.
+    pub channel: Option<String>,
 }
 
 impl From<RecallEventRecord> for RecallEventView {
@@ -109,6 +113,7 @@ impl From<RecallEventRecord> for RecallEventView {
             timings: event.timings,
             trace_id: event.trace_id,
             credential: event.credential,
+            channel: event.channel,
         }
     }
 }

@@ -15,9 +15,11 @@ use axum::{Json, Router};
 use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
 use engram_core::usage::UsageGranularity;
-use engram_core::usage::{UsageUnit, forecast_month_cost};
+use engram_core::usage::{
+    BreakdownValue, CostBreakdownRow, UsageBreakdown, UsageUnit, forecast_month_cost,
+};
 use engram_engine::MemoryEngine;
-use engram_engine::SpendLimitsReport;
+use engram_engine::{SpendLimitsReport, UsageReportRequest};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -45,18 +47,98 @@ pub struct UsageQuery {
     /// `day` (default) or `hour`.
     #[param(pattern = "^(hour|day)$")]
     pub granularity: Option<String>,
+    /// Daily rows per `key` (`key_id`), `end_user` (`user_id`), `agent` (`agent_id`) or
+    /// `channel` (`channel`) instead of per credential; needs granularity `day`.
+    #[param(pattern = "^(key|end_user|agent|channel)$")]
+    pub by: Option<String>,
     /// `json` (default) or `csv`.
     #[param(pattern = "^(json|csv)$")]
     pub format: Option<String>,
 }
 
+/// What a row is about, for a report broken down by `by`: each field appears only in the
+/// rows of its breakdown, `null` where nothing was recorded for it.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct BreakdownFields {
+    /// `by=key`: the key's id (an end-user token's usage is under the key that minted it);
+    /// `null` for a credential that is not a key (see `credential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub key_id: Option<Option<String>>,
+    /// `by=end_user`: the end-user the call named or the token was for; `null` for calls
+    /// naming none and for erased end-users (see `erased_subject`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub user_id: Option<Option<String>>,
+    /// `by=end_user`: an erased end-user's subject digest (their usage stays counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erased_subject: Option<String>,
+    /// `by=agent`: the agent the call named; `null` for calls naming none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub agent_id: Option<Option<String>>,
+    /// `by=channel`: `http`, `console`, `cli`, `mem0`, `mcp` or `job`; `null` for usage
+    /// recorded before channels were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub channel: Option<Option<String>>,
+}
+
+impl BreakdownFields {
+    fn of(by: UsageBreakdown, value: &BreakdownValue) -> (Self, Option<String>) {
+        let named = match value {
+            BreakdownValue::Named(text) => Some(text.clone()),
+            BreakdownValue::Unattributed | BreakdownValue::ErasedEndUser(_) => None,
+        };
+        let mut fields = Self::default();
+        let mut credential = None;
+        match by {
+            UsageBreakdown::Key => {
+                fields.key_id = Some(
+                    named
+                        .as_deref()
+                        .and_then(|credential| credential.strip_prefix("key:"))
+                        .map(str::to_string),
+                );
+                credential = named;
+            }
+            UsageBreakdown::EndUser => {
+                fields.user_id = Some(named);
+                if let BreakdownValue::ErasedEndUser(digest) = value {
+                    fields.erased_subject = Some(digest.clone());
+                }
+            }
+            UsageBreakdown::Agent => fields.agent_id = Some(named),
+            UsageBreakdown::Channel => fields.channel = Some(named),
+        }
+        (fields, credential)
+    }
+
+    /// The row's value as one CSV cell (an erased end-user as `erased:<digest>`).
+    fn csv_cell(&self) -> String {
+        if let Some(digest) = &self.erased_subject {
+            return format!("erased:{digest}");
+        }
+        [&self.key_id, &self.user_id, &self.agent_id, &self.channel]
+            .into_iter()
+            .find_map(|field| field.clone().flatten())
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UsageRowView {
     pub period_start: DateTime<Utc>,
-    /// `memories_written | searches`
+    /// `memories_written | searches | ...`
     pub unit: String,
-    /// `key:<id>`, `end_user`, or `console:<account id>` for a console member.
-    pub credential: String,
+    /// Who is billed: `key:<id>` (for an end-user token, the key that minted it),
+    /// `console:<account id>`, or Engram's own work (`storage`, `consolidation`,
+    /// `operator`). Usage recorded before tokens were billed to their key shows `end_user`.
+    /// Absent in `by=end_user|agent|channel` rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+    #[serde(flatten)]
+    pub breakdown: BreakdownFields,
     pub quantity: i64,
 }
 
@@ -74,6 +156,9 @@ pub struct LlmModelUsageView {
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct UsageView {
     pub granularity: String,
+    /// The breakdown asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     #[schema(value_type = Object)]
@@ -110,6 +195,20 @@ fn day(text: Option<&str>, field: &str, default: NaiveDate) -> Result<NaiveDate,
     }
 }
 
+/// `by=`: absent, or one of the documented breakdowns.
+fn breakdown(text: Option<&str>) -> Result<Option<UsageBreakdown>, ApiError> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    match UsageBreakdown::parse(text) {
+        Some(by) => Ok(Some(by)),
+        None => Err(ApiError::invalid(vec![FieldError::new(
+            "by",
+            "must be key, end_user, agent or channel",
+        )])),
+    }
+}
+
 /// The project's usage. Units are counted after a request succeeded (failed calls and
 /// idempotent replays are not billed) and written within about a second.
 #[utoipa::path(get, path = "/v1/usage", tag = "usage", params(UsageQuery),
@@ -132,22 +231,27 @@ pub async fn project_usage(
             )]));
         }
     };
+    let by = breakdown(query.by.as_deref())?;
     let (from, to, csv) = parse_range(
         query.from.as_deref(),
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
     let report = engine
-        .usage_report_for(principal.principal(), from, to, granularity)
+        .usage_report_for(
+            principal.principal(),
+            UsageReportRequest {
+                from,
+                to,
+                granularity,
+                by,
+            },
+        )
         .await?;
-    let rows = report.rows;
     let mut totals: BTreeMap<String, i64> = UsageUnit::ALL
         .iter()
         .map(|unit| (unit.as_str().to_string(), 0))
         .collect();
-    for row in &rows {
-        *totals.entry(row.unit.as_str().to_string()).or_default() += row.quantity;
-    }
     let llm_by_model: Vec<LlmModelUsageView> = report
         .llm_by_model
         .into_iter()
@@ -159,23 +263,47 @@ pub async fn project_usage(
             tokens_out: usage.tokens_out,
         })
         .collect();
-    let usage: Vec<UsageRowView> = rows
-        .into_iter()
-        .map(|row| UsageRowView {
-            period_start: row.period_start,
-            unit: row.unit.as_str().to_string(),
-            credential: row.credential,
-            quantity: row.quantity,
-        })
-        .collect();
+    let usage: Vec<UsageRowView> = match (by, report.breakdown) {
+        (Some(by), Some(rows)) => rows
+            .into_iter()
+            .map(|row| {
+                let (breakdown, credential) = BreakdownFields::of(by, &row.value);
+                UsageRowView {
+                    period_start: row.day,
+                    unit: row.unit.as_str().to_string(),
+                    credential,
+                    breakdown,
+                    quantity: row.quantity,
+                }
+            })
+            .collect(),
+        _ => report
+            .rows
+            .into_iter()
+            .map(|row| UsageRowView {
+                period_start: row.period_start,
+                unit: row.unit.as_str().to_string(),
+                credential: Some(row.credential),
+                breakdown: BreakdownFields::default(),
+                quantity: row.quantity,
+            })
+            .collect(),
+    };
+    for row in &usage {
+        *totals.entry(row.unit.clone()).or_default() += row.quantity;
+    }
     if csv {
+        let dimension = by.map_or("credential", breakdown_column);
         let text = crate::csv_export::csv_text(
-            &["period_start", "unit", "credential", "quantity"],
+            &["period_start", "unit", dimension, "quantity"],
             usage.iter().map(|row| {
                 [
                     row.period_start.to_rfc3339(),
                     row.unit.clone(),
-                    row.credential.clone(),
+                    match by {
+                        None => row.credential.clone().unwrap_or_default(),
+                        Some(_) => row.breakdown.csv_cell(),
+                    },
                     row.quantity.to_string(),
                 ]
             }),
@@ -188,6 +316,7 @@ pub async fn project_usage(
             UsageGranularity::Hour => "hour",
         }
         .to_string(),
+        by: by.map(|by| by.as_str().to_string()),
         from,
         to,
         totals,
@@ -195,6 +324,16 @@ pub async fn project_usage(
         llm_by_model,
     })
     .into_response())
+}
+
+/// The field (and CSV column) a breakdown names its rows by.
+fn breakdown_column(by: UsageBreakdown) -> &'static str {
+    match by {
+        UsageBreakdown::Key => "key_id",
+        UsageBreakdown::EndUser => "user_id",
+        UsageBreakdown::Agent => "agent_id",
+        UsageBreakdown::Channel => "channel",
+    }
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
@@ -206,6 +345,10 @@ pub struct CostsQuery {
     /// Last day, `YYYY-MM-DD` (UTC), inclusive; default: today.
     #[param(format = Date)]
     pub to: Option<String>,
+    /// Rows per day, unit and `key` (`key_id`), `end_user` (`user_id`), `agent`
+    /// (`agent_id`) or `channel` (`channel`).
+    #[param(pattern = "^(key|end_user|agent|channel)$")]
+    pub by: Option<String>,
     /// `json` (default) or `csv`.
     #[param(pattern = "^(json|csv)$")]
     pub format: Option<String>,
@@ -215,16 +358,28 @@ pub struct CostsQuery {
 pub struct CostRowView {
     pub day: String,
     pub unit: String,
+    /// `by=key`: the billed credential (see the usage report).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<String>,
+    #[serde(flatten)]
+    pub breakdown: BreakdownFields,
     pub quantity: i64,
     /// `None` when the price book has no price for the unit on that day.
     pub currency: Option<String>,
     /// Price of one unit, in millionths of the currency.
     pub unit_price_micros: Option<i64>,
+    /// True when the price is Engram's default price book (a placeholder to replace with
+    /// `engram admin set-price`).
+    #[serde(default)]
+    pub default_price: bool,
     pub cost_micros: i64,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct CostsView {
+    /// The breakdown asked for, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     /// Total per currency, in millionths.
@@ -234,7 +389,7 @@ pub struct CostsView {
 }
 
 /// The project's cost per day and unit: usage × the price in effect that day (the
-/// organization's override, else the deployment's price).
+/// organization's override, else the deployment's price, else the default price book).
 #[utoipa::path(get, path = "/v1/costs", tag = "usage", params(CostsQuery),
     responses((status = 200, description = "`format=json` (default) or `format=csv`",
             content((CostsView = "application/json"), (String = "text/csv"))),
@@ -245,55 +400,74 @@ pub async fn project_costs(
     State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<CostsQuery>,
 ) -> Result<Response, ApiError> {
+    let by = breakdown(query.by.as_deref())?;
     let (from, to, csv) = parse_range(
         query.from.as_deref(),
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
-    let rows = engine.costs_for(principal.principal(), from, to).await?;
+    let rows = engine
+        .costs_for(principal.principal(), from, to, by)
+        .await?;
     let mut totals_micros: BTreeMap<String, i64> = BTreeMap::new();
     let days: Vec<CostRowView> = rows
         .into_iter()
-        .map(|row| {
+        .map(|CostBreakdownRow { value, cost: row }| {
             if let Some(price) = &row.price {
                 *totals_micros.entry(price.currency.clone()).or_default() += row.cost_micros;
             }
+            let (breakdown, credential) = match by {
+                Some(by) => BreakdownFields::of(by, &value),
+                None => (BreakdownFields::default(), None),
+            };
             CostRowView {
                 day: row.day.date_naive().to_string(),
                 unit: row.unit.as_str().to_string(),
+                credential,
+                breakdown,
                 quantity: row.quantity,
                 currency: row.price.as_ref().map(|price| price.currency.clone()),
                 unit_price_micros: row.price.as_ref().map(|price| price.unit_price_micros),
+                default_price: row.price.as_ref().is_some_and(|price| price.is_default),
                 cost_micros: row.cost_micros,
             }
         })
         .collect();
     if csv {
+        let mut columns = vec!["day", "unit"];
+        if let Some(by) = by {
+            columns.push(breakdown_column(by));
+        }
+        columns.extend([
+            "quantity",
+            "currency",
+            "unit_price_micros",
+            "default_price",
+            "cost_micros",
+        ]);
         let text = crate::csv_export::csv_text(
-            &[
-                "day",
-                "unit",
-                "quantity",
-                "currency",
-                "unit_price_micros",
-                "cost_micros",
-            ],
+            &columns,
             days.iter().map(|row| {
-                [
-                    row.day.to_string(),
-                    row.unit.clone(),
+                let mut cells = vec![row.day.to_string(), row.unit.clone()];
+                if by.is_some() {
+                    cells.push(row.breakdown.csv_cell());
+                }
+                cells.extend([
                     row.quantity.to_string(),
                     row.currency.clone().unwrap_or_default(),
                     row.unit_price_micros
                         .map(|price| price.to_string())
                         .unwrap_or_default(),
+                    row.default_price.to_string(),
                     row.cost_micros.to_string(),
-                ]
+                ]);
+                cells
             }),
         );
         return Ok(csv_attachment("costs.csv", text));
     }
     Ok(Json(CostsView {
+        by: by.map(|by| by.as_str().to_string()),
         from,
         to,
         totals_micros,
