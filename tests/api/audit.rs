@@ -133,6 +133,7 @@ async fn every_change_is_audited_without_content_and_only_for_its_project() {
         );
         assert_eq!(event["user_agent"], "engram-tests");
         assert_eq!(event["hash"].as_str().unwrap().len(), 64);
+        assert_eq!(event["details"]["channel"], "http", "{event}");
     }
     // Content never enters the log; its digest does.
     let everything = serde_json::to_string(&page).unwrap();

@@ -271,6 +271,10 @@ enum Operation {
     ListEvalSets {
         by: Principal,
     },
+    /// The project's usage by end-user (which names them): admin keys only.
+    UsageByEndUser {
+        by: Principal,
+    },
     GetEvalSet {
         by: Principal,
         target: usize,
@@ -308,6 +312,7 @@ impl Operation {
             | Operation::GetTask { by, .. }
             | Operation::CreateEvalSet { by, .. }
             | Operation::ListEvalSets { by }
+            | Operation::UsageByEndUser { by }
             | Operation::GetEvalSet { by, .. }
             | Operation::IdempotentAdd { by, .. } => *by,
         }
@@ -327,6 +332,7 @@ impl Operation {
             Operation::Delete { .. } => Needs::Delete,
             Operation::GetTask { .. }
             | Operation::ListEvalSets { .. }
+            | Operation::UsageByEndUser { .. }
             | Operation::GetEvalSet { .. } => Needs::Admin,
             Operation::CreateEvalSet { .. } => Needs::AdminAndRead,
             Operation::List { .. }
@@ -369,6 +375,7 @@ impl Operation {
             Operation::GetTask { .. } => "get task",
             Operation::CreateEvalSet { .. } => "create eval set",
             Operation::ListEvalSets { .. } => "list eval sets",
+            Operation::UsageByEndUser { .. } => "usage by end-user",
             Operation::GetEvalSet { .. } => "get eval set",
             Operation::IdempotentAdd { .. } => "idempotent add",
         }
@@ -426,6 +433,7 @@ fn operation() -> impl Strategy<Value = Operation> {
         1 => (principal(), user(), 0..3usize)
             .prop_map(|(by, user, expected)| Operation::CreateEvalSet { by, user, expected }),
         1 => principal().prop_map(|by| Operation::ListEvalSets { by }),
+        1 => principal().prop_map(|by| Operation::UsageByEndUser { by }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetEvalSet { by, target }),
         2 => (principal(), 0..IDEMPOTENCY_KEYS.len(), 0..REPLAY_BODIES)
             .prop_map(|(by, key, body)| Operation::IdempotentAdd { by, key, body }),
@@ -851,6 +859,11 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
         Operation::ListEvalSets { .. } => {
             (Method::GET, "/v1/eval-sets".to_string(), RefusedBody::None)
         }
+        Operation::UsageByEndUser { .. } => (
+            Method::GET,
+            "/v1/usage?by=end_user".to_string(),
+            RefusedBody::None,
+        ),
         Operation::GetEvalSet { target, .. } => (
             Method::GET,
             format!("/v1/eval-sets/{}", pick(&world.eval_sets, *target)?),
@@ -1401,6 +1414,21 @@ async fn run_operation(
                 world.own(set_id, set_owner);
                 world.eval_sets.push(set_id.to_string());
             }
+        }
+        Operation::UsageByEndUser { by } => {
+            let response = send(
+                tenants.client(by),
+                Method::GET,
+                "/v1/usage?by=end_user",
+                None,
+            )
+            .await;
+            expect(
+                &response,
+                &[if by.is_token() { 403 } else { 200 }],
+                "usage by end-user",
+            )?;
+            checked(world, kind, by.audience(), &response, &[])?;
         }
         Operation::ListEvalSets { by } => {
             let response = send(tenants.client(by), Method::GET, "/v1/eval-sets", None).await;

@@ -3,6 +3,7 @@
 
 mod access;
 mod access_holes;
+mod attribution;
 mod audit;
 mod bad_input;
 mod cluster;

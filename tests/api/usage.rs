@@ -133,10 +133,16 @@ async fn a_scripted_workload_is_billed_exactly() {
             .map(|row| row["quantity"].as_i64().unwrap())
             .sum()
     };
-    assert_eq!(by_credential("key:", "memories_written"), 3);
-    assert_eq!(by_credential("key:", "searches"), 2);
-    assert_eq!(by_credential("end_user", "memories_written"), 1);
-    assert_eq!(by_credential("end_user", "searches"), 1);
+    // The end-user token's write and search are billed to the key that minted it.
+    let own_key = format!(
+        "key:{}",
+        usage(&client, "?by=key").await["usage"][0]["key_id"]
+            .as_str()
+            .unwrap()
+    );
+    assert_eq!(by_credential(&own_key, "memories_written"), 4);
+    assert_eq!(by_credential(&own_key, "searches"), 3);
+    assert_eq!(by_credential("end_user", "searches"), 0);
 
     // The daily rollup is the sum of the hours.
     let hourly = usage(&client, "?granularity=hour").await;
@@ -242,19 +248,30 @@ async fn costs_are_usage_times_the_price_in_effect() {
         .send(client.request(reqwest::Method::GET, "/v1/costs"))
         .await;
     assert_eq!(costs.status, 200, "{}", costs.body);
-    assert_eq!(costs.body["totals_micros"]["USD"], 1_200, "{}", costs.body);
-    let searches = costs.body["days"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|row| row["unit"] == "searches")
-        .unwrap();
+    let days = costs.body["days"].as_array().unwrap();
+    let searches = days.iter().find(|row| row["unit"] == "searches").unwrap();
+    // The operator's price, not the default book's, though the default applies from today.
     assert_eq!(searches["unit_price_micros"], 400);
+    assert_eq!(searches["default_price"], false);
     assert_eq!(searches["quantity"], 3);
+    assert_eq!(searches["cost_micros"], 1_200);
+    // The tokens the queries embedded are priced by the default book, marked as such.
+    let tokens = days
+        .iter()
+        .find(|row| row["unit"] == "tokens_embedded")
+        .unwrap();
+    assert_eq!(tokens["default_price"], true, "{tokens}");
+    assert_eq!(tokens["cost_micros"], tokens["quantity"], "{tokens}");
+    assert_eq!(
+        costs.body["totals_micros"]["USD"].as_i64().unwrap(),
+        1_200 + tokens["quantity"].as_i64().unwrap(),
+        "{}",
+        costs.body
+    );
     let csv = client
         .http_text(client.request(reqwest::Method::GET, "/v1/costs?format=csv"))
         .await;
-    assert!(csv.contains(",searches,3,USD,400,1200"), "{csv}");
+    assert!(csv.contains(",searches,3,USD,400,false,1200"), "{csv}");
 }
 
 async fn put_limits(client: &ApiClient, limits: Value) -> engram_tests::ApiResponse {
@@ -437,12 +454,16 @@ async fn quotas_the_rate_quota_and_the_recall_budget_hold_at_their_boundary() {
 async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    let set = engram_tests::set_price(&server.data_dir, "searches", "0.001", "USD", 1);
-    assert!(
-        set.status.success(),
-        "{}",
-        String::from_utf8_lossy(&set.stderr)
-    );
+    // Searches are what this budget counts: the default book's price of the tokens they
+    // embed is set to nothing.
+    for (unit, price) in [("searches", "0.001"), ("tokens_embedded", "0")] {
+        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD", 1);
+        assert!(
+            set.status.success(),
+            "{}",
+            String::from_utf8_lossy(&set.stderr)
+        );
+    }
     // 5 searches' worth, alerts at half, 80 % and all of it.
     let saved = put_limits(
         &client,

@@ -442,8 +442,17 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         derived.body
     );
     let data_dir = server.data_dir.display().to_string();
-    // 0.01 USD a search, 0.002 USD a memory written, from three days ago.
-    for (unit, price) in [("searches", "0.01"), ("memories_written", "0.002")] {
+    // 0.01 USD a search, 0.002 USD a memory written, from three days ago; the other units
+    // the operator prices at nothing (so the default price book prices none of them).
+    for (unit, price) in [
+        ("searches", "0.01"),
+        ("memories_written", "0.002"),
+        ("tokens_embedded", "0"),
+        ("memory_days", "0"),
+        ("file_bytes", "0"),
+        ("llm_tokens_in", "0"),
+        ("llm_tokens_out", "0"),
+    ] {
         let set = engram_tests::set_price(&server.data_dir, unit, price, "USD", 3);
         assert!(
             set.status.success(),
@@ -510,11 +519,13 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
                 ("EXPECTED_SEARCHES", "4".to_string()),
                 ("EXPECTED_WRITES", "3".to_string()),
                 ("EXPECTED_COST_MICROS", (4 * 10_000 + 3 * 2_000).to_string()),
+                ("EXPECTED_UNNAMED_COST_MICROS", (4 * 10_000).to_string()),
+                ("EXPECTED_NOOR_COST_MICROS", (3 * 2_000).to_string()),
                 ("LLM_MODEL", "stand-in-chat".to_string()),
             ],
         ]
         .concat(),
-        7,
+        8,
     )
     .await;
     // The budget the browser saved is the one the API enforces: 0.046 of 0.05 USD spent, one

@@ -1,5 +1,6 @@
 // Drives the usage and cost page in the system Chromium (playwright-core): today's usage per
 // unit and cost per day are drawn as bars, the organization's projects are ranked by cost,
+// the cost is broken down by key, end-user and channel,
 // a budget saved in the form draws the burn-down's budget line, the range switches, and an
 // analyst sees the charts without being able to change the limits. Prints `N passed, N
 // failed`; exits non-zero on any failure.
@@ -44,6 +45,19 @@ await runSteps(async (browser) => {
       const ranked = bars(owner, 'chart-top-projects');
       assert(await ranked.count() === 2, 'two projects ranked');
       assert(await ranked.first().getAttribute('data-project') === process.env.PROJECT_ID, 'the busiest project first');
+    }],
+    ['the cost is broken down by key, end-user, agent and channel', async () => {
+      const entries = (by) => owner.locator(`[data-testid="breakdown-${by}"] [data-testid="breakdown-entry"]`);
+      const entry = (by, label) => owner.locator(`[data-testid="breakdown-${by}"] [data-testid="breakdown-entry"][data-label="${label}"]`);
+      // One key paid for everything, drawn as the longest bar.
+      assert(await entries('key').first().getAttribute('data-cost') === expectedCost, 'the key pays all');
+      assert(await bars(owner, 'chart-by-key').first().getAttribute('data-value') === expectedCost, 'the key\'s bar');
+      // The searches named no end-user; the writes were Noor's.
+      assert(await entry('end_user', 'none named').getAttribute('data-cost') === process.env.EXPECTED_UNNAMED_COST_MICROS, 'unnamed cost');
+      assert(await entry('end_user', 'noor').getAttribute('data-cost') === process.env.EXPECTED_NOOR_COST_MICROS, 'Noor\'s cost');
+      assert(await entry('channel', 'http').getAttribute('data-cost') === expectedCost, 'all through the API');
+      // Every price was the operator's: no default-price note.
+      assert(await owner.getByTestId('default-prices').count() === 0, 'no default prices used');
     }],
     ['a budget saved in the form draws the burn-down against it', async () => {
       await owner.getByTestId('limits-budget_amount').fill('0.05');

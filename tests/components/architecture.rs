@@ -296,6 +296,10 @@ fn the_tenant_store_takes_the_scope_first() {
             "the recorder's flush: each event carries its scope",
         ),
         ("add_price", "the operator's price book"),
+        (
+            "apply_default_prices",
+            "the deployment's default price book, at start",
+        ),
         ("price_book_for", "the organization's price book"),
         // The database itself.
         ("durability_violations", "database health"),

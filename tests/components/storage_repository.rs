@@ -1396,7 +1396,12 @@ async fn usage_counters_add_up_exactly(storage: Storage) {
         |scope: &ProjectScope, credential: &str, minutes: i64, quantity: i64| UsageIncrement {
             organization_id: scope.organization_id(),
             project_id: scope.project_id(),
-            credential: credential.to_string(),
+            attribution: engram_core::usage::UsageAttribution {
+                credential: credential.to_string(),
+                channel: "http".to_string(),
+                end_user: None,
+                agent_id: None,
+            },
             unit: UsageUnit::Searches,
             at: base + chrono::Duration::minutes(minutes),
             quantity,
@@ -1469,6 +1474,7 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
         currency: "USD".to_string(),
         unit_price_micros: micros,
         effective_from: day(from),
+        is_default: false,
     };
     storage.add_price(&price(false, 1_000, 0)).await.unwrap();
     storage.add_price(&price(false, 2_000, 2)).await.unwrap();
@@ -1477,7 +1483,7 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
         .map(|offset| UsageIncrement {
             organization_id: scope.organization_id(),
             project_id: scope.project_id(),
-            credential: "key:a".to_string(),
+            attribution: engram_core::usage::UsageAttribution::engine("key:a"),
             unit: UsageUnit::Searches,
             at: day(offset) + chrono::Duration::hours(12),
             quantity: 10,
@@ -1497,6 +1503,209 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
     assert_eq!(book.len(), 2);
 }
 on_both_databases!(costs_use_the_price_in_effect_each_day);
+
+/// The default price book fills only what the operator left unpriced: from today for a
+/// unit never used, from tomorrow for one that was (no used day is re-priced), never again
+/// once applied, and an operator's price beats it whatever their dates.
+async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Storage) {
+    use engram_core::usage::{UsageAttribution, UsageUnit};
+    use engram_storage::usage::{PriceEntry, UsageIncrement, price_in_effect};
+    let (scope, _) = project(&storage, None).await;
+    let now = chrono::Utc::now();
+    let today = now.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc();
+    // Searches were used before the upgrade; memories written have the operator's price.
+    storage
+        .add_usage(&[UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            attribution: UsageAttribution::engine("key:a"),
+            unit: UsageUnit::Searches,
+            at: now,
+            quantity: 3,
+        }])
+        .await
+        .unwrap();
+    let operator_price = PriceEntry {
+        organization_id: None,
+        unit: UsageUnit::MemoriesWritten,
+        currency: "USD".to_string(),
+        unit_price_micros: 7,
+        effective_from: today - chrono::Duration::days(3),
+        is_default: false,
+    };
+    storage.add_price(&operator_price).await.unwrap();
+    let defaults = [
+        (UsageUnit::Searches, 500),
+        (UsageUnit::MemoriesWritten, 1_000),
+        (UsageUnit::TokensEmbedded, 1),
+    ];
+    let applied = storage
+        .apply_default_prices(&defaults, "USD", now)
+        .await
+        .unwrap();
+    assert_eq!(
+        applied,
+        vec![UsageUnit::Searches, UsageUnit::TokensEmbedded]
+    );
+    assert!(
+        storage
+            .apply_default_prices(&defaults, "USD", now)
+            .await
+            .unwrap()
+            .is_empty(),
+        "applied once"
+    );
+    let book = storage
+        .price_book_for(scope.organization_id())
+        .await
+        .unwrap();
+    let tomorrow = today + chrono::Duration::days(1);
+    // Searches had usage today: priced from tomorrow; tokens were never used: from today.
+    assert_eq!(price_in_effect(&book, UsageUnit::Searches, today), None);
+    let searches = price_in_effect(&book, UsageUnit::Searches, tomorrow).unwrap();
+    assert!(searches.is_default);
+    assert_eq!(searches.unit_price_micros, 500);
+    let tokens = price_in_effect(&book, UsageUnit::TokensEmbedded, today).unwrap();
+    assert!(tokens.is_default);
+    assert_eq!(
+        price_in_effect(&book, UsageUnit::MemoriesWritten, tomorrow),
+        Some(operator_price.clone())
+    );
+    // An operator's price set later, effective before the default, still wins.
+    storage
+        .add_price(&PriceEntry {
+            unit: UsageUnit::TokensEmbedded,
+            unit_price_micros: 0,
+            effective_from: today - chrono::Duration::days(1),
+            ..operator_price
+        })
+        .await
+        .unwrap();
+    let book = storage
+        .price_book_for(scope.organization_id())
+        .await
+        .unwrap();
+    let tokens = price_in_effect(&book, UsageUnit::TokensEmbedded, tomorrow).unwrap();
+    assert!(!tokens.is_default);
+    assert_eq!(tokens.unit_price_micros, 0);
+}
+on_both_databases!(default_prices_fill_only_what_the_operator_left_unpriced);
+
+/// Usage broken down by end-user names them until they are erased; erasure renames their
+/// counters to the subject digest (merging with counters already renamed), keeps every
+/// quantity, and touches no other end-user's or project's counters.
+async fn erasure_pseudonymizes_usage_and_keeps_every_quantity(storage: Storage) {
+    use engram_core::usage::{BreakdownValue, UsageAttribution, UsageBreakdown, UsageUnit};
+    use engram_storage::usage::UsageIncrement;
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, None).await;
+    let now = chrono::Utc::now();
+    let attributed =
+        |scope: &ProjectScope, user: &str, agent: &str, quantity: i64| UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            attribution: UsageAttribution {
+                credential: "key:a".to_string(),
+                channel: "http".to_string(),
+                end_user: Some(user.to_string()),
+                agent_id: Some(agent.to_string()),
+            },
+            unit: UsageUnit::Searches,
+            at: now,
+            quantity,
+        };
+    let from = now - chrono::Duration::days(1);
+    let to = now + chrono::Duration::days(1);
+    let per_value = |rows: Vec<engram_core::usage::UsageBreakdownRow>| {
+        rows.into_iter()
+            .map(|row| (row.value, row.quantity))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    storage
+        .add_usage(&[
+            attributed(&scope, "ann", "planner", 2),
+            attributed(&scope, "ann", "writer", 3),
+            attributed(&scope, "ben", "planner", 5),
+            attributed(&other_scope, "ann", "planner", 7),
+        ])
+        .await
+        .unwrap();
+    let named = |name: &str| BreakdownValue::Named(name.to_string());
+    assert_eq!(
+        per_value(
+            storage
+                .usage_breakdown(&scope, from, to, UsageBreakdown::EndUser)
+                .await
+                .unwrap()
+        ),
+        [(named("ann"), 5), (named("ben"), 5)].into_iter().collect()
+    );
+    assert_eq!(
+        storage.count_usage_of_subject(&scope, "ann").await.unwrap(),
+        2
+    );
+    // Erased, then seen again under the same id, then erased again: one digest's counters.
+    for (round, counters) in [(1, 2), (2, 1)] {
+        let changed = storage
+            .pseudonymize_usage_of_subject(&scope, "ann", "d1gest")
+            .await
+            .unwrap();
+        assert_eq!(changed, counters, "round {round}");
+        assert_eq!(
+            storage.count_usage_of_subject(&scope, "ann").await.unwrap(),
+            0
+        );
+        if round == 1 {
+            storage
+                .add_usage(&[attributed(&scope, "ann", "planner", 4)])
+                .await
+                .unwrap();
+        }
+    }
+    let erased = BreakdownValue::ErasedEndUser("d1gest".to_string());
+    assert_eq!(
+        per_value(
+            storage
+                .usage_breakdown(&scope, from, to, UsageBreakdown::EndUser)
+                .await
+                .unwrap()
+        ),
+        [(erased, 9), (named("ben"), 5)].into_iter().collect()
+    );
+    // Agents keep their figures; the other project still names its own ann.
+    assert_eq!(
+        per_value(
+            storage
+                .usage_breakdown(&scope, from, to, UsageBreakdown::Agent)
+                .await
+                .unwrap()
+        ),
+        [(named("planner"), 11), (named("writer"), 3)]
+            .into_iter()
+            .collect()
+    );
+    assert_eq!(
+        storage
+            .count_usage_of_subject(&other_scope, "ann")
+            .await
+            .unwrap(),
+        1
+    );
+    let totals: i64 = storage
+        .usage(
+            &scope,
+            from,
+            to,
+            engram_storage::usage::UsageGranularity::Day,
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.quantity)
+        .sum();
+    assert_eq!(totals, 14, "the hourly totals are untouched");
+}
+on_both_databases!(erasure_pseudonymizes_usage_and_keeps_every_quantity);
 
 /// Spend limits round-trip and are audited; a budget alert is recorded once per threshold
 /// and month even when raised concurrently; a daily sample replaces the day's earlier one.
@@ -1755,7 +1964,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
             .record_llm_call(
                 &scope,
                 &LlmCallRecord {
-                    credential: "key:k".to_string(),
+                    attribution: engram_core::usage::UsageAttribution::engine("key:k"),
                     model: model.to_string(),
                     purpose: "extraction".to_string(),
                     tokens_in,
@@ -2093,6 +2302,7 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
     let anas = engram_core::Principal::end_user_token(
         scope,
         ExternalId::parse("ana").unwrap(),
+        engram_core::ids::ApiKeyId::generate(),
         engram_core::ApiScopes::default(),
         "digest-of-ana".to_string(),
         system_actor(),
@@ -2401,6 +2611,7 @@ async fn every_table_is_classified_in_the_registry_of_subject_data(storage: Stor
         "evaluation_cases",
         "evaluation_runs",
         "task_results",
+        "usage",
     ] {
         assert!(names.contains(&required), "{required} is not registered");
     }

@@ -13,6 +13,7 @@ use engram_core::{ExternalId, InvalidInput, Principal};
 use engram_embed::{Embedder, LocalMiniLm};
 use engram_engine::{
     AddMessagesRequest, EngineError, EngineSettings, ListMessagesRequest, MemoryEngine,
+    UsageReportRequest,
 };
 use engram_index::EdgeVectorIndex;
 use engram_storage::{ApiKeyPepper, Storage};
@@ -176,7 +177,15 @@ async fn spend_limits_report_windows_and_audit_filters_are_checked_below_the_doo
     assert_eq!(
         refused_fields(
             engine
-                .usage_report_for(&key, now, now - Duration::days(2), UsageGranularity::Day)
+                .usage_report_for(
+                    &key,
+                    UsageReportRequest {
+                        from: now,
+                        to: now - Duration::days(2),
+                        granularity: UsageGranularity::Day,
+                        by: None,
+                    },
+                )
                 .await
         ),
         ["to"]
@@ -184,16 +193,49 @@ async fn spend_limits_report_windows_and_audit_filters_are_checked_below_the_doo
     assert_eq!(
         refused_fields(
             engine
-                .usage_report_for(&key, now - Duration::days(400), now, UsageGranularity::Day)
+                .usage_report_for(
+                    &key,
+                    UsageReportRequest {
+                        from: now - Duration::days(400),
+                        to: now,
+                        granularity: UsageGranularity::Day,
+                        by: None,
+                    },
+                )
                 .await
         ),
         ["to"]
     );
     assert!(
         engine
-            .usage_report_for(&key, now - Duration::days(30), now, UsageGranularity::Day)
+            .usage_report_for(
+                &key,
+                UsageReportRequest {
+                    from: now - Duration::days(30),
+                    to: now,
+                    granularity: UsageGranularity::Day,
+                    by: None,
+                },
+            )
             .await
             .is_ok()
+    );
+    // A breakdown is daily: asked for by the hour, it names the granularity.
+    assert_eq!(
+        refused_fields(
+            engine
+                .usage_report_for(
+                    &key,
+                    UsageReportRequest {
+                        from: now - Duration::days(30),
+                        to: now,
+                        granularity: UsageGranularity::Hour,
+                        by: Some(engram_core::usage::UsageBreakdown::Agent),
+                    },
+                )
+                .await
+        ),
+        ["granularity"]
     );
 
     let filter = AuditFilter {
