@@ -111,6 +111,7 @@ impl MigrationTrait for Migration {
         manager
             .create_index(
                 Index::create()
+                    .if_not_exists()
                     .name("usage_daily_by_end_user")
                     .table(UsageDaily::Table)
                     .col(UsageDaily::ProjectId)
@@ -144,6 +145,21 @@ impl MigrationTrait for Migration {
                             .to_owned(),
                     )
                     .map_err(|error| DbErr::Migration(error.to_string()))?
+                    .to_owned(),
+            )
+            .await?;
+        // Engram's own work is the `job` channel, as the counters written from now on name
+        // it: the day's memory-days sample must stay one counter when it is sampled again.
+        manager
+            .exec_stmt(
+                Query::update()
+                    .table(UsageDaily::Table)
+                    .value(UsageDaily::Channel, "job")
+                    .and_where(Expr::col(UsageDaily::Credential).is_in([
+                        "storage",
+                        "consolidation",
+                        "system:evaluation",
+                    ]))
                     .to_owned(),
             )
             .await?;

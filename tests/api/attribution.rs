@@ -304,6 +304,21 @@ async fn attributed_workload_on(server: TestServer, database: &str) {
         "{csv}"
     );
     assert!(csv.contains(",searches,planner,2"), "{csv}");
+    let csv = key_a
+        .http_text(key_a.request(reqwest::Method::GET, "/v1/costs?by=key&format=csv"))
+        .await;
+    assert!(
+        csv.starts_with(
+            "day,unit,credential,key_id,quantity,currency,unit_price_micros,cost_micros,default_price\n"
+        ),
+        "{csv}"
+    );
+    assert!(
+        csv.contains(&format!(
+            ",searches,{console_credential},,1,USD,500,500,true"
+        )),
+        "the console member's credential has no key id: {csv}"
+    );
 
     // Recall events name the channel and the billed credential (the minting key).
     let recall_id = ann_search["recall_id"].as_str().unwrap();

@@ -271,7 +271,7 @@ async fn costs_are_usage_times_the_price_in_effect() {
     let csv = client
         .http_text(client.request(reqwest::Method::GET, "/v1/costs?format=csv"))
         .await;
-    assert!(csv.contains(",searches,3,USD,400,false,1200"), "{csv}");
+    assert!(csv.contains(",searches,3,USD,400,1200,false"), "{csv}");
 }
 
 async fn put_limits(client: &ApiClient, limits: Value) -> engram_tests::ApiResponse {

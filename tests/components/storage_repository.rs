@@ -1591,6 +1591,29 @@ async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Stora
 }
 on_both_databases!(default_prices_fill_only_what_the_operator_left_unpriced);
 
+/// A deployment that prices in euros gets no dollar placeholders.
+async fn default_prices_keep_out_of_a_book_in_another_currency(storage: Storage) {
+    use engram_core::usage::UsageUnit;
+    use engram_storage::usage::PriceEntry;
+    storage
+        .add_price(&PriceEntry {
+            organization_id: None,
+            unit: UsageUnit::Searches,
+            currency: "EUR".to_string(),
+            unit_price_micros: 300,
+            effective_from: chrono::Utc::now(),
+            is_default: false,
+        })
+        .await
+        .unwrap();
+    let applied = storage
+        .apply_default_prices(&[(UsageUnit::TokensEmbedded, 1)], "USD", chrono::Utc::now())
+        .await
+        .unwrap();
+    assert!(applied.is_empty(), "{applied:?}");
+}
+on_both_databases!(default_prices_keep_out_of_a_book_in_another_currency);
+
 /// Usage broken down by end-user names them until they are erased; erasure renames their
 /// counters to the subject digest (merging with counters already renamed), keeps every
 /// quantity, and touches no other end-user's or project's counters.

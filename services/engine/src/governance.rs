@@ -801,8 +801,10 @@ impl DataGovernance {
             SubjectStore::Feedback => storage.delete_feedback_of_subject(scope, user_id).await?,
             SubjectStore::Usage => {
                 // Units still pending in this process are written first, then renamed.
+                // A failed write fails the step (the erasure is retried), so no unit naming the
+                // subject is written after the renaming.
                 if let Some(meter) = self.usage_meter.get() {
-                    meter.flush_now().await;
+                    meter.flush_now().await?;
                 }
                 let digest = self.subject_digest(scope, user_id);
                 storage

@@ -8,8 +8,8 @@
 use chrono::{DateTime, Utc};
 use engram_core::usage::{UsageAttribution, UsageUnit};
 use engram_core::{ProjectId, ProjectScope};
-use engram_storage::Storage;
 use engram_storage::usage::{UsageIncrement, hour_start};
+use engram_storage::{Storage, StorageError};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -146,9 +146,10 @@ impl UsageMeter {
 
     /// Write what is pending now (before an erasure pseudonymizes the end-user's counters,
     /// so none naming them is written after it).
-    pub async fn flush_now(&self) {
-        if let Some(storage) = &self.storage {
-            flush(storage, &self.pending).await;
+    pub async fn flush_now(&self) -> Result<(), engram_storage::StorageError> {
+        match &self.storage {
+            Some(storage) => flush(storage, &self.pending).await,
+            None => Ok(()),
         }
     }
 
@@ -188,7 +189,8 @@ async fn run_flusher(
             woken = wake_receiver.recv() => woken.is_none(),
             _ = ticker.tick() => false,
         };
-        flush(&storage, &pending).await;
+        // A failure was logged; what failed stays pending for the next flush.
+        let _ = flush(&storage, &pending).await;
         if closed || pending.finishing.load(Ordering::Acquire) {
             let left = pending.increments.lock().map(|map| map.len()).unwrap_or(0);
             if left > 0 {
@@ -203,17 +205,21 @@ async fn run_flusher(
 /// Write what is pending; what was written is then taken out of the pending sums (records
 /// that arrived meanwhile stay). The batch is one transaction, so a failed write counted
 /// nothing and is retried with the next flush.
-async fn flush(storage: &Storage, pending: &PendingUsage) {
+async fn flush(storage: &Storage, pending: &PendingUsage) -> Result<(), StorageError> {
     let _writing = pending.writing.lock().await;
     let batch: Vec<(PendingKey, UsageIncrement)> = match pending.increments.lock() {
         Ok(increments) => increments
             .iter()
             .map(|(key, increment)| (key.clone(), increment.clone()))
             .collect(),
-        Err(_) => return,
+        Err(_) => {
+            return Err(StorageError::Internal(
+                "usage meter lock poisoned".to_string(),
+            ));
+        }
     };
     if batch.is_empty() {
-        return;
+        return Ok(());
     }
     pending.records_since_flush.store(0, Ordering::Relaxed);
     let increments: Vec<UsageIncrement> = batch
@@ -222,7 +228,7 @@ async fn flush(storage: &Storage, pending: &PendingUsage) {
         .collect();
     if let Err(error) = storage.add_usage(&increments).await {
         tracing::warn!(%error, records = increments.len(), "usage flush failed; retrying");
-        return;
+        return Err(error);
     }
     // Counted before the written units leave the pending sums: a reader that sees the old
     // count afterwards knows it has seen them in one of the two places (see SpendGuard).
@@ -241,4 +247,5 @@ async fn flush(storage: &Storage, pending: &PendingUsage) {
             }
         }
     }
+    Ok(())
 }

@@ -54,9 +54,56 @@ pub fn day_start(at: DateTime<Utc>) -> DateTime<Utc> {
     at.duration_trunc(Duration::days(1)).unwrap_or(at)
 }
 
-/// Add one increment to its hourly and its daily counter (each created at 0 if absent),
+/// Add one increment to its daily and its hourly counter (each created at 0 if absent),
 /// inside the caller's transaction.
 pub(crate) async fn add_to_usage_counters(
+    transaction: &crate::WriteTransaction,
+    increment: &UsageIncrement,
+) -> Result<(), StorageError> {
+    add_to_daily_counter(transaction, increment).await?;
+    add_to_hourly_counter(transaction, increment).await
+}
+
+/// Add a batch to its counters: every daily counter in key order, then every hourly one, so
+/// two gateways flushing at once lock rows in the same order (PostgreSQL would otherwise
+/// find them deadlocked on a shared hourly row).
+async fn add_batch_to_usage_counters(
+    transaction: &crate::WriteTransaction,
+    increments: &[UsageIncrement],
+) -> Result<(), StorageError> {
+    let mut ordered: Vec<&UsageIncrement> = increments.iter().collect();
+    ordered.sort_by(|a, b| {
+        (a.project_id, day_start(a.at), a.unit, &a.attribution).cmp(&(
+            b.project_id,
+            day_start(b.at),
+            b.unit,
+            &b.attribution,
+        ))
+    });
+    for increment in &ordered {
+        add_to_daily_counter(transaction, increment).await?;
+    }
+    ordered.sort_by(|a, b| {
+        (
+            a.project_id,
+            hour_start(a.at),
+            a.unit,
+            &a.attribution.credential,
+        )
+            .cmp(&(
+                b.project_id,
+                hour_start(b.at),
+                b.unit,
+                &b.attribution.credential,
+            ))
+    });
+    for increment in &ordered {
+        add_to_hourly_counter(transaction, increment).await?;
+    }
+    Ok(())
+}
+
+async fn add_to_daily_counter(
     transaction: &crate::WriteTransaction,
     increment: &UsageIncrement,
 ) -> Result<(), StorageError> {
@@ -85,10 +132,17 @@ pub(crate) async fn add_to_usage_counters(
     .exec_without_returning(transaction)
     .await
     .map_err(StorageError::from_db)?;
+    Ok(())
+}
+
+async fn add_to_hourly_counter(
+    transaction: &crate::WriteTransaction,
+    increment: &UsageIncrement,
+) -> Result<(), StorageError> {
     usage_hourly::Entity::insert(usage_hourly::ActiveModel {
         organization_id: Set(increment.organization_id.as_uuid()),
         project_id: Set(increment.project_id.as_uuid()),
-        credential: Set(attribution.credential.clone()),
+        credential: Set(increment.attribution.credential.clone()),
         unit: Set(increment.unit.as_str().to_string()),
         hour_start: Set(hour_start(increment.at)),
         quantity: Set(increment.quantity),
@@ -122,9 +176,7 @@ impl Storage {
         }
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        for increment in increments {
-            add_to_usage_counters(&transaction, increment).await?;
-        }
+        add_batch_to_usage_counters(&transaction, increments).await?;
         transaction.commit().await.map_err(StorageError::from_db)
     }
 
@@ -602,6 +654,21 @@ impl Storage {
     ) -> Result<Vec<UsageUnit>, StorageError> {
         use crate::entities::price_book;
         use sea_orm::PaginatorTrait;
+        // A deployment that prices in another currency gets no placeholders in this one:
+        // they would mix into its reports and never count against its budgets.
+        let other_currency = price_book::Entity::find()
+            .filter(price_book::Column::OrganizationId.is_null())
+            .filter(price_book::Column::Currency.ne(currency))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if other_currency > 0 {
+            tracing::warn!(
+                currency,
+                "the deployment prices in another currency: no default prices applied"
+            );
+            return Ok(Vec::new());
+        }
         let mut applied = Vec::new();
         for (unit, unit_price_micros) in defaults {
             let priced = price_book::Entity::find()
@@ -649,7 +716,15 @@ impl Storage {
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let counters = subject_usage(scope, user_id)
+        use sea_orm::{ConnectionTrait, QuerySelect};
+        let mut counters = subject_usage(scope, user_id);
+        // Another gateway's flush adding to a counter between this read and its delete
+        // would lose its units (PostgreSQL reads committed): the rows are locked first.
+        // SQLite's write transaction already excludes every other writer.
+        if transaction.get_database_backend() == sea_orm::DbBackend::Postgres {
+            counters = counters.lock_exclusive();
+        }
+        let counters = counters
             .all(&transaction)
             .await
             .map_err(StorageError::from_db)?;

@@ -677,7 +677,7 @@ pub struct UsageBreakdownTop {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakdownEntry {
     /// The key id, end-user id (`erased …` for an erased one), agent id or channel;
-    /// `none recorded` where calls named none.
+    /// `none named` where calls named none.
     pub label: String,
     pub cost_micros: i64,
     /// Searches over the range.

@@ -64,7 +64,22 @@ pub(super) async fn derive_claimed_batch(
         )
         .await
         .map_err(|error| error.to_string())?;
-    // LLM tokens were billed with each call's record; the rest is billed here.
+    // LLM tokens were billed with each call's record; the rest is billed here. Messages
+    // erased while the derivation ran belonged to an erased end-user: the rest of the bill
+    // names no end-user.
+    let erased_meanwhile = storage
+        .messages_of_batch(scope, subject.batch_id)
+        .await
+        .map_err(|error| error.to_string())?
+        .is_empty();
+    let attribution = if erased_meanwhile {
+        UsageAttribution {
+            end_user: None,
+            ..attribution
+        }
+    } else {
+        attribution
+    };
     let increments: Vec<UsageIncrement> = [
         (
             UsageUnit::MemoriesWritten,

@@ -114,15 +114,21 @@ impl BreakdownFields {
         (fields, credential)
     }
 
-    /// The row's value as one CSV cell (an erased end-user as `erased:<digest>`).
-    fn csv_cell(&self) -> String {
-        if let Some(digest) = &self.erased_subject {
-            return format!("erased:{digest}");
+    /// The row's cells under [`breakdown_columns`] (empty where the JSON has `null`).
+    fn csv_cells(&self, by: UsageBreakdown, credential: Option<&str>) -> Vec<String> {
+        let text = |field: &Option<Option<String>>| field.clone().flatten().unwrap_or_default();
+        match by {
+            UsageBreakdown::Key => vec![
+                credential.unwrap_or_default().to_string(),
+                text(&self.key_id),
+            ],
+            UsageBreakdown::EndUser => vec![
+                text(&self.user_id),
+                self.erased_subject.clone().unwrap_or_default(),
+            ],
+            UsageBreakdown::Agent => vec![text(&self.agent_id)],
+            UsageBreakdown::Channel => vec![text(&self.channel)],
         }
-        [&self.key_id, &self.user_id, &self.agent_id, &self.channel]
-            .into_iter()
-            .find_map(|field| field.clone().flatten())
-            .unwrap_or_default()
     }
 }
 
@@ -293,19 +299,21 @@ pub async fn project_usage(
         *totals.entry(row.unit.clone()).or_default() += row.quantity;
     }
     if csv {
-        let dimension = by.map_or("credential", breakdown_column);
+        let mut columns = vec!["period_start", "unit"];
+        columns.extend(by.map_or(&["credential"][..], breakdown_columns));
+        columns.push("quantity");
         let text = crate::csv_export::csv_text(
-            &["period_start", "unit", dimension, "quantity"],
+            &columns,
             usage.iter().map(|row| {
-                [
-                    row.period_start.to_rfc3339(),
-                    row.unit.clone(),
-                    match by {
-                        None => row.credential.clone().unwrap_or_default(),
-                        Some(_) => row.breakdown.csv_cell(),
-                    },
-                    row.quantity.to_string(),
-                ]
+                let mut cells = vec![row.period_start.to_rfc3339(), row.unit.clone()];
+                match by {
+                    None => cells.push(row.credential.clone().unwrap_or_default()),
+                    Some(by) => {
+                        cells.extend(row.breakdown.csv_cells(by, row.credential.as_deref()))
+                    }
+                }
+                cells.push(row.quantity.to_string());
+                cells
             }),
         );
         return Ok(csv_attachment("usage.csv", text));
@@ -326,13 +334,13 @@ pub async fn project_usage(
     .into_response())
 }
 
-/// The field (and CSV column) a breakdown names its rows by.
-fn breakdown_column(by: UsageBreakdown) -> &'static str {
+/// The CSV columns a breakdown names its rows by: the JSON fields of the same names.
+fn breakdown_columns(by: UsageBreakdown) -> &'static [&'static str] {
     match by {
-        UsageBreakdown::Key => "key_id",
-        UsageBreakdown::EndUser => "user_id",
-        UsageBreakdown::Agent => "agent_id",
-        UsageBreakdown::Channel => "channel",
+        UsageBreakdown::Key => &["credential", "key_id"],
+        UsageBreakdown::EndUser => &["user_id", "erased_subject"],
+        UsageBreakdown::Agent => &["agent_id"],
+        UsageBreakdown::Channel => &["channel"],
     }
 }
 
@@ -434,23 +442,24 @@ pub async fn project_costs(
         })
         .collect();
     if csv {
+        // `default_price` last: readers that go by position keep their columns.
         let mut columns = vec!["day", "unit"];
         if let Some(by) = by {
-            columns.push(breakdown_column(by));
+            columns.extend(breakdown_columns(by));
         }
         columns.extend([
             "quantity",
             "currency",
             "unit_price_micros",
-            "default_price",
             "cost_micros",
+            "default_price",
         ]);
         let text = crate::csv_export::csv_text(
             &columns,
             days.iter().map(|row| {
                 let mut cells = vec![row.day.to_string(), row.unit.clone()];
-                if by.is_some() {
-                    cells.push(row.breakdown.csv_cell());
+                if let Some(by) = by {
+                    cells.extend(row.breakdown.csv_cells(by, row.credential.as_deref()));
                 }
                 cells.extend([
                     row.quantity.to_string(),
@@ -458,8 +467,8 @@ pub async fn project_costs(
                     row.unit_price_micros
                         .map(|price| price.to_string())
                         .unwrap_or_default(),
-                    row.default_price.to_string(),
                     row.cost_micros.to_string(),
+                    row.default_price.to_string(),
                 ]);
                 cells
             }),
