@@ -107,8 +107,13 @@ async fn add_to_daily_counter(
     transaction: &crate::WriteTransaction,
     increment: &UsageIncrement,
 ) -> Result<(), StorageError> {
+    add_to_daily_row(transaction, daily_row(increment), increment.quantity).await
+}
+
+/// The daily counter an increment adds to (absent dimensions are empty strings).
+fn daily_row(increment: &UsageIncrement) -> usage_daily::ActiveModel {
     let attribution = &increment.attribution;
-    usage_daily::Entity::insert(usage_daily::ActiveModel {
+    usage_daily::ActiveModel {
         organization_id: Set(increment.organization_id.as_uuid()),
         project_id: Set(increment.project_id.as_uuid()),
         day: Set(day_start(increment.at)),
@@ -119,19 +124,27 @@ async fn add_to_daily_counter(
         end_user_erased: Set(false),
         agent_id: Set(attribution.agent_id.clone().unwrap_or_default()),
         quantity: Set(increment.quantity),
-    })
-    .on_conflict(
-        OnConflict::columns(DAILY_COUNTER_KEY)
-            .value(
-                usage_daily::Column::Quantity,
-                Expr::col((usage_daily::Entity, usage_daily::Column::Quantity))
-                    .add(increment.quantity),
-            )
-            .to_owned(),
-    )
-    .exec_without_returning(transaction)
-    .await
-    .map_err(StorageError::from_db)?;
+    }
+}
+
+/// Add `quantity` (the row's own) to the row's daily counter, created as `row` if absent.
+async fn add_to_daily_row(
+    transaction: &crate::WriteTransaction,
+    row: usage_daily::ActiveModel,
+    quantity: i64,
+) -> Result<(), StorageError> {
+    usage_daily::Entity::insert(row)
+        .on_conflict(
+            OnConflict::columns(DAILY_COUNTER_KEY)
+                .value(
+                    usage_daily::Column::Quantity,
+                    Expr::col((usage_daily::Entity, usage_daily::Column::Quantity)).add(quantity),
+                )
+                .to_owned(),
+        )
+        .exec_without_returning(transaction)
+        .await
+        .map_err(StorageError::from_db)?;
     Ok(())
 }
 
@@ -305,21 +318,24 @@ impl Storage {
         }
         let rows = per_day
             .into_iter()
-            .map(|((day, unit), quantity)| {
-                let price = price_in_effect(&book, unit, day);
-                let cost_micros = price
-                    .as_ref()
-                    .map_or(0, |price| price.unit_price_micros.saturating_mul(quantity));
-                CostRow {
-                    day,
-                    unit,
-                    quantity,
-                    price,
-                    cost_micros,
-                }
-            })
+            .map(|((day, unit), quantity)| priced(&book, day, unit, quantity))
             .collect();
         Ok((rows, book))
+    }
+}
+
+/// `quantity` of `unit` used on `day`, at the price in effect that day.
+fn priced(book: &[PriceEntry], day: DateTime<Utc>, unit: UsageUnit, quantity: i64) -> CostRow {
+    let price = price_in_effect(book, unit, day);
+    let cost_micros = price
+        .as_ref()
+        .map_or(0, |price| price.unit_price_micros.saturating_mul(quantity));
+    CostRow {
+        day,
+        unit,
+        quantity,
+        price,
+        cost_micros,
     }
 }
 
@@ -515,19 +531,14 @@ impl Storage {
         let _permit = self.write_permit().await;
         let day_start = day_start(day);
         let transaction = self.begin_write().await?;
-        let sampled = UsageAttribution::engine(SAMPLED_CREDENTIAL);
-        usage_daily::Entity::insert(usage_daily::ActiveModel {
-            organization_id: Set(scope.organization_id().as_uuid()),
-            project_id: Set(scope.project_id().as_uuid()),
-            day: Set(day_start),
-            unit: Set(unit.as_str().to_string()),
-            credential: Set(sampled.credential),
-            channel: Set(sampled.channel),
-            end_user: Set(String::new()),
-            end_user_erased: Set(false),
-            agent_id: Set(String::new()),
-            quantity: Set(quantity),
-        })
+        usage_daily::Entity::insert(daily_row(&UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            attribution: UsageAttribution::engine(SAMPLED_CREDENTIAL),
+            unit,
+            at: day_start,
+            quantity,
+        }))
         .on_conflict(
             OnConflict::columns(DAILY_COUNTER_KEY)
                 .update_column(usage_daily::Column::Quantity)
@@ -623,21 +634,9 @@ impl Storage {
         let rows = self.usage_breakdown(scope, from, to, by).await?;
         Ok(rows
             .into_iter()
-            .map(|row| {
-                let price = price_in_effect(&book, row.unit, row.day);
-                let cost_micros = price.as_ref().map_or(0, |price| {
-                    price.unit_price_micros.saturating_mul(row.quantity)
-                });
-                CostBreakdownRow {
-                    value: row.value,
-                    cost: CostRow {
-                        day: row.day,
-                        unit: row.unit,
-                        quantity: row.quantity,
-                        price,
-                        cost_micros,
-                    },
-                }
+            .map(|row| CostBreakdownRow {
+                cost: priced(&book, row.day, row.unit, row.quantity),
+                value: row.value,
             })
             .collect())
     }
@@ -654,15 +653,17 @@ impl Storage {
     ) -> Result<Vec<UsageUnit>, StorageError> {
         use crate::entities::price_book;
         use sea_orm::PaginatorTrait;
-        // A deployment that prices in another currency gets no placeholders in this one:
-        // they would mix into its reports and never count against its budgets.
-        let other_currency = price_book::Entity::find()
+        let deployment_book = price_book::Entity::find()
             .filter(price_book::Column::OrganizationId.is_null())
-            .filter(price_book::Column::Currency.ne(currency))
-            .count(&self.connection)
+            .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        if other_currency > 0 {
+        // A deployment that prices in another currency gets no placeholders in this one:
+        // they would mix into its reports and never count against its budgets.
+        if deployment_book
+            .iter()
+            .any(|entry| entry.currency != currency)
+        {
             tracing::warn!(
                 currency,
                 "the deployment prices in another currency: no default prices applied"
@@ -671,13 +672,10 @@ impl Storage {
         }
         let mut applied = Vec::new();
         for (unit, unit_price_micros) in defaults {
-            let priced = price_book::Entity::find()
-                .filter(price_book::Column::OrganizationId.is_null())
-                .filter(price_book::Column::Unit.eq(unit.as_str()))
-                .count(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?;
-            if priced > 0 {
+            if deployment_book
+                .iter()
+                .any(|entry| entry.unit == unit.as_str())
+            {
                 continue;
             }
             let used = usage_hourly::Entity::find()
@@ -729,46 +727,30 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         let changed = counters.len() as u64;
+        // The digest's counter may exist already (the same id erased before and used again):
+        // each quantity is added to it. Then every counter read goes, in one statement.
         for counter in counters {
-            // The digest's counter may exist already (the same id erased before and used
-            // again): the quantity is added to it.
-            usage_daily::Entity::insert(usage_daily::ActiveModel {
+            let renamed = usage_daily::ActiveModel {
                 organization_id: Set(counter.organization_id),
                 project_id: Set(counter.project_id),
                 day: Set(counter.day),
-                unit: Set(counter.unit.clone()),
-                credential: Set(counter.credential.clone()),
-                channel: Set(counter.channel.clone()),
+                unit: Set(counter.unit),
+                credential: Set(counter.credential),
+                channel: Set(counter.channel),
                 end_user: Set(subject_digest.to_string()),
                 end_user_erased: Set(true),
-                agent_id: Set(counter.agent_id.clone()),
+                agent_id: Set(counter.agent_id),
                 quantity: Set(counter.quantity),
-            })
-            .on_conflict(
-                OnConflict::columns(DAILY_COUNTER_KEY)
-                    .value(
-                        usage_daily::Column::Quantity,
-                        Expr::col((usage_daily::Entity, usage_daily::Column::Quantity))
-                            .add(counter.quantity),
-                    )
-                    .to_owned(),
-            )
-            .exec_without_returning(&transaction)
+            };
+            add_to_daily_row(&transaction, renamed, counter.quantity).await?;
+        }
+        usage_daily::Entity::delete_many()
+            .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
+            .filter(usage_daily::Column::EndUser.eq(user_id))
+            .filter(usage_daily::Column::EndUserErased.eq(false))
+            .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
-            usage_daily::Entity::delete_many()
-                .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
-                .filter(usage_daily::Column::Day.eq(counter.day))
-                .filter(usage_daily::Column::Unit.eq(counter.unit.clone()))
-                .filter(usage_daily::Column::Credential.eq(counter.credential.clone()))
-                .filter(usage_daily::Column::Channel.eq(counter.channel.clone()))
-                .filter(usage_daily::Column::EndUser.eq(counter.end_user.clone()))
-                .filter(usage_daily::Column::EndUserErased.eq(false))
-                .filter(usage_daily::Column::AgentId.eq(counter.agent_id.clone()))
-                .exec(&transaction)
-                .await
-                .map_err(StorageError::from_db)?;
-        }
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(changed)
     }

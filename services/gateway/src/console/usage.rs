@@ -50,13 +50,10 @@ impl GatewayConsoleBackend {
             .map(|at| at.and_utc())
             .unwrap_or(now);
         // One read gives both: each cost row carries the day's quantity of its unit.
-        let costs: Vec<engram_core::usage::CostRow> = engine
-            .costs_for(&principal, range_start, range_end, None)
+        let costs = engine
+            .costs_for(&principal, range_start, range_end)
             .await
-            .map_err(engine_error)?
-            .into_iter()
-            .map(|row| row.cost)
-            .collect();
+            .map_err(engine_error)?;
         let currency = limits
             .monthly_budget
             .as_ref()
@@ -111,7 +108,7 @@ impl GatewayConsoleBackend {
         let mut breakdowns = Vec::with_capacity(UsageBreakdown::ALL.len());
         for by in UsageBreakdown::ALL {
             let rows = engine
-                .costs_for(&principal, range_start, range_end, Some(by))
+                .costs_by_for(&principal, range_start, range_end, by)
                 .await
                 .map_err(engine_error)?;
             breakdowns.push(top_ten(by, &rows, &currency, &key_labels));
@@ -179,14 +176,11 @@ impl GatewayConsoleBackend {
     ) -> Result<MonthBudget, ConsoleError> {
         let now = Utc::now();
         let month = BillingMonth::containing(now);
-        let costs: Vec<engram_core::usage::CostRow> = self
+        let costs = self
             .engine()?
-            .costs_for(principal, month.starts_at(), month.resets_at(), None)
+            .costs_for(principal, month.starts_at(), month.resets_at())
             .await
-            .map_err(engine_error)?
-            .into_iter()
-            .map(|row| row.cost)
-            .collect();
+            .map_err(engine_error)?;
         let day_of_month = (now - month.starts_at()).num_days() + 1;
         let mut per_day = vec![0i64; usize::try_from(day_of_month).unwrap_or(0)];
         for row in costs.iter().filter(|row| {

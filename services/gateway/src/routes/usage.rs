@@ -15,9 +15,7 @@ use axum::{Json, Router};
 use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
 use engram_core::usage::UsageGranularity;
-use engram_core::usage::{
-    BreakdownValue, CostBreakdownRow, UsageBreakdown, UsageUnit, forecast_month_cost,
-};
+use engram_core::usage::{BreakdownValue, CostRow, UsageBreakdown, UsageUnit, forecast_month_cost};
 use engram_engine::MemoryEngine;
 use engram_engine::{SpendLimitsReport, UsageReportRequest};
 use serde::{Deserialize, Serialize};
@@ -414,19 +412,31 @@ pub async fn project_costs(
         query.to.as_deref(),
         query.format.as_deref(),
     )?;
-    let rows = engine
-        .costs_for(principal.principal(), from, to, by)
-        .await?;
+    // Each row with what it is about, for a breakdown.
+    let rows: Vec<(Option<BreakdownValue>, CostRow)> = match by {
+        Some(by) => engine
+            .costs_by_for(principal.principal(), from, to, by)
+            .await?
+            .into_iter()
+            .map(|row| (Some(row.value), row.cost))
+            .collect(),
+        None => engine
+            .costs_for(principal.principal(), from, to)
+            .await?
+            .into_iter()
+            .map(|cost| (None, cost))
+            .collect(),
+    };
     let mut totals_micros: BTreeMap<String, i64> = BTreeMap::new();
     let days: Vec<CostRowView> = rows
         .into_iter()
-        .map(|CostBreakdownRow { value, cost: row }| {
+        .map(|(value, row)| {
             if let Some(price) = &row.price {
                 *totals_micros.entry(price.currency.clone()).or_default() += row.cost_micros;
             }
-            let (breakdown, credential) = match by {
-                Some(by) => BreakdownFields::of(by, &value),
-                None => (BreakdownFields::default(), None),
+            let (breakdown, credential) = match (by, &value) {
+                (Some(by), Some(value)) => BreakdownFields::of(by, value),
+                _ => (BreakdownFields::default(), None),
             };
             CostRowView {
                 day: row.day.date_naive().to_string(),
