@@ -31,6 +31,7 @@ mod m0025_idempotency_by_index;
 mod m0026_query_cache_epoch;
 mod m0027_memory_occurred_at;
 mod m0028_usage_attribution;
+mod m0029_agent_runs;
 
 pub struct Migrator;
 
@@ -66,6 +67,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0026_query_cache_epoch::Migration),
             Box::new(m0027_memory_occurred_at::Migration),
             Box::new(m0028_usage_attribution::Migration),
+            Box::new(m0029_agent_runs::Migration),
         ]
     }
 }

@@ -284,6 +284,22 @@ enum Operation {
         key: usize,
         body: usize,
     },
+    /// An agent run for an end-user (its task carries a content marker).
+    StartRun {
+        by: Principal,
+        user: Option<usize>,
+    },
+    GetRun {
+        by: Principal,
+        target: usize,
+    },
+    ListRuns {
+        by: Principal,
+    },
+    /// Recorded recalls, newest first.
+    ListRecalls {
+        by: Principal,
+    },
 }
 
 impl Operation {
@@ -314,7 +330,11 @@ impl Operation {
             | Operation::ListEvalSets { by }
             | Operation::UsageByEndUser { by }
             | Operation::GetEvalSet { by, .. }
-            | Operation::IdempotentAdd { by, .. } => *by,
+            | Operation::IdempotentAdd { by, .. }
+            | Operation::StartRun { by, .. }
+            | Operation::GetRun { by, .. }
+            | Operation::ListRuns { by }
+            | Operation::ListRecalls { by } => *by,
         }
     }
 
@@ -328,7 +348,8 @@ impl Operation {
             | Operation::UploadFile { .. }
             | Operation::GiveFeedback { .. }
             | Operation::RateRecall { .. }
-            | Operation::IdempotentAdd { .. } => Needs::Write,
+            | Operation::IdempotentAdd { .. }
+            | Operation::StartRun { .. } => Needs::Write,
             Operation::Delete { .. } => Needs::Delete,
             Operation::GetTask { .. }
             | Operation::ListEvalSets { .. }
@@ -346,7 +367,10 @@ impl Operation {
             | Operation::ListState { .. }
             | Operation::GetFile { .. }
             | Operation::ListFeedback { .. }
-            | Operation::GetRecall { .. } => Needs::Read,
+            | Operation::GetRecall { .. }
+            | Operation::GetRun { .. }
+            | Operation::ListRuns { .. }
+            | Operation::ListRecalls { .. } => Needs::Read,
         }
     }
 
@@ -378,6 +402,10 @@ impl Operation {
             Operation::UsageByEndUser { .. } => "usage by end-user",
             Operation::GetEvalSet { .. } => "get eval set",
             Operation::IdempotentAdd { .. } => "idempotent add",
+            Operation::StartRun { .. } => "start run",
+            Operation::GetRun { .. } => "get run",
+            Operation::ListRuns { .. } => "list runs",
+            Operation::ListRecalls { .. } => "list recalls",
         }
     }
 }
@@ -437,6 +465,10 @@ fn operation() -> impl Strategy<Value = Operation> {
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetEvalSet { by, target }),
         2 => (principal(), 0..IDEMPOTENCY_KEYS.len(), 0..REPLAY_BODIES)
             .prop_map(|(by, key, body)| Operation::IdempotentAdd { by, key, body }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::StartRun { by, user }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetRun { by, target }),
+        1 => principal().prop_map(|by| Operation::ListRuns { by }),
+        1 => principal().prop_map(|by| Operation::ListRecalls { by }),
     ]
 }
 
@@ -459,6 +491,7 @@ struct World {
     files: Vec<String>,
     tasks: Vec<String>,
     recalls: Vec<String>,
+    runs: Vec<String>,
     eval_sets: Vec<String>,
     /// Per principal and idempotency key: the body variant first sent and the ids answered.
     replays: HashMap<(Principal, usize), (usize, Vec<String>)>,
@@ -869,6 +902,20 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
             format!("/v1/eval-sets/{}", pick(&world.eval_sets, *target)?),
             RefusedBody::None,
         ),
+        Operation::StartRun { .. } => (
+            Method::POST,
+            "/v1/runs".to_string(),
+            json(json!({"task": "A refused run."})),
+        ),
+        Operation::GetRun { target, .. } => (
+            Method::GET,
+            format!("/v1/runs/{}", pick(&world.runs, *target)?),
+            RefusedBody::None,
+        ),
+        Operation::ListRuns { .. } => (Method::GET, "/v1/runs".to_string(), RefusedBody::None),
+        Operation::ListRecalls { .. } => {
+            (Method::GET, "/v1/recalls".to_string(), RefusedBody::None)
+        }
     })
 }
 
@@ -1428,6 +1475,59 @@ async fn run_operation(
                 &[if by.is_token() { 403 } else { 200 }],
                 "usage by end-user",
             )?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
+        Operation::StartRun { by, user } => {
+            let subject = by.subject(user);
+            let owner = Owner {
+                project: by.project,
+                user: subject.unwrap_or(user),
+            };
+            let mut body = json!({"task": format!("{}: plan the garden", marker(owner))});
+            if let Some(user) = user {
+                body["user_id"] = json!(USERS[user]);
+            }
+            let response = send(tenants.client(by), Method::POST, "/v1/runs", Some(&body)).await;
+            let Ok(subject) = subject else {
+                expect(
+                    &response,
+                    &[403],
+                    "a token starting a run for another end-user",
+                )?;
+                checked(world, kind, by.audience(), &response, &[])?;
+                return Ok(true);
+            };
+            expect(&response, &[201], "start run")?;
+            checked(world, kind, by.reading(subject), &response, &[])?;
+            if let Some(run_id) = response.body["run_id"].as_str() {
+                world.own(run_id, owner);
+                world.runs.push(run_id.to_string());
+            }
+        }
+        Operation::GetRun { by, target } => {
+            let Some(run_id) = pick(&world.runs, target) else {
+                return Ok(false);
+            };
+            let visible = by.may_see(world.owner_of[&run_id]);
+            let path = format!("/v1/runs/{run_id}");
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            expect(&response, &[if visible { 200 } else { 404 }], "get run")?;
+            checked(world, kind, by.audience(), &response, &[run_id.as_str()])?;
+        }
+        Operation::ListRuns { by } => {
+            let response = send(tenants.client(by), Method::GET, "/v1/runs?limit=200", None).await;
+            expect(&response, &[200], "list runs")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
+        Operation::ListRecalls { by } => {
+            let response = send(
+                tenants.client(by),
+                Method::GET,
+                "/v1/recalls?limit=200",
+                None,
+            )
+            .await;
+            expect(&response, &[200], "list recalls")?;
             checked(world, kind, by.audience(), &response, &[])?;
         }
         Operation::ListEvalSets { by } => {

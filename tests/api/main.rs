@@ -26,6 +26,7 @@ mod memories_api;
 mod published_contract;
 mod recall;
 mod recall_quality;
+mod runs;
 mod security_matrix;
 mod service;
 mod sessions;

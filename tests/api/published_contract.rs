@@ -115,6 +115,18 @@ async fn make_fixtures(server: &TestServer) -> Fixtures {
     .await;
     let run_id = text(&run, "/run/id");
     let task_id = text(&run, "/task/id");
+    // Agent runs: one that takes steps, one the end operation closes.
+    let mut agent_runs = Vec::new();
+    for task in ["schemathesis run", "schemathesis run to end"] {
+        let agent_run = created(
+            &data,
+            Method::POST,
+            "/v1/runs",
+            json!({"task": task, "user_id": "schemathesis-user"}),
+        )
+        .await;
+        agent_runs.push(text(&agent_run, "/run_id"));
+    }
 
     // Keys, settings and limits are managed in a project of their own, with a key of its
     // own (see schemathesis.toml).
@@ -153,6 +165,8 @@ async fn make_fixtures(server: &TestServer) -> Fixtures {
             ("SESSION_ID", session.to_string()),
             ("SET_ID", set_id),
             ("RUN_ID", run_id),
+            ("AGENT_RUN_ID", agent_runs[0].clone()),
+            ("ENDABLE_AGENT_RUN_ID", agent_runs[1].clone()),
             ("TASK_ID", task_id),
             ("REVOCABLE_KEY_ID", key_ids[0].clone()),
             ("ROLLABLE_KEY_ID", key_ids[1].clone()),

@@ -407,6 +407,54 @@ const ROUTES: &[Route] = &[
         needs: Needs::Admin,
         success: 202,
     },
+    Route {
+        method: "GET",
+        path: "/v1/recalls",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/context",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/runs",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/runs",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/runs/{agentrun}",
+        needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/runs/{agentrun}/steps",
+        needs: Needs::Write,
+        success: 201,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/runs/{agentrun}/end",
+        needs: Needs::Write,
+        success: 200,
+    },
+    Route {
+        method: "GET",
+        path: "/v1/memories/{memory}/impact",
+        needs: Needs::Read,
+        success: 200,
+    },
 ];
 
 #[derive(Clone, Debug)]
@@ -455,6 +503,12 @@ fn body_for(route: &Route) -> Option<Value> {
         }
         ("POST", "/v1/memories/{memory}/feedback") => Some(json!({"rating": "relevant"})),
         ("POST", "/v1/recalls/{recall}/feedback") => Some(json!({"rating": "relevant"})),
+        ("POST", "/v1/context") => Some(
+            json!({"query": format!("{SEEDED}: what does alice like?"), "user_id": "alice", "token_budget": 200}),
+        ),
+        ("POST", "/v1/runs") => Some(json!({"task": "matrix task", "user_id": "alice"})),
+        ("POST", "/v1/runs/{agentrun}/steps") => Some(json!({"type": "note", "text": "matrix"})),
+        ("POST", "/v1/runs/{agentrun}/end") => Some(json!({"outcome": "success"})),
         ("POST", "/v1/sessions/matrix/messages") => Some(
             json!({"user_id": "alice", "messages": [{"role": "user", "content": "Matrix message."}]}),
         ),
@@ -694,6 +748,19 @@ impl Fixture {
             })
             .await;
             return (route.path.replace("{recall}", &id), vec![id]);
+        }
+        if route.path.contains("{agentrun}") {
+            let started = self
+                .admin
+                .send(
+                    self.admin
+                        .request(reqwest::Method::POST, "/v1/runs")
+                        .json(&json!({"task": format!("{SEEDED}: a matrix run of alice"), "user_id": "alice"})),
+                )
+                .await;
+            assert_eq!(started.status, 201, "{}", started.body);
+            let id = started.body["run_id"].as_str().unwrap().to_string();
+            return (route.path.replace("{agentrun}", &id), vec![id]);
         }
         if route.path.contains("{profile}") {
             let name = format!("matrix-{}", uuid::Uuid::now_v7().simple());

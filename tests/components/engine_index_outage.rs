@@ -149,6 +149,7 @@ fn query(text: &str) -> SearchMemoriesRequest {
         profile: None,
         context_tokens: None,
         trace_id: None,
+        run_id: None,
     }
 }
 
@@ -209,6 +210,7 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
             .add_memories_for(
                 &operator,
                 AddMemoriesRequest {
+                    run_id: None,
                     memories,
                     client_vectors: None,
                     idempotency: None,

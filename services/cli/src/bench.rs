@@ -291,6 +291,7 @@ async fn measure(
             profile: None,
             context_tokens: None,
             trace_id: None,
+            run_id: None,
         };
         let started = Instant::now();
         // The search use case, as every door calls it: the HTTP figures above less this is

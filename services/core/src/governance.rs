@@ -26,6 +26,11 @@ pub struct ProjectSettings {
     /// Days the other swept stores (messages, session state, feedback, files) keep a
     /// record; a store not named keeps its records until deleted or erased.
     pub store_retention_days: BTreeMap<SubjectStore, u32>,
+    /// Whether run steps keep prompts, tool arguments and results as text or as digests.
+    pub run_capture: crate::runs::RunCapture,
+    /// Whether every ended run's tool steps become a `trajectory` memory unless the end
+    /// says otherwise.
+    pub keep_trajectories: bool,
 }
 
 impl ProjectSettings {
@@ -54,6 +59,8 @@ impl Default for ProjectSettings {
             recall_events: crate::recall::RecallEventCapture::default(),
             recall_event_retention_days: crate::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS,
             store_retention_days: BTreeMap::new(),
+            run_capture: crate::runs::RunCapture::Digests,
+            keep_trajectories: false,
         }
     }
 }

@@ -60,6 +60,7 @@ pub mod pii;
 pub mod principal;
 pub mod recall;
 pub mod request_bodies;
+pub mod runs;
 pub mod scope;
 pub mod search;
 pub mod session_state;

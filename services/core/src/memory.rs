@@ -14,6 +14,7 @@ text_enum!(
         Episodic => "episodic",
         Procedural => "procedural",
         Preference => "preference",
+        Trajectory => "trajectory",
     }
 );
 
@@ -246,7 +247,7 @@ mod tests {
     fn unknown_enum_values_are_rejected_with_the_allowed_list() {
         let error = "fact".parse::<MemoryKind>().unwrap_err();
         assert!(
-            error.contains("semantic, episodic, procedural, preference"),
+            error.contains("semantic, episodic, procedural, preference, trajectory"),
             "{error}"
         );
         assert_eq!(

@@ -435,6 +435,25 @@ operations! {
 
     GetRecallEvent => ReadMemories, Content, "read a recall event",
         [http("get", "/v1/recalls/{recall_id}")];
+    ListRecallEvents => ReadMemories, Content, "list recall events",
+        [http("get", "/v1/recalls"), Console("recall_list")];
+
+    // The context to inject for one step: procedures, session state, memories and recent
+    // messages packed into a token budget, with provenance.
+    AssembleContext => ReadMemories, Content, "assemble a context",
+        [http("post", "/v1/context"), Mcp("get_context")];
+    // The run's task and metadata are content: a writer that may not read gets ids and times.
+    StartRun => WriteMemories, ForReaders, "start a run", [http("post", "/v1/runs")];
+    // Answers with the step the caller itself just sent (texts kept where capture is on).
+    AddRunStep => WriteMemories, None, "record a run step", [http("post", "/v1/runs/{agent_run_id}/steps")];
+    // Ending may keep the run's tool steps as a `trajectory` memory: a write.
+    EndRun => WriteMemories, ForReaders, "end a run", [http("post", "/v1/runs/{agent_run_id}/end")];
+    ListRuns => ReadMemories, Content, "list runs", [http("get", "/v1/runs"), Console("run_list")];
+    GetRun => ReadMemories, Content, "read a run's timeline",
+        [http("get", "/v1/runs/{agent_run_id}"), Console("run_timeline")];
+    // Counts for a person about to correct or delete; the list for readers.
+    MemoryImpact => ReadMemories, Content, "read a memory's impact",
+        [http("get", "/v1/memories/{memory_id}/impact"), Console("memory_impact")];
     // The console's view of one recall: its figures; query and content only for those who
     // also hold `ReadMemories`.
     InspectRecallEvent => TuneRecall, ForReaders, "inspect a recall's figures", [Console("recall_event")];

@@ -246,7 +246,7 @@ pub struct NewRecallEvent {
     pub profile: String,
     pub retrieval: String,
     pub filters: serde_json::Value,
-    /// `[{memory_id, rank, score}]`, best first.
+    /// `[{memory_id, version, rank, score}]`, best first (a context's: what it packed).
     pub results: serde_json::Value,
     pub result_count: u32,
     pub top_score: Option<f64>,
@@ -257,6 +257,44 @@ pub struct NewRecallEvent {
     /// The door the search came through (`http`, `console`, `mem0`, `mcp`, ...); `None`
     /// for events recorded before channels were.
     pub channel: Option<String>,
+    /// The agent run the search or context was linked to.
+    pub run_id: Option<Uuid>,
+    /// `search` (a search's results) or `context` (the memories an assembled context packed).
+    pub purpose: String,
+}
+
+/// A recall event's purpose: a search.
+pub const RECALL_PURPOSE_SEARCH: &str = "search";
+/// A recall event's purpose: the memories part of an assembled context.
+pub const RECALL_PURPOSE_CONTEXT: &str = "context";
+
+impl NewRecallEvent {
+    /// The uses of memories this event records: each result at its version, `returned` by
+    /// a search or `packed` into a context.
+    pub fn memory_uses(&self) -> Vec<crate::runs::NewMemoryUse> {
+        let kind = if self.purpose == RECALL_PURPOSE_CONTEXT {
+            crate::runs::MemoryUseKind::Packed
+        } else {
+            crate::runs::MemoryUseKind::Returned
+        };
+        self.results
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|result| {
+                let memory_id = result.get("memory_id")?.as_str()?.parse().ok()?;
+                let version = result.get("version")?.as_i64()?;
+                Some(crate::runs::NewMemoryUse {
+                    memory: crate::runs::MemoryAtVersion { memory_id, version },
+                    kind,
+                    used_at: self.created_at,
+                    recall_id: Some(self.id),
+                    run_id: self.run_id,
+                    user_id: self.user_id.clone(),
+                })
+            })
+            .collect()
+    }
 }
 
 /// A stored recall event.

@@ -55,6 +55,7 @@ pub struct NewMemoryBody {
 pub struct ParsedMemories {
     pub memories: Vec<NewMemory>,
     pub client_vectors: Option<Vec<Vec<f32>>>,
+    pub run_id: Option<uuid::Uuid>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -64,6 +65,8 @@ pub struct AddMemoriesBody {
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 100))]
     #[serde(deserialize_with = "crate::json_objects::object_list")]
     pub memories: Vec<NewMemoryBody>,
+    /// The agent run this write belongs to (`POST /v1/runs`); or the `Engram-Run-Id` header.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -80,7 +83,7 @@ pub struct SearchBody {
     pub agent_id: Option<String>,
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
     pub session_id: Option<String>,
-    #[cfg_attr(feature = "openapi", schema(max_items = 4))]
+    #[cfg_attr(feature = "openapi", schema(max_items = 5))]
     pub kinds: Option<Vec<String>>,
     /// A filter tree (AND/OR/NOT over conditions): see the engine's reference. Results are
     /// the best matches among the memories it lets through.
@@ -132,6 +135,8 @@ pub struct SearchBody {
     /// a profile with a traffic share may serve the search.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_profile_name))]
     pub profile: Option<String>,
+    /// The agent run this search belongs to (`POST /v1/runs`); or the `Engram-Run-Id` header.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 /// The metadata as an object (`null` or absent: empty); anything else is refused.
@@ -240,6 +245,7 @@ impl AddMemoriesBody {
             Ok(ParsedMemories {
                 memories: parsed,
                 client_vectors: (with_vectors > 0).then_some(client_vectors),
+                run_id: self.run_id,
             })
         } else {
             Err(errors)
@@ -340,6 +346,7 @@ impl SearchBody {
                 .context_tokens
                 .map(|tokens| u64::try_from(tokens).unwrap_or(0)),
             trace_id: None,
+            run_id: self.run_id,
         };
         errors.extend(search.limit_errors());
         if !errors.is_empty() {

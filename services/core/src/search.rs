@@ -293,6 +293,8 @@ pub struct SearchMemoriesRequest {
     pub context_tokens: Option<u64>,
     /// The W3C trace id the caller sent, kept with the recall event.
     pub trace_id: Option<String>,
+    /// The agent run the search is linked to (it appears in the run's timeline).
+    pub run_id: Option<uuid::Uuid>,
 }
 
 /// Largest `context_tokens` a search may ask its results to be packed into.

@@ -12,6 +12,8 @@ pub enum SubjectStore {
     Files,
     Feedback,
     RecallEvents,
+    /// Agent runs, their steps and the uses of memories they and the subject's recalls made.
+    Runs,
     EvaluationCases,
     EvaluationRuns,
     TaskResults,
@@ -69,7 +71,7 @@ impl SubjectStore {
     /// fails halfway and is retried still finds the ids those name; the sources of new
     /// memories (messages, files) before the memories, so a derivation or ingest cannot
     /// write one behind the erasure; the index after the rows.
-    pub const ALL: [SubjectStore; 14] = [
+    pub const ALL: [SubjectStore; 15] = [
         SubjectStore::Idempotency,
         SubjectStore::TaskResults,
         SubjectStore::EvaluationRuns,
@@ -78,6 +80,7 @@ impl SubjectStore {
         SubjectStore::SessionState,
         SubjectStore::Feedback,
         SubjectStore::RecallEvents,
+        SubjectStore::Runs,
         SubjectStore::EvaluationCases,
         SubjectStore::Memories,
         SubjectStore::History,
@@ -197,6 +200,37 @@ impl SubjectStore {
                     json_paths: &["$.filters.metadata"],
                 }],
                 "recall events of searches with the subject's user_id",
+                StoreRetention::ProjectDays {
+                    age_column: "created_at",
+                },
+            ),
+            SubjectStore::Runs => declare(
+                "runs",
+                Some("run"),
+                &[
+                    SubjectTable {
+                        table: "agent_runs",
+                        subject_columns: &["user_id", "task", "metadata", "outcome"],
+                        json_paths: &[],
+                    },
+                    SubjectTable {
+                        table: "run_steps",
+                        subject_columns: &["user_id", "detail"],
+                        json_paths: &[
+                            "$.prompt",
+                            "$.completion",
+                            "$.arguments",
+                            "$.result",
+                            "$.text",
+                        ],
+                    },
+                    SubjectTable {
+                        table: "memory_uses",
+                        subject_columns: &["user_id", "memory_id"],
+                        json_paths: &[],
+                    },
+                ],
+                "agent runs with the subject's user_id, their steps (texts only where run capture was full) and the uses of memories by the subject's runs and recalls; a run's steps and uses carry its user_id",
                 StoreRetention::ProjectDays {
                     age_column: "created_at",
                 },

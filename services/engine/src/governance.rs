@@ -31,6 +31,11 @@ pub struct SubjectExport {
     pub files: Vec<engram_storage::files::FileRecord>,
     pub feedback: Vec<engram_storage::feedback::FeedbackRecord>,
     pub recalls: Vec<engram_storage::recall_quality::RecallEventRecord>,
+    /// Every run of the subject with its steps.
+    pub runs: Vec<(
+        engram_core::runs::RunRecord,
+        Vec<engram_core::runs::RunStepRecord>,
+    )>,
     /// (set id, case) of every evaluation case about the subject.
     pub evaluation_cases: Vec<(uuid::Uuid, engram_storage::recall_quality::EvalCaseRecord)>,
     /// (run id, per-case result) of those cases in the project's runs.
@@ -48,6 +53,7 @@ impl SubjectExport {
             SubjectStore::Files => Some(self.files.len()),
             SubjectStore::Feedback => Some(self.feedback.len()),
             SubjectStore::RecallEvents => Some(self.recalls.len()),
+            SubjectStore::Runs => Some(self.runs.len()),
             SubjectStore::EvaluationCases => Some(self.evaluation_cases.len()),
             SubjectStore::EvaluationRuns => Some(self.evaluation_results.len()),
             SubjectStore::History
@@ -820,6 +826,7 @@ impl DataGovernance {
                     .delete_recall_events_of_subject(scope, user_id)
                     .await?
             }
+            SubjectStore::Runs => storage.delete_runs_of_subject(scope, user_id).await?,
             SubjectStore::EvaluationCases => {
                 let deleted = storage.delete_eval_cases_of_subject(scope, user_id).await?;
                 for id in &deleted {
@@ -898,6 +905,7 @@ impl DataGovernance {
                     .count_recall_events_of_subject(scope, user_id)
                     .await?
             }
+            SubjectStore::Runs => storage.count_runs_of_subject(scope, user_id).await?,
             SubjectStore::EvaluationCases => {
                 storage.count_eval_cases_of_subject(scope, user_id).await?
             }
@@ -1065,6 +1073,7 @@ impl DataGovernance {
                 .storage
                 .recall_events_of_subject(scope, user_id)
                 .await?,
+            runs: self.storage.runs_of_subject(scope, user_id).await?,
             evaluation_cases: self.storage.eval_cases_of_subject(scope, user_id).await?,
             evaluation_results: Vec::new(),
         };

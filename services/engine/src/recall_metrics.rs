@@ -427,6 +427,8 @@ mod tests {
             trace_id: None,
             credential: "test".to_string(),
             channel: None,
+            run_id: None,
+            purpose: "search".to_string(),
         }
     }
 

@@ -628,52 +628,194 @@ pub struct PackedContext {
     pub omitted: usize,
 }
 
-/// One line per memory, `always` procedures first, then results best first, each with its
-/// provenance (kind, source, date, id), until the next line would exceed `token_budget`.
+/// Where one line of a packed context came from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ContextSource {
+    Memory {
+        memory_id: MemoryId,
+        version: i64,
+        /// The search score (absent for `always` procedures).
+        score: Option<f32>,
+    },
+    Message {
+        message_id: Uuid,
+    },
+    State {
+        key: String,
+        version: i64,
+    },
+    Summary,
+}
+
+/// One part of a context: a header and its lines in priority order.
+#[derive(Clone, Debug)]
+pub struct ContextSection {
+    pub part: engram_core::runs::ContextPart,
+    pub header: String,
+    pub lines: Vec<(String, ContextSource)>,
+    /// Lines fit in priority order but read in the reverse one (recent messages: the newest
+    /// fit first, and read oldest first).
+    pub reversed: bool,
+    /// The header is written even when no line fits (search's `context`).
+    pub header_always: bool,
+}
+
+/// What one section contributed to a packed context.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedSection {
+    pub part: engram_core::runs::ContextPart,
+    pub tokens: u64,
+    /// The sources of the lines written, in reading order.
+    pub sources: Vec<ContextSource>,
+    /// Lines that did not fit.
+    pub omitted: usize,
+}
+
+/// Sections packed into one text.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedSections {
+    pub text: String,
+    pub tokens: u64,
+    pub sections: Vec<PackedSection>,
+}
+
+/// One line per memory with its provenance (content, kind, source, valid-from date, id).
+pub fn memory_line(memory: &Memory, is_always: bool) -> String {
+    format!(
+        "- {} [{}{}, {}, {}, id {}]",
+        memory.content.replace('\n', " "),
+        memory.kind.as_str(),
+        if is_always { ", always" } else { "" },
+        memory.source.as_str(),
+        memory.valid_from.format("%Y-%m-%d"),
+        memory.id,
+    )
+}
+
+/// Pack sections into `token_budget` tokens, in the order given: each section takes its
+/// lines in order until the next would not fit (the rest of that section is left out and
+/// counted), and the following sections get what is left. A section writes its header only
+/// with a line (or when `header_always`); sections are separated by a blank line.
+pub fn pack_sections(
+    sections: Vec<ContextSection>,
+    token_budget: u64,
+    count_tokens: impl Fn(&str) -> u64,
+) -> PackedSections {
+    let mut text = String::new();
+    let mut tokens = 0;
+    let mut packed = Vec::with_capacity(sections.len());
+    for section in sections {
+        let separator = if text.is_empty() { "" } else { "\n\n" };
+        let header = format!("{separator}{}", section.header);
+        let header_tokens = count_tokens(&header);
+        let mut section_tokens = header_tokens;
+        let mut written: Vec<(String, ContextSource)> = Vec::new();
+        let mut omitted = 0;
+        for (line, source) in section.lines {
+            if omitted > 0 {
+                // Priority order is kept: once one line does not fit, the rest are left out.
+                omitted += 1;
+                continue;
+            }
+            let line = format!("\n{line}");
+            let line_tokens = count_tokens(&line);
+            if tokens + section_tokens + line_tokens > token_budget {
+                omitted += 1;
+                continue;
+            }
+            section_tokens += line_tokens;
+            written.push((line, source));
+        }
+        if written.is_empty() && !section.header_always {
+            packed.push(PackedSection {
+                part: section.part,
+                tokens: 0,
+                sources: Vec::new(),
+                omitted,
+            });
+            continue;
+        }
+        if section.reversed {
+            written.reverse();
+        }
+        text.push_str(&header);
+        let mut sources = Vec::with_capacity(written.len());
+        for (line, source) in written {
+            text.push_str(&line);
+            sources.push(source);
+        }
+        tokens += section_tokens;
+        packed.push(PackedSection {
+            part: section.part,
+            tokens: section_tokens,
+            sources,
+            omitted,
+        });
+    }
+    PackedSections {
+        text,
+        tokens,
+        sections: packed,
+    }
+}
+
+/// Search's `context`: one line per memory, `always` procedures first, then results best
+/// first, each with its provenance (kind, source, date, id), until the next line would exceed
+/// `token_budget`.
 pub fn pack_context(
     always: &[Memory],
     results: &[SearchHit],
     token_budget: u64,
     count_tokens: impl Fn(&str) -> u64,
 ) -> PackedContext {
-    const HEADER: &str = "Memories (most relevant first):";
-    let mut text = HEADER.to_string();
-    let mut tokens = count_tokens(HEADER);
-    let mut memory_ids = Vec::new();
-    let mut omitted = 0;
     let lines = always
         .iter()
-        .map(|memory| (memory, true))
-        .chain(results.iter().map(|hit| (&hit.memory, false)));
-    for (memory, is_always) in lines {
-        if omitted > 0 {
-            // Ranked order is kept: once one memory does not fit, the rest are left out too.
-            omitted += 1;
-            continue;
-        }
-        let line = format!(
-            "\n- {} [{}{}, {}, {}, id {}]",
-            memory.content.replace('\n', " "),
-            memory.kind.as_str(),
-            if is_always { ", always" } else { "" },
-            memory.source.as_str(),
-            memory.valid_from.format("%Y-%m-%d"),
-            memory.id,
-        );
-        let line_tokens = count_tokens(&line);
-        if tokens + line_tokens > token_budget {
-            omitted += 1;
-            continue;
-        }
-        tokens += line_tokens;
-        text.push_str(&line);
-        memory_ids.push(memory.id);
-    }
+        .map(|memory| (memory, true, None))
+        .chain(
+            results
+                .iter()
+                .map(|hit| (&hit.memory, false, Some(hit.score))),
+        )
+        .map(|(memory, is_always, score)| {
+            (
+                memory_line(memory, is_always),
+                ContextSource::Memory {
+                    memory_id: memory.id,
+                    version: memory.version,
+                    score,
+                },
+            )
+        })
+        .collect();
+    let packed = pack_sections(
+        vec![ContextSection {
+            part: engram_core::runs::ContextPart::Memories,
+            header: "Memories (most relevant first):".to_string(),
+            lines,
+            reversed: false,
+            header_always: true,
+        }],
+        token_budget,
+        count_tokens,
+    );
+    let section = packed.sections.into_iter().next();
     PackedContext {
-        text,
-        tokens,
-        memory_ids,
-        omitted,
+        text: packed.text,
+        tokens: packed.tokens,
+        memory_ids: section
+            .as_ref()
+            .map(|section| {
+                section
+                    .sources
+                    .iter()
+                    .filter_map(|source| match source {
+                        ContextSource::Memory { memory_id, .. } => Some(*memory_id),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        omitted: section.map_or(0, |section| section.omitted),
     }
 }
 
@@ -686,6 +828,51 @@ mod tests {
         assert!((cosine_similarity(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
         assert_eq!(cosine_similarity(&[1.0, 0.0], &[0.0, 3.0]), 0.0);
         assert_eq!(cosine_similarity(&[1.0], &[1.0, 0.0]), 0.0);
+    }
+
+    /// Each section fits in its priority order; a section that cannot fit a line writes no
+    /// header and counts what it left out; recent messages read oldest first.
+    #[test]
+    fn sections_share_the_budget_in_priority_order() {
+        use engram_core::runs::ContextPart;
+        let words = |text: &str| text.split_whitespace().count() as u64;
+        let section = |part, header: &str, lines: &[&str], reversed| ContextSection {
+            part,
+            header: header.to_string(),
+            lines: lines
+                .iter()
+                .map(|line| (line.to_string(), ContextSource::Summary))
+                .collect(),
+            reversed,
+            header_always: false,
+        };
+        let packed = pack_sections(
+            vec![
+                section(ContextPart::State, "State:", &["- a: 1", "- b: 2"], false),
+                section(
+                    ContextPart::Memories,
+                    "Memories:",
+                    &["- far too many words for it"],
+                    false,
+                ),
+                section(
+                    ContextPart::RecentMessages,
+                    "Messages:",
+                    &["- new one", "- old one", "- oldest"],
+                    true,
+                ),
+            ],
+            14,
+            words,
+        );
+        assert_eq!(
+            packed.text,
+            "State:\n- a: 1\n- b: 2\n\nMessages:\n- old one\n- new one"
+        );
+        assert_eq!(packed.tokens, 14);
+        let omitted: Vec<usize> = packed.sections.iter().map(|s| s.omitted).collect();
+        assert_eq!(omitted, vec![0, 1, 1]);
+        assert_eq!(packed.sections[1].tokens, 0);
     }
 
     #[test]

@@ -256,6 +256,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     profile: None,
                     context_tokens: None,
                     trace_id: None,
+                    run_id: None,
                 };
                 let outcome = engine
                     .search_memories_for(&principal, search)

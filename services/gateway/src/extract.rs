@@ -237,3 +237,38 @@ pub fn request_fingerprint(route: &str, query: &str, body: &[u8]) -> String {
     hasher.update(body);
     hex::encode(hasher.finalize())
 }
+
+/// The optional `Engram-Run-Id` header: the agent run a call is linked to.
+pub struct RunLinkHeader(pub Option<uuid::Uuid>);
+
+impl<S: Send + Sync> FromRequestParts<S> for RunLinkHeader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let Some(value) = parts.headers.get("engram-run-id") else {
+            return Ok(RunLinkHeader(None));
+        };
+        match value.to_str().ok().and_then(|text| text.parse().ok()) {
+            Some(run_id) => Ok(RunLinkHeader(Some(run_id))),
+            None => Err(ApiError::invalid(vec![FieldError::new(
+                "header.Engram-Run-Id",
+                "must be a run id (a UUID, as POST /v1/runs answered)",
+            )])),
+        }
+    }
+}
+
+impl RunLinkHeader {
+    /// The run a call names in its header or its body's `run_id`; both must agree.
+    pub fn with_body(self, body: Option<uuid::Uuid>) -> Result<Option<uuid::Uuid>, ApiError> {
+        match (self.0, body) {
+            (Some(header), Some(body)) if header != body => {
+                Err(ApiError::invalid(vec![FieldError::new(
+                    "run_id",
+                    "names another run than the Engram-Run-Id header; send one, or both the same",
+                )]))
+            }
+            (header, body) => Ok(body.or(header)),
+        }
+    }
+}

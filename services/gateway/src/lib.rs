@@ -55,7 +55,8 @@ fn native_door(state: AppState) -> Router {
         .merge(routes::sessions::router())
         .merge(routes::messages::router())
         .merge(routes::feedback::router())
-        .merge(routes::recall_quality::router());
+        .merge(routes::recall_quality::router())
+        .merge(routes::runs::router());
     let api_routes = api_routes.layer(axum::middleware::from_fn_with_state(
         state.credentials.client_rate_limit.clone(),
         rate_limit::limit_requests_without_a_credential,
@@ -140,6 +141,7 @@ fn cors_layer(allowed_origins: &[HeaderValue]) -> CorsLayer {
             HeaderName::from_static("idempotency-key"),
             HeaderName::from_static("x-request-id"),
             HeaderName::from_static("traceparent"),
+            HeaderName::from_static("engram-run-id"),
         ])
         .expose_headers([
             header::ETAG,

@@ -4,7 +4,7 @@
 use crate::problem::ProblemDocument;
 use crate::routes::{
     audit, end_user_tokens, feedback, files, governance, keys, memories, messages, recall_quality,
-    sessions, usage,
+    runs, sessions, usage,
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
@@ -86,6 +86,13 @@ impl HeaderSchemas {
                     .build(),
             ),
             "If-None-Match" => Some(string.enum_values(Some(["*"])).build()),
+            "Engram-Run-Id" => Some(
+                string
+                    .format(Some(utoipa::openapi::schema::SchemaFormat::KnownFormat(
+                        utoipa::openapi::schema::KnownFormat::Uuid,
+                    )))
+                    .build(),
+            ),
             "Idempotency-Key" => Some(
                 string
                     .min_length(Some(1))
@@ -379,6 +386,14 @@ impl Modify for CommonProblemResponses {
         recall_quality::start_eval_run,
         recall_quality::list_eval_runs,
         recall_quality::get_eval_run,
+        runs::assemble_context,
+        runs::start_run,
+        runs::list_runs,
+        runs::get_run,
+        runs::add_run_step,
+        runs::end_run,
+        runs::memory_impact,
+        runs::list_recalls,
     ),
     components(schemas(
         recall_quality::RecallEventView, recall_quality::RetrievalProfileView, recall_quality::RetrievalProfileListView, recall_quality::PutProfileBody,
@@ -399,7 +414,11 @@ impl Modify for CommonProblemResponses {
         messages::AddMessagesBody, messages::MessageBody, messages::MessageView, messages::AddedMessagesView,
         messages::MessagePageView, usage::LlmModelUsageView,
         feedback::MemoryFeedbackBody, feedback::RecallFeedbackBody, feedback::FeedbackView,
-        feedback::FeedbackListView, feedback::CorrectionView
+        feedback::FeedbackListView, feedback::CorrectionView,
+        runs::ContextBody, runs::ContextView, runs::ContextPartView, runs::OmittedPartView,
+        runs::RunView, runs::RunStepView, runs::RunTimelineView, runs::RunPageView,
+        runs::MemoryUseView, runs::ImpactCountsView, runs::MemoryImpactView, runs::RecallPageView,
+        engram_core::runs::StartRunBody, engram_core::runs::RunStepBody, engram_core::runs::EndRunBody
     )),
     modifiers(&BearerApiKey, &PermissionTable, &HeaderSchemas, &RequiredQueryParameters, &CrossFieldRules, &CommonProblemResponses),
     tags((name = "memories", description = "Store, edit, delete and recall memories"),
@@ -409,6 +428,7 @@ impl Modify for CommonProblemResponses {
         (name = "sessions", description = "Conversation history that becomes memories, and session state: versioned JSON values per session and key, for checkpoints"),
         (name = "files", description = "Plain-text and Markdown files ingested as memories in the background"),
         (name = "usage", description = "Metered units, costs, budgets and quotas per project (needs the `admin` scope)"),
+        (name = "runs", description = "Agent runs: the context to inject, run records linking a task to what the model was given, and a memory's impact"),
         (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))
 )]
 pub struct ApiDocument;
@@ -431,6 +451,7 @@ pub const PATH_PARAMETER_RULES: &[(&str, PathParameterRule)] = &[
     ("file_id", PathParameterRule::IssuedId),
     ("set_id", PathParameterRule::IssuedId),
     ("run_id", PathParameterRule::IssuedId),
+    ("agent_run_id", PathParameterRule::IssuedId),
     ("task_id", PathParameterRule::IssuedId),
     ("key_id", PathParameterRule::IssuedId),
     ("session_id", PathParameterRule::ExternalId),

@@ -14,7 +14,7 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 /// A subject export as NDJSON: one line per memory (with its history), message, state value,
-/// file, feedback, recall and evaluation case, each with its `type`.
+/// file, feedback, recall, run (with its steps) and evaluation case, each with its `type`.
 pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String {
     let mut lines = String::new();
     let mut line = |value: serde_json::Value| {
@@ -56,6 +56,17 @@ pub fn subject_export_ndjson(user_id: &str, exported: &SubjectExport) -> String 
             "recall",
             json!(RecallEventView::from(recall.clone())),
         ));
+    }
+    for (run, steps) in &exported.runs {
+        let mut view = json!(crate::routes::runs::RunView::now(run.clone()));
+        view["steps"] = json!(
+            steps
+                .iter()
+                .cloned()
+                .map(crate::routes::runs::RunStepView::from)
+                .collect::<Vec<_>>()
+        );
+        line(typed("run", view));
     }
     for (set_id, case) in &exported.evaluation_cases {
         line(typed(

@@ -279,6 +279,35 @@ impl Storage {
         Ok((page, cursor))
     }
 
+    /// The newest `limit` messages of a session in `user_id`'s namespace, newest first.
+    pub async fn latest_session_messages(
+        &self,
+        memory_scope: &MemoryScope,
+        session_id: &str,
+        user_id: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<SessionMessage>, StorageError> {
+        let scope = memory_scope.project();
+        let Some(user_id) = memory_scope.owner_within(user_id) else {
+            return Ok(Vec::new());
+        };
+        let mut query = messages_of(scope)
+            .filter(session_messages::Column::SessionId.eq(session_id))
+            .order_by_desc(session_messages::Column::Id)
+            .limit(limit);
+        query = match user_id {
+            Some(user_id) => query.filter(session_messages::Column::UserId.eq(user_id)),
+            None => query.filter(session_messages::Column::UserId.is_null()),
+        };
+        Ok(query
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .into_iter()
+            .map(message)
+            .collect())
+    }
+
     /// Every message of an end-user in the project, oldest first (subject export).
     pub async fn session_messages_of_subject(
         &self,

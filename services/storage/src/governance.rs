@@ -160,6 +160,14 @@ impl Storage {
                 Expr::value(store_retention_json(&settings.store_retention_days)),
             )
             .col_expr(
+                projects::Column::RunCapture,
+                Expr::value(settings.run_capture.as_str()),
+            )
+            .col_expr(
+                projects::Column::KeepTrajectories,
+                Expr::value(settings.keep_trajectories),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -192,6 +200,8 @@ impl Storage {
                     "recall_events": { "from": previous.recall_events.as_str(), "to": settings.recall_events.as_str() },
                     "recall_event_retention_days": { "from": previous.recall_event_retention_days, "to": settings.recall_event_retention_days },
                     "store_retention_days": { "from": store_retention_json(&previous.store_retention_days), "to": store_retention_json(&settings.store_retention_days) },
+                    "run_capture": { "from": previous.run_capture.as_str(), "to": settings.run_capture.as_str() },
+                    "keep_trajectories": { "from": previous.keep_trajectories, "to": settings.keep_trajectories },
                 }),
             ),
         )
@@ -746,6 +756,11 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
                     .collect()
             })
             .unwrap_or_default(),
+        run_capture: project
+            .run_capture
+            .parse()
+            .unwrap_or(engram_core::runs::RunCapture::Digests),
+        keep_trajectories: project.keep_trajectories,
     }
 }
 

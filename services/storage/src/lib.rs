@@ -19,6 +19,7 @@ mod memory_filter_sql;
 pub mod outbox;
 pub mod recall;
 pub mod recall_quality;
+pub mod runs;
 pub mod session_state;
 pub mod subject_data;
 pub mod tasks;

@@ -18,7 +18,7 @@ use sea_orm::{
 use std::collections::HashMap;
 use uuid::Uuid;
 
-fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
+pub(crate) fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
     RecallEventRecord {
         id: model.id,
         created_at: model.created_at,
@@ -37,6 +37,8 @@ fn recall_event_record(model: recall_events::Model) -> RecallEventRecord {
         trace_id: model.trace_id,
         credential: model.credential,
         channel: model.channel,
+        run_id: model.run_id,
+        purpose: model.purpose,
     }
 }
 
@@ -141,6 +143,10 @@ impl Storage {
             return Ok(());
         }
         let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        for (scope, event) in &events {
+            crate::runs::insert_uses(&transaction, scope, &event.memory_uses()).await?;
+        }
         let models = events
             .into_iter()
             .map(|(scope, event)| recall_events::ActiveModel {
@@ -163,11 +169,14 @@ impl Storage {
                 trace_id: Set(event.trace_id),
                 credential: Set(event.credential),
                 channel: Set(event.channel),
+                run_id: Set(event.run_id),
+                purpose: Set(event.purpose),
             });
         recall_events::Entity::insert_many(models)
-            .exec_without_returning(&self.connection)
+            .exec_without_returning(&transaction)
             .await
             .map_err(StorageError::from_db)?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(())
     }
 

@@ -155,6 +155,12 @@ impl Storage {
                     .exec(&transaction)
                     .await
             }
+            SubjectStore::Runs => {
+                let removed = crate::runs::delete_runs_before(&transaction, scope, cutoff).await?;
+                Ok(sea_orm::DeleteResult {
+                    rows_affected: removed,
+                })
+            }
             SubjectStore::Memories
             | SubjectStore::History
             | SubjectStore::EvaluationCases
@@ -250,6 +256,7 @@ impl Storage {
                     .count(&self.connection)
                     .await
             }
+            SubjectStore::Runs => return self.count_runs_before(scope, cutoff).await,
             SubjectStore::Memories
             | SubjectStore::History
             | SubjectStore::EvaluationCases

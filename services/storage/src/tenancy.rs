@@ -51,6 +51,7 @@ macro_rules! end_user_owned {
 }
 
 tenanted!(
+    agent_runs,
     api_keys,
     audit_events,
     budget_alerts,
@@ -67,8 +68,10 @@ tenanted!(
     memories,
     memory_history,
     memory_tombstones,
+    memory_uses,
     recall_events,
     retrieval_profiles,
+    run_steps,
     session_messages,
     session_state,
     tasks,
@@ -77,12 +80,15 @@ tenanted!(
 );
 
 end_user_owned!(
+    agent_runs,
     eval_cases,
     feedback,
     files,
     idempotency_answer_memories,
     memories,
+    memory_uses,
     recall_events,
+    run_steps,
     session_messages,
     session_state,
 );

@@ -450,6 +450,8 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         recall_event_retention_days: Set(
             engram_core::recall::DEFAULT_RECALL_EVENT_RETENTION_DAYS as i32
         ),
+        run_capture: Set(engram_core::runs::RunCapture::Digests.as_str().to_string()),
+        keep_trajectories: Set(false),
     })
     .exec(connection)
     .await

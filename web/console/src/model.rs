@@ -123,7 +123,13 @@ pub struct MemoryPage {
 pub const MEMORY_PAGE_LIMIT: u32 = 50;
 
 /// The memory kinds the kind filter offers.
-pub const MEMORY_KINDS: [&str; 4] = ["semantic", "episodic", "procedural", "preference"];
+pub const MEMORY_KINDS: [&str; 5] = [
+    "semantic",
+    "episodic",
+    "procedural",
+    "preference",
+    "trajectory",
+];
 
 /// An error a console call can end with; it crosses the network to the browser as JSON.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]

@@ -22,6 +22,8 @@ pub struct AddMemoriesRequest {
     pub idempotency: Option<ClientIdempotencyKey>,
     /// Wait until the memories are searchable before answering.
     pub wait_for_index: bool,
+    /// The agent run the write belongs to: it appears in the run's timeline.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 impl MemoryEngine {
@@ -64,6 +66,8 @@ impl MemoryEngine {
                 &format!("memories[{position}].user_id"),
             )?;
         }
+        // A run that cannot take the step refuses the write before anything is stored.
+        let run = self.run_to_link(principal, request.run_id).await?;
         self.spend_guard
             .admit(
                 principal.scope(),
@@ -105,6 +109,32 @@ impl MemoryEngine {
             .await?;
         if matches!(outcome, AddOutcome::AnswerErased) {
             return Err(EngineError::IdempotentResultErased);
+        }
+        if let (
+            Some(run),
+            AddOutcome::Stored {
+                memories: stored, ..
+            },
+        ) = (&run, &outcome)
+        {
+            let written: Vec<serde_json::Value> = stored
+                .iter()
+                .map(|memory| {
+                    serde_json::json!({
+                        "memory_id": memory.id.to_string(),
+                        "version": memory.version,
+                        "kind": memory.kind.as_str(),
+                    })
+                })
+                .collect();
+            self.record_linked_step(
+                principal,
+                run,
+                engram_core::runs::RunStepType::MemoryWrite,
+                serde_json::json!({ "memories": written }),
+                Vec::new(),
+            )
+            .await;
         }
         if let AddOutcome::Stored {
             memories,

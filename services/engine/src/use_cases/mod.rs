@@ -7,6 +7,7 @@
 
 mod add_memories;
 mod api_keys;
+mod assemble_context;
 mod audit;
 mod authenticate;
 mod compliance;
@@ -22,11 +23,13 @@ mod get_memory;
 mod list_entities;
 mod list_memories;
 mod memory_history;
+mod memory_impact;
 mod messages;
 mod project_settings;
 mod query_memories;
 mod recall_quality;
-mod search_memories;
+mod runs;
+pub(crate) mod search_memories;
 mod session_state;
 mod usage;
 
@@ -35,6 +38,7 @@ pub use api_keys::{
     CreateApiKeyRequest, DEFAULT_ROLL_OVERLAP_SECONDS, MAX_KEY_LABEL_CHARS,
     MAX_ROLL_OVERLAP_SECONDS, RollApiKeyRequest, RolledApiKey,
 };
+pub use assemble_context::{AssembleContextRequest, AssembledContext, AssembledPart, source_json};
 pub(crate) use audit::FullVerificationTimes;
 pub use audit::{
     AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_AUDIT_PAGE,
@@ -61,13 +65,15 @@ pub use feedback::{FEEDBACK_RATINGS, FeedbackRequest};
 pub use files::UploadFileRequest;
 pub use list_entities::{EntityCount, EntityPage, ListEntitiesRequest, MAX_ENTITY_PAGE};
 pub use list_memories::ListMemoriesRequest;
+pub use memory_impact::{DEFAULT_IMPACT_DAYS, MemoryImpact, MemoryImpactRequest};
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{
     MAX_RETENTION_DAYS, ProjectSettingsChange, ProjectSettingsReport, store_retention_days_of,
     stores_with_retention_days,
 };
 pub use query_memories::{QueriedMemories, QueryMemoriesRequest};
-pub use recall_quality::{PutRetrievalProfileRequest, RecallInspection};
+pub use recall_quality::{ListRecallEventsRequest, PutRetrievalProfileRequest, RecallInspection};
+pub use runs::{ListRunsRequest, RunTimeline};
 pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
 };

@@ -31,6 +31,9 @@ pub struct ProjectSettingsChange {
     pub store_retention_days: Option<BTreeMap<String, Option<u32>>>,
     /// The embedding source and, for client vectors, the dimension.
     pub embedding: Option<(String, Option<i64>)>,
+    /// `digests | full`
+    pub run_capture: Option<String>,
+    pub keep_trajectories: Option<bool>,
 }
 
 impl ProjectSettingsChange {
@@ -59,7 +62,7 @@ impl ProjectSettingsChange {
                 let Ok(kind) = kind_name.parse::<MemoryKind>() else {
                     errors.push(FieldError::new(
                         field,
-                        "unknown kind; one of semantic, episodic, procedural, preference",
+                        format!("unknown kind; one of {}", MemoryKind::allowed_values()),
                     ));
                     continue;
                 };
@@ -101,6 +104,15 @@ impl ProjectSettingsChange {
         }
         if let Some(store_retention_days) = &self.store_retention_days {
             apply_store_retention(store_retention_days, settings, &mut errors);
+        }
+        if let Some(capture) = &self.run_capture {
+            match capture.parse() {
+                Ok(capture) => settings.run_capture = capture,
+                Err(message) => errors.push(FieldError::new("run_capture", message)),
+            }
+        }
+        if let Some(keep) = self.keep_trajectories {
+            settings.keep_trajectories = keep;
         }
         if let Some((source, dimension)) = &self.embedding {
             match ProjectEmbedding::parse(source, *dimension, "embedding") {

@@ -9,6 +9,7 @@ use crate::{
 };
 use engram_core::principal::Credential;
 use engram_core::recall::RecallEventCapture;
+use engram_core::runs::{MemoryAtVersion, MemoryUseKind, NewMemoryUse, RunRecord, RunStepType};
 use engram_core::usage::{PlannedSpend, UsageAttribution, UsageUnit};
 use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::NewRecallEvent;
@@ -40,6 +41,65 @@ impl MemoryEngine {
         search: SearchMemoriesRequest,
     ) -> Result<SearchAnswer, EngineError> {
         principal.authorize(Operation::SearchMemories)?;
+        let run = self.run_to_link(principal, search.run_id).await?;
+        let (answer, pending) = self.recall(principal, search).await?;
+        let returned: Vec<RecalledMemory> = answer
+            .outcome
+            .results
+            .iter()
+            .map(|hit| RecalledMemory {
+                memory_id: hit.memory.id,
+                version: hit.memory.version,
+                score: Some(hit.score),
+            })
+            .collect();
+        let recorded = pending.map(|pending| {
+            let event = pending.into_event(
+                answer.outcome.recall_id,
+                &returned,
+                &answer.outcome.timings,
+                engram_core::recall::RECALL_PURPOSE_SEARCH,
+            );
+            self.recall_events.record(principal.scope(), event.clone());
+            event
+        });
+        if let Some(run) = &run {
+            let memories: Vec<serde_json::Value> =
+                returned.iter().map(RecalledMemory::to_json).collect();
+            let uses = match &recorded {
+                // The recall event records these uses itself.
+                Some(_) => Vec::new(),
+                None => uses_of(
+                    &returned,
+                    MemoryUseKind::Returned,
+                    answer.outcome.recall_id,
+                    run,
+                ),
+            };
+            self.record_linked_step(
+                principal,
+                run,
+                RunStepType::Search,
+                serde_json::json!({
+                    "recall_id": answer.outcome.recall_id.to_string(),
+                    "profile": answer.profile,
+                    "results": memories,
+                }),
+                uses,
+            )
+            .await;
+        }
+        Ok(answer)
+    }
+
+    /// A search as every recall runs it (search, context): profile, spend, recall budget,
+    /// metering; the event to record is handed back for the caller to record with what it
+    /// used of the results.
+    pub(crate) async fn recall(
+        &self,
+        principal: &Principal,
+        search: SearchMemoriesRequest,
+    ) -> Result<(SearchAnswer, Option<PendingRecall>), EngineError> {
         let limit_errors = search.limit_errors();
         if !limit_errors.is_empty() {
             return Err(engram_core::InvalidInput(limit_errors).into());
@@ -170,22 +230,100 @@ impl MemoryEngine {
                 self.embedder.count_tokens(text)
             })
         });
-        if let Some(recorded) = recorded_request {
-            let event = recorded.into_event(
-                &outcome,
-                recall_settings.capture,
-                profile.clone(),
-                search.trace_id,
-                attribution,
-            );
-            self.recall_events.record(scope, event);
+        let pending = recorded_request.map(|recorded| PendingRecall {
+            recorded,
+            capture: recall_settings.capture,
+            profile: profile.clone(),
+            trace_id: search.trace_id,
+            attribution,
+            run_id: search.run_id,
+        });
+        Ok((
+            SearchAnswer {
+                outcome,
+                recall_budget,
+                context,
+                profile,
+            },
+            pending,
+        ))
+    }
+}
+
+/// A memory a recall used, at the version it had.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct RecalledMemory {
+    pub memory_id: engram_core::MemoryId,
+    pub version: i64,
+    pub score: Option<f32>,
+}
+
+impl RecalledMemory {
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::json!({
+            "memory_id": self.memory_id.to_string(),
+            "version": self.version,
+        });
+        if let Some(score) = self.score {
+            value["score"] = serde_json::json!(score);
         }
-        Ok(SearchAnswer {
-            outcome,
-            recall_budget,
-            context,
-            profile,
+        value
+    }
+}
+
+/// Uses of memories a run's step records itself (when no recall event records them).
+pub(crate) fn uses_of(
+    memories: &[RecalledMemory],
+    kind: MemoryUseKind,
+    recall_id: uuid::Uuid,
+    run: &RunRecord,
+) -> Vec<NewMemoryUse> {
+    let now = chrono::Utc::now();
+    memories
+        .iter()
+        .map(|memory| NewMemoryUse {
+            memory: MemoryAtVersion {
+                memory_id: memory.memory_id,
+                version: memory.version,
+            },
+            kind,
+            used_at: now,
+            recall_id: Some(recall_id),
+            run_id: Some(run.id),
+            user_id: run.user_id.clone(),
         })
+        .collect()
+}
+
+/// A recall event waiting to be recorded with what the caller used of the results.
+pub(crate) struct PendingRecall {
+    recorded: RecordedSearch,
+    capture: RecallEventCapture,
+    profile: String,
+    trace_id: Option<String>,
+    attribution: UsageAttribution,
+    run_id: Option<uuid::Uuid>,
+}
+
+impl PendingRecall {
+    pub fn into_event(
+        self,
+        recall_id: uuid::Uuid,
+        used: &[RecalledMemory],
+        timings: &crate::SearchTimings,
+        purpose: &str,
+    ) -> NewRecallEvent {
+        self.recorded.into_event(
+            recall_id,
+            used,
+            timings,
+            self.capture,
+            self.profile,
+            self.trace_id,
+            self.attribution,
+            self.run_id,
+            purpose,
+        )
     }
 }
 
@@ -223,30 +361,32 @@ impl RecordedSearch {
         }
     }
 
-    /// The event for what was returned (`outcome.results` after the recall budget).
+    /// The event for what was used: a search's returned results (after the recall budget),
+    /// a context's packed memories.
+    #[allow(clippy::too_many_arguments)]
     fn into_event(
         self,
-        outcome: &SearchOutcome,
+        recall_id: uuid::Uuid,
+        used: &[RecalledMemory],
+        timings: &crate::SearchTimings,
         capture: RecallEventCapture,
         profile: String,
         trace_id: Option<String>,
         attribution: UsageAttribution,
+        run_id: Option<uuid::Uuid>,
+        purpose: &str,
     ) -> NewRecallEvent {
-        let results: Vec<serde_json::Value> = outcome
-            .results
+        let results: Vec<serde_json::Value> = used
             .iter()
             .enumerate()
-            .map(|(position, hit)| {
-                serde_json::json!({
-                    "memory_id": hit.memory.id.to_string(),
-                    "rank": position + 1,
-                    "score": hit.score,
-                })
+            .map(|(position, memory)| {
+                let mut value = memory.to_json();
+                value["rank"] = serde_json::json!(position + 1);
+                value
             })
             .collect();
-        let timings = &outcome.timings;
         NewRecallEvent {
-            id: outcome.recall_id,
+            id: recall_id,
             created_at: chrono::Utc::now(),
             user_id: self.user_id,
             agent_id: self.agent_id,
@@ -256,7 +396,11 @@ impl RecordedSearch {
             retrieval: self.retrieval.to_string(),
             filters: self.filters,
             result_count: results.len() as u32,
-            top_score: outcome.results.first().map(|hit| f64::from(hit.score)),
+            top_score: used
+                .iter()
+                .filter_map(|memory| memory.score)
+                .map(f64::from)
+                .reduce(f64::max),
             results: serde_json::Value::Array(results),
             total_micros: timings.total_micros,
             timings: serde_json::json!({
@@ -270,6 +414,8 @@ impl RecordedSearch {
             trace_id,
             credential: attribution.credential,
             channel: Some(attribution.channel),
+            run_id,
+            purpose: purpose.to_string(),
         }
     }
 }
@@ -286,6 +432,7 @@ mod tests {
             profile: None,
             context_tokens,
             trace_id: None,
+            run_id: None,
         }
     }
 

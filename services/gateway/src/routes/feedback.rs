@@ -4,7 +4,7 @@
 //! configured. `GET` on either lists the feedback given.
 
 use crate::auth::{Authorized, MemoriesRead, MemoriesWrite};
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, RunLinkHeader};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use axum::extract::{Path, State};
@@ -51,6 +51,8 @@ pub struct MemoryFeedbackBody {
     /// The search (`recall_id` of its answer) that returned the memory.
     #[schema(schema_with = engram_core::openapi_schemas::optional_issued_id)]
     pub recall_id: Option<String>,
+    /// The agent run this feedback belongs to; or the `Engram-Run-Id` header.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -64,6 +66,8 @@ pub struct RecallFeedbackBody {
     /// The result the rating is about; absent: the recall as a whole.
     #[schema(schema_with = engram_core::openapi_schemas::optional_issued_id)]
     pub memory_id: Option<String>,
+    /// The agent run this feedback belongs to; or the `Engram-Run-Id` header.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -121,9 +125,10 @@ fn parse_recall_id(recall_id: &str) -> Result<uuid::Uuid, ApiError> {
 }
 
 #[utoipa::path(post, path = "/v1/memories/{memory_id}/feedback", tag = "memories",
-    params(("memory_id" = String, Path)),
+    params(("memory_id" = String, Path), ("Engram-Run-Id" = Option<String>, Header, description = "The agent run this call belongs to (as the body's `run_id`)")),
     request_body = MemoryFeedbackBody,
     responses((status = 201, body = FeedbackView),
+        (status = 409, description = "The named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:write"])))]
@@ -131,6 +136,7 @@ pub async fn give_memory_feedback(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(memory_id): Path<String>,
+    run_link: RunLinkHeader,
     body: JsonBody<MemoryFeedbackBody>,
 ) -> Result<Response, ApiError> {
     let body = body.value;
@@ -138,6 +144,7 @@ pub async fn give_memory_feedback(
     let feedback = FeedbackRequest {
         rating: body.rating,
         text: body.text,
+        run_id: run_link.with_body(body.run_id)?,
     };
     let stored = engine
         .give_memory_feedback_for(principal.principal(), memory_id, body.recall_id, feedback)
@@ -146,9 +153,10 @@ pub async fn give_memory_feedback(
 }
 
 #[utoipa::path(post, path = "/v1/recalls/{recall_id}/feedback", tag = "memories",
-    params(("recall_id" = String, Path)),
+    params(("recall_id" = String, Path), ("Engram-Run-Id" = Option<String>, Header, description = "The agent run this call belongs to (as the body's `run_id`)")),
     request_body = RecallFeedbackBody,
     responses((status = 201, body = FeedbackView),
+        (status = 409, description = "The named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:write"])))]
@@ -156,6 +164,7 @@ pub async fn give_recall_feedback(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     Path(recall_id): Path<String>,
+    run_link: RunLinkHeader,
     body: JsonBody<RecallFeedbackBody>,
 ) -> Result<Response, ApiError> {
     let recall_id = parse_recall_id(&recall_id)?;
@@ -163,6 +172,7 @@ pub async fn give_recall_feedback(
     let feedback = FeedbackRequest {
         rating: body.rating,
         text: body.text,
+        run_id: run_link.with_body(body.run_id)?,
     };
     let stored = engine
         .give_recall_feedback_for(principal.principal(), recall_id, body.memory_id, feedback)

@@ -73,6 +73,12 @@ pub struct ProjectSettingsView {
     /// `recall_event_retention_days`); `null`: until deleted or erased.
     #[schema(value_type = Object)]
     pub store_retention_days: BTreeMap<String, Option<u32>>,
+    /// What run steps keep of prompts, completions, tool arguments and results: `digests`
+    /// (default: SHA-256 only) or `full` (the texts).
+    pub run_capture: String,
+    /// Whether an ended run's tool steps become a `trajectory` memory unless the end says
+    /// otherwise (default false).
+    pub keep_trajectories: bool,
 }
 
 /// A project's embedding space.
@@ -108,6 +114,8 @@ impl ProjectSettingsView {
             recall_events: settings.recall_events.as_str().to_string(),
             recall_event_retention_days: settings.recall_event_retention_days,
             store_retention_days: engram_engine::store_retention_days_of(settings),
+            run_capture: settings.run_capture.as_str().to_string(),
+            keep_trajectories: settings.keep_trajectories,
         })
     }
 }
@@ -152,6 +160,10 @@ pub struct UpdateProjectSettingsBody {
         deserialize_with = "engram_core::json_integers::optional_map_of_optional_whole"
     )]
     pub store_retention_days: Option<BTreeMap<String, Option<u32>>>,
+    /// `digests` or `full`.
+    #[schema(pattern = "^(digests|full)$")]
+    pub run_capture: Option<String>,
+    pub keep_trajectories: Option<bool>,
 }
 
 /// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
@@ -270,6 +282,8 @@ pub async fn update_project_settings(
         recall_events: body.recall_events,
         recall_event_retention_days: body.recall_event_retention_days,
         store_retention_days: body.store_retention_days,
+        run_capture: body.run_capture,
+        keep_trajectories: body.keep_trajectories,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),

@@ -2,7 +2,9 @@
 //! project of the presented API key.
 
 use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
-use crate::extract::{IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, request_fingerprint};
+use crate::extract::{
+    IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, RunLinkHeader, request_fingerprint,
+};
 use crate::problem::{ApiError, ProblemDocument};
 use crate::state::AppState;
 use crate::views::RecallBudgetView;
@@ -70,14 +72,16 @@ fn json_response(status: StatusCode, body: String) -> Response {
 
 /// Add 1–100 memories.
 #[utoipa::path(post, path = "/v1/memories", tag = "memories",
-    params(AddMemoriesQuery, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried write safe")),
+    params(AddMemoriesQuery, ("Idempotency-Key" = Option<String>, Header, description = "Makes a retried write safe"),
+        ("Engram-Run-Id" = Option<String>, Header, description = "The agent run this call belongs to (as the body's `run_id`)")),
     request_body = AddMemoriesBody,
     responses((status = 403, description = "The API key lacks the `memories:write` scope", body = ProblemDocument, content_type = "application/problem+json"), 
         (status = 201, description = "Stored and searchable", body = MemoriesEnvelope),
         (status = 202, description = "Stored; the index will make them searchable shortly", body = MemoriesEnvelope),
         (status = 400, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 401, body = ProblemDocument, content_type = "application/problem+json"),
-        (status = 409, description = "`idempotent-result-erased`: a retry whose first answer named a memory deleted since; nothing written", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 404, description = "The named run does not exist", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "`idempotent-result-erased`: a retry whose first answer named a memory deleted since; nothing written. `conflict`: the named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 413, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json"),
@@ -87,11 +91,13 @@ pub async fn add_memories(
     principal: Authorized<MemoriesWrite>,
     State(engine): State<Arc<MemoryEngine>>,
     IdempotencyKey(idempotency_key): IdempotencyKey,
+    run_link: RunLinkHeader,
     QueryParams(query): QueryParams<AddMemoriesQuery>,
     body: JsonBody<AddMemoriesBody>,
 ) -> Result<Response, ApiError> {
     let parsed = body.value.into_new_memories().map_err(ApiError::invalid)?;
     let request = AddMemoriesRequest {
+        run_id: run_link.with_body(parsed.run_id)?,
         memories: parsed.memories,
         client_vectors: parsed.client_vectors,
         idempotency: idempotency_key.map(|key| ClientIdempotencyKey {
@@ -455,20 +461,24 @@ pub async fn memory_history(
 
 /// Find the memories that best match a query.
 #[utoipa::path(post, path = "/v1/memories/search", tag = "memories", request_body = SearchBody,
-    responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
+    params(("Engram-Run-Id" = Option<String>, Header, description = "The agent run this call belongs to (as the body's `run_id`)")),
+    responses((status = 409, description = "The named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"), (status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:read"])))]
 pub async fn search_memories(
     principal: Authorized<MemoriesRead>,
     State(engine): State<Arc<MemoryEngine>>,
     headers: axum::http::HeaderMap,
+    run_link: RunLinkHeader,
     body: JsonBody<SearchBody>,
 ) -> Result<Json<SearchResponseView>, ApiError> {
     let parsed = body.value.into_request().map_err(ApiError::invalid)?;
     let explain = parsed.explain;
     let include_always = parsed.search.request.include_always;
+    let run_id = run_link.with_body(parsed.search.run_id)?;
     let request = SearchMemoriesRequest {
         trace_id: trace_id_of(&headers),
+        run_id,
         ..parsed.search
     };
     let answer = engine

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod memories;
 pub mod messages;
 pub mod recall_quality;
+pub mod runs;
 pub mod service;
 pub mod sessions;
 pub mod usage;

@@ -75,7 +75,8 @@ pub struct RecallEventView {
     /// Kinds, metadata, categories, time filters and the ranking parameters used.
     #[schema(value_type = Object)]
     pub filters: serde_json::Value,
-    /// `[{memory_id, rank, score}]`, best first: what the answer returned.
+    /// `[{memory_id, version, rank, score}]`, best first: what the answer returned (a
+    /// context: what it packed).
     #[schema(value_type = Vec<Object>)]
     pub results: serde_json::Value,
     pub result_count: u32,
@@ -92,6 +93,11 @@ pub struct RecallEventView {
     /// The door the search came through: `http`, `console`, `cli`, `mem0` or `mcp`; absent
     /// for searches recorded before channels were.
     pub channel: Option<String>,
+    /// The agent run the search or context was linked to.
+    pub run_id: Option<String>,
+    /// `search`, or `context` for the memories part of an assembled context (its
+    /// `context_id` is this recall's id, and `results` are the memories it packed).
+    pub purpose: String,
 }
 
 impl From<RecallEventRecord> for RecallEventView {
@@ -114,6 +120,8 @@ impl From<RecallEventRecord> for RecallEventView {
             trace_id: event.trace_id,
             credential: event.credential,
             channel: event.channel,
+            run_id: event.run_id.map(|id| id.to_string()),
+            purpose: event.purpose,
         }
     }
 }

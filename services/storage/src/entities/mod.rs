@@ -1,6 +1,7 @@
 //! sea-orm entities, private to the storage crate: code outside it cannot write a query
 //! against a table directly, only call the scoped repository functions.
 
+pub(crate) mod agent_runs;
 pub(crate) mod api_keys;
 pub(crate) mod audit_chain_heads;
 pub(crate) mod audit_events;
@@ -21,11 +22,13 @@ pub(crate) mod llm_calls;
 pub(crate) mod memories;
 pub(crate) mod memory_history;
 pub(crate) mod memory_tombstones;
+pub(crate) mod memory_uses;
 pub(crate) mod organizations;
 pub(crate) mod price_book;
 pub(crate) mod projects;
 pub(crate) mod recall_events;
 pub(crate) mod retrieval_profiles;
+pub(crate) mod run_steps;
 pub(crate) mod session_messages;
 pub(crate) mod session_state;
 pub(crate) mod tasks;

@@ -20,6 +20,9 @@ pub struct Model {
     pub recall_event_retention_days: i32,
     /// Raised by every erasure: cached query embeddings of older epochs are dropped.
     pub query_cache_epoch: i64,
+    /// `digests` or `full`: whether run steps keep prompts, arguments and results as text.
+    pub run_capture: String,
+    pub keep_trajectories: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -23,6 +23,8 @@ pub struct Model {
     pub trace_id: Option<String>,
     pub credential: String,
     pub channel: Option<String>,
+    pub run_id: Option<Uuid>,
+    pub purpose: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -15,6 +15,7 @@ impl MemoryEngine {
     ) -> Result<FeedbackRecord, EngineError> {
         principal.authorize(Operation::GiveMemoryFeedback)?;
         let mut errors = Vec::new();
+        let run_id = feedback.run_id;
         let (rating, text) = feedback.parse(&mut errors);
         let recall_id = recall_id.and_then(|text| {
             text.parse::<uuid::Uuid>()
@@ -42,7 +43,15 @@ impl MemoryEngine {
                 .into());
             }
         }
-        self.record_feedback(principal, Some(memory), recall_id, None, rating, text)
-            .await
+        self.record_feedback(
+            principal,
+            Some(memory),
+            recall_id,
+            None,
+            rating,
+            text,
+            run_id,
+        )
+        .await
     }
 }

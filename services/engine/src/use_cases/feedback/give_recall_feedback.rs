@@ -16,6 +16,7 @@ impl MemoryEngine {
     ) -> Result<FeedbackRecord, EngineError> {
         principal.authorize(Operation::GiveRecallFeedback)?;
         let mut errors = Vec::new();
+        let run_id = feedback.run_id;
         let (rating, text) = feedback.parse(&mut errors);
         refuse_if_any(errors)?;
         let recall = self.known_recall(principal, recall_id).await?;
@@ -47,6 +48,7 @@ impl MemoryEngine {
             recall_user,
             rating,
             text,
+            run_id,
         )
         .await
     }

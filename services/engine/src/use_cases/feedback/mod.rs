@@ -23,6 +23,8 @@ pub const FEEDBACK_RATINGS: [&str; 3] = ["relevant", "not_relevant", "wrong"];
 pub struct FeedbackRequest {
     pub rating: String,
     pub text: Option<String>,
+    /// The agent run the feedback belongs to: it appears in the run's timeline.
+    pub run_id: Option<uuid::Uuid>,
 }
 
 impl FeedbackRequest {
@@ -103,8 +105,11 @@ impl MemoryEngine {
         recall_user: Option<String>,
         rating: String,
         text: Option<String>,
+        run_id: Option<uuid::Uuid>,
     ) -> Result<FeedbackRecord, EngineError> {
         let scope = principal.scope();
+        // A run that cannot take the step refuses the feedback before anything changes.
+        let run = self.run_to_link(principal, run_id).await?;
         let attribution = principal.usage_attribution().for_subject(
             memory
                 .as_ref()
@@ -180,6 +185,21 @@ impl MemoryEngine {
                 },
             )
             .await?;
+        if let Some(run) = &run {
+            self.record_linked_step(
+                principal,
+                run,
+                engram_core::runs::RunStepType::Feedback,
+                serde_json::json!({
+                    "feedback_id": recorded.id.to_string(),
+                    "memory_id": recorded.memory_id.map(|id| id.to_string()),
+                    "recall_id": recorded.recall_id.map(|id| id.to_string()),
+                    "rating": recorded.rating,
+                }),
+                Vec::new(),
+            )
+            .await;
+        }
         // The correction says what the memory now holds: content, for readers only.
         if principal.answers_without_content(Operation::GiveMemoryFeedback)
             && let Some(correction) = recorded.correction.as_mut()

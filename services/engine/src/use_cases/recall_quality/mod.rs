@@ -3,8 +3,10 @@
 
 mod get_recall_event;
 mod inspect_recall_event;
+mod list_recall_events;
 mod recall_metrics;
 mod retrieval_profiles;
 
 pub use inspect_recall_event::RecallInspection;
+pub use list_recall_events::ListRecallEventsRequest;
 pub use retrieval_profiles::PutRetrievalProfileRequest;

@@ -1,0 +1,332 @@
+//! Agent runs: a run per task with its timeline of steps, one link per use of a memory (a
+//! recall that returned it, a context that packed it, a model call it was injected into),
+//! and what recall events and projects need to join them (a run, a purpose, capture).
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum AgentRuns {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    UserId,
+    AgentId,
+    SessionId,
+    ParentRunId,
+    Task,
+    Metadata,
+    Status,
+    Outcome,
+    CreatedAt,
+    LastActivityAt,
+    EndedAt,
+    StepCount,
+    Credential,
+    Channel,
+    TrajectoryMemoryId,
+}
+
+#[derive(DeriveIden)]
+enum RunSteps {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    RunId,
+    UserId,
+    Seq,
+    StepType,
+    CreatedAt,
+    Detail,
+}
+
+#[derive(DeriveIden)]
+enum MemoryUses {
+    Table,
+    Id,
+    OrganizationId,
+    ProjectId,
+    MemoryId,
+    MemoryVersion,
+    UsedAt,
+    UseKind,
+    RecallId,
+    RunId,
+    UserId,
+}
+
+#[derive(DeriveIden)]
+enum RecallEvents {
+    Table,
+    RunId,
+    Purpose,
+}
+
+#[derive(DeriveIden)]
+enum Projects {
+    Table,
+    RunCapture,
+    KeepTrajectories,
+}
+
+fn timestamp<T: IntoIden>(column: T) -> ColumnDef {
+    ColumnDef::new(column)
+        .timestamp_with_time_zone()
+        .not_null()
+        .to_owned()
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_table(
+                Table::create()
+                    .table(AgentRuns::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(AgentRuns::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(AgentRuns::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(AgentRuns::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(AgentRuns::UserId).string_len(255).null())
+                    .col(ColumnDef::new(AgentRuns::AgentId).string_len(255).null())
+                    .col(ColumnDef::new(AgentRuns::SessionId).string_len(255).null())
+                    .col(ColumnDef::new(AgentRuns::ParentRunId).uuid().null())
+                    .col(ColumnDef::new(AgentRuns::Task).text().not_null())
+                    .col(ColumnDef::new(AgentRuns::Metadata).json().not_null())
+                    .col(ColumnDef::new(AgentRuns::Status).string_len(16).not_null())
+                    .col(ColumnDef::new(AgentRuns::Outcome).string_len(64).null())
+                    .col(timestamp(AgentRuns::CreatedAt))
+                    .col(timestamp(AgentRuns::LastActivityAt))
+                    .col(
+                        ColumnDef::new(AgentRuns::EndedAt)
+                            .timestamp_with_time_zone()
+                            .null(),
+                    )
+                    .col(
+                        ColumnDef::new(AgentRuns::StepCount)
+                            .integer()
+                            .not_null()
+                            .default(0),
+                    )
+                    .col(
+                        ColumnDef::new(AgentRuns::Credential)
+                            .string_len(64)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(AgentRuns::Channel).string_len(16).not_null())
+                    .col(ColumnDef::new(AgentRuns::TrajectoryMemoryId).uuid().null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("agent_runs_by_time")
+                    .table(AgentRuns::Table)
+                    .col(AgentRuns::ProjectId)
+                    .col(AgentRuns::Id)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("agent_runs_by_user")
+                    .table(AgentRuns::Table)
+                    .col(AgentRuns::ProjectId)
+                    .col(AgentRuns::UserId)
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(RunSteps::Table)
+                    .if_not_exists()
+                    .col(ColumnDef::new(RunSteps::Id).uuid().not_null().primary_key())
+                    .col(ColumnDef::new(RunSteps::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(RunSteps::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(RunSteps::RunId).uuid().not_null())
+                    .col(ColumnDef::new(RunSteps::UserId).string_len(255).null())
+                    .col(ColumnDef::new(RunSteps::Seq).integer().not_null())
+                    .col(ColumnDef::new(RunSteps::StepType).string_len(32).not_null())
+                    .col(timestamp(RunSteps::CreatedAt))
+                    .col(ColumnDef::new(RunSteps::Detail).json().not_null())
+                    .to_owned(),
+            )
+            .await?;
+        // One step per place in its run: two writers racing for a place cannot both win.
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("run_steps_in_order")
+                    .table(RunSteps::Table)
+                    .col(RunSteps::RunId)
+                    .col(RunSteps::Seq)
+                    .unique()
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("run_steps_by_user")
+                    .table(RunSteps::Table)
+                    .col(RunSteps::ProjectId)
+                    .col(RunSteps::UserId)
+                    .to_owned(),
+            )
+            .await?;
+
+        manager
+            .create_table(
+                Table::create()
+                    .table(MemoryUses::Table)
+                    .if_not_exists()
+                    .col(
+                        ColumnDef::new(MemoryUses::Id)
+                            .uuid()
+                            .not_null()
+                            .primary_key(),
+                    )
+                    .col(ColumnDef::new(MemoryUses::OrganizationId).uuid().not_null())
+                    .col(ColumnDef::new(MemoryUses::ProjectId).uuid().not_null())
+                    .col(ColumnDef::new(MemoryUses::MemoryId).uuid().not_null())
+                    .col(
+                        ColumnDef::new(MemoryUses::MemoryVersion)
+                            .big_integer()
+                            .not_null(),
+                    )
+                    .col(timestamp(MemoryUses::UsedAt))
+                    .col(
+                        ColumnDef::new(MemoryUses::UseKind)
+                            .string_len(16)
+                            .not_null(),
+                    )
+                    .col(ColumnDef::new(MemoryUses::RecallId).uuid().null())
+                    .col(ColumnDef::new(MemoryUses::RunId).uuid().null())
+                    .col(ColumnDef::new(MemoryUses::UserId).string_len(255).null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("memory_uses_by_memory")
+                    .table(MemoryUses::Table)
+                    .col(MemoryUses::ProjectId)
+                    .col(MemoryUses::MemoryId)
+                    .col(MemoryUses::UsedAt)
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .create_index(
+                Index::create()
+                    .if_not_exists()
+                    .name("memory_uses_by_user")
+                    .table(MemoryUses::Table)
+                    .col(MemoryUses::ProjectId)
+                    .col(MemoryUses::UserId)
+                    .to_owned(),
+            )
+            .await?;
+
+        // SQLite adds one column per ALTER TABLE.
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(RecallEvents::Table)
+                    .add_column(ColumnDef::new(RecallEvents::RunId).uuid().null())
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(RecallEvents::Table)
+                    .add_column(
+                        ColumnDef::new(RecallEvents::Purpose)
+                            .string_len(16)
+                            .not_null()
+                            .default("search"),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Projects::Table)
+                    .add_column(
+                        ColumnDef::new(Projects::RunCapture)
+                            .string_len(16)
+                            .not_null()
+                            .default("digests"),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Projects::Table)
+                    .add_column(
+                        ColumnDef::new(Projects::KeepTrajectories)
+                            .boolean()
+                            .not_null()
+                            .default(false),
+                    )
+                    .to_owned(),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        for column in [Projects::KeepTrajectories, Projects::RunCapture] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(Projects::Table)
+                        .drop_column(column)
+                        .to_owned(),
+                )
+                .await?;
+        }
+        for column in [RecallEvents::Purpose, RecallEvents::RunId] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(RecallEvents::Table)
+                        .drop_column(column)
+                        .to_owned(),
+                )
+                .await?;
+        }
+        manager
+            .drop_table(Table::drop().table(MemoryUses::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(RunSteps::Table).to_owned())
+            .await?;
+        manager
+            .drop_table(Table::drop().table(AgentRuns::Table).to_owned())
+            .await
+    }
+}

@@ -1,0 +1,132 @@
+//! Agent runs: open a run for a task, record its steps (model calls with the memories they
+//! were given, tool calls, notes), link the memory operations that name it, end it, and read
+//! its timeline with every memory hydrated from what exists now.
+
+mod add_run_step;
+mod end_run;
+mod get_run;
+mod list_runs;
+mod start_run;
+
+pub use get_run::RunTimeline;
+pub use list_runs::ListRunsRequest;
+
+use crate::{EngineError, MemoryEngine};
+use chrono::Utc;
+use engram_core::runs::{MAX_RUN_STEPS, NewMemoryUse, RunRecord, RunStatus, RunStepType};
+use engram_core::{NotFoundKind, Principal};
+use engram_storage::runs::StepAppended;
+
+impl MemoryEngine {
+    /// The open run a linked call names, checked before the call changes anything: another
+    /// project's or end-user's is missing; an ended, expired or full one is a conflict.
+    pub(crate) async fn run_to_link(
+        &self,
+        principal: &Principal,
+        run_id: Option<uuid::Uuid>,
+    ) -> Result<Option<RunRecord>, EngineError> {
+        let Some(run_id) = run_id else {
+            return Ok(None);
+        };
+        let run = self.visible_run(principal, run_id).await?;
+        open_for_steps(&run)?;
+        Ok(Some(run))
+    }
+
+    /// The project's settings for runs (capture, trajectories), from the shared cache.
+    pub(crate) async fn run_settings(
+        &self,
+        scope: &engram_core::ProjectScope,
+    ) -> Result<engram_core::governance::ProjectSettings, EngineError> {
+        Ok(self
+            .spaces
+            .settings_cache()
+            .of(scope)
+            .await?
+            .settings
+            .clone())
+    }
+
+    /// A run `principal` may see.
+    pub(crate) async fn visible_run(
+        &self,
+        principal: &Principal,
+        run_id: uuid::Uuid,
+    ) -> Result<RunRecord, EngineError> {
+        self.storage
+            .run(principal.memory_scope(), run_id)
+            .await?
+            .ok_or(EngineError::NotFound(NotFoundKind::Run))
+    }
+
+    /// Append a step to a run; a refusal says why.
+    pub(crate) async fn append_step(
+        &self,
+        principal: &Principal,
+        run_id: uuid::Uuid,
+        step_type: RunStepType,
+        detail: serde_json::Value,
+        uses: Vec<NewMemoryUse>,
+    ) -> Result<engram_core::runs::RunStepRecord, EngineError> {
+        let appended = self
+            .storage
+            .append_run_step(
+                principal.memory_scope(),
+                run_id,
+                step_type,
+                detail,
+                &uses,
+                Utc::now(),
+            )
+            .await?;
+        match appended {
+            StepAppended::Appended(step) => Ok(step),
+            StepAppended::Closed(status) => Err(closed(run_id, status)),
+            StepAppended::Full => Err(full(run_id)),
+        }
+    }
+
+    /// Record the step a linked call (write, search, context, feedback) made in its run. The
+    /// call's own work is done and acknowledged by then, so a run that closed in between
+    /// loses the step (logged), never the work.
+    pub(crate) async fn record_linked_step(
+        &self,
+        principal: &Principal,
+        run: &RunRecord,
+        step_type: RunStepType,
+        detail: serde_json::Value,
+        uses: Vec<NewMemoryUse>,
+    ) {
+        if let Err(error) = self
+            .append_step(principal, run.id, step_type, detail, uses)
+            .await
+        {
+            tracing::warn!(run_id = %run.id, step = step_type.as_str(), %error, "linked step not recorded");
+        }
+    }
+}
+
+/// A run that takes steps: open, not expired, not full.
+fn open_for_steps(run: &RunRecord) -> Result<(), EngineError> {
+    let status = run.status_at(Utc::now());
+    if status != RunStatus::Open {
+        return Err(closed(run.id, status));
+    }
+    if run.step_count >= MAX_RUN_STEPS {
+        return Err(full(run.id));
+    }
+    Ok(())
+}
+
+fn closed(run_id: uuid::Uuid, status: RunStatus) -> EngineError {
+    EngineError::Conflict(format!(
+        "run {run_id} is {status}: it takes no more steps (a run expires after {} hours without one)",
+        engram_core::runs::RUN_IDLE_EXPIRY_HOURS
+    ))
+}
+
+fn full(run_id: uuid::Uuid) -> EngineError {
+    EngineError::Conflict(format!(
+        "run {run_id} holds {MAX_RUN_STEPS} steps, the most a run takes; start another run"
+    ))
+}

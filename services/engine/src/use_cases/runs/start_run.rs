@@ -1,0 +1,37 @@
+//! Open a run for a task: an end-user token opens runs of its own end-user only; a parent run
+//! must be one the caller sees.
+
+use crate::{EngineError, MemoryEngine};
+use chrono::Utc;
+use engram_core::runs::{RunRecord, StartRunRequest};
+use engram_core::{Operation, Principal};
+use engram_storage::runs::RunOpener;
+
+impl MemoryEngine {
+    pub async fn start_run_for(
+        &self,
+        principal: &Principal,
+        request: StartRunRequest,
+    ) -> Result<RunRecord, EngineError> {
+        principal.authorize(Operation::StartRun)?;
+        let mut request = request;
+        request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        if let Some(parent) = request.parent_run_id {
+            self.visible_run(principal, parent).await?;
+        }
+        let attribution = principal.usage_attribution();
+        let opener = RunOpener {
+            credential: attribution.credential,
+            channel: attribution.channel,
+        };
+        let run = self
+            .storage
+            .insert_run(principal.scope(), &request, &opener, Utc::now())
+            .await?;
+        Ok(if principal.answers_without_content(Operation::StartRun) {
+            run.without_content()
+        } else {
+            run
+        })
+    }
+}
