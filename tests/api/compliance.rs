@@ -1431,14 +1431,14 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         reqwest::Method::PATCH,
         "/v1/project/settings",
         Some(json!({"store_retention_days": {
-            "messages": 1, "session_state": 1, "files": 1, "recall_events": 1
+            "messages": 1, "session_state": 1, "files": 1, "recall_events": 1, "runs": 1
         }})),
     )
     .await;
     assert_eq!(settings.status, 200, "{}", settings.body);
     assert_eq!(
         settings.body["store_retention_days"],
-        json!({"messages": 1, "session_state": 1, "files": 1, "recall_events": 1, "feedback": null}),
+        json!({"messages": 1, "session_state": 1, "files": 1, "recall_events": 1, "runs": 1, "feedback": null}),
         "every store swept by age is listed; feedback keeps its records"
     );
     assert_eq!(settings.body["recall_event_retention_days"], 1);
@@ -1502,8 +1502,34 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
     upload_and_ingest("old.txt").await;
     search_and_rate("where are the parcels").await;
     search_and_rate("which notes").await;
+    let start_run = |task: &'static str| async move {
+        let started = admin_call(
+            client,
+            reqwest::Method::POST,
+            "/v1/runs",
+            Some(json!({"task": task, "user_id": "ines"})),
+        )
+        .await;
+        assert_eq!(started.status, 201, "{}", started.body);
+        let run_id = started.body["run_id"].as_str().unwrap().to_string();
+        let noted = admin_call(
+            client,
+            reqwest::Method::POST,
+            &format!("/v1/runs/{run_id}/steps"),
+            Some(json!({"type": "note", "text": "looked for the parcel"})),
+        )
+        .await;
+        assert_eq!(noted.status, 201, "{}", noted.body);
+    };
+    start_run("find the old parcel").await;
     // …aged three days (every row written so far)…
-    for table in ["session_messages", "feedback", "recall_events", "files"] {
+    for table in [
+        "session_messages",
+        "feedback",
+        "recall_events",
+        "files",
+        "agent_runs",
+    ] {
         engram_test_postgres::execute_on(
             &database.url,
             &format!("UPDATE {table} SET created_at = created_at - interval '3 days'"),
@@ -1522,6 +1548,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
     assert!(put_state("new-chat").await.status < 300);
     upload_and_ingest("new.txt").await;
     search_and_rate("what is new").await;
+    start_run("find the new parcel").await;
 
     // The sweeper runs every second: wait until the old records are gone.
     let expected = std::collections::BTreeMap::from([
@@ -1529,6 +1556,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         ("file".to_string(), 1),
         ("message".to_string(), 2),
         ("recall".to_string(), 1),
+        ("run".to_string(), 1),
         ("state".to_string(), 1),
     ]);
     let started = Instant::now();
@@ -1566,6 +1594,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
             ("files".to_string(), 1),
             ("messages".to_string(), 4),
             ("recall_events".to_string(), 2),
+            ("runs".to_string(), 1),
             ("session_state".to_string(), 1),
         ]),
         "{}",
@@ -1582,6 +1611,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
         "engram_retention_deleted_total{store=\"session_state\"} 1",
         "engram_retention_deleted_total{store=\"files\"} 1",
         "engram_retention_deleted_total{store=\"recall_events\"} 2",
+        "engram_retention_deleted_total{store=\"runs\"} 1",
         "engram_retention_deleted_total{store=\"feedback\"} 0",
     ] {
         assert!(
@@ -1597,7 +1627,7 @@ async fn retention_sweeps_every_store_kept_for_a_number_of_days() {
     // The dry run lists every store with its days, and nothing more is due.
     let preview = admin_call(client, reqwest::Method::GET, "/v1/retention/preview", None).await;
     let stores = preview.body["stores"].as_array().unwrap();
-    assert_eq!(stores.len(), 5, "{}", preview.body);
+    assert_eq!(stores.len(), 6, "{}", preview.body);
     for store in stores {
         assert_eq!(store["would_delete"], 0, "{}", preview.body);
     }

@@ -67,6 +67,9 @@ const CONSOLE_FUNCTIONS: &[(&str, RoleRule)] = &[
     ("create_evaluation_set", RoleRule::ReadMemoryContent),
     ("run_evaluation_set", RoleRule::SeeRecallQuality), // queue_evaluation_run
     ("recall_event", RoleRule::SeeRecallQuality),       // content shown to content roles only
+    ("runs", RoleRule::ReadMemoryContent),              // run_list: tasks are the agent's words
+    ("run", RoleRule::ReadMemoryContent),               // run_timeline: memories then and now
+    ("recalls", RoleRule::ReadMemoryContent),           // recall_list: query texts
     ("save_limits", RoleRule::ManageSpendLimits),       // require_role(can_manage_spend_limits)
     ("sweep_now", RoleRule::ReadMemoryContent),         // sweep_retention_now: deletes what is due
     ("erasure_status", RoleRule::ReadMemoryContent),    // an erasure's progress and receipt
@@ -232,6 +235,7 @@ struct Matrix {
     members: Vec<Member>,
     sample_memory_id: String,
     recall_id: String,
+    agent_run_id: String,
     evaluation_set_id: String,
     erasure_task_id: String,
     /// The project's PII mode and retention as they are, as the settings form sends them.
@@ -260,6 +264,7 @@ impl Matrix {
             members,
             sample_memory_id: String::new(),
             recall_id: String::new(),
+            agent_run_id: String::new(),
             evaluation_set_id: String::new(),
             erasure_task_id: String::new(),
             governance_fields: Vec::new(),
@@ -269,6 +274,9 @@ impl Matrix {
         let found = matrix.api.search(search).await;
         assert_eq!(found.status, 200, "{}", found.body);
         matrix.recall_id = text_at(&found.body, "/recall_id");
+        let run = json!({"task": "matrix run", "user_id": SAMPLE_USER});
+        let run = matrix.created_through_v1("/v1/runs", run).await;
+        matrix.agent_run_id = text_at(&run, "/run_id");
         let case = json!({"query": SAMPLE_QUERY, "expected_memory_ids": [matrix.sample_memory_id]});
         let set = json!({"name": "matrix set", "cases": [case]});
         let set = matrix.created_through_v1("/v1/eval-sets", set).await;
@@ -382,9 +390,9 @@ impl Matrix {
             "request_erasure" | "request_organization_erasure" => {
                 self.project_form(&[("user_id", tag.as_str()), ("confirm", tag.as_str())])
             }
-            "settings" | "usage" | "recall" | "save_limits" | "sweep_now" | "audit" | "keys" => {
-                self.project_form(&[])
-            }
+            "run" => self.project_form(&[("run_id", self.agent_run_id.as_str())]),
+            "settings" | "usage" | "recall" | "save_limits" | "sweep_now" | "audit" | "keys"
+            | "runs" | "recalls" => self.project_form(&[]),
             "save_settings" => {
                 let fields = self.governance_fields.iter();
                 let fields: Vec<(&str, &str)> =

@@ -360,6 +360,98 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
     assert_eq!(expired_events.body["events"].as_array().unwrap().len(), 1);
 }
 
+/// A scripted agent run (context → model call given one memory → tool call → search → end)
+/// shown in the console: the run's timeline, the recalls it made, and the memory's impact
+/// before its deletion; afterwards the run shows the memory as deleted, and who saw the
+/// timeline's content is in the audit log.
+#[tokio::test]
+async fn the_console_shows_a_runs_timeline_its_recalls_and_a_memorys_impact() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let send = |method: reqwest::Method, path: &str, body: serde_json::Value| {
+        let request = client.request(method, path).json(&body);
+        async { client.send(request).await }
+    };
+    let captured = send(
+        reqwest::Method::PATCH,
+        "/v1/project/settings",
+        json!({"run_capture": "full"}),
+    )
+    .await;
+    assert_eq!(captured.status, 200, "{}", captured.body);
+    let content = "Ann is allergic to peanuts.";
+    let memory = client
+        .add_one(json!({"content": content, "user_id": "ann", "kind": "preference"}))
+        .await;
+    let memory_id = memory["id"].as_str().unwrap().to_string();
+    let task = "Order Thai dinner for Ann";
+    let run = send(
+        reqwest::Method::POST,
+        "/v1/runs",
+        json!({"task": task, "user_id": "ann"}),
+    )
+    .await;
+    assert_eq!(run.status, 201, "{}", run.body);
+    let run_id = run.body["run_id"].as_str().unwrap().to_string();
+    let context = send(
+        reqwest::Method::POST,
+        "/v1/context",
+        json!({"user_id": "ann", "query": "what can Ann eat", "token_budget": 300, "run_id": run_id}),
+    )
+    .await;
+    assert_eq!(context.status, 200, "{}", context.body);
+    let steps = format!("/v1/runs/{run_id}/steps");
+    let tool_result = "Thai Garden has a peanut-free menu";
+    for step in [
+        json!({"type": "model_call", "model": "gpt-test", "context_id": context.body["context_id"],
+               "injected_memory_ids": [memory_id], "tokens_in": 300, "tokens_out": 20}),
+        json!({"type": "tool_call", "tool": "restaurant_search", "arguments": {"city": "Oslo"}, "result": tool_result}),
+    ] {
+        let recorded = send(reqwest::Method::POST, &steps, step).await;
+        assert_eq!(recorded.status, 201, "{}", recorded.body);
+    }
+    let searched = send(
+        reqwest::Method::POST,
+        "/v1/memories/search",
+        json!({"query": "peanut allergy", "user_id": "ann", "run_id": run_id}),
+    )
+    .await;
+    assert_eq!(searched.status, 200, "{}", searched.body);
+    let ended = send(
+        reqwest::Method::POST,
+        &format!("/v1/runs/{run_id}/end"),
+        json!({"outcome": "success"}),
+    )
+    .await;
+    assert_eq!(ended.status, 200, "{}", ended.body);
+    let mut environment = owner_environment(&server);
+    environment.extend([
+        ("PROJECT_ID", server.bootstrap.project_id.clone()),
+        ("RUN_ID", run_id.clone()),
+        ("RUN_TASK", task.to_string()),
+        ("MEMORY_ID", memory_id.clone()),
+        ("MEMORY_CONTENT", content.to_string()),
+        ("TOOL_RESULT", tool_result.to_string()),
+    ]);
+    run_spec("runs.spec.mjs", environment, 4).await;
+    // The console's views of the run's content are in the audit log.
+    let viewed = client
+        .send(client.request(
+            reqwest::Method::GET,
+            "/v1/audit?action=memory.content_viewed",
+        ))
+        .await;
+    assert!(
+        viewed.body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|event| event["details"]["page"] == "run"),
+        "{}",
+        viewed.body
+    );
+}
+
 /// The server's address and its owner's console sign-in, as every spec reads them.
 fn owner_environment(server: &TestServer) -> Vec<(&'static str, String)> {
     vec![

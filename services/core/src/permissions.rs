@@ -453,7 +453,7 @@ operations! {
         [http("get", "/v1/runs/{agent_run_id}"), Console("run_timeline")];
     // Counts for a person about to correct or delete; the list for readers.
     MemoryImpact => ReadMemories, Content, "read a memory's impact",
-        [http("get", "/v1/memories/{memory_id}/impact"), Console("memory_impact")];
+        [http("get", "/v1/memories/{memory_id}/impact"), Console("memory_detail")];
     // The console's view of one recall: its figures; query and content only for those who
     // also hold `ReadMemories`.
     InspectRecallEvent => TuneRecall, ForReaders, "inspect a recall's figures", [Console("recall_event")];

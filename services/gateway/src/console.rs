@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 mod recall;
+mod runs;
 mod usage;
 
 pub struct GatewayConsoleBackend {
@@ -661,6 +662,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             expires_at: memory.expires_at.map(|at| at.to_rfc3339()),
             memory: memory_row(&memory, None),
             history: rows,
+            impact: self.memory_impact_summary(&principal, memory_id).await?,
         })
     }
 
@@ -1008,6 +1010,35 @@ impl ConsoleBackend for GatewayConsoleBackend {
         recall_id: &str,
     ) -> Result<engram_console::model::RecallEventDetail, ConsoleError> {
         self.build_recall_event(caller, project_id, recall_id).await
+    }
+
+    async fn run_list(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: Option<String>,
+        status: Option<String>,
+        before: Option<String>,
+    ) -> Result<engram_console::model::RunListing, ConsoleError> {
+        self.build_run_list(caller, project_id, user_id, status, before)
+            .await
+    }
+
+    async fn run_timeline(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<engram_console::model::RunTimelineDetail, ConsoleError> {
+        self.build_run_timeline(caller, project_id, run_id).await
+    }
+
+    async fn recall_list(
+        &self,
+        caller: &ConsoleCaller,
+        query: engram_console::model::RecallListQuery,
+    ) -> Result<engram_console::model::RecallListing, ConsoleError> {
+        self.build_recall_list(caller, query).await
     }
 
     async fn usage_overview(

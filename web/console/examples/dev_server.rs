@@ -567,6 +567,41 @@ impl ConsoleBackend for DevBackend {
         Err(ConsoleError::NotFound)
     }
 
+    // The dev server keeps no runs or recalls: its pages show their empty states.
+    async fn run_list(
+        &self,
+        _caller: &ConsoleCaller,
+        project_id: &str,
+        _user_id: Option<String>,
+        _status: Option<String>,
+        _before: Option<String>,
+    ) -> Result<engram_console::model::RunListing, ConsoleError> {
+        Ok(engram_console::model::RunListing {
+            project_id: Some(project_id.to_string()),
+            ..Default::default()
+        })
+    }
+
+    async fn run_timeline(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _run_id: &str,
+    ) -> Result<engram_console::model::RunTimelineDetail, ConsoleError> {
+        Err(ConsoleError::NotFound)
+    }
+
+    async fn recall_list(
+        &self,
+        _caller: &ConsoleCaller,
+        query: engram_console::model::RecallListQuery,
+    ) -> Result<engram_console::model::RecallListing, ConsoleError> {
+        Ok(engram_console::model::RecallListing {
+            project_id: Some(query.project_id),
+            ..Default::default()
+        })
+    }
+
     async fn usage_overview(
         &self,
         _caller: &ConsoleCaller,

@@ -296,6 +296,40 @@ pub async fn load_recall_event(
     ssr::answer(ssr::load_recall_event(project_id, recall_id).await).await
 }
 
+/// The project's agent runs (the first project when none is chosen).
+#[server(prefix = "/console/api", endpoint = "runs")]
+pub async fn load_runs(
+    project_id: Option<String>,
+    user_id: Option<String>,
+    status: Option<String>,
+    before: Option<String>,
+) -> Result<crate::model::RunListing, ConsoleError> {
+    ssr::answer(ssr::load_runs(project_id, user_id, status, before).await).await
+}
+
+/// One run's timeline.
+#[server(prefix = "/console/api", endpoint = "run")]
+pub async fn load_run(
+    project_id: Option<String>,
+    run_id: String,
+) -> Result<crate::model::RunTimelineDetail, ConsoleError> {
+    ssr::answer(ssr::load_run(project_id, run_id).await).await
+}
+
+/// The project's recorded recalls, filtered.
+#[server(prefix = "/console/api", endpoint = "recalls")]
+pub async fn load_recalls(
+    project_id: Option<String>,
+    user_id: Option<String>,
+    session_id: Option<String>,
+    memory_id: Option<String>,
+    run_id: Option<String>,
+    before: Option<String>,
+) -> Result<crate::model::RecallListing, ConsoleError> {
+    ssr::answer(ssr::load_recalls(project_id, user_id, session_id, memory_id, run_id, before).await)
+        .await
+}
+
 /// Save the project's budget, quotas and recall budget (empty fields: no limit).
 #[allow(clippy::too_many_arguments)]
 #[server(prefix = "/console/api", endpoint = "save_limits")]
@@ -692,6 +726,76 @@ pub(crate) mod ssr {
             .await?
             .ok_or(ConsoleError::NotFound)?;
         backend.recall_event(&caller, &project_id, &recall_id).await
+    }
+
+    /// A text field as the backend takes it: blank is absent.
+    fn given(text: Option<String>) -> Option<String> {
+        text.map(|text| text.trim().to_string())
+            .filter(|text| !text.is_empty())
+    }
+
+    pub async fn load_runs(
+        project_id: Option<String>,
+        user_id: Option<String>,
+        status: Option<String>,
+        before: Option<String>,
+    ) -> Result<crate::model::RunListing, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+            return Ok(Default::default());
+        };
+        let mut listing = backend
+            .run_list(
+                &caller,
+                &project_id,
+                given(user_id),
+                given(status),
+                given(before),
+            )
+            .await?;
+        listing.project_id = Some(project_id);
+        Ok(listing)
+    }
+
+    pub async fn load_run(
+        project_id: Option<String>,
+        run_id: String,
+    ) -> Result<crate::model::RunTimelineDetail, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let project_id = chosen_project(&backend, &caller, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend
+            .run_timeline(&caller, &project_id, run_id.trim())
+            .await
+    }
+
+    pub async fn load_recalls(
+        project_id: Option<String>,
+        user_id: Option<String>,
+        session_id: Option<String>,
+        memory_id: Option<String>,
+        run_id: Option<String>,
+        before: Option<String>,
+    ) -> Result<crate::model::RecallListing, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+            return Ok(Default::default());
+        };
+        let query = crate::model::RecallListQuery {
+            project_id: project_id.clone(),
+            user_id: given(user_id),
+            session_id: given(session_id),
+            memory_id: given(memory_id),
+            run_id: given(run_id),
+            before: given(before),
+        };
+        let mut listing = backend.recall_list(&caller, query).await?;
+        listing.project_id = Some(project_id);
+        Ok(listing)
     }
 
     pub async fn load_usage(

@@ -9,6 +9,7 @@ use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
 use crate::memory::MemoryPage;
 use crate::recall::RecallPage;
+use crate::runs::{RecallsPage, RunsPage};
 use crate::settings::SettingsPage;
 use crate::subjects::SubjectsPage;
 use crate::usage::UsagePage;
@@ -87,6 +88,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/settings") view=SettingsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/usage") view=UsagePage ssr=SsrMode::Async />
                     <Route path=path!("/console/recall") view=RecallPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/recalls") view=RecallsPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/runs") view=RunsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/invite") view=InvitePage ssr=SsrMode::Async />
                 </Routes>
             </div>

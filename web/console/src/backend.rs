@@ -8,7 +8,10 @@ use crate::model::{
     NewKeyRequest, NewKeySecret, ProjectSummary, SessionTokens, SpendLimitsForm, SubjectSummary,
     UsageOverview,
 };
-use crate::model::{RecallDashboard, RecallEventDetail};
+use crate::model::{
+    RecallDashboard, RecallEventDetail, RecallListQuery, RecallListing, RunListing,
+    RunTimelineDetail,
+};
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
 /// token that [`ConsoleBackend::login`] issued (kept in the `engram_console` cookie) and the
@@ -316,4 +319,30 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         caller: &ConsoleCaller,
         form: SpendLimitsForm,
     ) -> Result<(), ConsoleError>;
+
+    /// The project's agent runs, newest first, of one end-user and status when given.
+    async fn run_list(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        user_id: Option<String>,
+        status: Option<String>,
+        before: Option<String>,
+    ) -> Result<RunListing, ConsoleError>;
+
+    /// One run's timeline with each memory as it was then and is now (a content view,
+    /// audited).
+    async fn run_timeline(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        run_id: &str,
+    ) -> Result<RunTimelineDetail, ConsoleError>;
+
+    /// The project's recorded recalls (searches and contexts), newest first, filtered.
+    async fn recall_list(
+        &self,
+        caller: &ConsoleCaller,
+        query: RecallListQuery,
+    ) -> Result<RecallListing, ConsoleError>;
 }

@@ -18,6 +18,7 @@ mod memory;
 pub mod model;
 mod project_picker;
 mod recall;
+mod runs;
 mod settings;
 mod subjects;
 mod topbar;

@@ -3,7 +3,9 @@
 //! mark immutable or put under legal hold (and lift), delete (reason and confirmation).
 
 use crate::api::{CorrectMemory, DeleteMemory, SetMemoryFlag, load_memory};
-use crate::model::{ConsoleError, DiffPart, HistoryRow, MemoryDetail};
+use crate::model::{
+    ConsoleError, DiffPart, HistoryRow, IMPACT_DAYS, MemoryDetail, MemoryImpactSummary,
+};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -87,9 +89,11 @@ fn detail_view(
         metadata_json,
         expires_at,
         history,
+        impact,
     } = detail;
     let memory_id = memory.id.clone();
     let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
+    let (project_for_impact, memory_for_impact) = (project_id.clone(), memory_id.clone());
     let flag_form = move |flag: &'static str,
                           label_on: &'static str,
                           label_off: &'static str,
@@ -137,7 +141,10 @@ fn detail_view(
             </ActionForm>
         }.into_any()
     };
+    let reach = impact_sentence(&impact);
+    let reach_for_correct = reach.clone();
     let delete_section = view! {
+        <p class="notice" data-testid="delete-impact">{reach}</p>
         <ActionForm action=delete attr:class="stack" attr:data-testid="delete-form">
             <input type="hidden" name="project_id" value=project_id />
             <input type="hidden" name="memory_id" value=memory_id />
@@ -174,11 +181,11 @@ fn detail_view(
             <dt>"Expires"</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
             <dt>"Version"</dt><dd data-testid="memory-version">{memory.version}</dd>
             <dt>"Metadata"</dt><dd><code>{metadata_json}</code></dd>
-            <dt>"Recalls"</dt><dd class="muted">"The searches that returned this memory are not listed here yet; the Recall page shows recall quality."</dd>
         </dl>
         <div class="actions">
             <section class="card">
                 <h2>"Correct"</h2>
+                <p class="notice" data-testid="correct-impact">{reach_for_correct}</p>
                 {correct_section}
             </section>
             <section class="card">
@@ -191,10 +198,70 @@ fn detail_view(
                 {delete_section}
             </section>
         </div>
+        {impact_view(&project_for_impact, &memory_for_impact, impact)}
         <h2>"History"</h2>
         <ol class="history" data-testid="history">
             {history.into_iter().rev().map(history_item).collect_view()}
         </ol>
+    }
+    .into_any()
+}
+
+/// What a correction or deletion would reach, said before it is confirmed.
+fn impact_sentence(impact: &MemoryImpactSummary) -> String {
+    let plural = |count: u64, one: &str, many: &str| {
+        format!("{count} {}", if count == 1 { one } else { many })
+    };
+    format!(
+        "In the last {IMPACT_DAYS} days this memory was injected into or recalled for {}, returned by {} and packed into {}.",
+        plural(impact.runs, "run", "runs"),
+        plural(impact.recalls, "search", "searches"),
+        plural(impact.contexts, "context", "contexts"),
+    )
+}
+
+/// The latest uses of the memory, each linking to its run or recall.
+fn impact_view(project_id: &str, memory_id: &str, impact: MemoryImpactSummary) -> AnyView {
+    let all_recalls = format!("/console/recalls?project={project_id}&memory_id={memory_id}");
+    let rows = impact
+        .uses
+        .into_iter()
+        .map(|used| {
+            let link = match (&used.run_id, &used.recall_id) {
+                (Some(run_id), _) => {
+                    let href = format!("/console/runs?project={project_id}&run={run_id}");
+                    view! { <a href=href data-testid="impact-run-link">"run"</a> }.into_any()
+                }
+                (None, Some(recall_id)) => {
+                    let href = format!("/console/recall?project={project_id}&recall={recall_id}");
+                    view! { <a href=href>"recall"</a> }.into_any()
+                }
+                (None, None) => "—".into_any(),
+            };
+            view! {
+                <tr data-testid="impact-row" data-kind=used.kind.clone()>
+                    <td>{used.at.clone()}</td>
+                    <td>{used.kind.clone()}</td>
+                    <td>{format!("v{}", used.version)}</td>
+                    <td>{used.user_id.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td>{link}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <h2>"Used by"</h2>
+        <p data-testid="impact-counts">
+            {format!(
+                "Last {IMPACT_DAYS} days: {} searches, {} contexts, {} runs. ",
+                impact.recalls, impact.contexts, impact.runs
+            )}
+            <a href=all_recalls data-testid="impact-recalls-link">"Every recall that returned it"</a>
+        </p>
+        <table class="memories" data-testid="impact-table">
+            <thead><tr><th>"When"</th><th>"Use"</th><th>"Version"</th><th>"End-user"</th><th>""</th></tr></thead>
+            <tbody>{rows}</tbody>
+        </table>
     }
     .into_any()
 }

@@ -480,6 +480,131 @@ pub struct MemoryDetail {
     pub metadata_json: String,
     pub expires_at: Option<String>,
     pub history: Vec<HistoryRow>,
+    /// What used it lately: shown before a correction or deletion is confirmed.
+    #[serde(default)]
+    pub impact: MemoryImpactSummary,
+}
+
+/// How often a memory was used in the last [`IMPACT_DAYS`] days, and its latest uses.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryImpactSummary {
+    pub recalls: u64,
+    pub contexts: u64,
+    pub runs: u64,
+    /// Newest first, at most [`IMPACT_USES_SHOWN`].
+    pub uses: Vec<ImpactUseRow>,
+}
+
+/// Days the memory page counts uses over.
+pub const IMPACT_DAYS: i64 = 30;
+/// Latest uses listed on the memory page.
+pub const IMPACT_USES_SHOWN: u64 = 20;
+
+/// One use of a memory: `returned` by a search, `packed` into a context, `injected` into a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImpactUseRow {
+    pub kind: String,
+    pub version: i64,
+    pub at: String,
+    pub recall_id: Option<String>,
+    pub run_id: Option<String>,
+    pub user_id: Option<String>,
+}
+
+/// One agent run in a list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub run_id: String,
+    pub task: String,
+    pub user_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `open`, `ended` or `expired`.
+    pub status: String,
+    pub outcome: Option<String>,
+    pub created_at: String,
+    pub step_count: u32,
+    pub trajectory_memory_id: Option<String>,
+}
+
+/// A page of a project's runs, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunListing {
+    pub project_id: Option<String>,
+    pub runs: Vec<RunRow>,
+    pub next_cursor: Option<String>,
+}
+
+/// A memory a step names, as it was then and as it is now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepMemory {
+    pub memory_id: String,
+    /// The version the step used.
+    pub version: i64,
+    /// Its text at that version, where the history keeps it.
+    pub content_then: Option<String>,
+    pub now_version: Option<i64>,
+    pub now_state: Option<String>,
+    pub deleted: bool,
+}
+
+/// One step of a run's timeline.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStepRow {
+    pub seq: u32,
+    /// `model_call`, `tool_call`, `note`, `memory_write`, `search`, `context`, `feedback`.
+    pub step_type: String,
+    pub at: String,
+    /// One line on what happened (model and tokens, tool, rating, …).
+    pub summary: String,
+    /// Texts the step kept (prompt, completion, arguments, result, note): (label, text).
+    pub texts: Vec<(String, String)>,
+    pub memories: Vec<StepMemory>,
+    /// The recall (search or context) the step names, for the drill-down.
+    pub recall_id: Option<String>,
+}
+
+/// A run with its timeline.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunTimelineDetail {
+    pub run: RunRow,
+    pub steps: Vec<RunStepRow>,
+}
+
+/// One recorded recall in a list.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallRow {
+    pub recall_id: String,
+    pub at: String,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    /// `search` or `context`.
+    pub purpose: String,
+    pub profile: String,
+    pub result_count: u32,
+    pub top_score: Option<f64>,
+    pub run_id: Option<String>,
+    /// `None` when the project keeps no query text.
+    pub query: Option<String>,
+}
+
+/// What the Recalls list filters on.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecallListQuery {
+    pub project_id: String,
+    pub user_id: Option<String>,
+    pub session_id: Option<String>,
+    pub memory_id: Option<String>,
+    pub run_id: Option<String>,
+    pub before: Option<String>,
+}
+
+/// A page of a project's recalls, newest first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecallListing {
+    pub project_id: Option<String>,
+    pub recalls: Vec<RecallRow>,
+    pub next_cursor: Option<String>,
 }
 
 /// What a bulk delete by filter would remove.

@@ -5,12 +5,14 @@ use crate::api::Logout;
 use leptos::prelude::*;
 
 /// (path, label, test id) of each page in the navigation, in order.
-const PAGES: [(&str, &str, &str); 8] = [
+const PAGES: [(&str, &str, &str); 10] = [
     ("/console/memories", "Memories", "nav-memories"),
     ("/console/subjects", "Subjects", "nav-subjects"),
     ("/console/settings", "Settings", "nav-settings"),
     ("/console/usage", "Usage", "nav-usage"),
     ("/console/recall", "Recall", "nav-recall"),
+    ("/console/recalls", "Recalls", "nav-recalls"),
+    ("/console/runs", "Runs", "nav-runs"),
     ("/console/keys", "API keys", "nav-keys"),
     ("/console/audit", "Audit log", "nav-audit"),
     ("/console/members", "Members", "nav-members"),

@@ -462,7 +462,7 @@ pub async fn memory_history(
 /// Find the memories that best match a query.
 #[utoipa::path(post, path = "/v1/memories/search", tag = "memories", request_body = SearchBody,
     params(("Engram-Run-Id" = Option<String>, Header, description = "The agent run this call belongs to (as the body's `run_id`)")),
-    responses((status = 409, description = "The named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"), (status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
+    responses((status = 404, description = "The named run does not exist", body = ProblemDocument, content_type = "application/problem+json"), (status = 409, description = "The named run is ended or expired", body = ProblemDocument, content_type = "application/problem+json"), (status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = SearchResponseView), (status = 422, body = ProblemDocument, content_type = "application/problem+json"),
         (status = 503, body = ProblemDocument, content_type = "application/problem+json")),
     security(("api_key" = ["memories:read"])))]
 pub async fn search_memories(

@@ -620,7 +620,7 @@ pub struct ListRecallsQuery {
     #[param(format = Uuid)]
     pub run_id: Option<String>,
     /// Recalls a retrieval profile served (`default`: none).
-    #[param(max_length = 64)]
+    #[param(schema_with = engram_core::openapi_schemas::profile_name)]
     pub profile: Option<String>,
     /// From here (RFC 3339).
     pub from: Option<DateTime<Utc>>,
@@ -658,6 +658,20 @@ pub async fn list_recalls(
             .ok()
     });
     let before = optional_cursor(query.before.as_deref(), "before", &mut errors);
+    let is_profile_name = |name: &str| {
+        (1..=64).contains(&name.len())
+            && name
+                .chars()
+                .all(|character| character.is_ascii_alphanumeric() || "._-".contains(character))
+    };
+    if let Some(profile) = &query.profile
+        && !is_profile_name(profile)
+    {
+        errors.push(FieldError::new(
+            "profile",
+            "a profile name: 1–64 letters, digits, `.`, `_` or `-`",
+        ));
+    }
     refuse_if_any(errors)?;
     let (recalls, next) = engine
         .list_recall_events_for(
