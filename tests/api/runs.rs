@@ -655,3 +655,80 @@ async fn an_agent_loop_is_recorded_and_its_memories_impact_traced_on_postgres() 
     digests_without_capture(&server).await;
     agent_loop_on(server).await;
 }
+
+/// With an LLM (here the stand-in for a provider's API), the `summary` part is built from
+/// the session's messages in the end-user's namespace and billed like every LLM call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_summarises_the_session_with_an_llm() {
+    use engram_tests::llm_stand_in::{LlmStandIn, ScriptedReply};
+    let stand_in = LlmStandIn::start(|_| ScriptedReply::Json {
+        content: json!({"summary": "Ann wants a Thai dinner tonight."}),
+        prompt_tokens: 120,
+        completion_tokens: 12,
+    })
+    .await
+    .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let server = TestServer::spawn_with(
+        directory.path(),
+        &[
+            ("ENGRAM_LLM_BASE_URL", stand_in.base_url.as_str()),
+            ("ENGRAM_LLM_MODEL", "stand-in-chat"),
+        ],
+    )
+    .await
+    .unwrap();
+    let client = server.client();
+    post(
+        &client,
+        "/v1/sessions/dinner/messages",
+        json!({"user_id": "ann", "derive_memories": false, "messages": [
+            {"role": "user", "content": "Can you order dinner for tonight?"},
+            {"role": "user", "content": "Something Thai, please."},
+        ]}),
+    )
+    .await;
+    let context = post(
+        &client,
+        "/v1/context",
+        json!({"user_id": "ann", "session_id": "dinner", "token_budget": 200,
+               "include": ["summary", "procedures"]}),
+    )
+    .await;
+    assert!(
+        context["omitted_parts"].as_array().unwrap().is_empty(),
+        "{context}"
+    );
+    let summary = context["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|part| part["part"] == "summary")
+        .unwrap_or_else(|| panic!("a summary part: {context}"));
+    assert!(summary["tokens"].as_u64().unwrap() > 0);
+    assert!(
+        context["context"]
+            .as_str()
+            .unwrap()
+            .contains("Session summary:\n- Ann wants a Thai dinner tonight."),
+        "{context}"
+    );
+    let asked = stand_in.requests();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0]
+            .user_prompt
+            .contains("user: Something Thai, please."),
+        "{}",
+        asked[0].user_prompt
+    );
+    // Another end-user's session of the same id has nothing to summarise.
+    let other = post(
+        &client,
+        "/v1/context",
+        json!({"user_id": "bob", "session_id": "dinner", "token_budget": 200, "include": ["summary"]}),
+    )
+    .await;
+    assert_eq!(other["omitted_parts"][0]["part"], "summary", "{other}");
+    assert_eq!(stand_in.requests().len(), 1, "no call for an empty session");
+}

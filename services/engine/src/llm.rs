@@ -19,12 +19,15 @@ pub struct LlmPrompts {
     pub correct_memory: String,
     /// Summarises old episodic memories (consolidation).
     pub compact_episodes: String,
+    /// Summarises a session's messages (the `summary` part of an assembled context).
+    pub summarize_session: String,
 }
 
 const EXTRACT_MEMORIES_FILE: &str = "extract_memories.md";
 const RECONCILE_MEMORIES_FILE: &str = "reconcile_memories.md";
 const CORRECT_MEMORY_FILE: &str = "correct_memory.md";
 const COMPACT_EPISODES_FILE: &str = "compact_episodes.md";
+const SUMMARIZE_SESSION_FILE: &str = "summarize_session.md";
 
 impl Default for LlmPrompts {
     fn default() -> Self {
@@ -33,6 +36,7 @@ impl Default for LlmPrompts {
             reconcile_memories: include_str!("../prompts/reconcile_memories.md").to_string(),
             correct_memory: include_str!("../prompts/correct_memory.md").to_string(),
             compact_episodes: include_str!("../prompts/compact_episodes.md").to_string(),
+            summarize_session: include_str!("../prompts/summarize_session.md").to_string(),
         }
     }
 }
@@ -46,6 +50,7 @@ impl LlmPrompts {
             (RECONCILE_MEMORIES_FILE, &mut prompts.reconcile_memories),
             (CORRECT_MEMORY_FILE, &mut prompts.correct_memory),
             (COMPACT_EPISODES_FILE, &mut prompts.compact_episodes),
+            (SUMMARIZE_SESSION_FILE, &mut prompts.summarize_session),
         ] {
             let path = folder.join(file_name);
             if path.exists() {

@@ -308,14 +308,38 @@ impl MemoryEngine {
         }
 
         if wanted(ContextPart::Summary) {
-            omitted_parts.push((
-                ContextPart::Summary,
-                if self.llm.is_none() {
-                    "needs an LLM to summarise the session; none is configured".to_string()
-                } else {
-                    "session summaries are not kept yet; the recent messages part carries the session".to_string()
-                },
-            ));
+            let stage = Instant::now();
+            match (&self.llm, &request.session_id) {
+                (None, _) => omitted_parts.push((
+                    ContextPart::Summary,
+                    "needs an LLM to summarise the session; none is configured".to_string(),
+                )),
+                (Some(_), None) => {
+                    omitted_parts.push((ContextPart::Summary, "needs a session_id".to_string()))
+                }
+                (Some(llm), Some(session_id)) => {
+                    match self
+                        .summarize_session(principal, llm, session_id, request.user_id.as_ref())
+                        .await?
+                    {
+                        Some(summary) => sections.push(ContextSection {
+                            part: ContextPart::Summary,
+                            header: "Session summary:".to_string(),
+                            lines: vec![(
+                                format!("- {}", summary.replace('\n', " ")),
+                                ContextSource::Summary,
+                            )],
+                            reversed: false,
+                            header_always: false,
+                        }),
+                        None => omitted_parts.push((
+                            ContextPart::Summary,
+                            "the session has no messages to summarise".to_string(),
+                        )),
+                    }
+                }
+            }
+            timings.push(("summary", stage.elapsed().as_micros() as u64));
         }
 
         let stage = Instant::now();
@@ -394,6 +418,71 @@ impl MemoryEngine {
             .await;
         }
         Ok(assembled)
+    }
+}
+
+/// Messages of a session a summary reads at most (the newest).
+const MAX_SUMMARISED_MESSAGES: u64 = 200;
+
+impl MemoryEngine {
+    /// The LLM's summary of the session's newest messages in the end-user's namespace;
+    /// `None` for a session without messages. The call is admitted against the project's
+    /// spend limits, recorded and billed like every LLM call.
+    async fn summarize_session(
+        &self,
+        principal: &Principal,
+        llm: &crate::llm::ChatModel,
+        session_id: &ExternalId,
+        user_id: Option<&ExternalId>,
+    ) -> Result<Option<String>, EngineError> {
+        let mut messages = self
+            .storage
+            .latest_session_messages(
+                principal.memory_scope(),
+                session_id.as_str(),
+                user_id.map(ExternalId::as_str),
+                MAX_SUMMARISED_MESSAGES,
+            )
+            .await?;
+        if messages.is_empty() {
+            return Ok(None);
+        }
+        messages.reverse();
+        let scope = principal.scope();
+        self.spend_guard
+            .admit(
+                scope,
+                &[engram_core::usage::PlannedSpend {
+                    unit: engram_core::usage::UsageUnit::LlmTokensIn,
+                    quantity: 1,
+                }],
+            )
+            .await?;
+        let conversation: Vec<String> = messages
+            .iter()
+            .map(|message| format!("{}: {}", message.role, message.content.replace('\n', " ")))
+            .collect();
+        let attribution = principal
+            .usage_attribution()
+            .for_subject(user_id.map(ExternalId::as_str), None);
+        let mut spent = crate::derivation::MessageDerivation::default();
+        let answer = self
+            .call_llm(
+                scope,
+                llm,
+                "summarize_session",
+                &llm.prompts().summarize_session,
+                &conversation.join("\n"),
+                &attribution,
+                &mut spent,
+            )
+            .await?;
+        let summary = crate::llm::json_in_answer(&answer)
+            .ok()
+            .and_then(|value| value.get("summary")?.as_str().map(str::to_string))
+            .map(|summary| summary.trim().to_string())
+            .filter(|summary| !summary.is_empty());
+        Ok(summary)
     }
 }
 
