@@ -265,6 +265,36 @@ async fn agent_loop_on(server: TestServer) {
         )
         .await;
     mismatched.assert_problem(422, "validation-failed");
+    // A run is one end-user's: a call about another end-user, another end-user's memory in a
+    // model call, or a sub-task of another end-user's run is refused, and nothing is recorded.
+    let bobs = client
+        .add_one(json!({"content": "Bob likes jazz.", "user_id": "bob"}))
+        .await;
+    call(
+        &client,
+        reqwest::Method::POST,
+        "/v1/memories/search",
+        Some(json!({"query": "jazz", "user_id": "bob", "run_id": run_id})),
+    )
+    .await
+    .assert_problem(422, "validation-failed");
+    let foreign_memory = call(
+        &client,
+        reqwest::Method::POST,
+        &format!("/v1/runs/{run_id}/steps"),
+        Some(json!({"type": "model_call", "model": "m", "injected_memory_ids": [bobs["id"]]})),
+    )
+    .await;
+    foreign_memory.assert_problem(422, "validation-failed");
+    assert_eq!(foreign_memory.error_fields(), ["injected_memory_ids[0]"]);
+    call(
+        &client,
+        reqwest::Method::POST,
+        "/v1/runs",
+        Some(json!({"task": "sub-task", "user_id": "bob", "parent_run_id": run_id})),
+    )
+    .await
+    .assert_problem(422, "validation-failed");
     // A run another call cannot name: unknown ids are missing.
     call(
         &client,
@@ -469,10 +499,13 @@ async fn agent_loop_on(server: TestServer) {
     // Deleted: the timeline says so and holds nothing of it.
     assert_eq!(client.delete(&peanut).await.status, 204);
     let timeline = get(&client, &format!("/v1/runs/{run_id}")).await;
-    assert_eq!(
-        step(&timeline, "model_call")["detail"]["injected"][0]["deleted"],
-        true
+    let given = &step(&timeline, "model_call")["detail"];
+    assert_eq!(given["injected"][0]["deleted"], true);
+    assert!(
+        given["prompt"].is_null(),
+        "a prompt given a deleted memory is withheld: {given}"
     );
+    assert!(given["texts_withheld"].is_string(), "{given}");
     assert!(!timeline.to_string().contains("allergic"), "{timeline}");
 
     // Another project, and another end-user's token, see nothing of it.

@@ -290,12 +290,14 @@ impl RunStepBody {
                 prompt,
                 completion,
             } => {
-                let ids = injected_memory_ids.unwrap_or_default();
+                let mut ids = injected_memory_ids.unwrap_or_default();
                 if ids.len() > MAX_INJECTED_MEMORY_IDS {
                     errors.push(FieldError::new(
                         "injected_memory_ids",
                         format!("at most {MAX_INJECTED_MEMORY_IDS} ids, got {}", ids.len()),
                     ));
+                    // Refused anyway: the rest is not read (its size is the body's).
+                    ids.clear();
                 }
                 let mut injected = Vec::with_capacity(ids.len());
                 for (position, id) in ids.iter().enumerate() {

@@ -826,7 +826,13 @@ impl DataGovernance {
                     .delete_recall_events_of_subject(scope, user_id)
                     .await?
             }
-            SubjectStore::Runs => storage.delete_runs_of_subject(scope, user_id).await?,
+            SubjectStore::Runs => {
+                // Uses of the subject's memories recorded under no end-user (a project key's
+                // search for everyone) go too: they are about the subject's memories.
+                storage
+                    .delete_runs_of_subject(scope, user_id, &work.erased_memory_ids)
+                    .await?
+            }
             SubjectStore::EvaluationCases => {
                 let deleted = storage.delete_eval_cases_of_subject(scope, user_id).await?;
                 for id in &deleted {
@@ -905,7 +911,11 @@ impl DataGovernance {
                     .count_recall_events_of_subject(scope, user_id)
                     .await?
             }
-            SubjectStore::Runs => storage.count_runs_of_subject(scope, user_id).await?,
+            SubjectStore::Runs => {
+                storage
+                    .count_runs_of_subject(scope, user_id, &work.erased_memory_ids)
+                    .await?
+            }
             SubjectStore::EvaluationCases => {
                 storage.count_eval_cases_of_subject(scope, user_id).await?
             }

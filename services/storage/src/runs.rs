@@ -399,6 +399,27 @@ impl Storage {
         Ok(RunEnded::Ended(run))
     }
 
+    /// Name the trajectory memory an ended run left.
+    pub async fn set_run_trajectory(
+        &self,
+        scope: &MemoryScope,
+        run_id: Uuid,
+        memory_id: MemoryId,
+    ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
+        agent_runs::Entity::update_many()
+            .col_expr(
+                agent_runs::Column::TrajectoryMemoryId,
+                Expr::value(memory_id.as_uuid()),
+            )
+            .filter(crate::tenancy::within::<agent_runs::Entity>(scope))
+            .filter(agent_runs::Column::Id.eq(run_id))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(())
+    }
+
     /// Every step of a run `scope` may see, in order.
     pub async fn run_steps(
         &self,
@@ -650,11 +671,13 @@ impl Storage {
         Ok(exported)
     }
 
-    /// Remove an end-user's runs, steps and memory uses (subject erasure); how many rows.
+    /// Remove an end-user's runs, steps and memory uses, and every use of `memory_ids` (the
+    /// subject's memories) whoever's it was (subject erasure); how many rows.
     pub async fn delete_runs_of_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
+        memory_ids: &[MemoryId],
     ) -> Result<u64, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
@@ -672,6 +695,16 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .rows_affected;
+        let mut uses_of_memories = 0;
+        for chunk in memory_ids.chunks(500) {
+            uses_of_memories += memory_uses::Entity::delete_many()
+                .filter(crate::tenancy::in_project::<memory_uses::Entity>(scope))
+                .filter(memory_uses::Column::MemoryId.is_in(chunk.iter().map(|id| id.as_uuid())))
+                .exec(&transaction)
+                .await
+                .map_err(StorageError::from_db)?
+                .rows_affected;
+        }
         let runs = agent_runs::Entity::delete_many()
             .filter(crate::tenancy::in_project::<agent_runs::Entity>(scope))
             .filter(agent_runs::Column::UserId.eq(user_id))
@@ -680,14 +713,16 @@ impl Storage {
             .map_err(StorageError::from_db)?
             .rows_affected;
         transaction.commit().await.map_err(StorageError::from_db)?;
-        Ok(runs + steps + uses)
+        Ok(runs + steps + uses + uses_of_memories)
     }
 
-    /// Runs, steps and uses of an end-user still stored (erasure verification).
+    /// Runs, steps and uses of an end-user, and uses of `memory_ids`, still stored (erasure
+    /// verification).
     pub async fn count_runs_of_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
+        memory_ids: &[MemoryId],
     ) -> Result<u64, StorageError> {
         let runs = agent_runs::Entity::find()
             .filter(crate::tenancy::in_project::<agent_runs::Entity>(scope))
@@ -707,7 +742,16 @@ impl Storage {
             .count(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        Ok(runs + steps + uses)
+        let mut uses_of_memories = 0;
+        for chunk in memory_ids.chunks(500) {
+            uses_of_memories += memory_uses::Entity::find()
+                .filter(crate::tenancy::in_project::<memory_uses::Entity>(scope))
+                .filter(memory_uses::Column::MemoryId.is_in(chunk.iter().map(|id| id.as_uuid())))
+                .count(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
+        }
+        Ok(runs + steps + uses + uses_of_memories)
     }
 
     /// Runs created before `cutoff`, of no held end-user (what the next sweep removes).

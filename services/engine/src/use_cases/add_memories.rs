@@ -67,7 +67,13 @@ impl MemoryEngine {
             )?;
         }
         // A run that cannot take the step refuses the write before anything is stored.
-        let run = self.run_to_link(principal, request.run_id).await?;
+        let subjects: Vec<Option<&str>> = memories
+            .iter()
+            .map(|memory| memory.user_id.as_ref().map(|id| id.as_str()))
+            .collect();
+        let run = self
+            .run_to_link(principal, request.run_id, &subjects)
+            .await?;
         self.spend_guard
             .admit(
                 principal.scope(),

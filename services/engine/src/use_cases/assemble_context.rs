@@ -118,7 +118,13 @@ impl MemoryEngine {
         let started = Instant::now();
         let mut request = request;
         request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
-        let run = self.run_to_link(principal, request.run_id).await?;
+        let run = self
+            .run_to_link(
+                principal,
+                request.run_id,
+                &[request.user_id.as_ref().map(ExternalId::as_str)],
+            )
+            .await?;
         let wanted = |part: ContextPart| {
             request
                 .include
@@ -322,7 +328,7 @@ impl MemoryEngine {
                         .summarize_session(principal, llm, session_id, request.user_id.as_ref())
                         .await?
                     {
-                        Some(summary) => sections.push(ContextSection {
+                        Ok(summary) => sections.push(ContextSection {
                             part: ContextPart::Summary,
                             header: "Session summary:".to_string(),
                             lines: vec![(
@@ -332,10 +338,7 @@ impl MemoryEngine {
                             reversed: false,
                             header_always: false,
                         }),
-                        None => omitted_parts.push((
-                            ContextPart::Summary,
-                            "the session has no messages to summarise".to_string(),
-                        )),
+                        Err(reason) => omitted_parts.push((ContextPart::Summary, reason)),
                     }
                 }
             }
@@ -425,16 +428,17 @@ impl MemoryEngine {
 const MAX_SUMMARISED_MESSAGES: u64 = 200;
 
 impl MemoryEngine {
-    /// The LLM's summary of the session's newest messages in the end-user's namespace;
-    /// `None` for a session without messages. The call is admitted against the project's
-    /// spend limits, recorded and billed like every LLM call.
+    /// The LLM's summary of the session's newest messages in the end-user's namespace, or why
+    /// there is none (no messages, a spend limit reached: the rest of the context is still
+    /// built). The call is admitted against the project's spend limits, recorded and billed
+    /// like every LLM call.
     async fn summarize_session(
         &self,
         principal: &Principal,
         llm: &crate::llm::ChatModel,
         session_id: &ExternalId,
         user_id: Option<&ExternalId>,
-    ) -> Result<Option<String>, EngineError> {
+    ) -> Result<Result<String, String>, EngineError> {
         let mut messages = self
             .storage
             .latest_session_messages(
@@ -445,11 +449,12 @@ impl MemoryEngine {
             )
             .await?;
         if messages.is_empty() {
-            return Ok(None);
+            return Ok(Err("the session has no messages to summarise".to_string()));
         }
         messages.reverse();
         let scope = principal.scope();
-        self.spend_guard
+        let admitted = self
+            .spend_guard
             .admit(
                 scope,
                 &[engram_core::usage::PlannedSpend {
@@ -457,7 +462,14 @@ impl MemoryEngine {
                     quantity: 1,
                 }],
             )
-            .await?;
+            .await;
+        if let Err(EngineError::LimitReached { reached, .. }) = &admitted {
+            return Ok(Err(format!(
+                "the project's {} is reached: no LLM call was made",
+                reached.limit
+            )));
+        }
+        admitted?;
         let conversation: Vec<String> = messages
             .iter()
             .map(|message| format!("{}: {}", message.role, message.content.replace('\n', " ")))
@@ -481,7 +493,8 @@ impl MemoryEngine {
             .ok()
             .and_then(|value| value.get("summary")?.as_str().map(str::to_string))
             .map(|summary| summary.trim().to_string())
-            .filter(|summary| !summary.is_empty());
+            .filter(|summary| !summary.is_empty())
+            .ok_or_else(|| "the LLM found nothing in the session worth summarising".to_string());
         Ok(summary)
     }
 }

@@ -41,7 +41,15 @@ impl MemoryEngine {
         search: SearchMemoriesRequest,
     ) -> Result<SearchAnswer, EngineError> {
         principal.authorize(Operation::SearchMemories)?;
-        let run = self.run_to_link(principal, search.run_id).await?;
+        let subject =
+            principal.end_user_subject(search.request.subject.user_id.clone(), "user_id")?;
+        let run = self
+            .run_to_link(
+                principal,
+                search.run_id,
+                &[subject.as_ref().map(|id| id.as_str())],
+            )
+            .await?;
         let (answer, pending) = self.recall(principal, search).await?;
         let returned: Vec<RecalledMemory> = answer
             .outcome

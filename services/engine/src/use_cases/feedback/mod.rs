@@ -108,8 +108,16 @@ impl MemoryEngine {
         run_id: Option<uuid::Uuid>,
     ) -> Result<FeedbackRecord, EngineError> {
         let scope = principal.scope();
+        let feedback_user = memory
+            .as_ref()
+            .and_then(|memory| memory.user_id.as_ref())
+            .map(|user_id| user_id.as_str().to_string())
+            .or(recall_user.clone())
+            .or_else(|| principal.end_user().map(|user| user.as_str().to_string()));
         // A run that cannot take the step refuses the feedback before anything changes.
-        let run = self.run_to_link(principal, run_id).await?;
+        let run = self
+            .run_to_link(principal, run_id, &[feedback_user.as_deref()])
+            .await?;
         let attribution = principal.usage_attribution().for_subject(
             memory
                 .as_ref()

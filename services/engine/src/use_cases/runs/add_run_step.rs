@@ -49,16 +49,27 @@ impl MemoryEngine {
                 let missing: Vec<FieldError> = injected_memory_ids
                     .iter()
                     .enumerate()
-                    .filter(|(_, id)| {
-                        found
-                            .get(id)
-                            .is_none_or(|memory| memory.state == engram_core::MemoryState::Deleted)
-                    })
-                    .map(|(position, _)| {
-                        FieldError::new(
-                            format!("injected_memory_ids[{position}]"),
-                            "no memory with this id in this project",
-                        )
+                    .filter_map(|(position, id)| {
+                        let field = format!("injected_memory_ids[{position}]");
+                        match found.get(id) {
+                            Some(memory) if memory.state != engram_core::MemoryState::Deleted => {
+                                // A run is one end-user's: it is given that end-user's
+                                // memories (and memories of no end-user) only.
+                                let of_another = memory.user_id.is_some()
+                                    && memory.user_id.as_ref().map(|id| id.as_str())
+                                        != run.user_id.as_deref();
+                                of_another.then(|| {
+                                    FieldError::new(
+                                        field,
+                                        "is a memory of another end-user than the run's",
+                                    )
+                                })
+                            }
+                            _ => Some(FieldError::new(
+                                field,
+                                "no memory with this id in this project",
+                            )),
+                        }
                     })
                     .collect();
                 if !missing.is_empty() {
@@ -79,7 +90,9 @@ impl MemoryEngine {
                         memory: *memory,
                         kind: MemoryUseKind::Injected,
                         used_at: now,
-                        recall_id: context_id,
+                        // The context is named in the step only: the client says which it
+                        // used, and a use's recall must be one Engram recorded.
+                        recall_id: None,
                         run_id: Some(run.id),
                         user_id: run.user_id.clone(),
                     })

@@ -33,37 +33,44 @@ impl MemoryEngine {
                     .keep_trajectories
             }
         };
-        let trajectory = if keep {
-            let steps = self
-                .storage
-                .run_steps(principal.memory_scope(), run_id)
-                .await?;
-            match trajectory_of(&run, &steps, &request.outcome) {
-                Some(memory) => self.keep_trajectory(principal, memory).await?,
-                None => None,
-            }
-        } else {
-            None
-        };
-        match self
+        // Ended first: of two ends at once, only the one that ended it keeps a trajectory.
+        let mut run = match self
             .storage
             .end_run(
                 principal.memory_scope(),
                 run_id,
                 &request.outcome,
-                trajectory,
+                None,
                 Utc::now(),
             )
             .await?
         {
-            RunEnded::Ended(run) if principal.answers_without_content(Operation::EndRun) => {
-                Ok(run.without_content())
+            RunEnded::Ended(run) => run,
+            RunEnded::Closed(status) => {
+                return Err(EngineError::Conflict(format!(
+                    "run {run_id} is {status} already"
+                )));
             }
-            RunEnded::Ended(run) => Ok(run),
-            RunEnded::Closed(status) => Err(EngineError::Conflict(format!(
-                "run {run_id} is {status} already"
-            ))),
+        };
+        if keep {
+            let steps = self
+                .storage
+                .run_steps(principal.memory_scope(), run_id)
+                .await?;
+            if let Some(memory) = trajectory_of(&run, &steps, &request.outcome)
+                && let Some(memory_id) = self.keep_trajectory(principal, memory).await?
+            {
+                self.storage
+                    .set_run_trajectory(principal.memory_scope(), run_id, memory_id)
+                    .await?;
+                run.trajectory_memory_id = Some(memory_id);
+            }
         }
+        Ok(if principal.answers_without_content(Operation::EndRun) {
+            run.without_content()
+        } else {
+            run
+        })
     }
 
     async fn keep_trajectory(

@@ -50,6 +50,7 @@ impl MemoryEngine {
             .await?;
         for step in &mut steps {
             hydrate(&mut step.detail, &now, &then);
+            withhold_texts_quoting_deleted(&mut step.detail);
         }
         if matches!(
             principal.credential(),
@@ -63,6 +64,34 @@ impl MemoryEngine {
         }
         let status = run.status_at(Utc::now());
         Ok(RunTimeline { run, status, steps })
+    }
+}
+
+/// A model call's captured prompt and completion may quote the memories it was given: once
+/// one of them is deleted, they are no longer shown (nothing of a deleted memory is handed
+/// out; the run keeps them until it is erased or swept).
+fn withhold_texts_quoting_deleted(detail: &mut serde_json::Value) {
+    let gave_a_deleted_memory = detail
+        .get("injected")
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|injected| {
+            injected
+                .iter()
+                .any(|memory| memory.get("deleted") == Some(&serde_json::Value::Bool(true)))
+        });
+    if !gave_a_deleted_memory {
+        return;
+    }
+    if let Some(fields) = detail.as_object_mut() {
+        for field in ["prompt", "completion"] {
+            if fields.get(field).is_some_and(|text| !text.is_null()) {
+                fields.insert(field.to_string(), serde_json::Value::Null);
+                fields.insert(
+                    "texts_withheld".to_string(),
+                    serde_json::json!("a memory given to this call was deleted"),
+                );
+            }
+        }
     }
 }
 

@@ -20,16 +20,35 @@ use engram_storage::runs::StepAppended;
 impl MemoryEngine {
     /// The open run a linked call names, checked before the call changes anything: another
     /// project's or end-user's is missing; an ended, expired or full one is a conflict.
+    ///
+    /// A run is one end-user's (or no end-user's): every end-user the call is about
+    /// (`subjects`, `None` for data of no end-user) must be the run's, so a timeline never
+    /// names another end-user's memories, messages or state, and erasing an end-user erases
+    /// every step about them.
     pub(crate) async fn run_to_link(
         &self,
         principal: &Principal,
         run_id: Option<uuid::Uuid>,
+        subjects: &[Option<&str>],
     ) -> Result<Option<RunRecord>, EngineError> {
         let Some(run_id) = run_id else {
             return Ok(None);
         };
         let run = self.visible_run(principal, run_id).await?;
         open_for_steps(&run)?;
+        if subjects
+            .iter()
+            .any(|subject| *subject != run.user_id.as_deref())
+        {
+            return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                "run_id",
+                match &run.user_id {
+                    Some(_) => "is the run of another end-user than this call is about: a run links only calls about its own end-user",
+                    None => "is a run of no end-user: it links only calls about no end-user",
+                },
+            )])
+            .into());
+        }
         Ok(Some(run))
     }
 

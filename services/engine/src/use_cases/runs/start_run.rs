@@ -17,7 +17,14 @@ impl MemoryEngine {
         let mut request = request;
         request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
         if let Some(parent) = request.parent_run_id {
-            self.visible_run(principal, parent).await?;
+            let parent = self.visible_run(principal, parent).await?;
+            if parent.user_id.as_deref() != request.user_id.as_ref().map(|id| id.as_str()) {
+                return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                    "parent_run_id",
+                    "is a run of another end-user: a sub-task's run is its parent's end-user's",
+                )])
+                .into());
+            }
         }
         let attribution = principal.usage_attribution();
         let opener = RunOpener {
