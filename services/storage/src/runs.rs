@@ -31,7 +31,7 @@ pub struct RunOpener {
 /// What appending a step found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepAppended {
-    Appended(RunStepRecord),
+    Appended(Box<RunStepRecord>),
     /// The run is ended or expired: it takes no more steps.
     Closed(RunStatus),
     /// The run holds [`MAX_RUN_STEPS`] steps.
@@ -41,7 +41,7 @@ pub enum StepAppended {
 /// What ending a run found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum RunEnded {
-    Ended(RunRecord),
+    Ended(Box<RunRecord>),
     Closed(RunStatus),
 }
 
@@ -350,7 +350,7 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         insert_uses(&transaction, project, uses).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
-        Ok(StepAppended::Appended(step_record(step)))
+        Ok(StepAppended::Appended(Box::new(step_record(step))))
     }
 
     /// End an open run with its outcome (and the trajectory memory it left, if any).
@@ -396,7 +396,7 @@ impl Storage {
             .run(scope, run_id)
             .await?
             .ok_or(StorageError::NotFound(NotFoundKind::Run))?;
-        Ok(RunEnded::Ended(run))
+        Ok(RunEnded::Ended(Box::new(run)))
     }
 
     /// Name the trajectory memory an ended run left.

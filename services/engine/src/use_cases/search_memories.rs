@@ -73,7 +73,7 @@ impl MemoryEngine {
         });
         if let Some(run) = &run {
             let memories: Vec<serde_json::Value> =
-                returned.iter().map(RecalledMemory::to_json).collect();
+                returned.iter().map(|memory| memory.to_json()).collect();
             let uses = match &recorded {
                 // The recall event records these uses itself.
                 Some(_) => Vec::new(),
@@ -267,7 +267,7 @@ pub(crate) struct RecalledMemory {
 }
 
 impl RecalledMemory {
-    pub fn to_json(&self) -> serde_json::Value {
+    pub fn to_json(self) -> serde_json::Value {
         let mut value = serde_json::json!({
             "memory_id": self.memory_id.to_string(),
             "version": self.version,

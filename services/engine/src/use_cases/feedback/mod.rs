@@ -97,6 +97,7 @@ impl MemoryEngine {
     /// LLM (paid for like any LLM call, and deleting only with what deleting needs). It
     /// belongs to the memory's end-user, else the rated search's (`recall_user`), else the
     /// token's, so export and erasure find it with the person.
+    #[allow(clippy::too_many_arguments)]
     async fn record_feedback(
         &self,
         principal: &Principal,

@@ -45,7 +45,7 @@ impl MemoryEngine {
             )
             .await?
         {
-            RunEnded::Ended(run) => run,
+            RunEnded::Ended(run) => *run,
             RunEnded::Closed(status) => {
                 return Err(EngineError::Conflict(format!(
                     "run {run_id} is {status} already"

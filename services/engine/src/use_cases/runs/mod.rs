@@ -99,7 +99,7 @@ impl MemoryEngine {
             )
             .await?;
         match appended {
-            StepAppended::Appended(step) => Ok(step),
+            StepAppended::Appended(step) => Ok(*step),
             StepAppended::Closed(status) => Err(closed(run_id, status)),
             StepAppended::Full => Err(full(run_id)),
         }
