@@ -174,6 +174,36 @@ pub(crate) async fn delete_runs_before<C: ConnectionTrait>(
         .rows_affected)
 }
 
+/// One page of `query`'s rows newest first (by their time-ordered UUIDv7 `id_column`),
+/// starting after (older than) `before`, and the cursor of the next page.
+async fn newest_first_page<C: ConnectionTrait, E: EntityTrait, T>(
+    connection: &C,
+    query: sea_orm::Select<E>,
+    id_column: E::Column,
+    before: Option<Uuid>,
+    limit: u64,
+    record: impl Fn(E::Model) -> T,
+    id_of: impl Fn(&T) -> Uuid,
+) -> Result<(Vec<T>, Option<Uuid>), StorageError> {
+    let query = match before {
+        Some(before) => query.filter(id_column.lt(before)),
+        None => query,
+    };
+    let mut page: Vec<T> = query
+        .order_by_desc(id_column)
+        .limit(limit + 1)
+        .all(connection)
+        .await
+        .map_err(StorageError::from_db)?
+        .into_iter()
+        .map(record)
+        .collect();
+    let more = page.len() as u64 > limit;
+    page.truncate(limit as usize);
+    let cursor = if more { page.last().map(&id_of) } else { None };
+    Ok((page, cursor))
+}
+
 impl Storage {
     /// Open a run in `scope`'s project.
     pub async fn insert_run(
@@ -268,22 +298,16 @@ impl Storage {
                 .filter(agent_runs::Column::Status.eq(open))
                 .filter(agent_runs::Column::LastActivityAt.lt(idle_cutoff(now))),
         };
-        if let Some(before) = before {
-            query = query.filter(agent_runs::Column::Id.lt(before));
-        }
-        let mut page: Vec<RunRecord> = query
-            .order_by_desc(agent_runs::Column::Id)
-            .limit(limit + 1)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .into_iter()
-            .map(run_record)
-            .collect();
-        let more = page.len() as u64 > limit;
-        page.truncate(limit as usize);
-        let cursor = more.then(|| page.last().map(|run| run.id)).flatten();
-        Ok((page, cursor))
+        newest_first_page(
+            &self.connection,
+            query,
+            agent_runs::Column::Id,
+            before,
+            limit,
+            run_record,
+            |run| run.id,
+        )
+        .await
     }
 
     /// Append one step to an open run, in order, with the memory uses it records; the run's
@@ -505,25 +529,19 @@ impl Storage {
         before: Option<Uuid>,
         limit: u64,
     ) -> Result<(Vec<MemoryUseRecord>, Option<Uuid>), StorageError> {
-        let mut query = memory_uses::Entity::find()
+        let query = memory_uses::Entity::find()
             .filter(crate::tenancy::within::<memory_uses::Entity>(scope))
             .filter(memory_uses::Column::MemoryId.eq(memory_id.as_uuid()));
-        if let Some(before) = before {
-            query = query.filter(memory_uses::Column::Id.lt(before));
-        }
-        let mut page: Vec<MemoryUseRecord> = query
-            .order_by_desc(memory_uses::Column::Id)
-            .limit(limit + 1)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .into_iter()
-            .map(use_record)
-            .collect();
-        let more = page.len() as u64 > limit;
-        page.truncate(limit as usize);
-        let cursor = more.then(|| page.last().map(|used| used.id)).flatten();
-        Ok((page, cursor))
+        newest_first_page(
+            &self.connection,
+            query,
+            memory_uses::Column::Id,
+            before,
+            limit,
+            use_record,
+            |used| used.id,
+        )
+        .await
     }
 
     /// How often one memory was used since `since`: recalls that returned it, contexts that
@@ -621,24 +639,16 @@ impl Storage {
                 Condition::all().add(recall_events::Column::Id.in_subquery(recalls_of_memory)),
             );
         }
-        if let Some(before) = before {
-            query = query.filter(recall_events::Column::Id.lt(before));
-        }
-        let mut page = query
-            .order_by_desc(recall_events::Column::Id)
-            .limit(limit + 1)
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
-        let more = page.len() as u64 > limit;
-        page.truncate(limit as usize);
-        let cursor = more.then(|| page.last().map(|event| event.id)).flatten();
-        Ok((
-            page.into_iter()
-                .map(crate::recall_quality::recall_event_record)
-                .collect(),
-            cursor,
-        ))
+        newest_first_page(
+            &self.connection,
+            query,
+            recall_events::Column::Id,
+            before,
+            limit,
+            crate::recall_quality::recall_event_record,
+            |event| event.id,
+        )
+        .await
     }
 
     /// Every run of an end-user with its steps, oldest first (subject export).
