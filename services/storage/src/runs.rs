@@ -558,38 +558,35 @@ impl Storage {
                 .filter(memory_uses::Column::MemoryId.eq(memory_id.as_uuid()))
                 .filter(memory_uses::Column::UsedAt.gte(since))
         };
-        let distinct = |query: sea_orm::Select<memory_uses::Entity>,
-                        column: memory_uses::Column| {
-            query
+        // Counted in the database: a much-used memory has many uses, the answer three numbers.
+        let count_distinct = |query: sea_orm::Select<memory_uses::Entity>,
+                              column: memory_uses::Column| {
+            let query = query
                 .select_only()
-                .column(column)
-                .distinct()
-                .filter(column.is_not_null())
+                .column_as(Expr::col(column).count_distinct(), "distinct_count")
+                .into_tuple::<i64>();
+            async move {
+                query
+                    .one(&self.connection)
+                    .await
+                    .map_err(StorageError::from_db)
+                    .map(|count| count.unwrap_or(0).max(0) as u64)
+            }
         };
-        let count_of = |kind: MemoryUseKind| {
-            distinct(
-                of_memory().filter(memory_uses::Column::UseKind.eq(kind.as_str())),
-                memory_uses::Column::RecallId,
-            )
+        let of_kind = |kind: MemoryUseKind| {
+            of_memory().filter(memory_uses::Column::UseKind.eq(kind.as_str()))
         };
-        let recalls = count_of(MemoryUseKind::Returned)
-            .into_tuple::<Uuid>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .len() as u64;
-        let contexts = count_of(MemoryUseKind::Packed)
-            .into_tuple::<Uuid>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .len() as u64;
-        let runs = distinct(of_memory(), memory_uses::Column::RunId)
-            .into_tuple::<Uuid>()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?
-            .len() as u64;
+        let recalls = count_distinct(
+            of_kind(MemoryUseKind::Returned),
+            memory_uses::Column::RecallId,
+        )
+        .await?;
+        let contexts = count_distinct(
+            of_kind(MemoryUseKind::Packed),
+            memory_uses::Column::RecallId,
+        )
+        .await?;
+        let runs = count_distinct(of_memory(), memory_uses::Column::RunId).await?;
         Ok(MemoryImpactCounts {
             recalls,
             contexts,

@@ -61,23 +61,23 @@ impl MemoryEngine {
                 score: Some(hit.score),
             })
             .collect();
-        let recorded = pending.map(|pending| {
+        let recorded = pending.is_some();
+        if let Some(pending) = pending {
             let event = pending.into_event(
                 answer.outcome.recall_id,
                 &returned,
                 &answer.outcome.timings,
                 engram_core::recall::RECALL_PURPOSE_SEARCH,
             );
-            self.recall_events.record(principal.scope(), event.clone());
-            event
-        });
+            self.recall_events.record(principal.scope(), event);
+        }
         if let Some(run) = &run {
             let memories: Vec<serde_json::Value> =
                 returned.iter().map(|memory| memory.to_json()).collect();
-            let uses = match &recorded {
+            let uses = match recorded {
                 // The recall event records these uses itself.
-                Some(_) => Vec::new(),
-                None => uses_of(
+                true => Vec::new(),
+                false => uses_of(
                     &returned,
                     MemoryUseKind::Returned,
                     answer.outcome.recall_id,
