@@ -34,6 +34,12 @@ pub struct DerivationInput<'a> {
     /// Whether the credential that asked holds `memories:delete`: only then is an LLM's
     /// DELETE applied; otherwise it is recorded in the memory's history as a proposal.
     pub may_delete: bool,
+    /// Kept on every memory written (the caller's own metadata; the derivation's keys win).
+    pub metadata: &'a serde_json::Map<String, serde_json::Value>,
+    /// Given to every memory written.
+    pub categories: &'a [String],
+    /// Every memory written expires then, unless the LLM set an earlier expiry.
+    pub expires_at: Option<chrono::DateTime<Utc>>,
 }
 
 /// One applied decision, as the API reports it.
@@ -231,7 +237,7 @@ impl MemoryEngine {
             };
             match decision.action {
                 ReconcileAction::Add | ReconcileAction::Supersede => {
-                    let mut metadata = serde_json::Map::new();
+                    let mut metadata = input.metadata.clone();
                     metadata.insert("derived_from".into(), "messages".into());
                     metadata.insert("batch_id".into(), input.batch_id.to_string().into());
                     if let Some(message) = message {
@@ -253,10 +259,13 @@ impl MemoryEngine {
                             .clone()
                             .unwrap_or_else(|| candidate.content.clone()),
                         metadata,
-                        categories: Vec::new(),
+                        categories: input.categories.to_vec(),
                         source: candidate.source,
                         confidence: candidate.confidence,
-                        expires_at: candidate.expires_at,
+                        expires_at: match (candidate.expires_at, input.expires_at) {
+                            (Some(own), Some(asked)) => Some(own.min(asked)),
+                            (own, asked) => own.or(asked),
+                        },
                         // What was said happened when it was said (never later than now).
                         occurred_at: message.map(|message| message.sent_at.min(chrono::Utc::now())),
                     };

@@ -59,6 +59,9 @@ pub(super) async fn derive_claimed_batch(
                 attribution: &attribution,
                 batch_id: subject.batch_id,
                 may_delete: subject.may_delete,
+                metadata: &serde_json::Map::new(),
+                categories: &[],
+                expires_at: None,
             },
             principal.actor(),
         )

@@ -28,6 +28,7 @@ mod messages;
 mod project_settings;
 mod query_memories;
 mod recall_quality;
+mod remember_messages;
 mod runs;
 pub(crate) mod search_memories;
 mod session_state;
@@ -73,6 +74,10 @@ pub use project_settings::{
 };
 pub use query_memories::{QueriedMemories, QueryMemoriesRequest};
 pub use recall_quality::{ListRecallEventsRequest, PutRetrievalProfileRequest, RecallInspection};
+pub use remember_messages::{
+    MAX_REMEMBERED_MESSAGES, RememberMessagesRequest, RememberMethod, RememberedMessage,
+    RememberedMessages,
+};
 pub use runs::{ListRunsRequest, RunTimeline};
 pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,

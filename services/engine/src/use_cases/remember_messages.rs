@@ -1,0 +1,321 @@
+//! Memories from one call's messages, as Mem0's `add` asks for them: each message kept
+//! verbatim, or read by the configured LLM (extraction and reconciliation) when asked to infer.
+
+use crate::derivation::{DerivationInput, DerivedChange};
+use crate::pipeline::AddOutcome;
+use crate::use_cases::AddMemoriesRequest;
+use crate::{EngineError, MemoryEngine};
+use chrono::{DateTime, Utc};
+use engram_core::conversation::{MessageRole, SessionMessage};
+use engram_core::memory::content_digest;
+use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::{ExternalId, FieldError, InvalidInput, Memory, NewMemory, Operation, Principal};
+use engram_storage::usage::UsageIncrement;
+use std::collections::HashSet;
+
+/// Most messages one call may carry.
+pub const MAX_REMEMBERED_MESSAGES: usize = 100;
+
+/// One message of the call.
+#[derive(Clone, Debug)]
+pub struct RememberedMessage {
+    pub role: MessageRole,
+    pub content: String,
+}
+
+/// What to remember, and for whom.
+#[derive(Clone, Debug, Default)]
+pub struct RememberMessagesRequest {
+    pub messages: Vec<RememberedMessage>,
+    pub user_id: Option<ExternalId>,
+    pub agent_id: Option<ExternalId>,
+    pub session_id: Option<ExternalId>,
+    /// Kept on every memory written.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub categories: Vec<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// When what the messages describe happened; `None`: now.
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// Read the messages with the LLM (when one is configured) instead of keeping them as
+    /// they are.
+    pub infer: bool,
+}
+
+/// How the messages were remembered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RememberMethod {
+    /// Each user, assistant and tool message is one memory, as written.
+    Verbatim,
+    /// The LLM extracted facts and reconciled them with what was already stored.
+    Llm,
+}
+
+impl RememberMethod {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RememberMethod::Verbatim => "verbatim",
+            RememberMethod::Llm => "llm",
+        }
+    }
+}
+
+/// What one call remembered.
+pub struct RememberedMessages {
+    pub method: RememberMethod,
+    /// Why the method differs from what was asked (inference asked, no LLM configured).
+    pub note: Option<String>,
+    /// The memories written (both methods); content-free for a caller that may not read.
+    pub memories: Vec<Memory>,
+    /// The LLM's decisions (ADD, UPDATE, SUPERSEDE, DELETE, NOOP); empty when verbatim.
+    pub changes: Vec<DerivedChange>,
+}
+
+impl MemoryEngine {
+    pub async fn remember_messages_for(
+        &self,
+        principal: &Principal,
+        request: RememberMessagesRequest,
+    ) -> Result<RememberedMessages, EngineError> {
+        principal.authorize(Operation::AddMemories)?;
+        let mut errors = Vec::new();
+        if request.messages.is_empty() || request.messages.len() > MAX_REMEMBERED_MESSAGES {
+            errors.push(FieldError::new(
+                "messages",
+                format!("must hold 1–{MAX_REMEMBERED_MESSAGES} messages"),
+            ));
+        }
+        let contents: Vec<&str> = request
+            .messages
+            .iter()
+            .map(|message| message.content.as_str())
+            .collect();
+        errors.extend(engram_core::conversation::message_batch_errors(&contents));
+        // An end-user token writes as its own end-user, named or not.
+        let mut request = request;
+        request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        if request.user_id.is_none()
+            && request.agent_id.is_none()
+            && request.session_id.is_none()
+            && !request
+                .metadata
+                .contains_key(engram_core::memory_filter::APP_ID_METADATA_KEY)
+        {
+            errors.push(FieldError::new(
+                "user_id",
+                "name at least one of user_id, agent_id, app_id or run_id: a memory belongs to someone",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(InvalidInput(errors).into());
+        }
+        let settings = self.governance.project_settings(principal.scope()).await?;
+        let client_vectors = settings.embedding.client_dimension().is_some();
+        if request.infer && self.llm_model().is_some() && !client_vectors {
+            return self.remember_with_llm(principal, request).await;
+        }
+        let note = request.infer.then(|| {
+            if client_vectors {
+                "stored verbatim: this project sends its own vectors, so Engram cannot embed what an LLM would extract".to_string()
+            } else {
+                "stored verbatim: no LLM is configured on this server (ENGRAM_LLM_*), so nothing was inferred".to_string()
+            }
+        });
+        let memories = self.remember_verbatim(principal, request).await?;
+        Ok(RememberedMessages {
+            method: RememberMethod::Verbatim,
+            note,
+            memories,
+            changes: Vec::new(),
+        })
+    }
+
+    /// Each non-system message one memory; a message said twice in the call is kept once.
+    async fn remember_verbatim(
+        &self,
+        principal: &Principal,
+        request: RememberMessagesRequest,
+    ) -> Result<Vec<Memory>, EngineError> {
+        let mut seen = HashSet::new();
+        let memories: Vec<NewMemory> = request
+            .messages
+            .iter()
+            .filter(|message| message.role != MessageRole::System)
+            .filter(|message| seen.insert(content_digest(message.content.trim())))
+            .map(|message| NewMemory {
+                user_id: request.user_id.clone(),
+                agent_id: request.agent_id.clone(),
+                session_id: request.session_id.clone(),
+                kind: engram_core::MemoryKind::Semantic,
+                key: None,
+                content: message.content.clone(),
+                metadata: request.metadata.clone(),
+                categories: request.categories.clone(),
+                source: message.role.verbatim_source(),
+                confidence: 1.0,
+                expires_at: request.expires_at,
+                occurred_at: request.occurred_at,
+            })
+            .collect();
+        if memories.is_empty() {
+            return Err(InvalidInput::single(
+                "messages",
+                "holds only system messages: there is nothing to remember",
+            )
+            .into());
+        }
+        let outcome = self
+            .add_memories_for(
+                principal,
+                AddMemoriesRequest {
+                    memories,
+                    client_vectors: None,
+                    idempotency: None,
+                    wait_for_index: true,
+                    run_id: None,
+                },
+                |_| (201, String::new()),
+            )
+            .await?;
+        match outcome {
+            AddOutcome::Stored { memories, .. } => Ok(memories),
+            // Without an idempotency key there is nothing to replay.
+            AddOutcome::Replayed { .. } | AddOutcome::AnswerErased => Err(EngineError::Internal(
+                "a write without a key was replayed".to_string(),
+            )),
+        }
+    }
+
+    async fn remember_with_llm(
+        &self,
+        principal: &Principal,
+        request: RememberMessagesRequest,
+    ) -> Result<RememberedMessages, EngineError> {
+        let scope = principal.scope();
+        let user_id = principal.end_user_subject(request.user_id.clone(), "user_id")?;
+        // Masked (or refused) before anything is sent to the LLM.
+        let mut contents: Vec<String> = request
+            .messages
+            .iter()
+            .map(|message| message.content.clone())
+            .collect();
+        self.governance
+            .redact_personal_data(scope, &mut contents, |index| {
+                format!("messages[{index}].content")
+            })
+            .await?;
+        self.spend_guard
+            .admit(
+                scope,
+                &[
+                    PlannedSpend {
+                        unit: UsageUnit::MemoriesWritten,
+                        quantity: request.messages.len() as u64,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::TokensEmbedded,
+                        quantity: 1,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::LlmTokensIn,
+                        quantity: 1,
+                    },
+                    PlannedSpend {
+                        unit: UsageUnit::LlmTokensOut,
+                        quantity: 1,
+                    },
+                ],
+            )
+            .await?;
+        let batch_id = uuid::Uuid::now_v7();
+        let now = Utc::now();
+        let sent_at = request.occurred_at.unwrap_or(now).min(now);
+        // Read, not stored: Mem0's add keeps what is learned, not the conversation.
+        let messages: Vec<SessionMessage> = request
+            .messages
+            .iter()
+            .zip(contents)
+            .map(|(message, content)| SessionMessage {
+                id: uuid::Uuid::now_v7(),
+                session_id: request
+                    .session_id
+                    .as_ref()
+                    .map(|id| id.as_str().to_string())
+                    .unwrap_or_default(),
+                user_id: user_id.as_ref().map(|id| id.as_str().to_string()),
+                agent_id: request.agent_id.as_ref().map(|id| id.as_str().to_string()),
+                role: message.role.as_str().to_string(),
+                name: None,
+                content,
+                memory_key: None,
+                sent_at,
+                created_at: now,
+                batch_id,
+            })
+            .collect();
+        let attribution = principal.usage_attribution().for_subject(
+            user_id.as_ref().map(ExternalId::as_str),
+            request.agent_id.as_ref().map(ExternalId::as_str),
+        );
+        let derivation = self
+            .derive_memories(
+                scope,
+                DerivationInput {
+                    messages: &messages,
+                    earlier: &[],
+                    attribution: &attribution,
+                    batch_id,
+                    may_delete: principal.may(Operation::DeleteMemory),
+                    metadata: &request.metadata,
+                    categories: &request.categories,
+                    expires_at: request.expires_at,
+                },
+                principal.actor(),
+            )
+            .await?;
+        // LLM tokens were billed with each call's record; what was written and embedded here.
+        let increments: Vec<UsageIncrement> = [
+            (UsageUnit::MemoriesWritten, derivation.memories_written),
+            (UsageUnit::TokensEmbedded, derivation.tokens_embedded),
+        ]
+        .into_iter()
+        .filter(|(_, quantity)| *quantity > 0)
+        .map(|(unit, quantity)| UsageIncrement {
+            organization_id: scope.organization_id(),
+            project_id: scope.project_id(),
+            attribution: attribution.clone(),
+            unit,
+            at: Utc::now(),
+            quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
+        })
+        .collect();
+        self.storage.add_usage(&increments).await?;
+        let written: Vec<engram_core::MemoryId> = derivation
+            .changes
+            .iter()
+            .filter_map(|change| change.memory_id)
+            .collect();
+        let mut memories = Vec::with_capacity(written.len());
+        for memory_id in written {
+            if let Ok(memory) = self
+                .storage
+                .get_memory(principal.memory_scope(), memory_id)
+                .await
+            {
+                memories.push(memory);
+            }
+        }
+        let mut changes = derivation.changes;
+        if principal.answers_without_content(Operation::AddMemories) {
+            memories = memories.into_iter().map(Memory::without_content).collect();
+            for change in &mut changes {
+                change.content = None;
+            }
+        }
+        Ok(RememberedMessages {
+            method: RememberMethod::Llm,
+            note: None,
+            memories,
+            changes,
+        })
+    }
+}
