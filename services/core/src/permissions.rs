@@ -265,7 +265,7 @@ pub enum Door {
     Console(&'static str),
     /// A CLI subcommand.
     Cli(&'static str),
-    /// Reserved: the Mem0 Platform–compatible API (method and path).
+    /// The Mem0 Platform–compatible API (method and path, trailing slash included).
     Mem0 {
         method: &'static str,
         path: &'static str,
@@ -378,13 +378,15 @@ use Door::{Cli, Console, Job, Mcp};
 
 operations! {
     AddMemories => WriteMemories, ForReaders, "add memories",
-        [http("post", "/v1/memories"), mem0("post", "/v1/memories/"), Mcp("add_memory")];
+        [http("post", "/v1/memories"), mem0("post", "/v3/memories/add/"), mem0("post", "/v1/memories/"), Mcp("add_memory")];
     ListMemories => ReadMemories, Content, "list memories",
-        [http("get", "/v1/memories"), http("post", "/v1/memories/query"), Console("list_memories"), mem0("get", "/v1/memories/"), Mcp("get_memories")];
+        [http("get", "/v1/memories"), http("post", "/v1/memories/query"), Console("list_memories"),
+         mem0("post", "/v3/memories/"), mem0("post", "/v2/memories/"), mem0("get", "/v1/memories/"),
+         mem0("post", "/v1/exports/"), mem0("post", "/v1/exports/get/"), Mcp("list_memories")];
     GetMemory => ReadMemories, Content, "read a memory",
         [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/")];
     EditMemory => WriteMemories, ForReaders, "edit a memory",
-        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/")];
+        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/"), mem0("put", "/v1/batch/")];
     // Part of an edit, checked by the edit when it names `expires_at`: setting an expiry
     // schedules a deletion, clearing one cancels a deletion someone scheduled.
     ChangeMemoryExpiry => WriteMemories + DeleteMemories, None, "change or clear a memory's expiry", [];
@@ -393,21 +395,23 @@ operations! {
     MemoryHistory => ReadMemories, Content, "read a memory's history",
         [http("get", "/v1/memories/{memory_id}/history"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/history/")];
     SearchMemories => ReadMemories, Content, "search memories",
-        [http("post", "/v1/memories/search"), Console("list_memories"), mem0("post", "/v2/memories/search/"), Mcp("search_memories")];
+        [http("post", "/v1/memories/search"), Console("list_memories"), mem0("post", "/v3/memories/search/"),
+         mem0("post", "/v2/memories/search/"), mem0("post", "/v1/memories/search/"), Mcp("search_memories")];
     BulkDeleteMemories => DeleteMemories, None, "delete memories in bulk",
-        [http("post", "/v1/memories/bulk-delete"), Console("bulk_delete"), Console("preview_bulk_delete")];
+        [http("post", "/v1/memories/bulk-delete"), Console("bulk_delete"), Console("preview_bulk_delete"),
+         mem0("delete", "/v1/memories/"), mem0("delete", "/v1/batch/"), mem0("delete", "/v2/entities/{entity_type}/{entity_id}/")];
     // Part of a bulk delete, checked when its filter tests text or metadata: how many match
     // would otherwise reveal content to a key that may not read it.
     BulkDeleteMemoriesByContent => DeleteMemories + ReadMemories, Content, "delete memories in bulk by their text or metadata", [];
     // End-user, agent, session and application ids with their counts: application ids come
     // from the metadata, and who has memories is for readers of memories.
     ListEntities => ReadMemories, Content, "list the entities memories name",
-        [http("get", "/v1/entities")];
+        [http("get", "/v1/entities"), mem0("get", "/v1/entities/")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];
 
     GiveMemoryFeedback => WriteMemories, ForReaders, "give feedback on a memory",
-        [http("post", "/v1/memories/{memory_id}/feedback")];
+        [http("post", "/v1/memories/{memory_id}/feedback"), mem0("post", "/v1/feedback/")];
     ListMemoryFeedback => ReadMemories, Content, "list a memory's feedback",
         [http("get", "/v1/memories/{memory_id}/feedback")];
     GiveRecallFeedback => WriteMemories, ForReaders, "give feedback on a recall",
@@ -510,7 +514,8 @@ operations! {
         [http("get", "/v1/audit/export"), Console("export_audit_csv")];
 
     GetProjectSettings => ManageProjectSettings, None, "read the project's settings",
-        [http("get", "/v1/project/settings"), Console("governance_settings")];
+        [http("get", "/v1/project/settings"), Console("governance_settings"),
+         mem0("get", "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/")];
     UpdateProjectSettings => ManageProjectSettings, None, "change the project's settings",
         [http("patch", "/v1/project/settings"), Console("save_governance_settings")];
     // Part of a settings change that names a retention: retention deletes.

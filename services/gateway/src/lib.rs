@@ -7,6 +7,7 @@ pub mod console;
 pub mod csv_export;
 mod extract;
 pub mod http_metrics;
+pub mod mem0;
 pub mod openapi;
 pub mod problem;
 mod query_parameters;
@@ -39,7 +40,8 @@ pub fn build_router(state: AppState, other_doors: Router) -> Router {
         trusted_proxies: state.settings.trusted_proxies.clone(),
         cors: cors_layer(&state.settings.cors_allowed_origins),
     };
-    frame.mount(native_door(state), other_doors)
+    let mem0 = mem0::door(state.clone());
+    frame.mount(native_door(state), other_doors.merge(mem0))
 }
 
 /// The native API: its routes, its unknown-route answer, and problem+json for every error
