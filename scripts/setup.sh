@@ -89,6 +89,35 @@ if [ "$purpose" = "test" ]; then
     python3 -m venv "$cache_dir/schemathesis-venv"
     "$cache_dir/schemathesis-venv/bin/python" -m pip install --quiet --disable-pip-version-check schemathesis==4.32.5
   fi
+  # Mem0's official Python client (tests/api mem0_compat), one venv per generation: 2.2.1
+  # (the /v3 routes), 1.0.11 and 0.1.118 (the /v1 and /v2 forms). 0.1.118 is optional: where
+  # this Python cannot install it, setup says so and its test is skipped. The import check
+  # runs with telemetry off and the client's config folder in the staging folder.
+  mem0_installed() {
+    "$cache_dir/mem0-$1-venv/bin/python" \
+      -c "import importlib.metadata as m; assert m.version('mem0ai') == '$1'" >/dev/null 2>&1
+  }
+  mem0_imports() {
+    MEM0_TELEMETRY=false MEM0_DIR="$staging/mem0-home" "$cache_dir/mem0-$1-venv/bin/python" \
+      -c "import mem0, importlib.metadata as m; assert m.version('mem0ai') == '$1'" >/dev/null 2>&1
+  }
+  for mem0_version in 2.2.1 1.0.11 0.1.118; do
+    if ! mem0_installed "$mem0_version"; then
+      say "installing mem0ai $mem0_version into .cache/mem0-$mem0_version-venv"
+      rm -rf "$cache_dir/mem0-$mem0_version-venv"
+      python3 -m venv "$cache_dir/mem0-$mem0_version-venv"
+      "$cache_dir/mem0-$mem0_version-venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "mem0ai==$mem0_version" || true
+      if ! mem0_imports "$mem0_version"; then
+        rm -rf "$cache_dir/mem0-$mem0_version-venv"
+        if [ "$mem0_version" != 0.1.118 ]; then
+          echo "mem0ai $mem0_version did not install or import with $(python3 --version)" >&2
+          exit 1
+        fi
+        say "mem0ai 0.1.118 does not install or import with $(python3 --version): its test is skipped"
+      fi
+    fi
+  done
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     say "starting the local PostgreSQL"
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true
