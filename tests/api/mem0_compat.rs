@@ -623,3 +623,186 @@ async fn with_an_llm_mem0_add_extracts_and_reconciles() {
     assert_eq!(verbatim.body["method"], "verbatim", "{}", verbatim.body);
     assert_eq!(verbatim.body["results"][0]["memory"], "Keep this exactly.");
 }
+
+/// `method` `path` at the root with `Authorization: Token <credential>`.
+async fn mem0_call(
+    server: &TestServer,
+    credential: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> ApiResponse {
+    let http = reqwest::Client::new();
+    let mut request = with_token(
+        &http,
+        method,
+        &format!("{}{path}", server.base_url),
+        credential,
+    );
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    server.client().send(request).await
+}
+
+/// What a Mem0 client does is the project's like any other door's work, told apart by its
+/// channel: writes and searches are metered as `mem0`, the audit log and the recall events
+/// name `mem0`. And an end-user token used through Mem0's routes stays its end-user's:
+/// it writes as that user, cannot name another, and finds, lists and deletes nothing of
+/// another user's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mem0_work_is_metered_and_audited_as_mem0_and_end_user_tokens_stay_confined() {
+    use reqwest::Method;
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let key = server.bootstrap.api_key.clone();
+    let added = mem0_call(
+        &server,
+        &key,
+        Method::POST,
+        "/v3/memories/add/",
+        Some(json!({"messages": "Ann drinks oolong tea.", "user_id": "ann", "infer": false})),
+    )
+    .await;
+    assert_eq!(added.status, 200, "{}", added.body);
+    let searched = mem0_call(
+        &server,
+        &key,
+        Method::POST,
+        "/v3/memories/search/",
+        Some(json!({"query": "what does ann drink", "filters": {"user_id": "ann"}})),
+    )
+    .await;
+    assert_eq!(searched.status, 200, "{}", searched.body);
+    assert_eq!(
+        searched.body["results"][0]["memory"],
+        "Ann drinks oolong tea."
+    );
+
+    let by_channel = engram_tests::eventually("mem0 usage to be metered", || async {
+        let report = api
+            .send(api.request(Method::GET, "/v1/usage?by=channel"))
+            .await;
+        let mem0_units: Vec<String> = report.body["usage"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|row| row["channel"] == "mem0")
+            .filter_map(|row| row["unit"].as_str().map(str::to_string))
+            .collect();
+        if mem0_units.iter().any(|unit| unit == "searches")
+            && mem0_units.iter().any(|unit| unit == "memories_written")
+        {
+            Ok(mem0_units)
+        } else {
+            Err(report.body.to_string())
+        }
+    })
+    .await;
+    assert!(!by_channel.is_empty());
+    let created = api
+        .send(api.request(Method::GET, "/v1/audit?action=memory.created"))
+        .await;
+    let channels: Vec<&str> = created.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|event| event["details"]["channel"].as_str())
+        .collect();
+    assert_eq!(channels, vec!["mem0"], "{}", created.body);
+    let recalls = api.send(api.request(Method::GET, "/v1/recalls")).await;
+    assert_eq!(recalls.status, 200, "{}", recalls.body);
+    let recall_channels: Vec<&str> = recalls.body["recalls"]
+        .as_array()
+        .or_else(|| recalls.body["events"].as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|recall| recall["channel"].as_str())
+        .collect();
+    assert_eq!(recall_channels, vec!["mem0"], "{}", recalls.body);
+
+    // An end-user token of ann's, through the Mem0 routes.
+    let bob = api
+        .add_one(json!({"content": "Bob's secret plan.", "user_id": "bob"}))
+        .await;
+    let bob_id = bob["id"].as_str().unwrap();
+    let minted = api
+        .send(
+            api.request(Method::POST, "/v1/end-user-tokens")
+                .json(&json!({"user_id": "ann"})),
+        )
+        .await;
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    let ann = minted.body["token"].as_str().unwrap().to_string();
+
+    let own = mem0_call(
+        &server,
+        &ann,
+        Method::POST,
+        "/v3/memories/add/",
+        Some(json!({"messages": "Ann likes jasmine too.", "infer": false})),
+    )
+    .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    let own_id = own.body["results"][0]["id"].as_str().unwrap();
+    assert_eq!(api.get(own_id).await.body["user_id"], "ann");
+    let as_bob = mem0_call(
+        &server,
+        &ann,
+        Method::POST,
+        "/v3/memories/add/",
+        Some(json!({"messages": "Written as bob.", "user_id": "bob", "infer": false})),
+    )
+    .await;
+    assert_mem0_error(&as_bob, &[403]);
+    let read_bob = mem0_call(
+        &server,
+        &ann,
+        Method::GET,
+        &format!("/v1/memories/{bob_id}/"),
+        None,
+    )
+    .await;
+    assert_mem0_error(&read_bob, &[404]);
+    let search_bob = mem0_call(
+        &server,
+        &ann,
+        Method::POST,
+        "/v3/memories/search/",
+        Some(json!({"query": "secret plan", "filters": {"user_id": "bob"}})),
+    )
+    .await;
+    let found = search_bob.body["results"].as_array().map_or(0, Vec::len);
+    assert!(
+        search_bob.status == 403 || (search_bob.status == 200 && found == 0),
+        "{} {}",
+        search_bob.status,
+        search_bob.body
+    );
+    let entities = mem0_call(&server, &ann, Method::GET, "/v1/entities/", None).await;
+    assert_eq!(entities.status, 200, "{}", entities.body);
+    assert!(
+        !entities.body.to_string().contains("bob"),
+        "another end-user is listed: {}",
+        entities.body
+    );
+    for path in [
+        "/v1/memories/?user_id=bob",
+        "/v1/memories/?user_id=*&agent_id=*&app_id=*&run_id=*",
+        "/v2/entities/user/bob/",
+    ] {
+        let deleted = mem0_call(&server, &ann, Method::DELETE, path, None).await;
+        // Refused, or confined to ann's own memories: never bob's.
+        assert!(
+            [200, 403].contains(&deleted.status),
+            "{path}: {} {}",
+            deleted.status,
+            deleted.body
+        );
+        assert_eq!(
+            api.get(bob_id).await.status,
+            200,
+            "{path} deleted another end-user's memory"
+        );
+    }
+}
