@@ -806,3 +806,69 @@ async fn mem0_work_is_metered_and_audited_as_mem0_and_end_user_tokens_stay_confi
         );
     }
 }
+
+/// Bad input through Mem0's batch and add routes changes nothing: a batch update naming one
+/// unknown memory edits none of the others, and a write-only key cannot backdate an expiry
+/// (which would delete at the next sweep) through `add`, whatever `infer` says.
+#[tokio::test]
+async fn a_refused_mem0_batch_or_add_changes_nothing() {
+    use reqwest::Method;
+    let server = TestServer::spawn().await.unwrap();
+    let api = server.client();
+    let key = server.bootstrap.api_key.clone();
+    let kept = api
+        .add_one(json!({"content": "Unchanged by a refused batch.", "user_id": "batch-user"}))
+        .await;
+    let kept_id = kept["id"].as_str().unwrap();
+    let refused = mem0_call(
+        &server,
+        &key,
+        Method::PUT,
+        "/v1/batch/",
+        Some(json!({"memories": [
+            {"memory_id": kept_id, "text": "Changed."},
+            {"memory_id": uuid::Uuid::now_v7().to_string(), "text": "Nobody."},
+        ]})),
+    )
+    .await;
+    assert_mem0_error(&refused, &[400]);
+    assert!(
+        refused.body["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("memories[1].memory_id")),
+        "the refusal names the item: {}",
+        refused.body
+    );
+    let after = api.get(kept_id).await;
+    assert_eq!(after.body["content"], "Unchanged by a refused batch.");
+    assert_eq!(after.body["version"], 1);
+
+    let writer = api
+        .send(
+            api.request(Method::POST, "/v1/keys")
+                .json(&json!({"label": "writer", "scopes": ["memories:write"]})),
+        )
+        .await;
+    let writer = writer.body["secret"].as_str().unwrap().to_string();
+    for infer in [false, true] {
+        let backdated = mem0_call(
+            &server,
+            &writer,
+            Method::POST,
+            "/v3/memories/add/",
+            Some(json!({
+                "messages": "Expired on arrival.", "user_id": "batch-user",
+                "expiration_date": "2000-01-01", "infer": infer,
+            })),
+        )
+        .await;
+        assert_mem0_error(&backdated, &[400]);
+    }
+    let listed = api.list("?user_id=batch-user").await;
+    assert_eq!(
+        listed.body["memories"].as_array().unwrap().len(),
+        1,
+        "{}",
+        listed.body
+    );
+}

@@ -49,6 +49,9 @@ pub struct MemoryEdit {
     /// A new event time (see `Memory::occurred_at`).
     pub occurred_at: Option<DateTime<Utc>>,
     pub reason: Option<String>,
+    /// New metadata keeps the memory's `app_id` unless it names one (Mem0 keeps `app_id`
+    /// beside the metadata, Engram inside it).
+    pub keep_app_id: bool,
 }
 
 pub enum AddOutcome {

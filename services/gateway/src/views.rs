@@ -358,6 +358,7 @@ impl EditMemoryBody {
             expires_at: self.expires_at,
             occurred_at: self.occurred_at,
             reason: self.reason,
+            keep_app_id: false,
         };
         errors.extend(edit.limit_errors());
         if !errors.is_empty() {

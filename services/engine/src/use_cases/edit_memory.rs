@@ -88,7 +88,17 @@ impl MemoryEngine {
             )])
             .into());
         }
-        self.visible_memory(principal, request.memory_id).await?;
+        let current = self.visible_memory(principal, request.memory_id).await?;
+        if request.edit.keep_app_id
+            && let Some(metadata) = request.edit.metadata.as_mut()
+        {
+            use engram_core::memory_filter::APP_ID_METADATA_KEY;
+            if let Some(app_id) = current.metadata.get(APP_ID_METADATA_KEY)
+                && !metadata.contains_key(APP_ID_METADATA_KEY)
+            {
+                metadata.insert(APP_ID_METADATA_KEY.to_string(), app_id.clone());
+            }
+        }
         let reembeds = request.edit.content.is_some();
         // A console member's correction is rectification, a duty no spend limit may block:
         // metered, never refused.

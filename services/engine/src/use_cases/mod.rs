@@ -14,6 +14,7 @@ mod compliance;
 mod console_accounts;
 mod delete_memory;
 pub mod deployment;
+mod edit_memories;
 mod edit_memory;
 mod end_user_tokens;
 mod evaluation;
@@ -56,6 +57,7 @@ pub use console_accounts::{
     INVITATION_LIFETIME_DAYS, InvitationOffer, MemberListing, ProjectMonthCost,
 };
 pub use delete_memory::DeleteMemoryRequest;
+pub use edit_memories::MAX_EDITS_PER_REQUEST;
 pub use edit_memory::EditMemoryRequest;
 pub use end_user_tokens::{MintEndUserTokenRequest, MintedEndUserToken};
 pub use evaluation::{

@@ -10,7 +10,6 @@ use engram_core::conversation::{MessageRole, SessionMessage};
 use engram_core::memory::content_digest;
 use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, FieldError, InvalidInput, Memory, NewMemory, Operation, Principal};
-use engram_storage::usage::UsageIncrement;
 use std::collections::HashSet;
 
 /// Most messages one call may carry.
@@ -70,6 +69,26 @@ pub struct RememberedMessages {
     pub changes: Vec<DerivedChange>,
 }
 
+impl RememberMessagesRequest {
+    /// `message` kept as it was said, with what the request names for every memory.
+    fn new_memory(&self, message: &RememberedMessage) -> NewMemory {
+        NewMemory {
+            user_id: self.user_id.clone(),
+            agent_id: self.agent_id.clone(),
+            session_id: self.session_id.clone(),
+            kind: engram_core::MemoryKind::Semantic,
+            key: None,
+            content: message.content.clone(),
+            metadata: self.metadata.clone(),
+            categories: self.categories.clone(),
+            source: message.role.verbatim_source(),
+            confidence: 1.0,
+            expires_at: self.expires_at,
+            occurred_at: self.occurred_at,
+        }
+    }
+}
+
 impl MemoryEngine {
     pub async fn remember_messages_for(
         &self,
@@ -108,6 +127,29 @@ impl MemoryEngine {
         if !errors.is_empty() {
             return Err(InvalidInput(errors).into());
         }
+        // What rides along on every memory is held to the add use case's rules on both
+        // paths, before any LLM is paid: sizes of metadata and categories, and an expiry
+        // already past (a deletion) only for a credential that may delete.
+        let probe: Vec<NewMemory> = request
+            .messages
+            .iter()
+            .filter(|message| message.role != MessageRole::System)
+            .map(|message| request.new_memory(message))
+            .collect();
+        let mut errors = NewMemory::batch_limit_errors(&probe);
+        if request
+            .expires_at
+            .is_some_and(|expires_at| expires_at <= Utc::now())
+            && !principal.may(Operation::DeleteMemory)
+        {
+            errors.push(FieldError::new(
+                "expires_at",
+                "is in the past, which would delete the memory: that needs the `memories:delete` scope",
+            ));
+        }
+        if !errors.is_empty() {
+            return Err(InvalidInput(errors).into());
+        }
         let settings = self.governance.project_settings(principal.scope()).await?;
         let client_vectors = settings.embedding.client_dimension().is_some();
         if request.infer && self.llm_model().is_some() && !client_vectors {
@@ -141,20 +183,7 @@ impl MemoryEngine {
             .iter()
             .filter(|message| message.role != MessageRole::System)
             .filter(|message| seen.insert(content_digest(message.content.trim())))
-            .map(|message| NewMemory {
-                user_id: request.user_id.clone(),
-                agent_id: request.agent_id.clone(),
-                session_id: request.session_id.clone(),
-                kind: engram_core::MemoryKind::Semantic,
-                key: None,
-                content: message.content.clone(),
-                metadata: request.metadata.clone(),
-                categories: request.categories.clone(),
-                source: message.role.verbatim_source(),
-                confidence: 1.0,
-                expires_at: request.expires_at,
-                occurred_at: request.occurred_at,
-            })
+            .map(|message| request.new_memory(message))
             .collect();
         if memories.is_empty() {
             return Err(InvalidInput::single(
@@ -272,23 +301,14 @@ impl MemoryEngine {
                 principal.actor(),
             )
             .await?;
-        // LLM tokens were billed with each call's record; what was written and embedded here.
-        let increments: Vec<UsageIncrement> = [
+        // LLM tokens were billed with each call's record; what was written and embedded
+        // here, through the meter (never failing the answer once the memories are stored).
+        for (unit, quantity) in [
             (UsageUnit::MemoriesWritten, derivation.memories_written),
             (UsageUnit::TokensEmbedded, derivation.tokens_embedded),
-        ]
-        .into_iter()
-        .filter(|(_, quantity)| *quantity > 0)
-        .map(|(unit, quantity)| UsageIncrement {
-            organization_id: scope.organization_id(),
-            project_id: scope.project_id(),
-            attribution: attribution.clone(),
-            unit,
-            at: Utc::now(),
-            quantity: i64::try_from(quantity).unwrap_or(i64::MAX),
-        })
-        .collect();
-        self.storage.add_usage(&increments).await?;
+        ] {
+            self.meter.record(scope, &attribution, unit, quantity);
+        }
         let written: Vec<engram_core::MemoryId> = derivation
             .changes
             .iter()
@@ -307,8 +327,10 @@ impl MemoryEngine {
         let mut changes = derivation.changes;
         if principal.answers_without_content(Operation::AddMemories) {
             memories = memories.into_iter().map(Memory::without_content).collect();
+            // The LLM's reasons may quote the memories it compared with.
             for change in &mut changes {
                 change.content = None;
+                change.reason = String::new();
             }
         }
         Ok(RememberedMessages {

@@ -118,7 +118,7 @@ pub async fn delete_entity(
         })?;
     }
     let filter = MemoryFilter::entity_equals(*field, &entity_id);
-    let (deleted, skipped) = delete_matching(
+    let deleted = delete_matching(
         &principal,
         &engine,
         filter,
@@ -126,9 +126,5 @@ pub async fn delete_entity(
         "deleted through the Mem0-compatible delete_users",
     )
     .await?;
-    Ok(Json(json!({
-        "message": "Entity deleted successfully!",
-        "deleted": deleted,
-        "skipped_locked": skipped,
-    })))
+    Ok(Json(deleted.answer("Entity deleted successfully!")))
 }

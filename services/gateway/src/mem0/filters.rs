@@ -30,7 +30,8 @@ const ENTITY_FIELDS: [&str; 4] = ["user_id", "agent_id", "app_id", "run_id"];
 /// A Mem0 filter as the engine's tree; errors name the bad node under `path`.
 pub fn parse(value: &Value, path: &str) -> Result<MemoryFilter, Vec<FieldError>> {
     let mut errors = Vec::new();
-    let native = rewrite(value, path, &mut errors);
+    let mut budget = MAX_REWRITTEN_NODES;
+    let native = rewrite(value, path, &mut errors, &mut budget);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -51,9 +52,28 @@ pub fn names_an_entity(value: &Value) -> bool {
     })
 }
 
+/// Most nodes read before the engine's parser applies its own limits (a bound on the work
+/// and on the errors a huge tree could make), and most errors reported.
+const MAX_REWRITTEN_NODES: usize = 4 * engram_core::limits::MAX_FILTER_CONDITIONS;
+const MAX_REPORTED_ERRORS: usize = 20;
+
 /// Mem0's names for the engine's (`run_id` is Engram's `session_id`, `timestamp` its
 /// `occurred_at`, `keywords` a text condition); the rest of the grammar is the same.
-fn rewrite(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
+fn rewrite(value: &Value, path: &str, errors: &mut Vec<FieldError>, budget: &mut usize) -> Value {
+    if errors.len() >= MAX_REPORTED_ERRORS {
+        return Value::Null;
+    }
+    if *budget == 0 {
+        let too_large = format!(
+            "the filter is too large: at most {} conditions",
+            engram_core::limits::MAX_FILTER_CONDITIONS
+        );
+        if !errors.iter().any(|error| error.message == too_large) {
+            errors.push(FieldError::new(path, too_large));
+        }
+        return Value::Null;
+    }
+    *budget = budget.saturating_sub(1);
     let Value::Object(fields) = value else {
         errors.push(FieldError::new(path, "must be an object of conditions"));
         return Value::Null;
@@ -68,6 +88,9 @@ fn rewrite(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
     }
     let mut native = Map::new();
     for (key, value) in fields {
+        if errors.len() >= MAX_REPORTED_ERRORS {
+            break;
+        }
         let field_path = format!("{path}.{key}");
         let (name, value) = match key.as_str() {
             "AND" | "OR" => {
@@ -82,7 +105,7 @@ fn rewrite(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
                     .iter()
                     .enumerate()
                     .map(|(position, child)| {
-                        rewrite(child, &format!("{field_path}[{position}]"), errors)
+                        rewrite(child, &format!("{field_path}[{position}]"), errors, budget)
                     })
                     .collect();
                 (key.as_str(), Value::Array(children))
@@ -95,12 +118,12 @@ fn rewrite(value: &Value, path: &str, errors: &mut Vec<FieldError>) -> Value {
                             .iter()
                             .enumerate()
                             .map(|(position, child)| {
-                                rewrite(child, &format!("{field_path}[{position}]"), errors)
+                                rewrite(child, &format!("{field_path}[{position}]"), errors, budget)
                             })
                             .collect(),
                     ),
                 ),
-                other => ("NOT", rewrite(other, &field_path, errors)),
+                other => ("NOT", rewrite(other, &field_path, errors, budget)),
             },
             "run_id" => ("session_id", value.clone()),
             "timestamp" => ("occurred_at", value.clone()),
@@ -323,5 +346,28 @@ mod tests {
             &json!({"AND": [{"created_at": {"gte": "2024-01-01"}}, {"run_id": "s"}]})
         ));
         assert!(!names_an_entity(&json!({"NOT": {"user_id": "u"}})));
+    }
+
+    #[test]
+    fn a_huge_filter_is_refused_with_a_bounded_list_of_errors() {
+        let unknown: Vec<Value> = (0..10_000).map(|n| json!({ format!("x{n}"): 0 })).collect();
+        let errors = parse(&json!({ "AND": unknown }), "filters")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            !errors.is_empty() && errors.len() <= MAX_REPORTED_ERRORS,
+            "{}",
+            errors.len()
+        );
+        let deep: Vec<Value> = (0..10_000).map(|_| json!({"user_id": "u"})).collect();
+        let errors = parse(&json!({ "AND": deep }), "filters")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            errors
+                .iter()
+                .any(|error| error.message.contains("too large")),
+            "{errors:?}"
+        );
     }
 }

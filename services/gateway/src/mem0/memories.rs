@@ -29,13 +29,10 @@ const DEFAULT_PAGE_SIZE: u64 = 100;
 const MAX_PAGE_SIZE: u64 = 200;
 /// Deepest a page may reach (page × page_size): pages are walked with the engine's cursors.
 const MAX_PAGED_MEMORIES: u64 = 10_000;
-/// Most memories one batch update or delete names (Mem0's limit).
-const MAX_BATCH: usize = 1_000;
+/// Most memories one batch update or delete names (Mem0's limit, the edit use case's).
+const MAX_BATCH: usize = engram_engine::MAX_EDITS_PER_REQUEST;
 /// Most memories an export holds.
 const MAX_EXPORTED: u64 = 1_000;
-/// Bulk deletes remove at most 10,000 memories per engine call: a `delete_all` calls again
-/// while some remain, up to this many times.
-const MAX_DELETE_ROUNDS: usize = 100;
 
 type Engine = State<Arc<MemoryEngine>>;
 
@@ -409,8 +406,7 @@ pub async fn update_memory(
     check_query_hints(&principal, &query_pairs(query))?;
     check_body_hints(&principal, &body.value)?;
     let memory_id = memory_id_of(&memory_id)?;
-    let mut edit = memory_edit(&body.value, "")?;
-    keep_app_id(&principal, &engine, memory_id, &mut edit).await;
+    let edit = memory_edit(&body.value, "")?;
     let edited = engine
         .edit_memory_for(
             principal.principal(),
@@ -423,31 +419,6 @@ pub async fn update_memory(
         )
         .await?;
     Ok(Json(memory_object(&edited.memory)))
-}
-
-/// Mem0 keeps `app_id` beside the metadata, Engram inside it: new metadata keeps the
-/// memory's application unless it names one itself. (A credential that may not read the
-/// memory cannot see its `app_id`, so its metadata replaces it whole.)
-async fn keep_app_id(
-    principal: &ProjectPrincipal,
-    engine: &MemoryEngine,
-    memory_id: MemoryId,
-    edit: &mut MemoryEdit,
-) {
-    use engram_core::memory_filter::APP_ID_METADATA_KEY;
-    let Some(metadata) = edit.metadata.as_mut() else {
-        return;
-    };
-    if metadata.contains_key(APP_ID_METADATA_KEY) {
-        return;
-    }
-    if let Ok(memory) = engine
-        .get_memory_for(principal.principal(), memory_id)
-        .await
-        && let Some(app_id) = memory.metadata.get(APP_ID_METADATA_KEY)
-    {
-        metadata.insert(APP_ID_METADATA_KEY.to_string(), app_id.clone());
-    }
 }
 
 /// The change an update body asks for; at least one field.
@@ -483,6 +454,8 @@ fn memory_edit(body: &Value, path: &str) -> Result<MemoryEdit, ApiError> {
         expires_at,
         occurred_at,
         reason: None,
+        // Mem0's `app_id` is not part of its metadata: new metadata leaves it as it is.
+        keep_app_id: true,
     })
 }
 
@@ -1020,36 +993,60 @@ pub async fn search_v1(
 
 // --- delete_all and batches ----------------------------------------------------------------
 
-/// Delete what `filter` matches (every memory with `all`), calling the engine's bulk delete
-/// again while some remain: (deleted, skipped because immutable or held).
+/// What one bulk delete did, as Mem0's delete answers carry it.
+pub(super) struct Deleted {
+    pub deleted: u64,
+    /// Immutable or under legal hold: never deleted.
+    pub skipped_locked: u64,
+    /// Still matching past the bulk delete's per-call cap: call again to delete them.
+    pub remaining: u64,
+}
+
+impl Deleted {
+    /// Mem0's message, saying when more remain.
+    pub fn answer(&self, done: &str) -> Value {
+        let message = if self.remaining > 0 {
+            format!(
+                "Deleted {} memories; {} more match: call again to delete them",
+                self.deleted, self.remaining
+            )
+        } else {
+            done.to_string()
+        };
+        json!({
+            "message": message,
+            "deleted": self.deleted,
+            "skipped_locked": self.skipped_locked,
+            "remaining": self.remaining,
+        })
+    }
+}
+
+/// Delete what `filter` matches (every memory with `all`): one call of the engine's bulk
+/// delete, with its cap per call.
 pub(super) async fn delete_matching(
     principal: &ProjectPrincipal,
     engine: &MemoryEngine,
     filter: MemoryFilter,
     all: bool,
     reason: &str,
-) -> Result<(u64, u64), ApiError> {
-    let mut deleted = 0;
-    let mut skipped = 0;
-    for _ in 0..MAX_DELETE_ROUNDS {
-        let outcome = engine
-            .delete_memories_matching_for(
-                principal.principal(),
-                DeleteMatchingRequest {
-                    filter: filter.clone(),
-                    all,
-                    reason: Some(reason.to_string()),
-                    dry_run: false,
-                },
-            )
-            .await?;
-        deleted += outcome.deleted;
-        skipped = outcome.skipped_locked;
-        if outcome.remaining == 0 || outcome.deleted == 0 {
-            break;
-        }
-    }
-    Ok((deleted, skipped))
+) -> Result<Deleted, ApiError> {
+    let outcome = engine
+        .delete_memories_matching_for(
+            principal.principal(),
+            DeleteMatchingRequest {
+                filter,
+                all,
+                reason: Some(reason.to_string()),
+                dry_run: false,
+            },
+        )
+        .await?;
+    Ok(Deleted {
+        deleted: outcome.deleted,
+        skipped_locked: outcome.skipped_locked,
+        remaining: outcome.remaining,
+    })
 }
 
 /// `DELETE /v1/memories/?user_id=…` (every client): the filters are in the query string,
@@ -1099,7 +1096,7 @@ pub async fn delete_all(
         }
         filters::parse(&json!({"AND": parts}), "filters").map_err(ApiError::invalid)?
     };
-    let (deleted, skipped) = delete_matching(
+    let deleted = delete_matching(
         &principal,
         &engine,
         filter,
@@ -1107,11 +1104,7 @@ pub async fn delete_all(
         "deleted through the Mem0-compatible delete_all",
     )
     .await?;
-    Ok(Json(json!({
-        "message": "Memories deleted successfully!",
-        "deleted": deleted,
-        "skipped_locked": skipped,
-    })))
+    Ok(Json(deleted.answer("Memories deleted successfully!")))
 }
 
 fn batch_items(body: &Value) -> Result<&Vec<Value>, ApiError> {
@@ -1141,35 +1134,30 @@ fn batch_memory_id(item: &Value, position: usize) -> Result<MemoryId, ApiError> 
         })
 }
 
-/// `PUT /v1/batch/`: every item is checked before the first is applied; then each is an
-/// edit of its own (with its own version and history entry).
+/// `PUT /v1/batch/`: every item is checked (by the use case) before the first is applied;
+/// each is then an edit of its own, with its own version and history entry.
 pub async fn batch_update(
     principal: ProjectPrincipal,
     State(engine): Engine,
+    RawQuery(query): RawQuery,
     body: JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
+    check_query_hints(&principal, &query_pairs(query))?;
+    check_body_hints(&principal, &body.value)?;
     let items = batch_items(&body.value)?;
-    let mut edits = Vec::with_capacity(items.len());
+    let mut requests = Vec::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
-        let memory_id = batch_memory_id(item, position)?;
-        let edit = memory_edit(item, &format!("memories[{position}]."))?;
-        edits.push((memory_id, edit));
+        requests.push(EditMemoryRequest {
+            memory_id: batch_memory_id(item, position)?,
+            edit: memory_edit(item, &format!("memories[{position}]."))?,
+            client_vector: None,
+            expected_version: None,
+        });
     }
-    let updated = edits.len();
-    for (memory_id, mut edit) in edits {
-        keep_app_id(&principal, &engine, memory_id, &mut edit).await;
-        engine
-            .edit_memory_for(
-                principal.principal(),
-                EditMemoryRequest {
-                    memory_id,
-                    edit,
-                    client_vector: None,
-                    expected_version: None,
-                },
-            )
-            .await?;
-    }
+    let updated = engine
+        .edit_memories_for(principal.principal(), requests)
+        .await?
+        .len();
     Ok(Json(
         json!({"message": format!("Successfully updated {updated} memories")}),
     ))
@@ -1179,8 +1167,11 @@ pub async fn batch_update(
 pub async fn batch_delete(
     principal: ProjectPrincipal,
     State(engine): Engine,
+    RawQuery(query): RawQuery,
     body: JsonBody<Value>,
 ) -> Result<Json<Value>, ApiError> {
+    check_query_hints(&principal, &query_pairs(query))?;
+    check_body_hints(&principal, &body.value)?;
     let items = batch_items(&body.value)?;
     let mut ids = Vec::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
@@ -1188,7 +1179,7 @@ pub async fn batch_delete(
     }
     let filter =
         filters::parse(&json!({"memory_ids": ids}), "memories").map_err(ApiError::invalid)?;
-    let (deleted, skipped) = delete_matching(
+    let deleted = delete_matching(
         &principal,
         &engine,
         filter,
@@ -1196,11 +1187,8 @@ pub async fn batch_delete(
         "deleted through the Mem0-compatible batch_delete",
     )
     .await?;
-    Ok(Json(json!({
-        "message": format!("Successfully deleted {deleted} memories"),
-        "deleted": deleted,
-        "skipped_locked": skipped,
-    })))
+    let done = format!("Successfully deleted {} memories", deleted.deleted);
+    Ok(Json(deleted.answer(&done)))
 }
 
 // --- feedback and exports ------------------------------------------------------------------

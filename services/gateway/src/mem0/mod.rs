@@ -104,6 +104,11 @@ fn speaking_mem0(routes: Router<AppState>, mount: Mount, state: &AppState) -> Ro
             state.credentials.client_rate_limit.clone(),
             crate::rate_limit::limit_requests_without_a_credential,
         ))
+        // Inside the error layer, so a slow request's 408 is in Mem0's format too.
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.settings.request_timeout,
+        ))
         .layer(axum::middleware::from_fn(answer_errors_as_mem0))
         .with_state(state.clone())
 }
@@ -175,7 +180,9 @@ fn handler_for(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         }
         ("delete", "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/")
         | ("post", "/api/v1/orgs/organizations/{org_id}/projects/") => {
-            let answer = || async { project::console_only("creating and deleting projects") };
+            let answer = |_: ProjectPrincipal| async {
+                project::console_only("creating and deleting projects")
+            };
             if method == "post" {
                 post(answer)
             } else {
@@ -183,7 +190,7 @@ fn handler_for(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
             }
         }
         (method, "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members/") => {
-            let answer = || async { project::console_only("project members") };
+            let answer = |_: ProjectPrincipal| async { project::console_only("project members") };
             match method {
                 "get" => get(answer),
                 "post" => post(answer),
@@ -247,7 +254,8 @@ async fn accept_mem0_credentials(
             let (scheme, key) = value.split_once(' ').unwrap_or((value.as_str(), ""));
             if scheme.eq_ignore_ascii_case("token") {
                 match HeaderValue::from_str(&format!("Bearer {}", key.trim())) {
-                    Ok(bearer) => {
+                    Ok(mut bearer) => {
+                        bearer.set_sensitive(true);
                         request.headers_mut().insert(header::AUTHORIZATION, bearer);
                     }
                     Err(_) => return mem0_unauthorized("the API key is malformed"),

@@ -62,7 +62,7 @@ pub async fn get_project(
 
 /// `PATCH …/projects/{project_id}/`: Mem0's project options (custom instructions and
 /// categories, multilingual, decay) have no Engram counterpart yet.
-pub async fn update_project_not_supported() -> Response {
+pub async fn update_project_not_supported(_: ProjectPrincipal) -> Response {
     mem0_error(
         StatusCode::BAD_REQUEST,
         "Engram does not offer Mem0's project options (custom_instructions, custom_categories, multilingual, decay); project settings are PATCH /v1/project/settings",
@@ -80,7 +80,7 @@ pub fn console_only(what: &str) -> Response {
 }
 
 /// `POST /v1/summary/`: Engram has no summary of memories to give.
-pub async fn summary_not_supported() -> Response {
+pub async fn summary_not_supported(_: ProjectPrincipal) -> Response {
     mem0_error(
         StatusCode::NOT_IMPLEMENTED,
         "get_summary is not supported by Engram: list the memories (get_all) or assemble a context (POST /v1/context) instead",
