@@ -2,7 +2,7 @@
 //! with their counts, and the deletion of one entity's memories (not a subject erasure).
 
 use super::memories::delete_matching;
-use super::{bad_request, check_tenant_hints};
+use super::{bad_request, check_query_hints, query_pairs};
 use crate::auth::ProjectPrincipal;
 use crate::problem::ApiError;
 use axum::Json;
@@ -24,30 +24,13 @@ const ENTITY_TYPES: [(&str, EntityField); 4] = [
     ("run", EntityField::SessionId),
 ];
 
-fn hints(principal: &ProjectPrincipal, query: Option<String>) -> Result<(), ApiError> {
-    let pairs: Vec<(String, String)> = query
-        .map(|raw| {
-            form_urlencoded::parse(raw.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default();
-    let value = |name: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    };
-    check_tenant_hints(principal, value("org_id"), value("project_id"))
-}
-
 /// `GET /v1/entities/`: every user, agent, app and run with memories, with its count.
 pub async fn list_entities(
     principal: ProjectPrincipal,
     State(engine): State<Arc<MemoryEngine>>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    hints(&principal, query)?;
+    check_query_hints(&principal, &query_pairs(query))?;
     let owner = principal.principal().scope().project_id().to_string();
     let mut results = Vec::new();
     let mut totals = serde_json::Map::new();
@@ -106,7 +89,7 @@ pub async fn delete_entity(
     Path((entity_type, entity_id)): Path<(String, String)>,
     RawQuery(query): RawQuery,
 ) -> Result<Json<Value>, ApiError> {
-    hints(&principal, query)?;
+    check_query_hints(&principal, &query_pairs(query))?;
     let Some((_, field)) = ENTITY_TYPES.iter().find(|(name, _)| *name == entity_type) else {
         return Err(bad_request(
             "Invalid entity type: expected user, agent, app or run",

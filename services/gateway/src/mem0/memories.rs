@@ -3,7 +3,7 @@
 
 use super::filters;
 use super::views::{history_object, memory_object, scored_memory_object};
-use super::{bad_request, check_tenant_hints};
+use super::{bad_request, check_query_hints, check_tenant_hints, query_pairs, query_value};
 use crate::auth::ProjectPrincipal;
 use crate::extract::JsonBody;
 use crate::problem::{ApiError, ProblemKind};
@@ -42,38 +42,11 @@ fn text_of<'a>(body: &'a Value, key: &str) -> Option<&'a str> {
     body.get(key).and_then(Value::as_str)
 }
 
-fn query_pairs(raw: Option<String>) -> Vec<(String, String)> {
-    raw.map(|raw| {
-        form_urlencoded::parse(raw.as_bytes())
-            .into_owned()
-            .collect()
-    })
-    .unwrap_or_default()
-}
-
-fn query_value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs
-        .iter()
-        .find(|(key, _)| key == name)
-        .map(|(_, value)| value.as_str())
-}
-
 fn check_body_hints(principal: &ProjectPrincipal, body: &Value) -> Result<(), ApiError> {
     check_tenant_hints(
         principal,
         text_of(body, "org_id"),
         text_of(body, "project_id"),
-    )
-}
-
-fn check_query_hints(
-    principal: &ProjectPrincipal,
-    pairs: &[(String, String)],
-) -> Result<(), ApiError> {
-    check_tenant_hints(
-        principal,
-        query_value(pairs, "org_id"),
-        query_value(pairs, "project_id"),
     )
 }
 
@@ -574,6 +547,37 @@ fn require_entity(tree: &Value) -> Result<(), ApiError> {
     ))
 }
 
+/// The filter of a v3 list or search: `filters` is required and names an entity; entity
+/// ids at the top level are refused (2.x's client refuses them too).
+fn v3_filter(body: &Value) -> Result<MemoryFilter, ApiError> {
+    refuse_top_level_entities(body)?;
+    let Some(tree) = body.get("filters").filter(|value| !value.is_null()) else {
+        return Err(invalid(
+            "filters",
+            "is required, e.g. {\"user_id\": \"alice\"}",
+        ));
+    };
+    require_entity(tree)?;
+    narrowed_filter(Some(tree.clone()), body)
+}
+
+/// The filter of a v2 list or search: entity ids at the top level or in `filters`, at
+/// least one of them.
+fn v2_filter(body: &Value) -> Result<MemoryFilter, ApiError> {
+    let mut parts = top_level_entities(|key| text_of(body, key).map(str::to_string));
+    if let Some(tree) = body.get("filters").filter(|value| !value.is_null()) {
+        parts.push(tree.clone());
+    }
+    let tree = json!({"AND": parts});
+    if !filters::names_an_entity(&tree) {
+        return Err(invalid(
+            "filters",
+            "One of the filters: app_id, user_id, agent_id, run_id is required!",
+        ));
+    }
+    narrowed_filter(Some(tree), body)
+}
+
 /// Page `page` of `page_size`, newest first, and how many match in all.
 async fn list_page(
     principal: &ProjectPrincipal,
@@ -696,19 +700,7 @@ pub async fn list_v3(
     let pairs = query_pairs(query);
     let body = body.value;
     check_body_hints(&principal, &body)?;
-    refuse_top_level_entities(&body)?;
-    let Some(tree) = body
-        .get("filters")
-        .filter(|value| !value.is_null())
-        .cloned()
-    else {
-        return Err(invalid(
-            "filters",
-            "is required, e.g. {\"user_id\": \"alice\"}",
-        ));
-    };
-    require_entity(&tree)?;
-    let filter = narrowed_filter(Some(tree), &body)?;
+    let filter = v3_filter(&body)?;
     let page = number(body.get("page"), query_value(&pairs, "page")).unwrap_or(1);
     let page_size = number(body.get("page_size"), query_value(&pairs, "page_size"))
         .unwrap_or(DEFAULT_PAGE_SIZE);
@@ -737,18 +729,7 @@ pub async fn list_v2(
     let pairs = query_pairs(query);
     let body = body.value;
     check_body_hints(&principal, &body)?;
-    let mut parts = top_level_entities(|key| text_of(&body, key).map(str::to_string));
-    if let Some(tree) = body.get("filters").filter(|value| !value.is_null()) {
-        parts.push(tree.clone());
-    }
-    let tree = json!({"AND": parts});
-    if !filters::names_an_entity(&tree) {
-        return Err(invalid(
-            "filters",
-            "One of the filters: app_id, user_id, agent_id, run_id is required!",
-        ));
-    }
-    let filter = narrowed_filter(Some(tree), &body)?;
+    let filter = v2_filter(&body)?;
     let page = number(body.get("page"), query_value(&pairs, "page"));
     let page_size = number(body.get("page_size"), query_value(&pairs, "page_size"));
     let listed = listed(
@@ -921,19 +902,7 @@ pub async fn search_v3(
 ) -> Result<Json<Value>, ApiError> {
     let body = body.value;
     check_body_hints(&principal, &body)?;
-    refuse_top_level_entities(&body)?;
-    let Some(tree) = body
-        .get("filters")
-        .filter(|value| !value.is_null())
-        .cloned()
-    else {
-        return Err(invalid(
-            "filters",
-            "is required, e.g. {\"user_id\": \"alice\"}",
-        ));
-    };
-    require_entity(&tree)?;
-    let filter = narrowed_filter(Some(tree), &body)?;
+    let filter = v3_filter(&body)?;
     let searched = search(&principal, &engine, &body, filter).await?;
     let clamped_from = searched.clamped_from;
     Ok(Json(with_clamp_note(
@@ -950,18 +919,7 @@ pub async fn search_v2(
 ) -> Result<Response, ApiError> {
     let body = body.value;
     check_body_hints(&principal, &body)?;
-    let mut parts = top_level_entities(|key| text_of(&body, key).map(str::to_string));
-    if let Some(tree) = body.get("filters").filter(|value| !value.is_null()) {
-        parts.push(tree.clone());
-    }
-    let tree = json!({"AND": parts});
-    if !filters::names_an_entity(&tree) {
-        return Err(invalid(
-            "filters",
-            "At least one of the filters: agent_id, user_id, app_id, run_id is required!",
-        ));
-    }
-    let filter = narrowed_filter(Some(tree), &body)?;
+    let filter = v2_filter(&body)?;
     Ok(bare_list(search(&principal, &engine, &body, filter).await?))
 }
 

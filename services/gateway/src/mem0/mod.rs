@@ -36,6 +36,8 @@ pub const PREFIX: &str = "/mem0";
 
 /// Routes answered without reaching a use case: the ping only authenticates; the rest are
 /// Mem0 features Engram does not offer, answered with a JSON `detail` the client surfaces.
+/// Each still reads the request's body: a connection whose body was left unread is closed
+/// after the answer, and a client that reuses it sees "server disconnected".
 pub const ROUTES_WITHOUT_USE_CASE: &[(&str, &str)] = &[
     ("get", "/v1/ping/"),
     ("post", "/v1/summary/"),
@@ -180,7 +182,7 @@ fn handler_for(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
         }
         ("delete", "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/")
         | ("post", "/api/v1/orgs/organizations/{org_id}/projects/") => {
-            let answer = |_: ProjectPrincipal| async {
+            let answer = |_: ProjectPrincipal, _: Bytes| async {
                 project::console_only("creating and deleting projects")
             };
             if method == "post" {
@@ -190,7 +192,8 @@ fn handler_for(method: &str, path: &str) -> Option<MethodRouter<AppState>> {
             }
         }
         (method, "/api/v1/orgs/organizations/{org_id}/projects/{project_id}/members/") => {
-            let answer = |_: ProjectPrincipal| async { project::console_only("project members") };
+            let answer =
+                |_: ProjectPrincipal, _: Bytes| async { project::console_only("project members") };
             match method {
                 "get" => get(answer),
                 "post" => post(answer),
@@ -209,20 +212,7 @@ async fn ping(
     principal: ProjectPrincipal,
     axum::extract::RawQuery(query): axum::extract::RawQuery,
 ) -> Result<axum::Json<Value>, ApiError> {
-    let pairs: Vec<(String, String)> = query
-        .map(|raw| {
-            form_urlencoded::parse(raw.as_bytes())
-                .into_owned()
-                .collect()
-        })
-        .unwrap_or_default();
-    let hint = |name: &str| {
-        pairs
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    };
-    check_tenant_hints(&principal, hint("org_id"), hint("project_id"))?;
+    check_query_hints(&principal, &query_pairs(query))?;
     let scope = principal.principal().scope();
     Ok(axum::Json(json!({
         "status": "ok",
@@ -385,6 +375,36 @@ pub(crate) fn check_tenant_hints(
         ));
     }
     Ok(())
+}
+
+/// The query string's pairs, decoded (repeated names kept: `fields=a&fields=b`).
+pub(crate) fn query_pairs(raw: Option<String>) -> Vec<(String, String)> {
+    raw.map(|raw| {
+        form_urlencoded::parse(raw.as_bytes())
+            .into_owned()
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The first value of `name` in the query string.
+pub(crate) fn query_value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value.as_str())
+}
+
+/// [`check_tenant_hints`] for the `org_id` and `project_id` of a query string.
+pub(crate) fn check_query_hints(
+    principal: &ProjectPrincipal,
+    pairs: &[(String, String)],
+) -> Result<(), ApiError> {
+    check_tenant_hints(
+        principal,
+        query_value(pairs, "org_id"),
+        query_value(pairs, "project_id"),
+    )
 }
 
 /// A 400 naming what is wrong, in the door's words.

@@ -1,7 +1,7 @@
 //! Mem0's project routes, answered from the credential's project; what is managed in
 //! Engram's console (projects, members) or not offered (summaries) says so in a `detail`.
 
-use super::{check_tenant_hints, mem0_error};
+use super::{check_query_hints, check_tenant_hints, mem0_error, query_pairs};
 use crate::auth::ProjectPrincipal;
 use crate::problem::ApiError;
 use axum::Json;
@@ -38,15 +38,13 @@ pub async fn get_project(
             "embedding_dimension": report.embedding_dimension,
         },
     });
-    let fields: Vec<String> = query
-        .map(|raw| {
-            form_urlencoded::parse(raw.as_bytes())
-                .into_owned()
-                .filter(|(key, _)| key == "fields")
-                .map(|(_, value)| value)
-                .collect()
-        })
-        .unwrap_or_default();
+    let pairs = query_pairs(query);
+    check_query_hints(&principal, &pairs)?;
+    let fields: Vec<&str> = pairs
+        .iter()
+        .filter(|(key, _)| key == "fields")
+        .map(|(_, value)| value.as_str())
+        .collect();
     if fields.is_empty() {
         return Ok(Json(project));
     }
@@ -54,7 +52,7 @@ pub async fn get_project(
         .as_object()
         .into_iter()
         .flatten()
-        .filter(|(key, _)| key.as_str() == "id" || fields.contains(key))
+        .filter(|(key, _)| key.as_str() == "id" || fields.contains(&key.as_str()))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
     Ok(Json(Value::Object(selected)))
@@ -62,7 +60,7 @@ pub async fn get_project(
 
 /// `PATCH …/projects/{project_id}/`: Mem0's project options (custom instructions and
 /// categories, multilingual, decay) have no Engram counterpart yet.
-pub async fn update_project_not_supported(_: ProjectPrincipal) -> Response {
+pub async fn update_project_not_supported(_: ProjectPrincipal, _: axum::body::Bytes) -> Response {
     mem0_error(
         StatusCode::BAD_REQUEST,
         "Engram does not offer Mem0's project options (custom_instructions, custom_categories, multilingual, decay); project settings are PATCH /v1/project/settings",
@@ -80,7 +78,7 @@ pub fn console_only(what: &str) -> Response {
 }
 
 /// `POST /v1/summary/`: Engram has no summary of memories to give.
-pub async fn summary_not_supported(_: ProjectPrincipal) -> Response {
+pub async fn summary_not_supported(_: ProjectPrincipal, _: axum::body::Bytes) -> Response {
     mem0_error(
         StatusCode::NOT_IMPLEMENTED,
         "get_summary is not supported by Engram: list the memories (get_all) or assemble a context (POST /v1/context) instead",
