@@ -814,7 +814,11 @@ class Pass:
             answer = await c.create_memory_export(schema=EXPORT_SCHEMA, filters={"user_id": u})
             ensure(isinstance(answer, dict) and answer.get("id"), f"{short(answer)}")
             export_id = answer["id"]
-            s.result = f"id {export_id}"
+            # Built at once: the export is in the answer (Engram keeps no snapshot).
+            exported = json.dumps(answer.get("export"))
+            contents = [content for content in n.contents_of_user(u) if len(content) > 20]
+            ensure(any(content in exported for content in contents), f"the answer holds no export of {u}: {short(answer, 300)}")
+            s.result = f"id {export_id}, export in the answer"
         with self.step("get_memory_export", "POST /v1/exports/get/") as s:
             s.need(export_id)
             # As the client's docs and the captured traffic call it: the export's id and its

@@ -1217,8 +1217,9 @@ fn export_filter(body: &Value) -> Result<MemoryFilter, ApiError> {
     filters::parse(tree, "filters").map_err(ApiError::invalid)
 }
 
-/// `POST /v1/exports/`: checks the schema and filters and answers the export's id. Engram
-/// keeps no export snapshot: `get_memory_export` with the same filters builds it.
+/// `POST /v1/exports/`: builds the export at once and answers it in `export` with an id.
+/// Engram keeps no export snapshot (nothing acknowledged is held back): `get_memory_export`
+/// with the same filters builds it again from the memories as they are then.
 pub async fn create_export(
     principal: ProjectPrincipal,
     State(engine): Engine,
@@ -1226,15 +1227,15 @@ pub async fn create_export(
 ) -> Result<Response, ApiError> {
     let body = body.value;
     check_body_hints(&principal, &body)?;
-    export_schema(&body)?;
+    let schema = export_schema(&body)?;
     let filter = export_filter(&body)?;
-    // Read once now, so a credential that may not read is refused here, not at `get`.
-    list_page(&principal, &engine, filter, 1, 1).await?;
+    let export = build_export(&principal, &engine, &schema, filter).await?;
     Ok((
         StatusCode::CREATED,
         Json(json!({
-            "message": "Memory export request received. Engram builds exports on request: call get_memory_export with the same filters.",
+            "message": "Memory export ready: it is in `export`. Engram keeps no export snapshot: get_memory_export with the same filters builds it again.",
             "id": uuid::Uuid::now_v7().to_string(),
+            "export": export,
         })),
     )
         .into_response())
@@ -1250,28 +1251,18 @@ fn export_schema(body: &Value) -> Result<Value, ApiError> {
     }
 }
 
-/// `POST /v1/exports/get/`: the memories the filters name (newest first, at most 1,000),
-/// shaped by the schema as far as Engram can without an LLM: every array property holds
-/// the memories' texts, a text property the newest memory whose `key` is its name.
-pub async fn get_export(
-    principal: ProjectPrincipal,
-    State(engine): Engine,
-    body: JsonBody<Value>,
-) -> Result<Json<Value>, ApiError> {
-    let body = body.value;
-    check_body_hints(&principal, &body)?;
-    if body.get("filters").is_none() {
-        return Err(ApiError::new(
-            ProblemKind::NotFound,
-            "No memory export request found: Engram keeps no export snapshots; call get_memory_export with the export's filters (filters={\"user_id\": …})",
-        ));
-    }
-    let schema = export_schema(&body)?;
-    let filter = export_filter(&body)?;
+/// The memories `filter` names (newest first, at most 1,000), shaped by `schema` as far as
+/// Engram can without an LLM: every array property holds the memories' texts, a text
+/// property the newest memory whose `key` is its name; `memories` lists them all.
+async fn build_export(
+    principal: &ProjectPrincipal,
+    engine: &MemoryEngine,
+    schema: &Value,
+    filter: MemoryFilter,
+) -> Result<Map<String, Value>, ApiError> {
     let mut memories = Vec::new();
     for page in 1..=MAX_EXPORTED / MAX_PAGE_SIZE {
-        let (chunk, _) =
-            list_page(&principal, &engine, filter.clone(), page, MAX_PAGE_SIZE).await?;
+        let (chunk, _) = list_page(principal, engine, filter.clone(), page, MAX_PAGE_SIZE).await?;
         let last = (chunk.len() as u64) < MAX_PAGE_SIZE;
         memories.extend(chunk);
         if last {
@@ -1299,6 +1290,27 @@ pub async fn get_export(
         "memories".to_string(),
         Value::Array(memories.iter().map(memory_object).collect()),
     );
+    Ok(export)
+}
+
+/// `POST /v1/exports/get/`: the export built again from its filters (see `build_export`);
+/// without filters, there is nothing to build it from.
+pub async fn get_export(
+    principal: ProjectPrincipal,
+    State(engine): Engine,
+    body: JsonBody<Value>,
+) -> Result<Json<Value>, ApiError> {
+    let body = body.value;
+    check_body_hints(&principal, &body)?;
+    if body.get("filters").is_none() {
+        return Err(ApiError::new(
+            ProblemKind::NotFound,
+            "No memory export request found: Engram keeps no export snapshots; call get_memory_export with the export's filters (filters={\"user_id\": …})",
+        ));
+    }
+    let schema = export_schema(&body)?;
+    let filter = export_filter(&body)?;
+    let mut export = build_export(&principal, &engine, &schema, filter).await?;
     if let Some(id) = body.get("memory_export_id") {
         export.insert("memory_export_id".to_string(), id.clone());
     }
