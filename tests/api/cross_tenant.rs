@@ -9,8 +9,9 @@
 //! delete / history aimed at memories of anyone), conversation messages and session state in
 //! a tiny shared set of session ids and keys (so projects and end-users collide on them),
 //! files (upload, get), feedback on memories and on recalls, recall events, tasks,
-//! evaluation sets, and `Idempotency-Key` replays from a tiny shared set of keys and bodies
-//! (so principals replay each other's keys). Every id and every content marker the test
+//! evaluation sets, `Idempotency-Key` replays from a tiny shared set of keys and bodies
+//! (so principals replay each other's keys), and the Mem0-compatible get, search and
+//! entities under `/mem0`. Every id and every content marker the test
 //! creates is recorded with the project and end-user it belongs to; content markers carry
 //! their owner in the text (`tenant-p<project>-u<user index or x>-m<n>`). A project key may
 //! see everything of its own project; a read that names a namespace (a `user_id` filter, a
@@ -300,6 +301,20 @@ enum Operation {
     ListRecalls {
         by: Principal,
     },
+    /// Mem0's `get` (`GET /mem0/v1/memories/{id}/`) aimed at a memory of anyone.
+    Mem0Get {
+        by: Principal,
+        target: usize,
+    },
+    /// Mem0's v3 search, its filter naming an end-user (or every one).
+    Mem0Search {
+        by: Principal,
+        user: Option<usize>,
+    },
+    /// Mem0's `users()`: the users, agents, apps and runs memories name.
+    Mem0Entities {
+        by: Principal,
+    },
 }
 
 impl Operation {
@@ -334,7 +349,10 @@ impl Operation {
             | Operation::StartRun { by, .. }
             | Operation::GetRun { by, .. }
             | Operation::ListRuns { by }
-            | Operation::ListRecalls { by } => *by,
+            | Operation::ListRecalls { by }
+            | Operation::Mem0Get { by, .. }
+            | Operation::Mem0Search { by, .. }
+            | Operation::Mem0Entities { by } => *by,
         }
     }
 
@@ -370,7 +388,10 @@ impl Operation {
             | Operation::GetRecall { .. }
             | Operation::GetRun { .. }
             | Operation::ListRuns { .. }
-            | Operation::ListRecalls { .. } => Needs::Read,
+            | Operation::ListRecalls { .. }
+            | Operation::Mem0Get { .. }
+            | Operation::Mem0Search { .. }
+            | Operation::Mem0Entities { .. } => Needs::Read,
         }
     }
 
@@ -406,6 +427,9 @@ impl Operation {
             Operation::GetRun { .. } => "get run",
             Operation::ListRuns { .. } => "list runs",
             Operation::ListRecalls { .. } => "list recalls",
+            Operation::Mem0Get { .. } => "mem0 get",
+            Operation::Mem0Search { .. } => "mem0 search",
+            Operation::Mem0Entities { .. } => "mem0 entities",
         }
     }
 }
@@ -469,6 +493,9 @@ fn operation() -> impl Strategy<Value = Operation> {
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetRun { by, target }),
         1 => principal().prop_map(|by| Operation::ListRuns { by }),
         1 => principal().prop_map(|by| Operation::ListRecalls { by }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Mem0Get { by, target }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::Mem0Search { by, user }),
+        1 => principal().prop_map(|by| Operation::Mem0Entities { by }),
     ]
 }
 
@@ -916,6 +943,21 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
         Operation::ListRecalls { .. } => {
             (Method::GET, "/v1/recalls".to_string(), RefusedBody::None)
         }
+        Operation::Mem0Get { target, .. } => (
+            Method::GET,
+            format!("/mem0/v1/memories/{}/", memory(*target)?),
+            RefusedBody::None,
+        ),
+        Operation::Mem0Search { .. } => (
+            Method::POST,
+            "/mem0/v3/memories/search/".to_string(),
+            json(json!({"query": "anything", "filters": {"user_id": "*"}})),
+        ),
+        Operation::Mem0Entities { .. } => (
+            Method::GET,
+            "/mem0/v1/entities/".to_string(),
+            RefusedBody::None,
+        ),
     })
 }
 
@@ -1529,6 +1571,58 @@ async fn run_operation(
             .await;
             expect(&response, &[200], "list recalls")?;
             checked(world, kind, by.audience(), &response, &[])?;
+        }
+        // The Mem0-compatible door (under `/mem0`, where the same bearer credentials work).
+        Operation::Mem0Get { by, target } => {
+            let Some(id) = pick(&world.live, target) else {
+                return Ok(false);
+            };
+            let owner = world.owner_of[&id];
+            let path = format!("/mem0/v1/memories/{id}/");
+            let response = send(tenants.client(by), Method::GET, &path, None).await;
+            let wanted = if by.may_see(owner) { 200 } else { 404 };
+            expect(&response, &[wanted], "mem0 get")?;
+            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+        }
+        Operation::Mem0Search { by, user } => {
+            // A token names its own end-user (the recall event it records keeps the filter
+            // as sent, and the token reads it back); a key names one or every end-user.
+            let named = match (by.token_of, user) {
+                (Some(own), _) => json!(USERS[own]),
+                (None, Some(user)) => json!(USERS[user]),
+                (None, None) => json!({"in": USERS}),
+            };
+            let body = json!({
+                "query": "which item does the user like?",
+                "filters": {"user_id": named},
+                "top_k": 20,
+            });
+            let path = "/mem0/v3/memories/search/";
+            let response = send(tenants.client(by), Method::POST, path, Some(&body)).await;
+            // A token's search is its end-user's whatever the filter names.
+            expect(&response, &[200], "mem0 search")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
+        Operation::Mem0Entities { by } => {
+            let path = "/mem0/v1/entities/";
+            let response = send(tenants.client(by), Method::GET, path, None).await;
+            expect(&response, &[200], "mem0 entities")?;
+            checked(world, kind, by.audience(), &response, &[])?;
+            if let Some(own) = by.token_of {
+                let named: Vec<&str> = response.body["results"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|entity| entity["type"] == "user")
+                    .filter_map(|entity| entity["name"].as_str())
+                    .collect();
+                if named.iter().any(|name| *name != USERS[own]) {
+                    return Err(TestCaseError::fail(format!(
+                        "an end-user token of {} learned of other end-users through Mem0: {named:?}",
+                        USERS[own]
+                    )));
+                }
+            }
         }
         Operation::ListEvalSets { by } => {
             let response = send(tenants.client(by), Method::GET, "/v1/eval-sets", None).await;

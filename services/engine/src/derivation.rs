@@ -12,6 +12,7 @@ use engram_core::conversation::{
     RELATED_SIMILARITY, ReconcileAction, ReconcileDecision, RelatedMemory, reconcile_candidate,
 };
 use engram_core::memory::content_digest;
+use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, Memory, MemoryId, MemoryKind, NewMemory, ProjectScope};
 use engram_index::VectorQuery;
 use engram_storage::conversations::{LlmCallRecord, SessionMessage};
@@ -40,6 +41,35 @@ pub struct DerivationInput<'a> {
     pub categories: &'a [String],
     /// Every memory written expires then, unless the LLM set an earlier expiry.
     pub expires_at: Option<chrono::DateTime<Utc>>,
+}
+
+/// What a derivation of `messages` messages may spend, admitted before it runs: a memory
+/// per message, embedded tokens and, with an LLM, its tokens (known only after it answered:
+/// a quota on them refuses once it is used up).
+pub(crate) fn planned_derivation_spend(messages: usize, with_llm: bool) -> Vec<PlannedSpend> {
+    let mut planned = vec![
+        PlannedSpend {
+            unit: UsageUnit::MemoriesWritten,
+            quantity: messages as u64,
+        },
+        PlannedSpend {
+            unit: UsageUnit::TokensEmbedded,
+            quantity: 1,
+        },
+    ];
+    if with_llm {
+        planned.extend([
+            PlannedSpend {
+                unit: UsageUnit::LlmTokensIn,
+                quantity: 1,
+            },
+            PlannedSpend {
+                unit: UsageUnit::LlmTokensOut,
+                quantity: 1,
+            },
+        ]);
+    }
+    planned
 }
 
 /// One applied decision, as the API reports it.

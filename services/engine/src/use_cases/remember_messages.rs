@@ -8,7 +8,7 @@ use crate::{EngineError, MemoryEngine};
 use chrono::{DateTime, Utc};
 use engram_core::conversation::{MessageRole, SessionMessage};
 use engram_core::memory::content_digest;
-use engram_core::usage::{PlannedSpend, UsageUnit};
+use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, FieldError, InvalidInput, Memory, NewMemory, Operation, Principal};
 use std::collections::HashSet;
 
@@ -220,7 +220,8 @@ impl MemoryEngine {
         request: RememberMessagesRequest,
     ) -> Result<RememberedMessages, EngineError> {
         let scope = principal.scope();
-        let user_id = principal.end_user_subject(request.user_id.clone(), "user_id")?;
+        // Already the token's own end-user (`remember_messages_for` confined it).
+        let user_id = request.user_id.clone();
         // Masked (or refused) before anything is sent to the LLM.
         let mut contents: Vec<String> = request
             .messages
@@ -235,24 +236,7 @@ impl MemoryEngine {
         self.spend_guard
             .admit(
                 scope,
-                &[
-                    PlannedSpend {
-                        unit: UsageUnit::MemoriesWritten,
-                        quantity: request.messages.len() as u64,
-                    },
-                    PlannedSpend {
-                        unit: UsageUnit::TokensEmbedded,
-                        quantity: 1,
-                    },
-                    PlannedSpend {
-                        unit: UsageUnit::LlmTokensIn,
-                        quantity: 1,
-                    },
-                    PlannedSpend {
-                        unit: UsageUnit::LlmTokensOut,
-                        quantity: 1,
-                    },
-                ],
+                &crate::derivation::planned_derivation_spend(request.messages.len(), true),
             )
             .await?;
         let batch_id = uuid::Uuid::now_v7();
@@ -309,21 +293,21 @@ impl MemoryEngine {
         ] {
             self.meter.record(scope, &attribution, unit, quantity);
         }
+        // What the changes wrote or changed, as it now stands (a deleted one is gone).
         let written: Vec<engram_core::MemoryId> = derivation
             .changes
             .iter()
             .filter_map(|change| change.memory_id)
             .collect();
-        let mut memories = Vec::with_capacity(written.len());
-        for memory_id in written {
-            if let Ok(memory) = self
-                .storage
-                .get_memory(principal.memory_scope(), memory_id)
-                .await
-            {
-                memories.push(memory);
-            }
-        }
+        let mut found = self
+            .storage
+            .memories_by_id(principal.memory_scope(), &written)
+            .await?;
+        let mut memories: Vec<Memory> = written
+            .iter()
+            .filter_map(|memory_id| found.remove(memory_id))
+            .filter(|memory| memory.state != engram_core::MemoryState::Deleted)
+            .collect();
         let mut changes = derivation.changes;
         if principal.answers_without_content(Operation::AddMemories) {
             memories = memories.into_iter().map(Memory::without_content).collect();

@@ -601,32 +601,38 @@ async fn list_page(
             format!("pages reach at most {MAX_PAGED_MEMORIES} memories deep; narrow the filters"),
         ));
     }
+    // The pages before this one are skipped with the engine's cursors, in its largest
+    // pages (their rows are read only to find where this page starts).
+    let mut skip = (page - 1) * page_size;
     let mut after = None;
-    let mut total = 0;
-    for current in 1..=page {
+    let mut total = None;
+    loop {
+        let limit = if skip == 0 {
+            page_size
+        } else {
+            skip.min(engram_core::limits::MAX_LIST_LIMIT)
+        };
         let queried = engine
             .query_memories_for(
                 principal.principal(),
                 QueryMemoriesRequest {
                     filter: filter.clone(),
                     after,
-                    limit: page_size,
-                    include_total: current == 1,
+                    limit,
+                    include_total: total.is_none(),
                 },
             )
             .await?;
-        if let Some(counted) = queried.total {
-            total = counted;
+        total = total.or(queried.total);
+        if skip == 0 {
+            return Ok((queried.page.memories, total.unwrap_or(0)));
         }
-        if current == page {
-            return Ok((queried.page.memories, total));
-        }
+        skip -= limit;
         match queried.page.next_cursor {
             Some(cursor) => after = Some(cursor),
-            None => return Ok((Vec::new(), total)),
+            None => return Ok((Vec::new(), total.unwrap_or(0))),
         }
     }
-    Ok((Vec::new(), total))
 }
 
 fn number(value: Option<&Value>, text: Option<&str>) -> Option<u64> {

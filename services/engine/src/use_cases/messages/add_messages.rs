@@ -2,7 +2,6 @@
 //! caller may wait (bounded) for the derived memories.
 
 use crate::{EngineError, MemoryEngine};
-use engram_core::usage::{PlannedSpend, UsageUnit};
 use engram_core::{ExternalId, Operation, Principal};
 use engram_storage::conversations::{DerivationRequest, MessageBatch, NewMessage, SessionMessage};
 use engram_storage::tasks::TaskRecord;
@@ -71,30 +70,10 @@ impl MemoryEngine {
             None => settings.derive_memories && !client_vectors,
         };
         if derive {
-            let mut planned = vec![
-                PlannedSpend {
-                    unit: UsageUnit::MemoriesWritten,
-                    quantity: messages.len() as u64,
-                },
-                PlannedSpend {
-                    unit: UsageUnit::TokensEmbedded,
-                    quantity: 1,
-                },
-            ];
-            // What the LLM will spend is known only after it answered: a quota on its tokens
-            // refuses once it is used up.
-            if self.llm_model().is_some() {
-                planned.extend([
-                    PlannedSpend {
-                        unit: UsageUnit::LlmTokensIn,
-                        quantity: 1,
-                    },
-                    PlannedSpend {
-                        unit: UsageUnit::LlmTokensOut,
-                        quantity: 1,
-                    },
-                ]);
-            }
+            let planned = crate::derivation::planned_derivation_spend(
+                messages.len(),
+                self.llm_model().is_some(),
+            );
             self.spend_guard.admit(scope, &planned).await?;
         }
         // The derivation keeps who pays as a label; the end-user and agent come back from
