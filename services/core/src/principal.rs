@@ -153,6 +153,13 @@ impl Principal {
         }
     }
 
+    /// This principal calling through `channel`: a door that learns which operation it
+    /// serves only after authenticating (the MCP tool a call names) says so here.
+    pub fn through(mut self, channel: crate::audit::Channel) -> Self {
+        self.actor.channel = channel;
+        self
+    }
+
     /// This principal acting for the request `request_id` (a job continues a request).
     pub fn for_request(mut self, request_id: Option<String>) -> Self {
         self.actor.request_id = request_id;

@@ -178,6 +178,93 @@ pub struct ListMemoriesQuery {
     pub cursor: Option<String>,
 }
 
+/// Where a door names the list's parameters: `query.user_id` on the HTTP API, `user_id` in
+/// an MCP tool's arguments.
+pub struct ListFieldNames {
+    pub user_id: &'static str,
+    pub agent_id: &'static str,
+    pub session_id: &'static str,
+    pub kind: &'static str,
+    pub state: &'static str,
+    pub limit: &'static str,
+    pub cursor: &'static str,
+}
+
+const QUERY_FIELDS: ListFieldNames = ListFieldNames {
+    user_id: "query.user_id",
+    agent_id: "query.agent_id",
+    session_id: "query.session_id",
+    kind: "query.kind",
+    state: "query.state",
+    limit: "query.limit",
+    cursor: "query.cursor",
+};
+
+impl ListMemoriesQuery {
+    /// The list use case's request; every problem named with the door's field names.
+    pub fn into_request(
+        self,
+        fields: ListFieldNames,
+    ) -> Result<ListMemoriesRequest, Vec<FieldError>> {
+        let query = self;
+        let mut errors = Vec::new();
+        let subject = engram_core::SubjectFilter {
+            user_id: ExternalId::parse_field(query.user_id.as_deref(), fields.user_id, &mut errors),
+            agent_id: ExternalId::parse_field(
+                query.agent_id.as_deref(),
+                fields.agent_id,
+                &mut errors,
+            ),
+            session_id: ExternalId::parse_field(
+                query.session_id.as_deref(),
+                fields.session_id,
+                &mut errors,
+            ),
+        };
+        let kind = match query.kind.as_deref() {
+            None => None,
+            Some(text) => text
+                .parse::<MemoryKind>()
+                .map_err(|message| errors.push(FieldError::new(fields.kind, message)))
+                .ok(),
+        };
+        let state = match query.state.as_deref() {
+            None | Some("active") => Some(MemoryState::Active),
+            Some("superseded") => Some(MemoryState::Superseded),
+            Some(other) => {
+                errors.push(FieldError::new(
+                    fields.state,
+                    format!("unknown value {other:?}; expected one of: active, superseded"),
+                ));
+                None
+            }
+        };
+        let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
+        // The use case's rule, named with this door's field names.
+        errors.extend(engram_core::limits::list_limit_errors(fields.limit, limit));
+        let after = query.cursor.as_deref().and_then(|text| {
+            engram_core::cursors::parse_memory_cursor(text, fields.cursor)
+                .map_err(|error| errors.push(error))
+                .ok()
+        });
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(ListMemoriesRequest {
+            filter: MemoryListFilter {
+                subject,
+                kind,
+                state,
+                text_contains: None,
+                after,
+                limit: limit as u64,
+                ..Default::default()
+            },
+            user_id_field: fields.user_id,
+        })
+    }
+}
+
 /// List memories, newest first, with cursor pagination.
 #[utoipa::path(get, path = "/v1/memories", tag = "memories", params(ListMemoriesQuery),
     responses((status = 403, description = "The API key lacks the `memories:read` scope", body = ProblemDocument, content_type = "application/problem+json"), (status = 200, body = MemoryListView), (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
@@ -187,57 +274,9 @@ pub async fn list_memories(
     State(engine): State<Arc<MemoryEngine>>,
     QueryParams(query): QueryParams<ListMemoriesQuery>,
 ) -> Result<Json<MemoryListView>, ApiError> {
-    let mut errors = Vec::new();
-    let subject = engram_core::SubjectFilter {
-        user_id: ExternalId::parse_field(query.user_id.as_deref(), "query.user_id", &mut errors),
-        agent_id: ExternalId::parse_field(query.agent_id.as_deref(), "query.agent_id", &mut errors),
-        session_id: ExternalId::parse_field(
-            query.session_id.as_deref(),
-            "query.session_id",
-            &mut errors,
-        ),
-    };
-    let kind = match query.kind.as_deref() {
-        None => None,
-        Some(text) => text
-            .parse::<MemoryKind>()
-            .map_err(|message| errors.push(FieldError::new("query.kind", message)))
-            .ok(),
-    };
-    let state = match query.state.as_deref() {
-        None | Some("active") => Some(MemoryState::Active),
-        Some("superseded") => Some(MemoryState::Superseded),
-        Some(other) => {
-            errors.push(FieldError::new(
-                "query.state",
-                format!("unknown value {other:?}; expected one of: active, superseded"),
-            ));
-            None
-        }
-    };
-    let limit = query.limit.unwrap_or(DEFAULT_LIST_LIMIT as i64);
-    // The use case's rule, named with this door's `query.` beside the other parameters.
-    errors.extend(engram_core::limits::list_limit_errors("query.limit", limit));
-    let after = query.cursor.as_deref().and_then(|text| {
-        engram_core::cursors::parse_memory_cursor(text, "query.cursor")
-            .map_err(|error| errors.push(error))
-            .ok()
-    });
-    if !errors.is_empty() {
-        return Err(ApiError::invalid(errors));
-    }
-    let request = ListMemoriesRequest {
-        filter: MemoryListFilter {
-            subject,
-            kind,
-            state,
-            text_contains: None,
-            after,
-            limit: limit as u64,
-            ..Default::default()
-        },
-        user_id_field: "query.user_id",
-    };
+    let request = query
+        .into_request(QUERY_FIELDS)
+        .map_err(ApiError::invalid)?;
     let page = engine
         .list_memories_for(principal.principal(), request)
         .await?;

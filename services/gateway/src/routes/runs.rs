@@ -101,6 +101,49 @@ pub struct ContextBody {
     pub explain: Option<bool>,
 }
 
+impl ContextBody {
+    /// The context use case's request (the body's `run_id`; a door with a header of its own
+    /// replaces it), every problem named by its field.
+    pub fn into_request(self) -> Result<AssembleContextRequest, Vec<FieldError>> {
+        let body = self;
+        let mut errors = Vec::new();
+        let user_id = optional_external_id(body.user_id.as_deref(), "user_id", &mut errors);
+        let agent_id = optional_external_id(body.agent_id.as_deref(), "agent_id", &mut errors);
+        let session_id =
+            optional_external_id(body.session_id.as_deref(), "session_id", &mut errors);
+        let include = body.include.map(|parts| {
+            parts
+                .iter()
+                .enumerate()
+                .filter_map(|(position, part)| {
+                    part.parse::<ContextPart>()
+                        .map_err(|message| {
+                            errors.push(FieldError::new(format!("include[{position}]"), message))
+                        })
+                        .ok()
+                })
+                .collect::<Vec<_>>()
+        });
+        let request = AssembleContextRequest {
+            user_id,
+            agent_id,
+            session_id,
+            query: body.query,
+            task: body.task,
+            token_budget: u64::try_from(body.token_budget).unwrap_or(0),
+            run_id: body.run_id,
+            include,
+            trace_id: None,
+        };
+        errors.extend(request.limit_errors());
+        if errors.is_empty() {
+            Ok(request)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ContextPartView {
     /// `procedures`, `state`, `memories`, `recent_messages` or `summary`.
@@ -141,7 +184,7 @@ pub struct ContextView {
 }
 
 impl ContextView {
-    fn of(context: AssembledContext, explain: bool) -> Self {
+    pub fn of(context: AssembledContext, explain: bool) -> Self {
         Self {
             context_id: context.context_id.to_string(),
             context: context.text,
@@ -201,43 +244,14 @@ pub async fn assemble_context(
     body: JsonBody<ContextBody>,
 ) -> Result<Json<ContextView>, ApiError> {
     let body = body.value;
-    let mut errors = Vec::new();
-    let user_id = optional_external_id(body.user_id.as_deref(), "user_id", &mut errors);
-    let agent_id = optional_external_id(body.agent_id.as_deref(), "agent_id", &mut errors);
-    let session_id = optional_external_id(body.session_id.as_deref(), "session_id", &mut errors);
-    let include = body.include.map(|parts| {
-        parts
-            .iter()
-            .enumerate()
-            .filter_map(|(position, part)| {
-                part.parse::<ContextPart>()
-                    .map_err(|message| {
-                        errors.push(FieldError::new(format!("include[{position}]"), message))
-                    })
-                    .ok()
-            })
-            .collect::<Vec<_>>()
-    });
-    let request = AssembleContextRequest {
-        user_id,
-        agent_id,
-        session_id,
-        query: body.query,
-        task: body.task,
-        token_budget: u64::try_from(body.token_budget).unwrap_or(0),
-        run_id: run_link.with_body(body.run_id)?,
-        include,
-        trace_id: None,
-    };
-    errors.extend(request.limit_errors());
-    refuse_if_any(errors)?;
+    let explain = body.explain.unwrap_or(false);
+    let run_id = run_link.with_body(body.run_id)?;
+    let request = body.into_request().map_err(ApiError::invalid)?;
+    let request = AssembleContextRequest { run_id, ..request };
     let context = engine
         .assemble_context_for(principal.principal(), request)
         .await?;
-    Ok(Json(ContextView::of(
-        context,
-        body.explain.unwrap_or(false),
-    )))
+    Ok(Json(ContextView::of(context, explain)))
 }
 
 // --- runs ---
