@@ -730,6 +730,7 @@ pub(crate) fn bench_serve_arguments(
     Ok(ServeArgs {
         data_dir,
         listen: "127.0.0.1:0".parse()?,
+        public_url: None,
         metrics_listen: Some("127.0.0.1:0".parse()?),
         database_url: None,
         model_dir,

@@ -17,6 +17,12 @@ pub struct ServeArgs {
     /// Address to listen on; port 0 picks a free port (printed at start).
     #[arg(long, env = "ENGRAM_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// The URL clients reach this server at (`https://memory.example.com`), when it is not
+    /// the listen address: behind a proxy, an ingress or a service name. The MCP server
+    /// answers only requests whose `Host` is this URL's host or a loopback name (DNS-rebinding
+    /// protection). Default: the listen address.
+    #[arg(long, env = "ENGRAM_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Admin listener serving Prometheus `/metrics` (port 0 picks a free port, printed at
     /// start). Default 127.0.0.1:9464; when that default is taken (a second instance on the
     /// same machine) a free port is used instead and printed. An address given here that is
@@ -406,6 +412,8 @@ pub struct GatewayConfig {
     pub cors_allowed_origins: Vec<String>,
     pub trusted_proxies: Vec<String>,
     pub console_signing_key_version: u32,
+    /// `ENGRAM_PUBLIC_URL`, as given.
+    pub public_url: Option<String>,
 }
 
 /// What must never be printed.
@@ -624,6 +632,12 @@ impl EngramConfig {
                     .filter(|proxy| !proxy.is_empty())
                     .collect(),
                 console_signing_key_version: arguments.console_signing_key_version.max(1),
+                public_url: arguments
+                    .public_url
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|url| !url.is_empty())
+                    .map(str::to_string),
             },
             jobs: engram_worker::JobSettings {
                 reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
@@ -884,6 +898,14 @@ impl fmt::Display for EngramConfig {
         writeln!(f, "  jobs            {}", jobs.join(", "))?;
         writeln!(f, "  data_dir        {}", self.process.data_dir.display())?;
         writeln!(f, "  listen          {}", self.process.listen)?;
+        writeln!(
+            f,
+            "  public_url      {}",
+            self.gateway
+                .public_url
+                .as_deref()
+                .unwrap_or("none (the listen address)")
+        )?;
         writeln!(f, "  metrics_listen  {}", self.process.metrics_listen)?;
         writeln!(
             f,
@@ -1084,14 +1106,67 @@ impl EngramConfig {
         Ok(engram_gateway::GatewaySettings {
             cors_allowed_origins,
             trusted_proxies,
+            mcp_allowed_hosts: self.mcp_allowed_hosts()?,
             ..Default::default()
         })
+    }
+
+    /// The `Host` names the MCP server answers to: the loopback names, and the host of the
+    /// public URL — or, without one, of the listen address when it names one interface.
+    pub fn mcp_allowed_hosts(&self) -> anyhow::Result<Vec<String>> {
+        let mut hosts: Vec<String> = engram_gateway::mcp::LOOPBACK_HOSTS
+            .iter()
+            .map(|host| host.to_string())
+            .collect();
+        let own_host = match &self.gateway.public_url {
+            Some(url) => Some(public_url_host(url)?),
+            None => {
+                let address = self.process.listen.ip();
+                (!address.is_unspecified()).then(|| address.to_string())
+            }
+        };
+        if let Some(host) = own_host
+            && !hosts.contains(&host)
+        {
+            hosts.push(host);
+        }
+        Ok(hosts)
+    }
+}
+
+/// The host of `ENGRAM_PUBLIC_URL` (`https://memory.example.com:8443/` → `memory.example.com`).
+fn public_url_host(url: &str) -> anyhow::Result<String> {
+    let parsed: axum::http::Uri = url.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "invalid ENGRAM_PUBLIC_URL {url:?}: expected http(s)://host[:port], such as https://memory.example.com"
+        )
+    })?;
+    let scheme_ok = matches!(parsed.scheme_str(), Some("http" | "https"));
+    match parsed.host() {
+        Some(host) if scheme_ok && !host.is_empty() => Ok(host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase()),
+        _ => anyhow::bail!(
+            "invalid ENGRAM_PUBLIC_URL {url:?}: expected http(s)://host[:port], such as https://memory.example.com"
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_public_url_names_the_host_mcp_answers_to() {
+        assert_eq!(
+            public_url_host("https://Memory.Example.com:8443/base").unwrap(),
+            "memory.example.com"
+        );
+        assert_eq!(public_url_host("http://[::1]:8080").unwrap(), "::1");
+        assert!(public_url_host("memory.example.com").is_err());
+        assert!(public_url_host("ftp://memory.example.com").is_err());
+    }
 
     #[test]
     fn database_passwords_are_masked() {

@@ -270,7 +270,7 @@ pub enum Door {
         method: &'static str,
         path: &'static str,
     },
-    /// Reserved: an MCP tool name.
+    /// An MCP tool of the `/mcp` server.
     Mcp(&'static str),
     /// A background job of the operator (its name in `ENGRAM_JOBS` and the role lists).
     Job(&'static str),
@@ -384,22 +384,23 @@ operations! {
          mem0("post", "/v3/memories/"), mem0("post", "/v2/memories/"), mem0("get", "/v1/memories/"),
          mem0("post", "/v1/exports/"), mem0("post", "/v1/exports/get/"), Mcp("list_memories")];
     GetMemory => ReadMemories, Content, "read a memory",
-        [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/")];
+        [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/"), Mcp("get_memory")];
     EditMemory => WriteMemories, ForReaders, "edit a memory",
-        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/"), mem0("put", "/v1/batch/")];
+        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/"), mem0("put", "/v1/batch/"), Mcp("update_memory")];
     // Part of an edit, checked by the edit when it names `expires_at`: setting an expiry
     // schedules a deletion, clearing one cancels a deletion someone scheduled.
     ChangeMemoryExpiry => WriteMemories + DeleteMemories, None, "change or clear a memory's expiry", [];
     DeleteMemory => DeleteMemories, None, "delete a memory",
         [http("delete", "/v1/memories/{memory_id}"), Console("delete_memory"), mem0("delete", "/v1/memories/{memory_id}/"), Mcp("delete_memory")];
     MemoryHistory => ReadMemories, Content, "read a memory's history",
-        [http("get", "/v1/memories/{memory_id}/history"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/history/")];
+        [http("get", "/v1/memories/{memory_id}/history"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/history/"), Mcp("memory_history")];
     SearchMemories => ReadMemories, Content, "search memories",
         [http("post", "/v1/memories/search"), Console("list_memories"), mem0("post", "/v3/memories/search/"),
          mem0("post", "/v2/memories/search/"), mem0("post", "/v1/memories/search/"), Mcp("search_memories")];
     BulkDeleteMemories => DeleteMemories, None, "delete memories in bulk",
         [http("post", "/v1/memories/bulk-delete"), Console("bulk_delete"), Console("preview_bulk_delete"),
-         mem0("delete", "/v1/memories/"), mem0("delete", "/v1/batch/"), mem0("delete", "/v2/entities/{entity_type}/{entity_id}/")];
+         mem0("delete", "/v1/memories/"), mem0("delete", "/v1/batch/"), mem0("delete", "/v2/entities/{entity_type}/{entity_id}/"),
+         Mcp("delete_all_memories")];
     // Part of a bulk delete, checked when its filter tests text or metadata: how many match
     // would otherwise reveal content to a key that may not read it.
     BulkDeleteMemoriesByContent => DeleteMemories + ReadMemories, Content, "delete memories in bulk by their text or metadata", [];
@@ -428,12 +429,12 @@ operations! {
     ListMessages => ReadMemories, Content, "list session messages",
         [http("get", "/v1/sessions/{session_id}/messages")];
     GetSessionState => ReadMemories, Content, "read session state",
-        [http("get", "/v1/sessions/{session_id}/state/{key}")];
+        [http("get", "/v1/sessions/{session_id}/state/{key}"), Mcp("get_state")];
     ListSessionState => ReadMemories, Content, "list session state",
-        [http("get", "/v1/sessions/{session_id}/state")];
+        [http("get", "/v1/sessions/{session_id}/state"), Mcp("get_state")];
     // Answers with the value the caller itself just sent, never another one.
     PutSessionState => WriteMemories, None, "write session state",
-        [http("put", "/v1/sessions/{session_id}/state/{key}")];
+        [http("put", "/v1/sessions/{session_id}/state/{key}"), Mcp("set_state")];
     DeleteSessionState => DeleteMemories, None, "delete session state",
         [http("delete", "/v1/sessions/{session_id}/state/{key}")];
 
@@ -447,11 +448,12 @@ operations! {
     AssembleContext => ReadMemories, Content, "assemble a context",
         [http("post", "/v1/context"), Mcp("get_context")];
     // The run's task and metadata are content: a writer that may not read gets ids and times.
-    StartRun => WriteMemories, ForReaders, "start a run", [http("post", "/v1/runs")];
+    StartRun => WriteMemories, ForReaders, "start a run", [http("post", "/v1/runs"), Mcp("start_run")];
     // Answers with the step the caller itself just sent (texts kept where capture is on).
-    AddRunStep => WriteMemories, None, "record a run step", [http("post", "/v1/runs/{agent_run_id}/steps")];
+    AddRunStep => WriteMemories, None, "record a run step",
+        [http("post", "/v1/runs/{agent_run_id}/steps"), Mcp("record_step")];
     // Ending may keep the run's tool steps as a `trajectory` memory: a write.
-    EndRun => WriteMemories, ForReaders, "end a run", [http("post", "/v1/runs/{agent_run_id}/end")];
+    EndRun => WriteMemories, ForReaders, "end a run", [http("post", "/v1/runs/{agent_run_id}/end"), Mcp("end_run")];
     ListRuns => ReadMemories, Content, "list runs", [http("get", "/v1/runs"), Console("run_list")];
     GetRun => ReadMemories, Content, "read a run's timeline",
         [http("get", "/v1/runs/{agent_run_id}"), Console("run_timeline")];

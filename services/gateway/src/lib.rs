@@ -7,6 +7,7 @@ pub mod console;
 pub mod csv_export;
 mod extract;
 pub mod http_metrics;
+pub mod mcp;
 pub mod mem0;
 pub mod openapi;
 pub mod problem;
@@ -41,7 +42,8 @@ pub fn build_router(state: AppState, other_doors: Router) -> Router {
         cors: cors_layer(&state.settings.cors_allowed_origins),
     };
     let mem0 = mem0::door(state.clone());
-    frame.mount(native_door(state), other_doors.merge(mem0))
+    let mcp = mcp::door(state.clone());
+    frame.mount(native_door(state), other_doors.merge(mem0).merge(mcp))
 }
 
 /// The native API: its routes, its unknown-route answer, and problem+json for every error
@@ -144,6 +146,13 @@ fn cors_layer(allowed_origins: &[HeaderValue]) -> CorsLayer {
             HeaderName::from_static("x-request-id"),
             HeaderName::from_static("traceparent"),
             HeaderName::from_static("engram-run-id"),
+            // The MCP door's headers, for a browser-based MCP client of an allowed origin.
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderName::from_static("mcp-method"),
+            HeaderName::from_static("mcp-name"),
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("last-event-id"),
+            HeaderName::from_static(mcp::DEFAULT_USER_HEADER),
         ])
         .expose_headers([
             header::ETAG,

@@ -14,6 +14,9 @@ pub struct GatewaySettings {
     pub cors_allowed_origins: Vec<axum::http::HeaderValue>,
     /// The proxies whose `X-Forwarded-For` names the client; none by default.
     pub trusted_proxies: crate::client_address::TrustedProxies,
+    /// The `Host` names the MCP door answers to (DNS-rebinding protection): the loopback
+    /// names and the host of `ENGRAM_PUBLIC_URL` (or of the listen address).
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 impl Default for GatewaySettings {
@@ -22,6 +25,10 @@ impl Default for GatewaySettings {
             request_timeout: crate::DEFAULT_REQUEST_TIMEOUT,
             cors_allowed_origins: Vec::new(),
             trusted_proxies: Default::default(),
+            mcp_allowed_hosts: crate::mcp::LOOPBACK_HOSTS
+                .iter()
+                .map(|host| host.to_string())
+                .collect(),
         }
     }
 }
