@@ -118,6 +118,22 @@ if [ "$purpose" = "test" ]; then
       fi
     fi
   done
+  # The official MCP clients (tests/api mcp_server), pinned: the Python SDK in a venv, the
+  # TypeScript SDK (the family Claude Code is built on) in an npm tree of its own.
+  if ! "$cache_dir/mcp-2.3.0-venv/bin/python" \
+      -c "import mcp, httpx2, importlib.metadata as m; assert m.version('mcp') == '2.3.0'" >/dev/null 2>&1; then
+    say "installing the MCP Python SDK (mcp 2.3.0) into .cache/mcp-2.3.0-venv"
+    rm -rf "$cache_dir/mcp-2.3.0-venv"
+    python3 -m venv "$cache_dir/mcp-2.3.0-venv"
+    "$cache_dir/mcp-2.3.0-venv/bin/python" -m pip install --quiet --disable-pip-version-check mcp==2.3.0
+  fi
+  if [ ! -f "$cache_dir/mcp-sdk-1.32.2/node_modules/@modelcontextprotocol/sdk/package.json" ]; then
+    say "installing the MCP TypeScript SDK (@modelcontextprotocol/sdk 1.32.2) into .cache/mcp-sdk-1.32.2"
+    rm -rf "$cache_dir/mcp-sdk-1.32.2"
+    mkdir -p "$cache_dir/mcp-sdk-1.32.2"
+    npm install --prefix "$cache_dir/mcp-sdk-1.32.2" --no-audit --no-fund --loglevel=error \
+      @modelcontextprotocol/sdk@1.32.2
+  fi
   if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
     say "starting the local PostgreSQL"
     pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -n1)" main start || true

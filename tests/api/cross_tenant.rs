@@ -315,6 +315,16 @@ enum Operation {
     Mem0Entities {
         by: Principal,
     },
+    /// The MCP tool `get_memory` aimed at a memory of anyone.
+    McpGet {
+        by: Principal,
+        target: usize,
+    },
+    /// The MCP tool `search_memories`, naming an end-user (or none).
+    McpSearch {
+        by: Principal,
+        user: Option<usize>,
+    },
 }
 
 impl Operation {
@@ -352,7 +362,9 @@ impl Operation {
             | Operation::ListRecalls { by }
             | Operation::Mem0Get { by, .. }
             | Operation::Mem0Search { by, .. }
-            | Operation::Mem0Entities { by } => *by,
+            | Operation::Mem0Entities { by }
+            | Operation::McpGet { by, .. }
+            | Operation::McpSearch { by, .. } => *by,
         }
     }
 
@@ -391,7 +403,9 @@ impl Operation {
             | Operation::ListRecalls { .. }
             | Operation::Mem0Get { .. }
             | Operation::Mem0Search { .. }
-            | Operation::Mem0Entities { .. } => Needs::Read,
+            | Operation::Mem0Entities { .. }
+            | Operation::McpGet { .. }
+            | Operation::McpSearch { .. } => Needs::Read,
         }
     }
 
@@ -430,6 +444,8 @@ impl Operation {
             Operation::Mem0Get { .. } => "mem0 get",
             Operation::Mem0Search { .. } => "mem0 search",
             Operation::Mem0Entities { .. } => "mem0 entities",
+            Operation::McpGet { .. } => "mcp get_memory",
+            Operation::McpSearch { .. } => "mcp search_memories",
         }
     }
 }
@@ -496,6 +512,8 @@ fn operation() -> impl Strategy<Value = Operation> {
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Mem0Get { by, target }),
         1 => (principal(), user()).prop_map(|(by, user)| Operation::Mem0Search { by, user }),
         1 => principal().prop_map(|by| Operation::Mem0Entities { by }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::McpGet { by, target }),
+        1 => (principal(), user()).prop_map(|(by, user)| Operation::McpSearch { by, user }),
     ]
 }
 
@@ -795,6 +813,25 @@ enum RefusedBody {
     Markdown(&'static str),
 }
 
+/// The MCP tool and arguments an MCP operation calls; `None` for any other operation, or
+/// when there is nothing to aim it at yet.
+fn mcp_call(world: &World, operation: &Operation) -> Option<(&'static str, Value)> {
+    match operation {
+        Operation::McpGet { target, .. } => {
+            Some(("get_memory", json!({"id": pick(&world.live, *target)?})))
+        }
+        Operation::McpSearch { by, user } => {
+            let mut arguments = json!({"query": "which item does the user like?", "top_k": 20});
+            // A token names its own end-user (naming another is refused, as on /v1).
+            if let Some(user) = by.token_of.or(*user) {
+                arguments["user_id"] = json!(USERS[user]);
+            }
+            Some(("search_memories", arguments))
+        }
+        _ => None,
+    }
+}
+
 /// The request `operation` sends, for a limited key that lacks what it needs: refused (403)
 /// before anything is looked up, so any target of the world will do. `None` when there is
 /// nothing to aim it at yet.
@@ -958,6 +995,8 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
             "/mem0/v1/entities/".to_string(),
             RefusedBody::None,
         ),
+        // A tool's refusal is a result, not a status: `run_operation` calls it itself.
+        Operation::McpGet { .. } | Operation::McpSearch { .. } => return None,
     })
 }
 
@@ -972,6 +1011,17 @@ async fn run_operation(
     if let Some(limited) = by.limited
         && !limited.permits(operation.needs())
     {
+        if let Some((tool, arguments)) = mcp_call(world, &operation) {
+            let response = tenants.client(by).mcp_tool(tool, arguments).await;
+            expect(
+                &response,
+                &[403],
+                "an MCP tool beyond a single-scope key's scope",
+            )?;
+            checked(world, kind, by.audience(), &response, &[])?;
+            world.limited_refused += 1;
+            return Ok(true);
+        }
         let Some((method, path, body)) = refused_request(world, &operation) else {
             return Ok(false);
         };
@@ -1623,6 +1673,28 @@ async fn run_operation(
                     )));
                 }
             }
+        }
+        // The MCP door: the same use cases, a tool's refusal an `isError` result.
+        Operation::McpGet { by, target } => {
+            let Some(id) = pick(&world.live, target) else {
+                return Ok(false);
+            };
+            let owner = world.owner_of[&id];
+            let response = tenants
+                .client(by)
+                .mcp_tool("get_memory", json!({"id": id}))
+                .await;
+            let wanted = if by.may_see(owner) { 200 } else { 404 };
+            expect(&response, &[wanted], "mcp get_memory")?;
+            checked(world, kind, by.audience(), &response, &[id.as_str()])?;
+        }
+        Operation::McpSearch { .. } => {
+            let Some((tool, arguments)) = mcp_call(world, &operation) else {
+                return Ok(false);
+            };
+            let response = tenants.client(by).mcp_tool(tool, arguments).await;
+            expect(&response, &[200], "mcp search_memories")?;
+            checked(world, kind, by.audience(), &response, &[])?;
         }
         Operation::ListEvalSets { by } => {
             let response = send(tenants.client(by), Method::GET, "/v1/eval-sets", None).await;

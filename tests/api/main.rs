@@ -22,6 +22,7 @@ mod files;
 mod filters;
 mod hostile_traffic;
 mod isolation;
+mod mcp_server;
 mod mem0_compat;
 mod memories_api;
 mod published_contract;

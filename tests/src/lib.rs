@@ -515,6 +515,35 @@ impl ApiClient {
         }
     }
 
+    /// Calls the MCP tool `tool` over `/mcp` (one stateless JSON-RPC request) and answers it
+    /// as the HTTP API would: status 200 and the tool's `structuredContent`, or for an
+    /// `isError` result the status it names; a JSON-RPC error is status 0 with the error.
+    pub async fn mcp_tool(&self, tool: &str, arguments: Value) -> ApiResponse {
+        let request = self
+            .request(reqwest::Method::POST, "/mcp")
+            .header("accept", "application/json, text/event-stream")
+            .json(&serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }));
+        let mut response = self.send(request).await;
+        if response.status != 200 {
+            return response;
+        }
+        let message = response.body.take();
+        if let Some(error) = message.get("error") {
+            response.status = 0;
+            response.body = error.clone();
+            return response;
+        }
+        let result = &message["result"];
+        response.body = result["structuredContent"].clone();
+        if result["isError"] == true {
+            response.status = response.body["status"].as_u64().unwrap_or(0) as u16;
+        }
+        response
+    }
+
     pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         self.http
             .request(method, format!("{}{path}", self.base_url))
