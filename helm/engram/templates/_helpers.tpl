@@ -17,6 +17,17 @@
 {{- end -}}
 {{- end -}}
 
+{{/* ENGRAM_PUBLIC_URL: config.publicUrl, else the first ingress host, else the Service. */}}
+{{- define "engram.publicUrl" -}}
+{{- if .Values.config.publicUrl -}}
+{{- .Values.config.publicUrl -}}
+{{- else if and .Values.ingress.enabled .Values.ingress.hosts -}}
+{{- printf "https://%s" (first .Values.ingress.hosts).host -}}
+{{- else -}}
+{{- printf "http://%s" (include "engram.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "engram.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: {{ include "engram.name" . }}
