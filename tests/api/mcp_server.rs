@@ -333,6 +333,18 @@ async fn the_transport_rules_hold_on_the_wire() {
         .await
         .unwrap();
     assert_eq!(get.status().as_u16(), 405, "GET on a stateless server");
+    let delete = http
+        .delete(format!("{base}/mcp"))
+        .header("authorization", bearer.as_str())
+        .header("mcp-session-id", "anything")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        delete.status().as_u16(),
+        405,
+        "DELETE: there are no sessions"
+    );
     let (status, _, _) = post(
         &http,
         base,
@@ -458,19 +470,45 @@ async fn the_transport_rules_hold_on_the_wire() {
         "refused calls stored nothing"
     );
 
-    // The caller's default end-user header scopes a project key's tools.
+    // The caller's default end-user header scopes a project key's tools; a null optional
+    // argument (strict function calling) is its default.
     let (_, _, body) = post(
         &http,
         base,
         &[auth, ("x-engram-user-id", "u-header")],
-        call("add_memory", json!({"content": "Header user likes maps"})),
+        call(
+            "add_memory",
+            json!({"content": "Header user likes maps", "source": null, "user_id": null}),
+        ),
     )
     .await;
+    let stored = message(&body)["result"]["structuredContent"].clone();
+    assert_eq!(stored["user_id"], "u-header", "{body}");
+    assert_eq!(stored["source"], "model_inferred", "{body}");
+    // A header that cannot be read is refused, never ignored (the call would run
+    // project-wide); a bulk delete never takes its end-user from the header.
+    let (_, _, body) = post(
+        &http,
+        base,
+        &[auth, ("x-engram-user-id", " ")],
+        call("list_memories", json!({})),
+    )
+    .await;
+    let refused = message(&body)["result"]["structuredContent"].clone();
+    assert_eq!(refused["status"], 422, "{body}");
     assert_eq!(
-        message(&body)["result"]["structuredContent"]["user_id"],
-        "u-header",
+        refused["errors"][0]["field"], "header.X-Engram-User-Id",
         "{body}"
     );
+    let (_, _, body) = post(
+        &http,
+        base,
+        &[auth, ("x-engram-user-id", "u-header")],
+        call("delete_all_memories", json!({"confirm": true})),
+    )
+    .await;
+    let refused = message(&body)["result"]["structuredContent"].clone();
+    assert_eq!(refused["status"], 422, "{body}");
 
     // Scopes apply as on /v1: a read-only key reads, and is refused writes and deletes.
     let admin = server.client();

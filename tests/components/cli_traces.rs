@@ -28,6 +28,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         data_dir: data_dir.path().to_path_buf(),
         listen: "127.0.0.1:0".parse().unwrap(),
         public_url: None,
+        mcp_allowed_hosts: Vec::new(),
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         database_url: None,
         model_dir: Some(engram_embed::resolve_model_dir(&workspace_root)),

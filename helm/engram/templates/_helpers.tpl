@@ -28,6 +28,18 @@
 {{- end -}}
 {{- end -}}
 
+{{/* The other Host names /mcp answers to: every ingress host and the Service's names. */}}
+{{- define "engram.mcpAllowedHosts" -}}
+{{- $service := include "engram.fullname" . -}}
+{{- $hosts := list $service (printf "%s.%s" $service .Release.Namespace) (printf "%s.%s.svc" $service .Release.Namespace) (printf "%s.%s.svc.cluster.local" $service .Release.Namespace) -}}
+{{- if .Values.ingress.enabled -}}
+{{- range .Values.ingress.hosts -}}
+{{- $hosts = append $hosts .host -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $hosts -}}
+{{- end -}}
+
 {{- define "engram.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 app.kubernetes.io/name: {{ include "engram.name" . }}

@@ -731,6 +731,7 @@ pub(crate) fn bench_serve_arguments(
         data_dir,
         listen: "127.0.0.1:0".parse()?,
         public_url: None,
+        mcp_allowed_hosts: Vec::new(),
         metrics_listen: Some("127.0.0.1:0".parse()?),
         database_url: None,
         model_dir,

@@ -23,6 +23,11 @@ pub struct ServeArgs {
     /// protection). Default: the listen address.
     #[arg(long, env = "ENGRAM_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Comma-separated further `Host` names the MCP server answers to (`engram`,
+    /// `engram.tools.svc.cluster.local`): the other names clients inside a cluster or a
+    /// compose network use. None by default.
+    #[arg(long, env = "ENGRAM_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
     /// Admin listener serving Prometheus `/metrics` (port 0 picks a free port, printed at
     /// start). Default 127.0.0.1:9464; when that default is taken (a second instance on the
     /// same machine) a free port is used instead and printed. An address given here that is
@@ -414,6 +419,8 @@ pub struct GatewayConfig {
     pub console_signing_key_version: u32,
     /// `ENGRAM_PUBLIC_URL`, as given.
     pub public_url: Option<String>,
+    /// `ENGRAM_MCP_ALLOWED_HOSTS`.
+    pub mcp_allowed_hosts: Vec<String>,
 }
 
 /// What must never be printed.
@@ -638,6 +645,12 @@ impl EngramConfig {
                     .map(str::trim)
                     .filter(|url| !url.is_empty())
                     .map(str::to_string),
+                mcp_allowed_hosts: arguments
+                    .mcp_allowed_hosts
+                    .iter()
+                    .map(|host| host.trim().to_ascii_lowercase())
+                    .filter(|host| !host.is_empty())
+                    .collect(),
             },
             jobs: engram_worker::JobSettings {
                 reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
@@ -906,6 +919,13 @@ impl fmt::Display for EngramConfig {
                 .as_deref()
                 .unwrap_or("none (the listen address)")
         )?;
+        writeln!(
+            f,
+            "  mcp_hosts       {}",
+            self.mcp_allowed_hosts()
+                .map(|hosts| hosts.join(", "))
+                .unwrap_or_else(|problem| problem.to_string())
+        )?;
         writeln!(f, "  metrics_listen  {}", self.process.metrics_listen)?;
         writeln!(
             f,
@@ -1125,10 +1145,13 @@ impl EngramConfig {
                 (!address.is_unspecified()).then(|| address.to_string())
             }
         };
-        if let Some(host) = own_host
-            && !hosts.contains(&host)
+        for host in own_host
+            .into_iter()
+            .chain(self.gateway.mcp_allowed_hosts.iter().cloned())
         {
-            hosts.push(host);
+            if !hosts.contains(&host) {
+                hosts.push(host);
+            }
         }
         Ok(hosts)
     }

@@ -63,10 +63,10 @@ impl Channel {
         }
     }
 
-    /// The MCP tool called, for `mcp`.
+    /// The MCP tool called, for `mcp` (none before the call names one: authentication).
     pub fn tool(&self) -> Option<&str> {
         match self {
-            Channel::Mcp { tool } => Some(tool),
+            Channel::Mcp { tool } if !tool.is_empty() => Some(tool),
             _ => None,
         }
     }

@@ -42,7 +42,7 @@ pub struct AddMemoryArguments {
     pub categories: Option<Vec<String>>,
     /// `model_inferred` (the default: you concluded it) or `user_stated` (the user said it
     /// in so many words).
-    #[serde(default = "model_inferred", skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["model_inferred", "user_stated", "tool_result"]))]
     pub source: Option<String>,
     /// How sure you are, 0–1 (default 1).
@@ -69,10 +69,6 @@ fn any_json(_: &mut SchemaGenerator) -> Schema {
 /// A JSON object (a filter tree).
 fn json_object(_: &mut SchemaGenerator) -> Schema {
     json_schema!({"type": "object"})
-}
-
-fn model_inferred() -> Option<String> {
-    Some("model_inferred".to_string())
 }
 
 /// `search_memories`.
@@ -139,7 +135,7 @@ pub struct ListMemoriesArguments {
     #[schemars(extend("enum" = ["active", "superseded"]))]
     pub state: Option<String>,
     /// Page size, 1–100 (default 20). Newest first.
-    #[serde(default = "twenty", skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub limit: Option<i64>,
     /// The previous page's `next_cursor`.
@@ -147,11 +143,9 @@ pub struct ListMemoriesArguments {
     pub cursor: Option<String>,
 }
 
-fn twenty() -> Option<i64> {
-    Some(20)
-}
-
-/// The largest page `list_memories` gives: a page is read into a model's context.
+/// The page `list_memories` gives by default, and its largest: a page is read into a model's
+/// context.
+pub const DEFAULT_LIST_PAGE: i64 = 20;
 pub const MAX_LIST_PAGE: i64 = 100;
 
 /// `get_memory`, `delete_memory` and `memory_history`: one memory.

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use engram_core::audit::Channel;
 use engram_core::limits::MAX_REQUEST_BODY_BYTES;
 use http_body_util::BodyExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use std::sync::Arc;
@@ -49,14 +49,16 @@ pub fn door(state: AppState) -> Router {
             settings
                 .cors_allowed_origins
                 .iter()
-                .filter_map(|origin| origin.to_str().ok().map(str::to_string)),
+                .filter_map(|origin| origin.to_str().ok())
+                .map(with_default_port),
         )
         .enforce_origin_validation()
         .with_max_request_body_bytes(MAX_REQUEST_BODY_BYTES);
     let engine = state.engine.clone();
     let service = StreamableHttpService::new(
         move || Ok(EngramTools::new(engine.clone())),
-        Arc::new(LocalSessionManager::default()),
+        // No sessions at all: nothing a later request could resume or replay.
+        Arc::new(NeverSessionManager::default()),
         config,
     );
     Router::new()
@@ -85,10 +87,58 @@ async fn authenticate(State(state): State<AppState>, request: Request, next: Nex
             next.run(Request::from_parts(parts, body)).await
         }
         Err(problem) => {
-            // Read what the client sent, so the connection stays usable for its next call.
-            let _ = axum::body::to_bytes(body, MAX_REQUEST_BODY_BYTES).await;
+            // Read a small body the client already sent, so the connection stays usable for
+            // its next call; a large one (or one that waits for `100 Continue`) is not read
+            // for a caller who is not known.
+            let small = parts
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|value| value.to_str().ok()?.parse::<usize>().ok())
+                .is_some_and(|length| length <= REFUSED_BODY_READ_BYTES);
+            if small && !parts.headers.contains_key(header::EXPECT) {
+                let _ = axum::body::to_bytes(body, REFUSED_BODY_READ_BYTES).await;
+            }
             problem.into_response()
         }
+    }
+}
+
+/// The largest body read from a request whose credential is refused.
+const REFUSED_BODY_READ_BYTES: usize = 64 * 1024;
+
+/// A CORS origin as the SDK's Origin check matches it exactly: with its scheme's default
+/// port when it names none (the SDK reads a missing port as "any port").
+fn with_default_port(origin: &str) -> String {
+    let Ok(uri) = origin.parse::<axum::http::Uri>() else {
+        return origin.to_string();
+    };
+    match (uri.port_u16(), uri.scheme_str()) {
+        (None, Some("https")) => format!("{origin}:443"),
+        (None, Some("http")) => format!("{origin}:80"),
+        _ => origin.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_default_port;
+
+    #[test]
+    fn an_origin_without_a_port_is_its_schemes_default() {
+        assert_eq!(
+            with_default_port("https://app.example.com"),
+            "https://app.example.com:443"
+        );
+        assert_eq!(with_default_port("http://localhost"), "http://localhost:80");
+        assert_eq!(
+            with_default_port("http://localhost:5173"),
+            "http://localhost:5173"
+        );
+        assert_eq!(with_default_port("https://[::1]"), "https://[::1]:443");
+        assert_eq!(
+            with_default_port("https://[::1]:8443"),
+            "https://[::1]:8443"
+        );
     }
 }
 

@@ -2,8 +2,8 @@
 //! which each tool reads its arguments and calls one use case as the caller's principal.
 
 use super::arguments::{
-    AddMemoryArguments, DeleteAllMemoriesArguments, DeleteMemoryArguments, EndRunArguments,
-    GetContextArguments, GetStateArguments, ListMemoriesArguments, MAX_LIST_PAGE,
+    AddMemoryArguments, DEFAULT_LIST_PAGE, DeleteAllMemoriesArguments, DeleteMemoryArguments,
+    EndRunArguments, GetContextArguments, GetStateArguments, ListMemoriesArguments, MAX_LIST_PAGE,
     MemoryIdArguments, RecordStepArguments, SearchMemoriesArguments, SetStateArguments,
     StartRunArguments, UpdateMemoryArguments,
 };
@@ -55,6 +55,9 @@ pub struct ToolSpec {
     read_only: bool,
     destructive: bool,
     idempotent: bool,
+    /// Takes its `user_id` from the `X-Engram-User-Id` header when the call names none. Never
+    /// a destructive tool's: a bulk delete names whom it deletes in its own arguments.
+    default_user: bool,
 }
 
 /// Every tool, in the order `tools/list` gives them.
@@ -67,6 +70,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: true,
     },
     ToolSpec {
         name: "add_memory",
@@ -76,6 +80,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
+        default_user: true,
     },
     ToolSpec {
         name: "list_memories",
@@ -85,6 +90,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: true,
     },
     ToolSpec {
         name: "get_memory",
@@ -94,6 +100,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: false,
     },
     ToolSpec {
         name: "update_memory",
@@ -103,6 +110,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
+        default_user: false,
     },
     ToolSpec {
         name: "delete_memory",
@@ -112,6 +120,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: true,
         idempotent: true,
+        default_user: false,
     },
     ToolSpec {
         name: "memory_history",
@@ -121,6 +130,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: false,
     },
     ToolSpec {
         name: "delete_all_memories",
@@ -130,6 +140,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: true,
         idempotent: true,
+        default_user: false,
     },
     ToolSpec {
         name: "get_context",
@@ -139,6 +150,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: true,
     },
     ToolSpec {
         name: "start_run",
@@ -148,6 +160,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
+        default_user: true,
     },
     ToolSpec {
         name: "record_step",
@@ -157,6 +170,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
+        default_user: false,
     },
     ToolSpec {
         name: "end_run",
@@ -166,6 +180,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: false,
+        default_user: false,
     },
     ToolSpec {
         name: "get_state",
@@ -175,6 +190,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: true,
         destructive: false,
         idempotent: true,
+        default_user: true,
     },
     ToolSpec {
         name: "set_state",
@@ -184,6 +200,7 @@ pub const TOOLS: &[ToolSpec] = &[
         read_only: false,
         destructive: false,
         idempotent: true,
+        default_user: true,
     },
 ];
 
@@ -264,17 +281,24 @@ impl ServerHandler for EngramTools {
             tool: spec.name.to_string(),
         });
         let mut arguments = request.arguments.unwrap_or_default();
-        if let Some(user_id) = parts.and_then(default_user)
-            && !arguments.contains_key("user_id")
-            && (spec.schema)().is_ok_and(|schema| takes_user_id(&schema))
-        {
-            arguments.insert("user_id".to_string(), Value::String(user_id));
-        }
-        let answer = self.call(spec.name, &principal, arguments).await;
+        let answer = match parts.map(default_user).unwrap_or(Ok(None)) {
+            Err(problem) => Err(problem),
+            Ok(default) => {
+                if let Some(user_id) = default
+                    && spec.default_user
+                    && arguments.get("user_id").is_none_or(Value::is_null)
+                {
+                    arguments.insert("user_id".to_string(), Value::String(user_id));
+                }
+                self.call(spec.name, &principal, arguments).await
+            }
+        };
         Ok(match answer {
             Ok(value) => CallToolResult::structured(value),
             Err(problem) if problem.kind.status().is_server_error() => {
-                return Err(McpError::internal_error(problem.detail, None));
+                let data = refusal(problem);
+                let message = data["detail"].as_str().unwrap_or_default().to_string();
+                return Err(McpError::internal_error(message, Some(data)));
             }
             Err(problem) => CallToolResult::structured_error(refusal(problem)),
         }
@@ -282,22 +306,25 @@ impl ServerHandler for EngramTools {
     }
 }
 
-/// The `X-Engram-User-Id` header's value, when the client sends one.
-fn default_user(parts: &Parts) -> Option<String> {
-    parts
-        .headers
-        .get(DEFAULT_USER_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .map(str::trim)
-        .filter(|value| !value.is_empty())
-        .map(str::to_string)
-}
-
-fn takes_user_id(schema: &JsonObject) -> bool {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_some_and(|properties| properties.contains_key("user_id"))
+/// The `X-Engram-User-Id` header's end-user, when the client sends one. One that cannot be
+/// read is refused, never ignored: the header is what confines a static configuration's
+/// calls to one end-user.
+fn default_user(parts: &Parts) -> Result<Option<String>, ApiError> {
+    let Some(value) = parts.headers.get(DEFAULT_USER_HEADER) else {
+        return Ok(None);
+    };
+    let refused = |message: &str| {
+        ApiError::invalid(vec![FieldError::new(
+            "header.X-Engram-User-Id",
+            message.to_string(),
+        )])
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| refused("must be visible ASCII"))?;
+    ExternalId::parse(text.trim())
+        .map(|user_id| Some(user_id.into_string()))
+        .map_err(|message| refused(&message))
 }
 
 /// A refused call as the model reads it: the problem's fields, and when to retry.
@@ -488,10 +515,25 @@ impl EngramTools {
                 })
                 .collect::<Vec<_>>(),
             "recall_id": outcome.recall_id.to_string(),
+            // Present when the project's recall budget cut the results: the model can tell.
+            "recall_budget": found.recall_budget.map(|cut| crate::views::RecallBudgetView {
+                max_results: cut.max_results,
+                max_tokens: cut.max_tokens,
+                omitted: cut.omitted,
+            }),
         }))
     }
 
-    async fn add_memory(&self, principal: &Principal, arguments: AddMemoryArguments) -> ToolAnswer {
+    async fn add_memory(
+        &self,
+        principal: &Principal,
+        mut arguments: AddMemoryArguments,
+    ) -> ToolAnswer {
+        // A model writes what it concluded unless it says the user stated it (null included:
+        // strict function calling sends every optional argument).
+        arguments
+            .source
+            .get_or_insert_with(|| "model_inferred".to_string());
         let memory: NewMemoryBody = native(&arguments)?;
         let body = AddMemoriesBody {
             memories: vec![memory],
@@ -529,11 +571,10 @@ impl EngramTools {
     async fn list_memories(
         &self,
         principal: &Principal,
-        arguments: ListMemoriesArguments,
+        mut arguments: ListMemoriesArguments,
     ) -> ToolAnswer {
-        if let Some(limit) = arguments.limit
-            && !(1..=MAX_LIST_PAGE).contains(&limit)
-        {
+        let limit = *arguments.limit.get_or_insert(DEFAULT_LIST_PAGE);
+        if !(1..=MAX_LIST_PAGE).contains(&limit) {
             return Err(ApiError::invalid(vec![FieldError::new(
                 "limit",
                 format!("must be between 1 and {MAX_LIST_PAGE}, got {limit}"),
@@ -572,7 +613,17 @@ impl EngramTools {
             client_vector,
             expected_version: arguments.expected_version,
         };
-        let edited = self.engine.edit_memory_for(principal, request).await?;
+        let edited = match self.engine.edit_memory_for(principal, request).await {
+            Err(engram_engine::EngineError::VersionConflict { current_version }) => {
+                return Err(ApiError::new(
+                    ProblemKind::VersionConflict,
+                    format!(
+                        "the memory is at version {current_version}: read it again (get_memory) and pass expected_version {current_version}"
+                    ),
+                ));
+            }
+            edited => edited?,
+        };
         answer(MemoryView::from(&edited.memory))
     }
 
@@ -695,10 +746,36 @@ impl EngramTools {
             .engine
             .put_session_state_for(principal, request)
             .await?
-            .map_err(crate::routes::sessions::refused)?;
+            .map_err(state_write_refused)?;
         let mut view = answer(SessionStateView::from(entry))?;
         view["created"] = json!(created);
         Ok(view)
+    }
+}
+
+/// A refused state write, named as the tool's arguments name it.
+fn state_write_refused(refusal: engram_core::session_state::StateWriteRefused) -> ApiError {
+    use engram_core::session_state::StateWriteRefused;
+    match refusal {
+        StateWriteRefused::VersionMismatch {
+            current: Some(version),
+        } => ApiError::new(
+            ProblemKind::VersionConflict,
+            format!(
+                "the value is at version {version}: read it again (get_state) and pass expected_version {version}"
+            ),
+        ),
+        StateWriteRefused::VersionMismatch { current: None } => ApiError::new(
+            ProblemKind::VersionConflict,
+            "there is no value with this key: write without expected_version (and create_only) to create it",
+        ),
+        StateWriteRefused::TooManyKeys => ApiError::invalid(vec![FieldError::new(
+            "key",
+            format!(
+                "a session holds at most {} keys",
+                engram_core::session_state::MAX_KEYS_PER_SESSION
+            ),
+        )]),
     }
 }
 

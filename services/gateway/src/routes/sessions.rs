@@ -133,7 +133,7 @@ fn with_etag(mut response: Response, version: i64) -> Response {
     response
 }
 
-pub(crate) fn refused(refusal: StateWriteRefused) -> ApiError {
+fn refused(refusal: StateWriteRefused) -> ApiError {
     match refusal {
         StateWriteRefused::VersionMismatch {
             current: Some(version),
