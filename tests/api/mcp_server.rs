@@ -161,46 +161,39 @@ async fn assert_seen_on_v1(client: &ApiClient, kept_id: &str, content: &str, use
     .await;
 }
 
+/// The Python SDK's check in `mode` (`legacy` or `auto`), and what its kept memory shows on
+/// /v1.
+async fn python_check(mode: &str, era: &str) {
+    let python = python_sdk();
+    let setting = setting().await;
+    let mut command = Command::new(python);
+    command
+        .arg(workspace_root().join("tests/mcp/python_client_check.py"))
+        .arg(mode);
+    let kept = run_check(&setting, command, &format!("mcp 2.3.0 ({era})")).await;
+    assert_seen_on_v1(
+        &setting.server.client(),
+        &kept,
+        &format!("Kept by the {mode} Python client"),
+        &format!("u-py-{mode}"),
+    )
+    .await;
+}
+
 /// The Python SDK in the legacy era (`initialize`, 2025-11-25): every tool round-trips; the
 /// other project's key and an end-user token naming someone else are refused as the model
 /// reads it (`isError`); a wrong key fails the connection with 401; an unknown tool is a
 /// JSON-RPC error.
 #[tokio::test]
 async fn the_python_sdk_in_the_legacy_era_uses_every_tool() {
-    let python = python_sdk();
-    let setting = setting().await;
-    let mut command = Command::new(python);
-    command
-        .arg(workspace_root().join("tests/mcp/python_client_check.py"))
-        .arg("legacy");
-    let kept = run_check(&setting, command, "mcp 2.3.0 (legacy)").await;
-    assert_seen_on_v1(
-        &setting.server.client(),
-        &kept,
-        "Kept by the legacy Python client",
-        "u-py-legacy",
-    )
-    .await;
+    python_check("legacy", "2025-11-25").await;
 }
 
 /// The same in the 2026-07-28 era: `mode="auto"` probes `server/discover`, and every call is
 /// a stateless request carrying its protocol version and method headers.
 #[tokio::test]
 async fn the_python_sdk_in_the_stateless_era_uses_every_tool() {
-    let python = python_sdk();
-    let setting = setting().await;
-    let mut command = Command::new(python);
-    command
-        .arg(workspace_root().join("tests/mcp/python_client_check.py"))
-        .arg("auto");
-    let kept = run_check(&setting, command, "mcp 2.3.0 (2026-07-28)").await;
-    assert_seen_on_v1(
-        &setting.server.client(),
-        &kept,
-        "Kept by the auto Python client",
-        "u-py-auto",
-    )
-    .await;
+    python_check("auto", "2026-07-28").await;
 }
 
 /// The TypeScript SDK (Claude Code's family, legacy era only) connects without a session,

@@ -119,29 +119,6 @@ fn with_default_port(origin: &str) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::with_default_port;
-
-    #[test]
-    fn an_origin_without_a_port_is_its_schemes_default() {
-        assert_eq!(
-            with_default_port("https://app.example.com"),
-            "https://app.example.com:443"
-        );
-        assert_eq!(with_default_port("http://localhost"), "http://localhost:80");
-        assert_eq!(
-            with_default_port("http://localhost:5173"),
-            "http://localhost:5173"
-        );
-        assert_eq!(with_default_port("https://[::1]"), "https://[::1]:443");
-        assert_eq!(
-            with_default_port("https://[::1]:8443"),
-            "https://[::1]:8443"
-        );
-    }
-}
-
 /// A problem (from authentication or a rate limit) as MCP clients read an HTTP error: a
 /// JSON-RPC error object (its id null), the status and headers kept. A refused credential
 /// is challenged with `Bearer realm="engram"` and no OAuth metadata, so clients use the
@@ -197,4 +174,27 @@ async fn answer_problems_as_json_rpc(request: Request, next: Next) -> Response {
         parts,
         Body::from(serde_json::to_vec(&body).unwrap_or_default()),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_default_port;
+
+    #[test]
+    fn an_origin_without_a_port_is_its_schemes_default() {
+        assert_eq!(
+            with_default_port("https://app.example.com"),
+            "https://app.example.com:443"
+        );
+        assert_eq!(with_default_port("http://localhost"), "http://localhost:80");
+        assert_eq!(
+            with_default_port("http://localhost:5173"),
+            "http://localhost:5173"
+        );
+        assert_eq!(with_default_port("https://[::1]"), "https://[::1]:443");
+        assert_eq!(
+            with_default_port("https://[::1]:8443"),
+            "https://[::1]:8443"
+        );
+    }
 }

@@ -9,8 +9,8 @@ use super::arguments::{
 };
 use crate::auth::ProjectPrincipal;
 use crate::problem::{ApiError, ProblemKind};
-use crate::routes::memories::{ListFieldNames, ListMemoriesQuery};
-use crate::routes::runs::{ContextBody, ContextView, RunStepView, RunView};
+use crate::routes::memories::{ListFieldNames, ListMemoriesQuery, parse_memory_id};
+use crate::routes::runs::{ContextBody, ContextView, RunStepView, RunView, parse_run_id};
 use crate::routes::sessions::SessionStateView;
 use crate::views::{EditMemoryBody, HistoryView, MemoryView, SearchResultView};
 use axum::http::request::Parts;
@@ -18,7 +18,7 @@ use engram_core::audit::Channel;
 use engram_core::memory_filter::{EntityField, MemoryFilter};
 use engram_core::request_bodies::{AddMemoriesBody, NewMemoryBody, SearchBody};
 use engram_core::runs::{EndRunBody, RunStepBody, StartRunBody};
-use engram_core::{ExternalId, FieldError, MemoryId, NotFoundKind, Principal};
+use engram_core::{ExternalId, FieldError, Principal};
 use engram_engine::{
     AddMemoriesRequest, AddOutcome, DeleteMatchingRequest, DeleteMemoryRequest, EditMemoryRequest,
     MemoryEngine, PutSessionStateRequest, SessionStateAddress,
@@ -381,17 +381,6 @@ fn answer(view: impl Serialize) -> ToolAnswer {
     })
 }
 
-/// A memory id that is not one cannot exist: not found, as for another project's.
-fn memory_id(text: &str) -> Result<MemoryId, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::not_found(NotFoundKind::Memory))
-}
-
-fn run_id(text: &str) -> Result<uuid::Uuid, ApiError> {
-    text.parse()
-        .map_err(|_| ApiError::not_found(NotFoundKind::Run))
-}
-
 fn external_id(
     text: Option<&str>,
     field: &str,
@@ -425,7 +414,7 @@ impl EngramTools {
                 let arguments: MemoryIdArguments = read(arguments)?;
                 let memory = self
                     .engine
-                    .get_memory_for(principal, memory_id(&arguments.id)?)
+                    .get_memory_for(principal, parse_memory_id(&arguments.id)?)
                     .await?;
                 answer(MemoryView::from(&memory))
             }
@@ -433,7 +422,7 @@ impl EngramTools {
             "delete_memory" => {
                 let arguments: DeleteMemoryArguments = read(arguments)?;
                 let request = DeleteMemoryRequest {
-                    memory_id: memory_id(&arguments.id)?,
+                    memory_id: parse_memory_id(&arguments.id)?,
                     reason: arguments.reason,
                 };
                 self.engine.delete_memory_for(principal, request).await?;
@@ -443,7 +432,7 @@ impl EngramTools {
                 let arguments: MemoryIdArguments = read(arguments)?;
                 let history = self
                     .engine
-                    .memory_history_for(principal, memory_id(&arguments.id)?)
+                    .memory_history_for(principal, parse_memory_id(&arguments.id)?)
                     .await?;
                 answer(HistoryView {
                     history: history.into_iter().map(Into::into).collect(),
@@ -468,7 +457,7 @@ impl EngramTools {
             }
             "record_step" => {
                 let arguments: RecordStepArguments = read(arguments)?;
-                let run = run_id(&arguments.run_id)?;
+                let run = parse_run_id(&arguments.run_id)?;
                 let body: RunStepBody = native(&arguments)?;
                 let step = self
                     .engine
@@ -478,7 +467,7 @@ impl EngramTools {
             }
             "end_run" => {
                 let arguments: EndRunArguments = read(arguments)?;
-                let run = run_id(&arguments.run_id)?;
+                let run = parse_run_id(&arguments.run_id)?;
                 let body: EndRunBody = native(&arguments)?;
                 let run = self
                     .engine
@@ -604,7 +593,7 @@ impl EngramTools {
         principal: &Principal,
         arguments: UpdateMemoryArguments,
     ) -> ToolAnswer {
-        let memory_id = memory_id(&arguments.id)?;
+        let memory_id = parse_memory_id(&arguments.id)?;
         let body: EditMemoryBody = native(&arguments)?;
         let (edit, client_vector) = body.into_edit().map_err(ApiError::invalid)?;
         let request = EditMemoryRequest {

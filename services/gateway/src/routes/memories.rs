@@ -49,7 +49,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// An id that is not a UUID cannot exist, so it is simply not found.
-fn parse_memory_id(text: &str) -> Result<MemoryId, ApiError> {
+pub(crate) fn parse_memory_id(text: &str) -> Result<MemoryId, ApiError> {
     text.parse()
         .map_err(|_| ApiError::not_found(NotFoundKind::Memory))
 }

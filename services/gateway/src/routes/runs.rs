@@ -39,7 +39,7 @@ pub fn router() -> Router<AppState> {
 }
 
 /// A run id that is not a UUID cannot exist, so it is simply not found.
-fn parse_run_id(text: &str) -> Result<Uuid, ApiError> {
+pub(crate) fn parse_run_id(text: &str) -> Result<Uuid, ApiError> {
     text.parse()
         .map_err(|_| ApiError::not_found(NotFoundKind::Run))
 }
