@@ -197,12 +197,16 @@ fn every_engram_flag_the_docs_name_exists() {
     );
     // Flags of other tools the pages show beside Engram's, each with its tool.
     let foreign = [
-        "--build",     // docker compose up --build
-        "--dry-run",   // kubectl apply --dry-run=server
-        "--set",       // helm lint --set
-        "--nocapture", // cargo test -- --nocapture
-        "--test",      // cargo test --test api
-        "--workspace", // cargo test --workspace
+        "--build",                // docker compose up --build
+        "--dry-run",              // kubectl apply --dry-run=server
+        "--set",                  // helm lint --set
+        "--nocapture",            // cargo test -- --nocapture
+        "--test",                 // cargo test --test api
+        "--workspace",            // cargo test --workspace
+        "--transport",            // claude mcp add --transport http
+        "--header",               // claude mcp add --header "Authorization: Bearer …"
+        "--url",                  // codex mcp add engram --url …
+        "--bearer-token-env-var", // codex mcp add … --bearer-token-env-var
     ];
     let mut unknown = Vec::new();
     for page in doc_pages() {
