@@ -54,6 +54,10 @@ await runSteps(async (browser) => {
       assert(removed.join(' ').includes('window'), `removed: ${removed}`);
       assert(added.join(' ').includes('aisle'), `added: ${added}`);
       assert((await latest.getByTestId('history-reason').textContent()).includes('customer corrected'), 'reason shown');
+      // Reported where it was done, the form ready for the next one; the id is on the page.
+      await page.getByTestId('correct-done').waitFor();
+      assert((await page.getByTestId('correct-reason').inputValue()) === '', 'the reason box is emptied');
+      assert(memoryUrl.includes((await page.getByTestId('memory-id').textContent()).trim()), 'the id is shown');
       await screenshot(page, '30-memory-history.png');
     }],
     ['a legal hold locks the memory', async () => {
@@ -135,8 +139,10 @@ await runSteps(async (browser) => {
       await hydrated(page);
       await page.getByTestId('delete-reason').fill('temporary access expired');
       await page.getByTestId('delete-submit').click();
-      const error = (await page.getByTestId('memory-error').textContent()).trim();
+      // The refusal shows beside the button that was pressed.
+      const error = (await page.getByTestId('delete-error').textContent()).trim();
       assert(error.includes('confirm'), `error: ${error}`);
+      assert((await page.getByTestId('delete-form').getByTestId('delete-error').count()) === 1, 'the error is in the delete form');
       await page.getByTestId('delete-confirm').check();
       await page.getByTestId('delete-submit').click();
       await page.waitForURL((url) => url.pathname === '/console/memories');

@@ -44,7 +44,8 @@ export async function signIn(page, email, password) {
   await page.getByTestId('login-email').fill(email);
   await page.getByTestId('login-password').fill(password);
   await page.getByTestId('login-submit').click();
-  await page.waitForURL((url) => url.pathname === '/console/memories');
+  // Each role lands on its own first page (the owner on the memories).
+  await page.waitForURL((url) => url.pathname.startsWith('/console/') && url.pathname !== '/console/login');
 }
 
 /// Launches Chromium, runs `steps(browser)` — a list of [name, fn] run in order until one

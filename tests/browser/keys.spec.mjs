@@ -98,8 +98,14 @@ try {
     }],
     ['revoking marks the key revoked', async () => {
       const target = await row(page, 'dashboard');
+      // Asked once, naming the key; then reported beside the table.
+      await target.getByTestId('revoke-key-ask').click();
+      const question = await target.locator('.confirm-question').first().textContent();
+      assert(question.includes('dashboard'), `the question names the key: ${question}`);
       await target.getByTestId('revoke-key').click();
       await until('the revoked state', async () => (await (await row(page, 'dashboard')).getAttribute('data-state')) === 'revoked');
+      const done = (await page.getByTestId('keys-done').textContent()).trim();
+      assert(done.includes('revoked'), `reported: ${done}`);
     }],
     ['rolling a key shows the new secret', async () => {
       await page.getByTestId('key-label').fill('ingest');
@@ -107,7 +113,9 @@ try {
       await page.getByTestId('create-key').click();
       const ingestSecret = (await page.getByTestId('new-key-secret').textContent()).trim();
       console.log(`secret ingest-original ${ingestSecret}`);
+      assert((await page.getByTestId('key-label').inputValue()) === '', 'the form is reset after a key is made');
       const target = await row(page, 'ingest');
+      await target.getByTestId('roll-key-ask').click();
       await target.getByTestId('roll-key').click();
       const rolled = await until('a new secret', async () => {
         const text = (await page.getByTestId('new-key-secret').textContent()).trim();

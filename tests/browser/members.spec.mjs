@@ -82,8 +82,11 @@ await runSteps(async (browser) => {
     }],
     ['removing the member ends their session at once', async () => {
       const row = memberRow(owner, invitee);
+      await row.getByTestId('remove-member-ask').click();
       await row.getByTestId('remove-member').click();
       await until('the row to go', async () => (await memberRow(owner, invitee).count()) === 0);
+      const done = (await owner.getByTestId('members-done').textContent()).trim();
+      assert(done.includes('removed'), `reported: ${done}`);
       await member.goto(`${base}/console/memories`);
       await member.waitForURL((url) => url.pathname === '/console/login');
     }],

@@ -32,6 +32,7 @@ await runSteps(async (browser) => {
       await screenshot(page, '40-settings.png');
     }],
     ['the sweep removes what the dry run named', async () => {
+      await page.getByTestId('sweep-now-ask').click();
       await page.getByTestId('sweep-now').click();
       const result = page.getByTestId('sweep-result');
       await result.waitFor();

@@ -1,5 +1,5 @@
 //! The one permission table: every operation of every front door (HTTP API, console, CLI,
-//! and rows reserved for the Mem0-compatible API and MCP), the permission it needs, and
+//! the Mem0-compatible API and MCP), the permission it needs, and
 //! which permissions each kind of principal holds. Engine use cases check it; the OpenAPI
 //! document publishes it; the console's role checks are derived from it.
 
@@ -669,6 +669,35 @@ pub fn scope_table_markdown() -> String {
 /// HTTP operations in the table that no server serves yet (their use case is an open
 /// issue): the OpenAPI check leaves them out.
 pub const RESERVED_HTTP_OPERATIONS: &[Operation] = &[];
+
+/// The console functions a member of `role` may use, in table order: each `Console` door
+/// whose first operation (the row that names it first: the function's own) needs only
+/// permissions the role holds. The console offers a page only when its function is here.
+pub fn console_functions_for(role: ConsoleRole) -> Vec<&'static str> {
+    let member = PrincipalKind::ConsoleMember(role);
+    let mut seen: Vec<&'static str> = Vec::new();
+    let mut allowed = Vec::new();
+    for rule in OPERATIONS {
+        for door in rule.doors {
+            let Door::Console(function) = door else {
+                continue;
+            };
+            if seen.contains(function) {
+                continue;
+            }
+            seen.push(function);
+            if rule
+                .operation
+                .required_permissions()
+                .iter()
+                .all(|permission| member.holds(*permission))
+            {
+                allowed.push(*function);
+            }
+        }
+    }
+    allowed
+}
 
 #[cfg(test)]
 mod tests {

@@ -194,6 +194,10 @@ impl ConsoleBackend for GatewayConsoleBackend {
             role: member.role().as_str().to_string(),
             email: member.email().to_string(),
             organization_name,
+            functions: engram_core::permissions::console_functions_for(member.role())
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
         })
     }
 
@@ -319,26 +323,25 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .authorized_project(caller, &query.project_id, Operation::ListAuditEvents)
             .await?;
         let engine = self.engine()?;
-        if let Some(action) = &query.action
-            && AuditAction::parse(action).is_none()
-        {
-            return Err(ConsoleError::InvalidInput(format!(
-                "unknown action {action:?}"
-            )));
-        }
-        let events = engine
-            .list_audit_events_for(
-                &principal,
-                AuditFilter {
-                    action: query.action.clone(),
-                    limit: u64::from(query.limit.clamp(1, 500)),
-                    newest_first: true,
-                    include_organization_events: true,
-                    ..Default::default()
-                },
-            )
+        let names = engine
+            .audit_actor_names_for(&principal)
             .await
             .map_err(engine_error)?;
+        let limit = u64::from(query.limit.clamp(1, 500));
+        let filter = AuditFilter {
+            after_id: query.before,
+            limit,
+            newest_first: true,
+            include_organization_events: true,
+            ..audit_filter(&query, &names)?
+        };
+        let events = engine
+            .list_audit_events_for(&principal, filter)
+            .await
+            .map_err(engine_error)?;
+        let next_before = (events.len() as u64 == limit)
+            .then(|| events.last().map(|event| event.id))
+            .flatten();
         let start = if query.full {
             engram_core::audit::VerificationStart::Genesis
         } else {
@@ -356,6 +359,18 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     id: event.id,
                     sequence: event.sequence,
                     at: event.at.to_rfc3339(),
+                    actor_name: names.get(&event.actor_id).cloned(),
+                    reason: event
+                        .details
+                        .get("reason")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_string)
+                        .or_else(|| {
+                            // A correction's reason is kept with the memory's history (it may
+                            // name the person), not in the chain: say where it is.
+                            (event.details.get("reason_given") == Some(&serde_json::json!(true)))
+                                .then(|| "given: in the memory's history".to_string())
+                        }),
                     actor_type: event.actor_type,
                     actor_id: event.actor_id,
                     action: event.action,
@@ -366,6 +381,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     request_id: event.request_id,
                 })
                 .collect(),
+            next_before,
             chain: AuditChainStatus {
                 verified: verification.verified,
                 events_checked: verification.events_checked,
@@ -469,20 +485,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
     async fn export_audit_csv(
         &self,
         caller: &ConsoleCaller,
-        project_id: &str,
+        query: AuditQuery,
     ) -> Result<String, ConsoleError> {
         let (_, principal) = self
-            .authorized_project(caller, project_id, Operation::ExportAuditEvents)
+            .authorized_project(caller, &query.project_id, Operation::ExportAuditEvents)
             .await?;
-        let events: Vec<crate::views::AuditEventView> = self
-            .engine()?
-            .export_audit_events_for(
-                &principal,
-                AuditFilter {
-                    include_organization_events: true,
-                    ..Default::default()
-                },
-            )
+        let engine = self.engine()?;
+        let names = engine
+            .audit_actor_names_for(&principal)
+            .await
+            .map_err(engine_error)?;
+        // The export follows the page's filter (every page of it).
+        let filter = AuditFilter {
+            include_organization_events: true,
+            ..audit_filter(&query, &names)?
+        };
+        let events: Vec<crate::views::AuditEventView> = engine
+            .export_audit_events_for(&principal, filter)
             .await
             .map_err(engine_error)?
             .into_iter()
@@ -1366,4 +1385,66 @@ mod tests {
             engram_engine::console_credentials::MIN_PASSWORD_CHARS
         );
     }
+}
+
+/// The audit filter a console query asks for: the action checked, the actor given as an id
+/// or by the name the page shows (a member's e-mail, a key's label), days as whole UTC days.
+fn audit_filter(
+    query: &AuditQuery,
+    names: &std::collections::BTreeMap<String, String>,
+) -> Result<AuditFilter, ConsoleError> {
+    if let Some(action) = &query.action
+        && AuditAction::parse(action).is_none()
+    {
+        return Err(ConsoleError::InvalidInput(format!(
+            "unknown action {action:?}"
+        )));
+    }
+    let actor_id = query.actor.as_ref().map(|actor| {
+        let wanted = actor.trim().to_lowercase();
+        names
+            .iter()
+            .find(|(_, name)| {
+                let name = name.to_lowercase();
+                name == wanted || name.starts_with(&format!("key “{wanted}”"))
+            })
+            .map(|(id, _)| id.clone())
+            .unwrap_or_else(|| actor.trim().to_string())
+    });
+    let day = |text: &Option<String>,
+               label: &str|
+     -> Result<Option<chrono::DateTime<chrono::Utc>>, ConsoleError> {
+        text.as_deref()
+            .map(|text| {
+                chrono::NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d")
+                    .map(|date| date.and_time(chrono::NaiveTime::MIN).and_utc())
+                    .map_err(|_| {
+                        ConsoleError::InvalidInput(format!(
+                            "{label}: {text:?} is not a day such as 2026-12-01"
+                        ))
+                    })
+            })
+            .transpose()
+    };
+    let since = day(&query.since, "from")?;
+    // The last day is included: events before the next day's start.
+    let until = day(&query.until, "to")?.map(|start| start + chrono::Duration::days(1));
+    if let (Some(since), Some(until)) = (since, until)
+        && since >= until
+    {
+        return Err(ConsoleError::InvalidInput(
+            "the first day must not be after the last".to_string(),
+        ));
+    }
+    Ok(AuditFilter {
+        action: query.action.clone(),
+        actor_id,
+        target_id: query
+            .target
+            .as_ref()
+            .map(|target| target.trim().to_string()),
+        since,
+        until,
+        ..Default::default()
+    })
 }

@@ -179,6 +179,11 @@ impl ConsoleBackend for DevBackend {
             email,
             organization_name: "Acme (dev)".into(),
             role: "owner".into(),
+            // The owner may use every page.
+            functions: engram_console::topbar::PAGES
+                .iter()
+                .map(|page| page.function.to_string())
+                .collect(),
         };
         self.sessions
             .lock()
@@ -267,6 +272,7 @@ impl ConsoleBackend for DevBackend {
                 verified: true,
                 ..Default::default()
             },
+            next_before: None,
         })
     }
 
@@ -309,7 +315,7 @@ impl ConsoleBackend for DevBackend {
     async fn export_audit_csv(
         &self,
         caller: &ConsoleCaller,
-        _project_id: &str,
+        _query: engram_console::model::AuditQuery,
     ) -> Result<String, ConsoleError> {
         self.account(&caller.session_token)
             .ok_or(ConsoleError::Unauthorized)?;

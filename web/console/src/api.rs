@@ -2,7 +2,7 @@
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
 use crate::model::{
-    AuditListing, BulkDeleteOutcome, BulkDeletePreview, ConsoleError, ErasureStatus,
+    AuditFilters, AuditListing, BulkDeleteOutcome, BulkDeletePreview, ConsoleError, ErasureStatus,
     InvitationPreview, KeyListing, MemberListing, MemoryDetail, MemoryFilters, MemoryListing,
     NewInvitation, NewKeySecret, SessionInfo, SubjectSummary,
 };
@@ -393,13 +393,10 @@ pub async fn load_erasure_status(
 
 /// The audit log of a project (the first project when `project_id` is empty), newest first,
 /// with the verification of the organization's hash chain.
-#[server(prefix = "/console/api", endpoint = "audit")]
-pub async fn load_audit(
-    project_id: Option<String>,
-    action: Option<String>,
-    full: Option<bool>,
-) -> Result<AuditListing, ConsoleError> {
-    ssr::answer(ssr::load_audit(project_id, action, full.unwrap_or(false)).await).await
+// JSON: the filters are a struct whose fields may all be absent.
+#[server(prefix = "/console/api", endpoint = "audit", input = leptos::server_fn::codec::Json)]
+pub async fn load_audit(filters: AuditFilters) -> Result<AuditListing, ConsoleError> {
+    ssr::answer(ssr::load_audit(filters).await).await
 }
 
 /// The API keys of a project (the first project when `project_id` is empty).
@@ -487,9 +484,9 @@ pub async fn accept_invitation(
 pub(crate) mod ssr {
     use crate::backend::ConsoleBackend;
     use crate::model::{
-        AUDIT_PAGE_LIMIT, AuditListing, AuditQuery, BulkDeleteOutcome, BulkDeletePreview,
-        ConsoleCaller, ConsoleError, ConsoleRequestOrigin, InvitationPreview, KEY_SCOPES,
-        KeyListing, MEMORY_PAGE_LIMIT, MemberListing, MemoryFilters, MemoryListQuery,
+        AUDIT_PAGE_LIMIT, AuditFilters, AuditListing, AuditQuery, BulkDeleteOutcome,
+        BulkDeletePreview, ConsoleCaller, ConsoleError, ConsoleRequestOrigin, InvitationPreview,
+        KEY_SCOPES, KeyListing, MEMORY_PAGE_LIMIT, MemberListing, MemoryFilters, MemoryListQuery,
         MemoryListing, NewInvitation, NewKeyRequest, NewKeySecret, SessionInfo,
     };
     use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -516,7 +513,8 @@ pub(crate) mod ssr {
             }
         };
         start_session_cookies(&tokens).await?;
-        leptos_axum::redirect("/console/memories");
+        // The landing page of the member's role.
+        leptos_axum::redirect("/console");
         Ok(())
     }
 
@@ -632,21 +630,22 @@ pub(crate) mod ssr {
         backend.bulk_delete(&caller, query, expected, reason).await
     }
 
-    pub async fn load_audit(
-        project_id: Option<String>,
-        action: Option<String>,
-        full: bool,
-    ) -> Result<AuditListing, ConsoleError> {
+    pub async fn load_audit(filters: AuditFilters) -> Result<AuditListing, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
-        let Some(project_id) = chosen_project(&backend, &caller, project_id).await? else {
+        let Some(project_id) = chosen_project(&backend, &caller, filters.project_id).await? else {
             return Ok(AuditListing::default());
         };
         let query = AuditQuery {
             project_id: project_id.clone(),
-            action: non_empty(action),
+            action: non_empty(filters.action),
             limit: AUDIT_PAGE_LIMIT,
-            full,
+            full: filters.full,
+            actor: non_empty(filters.actor),
+            target: non_empty(filters.target),
+            since: non_empty(filters.since),
+            until: non_empty(filters.until),
+            before: filters.before,
         };
         let mut listing = backend.audit_log(&caller, query).await?;
         listing.project_id = Some(project_id);
@@ -935,7 +934,8 @@ pub(crate) mod ssr {
             .accept_invitation(token.trim(), password, &request_origin().await)
             .await?;
         start_session_cookies(&tokens).await?;
-        leptos_axum::redirect("/console/memories");
+        // The landing page of the member's role.
+        leptos_axum::redirect("/console");
         Ok(())
     }
 

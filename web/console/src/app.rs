@@ -12,12 +12,13 @@ use crate::recall::RecallPage;
 use crate::runs::{RecallsPage, RunsPage};
 use crate::settings::SettingsPage;
 use crate::subjects::SubjectsPage;
+use crate::topbar::Landing;
 use crate::usage::UsagePage;
 use leptos::prelude::*;
 use leptos_meta::{Title, provide_meta_context};
 use leptos_router::{
     SsrMode,
-    components::{Redirect, Route, Router, Routes},
+    components::{Route, Router, Routes},
     path,
 };
 
@@ -75,7 +76,8 @@ pub fn App() -> impl IntoView {
                 data-hydrated=move || if hydrated.get() { "true" } else { "false" }
             >
                 <Routes fallback=NotFound>
-                    <Route path=path!("/console") view=|| view! { <Redirect path="/console/memories" /> } />
+                    // Each role's own first page.
+                    <Route path=path!("/console") view=Landing ssr=SsrMode::Async />
                     <Route path=path!("/console/login") view=LoginPage />
                     // Async: the page is sent once the memories are loaded, so it is complete
                     // without JavaScript and a session lost mid-render can still redirect.
@@ -108,7 +110,7 @@ fn NotFound() -> impl IntoView {
         <main class="centered">
             <section class="card">
                 <h1>"Page not found"</h1>
-                <p><a href="/console/memories">"Back to the memories"</a></p>
+                <p><a href="/console">"Back to the console"</a></p>
             </section>
         </main>
     }

@@ -2,46 +2,112 @@
 //! of the project (and the organization's console logins) and a CSV export link.
 
 use crate::api::{load_audit, load_session};
-use crate::model::{AUDIT_ACTIONS, AuditListing, AuditRow, ConsoleError};
+use crate::model::{AUDIT_ACTIONS, AuditFilters, AuditListing, AuditRow, ConsoleError};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::{components::Redirect, hooks::use_query_map};
+use leptos_router::{
+    NavigateOptions,
+    components::Redirect,
+    hooks::{use_navigate, use_query_map},
+};
 
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let query = use_query_map().get_untracked();
-    let initial_project = query.get("project").and_then(|p| non_empty(&p));
-    let initial_action = query
-        .get("action")
-        .and_then(|a| non_empty(&a))
-        .unwrap_or_default();
+    let text = |name: &str| query.get(name).and_then(|value| non_empty(&value));
+    let initial_project = text("project");
+    let initial = AuditFilters {
+        project_id: initial_project.clone(),
+        action: text("action"),
+        actor: text("actor"),
+        target: text("target"),
+        since: text("since"),
+        until: text("until"),
+        before: text("before").and_then(|before| before.parse().ok()),
+        full: query.get("full").is_some_and(|full| full == "true"),
+    };
     let project = RwSignal::new(initial_project.clone());
-    let action = RwSignal::new(initial_action.clone());
-    // Recompute the whole chain from its first event (the button below), not only what
-    // came after the last checkpoint.
-    let full = RwSignal::new(query.get("full").is_some_and(|full| full == "true"));
+    // The filters as applied (the form's fields apply on submit, the action at once).
+    let filters = RwSignal::new(initial.clone());
+    let (actor, target, since, until) = (
+        RwSignal::new(initial.actor.clone().unwrap_or_default()),
+        RwSignal::new(initial.target.clone().unwrap_or_default()),
+        RwSignal::new(initial.since.clone().unwrap_or_default()),
+        RwSignal::new(initial.until.clone().unwrap_or_default()),
+    );
+    let initial_action = initial.action.clone().unwrap_or_default();
 
     let session = Resource::new(|| (), |_| load_session());
     let audit = Resource::new(
-        move || (project.get(), non_empty(&action.get()), full.get()),
-        |(project, action, full)| load_audit(project, action, Some(full)),
+        move || (project.get(), filters.get()),
+        |(project, filters)| {
+            load_audit(AuditFilters {
+                project_id: project,
+                ..filters
+            })
+        },
     );
+    // The URL carries the filters and the page, so a reload or a shared link shows the same.
+    let navigate = use_navigate();
+    let show = move |next: AuditFilters| {
+        let query = next.query_string(&project.get_untracked().unwrap_or_default());
+        let page = next
+            .before
+            .map(|before| format!("&before={before}"))
+            .unwrap_or_default();
+        navigate(
+            &format!("/console/audit?{query}{page}"),
+            NavigateOptions {
+                replace: true,
+                scroll: false,
+                ..Default::default()
+            },
+        );
+        filters.set(next);
+    };
+    let apply = show.clone();
+    let choose_action = show.clone();
+    let page_to = show.clone();
 
     let project_selector = move || {
         let initial_project = initial_project.clone();
         Suspend::new(async move { project_select(session.await, initial_project, project) })
     };
 
-    let listing = move || Suspend::new(async move { audit_view(audit.await) });
+    let listing = move || {
+        let page_to = page_to.clone();
+        Suspend::new(async move {
+            let applied = filters.get_untracked();
+            audit_view(audit.await, applied, page_to)
+        })
+    };
 
     view! {
         <Title text="Audit log · Engram console" />
         <TopBar current="/console/audit" />
         <main class="content">
             <h1>"Audit log"</h1>
-            <form class="filters" method="get" action="/console/audit" on:submit=|ev| ev.prevent_default()>
+            <form
+                class="filters"
+                method="get"
+                action="/console/audit"
+                data-testid="audit-filters"
+                on:submit=move |ev| {
+                    ev.prevent_default();
+                    let non_blank = |value: String| non_empty(&value);
+                    apply(AuditFilters {
+                        actor: non_blank(actor.get_untracked()),
+                        target: non_blank(target.get_untracked()),
+                        since: non_blank(since.get_untracked()),
+                        until: non_blank(until.get_untracked()),
+                        before: None,
+                        full: false,
+                        ..filters.get_untracked()
+                    });
+                }
+            >
                 <label>
                     <span>"Project"</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
@@ -54,8 +120,12 @@ pub fn AuditPage() -> impl IntoView {
                         on:change=move |ev| {
                             // A new filter continues from the checkpoint: a full recompute is
                             // asked for by its button, at most once a minute.
-                            full.set(false);
-                            action.set(event_target_value(&ev));
+                            choose_action(AuditFilters {
+                                action: non_empty(&event_target_value(&ev)),
+                                before: None,
+                                full: false,
+                                ..filters.get_untracked()
+                            });
                         }
                     >
                         <option value="" selected=initial_action.is_empty()>"All actions"</option>
@@ -65,7 +135,23 @@ pub fn AuditPage() -> impl IntoView {
                             .collect_view()}
                     </select>
                 </label>
-                <button type="submit" class="no-js-only">"Apply"</button>
+                <label class="grow">
+                    <span>"Actor"</span>
+                    <input type="text" name="actor" placeholder="e-mail, key label or id" bind:value=actor data-testid="audit-actor" />
+                </label>
+                <label>
+                    <span>"Target"</span>
+                    <input type="text" name="target" placeholder="memory, key or user id" bind:value=target data-testid="audit-target" />
+                </label>
+                <label>
+                    <span>"From"</span>
+                    <input type="date" name="since" bind:value=since data-testid="audit-since" />
+                </label>
+                <label>
+                    <span>"To"</span>
+                    <input type="date" name="until" bind:value=until data-testid="audit-until" />
+                </label>
+                <button type="submit" data-testid="audit-apply">"Apply"</button>
                 <button
                     type="submit"
                     name="full"
@@ -75,7 +161,7 @@ pub fn AuditPage() -> impl IntoView {
                     title="Re-hash every event of the organization's chain (once a minute)"
                     on:click=move |ev| {
                         ev.prevent_default();
-                        full.set(true);
+                        filters.update(|filters| filters.full = true);
                     }
                 >
                     "Verify from the first event"
@@ -88,7 +174,11 @@ pub fn AuditPage() -> impl IntoView {
     }
 }
 
-fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
+fn audit_view(
+    listing: Result<AuditListing, ConsoleError>,
+    applied: AuditFilters,
+    page_to: impl Fn(AuditFilters) + Clone + Send + Sync + 'static,
+) -> AnyView {
     let listing = match listing {
         Ok(listing) => listing,
         Err(ConsoleError::Unauthorized) => {
@@ -130,7 +220,43 @@ fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
         }
         .into_any()
     };
-    let export_href = format!("/console/audit/export.csv?project={project_id}");
+    // The export follows the filter, every page of it.
+    let export_href = format!(
+        "/console/audit/export.csv?{}",
+        applied.query_string(&project_id)
+    );
+    let paging = {
+        let newest = applied.before.is_some().then(|| {
+            let page_to = page_to.clone();
+            let applied = applied.clone();
+            view! {
+                <button
+                    type="button"
+                    class="ghost"
+                    data-testid="audit-newest"
+                    on:click=move |_| page_to(AuditFilters { before: None, full: false, ..applied.clone() })
+                >
+                    "← Newest"
+                </button>
+            }
+        });
+        let older = listing.next_before.map(|before| {
+            let page_to = page_to.clone();
+            let applied = applied.clone();
+            view! {
+                <button
+                    type="button"
+                    class="ghost"
+                    data-testid="audit-older"
+                    data-before=before.to_string()
+                    on:click=move |_| page_to(AuditFilters { before: Some(before), full: false, ..applied.clone() })
+                >
+                    "Older events →"
+                </button>
+            }
+        });
+        view! { <p class="paging">{newest}" "{older}</p> }
+    };
     let rows = if listing.events.is_empty() {
         view! { <p class="empty" data-testid="audit-empty">"No events match."</p> }.into_any()
     } else {
@@ -140,15 +266,16 @@ fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
                     <thead>
                         <tr>
                             <th class="num">"#"</th>
-                            <th>"When"</th>
+                            <th>"When (UTC)"</th>
                             <th>"Action"</th>
                             <th>"Actor"</th>
                             <th>"Targets"</th>
+                            <th>"Reason"</th>
                             <th>"Outcome"</th>
                             <th>"From"</th>
                         </tr>
                     </thead>
-                    <tbody>{listing.events.into_iter().map(audit_row).collect_view()}</tbody>
+                    <tbody>{grouped(listing.events).into_iter().map(audit_line).collect_view()}</tbody>
                 </table>
             </div>
         }
@@ -157,11 +284,111 @@ fn audit_view(listing: Result<AuditListing, ConsoleError>) -> AnyView {
     view! {
         {status}
         <p>
-            <a href=export_href download="audit.csv" data-testid="audit-export">"Export CSV"</a>
+            <a href=export_href download="audit.csv" data-testid="audit-export">"Export CSV (this filter)"</a>
         </p>
         {rows}
+        {paging}
     }
     .into_any()
+}
+
+/// One line of the table: an event, or a run of content views by one actor.
+enum AuditLine {
+    Event(AuditRow),
+    /// Consecutive `memory.content_viewed` events of one actor: every page view of the
+    /// memories list writes one, and one line with a count keeps the log reviewable.
+    Views(Vec<AuditRow>),
+}
+
+/// The events as lines, runs of one actor's content views folded into one.
+fn grouped(events: Vec<AuditRow>) -> Vec<AuditLine> {
+    let mut lines: Vec<AuditLine> = Vec::new();
+    for event in events {
+        if event.action == "memory.content_viewed" {
+            if let Some(AuditLine::Views(views)) = lines.last_mut()
+                && views
+                    .first()
+                    .is_some_and(|first| first.actor_id == event.actor_id)
+            {
+                views.push(event);
+                continue;
+            }
+            lines.push(AuditLine::Views(vec![event]));
+            continue;
+        }
+        lines.push(AuditLine::Event(event));
+    }
+    lines
+}
+
+fn when_of(at: &str) -> String {
+    at.get(..19).unwrap_or(at).replacen('T', " ", 1)
+}
+
+/// The actor as a person reads it: the name (e-mail, key label) beside the kind and id.
+fn actor_view(actor_type: &str, actor_id: &str, actor_name: Option<String>) -> impl IntoView + use<> {
+    let title = format!("{actor_type} {actor_id}");
+    let shown = match actor_name {
+        Some(name) => name,
+        None => format!(
+            "{actor_type} {}",
+            actor_id.chars().take(12).collect::<String>()
+        ),
+    };
+    view! { <span title=title data-testid="audit-actor-name">{shown}</span> }
+}
+
+fn audit_line(line: AuditLine) -> AnyView {
+    match line {
+        AuditLine::Event(event) => audit_row(event).into_any(),
+        AuditLine::Views(views) => {
+            let count = views.len();
+            let first = views.first().cloned();
+            let last = views.last().cloned();
+            let (Some(first), Some(last)) = (first, last) else {
+                return ().into_any();
+            };
+            let viewed: usize = views.iter().map(|view| view.target_ids.len()).sum();
+            let span = if count == 1 {
+                when_of(&first.at)
+            } else {
+                format!("{} – {}", when_of(&last.at), when_of(&first.at))
+            };
+            let targets = views
+                .iter()
+                .flat_map(|view| view.target_ids.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(", ");
+            view! {
+                <tr
+                    data-testid="audit-row"
+                    data-action="memory.content_viewed"
+                    data-count=count.to_string()
+                >
+                    <td class="num">{first.sequence}</td>
+                    <td class="nowrap"><time datetime=first.at.clone()>{span}</time></td>
+                    <td data-testid="audit-action">
+                        {if count == 1 {
+                            "memory.content_viewed".to_string()
+                        } else {
+                            format!("memory.content_viewed × {count}")
+                        }}
+                    </td>
+                    <td>{actor_view(&first.actor_type, &first.actor_id, first.actor_name.clone())}</td>
+                    <td class="content">
+                        <details data-testid="audit-views">
+                            <summary>{format!("{viewed} memories shown in {count} page views")}</summary>
+                            <p class="muted">{targets}</p>
+                        </details>
+                    </td>
+                    <td></td>
+                    <td>{first.outcome.clone()}</td>
+                    <td>{first.ip.clone().unwrap_or_default()}</td>
+                </tr>
+            }
+            .into_any()
+        }
+    }
 }
 
 fn audit_row(event: AuditRow) -> impl IntoView {
@@ -170,14 +397,15 @@ fn audit_row(event: AuditRow) -> impl IntoView {
         at,
         actor_type,
         actor_id,
+        actor_name,
         action,
         target_ids,
         outcome,
         ip,
+        reason,
         ..
     } = event;
-    let when = at.get(..19).unwrap_or(&at).replacen('T', " ", 1);
-    let actor = format!("{actor_type} {actor_id}");
+    let when = when_of(&at);
     let targets = target_ids.join(", ");
     let action_attribute = action.clone();
     view! {
@@ -185,8 +413,9 @@ fn audit_row(event: AuditRow) -> impl IntoView {
             <td class="num">{sequence}</td>
             <td class="nowrap"><time datetime=at>{when}</time></td>
             <td data-testid="audit-action">{action}</td>
-            <td>{actor}</td>
+            <td>{actor_view(&actor_type, &actor_id, actor_name)}</td>
             <td class="content">{targets}</td>
+            <td data-testid="audit-reason">{reason.unwrap_or_default()}</td>
             <td>{outcome}</td>
             <td>{ip.unwrap_or_default()}</td>
         </tr>

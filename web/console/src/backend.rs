@@ -68,11 +68,12 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         query: AuditQuery,
     ) -> Result<AuditListing, ConsoleError>;
 
-    /// Every audit event of the project as CSV, for download.
+    /// The project's audit events that `query` matches (every page of them; its limit and
+    /// cursor are not used) as CSV, for download.
     async fn export_audit_csv(
         &self,
         caller: &ConsoleCaller,
-        project_id: &str,
+        query: AuditQuery,
     ) -> Result<String, ConsoleError>;
 
     /// The project's API keys (owners, admins and developers).

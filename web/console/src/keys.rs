@@ -2,6 +2,7 @@
 //! shows its secret once, and revoke / roll buttons per key.
 
 use crate::api::{CreateKey, RevokeKey, RollKey, load_keys};
+use crate::confirm::Confirm;
 use crate::model::{ConsoleError, KEY_SCOPES, KeyListing, KeyRow, NewKeySecret};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -58,6 +59,27 @@ pub fn KeysPage() -> impl IntoView {
             }
         })
     };
+    let done = move || {
+        let revoked = revoke.value().get().is_some_and(|result| result.is_ok());
+        let rolled = roll.value().get().is_some_and(|result| result.is_ok());
+        (revoked || rolled).then(|| {
+            let text = if rolled {
+                "The key was rolled: its new secret is below."
+            } else {
+                "The key was revoked: it no longer works."
+            };
+            view! { <p class="notice" role="status" data-testid="keys-done">{text}</p> }
+        })
+    };
+    // After a key is made, the form is ready for the next one.
+    let create_form = NodeRef::<leptos::html::Form>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = create.value().get()
+            && let Some(form) = create_form.get()
+        {
+            form.reset();
+        }
+    });
     let action_error = move || {
         let errors = [
             create.value().get().and_then(Result::err),
@@ -79,7 +101,7 @@ pub fn KeysPage() -> impl IntoView {
         <TopBar current="/console/keys" />
         <main class="content">
             <h1>"API keys"</h1>
-            <ActionForm action=create attr:class="filters" attr:data-testid="create-key-form">
+            <ActionForm action=create node_ref=create_form attr:class="filters" attr:data-testid="create-key-form">
                 <input type="hidden" name="project_id" value=project_field />
                 <label class="grow">
                     <span>"Label"</span>
@@ -100,6 +122,7 @@ pub fn KeysPage() -> impl IntoView {
                 <button type="submit" data-testid="create-key">"Create key"</button>
             </ActionForm>
             {action_error}
+            {done}
             {new_secret}
             <Transition fallback=|| view! { <p class="muted">"Loading keys…"</p> }>{table}</Transition>
         </main>
@@ -175,6 +198,11 @@ fn key_row(
     let project_for_roll = project.clone();
     let key_id_for_roll = key_id.clone();
     let label_attribute = label.clone();
+    let roll_question = format!(
+        "Roll the key “{label}”? A new secret is made; the old one keeps working for the overlap window, then stops."
+    );
+    let revoke_question =
+        format!("Revoke the key “{label}”? Every client using it is refused at once.");
     let state_attribute = state.clone();
     let state_class = format!("badge state-{state}");
     view! {
@@ -190,16 +218,20 @@ fn key_row(
                 {active
                     .then(|| {
                         view! {
-                            <ActionForm action=roll attr:class="inline">
-                                <input type="hidden" name="project_id" value=project_for_roll />
-                                <input type="hidden" name="key_id" value=key_id_for_roll />
-                                <button type="submit" class="ghost" data-testid="roll-key">"Roll"</button>
-                            </ActionForm>
-                            <ActionForm action=revoke attr:class="inline">
-                                <input type="hidden" name="project_id" value=project />
-                                <input type="hidden" name="key_id" value=key_id />
-                                <button type="submit" class="ghost" data-testid="revoke-key">"Revoke"</button>
-                            </ActionForm>
+                            <Confirm label="Roll…" question=roll_question test_id="roll-key-ask">
+                                <ActionForm action=roll attr:class="inline">
+                                    <input type="hidden" name="project_id" value=project_for_roll />
+                                    <input type="hidden" name="key_id" value=key_id_for_roll />
+                                    <button type="submit" class="danger" data-testid="roll-key">"Roll the key"</button>
+                                </ActionForm>
+                            </Confirm>
+                            <Confirm label="Revoke…" question=revoke_question test_id="revoke-key-ask">
+                                <ActionForm action=revoke attr:class="inline">
+                                    <input type="hidden" name="project_id" value=project />
+                                    <input type="hidden" name="key_id" value=key_id />
+                                    <button type="submit" class="danger" data-testid="revoke-key">"Revoke the key"</button>
+                                </ActionForm>
+                            </Confirm>
                         }
                     })}
             </td>

@@ -8,6 +8,7 @@ pub mod api;
 pub mod app;
 mod audit;
 pub mod charts;
+mod confirm;
 pub mod diff;
 mod invite;
 mod keys;
@@ -21,7 +22,7 @@ mod recall;
 mod runs;
 mod settings;
 mod subjects;
-mod topbar;
+pub mod topbar;
 mod usage;
 
 #[cfg(feature = "ssr")]

@@ -2,6 +2,7 @@
 //! invitations (the link is shown once), role changes and removals.
 
 use crate::api::{ChangeMemberRole, InviteMember, RemoveMember, RevokeInvitation, load_members};
+use crate::confirm::Confirm;
 use crate::model::{ConsoleError, InvitationRow, MemberListing, MemberRow, NewInvitation};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -55,6 +56,25 @@ pub fn MembersPage() -> impl IntoView {
             view! { <p class="error" role="alert" data-testid="members-error">{error.to_string()}</p> }
         })
     };
+    // What the last action did, beside the list it changed.
+    let done = move || {
+        let text = if remove.value().get().is_some_and(|result| result.is_ok()) {
+            Some("The member was removed; their sessions have ended.")
+        } else if change_role
+            .value()
+            .get()
+            .is_some_and(|result| result.is_ok())
+        {
+            Some("The role was changed; it applies at once.")
+        } else if revoke.value().get().is_some_and(|result| result.is_ok()) {
+            Some("The invitation was withdrawn; its link no longer works.")
+        } else {
+            None
+        };
+        text.map(
+            |text| view! { <p class="notice" role="status" data-testid="members-done">{text}</p> },
+        )
+    };
     let body = move || {
         Suspend::new(
             async move { members_view(members.await, invite, revoke, change_role, remove) },
@@ -67,6 +87,7 @@ pub fn MembersPage() -> impl IntoView {
         <main class="content">
             <h1>"Members"</h1>
             {action_error}
+            {done}
             {new_invitation}
             <Transition fallback=|| view! { <p class="muted">"Loading members…"</p> }>{body}</Transition>
         </main>
@@ -193,6 +214,9 @@ fn member_row(
     let email_attribute = email.clone();
     let role_attribute = role.clone();
     let id_for_remove = id.clone();
+    let remove_question = format!(
+        "Remove {email} from the organization? Their sessions end at once; an invitation can bring them back."
+    );
     view! {
         <tr data-testid="member-row" data-email=email_attribute data-role=role_attribute>
             <td>{email}{is_you.then(|| view! { <span class="muted">" (you)"</span> })}</td>
@@ -215,10 +239,12 @@ fn member_row(
                 {manageable
                     .then(|| {
                         view! {
-                            <ActionForm action=remove attr:class="inline">
-                                <input type="hidden" name="member_id" value=id_for_remove />
-                                <button type="submit" class="ghost" data-testid="remove-member">"Remove"</button>
-                            </ActionForm>
+                            <Confirm label="Remove…" question=remove_question test_id="remove-member-ask">
+                                <ActionForm action=remove attr:class="inline">
+                                    <input type="hidden" name="member_id" value=id_for_remove />
+                                    <button type="submit" class="danger" data-testid="remove-member">"Remove the member"</button>
+                                </ActionForm>
+                            </Confirm>
                         }
                     })}
             </td>

@@ -24,19 +24,27 @@ pub fn MemoryPage() -> impl IntoView {
         move || (correct.version().get(), set_flag.version().get()),
         move |_| load_memory(project_for_load.clone(), memory_for_load.clone()),
     );
+    // A flag's failure at the top; a correction's and a deletion's beside their buttons.
     let action_error = move || {
-        let errors = [
-            correct.value().get().and_then(Result::err),
-            set_flag.value().get().and_then(Result::err),
-            delete.value().get().and_then(Result::err),
-        ];
-        errors.into_iter().flatten().next().map(|error| {
+        set_flag.value().get().and_then(Result::err).map(|error| {
             view! { <p class="error" role="alert" data-testid="memory-error">{error.to_string()}</p> }
         })
     };
+    // After a correction the form is ready for the next one (its reason box empty).
+    let correct_form = NodeRef::<leptos::html::Form>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(())) = correct.value().get()
+            && let Some(form) = correct_form.get()
+        {
+            form.reset();
+        }
+    });
     let back = format!("/console/memories?project={project_id}");
-    let body =
-        move || Suspend::new(async move { detail_view(detail.await, correct, set_flag, delete) });
+    let body = move || {
+        Suspend::new(
+            async move { detail_view(detail.await, correct, correct_form, set_flag, delete) },
+        )
+    };
     view! {
         <Title text="Memory · Engram console" />
         <TopBar current="/console/memories" />
@@ -51,6 +59,7 @@ pub fn MemoryPage() -> impl IntoView {
 fn detail_view(
     detail: Result<MemoryDetail, ConsoleError>,
     correct: ServerAction<CorrectMemory>,
+    correct_form: NodeRef<leptos::html::Form>,
     set_flag: ServerAction<SetMemoryFlag>,
     delete: ServerAction<DeleteMemory>,
 ) -> AnyView {
@@ -92,6 +101,7 @@ fn detail_view(
         impact,
     } = detail;
     let memory_id = memory.id.clone();
+    let shown_id = memory.id.clone();
     let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
     let (project_for_impact, memory_for_impact) = (project_id.clone(), memory_id.clone());
     let flag_form = move |flag: &'static str,
@@ -132,12 +142,20 @@ fn detail_view(
         let (project_id, memory_id) = (project_id.clone(), memory_id.clone());
         let content = memory.content.clone();
         view! {
-            <ActionForm action=correct attr:class="stack" attr:data-testid="correct-form">
+            <ActionForm action=correct node_ref=correct_form attr:class="stack" attr:data-testid="correct-form">
                 <input type="hidden" name="project_id" value=project_id />
                 <input type="hidden" name="memory_id" value=memory_id />
                 <textarea name="content" required data-testid="correct-content">{content}</textarea>
                 <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="correct-reason" />
                 <button type="submit" data-testid="correct-submit">"Save the correction"</button>
+                {move || correct.value().get().map(|result| match result {
+                    Ok(()) => view! {
+                        <p class="notice" role="status" data-testid="correct-done">"Corrected: the new version and your reason are in the history below."</p>
+                    }.into_any(),
+                    Err(error) => view! {
+                        <p class="error" role="alert" data-testid="correct-error">{error.to_string()}</p>
+                    }.into_any(),
+                })}
             </ActionForm>
         }.into_any()
     };
@@ -154,6 +172,9 @@ fn detail_view(
                 <span>"Delete this memory and its history for good"</span>
             </label>
             <button type="submit" class="danger" data-testid="delete-submit">"Delete"</button>
+            {move || delete.value().get().and_then(Result::err).map(|error| view! {
+                <p class="error" role="alert" data-testid="delete-error">{error.to_string()}</p>
+            })}
         </ActionForm>
     };
     let state_class = format!("badge state-{}", memory.state);
@@ -168,6 +189,7 @@ fn detail_view(
             {memory.immutable.then(|| view! { <span class="badge" data-testid="badge-immutable">"immutable"</span> })}
         </p>
         <dl class="detail" data-testid="provenance">
+            <dt>"Id"</dt><dd><code class="copyable" data-testid="memory-id" title="Click to select">{shown_id}</code></dd>
             <dt>"Source"</dt><dd data-testid="provenance-source">{memory.source.clone()}</dd>
             <dt>"Confidence"</dt><dd>{format!("{confidence:.2}")}</dd>
             <dt>"Created by"</dt><dd data-testid="provenance-creator">{created_by.unwrap_or_else(|| "—".into())}</dd>

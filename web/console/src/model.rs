@@ -14,6 +14,10 @@ pub struct ConsoleAccount {
     pub organization_name: String,
     /// `owner | admin | compliance | analyst | developer`
     pub role: String,
+    /// The console functions the role may use (`list_memories`, `audit_log`, …), from the
+    /// permission table: the navigation offers only the pages among them.
+    #[serde(default)]
+    pub functions: Vec<String>,
 }
 
 /// A project the signed-in account may inspect.
@@ -208,6 +212,71 @@ pub struct AuditQuery {
     /// compliance; at most once a minute), instead of continuing from the last checkpoint.
     #[serde(default)]
     pub full: bool,
+    /// Who acted: an actor id, a member's e-mail address or a key's label.
+    #[serde(default)]
+    pub actor: Option<String>,
+    /// A target id (a memory, a key, an end-user digest, …).
+    #[serde(default)]
+    pub target: Option<String>,
+    /// First day shown, `YYYY-MM-DD` (UTC).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// Last day shown, `YYYY-MM-DD` (UTC), included.
+    #[serde(default)]
+    pub until: Option<String>,
+    /// The page's cursor: events older than this event id.
+    #[serde(default)]
+    pub before: Option<i64>,
+}
+
+/// What the audit page filters by, as its URL and the CSV link carry it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditFilters {
+    pub project_id: Option<String>,
+    pub action: Option<String>,
+    pub actor: Option<String>,
+    pub target: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub before: Option<i64>,
+    #[serde(default)]
+    pub full: bool,
+}
+
+impl AuditFilters {
+    /// The filters as a query string (without the cursor and the full recompute), for the
+    /// page's URL and the CSV export.
+    pub fn query_string(&self, project_id: &str) -> String {
+        let mut pairs = vec![("project", project_id.to_string())];
+        for (name, value) in [
+            ("action", &self.action),
+            ("actor", &self.actor),
+            ("target", &self.target),
+            ("since", &self.since),
+            ("until", &self.until),
+        ] {
+            if let Some(value) = value.as_ref().filter(|value| !value.trim().is_empty()) {
+                pairs.push((name, value.trim().to_string()));
+            }
+        }
+        pairs
+            .into_iter()
+            .map(|(name, value)| format!("{name}={}", percent_encode(&value)))
+            .collect::<Vec<_>>()
+            .join("&")
+    }
+}
+
+/// `text` with everything but unreserved characters percent-encoded (RFC 3986).
+pub fn percent_encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            other => format!("%{other:02X}"),
+        })
+        .collect()
 }
 
 /// One row of the audit table (never memory content).
@@ -225,6 +294,12 @@ pub struct AuditRow {
     pub ip: Option<String>,
     pub user_agent: Option<String>,
     pub request_id: Option<String>,
+    /// Who the actor is, beside the id: a member's e-mail address, a key's label.
+    #[serde(default)]
+    pub actor_name: Option<String>,
+    /// Why, as the person who acted wrote it (corrections, deletions, holds, erasures).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// The recomputed hash chain of the organization.
@@ -246,10 +321,13 @@ pub struct AuditListing {
     pub project_id: Option<String>,
     pub events: Vec<AuditRow>,
     pub chain: AuditChainStatus,
+    /// The cursor of the next (older) page; `None` on the last page.
+    #[serde(default)]
+    pub next_before: Option<i64>,
 }
 
-/// How many audit rows the page shows at most.
-pub const AUDIT_PAGE_LIMIT: u32 = 200;
+/// How many audit events a page of the audit log shows.
+pub const AUDIT_PAGE_LIMIT: u32 = 100;
 
 /// The actions the audit filter offers: every action the engine records
 /// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).

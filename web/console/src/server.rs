@@ -28,7 +28,8 @@ use tower_http::{services::ServeDir, set_header::SetResponseHeaderLayer};
 const LOGIN_PATH: &str = "/console/login";
 /// Where an invitation link leads: open without a session, like the login page.
 const INVITE_PATH: &str = "/console/invite";
-const HOME_PATH: &str = "/console/memories";
+/// The landing route: it sends each role to its own first page.
+const HOME_PATH: &str = "/console";
 /// URL path of the bundle, without the leading slash (the form `LeptosOptions` wants).
 const PKG_URL_DIR: &str = "console/pkg";
 
@@ -183,6 +184,11 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
 #[derive(serde::Deserialize)]
 struct ExportQuery {
     project: String,
+    action: Option<String>,
+    actor: Option<String>,
+    target: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -247,7 +253,18 @@ async fn export_audit_csv(
         return Redirect::to(LOGIN_PATH).into_response();
     };
     let caller = crate::model::ConsoleCaller::new(token, Default::default());
-    match backend.export_audit_csv(&caller, &query.project).await {
+    let query = crate::model::AuditQuery {
+        project_id: query.project,
+        action: query.action.filter(|value| !value.is_empty()),
+        limit: crate::model::AUDIT_PAGE_LIMIT,
+        full: false,
+        actor: query.actor.filter(|value| !value.is_empty()),
+        target: query.target.filter(|value| !value.is_empty()),
+        since: query.since.filter(|value| !value.is_empty()),
+        until: query.until.filter(|value| !value.is_empty()),
+        before: None,
+    };
+    match backend.export_audit_csv(&caller, query).await {
         Ok(csv) => (
             [
                 (header::CONTENT_TYPE, "text/csv; charset=utf-8"),

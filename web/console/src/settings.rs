@@ -2,6 +2,7 @@
 //! the dry run of the next retention sweep, and a button that runs the sweep now.
 
 use crate::api::{SaveSettings, SweepNow, load_session, load_settings};
+use crate::confirm::Confirm;
 use crate::model::{ConsoleError, GovernanceSettings, PII_MODES};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -140,10 +141,16 @@ fn settings_view(
             {(!preview.memory_ids.is_empty()).then(|| view! {
                 <p class="muted">"First: " {preview.memory_ids.join(", ")}</p>
             })}
-            <ActionForm action=sweep attr:class="inline">
-                <input type="hidden" name="project_id" value=project_for_sweep />
-                <button type="submit" class="danger" data-testid="sweep-now">"Run the sweep now"</button>
-            </ActionForm>
+            <Confirm
+                label="Run the sweep now…"
+                question=format!("Delete the {} memories past their retention now, from the database and the index? This cannot be undone.", preview.would_delete)
+                test_id="sweep-now-ask"
+            >
+                <ActionForm action=sweep attr:class="inline">
+                    <input type="hidden" name="project_id" value=project_for_sweep />
+                    <button type="submit" class="danger" data-testid="sweep-now">"Run the sweep"</button>
+                </ActionForm>
+            </Confirm>
         </section>
     }
     .into_any()

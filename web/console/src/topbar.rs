@@ -1,22 +1,114 @@
-//! The header every signed-in page shares: brand, navigation (the current page marked),
-//! optional extra items (the account on the memories page) and the logout button.
+//! The header every signed-in page shares: brand, the navigation of the pages the member's
+//! role may use (the current page marked), optional extra items and the logout button; and
+//! the landing page each role starts on.
 
-use crate::api::Logout;
+use crate::api::{Logout, load_session};
+use crate::model::SessionInfo;
 use leptos::prelude::*;
+use leptos_router::components::Redirect;
 
-/// (path, label, test id) of each page in the navigation, in order.
-const PAGES: [(&str, &str, &str); 10] = [
-    ("/console/memories", "Memories", "nav-memories"),
-    ("/console/subjects", "Subjects", "nav-subjects"),
-    ("/console/settings", "Settings", "nav-settings"),
-    ("/console/usage", "Usage", "nav-usage"),
-    ("/console/recall", "Recall", "nav-recall"),
-    ("/console/recalls", "Recalls", "nav-recalls"),
-    ("/console/runs", "Runs", "nav-runs"),
-    ("/console/keys", "API keys", "nav-keys"),
-    ("/console/audit", "Audit log", "nav-audit"),
-    ("/console/members", "Members", "nav-members"),
+/// One page of the navigation.
+pub struct Page {
+    pub path: &'static str,
+    pub label: &'static str,
+    pub test_id: &'static str,
+    /// The console function the page is for (its row in the permission table): the page is
+    /// offered only to roles that may use it.
+    pub function: &'static str,
+}
+
+/// Every page of the navigation, in order.
+pub const PAGES: [Page; 10] = [
+    Page {
+        path: "/console/memories",
+        label: "Memories",
+        test_id: "nav-memories",
+        function: "list_memories",
+    },
+    Page {
+        path: "/console/subjects",
+        label: "Subjects",
+        test_id: "nav-subjects",
+        function: "subject_summary",
+    },
+    Page {
+        path: "/console/settings",
+        label: "Settings",
+        test_id: "nav-settings",
+        function: "governance_settings",
+    },
+    Page {
+        path: "/console/usage",
+        label: "Usage",
+        test_id: "nav-usage",
+        function: "usage_overview",
+    },
+    Page {
+        path: "/console/recall",
+        label: "Recall",
+        test_id: "nav-recall",
+        function: "recall_dashboard",
+    },
+    Page {
+        path: "/console/recalls",
+        label: "Recalls",
+        test_id: "nav-recalls",
+        function: "recall_list",
+    },
+    Page {
+        path: "/console/runs",
+        label: "Runs",
+        test_id: "nav-runs",
+        function: "run_list",
+    },
+    Page {
+        path: "/console/keys",
+        label: "API keys",
+        test_id: "nav-keys",
+        function: "list_keys",
+    },
+    Page {
+        path: "/console/audit",
+        label: "Audit log",
+        test_id: "nav-audit",
+        function: "audit_log",
+    },
+    Page {
+        path: "/console/members",
+        label: "Members",
+        test_id: "nav-members",
+        function: "list_members",
+    },
 ];
+
+/// Where each role starts, first usable first: compliance staff review memories, analysts
+/// read recall quality and usage, developers manage keys.
+const LANDING_ORDER: [&str; 6] = [
+    "/console/memories",
+    "/console/recall",
+    "/console/usage",
+    "/console/keys",
+    "/console/audit",
+    "/console/settings",
+];
+
+/// The pages a member whose role may use `functions` is offered, in navigation order.
+pub fn pages_for(functions: &[String]) -> impl Iterator<Item = &'static Page> + '_ {
+    PAGES
+        .iter()
+        .filter(|page| functions.iter().any(|function| function == page.function))
+}
+
+/// The page a member whose role may use `functions` lands on.
+pub fn landing_page(functions: &[String]) -> &'static str {
+    LANDING_ORDER
+        .iter()
+        .copied()
+        .find(|path| pages_for(functions).any(|page| page.path == *path))
+        .or_else(|| pages_for(functions).next().map(|page| page.path))
+        // A role with no page at all still gets a page that says so.
+        .unwrap_or("/console/memories")
+}
 
 #[component]
 pub fn TopBar(
@@ -25,25 +117,34 @@ pub fn TopBar(
     #[prop(optional)] children: Option<Children>,
 ) -> impl IntoView {
     let logout = ServerAction::<Logout>::new();
+    let session = Resource::new(|| (), |_| load_session());
+    let navigation = move || {
+        Suspend::new(async move {
+            let functions = match session.await {
+                Ok(SessionInfo { account, .. }) => account.functions,
+                Err(_) => Vec::new(),
+            };
+            pages_for(&functions)
+                .map(|page| {
+                    let is_current = page.path == current;
+                    view! {
+                        <a
+                            href=page.path
+                            data-testid=page.test_id
+                            aria-current=is_current.then_some("page")
+                        >
+                            {page.label}
+                        </a>
+                    }
+                })
+                .collect_view()
+        })
+    };
     view! {
         <header class="topbar">
-            <a class="brand" href="/console/memories">"Engram"</a>
-            <nav class="nav">
-                {PAGES
-                    .iter()
-                    .map(|(path, label, test_id)| {
-                        let is_current = *path == current;
-                        view! {
-                            <a
-                                href=*path
-                                data-testid=*test_id
-                                aria-current=is_current.then_some("page")
-                            >
-                                {*label}
-                            </a>
-                        }
-                    })
-                    .collect_view()}
+            <a class="brand" href="/console">"Engram"</a>
+            <nav class="nav" data-testid="nav">
+                <Transition fallback=|| ()>{navigation}</Transition>
             </nav>
             <span class="spacer"></span>
             {children.map(|children| children())}
@@ -51,5 +152,53 @@ pub fn TopBar(
                 <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
             </ActionForm>
         </header>
+    }
+}
+
+/// `/console`: the landing page of the member's role (the sign-in page when signed out).
+#[component]
+pub fn Landing() -> impl IntoView {
+    let session = Resource::new(|| (), |_| load_session());
+    let target = move || {
+        Suspend::new(async move {
+            let path = match session.await {
+                Ok(SessionInfo { account, .. }) => landing_page(&account.functions),
+                // Signed out (or the session cannot be read): sign in again.
+                Err(_) => "/console/login",
+            };
+            view! { <Redirect path=path /> }
+        })
+    };
+    view! { <Suspense fallback=|| ()>{target}</Suspense> }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn functions(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| name.to_string()).collect()
+    }
+
+    #[test]
+    fn each_role_lands_on_a_page_it_may_use() {
+        assert_eq!(
+            landing_page(&functions(&["list_memories", "audit_log"])),
+            "/console/memories"
+        );
+        assert_eq!(
+            landing_page(&functions(&["usage_overview", "recall_dashboard"])),
+            "/console/recall"
+        );
+        assert_eq!(
+            landing_page(&functions(&["list_keys", "governance_settings"])),
+            "/console/keys"
+        );
+        assert_eq!(
+            pages_for(&functions(&["list_keys", "list_members"]))
+                .map(|page| page.path)
+                .collect::<Vec<_>>(),
+            ["/console/keys", "/console/members"]
+        );
     }
 }

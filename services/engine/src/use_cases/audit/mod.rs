@@ -2,6 +2,7 @@
 //! events only; a console member also sees the organization's own events (members,
 //! invitations), which belong to no project.
 
+mod actor_names;
 mod export_audit_events;
 mod list_audit_events;
 mod verify_audit_chain;
