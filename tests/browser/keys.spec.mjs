@@ -107,13 +107,33 @@ try {
       const done = (await page.getByTestId('keys-done').textContent()).trim();
       assert(done.includes('revoked'), `reported: ${done}`);
     }],
+    ['a test key with an expiry shows it, with times a person reads', async () => {
+      await page.getByTestId('key-label').fill('staging');
+      await page.getByTestId('scope-read').check();
+      await page.getByTestId('key-environment').selectOption('test');
+      await page.getByTestId('key-expires').fill('2031-01-31');
+      await page.getByTestId('create-key').click();
+      const secret = await until('a test key\'s secret', async () => {
+        const text = (await page.getByTestId('new-key-secret').textContent()).trim();
+        return text.startsWith('egk_test_') ? text : false;
+      });
+      assert(secret.startsWith('egk_test_'), `a test key: ${secret.slice(0, 9)}`);
+      const target = await row(page, 'staging');
+      const cells = await target.locator('td').allTextContents();
+      assert(cells.some((cell) => cell.includes('2031-02-01 00:00 UTC')), `the expiry (the day after the last): ${cells}`);
+      assert(!cells.some((cell) => /T\d\d:\d\d:\d\d\./.test(cell)), `no raw timestamps: ${cells}`);
+    }],
     ['rolling a key shows the new secret', async () => {
+      const before = (await page.getByTestId('new-key-secret').textContent()).trim();
       await page.getByTestId('key-label').fill('ingest');
       await page.getByTestId('scope-write').check();
       await page.getByTestId('create-key').click();
-      const ingestSecret = (await page.getByTestId('new-key-secret').textContent()).trim();
+      const ingestSecret = await until('the new key\'s secret', async () => {
+        const text = (await page.getByTestId('new-key-secret').textContent()).trim();
+        return text !== before ? text : false;
+      });
       console.log(`secret ingest-original ${ingestSecret}`);
-      assert((await page.getByTestId('key-label').inputValue()) === '', 'the form is reset after a key is made');
+      await until('the form reset after a key is made', async () => (await page.getByTestId('key-label').inputValue()) === '');
       const target = await row(page, 'ingest');
       await target.getByTestId('roll-key-ask').click();
       await target.getByTestId('roll-key').click();

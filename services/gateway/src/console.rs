@@ -124,9 +124,9 @@ fn key_row(
         prefix: view.prefix,
         scopes: view.scopes,
         state: view.state,
-        created_at: view.created_at.to_rfc3339(),
-        expires_at: view.expires_at.map(|at| at.to_rfc3339()),
-        last_used_at: view.last_used_at.map(|at| at.to_rfc3339()),
+        created_at: readable_time(view.created_at),
+        expires_at: view.expires_at.map(readable_time),
+        last_used_at: view.last_used_at.map(readable_time),
     }
 }
 
@@ -422,10 +422,27 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (_, principal) = self
             .authorized_project(caller, &request.project_id, Operation::CreateApiKey)
             .await?;
+        // The last day given is included: the key stops at the next day's start (UTC).
+        let expires_at = request
+            .expires_on
+            .as_deref()
+            .map(|day| {
+                chrono::NaiveDate::parse_from_str(day.trim(), "%Y-%m-%d")
+                    .map(|date| {
+                        date.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(1)
+                    })
+                    .map_err(|_| {
+                        ConsoleError::InvalidInput(format!(
+                            "expires: {day:?} is not a day such as 2027-01-31"
+                        ))
+                    })
+            })
+            .transpose()?;
         let create = engram_engine::CreateApiKeyRequest {
             label: request.label,
             scopes: request.scopes,
-            ..Default::default()
+            environment: request.environment,
+            expires_at,
         };
         let (record, secret) = self
             .engine()?
@@ -1447,4 +1464,9 @@ fn audit_filter(
         until,
         ..Default::default()
     })
+}
+
+/// A time as a person reads it in a table: to the minute, with its zone.
+fn readable_time(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M UTC").to_string()
 }

@@ -414,8 +414,20 @@ pub async fn create_key(
     write: Option<String>,
     delete: Option<String>,
     admin: Option<String>,
+    environment: Option<String>,
+    expires_on: Option<String>,
 ) -> Result<NewKeySecret, ConsoleError> {
-    ssr::answer(ssr::create_key(project_id, label, [read, write, delete, admin]).await).await
+    ssr::answer(
+        ssr::create_key(
+            project_id,
+            label,
+            [read, write, delete, admin],
+            environment,
+            expires_on,
+        )
+        .await,
+    )
+    .await
 }
 
 /// Revoke a key at once.
@@ -826,6 +838,8 @@ pub(crate) mod ssr {
         project_id: Option<String>,
         label: String,
         checked: [Option<String>; 4],
+        environment: Option<String>,
+        expires_on: Option<String>,
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
@@ -845,6 +859,8 @@ pub(crate) mod ssr {
                     project_id,
                     label: label.trim().chars().take(100).collect(),
                     scopes,
+                    environment: non_empty(environment),
+                    expires_on: non_empty(expires_on),
                 },
             )
             .await

@@ -326,7 +326,11 @@ fn when_of(at: &str) -> String {
 }
 
 /// The actor as a person reads it: the name (e-mail, key label) beside the kind and id.
-fn actor_view(actor_type: &str, actor_id: &str, actor_name: Option<String>) -> impl IntoView + use<> {
+fn actor_view(
+    actor_type: &str,
+    actor_id: &str,
+    actor_name: Option<String>,
+) -> impl IntoView + use<> {
     let title = format!("{actor_type} {actor_id}");
     let shown = match actor_name {
         Some(name) => name,

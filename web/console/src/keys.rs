@@ -119,6 +119,17 @@ pub fn KeysPage() -> impl IntoView {
                         }
                     })
                     .collect_view()}
+                <label>
+                    <span>"Environment"</span>
+                    <select name="environment" data-testid="key-environment">
+                        <option value="live" selected=true>"live"</option>
+                        <option value="test">"test"</option>
+                    </select>
+                </label>
+                <label>
+                    <span>"Works until (UTC, optional)"</span>
+                    <input type="date" name="expires_on" data-testid="key-expires" />
+                </label>
                 <button type="submit" data-testid="create-key">"Create key"</button>
             </ActionForm>
             {action_error}

@@ -420,6 +420,12 @@ pub struct NewKeyRequest {
     pub project_id: String,
     pub label: String,
     pub scopes: Vec<String>,
+    /// `live` (default) or `test`.
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// The last day the key works, `YYYY-MM-DD` (UTC); none: it does not expire.
+    #[serde(default)]
+    pub expires_on: Option<String>,
 }
 
 /// The scopes the create form offers.

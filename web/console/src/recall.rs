@@ -429,6 +429,9 @@ fn dashboard_view(
                 <div><dt>"Recalled, later superseded or corrected"</dt><dd data-testid="figure-corrected">{format!("{} of {} memories ({})", totals.superseded_or_corrected, totals.recalled_memories, percent(totals.corrected_share))}</dd></div>
             </dl>
             {dashboard.truncated.then(|| view! { <p class="notice">"More searches than are read at once: the figures cover the newest."</p> })}
+            <p class="muted" data-testid="recall-counts-what">
+                "Searches agents made (the API, MCP, Mem0's clients). Lookups in this console are billed — the Usage page lists them under the channel console — but are not recall events, so they are not counted here."
+            </p>
         </section>
         <section class="card">
             <h2>"Volume and latency"</h2>

@@ -260,6 +260,11 @@ fn usage_view(
                                 <tbody>{rows}</tbody>
                             </table>
                             <p class="muted">{more}</p>
+                            {(breakdown.by == "channel").then(|| view! {
+                                <p class="muted" data-testid="usage-console-searches">
+                                    "Searches made in this console are billed as searches (channel console); the Recall page counts agents' searches only."
+                                </p>
+                            })}
                         }
                         .into_any()
                     }}
