@@ -268,6 +268,25 @@ try {
         await page.getByTestId('memory-filter').fill('');
         await allExpectedVisible(page);
       }],
+      ['the URL keeps the filter and the page: a reload shows the same', async () => {
+        await page.getByTestId('memories-next').click();
+        await until('page 2 in the URL', async () => page.url().includes('pages='));
+        await page.reload();
+        await waitForHydration(page);
+        await until('page 2 after a reload', async () =>
+          (await page.getByTestId('memories-pager').getAttribute('data-page')) === '2');
+        await page.getByTestId('memory-filter').fill('Older note');
+        await until('the filter in the URL', async () => page.url().includes('q=Older%20note'));
+        await page.reload();
+        await waitForHydration(page);
+        assert((await page.getByTestId('memory-filter').inputValue()) === 'Older note', 'the filter survives a reload');
+        await page.goto(page.url().split('?')[0]);
+        await waitForHydration(page);
+        await allExpectedVisible(page);
+        // Without a filter, bulk delete is not offered.
+        await page.getByTestId('bulk-needs-filter').waitFor();
+        assert((await page.getByTestId('bulk-preview').count()) === 0, 'bulk delete offered with no filter');
+      }],
       ['typing a filter leaves only the matching memory', async () => {
         assert(target, 'every expected content is contained in another; cannot pick a unique filter');
         await page.getByTestId('memory-filter').fill(target);

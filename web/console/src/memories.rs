@@ -4,13 +4,17 @@
 use crate::api::{BulkDelete, PreviewBulkDelete, list_memories, load_session};
 use crate::model::{
     ConsoleError, MEMORY_KINDS, MEMORY_SOURCES, MemoryFilters, MemoryListing, MemoryRow,
-    SessionInfo,
+    SessionInfo, percent_encode,
 };
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::{components::Redirect, hooks::use_query_map};
+use leptos_router::{
+    NavigateOptions,
+    components::Redirect,
+    hooks::{use_navigate, use_query_map},
+};
 
 /// A text filter bound to one field of the filters signal.
 fn filter_input(
@@ -80,7 +84,49 @@ pub fn MemoriesPage() -> impl IntoView {
     let bulk_delete = ServerAction::<BulkDelete>::new();
     // Cursor paging: the cursors of the pages opened after the first, for the filters they
     // were opened under (other filters start again from the first page).
-    let paging: RwSignal<Paging> = RwSignal::new(Paging::default());
+    // A shared link or a reload opens the same page: `pages` lists its cursors.
+    let paging: RwSignal<Paging> = RwSignal::new(Paging {
+        filters: initial.clone(),
+        cursors: from_query("pages")
+            .map(|pages| pages.split(',').map(str::to_string).collect())
+            .unwrap_or_default(),
+    });
+    // The URL follows the filters and the page, without reloading.
+    let navigate = use_navigate();
+    Effect::new(move |previous: Option<String>| {
+        let filters = filters.get();
+        let pages = paging.with(|paging| {
+            if paging.filters == filters {
+                paging.cursors.join(",")
+            } else {
+                String::new()
+            }
+        });
+        let mut query = filter_query(&filters);
+        if !pages.is_empty() {
+            query.push(("pages", pages));
+        }
+        let url = format!(
+            "/console/memories?{}",
+            query
+                .into_iter()
+                .map(|(name, value)| format!("{name}={}", percent_encode(&value)))
+                .collect::<Vec<_>>()
+                .join("&")
+        );
+        // The first run is the page as loaded: nothing to change.
+        if previous.is_some_and(|previous| previous != url) {
+            navigate(
+                &url,
+                NavigateOptions {
+                    replace: true,
+                    scroll: false,
+                    ..Default::default()
+                },
+            );
+        }
+        url
+    });
     let memories = Resource::new(
         move || {
             let filters = filters.get();
@@ -124,6 +170,13 @@ pub fn MemoriesPage() -> impl IntoView {
     let bulk_expected = RwSignal::new(String::new());
     let bulk_reason = RwSignal::new(String::new());
     let bulk_section = move || {
+        // Offered only under a filter: deleting a whole project is not one click away.
+        if !has_filter(&filters.get()) {
+            return view! {
+                <p class="muted" data-testid="bulk-needs-filter">"Bulk delete needs a filter (a user, a kind, a date, …)."</p>
+            }
+            .into_any();
+        }
         let preview_result = preview.value().get();
         let outcome = bulk_delete.value().get();
         view! {
@@ -175,6 +228,7 @@ pub fn MemoriesPage() -> impl IntoView {
                 })}
             </div>
         }
+        .into_any()
     };
 
     let select = move |name: &'static str,
@@ -281,6 +335,38 @@ pub fn MemoriesPage() -> impl IntoView {
             </Transition>
         </main>
     }
+}
+
+/// The filters as the page's query string names them (the names the GET form sends).
+fn filter_query(filters: &MemoryFilters) -> Vec<(&'static str, String)> {
+    [
+        ("project", &filters.project_id),
+        ("q", &filters.text),
+        ("meaning", &filters.meaning),
+        ("kind", &filters.kind),
+        ("state", &filters.state),
+        ("source", &filters.source),
+        ("user", &filters.user_id),
+        ("agent", &filters.agent_id),
+        ("session", &filters.session_id),
+        ("category", &filters.category),
+        ("from", &filters.created_from),
+        ("to", &filters.created_to),
+        ("happened_from", &filters.occurred_from),
+        ("happened_to", &filters.occurred_to),
+        ("metadata", &filters.metadata),
+        ("min_confidence", &filters.min_confidence),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| value.clone().map(|value| (name, value)))
+    .collect()
+}
+
+/// Whether anything but the project narrows the list.
+fn has_filter(filters: &MemoryFilters) -> bool {
+    filter_query(filters)
+        .iter()
+        .any(|(name, _)| *name != "project")
 }
 
 /// Where the memories table is in its pages.
@@ -419,7 +505,7 @@ fn listing_view(
                         <th>"Key"</th>
                         <th>"State"</th>
                         <th class="num">"Version"</th>
-                        <th>"Updated"</th>
+                        <th>"Updated (UTC)"</th>
                     </tr>
                 </thead>
                 <tbody>
