@@ -44,6 +44,9 @@ await runSteps(async (browser) => {
     }],
     ['a correction needs a reason and shows up as a diff in the history', async () => {
       await page.getByTestId('correct-content').fill('Olivia prefers aisle seats on long flights.');
+      // Metadata and categories are corrected with the same reason.
+      await page.getByTestId('correct-metadata').fill('{"status": "confirmed"}');
+      await page.getByTestId('correct-categories').fill('travel, seating');
       await page.getByTestId('correct-reason').fill('customer corrected it on the phone');
       await page.getByTestId('correct-submit').click();
       await until('version 2', async () => (await page.getByTestId('memory-version').textContent()).trim() === '2');
@@ -56,6 +59,8 @@ await runSteps(async (browser) => {
       assert((await latest.getByTestId('history-reason').textContent()).includes('customer corrected'), 'reason shown');
       // Reported where it was done, the form ready for the next one; the id is on the page.
       await page.getByTestId('correct-done').waitFor();
+      const provenance = await page.getByTestId('provenance').textContent();
+      assert(provenance.includes('confirmed') && provenance.includes('seating'), `metadata and categories corrected: ${provenance}`);
       assert((await page.getByTestId('correct-reason').inputValue()) === '', 'the reason box is emptied');
       assert(memoryUrl.includes((await page.getByTestId('memory-id').textContent()).trim()), 'the id is shown');
       await screenshot(page, '30-memory-history.png');

@@ -53,6 +53,10 @@ await runSteps(async (browser) => {
         await hydrated(page);
         const refusals = await page.locator('[role="alert"]').allTextContents();
         assert(refusals.length === 0, `${account.role}: ${href} (${id}) shows ${refusals.join(' | ')}`);
+        // No internal type names reach a person (Rust debug formatting).
+        const text = await page.locator('body').innerText();
+        const leaked = text.match(/\b(Some|None|Ok|Err|ExternalId|MemoryId|ProjectId|ApiKeyId)\(|\b[A-Z][a-z]+[A-Z]\w*\s\{\s/);
+        assert(!leaked, `${account.role}: ${href} shows internal names: ${leaked && leaked[0]}`);
         const current = await page.locator('[data-testid="nav"] a[aria-current="page"]').count();
         assert(current <= 1, `${account.role}: ${href} marks ${current} pages current`);
       }

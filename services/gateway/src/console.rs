@@ -707,20 +707,39 @@ impl ConsoleBackend for GatewayConsoleBackend {
         caller: &ConsoleCaller,
         project_id: &str,
         memory_id: &str,
-        content: String,
-        reason: String,
+        correction: engram_console::model::MemoryCorrection,
     ) -> Result<(), ConsoleError> {
         let (_, principal) = self
             .authorized_project(caller, project_id, Operation::EditMemory)
             .await?;
         let memory_id = parse_memory_id(memory_id)?;
         // The content's size is the edit use case's rule.
-        let content = content.trim().to_string();
+        let content = correction.content.trim().to_string();
+        let metadata = match correction.metadata_json.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(text) => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(serde_json::Value::Object(object)) => Some(object),
+                _ => {
+                    return Err(ConsoleError::InvalidInput(
+                        "metadata: must be a JSON object, such as {\"status\": \"done\"}".into(),
+                    ));
+                }
+            },
+        };
+        let categories = correction.categories.map(|text| {
+            text.split(',')
+                .map(str::trim)
+                .filter(|category| !category.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        });
         let request = engram_engine::EditMemoryRequest {
             memory_id,
             edit: engram_engine::MemoryEdit {
                 content: Some(content),
-                reason: Some(reason),
+                metadata,
+                categories,
+                reason: Some(correction.reason),
                 ..Default::default()
             },
             client_vector: None,

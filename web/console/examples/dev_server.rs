@@ -410,8 +410,7 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _project_id: &str,
         _memory_id: &str,
-        _content: String,
-        _reason: String,
+        _correction: engram_console::model::MemoryCorrection,
     ) -> Result<(), ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }

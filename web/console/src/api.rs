@@ -60,16 +60,18 @@ pub async fn correct_memory(
     project_id: String,
     memory_id: String,
     content: String,
+    metadata: Option<String>,
+    categories: Option<String>,
     reason: String,
 ) -> Result<(), ConsoleError> {
+    let correction = crate::model::MemoryCorrection {
+        content,
+        metadata_json: metadata,
+        categories,
+        reason,
+    };
     let result = ssr::backend()?
-        .correct_memory(
-            &ssr::caller().await?,
-            &project_id,
-            &memory_id,
-            content,
-            reason,
-        )
+        .correct_memory(&ssr::caller().await?, &project_id, &memory_id, correction)
         .await;
     ssr::answer(result).await
 }

@@ -165,8 +165,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         caller: &ConsoleCaller,
         project_id: &str,
         memory_id: &str,
-        content: String,
-        reason: String,
+        correction: crate::model::MemoryCorrection,
     ) -> Result<(), ConsoleError>;
 
     /// Delete one memory, with the reason kept in the audit log.

@@ -102,6 +102,7 @@ fn detail_view(
     } = detail;
     let memory_id = memory.id.clone();
     let shown_id = memory.id.clone();
+    let metadata_for_form = metadata_json.clone();
     let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
     let (project_for_impact, memory_for_impact) = (project_id.clone(), memory_id.clone());
     let flag_form = move |flag: &'static str,
@@ -141,11 +142,21 @@ fn detail_view(
     } else {
         let (project_id, memory_id) = (project_id.clone(), memory_id.clone());
         let content = memory.content.clone();
+        let metadata_for_form = metadata_for_form.clone();
+        let categories_for_form = memory.categories.join(", ");
         view! {
             <ActionForm action=correct node_ref=correct_form attr:class="stack" attr:data-testid="correct-form">
                 <input type="hidden" name="project_id" value=project_id />
                 <input type="hidden" name="memory_id" value=memory_id />
                 <textarea name="content" required data-testid="correct-content">{content}</textarea>
+                <label>
+                    <span>"Metadata (a JSON object)"</span>
+                    <textarea name="metadata" rows="3" data-testid="correct-metadata">{metadata_for_form}</textarea>
+                </label>
+                <label>
+                    <span>"Categories (comma-separated)"</span>
+                    <input type="text" name="categories" value=categories_for_form data-testid="correct-categories" />
+                </label>
                 <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="correct-reason" />
                 <button type="submit" data-testid="correct-submit">"Save the correction"</button>
                 {move || correct.value().get().map(|result| match result {

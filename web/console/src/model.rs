@@ -7,6 +7,16 @@ use leptos::server_fn::{
 };
 use serde::{Deserialize, Serialize};
 
+/// A correction of a memory as the memory page sends it: the text, and (when given) its
+/// metadata as a JSON object and its categories, comma-separated; a reason always.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryCorrection {
+    pub content: String,
+    pub metadata_json: Option<String>,
+    pub categories: Option<String>,
+    pub reason: String,
+}
+
 /// The signed-in console account, as shown in the page header.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConsoleAccount {
