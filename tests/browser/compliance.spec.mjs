@@ -164,6 +164,9 @@ await runSteps(async (browser) => {
         (await erasure.getAttribute('data-status')) === 'succeeded');
       assert((await erasure.getAttribute('data-organization-wide')) === 'true', 'organization-wide');
       assert((await erasure.getAttribute('data-verified')) === 'true', 'verified');
+      // The receipt reads as a table; the signed JSON stays one click away.
+      const table = await page.getByTestId('erasure-receipt-table').innerText();
+      assert(table.includes('removed.memories') && !table.includes('{'), `receipt table: ${table.slice(0, 200)}`);
       const receipt = JSON.parse(await page.getByTestId('erasure-receipt').textContent());
       assert(receipt.projects.length === 2, `projects: ${receipt.projects.length}`);
       assert(receipt.removed.memories === 2, `removed: ${JSON.stringify(receipt.removed)}`);

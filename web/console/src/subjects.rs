@@ -238,8 +238,69 @@ fn erasure_view(status: ErasureStatus) -> impl IntoView {
                 </p>
             })}
             {status.digest.map(|digest| view! { <p class="muted">"Receipt digest " <code data-testid="erasure-digest">{digest}</code></p> })}
-            {status.receipt.map(|receipt| view! { <pre class="receipt" data-testid="erasure-receipt">{receipt}</pre> })}
+            {status.receipt.map(|receipt| view! {
+                {receipt_table(&receipt)}
+                <details>
+                    <summary>"The receipt as signed (JSON)"</summary>
+                    <pre class="receipt" data-testid="erasure-receipt">{receipt}</pre>
+                </details>
+            })}
             {status.error.map(|error| view! { <p class="error" data-testid="erasure-failed">{error}</p> })}
         </section>
+    }
+}
+
+/// The receipt as a table a person reads: one row per field, nested fields by their path
+/// (`removed.memories`), lists by their items.
+fn receipt_table(receipt: &str) -> impl IntoView + use<> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(receipt) else {
+        return ().into_any();
+    };
+    let mut rows = Vec::new();
+    flatten("", &value, &mut rows);
+    view! {
+        <table class="table receipt-table" data-testid="erasure-receipt-table">
+            <tbody>
+                {rows
+                    .into_iter()
+                    .map(|(field, shown)| view! { <tr><th scope="row">{field}</th><td>{shown}</td></tr> })
+                    .collect_view()}
+            </tbody>
+        </table>
+    }
+    .into_any()
+}
+
+fn flatten(path: &str, value: &serde_json::Value, rows: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(object) => {
+            for (key, inner) in object {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                flatten(&path, inner, rows);
+            }
+        }
+        serde_json::Value::Array(items) if items.iter().all(|item| !item.is_object()) => {
+            let shown = items
+                .iter()
+                .map(|item| {
+                    item.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| item.to_string())
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            rows.push((path.to_string(), shown));
+        }
+        serde_json::Value::Array(items) => {
+            for (position, item) in items.iter().enumerate() {
+                flatten(&format!("{path}[{}]", position + 1), item, rows);
+            }
+        }
+        serde_json::Value::String(text) => rows.push((path.to_string(), text.clone())),
+        other => rows.push((path.to_string(), other.to_string())),
     }
 }
