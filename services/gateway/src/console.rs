@@ -241,8 +241,22 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 // The console's session field is a filter, like its other fields.
                 let session_only = filter.subject.session_id.is_some();
                 let tree = filter.search_tree();
+                // The relevance cut-off a person sets: what scores below it is left out.
+                let min_score = match query
+                    .min_score
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|text| !text.is_empty())
+                {
+                    None => None,
+                    Some(text) => match text.parse::<f32>() {
+                        Ok(score) if (0.0..=1.0).contains(&score) => Some(score),
+                        _ => return Err(invalid("min_score", "a number from 0 to 1")),
+                    },
+                };
                 let request = engram_engine::SearchRequest {
                     retrieval,
+                    min_score: min_score.unwrap_or(0.0),
                     query: meaning.chars().take(2_000).collect(),
                     subject: filter.subject,
                     kinds: filter.kind.into_iter().collect(),
@@ -256,6 +270,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     request,
                     caller_tuning: engram_engine::profiles::SearchTuning {
                         retrieval: Some(retrieval),
+                        min_score,
                         ..Default::default()
                     },
                     profile: None,

@@ -597,6 +597,7 @@ pub(crate) mod ssr {
             metadata: short(filters.metadata),
             min_confidence: short(filters.min_confidence),
             meaning: short(filters.meaning),
+            min_score: short(filters.min_score),
             after: None,
         }))
     }

@@ -68,6 +68,7 @@ pub fn MemoriesPage() -> impl IntoView {
         metadata: from_query("metadata"),
         min_confidence: from_query("min_confidence"),
         meaning: from_query("meaning"),
+        min_score: from_query("min_score"),
     };
     let initial_project = initial.project_id.clone();
     let initial_kind = initial.kind.clone().unwrap_or_default();
@@ -325,6 +326,7 @@ pub fn MemoriesPage() -> impl IntoView {
                 {filter_input("Happened to", "happened_to", "", "date", initial.occurred_to.clone().unwrap_or_default(), filters, |f, v| f.occurred_to = v)}
                 {filter_input("Metadata", "metadata", "key=value", "text", initial.metadata.clone().unwrap_or_default(), filters, |f, v| f.metadata = v)}
                 {filter_input("Min confidence", "min_confidence", "0–1", "text", initial.min_confidence.clone().unwrap_or_default(), filters, |f, v| f.min_confidence = v)}
+                {filter_input("Min relevance (by meaning)", "min_score", "0–1", "text", initial.min_score.clone().unwrap_or_default(), filters, |f, v| f.min_score = v)}
                 <button type="submit" class="no-js-only">
                     "Apply"
                 </button>
@@ -356,17 +358,19 @@ fn filter_query(filters: &MemoryFilters) -> Vec<(&'static str, String)> {
         ("happened_to", &filters.occurred_to),
         ("metadata", &filters.metadata),
         ("min_confidence", &filters.min_confidence),
+        ("min_score", &filters.min_score),
     ]
     .into_iter()
     .filter_map(|(name, value)| value.clone().map(|value| (name, value)))
     .collect()
 }
 
-/// Whether anything but the project narrows the list.
+/// Whether anything narrows what a bulk delete would take: the project, a search by meaning
+/// and its cut-off do not (a bulk delete goes by the filters, never by meaning).
 fn has_filter(filters: &MemoryFilters) -> bool {
     filter_query(filters)
         .iter()
-        .any(|(name, _)| *name != "project")
+        .any(|(name, _)| !matches!(*name, "project" | "meaning" | "min_score"))
 }
 
 /// Where the memories table is in its pages.

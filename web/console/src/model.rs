@@ -71,6 +71,9 @@ pub struct MemoryListQuery {
     pub min_confidence: Option<String>,
     /// Search by meaning instead of listing: the nearest memories to this text.
     pub meaning: Option<String>,
+    /// 0–1: a search by meaning leaves out what scores below it (the relevance cut-off).
+    #[serde(default)]
+    pub min_score: Option<String>,
     /// The page after this cursor (a [`MemoryPage::next_cursor`]); `None`: the first page.
     pub after: Option<String>,
 }
@@ -96,6 +99,7 @@ impl MemoryListQuery {
             metadata: None,
             min_confidence: None,
             meaning: None,
+            min_score: None,
             after: None,
         }
     }
@@ -777,6 +781,9 @@ pub struct MemoryFilters {
     pub metadata: Option<String>,
     pub min_confidence: Option<String>,
     pub meaning: Option<String>,
+    /// 0–1: a search by meaning leaves out what scores below it.
+    #[serde(default)]
+    pub min_score: Option<String>,
 }
 
 /// The project's governance settings and what the next retention sweep would remove.
