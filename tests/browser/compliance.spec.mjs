@@ -161,6 +161,7 @@ await runSteps(async (browser) => {
       await page.getByTestId('delete-submit').click();
       await page.waitForURL((url) => url.pathname === '/console/memories');
       await hydrated(page);
+      await page.getByTestId('memory-deleted').waitFor();
     }],
     ['paul is erased from every project of the organization at once', async () => {
       await page.goto(`${base}/console/subjects?user=paul`);

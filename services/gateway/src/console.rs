@@ -1417,27 +1417,6 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }
 
-#[cfg(test)]
-mod tests {
-    /// The console's pages state the engine's limits in their own (wasm) crate, which cannot
-    /// depend on the engine: the two must agree.
-    #[test]
-    fn the_console_states_the_engines_limits() {
-        assert_eq!(
-            engram_console::model::BULK_DELETE_LIMIT,
-            engram_engine::MAX_BULK_DELETE
-        );
-        assert_eq!(
-            engram_console::model::INVITATION_LIFETIME_DAYS,
-            engram_engine::INVITATION_LIFETIME_DAYS
-        );
-        assert_eq!(
-            engram_console::model::MIN_PASSWORD_CHARS,
-            engram_engine::console_credentials::MIN_PASSWORD_CHARS
-        );
-    }
-}
-
 /// The audit filter a console query asks for: the action checked, the actor given as an id
 /// or by the name the page shows (a member's e-mail, a key's label), days as whole UTC days.
 fn audit_filter(
@@ -1503,4 +1482,25 @@ fn audit_filter(
 /// A time as a person reads it in a table: to the minute, with its zone.
 fn readable_time(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The console's pages state the engine's limits in their own (wasm) crate, which cannot
+    /// depend on the engine: the two must agree.
+    #[test]
+    fn the_console_states_the_engines_limits() {
+        assert_eq!(
+            engram_console::model::BULK_DELETE_LIMIT,
+            engram_engine::MAX_BULK_DELETE
+        );
+        assert_eq!(
+            engram_console::model::INVITATION_LIFETIME_DAYS,
+            engram_engine::INVITATION_LIFETIME_DAYS
+        );
+        assert_eq!(
+            engram_console::model::MIN_PASSWORD_CHARS,
+            engram_engine::console_credentials::MIN_PASSWORD_CHARS
+        );
+    }
 }

@@ -294,7 +294,7 @@ fn audit_view(
 
 /// One line of the table: an event, or a run of content views by one actor.
 enum AuditLine {
-    Event(AuditRow),
+    Event(Box<AuditRow>),
     /// Consecutive `memory.content_viewed` events of one actor: every page view of the
     /// memories list writes one, and one line with a count keeps the log reviewable.
     Views(Vec<AuditRow>),
@@ -316,7 +316,7 @@ fn grouped(events: Vec<AuditRow>) -> Vec<AuditLine> {
             lines.push(AuditLine::Views(vec![event]));
             continue;
         }
-        lines.push(AuditLine::Event(event));
+        lines.push(AuditLine::Event(Box::new(event)));
     }
     lines
 }
@@ -344,7 +344,7 @@ fn actor_view(
 
 fn audit_line(line: AuditLine) -> AnyView {
     match line {
-        AuditLine::Event(event) => audit_row(event).into_any(),
+        AuditLine::Event(event) => audit_row(*event).into_any(),
         AuditLine::Views(views) => {
             let count = views.len();
             let first = views.first().cloned();

@@ -70,6 +70,8 @@ pub fn MemoriesPage() -> impl IntoView {
         meaning: from_query("meaning"),
         min_score: from_query("min_score"),
     };
+    // Back from the memory page after a deletion.
+    let just_deleted = query.get("deleted").is_some();
     let initial_project = initial.project_id.clone();
     let initial_kind = initial.kind.clone().unwrap_or_default();
     let initial_state = initial.state.clone().unwrap_or_default();
@@ -262,6 +264,11 @@ pub fn MemoriesPage() -> impl IntoView {
         </TopBar>
         <main class="content">
             <h1>"Memories"</h1>
+            {just_deleted.then(|| view! {
+                <p class="notice" role="status" data-testid="memory-deleted">
+                    "The memory was deleted, with its history; the list below no longer has it."
+                </p>
+            })}
             <form
                 class="filters"
                 method="get"
