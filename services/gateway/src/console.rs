@@ -342,21 +342,22 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .audit_actor_names_for(&principal)
             .await
             .map_err(engine_error)?;
-        let limit = u64::from(query.limit.clamp(1, 500));
+        let limit = u64::from(query.limit.clamp(1, 499));
+        // One more than the page: whether an older page exists is known, not guessed.
         let filter = AuditFilter {
             after_id: query.before,
-            limit,
+            limit: limit + 1,
             newest_first: true,
             include_organization_events: true,
             ..audit_filter(&query, &names)?
         };
-        let events = engine
+        let mut events = engine
             .list_audit_events_for(&principal, filter)
             .await
             .map_err(engine_error)?;
-        let next_before = (events.len() as u64 == limit)
-            .then(|| events.last().map(|event| event.id))
-            .flatten();
+        let more = events.len() as u64 > limit;
+        events.truncate(limit as usize);
+        let next_before = more.then(|| events.last().map(|event| event.id)).flatten();
         let start = if query.full {
             engram_core::audit::VerificationStart::Genesis
         } else {
@@ -443,13 +444,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .as_deref()
             .map(|day| {
                 chrono::NaiveDate::parse_from_str(day.trim(), "%Y-%m-%d")
-                    .map(|date| {
-                        date.and_time(chrono::NaiveTime::MIN).and_utc() + chrono::Duration::days(1)
-                    })
                     .map_err(|_| {
                         ConsoleError::InvalidInput(format!(
                             "expires: {day:?} is not a day such as 2027-01-31"
                         ))
+                    })
+                    .and_then(|date| {
+                        next_day(date.and_time(chrono::NaiveTime::MIN).and_utc(), "expires")
                     })
             })
             .transpose()?;
@@ -758,7 +759,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 ..Default::default()
             },
             client_vector: None,
-            expected_version: None,
+            expected_version: correction.expected_version,
         };
         self.engine()?
             .edit_memory_for(&principal, request)
@@ -1417,6 +1418,55 @@ pub fn console_routes(state: &AppState, assets_dir: &Path) -> Router {
     engram_console::console_router(backend, ConsoleAssets::new(assets_dir))
 }
 
+/// The start of the day after `start`'s; a day past the calendar's end is refused.
+fn next_day(
+    start: chrono::DateTime<chrono::Utc>,
+    label: &str,
+) -> Result<chrono::DateTime<chrono::Utc>, ConsoleError> {
+    start
+        .checked_add_signed(chrono::Duration::days(1))
+        .filter(|next| chrono::Datelike::year(next) <= 9999)
+        .ok_or_else(|| ConsoleError::InvalidInput(format!("{label}: the day is out of range")))
+}
+
+/// The actor id an audit query names: an id as given, else a member's e-mail, else the one
+/// key with that label (several keys with one label must be told apart by id). Anything
+/// else is taken as an id (an end-user's digest, a job's name).
+fn actor_of(
+    actor: &str,
+    names: &std::collections::BTreeMap<String, String>,
+) -> Result<String, ConsoleError> {
+    let actor = actor.trim();
+    if names.contains_key(actor) {
+        return Ok(actor.to_string());
+    }
+    let wanted = actor.to_lowercase();
+    if let Some((id, _)) = names
+        .iter()
+        .find(|(_, name)| !name.starts_with("key “") && name.to_lowercase() == wanted)
+    {
+        return Ok(id.clone());
+    }
+    let labelled: Vec<&String> = names
+        .iter()
+        .filter(|(_, name)| name.to_lowercase().starts_with(&format!("key “{wanted}”")))
+        .map(|(id, _)| id)
+        .collect();
+    match labelled.as_slice() {
+        [] => Ok(actor.to_string()),
+        [id] => Ok((*id).clone()),
+        several => Err(ConsoleError::InvalidInput(format!(
+            "{} keys are labelled {actor:?}: give the key's id ({})",
+            several.len(),
+            several
+                .iter()
+                .map(|id| id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
 /// The audit filter a console query asks for: the action checked, the actor given as an id
 /// or by the name the page shows (a member's e-mail, a key's label), days as whole UTC days.
 fn audit_filter(
@@ -1430,17 +1480,11 @@ fn audit_filter(
             "unknown action {action:?}"
         )));
     }
-    let actor_id = query.actor.as_ref().map(|actor| {
-        let wanted = actor.trim().to_lowercase();
-        names
-            .iter()
-            .find(|(_, name)| {
-                let name = name.to_lowercase();
-                name == wanted || name.starts_with(&format!("key “{wanted}”"))
-            })
-            .map(|(id, _)| id.clone())
-            .unwrap_or_else(|| actor.trim().to_string())
-    });
+    let actor_id = query
+        .actor
+        .as_deref()
+        .map(|actor| actor_of(actor, names))
+        .transpose()?;
     let day = |text: &Option<String>,
                label: &str|
      -> Result<Option<chrono::DateTime<chrono::Utc>>, ConsoleError> {
@@ -1458,7 +1502,9 @@ fn audit_filter(
     };
     let since = day(&query.since, "from")?;
     // The last day is included: events before the next day's start.
-    let until = day(&query.until, "to")?.map(|start| start + chrono::Duration::days(1));
+    let until = day(&query.until, "to")?
+        .map(|start| next_day(start, "to"))
+        .transpose()?;
     if let (Some(since), Some(until)) = (since, until)
         && since >= until
     {

@@ -55,6 +55,9 @@ pub async fn load_memory(
 }
 
 /// Correct a memory (a reason is required).
+// A server function's arguments are its form's fields, one each (`allow`: the macro
+// expands the function twice, and only one of them may trip the lint).
+#[allow(clippy::too_many_arguments)]
 #[server(prefix = "/console/api", endpoint = "correct_memory")]
 pub async fn correct_memory(
     project_id: String,
@@ -62,13 +65,21 @@ pub async fn correct_memory(
     content: String,
     metadata: Option<String>,
     categories: Option<String>,
+    metadata_shown: Option<String>,
+    categories_shown: Option<String>,
+    version: Option<i64>,
     reason: String,
 ) -> Result<(), ConsoleError> {
+    // Only what the person changed is sent: an unchanged field keeps what it holds now.
+    let changed = |given: Option<String>, shown: Option<String>| {
+        given.filter(|given| Some(given.trim()) != shown.as_deref().map(str::trim))
+    };
     let correction = crate::model::MemoryCorrection {
         content,
-        metadata_json: metadata,
-        categories,
+        metadata_json: changed(metadata, metadata_shown),
+        categories: changed(categories, categories_shown),
         reason,
+        expected_version: version,
     };
     let result = ssr::backend()?
         .correct_memory(&ssr::caller().await?, &project_id, &memory_id, correction)

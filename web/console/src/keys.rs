@@ -59,17 +59,22 @@ pub fn KeysPage() -> impl IntoView {
             }
         })
     };
+    // The action that finished last is the one reported.
+    let last_done = RwSignal::new(None::<&'static str>);
+    Effect::new(move |_| {
+        if let Some(Ok(())) = revoke.value().get() {
+            last_done.set(Some("The key was revoked: it no longer works."));
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = roll.value().get() {
+            last_done.set(Some("The key was rolled: its new secret is below."));
+        }
+    });
     let done = move || {
-        let revoked = revoke.value().get().is_some_and(|result| result.is_ok());
-        let rolled = roll.value().get().is_some_and(|result| result.is_ok());
-        (revoked || rolled).then(|| {
-            let text = if rolled {
-                "The key was rolled: its new secret is below."
-            } else {
-                "The key was revoked: it no longer works."
-            };
-            view! { <p class="notice" role="status" data-testid="keys-done">{text}</p> }
-        })
+        last_done.get().map(
+            |text| view! { <p class="notice" role="status" data-testid="keys-done">{text}</p> },
+        )
     };
     // After a key is made, the form is ready for the next one.
     let create_form = NodeRef::<leptos::html::Form>::new();

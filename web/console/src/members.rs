@@ -57,21 +57,27 @@ pub fn MembersPage() -> impl IntoView {
         })
     };
     // What the last action did, beside the list it changed.
+    // The action that finished last is the one reported.
+    let last_done = RwSignal::new(None::<&'static str>);
+    Effect::new(move |_| {
+        if let Some(Ok(())) = remove.value().get() {
+            last_done.set(Some("The member was removed; their sessions have ended."));
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(())) = change_role.value().get() {
+            last_done.set(Some("The role was changed; it applies at once."));
+        }
+    });
+    Effect::new(move |_| {
+        if let Some(Ok(())) = revoke.value().get() {
+            last_done.set(Some(
+                "The invitation was withdrawn; its link no longer works.",
+            ));
+        }
+    });
     let done = move || {
-        let text = if remove.value().get().is_some_and(|result| result.is_ok()) {
-            Some("The member was removed; their sessions have ended.")
-        } else if change_role
-            .value()
-            .get()
-            .is_some_and(|result| result.is_ok())
-        {
-            Some("The role was changed; it applies at once.")
-        } else if revoke.value().get().is_some_and(|result| result.is_ok()) {
-            Some("The invitation was withdrawn; its link no longer works.")
-        } else {
-            None
-        };
-        text.map(
+        last_done.get().map(
             |text| view! { <p class="notice" role="status" data-testid="members-done">{text}</p> },
         )
     };

@@ -144,10 +144,14 @@ fn detail_view(
         let content = memory.content.clone();
         let metadata_for_form = metadata_for_form.clone();
         let categories_for_form = memory.categories.join(", ");
+        let version_for_form = memory.version.to_string();
         view! {
             <ActionForm action=correct node_ref=correct_form attr:class="stack" attr:data-testid="correct-form">
                 <input type="hidden" name="project_id" value=project_id />
                 <input type="hidden" name="memory_id" value=memory_id />
+                <input type="hidden" name="version" value=version_for_form />
+                <input type="hidden" name="metadata_shown" value=metadata_for_form.clone() />
+                <input type="hidden" name="categories_shown" value=categories_for_form.clone() />
                 <textarea name="content" required data-testid="correct-content">{content}</textarea>
                 <label>
                     <span>"Metadata (a JSON object)"</span>

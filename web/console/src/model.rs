@@ -15,6 +15,9 @@ pub struct MemoryCorrection {
     pub metadata_json: Option<String>,
     pub categories: Option<String>,
     pub reason: String,
+    /// The version the page showed: a change made since is a conflict, never overwritten.
+    #[serde(default)]
+    pub expected_version: Option<i64>,
 }
 
 /// The signed-in console account, as shown in the page header.

@@ -3,7 +3,7 @@
 //! the landing page each role starts on.
 
 use crate::api::{Logout, load_session};
-use crate::model::SessionInfo;
+use crate::model::{ConsoleError, SessionInfo};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
 
@@ -161,12 +161,22 @@ pub fn Landing() -> impl IntoView {
     let session = Resource::new(|| (), |_| load_session());
     let target = move || {
         Suspend::new(async move {
-            let path = match session.await {
-                Ok(SessionInfo { account, .. }) => landing_page(&account.functions),
-                // Signed out (or the session cannot be read): sign in again.
-                Err(_) => "/console/login",
-            };
-            view! { <Redirect path=path /> }
+            match session.await {
+                Ok(SessionInfo { account, .. }) => {
+                    view! { <Redirect path=landing_page(&account.functions) /> }.into_any()
+                }
+                Err(ConsoleError::Unauthorized) => {
+                    view! { <Redirect path="/console/login" /> }.into_any()
+                }
+                // Signed in, but the session cannot be read now: say so (sending the visitor
+                // to the login page would send them straight back here).
+                Err(error) => view! {
+                    <main class="centered">
+                        <p class="error" role="alert">{error.to_string()}</p>
+                    </main>
+                }
+                .into_any(),
+            }
         })
     };
     view! { <Suspense fallback=|| ()>{target}</Suspense> }

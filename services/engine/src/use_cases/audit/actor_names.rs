@@ -8,9 +8,10 @@ use engram_core::principal::Credential;
 use std::collections::BTreeMap;
 
 impl MemoryEngine {
-    /// Actor id → name, for the audit log of the principal's project. E-mail addresses are
-    /// the organization's members' and only a console member (who may see the members) gets
-    /// them; an API key sees key labels only.
+    /// Actor id → name, for the audit log of the principal's project. Naming who acted is
+    /// what the log is for: every console reader of the log (owners, admins, compliance) gets
+    /// the members' e-mail addresses beside their ids, though compliance may not manage
+    /// members; an API key reading the log sees key labels only.
     pub async fn audit_actor_names_for(
         &self,
         principal: &Principal,

@@ -52,6 +52,24 @@ impl MemoryEngine {
     ) -> Result<BulkDeleteOutcome, EngineError> {
         principal.authorize(Operation::BulkDeleteMemories)?;
         let reason = crate::use_cases::required_reason(reason)?;
+        // Every door's bulk delete names what it takes: a whole project is not one filter away.
+        let narrows = filter.subject.user_id.is_some()
+            || filter.subject.agent_id.is_some()
+            || filter.subject.session_id.is_some()
+            || filter.kind.is_some()
+            || filter.text_contains.is_some()
+            || filter.source.is_some()
+            || filter.category.is_some()
+            || filter.created_from.is_some()
+            || filter.created_to.is_some()
+            || !filter.tree.is_everything();
+        if !narrows {
+            return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                "filters",
+                "a bulk delete needs a filter (an end-user, a kind, a date, …)",
+            )])
+            .into());
+        }
         let matching = self.memories_matching(principal, filter).await?;
         if matching.len() as u64 != expected {
             return Err(EngineError::Conflict(format!(
