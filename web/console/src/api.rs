@@ -407,9 +407,30 @@ pub async fn load_erasure_status(
 
 /// The audit log of a project (the first project when `project_id` is empty), newest first,
 /// with the verification of the organization's hash chain.
-// JSON: the filters are a struct whose fields may all be absent.
-#[server(prefix = "/console/api", endpoint = "audit", input = leptos::server_fn::codec::Json)]
-pub async fn load_audit(filters: AuditFilters) -> Result<AuditListing, ConsoleError> {
+// Form fields, one each (`allow`: the macro expands the function twice, and only one of
+// them may trip the lint); every one but the project may be absent.
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/console/api", endpoint = "audit")]
+pub async fn load_audit(
+    project_id: Option<String>,
+    action: Option<String>,
+    full: Option<bool>,
+    actor: Option<String>,
+    target: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    before: Option<i64>,
+) -> Result<AuditListing, ConsoleError> {
+    let filters = AuditFilters {
+        project_id,
+        action,
+        actor,
+        target,
+        since,
+        until,
+        before,
+        full: full.unwrap_or(false),
+    };
     ssr::answer(ssr::load_audit(filters).await).await
 }
 

@@ -43,10 +43,16 @@ pub fn AuditPage() -> impl IntoView {
     let audit = Resource::new(
         move || (project.get(), filters.get()),
         |(project, filters)| {
-            load_audit(AuditFilters {
-                project_id: project,
-                ..filters
-            })
+            load_audit(
+                project,
+                filters.action,
+                Some(filters.full),
+                filters.actor,
+                filters.target,
+                filters.since,
+                filters.until,
+                filters.before,
+            )
         },
     );
     // The URL carries the filters and the page, so a reload or a shared link shows the same.
