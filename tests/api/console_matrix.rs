@@ -57,6 +57,7 @@ const CONSOLE_FUNCTIONS: &[(&str, RoleRule)] = &[
     ("preview_bulk_delete", RoleRule::ReadMemoryContent), // counts what a filter matches
     ("bulk_delete", RoleRule::ReadMemoryContent), // deletes what a filter matches
     ("subject", RoleRule::ReadMemoryContent),  // subject_summary: an end-user's holds
+    ("find_subjects", RoleRule::ReadMemoryContent), // end-users by id prefix or metadata
     ("request_erasure", RoleRule::ReadMemoryContent), // queues a subject erasure
     ("request_organization_erasure", RoleRule::ReadMemoryContent), // in every project
     ("settings", RoleRule::ReadMemoryContent), // governance_settings with the dry run
@@ -387,6 +388,7 @@ impl Matrix {
                 ConsoleArguments::Json(body)
             }
             "subject" => self.project_form(&[("user_id", SAMPLE_USER)]),
+            "find_subjects" => self.project_form(&[("id_prefix", SAMPLE_USER)]),
             "request_erasure" | "request_organization_erasure" => {
                 self.project_form(&[("user_id", tag.as_str()), ("confirm", tag.as_str())])
             }

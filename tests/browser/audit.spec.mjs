@@ -107,6 +107,11 @@ try {
       assert(!names.some((name) => /[0-9a-f]{8}-[0-9a-f]{4}-/.test(name) && name.includes('console_account')), 'no member shown as a bare id');
       const updated = page.locator('[data-testid="audit-row"][data-action="memory.updated"]').first();
       assert((await updated.getByTestId('audit-reason').textContent()).includes('history'), 'the correction says where its reason is');
+      // Targets that have a name show it (the id on hover).
+      const created = page.locator('[data-testid="audit-row"][data-action="api_key.created"]').first();
+      const target = created.getByTestId('audit-target-name').first();
+      assert((await target.textContent()).includes('key “ci”'), `the new key is named: ${await created.innerText()}`);
+      assert(/^[0-9a-f-]{36}$/.test(await target.getAttribute('title')), 'its id on hover');
       const views = await page.locator('[data-testid="audit-row"][data-action="memory.content_viewed"]').count();
       assert(views >= 1, 'content views are listed');
     }],

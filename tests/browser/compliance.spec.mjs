@@ -80,6 +80,25 @@ await runSteps(async (browser) => {
       await page.getByTestId('badge-held').waitFor();
       await page.getByTestId('correct-locked').waitFor();
     }],
+    ['a person is found by the start of their id or by a metadata value', async () => {
+      await page.goto(`${base}/console/subjects`);
+      await hydrated(page);
+      await page.getByTestId('subject-user').fill('oli');
+      await page.getByTestId('subject-lookup').click();
+      const found = async () => page.getByTestId('subject-match')
+        .evaluateAll((rows) => rows.map((row) => row.dataset.user));
+      await until('olivia and oliver found', async () => (await found()).join() === 'oliver,olivia');
+      assert(page.url().includes('user=oli'), `the lookup is in the URL: ${page.url()}`);
+      await page.getByTestId('subject-user').fill('');
+      await page.getByTestId('subject-metadata').fill('customer=C-2077');
+      await page.getByTestId('subject-lookup').click();
+      await until('only oliver found', async () => (await found()).join() === 'oliver');
+      // A found person's link opens their summary.
+      await page.getByTestId('subject-match-link').first().click();
+      await until('oliver\'s summary', async () =>
+        (await page.getByTestId('subject-summary').getAttribute('data-memories')) === '1');
+      assert((await page.getByTestId('subject-user').inputValue()) === 'oliver', 'the field shows who');
+    }],
     ['erasing a subject with held memories is refused, naming them', async () => {
       await page.goto(`${base}/console/subjects?user=olivia`);
       await hydrated(page);
@@ -138,6 +157,18 @@ await runSteps(async (browser) => {
       assert(left.length >= 12 && left.every(([, records]) => records === '0'), `left: ${left}`);
       console.log(`  receipt digest: ${digest}`);
       await screenshot(page, '31-erasure-receipt.png');
+    }],
+    ['the erased person\'s page says when, with the receipt as a table', async () => {
+      await page.goto(`${base}/console/subjects?user=olivia`);
+      await hydrated(page);
+      const erased = page.getByTestId('subject-erased');
+      await erased.waitFor();
+      const said = (await erased.locator('summary').textContent()).trim();
+      assert(/^Erased on \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC with receipt [0-9a-f]{64}$/.test(said), `erased: ${said}`);
+      await erased.locator('summary').click();
+      const table = await erased.getByTestId('subject-erased-receipt').innerText();
+      assert(table.includes('removed.memories') && !table.includes('olivia'), `receipt: ${table.slice(0, 200)}`);
+      await screenshot(page, '31c-erased-subject.png');
     }],
     ['nothing of olivia is left in the memories list', async () => {
       await page.goto(`${base}/console/memories?user=olivia`);

@@ -254,6 +254,13 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
             .add_one(json!({"content": content, "user_id": user, "categories": [category]}))
             .await;
     }
+    // Oliver shares the start of Olivia's id; his memory carries a customer number.
+    client
+        .add_one(
+            json!({"content": "Oliver asked for a vegetarian meal.", "user_id": "oliver",
+                        "metadata": {"customer": "C-2077"}}),
+        )
+        .await;
     // Paul is also in a second project of the organization: the officer erases him from both.
     let (_, second_key) = server.create_project("second").unwrap();
     let second = server.client_with_key(&second_key);
@@ -285,7 +292,7 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
                 officer["password"].as_str().unwrap().to_string(),
             ),
         ],
-        13,
+        15,
     )
     .await;
     // What the browser did is what the API sees.

@@ -258,6 +258,10 @@ try {
         assert(seen.length === expectedTotal, `paged through ${seen.length} memories, expected ${expectedTotal}`);
         const summary = (await page.getByTestId('memories-count').textContent()).trim();
         assert(/the last/.test(summary), `the last page does not say so: ${summary}`);
+        // The total is counted, not guessed from the pages.
+        assert((await page.getByTestId('memories-count').getAttribute('data-total')) === String(expectedTotal),
+          `total: ${await page.getByTestId('memories-count').getAttribute('data-total')}`);
+        assert(summary.includes(`of ${expectedTotal} memories`), `the summary names the total: ${summary}`);
         await page.getByTestId('memories-previous').click();
         await until('the previous page', async () =>
           (await page.getByTestId('memories-pager').getAttribute('data-page')) === String(pageNumber - 1));

@@ -1380,6 +1380,80 @@ async fn subject_erasure_batches_remove_everything_of_one_subject(storage: Stora
 }
 on_both_databases!(subject_erasure_batches_remove_everything_of_one_subject);
 
+/// A compliance lookup finds people by the exact start of their id (case and wildcards
+/// taken literally, the same on both databases) or by a metadata value, in its project only.
+async fn subjects_are_found_by_id_prefix_or_metadata(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, Some(scope.organization_id())).await;
+    let with_customer = |content: &str, user: &str, customer: &str| {
+        let mut draft = draft(content, Some(user), None);
+        draft
+            .memory
+            .metadata
+            .insert("customer".into(), serde_json::json!(customer));
+        draft
+    };
+    insert(
+        &storage,
+        &scope,
+        vec![
+            with_customer("one", "olivia", "C-1"),
+            draft("two", Some("olivia"), None),
+            with_customer("three", "oliver", "C-2"),
+            draft("four", Some("Olga"), None),
+            draft("five", Some("ol%x"), None),
+        ],
+    )
+    .await;
+    insert(
+        &storage,
+        &other_scope,
+        vec![with_customer("elsewhere", "olive", "C-1")],
+    )
+    .await;
+    let wide = engram_core::MemoryScope::project_wide(scope);
+    let everything = engram_core::MemoryFilter::everything();
+    let found = storage
+        .subjects_matching(&wide, Some("oli"), &everything, 50)
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![("oliver".to_string(), 1), ("olivia".to_string(), 2)],
+        "ids by their exact start, with their memories, in this project only"
+    );
+    let found = storage
+        .subjects_matching(&wide, Some("ol%"), &everything, 50)
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![("ol%x".to_string(), 1)],
+        "% is a character, not a wildcard"
+    );
+    let customer = engram_core::memory_filter::parse_memory_filter(
+        &serde_json::json!({"metadata": {"customer": "C-1"}}),
+        "metadata",
+    )
+    .unwrap();
+    let found = storage
+        .subjects_matching(&wide, None, &customer, 50)
+        .await
+        .unwrap();
+    assert_eq!(found, vec![("olivia".to_string(), 1)]);
+    let found = storage
+        .subjects_matching(&wide, Some("oliver"), &customer, 50)
+        .await
+        .unwrap();
+    assert!(found.is_empty(), "both conditions must hold: {found:?}");
+    let found = storage
+        .subjects_matching(&wide, Some("o"), &everything, 1)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "the limit holds");
+}
+on_both_databases!(subjects_are_found_by_id_prefix_or_metadata);
+
 /// Usage counters add up exactly under concurrent batches, per hour and credential, and the
 /// daily view is the sum of the hours; another project's usage is never included.
 async fn usage_counters_add_up_exactly(storage: Storage) {

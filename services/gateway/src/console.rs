@@ -228,6 +228,8 @@ impl ConsoleBackend for GatewayConsoleBackend {
         let (_, principal) = self
             .authorized_project(caller, &query.project_id, Operation::ListMemories)
             .await?;
+        // Counted for a list; a search by meaning shows the nearest only.
+        let mut total_matching = None;
         let (memories, next_cursor): (Vec<MemoryRow>, Option<engram_core::MemoryId>) = match query
             .meaning
             .as_deref()
@@ -296,8 +298,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     filter,
                     user_id_field: "user_id",
                 };
-                let page = self
-                    .engine()?
+                let engine = self.engine()?;
+                total_matching = Some(
+                    engine
+                        .count_listed_memories_for(&principal, request.clone())
+                        .await
+                        .map_err(engine_error)?,
+                );
+                let page = engine
                     .list_memories_for(&principal, request)
                     .await
                     .map_err(engine_error)?;
@@ -325,6 +333,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
         Ok(MemoryPage {
             memories,
             total_shown,
+            total_matching,
             next_cursor,
         })
     }
@@ -339,7 +348,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let engine = self.engine()?;
         let names = engine
-            .audit_actor_names_for(&principal)
+            .audit_names_for(&principal)
             .await
             .map_err(engine_error)?;
         let limit = u64::from(query.limit.clamp(1, 499));
@@ -349,7 +358,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             limit: limit + 1,
             newest_first: true,
             include_organization_events: true,
-            ..audit_filter(&query, &names)?
+            ..audit_filter(&query, &names.actors)?
         };
         let mut events = engine
             .list_audit_events_for(&principal, filter)
@@ -375,7 +384,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     id: event.id,
                     sequence: event.sequence,
                     at: event.at.to_rfc3339(),
-                    actor_name: names.get(&event.actor_id).cloned(),
+                    actor_name: names.actors.get(&event.actor_id).cloned(),
+                    // Keys, members and projects by name; memories, end-users' digests and
+                    // tasks are their ids.
+                    target_names: event
+                        .target_ids
+                        .iter()
+                        .filter_map(|id| names.name_of(id).map(|name| (id.clone(), name.clone())))
+                        .collect(),
                     reason: event
                         .details
                         .get("reason")
@@ -525,13 +541,13 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .await?;
         let engine = self.engine()?;
         let names = engine
-            .audit_actor_names_for(&principal)
+            .audit_names_for(&principal)
             .await
             .map_err(engine_error)?;
         // The export follows the page's filter (every page of it).
         let filter = AuditFilter {
             include_organization_events: true,
-            ..audit_filter(&query, &names)?
+            ..audit_filter(&query, &names.actors)?
         };
         let events: Vec<crate::views::AuditEventView> = engine
             .export_audit_events_for(&principal, filter)
@@ -889,7 +905,59 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     records: *records,
                 })
                 .collect(),
+            erasures: summary
+                .erasures
+                .into_iter()
+                .map(|erasure| engram_console::model::PastErasureRow {
+                    erased_at: erasure.erased_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    receipt: erasure.receipt.to_string(),
+                })
+                .collect(),
         })
+    }
+
+    async fn find_subjects(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        id_prefix: Option<String>,
+        metadata: Option<String>,
+    ) -> Result<Vec<engram_console::model::SubjectMatchRow>, ConsoleError> {
+        let (_, principal) = self
+            .authorized_project(caller, project_id, Operation::SummarizeSubject)
+            .await?;
+        let metadata = match metadata
+            .as_deref()
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+        {
+            None => None,
+            Some(pair) => {
+                let Some((key, value)) = pair.split_once('=') else {
+                    return Err(invalid("metadata", "write the condition as key=value"));
+                };
+                Some((key.trim().to_string(), metadata_value(value)))
+            }
+        };
+        let found = self
+            .engine()?
+            .find_subjects_for(
+                &principal,
+                engram_engine::FindSubjectsRequest {
+                    id_prefix,
+                    metadata,
+                    limit: engram_engine::MAX_SUBJECT_MATCHES,
+                },
+            )
+            .await
+            .map_err(engine_error)?;
+        Ok(found
+            .into_iter()
+            .map(|found| engram_console::model::SubjectMatchRow {
+                user_id: found.user_id,
+                memories: found.memories,
+            })
+            .collect())
     }
 
     async fn request_erasure(
@@ -1290,12 +1358,10 @@ fn console_filter_tree(query: &MemoryListQuery) -> Result<engram_core::MemoryFil
         let Some((key, value)) = pair.split_once('=') else {
             return Err(invalid("metadata", "write the condition as key=value"));
         };
-        // A number or true/false compares as one; anything else as text.
-        let value = match serde_json::from_str::<Value>(value.trim()) {
-            Ok(parsed @ (Value::Number(_) | Value::Bool(_))) => parsed,
-            _ => Value::String(value.trim().to_string()),
-        };
-        parts.push(("metadata", json!({"metadata": { key.trim(): value }})));
+        parts.push((
+            "metadata",
+            json!({"metadata": { key.trim(): metadata_value(value) }}),
+        ));
     }
     if let Some(minimum) = non_empty(&query.min_confidence) {
         let Ok(minimum) = minimum.parse::<f64>() else {
@@ -1315,6 +1381,15 @@ fn console_filter_tree(query: &MemoryListQuery) -> Result<engram_core::MemoryFil
         tree = tree.and(parsed);
     }
     Ok(tree)
+}
+
+/// The value of the console's `key=value` metadata syntax: a number or true/false compares
+/// as one, anything else as text.
+fn metadata_value(value: &str) -> serde_json::Value {
+    match serde_json::from_str::<serde_json::Value>(value.trim()) {
+        Ok(parsed @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => parsed,
+        _ => serde_json::Value::String(value.trim().to_string()),
+    }
 }
 
 fn parse_memory_id(text: &str) -> Result<engram_core::MemoryId, ConsoleError> {

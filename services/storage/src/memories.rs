@@ -14,7 +14,7 @@ use engram_core::memory::content_digest;
 pub use engram_core::memory::{HistoryEntry, MemoryListFilter, MemoryPage};
 use engram_core::memory_filter::to_micros;
 use engram_core::{
-    ExternalId, Memory, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
+    ExternalId, Memory, MemoryFilter, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };
 use engram_core::{MemoryScope, NotFoundKind};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
@@ -763,6 +763,50 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
+    }
+
+    /// The end-users with memories whose id starts with `id_prefix` (exactly, case
+    /// included) and with at least one memory `tree` matches, by id, each with how many of
+    /// their memories match; at most `limit`.
+    pub async fn subjects_matching(
+        &self,
+        scope: &MemoryScope,
+        id_prefix: Option<&str>,
+        tree: &MemoryFilter,
+        limit: u64,
+    ) -> Result<Vec<(String, u64)>, StorageError> {
+        let mut query = owned_memories_of(scope).filter(memories::Column::UserId.is_not_null());
+        if let Some(prefix) = id_prefix.filter(|prefix| !prefix.is_empty()) {
+            // `substr` rather than LIKE: the same on both databases (SQLite's LIKE folds
+            // case, PostgreSQL's does not) and no wildcard to escape. The length is ours.
+            let length = prefix.chars().count();
+            query = query.filter(crate::memory_filter_sql::custom(
+                self.connection.get_database_backend(),
+                format!("substr(\"memories\".\"user_id\", 1, {length}) = ?"),
+                [prefix.to_string()],
+            ));
+        }
+        if !tree.is_everything() {
+            query = query.filter(crate::memory_filter_sql::memory_filter_condition(
+                tree,
+                self.connection.get_database_backend(),
+            ));
+        }
+        let rows: Vec<(String, i64)> = query
+            .select_only()
+            .column(memories::Column::UserId)
+            .column_as(memories::Column::Id.count(), "matching")
+            .group_by(memories::Column::UserId)
+            .order_by_asc(memories::Column::UserId)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(user_id, matching)| (user_id, u64::try_from(matching).unwrap_or(0)))
+            .collect())
     }
 
     /// The memories of `scope` that `filter` matches, cursor and limit aside.

@@ -271,7 +271,7 @@ fn metadata_equals_on_postgres(key: &str, value: &ScalarValue) -> SimpleExpr {
 /// A custom SQL expression written with `?` for each bound value, in order. sea-query reads
 /// placeholders as the backend writes them (PostgreSQL: `$1`, `$2`, … numbered within the
 /// expression), so they are numbered here for PostgreSQL.
-fn custom<V: Into<Value>>(
+pub(crate) fn custom<V: Into<Value>>(
     backend: DbBackend,
     sql: impl AsRef<str>,
     values: impl IntoIterator<Item = V>,

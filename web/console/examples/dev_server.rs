@@ -251,6 +251,7 @@ impl ConsoleBackend for DevBackend {
             .collect();
         Ok(MemoryPage {
             total_shown: memories.len(),
+            total_matching: Some(memories.len() as u64),
             memories,
             // The dev server shows one page.
             next_cursor: None,
@@ -462,6 +463,16 @@ impl ConsoleBackend for DevBackend {
         _user_id: &str,
     ) -> Result<engram_console::model::SubjectSummary, ConsoleError> {
         Err(ConsoleError::NotFound)
+    }
+
+    async fn find_subjects(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _id_prefix: Option<String>,
+        _metadata: Option<String>,
+    ) -> Result<Vec<engram_console::model::SubjectMatchRow>, ConsoleError> {
+        Ok(Vec::new())
     }
 
     async fn request_erasure(

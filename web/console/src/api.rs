@@ -2,7 +2,7 @@
 //! Bodies run on the server only; the browser build gets generated `fetch` stubs instead.
 
 use crate::model::{
-    AuditFilters, AuditListing, BulkDeleteOutcome, BulkDeletePreview, ConsoleError, ErasureStatus,
+    AuditListing, BulkDeleteOutcome, BulkDeletePreview, ConsoleError, ErasureStatus,
     InvitationPreview, KeyListing, MemberListing, MemoryDetail, MemoryFilters, MemoryListing,
     NewInvitation, NewKeySecret, SessionInfo, SubjectSummary,
 };
@@ -166,6 +166,16 @@ pub async fn load_subject(
     user_id: String,
 ) -> Result<SubjectSummary, ConsoleError> {
     ssr::answer(ssr::load_subject(project_id, user_id).await).await
+}
+
+/// End-users by the start of their id or by a metadata `key=value` of their memories.
+#[server(prefix = "/console/api", endpoint = "find_subjects")]
+pub async fn find_subjects(
+    project_id: Option<String>,
+    id_prefix: Option<String>,
+    metadata: Option<String>,
+) -> Result<Vec<crate::model::SubjectMatchRow>, ConsoleError> {
+    ssr::answer(ssr::find_subjects(project_id, id_prefix, metadata).await).await
 }
 
 /// Start erasing an end-user; `confirm` must repeat the user id.
@@ -421,7 +431,7 @@ pub async fn load_audit(
     until: Option<String>,
     before: Option<i64>,
 ) -> Result<AuditListing, ConsoleError> {
-    let filters = AuditFilters {
+    let filters = crate::model::AuditFilters {
         project_id,
         action,
         actor,
@@ -732,6 +742,21 @@ pub(crate) mod ssr {
             .ok_or(ConsoleError::NotFound)?;
         backend
             .subject_summary(&caller, &project_id, &user_id)
+            .await
+    }
+
+    pub async fn find_subjects(
+        project_id: Option<String>,
+        id_prefix: Option<String>,
+        metadata: Option<String>,
+    ) -> Result<Vec<crate::model::SubjectMatchRow>, ConsoleError> {
+        let backend = backend()?;
+        let caller = caller().await?;
+        let project_id = chosen_project(&backend, &caller, project_id)
+            .await?
+            .ok_or(ConsoleError::NotFound)?;
+        backend
+            .find_subjects(&caller, &project_id, id_prefix, metadata)
             .await
     }
 

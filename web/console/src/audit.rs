@@ -76,6 +76,18 @@ pub fn AuditPage() -> impl IntoView {
     let apply = show.clone();
     let choose_action = show.clone();
     let page_to = show.clone();
+    // A cursor is a position in one project's log: another project's log opens at its newest.
+    Effect::watch(
+        move || project.get(),
+        move |_, _, _| {
+            show(AuditFilters {
+                before: None,
+                full: false,
+                ..filters.get_untracked()
+            });
+        },
+        false,
+    );
 
     let project_selector = move || {
         let initial_project = initial_project.clone();
@@ -348,6 +360,29 @@ fn actor_view(
     view! { <span title=title data-testid="audit-actor-name">{shown}</span> }
 }
 
+/// The targets as a person reads them: a key, member or project by its name (the id on
+/// hover and in the CSV), anything else by its id.
+fn targets_view(
+    target_ids: Vec<String>,
+    names: &std::collections::BTreeMap<String, String>,
+) -> impl IntoView + use<> {
+    target_ids
+        .into_iter()
+        .enumerate()
+        .map(|(position, id)| {
+            let separator = (position > 0).then_some(", ");
+            match names.get(&id) {
+                Some(name) => view! {
+                    {separator}
+                    <span title=id.clone() data-testid="audit-target-name" data-id=id>{name.clone()}</span>
+                }
+                .into_any(),
+                None => view! { {separator}{id} }.into_any(),
+            }
+        })
+        .collect_view()
+}
+
 fn audit_line(line: AuditLine) -> AnyView {
     match line {
         AuditLine::Event(event) => audit_row(*event).into_any(),
@@ -413,10 +448,11 @@ fn audit_row(event: AuditRow) -> impl IntoView {
         outcome,
         ip,
         reason,
+        target_names,
         ..
     } = event;
     let when = when_of(&at);
-    let targets = target_ids.join(", ");
+    let targets = targets_view(target_ids, &target_names);
     let action_attribute = action.clone();
     view! {
         <tr data-testid="audit-row" data-action=action_attribute>

@@ -212,6 +212,16 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         user_id: &str,
     ) -> Result<SubjectSummary, ConsoleError>;
 
+    /// The end-users whose id starts with `id_prefix`, or with a memory carrying the metadata
+    /// `key=value` of `metadata`, or both.
+    async fn find_subjects(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        id_prefix: Option<String>,
+        metadata: Option<String>,
+    ) -> Result<Vec<crate::model::SubjectMatchRow>, ConsoleError>;
+
     /// Start erasing an end-user (refused while memories are held, or when `confirm` does not
     /// repeat the id).
     async fn request_erasure(

@@ -3,8 +3,8 @@
 
 use crate::api::{BulkDelete, PreviewBulkDelete, list_memories, load_session};
 use crate::model::{
-    ConsoleError, MEMORY_KINDS, MEMORY_SOURCES, MemoryFilters, MemoryListing, MemoryRow,
-    SessionInfo, percent_encode,
+    ConsoleError, MEMORY_KINDS, MEMORY_PAGE_LIMIT, MEMORY_SOURCES, MemoryFilters, MemoryListing,
+    MemoryRow, SessionInfo, percent_encode,
 };
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -460,15 +460,26 @@ fn listing_view(
         }
         .into_any();
     }
-    let shown = match page.total_shown {
+    let memories = |count: u64| match count {
         1 => "1 memory".to_owned(),
         n => format!("{n} memories"),
     };
-    let summary = match (page_number, page.next_cursor.is_some()) {
-        (1, false) => shown,
-        (number, true) => format!("{shown} on page {number} — more on the next pages"),
-        (number, false) => format!("{shown} on page {number}, the last"),
+    let shown = page.total_shown as u64;
+    let summary = match (page.total_matching, page_number, page.next_cursor.is_some()) {
+        (Some(total), 1, false) => memories(total),
+        (Some(total), number, more) => {
+            let first = (number as u64 - 1) * u64::from(MEMORY_PAGE_LIMIT) + 1;
+            let last = first + shown.saturating_sub(1);
+            let rest = if more {
+                " — more on the next pages"
+            } else {
+                ", the last page"
+            };
+            format!("{first}–{last} of {}{rest}", memories(total))
+        }
+        (None, _, _) => format!("The {} nearest in meaning", memories(shown)),
     };
+    let total_attribute = page.total_matching.map(|total| total.to_string());
     let next_cursor = page.next_cursor.clone();
     let has_next = next_cursor.is_some();
     let pager = (page_number > 1 || has_next).then(|| {
@@ -502,7 +513,7 @@ fn listing_view(
         }
     });
     view! {
-        <p class="muted summary" data-testid="memories-count">
+        <p class="muted summary" data-testid="memories-count" data-total=total_attribute>
             {summary}
         </p>
         {pager}

@@ -135,6 +135,10 @@ pub struct MemoryRow {
 pub struct MemoryPage {
     pub memories: Vec<MemoryRow>,
     pub total_shown: usize,
+    /// How many memories the filters match in all (every page); `None` for a search by
+    /// meaning, which shows the nearest ones only.
+    #[serde(default)]
+    pub total_matching: Option<u64>,
     /// Where the next page starts, when more memories match (never for a search by
     /// meaning, which shows the nearest ones only).
     pub next_cursor: Option<String>,
@@ -317,6 +321,9 @@ pub struct AuditRow {
     /// Why, as the person who acted wrote it (corrections, deletions, holds, erasures).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Target id → name, for the targets that have one (keys, members, projects).
+    #[serde(default)]
+    pub target_names: std::collections::BTreeMap<String, String>,
 }
 
 /// The recomputed hash chain of the organization.
@@ -736,6 +743,24 @@ pub struct SubjectSummary {
     /// Every store of the registry of subject data with how many records it holds of them.
     #[serde(default)]
     pub stores: Vec<StoreCount>,
+    /// Erasures of this end-user already done in the project, newest first.
+    #[serde(default)]
+    pub erasures: Vec<PastErasureRow>,
+}
+
+/// A finished erasure on the subjects page: when, and its receipt (JSON as recorded).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PastErasureRow {
+    /// "2026-12-04 15:20 UTC".
+    pub erased_at: String,
+    pub receipt: String,
+}
+
+/// An end-user a lookup found, with how many of their memories matched it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubjectMatchRow {
+    pub user_id: String,
+    pub memories: u64,
 }
 
 /// One store's line on the subjects page.

@@ -1,47 +1,105 @@
-//! The subjects page: look up one end-user of a project — what every store of the registry of
-//! subject data holds of them — download everything about them (NDJSON), or erase them —
+//! The subjects page: find an end-user of a project (by the start of their id or a metadata
+//! value of their memories), see what every store of the registry of subject data holds of
+//! them and the erasures already done, download everything about them (NDJSON), or erase them —
 //! confirmed by typing the id again — and follow the erasure's progress until its receipt
 //! (counts, verification, digest) is shown.
 
 use crate::api::{
-    RequestErasure, RequestOrganizationErasure, load_erasure_status, load_session, load_subject,
+    RequestErasure, RequestOrganizationErasure, find_subjects, load_erasure_status, load_session,
+    load_subject,
 };
-use crate::model::{ConsoleError, ErasureStatus, SubjectSummary};
+use crate::model::{ConsoleError, ErasureStatus, SubjectMatchRow, SubjectSummary, percent_encode};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::{components::Redirect, hooks::use_query_map};
+use leptos_router::{
+    NavigateOptions,
+    components::Redirect,
+    hooks::{use_navigate, use_query_map},
+};
 
 #[component]
 pub fn SubjectsPage() -> impl IntoView {
     let query = use_query_map().get_untracked();
     let initial_project = query.get("project").and_then(|p| non_empty(&p));
     let initial_user = query.get("user").unwrap_or_default();
+    let initial_metadata = query.get("metadata").unwrap_or_default();
     let project = RwSignal::new(initial_project.clone());
-    let user = RwSignal::new(non_empty(&initial_user));
+    // What the fields hold, and what was looked up (on submit, or a found person's link).
+    let user_text = RwSignal::new(initial_user.clone());
+    let metadata_text = RwSignal::new(initial_metadata.clone());
+    let lookup = RwSignal::new(Lookup {
+        user: non_empty(&initial_user),
+        metadata: non_empty(&initial_metadata),
+    });
     let session = Resource::new(|| (), |_| load_session());
     let erase = ServerAction::<RequestErasure>::new();
     let erase_everywhere = ServerAction::<RequestOrganizationErasure>::new();
     // The server picks the account's first project when none is chosen.
     // Bumped when an erasure ends, so the summary shows what is left afterwards.
     let erasure_ended = RwSignal::new(0u32);
+    // One person's summary: an id without a metadata condition is looked up exactly (an
+    // erased person has no memories left, but their erasures are still shown).
     let summary = Resource::new(
         move || {
             (
                 project.get(),
-                user.get(),
+                lookup.get(),
                 erase.version().get() + erase_everywhere.version().get(),
                 erasure_ended.get(),
             )
         },
-        |(project, user, _, _)| async move {
-            match user {
-                Some(user) => Some(load_subject(project, user).await),
-                None => None,
+        |(project, lookup, _, _)| async move {
+            match lookup {
+                Lookup {
+                    user: Some(user),
+                    metadata: None,
+                } => Some(load_subject(project, user).await),
+                _ => None,
             }
         },
     );
+    // Everyone whose id starts with the text, or whose memories carry the metadata.
+    let matches = Resource::new(
+        move || (project.get(), lookup.get(), erasure_ended.get()),
+        |(project, lookup, _)| async move {
+            if lookup.user.is_none() && lookup.metadata.is_none() {
+                return None;
+            }
+            Some(
+                find_subjects(project, lookup.user.clone(), lookup.metadata.clone())
+                    .await
+                    .map(|found| (lookup, found)),
+            )
+        },
+    );
+    // The URL carries the lookup, so a reload or a shared link shows the same person.
+    let navigate = use_navigate();
+    let look_up = move |next: Lookup| {
+        let mut pairs = Vec::new();
+        if let Some(project) = project.get_untracked() {
+            pairs.push(format!("project={}", percent_encode(&project)));
+        }
+        if let Some(user) = &next.user {
+            pairs.push(format!("user={}", percent_encode(user)));
+        }
+        if let Some(metadata) = &next.metadata {
+            pairs.push(format!("metadata={}", percent_encode(metadata)));
+        }
+        navigate(
+            &format!("/console/subjects?{}", pairs.join("&")),
+            NavigateOptions {
+                replace: true,
+                scroll: false,
+                ..Default::default()
+            },
+        );
+        user_text.set(next.user.clone().unwrap_or_default());
+        metadata_text.set(next.metadata.clone().unwrap_or_default());
+        lookup.set(next);
+    };
+    let submit = look_up.clone();
     // Polled while the erasure runs (in the browser only: effects do not run on the server).
     let task = RwSignal::new(None::<ErasureStatus>);
     Effect::new(move |_| {
@@ -89,6 +147,10 @@ pub fn SubjectsPage() -> impl IntoView {
                 .map(|loaded| subject_view(loaded, erase, erase_everywhere))
         })
     };
+    let matches_view = move || {
+        let look_up = look_up.clone();
+        Suspend::new(async move { matches.await.map(|found| matches_table(found, look_up)) })
+    };
     let progress = move || task.get().map(erasure_view);
     let erase_error = move || {
         let failed = erase
@@ -105,31 +167,140 @@ pub fn SubjectsPage() -> impl IntoView {
         <TopBar current="/console/subjects" />
         <main class="content">
             <h1>"Subjects"</h1>
-            <p class="muted">"Everything about one end-user: export it, or erase it from every store."</p>
-            <form class="filters" method="get" action="/console/subjects" on:submit=|ev| ev.prevent_default()>
+            <p class="muted">"Everything about one end-user: find them, export it, or erase it from every store."</p>
+            <form
+                class="filters"
+                method="get"
+                action="/console/subjects"
+                on:submit=move |ev| {
+                    ev.prevent_default();
+                    submit(Lookup {
+                        user: non_empty(&user_text.get_untracked()),
+                        metadata: non_empty(&metadata_text.get_untracked()),
+                    });
+                }
+            >
                 <label>
                     <span>"Project"</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label class="grow">
-                    <span>"End-user id"</span>
+                    <span>"End-user id, or its start"</span>
                     <input
                         type="search"
                         name="user"
-                        value=initial_user
                         autocomplete="off"
+                        bind:value=user_text
                         data-testid="subject-user"
-                        on:change=move |ev| user.set(non_empty(&event_target_value(&ev)))
+                    />
+                </label>
+                <label class="grow">
+                    <span>"Or a metadata value of their memories"</span>
+                    <input
+                        type="search"
+                        name="metadata"
+                        autocomplete="off"
+                        placeholder="key=value"
+                        bind:value=metadata_text
+                        data-testid="subject-metadata"
                     />
                 </label>
                 <button type="submit" data-testid="subject-lookup">"Look up"</button>
             </form>
             {erase_error}
             {progress}
+            <Transition fallback=|| ()>{matches_view}</Transition>
             <Transition fallback=|| view! { <p class="muted">"Looking up…"</p> }>{summary_view}</Transition>
         </main>
     }
 }
+
+/// What the page looked up: an id (exact, or the start of ids) and a metadata condition.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Lookup {
+    user: Option<String>,
+    metadata: Option<String>,
+}
+
+/// The people a lookup found, each a link to their summary. Nothing is shown when the only
+/// one found is the person whose summary is already below.
+fn matches_table(
+    found: Result<(Lookup, Vec<SubjectMatchRow>), ConsoleError>,
+    look_up: impl Fn(Lookup) + Clone + Send + Sync + 'static,
+) -> AnyView {
+    let (lookup, found) = match found {
+        Ok(found) => found,
+        // The summary below says what is wrong (sign-in, role); a bad metadata condition is
+        // the lookup's own.
+        Err(ConsoleError::Unauthorized | ConsoleError::Forbidden { .. }) => return ().into_any(),
+        Err(error) => {
+            return view! { <p class="error" role="alert" data-testid="subject-find-error">{error.to_string()}</p> }
+                .into_any();
+        }
+    };
+    let exact_only = lookup.metadata.is_none()
+        && found.len() <= 1
+        && found
+            .iter()
+            .all(|person| Some(&person.user_id) == lookup.user.as_ref());
+    if exact_only {
+        return ().into_any();
+    }
+    let described = match (&lookup.user, &lookup.metadata) {
+        (Some(user), Some(metadata)) => {
+            format!("whose id starts with “{user}” and with a memory carrying {metadata}")
+        }
+        (Some(user), None) => format!("whose id starts with “{user}”"),
+        (None, Some(metadata)) => format!("with a memory carrying {metadata}"),
+        (None, None) => String::new(),
+    };
+    if found.is_empty() {
+        return view! { <p class="empty" data-testid="subject-matches-empty">{format!("No end-user {described}.")}</p> }
+            .into_any();
+    }
+    let limit_note = (found.len() as u64 >= MAX_SUBJECT_MATCHES_SHOWN).then(
+        || view! { <p class="muted">"Only the first of them are shown: narrow the lookup."</p> },
+    );
+    let rows = found
+        .into_iter()
+        .map(|person| {
+            let look_up = look_up.clone();
+            let href = format!("/console/subjects?user={}", percent_encode(&person.user_id));
+            let user_id = person.user_id.clone();
+            view! {
+                <tr data-testid="subject-match" data-user=person.user_id.clone()>
+                    <td>
+                        <a
+                            href=href
+                            data-testid="subject-match-link"
+                            on:click=move |ev| {
+                                ev.prevent_default();
+                                look_up(Lookup { user: Some(user_id.clone()), metadata: None });
+                            }
+                        >
+                            {person.user_id.clone()}
+                        </a>
+                    </td>
+                    <td class="num">{person.memories.to_string()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <section class="card" data-testid="subject-matches">
+            <table class="table">
+                <caption>{format!("End-users {described}")}</caption>
+                <thead><tr><th>"End-user"</th><th class="num">"Matching memories"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+            {limit_note}
+        </section>
+    }
+    .into_any()
+}
+
+/// How many people a lookup answers at most (the engine's limit).
+const MAX_SUBJECT_MATCHES_SHOWN: u64 = 50;
 
 fn subject_view(
     summary: Result<SubjectSummary, ConsoleError>,
@@ -160,6 +331,25 @@ fn subject_view(
         summary.user_id
     );
     let held = summary.held_memory_ids.clone();
+    let erasures = summary
+        .erasures
+        .iter()
+        .map(|erasure| {
+            let digest = serde_json::from_str::<serde_json::Value>(&erasure.receipt)
+                .ok()
+                .and_then(|receipt| receipt.get("digest").and_then(|d| d.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            view! {
+                <details class="erased" data-testid="subject-erased" data-erased-at=erasure.erased_at.clone()>
+                    <summary>
+                        {format!("Erased on {} with receipt ", erasure.erased_at)}
+                        <code data-testid="subject-erased-digest">{digest}</code>
+                    </summary>
+                    {receipt_table(&erasure.receipt, "subject-erased-receipt")}
+                </details>
+            }
+        })
+        .collect_view();
     let user_id = summary.user_id.clone();
     let memories = summary.memories;
     let project_everywhere = project.clone();
@@ -188,6 +378,7 @@ fn subject_view(
                 <thead><tr><th>"Store"</th><th>"Records"</th></tr></thead>
                 <tbody>{store_rows}</tbody>
             </table>
+            {erasures}
             {(!held.is_empty()).then(|| view! {
                 <p class="error" data-testid="subject-held">
                     {format!("{} of them are under legal hold — erasure is refused until the holds are lifted: {}", held.len(), held.join(", "))}
@@ -239,7 +430,7 @@ fn erasure_view(status: ErasureStatus) -> impl IntoView {
             })}
             {status.digest.map(|digest| view! { <p class="muted">"Receipt digest " <code data-testid="erasure-digest">{digest}</code></p> })}
             {status.receipt.map(|receipt| view! {
-                {receipt_table(&receipt)}
+                {receipt_table(&receipt, "erasure-receipt-table")}
                 <details>
                     <summary>"The receipt as signed (JSON)"</summary>
                     <pre class="receipt" data-testid="erasure-receipt">{receipt}</pre>
@@ -252,14 +443,14 @@ fn erasure_view(status: ErasureStatus) -> impl IntoView {
 
 /// The receipt as a table a person reads: one row per field, nested fields by their path
 /// (`removed.memories`), lists by their items.
-fn receipt_table(receipt: &str) -> impl IntoView + use<> {
+fn receipt_table(receipt: &str, testid: &'static str) -> impl IntoView + use<> {
     let Ok(value) = serde_json::from_str::<serde_json::Value>(receipt) else {
         return ().into_any();
     };
     let mut rows = Vec::new();
     flatten("", &value, &mut rows);
     view! {
-        <table class="table receipt-table" data-testid="erasure-receipt-table">
+        <table class="table receipt-table" data-testid=testid>
             <tbody>
                 {rows
                     .into_iter()

@@ -25,12 +25,38 @@ impl MemoryEngine {
         if !limit_errors.is_empty() {
             return Err(engram_core::InvalidInput(limit_errors).into());
         }
-        let mut filter = request.filter;
-        filter.subject.user_id =
-            principal.end_user_subject(filter.subject.user_id.take(), request.user_id_field)?;
+        let filter = confined_filter(principal, request)?;
         Ok(self
             .storage
             .list_memories(principal.memory_scope(), &filter)
             .await?)
     }
+
+    /// How many memories the list's filter matches in all (every page, its cursor and
+    /// limit aside), under the same confinement as the list.
+    pub async fn count_listed_memories_for(
+        &self,
+        principal: &Principal,
+        request: ListMemoriesRequest,
+    ) -> Result<u64, EngineError> {
+        principal.authorize(Operation::ListMemories)?;
+        let mut filter = confined_filter(principal, request)?;
+        filter.after = None;
+        Ok(self
+            .storage
+            .count_memories(principal.memory_scope(), &filter)
+            .await?)
+    }
+}
+
+/// The request's filter with its `user_id` as this principal may ask for it: an end-user
+/// token only ever its own.
+fn confined_filter(
+    principal: &Principal,
+    request: ListMemoriesRequest,
+) -> Result<MemoryListFilter, EngineError> {
+    let mut filter = request.filter;
+    filter.subject.user_id =
+        principal.end_user_subject(filter.subject.user_id.take(), request.user_id_field)?;
+    Ok(filter)
 }

@@ -43,14 +43,14 @@ pub use api_keys::{
 pub use assemble_context::{AssembleContextRequest, AssembledContext, AssembledPart, source_json};
 pub(crate) use audit::FullVerificationTimes;
 pub use audit::{
-    AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_AUDIT_PAGE,
+    AuditChainReport, AuditNames, BrokenChainLink, FULL_VERIFICATION_INTERVAL, MAX_AUDIT_PAGE,
     MAX_EXPORT_EVENTS, audit_filter_errors,
 };
 pub use authenticate::AuthenticatedEndUser;
 pub use compliance::{
     BulkDeleteOutcome, BulkDeletePreview, DeleteMatchingOutcome, DeleteMatchingRequest,
-    MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, RetentionPreview, SetMemoryFlagsRequest,
-    SubjectSummary,
+    FindSubjectsRequest, MAX_BULK_DELETE, MAX_FLAG_REASON_CHARS, MAX_SUBJECT_MATCHES, PastErasure,
+    RetentionPreview, SetMemoryFlagsRequest, SubjectMatch, SubjectSummary,
 };
 pub use console_accounts::{
     CONSOLE_SESSION_LIFETIME, ConsoleAccess, ConsoleMember, ConsoleSessionTokens,

@@ -2,11 +2,12 @@
 //! events only; a console member also sees the organization's own events (members,
 //! invitations), which belong to no project.
 
-mod actor_names;
+mod audit_names;
 mod export_audit_events;
 mod list_audit_events;
 mod verify_audit_chain;
 
+pub use audit_names::AuditNames;
 pub use export_audit_events::MAX_EXPORT_EVENTS;
 pub(crate) use verify_audit_chain::FullVerificationTimes;
 pub use verify_audit_chain::{AuditChainReport, BrokenChainLink, FULL_VERIFICATION_INTERVAL};

@@ -3,6 +3,7 @@
 
 mod bulk_delete_memories;
 mod export_subject;
+mod find_subjects;
 mod get_task;
 mod preview_retention;
 mod record_content_view;
@@ -36,6 +37,7 @@ pub use bulk_delete_memories::{
     BulkDeleteOutcome, BulkDeletePreview, DeleteMatchingOutcome, DeleteMatchingRequest,
     MAX_BULK_DELETE,
 };
+pub use find_subjects::{FindSubjectsRequest, MAX_SUBJECT_MATCHES, SubjectMatch};
 pub use preview_retention::RetentionPreview;
 pub use set_memory_flags::{MAX_FLAG_REASON_CHARS, SetMemoryFlagsRequest};
-pub use summarize_subject::SubjectSummary;
+pub use summarize_subject::{PastErasure, SubjectSummary};
