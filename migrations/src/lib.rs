@@ -32,6 +32,7 @@ mod m0026_query_cache_epoch;
 mod m0027_memory_occurred_at;
 mod m0028_usage_attribution;
 mod m0029_agent_runs;
+mod m0030_relevance_floor;
 
 pub struct Migrator;
 
@@ -68,6 +69,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0027_memory_occurred_at::Migration),
             Box::new(m0028_usage_attribution::Migration),
             Box::new(m0029_agent_runs::Migration),
+            Box::new(m0030_relevance_floor::Migration),
         ]
     }
 }

@@ -403,6 +403,136 @@ async fn bad_retrieval_parameters_are_refused_with_the_field_named() {
     }
 }
 
+async fn settings_patch(client: &ApiClient, body: Value) -> engram_tests::ApiResponse {
+    client
+        .send(
+            client
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&body),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    for content in [
+        "The user lives in Shanghai and drinks oolong tea every morning.",
+        "The user prefers green tea to coffee.",
+    ] {
+        client
+            .add_one(json!({"content": content, "user_id": "tea-lover"}))
+            .await;
+    }
+    // A new project gets the floor measured safe for its model: none yet for the built-in
+    // one (its cosine does not separate short facts from unrelated text).
+    let settings = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(
+        settings.body["relevance_floor_setting"], "model",
+        "{}",
+        settings.body
+    );
+    assert_eq!(settings.body["relevance_floor"], 0.0, "{}", settings.body);
+    let unrelated = json!({"query": "unicorn dragons", "user_id": "tea-lover"});
+    let unfloored = search_ok(&client, unrelated.clone()).await;
+    assert_eq!(contents(&unfloored).len(), 2, "{unfloored}");
+    assert_eq!(unfloored["abstained"], false);
+    assert!(unfloored.get("relevance_floor").is_none(), "{unfloored}");
+
+    // An admin sets the floor measured for conversation turns.
+    let saved = settings_patch(&client, json!({"relevance_floor": 0.38})).await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert_eq!(
+        saved.body["relevance_floor_setting"], 0.38,
+        "{}",
+        saved.body
+    );
+    let nothing = search_ok(&client, unrelated.clone()).await;
+    assert_eq!(contents(&nothing), Vec::<String>::new(), "{nothing}");
+    assert_eq!(nothing["abstained"], true, "{nothing}");
+    assert!((nothing["relevance_floor"].as_f64().unwrap() - 0.38).abs() < 1e-6);
+
+    let asked = search_ok(
+        &client,
+        json!({"query": "what does the user like to drink?", "user_id": "tea-lover"}),
+    )
+    .await;
+    assert_eq!(asked["abstained"], false, "{asked}");
+    assert!(!contents(&asked).is_empty(), "{asked}");
+    for result in asked["results"].as_array().unwrap() {
+        assert!(result["relevance"].as_f64().unwrap() >= 0.38, "{result}");
+    }
+    // A memory holding the query word for word is relevant whatever the model makes of it.
+    client
+        .add_one(
+            json!({"content": "Ticket OPS-4471 tracks the tea order.", "user_id": "tea-lover"}),
+        )
+        .await;
+    let ticket = search_ok(
+        &client,
+        json!({"query": "OPS-4471", "user_id": "tea-lover"}),
+    )
+    .await;
+    assert!(contents(&ticket)[0].contains("OPS-4471"), "{ticket}");
+
+    // An explicit cut-off, 0 included, replaces the floor.
+    let mut explicit = unrelated.clone();
+    explicit["min_score"] = json!(0);
+    let everything = search_ok(&client, explicit).await;
+    assert_eq!(contents(&everything).len(), 3, "{everything}");
+    assert_eq!(everything["abstained"], false);
+    assert!(everything.get("relevance_floor").is_none(), "{everything}");
+
+    // The context's memories part holds to the same floor.
+    let context = client
+        .send(client.request(reqwest::Method::POST, "/v1/context").json(
+            &json!({"user_id": "tea-lover", "query": "unicorn dragons", "token_budget": 400}),
+        ))
+        .await;
+    assert_eq!(context.status, 200, "{}", context.body);
+    assert!(
+        !context.body["context"]
+            .as_str()
+            .unwrap_or("")
+            .contains("tea"),
+        "{}",
+        context.body
+    );
+
+    // A bad floor is refused, naming the field, and changes nothing.
+    for bad in [json!(1.5), json!("banana"), json!(-0.1)] {
+        settings_patch(&client, json!({"relevance_floor": bad}))
+            .await
+            .assert_problem(422, "validation-failed");
+    }
+    assert_eq!(
+        search_ok(&client, unrelated.clone()).await["abstained"],
+        true
+    );
+    // Back to the model's floor: none.
+    let saved = settings_patch(&client, json!({"relevance_floor": "model"})).await;
+    assert_eq!(
+        saved.body["relevance_floor_setting"], "model",
+        "{}",
+        saved.body
+    );
+    assert_eq!(search_ok(&client, unrelated).await["abstained"], false);
+
+    // A project on client vectors gets no floor: its scores are not ours to calibrate.
+    let (_, key) = server.create_project("own-vectors").unwrap();
+    let own = server.client_with_key(&key);
+    let saved = settings_patch(
+        &own,
+        json!({"embedding": {"source": "client", "dimension": 3}}),
+    )
+    .await;
+    assert_eq!(saved.status, 200, "{}", saved.body);
+    assert_eq!(saved.body["relevance_floor"], 0.0, "{}", saved.body);
+}
+
 async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
     let started = std::time::Instant::now();
     loop {

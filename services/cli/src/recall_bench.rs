@@ -210,6 +210,11 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             label: "hybrid (default)".to_string(),
             body: serde_json::json!({}),
         },
+        // The same without the project's relevance floor: what the floor costs.
+        Method {
+            label: "hybrid, no floor".to_string(),
+            body: serde_json::json!({"min_score": 0}),
+        },
     ];
     for weight in &arguments.keyword_weights {
         methods.push(Method {
@@ -319,6 +324,40 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
         }
     }
     println!("baseline (README, RRF of BM25 and dense, cat 1-4): hit@5 .525, hit@10 .632");
+    // The relevance floor: what it costs on these questions, and how often it answers
+    // nothing where nothing relevant exists.
+    println!(
+        "relevance floor: hybrid (default) on cat 1-4, and questions about what an end-user never said (answered with nothing is right)"
+    );
+    println!(
+        "| floor | hit@1 | hit@5 | hit@10 | another conversation's questions: nothing | never-said questions: nothing | both |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for floor in [
+        serde_json::json!("model"),
+        serde_json::json!(engram_core::search::CONVERSATION_RELEVANCE_FLOOR),
+    ] {
+        let figures = measure_floor(&client, &base_url, &api_key, &questions, &floor).await?;
+        let share = |(asked, empty): (usize, usize)| {
+            format!(
+                "{:.1} % of {asked}",
+                100.0 * empty as f64 / asked.max(1) as f64
+            )
+        };
+        println!(
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
+            figures.floor,
+            Tally::rate(figures.tally.hit_at[0], figures.tally.questions),
+            Tally::rate(figures.tally.hit_at[1], figures.tally.questions),
+            Tally::rate(figures.tally.hit_at[2], figures.tally.questions),
+            share(figures.foreign),
+            share(figures.never_said),
+            share((
+                figures.foreign.0 + figures.never_said.0,
+                figures.foreign.1 + figures.never_said.1
+            )),
+        );
+    }
     if arguments.evaluation {
         evaluate_through_the_api(&client, &base_url, &api_key, &questions, &memory_ids).await?;
     }
@@ -326,6 +365,124 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     let _ = std::fs::remove_dir_all(&data_dir);
     telemetry.shutdown();
     Ok(())
+}
+
+/// Questions about an end-user's life, written for bench-recall: about things no LoCoMo dev
+/// conversation mentions.
+const NEVER_SAID: &str = include_str!("../data/never_said.txt");
+
+/// What one relevance floor does to the default search.
+struct FloorFigures {
+    /// The floor as the project's settings report it (`"model"` resolved).
+    floor: String,
+    /// Categories 1–4 asked of their own end-user.
+    tally: Tally,
+    /// (asked, answered with nothing): each conversation's questions (categories 1–4) asked
+    /// of the next conversation's end-user.
+    foreign: (usize, usize),
+    /// (asked, answered with nothing): the never-said questions asked of every end-user.
+    never_said: (usize, usize),
+}
+
+/// Sets the project's relevance floor to `floor`, then asks every question at the default.
+async fn measure_floor(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    questions: &[Question],
+    floor: &serde_json::Value,
+) -> Result<FloorFigures> {
+    let saved = client
+        .patch(format!("{base_url}/v1/project/settings"))
+        .bearer_auth(api_key)
+        .json(&serde_json::json!({ "relevance_floor": floor }))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        saved.status().is_success(),
+        "setting the floor failed: {}",
+        saved.status()
+    );
+    let saved: serde_json::Value = saved.json().await?;
+    let search = |query: &str, user: &str| {
+        let request = client
+            .post(format!("{base_url}/v1/memories/search"))
+            .bearer_auth(api_key)
+            .json(&serde_json::json!({"query": query, "user_id": user, "top_k": 10, "recency_weight": 0}));
+        async move {
+            let response = request.send().await?;
+            anyhow::ensure!(
+                response.status().is_success(),
+                "search failed: {}",
+                response.status()
+            );
+            let answer: serde_json::Value = response.json().await?;
+            let ranked: Vec<String> = answer["results"]
+                .as_array()
+                .map(|results| {
+                    results
+                        .iter()
+                        .filter_map(|result| result["memory"]["metadata"]["dia_id"].as_str())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok::<_, anyhow::Error>(ranked)
+        }
+    };
+    let conversations: Vec<&str> = questions
+        .iter()
+        .map(|question| question.conv_id.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let never_said: Vec<&str> = NEVER_SAID
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    let answerable: Vec<&Question> = questions
+        .iter()
+        .filter(|question| question.category != 5)
+        .collect();
+    let bar = progress(
+        answerable.len() * 2 + never_said.len() * conversations.len(),
+        "floor",
+    );
+    let mut figures = FloorFigures {
+        floor: saved["relevance_floor"].to_string(),
+        tally: Tally::default(),
+        foreign: (0, 0),
+        never_said: (0, 0),
+    };
+    for question in &answerable {
+        let ranked = search(&question.question, &question.conv_id).await?;
+        let evidence: HashSet<&str> = question.evidence.iter().map(String::as_str).collect();
+        figures.tally.add(&evidence, &ranked);
+        bar.inc(1);
+        // Asked of another conversation's end-user: nothing there is about it.
+        let position = conversations
+            .iter()
+            .position(|conversation| *conversation == question.conv_id)
+            .unwrap_or(0);
+        let other = conversations[(position + 1) % conversations.len()];
+        if other != question.conv_id {
+            let ranked = search(&question.question, other).await?;
+            figures.foreign.0 += 1;
+            figures.foreign.1 += usize::from(ranked.is_empty());
+        }
+        bar.inc(1);
+    }
+    for text in &never_said {
+        for conversation in &conversations {
+            let ranked = search(text, conversation).await?;
+            figures.never_said.0 += 1;
+            figures.never_said.1 += usize::from(ranked.is_empty());
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(figures)
 }
 
 /// The evaluation path end to end: profiles, a set imported as JSONL, runs as tasks, and

@@ -31,6 +31,8 @@ pub struct ProjectSettings {
     /// Whether every ended run's tool steps become a `trajectory` memory unless the end
     /// says otherwise.
     pub keep_trajectories: bool,
+    /// What searches that set no `min_score` leave out as not relevant.
+    pub relevance_floor: crate::search::RelevanceFloorSetting,
 }
 
 impl ProjectSettings {
@@ -61,6 +63,7 @@ impl Default for ProjectSettings {
             store_retention_days: BTreeMap::new(),
             run_capture: crate::runs::RunCapture::Digests,
             keep_trajectories: false,
+            relevance_floor: crate::search::RelevanceFloorSetting::Model,
         }
     }
 }

@@ -331,6 +331,8 @@ impl SearchBody {
                 // Out of range (negative included) is the use case's to name: 0 is refused.
                 top_k: usize::try_from(top_k).unwrap_or(0),
                 min_score,
+                // The project's floor: the use case sets it when no cut-off was asked for.
+                relevance_floor: 0.0,
                 retrieval,
                 fusion,
                 keyword_weight,

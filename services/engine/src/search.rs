@@ -38,6 +38,9 @@ pub struct SearchHit {
     /// 0–1, best first. Dense mode: the cosine similarity; keyword mode: BM25 relative to the
     /// best match; hybrid: their weighted sum. Plus the recency and session bonuses.
     pub score: f32,
+    /// 0–1, on one scale for every query: what a relevance floor compares (absent without a
+    /// cosine, in keyword mode).
+    pub relevance: Option<f32>,
     pub signals: RankingSignals,
 }
 
@@ -61,6 +64,10 @@ pub struct SearchOutcome {
     pub timings: SearchTimings,
     /// Tokens of the query run through the model (0 when cached or not embedded).
     pub tokens_embedded: u64,
+    /// The relevance floor applied (none when 0 or without a cosine).
+    pub relevance_floor: Option<f32>,
+    /// The floor left nothing of what would have been returned: nothing relevant is known.
+    pub abstained: bool,
 }
 
 /// Candidates fetched per requested result from each retriever: fusion needs both lists
@@ -164,22 +171,27 @@ impl MemoryEngine {
             Vec::new()
         };
         let always_ids: Vec<MemoryId> = always.iter().map(|memory| memory.id).collect();
-        let results = rank_candidates(
+        let query_vector = query_vector.as_deref().map(Vec::as_slice);
+        let (results, floored) = rank_candidates(
             candidates,
             &request,
-            query_vector.as_deref().map(Vec::as_slice),
+            query_vector,
             &always_ids,
             request.as_of.unwrap_or_else(Utc::now),
         );
+        let relevance_floor = (request.relevance_floor > 0.0 && query_vector.is_some())
+            .then_some(request.relevance_floor);
         timings.rank_micros = ranking_started.elapsed().as_micros() as u64;
         timings.total_micros = started.elapsed().as_micros() as u64;
 
         let outcome = SearchOutcome {
+            abstained: results.is_empty() && floored > 0,
             results,
             always,
             recall_id: Uuid::now_v7(),
             timings,
             tokens_embedded,
+            relevance_floor,
         };
         record_search_metrics(&timings);
         tracing::debug!(
@@ -457,14 +469,17 @@ impl MemoryEngine {
 }
 
 /// Score, filter, order and diversify the candidates; `always` procedures are left out (they
-/// are returned on their own).
+/// are returned on their own). Also says how many candidates only the relevance floor left
+/// out.
 fn rank_candidates(
     candidates: Vec<Candidate>,
     request: &SearchRequest,
     query_vector: Option<&[f32]>,
     always_ids: &[MemoryId],
     now: DateTime<Utc>,
-) -> Vec<SearchHit> {
+) -> (Vec<SearchHit>, usize) {
+    let mut floored = 0;
+    let folded_query = request.query.trim().to_lowercase();
     let best_keyword_score = candidates
         .iter()
         .filter_map(|candidate| candidate.keyword_score)
@@ -549,10 +564,27 @@ fn rank_candidates(
         if score < request.min_score {
             continue;
         }
+        // A memory that holds the query word for word (an order number, a ticket id, a
+        // name) is relevant whatever the model makes of it.
+        let mentions_query = folded_query.chars().count() >= 3
+            && candidate
+                .memory
+                .content
+                .to_lowercase()
+                .contains(folded_query.as_str());
+        let relevance = dense_similarity.map(|similarity| match mentions_query {
+            true => 1.0,
+            false => relevance_of(similarity, candidate.keyword_score),
+        });
+        if relevance.is_some_and(|relevance| relevance < request.relevance_floor) {
+            floored += 1;
+            continue;
+        }
         scored.push((
             SearchHit {
                 memory: candidate.memory,
                 score,
+                relevance,
                 signals: RankingSignals {
                     dense_similarity,
                     keyword_score: candidate.keyword_score,
@@ -583,7 +615,7 @@ fn rank_candidates(
             kept.push((hit, embedding));
         }
     }
-    kept.into_iter().map(|(hit, _)| hit).collect()
+    (kept.into_iter().map(|(hit, _)| hit).collect(), floored)
 }
 
 pub(crate) fn cosine_similarity(left: &[f32], right: &[f32]) -> f32 {

@@ -217,6 +217,11 @@ pub struct SearchResultView {
     /// Relevance in [0, 1], higher is better: the weighted sum of cosine similarity and BM25
     /// (relative to the best keyword match) in hybrid mode, plus recency and session bonuses.
     pub score: f32,
+    /// 0–1 on one scale for every query (the score's keyword part is relative to the
+    /// query's best match; this is not): what the project's relevance floor compares.
+    /// Absent without a cosine (keyword retrieval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<f32>,
     /// Why it ranks here (with `explain: true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signals: Option<RankingSignalsView>,
@@ -299,6 +304,14 @@ pub struct SearchResponseView {
     /// Present when the project's recall budget cut the results short.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recall_budget: Option<RecallBudgetView>,
+    /// The project's relevance floor, when it applied (no `min_score` was given, and the
+    /// search had a cosine): results less relevant than this were left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relevance_floor: Option<f32>,
+    /// `true` when the floor left out everything the search would have returned: nothing
+    /// relevant is known. An empty answer with `false` had nothing to consider.
+    #[serde(default)]
+    pub abstained: bool,
 }
 
 /// The project's recall budget as applied to one search.

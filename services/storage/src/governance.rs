@@ -168,6 +168,10 @@ impl Storage {
                 Expr::value(settings.keep_trajectories),
             )
             .col_expr(
+                projects::Column::RelevanceFloor,
+                Expr::value(settings.relevance_floor.to_column()),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -202,6 +206,7 @@ impl Storage {
                     "store_retention_days": { "from": store_retention_json(&previous.store_retention_days), "to": store_retention_json(&settings.store_retention_days) },
                     "run_capture": { "from": previous.run_capture.as_str(), "to": settings.run_capture.as_str() },
                     "keep_trajectories": { "from": previous.keep_trajectories, "to": settings.keep_trajectories },
+                    "relevance_floor": { "from": previous.relevance_floor.to_json(), "to": settings.relevance_floor.to_json() },
                 }),
             ),
         )
@@ -761,6 +766,9 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             .parse()
             .unwrap_or(engram_core::runs::RunCapture::Digests),
         keep_trajectories: project.keep_trajectories,
+        relevance_floor: engram_core::search::RelevanceFloorSetting::from_column(
+            project.relevance_floor,
+        ),
     }
 }
 

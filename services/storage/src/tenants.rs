@@ -452,6 +452,8 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         ),
         run_capture: Set(engram_core::runs::RunCapture::Digests.as_str().to_string()),
         keep_trajectories: Set(false),
+        // The embedding model's measured floor.
+        relevance_floor: Set(None),
     })
     .exec(connection)
     .await

@@ -442,6 +442,9 @@ fn dashboard_view(
         </section>
         <section class="card">
             <h2>"Did it find anything?"</h2>
+            <p class="muted" data-testid="found-nothing-means">
+                "A search finds nothing when nothing it could consider clears the project's relevance floor (set per project with PATCH /v1/project/settings; none by default — 0.38 suits conversation turns on the built-in model) or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. With the floor at 0 every search that has memories to consider returns some, and this rate stays near 0."
+            </p>
             <div class="chart-grid">
                 <figure class="chart-card"><figcaption>"Searches that found nothing"</figcaption><div inner_html=empty_svg></div></figure>
                 <figure class="chart-card"><figcaption>"Best score per search"</figcaption><div inner_html=scores_svg></div></figure>

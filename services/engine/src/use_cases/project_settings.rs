@@ -1,11 +1,12 @@
 //! Read and change a project's settings: PII redaction, retention per kind and per store,
-//! derivation, recall events and the embedding. A change is validated whole (nothing is saved if any
+//! derivation, recall events, the relevance floor and the embedding. A change is validated whole (nothing is saved if any
 //! field is wrong), an embedding this deployment cannot run is refused before saving, and
 //! every in-process cache of the settings forgets the project once it is saved.
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::pii::PiiRedaction;
 use engram_core::recall::{MAX_RECALL_EVENT_RETENTION_DAYS, RecallEventCapture};
+use engram_core::search::RelevanceFloorSetting;
 use engram_core::{FieldError, InvalidInput, MemoryKind, Operation, Principal, ProjectEmbedding};
 use engram_storage::governance::ProjectSettings;
 use engram_storage::subject_data::{StoreRetention, SubjectStore};
@@ -34,6 +35,8 @@ pub struct ProjectSettingsChange {
     /// `digests | full`
     pub run_capture: Option<String>,
     pub keep_trajectories: Option<bool>,
+    /// `"model"` (the embedding model's measured floor) or a number 0–1 (0: none).
+    pub relevance_floor: Option<serde_json::Value>,
 }
 
 impl ProjectSettingsChange {
@@ -113,6 +116,12 @@ impl ProjectSettingsChange {
         }
         if let Some(keep) = self.keep_trajectories {
             settings.keep_trajectories = keep;
+        }
+        if let Some(floor) = &self.relevance_floor {
+            match RelevanceFloorSetting::parse(floor, "relevance_floor") {
+                Ok(floor) => settings.relevance_floor = floor,
+                Err(error) => errors.push(error),
+            }
         }
         if let Some((source, dimension)) = &self.embedding {
             match ProjectEmbedding::parse(source, *dimension, "embedding") {
@@ -222,10 +231,12 @@ impl MemoryEngine {
             .spaces
             .identity_of(settings.embedding)
             .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+        let relevance_floor = settings.relevance_floor.effective(&embedding_model);
         ProjectSettingsReport {
             settings,
             embedding_model,
             embedding_dimension,
+            relevance_floor,
         }
     }
 
@@ -269,4 +280,6 @@ pub struct ProjectSettingsReport {
     pub embedding_model: String,
     /// Length of every vector.
     pub embedding_dimension: usize,
+    /// The floor searches apply when they set no `min_score` (the setting resolved).
+    pub relevance_floor: f32,
 }

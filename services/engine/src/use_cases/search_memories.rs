@@ -115,9 +115,12 @@ impl MemoryEngine {
         let scope = principal.scope();
         let mut request = search.request;
         let recall_settings = self.recall_events.settings_of(scope).await;
+        // A cut-off the caller or its profile asked for (0 included) replaces the floor.
+        let mut cut_off_asked = search.caller_tuning.min_score.is_some();
         let profile = match search.profile {
             Some(name) => {
                 let tuning = self.profile_tuning(scope, &name).await?;
+                cut_off_asked |= tuning.min_score.is_some();
                 tuning.fill_unset(&mut request, &search.caller_tuning);
                 name
             }
@@ -135,6 +138,7 @@ impl MemoryEngine {
                         .find(|(candidate, ..)| candidate == name)
                 }) {
                     Some((name, tuning, _)) => {
+                        cut_off_asked |= tuning.min_score.is_some();
                         tuning.fill_unset(&mut request, &search.caller_tuning);
                         name.clone()
                     }
@@ -142,6 +146,11 @@ impl MemoryEngine {
                 }
             }
             None => DEFAULT_PROFILE.to_string(),
+        };
+        request.relevance_floor = if cut_off_asked {
+            0.0
+        } else {
+            self.relevance_floor_of(scope).await?
         };
         request.subject.user_id =
             principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
@@ -258,6 +267,19 @@ impl MemoryEngine {
     }
 }
 
+impl MemoryEngine {
+    /// The project's relevance floor, its setting resolved for the model it embeds with.
+    pub(crate) async fn relevance_floor_of(
+        &self,
+        scope: &engram_core::ProjectScope,
+    ) -> Result<f32, EngineError> {
+        let configuration = self.spaces.settings_cache().of(scope).await?;
+        let settings = &configuration.settings;
+        let (model_id, _) = self.spaces.identity_of(settings.embedding)?;
+        Ok(settings.relevance_floor.effective(&model_id))
+    }
+}
+
 /// A memory a recall used, at the version it had.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RecalledMemory {
@@ -361,6 +383,7 @@ impl RecordedSearch {
                 "as_of": request.as_of,
                 "top_k": request.top_k,
                 "min_score": request.min_score,
+                "relevance_floor": request.relevance_floor,
                 "fusion": request.fusion.as_str(),
                 "keyword_weight": request.keyword_weight,
                 "recency_weight": request.recency_weight,

@@ -500,10 +500,13 @@ impl EngramTools {
                 .map(|hit| SearchResultView {
                     memory: MemoryView::from(&hit.memory),
                     score: hit.score,
+                    relevance: hit.relevance,
                     signals: None,
                 })
                 .collect::<Vec<_>>(),
             "recall_id": outcome.recall_id.to_string(),
+            // The model can tell "nothing relevant is known" from "nothing to search".
+            "abstained": outcome.abstained,
             // Present when the project's recall budget cut the results: the model can tell.
             "recall_budget": found.recall_budget.map(|cut| crate::views::RecallBudgetView {
                 max_results: cut.max_results,

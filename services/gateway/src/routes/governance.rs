@@ -79,6 +79,16 @@ pub struct ProjectSettingsView {
     /// Whether an ended run's tool steps become a `trajectory` memory unless the end says
     /// otherwise (default false).
     pub keep_trajectories: bool,
+    /// The relevance floor searches apply when they set no `min_score` (0: none): results
+    /// whose `relevance` is below it are left out, and an answer left empty says
+    /// `"abstained": true`.
+    pub relevance_floor: f32,
+    /// Where the floor comes from: `"model"` (what new projects get: the floor measured
+    /// safe for the embedding model — none yet for any model; see the engine's reference,
+    /// which gives 0.38 as the floor measured for conversation turns) or the number the
+    /// project set (projects created before floors existed: 0).
+    #[schema(schema_with = engram_core::openapi_schemas::relevance_floor_setting)]
+    pub relevance_floor_setting: serde_json::Value,
 }
 
 /// A project's embedding space.
@@ -116,6 +126,8 @@ impl ProjectSettingsView {
             store_retention_days: engram_engine::store_retention_days_of(settings),
             run_capture: settings.run_capture.as_str().to_string(),
             keep_trajectories: settings.keep_trajectories,
+            relevance_floor: report.relevance_floor,
+            relevance_floor_setting: settings.relevance_floor.to_json(),
         })
     }
 }
@@ -164,6 +176,9 @@ pub struct UpdateProjectSettingsBody {
     #[schema(pattern = "^(digests|full)$")]
     pub run_capture: Option<String>,
     pub keep_trajectories: Option<bool>,
+    /// `"model"` (the embedding model's measured floor) or a number 0–1 (0: none).
+    #[schema(schema_with = engram_core::openapi_schemas::optional_relevance_floor_setting)]
+    pub relevance_floor: Option<serde_json::Value>,
 }
 
 /// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
@@ -284,6 +299,7 @@ pub async fn update_project_settings(
         store_retention_days: body.store_retention_days,
         run_capture: body.run_capture,
         keep_trajectories: body.keep_trajectories,
+        relevance_floor: body.relevance_floor,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),

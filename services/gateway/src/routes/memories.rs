@@ -531,6 +531,7 @@ pub async fn search_memories(
             .map(|hit| SearchResultView {
                 memory: MemoryView::from(&hit.memory),
                 score: hit.score,
+                relevance: hit.relevance,
                 signals: explain.then(|| RankingSignalsView::from(&hit.signals)),
             })
             .collect(),
@@ -548,6 +549,8 @@ pub async fn search_memories(
             max_tokens: cut.max_tokens,
             omitted: cut.omitted,
         }),
+        relevance_floor: outcome.relevance_floor,
+        abstained: outcome.abstained,
     }))
 }
 

@@ -23,6 +23,8 @@ pub struct Model {
     /// `digests` or `full`: whether run steps keep prompts, arguments and results as text.
     pub run_capture: String,
     pub keep_trajectories: bool,
+    /// Thousandths; `NULL`: the embedding model's measured floor.
+    pub relevance_floor: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
