@@ -254,16 +254,7 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             );
             let answer: serde_json::Value = response.json().await?;
             latencies.push(started.elapsed());
-            let ranked: Vec<String> = answer["results"]
-                .as_array()
-                .map(|results| {
-                    results
-                        .iter()
-                        .filter_map(|result| result["memory"]["metadata"]["dia_id"].as_str())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let ranked = dia_ids_of(&answer);
             let evidence: HashSet<&str> = question.evidence.iter().map(String::as_str).collect();
             if question.category == 5 {
                 adversarial.add(&evidence, &ranked);
@@ -371,6 +362,20 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
 /// conversation mentions.
 const NEVER_SAID: &str = include_str!("../data/never_said.txt");
 
+/// The LoCoMo turn ids of a search answer's results, best first.
+fn dia_ids_of(answer: &serde_json::Value) -> Vec<String> {
+    answer["results"]
+        .as_array()
+        .map(|results| {
+            results
+                .iter()
+                .filter_map(|result| result["memory"]["metadata"]["dia_id"].as_str())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What one relevance floor does to the default search.
 struct FloorFigures {
     /// The floor as the project's settings report it (`"model"` resolved).
@@ -417,17 +422,7 @@ async fn measure_floor(
                 response.status()
             );
             let answer: serde_json::Value = response.json().await?;
-            let ranked: Vec<String> = answer["results"]
-                .as_array()
-                .map(|results| {
-                    results
-                        .iter()
-                        .filter_map(|result| result["memory"]["metadata"]["dia_id"].as_str())
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            Ok::<_, anyhow::Error>(ranked)
+            Ok::<_, anyhow::Error>(dia_ids_of(&answer))
         }
     };
     let conversations: Vec<&str> = questions

@@ -26,33 +26,27 @@ pub fn any_json_value() -> Object {
 
 /// A relevance floor as `RelevanceFloorSetting::parse` takes it: a number 0–1 or `"model"`.
 pub fn relevance_floor_setting() -> utoipa::openapi::schema::Schema {
-    utoipa::openapi::schema::Schema::OneOf(
-        utoipa::openapi::schema::OneOfBuilder::new()
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::Number)
-                    .minimum(Some(0.0))
-                    .maximum(Some(1.0)),
-            )
-            .item(one_of(["model"]))
-            .build(),
-    )
+    relevance_floor_forms(false)
 }
 
 /// [`relevance_floor_setting`] or `null` (a change that leaves the floor as it is).
 pub fn optional_relevance_floor_setting() -> utoipa::openapi::schema::Schema {
-    utoipa::openapi::schema::Schema::OneOf(
-        utoipa::openapi::schema::OneOfBuilder::new()
-            .item(
-                ObjectBuilder::new()
-                    .schema_type(Type::Number)
-                    .minimum(Some(0.0))
-                    .maximum(Some(1.0)),
-            )
-            .item(one_of(["model"]))
-            .item(ObjectBuilder::new().schema_type(Type::Null))
-            .build(),
-    )
+    relevance_floor_forms(true)
+}
+
+fn relevance_floor_forms(nullable: bool) -> utoipa::openapi::schema::Schema {
+    let mut forms = utoipa::openapi::schema::OneOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Number)
+                .minimum(Some(0.0))
+                .maximum(Some(1.0)),
+        )
+        .item(one_of(["model"]));
+    if nullable {
+        forms = forms.item(ObjectBuilder::new().schema_type(Type::Null));
+    }
+    utoipa::openapi::schema::Schema::OneOf(forms.build())
 }
 
 /// A string that is one of `values`.

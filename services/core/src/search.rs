@@ -105,7 +105,7 @@ pub fn relevance_of(dense_similarity: f32, keyword_score: Option<f32>) -> f32 {
 
 /// The relevance floor a project on `model_id` gets unless it sets one: the floor measured
 /// safe for that model. None is, yet, for any model here: on LoCoMo dev, all-MiniLM-L6-v2
-/// at [`CONVERSATION_RELEVANCE_FLOOR`] answers nothing to 63 % of questions asked of the
+/// at [`CONVERSATION_RELEVANCE_FLOOR`] answers nothing to 51 % of questions asked of the
 /// wrong end-user (92 % of questions about things never said) for 0.010 of hit@10, but it
 /// also answers nothing to "where does the user work?" against "Works as a marine biologist
 /// in Lisbon." (relevance 0.18): on short facts its cosine does not separate relevant from

@@ -480,6 +480,16 @@ fn rank_candidates(
 ) -> (Vec<SearchHit>, usize) {
     let mut floored = 0;
     let folded_query = request.query.trim().to_lowercase();
+    // Only under a floor, and only for a query that names something: a phrase, or a word
+    // with a capital, digit or sign ("the" is in every memory and means nothing).
+    let exact_mention_counts = request.relevance_floor > 0.0 && {
+        let query = request.query.trim();
+        query.chars().count() >= 4
+            && (query.split_whitespace().count() >= 2
+                || query
+                    .chars()
+                    .any(|character| !character.is_lowercase() && !character.is_whitespace()))
+    };
     let best_keyword_score = candidates
         .iter()
         .filter_map(|candidate| candidate.keyword_score)
@@ -565,8 +575,8 @@ fn rank_candidates(
             continue;
         }
         // A memory that holds the query word for word (an order number, a ticket id, a
-        // name) is relevant whatever the model makes of it.
-        let mentions_query = folded_query.chars().count() >= 3
+        // name, a phrase) is relevant whatever the model makes of it.
+        let mentions_query = exact_mention_counts
             && candidate
                 .memory
                 .content

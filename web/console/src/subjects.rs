@@ -149,7 +149,12 @@ pub fn SubjectsPage() -> impl IntoView {
     };
     let matches_view = move || {
         let look_up = look_up.clone();
-        Suspend::new(async move { matches.await.map(|found| matches_table(found, look_up)) })
+        Suspend::new(async move {
+            let shown_project = project.get_untracked().unwrap_or_default();
+            matches
+                .await
+                .map(|found| matches_table(shown_project, found, look_up))
+        })
     };
     let progress = move || task.get().map(erasure_view);
     let erase_error = move || {
@@ -225,6 +230,7 @@ struct Lookup {
 /// The people a lookup found, each a link to their summary. Nothing is shown when the only
 /// one found is the person whose summary is already below.
 fn matches_table(
+    project: String,
     found: Result<(Lookup, Vec<SubjectMatchRow>), ConsoleError>,
     look_up: impl Fn(Lookup) + Clone + Send + Sync + 'static,
 ) -> AnyView {
@@ -265,7 +271,13 @@ fn matches_table(
         .into_iter()
         .map(|person| {
             let look_up = look_up.clone();
-            let href = format!("/console/subjects?user={}", percent_encode(&person.user_id));
+            // The project goes in the link too: opened in a new tab, it shows this person in
+            // this project, never the same id in another.
+            let href = format!(
+                "/console/subjects?project={}&user={}",
+                percent_encode(&project),
+                percent_encode(&person.user_id)
+            );
             let user_id = person.user_id.clone();
             view! {
                 <tr data-testid="subject-match" data-user=person.user_id.clone()>

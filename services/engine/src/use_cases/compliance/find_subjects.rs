@@ -31,6 +31,11 @@ impl MemoryEngine {
         request: FindSubjectsRequest,
     ) -> Result<Vec<SubjectMatch>, EngineError> {
         principal.authorize(Operation::SummarizeSubject)?;
+        // Whether any memory carries a metadata value is content: a lookup by it needs what
+        // reading memories needs.
+        if request.metadata.is_some() {
+            principal.authorize(Operation::ListMemories)?;
+        }
         let mut errors = Vec::new();
         let id_prefix = request
             .id_prefix
