@@ -533,6 +533,81 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
     assert_eq!(saved.body["relevance_floor"], 0.0, "{}", saved.body);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_named_in_the_question_lifts_memories_of_that_time_in_english_and_chinese() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    for (content, occurred_at) in [
+        (
+            "Went hiking in the Alps with friends.",
+            "2026-11-10T09:00:00Z",
+        ),
+        ("Went to a concert in Berlin.", "2026-10-05T20:00:00Z"),
+        (
+            "Visited the Louvre museum in Paris.",
+            "2026-12-02T15:00:00Z",
+        ),
+    ] {
+        client
+            .add_one(
+                json!({"content": content, "user_id": "traveller", "occurred_at": occurred_at}),
+            )
+            .await;
+    }
+    let now = "2026-12-03T10:00:00Z";
+    for (query, phrase, from, expected) in [
+        (
+            "what did I do last month?",
+            "last month",
+            "2026-11-01",
+            "Alps",
+        ),
+        ("上个月我做了什么？", "上个月", "2026-11-01", "Alps"),
+        (
+            "what did I do yesterday?",
+            "yesterday",
+            "2026-12-02",
+            "Louvre",
+        ),
+        (
+            "what did I do in October?",
+            "in october",
+            "2026-10-01",
+            "Berlin",
+        ),
+    ] {
+        let body = search_ok(
+            &client,
+            json!({"query": query, "user_id": "traveller", "now": now, "explain": true}),
+        )
+        .await;
+        let understood = &body["understood_time"];
+        assert_eq!(understood["phrase"], phrase, "{query}: {body}");
+        assert!(
+            understood["from"].as_str().unwrap().starts_with(from),
+            "{query}: {understood}"
+        );
+        assert_eq!(understood["applied"], "boost", "{understood}");
+        let first = &body["results"][0];
+        assert!(
+            first["memory"]["content"]
+                .as_str()
+                .unwrap()
+                .contains(expected),
+            "{query}: {body}"
+        );
+        assert_eq!(first["signals"]["time_bonus"], 0.1, "{first}");
+        // A boost, not a filter: the other memories are still there.
+        assert_eq!(contents(&body).len(), 3, "{query}: {body}");
+    }
+    let plain = search_ok(
+        &client,
+        json!({"query": "where did I go hiking?", "user_id": "traveller", "now": now, "explain": true}),
+    )
+    .await;
+    assert!(plain.get("understood_time").is_none(), "{plain}");
+}
+
 async fn finished_task(client: &ApiClient, task_id: &str) -> Value {
     let started = std::time::Instant::now();
     loop {
@@ -877,6 +952,12 @@ fn the_recall_benchmark_prints_its_table() {
         hit_at_10("hybrid (default)"),
     );
     assert!(stdout.contains("| hybrid (default) | cat 5 |"), "{stdout}");
+    assert!(
+        stdout.contains("| hybrid, time read at the last session | cat 2 (temporal) |"),
+        "{stdout}"
+    );
+    // The floor's cost and abstention, at the default and at the measured floor.
+    assert!(stdout.contains("| 0.38 | "), "{stdout}");
     // The same questions as an evaluation set through the API: its hit@10 is the table's.
     let evaluation_hit_at_10 = |profile: &str| -> f64 {
         let row = stdout

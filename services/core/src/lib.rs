@@ -58,6 +58,7 @@ pub mod openapi_schemas;
 pub mod permissions;
 pub mod pii;
 pub mod principal;
+pub mod query_time;
 pub mod recall;
 pub mod request_bodies;
 pub mod runs;

@@ -108,6 +108,11 @@ pub struct SearchBody {
     /// Rank what was true at this moment (RFC 3339, not in the future): memories superseded
     /// since then are candidates, memories created after it are not.
     pub as_of: Option<DateTime<Utc>>,
+    /// What time named in the query ("last month", "上个月", "in May 2023") is read
+    /// against (RFC 3339; default: `as_of`, else the server's clock). Memories whose
+    /// `occurred_at` lies in the window it names get a bonus of 0.1; `explain` says what was
+    /// understood (`understood_time`).
+    pub now: Option<DateTime<Utc>>,
     /// 0–1, default 0.5: share of the keyword (BM25) signal in the hybrid score.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub keyword_weight: Option<f64>,
@@ -341,6 +346,7 @@ impl SearchBody {
                 diversify: self.diversify.unwrap_or(true),
                 include_always: self.include_always.unwrap_or(false),
                 query_vector: self.query_vector,
+                now: self.now,
             },
             caller_tuning,
             profile: self.profile,

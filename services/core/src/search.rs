@@ -223,7 +223,16 @@ pub struct SearchRequest {
     /// The query's vector, sent by a project that brings its own vectors (required there for
     /// dense and hybrid retrieval, refused elsewhere).
     pub query_vector: Option<Vec<f32>>,
+    /// What "yesterday" or "上个月" in the query is read against (default: `as_of`, else the
+    /// server's clock).
+    pub now: Option<DateTime<Utc>>,
 }
+
+/// Bonus of a memory whose event time (`occurred_at`) lies in the window of time the query
+/// names ("last month", "去年夏天"): a boost, not a filter — relative phrases are loose ("last
+/// month" said on the 2nd often means the past weeks), and a memory written without an event
+/// time carries its write time, so a filter would hide what a person meant.
+pub const TIME_IN_QUERY_BOOST: f32 = 0.1;
 
 impl Default for SearchRequest {
     fn default() -> Self {
@@ -244,6 +253,7 @@ impl Default for SearchRequest {
             diversify: true,
             include_always: false,
             query_vector: None,
+            now: None,
         }
     }
 }

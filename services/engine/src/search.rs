@@ -30,6 +30,8 @@ pub struct RankingSignals {
     pub keyword_score: Option<f32>,
     pub recency_bonus: f32,
     pub session_bonus: f32,
+    /// Bonus for an event time inside the window of time the query names.
+    pub time_bonus: f32,
 }
 
 #[derive(Clone, Debug)]
@@ -68,6 +70,8 @@ pub struct SearchOutcome {
     pub relevance_floor: Option<f32>,
     /// The floor left nothing of what would have been returned: nothing relevant is known.
     pub abstained: bool,
+    /// The window of event time the query names, whose memories got a bonus.
+    pub understood_time: Option<engram_core::query_time::TimeInQuery>,
 }
 
 /// Candidates fetched per requested result from each retriever: fusion needs both lists
@@ -172,12 +176,17 @@ impl MemoryEngine {
         };
         let always_ids: Vec<MemoryId> = always.iter().map(|memory| memory.id).collect();
         let query_vector = query_vector.as_deref().map(Vec::as_slice);
+        let understood_time = engram_core::query_time::time_in_query(
+            &request.query,
+            request.now.or(request.as_of).unwrap_or_else(Utc::now),
+        );
         let (results, floored) = rank_candidates(
             candidates,
             &request,
             query_vector,
             &always_ids,
             request.as_of.unwrap_or_else(Utc::now),
+            understood_time.as_ref(),
         );
         let relevance_floor = (request.relevance_floor > 0.0 && query_vector.is_some())
             .then_some(request.relevance_floor);
@@ -192,6 +201,7 @@ impl MemoryEngine {
             timings,
             tokens_embedded,
             relevance_floor,
+            understood_time,
         };
         record_search_metrics(&timings);
         tracing::debug!(
@@ -477,6 +487,7 @@ fn rank_candidates(
     query_vector: Option<&[f32]>,
     always_ids: &[MemoryId],
     now: DateTime<Utc>,
+    understood_time: Option<&engram_core::query_time::TimeInQuery>,
 ) -> (Vec<SearchHit>, usize) {
     let mut floored = 0;
     let folded_query = request.query.trim().to_lowercase();
@@ -569,7 +580,13 @@ fn rank_candidates(
         };
         // Ordered by the unclamped sum: bonuses must still separate results whose base is
         // already near 1 (the reported score is capped at 1).
-        let raw_score = base + recency_bonus + session_bonus;
+        let time_bonus = match understood_time {
+            Some(window) if (window.from..window.to).contains(&candidate.memory.occurred_at) => {
+                TIME_IN_QUERY_BOOST
+            }
+            _ => 0.0,
+        };
+        let raw_score = base + recency_bonus + session_bonus + time_bonus;
         let score = raw_score.clamp(0.0, 1.0);
         if score < request.min_score {
             continue;
@@ -600,6 +617,7 @@ fn rank_candidates(
                     keyword_score: candidate.keyword_score,
                     recency_bonus,
                     session_bonus,
+                    time_bonus,
                 },
             },
             candidate.embedding,

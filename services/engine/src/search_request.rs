@@ -4,5 +4,5 @@
 pub use engram_core::search::{
     DEFAULT_KEYWORD_WEIGHT, DEFAULT_RECENCY_WEIGHT, FusionMethod, MAX_ALWAYS_PROCEDURES,
     MAX_AS_OF_CANDIDATES, NEAR_DUPLICATE_SIMILARITY, RECENCY_HALF_LIFE_DAYS, RetrievalMode,
-    SESSION_BOOST, SearchRequest, relevance_of,
+    SESSION_BOOST, SearchRequest, TIME_IN_QUERY_BOOST, relevance_of,
 };

@@ -399,7 +399,7 @@ impl Modify for CommonProblemResponses {
         recall_quality::RecallEventView, recall_quality::RetrievalProfileView, recall_quality::RetrievalProfileListView, recall_quality::PutProfileBody,
         recall_quality::EvalCaseBody, recall_quality::CreateEvalSetBody, recall_quality::EvalSetView, recall_quality::EvalSetListView, recall_quality::AddEvalCasesBody,
         recall_quality::EvalCaseView, recall_quality::EvalCaseListView, recall_quality::StartEvalRunBody, recall_quality::EvalRunView, recall_quality::EvalRunStartedView, recall_quality::EvalRunListView,
-        MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView, crate::views::RankingSignalsView, crate::views::SearchTimingsView, crate::views::SearchContextView,
+        MemoryView, MemoriesEnvelope, MemoryListView, HistoryView, HistoryEntryView, SearchResultView, SearchResponseView, crate::views::RankingSignalsView, crate::views::SearchTimingsView, crate::views::SearchContextView, crate::views::UnderstoodTimeView,
         NewMemoryBody, AddMemoriesBody, EditMemoryBody, SearchBody, engram_core::openapi_schemas::MemoryFilterSchema, ProblemDocument,
         crate::views::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         crate::views::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,

@@ -236,6 +236,8 @@ pub struct RankingSignalsView {
     pub keyword_score: Option<f32>,
     pub recency_bonus: f32,
     pub session_bonus: f32,
+    /// 0.1 when the memory's `occurred_at` lies in the window of time the query names.
+    pub time_bonus: f32,
 }
 
 impl From<&engram_engine::RankingSignals> for RankingSignalsView {
@@ -245,6 +247,7 @@ impl From<&engram_engine::RankingSignals> for RankingSignalsView {
             keyword_score: signals.keyword_score,
             recency_bonus: signals.recency_bonus,
             session_bonus: signals.session_bonus,
+            time_bonus: signals.time_bonus,
         }
     }
 }
@@ -312,6 +315,34 @@ pub struct SearchResponseView {
     /// relevant is known. An empty answer with `false` had nothing to consider.
     #[serde(default)]
     pub abstained: bool,
+    /// With `explain: true`, when the query names a time: what was understood.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub understood_time: Option<UnderstoodTimeView>,
+}
+
+/// The window of event time a query names ("last month", "上个月"), read against `now`.
+#[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
+pub struct UnderstoodTimeView {
+    /// The words that named it.
+    pub phrase: String,
+    /// RFC 3339, included.
+    pub from: String,
+    /// RFC 3339, excluded.
+    pub to: String,
+    /// `boost`: memories whose `occurred_at` lies in the window rank higher (0.1); none are
+    /// left out.
+    pub applied: String,
+}
+
+impl From<&engram_core::query_time::TimeInQuery> for UnderstoodTimeView {
+    fn from(time: &engram_core::query_time::TimeInQuery) -> Self {
+        Self {
+            phrase: time.phrase.clone(),
+            from: time.from.to_rfc3339(),
+            to: time.to.to_rfc3339(),
+            applied: "boost".to_string(),
+        }
+    }
 }
 
 /// The project's recall budget as applied to one search.

@@ -551,6 +551,11 @@ pub async fn search_memories(
         }),
         relevance_floor: outcome.relevance_floor,
         abstained: outcome.abstained,
+        understood_time: outcome
+            .understood_time
+            .as_ref()
+            .filter(|_| explain)
+            .map(crate::views::UnderstoodTimeView::from),
     }))
 }
 
