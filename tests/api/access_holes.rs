@@ -5,7 +5,7 @@
 //! tenant learning from another's cached query embeddings.
 
 use engram_tests::llm_stand_in::{LlmStandIn, ScriptedReply};
-use engram_tests::{ApiClient, ApiResponse, TestServer, run_engram};
+use engram_tests::{ApiClient, ApiResponse, TestServer};
 use serde_json::{Value, json};
 
 fn console_http() -> reqwest::Client {
@@ -686,25 +686,7 @@ async fn one_project_learns_nothing_from_anothers_cached_queries() {
 
 /// A member created by the operator with this e-mail and role, signed in: their cookie.
 async fn signed_in_member_as(server: &TestServer, email: &str, role: &str) -> String {
-    let output = run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--email",
-            email,
-            "--role",
-            role,
-        ],
-        &[],
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let created = server.create_member(email, role);
     let response = console_http()
         .post(format!("{}/console/api/login", server.base_url))
         .form(&[

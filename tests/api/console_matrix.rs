@@ -1,7 +1,7 @@
 //! The console's role table, function by function: every console server function called by
 //! every console role answers as its role rule says, and every key a role mints or rolls works.
 
-use engram_tests::{ApiClient, TestServer, run_engram};
+use engram_tests::{ApiClient, TestServer};
 use serde_json::{Value, json};
 use std::sync::Mutex;
 
@@ -189,18 +189,6 @@ fn session_cookies(response: &reqwest::Response) -> String {
     pairs.collect::<Vec<_>>().join("; ")
 }
 
-/// `engram admin create-member`: the JSON it prints ({email, password, role, account_id}).
-fn create_member(server: &TestServer, email: &str, role: &str) -> Value {
-    let data_dir = server.data_dir.display().to_string();
-    let arguments = ["admin", "create-member", "--data-dir", &data_dir];
-    let arguments = [&arguments[..], &["--email", email, "--role", role]].concat();
-    let output = run_engram(&arguments, &[]);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "create-member {email}: {stderr}");
-    let printed = serde_json::from_slice(&output.stdout);
-    printed.unwrap_or_else(|error| panic!("create-member printed no JSON: {error}"))
-}
-
 async fn sign_in(
     http: &reqwest::Client,
     server: &TestServer,
@@ -253,7 +241,7 @@ impl Matrix {
         let (email, password) = (&bootstrap.console_email, &bootstrap.console_password);
         let mut members = vec![sign_in(&http, &server, "owner", email, password).await];
         for role in ROLES.into_iter().skip(1) {
-            let created = create_member(&server, &format!("{role}@example.com"), role);
+            let created = server.create_member(&format!("{role}@example.com"), role);
             let (email, password) = (text_at(&created, "/email"), text_at(&created, "/password"));
             members.push(sign_in(&http, &server, role, &email, &password).await);
         }
@@ -460,13 +448,13 @@ impl Matrix {
             }
             "change_member_role" => {
                 let email = format!("rerole-by-{role}@example.com");
-                let member = create_member(&self.server, &email, "developer");
+                let member = self.server.create_member(&email, "developer");
                 let member_id = text_at(&member, "/account_id");
                 form(&[("member_id", member_id.as_str()), ("role", "analyst")])
             }
             "remove_member" => {
                 let email = format!("removed-by-{role}@example.com");
-                let member = create_member(&self.server, &email, "analyst");
+                let member = self.server.create_member(&email, "analyst");
                 form(&[("member_id", text_at(&member, "/account_id").as_str())])
             }
             other => panic!("no arguments for the console function {other}: add them here"),

@@ -63,25 +63,7 @@ async fn call(
 }
 
 fn create_member(server: &TestServer, email: &str, role: &str) -> (String, String) {
-    let output = run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--email",
-            email,
-            "--role",
-            role,
-        ],
-        &[],
-    );
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let created = server.create_member(email, role);
     (
         created["email"].as_str().unwrap().to_string(),
         created["password"].as_str().unwrap().to_string(),

@@ -4,7 +4,6 @@
 //! `engram admin create-member`.
 
 use engram_tests::{TestServer, run_engram};
-use serde_json::Value;
 
 const SECRET_CONTENT: &str = "The patient's blood type is AB negative.";
 
@@ -90,25 +89,7 @@ async fn only_owners_admins_and_compliance_see_memory_content_and_the_audit_log(
         server.bootstrap.console_password.clone(),
     )];
     for role in ["admin", "compliance", "analyst", "developer"] {
-        let output = run_engram(
-            &[
-                "admin",
-                "create-member",
-                "--data-dir",
-                &server.data_dir.display().to_string(),
-                "--email",
-                &format!("{role}@example.com"),
-                "--role",
-                role,
-            ],
-            &[],
-        );
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let created: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let created = server.create_member(&format!("{role}@example.com"), role);
         assert_eq!(created["role"], role);
         members.push((
             role.to_string(),

@@ -1,7 +1,7 @@
 //! Drives the console in headless Chromium (playwright-core, `tests/browser/console.spec.mjs`)
 //! against a real server seeded through the API: login, memory list, paging, filter, logout.
 
-use engram_tests::{TestServer, run_engram, workspace_root};
+use engram_tests::{TestServer, workspace_root};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -267,21 +267,7 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
     second
         .add_one(json!({"content": "Paul's locker is number 12.", "user_id": "paul"}))
         .await;
-    let output = engram_tests::run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--email",
-            "officer@example.com",
-            "--role",
-            "compliance",
-        ],
-        &[],
-    );
-    assert!(output.status.success());
-    let officer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let officer = server.create_member("officer@example.com", "compliance");
     run_spec(
         "compliance.spec.mjs",
         vec![
@@ -506,25 +492,7 @@ async fn each_role_lands_on_its_own_page_and_every_page_of_its_menu_works() {
     })];
     for role in ["admin", "compliance", "analyst", "developer"] {
         let email = format!("{role}@example.com");
-        let output = run_engram(
-            &[
-                "admin",
-                "create-member",
-                "--data-dir",
-                &server.data_dir.display().to_string(),
-                "--email",
-                &email,
-                "--role",
-                role,
-            ],
-            &[],
-        );
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let member: Value = serde_json::from_slice(&output.stdout).unwrap();
+        let member = server.create_member(&email, role);
         accounts.push(json!({"role": role, "email": email, "password": member["password"]}));
     }
     run_spec(
@@ -618,7 +586,6 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         "{}",
         derived.body
     );
-    let data_dir = server.data_dir.display().to_string();
     // 0.01 USD a search, 0.002 USD a memory written, from three days ago; the other units
     // the operator prices at nothing (so the default price book prices none of them).
     for (unit, price) in [
@@ -651,25 +618,7 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
     let (_, beta_key) = server.create_project("beta").unwrap();
     let beta = server.client_with_key(&beta_key);
     assert_eq!(beta.search(json!({"query": "anything"})).await.status, 200);
-    let analyst = run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &data_dir,
-            "--email",
-            "analyst@example.com",
-            "--role",
-            "analyst",
-        ],
-        &[],
-    );
-    assert!(
-        analyst.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyst.stderr)
-    );
-    let analyst: Value = serde_json::from_slice(&analyst.stdout).unwrap();
+    let analyst = server.create_member("analyst@example.com", "analyst");
     // The meter writes within a second; the page reads what was written.
     let deadline = std::time::Instant::now() + engram_tests::patience();
     loop {
@@ -816,26 +765,7 @@ async fn the_console_charts_recall_quality_drills_into_a_recall_and_marks_a_regr
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
-    let data_dir = server.data_dir.display().to_string();
-    let analyst = run_engram(
-        &[
-            "admin",
-            "create-member",
-            "--data-dir",
-            &data_dir,
-            "--email",
-            "analyst@example.com",
-            "--role",
-            "analyst",
-        ],
-        &[],
-    );
-    assert!(
-        analyst.status.success(),
-        "{}",
-        String::from_utf8_lossy(&analyst.stderr)
-    );
-    let analyst: Value = serde_json::from_slice(&analyst.stdout).unwrap();
+    let analyst = server.create_member("analyst@example.com", "analyst");
     // The two evaluation runs searched too, but evaluations leave no recall events.
     run_spec(
         "recall.spec.mjs",

@@ -274,6 +274,33 @@ impl TestServer {
         })
     }
 
+    /// A console member with this e-mail and role, created the way an operator does
+    /// (`engram admin create-member`): the JSON it prints (`email`, `password`, `role`,
+    /// `account_id`).
+    pub fn create_member(&self, email: &str, role: &str) -> Value {
+        let data_dir = self.data_dir.display().to_string();
+        let output = run_engram(
+            &[
+                "admin",
+                "create-member",
+                "--data-dir",
+                &data_dir,
+                "--email",
+                email,
+                "--role",
+                role,
+            ],
+            &[],
+        );
+        assert!(
+            output.status.success(),
+            "create-member {email}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("create-member printed no JSON: {error}"))
+    }
+
     /// A browser-like client signed in to the console as the bootstrap owner, and its
     /// session cookies (for `Cookie:`); console server functions are then POSTs to
     /// `/console/api/<function>`.
