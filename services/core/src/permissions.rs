@@ -530,8 +530,9 @@ operations! {
         [http("post", "/v1/consolidations")];
     GetTask => ManageSubjectData, ForReaders, "read a task's status",
         [http("get", "/v1/tasks/{task_id}"), Console("erasure_status")];
+    // Finding subjects by a metadata value also needs `ListMemories` (its use case asks).
     SummarizeSubject => ManageSubjectData, None, "summarise a subject's data",
-        [Console("subject_summary")];
+        [Console("subject_summary"), Console("find_subjects")];
     RequestSubjectErasure => ManageSubjectData + DeleteMemories, None, "erase a subject's data",
         [http("post", "/v1/subjects/{user_id}/erasure"), Console("request_erasure")];
     ExportSubject => ManageSubjectData + ReadMemories, Content, "export a subject's data",

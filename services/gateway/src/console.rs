@@ -575,7 +575,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                     id: other.id.to_string(),
                     email: other.email,
                     role: other.role.as_str().to_string(),
-                    joined_at: other.created_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    joined_at: readable_time(other.created_at),
                 })
                 .collect(),
             invitations: listing.invitations.iter().map(invitation_row).collect(),
@@ -909,7 +909,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .erasures
                 .into_iter()
                 .map(|erasure| engram_console::model::PastErasureRow {
-                    erased_at: erasure.erased_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    erased_at: readable_time(erasure.erased_at),
                     receipt: erasure.receipt.to_string(),
                 })
                 .collect(),
@@ -1473,10 +1473,7 @@ fn invitation_row(invitation: &engram_core::tenants::ConsoleInvitationRecord) ->
         id: invitation.id.to_string(),
         email: invitation.email.clone(),
         role: invitation.role.as_str().to_string(),
-        expires_at: invitation
-            .expires_at
-            .format("%Y-%m-%d %H:%M UTC")
-            .to_string(),
+        expires_at: readable_time(invitation.expires_at),
     }
 }
 
@@ -1601,7 +1598,7 @@ fn audit_filter(
 }
 
 /// A time as a person reads it in a table: to the minute, with its zone.
-fn readable_time(at: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn readable_time(at: chrono::DateTime<chrono::Utc>) -> String {
     at.format("%Y-%m-%d %H:%M UTC").to_string()
 }
 

@@ -3,12 +3,11 @@
 
 use crate::api::{load_audit, load_session};
 use crate::model::{AUDIT_ACTIONS, AuditFilters, AuditListing, AuditRow, ConsoleError};
-use crate::project_picker::{non_empty, project_select};
+use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{
-    NavigateOptions,
     components::Redirect,
     hooks::{use_navigate, use_query_map},
 };
@@ -63,14 +62,7 @@ pub fn AuditPage() -> impl IntoView {
             .before
             .map(|before| format!("&before={before}"))
             .unwrap_or_default();
-        navigate(
-            &format!("/console/audit?{query}{page}"),
-            NavigateOptions {
-                replace: true,
-                scroll: false,
-                ..Default::default()
-            },
-        );
+        navigate(&format!("/console/audit?{query}{page}"), in_place());
         filters.set(next);
     };
     let apply = show.clone();

@@ -6,12 +6,11 @@ use crate::model::{
     ConsoleError, MEMORY_KINDS, MEMORY_PAGE_LIMIT, MEMORY_SOURCES, MemoryFilters, MemoryListing,
     MemoryRow, SessionInfo, percent_encode,
 };
-use crate::project_picker::{non_empty, project_select};
+use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{
-    NavigateOptions,
     components::Redirect,
     hooks::{use_navigate, use_query_map},
 };
@@ -119,14 +118,7 @@ pub fn MemoriesPage() -> impl IntoView {
         );
         // The first run is the page as loaded: nothing to change.
         if previous.is_some_and(|previous| previous != url) {
-            navigate(
-                &url,
-                NavigateOptions {
-                    replace: true,
-                    scroll: false,
-                    ..Default::default()
-                },
-            );
+            navigate(&url, in_place());
         }
         url
     });

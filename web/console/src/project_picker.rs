@@ -1,5 +1,6 @@
 //! The project selector shared by the console's pages: filled from the session's projects,
 //! it sets the page's `project` signal; a lost session sends the visitor to the login page.
+//! Also how a page keeps its filters in the URL.
 
 use crate::model::{ConsoleError, SessionInfo};
 use leptos::prelude::*;
@@ -40,5 +41,15 @@ pub fn project_select(
         .into_any(),
         Err(ConsoleError::Unauthorized) => view! { <Redirect path="/console/login" /> }.into_any(),
         Err(err) => view! { <span class="error">{err.to_string()}</span> }.into_any(),
+    }
+}
+
+/// How a page writes its filters into the URL: in place of the current entry (the back
+/// button leaves the page, not the last keystroke), without scrolling.
+pub fn in_place() -> leptos_router::NavigateOptions {
+    leptos_router::NavigateOptions {
+        replace: true,
+        scroll: false,
+        ..Default::default()
     }
 }

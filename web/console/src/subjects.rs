@@ -9,12 +9,11 @@ use crate::api::{
     load_subject,
 };
 use crate::model::{ConsoleError, ErasureStatus, SubjectMatchRow, SubjectSummary, percent_encode};
-use crate::project_picker::{non_empty, project_select};
+use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{
-    NavigateOptions,
     components::Redirect,
     hooks::{use_navigate, use_query_map},
 };
@@ -89,11 +88,7 @@ pub fn SubjectsPage() -> impl IntoView {
         }
         navigate(
             &format!("/console/subjects?{}", pairs.join("&")),
-            NavigateOptions {
-                replace: true,
-                scroll: false,
-                ..Default::default()
-            },
+            in_place(),
         );
         user_text.set(next.user.clone().unwrap_or_default());
         metadata_text.set(next.metadata.clone().unwrap_or_default());

@@ -211,7 +211,7 @@ impl GatewayConsoleBackend {
             .map(|alert| {
                 (
                     alert.threshold_percent,
-                    alert.reached_at.format("%Y-%m-%d %H:%M UTC").to_string(),
+                    super::readable_time(alert.reached_at),
                 )
             })
             .collect();
