@@ -33,6 +33,7 @@ mod m0027_memory_occurred_at;
 mod m0028_usage_attribution;
 mod m0029_agent_runs;
 mod m0030_relevance_floor;
+mod m0031_statements_and_fine_prices;
 
 pub struct Migrator;
 
@@ -70,6 +71,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0028_usage_attribution::Migration),
             Box::new(m0029_agent_runs::Migration),
             Box::new(m0030_relevance_floor::Migration),
+            Box::new(m0031_statements_and_fine_prices::Migration),
         ]
     }
 }

@@ -309,7 +309,7 @@ async fn attributed_workload_on(server: TestServer, database: &str) {
         .await;
     assert!(
         csv.starts_with(
-            "day,unit,credential,key_id,quantity,currency,unit_price_micros,cost_micros,default_price\n"
+            "day,unit,credential,key_id,quantity,currency,unit_price_micros,cost_micros,default_price,unit_price,cost\n"
         ),
         "{csv}"
     );

@@ -220,7 +220,7 @@ async fn a_clean_shutdown_right_after_a_request_loses_no_usage() {
 async fn costs_are_usage_times_the_price_in_effect() {
     let server = TestServer::spawn().await.unwrap();
     let client = server.client();
-    let set = engram_tests::set_price(&server.data_dir, "searches", "0.0004", "usd", 1);
+    let set = engram_tests::set_price(&server.data_dir, "searches", "0.0004", "usd");
     assert!(
         set.status.success(),
         "{}",
@@ -457,7 +457,7 @@ async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once(
     // Searches are what this budget counts: the default book's price of the tokens they
     // embed is set to nothing.
     for (unit, price) in [("searches", "0.001"), ("tokens_embedded", "0")] {
-        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD", 1);
+        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD");
         assert!(
             set.status.success(),
             "{}",

@@ -301,6 +301,19 @@ fn the_tenant_store_takes_the_scope_first() {
             "the deployment's default price book, at start",
         ),
         ("price_book_for", "the organization's price book"),
+        ("price_book_with_ids_for", "the organization's price book"),
+        (
+            "withdraw_scheduled_price",
+            "one of the organization's own prices, found within the organization",
+        ),
+        (
+            "stored_statement",
+            "a project's statement by its scope, or the organization's (StatementOf)",
+        ),
+        (
+            "store_statement",
+            "a project's statement by its scope, or the organization's (StatementOf)",
+        ),
         // The database itself.
         ("durability_violations", "database health"),
         ("applied_migration_count", "database health"),

@@ -1546,13 +1546,31 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
         organization_id: organization.then(|| scope.organization_id()),
         unit: UsageUnit::Searches,
         currency: "USD".to_string(),
-        unit_price_micros: micros,
+        unit_price_picos: micros * 1_000_000,
         effective_from: day(from),
         is_default: false,
     };
-    storage.add_price(&price(false, 1_000, 0)).await.unwrap();
-    storage.add_price(&price(false, 2_000, 2)).await.unwrap();
-    storage.add_price(&price(true, 500, 4)).await.unwrap();
+    storage
+        .add_price(
+            &price(false, 1_000, 0),
+            &engram_core::audit::Actor::system("test"),
+        )
+        .await
+        .unwrap();
+    storage
+        .add_price(
+            &price(false, 2_000, 2),
+            &engram_core::audit::Actor::system("test"),
+        )
+        .await
+        .unwrap();
+    storage
+        .add_price(
+            &price(true, 500, 4),
+            &engram_core::audit::Actor::system("test"),
+        )
+        .await
+        .unwrap();
     let increments: Vec<UsageIncrement> = (0..6)
         .map(|offset| UsageIncrement {
             organization_id: scope.organization_id(),
@@ -1565,7 +1583,7 @@ async fn costs_use_the_price_in_effect_each_day(storage: Storage) {
         .collect();
     storage.add_usage(&increments).await.unwrap();
     let costs = storage.costs(&scope, day(0), day(6)).await.unwrap();
-    let per_day: Vec<i64> = costs.iter().map(|row| row.cost_micros).collect();
+    let per_day: Vec<i64> = costs.iter().map(|row| row.cost.micros()).collect();
     // Days 0–1 at the first default, 2–3 at the second, 4–5 at the organization's override.
     assert_eq!(per_day, vec![10_000, 10_000, 20_000, 20_000, 5_000, 5_000]);
     // Another organization only gets the defaults.
@@ -1603,11 +1621,14 @@ async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Stora
         organization_id: None,
         unit: UsageUnit::MemoriesWritten,
         currency: "USD".to_string(),
-        unit_price_micros: 7,
+        unit_price_picos: 7_000_000,
         effective_from: today - chrono::Duration::days(3),
         is_default: false,
     };
-    storage.add_price(&operator_price).await.unwrap();
+    storage
+        .add_price(&operator_price, &engram_core::audit::Actor::system("test"))
+        .await
+        .unwrap();
     let defaults = [
         (UsageUnit::Searches, 500),
         (UsageUnit::MemoriesWritten, 1_000),
@@ -1638,7 +1659,7 @@ async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Stora
     assert_eq!(price_in_effect(&book, UsageUnit::Searches, today), None);
     let searches = price_in_effect(&book, UsageUnit::Searches, tomorrow).unwrap();
     assert!(searches.is_default);
-    assert_eq!(searches.unit_price_micros, 500);
+    assert_eq!(searches.unit_price_picos, 500_000_000);
     let tokens = price_in_effect(&book, UsageUnit::TokensEmbedded, today).unwrap();
     assert!(tokens.is_default);
     assert_eq!(
@@ -1647,12 +1668,15 @@ async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Stora
     );
     // An operator's price set later, effective before the default, still wins.
     storage
-        .add_price(&PriceEntry {
-            unit: UsageUnit::TokensEmbedded,
-            unit_price_micros: 0,
-            effective_from: today - chrono::Duration::days(1),
-            ..operator_price
-        })
+        .add_price(
+            &PriceEntry {
+                unit: UsageUnit::TokensEmbedded,
+                unit_price_picos: 0,
+                effective_from: today - chrono::Duration::days(1),
+                ..operator_price
+            },
+            &engram_core::audit::Actor::system("test"),
+        )
         .await
         .unwrap();
     let book = storage
@@ -1661,7 +1685,7 @@ async fn default_prices_fill_only_what_the_operator_left_unpriced(storage: Stora
         .unwrap();
     let tokens = price_in_effect(&book, UsageUnit::TokensEmbedded, tomorrow).unwrap();
     assert!(!tokens.is_default);
-    assert_eq!(tokens.unit_price_micros, 0);
+    assert_eq!(tokens.unit_price_picos, 0);
 }
 on_both_databases!(default_prices_fill_only_what_the_operator_left_unpriced);
 
@@ -1670,14 +1694,17 @@ async fn default_prices_keep_out_of_a_book_in_another_currency(storage: Storage)
     use engram_core::usage::UsageUnit;
     use engram_storage::usage::PriceEntry;
     storage
-        .add_price(&PriceEntry {
-            organization_id: None,
-            unit: UsageUnit::Searches,
-            currency: "EUR".to_string(),
-            unit_price_micros: 300,
-            effective_from: chrono::Utc::now(),
-            is_default: false,
-        })
+        .add_price(
+            &PriceEntry {
+                organization_id: None,
+                unit: UsageUnit::Searches,
+                currency: "EUR".to_string(),
+                unit_price_picos: 300_000_000,
+                effective_from: chrono::Utc::now(),
+                is_default: false,
+            },
+            &engram_core::audit::Actor::system("test"),
+        )
         .await
         .unwrap();
     let applied = storage

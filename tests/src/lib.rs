@@ -773,16 +773,8 @@ pub fn run_engram(arguments: &[&str], environment: &[(String, String)]) -> std::
 }
 
 /// `engram admin set-price` on a server's data dir: `price` of one `unit` in `currency`
-/// from `days_ago` days before today. Returns the command's output.
-pub fn set_price(
-    data_dir: &Path,
-    unit: &str,
-    price: &str,
-    currency: &str,
-    days_ago: i64,
-) -> std::process::Output {
-    let effective_from =
-        (chrono::Utc::now().date_naive() - chrono::Duration::days(days_ago)).to_string();
+/// from today (a price never starts in the past). Returns the command's output.
+pub fn set_price(data_dir: &Path, unit: &str, price: &str, currency: &str) -> std::process::Output {
     run_engram(
         &[
             "admin",
@@ -795,8 +787,6 @@ pub fn set_price(
             price,
             "--currency",
             currency,
-            "--effective-from",
-            &effective_from,
         ],
         &[],
     )

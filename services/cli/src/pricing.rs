@@ -4,22 +4,28 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use engram_core::DeploymentOperator;
+use engram_engine::NewPriceRequest;
 use engram_engine::deployment::{DeploymentAdmin, SetPriceRequest};
 
 #[derive(Debug, Args)]
 pub struct SetPriceArgs {
     #[command(flatten)]
     pub deployment: crate::config::AdminDeploymentArgs,
-    /// `memories_written` or `searches`.
+    /// A usage unit: `memories_written`, `searches`, `tokens_embedded`, `memory_days`,
+    /// `file_bytes`, `llm_tokens_in` or `llm_tokens_out`.
     #[arg(long)]
     pub unit: String,
-    /// Price of one unit, e.g. `0.0004`.
+    /// The price of `--per` units, e.g. `0.0004` (exact to a trillionth per unit).
     #[arg(long)]
     pub price: String,
+    /// How many units `--price` is for: 1, 1000 or 1000000 (token prices are often quoted
+    /// per million).
+    #[arg(long, default_value_t = 1)]
+    pub per: u64,
     /// ISO 4217 code, e.g. `USD`.
     #[arg(long, default_value = "USD")]
     pub currency: String,
-    /// First day (UTC, `YYYY-MM-DD`) the price applies; default: today.
+    /// First day (UTC, `YYYY-MM-DD`) the price applies, today or later; default: today.
     #[arg(long)]
     pub effective_from: Option<String>,
     /// Only for this organization (an override), by id or exact name; default: the
@@ -47,10 +53,13 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         .set_price_for(
             &DeploymentOperator::at_the_command_line("admin set-price"),
             SetPriceRequest {
-                unit: arguments.unit.clone(),
-                price: arguments.price.clone(),
-                currency: arguments.currency.clone(),
-                effective_from,
+                price: NewPriceRequest {
+                    unit: arguments.unit.clone(),
+                    price: arguments.price.clone(),
+                    per: Some(arguments.per),
+                    currency: arguments.currency.clone(),
+                    effective_from,
+                },
                 organization: arguments.organization_id.clone(),
             },
         )
@@ -61,7 +70,8 @@ pub async fn set_price_command(arguments: SetPriceArgs) -> Result<()> {
         serde_json::json!({
             "unit": entry.unit.as_str(),
             "currency": entry.currency,
-            "unit_price_micros": entry.unit_price_micros,
+            "unit_price": entry.unit_price().decimal(),
+            "unit_price_micros": entry.unit_price().micros(),
             "effective_from": entry.effective_from.date_naive().to_string(),
             "organization_id": entry.organization_id.map(|id| id.to_string()),
         })

@@ -58,6 +58,8 @@ pub enum BackgroundJob {
     UsageSampler,
     /// Periodically deletes memories past their retention.
     RetentionSweeper,
+    /// Periodically stores each project's statement of the month that closed.
+    StatementCloser,
     /// Chunks and embeds uploaded files (embeds: wherever the model is loaded).
     FileIngest,
     /// Derives memories from session messages (embeds).
@@ -80,6 +82,7 @@ const WORKER_JOBS: &[BackgroundJob] = &[
     BackgroundJob::ErasureRunner,
     BackgroundJob::UsageSampler,
     BackgroundJob::RetentionSweeper,
+    BackgroundJob::StatementCloser,
 ];
 
 /// The jobs that embed or search, so they run where the model is loaded.
@@ -101,6 +104,7 @@ impl BackgroundJob {
             BackgroundJob::ErasureRunner => "erasure-runner",
             BackgroundJob::UsageSampler => "usage-sampler",
             BackgroundJob::RetentionSweeper => "retention-sweeper",
+            BackgroundJob::StatementCloser => "statement-closer",
             BackgroundJob::FileIngest => "file-ingest",
             BackgroundJob::MessageDerivation => "message-derivation",
             BackgroundJob::ConsolidationRunner => "consolidation-runner",
@@ -201,6 +205,14 @@ pub fn spawn_jobs(
             BackgroundJob::UsageSampler => {
                 tokio::spawn(engram_worker::usage_sampling::run_usage_sampler(
                     storage,
+                    settings.usage_sample_interval,
+                    stop,
+                ))
+            }
+            // As often as usage is sampled: a month is fixed within an interval of closing.
+            BackgroundJob::StatementCloser => {
+                tokio::spawn(engram_worker::statements::run_statement_closer(
+                    parts.governance.clone(),
                     settings.usage_sample_interval,
                     stop,
                 ))

@@ -169,10 +169,14 @@ pub enum AuditAction {
     AuditChainRekeyed,
     /// An operator created a project (with its first key) from the command line.
     ProjectCreated,
+    /// A price was added to the organization's price book (an override, now or scheduled).
+    PriceAdded,
+    /// A scheduled price of the organization was withdrawn before it took effect.
+    PriceWithdrawn,
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 26] = [
+    pub const ALL: [AuditAction; 28] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -199,6 +203,8 @@ impl AuditAction {
         AuditAction::RetentionSwept,
         AuditAction::AuditChainRekeyed,
         AuditAction::ProjectCreated,
+        AuditAction::PriceAdded,
+        AuditAction::PriceWithdrawn,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -229,6 +235,8 @@ impl AuditAction {
             AuditAction::RetentionSwept => "project.retention_swept",
             AuditAction::AuditChainRekeyed => "audit.chain_rekeyed",
             AuditAction::ProjectCreated => "project.created",
+            AuditAction::PriceAdded => "organization.price_added",
+            AuditAction::PriceWithdrawn => "organization.price_withdrawn",
         }
     }
 
@@ -264,6 +272,7 @@ impl AuditAction {
             | AuditAction::SubjectErased
             | AuditAction::SubjectExported => "subject",
             AuditAction::EndUserSigningKeyRotated => "project",
+            AuditAction::PriceAdded | AuditAction::PriceWithdrawn => "price",
         }
     }
 }

@@ -65,6 +65,7 @@ pub mod runs;
 pub mod scope;
 pub mod search;
 pub mod session_state;
+pub mod statements;
 pub mod subject_stores;
 pub mod tasks;
 pub mod tenants;

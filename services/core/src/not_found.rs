@@ -20,6 +20,8 @@ text_enum!(
         Project => "project",
         Organization => "organization",
         Subject => "subject",
+        Price => "price",
+        Statement => "statement",
     }
 );
 
@@ -42,6 +44,8 @@ impl NotFoundKind {
             NotFoundKind::Project => "project-not-found",
             NotFoundKind::Organization => "organization-not-found",
             NotFoundKind::Subject => "subject-not-found",
+            NotFoundKind::Price => "price-not-found",
+            NotFoundKind::Statement => "statement-not-found",
         }
     }
 }

@@ -43,10 +43,14 @@ pub enum Permission {
     /// The deployment itself: organizations, projects, console accounts and the price book,
     /// made at the command line. Only the operator holds it; no key, token or role does.
     OperateDeployment,
+    /// Read the prices that apply: every project key, and who reads usage in the console.
+    ReadPrices,
+    /// Add and withdraw the organization's own prices (console owners and admins).
+    ManagePrices,
 }
 
 impl Permission {
-    pub const ALL: [Permission; 15] = [
+    pub const ALL: [Permission; 17] = [
         Permission::ReadMemories,
         Permission::WriteMemories,
         Permission::DeleteMemories,
@@ -62,6 +66,8 @@ impl Permission {
         Permission::ManageMembers,
         Permission::ManageOrganizationSubjectData,
         Permission::OperateDeployment,
+        Permission::ReadPrices,
+        Permission::ManagePrices,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -81,6 +87,8 @@ impl Permission {
             Permission::ManageMembers => "manage_members",
             Permission::ManageOrganizationSubjectData => "manage_organization_subject_data",
             Permission::OperateDeployment => "operate_deployment",
+            Permission::ReadPrices => "read_prices",
+            Permission::ManagePrices => "manage_prices",
         }
     }
 
@@ -103,7 +111,9 @@ impl Permission {
             Permission::MintEndUserTokens
             | Permission::ManageMembers
             | Permission::ManageOrganizationSubjectData
-            | Permission::OperateDeployment => None,
+            | Permission::OperateDeployment
+            | Permission::ReadPrices
+            | Permission::ManagePrices => None,
         }
     }
 
@@ -122,7 +132,10 @@ impl Permission {
                 matches!(role, Owner | Admin | Compliance)
             }
             Permission::ManageApiKeys => matches!(role, Owner | Admin | Developer),
-            Permission::ReadUsage => matches!(role, Owner | Admin | Analyst),
+            Permission::ReadUsage | Permission::ReadPrices => {
+                matches!(role, Owner | Admin | Analyst)
+            }
+            Permission::ManagePrices => matches!(role, Owner | Admin),
             Permission::ManageSpendLimits
             | Permission::ManageMembers
             | Permission::ManageOthersApiKeys => matches!(role, Owner | Admin),
@@ -157,11 +170,14 @@ pub enum PrincipalKind {
 impl PrincipalKind {
     pub fn holds(&self, permission: Permission) -> bool {
         match self {
+            // Every key mints end-user tokens (within its scopes) and reads its prices.
             PrincipalKind::ApiKey(scopes) => {
-                permission == Permission::MintEndUserTokens
-                    || permission
-                        .key_scope()
-                        .is_some_and(|scope| scopes.contains(scope))
+                matches!(
+                    permission,
+                    Permission::MintEndUserTokens | Permission::ReadPrices
+                ) || permission
+                    .key_scope()
+                    .is_some_and(|scope| scopes.contains(scope))
             }
             // A token never holds `admin` (minting refuses it) and never mints tokens.
             PrincipalKind::EndUserToken(scopes) => permission
@@ -572,6 +588,19 @@ operations! {
         [http("get", "/v1/project/limits"), Console("usage_overview")];
     PutSpendLimits => ManageSpendLimits, None, "change spend limits",
         [http("put", "/v1/project/limits"), Console("save_spend_limits")];
+
+    GetPrices => ReadPrices, None, "read the prices that apply",
+        [http("get", "/v1/prices"), Console("price_book")];
+    AddOrganizationPrice => ManagePrices, None, "add a price to the organization's price book",
+        [Console("add_organization_price")];
+    WithdrawOrganizationPrice => ManagePrices, None, "withdraw a scheduled price of the organization",
+        [Console("withdraw_organization_price")];
+    GetStatement => ReadUsage, None, "read a project's monthly statement",
+        [http("get", "/v1/statements/{month}")];
+    CloseStatements => ReadUsage, None, "store each project's statement of the month that closed",
+        [Job("statement-closer")];
+    GetOrganizationStatement => ReadUsage, None, "read the organization's monthly statement",
+        [Console("organization_statement"), Console("organization_statement_csv")];
 
     ListMembers => ManageMembers, None, "list console members", [Console("list_members")];
     InviteMember => ManageMembers, None, "invite a console member", [Console("invite_member")];

@@ -307,12 +307,19 @@ impl SubjectStore {
             SubjectStore::Usage => declare(
                 "usage",
                 None,
-                &[SubjectTable {
-                    table: "usage_daily",
-                    subject_columns: &["end_user"],
-                    json_paths: &[],
-                }],
-                "daily usage counters (units per credential, channel and agent) that name the subject's user_id; erasure replaces the id by the subject digest and keeps the quantities, so totals and past reports do not change. Not exported: unit counts, no content",
+                &[
+                    SubjectTable {
+                        table: "usage_daily",
+                        subject_columns: &["end_user"],
+                        json_paths: &[],
+                    },
+                    SubjectTable {
+                        table: "statement_snapshots",
+                        subject_columns: &["body"],
+                        json_paths: &["$.breakdowns[*].value"],
+                    },
+                ],
+                "daily usage counters (units per credential, channel and agent) and the stored monthly statements' end-user lines that name the subject's user_id; erasure replaces the id by the subject digest and keeps the quantities and amounts, so totals, past reports and closed statements do not change. Not exported: unit counts, no content",
                 StoreRetention::UntilDeleted(
                     "billing records: kept for invoices and cost reports; erasing the subject pseudonymizes them",
                 ),

@@ -87,6 +87,15 @@ impl BillingMonth {
         }
     }
 
+    pub fn previous(self) -> Self {
+        Self {
+            first_day: self
+                .first_day
+                .checked_sub_months(chrono::Months::new(1))
+                .unwrap_or(self.first_day),
+        }
+    }
+
     pub fn days(self) -> i64 {
         (self.next().first_day - self.first_day).num_days()
     }
@@ -370,6 +379,35 @@ mod tests {
     }
 
     #[test]
+    fn prices_are_exact_trillionths_whatever_quantity_they_are_quoted_for() {
+        assert_eq!(parse_unit_price("0.0004", 1), Ok(400_000_000));
+        assert_eq!(parse_unit_price("2", 1), Ok(2 * 1_000_000_000_000));
+        assert_eq!(parse_unit_price(".25", 1), Ok(250_000_000_000));
+        assert_eq!(parse_unit_price("0.00000002", 1), Ok(20_000));
+        assert_eq!(parse_unit_price("0.02", 1_000_000), Ok(20_000));
+        assert_eq!(parse_unit_price("0.0375", 1_000_000), Ok(37_500));
+        assert_eq!(parse_unit_price("1.5", 1_000), Ok(1_500_000_000));
+        assert!(parse_unit_price("0.0000000000001", 1).is_err());
+        assert!(parse_unit_price("0.0000001", 1_000_000).is_err());
+        assert!(parse_unit_price("-1", 1).is_err());
+        assert!(parse_unit_price("1", 7).is_err());
+        assert!(parse_unit_price("abc", 1).is_err());
+        assert!(parse_unit_price("", 1).is_err());
+        assert!(parse_unit_price("9000001", 1).is_err());
+    }
+
+    #[test]
+    fn amounts_are_exact_and_round_to_micros_only_when_asked() {
+        let price = Picos(20_000);
+        let cost = Picos::times(price, 3);
+        assert_eq!(cost.decimal(), "0.00000006");
+        assert_eq!(cost.micros(), 0);
+        assert_eq!(Picos::times(price, 50).micros(), 1);
+        assert_eq!(Picos::from_micros(12_500_000).decimal(), "12.50");
+        assert_eq!(Picos::from_micros(3_000_000).decimal(), "3.00");
+    }
+
+    #[test]
     fn the_forecast_extends_the_spending_rate_to_the_month_end() {
         let half_way = Utc.with_ymd_and_hms(2026, 2, 15, 0, 0, 0).unwrap();
         assert_eq!(forecast_month_cost(month(), 1_000, half_way), 2_000);
@@ -524,12 +562,165 @@ pub struct PriceEntry {
     pub unit: UsageUnit,
     /// ISO 4217, e.g. `USD`.
     pub currency: String,
-    /// Price of one unit in millionths of the currency.
-    pub unit_price_micros: i64,
+    /// Price of one unit in trillionths of the currency (exact to a millionth of a
+    /// millionth: token prices quoted per million tokens fit).
+    pub unit_price_picos: i64,
     pub effective_from: DateTime<Utc>,
     /// Set on the default price book Engram applies where the operator set no price: a
     /// placeholder to replace with `engram admin set-price`.
     pub is_default: bool,
+}
+
+impl PriceEntry {
+    pub fn unit_price(&self) -> Picos {
+        Picos(i128::from(self.unit_price_picos))
+    }
+}
+
+/// Trillionths of a currency unit in one unit.
+pub const PICOS_PER_UNIT: i128 = 1_000_000_000_000;
+/// Trillionths in one millionth: budgets and the `*_micros` fields count millionths.
+pub const PICOS_PER_MICRO: i128 = 1_000_000;
+
+/// An amount of money in trillionths of its currency: exact for any quantity × unit price,
+/// so a statement's totals equal the sum of its lines to the last digit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Picos(pub i128);
+
+/// Written as its exact decimal (`"0.00000006"`), so no JSON reader rounds it.
+impl Serialize for Picos {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.decimal())
+    }
+}
+
+impl<'de> Deserialize<'de> for Picos {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Picos::parse(&text).ok_or_else(|| serde::de::Error::custom("not an exact amount"))
+    }
+}
+
+impl Picos {
+    pub const ZERO: Picos = Picos(0);
+
+    pub fn from_micros(micros: i64) -> Self {
+        Picos(i128::from(micros) * PICOS_PER_MICRO)
+    }
+
+    /// `unit_price` × `quantity`, exact (saturating far past any real bill).
+    pub fn times(unit_price: Picos, quantity: i64) -> Self {
+        Picos(unit_price.0.saturating_mul(i128::from(quantity)))
+    }
+
+    /// Rounded to the nearest millionth (halves away from zero): what the `*_micros` fields
+    /// and budgets read.
+    pub fn micros(self) -> i64 {
+        let half = PICOS_PER_MICRO / 2;
+        let rounded = if self.0 >= 0 {
+            (self.0 + half) / PICOS_PER_MICRO
+        } else {
+            (self.0 - half) / PICOS_PER_MICRO
+        };
+        i64::try_from(rounded).unwrap_or(if rounded > 0 { i64::MAX } else { i64::MIN })
+    }
+
+    /// What [`Picos::decimal`] wrote (or any decimal of at most twelve places).
+    pub fn parse(text: &str) -> Option<Picos> {
+        let (negative, text) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+        if whole.is_empty()
+            || fraction.len() > 12
+            || !whole.chars().all(|c| c.is_ascii_digit())
+            || !fraction.chars().all(|c| c.is_ascii_digit())
+        {
+            return None;
+        }
+        let whole: i128 = whole.parse().ok()?;
+        let fraction: i128 = format!("{fraction:0<12}").parse().ok()?;
+        let magnitude = whole.checked_mul(PICOS_PER_UNIT)?.checked_add(fraction)?;
+        Some(Picos(if negative { -magnitude } else { magnitude }))
+    }
+
+    /// The exact amount as a decimal, at least two decimals and no trailing zeros past
+    /// them: `0.00000006`, `12.50`, `3.00`.
+    pub fn decimal(self) -> String {
+        let sign = if self.0 < 0 { "-" } else { "" };
+        let magnitude = self.0.unsigned_abs();
+        let whole = magnitude / PICOS_PER_UNIT as u128;
+        let fraction = format!("{:012}", magnitude % PICOS_PER_UNIT as u128);
+        let mut fraction = fraction.trim_end_matches('0').to_string();
+        while fraction.len() < 2 {
+            fraction.push('0');
+        }
+        format!("{sign}{whole}.{fraction}")
+    }
+}
+
+impl std::ops::Add for Picos {
+    type Output = Picos;
+    fn add(self, other: Picos) -> Picos {
+        Picos(self.0.saturating_add(other.0))
+    }
+}
+
+impl std::ops::AddAssign for Picos {
+    fn add_assign(&mut self, other: Picos) {
+        *self = *self + other;
+    }
+}
+
+impl std::iter::Sum for Picos {
+    fn sum<I: Iterator<Item = Picos>>(iter: I) -> Picos {
+        iter.fold(Picos::ZERO, |sum, amount| sum + amount)
+    }
+}
+
+/// How many units a quoted price is for: price lists quote token prices per thousand or per
+/// million.
+pub const PRICE_QUANTITIES: [u64; 3] = [1, 1_000, 1_000_000];
+
+/// The exact unit price, in trillionths, of `text` quoted for `per` units: `0.02` per
+/// 1,000,000 → 20,000 picos. Refuses what is not a non-negative decimal, a price finer than
+/// a trillionth of the currency per unit, and one past 9,000,000 per unit.
+pub fn parse_unit_price(text: &str, per: u64) -> Result<i64, String> {
+    if !PRICE_QUANTITIES.contains(&per) {
+        return Err("is quoted per 1, 1000 or 1000000 units".to_string());
+    }
+    let text = text.trim();
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() && fraction.is_empty() {
+        return Err("must be a number such as 0.0004".to_string());
+    }
+    if !(whole.chars().all(|c| c.is_ascii_digit()) && fraction.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err("must be a non-negative decimal number such as 0.0004".to_string());
+    }
+    let digits = format!("{whole}{fraction}");
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > 24 || fraction.len() > 18 {
+        return Err("has too many digits".to_string());
+    }
+    let mantissa: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| "is too large".to_string())?
+    };
+    let numerator = mantissa * PICOS_PER_UNIT;
+    let denominator = 10_i128.pow(fraction.len() as u32) * i128::from(per);
+    if numerator % denominator != 0 {
+        return Err(format!(
+            "is finer than a trillionth of the currency per unit (at most {} decimals for a price per {per})",
+            12 + per.ilog10()
+        ));
+    }
+    i64::try_from(numerator / denominator)
+        .ok()
+        .filter(|picos| i128::from(*picos) <= 9_000_000 * PICOS_PER_UNIT)
+        .ok_or_else(|| "is too large: at most 9000000 per unit".to_string())
 }
 
 /// The currency of the default price book.
@@ -564,7 +755,8 @@ pub struct CostRow {
     /// The price in effect that day (the organization's override, else the default);
     /// `None` when the book has no price for the unit yet.
     pub price: Option<PriceEntry>,
-    pub cost_micros: i64,
+    /// Quantity × unit price, exact.
+    pub cost: Picos,
 }
 
 /// A budget alert that fired: the month's cost reached `threshold_percent` of the budget.

@@ -509,6 +509,24 @@ impl DataGovernance {
     }
 
     /// The retention sweeper's work on one project; returns how many records it removed.
+    /// Store the project's statement of the latest closed month, unless it is stored
+    /// already (the statement closer's work; a read after closing stores it too). Returns
+    /// whether one was stored now.
+    pub async fn close_statements(
+        &self,
+        scope: &ProjectScope,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<bool, EngineError> {
+        let principal = engram_core::Principal::operator(*scope, "statement-closer");
+        principal.authorize(engram_core::Operation::CloseStatements)?;
+        crate::use_cases::usage::statement::close_latest_month(
+            &self.storage,
+            principal.scope(),
+            now,
+        )
+        .await
+    }
+
     pub async fn run_retention_sweep(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
         let principal = engram_core::Principal::operator(*scope, "retention-sweeper");
         principal.authorize(engram_core::Operation::SweepRetention)?;

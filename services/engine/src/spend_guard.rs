@@ -12,7 +12,7 @@ use crate::metering::UsageMeter;
 use crate::project_settings_cache::ProjectSettingsCache;
 use chrono::Utc;
 use engram_core::usage::{
-    BillingMonth, LimitReached, PlannedSpend, SpendLimits, UsageUnit, check_monthly_limits,
+    BillingMonth, LimitReached, Picos, PlannedSpend, SpendLimits, UsageUnit, check_monthly_limits,
     thresholds_reached,
 };
 use engram_core::{ProjectId, ProjectScope};
@@ -57,8 +57,8 @@ struct WrittenMonth {
     flushes: u64,
     read_at: Instant,
     used: BTreeMap<UsageUnit, i64>,
-    /// Cost per currency.
-    spent_micros: BTreeMap<String, i64>,
+    /// Cost per currency, exact.
+    spent: BTreeMap<String, Picos>,
     price_book: Vec<engram_storage::usage::PriceEntry>,
 }
 
@@ -154,21 +154,23 @@ impl SpendGuard {
                 spent_micros: 0,
             });
         };
-        let mut spent_micros = written
-            .spent_micros
+        let mut spent = written
+            .spent
             .get(&budget.currency)
             .copied()
-            .unwrap_or(0);
+            .unwrap_or_default();
         let today = Utc::now();
         for (unit, quantity) in unflushed {
             if let Some(price) = price_in_effect(&written.price_book, unit, today)
                 .filter(|price| price.currency == budget.currency)
             {
-                spent_micros =
-                    spent_micros.saturating_add(price.unit_price_micros.saturating_mul(quantity));
+                spent += Picos::times(price.unit_price(), quantity);
             }
         }
-        Ok(MonthToDate { used, spent_micros })
+        Ok(MonthToDate {
+            used,
+            spent_micros: spent.micros(),
+        })
     }
 
     /// What storage holds for the month, reused until this gateway's meter writes again (or,
@@ -193,11 +195,11 @@ impl SpendGuard {
             .costs_with_price_book(scope, month.starts_at(), month.resets_at())
             .await?;
         let mut used: BTreeMap<UsageUnit, i64> = BTreeMap::new();
-        let mut spent_micros: BTreeMap<String, i64> = BTreeMap::new();
+        let mut spent: BTreeMap<String, Picos> = BTreeMap::new();
         for row in &costs {
             *used.entry(row.unit).or_default() += row.quantity;
             if let Some(price) = &row.price {
-                *spent_micros.entry(price.currency.clone()).or_default() += row.cost_micros;
+                *spent.entry(price.currency.clone()).or_default() += row.cost;
             }
         }
         let written = Arc::new(WrittenMonth {
@@ -205,7 +207,7 @@ impl SpendGuard {
             flushes: flushes_before_read,
             read_at: Instant::now(),
             used,
-            spent_micros,
+            spent,
             price_book,
         });
         if let Ok(mut cache) = self.written.lock() {

@@ -21,6 +21,7 @@ pub mod recall;
 pub mod recall_quality;
 pub mod runs;
 pub mod session_state;
+pub mod statements;
 pub mod subject_data;
 pub mod tasks;
 mod tenancy;

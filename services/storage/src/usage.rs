@@ -10,8 +10,8 @@ use chrono::{DateTime, Duration, DurationRound, Utc};
 use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::usage::{
-    BillingMonth, BreakdownValue, CostBreakdownRow, SpendLimits, UsageAttribution, UsageBreakdown,
-    UsageBreakdownRow, UsageUnit,
+    BillingMonth, BreakdownValue, CostBreakdownRow, PICOS_PER_MICRO, Picos, SpendLimits,
+    UsageAttribution, UsageBreakdown, UsageBreakdownRow, UsageUnit,
 };
 pub use engram_core::usage::{BudgetAlert, CostRow, PriceEntry, UsageGranularity, UsageRow};
 use engram_core::{OrganizationId, ProjectId, ProjectScope};
@@ -241,23 +241,105 @@ impl Storage {
 impl Storage {
     /// Add a price to the book; it applies from `effective_from` until a later entry for the
     /// same unit (and organization) takes over. Past entries are never changed, so a cost
-    /// computed for a past day stays the same.
-    pub async fn add_price(&self, entry: &PriceEntry) -> Result<(), StorageError> {
+    /// computed for a past day stays the same. An organization's price is audited in its
+    /// log as added by `actor`, in the same transaction. Returns the entry's id.
+    pub async fn add_price(
+        &self,
+        entry: &PriceEntry,
+        actor: &Actor,
+    ) -> Result<uuid::Uuid, StorageError> {
         let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let id = uuid::Uuid::now_v7();
         crate::entities::price_book::Entity::insert(crate::entities::price_book::ActiveModel {
-            id: Set(uuid::Uuid::now_v7()),
+            id: Set(id),
             organization_id: Set(entry.organization_id.map(|id| id.as_uuid())),
             unit: Set(entry.unit.as_str().to_string()),
             currency: Set(entry.currency.clone()),
-            unit_price_micros: Set(entry.unit_price_micros),
+            unit_price_micros: Set(entry.unit_price().micros()),
+            unit_price_picos: Set(Some(entry.unit_price_picos)),
             effective_from: Set(entry.effective_from),
             created_at: Set(Utc::now()),
             is_default: Set(entry.is_default),
         })
-        .exec_without_returning(&self.connection)
+        .exec_without_returning(&transaction)
         .await
         .map_err(StorageError::from_db)?;
-        Ok(())
+        if let Some(organization_id) = entry.organization_id {
+            append_audit_event(
+                &transaction,
+                organization_id,
+                None,
+                actor,
+                &NewAuditEvent::success(
+                    AuditAction::PriceAdded,
+                    vec![id.to_string()],
+                    serde_json::json!({
+                        "unit": entry.unit.as_str(),
+                        "currency": entry.currency,
+                        "unit_price": entry.unit_price().decimal(),
+                        "effective_from": entry.effective_from.date_naive().to_string(),
+                    }),
+                ),
+            )
+            .await?;
+        }
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(id)
+    }
+
+    /// Withdraw the organization's price `price_id` before it takes effect: `NotFound` when
+    /// the organization has no such price, `Refused` when it already applies (a price that
+    /// priced a day is never removed). Audited in the same transaction.
+    pub async fn withdraw_scheduled_price(
+        &self,
+        organization_id: OrganizationId,
+        price_id: uuid::Uuid,
+        now: DateTime<Utc>,
+        actor: &Actor,
+    ) -> Result<PriceEntry, StorageError> {
+        use crate::entities::price_book;
+        let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let Some(row) = price_book::Entity::find_by_id(price_id)
+            .filter(price_book::Column::OrganizationId.eq(organization_id.as_uuid()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+        else {
+            return Err(StorageError::NotFound(NotFoundKind::Price));
+        };
+        if row.effective_from <= now {
+            return Err(StorageError::Refused(format!(
+                "the price has applied since {}: a price that priced a day stays; add a new one instead",
+                row.effective_from.date_naive()
+            )));
+        }
+        price_book::Entity::delete_by_id(price_id)
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        let entry = price_entry(row)
+            .ok_or_else(|| StorageError::Internal("a price of an unknown unit".to_string()))?;
+        append_audit_event(
+            &transaction,
+            organization_id,
+            None,
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::PriceWithdrawn,
+                vec![price_id.to_string()],
+                serde_json::json!({
+                    "unit": entry.unit.as_str(),
+                    "currency": entry.currency,
+                    "unit_price": entry.unit_price().decimal(),
+                    "effective_from": entry.effective_from.date_naive().to_string(),
+                }),
+            ),
+        )
+        .await?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        Ok(entry)
     }
 
     /// The entries that apply to an organization: the defaults and its overrides.
@@ -265,6 +347,19 @@ impl Storage {
         &self,
         organization_id: OrganizationId,
     ) -> Result<Vec<PriceEntry>, StorageError> {
+        Ok(self
+            .price_book_with_ids_for(organization_id)
+            .await?
+            .into_iter()
+            .map(|(_, entry)| entry)
+            .collect())
+    }
+
+    /// [`Storage::price_book_for`] with each entry's id, oldest first.
+    pub async fn price_book_with_ids_for(
+        &self,
+        organization_id: OrganizationId,
+    ) -> Result<Vec<(uuid::Uuid, PriceEntry)>, StorageError> {
         use crate::entities::price_book;
         let rows = price_book::Entity::find()
             .filter(
@@ -279,16 +374,7 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         Ok(rows
             .into_iter()
-            .filter_map(|row| {
-                Some(PriceEntry {
-                    organization_id: row.organization_id.map(OrganizationId::from_uuid),
-                    unit: UsageUnit::parse(&row.unit)?,
-                    currency: row.currency,
-                    unit_price_micros: row.unit_price_micros,
-                    effective_from: row.effective_from,
-                    is_default: row.is_default,
-                })
-            })
+            .filter_map(|row| Some((row.id, price_entry(row)?)))
             .collect())
     }
 
@@ -324,18 +410,31 @@ impl Storage {
     }
 }
 
+fn price_entry(row: crate::entities::price_book::Model) -> Option<PriceEntry> {
+    Some(PriceEntry {
+        organization_id: row.organization_id.map(OrganizationId::from_uuid),
+        unit: UsageUnit::parse(&row.unit)?,
+        currency: row.currency,
+        unit_price_picos: row
+            .unit_price_picos
+            .unwrap_or_else(|| row.unit_price_micros.saturating_mul(PICOS_PER_MICRO as i64)),
+        effective_from: row.effective_from,
+        is_default: row.is_default,
+    })
+}
+
 /// `quantity` of `unit` used on `day`, at the price in effect that day.
 fn priced(book: &[PriceEntry], day: DateTime<Utc>, unit: UsageUnit, quantity: i64) -> CostRow {
     let price = price_in_effect(book, unit, day);
-    let cost_micros = price
-        .as_ref()
-        .map_or(0, |price| price.unit_price_micros.saturating_mul(quantity));
+    let cost = price.as_ref().map_or(Picos::ZERO, |price| {
+        Picos::times(price.unit_price(), quantity)
+    });
     CostRow {
         day,
         unit,
         quantity,
         price,
-        cost_micros,
+        cost,
     }
 }
 
@@ -689,14 +788,17 @@ impl Storage {
             } else {
                 day_start(now) + Duration::days(1)
             };
-            self.add_price(&PriceEntry {
-                organization_id: None,
-                unit: *unit,
-                currency: currency.to_string(),
-                unit_price_micros: *unit_price_micros,
-                effective_from,
-                is_default: true,
-            })
+            self.add_price(
+                &PriceEntry {
+                    organization_id: None,
+                    unit: *unit,
+                    currency: currency.to_string(),
+                    unit_price_picos: unit_price_micros.saturating_mul(PICOS_PER_MICRO as i64),
+                    effective_from,
+                    is_default: true,
+                },
+                &Actor::system("default-prices"),
+            )
             .await?;
             applied.push(*unit);
         }
@@ -751,21 +853,30 @@ impl Storage {
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
+        // Closed statements keep their figures; only the id becomes the digest, as here.
+        let statements = self
+            .pseudonymize_statements(&transaction, scope, user_id, subject_digest)
+            .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
-        Ok(changed)
+        Ok(changed + statements)
     }
 
-    /// How many of the project's usage counters still name `user_id`.
+    /// How many of the project's usage counters and stored statements still name `user_id`.
     pub async fn count_usage_of_subject(
         &self,
         scope: &ProjectScope,
         user_id: &str,
     ) -> Result<u64, StorageError> {
         use sea_orm::PaginatorTrait;
-        subject_usage(scope, user_id)
+        let counters = subject_usage(scope, user_id)
             .count(&self.connection)
             .await
-            .map_err(StorageError::from_db)
+            .map_err(StorageError::from_db)?;
+        let statements = self
+            .statements_naming(&self.connection, scope, user_id)
+            .await?
+            .len() as u64;
+        Ok(counters + statements)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod file_ingest;
 pub mod message_derivation;
 pub mod periodic;
 pub mod retention;
+pub mod statements;
 pub mod tasks;
 pub mod usage_sampling;
 

@@ -355,7 +355,7 @@ pub const AUDIT_PAGE_LIMIT: u32 = 100;
 
 /// The actions the audit filter offers: every action the engine records
 /// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).
-pub const AUDIT_ACTIONS: [&str; 26] = [
+pub const AUDIT_ACTIONS: [&str; 28] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -382,6 +382,8 @@ pub const AUDIT_ACTIONS: [&str; 26] = [
     "project.retention_swept",
     "audit.chain_rekeyed",
     "project.created",
+    "organization.price_added",
+    "organization.price_withdrawn",
 ];
 
 /// What a login (or a refresh) hands the browser, each in its own HttpOnly cookie: a
@@ -1124,4 +1126,108 @@ pub struct NewEvaluationSetForm {
     pub schedule_hours: String,
     /// One case per line, as `POST /v1/eval-sets/{id}/cases/import` takes them.
     pub cases_jsonl: String,
+}
+
+/// One price of the price book, as the prices page lists it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceRow {
+    pub id: String,
+    pub currency: String,
+    /// Price of one unit, exact (`0.00000002`).
+    pub unit_price: String,
+    /// First day it applies, `YYYY-MM-DD`.
+    pub effective_from: String,
+    /// `organization`, `deployment` or `default`.
+    pub source: String,
+}
+
+/// A unit's price today and the prices scheduled for it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnitPrices {
+    pub unit: String,
+    pub current: Option<PriceRow>,
+    pub scheduled: Vec<PriceRow>,
+}
+
+/// The organization's price book.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PriceBook {
+    pub organization: String,
+    /// Today (UTC), the earliest first day a new price may have.
+    pub today: String,
+    pub units: Vec<UnitPrices>,
+    /// Owners and admins add and withdraw the organization's prices; analysts read them.
+    pub can_edit: bool,
+}
+
+/// A new price of the organization, as typed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewPriceForm {
+    pub unit: String,
+    pub price: String,
+    /// `1`, `1000` or `1000000`: how many units the price is for.
+    pub per: String,
+    pub currency: String,
+    /// `YYYY-MM-DD`; empty: today.
+    pub effective_from: String,
+}
+
+/// One line of a statement: a unit at one price.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementLineRow {
+    pub unit: String,
+    pub quantity: i64,
+    pub currency: Option<String>,
+    pub unit_price: Option<String>,
+    pub price_from: Option<String>,
+    pub default_price: bool,
+    /// Exact (`0.00000006`).
+    pub cost: String,
+}
+
+/// A project's budget on a statement.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementBudgetRow {
+    pub project: String,
+    pub currency: String,
+    pub amount: String,
+    pub spent: String,
+    pub percent_used: Option<u64>,
+    pub hard_cap: bool,
+    /// (threshold %, when) of each alert of the month.
+    pub alerts: Vec<(u8, String)>,
+}
+
+/// Cost and usage of one value of a breakdown, all units together.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementBreakdownRow {
+    /// `project`, `key`, `end_user`, `agent` or `channel`.
+    pub by: String,
+    /// The project's name (on every row of the organization's statement).
+    pub project: String,
+    /// The key's label, the end-user or agent id, the channel; `(none)` where calls named
+    /// none; `erased <digest>` for an erased end-user.
+    pub label: String,
+    pub currency: Option<String>,
+    /// Exact cost in `currency`.
+    pub cost: String,
+    /// (unit, quantity) of every unit it used.
+    pub quantities: Vec<(String, i64)>,
+}
+
+/// The organization's statement of a month, as the statement page shows it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatementPage {
+    pub month: String,
+    pub organization: String,
+    pub provisional: bool,
+    pub closes_at: String,
+    pub generated_at: String,
+    pub lines: Vec<StatementLineRow>,
+    /// (currency, exact total).
+    pub totals: Vec<(String, String)>,
+    pub budgets: Vec<StatementBudgetRow>,
+    pub breakdowns: Vec<StatementBreakdownRow>,
+    /// The months the page offers, newest first (`YYYY-MM`).
+    pub months: Vec<String>,
 }

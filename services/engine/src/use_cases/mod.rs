@@ -33,7 +33,7 @@ mod remember_messages;
 mod runs;
 pub(crate) mod search_memories;
 mod session_state;
-mod usage;
+pub(crate) mod usage;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
 pub use api_keys::{
@@ -85,7 +85,10 @@ pub use search_memories::{
     MAX_CONTEXT_TOKENS, RecallBudgetCut, SearchAnswer, SearchMemoriesRequest,
 };
 pub use session_state::{MAX_STATE_VALUE_BYTES, PutSessionStateRequest, SessionStateAddress};
-pub use usage::{SpendLimitsReport, UsageReport, UsageReportRequest};
+pub use usage::{
+    NewPriceRequest, PriceBookEntry, PriceBookUnit, SpendLimitsReport, UsageReport,
+    UsageReportRequest,
+};
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};

@@ -31,6 +31,7 @@ pub(crate) mod retrieval_profiles;
 pub(crate) mod run_steps;
 pub(crate) mod session_messages;
 pub(crate) mod session_state;
+pub(crate) mod statement_snapshots;
 pub(crate) mod tasks;
 pub(crate) mod usage_daily;
 pub(crate) mod usage_hourly;

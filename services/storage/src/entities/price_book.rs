@@ -8,7 +8,10 @@ pub struct Model {
     pub organization_id: Option<Uuid>,
     pub unit: String,
     pub currency: String,
+    /// Rounded to the nearest millionth: what a release before finer prices reads.
     pub unit_price_micros: i64,
+    /// The exact price, in trillionths; `None` never after the migration that added it.
+    pub unit_price_picos: Option<i64>,
     pub effective_from: DateTimeUtc,
     pub created_at: DateTimeUtc,
     pub is_default: bool,

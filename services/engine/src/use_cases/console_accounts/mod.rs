@@ -9,7 +9,9 @@
 mod invitations;
 mod members;
 mod organization;
+mod prices;
 mod sign_in;
+mod statement;
 
 pub use invitations::InvitationOffer;
 pub use members::MemberListing;
@@ -96,6 +98,11 @@ impl ConsoleMember {
     /// The member as the audit log names it.
     pub fn actor(&self) -> &Actor {
         &self.actor
+    }
+
+    /// Whether the member's role may perform `operation` (for optional parts of a page).
+    pub fn may(&self, operation: Operation) -> bool {
+        self.authorize(operation).is_ok()
     }
 
     /// `Forbidden` unless the permission table lets this member's role perform `operation`.

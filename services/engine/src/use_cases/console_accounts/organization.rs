@@ -51,7 +51,7 @@ impl ConsoleAccess {
             else {
                 continue;
             };
-            let cost_micros = self
+            let cost: engram_core::usage::Picos = self
                 .storage
                 .costs(&scope, month.starts_at(), month.resets_at())
                 .await?
@@ -61,8 +61,9 @@ impl ConsoleAccess {
                         .as_ref()
                         .is_some_and(|price| price.currency == currency)
                 })
-                .map(|row| row.cost_micros)
+                .map(|row| row.cost)
                 .sum();
+            let cost_micros = cost.micros();
             ranked.push(ProjectMonthCost {
                 project,
                 cost_micros,

@@ -10,7 +10,7 @@ mod set_price;
 pub use create_member::{CreateMemberRequest, CreatedMember};
 pub use create_organization::{CreateOrganizationRequest, CreatedOrganization, MAX_NEW_PROJECTS};
 pub use create_project::{CreateProjectRequest, CreatedProject, MAX_PROJECT_NAME_CHARS};
-pub use set_price::{SetPriceRequest, parse_price_micros};
+pub use set_price::SetPriceRequest;
 
 use crate::EngineError;
 use engram_storage::{ApiKeyPepper, Storage, StorageError};

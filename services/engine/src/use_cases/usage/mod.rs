@@ -3,9 +3,13 @@
 
 mod costs;
 mod llm_usage;
+mod prices;
 mod spend_limits;
+pub(crate) mod statement;
 mod usage_report;
 
+pub(crate) use prices::checked_price;
+pub use prices::{NewPriceRequest, PriceBookEntry, PriceBookUnit, price_book_units};
 pub use spend_limits::SpendLimitsReport;
 
 pub use usage_report::{UsageReport, UsageReportRequest};
