@@ -276,6 +276,10 @@ enum Operation {
     UsageByEndUser {
         by: Principal,
     },
+    /// This month's statement (its end-user lines name them): admin keys only.
+    StatementByEndUser {
+        by: Principal,
+    },
     GetEvalSet {
         by: Principal,
         target: usize,
@@ -354,6 +358,7 @@ impl Operation {
             | Operation::CreateEvalSet { by, .. }
             | Operation::ListEvalSets { by }
             | Operation::UsageByEndUser { by }
+            | Operation::StatementByEndUser { by }
             | Operation::GetEvalSet { by, .. }
             | Operation::IdempotentAdd { by, .. }
             | Operation::StartRun { by, .. }
@@ -384,6 +389,7 @@ impl Operation {
             Operation::GetTask { .. }
             | Operation::ListEvalSets { .. }
             | Operation::UsageByEndUser { .. }
+            | Operation::StatementByEndUser { .. }
             | Operation::GetEvalSet { .. } => Needs::Admin,
             Operation::CreateEvalSet { .. } => Needs::AdminAndRead,
             Operation::List { .. }
@@ -435,6 +441,7 @@ impl Operation {
             Operation::CreateEvalSet { .. } => "create eval set",
             Operation::ListEvalSets { .. } => "list eval sets",
             Operation::UsageByEndUser { .. } => "usage by end-user",
+            Operation::StatementByEndUser { .. } => "statement by end-user",
             Operation::GetEvalSet { .. } => "get eval set",
             Operation::IdempotentAdd { .. } => "idempotent add",
             Operation::StartRun { .. } => "start run",
@@ -502,6 +509,7 @@ fn operation() -> impl Strategy<Value = Operation> {
             .prop_map(|(by, user, expected)| Operation::CreateEvalSet { by, user, expected }),
         1 => principal().prop_map(|by| Operation::ListEvalSets { by }),
         1 => principal().prop_map(|by| Operation::UsageByEndUser { by }),
+        1 => principal().prop_map(|by| Operation::StatementByEndUser { by }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::GetEvalSet { by, target }),
         2 => (principal(), 0..IDEMPOTENCY_KEYS.len(), 0..REPLAY_BODIES)
             .prop_map(|(by, key, body)| Operation::IdempotentAdd { by, key, body }),
@@ -961,6 +969,9 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
             "/v1/usage?by=end_user".to_string(),
             RefusedBody::None,
         ),
+        Operation::StatementByEndUser { .. } => {
+            (Method::GET, this_months_statement(), RefusedBody::None)
+        }
         Operation::GetEvalSet { target, .. } => (
             Method::GET,
             format!("/v1/eval-sets/{}", pick(&world.eval_sets, *target)?),
@@ -1569,6 +1580,21 @@ async fn run_operation(
             )?;
             checked(world, kind, by.audience(), &response, &[])?;
         }
+        Operation::StatementByEndUser { by } => {
+            let response = send(
+                tenants.client(by),
+                Method::GET,
+                &this_months_statement(),
+                None,
+            )
+            .await;
+            expect(
+                &response,
+                &[if by.is_token() { 403 } else { 200 }],
+                "statement by end-user",
+            )?;
+            checked(world, kind, by.audience(), &response, &[])?;
+        }
         Operation::StartRun { by, user } => {
             let subject = by.subject(user);
             let owner = Owner {
@@ -1953,4 +1979,9 @@ fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
     if let Err(failure) = result {
         panic!("{failure}");
     }
+}
+
+/// `/v1/statements/<this month>`: the month whose statement names the world's end-users.
+fn this_months_statement() -> String {
+    format!("/v1/statements/{}", chrono::Utc::now().format("%Y-%m"))
 }

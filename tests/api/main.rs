@@ -32,4 +32,5 @@ mod runs;
 mod security_matrix;
 mod service;
 mod sessions;
+mod statements;
 mod usage;

@@ -168,6 +168,10 @@ async fn make_fixtures(server: &TestServer) -> Fixtures {
             ("AGENT_RUN_ID", agent_runs[0].clone()),
             ("ENDABLE_AGENT_RUN_ID", agent_runs[1].clone()),
             ("TASK_ID", task_id),
+            (
+                "STATEMENT_MONTH",
+                chrono::Utc::now().format("%Y-%m").to_string(),
+            ),
             ("REVOCABLE_KEY_ID", key_ids[0].clone()),
             ("ROLLABLE_KEY_ID", key_ids[1].clone()),
         ],

@@ -55,6 +55,7 @@ fn native_door(state: AppState) -> Router {
         .merge(routes::end_user_tokens::router())
         .merge(routes::governance::router())
         .merge(routes::usage::router())
+        .merge(routes::prices::router())
         .merge(routes::files::router())
         .merge(routes::sessions::router())
         .merge(routes::messages::router())

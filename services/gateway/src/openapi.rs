@@ -3,8 +3,8 @@
 
 use crate::problem::ProblemDocument;
 use crate::routes::{
-    audit, end_user_tokens, feedback, files, governance, keys, memories, messages, recall_quality,
-    runs, sessions, usage,
+    audit, end_user_tokens, feedback, files, governance, keys, memories, messages, prices,
+    recall_quality, runs, sessions, usage,
 };
 use crate::views::{
     AddMemoriesBody, EditMemoryBody, HistoryEntryView, HistoryView, MemoriesEnvelope,
@@ -358,6 +358,8 @@ impl Modify for CommonProblemResponses {
         usage::project_costs,
         usage::get_spend_limits,
         usage::put_spend_limits,
+        prices::project_prices,
+        prices::project_statement,
         files::upload_file,
         files::get_file,
         files::delete_file,
@@ -408,7 +410,10 @@ impl Modify for CommonProblemResponses {
         crate::views::TaskView, crate::views::TaskProgressView, governance::RetentionPreviewView, governance::StoreRetentionPreviewView, crate::subject_export::ExportedMemoryView,
         usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
         crate::views::SpendLimitsBody, crate::views::MonthlyBudgetBody, crate::views::RecallBudgetBody, usage::SpendLimitsView,
-        usage::MonthToDateView, usage::BudgetAlertView, crate::views::RecallBudgetView, crate::problem::LimitProblem,
+        usage::MonthToDateView, usage::BudgetAlertView, prices::PricesView, prices::UnitPricesView, prices::PriceView,
+        engram_core::statements::Statement, engram_core::statements::StatementParty, engram_core::statements::StatementLine,
+        engram_core::statements::StatementTotal, engram_core::statements::StatementBudget, engram_core::statements::StatementAlert,
+        engram_core::statements::StatementBreakdownLine, crate::views::RecallBudgetView, crate::problem::LimitProblem,
         files::FileView, files::UploadedFileView,
         sessions::SessionStateView, sessions::SessionStateListView, sessions::PutSessionStateBody,
         messages::AddMessagesBody, messages::MessageBody, messages::MessageView, messages::AddedMessagesView,
@@ -427,7 +432,7 @@ impl Modify for CommonProblemResponses {
         (name = "end-user tokens", description = "Short-lived tokens confined to one end-user, for browser and mobile apps"),
         (name = "sessions", description = "Conversation history that becomes memories, and session state: versioned JSON values per session and key, for checkpoints"),
         (name = "files", description = "Plain-text and Markdown files ingested as memories in the background"),
-        (name = "usage", description = "Metered units, costs, budgets and quotas per project (needs the `admin` scope)"),
+        (name = "usage", description = "Metered units, costs, monthly statements, budgets and quotas per project (the `admin` scope; prices: any project key)"),
         (name = "runs", description = "Agent runs: the context to inject, run records linking a task to what the model was given, and a memory's impact"),
         (name = "compliance", description = "PII redaction, retention, legal hold, subject erasure and export (needs the `admin` scope)"))
 )]

@@ -8,6 +8,7 @@ pub mod governance;
 pub mod keys;
 pub mod memories;
 pub mod messages;
+pub mod prices;
 pub mod recall_quality;
 pub mod runs;
 pub mod service;

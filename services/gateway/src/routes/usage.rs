@@ -15,7 +15,9 @@ use axum::{Json, Router};
 use chrono::{DateTime, NaiveDate, Utc};
 use engram_core::FieldError;
 use engram_core::usage::UsageGranularity;
-use engram_core::usage::{BreakdownValue, CostRow, UsageBreakdown, UsageUnit, forecast_month_cost};
+use engram_core::usage::{
+    BreakdownValue, CostRow, Picos, UsageBreakdown, UsageUnit, forecast_month_cost,
+};
 use engram_engine::MemoryEngine;
 use engram_engine::{SpendLimitsReport, UsageReportRequest};
 use serde::{Deserialize, Serialize};
@@ -372,13 +374,19 @@ pub struct CostRowView {
     pub quantity: i64,
     /// `None` when the price book has no price for the unit on that day.
     pub currency: Option<String>,
-    /// Price of one unit, in millionths of the currency.
+    /// Price of one unit, in millionths of the currency, rounded to the nearest (exact:
+    /// `unit_price`).
     pub unit_price_micros: Option<i64>,
+    /// Price of one unit, exact, as a decimal (`0.00000002`).
+    pub unit_price: Option<String>,
     /// True when the price is Engram's default price book (a placeholder to replace with
     /// `engram admin set-price`).
     #[serde(default)]
     pub default_price: bool,
+    /// The cost rounded to the nearest millionth (exact: `cost`).
     pub cost_micros: i64,
+    /// Quantity × unit price, exact, as a decimal.
+    pub cost: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -388,9 +396,12 @@ pub struct CostsView {
     pub by: Option<String>,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
-    /// Total per currency, in millionths.
+    /// Total per currency, in millionths (rounded once, from the exact `totals`).
     #[schema(value_type = Object)]
     pub totals_micros: BTreeMap<String, i64>,
+    /// Total per currency, exact, as a decimal.
+    #[schema(value_type = Object)]
+    pub totals: BTreeMap<String, String>,
     pub days: Vec<CostRowView>,
 }
 
@@ -427,12 +438,12 @@ pub async fn project_costs(
             .map(|cost| (None, cost))
             .collect(),
     };
-    let mut totals_micros: BTreeMap<String, i64> = BTreeMap::new();
+    let mut totals: BTreeMap<String, Picos> = BTreeMap::new();
     let days: Vec<CostRowView> = rows
         .into_iter()
         .map(|(value, row)| {
             if let Some(price) = &row.price {
-                *totals_micros.entry(price.currency.clone()).or_default() += row.cost_micros;
+                *totals.entry(price.currency.clone()).or_default() += row.cost;
             }
             let (breakdown, credential) = match (by, &value) {
                 (Some(by), Some(value)) => BreakdownFields::of(by, value),
@@ -445,9 +456,11 @@ pub async fn project_costs(
                 breakdown,
                 quantity: row.quantity,
                 currency: row.price.as_ref().map(|price| price.currency.clone()),
-                unit_price_micros: row.price.as_ref().map(|price| price.unit_price_micros),
+                unit_price_micros: row.price.as_ref().map(|price| price.unit_price().micros()),
+                unit_price: row.price.as_ref().map(|price| price.unit_price().decimal()),
                 default_price: row.price.as_ref().is_some_and(|price| price.is_default),
-                cost_micros: row.cost_micros,
+                cost_micros: row.cost.micros(),
+                cost: row.cost.decimal(),
             }
         })
         .collect();
@@ -463,6 +476,8 @@ pub async fn project_costs(
             "unit_price_micros",
             "cost_micros",
             "default_price",
+            "unit_price",
+            "cost",
         ]);
         let text = crate::csv_export::csv_text(
             &columns,
@@ -479,6 +494,8 @@ pub async fn project_costs(
                         .unwrap_or_default(),
                     row.cost_micros.to_string(),
                     row.default_price.to_string(),
+                    row.unit_price.clone().unwrap_or_default(),
+                    row.cost.clone(),
                 ]);
                 cells
             }),
@@ -489,7 +506,14 @@ pub async fn project_costs(
         by: by.map(|by| by.as_str().to_string()),
         from,
         to,
-        totals_micros,
+        totals_micros: totals
+            .iter()
+            .map(|(currency, total)| (currency.clone(), total.micros()))
+            .collect(),
+        totals: totals
+            .into_iter()
+            .map(|(currency, total)| (currency, total.decimal()))
+            .collect(),
         days,
     })
     .into_response())
@@ -566,6 +590,8 @@ pub struct MonthToDateView {
     pub spent_micros: i64,
     /// Straight-line forecast of the month's cost.
     pub forecast_micros: i64,
+    /// Whether the forecast passes the monthly budget (false without a budget).
+    pub forecast_exceeds_budget: bool,
     pub alerts: Vec<BudgetAlertView>,
 }
 
@@ -582,6 +608,11 @@ fn limits_view(report: SpendLimitsReport) -> SpendLimitsView {
         month_to_date,
         alerts,
     } = report;
+    let forecast_micros = forecast_month_cost(month, month_to_date.spent_micros, Utc::now());
+    let forecast_exceeds_budget = limits
+        .monthly_budget
+        .as_ref()
+        .is_some_and(|budget| forecast_micros > budget.amount_micros);
     SpendLimitsView {
         limits: SpendLimitsBody::from_limits(&limits),
         month_to_date: MonthToDateView {
@@ -597,7 +628,8 @@ fn limits_view(report: SpendLimitsReport) -> SpendLimitsView {
                 })
                 .collect(),
             spent_micros: month_to_date.spent_micros,
-            forecast_micros: forecast_month_cost(month, month_to_date.spent_micros, Utc::now()),
+            forecast_micros,
+            forecast_exceeds_budget,
             alerts: alerts
                 .into_iter()
                 .map(|alert| BudgetAlertView {
