@@ -15,6 +15,8 @@ enum RoleRule {
     ReadUsage,
     ManageSpendLimits,
     ReadAuditLog,
+    /// Add and withdraw the organization's prices.
+    ManagePrices,
     /// `may_see_recall_quality`: `can_read_usage || can_read_memory_content`.
     SeeRecallQuality,
 }
@@ -28,6 +30,7 @@ impl RoleRule {
             RoleRule::ManageApiKeys => &["owner", "admin", "developer"],
             RoleRule::ManageMembers => &["owner", "admin"],
             RoleRule::ManageSpendLimits => &["owner", "admin"],
+            RoleRule::ManagePrices => &["owner", "admin"],
             RoleRule::ReadUsage => &["owner", "admin", "analyst"],
             RoleRule::SeeRecallQuality => &["owner", "admin", "compliance", "analyst"],
         };
@@ -72,6 +75,10 @@ const CONSOLE_FUNCTIONS: &[(&str, RoleRule)] = &[
     ("run", RoleRule::ReadMemoryContent),               // run_timeline: memories then and now
     ("recalls", RoleRule::ReadMemoryContent),           // recall_list: query texts
     ("save_limits", RoleRule::ManageSpendLimits),       // require_role(can_manage_spend_limits)
+    ("price_book", RoleRule::ReadUsage),                // prices read with usage
+    ("add_organization_price", RoleRule::ManagePrices), // the organization's own price
+    ("withdraw_organization_price", RoleRule::ManagePrices), // a scheduled one
+    ("organization_statement", RoleRule::ReadUsage),    // every project's costs
     ("sweep_now", RoleRule::ReadMemoryContent),         // sweep_retention_now: deletes what is due
     ("erasure_status", RoleRule::ReadMemoryContent),    // an erasure's progress and receipt
     ("audit", RoleRule::ReadAuditLog),                  // audit_log
@@ -429,6 +436,31 @@ impl Matrix {
                     text_at(&key, "/key/id")
                 };
                 self.project_form(&[("key_id", key_id.as_str())])
+            }
+            "price_book" | "organization_statement" => form(&[]),
+            "add_organization_price" => form(&[
+                ("unit", "searches"),
+                ("price", "0.0004"),
+                ("per", "1"),
+                ("currency", "USD"),
+            ]),
+            "withdraw_organization_price" => {
+                let later =
+                    (chrono::Utc::now().date_naive() + chrono::Duration::days(30)).to_string();
+                let scheduled = form(&[
+                    ("unit", "searches"),
+                    ("price", "0.0009"),
+                    ("currency", "USD"),
+                    ("effective_from", later.as_str()),
+                ]);
+                let owner = self.member("owner");
+                let (status, id) = self.call(owner, "add_organization_price", &scheduled).await;
+                assert_eq!(status, 200, "scheduling a price: {id}");
+                let id = id
+                    .as_str()
+                    .unwrap_or_else(|| panic!("a price id: {id}"))
+                    .to_string();
+                form(&[("price_id", id.as_str())])
             }
             "members" => form(&[]),
             "invite_member" => {

@@ -586,7 +586,7 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         "{}",
         derived.body
     );
-    // 0.01 USD a search, 0.002 USD a memory written, from three days ago; the other units
+    // 0.01 USD a search, 0.002 USD a memory written, from today; the other units
     // the operator prices at nothing (so the default price book prices none of them).
     for (unit, price) in [
         ("searches", "0.01"),
@@ -597,7 +597,7 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
         ("llm_tokens_in", "0"),
         ("llm_tokens_out", "0"),
     ] {
-        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD", 3);
+        let set = engram_tests::set_price(&server.data_dir, unit, price, "USD");
         assert!(
             set.status.success(),
             "{}",
@@ -648,10 +648,12 @@ async fn the_console_charts_usage_and_cost_and_saves_a_budget_that_the_api_enfor
                 ("EXPECTED_UNNAMED_COST_MICROS", (4 * 10_000).to_string()),
                 ("EXPECTED_NOOR_COST_MICROS", (3 * 2_000).to_string()),
                 ("LLM_MODEL", "stand-in-chat".to_string()),
+                // Both projects: 0.046 here and one search of beta at 0.01.
+                ("EXPECTED_ORG_TOTAL", "0.056".to_string()),
             ],
         ]
         .concat(),
-        8,
+        11,
     )
     .await;
     // The budget the browser saved is the one the API enforces: 0.046 of 0.05 USD spent, one

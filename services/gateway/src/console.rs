@@ -25,6 +25,7 @@ use engram_engine::{
 use std::path::Path;
 use std::sync::Arc;
 
+mod prices;
 mod recall;
 mod runs;
 mod usage;
@@ -1195,6 +1196,46 @@ impl ConsoleBackend for GatewayConsoleBackend {
         form: engram_console::model::SpendLimitsForm,
     ) -> Result<(), ConsoleError> {
         self.store_spend_limits(caller, form).await
+    }
+
+    async fn price_book(
+        &self,
+        caller: &ConsoleCaller,
+    ) -> Result<engram_console::model::PriceBook, ConsoleError> {
+        self.build_price_book(caller).await
+    }
+
+    async fn add_organization_price(
+        &self,
+        caller: &ConsoleCaller,
+        form: engram_console::model::NewPriceForm,
+    ) -> Result<String, ConsoleError> {
+        self.add_price(caller, form).await
+    }
+
+    async fn withdraw_organization_price(
+        &self,
+        caller: &ConsoleCaller,
+        price_id: &str,
+    ) -> Result<(), ConsoleError> {
+        self.withdraw_price(caller, price_id).await
+    }
+
+    async fn organization_statement(
+        &self,
+        caller: &ConsoleCaller,
+        month: &str,
+    ) -> Result<engram_console::model::StatementPage, ConsoleError> {
+        self.statement_page(caller, month).await
+    }
+
+    async fn organization_statement_csv(
+        &self,
+        caller: &ConsoleCaller,
+        month: &str,
+    ) -> Result<String, ConsoleError> {
+        let statement = self.statement(caller, month).await?;
+        Ok(crate::routes::prices::statement_csv(&statement))
     }
 
     async fn sweep_retention_now(

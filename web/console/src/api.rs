@@ -392,6 +392,55 @@ pub async fn save_limits(
     ssr::answer(result).await
 }
 
+/// The organization's price book: every unit's price today and those scheduled.
+#[server(prefix = "/console/api", endpoint = "price_book")]
+pub async fn load_price_book() -> Result<crate::model::PriceBook, ConsoleError> {
+    let result = ssr::backend()?.price_book(&ssr::caller().await?).await;
+    ssr::answer(result).await
+}
+
+/// Add a price of the organization, from today or a later day (owners and admins).
+#[server(prefix = "/console/api", endpoint = "add_organization_price")]
+pub async fn add_organization_price(
+    unit: String,
+    price: String,
+    per: Option<String>,
+    currency: String,
+    effective_from: Option<String>,
+) -> Result<String, ConsoleError> {
+    let form = crate::model::NewPriceForm {
+        unit: unit.trim().to_string(),
+        price: price.trim().to_string(),
+        per: per.unwrap_or_default().trim().to_string(),
+        currency: currency.trim().to_string(),
+        effective_from: effective_from.unwrap_or_default().trim().to_string(),
+    };
+    let result = ssr::backend()?
+        .add_organization_price(&ssr::caller().await?, form)
+        .await;
+    ssr::answer(result).await
+}
+
+/// Withdraw a price of the organization before it takes effect (owners and admins).
+#[server(prefix = "/console/api", endpoint = "withdraw_organization_price")]
+pub async fn withdraw_organization_price(price_id: String) -> Result<(), ConsoleError> {
+    let result = ssr::backend()?
+        .withdraw_organization_price(&ssr::caller().await?, &price_id)
+        .await;
+    ssr::answer(result).await
+}
+
+/// The organization's statement of a month (`YYYY-MM`; none: this month).
+#[server(prefix = "/console/api", endpoint = "organization_statement")]
+pub async fn load_organization_statement(
+    month: Option<String>,
+) -> Result<crate::model::StatementPage, ConsoleError> {
+    let result = ssr::backend()?
+        .organization_statement(&ssr::caller().await?, month.unwrap_or_default().trim())
+        .await;
+    ssr::answer(result).await
+}
+
 /// Run the project's retention sweep now.
 #[server(prefix = "/console/api", endpoint = "sweep_now")]
 pub async fn sweep_now(project_id: String) -> Result<u64, ConsoleError> {

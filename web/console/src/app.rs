@@ -8,9 +8,11 @@ use crate::login::LoginPage;
 use crate::members::MembersPage;
 use crate::memories::MemoriesPage;
 use crate::memory::MemoryPage;
+use crate::prices::PricesPage;
 use crate::recall::RecallPage;
 use crate::runs::{RecallsPage, RunsPage};
 use crate::settings::SettingsPage;
+use crate::statements::StatementsPage;
 use crate::subjects::SubjectsPage;
 use crate::topbar::Landing;
 use crate::usage::UsagePage;
@@ -89,6 +91,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("/console/subjects") view=SubjectsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/settings") view=SettingsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/usage") view=UsagePage ssr=SsrMode::Async />
+                    <Route path=path!("/console/prices") view=PricesPage ssr=SsrMode::Async />
+                    <Route path=path!("/console/statements") view=StatementsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/recall") view=RecallPage ssr=SsrMode::Async />
                     <Route path=path!("/console/recalls") view=RecallsPage ssr=SsrMode::Async />
                     <Route path=path!("/console/runs") view=RunsPage ssr=SsrMode::Async />

@@ -9,8 +9,8 @@ use crate::model::{
     UsageOverview,
 };
 use crate::model::{
-    RecallDashboard, RecallEventDetail, RecallListQuery, RecallListing, RunListing,
-    RunTimelineDetail,
+    NewPriceForm, PriceBook, RecallDashboard, RecallEventDetail, RecallListQuery, RecallListing,
+    RunListing, RunTimelineDetail, StatementPage,
 };
 
 /// Everything the console needs from the service, keyed by the caller: the opaque session
@@ -322,6 +322,37 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         project_id: &str,
         days: u32,
     ) -> Result<UsageOverview, ConsoleError>;
+
+    /// The organization's price book: every unit's price today and those scheduled.
+    async fn price_book(&self, caller: &ConsoleCaller) -> Result<PriceBook, ConsoleError>;
+
+    /// Add a price of the organization (owners and admins); returns its id.
+    async fn add_organization_price(
+        &self,
+        caller: &ConsoleCaller,
+        form: NewPriceForm,
+    ) -> Result<String, ConsoleError>;
+
+    /// Withdraw a price of the organization before it takes effect (owners and admins).
+    async fn withdraw_organization_price(
+        &self,
+        caller: &ConsoleCaller,
+        price_id: &str,
+    ) -> Result<(), ConsoleError>;
+
+    /// The organization's statement of `month` (`YYYY-MM`; empty: this month).
+    async fn organization_statement(
+        &self,
+        caller: &ConsoleCaller,
+        month: &str,
+    ) -> Result<StatementPage, ConsoleError>;
+
+    /// The same statement as CSV.
+    async fn organization_statement_csv(
+        &self,
+        caller: &ConsoleCaller,
+        month: &str,
+    ) -> Result<String, ConsoleError>;
 
     /// Replace the project's budget, quotas and recall budget (owners and admins).
     async fn save_spend_limits(

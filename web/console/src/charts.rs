@@ -6,7 +6,8 @@ use crate::model::{MonthBudget, ProjectCost, UsageBreakdownTop};
 
 const WIDTH: f64 = 640.0;
 const HEIGHT: f64 = 180.0;
-const LEFT: f64 = 64.0;
+/// The narrowest left margin; a wider y-axis label widens it (see [`left_margin`]).
+const LEFT: f64 = 40.0;
 const RIGHT: f64 = 12.0;
 const TOP: f64 = 12.0;
 const BOTTOM: f64 = 28.0;
@@ -35,19 +36,69 @@ pub fn group_digits(value: i64) -> String {
     }
 }
 
-/// Micros of a currency as `12.34 USD`: at least two decimals, more only when the amount has
-/// them (`0.0015 EUR`), so small prices stay visible and nothing is rounded away.
+/// Width of one character of an 11px chart label, rounded up (digits and capitals of the
+/// console's sans-serif are at most ~0.62 em): what keeps a label inside its chart.
+const CHAR_WIDTH: f64 = 7.0;
+
+/// How wide `text` is drawn in a chart's 11px labels, at most.
+fn text_width(text: &str) -> f64 {
+    text.chars().count() as f64 * CHAR_WIDTH
+}
+
+/// A left margin wide enough for the y-axis labels, drawn right-aligned 6 units left of the
+/// axis, with 4 to spare.
+fn left_margin(labels: &[&str]) -> f64 {
+    labels
+        .iter()
+        .map(|label| text_width(label) + 10.0)
+        .fold(LEFT, f64::max)
+}
+
+/// The decimals a currency's amounts are written with at least (ISO 4217 minor units).
+pub fn minor_units(currency: &str) -> usize {
+    match currency {
+        "JPY" | "KRW" | "VND" | "CLP" | "ISK" | "PYG" | "UGX" | "XAF" | "XOF" => 0,
+        "BHD" | "KWD" | "OMR" | "JOD" | "TND" | "LYD" | "IQD" => 3,
+        _ => 2,
+    }
+}
+
+/// Micros of a currency as `12.34 USD`: the currency's own decimals at least (`1,234 JPY`),
+/// more only when the amount has them (`0.0015 EUR`, `0.000001 USD`), so small prices stay
+/// visible and nothing is rounded away; thousands grouped.
 pub fn money(micros: i64, currency: &str) -> String {
     let sign = if micros < 0 { "-" } else { "" };
     let whole = micros.unsigned_abs() / 1_000_000;
     let fraction = format!("{:06}", micros.unsigned_abs() % 1_000_000);
-    let trimmed = fraction.trim_end_matches('0');
-    let decimals = if trimmed.len() < 2 {
-        &fraction[..2]
-    } else {
-        trimmed
+    money_parts(sign, &group_digits(whole as i64), &fraction, currency)
+}
+
+/// An exact decimal amount (`"0.00000006"`, as statements and prices carry them) written
+/// like [`money`].
+pub fn money_text(amount: &str, currency: &str) -> String {
+    let (sign, amount) = match amount.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", amount),
     };
-    format!("{sign}{}.{decimals} {currency}", group_digits(whole as i64))
+    let (whole, fraction) = amount.split_once('.').unwrap_or((amount, ""));
+    let whole = whole
+        .parse::<i64>()
+        .map(group_digits)
+        .unwrap_or_else(|_| whole.to_string());
+    money_parts(sign, &whole, fraction, currency)
+}
+
+fn money_parts(sign: &str, whole: &str, fraction: &str, currency: &str) -> String {
+    let minimum = minor_units(currency);
+    let mut decimals = fraction.trim_end_matches('0').to_string();
+    while decimals.len() < minimum {
+        decimals.push('0');
+    }
+    if decimals.is_empty() {
+        format!("{sign}{whole} {currency}")
+    } else {
+        format!("{sign}{whole}.{decimals} {currency}")
+    }
 }
 
 /// A vertical bar per day. `labels` and `values` have the same length.
@@ -60,7 +111,9 @@ pub fn daily_bars(
     format_value: &dyn Fn(i64) -> String,
 ) -> String {
     let maximum = values.iter().copied().max().unwrap_or(0).max(1) as f64;
-    let plot_width = WIDTH - LEFT - RIGHT;
+    let maximum_label = format_value(maximum as i64);
+    let left = left_margin(&[&maximum_label]);
+    let plot_width = WIDTH - left - RIGHT;
     let plot_height = HEIGHT - TOP - BOTTOM;
     let slot = plot_width / labels.len().max(1) as f64;
     let bar_width = (slot * 0.7).max(1.0);
@@ -69,10 +122,10 @@ pub fn daily_bars(
         id = escape(test_id),
         caption = escape(caption),
     );
-    svg.push_str(&axes(&format_value(maximum as i64)));
+    svg.push_str(&axes(&maximum_label, left));
     for (index, (label, value)) in labels.iter().zip(values).enumerate() {
         let height = (*value as f64 / maximum) * plot_height;
-        let x = LEFT + index as f64 * slot + (slot - bar_width) / 2.0;
+        let x = left + index as f64 * slot + (slot - bar_width) / 2.0;
         let y = TOP + plot_height - height;
         svg.push_str(&format!(
             r#"<rect class="bar" data-day="{day}" data-value="{value}" x="{x:.1}" y="{y:.1}" width="{bar_width:.1}" height="{height:.1}" fill="{color}"><title>{day}: {shown}</title></rect>"#,
@@ -82,7 +135,7 @@ pub fn daily_bars(
     }
     if let (Some(first), Some(last)) = (labels.first(), labels.last()) {
         svg.push_str(&format!(
-            r#"<text class="tick" x="{LEFT}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
+            r#"<text class="tick" x="{left}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
             y = HEIGHT - 8.0,
             x = WIDTH - RIGHT,
             first = escape(first),
@@ -93,12 +146,13 @@ pub fn daily_bars(
     svg
 }
 
-fn axes(maximum_label: &str) -> String {
+/// The two axes from `left`, labelled with the top value and 0.
+fn axes(maximum_label: &str, left: f64) -> String {
     format!(
-        r#"<line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" /><line class="axis" x1="{LEFT}" y1="{bottom}" x2="{right}" y2="{bottom}" /><text class="tick" text-anchor="end" x="{label_x}" y="{label_y}">{maximum_label}</text><text class="tick" text-anchor="end" x="{label_x}" y="{bottom}">0</text>"#,
+        r#"<line class="axis" x1="{left}" y1="{TOP}" x2="{left}" y2="{bottom}" /><line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" /><text class="tick" text-anchor="end" x="{label_x}" y="{label_y}">{maximum_label}</text><text class="tick" text-anchor="end" x="{label_x}" y="{bottom}">0</text>"#,
         bottom = HEIGHT - BOTTOM,
         right = WIDTH - RIGHT,
-        label_x = LEFT - 6.0,
+        label_x = left - 6.0,
         label_y = TOP + 10.0,
         maximum_label = escape(maximum_label),
     )
@@ -119,14 +173,16 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
     .unwrap_or(0)
     .max(1) as f64
         * 1.1;
-    let plot_width = WIDTH - LEFT - RIGHT;
+    let maximum_label = money(top_value as i64, currency);
+    let left = left_margin(&[&maximum_label]);
+    let plot_width = WIDTH - left - RIGHT;
     let plot_height = HEIGHT - TOP - BOTTOM;
-    let x_of = |day: f64| LEFT + (day / days) * plot_width;
+    let x_of = |day: f64| left + (day / days) * plot_width;
     let y_of = |micros: i64| TOP + plot_height - (micros as f64 / top_value) * plot_height;
     let mut svg = format!(
         r#"<svg class="chart" data-testid="chart-burn-down" role="img" aria-label="Cost this month against the budget" viewBox="0 0 {WIDTH} {HEIGHT}">"#
     );
-    svg.push_str(&axes(&money(top_value as i64, currency)));
+    svg.push_str(&axes(&maximum_label, left));
     let mut points = format!("{:.1},{:.1}", x_of(0.0), y_of(0));
     for (index, cumulative) in month.cumulative_micros.iter().enumerate() {
         points.push_str(&format!(
@@ -150,16 +206,16 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
     ));
     if let Some(budget) = month.budget_micros {
         svg.push_str(&format!(
-            r##"<line data-testid="burn-budget" data-value="{budget}" x1="{LEFT}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dc2626" stroke-width="1.5"><title>Budget: {shown}</title></line><text class="tick" x="{label_x}" y="{label_y:.1}" fill="#dc2626">budget</text>"##,
+            r##"<line data-testid="burn-budget" data-value="{budget}" x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dc2626" stroke-width="1.5"><title>Budget: {shown}</title></line><text class="tick" x="{label_x}" y="{label_y:.1}" fill="#dc2626">budget</text>"##,
             y = y_of(budget),
             x2 = WIDTH - RIGHT,
-            label_x = LEFT + 4.0,
+            label_x = left + 4.0,
             label_y = y_of(budget) - 4.0,
             shown = escape(&money(budget, currency)),
         ));
     }
     svg.push_str(&format!(
-        r#"<text class="tick" x="{LEFT}" y="{y}">day 1</text><text class="tick" text-anchor="end" x="{x}" y="{y}">day {days}</text></svg>"#,
+        r#"<text class="tick" x="{left}" y="{y}">day 1</text><text class="tick" text-anchor="end" x="{x}" y="{y}">day {days}</text></svg>"#,
         y = HEIGHT - 8.0,
         x = WIDTH - RIGHT,
         days = month.days_in_month,
@@ -220,7 +276,12 @@ fn ranked(test_id: &str, caption: &str, bars: &[RankedBar], currency: &str) -> S
     let height = (bars.len().max(1) as f64) * row_height + 8.0;
     let label_width = 180.0;
     let maximum = bars.iter().map(|bar| bar.value).max().unwrap_or(0).max(1) as f64;
-    let bar_room = WIDTH - label_width - 120.0;
+    // The longest amount, written after its bar, must still end inside the chart.
+    let amount_room = bars
+        .iter()
+        .map(|bar| text_width(&money(bar.value, currency)))
+        .fold(0.0, f64::max);
+    let bar_room = (WIDTH - label_width - amount_room - 14.0).max(40.0);
     let mut svg = format!(
         r#"<svg class="chart" data-testid="{id}" role="img" aria-label="{caption}" viewBox="0 0 {WIDTH} {height}">"#,
         id = escape(test_id),
@@ -255,6 +316,8 @@ fn ranked(test_id: &str, caption: &str, bars: &[RankedBar], currency: &str) -> S
 
 /// One line per series over shared x labels (gaps where a value is missing), with a legend;
 /// points whose index is in `marked` get a red ring (a flagged regression, say).
+/// `axis_top`: the value the y-axis ends at, for measures with a fixed range (a score on
+/// 0–1, a share on 0–100 %); `None` scales to the largest value.
 pub fn line_chart(
     test_id: &str,
     caption: &str,
@@ -262,13 +325,18 @@ pub fn line_chart(
     series: &[(&str, &str, Vec<Option<f64>>)],
     format_value: &dyn Fn(f64) -> String,
     marked: &[usize],
+    axis_top: Option<f64>,
 ) -> String {
-    let maximum = series
+    let largest = series
         .iter()
         .flat_map(|(_, _, values)| values.iter().flatten().copied())
-        .fold(0.0_f64, f64::max)
+        .fold(0.0_f64, f64::max);
+    let maximum = axis_top
+        .map_or(largest, |top| top.max(largest))
         .max(f64::MIN_POSITIVE);
-    let plot_width = WIDTH - LEFT - RIGHT;
+    let maximum_label = format_value(maximum);
+    let left = left_margin(&[&maximum_label]);
+    let plot_width = WIDTH - left - RIGHT;
     let plot_height = HEIGHT - TOP - BOTTOM;
     let step = if labels.len() > 1 {
         plot_width / (labels.len() - 1) as f64
@@ -277,9 +345,9 @@ pub fn line_chart(
     };
     let x_of = |index: usize| {
         if labels.len() > 1 {
-            LEFT + index as f64 * step
+            left + index as f64 * step
         } else {
-            LEFT + plot_width / 2.0
+            left + plot_width / 2.0
         }
     };
     let y_of = |value: f64| TOP + plot_height - (value / maximum) * plot_height;
@@ -288,7 +356,7 @@ pub fn line_chart(
         id = escape(test_id),
         caption = escape(caption),
     );
-    svg.push_str(&axes(&format_value(maximum)));
+    svg.push_str(&axes(&maximum_label, left));
     for (series_index, (name, color, values)) in series.iter().enumerate() {
         // Consecutive known values form one polyline; a gap starts the next.
         let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
@@ -329,7 +397,7 @@ pub fn line_chart(
         }
         svg.push_str(&format!(
             r#"<text class="legend" x="{x:.1}" y="{y}" fill="{color}">{name}</text>"#,
-            x = LEFT + 8.0 + series_index as f64 * 90.0,
+            x = left + 8.0 + series_index as f64 * 90.0,
             y = TOP + 10.0,
             name = escape(name),
         ));
@@ -348,7 +416,7 @@ pub fn line_chart(
     }
     if let (Some(first), Some(last)) = (labels.first(), labels.last()) {
         svg.push_str(&format!(
-            r#"<text class="tick" x="{LEFT}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
+            r#"<text class="tick" x="{left}" y="{y}">{first}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last}</text>"#,
             y = HEIGHT - 8.0,
             x = WIDTH - RIGHT,
             first = escape(first),
@@ -413,11 +481,55 @@ mod tests {
             &[("p50", "#000", vec![Some(1.0), Some(2.0), None, Some(4.0)])],
             &|value| format!("{value:.0} ms"),
             &[3],
+            None,
         );
         assert_eq!(svg.matches("<polyline").count(), 2, "a gap splits the line");
         assert_eq!(svg.matches(r#"<circle class="point""#).count(), 3);
         assert_eq!(svg.matches("chart-latency-marked").count(), 1);
         assert!(svg.contains(r#"data-value="4""#));
+    }
+
+    #[test]
+    fn amounts_keep_the_currencys_decimals_and_every_digit_they_have() {
+        assert_eq!(money(1, "USD"), "0.000001 USD");
+        assert_eq!(money(1_234_000_000, "JPY"), "1,234 JPY");
+        assert_eq!(money(1_500_000, "KWD"), "1.500 KWD");
+        assert_eq!(money_text("0.00000006", "USD"), "0.00000006 USD");
+        assert_eq!(money_text("1234567.50", "EUR"), "1,234,567.50 EUR");
+    }
+
+    /// Every label's box, at the widest a character is drawn, lies inside the chart.
+    #[test]
+    fn a_long_axis_label_widens_the_margin_instead_of_leaving_the_chart() {
+        let labels = vec!["2026-11-01".to_string(), "2026-11-02".to_string()];
+        let svg = daily_bars("chart-x", "x", &labels, &[1, 3], "#000", &|v| {
+            money(v, "USD")
+        });
+        let left = left_margin(&["0.000003 USD"]);
+        assert!(left - 6.0 - text_width("0.000003 USD") >= 0.0);
+        assert!(svg.contains(&format!(r#"x1="{left}""#)), "{svg}");
+    }
+
+    #[test]
+    fn scores_are_drawn_on_their_whole_range() {
+        let labels: Vec<String> = ["a", "b"].iter().map(|l| l.to_string()).collect();
+        let svg = line_chart(
+            "chart-eval",
+            "eval",
+            &labels,
+            &[("hit", "#000", vec![Some(0.25), Some(0.5)])],
+            &|value| format!("{value:.2}"),
+            &[],
+            Some(1.0),
+        );
+        assert!(svg.contains(">1.00</text>"), "the axis ends at 1: {svg}");
+        let plot_height = HEIGHT - TOP - BOTTOM;
+        let y_half = TOP + plot_height - 0.5 * plot_height;
+        assert!(svg.contains(r#"data-value="0.5" cx="#));
+        assert!(
+            svg.contains(&format!("cy=\"{y_half:.1}\"")),
+            "0.5 is half-way up: {svg}"
+        );
     }
 
     #[test]

@@ -232,6 +232,7 @@ fn dashboard_view(
         ],
         &|ms| format!("{ms:.1} ms"),
         &[],
+        None,
     );
     let empty_svg = line_chart(
         "chart-recall-empty",
@@ -248,6 +249,7 @@ fn dashboard_view(
         )],
         &|value| format!("{value:.0} %"),
         &[],
+        Some(100.0),
     );
     let precision_svg = line_chart(
         "chart-recall-precision",
@@ -264,6 +266,7 @@ fn dashboard_view(
         )],
         &|value| format!("{value:.0} %"),
         &[],
+        Some(100.0),
     );
     let bin_labels: Vec<String> = (0..10)
         .map(|bin| format!("{:.1}–{:.1}", bin as f64 / 10.0, (bin + 1) as f64 / 10.0))
@@ -348,6 +351,7 @@ fn dashboard_view(
                 ],
                 &|value| format!("{value:.2}"),
                 &marked,
+                Some(1.0),
             );
             let last = set.runs.last();
             let status = match last {

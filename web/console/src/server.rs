@@ -134,6 +134,17 @@ pub fn console_router(backend: Arc<dyn ConsoleBackend>, assets: ConsoleAssets) -
                 }),
             )
             .route(
+                "/console/statements/export.csv",
+                get({
+                    let backend = backend.clone();
+                    move |headers: axum::http::HeaderMap,
+                          query: axum::extract::Query<StatementExportQuery>| {
+                        let backend = backend.clone();
+                        async move { export_statement_csv(backend, headers, query.0).await }
+                    }
+                }),
+            )
+            .route(
                 "/console/subjects/export.ndjson",
                 get({
                     let backend = backend.clone();
@@ -189,6 +200,62 @@ struct ExportQuery {
     target: Option<String>,
     since: Option<String>,
     until: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct StatementExportQuery {
+    month: Option<String>,
+}
+
+/// The organization's statement of a month as a CSV download.
+async fn export_statement_csv(
+    backend: Arc<dyn ConsoleBackend>,
+    headers: axum::http::HeaderMap,
+    query: StatementExportQuery,
+) -> Response {
+    use crate::model::ConsoleError;
+    let Some(token) = token_from_headers(&headers) else {
+        return Redirect::to(LOGIN_PATH).into_response();
+    };
+    let caller =
+        crate::model::ConsoleCaller::new(token, crate::api::ssr::origin_from(&headers, None));
+    let month = query.month.unwrap_or_default();
+    match backend
+        .organization_statement_csv(&caller, month.trim())
+        .await
+    {
+        Ok(csv) => {
+            // The month is the use case's checked `YYYY-MM` (else it refused): safe in a name.
+            let name = if month.trim().is_empty() {
+                "statement.csv".to_string()
+            } else {
+                format!("statement-{}.csv", month.trim())
+            };
+            (
+                [
+                    (header::CONTENT_TYPE, "text/csv; charset=utf-8".to_string()),
+                    (
+                        header::CONTENT_DISPOSITION,
+                        format!("attachment; filename=\"{name}\""),
+                    ),
+                ],
+                csv,
+            )
+                .into_response()
+        }
+        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
+        Err(error @ ConsoleError::Forbidden { .. }) => {
+            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
+        }
+        Err(error @ ConsoleError::InvalidInput(_)) => {
+            (axum::http::StatusCode::BAD_REQUEST, error.to_string()).into_response()
+        }
+        Err(error) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            error.to_string(),
+        )
+            .into_response(),
+    }
 }
 
 #[derive(serde::Deserialize)]

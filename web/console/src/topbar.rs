@@ -18,7 +18,7 @@ pub struct Page {
 }
 
 /// Every page of the navigation, in order.
-pub const PAGES: [Page; 10] = [
+pub const PAGES: [Page; 12] = [
     Page {
         path: "/console/memories",
         label: "Memories",
@@ -42,6 +42,18 @@ pub const PAGES: [Page; 10] = [
         label: "Usage",
         test_id: "nav-usage",
         function: "usage_overview",
+    },
+    Page {
+        path: "/console/statements",
+        label: "Statements",
+        test_id: "nav-statements",
+        function: "organization_statement",
+    },
+    Page {
+        path: "/console/prices",
+        label: "Prices",
+        test_id: "nav-prices",
+        function: "price_book",
     },
     Page {
         path: "/console/recall",

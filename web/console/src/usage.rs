@@ -172,6 +172,22 @@ fn usage_view(
             money(month.forecast_micros, &currency)
         ),
     };
+    // A forecast past the budget is said where the forecast is shown.
+    let over_budget = month
+        .budget_micros
+        .filter(|budget| month.forecast_micros > *budget)
+        .map(|budget| {
+            view! {
+                <p class="warning" role="status" data-testid="forecast-over-budget">
+                    {format!(
+                        "At this rate the month ends at {}: {} over its budget of {}.",
+                        money(month.forecast_micros, &currency),
+                        money(month.forecast_micros - budget, &currency),
+                        money(budget, &currency),
+                    )}
+                </p>
+            }
+        });
     let alerts = month
         .alerts
         .iter()
@@ -275,7 +291,8 @@ fn usage_view(
     let default_prices_note = overview.default_prices.then(|| {
         view! {
             <p class="notice" data-testid="default-prices">
-                "Some of these costs use Engram's default price book, a placeholder: set your own prices with "
+                "Some of these costs use Engram's default price book, a placeholder: set your organization's prices on the "
+                <a href="/console/prices">"Prices"</a>" page, or the deployment's with "
                 <code>"engram admin set-price --unit <unit> --price <price>"</code>"."
             </p>
         }
@@ -287,6 +304,7 @@ fn usage_view(
             data-forecast=month.forecast_micros.to_string()>
             <h2>{format!("{} · {}", overview.project_name, month.month)}</h2>
             <p data-testid="budget-line">{budget_line}</p>
+            {over_budget}
             <ul class="alerts">{alerts}</ul>
             <div inner_html=burn_svg></div>
             <p class="legend muted">"Solid: cost to date. Dashed: forecast at the current rate. Red: budget."</p>

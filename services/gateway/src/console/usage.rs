@@ -10,7 +10,7 @@ use engram_console::model::{
 };
 use engram_console::{ConsoleCaller, ConsoleError};
 use engram_core::usage::{
-    BillingMonth, BreakdownValue, CostBreakdownRow, SpendLimits, UsageBreakdown, UsageUnit,
+    BillingMonth, BreakdownValue, CostBreakdownRow, Picos, SpendLimits, UsageBreakdown, UsageUnit,
     forecast_month_cost,
 };
 use std::collections::BTreeMap;
@@ -65,7 +65,7 @@ impl GatewayConsoleBackend {
             })
             .unwrap_or_else(|| DEFAULT_CURRENCY.to_string());
         let mut quantities: BTreeMap<(chrono::NaiveDate, UsageUnit), i64> = BTreeMap::new();
-        let mut day_costs: BTreeMap<chrono::NaiveDate, i64> = BTreeMap::new();
+        let mut day_costs: BTreeMap<chrono::NaiveDate, Picos> = BTreeMap::new();
         for row in &costs {
             *quantities
                 .entry((row.day.date_naive(), row.unit))
@@ -75,7 +75,7 @@ impl GatewayConsoleBackend {
                 .as_ref()
                 .is_some_and(|price| price.currency == currency)
             {
-                *day_costs.entry(row.day.date_naive()).or_default() += row.cost_micros;
+                *day_costs.entry(row.day.date_naive()).or_default() += row.cost;
             }
         }
         let mut day_rows = Vec::new();
@@ -87,13 +87,13 @@ impl GatewayConsoleBackend {
                     .iter()
                     .map(|unit| quantities.get(&(day, *unit)).copied().unwrap_or(0))
                     .collect(),
-                cost_micros: day_costs.get(&day).copied().unwrap_or(0),
+                cost_micros: day_costs.get(&day).copied().unwrap_or_default().micros(),
             });
             day += Duration::days(1);
         }
-        let range_cost_micros = day_costs.values().sum();
+        let range_cost_micros = day_costs.values().copied().sum::<Picos>().micros();
         let default_prices = costs.iter().any(|row| {
-            row.cost_micros > 0 && row.price.as_ref().is_some_and(|price| price.is_default)
+            row.cost > Picos::ZERO && row.price.as_ref().is_some_and(|price| price.is_default)
         });
         // Keys are named by their labels where the member may list keys (else by id).
         let key_labels: BTreeMap<String, String> = engine
@@ -182,7 +182,7 @@ impl GatewayConsoleBackend {
             .await
             .map_err(engine_error)?;
         let day_of_month = (now - month.starts_at()).num_days() + 1;
-        let mut per_day = vec![0i64; usize::try_from(day_of_month).unwrap_or(0)];
+        let mut per_day = vec![Picos::ZERO; usize::try_from(day_of_month).unwrap_or(0)];
         for row in costs.iter().filter(|row| {
             row.price
                 .as_ref()
@@ -190,18 +190,18 @@ impl GatewayConsoleBackend {
         }) {
             let index = usize::try_from((row.day - month.starts_at()).num_days()).unwrap_or(0);
             if let Some(slot) = per_day.get_mut(index) {
-                *slot += row.cost_micros;
+                *slot += row.cost;
             }
         }
-        let mut running = 0i64;
+        let mut running = Picos::ZERO;
         let cumulative_micros: Vec<i64> = per_day
             .iter()
             .map(|cost| {
-                running += cost;
-                running
+                running += *cost;
+                running.micros()
             })
             .collect();
-        let spent_micros = running;
+        let spent_micros = running.micros();
         let mut used: BTreeMap<UsageUnit, i64> = BTreeMap::new();
         for row in &costs {
             *used.entry(row.unit).or_default() += row.quantity;
@@ -291,6 +291,7 @@ fn top_ten(
     key_labels: &BTreeMap<String, String>,
 ) -> UsageBreakdownTop {
     let mut per_value: BTreeMap<&BreakdownValue, BreakdownEntry> = BTreeMap::new();
+    let mut exact: BTreeMap<&BreakdownValue, Picos> = BTreeMap::new();
     for row in rows {
         let entry = per_value
             .entry(&row.value)
@@ -306,7 +307,7 @@ fn top_ten(
             .as_ref()
             .is_some_and(|price| price.currency == currency)
         {
-            entry.cost_micros += row.cost.cost_micros;
+            *exact.entry(&row.value).or_default() += row.cost.cost;
         }
         match row.cost.unit {
             UsageUnit::Searches => entry.searches += row.cost.quantity,
@@ -322,7 +323,10 @@ fn top_ten(
     let mut entries: Vec<BreakdownEntry> = per_value
         .into_iter()
         .filter(|(value, _)| used.contains(value))
-        .map(|(_, entry)| entry)
+        .map(|(value, mut entry)| {
+            entry.cost_micros = exact.get(value).copied().unwrap_or_default().micros();
+            entry
+        })
         .collect();
     entries.sort_by(|a, b| {
         b.cost_micros
