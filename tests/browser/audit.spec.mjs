@@ -124,7 +124,9 @@ try {
         return shown.length > 0 && shown.length < 100 ? shown : false;
       });
       assert(older.every((action) => action === 'memory.created'), `older page: ${older}`);
-      assert(page.url().includes('action=memory.created') && page.url().includes('before='), `url: ${page.url()}`);
+      // The page is drawn before the address bar is rewritten: wait for both.
+      await until(`the URL to keep the filter and the page (now ${page.url()})`,
+        async () => page.url().includes('action=memory.created') && page.url().includes('before='));
       await page.reload();
       await page.waitForSelector('[data-testid="console-root"][data-hydrated="true"]');
       const reloaded = await until('the same page after a reload', async () => {

@@ -311,6 +311,10 @@ fn the_tenant_store_takes_the_scope_first() {
             "a project's statement by its scope, or the organization's (StatementOf)",
         ),
         (
+            "replace_stored_statement",
+            "a project's statement by its scope, or the organization's (StatementOf)",
+        ),
+        (
             "store_statement",
             "a project's statement by its scope, or the organization's (StatementOf)",
         ),
@@ -582,6 +586,10 @@ fn the_engines_public_methods_are_its_use_cases() {
         ),
         (
             "run_retention_sweep",
+            "job: runs as the operator, through the table",
+        ),
+        (
+            "close_statements",
             "job: runs as the operator, through the table",
         ),
         (

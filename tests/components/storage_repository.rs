@@ -1831,6 +1831,112 @@ async fn erasure_pseudonymizes_usage_and_keeps_every_quantity(storage: Storage) 
 }
 on_both_databases!(erasure_pseudonymizes_usage_and_keeps_every_quantity);
 
+/// A closed month's statement is written once (a second writer gets the first one back),
+/// is read back only by its own project or organization, and an erasure renames the
+/// end-user in it — in the project's and the organization's statement — keeping every
+/// figure, counted until then by the subject's usage count.
+async fn statements_are_stored_once_and_erasure_renames_the_end_user(storage: Storage) {
+    use engram_core::statements::{Statement, StatementBreakdownLine, StatementParty};
+    use engram_core::usage::{BillingMonth, Picos};
+    use engram_storage::statements::StatementOf;
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, None).await;
+    let month = BillingMonth::containing(chrono::Utc::now() - chrono::Duration::days(62));
+    let statement = |project: Option<&str>, generated: i64| Statement {
+        month: month.label(),
+        organization: StatementParty {
+            id: scope.organization_id().to_string(),
+            name: "Org".to_string(),
+        },
+        project: project.map(|id| StatementParty {
+            id: id.to_string(),
+            name: "P".to_string(),
+        }),
+        provisional: false,
+        closes_at: month.resets_at(),
+        generated_at: chrono::DateTime::from_timestamp(generated, 0).unwrap(),
+        lines: Vec::new(),
+        totals: Vec::new(),
+        budgets: Vec::new(),
+        breakdowns: vec![StatementBreakdownLine {
+            by: "end_user".to_string(),
+            value: Some("ann".to_string()),
+            erased_subject: None,
+            project_id: project.is_none().then(|| scope.project_id().to_string()),
+            unit: "searches".to_string(),
+            quantity: 4,
+            currency: Some("USD".to_string()),
+            cost: Picos(2_000_000_000),
+            cost_micros: 2_000,
+        }],
+    };
+    let project_id = scope.project_id().to_string();
+    let first = statement(Some(&project_id), 1_000);
+    let now = chrono::Utc::now();
+    let stored = storage
+        .store_statement(StatementOf::Project(&scope), month, &first, now)
+        .await
+        .unwrap();
+    assert_eq!(stored, first);
+    // A second writer of the same month gets the first statement back.
+    let second = statement(Some(&project_id), 2_000);
+    let kept = storage
+        .store_statement(StatementOf::Project(&scope), month, &second, now)
+        .await
+        .unwrap();
+    assert_eq!(kept, first);
+    storage
+        .store_statement(
+            StatementOf::Organization(scope.organization_id()),
+            month,
+            &statement(None, 1_000),
+            now,
+        )
+        .await
+        .unwrap();
+    // Another project of the organization has no statement of that month.
+    assert!(
+        storage
+            .stored_statement(StatementOf::Project(&other_scope), month)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        storage.count_usage_of_subject(&scope, "ann").await.unwrap(),
+        2
+    );
+    assert_eq!(
+        storage
+            .count_usage_of_subject(&other_scope, "ann")
+            .await
+            .unwrap(),
+        0,
+        "another project's ann is someone else"
+    );
+    let changed = storage
+        .pseudonymize_usage_of_subject(&scope, "ann", "d1gest")
+        .await
+        .unwrap();
+    assert_eq!(changed, 2, "both statements renamed");
+    assert_eq!(
+        storage.count_usage_of_subject(&scope, "ann").await.unwrap(),
+        0
+    );
+    for of in [
+        StatementOf::Project(&scope),
+        StatementOf::Organization(scope.organization_id()),
+    ] {
+        let read = storage.stored_statement(of, month).await.unwrap().unwrap();
+        let line = &read.breakdowns[0];
+        assert_eq!(line.value, None);
+        assert_eq!(line.erased_subject.as_deref(), Some("d1gest"));
+        assert_eq!((line.quantity, line.cost), (4, Picos(2_000_000_000)));
+        assert_eq!(read.generated_at, first.generated_at);
+    }
+}
+on_both_databases!(statements_are_stored_once_and_erasure_renames_the_end_user);
+
 /// Spend limits round-trip and are audited; a budget alert is recorded once per threshold
 /// and month even when raised concurrently; a daily sample replaces the day's earlier one.
 async fn spend_limits_alerts_and_daily_samples(storage: Storage) {

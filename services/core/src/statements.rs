@@ -13,7 +13,10 @@ pub const STATEMENT_CLOSES_AFTER: Duration = Duration::hours(1);
 /// `2026-11` → the month; anything else is `None`.
 pub fn parse_statement_month(text: &str) -> Option<BillingMonth> {
     let (year, month) = text.split_once('-')?;
-    if year.len() != 4 || month.len() != 2 {
+    let digits = |part: &str, length: usize| {
+        part.len() == length && part.chars().all(|c| c.is_ascii_digit())
+    };
+    if !digits(year, 4) || !digits(month, 2) {
         return None;
     }
     let day = NaiveDate::from_ymd_opt(year.parse().ok()?, month.parse().ok()?, 1)?;
@@ -81,7 +84,9 @@ pub struct StatementBudget {
     pub currency: String,
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub amount: Picos,
-    pub hard_cap: bool,
+    /// Whether requests stopped at the budget; `None` where the month's budget is known
+    /// only from its alerts (a month stored long after it closed).
+    pub hard_cap: Option<bool>,
     #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub spent: Picos,
     /// Spent as a share of the budget, in percent (rounded down); `None` for a 0 budget.
@@ -148,7 +153,7 @@ pub fn statement_lines(rows: &[CostRow]) -> Vec<StatementLine> {
             )
         });
         let line = lines.entry((row.unit, price)).or_default();
-        line.0 += row.quantity;
+        line.0 = line.0.saturating_add(row.quantity);
         line.1 += row.cost;
     }
     lines
@@ -197,7 +202,7 @@ pub fn statement_breakdown(
         let entry = grouped
             .entry((row.value.clone(), row.cost.unit, currency))
             .or_default();
-        entry.0 += row.cost.quantity;
+        entry.0 = entry.0.saturating_add(row.cost.quantity);
         entry.1 += row.cost.cost;
     }
     grouped
@@ -321,7 +326,15 @@ mod tests {
             closes_at(november),
             Utc.with_ymd_and_hms(2026, 12, 1, 1, 0, 0).unwrap()
         );
-        for wrong in ["2026-13", "2026-1", "26-11", "2026/11", "", "2026-11-01"] {
+        for wrong in [
+            "2026-13",
+            "2026-1",
+            "26-11",
+            "2026/11",
+            "",
+            "2026-11-01",
+            "2026-+1",
+        ] {
             assert!(parse_statement_month(wrong).is_none(), "{wrong}");
         }
     }

@@ -618,9 +618,9 @@ impl Picos {
     pub fn micros(self) -> i64 {
         let half = PICOS_PER_MICRO / 2;
         let rounded = if self.0 >= 0 {
-            (self.0 + half) / PICOS_PER_MICRO
+            self.0.saturating_add(half) / PICOS_PER_MICRO
         } else {
-            (self.0 - half) / PICOS_PER_MICRO
+            self.0.saturating_sub(half) / PICOS_PER_MICRO
         };
         i64::try_from(rounded).unwrap_or(if rounded > 0 { i64::MAX } else { i64::MIN })
     }

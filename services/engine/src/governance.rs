@@ -508,7 +508,6 @@ impl DataGovernance {
         .await
     }
 
-    /// The retention sweeper's work on one project; returns how many records it removed.
     /// Store the project's statement of the latest closed month, unless it is stored
     /// already (the statement closer's work; a read after closing stores it too). Returns
     /// whether one was stored now.
@@ -527,6 +526,7 @@ impl DataGovernance {
         .await
     }
 
+    /// The retention sweeper's work on one project; returns how many records it removed.
     pub async fn run_retention_sweep(&self, scope: &ProjectScope) -> Result<u64, EngineError> {
         let principal = engram_core::Principal::operator(*scope, "retention-sweeper");
         principal.authorize(engram_core::Operation::SweepRetention)?;

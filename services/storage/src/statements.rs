@@ -90,6 +90,35 @@ impl Storage {
         }
     }
 
+    /// Replace a stored statement by `statement`: only to put an erased end-user's digest
+    /// where an erasure that ran while it was computed left their id (the figures are the
+    /// same). `NotFound` when none is stored.
+    pub async fn replace_stored_statement(
+        &self,
+        of: StatementOf<'_>,
+        month: BillingMonth,
+        statement: &Statement,
+    ) -> Result<(), StorageError> {
+        let body = serde_json::to_string(statement)
+            .map_err(|error| StorageError::Internal(format!("statement: {error}")))?;
+        let _permit = self.write_permit().await;
+        let replaced = statement_snapshots::Entity::update_many()
+            .col_expr(
+                statement_snapshots::Column::Body,
+                sea_orm::sea_query::Expr::value(body),
+            )
+            .filter(statement_snapshots::Column::OrganizationId.eq(of.organization_id().as_uuid()))
+            .filter(statement_snapshots::Column::StatementOf.eq(of.key()))
+            .filter(statement_snapshots::Column::Month.eq(month.label()))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if replaced.rows_affected == 0 {
+            return Err(StorageError::NotFound(engram_core::NotFoundKind::Statement));
+        }
+        Ok(())
+    }
+
     /// The stored statements of the project and of its organization that name `user_id`
     /// as an end-user of the project.
     pub(crate) async fn statements_naming(

@@ -274,12 +274,7 @@ impl Storage {
                 &NewAuditEvent::success(
                     AuditAction::PriceAdded,
                     vec![id.to_string()],
-                    serde_json::json!({
-                        "unit": entry.unit.as_str(),
-                        "currency": entry.currency,
-                        "unit_price": entry.unit_price().decimal(),
-                        "effective_from": entry.effective_from.date_naive().to_string(),
-                    }),
+                    price_details(entry),
                 ),
             )
             .await?;
@@ -329,12 +324,7 @@ impl Storage {
             &NewAuditEvent::success(
                 AuditAction::PriceWithdrawn,
                 vec![price_id.to_string()],
-                serde_json::json!({
-                    "unit": entry.unit.as_str(),
-                    "currency": entry.currency,
-                    "unit_price": entry.unit_price().decimal(),
-                    "effective_from": entry.effective_from.date_naive().to_string(),
-                }),
+                price_details(&entry),
             ),
         )
         .await?;
@@ -408,6 +398,16 @@ impl Storage {
             .collect();
         Ok((rows, book))
     }
+}
+
+/// What the audit log records of a price added or withdrawn.
+fn price_details(entry: &PriceEntry) -> serde_json::Value {
+    serde_json::json!({
+        "unit": entry.unit.as_str(),
+        "currency": entry.currency,
+        "unit_price": entry.unit_price().decimal(),
+        "effective_from": entry.effective_from.date_naive().to_string(),
+    })
 }
 
 fn price_entry(row: crate::entities::price_book::Model) -> Option<PriceEntry> {
@@ -859,6 +859,25 @@ impl Storage {
             .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(changed + statements)
+    }
+
+    /// Whether a daily counter of the project from `from` to `to` still names `user_id` by
+    /// its raw id (after an erasure none does).
+    pub async fn usage_names_end_user(
+        &self,
+        scope: &ProjectScope,
+        user_id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<bool, StorageError> {
+        use sea_orm::PaginatorTrait;
+        let counters = subject_usage(scope, user_id)
+            .filter(usage_daily::Column::Day.gte(from))
+            .filter(usage_daily::Column::Day.lt(to))
+            .count(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(counters > 0)
     }
 
     /// How many of the project's usage counters and stored statements still name `user_id`.

@@ -16,8 +16,15 @@ pub async fn close_all_statements(
     let now = Utc::now();
     let mut stored = 0;
     for scope in engine.maintenance_store().all_project_scopes().await? {
-        if engine.close_statements(&scope, now).await? {
-            stored += 1;
+        // One project's failure does not hold up the others; it is retried next period.
+        match engine.close_statements(&scope, now).await {
+            Ok(true) => stored += 1,
+            Ok(false) => {}
+            Err(error) => tracing::warn!(
+                project_id = %scope.project_id(),
+                %error,
+                "closing a project's statement failed; retrying next period"
+            ),
         }
     }
     Ok(stored)

@@ -213,7 +213,6 @@ async fn export_statement_csv(
     headers: axum::http::HeaderMap,
     query: StatementExportQuery,
 ) -> Response {
-    use crate::model::ConsoleError;
     let Some(token) = token_from_headers(&headers) else {
         return Redirect::to(LOGIN_PATH).into_response();
     };
@@ -243,19 +242,25 @@ async fn export_statement_csv(
             )
                 .into_response()
         }
-        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
-        Err(error @ ConsoleError::Forbidden { .. }) => {
-            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
-        }
-        Err(error @ ConsoleError::InvalidInput(_)) => {
-            (axum::http::StatusCode::BAD_REQUEST, error.to_string()).into_response()
-        }
-        Err(error) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            error.to_string(),
-        )
-            .into_response(),
+        Err(error) => download_refused(error),
     }
+}
+
+/// A download the backend refused, as the browser should see it: to the sign-in page
+/// without a session, else the status and what was wrong.
+fn download_refused(error: crate::model::ConsoleError) -> Response {
+    use crate::model::ConsoleError;
+    use axum::http::StatusCode;
+    let status = match &error {
+        ConsoleError::Unauthorized => return Redirect::to(LOGIN_PATH).into_response(),
+        ConsoleError::NotFound => {
+            return (StatusCode::NOT_FOUND, "no such project").into_response();
+        }
+        ConsoleError::Forbidden { .. } => StatusCode::FORBIDDEN,
+        ConsoleError::InvalidInput(_) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, error.to_string()).into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -270,7 +275,6 @@ async fn export_subject(
     headers: axum::http::HeaderMap,
     query: SubjectExportQuery,
 ) -> Response {
-    use crate::model::ConsoleError;
     let Some(token) = token_from_headers(&headers) else {
         return Redirect::to(LOGIN_PATH).into_response();
     };
@@ -291,21 +295,7 @@ async fn export_subject(
             ndjson,
         )
             .into_response(),
-        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
-        Err(ConsoleError::NotFound) => {
-            (axum::http::StatusCode::NOT_FOUND, "no such project").into_response()
-        }
-        Err(error @ ConsoleError::Forbidden { .. }) => {
-            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
-        }
-        Err(error @ ConsoleError::InvalidInput(_)) => {
-            (axum::http::StatusCode::BAD_REQUEST, error.to_string()).into_response()
-        }
-        Err(error) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            error.to_string(),
-        )
-            .into_response(),
+        Err(error) => download_refused(error),
     }
 }
 
@@ -315,7 +305,6 @@ async fn export_audit_csv(
     headers: axum::http::HeaderMap,
     query: ExportQuery,
 ) -> Response {
-    use crate::model::ConsoleError;
     let Some(token) = token_from_headers(&headers) else {
         return Redirect::to(LOGIN_PATH).into_response();
     };
@@ -343,18 +332,7 @@ async fn export_audit_csv(
             csv,
         )
             .into_response(),
-        Err(ConsoleError::Unauthorized) => Redirect::to(LOGIN_PATH).into_response(),
-        Err(ConsoleError::NotFound) => {
-            (axum::http::StatusCode::NOT_FOUND, "no such project").into_response()
-        }
-        Err(error @ ConsoleError::Forbidden { .. }) => {
-            (axum::http::StatusCode::FORBIDDEN, error.to_string()).into_response()
-        }
-        Err(error) => (
-            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            error.to_string(),
-        )
-            .into_response(),
+        Err(error) => download_refused(error),
     }
 }
 

@@ -243,7 +243,7 @@ impl GatewayConsoleBackend {
                     amount: budget.amount.decimal(),
                     spent: budget.spent.decimal(),
                     percent_used: budget.percent_used,
-                    hard_cap: budget.hard_cap,
+                    hard_cap: budget.hard_cap == Some(true),
                     alerts: budget
                         .alerts
                         .into_iter()

@@ -3,13 +3,15 @@
 
 use super::{ConsoleAccess, ConsoleMember};
 use crate::EngineError;
-use crate::use_cases::usage::statement::{project_statement, statement_month};
+use crate::use_cases::usage::statement::{
+    erased_while_computed, project_statement, statement_month,
+};
 use chrono::Utc;
 use engram_core::statements::{
     Statement, StatementBreakdownLine, StatementLine, StatementParty, closes_at, statement_totals,
 };
-use engram_core::usage::Picos;
-use engram_core::{NotFoundKind, Operation};
+use engram_core::usage::{BillingMonth, Picos};
+use engram_core::{NotFoundKind, Operation, ProjectScope};
 use engram_storage::statements::StatementOf;
 use std::collections::BTreeMap;
 
@@ -23,13 +25,48 @@ impl ConsoleAccess {
         member.authorize(Operation::GetOrganizationStatement)?;
         let now = Utc::now();
         let month = statement_month(month, now)?;
-        let organization_id = member.organization_id();
-        let closes_at = closes_at(month);
-        let closed = now >= closes_at;
-        let of = StatementOf::Organization(organization_id);
+        let of = StatementOf::Organization(member.organization_id());
+        let closed = now >= closes_at(month);
         if closed && let Some(stored) = self.storage.stored_statement(of, month).await? {
             return Ok(stored);
         }
+        let (statement, scopes) = self
+            .compute_organization_statement(member, month, now)
+            .await?;
+        if !closed {
+            return Ok(statement);
+        }
+        let stored = self
+            .storage
+            .store_statement(of, month, &statement, now)
+            .await?;
+        let checked: Vec<(&ProjectScope, &Statement)> =
+            scopes.iter().map(|scope| (scope, &stored)).collect();
+        if !erased_while_computed(&self.storage, &checked, month).await? {
+            return Ok(stored);
+        }
+        // Computed again from the projects' statements, which now name the digest.
+        let (corrected, _) = self
+            .compute_organization_statement(member, month, stored.generated_at)
+            .await?;
+        self.storage
+            .replace_stored_statement(of, month, &corrected)
+            .await?;
+        Ok(corrected)
+    }
+
+    /// The organization's statement of `month` as of `now`, from every project's, and the
+    /// projects' scopes.
+    async fn compute_organization_statement(
+        &self,
+        member: &ConsoleMember,
+        month: BillingMonth,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(Statement, Vec<ProjectScope>), EngineError> {
+        let organization_id = member.organization_id();
+        let closes_at = closes_at(month);
+        let closed = now >= closes_at;
+        let mut scopes = Vec::new();
         let mut line_sums: BTreeMap<LineKey, (i64, Picos)> = BTreeMap::new();
         let mut per_project: BTreeMap<(String, String, Option<String>), (i64, Picos)> =
             BTreeMap::new();
@@ -44,15 +81,16 @@ impl ConsoleAccess {
                 continue;
             };
             let statement = project_statement(&self.storage, &scope, month, now).await?;
+            scopes.push(scope);
             let project_id = project.id.to_string();
             for line in statement.lines {
                 let sums = line_sums.entry(line_key(&line)).or_default();
-                sums.0 += line.quantity;
+                sums.0 = sums.0.saturating_add(line.quantity);
                 sums.1 += line.cost;
                 let sums = per_project
                     .entry((project_id.clone(), line.unit.clone(), line.currency.clone()))
                     .or_default();
-                sums.0 += line.quantity;
+                sums.0 = sums.0.saturating_add(line.quantity);
                 sums.1 += line.cost;
             }
             budgets.extend(statement.budgets);
@@ -115,13 +153,7 @@ impl ConsoleAccess {
             budgets,
             breakdowns: project_lines,
         };
-        if !closed {
-            return Ok(statement);
-        }
-        Ok(self
-            .storage
-            .store_statement(of, month, &statement, now)
-            .await?)
+        Ok((statement, scopes))
     }
 }
 

@@ -47,6 +47,65 @@ pub(crate) fn statement_month(text: &str, now: DateTime<Utc>) -> Result<BillingM
     Ok(month)
 }
 
+/// The project's budget as the statement of `month` shows it: the budget now for the open
+/// month and the one that closed last (the closer stores it within an interval of closing);
+/// for an older month — stored on its first read, long after — only what its alerts
+/// recorded (amount and currency; whether it was a hard cap is not known), since budgets
+/// keep no history.
+async fn month_budget(
+    storage: &Storage,
+    scope: &ProjectScope,
+    month: BillingMonth,
+    now: DateTime<Utc>,
+    totals: &[engram_core::statements::StatementTotal],
+) -> Result<Option<StatementBudget>, EngineError> {
+    let alerts = storage.budget_alerts(scope, month).await?;
+    let recent = month >= latest_closed_month(now);
+    let (amount_micros, currency, hard_cap) =
+        match storage.spend_limits(scope).await?.monthly_budget {
+            Some(budget) if recent => {
+                (budget.amount_micros, budget.currency, Some(budget.hard_cap))
+            }
+            _ if recent => return Ok(None),
+            _ => match alerts.first() {
+                Some(alert) => (alert.budget_micros, alert.currency.clone(), None),
+                None => return Ok(None),
+            },
+        };
+    let spent: Picos = totals
+        .iter()
+        .filter(|total| total.currency == currency)
+        .map(|total| total.cost)
+        .sum();
+    let amount = Picos::from_micros(amount_micros);
+    Ok(Some(StatementBudget {
+        project_id: scope.project_id().to_string(),
+        currency,
+        amount,
+        hard_cap,
+        spent,
+        percent_used: (amount.0 > 0)
+            .then(|| u64::try_from(spent.0.saturating_mul(100) / amount.0).unwrap_or(u64::MAX)),
+        alerts: alerts
+            .into_iter()
+            .map(|alert| StatementAlert {
+                threshold_percent: alert.threshold_percent,
+                reached_at: alert.reached_at,
+            })
+            .collect(),
+    }))
+}
+
+/// The latest month closed by `now`: the one the closer stores.
+fn latest_closed_month(now: DateTime<Utc>) -> BillingMonth {
+    let month = BillingMonth::containing(now).previous();
+    if now < closes_at(month) {
+        month.previous()
+    } else {
+        month
+    }
+}
+
 /// Store `scope`'s statement of the latest month closed by `now`, unless stored already;
 /// whether it was stored now.
 pub(crate) async fn close_latest_month(
@@ -54,10 +113,7 @@ pub(crate) async fn close_latest_month(
     scope: &ProjectScope,
     now: DateTime<Utc>,
 ) -> Result<bool, EngineError> {
-    let mut month = BillingMonth::containing(now).previous();
-    if now < closes_at(month) {
-        month = month.previous();
-    }
+    let month = latest_closed_month(now);
     if storage
         .stored_statement(StatementOf::Project(scope), month)
         .await?
@@ -86,6 +142,69 @@ pub(crate) async fn project_statement(
     {
         return Ok(stored);
     }
+    let statement = compute_project_statement(storage, scope, month, now).await?;
+    if !closed {
+        return Ok(statement);
+    }
+    let stored = storage
+        .store_statement(StatementOf::Project(scope), month, &statement, now)
+        .await?;
+    if !erased_while_computed(storage, &[(scope, &stored)], month).await? {
+        return Ok(stored);
+    }
+    // The counters now name the digest: computed again, the statement does too.
+    let corrected = compute_project_statement(storage, scope, month, stored.generated_at).await?;
+    storage
+        .replace_stored_statement(StatementOf::Project(scope), month, &corrected)
+        .await?;
+    Ok(corrected)
+}
+
+/// Whether an end-user a just-stored statement names has been erased meanwhile: the
+/// statement was computed from counters naming them, and an erasure that renamed those
+/// counters before the statement was stored found no statement to rename. (One that runs
+/// after the store renames it itself.) Checked after storing, so one of the two always sees
+/// the other.
+pub(crate) async fn erased_while_computed(
+    storage: &Storage,
+    statements: &[(&ProjectScope, &Statement)],
+    month: BillingMonth,
+) -> Result<bool, EngineError> {
+    for (scope, statement) in statements {
+        let project_id = scope.project_id().to_string();
+        let own_project = statement
+            .project
+            .as_ref()
+            .map(|project| project.id.as_str());
+        for line in &statement.breakdowns {
+            let Some(user_id) = line.value.as_deref() else {
+                continue;
+            };
+            if line.by != "end_user"
+                || line.project_id.as_deref().or(own_project) != Some(&project_id)
+            {
+                continue;
+            }
+            if !storage
+                .usage_names_end_user(scope, user_id, month.starts_at(), month.resets_at())
+                .await?
+            {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// `scope`'s statement of `month` from its counters and prices, as of `now`.
+async fn compute_project_statement(
+    storage: &Storage,
+    scope: &ProjectScope,
+    month: BillingMonth,
+    now: DateTime<Utc>,
+) -> Result<Statement, EngineError> {
+    let closes_at = closes_at(month);
+    let closed = now >= closes_at;
     let (from, to) = (month.starts_at(), month.resets_at());
     let (costs, _) = storage.costs_with_price_book(scope, from, to).await?;
     let lines = statement_lines(&costs);
@@ -96,34 +215,7 @@ pub(crate) async fn project_statement(
         breakdowns.extend(statement_breakdown(by.as_str(), &rows, None));
     }
     let project_id = scope.project_id().to_string();
-    let budget = match storage.spend_limits(scope).await?.monthly_budget {
-        Some(budget) => {
-            let spent: Picos = totals
-                .iter()
-                .filter(|total| total.currency == budget.currency)
-                .map(|total| total.cost)
-                .sum();
-            let alerts = storage.budget_alerts(scope, month).await?;
-            let amount = Picos::from_micros(budget.amount_micros);
-            Some(StatementBudget {
-                project_id: project_id.clone(),
-                currency: budget.currency,
-                amount,
-                hard_cap: budget.hard_cap,
-                spent,
-                percent_used: (amount.0 > 0)
-                    .then(|| u64::try_from(spent.0 * 100 / amount.0).unwrap_or(0)),
-                alerts: alerts
-                    .into_iter()
-                    .map(|alert| StatementAlert {
-                        threshold_percent: alert.threshold_percent,
-                        reached_at: alert.reached_at,
-                    })
-                    .collect(),
-            })
-        }
-        None => None,
-    };
+    let budget = month_budget(storage, scope, month, now, &totals).await?;
     let organization_name = storage
         .organization_name(scope.organization_id())
         .await?
@@ -135,7 +227,7 @@ pub(crate) async fn project_statement(
         .find(|project| project.id == scope.project_id())
         .map(|project| project.name)
         .ok_or(EngineError::NotFound(NotFoundKind::Project))?;
-    let statement = Statement {
+    Ok(Statement {
         month: month.label(),
         organization: StatementParty {
             id: scope.organization_id().to_string(),
@@ -152,11 +244,5 @@ pub(crate) async fn project_statement(
         totals,
         budgets: budget.into_iter().collect(),
         breakdowns,
-    };
-    if !closed {
-        return Ok(statement);
-    }
-    Ok(storage
-        .store_statement(StatementOf::Project(scope), month, &statement, now)
-        .await?)
+    })
 }
