@@ -500,7 +500,10 @@ async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once(
     let month = &limits.body["month_to_date"];
     assert_eq!(month["spent_micros"], 5_000, "{}", limits.body);
     assert_eq!(month["used"]["searches"], 5);
-    assert!(month["forecast_micros"].as_i64().unwrap() >= 5_000);
+    let forecast = month["forecast_micros"].as_i64().unwrap();
+    assert!(forecast >= 5_000);
+    // Spent at the budget before the month's end, the forecast passes it, and says so.
+    assert_eq!(month["forecast_exceeds_budget"], forecast > 5_000, "{month}");
     let thresholds: Vec<i64> = month["alerts"]
         .as_array()
         .unwrap()
