@@ -503,7 +503,11 @@ async fn a_hard_capped_budget_stops_spending_at_the_budget_and_alerts_fire_once(
     let forecast = month["forecast_micros"].as_i64().unwrap();
     assert!(forecast >= 5_000);
     // Spent at the budget before the month's end, the forecast passes it, and says so.
-    assert_eq!(month["forecast_exceeds_budget"], forecast > 5_000, "{month}");
+    assert_eq!(
+        month["forecast_exceeds_budget"],
+        forecast > 5_000,
+        "{month}"
+    );
     let thresholds: Vec<i64> = month["alerts"]
         .as_array()
         .unwrap()

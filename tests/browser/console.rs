@@ -364,6 +364,16 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
         .await;
     assert_eq!(settings.body["pii_redaction"], "mask");
     assert_eq!(settings.body["retention_days"]["episodic"], 30);
+    assert_eq!(
+        settings.body["relevance_floor_setting"], 0.38,
+        "{}",
+        settings.body
+    );
+    // The floor applies to a search that asks for no minimum: nothing about jazz for "volcano".
+    let unrelated = client
+        .search(json!({"query": "volcano eruption statistics", "user_id": "sam"}))
+        .await;
+    assert_eq!(unrelated.body["abstained"], true, "{}", unrelated.body);
     let masked = client
         .add_one(json!({"content": "Mail sam@example.com today.", "user_id": "sam"}))
         .await;

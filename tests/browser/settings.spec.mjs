@@ -29,6 +29,19 @@ await runSteps(async (browser) => {
       await hydrated(page);
       assert((await page.getByTestId('settings-pii').inputValue()) === 'mask', 'mask kept');
       assert((await page.getByTestId('settings-retention-episodic').inputValue()) === '30', '30 days kept');
+      // The relevance floor: a number kept and applied, a wrong one refused naming the field.
+      await page.getByTestId('settings-relevance-floor').fill('0.38');
+      await page.getByTestId('settings-save').click();
+      await until('the floor in effect', async () =>
+        (await page.getByTestId('settings-relevance-floor-in-effect').textContent()).includes('0.380'));
+      await page.reload();
+      await hydrated(page);
+      assert((await page.getByTestId('settings-relevance-floor').inputValue()) === '0.38', 'floor kept');
+      await page.getByTestId('settings-relevance-floor').fill('high');
+      await page.getByTestId('settings-save').click();
+      await page.getByTestId('settings-error').waitFor();
+      assert((await page.getByTestId('settings-error').textContent()).includes('relevance_floor'), await page.getByTestId('settings-error').textContent());
+      await page.getByTestId('settings-relevance-floor').fill('0.38');
       await screenshot(page, '40-settings.png');
     }],
     ['the sweep removes what the dry run named', async () => {

@@ -1059,11 +1059,11 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .authorized_project(caller, project_id, Operation::GetProjectSettings)
             .await?;
         let engine = self.engine()?;
-        let settings = engine
+        let report = engine
             .project_settings_for(&principal)
             .await
-            .map_err(engine_error)?
-            .settings;
+            .map_err(engine_error)?;
+        let settings = report.settings;
         let due = engine
             .preview_retention_for(&principal, 100_000)
             .await
@@ -1090,6 +1090,12 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 by_kind: by_kind.into_iter().collect(),
                 memory_ids: due.iter().take(20).map(|(id, _)| id.to_string()).collect(),
             },
+            relevance_floor: match settings.relevance_floor.to_json() {
+                serde_json::Value::String(text) => text,
+                number => number.to_string(),
+            },
+            relevance_floor_in_effect: format!("{:.3}", report.relevance_floor),
+            embedding_model: report.embedding_model,
         })
     }
 
@@ -1099,13 +1105,27 @@ impl ConsoleBackend for GatewayConsoleBackend {
         project_id: &str,
         pii_redaction: &str,
         retention_days: Vec<(String, Option<u32>)>,
+        relevance_floor: &str,
     ) -> Result<(), ConsoleError> {
         let (_, principal) = self
             .authorized_project(caller, project_id, Operation::UpdateProjectSettings)
             .await?;
+        // The form's text as the API's value: what it accepts is the use case's rule.
+        let relevance_floor = match relevance_floor.trim() {
+            "" | "model" => serde_json::Value::String("model".to_string()),
+            text => match text
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+            {
+                Some(number) => serde_json::Value::Number(number),
+                None => serde_json::Value::String(text.to_string()),
+            },
+        };
         let change = engram_engine::ProjectSettingsChange {
             pii_redaction: Some(pii_redaction.to_string()),
             retention_days: Some(retention_days.into_iter().collect()),
+            relevance_floor: Some(relevance_floor),
             ..Default::default()
         };
         self.engine()?

@@ -529,6 +529,7 @@ impl ConsoleBackend for DevBackend {
         _project_id: &str,
         _pii_redaction: &str,
         _retention_days: Vec<(String, Option<u32>)>,
+        _relevance_floor: &str,
     ) -> Result<(), ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }

@@ -213,11 +213,13 @@ pub async fn load_settings(
     ssr::answer(ssr::load_settings(project_id).await).await
 }
 
-/// Save PII redaction and retention days (empty: no limit for that kind).
+/// Save PII redaction, retention days (empty: no limit for that kind) and the relevance
+/// floor (`model` or a number from 0 to 1; empty: `model`).
 #[server(prefix = "/console/api", endpoint = "save_settings")]
 pub async fn save_settings(
     project_id: String,
     pii_redaction: String,
+    relevance_floor: Option<String>,
     semantic: Option<String>,
     episodic: Option<String>,
     procedural: Option<String>,
@@ -254,6 +256,7 @@ pub async fn save_settings(
             &project_id,
             &pii_redaction,
             retention,
+            relevance_floor.as_deref().unwrap_or_default().trim(),
         )
         .await;
     ssr::answer(result).await

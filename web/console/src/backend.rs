@@ -272,6 +272,7 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         project_id: &str,
         pii_redaction: &str,
         retention_days: Vec<(String, Option<u32>)>,
+        relevance_floor: &str,
     ) -> Result<(), ConsoleError>;
 
     /// Run the retention sweep of the project now; returns how many memories it removed.

@@ -825,6 +825,13 @@ pub struct GovernanceSettings {
     /// (kind, days) for every kind; `None` keeps memories of that kind until deleted.
     pub retention_days: Vec<(String, Option<u32>)>,
     pub preview: RetentionPreview,
+    /// The relevance floor as set: `model` (the embedding model's measured floor) or a
+    /// number from 0 to 1.
+    pub relevance_floor: String,
+    /// The floor searches apply now, with three decimals.
+    pub relevance_floor_in_effect: String,
+    /// The project's embedding model (whose measured floor `model` means).
+    pub embedding_model: String,
 }
 
 /// The retention dry run.

@@ -1,5 +1,6 @@
 //! The settings page (owners, admins, compliance): PII redaction, retention days per kind,
-//! the dry run of the next retention sweep, and a button that runs the sweep now.
+//! the relevance floor, the dry run of the next retention sweep, and a button that runs the
+//! sweep now.
 
 use crate::api::{SaveSettings, SweepNow, load_session, load_settings};
 use crate::confirm::Confirm;
@@ -87,6 +88,9 @@ fn settings_view(
         pii_redaction,
         retention_days,
         preview,
+        relevance_floor,
+        relevance_floor_in_effect,
+        embedding_model,
     } = settings;
     let by_kind = preview
         .by_kind
@@ -97,7 +101,7 @@ fn settings_view(
     let project_for_sweep = project_id.clone();
     view! {
         <section class="card">
-            <h2>"Personal data and retention"</h2>
+            <h2>"Personal data, retention and recall"</h2>
             <ActionForm action=save attr:class="stack" attr:data-testid="settings-form">
                 <input type="hidden" name="project_id" value=project_id />
                 <label>
@@ -128,6 +132,18 @@ fn settings_view(
                         }
                     })
                     .collect_view()}
+                <label>
+                    <span>"Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floor; 0 = never abstain)"</span>
+                    <input
+                        name="relevance_floor"
+                        value=relevance_floor
+                        inputmode="decimal"
+                        data-testid="settings-relevance-floor"
+                    />
+                </label>
+                <p class="muted" data-testid="settings-relevance-floor-in-effect">
+                    {format!("In effect: {relevance_floor_in_effect} (model {embedding_model}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.")}
+                </p>
                 <button type="submit" data-testid="settings-save">"Save"</button>
             </ActionForm>
         </section>
