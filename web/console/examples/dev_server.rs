@@ -169,6 +169,7 @@ impl ConsoleBackend for DevBackend {
         &self,
         email: String,
         password: String,
+        _device_token: Option<String>,
         _origin: &engram_console::ConsoleRequestOrigin,
     ) -> Result<engram_console::model::SessionTokens, ConsoleError> {
         if email != EMAIL || password != PASSWORD {
@@ -193,6 +194,7 @@ impl ConsoleBackend for DevBackend {
         Ok(engram_console::model::SessionTokens {
             access: token,
             refresh: "dev-no-refresh".to_string(),
+            device: None,
         })
     }
 
@@ -636,6 +638,45 @@ impl ConsoleBackend for DevBackend {
         _form: engram_console::model::SpendLimitsForm,
     ) -> Result<(), ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn price_book(
+        &self,
+        _caller: &ConsoleCaller,
+    ) -> Result<engram_console::model::PriceBook, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server has no prices".into()))
+    }
+
+    async fn add_organization_price(
+        &self,
+        _caller: &ConsoleCaller,
+        _form: engram_console::model::NewPriceForm,
+    ) -> Result<String, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn withdraw_organization_price(
+        &self,
+        _caller: &ConsoleCaller,
+        _price_id: &str,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn organization_statement(
+        &self,
+        _caller: &ConsoleCaller,
+        _month: &str,
+    ) -> Result<engram_console::model::StatementPage, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server has no statements".into()))
+    }
+
+    async fn organization_statement_csv(
+        &self,
+        _caller: &ConsoleCaller,
+        _month: &str,
+    ) -> Result<String, ConsoleError> {
+        Err(ConsoleError::Refused("the dev server has no statements".into()))
     }
 }
 
