@@ -668,7 +668,9 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _month: &str,
     ) -> Result<engram_console::model::StatementPage, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server has no statements".into()))
+        Err(ConsoleError::Refused(
+            "the dev server has no statements".into(),
+        ))
     }
 
     async fn organization_statement_csv(
@@ -676,7 +678,9 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _month: &str,
     ) -> Result<String, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server has no statements".into()))
+        Err(ConsoleError::Refused(
+            "the dev server has no statements".into(),
+        ))
     }
 }
 
