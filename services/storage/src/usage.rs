@@ -684,40 +684,62 @@ impl Storage {
         to: DateTime<Utc>,
         by: UsageBreakdown,
     ) -> Result<Vec<UsageBreakdownRow>, StorageError> {
-        let counters = usage_daily::Entity::find()
+        let counters = self.daily_counters(scope, from, to).await?;
+        Ok(breakdown_rows(&counters, by))
+    }
+
+    /// The project's daily counters from `from` to `to`.
+    async fn daily_counters(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<usage_daily::Model>, StorageError> {
+        usage_daily::Entity::find()
             .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
             .filter(usage_daily::Column::Day.gte(day_start(from)))
             .filter(usage_daily::Column::Day.lt(to))
             .all(&self.connection)
             .await
-            .map_err(StorageError::from_db)?;
-        let mut grouped: BTreeMap<(DateTime<Utc>, UsageUnit, BreakdownValue), i64> =
-            BTreeMap::new();
-        for counter in counters {
-            let Some(unit) = UsageUnit::parse(&counter.unit) else {
-                continue;
-            };
-            let value = breakdown_value(&counter, by);
-            *grouped
-                .entry((day_start(counter.day), unit, value))
-                .or_default() += counter.quantity;
+            .map_err(StorageError::from_db)
+    }
+
+    /// What a statement is made of, from one read of the daily counters (so its lines and
+    /// every breakdown are the same usage): the cost per day and unit, and the cost per day,
+    /// unit and value of each breakdown.
+    pub async fn statement_costs(
+        &self,
+        scope: &ProjectScope,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<(Vec<CostRow>, Vec<(UsageBreakdown, Vec<CostBreakdownRow>)>), StorageError> {
+        let book = self.price_book_for(scope.organization_id()).await?;
+        let counters = self.daily_counters(scope, from, to).await?;
+        let mut per_day: BTreeMap<(DateTime<Utc>, UsageUnit), i64> = BTreeMap::new();
+        for counter in &counters {
+            if let Some(unit) = UsageUnit::parse(&counter.unit) {
+                let quantity = per_day.entry((day_start(counter.day), unit)).or_default();
+                *quantity = quantity.saturating_add(counter.quantity);
+            }
         }
-        let mut rows: Vec<UsageBreakdownRow> = grouped
+        let costs = per_day
             .into_iter()
-            .map(|((day, unit, value), quantity)| UsageBreakdownRow {
-                day,
-                unit,
-                value,
-                quantity,
+            .map(|((day, unit), quantity)| priced(&book, day, unit, quantity))
+            .collect();
+        let breakdowns = UsageBreakdown::ALL
+            .into_iter()
+            .map(|by| {
+                let rows = breakdown_rows(&counters, by)
+                    .into_iter()
+                    .map(|row| CostBreakdownRow {
+                        cost: priced(&book, row.day, row.unit, row.quantity),
+                        value: row.value,
+                    })
+                    .collect();
+                (by, rows)
             })
             .collect();
-        rows.sort_by(|a, b| {
-            (a.day, a.unit)
-                .cmp(&(b.day, b.unit))
-                .then(b.quantity.cmp(&a.quantity))
-                .then(a.value.cmp(&b.value))
-        });
-        Ok(rows)
+        Ok((costs, breakdowns))
     }
 
     /// [`Storage::usage_breakdown`] priced: each row's quantity × the price in effect for
@@ -905,6 +927,36 @@ fn subject_usage(scope: &ProjectScope, user_id: &str) -> sea_orm::Select<usage_d
         .filter(crate::tenancy::in_project::<usage_daily::Entity>(scope))
         .filter(usage_daily::Column::EndUser.eq(user_id))
         .filter(usage_daily::Column::EndUserErased.eq(false))
+}
+
+/// The daily `counters` summed per day, unit and value of `by`, each day's biggest first.
+fn breakdown_rows(counters: &[usage_daily::Model], by: UsageBreakdown) -> Vec<UsageBreakdownRow> {
+    let mut grouped: BTreeMap<(DateTime<Utc>, UsageUnit, BreakdownValue), i64> = BTreeMap::new();
+    for counter in counters {
+        let Some(unit) = UsageUnit::parse(&counter.unit) else {
+            continue;
+        };
+        let value = breakdown_value(counter, by);
+        *grouped
+            .entry((day_start(counter.day), unit, value))
+            .or_default() += counter.quantity;
+    }
+    let mut rows: Vec<UsageBreakdownRow> = grouped
+        .into_iter()
+        .map(|((day, unit, value), quantity)| UsageBreakdownRow {
+            day,
+            unit,
+            value,
+            quantity,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.day, a.unit)
+            .cmp(&(b.day, b.unit))
+            .then(b.quantity.cmp(&a.quantity))
+            .then(a.value.cmp(&b.value))
+    });
+    rows
 }
 
 /// What one daily counter is, for the dimension a report breaks down by.

@@ -206,12 +206,12 @@ async fn compute_project_statement(
     let closes_at = closes_at(month);
     let closed = now >= closes_at;
     let (from, to) = (month.starts_at(), month.resets_at());
-    let (costs, _) = storage.costs_with_price_book(scope, from, to).await?;
+    // One read of the daily counters: the lines and every breakdown are the same usage.
+    let (costs, by_dimension) = storage.statement_costs(scope, from, to).await?;
     let lines = statement_lines(&costs);
     let totals = statement_totals(&lines);
     let mut breakdowns = Vec::new();
-    for by in engram_core::usage::UsageBreakdown::ALL {
-        let rows = storage.costs_breakdown(scope, from, to, by).await?;
+    for (by, rows) in by_dimension {
         breakdowns.extend(statement_breakdown(by.as_str(), &rows, None));
     }
     let project_id = scope.project_id().to_string();
