@@ -66,22 +66,16 @@ async fn usage_counted(client: &ApiClient, searches: i64, written: i64) -> Value
     }
 }
 
+/// `engram admin set-price` on the server's data dir with `arguments` after `--data-dir`.
+fn set_price_command(server: &TestServer, arguments: &[&str]) -> std::process::Output {
+    let data_dir = server.data_dir.display().to_string();
+    let mut command = vec!["admin", "set-price", "--data-dir", data_dir.as_str()];
+    command.extend_from_slice(arguments);
+    engram_tests::run_engram(&command, &[])
+}
+
 fn set_price(server: &TestServer, unit: &str, price: &str, per: &str) {
-    let set = engram_tests::run_engram(
-        &[
-            "admin",
-            "set-price",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--unit",
-            unit,
-            "--price",
-            price,
-            "--per",
-            per,
-        ],
-        &[],
-    );
+    let set = set_price_command(server, &["--unit", unit, "--price", price, "--per", per]);
     assert!(
         set.status.success(),
         "{}",
@@ -308,12 +302,9 @@ async fn prices_are_exact_and_never_start_in_the_past() {
     assert_eq!(current("llm_tokens_in")["unit_price"], "0.00000002");
     assert_eq!(current("llm_tokens_out")["unit_price"], "0.000000075");
     let yesterday = (chrono::Utc::now().date_naive() - chrono::Duration::days(1)).to_string();
-    let refused = engram_tests::run_engram(
+    let refused = set_price_command(
+        &server,
         &[
-            "admin",
-            "set-price",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
             "--unit",
             "searches",
             "--price",
@@ -321,7 +312,6 @@ async fn prices_are_exact_and_never_start_in_the_past() {
             "--effective-from",
             &yesterday,
         ],
-        &[],
     );
     assert!(!refused.status.success());
     assert!(
@@ -329,18 +319,9 @@ async fn prices_are_exact_and_never_start_in_the_past() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
-    let too_fine = engram_tests::run_engram(
-        &[
-            "admin",
-            "set-price",
-            "--data-dir",
-            &server.data_dir.display().to_string(),
-            "--unit",
-            "searches",
-            "--price",
-            "0.0000000000001",
-        ],
-        &[],
+    let too_fine = set_price_command(
+        &server,
+        &["--unit", "searches", "--price", "0.0000000000001"],
     );
     assert!(!too_fine.status.success());
     assert!(String::from_utf8_lossy(&too_fine.stderr).contains("trillionth"));

@@ -236,7 +236,9 @@ impl Statement {
         let own_project = self.project.as_ref().map(|project| project.id.clone());
         let mut changed = false;
         for line in &mut self.breakdowns {
-            if names_end_user(line, own_project.as_deref(), project_id, user_id) {
+            if is_end_user_line_of(line, own_project.as_deref(), project_id)
+                && line.value.as_deref() == Some(user_id)
+            {
                 line.value = None;
                 line.erased_subject = Some(digest.to_string());
                 changed = true;
@@ -247,22 +249,28 @@ impl Statement {
 
     /// Whether any breakdown line names `user_id` of `project_id`.
     pub fn names_end_user(&self, project_id: &str, user_id: &str) -> bool {
+        self.end_users_of(project_id).any(|named| named == user_id)
+    }
+
+    /// The end-user ids the breakdown lines name for `project_id` (an erased one is named
+    /// by digest, so it is not among them).
+    pub fn end_users_of<'a>(&'a self, project_id: &'a str) -> impl Iterator<Item = &'a str> {
         let own_project = self.project.as_ref().map(|project| project.id.as_str());
         self.breakdowns
             .iter()
-            .any(|line| names_end_user(line, own_project, project_id, user_id))
+            .filter(move |line| is_end_user_line_of(line, own_project, project_id))
+            .filter_map(|line| line.value.as_deref())
     }
 }
 
-fn names_end_user(
+/// Whether `line` is an end-user line of `project_id` (on a project's statement the lines
+/// carry no project: they are `own_project`'s).
+fn is_end_user_line_of(
     line: &StatementBreakdownLine,
     own_project: Option<&str>,
     project_id: &str,
-    user_id: &str,
 ) -> bool {
-    line.by == "end_user"
-        && line.project_id.as_deref().or(own_project) == Some(project_id)
-        && line.value.as_deref() == Some(user_id)
+    line.by == "end_user" && line.project_id.as_deref().or(own_project) == Some(project_id)
 }
 
 #[cfg(test)]

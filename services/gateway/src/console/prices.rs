@@ -112,15 +112,23 @@ impl GatewayConsoleBackend {
         month: &str,
     ) -> Result<Statement, ConsoleError> {
         let member = self.member_for(caller).await?;
+        self.statement_of(&member, month).await
+    }
+
+    async fn statement_of(
+        &self,
+        member: &engram_engine::ConsoleMember,
+        month: &str,
+    ) -> Result<Statement, ConsoleError> {
         let month = if month.trim().is_empty() {
             BillingMonth::containing(chrono::Utc::now()).label()
         } else {
             month.trim().to_string()
         };
         self.access
-            .organization_statement_for(&member, &month)
+            .organization_statement_for(member, &month)
             .await
-            .map_err(|error| member_error(&member, error))
+            .map_err(|error| member_error(member, error))
     }
 
     pub(super) async fn statement_page(
@@ -128,8 +136,9 @@ impl GatewayConsoleBackend {
         caller: &ConsoleCaller,
         month: &str,
     ) -> Result<StatementPage, ConsoleError> {
-        let statement = self.statement(caller, month).await?;
+        // The session is checked once; each project is opened as this member.
         let member = self.member_for(caller).await?;
+        let statement = self.statement_of(&member, month).await?;
         let projects: BTreeMap<String, String> = self
             .access
             .organization_projects(&member)
@@ -144,11 +153,11 @@ impl GatewayConsoleBackend {
         };
         // Keys by label where the member may list them, in every project.
         let mut key_labels: BTreeMap<String, String> = BTreeMap::new();
-        if let Ok(engine) = self.engine() {
+        if let Ok(engine) = self.engine()
+            && member.may(engram_core::Operation::ListApiKeys)
+        {
             for project_id in projects.keys() {
-                if let Ok((_, principal)) = self
-                    .authorized_project(caller, project_id, engram_core::Operation::ListApiKeys)
-                    .await
+                if let Ok(principal) = self.access.principal_in_project(&member, project_id).await
                     && let Ok(keys) = engine.list_api_keys_for(&principal).await
                 {
                     for key in keys {

@@ -172,19 +172,9 @@ pub(crate) async fn erased_while_computed(
 ) -> Result<bool, EngineError> {
     for (scope, statement) in statements {
         let project_id = scope.project_id().to_string();
-        let own_project = statement
-            .project
-            .as_ref()
-            .map(|project| project.id.as_str());
-        for line in &statement.breakdowns {
-            let Some(user_id) = line.value.as_deref() else {
-                continue;
-            };
-            if line.by != "end_user"
-                || line.project_id.as_deref().or(own_project) != Some(&project_id)
-            {
-                continue;
-            }
+        // An end-user has a line per unit: each is looked up once.
+        let named: std::collections::BTreeSet<&str> = statement.end_users_of(&project_id).collect();
+        for user_id in named {
             if !storage
                 .usage_names_end_user(scope, user_id, month.starts_at(), month.resets_at())
                 .await?
