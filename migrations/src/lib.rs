@@ -34,6 +34,7 @@ mod m0028_usage_attribution;
 mod m0029_agent_runs;
 mod m0030_relevance_floor;
 mod m0031_statements_and_fine_prices;
+mod m0032_memories_by_session;
 
 pub struct Migrator;
 
@@ -72,6 +73,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0029_agent_runs::Migration),
             Box::new(m0030_relevance_floor::Migration),
             Box::new(m0031_statements_and_fine_prices::Migration),
+            Box::new(m0032_memories_by_session::Migration),
         ]
     }
 }

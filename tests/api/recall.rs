@@ -385,6 +385,10 @@ async fn bad_retrieval_parameters_are_refused_with_the_field_named() {
             json!({"query": "x", "recency_weight": -0.1}),
             "recency_weight",
         ),
+        (
+            json!({"query": "x", "neighbour_weight": 1.5}),
+            "neighbour_weight",
+        ),
         (json!({"query": "x", "context_tokens": 0}), "context_tokens"),
         (
             json!({"query": "x", "context_tokens": 100000}),
@@ -531,6 +535,82 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
     .await;
     assert_eq!(saved.status, 200, "{}", saved.body);
     assert_eq!(saved.body["relevance_floor"], 0.0, "{}", saved.body);
+}
+
+/// The turn that answers a question often shares no word with it ("What did you bake?" —
+/// "A lemon drizzle cake."): it rises toward the turn next to it that matches, so the same
+/// words said in another conversation rank below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_next_to_the_question_it_answers_ranks_with_it() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let answer = "Melanie: A lemon drizzle cake with poppy seeds.";
+    // Written one at a time, in the order they were said.
+    for (content, session) in [
+        (
+            "Caroline: What did you bake for the school fair, Melanie?",
+            "fair",
+        ),
+        (answer, "fair"),
+        ("Caroline: The kids loved the bouncy castle.", "fair"),
+        ("Caroline: How was the picnic by the river?", "picnic"),
+        ("Melanie: The weather was lovely all afternoon.", "picnic"),
+        ("Caroline: Did anyone bring dessert?", "picnic"),
+        (answer, "picnic"),
+    ] {
+        client
+            .add_one(json!({"content": content, "user_id": "mel", "session_id": session}))
+            .await;
+    }
+    let ask = |extra: Value| {
+        let mut body = json!({
+            "query": "What did Melanie bake for the school fair?",
+            "user_id": "mel",
+            "explain": true,
+            "diversify": false,
+            "recency_weight": 0,
+        });
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        body
+    };
+    let answers = |body: &Value| -> Vec<(String, f64)> {
+        body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|result| result["memory"]["content"] == answer)
+            .map(|result| {
+                (
+                    result["memory"]["session_id"].as_str().unwrap().to_string(),
+                    result["signals"]["neighbour_bonus"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+
+    let body = search_ok(&client, ask(json!({}))).await;
+    let ranked = answers(&body);
+    assert_eq!(ranked.len(), 2, "{body}");
+    assert_eq!(ranked[0].0, "fair", "the fair's answer first: {body}");
+    assert!(ranked[0].1 > ranked[1].1, "{ranked:?}");
+    // The answer ranks right after the question it answers.
+    assert_eq!(
+        contents(&body)[..2],
+        [
+            "Caroline: What did you bake for the school fair, Melanie?".to_string(),
+            answer.to_string()
+        ],
+        "{body}"
+    );
+
+    // Without neighbours the two are the same words with the same score: the newer first.
+    let body = search_ok(&client, ask(json!({"neighbour_weight": 0}))).await;
+    let ranked = answers(&body);
+    assert_eq!(ranked.len(), 2, "{body}");
+    assert_eq!(ranked[0].0, "picnic", "{body}");
+    assert!(ranked.iter().all(|(_, bonus)| *bonus == 0.0), "{ranked:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -980,5 +1060,11 @@ fn the_recall_benchmark_prints_its_table() {
     assert!(
         hybrid >= dense && hybrid >= keyword,
         "hybrid {hybrid} vs dense {dense}, keyword {keyword}"
+    );
+    // Borrowing from neighbouring turns is what lifts the default; without it, it falls back.
+    let without_neighbours = hit_at_10("hybrid, no neighbours");
+    assert!(
+        hybrid > without_neighbours,
+        "hybrid {hybrid} vs the same without neighbours {without_neighbours}"
     );
 }

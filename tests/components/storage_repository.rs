@@ -3121,3 +3121,64 @@ async fn answers_stored_before_the_index_are_indexed_when_storage_opens() {
         InsertOutcome::AnswerErased
     ));
 }
+
+/// Search's neighbours: positions follow the write order of one session, skip deleted
+/// memories, compare only within a session, and never count another project's memories.
+async fn session_positions_follow_write_order_within_one_session(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let (other_scope, _) = project(&storage, None).await;
+    let in_session = |content: &str, session: &str| {
+        let mut memory = draft(content, Some("u1"), None);
+        memory.memory.session_id = Some(ExternalId::parse(session).unwrap());
+        memory
+    };
+    let mut written = Vec::new();
+    for (content, session) in [
+        ("first turn", "s1"),
+        ("second turn", "s1"),
+        ("a turn later deleted", "s1"),
+        ("fourth turn", "s1"),
+        ("another session's only turn", "s2"),
+        ("fifth turn", "s1"),
+    ] {
+        // One write at a time, as turns arrive, so write order is certain.
+        written.extend(insert(&storage, &scope, vec![in_session(content, session)]).await);
+        // Another project's memory of a session with the same name, between every write.
+        insert(
+            &storage,
+            &other_scope,
+            vec![in_session("elsewhere", session)],
+        )
+        .await;
+    }
+    let (first, deleted, fourth, lone, fifth) = (
+        written[0].id,
+        written[2].id,
+        written[3].id,
+        written[4].id,
+        written[5].id,
+    );
+    storage
+        .delete_memory(&scope, deleted, &system_actor())
+        .await
+        .unwrap();
+    let memory_scope = engram_core::MemoryScope::project_wide(scope);
+    let positions = storage
+        .session_positions(
+            &memory_scope,
+            &[(first, "s1"), (fourth, "s1"), (fifth, "s1"), (lone, "s2")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(positions.get(&first), Some(&0));
+    // The second turn is between; the deleted one no longer is.
+    assert_eq!(positions.get(&fourth), Some(&2));
+    assert_eq!(positions.get(&fifth), Some(&3));
+    assert_eq!(
+        positions.get(&lone),
+        None,
+        "alone in its session: no neighbour"
+    );
+    assert_eq!(positions.len(), 3);
+}
+on_both_databases!(session_positions_follow_write_order_within_one_session);

@@ -213,6 +213,11 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             label: "hybrid (default)".to_string(),
             body: serde_json::json!({}),
         },
+        // The same without borrowing from neighbouring turns: what the neighbours bring.
+        Method {
+            label: "hybrid, no neighbours".to_string(),
+            body: serde_json::json!({"neighbour_weight": 0}),
+        },
         // The same without the project's relevance floor: what the floor costs.
         Method {
             label: "hybrid, no floor".to_string(),

@@ -151,6 +151,7 @@ pub fn search_tuning() -> Object {
         .property("fusion", fusion_method())
         .property("keyword_weight", share())
         .property("recency_weight", share())
+        .property("neighbour_weight", share())
         .property("min_score", share())
         .property("diversify", ObjectBuilder::new().schema_type(Type::Boolean))
         .additional_properties(Some(

@@ -119,6 +119,12 @@ pub struct SearchBody {
     /// 0–1, default 0.05: largest bonus for recency, halving every 30 days.
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub recency_weight: Option<f64>,
+    /// 0–1, default 0.5: how far a result rises toward the best score among its neighbours
+    /// — the memories of its session at most two writes away, when they are candidates too
+    /// and score higher — so the turn that answers a question ranks near the turn that
+    /// matches it.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
+    pub neighbour_weight: Option<f64>,
     /// Default true: leave out results nearly identical to a better one.
     pub diversify: Option<bool>,
     /// Also return the procedural memories marked `"always": true` (at task start).
@@ -136,7 +142,8 @@ pub struct SearchBody {
     pub query_vector: Option<Vec<f32>>,
     /// A retrieval profile of the project (`PUT /v1/retrieval-profiles/{name}`): its
     /// parameters apply where the request sets none. Without it (and without any of
-    /// `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `diversify`, `min_score`),
+    /// `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `neighbour_weight`, `diversify`,
+    /// `min_score`),
     /// a profile with a traffic share may serve the search.
     #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_profile_name))]
     pub profile: Option<String>,
@@ -317,12 +324,18 @@ impl SearchBody {
             .map_or(crate::search::DEFAULT_RECENCY_WEIGHT, |weight| {
                 weight as f32
             });
+        let neighbour_weight = self
+            .neighbour_weight
+            .map_or(crate::search::DEFAULT_NEIGHBOUR_WEIGHT, |weight| {
+                weight as f32
+            });
         let min_score = self.min_score.map_or(0.0, |score| score as f32);
         let caller_tuning = SearchTuning {
             retrieval: self.retrieval.is_some().then_some(retrieval),
             fusion: self.fusion.is_some().then_some(fusion),
             keyword_weight: self.keyword_weight.is_some().then_some(keyword_weight),
             recency_weight: self.recency_weight.is_some().then_some(recency_weight),
+            neighbour_weight: self.neighbour_weight.is_some().then_some(neighbour_weight),
             diversify: self.diversify,
             min_score: self.min_score.is_some().then_some(min_score),
         };
@@ -342,6 +355,7 @@ impl SearchBody {
                 fusion,
                 keyword_weight,
                 recency_weight,
+                neighbour_weight,
                 as_of: self.as_of,
                 diversify: self.diversify.unwrap_or(true),
                 include_always: self.include_always.unwrap_or(false),

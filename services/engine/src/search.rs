@@ -4,7 +4,7 @@
 use crate::EngineError;
 use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
-use engram_core::{Memory, MemoryId, MemoryScope, ProjectScope};
+use engram_core::{ExternalId, Memory, MemoryId, MemoryScope, ProjectScope};
 use engram_index::{
     InMemoryKeywordScorer, KeywordQuery, PayloadBound, PayloadFilter, VectorHit, VectorQuery,
     payload_filter_for,
@@ -32,6 +32,8 @@ pub struct RankingSignals {
     pub session_bonus: f32,
     /// Bonus for an event time inside the window of time the query names.
     pub time_bonus: f32,
+    /// How far the memory rose toward the best score among its neighbours in its session.
+    pub neighbour_bonus: f32,
 }
 
 #[derive(Clone, Debug)]
@@ -175,6 +177,24 @@ impl MemoryEngine {
             Vec::new()
         };
         let always_ids: Vec<MemoryId> = always.iter().map(|memory| memory.id).collect();
+        let positions = if request.neighbour_weight > 0.0 {
+            let read_started = Instant::now();
+            let members: Vec<(MemoryId, &str)> = candidates
+                .iter()
+                .filter_map(|candidate| {
+                    let session = candidate.memory.session_id.as_ref()?;
+                    Some((candidate.memory.id, session.as_str()))
+                })
+                .collect();
+            let positions = self
+                .storage
+                .session_positions(memory_scope, &members)
+                .await?;
+            timings.hydrate_micros += read_started.elapsed().as_micros() as u64;
+            positions
+        } else {
+            HashMap::new()
+        };
         let query_vector = query_vector.as_deref().map(Vec::as_slice);
         let understood_time = engram_core::query_time::time_in_query(
             &request.query,
@@ -185,6 +205,7 @@ impl MemoryEngine {
             &request,
             query_vector,
             &always_ids,
+            &positions,
             request.as_of.unwrap_or_else(Utc::now),
             understood_time.as_ref(),
         );
@@ -486,6 +507,7 @@ fn rank_candidates(
     request: &SearchRequest,
     query_vector: Option<&[f32]>,
     always_ids: &[MemoryId],
+    positions: &HashMap<MemoryId, usize>,
     now: DateTime<Utc>,
     understood_time: Option<&engram_core::query_time::TimeInQuery>,
 ) -> (Vec<SearchHit>, usize) {
@@ -546,20 +568,13 @@ fn rank_candidates(
     let boosted_session = (!request.session_only)
         .then_some(request.subject.session_id.as_ref())
         .flatten();
-    let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
-    for (candidate, dense_similarity) in candidates {
-        if always_ids.contains(&candidate.memory.id) || !request.filters.matches(&candidate.memory)
-        {
-            continue;
-        }
+    // The fused score of a candidate: the cosine and keyword signals, before any bonus.
+    let base_of = |candidate: &Candidate, dense_similarity: Option<f32>| -> f32 {
         let keyword_relative = match (candidate.keyword_score, best_keyword_score > 0.0) {
             (Some(score), true) => score / best_keyword_score,
             _ => 0.0,
         };
-        if request.retrieval == RetrievalMode::Keyword && keyword_relative <= 0.0 {
-            continue;
-        }
-        let base = if use_ranks {
+        if use_ranks {
             let reciprocal = |ranks: &HashMap<MemoryId, f32>| {
                 ranks
                     .get(&candidate.memory.id)
@@ -570,7 +585,59 @@ fn rank_candidates(
         } else {
             (1.0 - keyword_weight) * dense_similarity.unwrap_or(0.0).clamp(0.0, 1.0)
                 + keyword_weight * keyword_relative
+        }
+    };
+    let eligible = |candidate: &Candidate| {
+        !always_ids.contains(&candidate.memory.id) && request.filters.matches(&candidate.memory)
+    };
+    // What each session's candidates lend their neighbours: (position, fused score).
+    let mut lenders: HashMap<String, Vec<(usize, f32)>> = HashMap::new();
+    if request.neighbour_weight > 0.0 {
+        for (candidate, dense_similarity) in &candidates {
+            if !eligible(candidate) {
+                continue;
+            }
+            let (Some(session), Some(position)) = (
+                candidate.memory.session_id.as_ref().map(ExternalId::as_str),
+                positions.get(&candidate.memory.id),
+            ) else {
+                continue;
+            };
+            lenders
+                .entry(session.to_string())
+                .or_default()
+                .push((*position, base_of(candidate, *dense_similarity)));
+        }
+    }
+    // A memory rises toward its best neighbour's score, never past it: the turn that matches
+    // keeps its place, and a memory that already outranks its neighbours gains nothing.
+    let neighbour_bonus_of = |candidate: &Candidate, base: f32| -> f32 {
+        let (Some(session), Some(position)) = (
+            candidate.memory.session_id.as_ref().map(ExternalId::as_str),
+            positions.get(&candidate.memory.id),
+        ) else {
+            return 0.0;
         };
+        let best_neighbour = lenders
+            .get(session)
+            .into_iter()
+            .flatten()
+            .filter(|(other, _)| other != position && other.abs_diff(*position) <= NEIGHBOUR_REACH)
+            .map(|(_, base)| *base)
+            .fold(0.0_f32, f32::max);
+        request.neighbour_weight.clamp(0.0, 1.0) * (best_neighbour - base).max(0.0)
+    };
+    let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
+    for (candidate, dense_similarity) in candidates {
+        if !eligible(&candidate) {
+            continue;
+        }
+        let holds_query_term = candidate.keyword_score.is_some_and(|score| score > 0.0);
+        if request.retrieval == RetrievalMode::Keyword && !holds_query_term {
+            continue;
+        }
+        let base = base_of(&candidate, dense_similarity);
+        let neighbour_bonus = neighbour_bonus_of(&candidate, base);
         let age_days = (now - candidate.memory.valid_from).num_seconds().max(0) as f64 / 86_400.0;
         let recency_bonus = request.recency_weight.clamp(0.0, 1.0)
             * 0.5_f64.powf(age_days / RECENCY_HALF_LIFE_DAYS) as f32;
@@ -586,7 +653,7 @@ fn rank_candidates(
             }
             _ => 0.0,
         };
-        let raw_score = base + recency_bonus + session_bonus + time_bonus;
+        let raw_score = base + neighbour_bonus + recency_bonus + session_bonus + time_bonus;
         let score = raw_score.clamp(0.0, 1.0);
         if score < request.min_score {
             continue;
@@ -618,6 +685,7 @@ fn rank_candidates(
                     recency_bonus,
                     session_bonus,
                     time_bonus,
+                    neighbour_bonus,
                 },
             },
             candidate.embedding,

@@ -238,6 +238,9 @@ pub struct RankingSignalsView {
     pub session_bonus: f32,
     /// 0.1 when the memory's `occurred_at` lies in the window of time the query names.
     pub time_bonus: f32,
+    /// `neighbour_weight` times how much higher the best fused score among the memories of
+    /// its session at most two writes away (that were candidates too) is than its own.
+    pub neighbour_bonus: f32,
 }
 
 impl From<&engram_engine::RankingSignals> for RankingSignalsView {
@@ -248,6 +251,7 @@ impl From<&engram_engine::RankingSignals> for RankingSignalsView {
             recency_bonus: signals.recency_bonus,
             session_bonus: signals.session_bonus,
             time_bonus: signals.time_bonus,
+            neighbour_bonus: signals.neighbour_bonus,
         }
     }
 }

@@ -21,6 +21,11 @@ pub struct MemoryWithEmbedding {
     pub embedding: Vec<f32>,
 }
 
+/// Most rows [`Storage::session_positions`] reads for one search: sessions are read in full
+/// between their first and last candidate, and a long session with far-apart candidates must
+/// not make every search read it.
+pub const MAX_SESSION_SPAN_ROWS: u64 = 2_000;
+
 /// Procedural memories returned at task start carry `"always": true` in their metadata.
 pub const ALWAYS_METADATA_KEY: &str = "always";
 
@@ -47,6 +52,84 @@ impl Storage {
                 Ok((found.memory.id, found))
             })
             .collect()
+    }
+
+    /// Where each of `members` (memories of `scope`, with their session) stands in its
+    /// session, in write order: a position counted from the first member of that session,
+    /// over every memory of the session in between that is not deleted. Only positions of
+    /// the same session compare. Members alone in their session get none (they have no
+    /// neighbour among them), and so do the sessions past the first
+    /// [`MAX_SESSION_SPAN_ROWS`] rows read.
+    pub async fn session_positions(
+        &self,
+        scope: &MemoryScope,
+        members: &[(MemoryId, &str)],
+    ) -> Result<HashMap<MemoryId, usize>, StorageError> {
+        // The first and last member of every session with at least two.
+        let mut spans: HashMap<&str, (MemoryId, MemoryId, usize)> = HashMap::new();
+        for (id, session) in members {
+            let span = spans.entry(session).or_insert((*id, *id, 0));
+            span.0 = span.0.min(*id);
+            span.1 = span.1.max(*id);
+            span.2 += 1;
+        }
+        let mut in_spans = Condition::any();
+        let mut shared = 0;
+        for (session, (first, last, count)) in &spans {
+            if *count < 2 {
+                continue;
+            }
+            shared += 1;
+            in_spans = in_spans.add(
+                Condition::all()
+                    .add(memories::Column::SessionId.eq(*session))
+                    .add(memories::Column::Id.gte(first.as_uuid()))
+                    .add(memories::Column::Id.lte(last.as_uuid())),
+            );
+        }
+        if shared == 0 {
+            return Ok(HashMap::new());
+        }
+        let rows: Vec<(uuid::Uuid, Option<String>)> = crate::memories::owned_memories_of(scope)
+            .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
+            .filter(in_spans)
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::SessionId)
+            .order_by_asc(memories::Column::SessionId)
+            .order_by_asc(memories::Column::Id)
+            .limit(MAX_SESSION_SPAN_ROWS + 1)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        // Past the cap the last session read may be cut short: it gets no positions.
+        let cut_session = (rows.len() as u64 > MAX_SESSION_SPAN_ROWS)
+            .then(|| rows.last().and_then(|(_, session)| session.clone()))
+            .flatten();
+        let wanted: std::collections::HashSet<MemoryId> =
+            members.iter().map(|(id, _)| *id).collect();
+        let mut positions = HashMap::new();
+        let mut current: Option<&str> = None;
+        let mut position = 0;
+        for (id, session) in &rows {
+            let Some(session) = session.as_deref() else {
+                continue;
+            };
+            if cut_session.as_deref() == Some(session) {
+                break;
+            }
+            if current != Some(session) {
+                current = Some(session);
+                position = 0;
+            }
+            let id = MemoryId::from_uuid(*id);
+            if wanted.contains(&id) {
+                positions.insert(id, position);
+            }
+            position += 1;
+        }
+        Ok(positions)
     }
 
     /// One page of the project's active memories with their embeddings, newest first,

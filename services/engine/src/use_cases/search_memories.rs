@@ -387,6 +387,7 @@ impl RecordedSearch {
                 "fusion": request.fusion.as_str(),
                 "keyword_weight": request.keyword_weight,
                 "recency_weight": request.recency_weight,
+                "neighbour_weight": request.neighbour_weight,
                 "diversify": request.diversify,
             }),
         }

@@ -223,8 +223,8 @@ pub fn metrics_window(query: &RecallMetricsQuery) -> Result<MetricsWindow, Vec<F
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct RetrievalProfileView {
     pub name: String,
-    /// `{retrieval, fusion, keyword_weight, recency_weight, diversify, min_score}`, each
-    /// optional.
+    /// `{retrieval, fusion, keyword_weight, recency_weight, neighbour_weight, diversify,
+    /// min_score}`, each optional.
     #[schema(value_type = Object)]
     pub parameters: serde_json::Value,
     /// 0–1: the share of searches naming no profile (and setting no tuning) it serves.
@@ -253,8 +253,8 @@ pub struct RetrievalProfileListView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PutProfileBody {
-    /// Any of `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `min_score`,
-    /// `diversify`.
+    /// Any of `retrieval`, `fusion`, `keyword_weight`, `recency_weight`, `neighbour_weight`,
+    /// `min_score`, `diversify`.
     #[schema(schema_with = engram_core::openapi_schemas::search_tuning)]
     pub parameters: serde_json::Value,
     /// 0–1, default 0. The shares of all profiles add up to 1 at most.
