@@ -141,6 +141,19 @@ async fn query_lane_gives_the_same_vector_as_the_ingest_lane() {
             "a search query and a stored memory of the same text must embed alike"
         );
         assert!(cosine(&query_vector, &reference.embedding) >= INT8_MIN_COSINE);
+        // Counted from the tokenisation that fed the model: what metering bills.
+        let (counted_vector, query_tokens) = model
+            .embed_query_counted(reference.text.clone())
+            .await
+            .unwrap();
+        assert!(max_abs_difference(&counted_vector, &query_vector) <= 1e-5);
+        assert_eq!(query_tokens, model.count_tokens(&reference.text));
+        let counted = model
+            .embed_counted(vec![reference.text.clone(), "a second text".to_string()])
+            .await
+            .unwrap();
+        assert_eq!(counted[0].1, model.count_tokens(&reference.text));
+        assert_eq!(counted[1].1, model.count_tokens("a second text"));
     }
 }
 
@@ -273,11 +286,29 @@ fn missing_onnx_runtime_names_the_setup_step() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn hundred_concurrent_calls_share_passes_and_all_succeed_through_the_bounded_queue() {
+    // With the query worker (queries overflow to the others while it is busy) and without.
+    for query_threads in [2, 0] {
+        // A stalled queue must fail the test, not hang the suite.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(180),
+            hundred_concurrent_calls(query_threads),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "100 concurrent embeddings (query threads {query_threads}) not done in 3 minutes"
+            )
+        });
+    }
+}
+
+async fn hundred_concurrent_calls(query_threads: usize) {
     // A queue far smaller than the number of callers forces the backpressure path; two
     // workers and mixed lanes force texts of different callers into shared passes.
     let model = Arc::new(load_model(LocalModelOptions {
         model_workers: 2,
         threads_per_worker: 1,
+        query_threads,
         max_batch: 4,
         queue_capacity: 3,
         ..default_options()

@@ -1,5 +1,6 @@
 //! Cross-request batching: texts from concurrent callers gathered into shared forward passes.
-//! Two lanes (queries before ingest), passes of similar lengths, a bounded queue, std workers.
+//! Two lanes (queries before ingest), passes of similar lengths, a bounded queue, std workers,
+//! and a query worker whose pass uses every core, so a lone search does not run on one.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -17,9 +18,17 @@ pub const EMBEDDING_BATCH_DURATION_SECONDS: &str = "engram_embedding_batch_durat
 pub const EMBEDDING_BATCH_SIZE: &str = "engram_embedding_batch_size";
 pub const EMBEDDED_TEXTS_TOTAL: &str = "engram_embedded_texts_total";
 
+/// One text's vector and the tokens the model read for it (counted by the same tokenisation
+/// that fed the model, so nothing tokenises a text twice).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Embedded {
+    pub vector: Vec<f32>,
+    pub tokens: u64,
+}
+
 /// One model instance a worker thread owns: runs a forward pass over a few texts.
 pub(crate) trait ForwardPass: Send + 'static {
-    fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Embedded>, EmbedError>;
 }
 
 /// Which queue a text waits in. Queries are someone waiting on a search; ingest can wait.
@@ -57,7 +66,7 @@ pub(crate) struct PassLimits {
 struct QueuedText {
     text: String,
     estimated_tokens: usize,
-    reply: oneshot::Sender<Result<Vec<f32>, EmbedError>>,
+    reply: oneshot::Sender<Result<Embedded, EmbedError>>,
     /// A place in the bounded queue, given back when a worker takes the text.
     _queue_place: OwnedSemaphorePermit,
 }
@@ -66,13 +75,29 @@ struct QueuedText {
 struct Queues {
     query: VecDeque<QueuedText>,
     ingest: VecDeque<QueuedText>,
+    /// The query worker is running a pass: the other workers take the queries that wait.
+    query_worker_busy: bool,
     closed: bool,
 }
 
 struct Shared {
     queues: Mutex<Queues>,
+    /// Wakes the workers that take any text.
     work_arrived: Condvar,
+    /// Wakes the query worker alone: a signal meant for ingest must not be spent on it.
+    query_arrived: Condvar,
     limits: PassLimits,
+    /// A query worker runs queries; the others take one only while it is busy.
+    has_query_worker: bool,
+}
+
+impl Shared {
+    /// Queries an ingest worker should take now: every waiting one without a query worker,
+    /// else only while the query worker is busy (queries of concurrent clients still run
+    /// side by side).
+    fn queries_for_ingest_worker(&self, queues: &Queues) -> bool {
+        !queues.query.is_empty() && (!self.has_query_worker || queues.query_worker_busy)
+    }
 }
 
 /// The callers' side: enqueue texts, await their vectors. Dropping it stops the workers once
@@ -84,27 +109,47 @@ pub(crate) struct BatchingQueue {
 }
 
 impl BatchingQueue {
-    /// Starts one std thread per forward pass.
+    /// Starts one std thread per forward pass, and one for `query_pass` if given: it runs
+    /// only queries, and goes first for them.
     pub(crate) fn start(
         passes: Vec<Box<dyn ForwardPass>>,
+        query_pass: Option<Box<dyn ForwardPass>>,
         limits: PassLimits,
         queue_capacity: usize,
     ) -> Result<Self, EmbedError> {
         let shared = Arc::new(Shared {
             queues: Mutex::new(Queues::default()),
             work_arrived: Condvar::new(),
+            query_arrived: Condvar::new(),
             limits,
+            has_query_worker: query_pass.is_some(),
         });
-        for (worker_index, pass) in passes.into_iter().enumerate() {
-            let worker_shared = Arc::clone(&shared);
+        let spawn = |name: String, run: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new()
-                .name(format!("minilm-embed-{worker_index}"))
-                .spawn(move || run_worker(worker_index, pass, &worker_shared))
+                .name(name)
+                .spawn(run)
+                .map(|_| ())
                 .map_err(|spawn_error| {
                     EmbedError::Unavailable(format!(
                         "could not start embedding worker thread: {spawn_error}"
                     ))
-                })?;
+                })
+        };
+        for (worker_index, pass) in passes.into_iter().enumerate() {
+            let worker_shared = Arc::clone(&shared);
+            spawn(
+                format!("minilm-embed-{worker_index}"),
+                Box::new(move || {
+                    run_worker(worker_index, pass, &worker_shared, Role::AnyText);
+                }),
+            )?;
+        }
+        if let Some(pass) = query_pass {
+            let worker_shared = Arc::clone(&shared);
+            spawn(
+                "minilm-query".to_string(),
+                Box::new(move || run_worker(usize::MAX, pass, &worker_shared, Role::QueriesOnly)),
+            )?;
         }
         Ok(Self {
             shared,
@@ -117,7 +162,7 @@ impl BatchingQueue {
         &self,
         texts: Vec<String>,
         lane: Lane,
-    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+    ) -> Result<Vec<Embedded>, EmbedError> {
         let mut pending_vectors = Vec::with_capacity(texts.len());
         for text in texts {
             // Awaiting here is the backpressure: a full queue parks the caller, nothing is spawned.
@@ -145,6 +190,10 @@ impl BatchingQueue {
                 }
             }
             metrics::gauge!(EMBEDDING_QUEUE_DEPTH, "lane" => lane.label()).increment(1.0);
+            if lane == Lane::Query {
+                self.shared.query_arrived.notify_one();
+            }
+            // For a query too: another worker takes it if the query worker is busy.
             self.shared.work_arrived.notify_one();
             pending_vectors.push(vector);
         }
@@ -162,6 +211,7 @@ impl Drop for BatchingQueue {
     fn drop(&mut self) {
         lock(&self.shared.queues).closed = true;
         self.shared.work_arrived.notify_all();
+        self.shared.query_arrived.notify_all();
     }
 }
 
@@ -183,10 +233,23 @@ fn length_band(estimated_tokens: usize) -> u32 {
     usize::BITS - estimated_tokens.max(1).leading_zeros()
 }
 
+/// What a worker takes from the queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Ingest, and queries when no query worker is free for them.
+    AnyText,
+    /// Queries only, first: the pass that uses every core.
+    QueriesOnly,
+}
+
 /// Worker loop: forms a pass from the queues, runs it, replies; until the queue closes.
-fn run_worker(worker_index: usize, mut pass: Box<dyn ForwardPass>, shared: &Shared) {
+fn run_worker(worker_index: usize, mut pass: Box<dyn ForwardPass>, shared: &Shared, role: Role) {
     loop {
-        let Some((lane, texts)) = next_pass(shared) else {
+        let next = match role {
+            Role::AnyText => next_pass(shared),
+            Role::QueriesOnly => next_query_pass(shared),
+        };
+        let Some((lane, texts)) = next else {
             tracing::debug!(worker_index, "embedding worker stopping, queue closed");
             return;
         };
@@ -236,6 +299,33 @@ fn run_worker(worker_index: usize, mut pass: Box<dyn ForwardPass>, shared: &Shar
                 }
             }
         }
+        if role == Role::QueriesOnly {
+            lock(&shared.queues).query_worker_busy = false;
+        }
+    }
+}
+
+/// The query worker's next pass: the waiting queries (up to the limits), nothing else. While
+/// it runs, the other workers take the queries that arrive.
+fn next_query_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
+    let mut queues = lock(&shared.queues);
+    loop {
+        drop_abandoned(&mut queues);
+        if !queues.query.is_empty() {
+            let texts = take_pass(&mut queues.query, shared.limits, Lane::Query);
+            queues.query_worker_busy = true;
+            if !queues.query.is_empty() {
+                shared.work_arrived.notify_all();
+            }
+            return Some((Lane::Query, texts));
+        }
+        if queues.closed {
+            return None;
+        }
+        queues = shared
+            .query_arrived
+            .wait(queues)
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
     }
 }
 
@@ -246,7 +336,7 @@ fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
     let mut queues = lock(&shared.queues);
     loop {
         drop_abandoned(&mut queues);
-        if !queues.query.is_empty() {
+        if shared.queries_for_ingest_worker(&queues) {
             let texts = take_pass(&mut queues.query, limits, Lane::Query);
             return Some((Lane::Query, texts));
         }
@@ -255,7 +345,9 @@ fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
                 // Give concurrent writers a moment to join this pass; a query arriving
                 // meanwhile wakes us and goes first.
                 let deadline = Instant::now() + limits.ingest_gather_window;
-                while queues.ingest.len() < limits.max_texts && queues.query.is_empty() {
+                while queues.ingest.len() < limits.max_texts
+                    && !shared.queries_for_ingest_worker(&queues)
+                {
                     let now = Instant::now();
                     if now >= deadline || queues.closed {
                         break;
@@ -266,7 +358,7 @@ fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
                         .map(|(guard, _)| guard)
                         .unwrap_or_else(|poisoned| poisoned.into_inner().0);
                 }
-                if !queues.query.is_empty() {
+                if shared.queries_for_ingest_worker(&queues) {
                     continue;
                 }
             }

@@ -32,6 +32,19 @@ pub trait Embedder: Send + Sync + 'static {
         })
     }
 
+    /// The query's vector and the tokens the model read for it. The local model counts them
+    /// from the tokenisation that fed it; the default counts them apart.
+    async fn embed_query_counted(&self, query: String) -> Result<(Vec<f32>, u64), EmbedError> {
+        let tokens = self.count_tokens(&query);
+        Ok((self.embed_query(query).await?, tokens))
+    }
+
+    /// One vector per text with the tokens the model read for it, in order.
+    async fn embed_counted(&self, texts: Vec<String>) -> Result<Vec<(Vec<f32>, u64)>, EmbedError> {
+        let tokens: Vec<u64> = texts.iter().map(|text| self.count_tokens(text)).collect();
+        Ok(self.embed(texts).await?.into_iter().zip(tokens).collect())
+    }
+
     /// Tokens the model reads for `text` (what usage metering bills as tokens embedded and
     /// what recall budgets count). The default estimates four characters per token, for
     /// providers whose tokenizer is not available here; the local model counts exactly.

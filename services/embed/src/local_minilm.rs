@@ -9,7 +9,7 @@ use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use tokenizers::{PaddingStrategy, Tokenizer, TruncationParams};
 
-use crate::batching::{BatchingQueue, ForwardPass, Lane, PassLimits};
+use crate::batching::{BatchingQueue, Embedded, ForwardPass, Lane, PassLimits};
 use crate::{EmbedError, Embedder};
 
 pub use crate::batching::{
@@ -68,6 +68,10 @@ pub struct LocalModelOptions {
     /// ONNX Runtime intra-op threads per worker. Workers × threads should not exceed the
     /// cores: more only makes the threads take turns.
     pub threads_per_worker: usize,
+    /// Intra-op threads of the query worker, a session that runs only search queries and
+    /// goes first for them: a lone query's forward pass then uses every core instead of
+    /// one worker's share (0: no query worker; queries run on the workers above).
+    pub query_threads: usize,
     /// Texts per forward pass; texts of concurrent callers share passes up to this.
     pub max_batch: usize,
     /// Padded tokens per pass (texts × the longest of them): bounds how long a query waits
@@ -88,6 +92,7 @@ impl LocalModelOptions {
             runtime_library,
             model_workers: cores,
             threads_per_worker: 1,
+            query_threads: cores,
             max_batch: 16,
             max_padded_tokens: std::env::var(PASS_TOKENS_ENV_VAR)
                 .ok()
@@ -103,6 +108,7 @@ impl LocalModelOptions {
         let total_threads = total_threads.max(1);
         self.model_workers = workers.clamp(1, total_threads);
         self.threads_per_worker = (total_threads / self.model_workers).max(1);
+        self.query_threads = total_threads;
         self
     }
 }
@@ -143,17 +149,29 @@ impl LocalMiniLm {
                 threads_per_worker,
             )?));
         }
+        // A second copy of the model (~23 MB) for queries: worth it, a lone search otherwise
+        // embeds on one core while the other idles.
+        let query_pass: Option<Box<dyn ForwardPass>> = match options.query_threads {
+            0 => None,
+            query_threads => Some(Box::new(OnnxMiniLm::load(
+                environment,
+                &model_path,
+                tokenizer.clone(),
+                query_threads,
+            )?)),
+        };
         let limits = PassLimits {
             max_texts: options.max_batch.max(1),
             max_padded_tokens: options.max_padded_tokens.max(MINILM_MAX_SEQUENCE_TOKENS),
             ingest_gather_window: options.ingest_gather_window,
             max_sequence_tokens: MINILM_MAX_SEQUENCE_TOKENS,
         };
-        let queue = BatchingQueue::start(passes, limits, options.queue_capacity)?;
+        let queue = BatchingQueue::start(passes, query_pass, limits, options.queue_capacity)?;
         tracing::info!(
             model = %model_path.display(),
             model_workers,
             threads_per_worker,
+            query_threads = options.query_threads,
             max_batch = limits.max_texts,
             "local embedding model loaded"
         );
@@ -187,18 +205,39 @@ impl Embedder for LocalMiniLm {
     }
 
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(self
+            .embed_counted(texts)
+            .await?
+            .into_iter()
+            .map(|(vector, _)| vector)
+            .collect())
+    }
+
+    async fn embed_counted(&self, texts: Vec<String>) -> Result<Vec<(Vec<f32>, u64)>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        self.queue.embed(texts, Lane::Ingest).await
+        Ok(self
+            .queue
+            .embed(texts, Lane::Ingest)
+            .await?
+            .into_iter()
+            .map(|embedded| (embedded.vector, embedded.tokens))
+            .collect())
     }
 
     async fn embed_query(&self, query: String) -> Result<Vec<f32>, EmbedError> {
-        self.queue
+        Ok(self.embed_query_counted(query).await?.0)
+    }
+
+    async fn embed_query_counted(&self, query: String) -> Result<(Vec<f32>, u64), EmbedError> {
+        let embedded = self
+            .queue
             .embed(vec![query], Lane::Query)
             .await?
             .pop()
-            .ok_or_else(|| EmbedError::Failed("the model returned no vector".to_string()))
+            .ok_or_else(|| EmbedError::Failed("the model returned no vector".to_string()))?;
+        Ok((embedded.vector, embedded.tokens))
     }
 }
 
@@ -263,7 +302,7 @@ impl OnnxMiniLm {
 
 impl ForwardPass for OnnxMiniLm {
     /// Tokenises, runs BERT, mean-pools over real tokens and L2-normalises. Synchronous.
-    fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Embedded>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -323,12 +362,21 @@ impl ForwardPass for OnnxMiniLm {
                 "model returned a hidden state of shape {hidden_shape:?}, expected {expected_shape:?}"
             )));
         }
-        Ok(mean_pool_and_normalise(
-            hidden_state,
-            &attention_mask,
-            batch_size,
-            sequence_length,
-        ))
+        // The tokens the model read: what `count_tokens` says, from this tokenisation.
+        let tokens = encodings.iter().map(|encoding| {
+            encoding
+                .get_attention_mask()
+                .iter()
+                .filter(|&&mask| mask == 1)
+                .count() as u64
+        });
+        Ok(
+            mean_pool_and_normalise(hidden_state, &attention_mask, batch_size, sequence_length)
+                .into_iter()
+                .zip(tokens)
+                .map(|(vector, tokens)| Embedded { vector, tokens })
+                .collect(),
+        )
     }
 }
 

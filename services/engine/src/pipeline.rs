@@ -331,14 +331,13 @@ impl MemoryEngine {
             Some(vectors) => (vectors, 0),
             None => {
                 let embedder = space.embedder().await?;
-                let tokens: u64 = contents
-                    .iter()
-                    .map(|content| embedder.count_tokens(content))
-                    .sum();
-                let embeddings = embedder
-                    .embed(contents)
+                // Counted by the tokenisation that fed the model (the local one), not again.
+                let counted = embedder
+                    .embed_counted(contents)
                     .instrument(tracing::info_span!("embed", texts = new_memories.len()))
                     .await?;
+                let tokens: u64 = counted.iter().map(|(_, tokens)| tokens).sum();
+                let embeddings = counted.into_iter().map(|(vector, _)| vector).collect();
                 (embeddings, tokens)
             }
         };
@@ -569,17 +568,17 @@ impl MemoryEngine {
             return Ok((vector.clone(), 0));
         }
         let embedder = space.embedder().await?;
-        // The query lane: a search runs ahead of queued ingest in the local model.
-        let vector = Arc::new(
-            embedder
-                .embed_query(query.to_string())
-                .instrument(tracing::info_span!("embed", texts = 1))
-                .await?,
-        );
+        // The query lane: a search runs ahead of queued ingest in the local model, which
+        // counts the tokens from the same tokenisation.
+        let (vector, tokens) = embedder
+            .embed_query_counted(query.to_string())
+            .instrument(tracing::info_span!("embed", texts = 1))
+            .await?;
+        let vector = Arc::new(vector);
         if let Ok(mut cache) = self.query_embeddings.lock() {
             cache.put(cache_key, vector.clone());
         }
-        Ok((vector, embedder.count_tokens(query)))
+        Ok((vector, tokens))
     }
 }
 
