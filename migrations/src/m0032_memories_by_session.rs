@@ -1,5 +1,6 @@
-//! An index of memories by session in write order: search reads the memories between two
-//! candidates of one session to tell which are neighbours (turns a few writes apart).
+//! An index of memories by end-user and session in write order: search reads the memories
+//! between two candidates of one session to tell which are neighbours (turns a few writes
+//! apart).
 
 use sea_orm_migration::prelude::*;
 
@@ -10,11 +11,12 @@ pub struct Migration;
 enum Memories {
     Table,
     ProjectId,
+    UserId,
     SessionId,
     Id,
 }
 
-const INDEX_NAME: &str = "memories_project_session_id";
+const INDEX_NAME: &str = "memories_project_user_session_id";
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -25,6 +27,7 @@ impl MigrationTrait for Migration {
                     .name(INDEX_NAME)
                     .table(Memories::Table)
                     .col(Memories::ProjectId)
+                    .col(Memories::UserId)
                     .col(Memories::SessionId)
                     .col(Memories::Id)
                     .to_owned(),

@@ -3122,16 +3122,18 @@ async fn answers_stored_before_the_index_are_indexed_when_storage_opens() {
     ));
 }
 
-/// Search's neighbours: positions follow the write order of one session, skip deleted
-/// memories, compare only within a session, and never count another project's memories.
+/// Search's neighbours: positions follow the write order of one end-user's session, skip
+/// deleted memories, and never count another end-user's turns under the same session id or
+/// another project's memories.
 async fn session_positions_follow_write_order_within_one_session(storage: Storage) {
     let (scope, _) = project(&storage, None).await;
     let (other_scope, _) = project(&storage, None).await;
-    let in_session = |content: &str, session: &str| {
-        let mut memory = draft(content, Some("u1"), None);
+    let in_session_of = |user: &str, content: &str, session: &str| {
+        let mut memory = draft(content, Some(user), None);
         memory.memory.session_id = Some(ExternalId::parse(session).unwrap());
         memory
     };
+    let in_session = |content: &str, session: &str| in_session_of("u1", content, session);
     let mut written = Vec::new();
     for (content, session) in [
         ("first turn", "s1"),
@@ -3143,11 +3145,18 @@ async fn session_positions_follow_write_order_within_one_session(storage: Storag
     ] {
         // One write at a time, as turns arrive, so write order is certain.
         written.extend(insert(&storage, &scope, vec![in_session(content, session)]).await);
-        // Another project's memory of a session with the same name, between every write.
+        // Another project's memory of a session with the same name, between every write,
+        // and another end-user's under the same session id.
         insert(
             &storage,
             &other_scope,
             vec![in_session("elsewhere", session)],
+        )
+        .await;
+        insert(
+            &storage,
+            &scope,
+            vec![in_session_of("u2", "someone else's turn", session)],
         )
         .await;
     }
@@ -3163,10 +3172,21 @@ async fn session_positions_follow_write_order_within_one_session(storage: Storag
         .await
         .unwrap();
     let memory_scope = engram_core::MemoryScope::project_wide(scope);
+    let member = |id, session| engram_storage::recall::SessionMember {
+        id,
+        end_user: Some("u1"),
+        session,
+    };
     let positions = storage
         .session_positions(
             &memory_scope,
-            &[(first, "s1"), (fourth, "s1"), (fifth, "s1"), (lone, "s2")],
+            &[
+                member(first, "s1"),
+                member(fourth, "s1"),
+                member(fifth, "s1"),
+                member(lone, "s2"),
+            ],
+            false,
         )
         .await
         .unwrap();

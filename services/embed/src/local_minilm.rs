@@ -92,7 +92,7 @@ impl LocalModelOptions {
             runtime_library,
             model_workers: cores,
             threads_per_worker: 1,
-            query_threads: cores,
+            query_threads: query_threads_for(cores),
             max_batch: 16,
             max_padded_tokens: std::env::var(PASS_TOKENS_ENV_VAR)
                 .ok()
@@ -108,9 +108,15 @@ impl LocalModelOptions {
         let total_threads = total_threads.max(1);
         self.model_workers = workers.clamp(1, total_threads);
         self.threads_per_worker = (total_threads / self.model_workers).max(1);
-        self.query_threads = total_threads;
+        self.query_threads = query_threads_for(total_threads);
         self
     }
+}
+
+/// The query worker's threads: every one of `total_threads`, but none on one thread, where
+/// a second session would only take turns with the worker.
+fn query_threads_for(total_threads: usize) -> usize {
+    if total_threads > 1 { total_threads } else { 0 }
 }
 
 /// all-MiniLM-L6-v2 on the CPU, equivalent (cosine ≥ 0.99 for the int8 file) to

@@ -9,7 +9,7 @@ use engram_index::{
     InMemoryKeywordScorer, KeywordQuery, PayloadBound, PayloadFilter, VectorHit, VectorQuery,
     payload_filter_for,
 };
-use engram_storage::recall::MemoryWithEmbedding;
+use engram_storage::recall::{MemoryWithEmbedding, SessionMember};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -179,16 +179,19 @@ impl MemoryEngine {
         let always_ids: Vec<MemoryId> = always.iter().map(|memory| memory.id).collect();
         let positions = if request.neighbour_weight > 0.0 {
             let read_started = Instant::now();
-            let members: Vec<(MemoryId, &str)> = candidates
+            let members: Vec<SessionMember<'_>> = candidates
                 .iter()
                 .filter_map(|candidate| {
-                    let session = candidate.memory.session_id.as_ref()?;
-                    Some((candidate.memory.id, session.as_str()))
+                    Some(SessionMember {
+                        id: candidate.memory.id,
+                        end_user: candidate.memory.user_id.as_ref().map(ExternalId::as_str),
+                        session: candidate.memory.session_id.as_ref()?.as_str(),
+                    })
                 })
                 .collect();
             let positions = self
                 .storage
-                .session_positions(memory_scope, &members)
+                .session_positions(memory_scope, &members, request.as_of.is_some())
                 .await?;
             timings.hydrate_micros += read_started.elapsed().as_micros() as u64;
             positions
@@ -590,21 +593,32 @@ fn rank_candidates(
     let eligible = |candidate: &Candidate| {
         !always_ids.contains(&candidate.memory.id) && request.filters.matches(&candidate.memory)
     };
-    // What each session's candidates lend their neighbours: (position, fused score).
-    let mut lenders: HashMap<String, Vec<(usize, f32)>> = HashMap::new();
+    // What each session's candidates lend their neighbours: (position, fused score). A
+    // session is one end-user's: the same session id of two end-users is two sessions.
+    let session_of = |memory: &Memory| -> Option<(Option<String>, String)> {
+        let session = memory.session_id.as_ref()?;
+        Some((
+            memory
+                .user_id
+                .as_ref()
+                .map(|user| user.as_str().to_string()),
+            session.as_str().to_string(),
+        ))
+    };
+    let mut lenders: HashMap<(Option<String>, String), Vec<(usize, f32)>> = HashMap::new();
     if request.neighbour_weight > 0.0 {
         for (candidate, dense_similarity) in &candidates {
             if !eligible(candidate) {
                 continue;
             }
             let (Some(session), Some(position)) = (
-                candidate.memory.session_id.as_ref().map(ExternalId::as_str),
+                session_of(&candidate.memory),
                 positions.get(&candidate.memory.id),
             ) else {
                 continue;
             };
             lenders
-                .entry(session.to_string())
+                .entry(session)
                 .or_default()
                 .push((*position, base_of(candidate, *dense_similarity)));
         }
@@ -613,13 +627,13 @@ fn rank_candidates(
     // keeps its place, and a memory that already outranks its neighbours gains nothing.
     let neighbour_bonus_of = |candidate: &Candidate, base: f32| -> f32 {
         let (Some(session), Some(position)) = (
-            candidate.memory.session_id.as_ref().map(ExternalId::as_str),
+            session_of(&candidate.memory),
             positions.get(&candidate.memory.id),
         ) else {
             return 0.0;
         };
         let best_neighbour = lenders
-            .get(session)
+            .get(&session)
             .into_iter()
             .flatten()
             .filter(|(other, _)| other != position && other.abs_diff(*position) <= NEIGHBOUR_REACH)

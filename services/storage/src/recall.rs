@@ -21,10 +21,22 @@ pub struct MemoryWithEmbedding {
     pub embedding: Vec<f32>,
 }
 
-/// Most rows [`Storage::session_positions`] reads for one search: sessions are read in full
-/// between their first and last candidate, and a long session with far-apart candidates must
-/// not make every search read it.
+/// Most rows [`Storage::session_positions`] returns for one search: sessions are read in
+/// full between their first and last candidate, and a long session with far-apart
+/// candidates must not make every search carry it.
 pub const MAX_SESSION_SPAN_ROWS: u64 = 2_000;
+/// Most sessions [`Storage::session_positions`] reads for one search (an `as_of` search
+/// ranks up to 5,000 candidates; one condition per session keeps the SQL small).
+pub const MAX_NEIGHBOUR_SESSIONS: usize = 200;
+
+/// A memory whose place in its session a search asks for.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionMember<'a> {
+    pub id: MemoryId,
+    /// The session's end-user (`None`: the project's own, no end-user's).
+    pub end_user: Option<&'a str>,
+    pub session: &'a str,
+}
 
 /// Procedural memories returned at task start carry `"always": true` in their metadata.
 pub const ALWAYS_METADATA_KEY: &str = "always";
@@ -54,34 +66,48 @@ impl Storage {
             .collect()
     }
 
-    /// Where each of `members` (memories of `scope`, with their session) stands in its
-    /// session, in write order: a position counted from the first member of that session,
-    /// over every memory of the session in between that is not deleted. Only positions of
-    /// the same session compare. Members alone in their session get none (they have no
-    /// neighbour among them), and so do the sessions past the first
-    /// [`MAX_SESSION_SPAN_ROWS`] rows read.
+    /// Where each of `members` stands in its session, in write order: a position counted
+    /// from the first member of that session, over every memory of the session in between
+    /// (active ones; superseded ones too with `include_superseded`, for a search `as_of` a
+    /// past moment). A session is one end-user's (sessions are kept per end-user), so only
+    /// positions of the same end-user and session compare. Members alone in their session
+    /// get none (they have no neighbour among them), and so do the sessions past the first
+    /// [`MAX_NEIGHBOUR_SESSIONS`] and past the first [`MAX_SESSION_SPAN_ROWS`] rows read.
     pub async fn session_positions(
         &self,
         scope: &MemoryScope,
-        members: &[(MemoryId, &str)],
+        members: &[SessionMember<'_>],
+        include_superseded: bool,
     ) -> Result<HashMap<MemoryId, usize>, StorageError> {
-        // The first and last member of every session with at least two.
-        let mut spans: HashMap<&str, (MemoryId, MemoryId, usize)> = HashMap::new();
-        for (id, session) in members {
-            let span = spans.entry(session).or_insert((*id, *id, 0));
-            span.0 = span.0.min(*id);
-            span.1 = span.1.max(*id);
-            span.2 += 1;
+        // The first and last member of every session, in the order sessions first appear.
+        let mut spans: Vec<((Option<&str>, &str), MemoryId, MemoryId, usize)> = Vec::new();
+        for member in members {
+            let key = (member.end_user, member.session);
+            match spans.iter_mut().find(|span| span.0 == key) {
+                Some(span) => {
+                    span.1 = span.1.min(member.id);
+                    span.2 = span.2.max(member.id);
+                    span.3 += 1;
+                }
+                None => spans.push((key, member.id, member.id, 1)),
+            }
         }
         let mut in_spans = Condition::any();
         let mut shared = 0;
-        for (session, (first, last, count)) in &spans {
+        for ((end_user, session), first, last, count) in &spans {
             if *count < 2 {
                 continue;
+            }
+            if shared == MAX_NEIGHBOUR_SESSIONS {
+                break;
             }
             shared += 1;
             in_spans = in_spans.add(
                 Condition::all()
+                    .add(match end_user {
+                        Some(end_user) => memories::Column::UserId.eq(*end_user),
+                        None => memories::Column::UserId.is_null(),
+                    })
                     .add(memories::Column::SessionId.eq(*session))
                     .add(memories::Column::Id.gte(first.as_uuid()))
                     .add(memories::Column::Id.lte(last.as_uuid())),
@@ -90,37 +116,45 @@ impl Storage {
         if shared == 0 {
             return Ok(HashMap::new());
         }
-        let rows: Vec<(uuid::Uuid, Option<String>)> = crate::memories::owned_memories_of(scope)
-            .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
-            .filter(in_spans)
-            .select_only()
-            .column(memories::Column::Id)
-            .column(memories::Column::SessionId)
-            .order_by_asc(memories::Column::SessionId)
-            .order_by_asc(memories::Column::Id)
-            .limit(MAX_SESSION_SPAN_ROWS + 1)
-            .into_tuple()
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
+        let states: &[MemoryState] = match include_superseded {
+            true => &[MemoryState::Active, MemoryState::Superseded],
+            false => &[MemoryState::Active],
+        };
+        let rows: Vec<(uuid::Uuid, Option<String>, Option<String>)> =
+            crate::memories::owned_memories_of(scope)
+                .filter(memories::Column::State.is_in(states.iter().map(|state| state.as_str())))
+                .filter(in_spans)
+                .select_only()
+                .column(memories::Column::Id)
+                .column(memories::Column::UserId)
+                .column(memories::Column::SessionId)
+                .order_by_asc(memories::Column::UserId)
+                .order_by_asc(memories::Column::SessionId)
+                .order_by_asc(memories::Column::Id)
+                .limit(MAX_SESSION_SPAN_ROWS + 1)
+                .into_tuple()
+                .all(&self.connection)
+                .await
+                .map_err(StorageError::from_db)?;
         // Past the cap the last session read may be cut short: it gets no positions.
         let cut_session = (rows.len() as u64 > MAX_SESSION_SPAN_ROWS)
-            .then(|| rows.last().and_then(|(_, session)| session.clone()))
+            .then(|| {
+                rows.last()
+                    .map(|(_, end_user, session)| (end_user, session))
+            })
             .flatten();
         let wanted: std::collections::HashSet<MemoryId> =
-            members.iter().map(|(id, _)| *id).collect();
+            members.iter().map(|member| member.id).collect();
         let mut positions = HashMap::new();
-        let mut current: Option<&str> = None;
+        let mut current = None;
         let mut position = 0;
-        for (id, session) in &rows {
-            let Some(session) = session.as_deref() else {
-                continue;
-            };
-            if cut_session.as_deref() == Some(session) {
+        for (id, end_user, session) in &rows {
+            let key = (end_user, session);
+            if cut_session == Some(key) {
                 break;
             }
-            if current != Some(session) {
-                current = Some(session);
+            if current != Some(key) {
+                current = Some(key);
                 position = 0;
             }
             let id = MemoryId::from_uuid(*id);
