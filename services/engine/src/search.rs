@@ -595,7 +595,8 @@ fn rank_candidates(
     };
     // What each session's candidates lend their neighbours: (position, fused score). A
     // session is one end-user's: the same session id of two end-users is two sessions.
-    let session_of = |memory: &Memory| -> Option<(Option<String>, String)> {
+    type SessionKey = (Option<String>, String);
+    let session_of = |memory: &Memory| -> Option<SessionKey> {
         let session = memory.session_id.as_ref()?;
         Some((
             memory
@@ -605,7 +606,7 @@ fn rank_candidates(
             session.as_str().to_string(),
         ))
     };
-    let mut lenders: HashMap<(Option<String>, String), Vec<(usize, f32)>> = HashMap::new();
+    let mut lenders: HashMap<SessionKey, Vec<(usize, f32)>> = HashMap::new();
     if request.neighbour_weight > 0.0 {
         for (candidate, dense_similarity) in &candidates {
             if !eligible(candidate) {

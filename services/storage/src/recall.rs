@@ -79,23 +79,39 @@ impl Storage {
         members: &[SessionMember<'_>],
         include_superseded: bool,
     ) -> Result<HashMap<MemoryId, usize>, StorageError> {
-        // The first and last member of every session, in the order sessions first appear.
-        let mut spans: Vec<((Option<&str>, &str), MemoryId, MemoryId, usize)> = Vec::new();
+        /// The first and last member of one session, and how many members it has.
+        struct Span<'a> {
+            end_user: Option<&'a str>,
+            session: &'a str,
+            first: MemoryId,
+            last: MemoryId,
+            members: usize,
+        }
+        // In the order sessions first appear among the members.
+        let mut spans: Vec<Span<'_>> = Vec::new();
         for member in members {
-            let key = (member.end_user, member.session);
-            match spans.iter_mut().find(|span| span.0 == key) {
+            let same_session = |span: &&mut Span<'_>| {
+                span.end_user == member.end_user && span.session == member.session
+            };
+            match spans.iter_mut().find(same_session) {
                 Some(span) => {
-                    span.1 = span.1.min(member.id);
-                    span.2 = span.2.max(member.id);
-                    span.3 += 1;
+                    span.first = span.first.min(member.id);
+                    span.last = span.last.max(member.id);
+                    span.members += 1;
                 }
-                None => spans.push((key, member.id, member.id, 1)),
+                None => spans.push(Span {
+                    end_user: member.end_user,
+                    session: member.session,
+                    first: member.id,
+                    last: member.id,
+                    members: 1,
+                }),
             }
         }
         let mut in_spans = Condition::any();
         let mut shared = 0;
-        for ((end_user, session), first, last, count) in &spans {
-            if *count < 2 {
+        for span in &spans {
+            if span.members < 2 {
                 continue;
             }
             if shared == MAX_NEIGHBOUR_SESSIONS {
@@ -104,13 +120,13 @@ impl Storage {
             shared += 1;
             in_spans = in_spans.add(
                 Condition::all()
-                    .add(match end_user {
-                        Some(end_user) => memories::Column::UserId.eq(*end_user),
+                    .add(match span.end_user {
+                        Some(end_user) => memories::Column::UserId.eq(end_user),
                         None => memories::Column::UserId.is_null(),
                     })
-                    .add(memories::Column::SessionId.eq(*session))
-                    .add(memories::Column::Id.gte(first.as_uuid()))
-                    .add(memories::Column::Id.lte(last.as_uuid())),
+                    .add(memories::Column::SessionId.eq(span.session))
+                    .add(memories::Column::Id.gte(span.first.as_uuid()))
+                    .add(memories::Column::Id.lte(span.last.as_uuid())),
             );
         }
         if shared == 0 {
