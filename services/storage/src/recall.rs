@@ -120,8 +120,9 @@ impl Storage {
             shared += 1;
             in_spans = in_spans.add(
                 Condition::all()
+                    // The session's owner (a subject condition; the scope is applied below).
                     .add(match span.end_user {
-                        Some(end_user) => memories::Column::UserId.eq(end_user),
+                        Some(owner) => memories::Column::UserId.eq(owner),
                         None => memories::Column::UserId.is_null(),
                     })
                     .add(memories::Column::SessionId.eq(span.session))
