@@ -539,7 +539,7 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
 
 /// The turn that answers a question often shares no word with it ("What did you bake?" —
 /// "A lemon drizzle cake."): it rises toward the turn next to it that matches, so the same
-/// words said in another conversation rank below it.
+/// words said in another session rank below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_turn_next_to_the_question_it_answers_ranks_with_it() {
     let server = TestServer::spawn().await.unwrap();

@@ -329,8 +329,10 @@ fn next_query_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
     }
 }
 
-/// Waits for work and takes the next pass: every waiting query (up to the limits) before any
-/// ingest; for ingest, the oldest text and the waiting texts of its length band.
+/// Waits for work and takes the next pass of a worker that takes any text: the waiting
+/// queries (up to the limits) that the query worker leaves to it (all of them without one,
+/// see [`Shared::queries_for_ingest_worker`]) before any ingest; for ingest, the oldest text
+/// and the waiting texts of its length band.
 fn next_pass(shared: &Shared) -> Option<(Lane, Vec<QueuedText>)> {
     let limits = shared.limits;
     let mut queues = lock(&shared.queues);
