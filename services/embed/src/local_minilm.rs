@@ -201,11 +201,7 @@ impl Embedder for LocalMiniLm {
     /// Tokens as the model sees them: special tokens included, truncated at the model's limit.
     fn count_tokens(&self, text: &str) -> u64 {
         match self.counting_tokenizer.encode(text, true) {
-            Ok(encoding) => encoding
-                .get_attention_mask()
-                .iter()
-                .filter(|&&mask| mask == 1)
-                .count() as u64,
+            Ok(encoding) => tokens_read(&encoding),
             Err(_) => crate::estimate_tokens(text),
         }
     }
@@ -369,13 +365,7 @@ impl ForwardPass for OnnxMiniLm {
             )));
         }
         // The tokens the model read: what `count_tokens` says, from this tokenisation.
-        let tokens = encodings.iter().map(|encoding| {
-            encoding
-                .get_attention_mask()
-                .iter()
-                .filter(|&&mask| mask == 1)
-                .count() as u64
-        });
+        let tokens = encodings.iter().map(tokens_read);
         Ok(
             mean_pool_and_normalise(hidden_state, &attention_mask, batch_size, sequence_length)
                 .into_iter()
@@ -384,6 +374,15 @@ impl ForwardPass for OnnxMiniLm {
                 .collect(),
         )
     }
+}
+
+/// The tokens of `encoding` the model reads (its padding left out).
+fn tokens_read(encoding: &tokenizers::Encoding) -> u64 {
+    encoding
+        .get_attention_mask()
+        .iter()
+        .filter(|&&mask| mask == 1)
+        .count() as u64
 }
 
 /// Mean over real tokens (sentence-transformers' `mode_mean_tokens`, 1e-9 floor on the count),

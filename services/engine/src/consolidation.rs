@@ -318,11 +318,11 @@ impl MemoryEngine {
         report: &mut ConsolidationReport,
     ) -> Result<Option<MemoryId>, EngineError> {
         let (space, embedder) = self.project_embedder(scope).await?;
-        let vectors = embedder.embed(vec![summary.to_string()]).await?;
-        let Some(vector) = vectors.into_iter().next() else {
+        let counted = embedder.embed_counted(vec![summary.to_string()]).await?;
+        let Some((vector, tokens)) = counted.into_iter().next() else {
             return Ok(None);
         };
-        report.tokens_embedded += embedder.count_tokens(summary);
+        report.tokens_embedded += tokens;
         let mut metadata = serde_json::Map::new();
         metadata.insert(
             COMPACTED_FROM_KEY.into(),

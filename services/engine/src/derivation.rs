@@ -182,16 +182,14 @@ impl MemoryEngine {
                 format!("candidates[{index}].content")
             })
             .await?;
-        let vectors = embedder.embed(contents.clone()).await?;
-        if vectors.len() != contents.len() {
+        let counted = embedder.embed_counted(contents.clone()).await?;
+        if counted.len() != contents.len() {
             return Err(EngineError::Internal(
                 "embedder returned a different number of vectors".to_string(),
             ));
         }
-        derivation.tokens_embedded += contents
-            .iter()
-            .map(|content| embedder.count_tokens(content))
-            .sum::<u64>();
+        derivation.tokens_embedded += counted.iter().map(|(_, tokens)| tokens).sum::<u64>();
+        let vectors: Vec<Vec<f32>> = counted.into_iter().map(|(vector, _)| vector).collect();
         let candidates: Vec<(CandidateMemory, Option<&SessionMessage>)> = candidates
             .into_iter()
             .zip(&contents)

@@ -473,11 +473,15 @@ impl MemoryEngine {
                     Some(vector) => vector,
                     None => {
                         let embedder = space.embedder().await?;
-                        tokens_embedded = embedder.count_tokens(&content);
-                        let mut vectors = embedder.embed(vec![content.clone()]).await?;
-                        vectors.pop().ok_or_else(|| {
-                            EngineError::Internal("embedder returned no vector".to_string())
-                        })?
+                        let (vector, tokens) = embedder
+                            .embed_counted(vec![content.clone()])
+                            .await?
+                            .pop()
+                            .ok_or_else(|| {
+                                EngineError::Internal("embedder returned no vector".to_string())
+                            })?;
+                        tokens_embedded = tokens;
+                        vector
                     }
                 };
                 Some((content, vector))

@@ -593,57 +593,16 @@ fn rank_candidates(
     let eligible = |candidate: &Candidate| {
         !always_ids.contains(&candidate.memory.id) && request.filters.matches(&candidate.memory)
     };
-    // What each session's candidates lend their neighbours: (position, fused score). A
-    // session is one end-user's: the same session id of two end-users is two sessions.
-    type SessionKey = (Option<String>, String);
-    let session_of = |memory: &Memory| -> Option<SessionKey> {
-        let session = memory.session_id.as_ref()?;
-        Some((
-            memory
-                .user_id
-                .as_ref()
-                .map(|user| user.as_str().to_string()),
-            session.as_str().to_string(),
-        ))
-    };
-    let mut lenders: HashMap<SessionKey, Vec<(usize, f32)>> = HashMap::new();
-    if request.neighbour_weight > 0.0 {
-        for (candidate, dense_similarity) in &candidates {
-            if !eligible(candidate) {
-                continue;
-            }
-            let (Some(session), Some(position)) = (
-                session_of(&candidate.memory),
-                positions.get(&candidate.memory.id),
-            ) else {
-                continue;
-            };
-            lenders
-                .entry(session)
-                .or_default()
-                .push((*position, base_of(candidate, *dense_similarity)));
-        }
-    }
-    // A memory rises toward its best neighbour's score, never past it: the turn that matches
-    // keeps its place, and a memory that already outranks its neighbours gains nothing.
-    let neighbour_bonus_of = |candidate: &Candidate, base: f32| -> f32 {
-        let (Some(session), Some(position)) = (
-            session_of(&candidate.memory),
-            positions.get(&candidate.memory.id),
-        ) else {
-            return 0.0;
-        };
-        let best_neighbour = lenders
-            .get(&session)
-            .into_iter()
-            .flatten()
-            .filter(|(other, _)| other != position && other.abs_diff(*position) <= NEIGHBOUR_REACH)
-            .map(|(_, base)| *base)
-            .fold(0.0_f32, f32::max);
-        request.neighbour_weight.clamp(0.0, 1.0) * (best_neighbour - base).max(0.0)
-    };
+    // Each candidate's fused score, computed once for lending and for ranking.
+    let bases: Vec<f32> = candidates
+        .iter()
+        .map(|(candidate, dense_similarity)| base_of(candidate, *dense_similarity))
+        .collect();
+    let neighbour_bonuses = neighbour_bonuses(&candidates, &bases, positions, request, &eligible);
     let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());
-    for (candidate, dense_similarity) in candidates {
+    for (((candidate, dense_similarity), base), neighbour_bonus) in
+        candidates.into_iter().zip(bases).zip(neighbour_bonuses)
+    {
         if !eligible(&candidate) {
             continue;
         }
@@ -651,8 +610,6 @@ fn rank_candidates(
         if request.retrieval == RetrievalMode::Keyword && !holds_query_term {
             continue;
         }
-        let base = base_of(&candidate, dense_similarity);
-        let neighbour_bonus = neighbour_bonus_of(&candidate, base);
         let age_days = (now - candidate.memory.valid_from).num_seconds().max(0) as f64 / 86_400.0;
         let recency_bonus = request.recency_weight.clamp(0.0, 1.0)
             * 0.5_f64.powf(age_days / RECENCY_HALF_LIFE_DAYS) as f32;
@@ -727,6 +684,69 @@ fn rank_candidates(
         }
     }
     (kept.into_iter().map(|(hit, _)| hit).collect(), floored)
+}
+
+/// A session: its end-user (none for the project's own) and its id. The same session id of
+/// two end-users is two sessions.
+type SessionKey<'a> = (Option<&'a str>, &'a str);
+
+fn session_of(memory: &Memory) -> Option<SessionKey<'_>> {
+    Some((
+        memory.user_id.as_ref().map(ExternalId::as_str),
+        memory.session_id.as_ref()?.as_str(),
+    ))
+}
+
+/// What each candidate gains from its neighbours (in `candidates`' order): a memory rises
+/// `neighbour_weight` of the way toward the best fused score among the eligible candidates
+/// of its session (one end-user's) at most [`NEIGHBOUR_REACH`] positions away, never past
+/// it, so the turn that matches keeps its place and a memory already above its neighbours
+/// gains nothing.
+fn neighbour_bonuses(
+    candidates: &[(Candidate, Option<f32>)],
+    bases: &[f32],
+    positions: &HashMap<MemoryId, usize>,
+    request: &SearchRequest,
+    eligible: &dyn Fn(&Candidate) -> bool,
+) -> Vec<f32> {
+    let mut bonuses = vec![0.0; candidates.len()];
+    if request.neighbour_weight <= 0.0 || positions.is_empty() {
+        return bonuses;
+    }
+    // Each candidate's session and position in it, where it has both.
+    let placed: Vec<(Option<SessionKey<'_>>, Option<usize>)> = candidates
+        .iter()
+        .map(|(candidate, _)| {
+            (
+                session_of(&candidate.memory),
+                positions.get(&candidate.memory.id).copied(),
+            )
+        })
+        .collect();
+    // (position, fused score) of the eligible candidates, by session.
+    let mut lenders: HashMap<SessionKey<'_>, Vec<(usize, f32)>> = HashMap::new();
+    for (((candidate, _), (session, position)), base) in candidates.iter().zip(&placed).zip(bases) {
+        if let (true, Some(session), Some(position)) = (eligible(candidate), session, position) {
+            lenders
+                .entry(*session)
+                .or_default()
+                .push((*position, *base));
+        }
+    }
+    for ((bonus, (session, position)), base) in bonuses.iter_mut().zip(&placed).zip(bases) {
+        let (Some(session), Some(position)) = (session, position) else {
+            continue;
+        };
+        let best_neighbour = lenders
+            .get(session)
+            .into_iter()
+            .flatten()
+            .filter(|(other, _)| other != position && other.abs_diff(*position) <= NEIGHBOUR_REACH)
+            .map(|(_, lent)| *lent)
+            .fold(0.0_f32, f32::max);
+        *bonus = request.neighbour_weight.clamp(0.0, 1.0) * (best_neighbour - base).max(0.0);
+    }
+    bonuses
 }
 
 pub(crate) fn cosine_similarity(left: &[f32], right: &[f32]) -> f32 {

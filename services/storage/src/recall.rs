@@ -87,25 +87,27 @@ impl Storage {
             last: MemoryId,
             members: usize,
         }
-        // In the order sessions first appear among the members.
+        // In the order sessions first appear among the members; found by (end-user, session).
         let mut spans: Vec<Span<'_>> = Vec::new();
+        let mut span_of: HashMap<(Option<&str>, &str), usize> = HashMap::new();
         for member in members {
-            let same_session = |span: &&mut Span<'_>| {
-                span.end_user == member.end_user && span.session == member.session
-            };
-            match spans.iter_mut().find(same_session) {
-                Some(span) => {
+            match span_of.get(&(member.end_user, member.session)) {
+                Some(&index) => {
+                    let span = &mut spans[index];
                     span.first = span.first.min(member.id);
                     span.last = span.last.max(member.id);
                     span.members += 1;
                 }
-                None => spans.push(Span {
-                    end_user: member.end_user,
-                    session: member.session,
-                    first: member.id,
-                    last: member.id,
-                    members: 1,
-                }),
+                None => {
+                    span_of.insert((member.end_user, member.session), spans.len());
+                    spans.push(Span {
+                        end_user: member.end_user,
+                        session: member.session,
+                        first: member.id,
+                        last: member.id,
+                        members: 1,
+                    });
+                }
             }
         }
         let mut in_spans = Condition::any();
