@@ -35,6 +35,7 @@ mod m0029_agent_runs;
 mod m0030_relevance_floor;
 mod m0031_statements_and_fine_prices;
 mod m0032_memories_by_session;
+mod m0033_agents;
 
 pub struct Migrator;
 
@@ -74,6 +75,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0030_relevance_floor::Migration),
             Box::new(m0031_statements_and_fine_prices::Migration),
             Box::new(m0032_memories_by_session::Migration),
+            Box::new(m0033_agents::Migration),
         ]
     }
 }

@@ -135,6 +135,10 @@ fn memory_of(view: &Value) -> Memory {
         content_hash: String::new(),
         immutable: false,
         legal_hold: false,
+        visibility: view["visibility"]
+            .as_str()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or(engram_core::Visibility::Shared),
         content_omitted: false,
     }
 }

@@ -33,4 +33,5 @@ mod security_matrix;
 mod service;
 mod sessions;
 mod statements;
+mod teams_of_agents;
 mod usage;

@@ -133,6 +133,7 @@ fn memory(content: &str) -> NewMemory {
         confidence: 1.0,
         expires_at: None,
         occurred_at: None,
+        visibility: None,
     }
 }
 

@@ -203,6 +203,7 @@ async fn payload_filters_apply_before_the_limit(index: Arc<dyn VectorIndex>) {
             agent_id: (number % 3 == 0).then(|| "support".to_string()),
             text: format!("garden note {number}"),
             filterable: FilterableFields {
+                visibility: None,
                 source: Some(if is_rare {
                     engram_core::MemorySource::Manual
                 } else {

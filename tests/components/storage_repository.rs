@@ -100,6 +100,7 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
             confidence: 0.9,
             expires_at: None,
             occurred_at: None,
+            visibility: None,
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),
@@ -2367,12 +2368,16 @@ async fn feedback_is_kept_per_memory_and_recall_and_goes_with_the_subject(storag
                     text: text.map(str::to_string),
                     credential: "key:k".to_string(),
                     correction: None,
+                    agent_id: None,
                 },
             )
             .await
             .unwrap();
     }
-    let on_memory = storage.feedback_on_memory(&scope, memory.id).await.unwrap();
+    let on_memory = storage
+        .feedback_on_memory(&engram_core::MemoryScope::project_wide(scope), memory.id)
+        .await
+        .unwrap();
     assert_eq!(
         on_memory
             .iter()
@@ -2534,6 +2539,7 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
         ExternalId::parse("ana").unwrap(),
         engram_core::ids::ApiKeyId::generate(),
         engram_core::ApiScopes::default(),
+        None,
         "digest-of-ana".to_string(),
         system_actor(),
     )
@@ -2649,6 +2655,7 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
         value: serde_json::json!(value),
         expected: None,
         create_only: false,
+        agent_id: None,
     };
     storage
         .put_session_state(&whole, "s-1", Some("ben"), "draft", write("ben's"))
@@ -2728,6 +2735,7 @@ async fn an_end_user_scope_reaches_only_its_end_users_data(storage: Storage) {
                     text: None,
                     credential: "key:k".to_string(),
                     correction: None,
+                    agent_id: None,
                 },
             )
             .await

@@ -22,6 +22,8 @@ pub struct ApiKeyRecord {
     /// `system:<command>`); a rolled key keeps its line's maker. `None` for keys made before
     /// makers were recorded.
     pub created_by: Option<String>,
+    /// The agents the key is bound to; `None` for every agent.
+    pub agents: Option<crate::AgentRestriction>,
 }
 
 impl ApiKeyRecord {

@@ -33,6 +33,8 @@ pub struct ProjectSettings {
     pub keep_trajectories: bool,
     /// What searches that set no `min_score` leave out as not relevant.
     pub relevance_floor: crate::search::RelevanceFloorSetting,
+    /// The visibility among the project's agents of a new memory that names none.
+    pub default_visibility: crate::Visibility,
 }
 
 impl ProjectSettings {
@@ -64,6 +66,7 @@ impl Default for ProjectSettings {
             run_capture: crate::runs::RunCapture::Digests,
             keep_trajectories: false,
             relevance_floor: crate::search::RelevanceFloorSetting::Model,
+            default_visibility: crate::Visibility::Shared,
         }
     }
 }

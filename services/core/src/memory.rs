@@ -38,6 +38,15 @@ text_enum!(
     }
 );
 
+text_enum!(
+    /// Who among a project's agents reads a memory: `private`, only its own agent (and
+    /// credentials bound to no agent); `shared`, every agent of the project.
+    Visibility {
+        Private => "private",
+        Shared => "shared",
+    }
+);
+
 /// What a caller asks Engram to remember, already validated; the engine computes its
 /// embedding and storage assigns its id, version and timestamps.
 #[derive(Clone, Debug)]
@@ -55,6 +64,8 @@ pub struct NewMemory {
     pub expires_at: Option<DateTime<Utc>>,
     /// When what the memory describes happened (event time); `None`: when it is written.
     pub occurred_at: Option<DateTime<Utc>>,
+    /// Who among the project's agents reads it; `None`: the project's default.
+    pub visibility: Option<Visibility>,
 }
 
 /// Content within the documented size: not empty, at most
@@ -217,6 +228,8 @@ pub struct Memory {
     pub immutable: bool,
     /// Cannot be edited, deleted, expired or erased until the hold is lifted.
     pub legal_hold: bool,
+    /// Who among the project's agents reads it.
+    pub visibility: Visibility,
     /// `content` and `metadata` were left out: the caller may not read content.
     #[serde(default)]
     pub content_omitted: bool,
@@ -275,6 +288,7 @@ mod add_limit_tests {
             confidence: 1.0,
             expires_at: None,
             occurred_at: None,
+            visibility: None,
         }
     }
 

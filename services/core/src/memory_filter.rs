@@ -1281,6 +1281,7 @@ mod tests {
             content_hash: String::new(),
             immutable: false,
             legal_hold: false,
+            visibility: crate::Visibility::Shared,
             content_omitted: false,
         }
     }

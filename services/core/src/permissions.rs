@@ -92,6 +92,22 @@ impl Permission {
         }
     }
 
+    /// Whether a credential bound to agents may exercise it: what reads, writes or deletes
+    /// its agents' data, and what mints or manages credentials within its agents. The rest
+    /// (settings, erasure and export, audit, usage, recall tuning) spans every agent.
+    pub const fn stays_within_agents(self) -> bool {
+        matches!(
+            self,
+            Permission::ReadMemories
+                | Permission::WriteMemories
+                | Permission::DeleteMemories
+                | Permission::MintEndUserTokens
+                | Permission::ManageApiKeys
+                | Permission::ManageOthersApiKeys
+                | Permission::ReadPrices
+        )
+    }
+
     /// The project API key scope that grants this permission; `None` when no key scope does
     /// (every key mints end-user tokens; members and organization data are not a project
     /// key's business).

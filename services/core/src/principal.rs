@@ -9,7 +9,7 @@ use crate::memory::Memory;
 use crate::permissions::{
     AnswerContent, Operation, Permission, PermissionDenied, PrincipalKind, authorize,
 };
-use crate::scope::{MemoryScope, ProjectScope};
+use crate::scope::{AgentRestriction, MemoryScope, ProjectScope};
 use crate::usage::UsageAttribution;
 use crate::validation::ExternalId;
 
@@ -69,6 +69,20 @@ impl DeploymentOperator {
     }
 }
 
+/// An agent a request names that its credential is not bound to, or a write that names no
+/// agent from a credential bound to several.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OutsideAgents {
+    #[error("`{field}`: {agent:?} is not an agent of this credential, which is bound to {agents}")]
+    Other {
+        field: String,
+        agent: String,
+        agents: String,
+    },
+    #[error("`{field}`: required, this credential is bound to agents {agents}; name one of them")]
+    Unnamed { field: String, agents: String },
+}
+
 /// A `user_id` named by an end-user token's request that is not the token's end-user.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("`{field}`: this end-user token is confined to user_id {end_user:?}")]
@@ -84,10 +98,11 @@ impl Principal {
         key_id: ApiKeyId,
         lineage_id: ApiKeyId,
         scopes: ApiScopes,
+        agents: Option<AgentRestriction>,
         origin: Actor,
     ) -> Self {
         Self {
-            memory_scope: MemoryScope::project_wide(scope),
+            memory_scope: MemoryScope::project_wide(scope).bound_to_agents(agents),
             kind: PrincipalKind::ApiKey(scopes),
             credential: Credential::ApiKey { key_id, lineage_id },
             actor: Actor {
@@ -106,11 +121,12 @@ impl Principal {
         user_id: ExternalId,
         minted_by: ApiKeyId,
         scopes: ApiScopes,
+        agents: Option<AgentRestriction>,
         subject_digest: String,
         origin: Actor,
     ) -> Self {
         Self {
-            memory_scope: MemoryScope::confined_to(scope, user_id.clone()),
+            memory_scope: MemoryScope::confined_to(scope, user_id.clone()).bound_to_agents(agents),
             kind: PrincipalKind::EndUserToken(scopes),
             actor: Actor {
                 kind: ActorKind::EndUser,
@@ -188,9 +204,106 @@ impl Principal {
         &self.actor
     }
 
-    /// `Ok` when the permission table lets this caller perform `operation`.
+    /// `Ok` when the permission table lets this caller perform `operation`. A credential
+    /// bound to agents holds only what stays within them: reading, writing and deleting their
+    /// memories, minting and managing credentials of their agents; project administration
+    /// spans every agent and needs a credential bound to none.
     pub fn authorize(&self, operation: Operation) -> Result<(), PermissionDenied> {
-        authorize(&self.kind, operation)
+        authorize(&self.kind, operation)?;
+        let Some(agents) = self.agents() else {
+            return Ok(());
+        };
+        // Rotating the signing key ends every agent's end-user tokens.
+        let spanning = match operation {
+            Operation::RotateEndUserSigningKey => Some(operation.required_permission()),
+            _ => operation
+                .required_permissions()
+                .iter()
+                .copied()
+                .find(|permission| !permission.stays_within_agents()),
+        };
+        match spanning {
+            None => Ok(()),
+            Some(permission) => Err(PermissionDenied {
+                operation,
+                permission,
+                message: format!(
+                    "a credential bound to agents {} cannot {}: that spans every agent of the project and needs a credential bound to none",
+                    agents.describe(),
+                    operation.summary()
+                ),
+            }),
+        }
+    }
+
+    /// The agents this caller's credential is bound to; `None` for every agent.
+    pub fn agents(&self) -> Option<&AgentRestriction> {
+        self.memory_scope.agents()
+    }
+
+    /// The agent a write names, as this caller may write it: a credential bound to agents
+    /// writes only as one of them, and as its only agent when the request names none.
+    pub fn agent_subject(
+        &self,
+        requested: Option<ExternalId>,
+        field: &str,
+    ) -> Result<Option<ExternalId>, OutsideAgents> {
+        let Some(agents) = self.agents() else {
+            return Ok(requested);
+        };
+        match requested {
+            Some(agent) if agents.contains(agent.as_str()) => Ok(Some(agent)),
+            Some(agent) => Err(OutsideAgents::Other {
+                field: field.to_string(),
+                agent: agent.as_str().to_string(),
+                agents: agents.describe(),
+            }),
+            None => match agents.agents() {
+                [only] => Ok(Some(only.clone())),
+                _ => Err(OutsideAgents::Unnamed {
+                    field: field.to_string(),
+                    agents: agents.describe(),
+                }),
+            },
+        }
+    }
+
+    /// The agent this caller's own records (feedback, recall events) are filed under: for a
+    /// credential bound to agents, the first of them, so they stay within its agents;
+    /// `None` for a credential bound to none.
+    pub fn acting_agent(&self) -> Option<&ExternalId> {
+        self.agents().and_then(|agents| agents.agents().first())
+    }
+
+    /// Whether this caller may change or delete a memory (or another row) of `agent_id`: a
+    /// credential bound to agents changes only its agents' (reading shared ones is not
+    /// owning them).
+    pub fn may_change_agents_row(&self, agent_id: Option<&str>) -> bool {
+        self.agents()
+            .is_none_or(|agents| agent_id.is_some_and(|agent| agents.contains(agent)))
+    }
+
+    /// The most agents a key or token this caller mints may be bound to: its own, or any for
+    /// a caller bound to none. `Err` names what the request asked beyond them.
+    pub fn grantable_agents(
+        &self,
+        requested: Option<AgentRestriction>,
+    ) -> Result<Option<AgentRestriction>, OutsideAgents> {
+        match (self.agents(), requested) {
+            (None, requested) => Ok(requested),
+            (Some(own), None) => Ok(Some(own.clone())),
+            (Some(own), Some(requested)) if own.covers(&requested) => Ok(Some(requested)),
+            (Some(own), Some(requested)) => Err(OutsideAgents::Other {
+                field: "agents".to_string(),
+                agent: requested
+                    .agents()
+                    .iter()
+                    .find(|agent| !own.contains(agent.as_str()))
+                    .map(|agent| agent.as_str().to_string())
+                    .unwrap_or_default(),
+                agents: own.describe(),
+            }),
+        }
     }
 
     /// Whether the caller holds what `operation` needs (for optional parts of an answer).

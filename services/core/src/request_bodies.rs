@@ -44,6 +44,10 @@ pub struct NewMemoryBody {
     /// When what the memory describes happened (RFC 3339; at most 5 minutes ahead of the
     /// server's clock). Default: the time it is written.
     pub occurred_at: Option<DateTime<Utc>>,
+    /// Who among the project's agents reads it: `private` (its own agent only; needs an
+    /// `agent_id`) or `shared` (every agent). Default: the project's `default_visibility`.
+    #[cfg_attr(feature = "openapi", schema(example = "shared"))]
+    pub visibility: Option<String>,
     /// The memory's vector, for a project whose embedding source is `client` (required
     /// there, refused elsewhere): exactly the project's declared dimension, finite numbers,
     /// not all zero.
@@ -129,6 +133,13 @@ pub struct SearchBody {
     pub diversify: Option<bool>,
     /// Also return the procedural memories marked `"always": true` (at task start).
     pub include_always: Option<bool>,
+    /// With `agent_id`: that agent's memories and those shared with every agent, instead
+    /// of the agent's own only (default false).
+    pub include_shared: Option<bool>,
+    /// 0–1, default 1: what a shared memory's score counts for beside the agent's own, with
+    /// `include_shared` (0.8: the agent's own first when they match about as well).
+    #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
+    pub shared_weight: Option<f64>,
     /// 1–8192: also return `context`, the results packed into this many tokens.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 8192))]
     #[serde(default, deserialize_with = "crate::json_integers::optional_whole")]
@@ -249,6 +260,15 @@ impl AddMemoriesBody {
                 expires_at: body.expires_at,
                 occurred_at: body.occurred_at,
                 content: body.content,
+                visibility: body
+                    .visibility
+                    .as_deref()
+                    .map(|text| {
+                        text.parse().map_err(|message| {
+                            errors.push(FieldError::new(path("visibility"), message))
+                        })
+                    })
+                    .and_then(Result::ok),
             });
         }
         // The limits are the add use case's; reported here with the parse errors in one answer.
@@ -361,6 +381,8 @@ impl SearchBody {
                 include_always: self.include_always.unwrap_or(false),
                 query_vector: self.query_vector,
                 now: self.now,
+                include_shared: self.include_shared.unwrap_or(false),
+                shared_weight: self.shared_weight.map_or(1.0, |weight| weight as f32),
             },
             caller_tuning,
             profile: self.profile,

@@ -3,6 +3,7 @@
 
 use crate::ids::{OrganizationId, ProjectId};
 use crate::validation::ExternalId;
+use serde::Serialize;
 
 /// The organization and project a verified credential grants access to.
 ///
@@ -60,6 +61,150 @@ pub struct SubjectFilter {
 pub struct MemoryScope {
     project: ProjectScope,
     end_user: Option<ExternalId>,
+    agents: Option<AgentRestriction>,
+}
+
+/// The agents a credential is bound to: it writes only as them and reads only their memories
+/// and what is shared with them (a `shared` memory, or other rows without an agent). Never
+/// empty; sorted and without repeats, so two equal sets compare equal. Serialized as the
+/// list of agents.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AgentRestriction {
+    agents: Vec<ExternalId>,
+    /// Whether memories shared by other agents count: yes for reading, no for what a change
+    /// or deletion may reach ([`MemoryScope::for_changes`]).
+    with_shared: bool,
+}
+
+impl Serialize for AgentRestriction {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.agents.serialize(serializer)
+    }
+}
+
+/// The most agents one credential may be bound to.
+pub const MAX_BOUND_AGENTS: usize = 64;
+
+impl AgentRestriction {
+    /// The restriction to `agents`: `Err` says what is wrong (none, too many).
+    pub fn new(agents: impl IntoIterator<Item = ExternalId>) -> Result<Self, String> {
+        let mut agents: Vec<ExternalId> = agents.into_iter().collect();
+        agents.sort();
+        agents.dedup();
+        if agents.is_empty() {
+            return Err(
+                "must name at least one agent (leave it out for a key of every agent)".to_string(),
+            );
+        }
+        if agents.len() > MAX_BOUND_AGENTS {
+            return Err(format!(
+                "may name at most {MAX_BOUND_AGENTS} agents, got {}",
+                agents.len()
+            ));
+        }
+        Ok(Self {
+            agents,
+            with_shared: true,
+        })
+    }
+
+    /// Whether memories shared by other agents are within: false in a scope for changes.
+    pub fn with_shared(&self) -> bool {
+        self.with_shared
+    }
+
+    /// Parse a request's `agents` field (`None`: bound to no agent), recording each problem
+    /// under `field` or `field[i]`.
+    pub fn parse_field(
+        names: Option<&[String]>,
+        field: &str,
+        errors: &mut Vec<crate::FieldError>,
+    ) -> Option<Self> {
+        let names = names?;
+        let mut agents = Vec::with_capacity(names.len());
+        for (position, name) in names.iter().enumerate() {
+            match ExternalId::parse(name) {
+                Ok(agent) => agents.push(agent),
+                Err(message) => errors.push(crate::FieldError::new(
+                    format!("{field}[{position}]"),
+                    message,
+                )),
+            }
+        }
+        match Self::new(agents) {
+            Ok(agents) => Some(agents),
+            Err(message) => {
+                errors.push(crate::FieldError::new(field, message));
+                None
+            }
+        }
+    }
+
+    /// The restriction as stored (a JSON array of agent ids); `None` when the text is not one.
+    pub fn from_stored_text(text: &str) -> Option<Self> {
+        let agents: Vec<String> = serde_json::from_str(text).ok()?;
+        let agents = agents
+            .iter()
+            .map(|agent| ExternalId::parse(agent))
+            .collect::<Result<Vec<_>, _>>()
+            .ok()?;
+        Self::new(agents).ok()
+    }
+
+    pub fn to_stored_text(&self) -> String {
+        serde_json::to_string(&self.agents).unwrap_or_else(|_| "[]".to_string())
+    }
+
+    pub fn agents(&self) -> &[ExternalId] {
+        &self.agents
+    }
+
+    /// The agents for a message: `["billing", "support"]`.
+    pub fn describe(&self) -> String {
+        serde_json::to_string(&self.agents).unwrap_or_default()
+    }
+
+    pub fn contains(&self, agent_id: &str) -> bool {
+        self.agents.iter().any(|agent| agent.as_str() == agent_id)
+    }
+
+    /// Whether every agent of `other` is one of these: what a credential bound to these
+    /// agents may hand on.
+    pub fn covers(&self, other: &AgentRestriction) -> bool {
+        other
+            .agents
+            .iter()
+            .all(|agent| self.contains(agent.as_str()))
+    }
+
+    /// The agents of both; `None` when they share none.
+    pub fn intersection(&self, other: &AgentRestriction) -> Option<AgentRestriction> {
+        let mut both = Self::new(
+            self.agents
+                .iter()
+                .filter(|agent| other.contains(agent.as_str()))
+                .cloned(),
+        )
+        .ok()?;
+        both.with_shared = self.with_shared && other.with_shared;
+        Some(both)
+    }
+
+    /// Whether a credential bound to these agents may see a memory of `agent_id` (none for a
+    /// memory of no agent) whose visibility is `visibility`.
+    pub fn sees_memory(&self, agent_id: Option<&str>, visibility: crate::Visibility) -> bool {
+        (self.with_shared && visibility == crate::Visibility::Shared)
+            || agent_id.is_some_and(|agent| self.contains(agent))
+    }
+
+    /// Whether a credential bound to these agents may see a row (a message, state, run,
+    /// feedback, file, recall) of `agent_id`: its agents' rows and those of no agent.
+    pub fn sees_row_of(&self, agent_id: Option<&str>) -> bool {
+        match agent_id {
+            None => self.with_shared,
+            Some(agent) => self.contains(agent),
+        }
+    }
 }
 
 impl MemoryScope {
@@ -68,6 +213,7 @@ impl MemoryScope {
         Self {
             project,
             end_user: None,
+            agents: None,
         }
     }
 
@@ -76,7 +222,33 @@ impl MemoryScope {
         Self {
             project,
             end_user: Some(end_user),
+            agents: None,
         }
+    }
+
+    /// This scope narrowed to what a credential bound to `agents` may see (`None` leaves it
+    /// as it is). It only ever narrows: a scope already bound keeps the agents of both.
+    pub fn bound_to_agents(mut self, agents: Option<AgentRestriction>) -> Self {
+        self.agents = match (self.agents.take(), agents) {
+            (Some(bound), Some(more)) => Some(bound.intersection(&more).unwrap_or(bound)),
+            (bound, more) => bound.or(more),
+        };
+        self
+    }
+
+    /// The agents this scope is bound to; `None` for every agent.
+    pub fn agents(&self) -> Option<&AgentRestriction> {
+        self.agents.as_ref()
+    }
+
+    /// What a change or deletion through this scope may reach: for a scope bound to agents,
+    /// their own memories only (those shared by other agents are read, not owned).
+    pub fn for_changes(&self) -> Self {
+        let mut scope = self.clone();
+        if let Some(agents) = scope.agents.as_mut() {
+            agents.with_shared = false;
+        }
+        scope
     }
 
     pub fn project(&self) -> &ProjectScope {

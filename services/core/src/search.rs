@@ -236,6 +236,12 @@ pub struct SearchRequest {
     pub query_vector: Option<Vec<f32>>,
     /// What "yesterday" or "上个月" in the query is read against (default: `as_of`, else the
     /// server's clock).
+    /// With `subject.agent_id`: that agent's memories and those shared with every agent
+    /// (another agent's `shared` memories, and memories of no agent), instead of the agent's
+    /// own only.
+    pub include_shared: bool,
+    /// 0–1: what a shared memory's score counts for beside the agent's own (1: the same).
+    pub shared_weight: f32,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -266,6 +272,8 @@ impl Default for SearchRequest {
             include_always: false,
             query_vector: None,
             now: None,
+            include_shared: false,
+            shared_weight: 1.0,
         }
     }
 }
@@ -470,6 +478,7 @@ impl SearchMemoriesRequest {
             ("keyword_weight", request.keyword_weight),
             ("recency_weight", request.recency_weight),
             ("neighbour_weight", request.neighbour_weight),
+            ("shared_weight", request.shared_weight),
         ] {
             if !(0.0..=1.0).contains(&value) {
                 errors.push(FieldError::new(
@@ -483,6 +492,12 @@ impl SearchMemoriesRequest {
             && as_of > chrono::Utc::now() + chrono::Duration::minutes(5)
         {
             errors.push(FieldError::new("as_of", "must not be in the future"));
+        }
+        if request.include_shared && request.subject.agent_id.is_none() {
+            errors.push(FieldError::new(
+                "include_shared",
+                "needs an agent_id whose memories the shared ones join",
+            ));
         }
         if request.session_only && request.subject.session_id.is_none() {
             errors.push(FieldError::new(

@@ -351,6 +351,7 @@ impl MemoryEngine {
                 expires_at: None,
                 // The summary is about the newest episode's time at the latest.
                 occurred_at: episodes.iter().map(|episode| episode.occurred_at).max(),
+                visibility: None,
             },
             embedding: vector,
             embedding_model: space.model_id.clone(),

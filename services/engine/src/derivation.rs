@@ -296,6 +296,7 @@ impl MemoryEngine {
                         },
                         // What was said happened when it was said (never later than now).
                         occurred_at: message.map(|message| message.sent_at.min(chrono::Utc::now())),
+                        visibility: None,
                     };
                     drafts.push(MemoryDraft {
                         memory: new_memory,

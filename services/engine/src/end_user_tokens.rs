@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use engram_core::ids::ApiKeyId;
-use engram_core::{ApiScope, ApiScopes, ExternalId, ProjectId};
+use engram_core::{AgentRestriction, ApiScope, ApiScopes, ExternalId, ProjectId};
 use hmac::{Hmac, Mac};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,10 @@ pub struct EndUserClaims {
     /// expired or rolled past its overlap. Required (tokens minted before it existed, at
     /// most a day old, are refused).
     pub key: String,
+    /// The agents the token is bound to (within the minting key's); absent for every agent
+    /// the minting key may act as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<String>>,
     pub iat: i64,
     pub nbf: i64,
     pub exp: i64,
@@ -46,6 +50,18 @@ pub struct VerifiedEndUser {
     pub user_id: ExternalId,
     pub scopes: ApiScopes,
     /// The API key that minted it; the caller checks that it is still in force.
+    pub minted_by: ApiKeyId,
+    /// The agents it is bound to; `None`: those of the key that minted it.
+    pub agents: Option<AgentRestriction>,
+}
+
+/// What a token grants: its end-user, scopes and agents, and the key that minted it.
+#[derive(Clone, Copy, Debug)]
+pub struct EndUserGrant<'a> {
+    pub user_id: &'a ExternalId,
+    pub scopes: &'a ApiScopes,
+    /// `None`: every agent the minting key may act as.
+    pub agents: Option<&'a AgentRestriction>,
     pub minted_by: ApiKeyId,
 }
 
@@ -90,16 +106,20 @@ impl EndUserTokenKeys {
         mac.finalize().into_bytes().to_vec()
     }
 
-    /// Sign a token for `user_id` of the project.
+    /// Sign a token of `grant` for the project.
     pub fn mint(
         &self,
         project_id: ProjectId,
         generation: i64,
-        user_id: &ExternalId,
-        scopes: &ApiScopes,
-        minted_by: ApiKeyId,
+        grant: &EndUserGrant<'_>,
         lifetime: Duration,
     ) -> Result<(String, DateTime<Utc>), String> {
+        let EndUserGrant {
+            user_id,
+            scopes,
+            agents,
+            minted_by,
+        } = *grant;
         let now = Utc::now().timestamp();
         let expires_at = now + lifetime.as_secs() as i64;
         let claims = EndUserClaims {
@@ -110,6 +130,13 @@ impl EndUserTokenKeys {
             pid: project_id.to_string(),
             scp: scopes.to_stored_text(),
             key: minted_by.to_string(),
+            agents: agents.map(|agents| {
+                agents
+                    .agents()
+                    .iter()
+                    .map(|agent| agent.as_str().to_string())
+                    .collect()
+            }),
             iat: now,
             nbf: now,
             exp: expires_at,
@@ -155,10 +182,25 @@ impl EndUserTokenKeys {
         if scopes.contains(ApiScope::Admin) || scopes.is_empty() {
             return None;
         }
+        // A claim of agents that does not parse proves nothing (never every agent).
+        let agents = match claims.agents {
+            None => None,
+            Some(agents) => Some(
+                AgentRestriction::new(
+                    agents
+                        .iter()
+                        .map(|agent| ExternalId::parse(agent))
+                        .collect::<Result<Vec<_>, _>>()
+                        .ok()?,
+                )
+                .ok()?,
+            ),
+        };
         Some(VerifiedEndUser {
             user_id: ExternalId::parse(&claims.sub).ok()?,
             scopes,
             minted_by: claims.key.parse().ok()?,
+            agents,
         })
     }
 }
@@ -178,9 +220,12 @@ mod tests {
             .mint(
                 project_id,
                 3,
-                &alice,
-                &scopes,
-                minted_by,
+                &EndUserGrant {
+                    user_id: &alice,
+                    scopes: &scopes,
+                    agents: None,
+                    minted_by,
+                },
                 Duration::from_secs(60),
             )
             .unwrap();

@@ -131,6 +131,28 @@ impl From<engram_core::permissions::PermissionDenied> for EngineError {
     }
 }
 
+/// Another agent is a 403 naming it; no agent from a credential of several is a 422 on the
+/// field.
+impl From<engram_core::principal::OutsideAgents> for EngineError {
+    fn from(outside: engram_core::principal::OutsideAgents) -> Self {
+        match &outside {
+            engram_core::principal::OutsideAgents::Other { .. } => {
+                EngineError::Forbidden(outside.to_string())
+            }
+            engram_core::principal::OutsideAgents::Unnamed { field, agents } => {
+                EngineError::Invalid(engram_core::InvalidInput(vec![
+                    engram_core::FieldError::new(
+                        field.clone(),
+                        format!(
+                            "required: this credential is bound to agents {agents}; name one of them"
+                        ),
+                    ),
+                ]))
+            }
+        }
+    }
+}
+
 impl From<engram_core::principal::OutsideEndUser> for EngineError {
     fn from(outside: engram_core::principal::OutsideEndUser) -> Self {
         EngineError::Forbidden(outside.to_string())
@@ -149,6 +171,7 @@ impl From<StorageError> for EngineError {
                 EngineError::StorageUnavailable(message)
             }
             StorageError::Refused(message) => EngineError::Locked(message),
+            StorageError::AnotherAgents(message) => EngineError::Forbidden(message),
             error @ StorageError::ProjectNotEmpty { .. } => {
                 EngineError::EmbeddingUnavailable(error.to_string())
             }

@@ -187,6 +187,7 @@ impl IndexApplier {
                     updated_at: Some(row.updated_at),
                     occurred_at: Some(row.occurred_at),
                     metadata: row.metadata,
+                    visibility: Some(row.visibility),
                 },
             })
             .collect();

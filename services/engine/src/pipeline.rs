@@ -48,6 +48,8 @@ pub struct MemoryEdit {
     pub expires_at: Option<Option<DateTime<Utc>>>,
     /// A new event time (see `Memory::occurred_at`).
     pub occurred_at: Option<DateTime<Utc>>,
+    /// Who among the project's agents reads it (`private` needs the memory's `agent_id`).
+    pub visibility: Option<engram_core::Visibility>,
     pub reason: Option<String>,
     /// New metadata keeps the memory's `app_id` unless it names one (Mem0 keeps `app_id`
     /// beside the metadata, Engram inside it).
@@ -314,6 +316,14 @@ impl MemoryEngine {
             |position| format!("memories[{position}].embedding"),
         )?;
         let mut new_memories = new_memories;
+        let default_visibility = self
+            .spaces
+            .settings_cache()
+            .of(scope)
+            .await?
+            .settings
+            .default_visibility;
+        resolve_visibility(&mut new_memories, default_visibility)?;
         let mut contents: Vec<String> = new_memories
             .iter()
             .map(|memory| memory.content.clone())
@@ -494,6 +504,7 @@ impl MemoryEngine {
             categories: edit.categories,
             expires_at: edit.expires_at,
             occurred_at: edit.occurred_at,
+            visibility: edit.visibility,
             reason: edit.reason,
         };
         let (updated, _) = self
@@ -630,5 +641,34 @@ pub(crate) fn check_vectors_match_space(
                 Err(InvalidInput(errors).into())
             }
         }
+    }
+}
+
+/// Each memory's visibility: the one it names, else the project's default. A private memory
+/// is its agent's, so one of no agent asking for it is refused; the project's default of
+/// `private` leaves a memory of no agent shared (no agent could read it otherwise).
+fn resolve_visibility(
+    memories: &mut [NewMemory],
+    default_visibility: engram_core::Visibility,
+) -> Result<(), InvalidInput> {
+    let mut errors = Vec::new();
+    for (position, memory) in memories.iter_mut().enumerate() {
+        memory.visibility = Some(match (memory.visibility, &memory.agent_id) {
+            (Some(engram_core::Visibility::Private), None) => {
+                errors.push(engram_core::FieldError::new(
+                    format!("memories[{position}].visibility"),
+                    "`private` needs an `agent_id`: a private memory is one agent's",
+                ));
+                engram_core::Visibility::Private
+            }
+            (Some(visibility), _) => visibility,
+            (None, None) => engram_core::Visibility::Shared,
+            (None, Some(_)) => default_visibility,
+        });
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(InvalidInput(errors))
     }
 }

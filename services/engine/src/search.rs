@@ -4,7 +4,7 @@
 use crate::EngineError;
 use crate::pipeline::MemoryEngine;
 use chrono::{DateTime, Utc};
-use engram_core::{ExternalId, Memory, MemoryId, MemoryScope, ProjectScope};
+use engram_core::{ExternalId, Memory, MemoryId, MemoryScope};
 use engram_index::{
     InMemoryKeywordScorer, KeywordQuery, PayloadBound, PayloadFilter, VectorHit, VectorQuery,
     payload_filter_for,
@@ -143,7 +143,7 @@ impl MemoryEngine {
         let candidates = match request.as_of {
             Some(as_of) => {
                 self.candidates_valid_at(
-                    scope,
+                    memory_scope,
                     &request,
                     as_of,
                     query_vector.as_deref(),
@@ -167,7 +167,7 @@ impl MemoryEngine {
         let always = if request.include_always {
             self.storage
                 .always_procedures(
-                    scope,
+                    memory_scope,
                     request.subject.user_id.as_ref(),
                     request.subject.agent_id.as_ref(),
                     MAX_ALWAYS_PROCEDURES,
@@ -258,13 +258,28 @@ impl MemoryEngine {
         } else {
             FILTERED_CANDIDATES
         };
-        let Some(payload_filter) = self.payload_filter_of(memory_scope, request).await? else {
+        let Some(mut payload_filter) = self.payload_filter_of(memory_scope, request).await? else {
             return Ok(Vec::new());
         };
         let as_text =
             |id: &Option<engram_core::ExternalId>| id.as_ref().map(|id| id.as_str().to_string());
         let user_id = as_text(&request.subject.user_id);
-        let agent_id = as_text(&request.subject.agent_id);
+        // With `include_shared`, the agent's memories and the shared ones: an either-or the
+        // payload filter carries instead of the agent's field.
+        let agent_id = match (&request.subject.agent_id, request.include_shared) {
+            (Some(agent), true) => {
+                let agent_or_shared = engram_index::payload_filter::of_agents_or_shared(
+                    vec![agent.as_str().to_string()],
+                    true,
+                );
+                payload_filter = Some(match payload_filter {
+                    Some(filter) => PayloadFilter::All(vec![filter, agent_or_shared]),
+                    None => agent_or_shared,
+                });
+                None
+            }
+            (agent, _) => as_text(agent),
+        };
         let session_id = if request.session_only {
             as_text(&request.subject.session_id)
         } else {
@@ -404,7 +419,7 @@ impl MemoryEngine {
         request: &SearchRequest,
     ) -> Result<Option<Option<PayloadFilter>>, EngineError> {
         if request.filters.is_everything() {
-            return Ok(Some(None));
+            return Ok(Some(engram_index::within_agents(None, memory_scope)));
         }
         let translation = payload_filter_for(&request.filters);
         let mut payload_filter = match translation.bound {
@@ -444,14 +459,17 @@ impl MemoryEngine {
                 });
             }
         }
-        Ok(Some(payload_filter))
+        Ok(Some(engram_index::within_agents(
+            payload_filter,
+            memory_scope,
+        )))
     }
 
     /// Every memory of the subject that was valid at `as_of` (superseded ones included),
     /// scored in memory: the index only holds what is active now.
     async fn candidates_valid_at(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         request: &SearchRequest,
         as_of: DateTime<Utc>,
         query_vector: Option<&Vec<f32>>,
@@ -462,6 +480,11 @@ impl MemoryEngine {
         if !request.session_only {
             subject.session_id = None;
         }
+        // With `include_shared`, the agent is checked below (its memories or shared ones).
+        let shared_too = request
+            .include_shared
+            .then(|| subject.agent_id.take())
+            .flatten();
         let valid = self
             .storage
             .memories_valid_at(scope, &subject, &request.kinds, as_of, MAX_AS_OF_CANDIDATES)
@@ -475,6 +498,12 @@ impl MemoryEngine {
                     .memory
                     .expires_at
                     .is_none_or(|expires_at| expires_at > as_of)
+            })
+            .filter(|found| {
+                shared_too.as_ref().is_none_or(|agent| {
+                    found.memory.agent_id.as_ref() == Some(agent)
+                        || found.memory.visibility == engram_core::Visibility::Shared
+                })
             })
             .collect();
         let keyword_started = Instant::now();
@@ -594,9 +623,20 @@ fn rank_candidates(
         !always_ids.contains(&candidate.memory.id) && request.filters.matches(&candidate.memory)
     };
     // Each candidate's fused score, computed once for lending and for ranking.
+    // With `include_shared`, a memory of another agent (or of none) counts `shared_weight`.
+    let shared_from_others = |candidate: &Candidate| {
+        request.include_shared
+            && candidate.memory.agent_id.as_ref() != request.subject.agent_id.as_ref()
+    };
     let bases: Vec<f32> = candidates
         .iter()
-        .map(|(candidate, dense_similarity)| base_of(candidate, *dense_similarity))
+        .map(|(candidate, dense_similarity)| {
+            let base = base_of(candidate, *dense_similarity);
+            match shared_from_others(candidate) {
+                true => base * request.shared_weight.clamp(0.0, 1.0),
+                false => base,
+            }
+        })
         .collect();
     let neighbour_bonuses = neighbour_bonuses(&candidates, &bases, positions, request, &eligible);
     let mut scored: Vec<(SearchHit, Vec<f32>, f32)> = Vec::with_capacity(candidates.len());

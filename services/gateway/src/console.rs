@@ -128,6 +128,7 @@ fn key_row(
         created_at: readable_time(view.created_at),
         expires_at: view.expires_at.map(readable_time),
         last_used_at: view.last_used_at.map(readable_time),
+        agents: view.agents.unwrap_or_default(),
     }
 }
 
@@ -476,6 +477,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             scopes: request.scopes,
             environment: request.environment,
             expires_at,
+            agents: request.agents,
         };
         let (record, secret) = self
             .engine()?
@@ -1289,6 +1291,7 @@ fn memory_row(memory: &engram_core::Memory, score: Option<f32>) -> MemoryRow {
         categories: memory.categories.clone(),
         immutable: memory.immutable,
         legal_hold: memory.legal_hold,
+        visibility: memory.visibility.as_str().to_string(),
         score,
     }
 }

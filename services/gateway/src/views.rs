@@ -55,6 +55,10 @@ pub struct MemoryView {
     pub immutable: bool,
     /// Cannot be edited, deleted, expired or erased until the hold is lifted.
     pub legal_hold: bool,
+    /// Who among the project's agents reads it: `private` (its own agent, and credentials
+    /// bound to no agent) or `shared` (every agent of the project).
+    #[schema(example = "shared")]
+    pub visibility: String,
     /// The model its vector came from (`client-vectors-<dimension>` when the client sent it).
     pub embedding_model: String,
     /// True when `content` and `metadata` were left out because the credential may not read
@@ -87,6 +91,7 @@ impl From<&Memory> for MemoryView {
             expires_at: memory.expires_at,
             immutable: memory.immutable,
             legal_hold: memory.legal_hold,
+            visibility: memory.visibility.as_str().to_string(),
             embedding_model: memory.embedding_model.clone(),
             content_omitted: memory.content_omitted,
         }
@@ -380,6 +385,10 @@ pub struct EditMemoryBody {
     /// Why the memory was changed; kept in its history (at most 1,024 characters).
     #[schema(max_length = 1024)]
     pub reason: Option<String>,
+    /// Who among the project's agents reads it: `private` (its own agent; the memory needs
+    /// an `agent_id`) or `shared` (every agent).
+    #[schema(example = "private")]
+    pub visibility: Option<String>,
     /// The new content's vector, for a project whose embedding source is `client`.
     #[schema(schema_with = engram_core::openapi_schemas::optional_client_vector)]
     pub embedding: Option<Vec<f32>>,
@@ -399,12 +408,18 @@ impl EditMemoryBody {
         let metadata = self
             .metadata
             .map(|value| metadata_object(Some(value), "metadata", &mut errors));
+        let visibility = self.visibility.as_deref().and_then(|text| {
+            text.parse()
+                .map_err(|message| errors.push(FieldError::new("visibility", message)))
+                .ok()
+        });
         let edit = MemoryEdit {
             content: self.content,
             metadata,
             categories: self.categories,
             expires_at: self.expires_at,
             occurred_at: self.occurred_at,
+            visibility,
             reason: self.reason,
             keep_app_id: false,
         };
@@ -479,6 +494,10 @@ pub struct ApiKeyView {
     /// Who made it: `console_account:<id>`, `api_key:<id>` or `system:<command>`; a rolled
     /// key keeps its line's maker. Null for keys made before makers were recorded.
     pub created_by: Option<String>,
+    /// The agents the key is bound to: it writes only as them and reads their memories and
+    /// what is shared with them. Null: every agent.
+    #[schema(example = json!(["support"]))]
+    pub agents: Option<Vec<String>>,
 }
 
 impl From<&ApiKeyRecord> for ApiKeyView {
@@ -496,6 +515,7 @@ impl From<&ApiKeyRecord> for ApiKeyView {
             last_used_at: record.last_used_at,
             revoked_at: record.revoked_at,
             created_by: record.created_by.clone(),
+            agents: record.agents.as_ref().map(agent_names),
         }
     }
 }
@@ -773,4 +793,13 @@ impl SpendLimitsBody {
         }
         Ok(limits)
     }
+}
+
+/// A credential's agents as the API lists them.
+pub fn agent_names(agents: &engram_core::AgentRestriction) -> Vec<String> {
+    agents
+        .agents()
+        .iter()
+        .map(|agent| agent.as_str().to_string())
+        .collect()
 }

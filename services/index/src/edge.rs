@@ -3,7 +3,7 @@
 
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
-    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, payload_metadata,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VISIBILITY_FIELD, payload_metadata,
 };
 use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
@@ -48,13 +48,14 @@ use crate::payload_filter::LAYOUT_FIELD;
 
 /// Fields every filter may touch; each gets a keyword payload index so filtered search does not
 /// have to read payloads point by point.
-const KEYWORD_INDEXED_FIELDS: [&str; 6] = [
+const KEYWORD_INDEXED_FIELDS: [&str; 7] = [
     ORGANIZATION_ID_FIELD,
     PROJECT_ID_FIELD,
     USER_ID_FIELD,
     AGENT_ID_FIELD,
     SESSION_ID_FIELD,
     KIND_FIELD,
+    VISIBILITY_FIELD,
 ];
 
 /// Tuning of the background maintenance. The defaults suit a service; tests and benchmarks lower
@@ -987,6 +988,7 @@ fn point_struct(
         TEXT_FIELD: point.text,
         LAYOUT_FIELD: POINT_LAYOUT,
         SOURCE_FIELD: point.filterable.source.map(|source| source.as_str()),
+        VISIBILITY_FIELD: point.filterable.visibility.map(|visibility| visibility.as_str()),
         CATEGORIES_FIELD: point.filterable.categories,
         CONFIDENCE_FIELD: point.filterable.confidence,
         CREATED_MICROS_FIELD: point.created_at.timestamp_micros(),

@@ -15,6 +15,7 @@ pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
 pub use keywords::InMemoryKeywordScorer;
 pub use payload_filter::{
     PayloadBound, PayloadFilter, PayloadTranslation, or_written_before_filters, payload_filter_for,
+    within_agents,
 };
 pub use remote::{
     MINIMUM_QDRANT_VERSION, QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model,
@@ -48,6 +49,9 @@ pub struct FilterableFields {
     pub updated_at: Option<DateTime<Utc>>,
     pub occurred_at: Option<DateTime<Utc>>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Who among the project's agents reads it; `None` (points written before visibility
+    /// existed) is read as `shared`, which every such memory is.
+    pub visibility: Option<engram_core::Visibility>,
 }
 
 /// A page of [`VectorIndex::points_page`].

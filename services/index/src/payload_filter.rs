@@ -23,6 +23,54 @@ pub const OCCURRED_MICROS_FIELD: &str = "occurred_us";
 /// The metadata's scalar values (text up to the filter language's longest value).
 pub const METADATA_FIELD: &str = "metadata";
 
+/// `private` or `shared` among the project's agents; absent on points written before it
+/// existed, all of which are shared.
+pub const VISIBILITY_FIELD: &str = "visibility";
+
+/// `filter` narrowed to what a scope bound to agents may see: a point of one of its agents,
+/// or (unless the scope is for changes) one shared with every agent. Storage applies the same
+/// rule when it hydrates the hits; here it keeps other agents' private points from taking
+/// places in the top k.
+pub fn within_agents(
+    filter: Option<PayloadFilter>,
+    scope: &engram_core::MemoryScope,
+) -> Option<PayloadFilter> {
+    let Some(agents) = scope.agents() else {
+        return filter;
+    };
+    let seen = of_agents_or_shared(
+        agents
+            .agents()
+            .iter()
+            .map(|agent| agent.as_str().to_string())
+            .collect(),
+        agents.with_shared(),
+    );
+    Some(match filter {
+        Some(filter) => PayloadFilter::All(vec![filter, seen]),
+        None => seen,
+    })
+}
+
+/// The points of `agents`, and with `shared_too` those shared with every agent (points
+/// written before visibility existed carry none, and are all shared).
+pub fn of_agents_or_shared(agents: Vec<String>, shared_too: bool) -> PayloadFilter {
+    let mut either = vec![PayloadFilter::KeywordIn {
+        field: AGENT_ID_FIELD.to_string(),
+        values: agents,
+    }];
+    if shared_too {
+        either.push(PayloadFilter::KeywordIn {
+            field: VISIBILITY_FIELD.to_string(),
+            values: vec![engram_core::Visibility::Shared.as_str().to_string()],
+        });
+        either.push(PayloadFilter::Not(Box::new(PayloadFilter::Present {
+            field: VISIBILITY_FIELD.to_string(),
+        })));
+    }
+    PayloadFilter::Any(either)
+}
+
 /// The point layout a payload was written with (see [`crate::POINT_LAYOUT`]).
 pub const LAYOUT_FIELD: &str = "layout";
 

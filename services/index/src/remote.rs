@@ -7,7 +7,7 @@
 
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
-    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, payload_metadata,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VISIBILITY_FIELD, payload_metadata,
 };
 use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
@@ -246,6 +246,7 @@ impl QdrantVectorIndex {
             AGENT_ID_FIELD,
             SESSION_ID_FIELD,
             KIND_FIELD,
+            VISIBILITY_FIELD,
         ] {
             self.client
                 .create_field_index(
@@ -437,6 +438,9 @@ fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
     let filterable = point.filterable;
     if let Some(source) = filterable.source {
         payload.insert(SOURCE_FIELD, source.as_str().to_string());
+    }
+    if let Some(visibility) = filterable.visibility {
+        payload.insert(VISIBILITY_FIELD, visibility.as_str().to_string());
     }
     payload.insert(CATEGORIES_FIELD, filterable.categories);
     if let Some(confidence) = filterable.confidence {

@@ -13,7 +13,9 @@ use engram_core::access::{
 pub use engram_core::api_keys::ApiKeyRecord;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::ids::ApiKeyId;
-use engram_core::{ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope};
+use engram_core::{
+    AgentRestriction, ApiScopes, KeyEnvironment, OrganizationId, ProjectId, ProjectScope,
+};
 use hmac::{Hmac, Mac};
 use rand::Rng;
 use rand::distributions::Alphanumeric;
@@ -63,6 +65,8 @@ pub struct VerifiedApiKey {
     pub environment: KeyEnvironment,
     /// When the key stops working (a rolled key's overlap end, a minted key's expiry).
     pub expires_at: Option<DateTime<Utc>>,
+    /// The agents the key is bound to; `None` for every agent.
+    pub agents: Option<AgentRestriction>,
 }
 
 /// A key to mint.
@@ -72,6 +76,19 @@ pub struct NewApiKey {
     pub scopes: ApiScopes,
     pub environment: KeyEnvironment,
     pub expires_at: Option<DateTime<Utc>>,
+    /// The agents the key is bound to; `None` for every agent.
+    pub agents: Option<AgentRestriction>,
+}
+
+/// The agents of a stored key. A stored list that no longer parses binds the key to no agent
+/// it could name, rather than to every agent: it fails closed.
+fn stored_agents(text: Option<&str>) -> Result<Option<AgentRestriction>, StorageError> {
+    text.map(|text| {
+        AgentRestriction::from_stored_text(text).ok_or_else(|| {
+            StorageError::Internal(format!("stored key agents are invalid: {text:?}"))
+        })
+    })
+    .transpose()
 }
 
 fn random_text(length: usize) -> String {
@@ -94,6 +111,10 @@ fn record_from_model(model: api_keys::Model) -> ApiKeyRecord {
         last_used_at: model.last_used_at,
         revoked_at: model.revoked_at,
         created_by: model.created_by,
+        agents: model
+            .agents
+            .as_deref()
+            .and_then(AgentRestriction::from_stored_text),
     }
 }
 
@@ -124,6 +145,10 @@ pub(crate) async fn insert_api_key<C: sea_orm::ConnectionTrait>(
         last_used_at: Set(None),
         lineage_id: Set(lineage_id),
         created_by: Set(created_by),
+        agents: Set(new_key
+            .agents
+            .as_ref()
+            .map(AgentRestriction::to_stored_text)),
     };
     let inserted = api_keys::Entity::insert(model)
         .exec_with_returning(connection)
@@ -197,6 +222,7 @@ impl Storage {
             scopes: ApiScopes::from_stored_text(&stored.scopes),
             environment: parsed.environment,
             expires_at: stored.expires_at,
+            agents: stored_agents(stored.agents.as_deref())?,
         }))
     }
 
@@ -232,6 +258,7 @@ impl Storage {
                     "scopes": record.scopes.names(),
                     "environment": record.environment.as_str(),
                     "expires_at": record.expires_at,
+                    "agents": record.agents,
                 }),
             ),
         )
@@ -360,6 +387,7 @@ impl Storage {
                 scopes: old_record.scopes.clone(),
                 environment: old_record.environment,
                 expires_at: old_record.expires_at,
+                agents: old_record.agents.clone(),
             },
             Some(lineage_id),
             found.created_by.clone(),

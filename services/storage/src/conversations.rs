@@ -252,6 +252,7 @@ impl Storage {
             return Ok((Vec::new(), None));
         };
         let mut query = messages_of(scope)
+            .filter(crate::tenancy::seen_by_agents_of::<session_messages::Entity>(memory_scope))
             .filter(session_messages::Column::SessionId.eq(session_id))
             .order_by_asc(session_messages::Column::Id)
             .limit(limit + 1);
@@ -292,6 +293,7 @@ impl Storage {
             return Ok(Vec::new());
         };
         let mut query = messages_of(scope)
+            .filter(crate::tenancy::seen_by_agents_of::<session_messages::Entity>(memory_scope))
             .filter(session_messages::Column::SessionId.eq(session_id))
             .order_by_desc(session_messages::Column::Id)
             .limit(limit);

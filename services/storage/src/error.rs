@@ -29,6 +29,10 @@ pub enum StorageError {
     /// the message says which.
     #[error("{0}")]
     Refused(String),
+    /// A credential bound to agents asked to change a row of another agent (or of none); the
+    /// message names the row.
+    #[error("{0}")]
+    AnotherAgents(String),
     /// The project's embedding space cannot change while memories hold vectors of it.
     #[error(
         "the project holds {memories} memories embedded in its current space: delete or erase them before changing the embedding"
@@ -49,6 +53,7 @@ impl StorageError {
             StorageError::Internal(_) => "database-error",
             StorageError::WriteConflict(_) => "write-conflict",
             StorageError::Refused(_) => "refused",
+            StorageError::AnotherAgents(_) => "forbidden",
             StorageError::ProjectNotEmpty { .. } => "project-not-empty",
         }
     }

@@ -25,6 +25,8 @@ pub struct NewFeedback {
     pub credential: String,
     /// What the feedback changed (a correction applied by the LLM), if anything.
     pub correction: Option<serde_json::Value>,
+    /// The agent it came from: a credential bound to agents gives feedback as one of them.
+    pub agent_id: Option<String>,
 }
 
 pub(crate) fn record(model: feedback::Model) -> FeedbackRecord {
@@ -63,6 +65,7 @@ impl Storage {
             credential: Set(new_feedback.credential),
             correction: Set(new_feedback.correction),
             created_at: Set(Utc::now()),
+            agent_id: Set(new_feedback.agent_id),
         };
         let inserted = feedback::Entity::insert(model)
             .exec_with_returning(&self.connection)
@@ -74,10 +77,13 @@ impl Storage {
     /// Feedback on one memory, oldest first.
     pub async fn feedback_on_memory(
         &self,
-        scope: &ProjectScope,
+        memory_scope: &MemoryScope,
         memory_id: MemoryId,
     ) -> Result<Vec<FeedbackRecord>, StorageError> {
-        Ok(feedback_of(scope)
+        Ok(feedback_of(memory_scope.project())
+            .filter(crate::tenancy::seen_by_agents_of::<feedback::Entity>(
+                memory_scope,
+            ))
             .filter(feedback::Column::MemoryId.eq(memory_id.as_uuid()))
             .order_by_asc(feedback::Column::Id)
             .all(&self.connection)

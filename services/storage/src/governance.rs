@@ -172,6 +172,10 @@ impl Storage {
                 Expr::value(settings.relevance_floor.to_column()),
             )
             .col_expr(
+                projects::Column::DefaultVisibility,
+                Expr::value(settings.default_visibility.as_str()),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -207,6 +211,7 @@ impl Storage {
                     "run_capture": { "from": previous.run_capture.as_str(), "to": settings.run_capture.as_str() },
                     "keep_trajectories": { "from": previous.keep_trajectories, "to": settings.keep_trajectories },
                     "relevance_floor": { "from": previous.relevance_floor.to_json(), "to": settings.relevance_floor.to_json() },
+                    "default_visibility": { "from": previous.default_visibility.as_str(), "to": settings.default_visibility.as_str() },
                 }),
             ),
         )
@@ -769,6 +774,10 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
         relevance_floor: engram_core::search::RelevanceFloorSetting::from_column(
             project.relevance_floor,
         ),
+        default_visibility: project
+            .default_visibility
+            .parse()
+            .unwrap_or(engram_core::Visibility::Shared),
     }
 }
 

@@ -69,6 +69,8 @@ pub struct MemoryPatch {
     /// `Some(None)` clears the expiry.
     pub expires_at: Option<Option<DateTime<Utc>>>,
     pub occurred_at: Option<DateTime<Utc>>,
+    /// Who among the project's agents reads it.
+    pub visibility: Option<engram_core::Visibility>,
     pub reason: Option<String>,
 }
 
@@ -173,6 +175,10 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
         content_hash: model.content_hash,
         immutable: model.immutable,
         legal_hold: model.legal_hold,
+        visibility: model
+            .visibility
+            .parse()
+            .map_err(|error| corrupt("visibility", error))?,
         content_omitted: false,
     })
 }
@@ -588,6 +594,12 @@ impl Storage {
                 content_hash: Set(content_digest(&draft.memory.content)),
                 immutable: Set(false),
                 legal_hold: Set(false),
+                visibility: Set(draft
+                    .memory
+                    .visibility
+                    .unwrap_or(engram_core::Visibility::Shared)
+                    .as_str()
+                    .to_string()),
             };
             let inserted = memories::Entity::insert(model)
                 .exec_with_returning(&transaction)
@@ -941,6 +953,12 @@ impl Storage {
                 Expr::value(to_micros(occurred_at)),
             );
         }
+        if let Some(visibility) = patch.visibility {
+            update = update.col_expr(
+                memories::Column::Visibility,
+                Expr::value(visibility.as_str()),
+            );
+        }
         // The version guard makes a concurrent patch that slipped in between lose cleanly.
         let result = update
             .filter(crate::tenancy::in_project::<memories::Entity>(scope))
@@ -972,6 +990,7 @@ impl Storage {
             ("categories", patch.categories.is_some()),
             ("expires_at", patch.expires_at.is_some()),
             ("occurred_at", patch.occurred_at.is_some()),
+            ("visibility", patch.visibility.is_some()),
         ] {
             if changed {
                 changed_fields.push(field);
@@ -989,6 +1008,9 @@ impl Storage {
                     "version": next_version,
                     "fields": changed_fields,
                     "content_sha256": patch.content.as_ref().map(|(content, _)| content_digest(content)),
+                    "visibility": patch.visibility.map(|visibility| {
+                        serde_json::json!({ "from": current.visibility, "to": visibility.as_str() })
+                    }),
                     "reason_given": patch.reason.is_some(),
                 }),
             ),

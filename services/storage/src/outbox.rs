@@ -44,6 +44,8 @@ pub struct IndexingRow {
     pub updated_at: DateTime<Utc>,
     pub occurred_at: DateTime<Utc>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Who among the project's agents reads it.
+    pub visibility: engram_core::Visibility,
 }
 
 fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
@@ -157,6 +159,10 @@ impl Storage {
                     updated_at: model.updated_at,
                     occurred_at: model.occurred_at,
                     metadata,
+                    visibility: model
+                        .visibility
+                        .parse()
+                        .unwrap_or(engram_core::Visibility::Private),
                 },
             );
         }

@@ -212,13 +212,13 @@ impl Storage {
     /// The newest `limit` (by validity start), with their embeddings.
     pub async fn memories_valid_at(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         subject: &SubjectFilter,
         kinds: &[MemoryKind],
         as_of: DateTime<Utc>,
         limit: u64,
     ) -> Result<Vec<MemoryWithEmbedding>, StorageError> {
-        let mut query = memories_of(scope)
+        let mut query = crate::memories::owned_memories_of(scope)
             .filter(subject_condition(subject))
             .filter(memories::Column::State.is_in([
                 MemoryState::Active.as_str(),
@@ -247,7 +247,7 @@ impl Storage {
     /// those of the user (or of no user) and of the agent (or of no agent), oldest first.
     pub async fn always_procedures(
         &self,
-        scope: &ProjectScope,
+        scope: &MemoryScope,
         user_id: Option<&ExternalId>,
         agent_id: Option<&ExternalId>,
         limit: usize,
@@ -260,7 +260,7 @@ impl Storage {
         };
         // Metadata is JSON text on SQLite and JSON on PostgreSQL: the flag is checked here,
         // over at most a few hundred procedures.
-        let models = memories_of(scope)
+        let models = crate::memories::owned_memories_of(scope)
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
             .filter(memories::Column::Kind.eq(MemoryKind::Procedural.as_str()))
             .filter(applies_to(memories::Column::UserId, user_id))

@@ -22,6 +22,9 @@ pub struct StateWrite {
     pub expected: Option<i64>,
     /// Write only when there is no value.
     pub create_only: bool,
+    /// The agent writing it, recorded on a new value (a value keeps the agent that created
+    /// it); `None`: no agent's.
+    pub agent_id: Option<String>,
 }
 
 fn entry(model: session_state::Model) -> SessionStateEntry {
@@ -53,6 +56,33 @@ fn of_session(
         .filter(session_state::Column::Owner.eq(owner_of(end_user)))
 }
 
+/// Refuses a change of `row` through `memory_scope` when the scope is bound to agents and the
+/// row is not one of theirs (values of no agent are read by every agent, changed by none).
+fn refuse_unless_changeable(
+    memory_scope: &MemoryScope,
+    row: &session_state::Model,
+) -> Result<(), StorageError> {
+    match memory_scope.agents() {
+        Some(agents)
+            if !row
+                .agent_id
+                .as_deref()
+                .is_some_and(|agent| agents.contains(agent)) =>
+        {
+            Err(StorageError::AnotherAgents(format!(
+                "session state {:?} was written by {}: this credential, bound to agents {}, may read it but not change it",
+                row.key,
+                row.agent_id.as_deref().map_or_else(
+                    || "no agent".to_string(),
+                    |agent| format!("agent {agent:?}")
+                ),
+                agents.describe()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 impl Storage {
     /// One value of `end_user`'s namespace of the session.
     pub async fn session_state(
@@ -67,6 +97,9 @@ impl Storage {
             return Ok(None);
         };
         Ok(of_session(scope, session_id, end_user)
+            .filter(crate::tenancy::seen_by_agents_of::<session_state::Entity>(
+                memory_scope,
+            ))
             .filter(session_state::Column::Key.eq(key))
             .one(&self.connection)
             .await
@@ -86,6 +119,9 @@ impl Storage {
             return Ok(Vec::new());
         };
         Ok(of_session(scope, session_id, end_user)
+            .filter(crate::tenancy::seen_by_agents_of::<session_state::Entity>(
+                memory_scope,
+            ))
             .order_by_asc(session_state::Column::Key)
             .all(&self.connection)
             .await
@@ -113,6 +149,7 @@ impl Storage {
             value,
             expected,
             create_only,
+            agent_id,
         } = write;
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
@@ -121,6 +158,9 @@ impl Storage {
             .one(&transaction)
             .await
             .map_err(StorageError::from_db)?;
+        if let Some(row) = &current {
+            refuse_unless_changeable(memory_scope, row)?;
+        }
         let current_version = current.as_ref().map(|row| row.version);
         let refused = StateWriteRefused::VersionMismatch {
             current: current_version,
@@ -171,6 +211,7 @@ impl Storage {
                     user_id: Set(end_user.map(str::to_string)),
                     created_at: Set(now),
                     updated_at: Set(now),
+                    agent_id: Set(agent_id),
                 })
                 .exec_without_returning(&transaction)
                 .await;
@@ -202,9 +243,18 @@ impl Storage {
             return Ok(Ok(None));
         };
         let _permit = self.write_permit().await;
-        let current = self
-            .session_state(memory_scope, session_id, end_user, key)
-            .await?;
+        let current = of_session(scope, session_id, end_user)
+            .filter(crate::tenancy::seen_by_agents_of::<session_state::Entity>(
+                memory_scope,
+            ))
+            .filter(session_state::Column::Key.eq(key))
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if let Some(row) = &current {
+            refuse_unless_changeable(memory_scope, row)?;
+        }
+        let current = current.map(entry);
         let Some(current) = current else {
             return Ok(if expected.is_some() {
                 Err(StateWriteRefused::VersionMismatch { current: None })

@@ -1,8 +1,10 @@
-//! The one place storage turns a scope into SQL conditions: a project's rows, and an
-//! end-user token's own rows within it. A new restriction of the scope changes these lines.
+//! The one place storage turns a scope into SQL conditions: a project's rows, an end-user
+//! token's own rows within it, and an agent-bound credential's agents' rows and what is
+//! shared with them. A new restriction of the scope changes these lines.
 
 use crate::entities::*;
-use engram_core::{MemoryScope, ProjectScope};
+use engram_core::{AgentRestriction, MemoryScope, ProjectScope, Visibility};
+use sea_orm::sea_query::Query;
 use sea_orm::{ColumnTrait, Condition, EntityTrait};
 
 /// A table whose rows belong to one project.
@@ -10,9 +12,13 @@ pub(crate) trait Tenanted: EntityTrait {
     fn project_column() -> Self::Column;
 }
 
-/// A table whose rows may belong to one end-user of the project (`user_id`).
+/// A table whose rows may belong to one end-user of the project (`user_id`) and be seen by
+/// some of its agents only.
 pub(crate) trait EndUserOwned: Tenanted {
     fn end_user_column() -> Self::Column;
+
+    /// The rows a credential bound to `agents` may see.
+    fn seen_by_agents(agents: &AgentRestriction) -> Condition;
 }
 
 /// The rows of `scope`'s project.
@@ -20,13 +26,64 @@ pub(crate) fn in_project<E: Tenanted>(scope: &ProjectScope) -> Condition {
     Condition::all().add(E::project_column().eq(scope.project_id().as_uuid()))
 }
 
-/// The rows `scope` may see: its project's, and for a scope confined to an end-user (an
-/// end-user token) only that end-user's.
+/// The rows `scope` may see: its project's, for a scope confined to an end-user (an
+/// end-user token) only that end-user's, and for a scope bound to agents only theirs and
+/// what is shared with them.
 pub(crate) fn within<E: EndUserOwned>(scope: &MemoryScope) -> Condition {
-    in_project::<E>(scope.project()).add_option(
-        scope
-            .end_user()
-            .map(|end_user| E::end_user_column().eq(end_user.as_str())),
+    in_project::<E>(scope.project())
+        .add_option(
+            scope
+                .end_user()
+                .map(|end_user| E::end_user_column().eq(end_user.as_str())),
+        )
+        .add_option(scope.agents().map(E::seen_by_agents))
+}
+
+/// The rows of `scope`'s agents, for the tables of end-user data that storage reads by
+/// project and end-user by hand (the end-user confinement applied with `owner_within`): every
+/// row when the scope is bound to no agent.
+pub(crate) fn seen_by_agents_of<E: EndUserOwned>(scope: &MemoryScope) -> Condition {
+    Condition::all().add_option(scope.agents().map(E::seen_by_agents))
+}
+
+fn agent_ids(agents: &AgentRestriction) -> Vec<String> {
+    agents
+        .agents()
+        .iter()
+        .map(|agent| agent.as_str().to_string())
+        .collect()
+}
+
+/// A row of one of `agents`, or (unless the scope is for changes) of no agent: the
+/// project's own, which every agent reads.
+fn agent_or_none<C: ColumnTrait>(agent_column: C, agents: &AgentRestriction) -> Condition {
+    Condition::any()
+        .add(agent_column.is_in(agent_ids(agents)))
+        .add_option(agents.with_shared().then(|| agent_column.is_null()))
+}
+
+/// A memory of one of `agents`, or (unless the scope is for changes) one shared with every
+/// agent.
+fn memory_seen_by(agents: &AgentRestriction) -> Condition {
+    Condition::any()
+        .add(memories::Column::AgentId.is_in(agent_ids(agents)))
+        .add_option(
+            agents
+                .with_shared()
+                .then(|| memories::Column::Visibility.eq(Visibility::Shared.as_str())),
+        )
+}
+
+/// Rows about a memory (`memory_column`) that `agents` may see.
+fn about_memory_seen_by<C: ColumnTrait>(memory_column: C, agents: &AgentRestriction) -> Condition {
+    Condition::all().add(
+        memory_column.in_subquery(
+            Query::select()
+                .column(memories::Column::Id)
+                .from(memories::Entity)
+                .cond_where(memory_seen_by(agents))
+                .to_owned(),
+        ),
     )
 }
 
@@ -40,11 +97,18 @@ macro_rules! tenanted {
     };
 }
 
+/// `$table` keeps its end-user in `user_id`, and `$agents` says which rows an agent-bound
+/// credential sees.
 macro_rules! end_user_owned {
-    ($($table:ident),* $(,)?) => {
+    ($($table:ident => $agents:expr),* $(,)?) => {
         $(impl EndUserOwned for $table::Entity {
             fn end_user_column() -> Self::Column {
                 $table::Column::UserId
+            }
+
+            fn seen_by_agents(agents: &AgentRestriction) -> Condition {
+                let rule: fn(&AgentRestriction) -> Condition = $agents;
+                rule(agents)
             }
         })*
     };
@@ -80,17 +144,30 @@ tenanted!(
 );
 
 end_user_owned!(
-    agent_runs,
-    eval_cases,
-    feedback,
-    files,
-    idempotency_answer_memories,
-    memories,
-    memory_uses,
-    recall_events,
-    run_steps,
-    session_messages,
-    session_state,
+    agent_runs => |agents| agent_or_none(agent_runs::Column::AgentId, agents),
+    eval_cases => |agents| agent_or_none(eval_cases::Column::AgentId, agents),
+    feedback => |agents| agent_or_none(feedback::Column::AgentId, agents),
+    files => |agents| agent_or_none(files::Column::AgentId, agents),
+    idempotency_answer_memories => |agents| {
+        about_memory_seen_by(idempotency_answer_memories::Column::MemoryId, agents)
+    },
+    memories => memory_seen_by,
+    memory_uses => |agents| about_memory_seen_by(memory_uses::Column::MemoryId, agents),
+    recall_events => |agents| agent_or_none(recall_events::Column::AgentId, agents),
+    // A run's steps are seen with their run.
+    run_steps => |agents| {
+        Condition::all().add(
+            run_steps::Column::RunId.in_subquery(
+                Query::select()
+                    .column(agent_runs::Column::Id)
+                    .from(agent_runs::Entity)
+                    .cond_where(agent_or_none(agent_runs::Column::AgentId, agents))
+                    .to_owned(),
+            ),
+        )
+    },
+    session_messages => |agents| agent_or_none(session_messages::Column::AgentId, agents),
+    session_state => |agents| agent_or_none(session_state::Column::AgentId, agents),
 );
 
 /// The project row itself.

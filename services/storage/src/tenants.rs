@@ -231,7 +231,7 @@ impl Storage {
         project_id: ProjectId,
         generation: i64,
         minted_by: engram_core::ids::ApiKeyId,
-    ) -> Result<Option<ProjectScope>, StorageError> {
+    ) -> Result<Option<(ProjectScope, Option<engram_core::AgentRestriction>)>, StorageError> {
         let project = projects::Entity::find_by_id(project_id.as_uuid())
             .one(&self.connection)
             .await
@@ -241,22 +241,34 @@ impl Storage {
             return Ok(None);
         };
         let now = chrono::Utc::now();
-        let minting_key_in_force =
-            super::entities::api_keys::Entity::find_by_id(minted_by.as_uuid())
-                .one(&self.connection)
-                .await
-                .map_err(StorageError::from_db)?
-                .is_some_and(|key| {
-                    key.project_id == project.id
-                        && key.revoked_at.is_none()
-                        && key.expires_at.is_none_or(|expires_at| expires_at > now)
-                });
-        Ok(minting_key_in_force.then_some(project).map(|project| {
+        let Some(minting_key) = super::entities::api_keys::Entity::find_by_id(minted_by.as_uuid())
+            .one(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?
+            .filter(|key| {
+                key.project_id == project.id
+                    && key.revoked_at.is_none()
+                    && key.expires_at.is_none_or(|expires_at| expires_at > now)
+            })
+        else {
+            return Ok(None);
+        };
+        // The minting key's agents bound every token it minted; a stored list that does not
+        // parse proves nothing.
+        let key_agents = match minting_key.agents.as_deref() {
+            None => None,
+            Some(text) => match engram_core::AgentRestriction::from_stored_text(text) {
+                Some(agents) => Some(agents),
+                None => return Ok(None),
+            },
+        };
+        Ok(Some((
             ProjectScope::from_verified_credential(
                 OrganizationId::from_uuid(project.organization_id),
                 ProjectId::from_uuid(project.id),
-            )
-        }))
+            ),
+            key_agents,
+        )))
     }
 
     /// The generation of the project's current end-user signing key.
@@ -454,6 +466,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         keep_trajectories: Set(false),
         // The embedding model's measured floor.
         relevance_floor: Set(None),
+        default_visibility: Set(engram_core::Visibility::Shared.as_str().to_string()),
     })
     .exec(connection)
     .await
@@ -467,6 +480,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
             scopes: engram_core::ApiScopes::all(),
             environment: engram_core::KeyEnvironment::Live,
             expires_at: None,
+            agents: None,
         },
         None,
         // The project's first key is the operator's, who created the project.

@@ -137,6 +137,7 @@ impl DevBackend {
                     categories: Vec::new(),
                     immutable: false,
                     legal_hold: false,
+                    visibility: "shared".into(),
                     score: None,
                 };
                 (project.to_owned(), row)

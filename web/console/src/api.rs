@@ -516,6 +516,7 @@ pub async fn create_key(
     admin: Option<String>,
     environment: Option<String>,
     expires_on: Option<String>,
+    agents: Option<String>,
 ) -> Result<NewKeySecret, ConsoleError> {
     ssr::answer(
         ssr::create_key(
@@ -524,6 +525,7 @@ pub async fn create_key(
             [read, write, delete, admin],
             environment,
             expires_on,
+            agents,
         )
         .await,
     )
@@ -956,6 +958,7 @@ pub(crate) mod ssr {
         checked: [Option<String>; 4],
         environment: Option<String>,
         expires_on: Option<String>,
+        agents: Option<String>,
     ) -> Result<NewKeySecret, ConsoleError> {
         let backend = backend()?;
         let caller = caller().await?;
@@ -977,6 +980,15 @@ pub(crate) mod ssr {
                     scopes,
                     environment: non_empty(environment),
                     expires_on: non_empty(expires_on),
+                    // Comma-separated agent ids; none: a key of every agent.
+                    agents: non_empty(agents).map(|agents| {
+                        agents
+                            .split(',')
+                            .map(str::trim)
+                            .filter(|agent| !agent.is_empty())
+                            .map(str::to_string)
+                            .collect()
+                    }),
                 },
             )
             .await

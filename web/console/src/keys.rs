@@ -135,6 +135,10 @@ pub fn KeysPage() -> impl IntoView {
                     <span>"Works until (UTC, optional)"</span>
                     <input type="date" name="expires_on" data-testid="key-expires" />
                 </label>
+                <label>
+                    <span>"Agents (optional, comma-separated: the key acts only as them)"</span>
+                    <input type="text" name="agents" placeholder="every agent" data-testid="key-agents" />
+                </label>
                 <button type="submit" data-testid="create-key">"Create key"</button>
             </ActionForm>
             {action_error}
@@ -176,6 +180,7 @@ fn keys_view(
                         <th>"Expires"</th>
                         <th>"Last used"</th>
                         <th>"Made by"</th>
+                        <th>"Agents"</th>
                         <th></th>
                     </tr>
                 </thead>
@@ -208,6 +213,7 @@ fn key_row(
         last_used_at,
         created_by,
         manageable,
+        agents,
         ..
     } = key;
     let active = state == "active" && manageable;
@@ -230,6 +236,9 @@ fn key_row(
             <td class="nowrap">{expires_at.unwrap_or_else(|| "never".into())}</td>
             <td class="nowrap">{last_used_at.unwrap_or_else(|| "never".into())}</td>
             <td class="nowrap" data-testid="key-maker">{created_by.unwrap_or_else(|| "unknown".into())}</td>
+            <td data-testid="key-agents">
+                {if agents.is_empty() { "every agent".to_string() } else { agents.join(", ") }}
+            </td>
             <td class="nowrap">
                 {active
                     .then(|| {

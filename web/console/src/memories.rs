@@ -548,6 +548,8 @@ fn memory_row(memory: MemoryRow, project_id: String) -> impl IntoView {
         immutable,
         legal_hold,
         score,
+        agent_id,
+        visibility,
         ..
     } = memory;
     let updated_short = short_timestamp(&updated_at);
@@ -558,6 +560,14 @@ fn memory_row(memory: MemoryRow, project_id: String) -> impl IntoView {
                 <a href=link data-testid="memory-link"><span data-testid="memory-content">{content}</span></a>
                 {legal_hold.then(|| view! { <span class="badge state-held">" legal hold"</span> })}
                 {immutable.then(|| view! { <span class="badge">" immutable"</span> })}
+                {(visibility == "private")
+                    .then(|| {
+                        let title = format!(
+                            "private to agent {}",
+                            agent_id.unwrap_or_default()
+                        );
+                        view! { <span class="badge" title=title data-testid="memory-private">" private"</span> }
+                    })}
                 {score.map(|score| view! { <span class="muted" data-testid="memory-score">{format!(" {score:.2}")}</span> })}
             </td>
             <td>

@@ -126,6 +126,9 @@ pub struct MemoryRow {
     pub categories: Vec<String>,
     pub immutable: bool,
     pub legal_hold: bool,
+    /// `private` (its agent only) or `shared` (every agent of the project).
+    #[serde(default)]
+    pub visibility: String,
     /// Similarity to the query, for a search by meaning.
     pub score: Option<f32>,
 }
@@ -424,6 +427,9 @@ pub struct KeyRow {
     /// Whether the viewer may roll or revoke it (a console developer only their own keys).
     #[serde(default)]
     pub manageable: bool,
+    /// The agents the key is bound to; empty: every agent.
+    #[serde(default)]
+    pub agents: Vec<String>,
 }
 
 /// The project's API keys, newest first.
@@ -452,6 +458,9 @@ pub struct NewKeyRequest {
     /// The last day the key works, `YYYY-MM-DD` (UTC); none: it does not expire.
     #[serde(default)]
     pub expires_on: Option<String>,
+    /// The agents the key is bound to; none: every agent.
+    #[serde(default)]
+    pub agents: Option<Vec<String>>,
 }
 
 /// The scopes the create form offers.

@@ -193,6 +193,7 @@ fn chunk_memory(file: &FileRecord, chunk: &FileChunk, total: usize) -> Result<Ne
         confidence: 1.0,
         expires_at: None,
         occurred_at: None,
+        visibility: None,
     })
 }
 

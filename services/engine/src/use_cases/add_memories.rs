@@ -65,6 +65,10 @@ impl MemoryEngine {
                 memory.user_id.take(),
                 &format!("memories[{position}].user_id"),
             )?;
+            memory.agent_id = principal.agent_subject(
+                memory.agent_id.take(),
+                &format!("memories[{position}].agent_id"),
+            )?;
         }
         // A run that cannot take the step refuses the write before anything is stored.
         let subjects: Vec<Option<&str>> = memories

@@ -144,7 +144,7 @@ impl MemoryEngine {
             let procedures = self
                 .storage
                 .always_procedures(
-                    principal.scope(),
+                    principal.memory_scope(),
                     request.user_id.as_ref(),
                     request.agent_id.as_ref(),
                     crate::MAX_ALWAYS_PROCEDURES,

@@ -90,6 +90,7 @@ impl MemoryEngine {
                     verified.key_id,
                     verified.lineage_id,
                     verified.scopes,
+                    verified.agents,
                     origin,
                 );
                 (principal, None)
@@ -104,12 +105,22 @@ impl MemoryEngine {
         let Some(verified) = keys.verify(presented, project_id, generation) else {
             return Ok(None);
         };
-        let Some(scope) = self
+        let Some((scope, key_agents)) = self
             .storage
             .scope_for_end_user_token(project_id, generation, verified.minted_by)
             .await?
         else {
             return Ok(None);
+        };
+        // The token's agents within its key's; a token naming none of them proves nothing.
+        let agents = match (key_agents, verified.agents) {
+            (Some(key_agents), Some(token_agents)) => {
+                match key_agents.intersection(&token_agents) {
+                    Some(both) => Some(both),
+                    None => return Ok(None),
+                }
+            }
+            (key_agents, token_agents) => key_agents.or(token_agents),
         };
         let end_user = AuthenticatedEndUser {
             project_id: scope.project_id(),
@@ -123,6 +134,7 @@ impl MemoryEngine {
             verified.user_id,
             verified.minted_by,
             verified.scopes,
+            agents,
             subject_digest,
             origin,
         );

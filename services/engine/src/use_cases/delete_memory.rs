@@ -18,7 +18,7 @@ impl MemoryEngine {
     ) -> Result<(), EngineError> {
         principal.authorize(Operation::DeleteMemory)?;
         let reason = crate::use_cases::reason_of(principal, request.reason)?;
-        self.visible_memory(principal, request.memory_id).await?;
+        self.changeable_memory(principal, request.memory_id).await?;
         self.delete_memory_with_reason(
             principal.scope(),
             request.memory_id,

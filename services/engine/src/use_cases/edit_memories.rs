@@ -55,6 +55,7 @@ impl MemoryEngine {
                 }
                 Err(other) => return Err(other),
             };
+            crate::use_cases::refuse_other_agents_memory(principal, &memory)?;
             if memory.immutable || memory.legal_hold {
                 return Err(EngineError::Locked(format!(
                     "memories[{position}] is immutable or under legal hold: nothing was changed"

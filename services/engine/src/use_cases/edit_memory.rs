@@ -26,10 +26,11 @@ impl MemoryEdit {
             && self.categories.is_none()
             && self.expires_at.is_none()
             && self.occurred_at.is_none()
+            && self.visibility.is_none()
         {
             errors.push(FieldError::new(
                 "body",
-                "nothing to change: give content, metadata, categories, expires_at or occurred_at",
+                "nothing to change: give content, metadata, categories, expires_at, occurred_at or visibility",
             ));
         }
         if let Some(error) = engram_core::memory::occurred_at_error("occurred_at", self.occurred_at)
@@ -88,7 +89,16 @@ impl MemoryEngine {
             )])
             .into());
         }
-        let current = self.visible_memory(principal, request.memory_id).await?;
+        let current = self.changeable_memory(principal, request.memory_id).await?;
+        if request.edit.visibility == Some(engram_core::Visibility::Private)
+            && current.agent_id.is_none()
+        {
+            return Err(InvalidInput(vec![FieldError::new(
+                "visibility",
+                "`private` needs an agent: this memory has no `agent_id`, so only `shared` fits it",
+            )])
+            .into());
+        }
         if request.edit.keep_app_id
             && let Some(metadata) = request.edit.metadata.as_mut()
         {

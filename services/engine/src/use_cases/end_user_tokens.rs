@@ -7,7 +7,8 @@ use crate::{EngineError, MemoryEngine};
 use chrono::{DateTime, Utc};
 use engram_core::principal::Credential;
 use engram_core::{
-    ApiScope, ApiScopes, ExternalId, FieldError, InvalidInput, Operation, Principal,
+    AgentRestriction, ApiScope, ApiScopes, ExternalId, FieldError, InvalidInput, Operation,
+    Principal,
 };
 
 /// A mint request as the caller sent it.
@@ -17,12 +18,17 @@ pub struct MintEndUserTokenRequest {
     /// Scope names; `None`: the minting key's `memories:read` and `memories:write`.
     pub scopes: Option<Vec<String>>,
     pub ttl_seconds: Option<u64>,
+    /// The agents the token acts as; `None`: those of the minting key (every agent for a key
+    /// bound to none).
+    pub agents: Option<Vec<String>>,
 }
 
 pub struct MintedEndUserToken {
     pub token: String,
     pub user_id: ExternalId,
     pub scopes: ApiScopes,
+    /// The agents the token is bound to; `None` for every agent.
+    pub agents: Option<AgentRestriction>,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -89,9 +95,12 @@ impl MemoryEngine {
                 "the token would hold no scope the minting key has",
             ));
         }
+        let requested_agents =
+            AgentRestriction::parse_field(request.agents.as_deref(), "agents", &mut errors);
         let (Some(user_id), true) = (user_id, errors.is_empty()) else {
             return Err(InvalidInput(errors).into());
         };
+        let agents = principal.grantable_agents(requested_agents)?;
         let scopes = ApiScopes::from_scopes(requested);
         if !minter_scopes.covers(&scopes) {
             return Err(EngineError::Forbidden(format!(
@@ -111,9 +120,12 @@ impl MemoryEngine {
             .mint(
                 principal.scope().project_id(),
                 generation,
-                &user_id,
-                &scopes,
-                *minting_key_id,
+                &crate::end_user_tokens::EndUserGrant {
+                    user_id: &user_id,
+                    scopes: &scopes,
+                    agents: agents.as_ref(),
+                    minted_by: *minting_key_id,
+                },
                 std::time::Duration::from_secs(ttl_seconds),
             )
             .map_err(EngineError::Internal)?;
@@ -121,6 +133,7 @@ impl MemoryEngine {
             token,
             user_id,
             scopes,
+            agents,
             expires_at,
         })
     }

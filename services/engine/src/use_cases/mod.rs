@@ -172,4 +172,39 @@ impl MemoryEngine {
             .get_memory(principal.memory_scope(), memory_id)
             .await?)
     }
+
+    /// A memory the caller may change or delete: one it sees and, for a credential bound to
+    /// agents, one of its agents (a memory shared by another agent is read, not owned).
+    pub(crate) async fn changeable_memory(
+        &self,
+        principal: &Principal,
+        memory_id: MemoryId,
+    ) -> Result<Memory, EngineError> {
+        let memory = self.visible_memory(principal, memory_id).await?;
+        refuse_other_agents_memory(principal, &memory)?;
+        Ok(memory)
+    }
+}
+
+/// A 403 for a credential bound to agents asked to change another agent's memory.
+pub(crate) fn refuse_other_agents_memory(
+    principal: &Principal,
+    memory: &Memory,
+) -> Result<(), EngineError> {
+    let agent_id = memory.agent_id.as_ref().map(|agent| agent.as_str());
+    if principal.may_change_agents_row(agent_id) {
+        return Ok(());
+    }
+    Err(EngineError::Forbidden(format!(
+        "memory {} is {}'s, shared with every agent: this credential, bound to agents {}, may read it but not change or delete it",
+        memory.id,
+        agent_id.map_or_else(
+            || "the project's (no agent)".to_string(),
+            |agent| format!("agent {agent:?}")
+        ),
+        principal
+            .agents()
+            .map(|agents| agents.describe())
+            .unwrap_or_default()
+    )))
 }

@@ -37,6 +37,8 @@ pub struct ProjectSettingsChange {
     pub keep_trajectories: Option<bool>,
     /// `"model"` (the embedding model's measured floor) or a number 0–1 (0: none).
     pub relevance_floor: Option<serde_json::Value>,
+    /// `shared | private`: the visibility of a new memory that names none.
+    pub default_visibility: Option<String>,
 }
 
 impl ProjectSettingsChange {
@@ -107,6 +109,12 @@ impl ProjectSettingsChange {
         }
         if let Some(store_retention_days) = &self.store_retention_days {
             apply_store_retention(store_retention_days, settings, &mut errors);
+        }
+        if let Some(visibility) = &self.default_visibility {
+            match visibility.parse() {
+                Ok(visibility) => settings.default_visibility = visibility,
+                Err(message) => errors.push(FieldError::new("default_visibility", message)),
+            }
         }
         if let Some(capture) = &self.run_capture {
             match capture.parse() {

@@ -38,6 +38,8 @@ pub struct RememberMessagesRequest {
     /// Read the messages with the LLM (when one is configured) instead of keeping them as
     /// they are.
     pub infer: bool,
+    /// Who among the project's agents reads the memories; `None`: the project's default.
+    pub visibility: Option<engram_core::Visibility>,
 }
 
 /// How the messages were remembered.
@@ -85,6 +87,7 @@ impl RememberMessagesRequest {
             confidence: 1.0,
             expires_at: self.expires_at,
             occurred_at: self.occurred_at,
+            visibility: self.visibility,
         }
     }
 }
@@ -112,6 +115,8 @@ impl MemoryEngine {
         // An end-user token writes as its own end-user, named or not.
         let mut request = request;
         request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        // A credential bound to agents writes as one of them.
+        request.agent_id = principal.agent_subject(request.agent_id.take(), "agent_id")?;
         if request.user_id.is_none()
             && request.agent_id.is_none()
             && request.session_id.is_none()

@@ -197,9 +197,17 @@ impl MemoryEngine {
         if let Some(max_results) = recall.max_results {
             request.top_k = request.top_k.min(max_results.max(1) as usize);
         }
+        // Filed under the agent searched for, else the credential's own: a recall of a
+        // credential bound to agents stays within them.
         let recorded_request = (recall_settings.capture != RecallEventCapture::Off
             && !console_lookup)
-            .then(|| RecordedSearch::of(&request));
+            .then(|| RecordedSearch::of(&request))
+            .map(|mut recorded| {
+                recorded.agent_id = recorded
+                    .agent_id
+                    .or_else(|| principal.acting_agent().map(ToString::to_string));
+                recorded
+            });
         let attribution = principal.usage_attribution().for_subject(
             request.subject.user_id.as_ref().map(|id| id.as_str()),
             request.subject.agent_id.as_ref().map(|id| id.as_str()),

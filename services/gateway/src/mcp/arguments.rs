@@ -55,6 +55,11 @@ pub struct AddMemoryArguments {
     /// When what it describes happened (RFC 3339); default now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub occurred_at: Option<DateTime<Utc>>,
+    /// `private` (only its agent reads it; needs `agent_id`) or `shared` (every agent of
+    /// the project); default: the project's setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["private", "shared"]))]
+    pub visibility: Option<String>,
     /// The run (from `start_run`) this write belongs to.
     #[serde(default, skip_serializing)]
     pub run_id: Option<Uuid>,
@@ -110,6 +115,13 @@ pub struct SearchMemoriesArguments {
     /// Rank what was true at this moment (RFC 3339, not in the future).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_of: Option<DateTime<Utc>>,
+    /// With `agent_id`: that agent's memories and those shared with every agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_shared: Option<bool>,
+    /// 0–1 (default 1): what a shared memory's score counts for beside the agent's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub shared_weight: Option<f64>,
     /// The run (from `start_run`) this search belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<Uuid>,
@@ -343,6 +355,9 @@ pub struct SetStateArguments {
     pub value: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// The agent writing (its credential bound to one agent writes as it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
     /// Write only over this version (as get_state answered it), so two workers do not
     /// overwrite each other; leave it out to write unconditionally.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -718,6 +718,7 @@ impl EngramTools {
         let session_id = external_id(Some(&arguments.session_id), "session_id", &mut errors);
         let key = external_id(Some(&arguments.key), "key", &mut errors);
         let user_id = external_id(arguments.user_id.as_deref(), "user_id", &mut errors);
+        let agent_id = external_id(arguments.agent_id.as_deref(), "agent_id", &mut errors);
         let (Some(session_id), Some(key)) = (session_id, key) else {
             return Err(ApiError::invalid(errors));
         };
@@ -733,6 +734,7 @@ impl EngramTools {
             value: arguments.value,
             expected: arguments.expected_version,
             create_only: arguments.create_only.unwrap_or(false),
+            agent_id,
         };
         let (entry, created) = self
             .engine

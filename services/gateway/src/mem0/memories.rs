@@ -205,10 +205,29 @@ fn add_request(body: &Value) -> Result<RememberMessagesRequest, ApiError> {
             None
         }),
     };
+    // Engram's own field beside Mem0's: who among the project's agents reads the memories.
+    let visibility = match body.get("visibility") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_str().map(str::parse::<engram_core::Visibility>) {
+            Some(Ok(visibility)) => Some(visibility),
+            Some(Err(message)) => {
+                errors.push(FieldError::new("visibility", message));
+                None
+            }
+            None => {
+                errors.push(FieldError::new(
+                    "visibility",
+                    "must be `private` or `shared`",
+                ));
+                None
+            }
+        },
+    };
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
     Ok(RememberMessagesRequest {
+        visibility,
         messages,
         user_id,
         agent_id,
@@ -426,6 +445,7 @@ fn memory_edit(body: &Value, path: &str) -> Result<MemoryEdit, ApiError> {
         categories: None,
         expires_at,
         occurred_at,
+        visibility: None,
         reason: None,
         // Mem0's `app_id` is not part of its metadata: new metadata leaves it as it is.
         keep_app_id: true,

@@ -42,6 +42,10 @@ pub struct MintEndUserTokenBody {
         deserialize_with = "engram_core::json_integers::optional_whole"
     )]
     pub ttl_seconds: Option<u64>,
+    /// Bind the token to these agents, within the minting key's (default: the key's agents;
+    /// every agent for a key bound to none).
+    #[schema(example = json!(["support"]), min_items = 1, max_items = 64)]
+    pub agents: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -51,6 +55,8 @@ pub struct EndUserTokenView {
     pub token_type: String,
     pub user_id: String,
     pub scopes: Vec<String>,
+    /// The agents the token is bound to (also in its `agents` claim); null: every agent.
+    pub agents: Option<Vec<String>>,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -75,6 +81,7 @@ pub async fn mint_end_user_token(
         user_id: body.user_id,
         scopes: body.scopes,
         ttl_seconds: body.ttl_seconds,
+        agents: body.agents,
     };
     let minted = engine
         .mint_end_user_token_for(principal.principal(), request)
@@ -86,6 +93,7 @@ pub async fn mint_end_user_token(
             token_type: "Bearer".to_string(),
             user_id: minted.user_id.into_string(),
             scopes: minted.scopes.names(),
+            agents: minted.agents.as_ref().map(crate::views::agent_names),
             expires_at: minted.expires_at,
         }),
     ))

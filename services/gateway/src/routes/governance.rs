@@ -89,6 +89,10 @@ pub struct ProjectSettingsView {
     /// project set (projects created before floors existed: 0).
     #[schema(schema_with = engram_core::openapi_schemas::relevance_floor_setting)]
     pub relevance_floor_setting: serde_json::Value,
+    /// The visibility among the project's agents of a new memory that names none: `shared`
+    /// (every agent reads it; the default) or `private` (its own agent only).
+    #[schema(example = "shared")]
+    pub default_visibility: String,
 }
 
 /// A project's embedding space.
@@ -128,6 +132,7 @@ impl ProjectSettingsView {
             keep_trajectories: settings.keep_trajectories,
             relevance_floor: report.relevance_floor,
             relevance_floor_setting: settings.relevance_floor.to_json(),
+            default_visibility: settings.default_visibility.as_str().to_string(),
         })
     }
 }
@@ -179,6 +184,8 @@ pub struct UpdateProjectSettingsBody {
     /// `"model"` (the embedding model's measured floor) or a number 0–1 (0: none).
     #[schema(schema_with = engram_core::openapi_schemas::optional_relevance_floor_setting)]
     pub relevance_floor: Option<serde_json::Value>,
+    /// `shared` or `private`: the visibility of a new memory that names none.
+    pub default_visibility: Option<String>,
 }
 
 /// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
@@ -300,6 +307,7 @@ pub async fn update_project_settings(
         run_capture: body.run_capture,
         keep_trajectories: body.keep_trajectories,
         relevance_floor: body.relevance_floor,
+        default_visibility: body.default_visibility,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),

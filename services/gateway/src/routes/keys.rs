@@ -61,6 +61,12 @@ pub struct CreateApiKeyBody {
     pub environment: Option<String>,
     /// When the key stops working; must be in the future.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Bind the key to these agents (1–64 agent ids): it writes only as them (a write naming
+    /// another agent is a 403; one naming none writes as the key's only agent, or is a 422
+    /// when it has several) and reads only their memories and those shared with them. A key
+    /// bound to agents mints only within them. Absent: every agent.
+    #[schema(example = json!(["support"]), min_items = 1, max_items = 64)]
+    pub agents: Option<Vec<String>>,
 }
 
 impl CreateApiKeyBody {
@@ -70,6 +76,7 @@ impl CreateApiKeyBody {
             scopes: self.scopes,
             environment: self.environment,
             expires_at: self.expires_at,
+            agents: self.agents,
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct PutSessionStateBody {
     /// sets its own.
     #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
     pub user_id: Option<String>,
+    /// The agent writing it (a new value is kept as that agent's: credentials bound to other
+    /// agents do not see it). A credential bound to one agent writes as it.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
+    pub agent_id: Option<String>,
 }
 
 /// `?user_id=`: whose namespace of the session a project key addresses.
@@ -266,6 +270,15 @@ pub async fn put_session_state(
         value: body.value,
         expected,
         create_only,
+        agent_id: body
+            .agent_id
+            .as_deref()
+            .map(|agent| {
+                engram_core::ExternalId::parse(agent).map_err(|message| {
+                    ApiError::invalid(vec![FieldError::new("agent_id", message)])
+                })
+            })
+            .transpose()?,
     };
     let (entry, created) = engine
         .put_session_state_for(principal.principal(), request)

@@ -20,6 +20,8 @@ pub struct Model {
     pub lineage_id: Option<Uuid>,
     /// Who made the key (an actor label); a rolled key keeps its line's maker.
     pub created_by: Option<String>,
+    /// The agents the key is bound to (a JSON array); `None` for every agent.
+    pub agents: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

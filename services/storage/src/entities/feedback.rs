@@ -15,6 +15,8 @@ pub struct Model {
     pub credential: String,
     pub correction: Option<Json>,
     pub created_at: DateTimeUtc,
+    /// The agent the feedback came from; `None` for no agent.
+    pub agent_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

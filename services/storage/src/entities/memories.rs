@@ -30,6 +30,8 @@ pub struct Model {
     pub content_hash: String,
     pub immutable: bool,
     pub legal_hold: bool,
+    /// `private` or `shared` among the project's agents.
+    pub visibility: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,6 +25,8 @@ pub struct Model {
     pub keep_trajectories: bool,
     /// Thousandths; `NULL`: the embedding model's measured floor.
     pub relevance_floor: Option<i32>,
+    /// The visibility of a new memory that names none: `shared` or `private`.
+    pub default_visibility: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

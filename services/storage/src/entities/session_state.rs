@@ -18,6 +18,8 @@ pub struct Model {
     pub user_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The agent that wrote the entry last; `None` for the project's own.
+    pub agent_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,7 +6,8 @@ use crate::{EngineError, MemoryEngine};
 use chrono::{DateTime, Utc};
 use engram_core::principal::Credential;
 use engram_core::{
-    ApiScope, ApiScopes, FieldError, InvalidInput, KeyEnvironment, Operation, Principal,
+    AgentRestriction, ApiScope, ApiScopes, FieldError, InvalidInput, KeyEnvironment, Operation,
+    Principal,
 };
 use engram_storage::{ApiKeyRecord, NewApiKey};
 
@@ -21,6 +22,9 @@ pub struct CreateApiKeyRequest {
     /// `live` (default) or `test`.
     pub environment: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
+    /// The agents the key acts as; `None`: every agent (for a caller bound to agents, its
+    /// own).
+    pub agents: Option<Vec<String>>,
 }
 
 impl CreateApiKeyRequest {
@@ -70,6 +74,7 @@ impl CreateApiKeyRequest {
         {
             errors.push(FieldError::new("expires_at", "must be in the future"));
         }
+        let agents = AgentRestriction::parse_field(self.agents.as_deref(), "agents", &mut errors);
         if !errors.is_empty() {
             return Err(InvalidInput(errors));
         }
@@ -78,6 +83,7 @@ impl CreateApiKeyRequest {
             scopes: ApiScopes::from_scopes(scopes),
             environment,
             expires_at: self.expires_at,
+            agents,
         })
     }
 }
@@ -91,7 +97,9 @@ impl MemoryEngine {
     ) -> Result<(ApiKeyRecord, String), EngineError> {
         principal.authorize(Operation::CreateApiKey)?;
         let mut new_key = request.into_new_key()?;
-        refuse_wider_than_caller(principal, &new_key.scopes)?;
+        // A caller bound to agents mints within them: its own when the request names none.
+        new_key.agents = principal.grantable_agents(new_key.agents.take())?;
+        refuse_wider_than_caller(principal, &new_key.scopes, new_key.agents.as_ref())?;
         // Nor longer: a key that expires (or is rolled away, its overlap running) cannot
         // mint one that outlives it.
         if let Credential::ApiKey { key_id, .. } = principal.credential()

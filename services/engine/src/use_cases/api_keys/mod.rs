@@ -13,7 +13,7 @@ pub use roll_api_key::{
 };
 
 use crate::EngineError;
-use engram_core::{ApiScopes, Operation, Principal};
+use engram_core::{AgentRestriction, ApiScopes, Operation, Principal};
 use engram_storage::ApiKeyRecord;
 
 /// Keys belong to someone: revoking or rolling a key someone else made (or one whose maker
@@ -31,12 +31,32 @@ fn refuse_unless_own_or_managing_others(
 }
 
 /// `ScopeNotGrantable` naming the first scope of `scopes` the caller cannot exercise itself.
-fn refuse_wider_than_caller(principal: &Principal, scopes: &ApiScopes) -> Result<(), EngineError> {
-    match principal.grantable_scopes().missing_from(scopes).first() {
-        None => Ok(()),
-        Some(missing) => Err(EngineError::ScopeNotGrantable {
+/// Also refuses, for a caller bound to agents, a key bound to an agent not its own or to
+/// none (a key of every agent).
+fn refuse_wider_than_caller(
+    principal: &Principal,
+    scopes: &ApiScopes,
+    agents: Option<&AgentRestriction>,
+) -> Result<(), EngineError> {
+    if let Some(missing) = principal.grantable_scopes().missing_from(scopes).first() {
+        return Err(EngineError::ScopeNotGrantable {
             missing: *missing,
             caller: principal.kind().clone(),
-        }),
+        });
     }
+    if let Some(own) = principal.agents() {
+        match agents {
+            Some(agents) if own.covers(agents) => {}
+            Some(_) => {
+                principal.grantable_agents(agents.cloned())?;
+            }
+            None => {
+                return Err(EngineError::Forbidden(format!(
+                    "a credential bound to agents {} cannot manage a key of every agent",
+                    own.describe()
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@ impl MemoryEngine {
             .await?
             .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
         refuse_unless_own_or_managing_others(principal, &revoked)?;
-        refuse_wider_than_caller(principal, &revoked.scopes)?;
+        refuse_wider_than_caller(principal, &revoked.scopes, revoked.agents.as_ref())?;
         let record = self
             .storage
             .revoke_api_key(principal.scope(), key_id, principal.actor())

@@ -43,7 +43,7 @@ impl MemoryEngine {
             .ok_or(EngineError::NotFound(NotFoundKind::ApiKey))?;
         // Who may roll this key at all comes before what the roll asks for.
         refuse_unless_own_or_managing_others(principal, &rolled)?;
-        refuse_wider_than_caller(principal, &rolled.scopes)?;
+        refuse_wider_than_caller(principal, &rolled.scopes, rolled.agents.as_ref())?;
         let overlap_seconds = request
             .overlap_seconds
             .unwrap_or(DEFAULT_ROLL_OVERLAP_SECONDS);

@@ -99,9 +99,10 @@ impl MemoryEngine {
         filter.after = None;
         let mut matching = Vec::new();
         loop {
+            // A credential bound to agents deletes only its agents' memories.
             let page = self
                 .storage
-                .list_memories(principal.memory_scope(), &filter)
+                .list_memories(&principal.memory_scope().for_changes(), &filter)
                 .await?;
             // An end-user token's scope lists only its own end-user's memories.
             matching.extend(page.memories);
@@ -168,7 +169,8 @@ impl MemoryEngine {
             tree: request.filter,
             ..Default::default()
         };
-        let scope = principal.memory_scope();
+        // A credential bound to agents deletes only its agents' memories.
+        let scope = &principal.memory_scope().for_changes();
         let matched = self.storage.count_memories(scope, &listing).await?;
         let mut candidates = Vec::new();
         let mut page_filter = MemoryListFilter {

@@ -14,7 +14,7 @@ impl MemoryEngine {
         let memory = self.feedback_memory(principal, memory_id).await?;
         Ok(self
             .storage
-            .feedback_on_memory(principal.scope(), memory.id)
+            .feedback_on_memory(principal.memory_scope(), memory.id)
             .await?)
     }
 }

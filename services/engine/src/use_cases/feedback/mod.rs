@@ -131,9 +131,18 @@ impl MemoryEngine {
                 .map(|id| id.as_str()),
         );
         let mut correction = None;
-        if let (Some(memory), Some(text), "wrong", true) =
-            (&memory, &text, rating.as_str(), self.llm_model().is_some())
-        {
+        // A correction changes the memory: only for a caller that may change it (a credential
+        // bound to agents rates another agent's shared memory without correcting it).
+        let may_correct = memory.as_ref().is_some_and(|memory| {
+            principal.may_change_agents_row(memory.agent_id.as_ref().map(|id| id.as_str()))
+        });
+        if let (Some(memory), Some(text), "wrong", true, true) = (
+            &memory,
+            &text,
+            rating.as_str(),
+            self.llm_model().is_some(),
+            may_correct,
+        ) {
             self.spend_guard
                 .admit(
                     scope,
@@ -191,6 +200,9 @@ impl MemoryEngine {
                     text,
                     credential: attribution.credential.clone(),
                     correction,
+                    agent_id: principal
+                        .acting_agent()
+                        .map(|agent| agent.as_str().to_string()),
                 },
             )
             .await?;

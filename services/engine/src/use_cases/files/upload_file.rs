@@ -61,7 +61,9 @@ impl MemoryEngine {
             )])
             .into());
         }
-        let user_id = principal.end_user_subject(request.user_id, "user_id")?;
+        let mut request = request;
+        let user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        request.agent_id = principal.agent_subject(request.agent_id.take(), "agent_id")?;
         let scope = principal.scope();
         self.project_embedder(scope).await?;
         self.spend_guard

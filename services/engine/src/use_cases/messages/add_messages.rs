@@ -41,7 +41,9 @@ impl MemoryEngine {
             return Err(engram_core::InvalidInput(limit_errors).into());
         }
         let scope = principal.scope();
-        let user_id = principal.end_user_subject(request.user_id, "user_id")?;
+        let mut request = request;
+        let user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        request.agent_id = principal.agent_subject(request.agent_id.take(), "agent_id")?;
         let mut messages = request.messages;
         // Masked (or refused) before anything is stored or sent to an LLM.
         let mut contents: Vec<String> = messages

@@ -18,7 +18,7 @@ impl MemoryEngine {
         step: ClientStep,
     ) -> Result<RunStepRecord, EngineError> {
         principal.authorize(Operation::AddRunStep)?;
-        let run = self.visible_run(principal, run_id).await?;
+        let run = self.changeable_run(principal, run_id).await?;
         let capture = self.run_settings(principal.scope()).await?.run_capture;
         let keep = |text: Option<String>| -> (Option<String>, Option<String>) {
             match text {

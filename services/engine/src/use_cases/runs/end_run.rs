@@ -18,7 +18,7 @@ impl MemoryEngine {
         request: EndRunRequest,
     ) -> Result<RunRecord, EngineError> {
         principal.authorize(Operation::EndRun)?;
-        let run = self.visible_run(principal, run_id).await?;
+        let run = self.changeable_run(principal, run_id).await?;
         let status = run.status_at(Utc::now());
         if status != engram_core::runs::RunStatus::Open {
             return Err(EngineError::Conflict(format!(
@@ -161,5 +161,6 @@ fn trajectory_of(run: &RunRecord, steps: &[RunStepRecord], outcome: &str) -> Opt
         confidence: 1.0,
         expires_at: None,
         occurred_at: None,
+        visibility: None,
     })
 }

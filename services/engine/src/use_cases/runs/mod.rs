@@ -34,7 +34,7 @@ impl MemoryEngine {
         let Some(run_id) = run_id else {
             return Ok(None);
         };
-        let run = self.visible_run(principal, run_id).await?;
+        let run = self.changeable_run(principal, run_id).await?;
         open_for_steps(&run)?;
         if subjects
             .iter()
@@ -78,6 +78,26 @@ impl MemoryEngine {
             .ok_or(EngineError::NotFound(NotFoundKind::Run))
     }
 
+    /// A run the caller may add steps to or end: one it sees, and for a credential bound to
+    /// agents one of its agents' (a run of no agent is read by every agent, run by none).
+    pub(crate) async fn changeable_run(
+        &self,
+        principal: &Principal,
+        run_id: uuid::Uuid,
+    ) -> Result<RunRecord, EngineError> {
+        let run = self.visible_run(principal, run_id).await?;
+        if !principal.may_change_agents_row(run.agent_id.as_deref()) {
+            return Err(EngineError::Forbidden(format!(
+                "run {run_id} is not one of this credential's agents': a credential bound to agents {} reads it but cannot add to or end it",
+                principal
+                    .agents()
+                    .map(|agents| agents.describe())
+                    .unwrap_or_default()
+            )));
+        }
+        Ok(run)
+    }
+
     /// Append a step to a run; a refusal says why.
     pub(crate) async fn append_step(
         &self,
@@ -90,7 +110,7 @@ impl MemoryEngine {
         let appended = self
             .storage
             .append_run_step(
-                principal.memory_scope(),
+                &principal.memory_scope().for_changes(),
                 run_id,
                 step_type,
                 detail,

@@ -16,6 +16,7 @@ impl MemoryEngine {
         principal.authorize(Operation::StartRun)?;
         let mut request = request;
         request.user_id = principal.end_user_subject(request.user_id.take(), "user_id")?;
+        request.agent_id = principal.agent_subject(request.agent_id.take(), "agent_id")?;
         if let Some(parent) = request.parent_run_id {
             let parent = self.visible_run(principal, parent).await?;
             if parent.user_id.as_deref() != request.user_id.as_ref().map(|id| id.as_str()) {

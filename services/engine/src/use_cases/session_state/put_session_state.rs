@@ -17,6 +17,8 @@ pub struct PutSessionStateRequest {
     pub expected: Option<i64>,
     /// Write only when there is no value yet.
     pub create_only: bool,
+    /// The agent writing (a credential bound to one agent writes as it when this is `None`).
+    pub agent_id: Option<ExternalId>,
 }
 
 impl MemoryEngine {
@@ -39,6 +41,7 @@ impl MemoryEngine {
         }
         let address = request.address;
         let end_user = namespace(principal, address.user_id)?;
+        let agent_id = principal.agent_subject(request.agent_id, "agent_id")?;
         Ok(self
             .storage
             .put_session_state(
@@ -50,6 +53,7 @@ impl MemoryEngine {
                     value: request.value,
                     expected: request.expected,
                     create_only: request.create_only,
+                    agent_id: agent_id.map(|agent| agent.as_str().to_string()),
                 },
             )
             .await?)

@@ -1,0 +1,460 @@
+//! Teams of agents end to end: a key or end-user token bound to agents writes only as them
+//! and reads only their memories and those shared with them, across memories, search,
+//! context, messages, session state and feedback; it mints only within its agents; and a
+//! memory's visibility (`private`, `shared`) decides what other agents' credentials see.
+
+use engram_tests::{ApiClient, TestServer};
+use serde_json::{Value, json};
+
+/// A key of `scopes` bound to `agents`, made by `maker`; its secret and its answer.
+async fn bound_key(maker: &ApiClient, agents: Value, scopes: Value) -> (String, Value) {
+    let made = maker
+        .send(
+            maker
+                .request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({
+                    "label": "bound", "scopes": scopes, "agents": agents,
+                })),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    (
+        made.body["secret"].as_str().unwrap().to_string(),
+        made.body["key"].clone(),
+    )
+}
+
+fn contents(answer: &Value, list: &str) -> Vec<String> {
+    answer[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {answer}"))
+        .iter()
+        .map(|item| {
+            let memory = if list == "results" {
+                &item["memory"]
+            } else {
+                item
+            };
+            memory["content"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+const BILLING_PRIVATE: &str = "Invoice 4471 was disputed by the customer's bank.";
+const BILLING_SHARED: &str = "The customer prefers email over phone calls.";
+const SUPPORT_OWN: &str = "The customer's router was replaced in March.";
+
+/// A project where billing keeps a private and a shared memory and support one of its own,
+/// all about end-user `carol`.
+async fn team_project(server: &TestServer) -> ApiClient {
+    let project = server.client();
+    let written = project
+        .add(json!([
+            {"content": BILLING_PRIVATE, "user_id": "carol", "agent_id": "billing", "visibility": "private"},
+            {"content": BILLING_SHARED, "user_id": "carol", "agent_id": "billing", "visibility": "shared"},
+            {"content": SUPPORT_OWN, "user_id": "carol", "agent_id": "support", "visibility": "private"},
+        ]))
+        .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    assert_eq!(written.body["memories"][0]["visibility"], "private");
+    assert_eq!(written.body["memories"][1]["visibility"], "shared");
+    project
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_bound_to_an_agent_reads_its_own_and_the_shared_never_another_agents_private() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = team_project(&server).await;
+    let (secret, key) = bound_key(
+        &project,
+        json!(["support"]),
+        json!(["memories:read", "memories:write", "memories:delete"]),
+    )
+    .await;
+    assert_eq!(key["agents"], json!(["support"]));
+    let support = server.client_with_key(&secret);
+
+    // Lists and search: support's own and billing's shared, never billing's private.
+    let listed = support.list("?user_id=carol").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let mut seen = contents(&listed.body, "memories");
+    seen.sort();
+    let mut expected = vec![BILLING_SHARED.to_string(), SUPPORT_OWN.to_string()];
+    expected.sort();
+    assert_eq!(seen, expected);
+    let found = support
+        .search(json!({"query": "was an invoice disputed by the bank?", "user_id": "carol", "top_k": 10, "min_score": 0}))
+        .await;
+    assert_eq!(found.status, 200, "{}", found.body);
+    assert!(
+        !contents(&found.body, "results").contains(&BILLING_PRIVATE.to_string()),
+        "{}",
+        found.body
+    );
+    // The same search by a key of every agent finds it: the query does reach it.
+    let unbound = project
+        .search(json!({"query": "was an invoice disputed by the bank?", "user_id": "carol", "top_k": 10, "min_score": 0}))
+        .await;
+    assert!(
+        contents(&unbound.body, "results").contains(&BILLING_PRIVATE.to_string()),
+        "{}",
+        unbound.body
+    );
+    // Asking for billing's memories by name still shows only what billing shares.
+    let billing_listed = support.list("?user_id=carol&agent_id=billing").await;
+    assert_eq!(
+        contents(&billing_listed.body, "memories"),
+        vec![BILLING_SHARED.to_string()]
+    );
+    // The private memory does not exist for it, by id either.
+    let all = project.list("?user_id=carol").await;
+    let private_id = all.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|memory| memory["content"] == BILLING_PRIVATE)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    support
+        .get(&private_id)
+        .await
+        .assert_problem(404, "not-found");
+    support
+        .history(&private_id)
+        .await
+        .assert_problem(404, "not-found");
+
+    // The context it assembles leaves billing's private memory out too (a key of every
+    // agent gets it for the same request).
+    let context_of = |client: ApiClient| async move {
+        let context = client
+            .send(client.request(reqwest::Method::POST, "/v1/context").json(&json!({
+                "query": "what happened with the invoice and the bank?", "user_id": "carol", "token_budget": 500,
+            })))
+            .await;
+        assert_eq!(context.status, 200, "{}", context.body);
+        context.body.to_string()
+    };
+    let text = context_of(support.clone()).await;
+    assert!(!text.contains("disputed"), "{text}");
+    let text = context_of(project.clone()).await;
+    assert!(text.contains("disputed"), "{text}");
+
+    // An unbound key still sees everything, as before.
+    let everything = project.list("?user_id=carol").await;
+    assert_eq!(contents(&everything.body, "memories").len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_key_writes_only_as_its_agents_and_changes_only_their_memories() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = team_project(&server).await;
+    let (secret, _) = bound_key(
+        &project,
+        json!(["support"]),
+        json!(["memories:read", "memories:write", "memories:delete"]),
+    )
+    .await;
+    let support = server.client_with_key(&secret);
+
+    // No agent named: written as its only agent. Another agent: a 403 naming it.
+    let written = support
+        .add(json!([{"content": "Carol asked for a callback on Friday.", "user_id": "carol"}]))
+        .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    assert_eq!(written.body["memories"][0]["agent_id"], "support");
+    let refused = support
+        .add(json!([{"content": "Pretending to be billing.", "user_id": "carol", "agent_id": "billing"}]))
+        .await;
+    refused.assert_problem(403, "forbidden");
+    let detail = refused.body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("billing") && detail.contains("memories[0].agent_id"),
+        "{detail}"
+    );
+
+    // A key of two agents must say which one writes.
+    let (two, _) = bound_key(
+        &project,
+        json!(["support", "planner"]),
+        json!(["memories:read", "memories:write"]),
+    )
+    .await;
+    let unnamed = server
+        .client_with_key(&two)
+        .add(json!([{"content": "Whose is this?", "user_id": "carol"}]))
+        .await;
+    unnamed.assert_problem(422, "validation-failed");
+    assert_eq!(
+        unnamed.error_fields(),
+        vec!["memories[0].agent_id".to_string()]
+    );
+
+    // Billing's shared memory is read, not owned: no edit, no delete.
+    let listed = project.list("?user_id=carol&agent_id=billing").await;
+    let shared_id = listed.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|memory| memory["content"] == BILLING_SHARED)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    support
+        .patch(
+            &shared_id,
+            None,
+            json!({"content": "Rewritten by support."}),
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    support
+        .delete(&shared_id)
+        .await
+        .assert_problem(403, "forbidden");
+    // A bulk delete by end-user reaches support's own memories only.
+    let bulk = support
+        .send(
+            support
+                .request(reqwest::Method::POST, "/v1/memories/bulk-delete")
+                .json(&json!({"filters": {"user_id": "carol"}})),
+        )
+        .await;
+    assert_eq!(bulk.status, 200, "{}", bulk.body);
+    assert_eq!(bulk.body["deleted"], 2, "{}", bulk.body);
+    let left = contents(&project.list("?user_id=carol").await.body, "memories");
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.contains(&BILLING_PRIVATE.to_string()) && left.contains(&BILLING_SHARED.to_string())
+    );
+
+    // Its own memory can become private; a memory of no agent cannot.
+    let own = support
+        .add(json!([{"content": "Support's note on Carol's modem.", "user_id": "carol"}]))
+        .await;
+    let own_id = own.body["memories"][0]["id"].as_str().unwrap().to_string();
+    let private = support
+        .patch(&own_id, None, json!({"visibility": "private"}))
+        .await;
+    assert_eq!(private.status, 200, "{}", private.body);
+    assert_eq!(private.body["visibility"], "private");
+    let agentless = project
+        .add_one(json!({"content": "A note of no agent.", "user_id": "carol"}))
+        .await;
+    let refused = project
+        .patch(
+            agentless["id"].as_str().unwrap(),
+            None,
+            json!({"visibility": "private"}),
+        )
+        .await;
+    refused.assert_problem(422, "validation-failed");
+    assert_eq!(refused.error_fields(), vec!["visibility".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_key_mints_only_within_its_agents_and_administers_nothing() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = team_project(&server).await;
+    let (secret, _) = bound_key(
+        &project,
+        json!(["support", "planner"]),
+        json!(["memories:read", "memories:write", "admin"]),
+    )
+    .await;
+    let support = server.client_with_key(&secret);
+
+    // A key it mints is within its agents: its own when it names none, never another.
+    let (_, inherited) = bound_key(&support, Value::Null, json!(["memories:read"])).await;
+    assert_eq!(inherited["agents"], json!(["planner", "support"]));
+    let (_, narrowed) = bound_key(&support, json!(["support"]), json!(["memories:read"])).await;
+    assert_eq!(narrowed["agents"], json!(["support"]));
+    let wider = support
+        .send(
+            support
+                .request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({
+                    "label": "wider", "scopes": ["memories:read"], "agents": ["billing"],
+                })),
+        )
+        .await;
+    wider.assert_problem(403, "forbidden");
+    assert!(wider.body["detail"].as_str().unwrap().contains("billing"));
+    // It lists only keys within its agents (not the project's first key, of every agent).
+    let keys = support
+        .send(support.request(reqwest::Method::GET, "/v1/keys"))
+        .await;
+    assert_eq!(keys.status, 200, "{}", keys.body);
+    assert!(
+        keys.body["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|key| key["agents"].is_array()),
+        "{}",
+        keys.body
+    );
+
+    // Project administration spans every agent: refused even with `admin`.
+    let settings = support
+        .send(support.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    settings.assert_problem(403, "forbidden");
+    assert!(
+        settings.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("bound to agents")
+    );
+    support
+        .send(support.request(reqwest::Method::GET, "/v1/subjects/carol/export"))
+        .await
+        .assert_problem(403, "forbidden");
+
+    // An end-user token it mints is bound too, and sees as its key sees.
+    let minted = support
+        .send(
+            support
+                .request(reqwest::Method::POST, "/v1/end-user-tokens")
+                .json(&json!({"user_id": "carol", "agents": ["support"]})),
+        )
+        .await;
+    assert_eq!(minted.status, 201, "{}", minted.body);
+    assert_eq!(minted.body["agents"], json!(["support"]));
+    let carol = server.client_with_key(minted.body["token"].as_str().unwrap());
+    let mut seen = contents(&carol.list("").await.body, "memories");
+    seen.sort();
+    let mut expected = vec![BILLING_SHARED.to_string(), SUPPORT_OWN.to_string()];
+    expected.sort();
+    assert_eq!(seen, expected);
+    let beyond = support
+        .send(
+            support
+                .request(reqwest::Method::POST, "/v1/end-user-tokens")
+                .json(&json!({"user_id": "carol", "agents": ["billing"]})),
+        )
+        .await;
+    beyond.assert_problem(403, "forbidden");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_and_session_state_of_another_agent_stay_out_of_reach() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = server.client();
+    let (support_secret, _) = bound_key(
+        &project,
+        json!(["support"]),
+        json!(["memories:read", "memories:write", "memories:delete"]),
+    )
+    .await;
+    let support = server.client_with_key(&support_secret);
+    let (billing_secret, _) = bound_key(
+        &project,
+        json!(["billing"]),
+        json!(["memories:read", "memories:write", "memories:delete"]),
+    )
+    .await;
+    let billing = server.client_with_key(&billing_secret);
+
+    // Billing's state and messages in a session both agents serve.
+    let put = billing
+        .send(
+            billing
+                .request(reqwest::Method::PUT, "/v1/sessions/s-1/state/refund")
+                .json(&json!({"value": {"amount": 120}})),
+        )
+        .await;
+    assert!(put.status == 201 || put.status == 200, "{}", put.body);
+    let added = billing
+        .send(
+            billing
+                .request(reqwest::Method::POST, "/v1/sessions/s-1/messages")
+                .json(&json!({"messages": [{"role": "user", "content": "My card number ends in 4242."}], "derive_memories": false})),
+        )
+        .await;
+    assert!(added.status < 300, "{}", added.body);
+
+    support
+        .send(support.request(reqwest::Method::GET, "/v1/sessions/s-1/state/refund"))
+        .await
+        .assert_problem(404, "not-found");
+    let listed_state = support
+        .send(support.request(reqwest::Method::GET, "/v1/sessions/s-1/state"))
+        .await;
+    assert_eq!(listed_state.status, 200, "{}", listed_state.body);
+    assert!(
+        !listed_state.body.to_string().contains("refund"),
+        "{}",
+        listed_state.body
+    );
+    let messages = support
+        .send(support.request(reqwest::Method::GET, "/v1/sessions/s-1/messages"))
+        .await;
+    assert_eq!(messages.status, 200, "{}", messages.body);
+    assert!(
+        !messages.body.to_string().contains("4242"),
+        "{}",
+        messages.body
+    );
+    // Writing billing's key as support is refused, not a silent overwrite.
+    support
+        .send(
+            support
+                .request(reqwest::Method::PUT, "/v1/sessions/s-1/state/refund")
+                .json(&json!({"value": {"amount": 0}})),
+        )
+        .await
+        .assert_problem(403, "forbidden");
+    // Billing still reads its own.
+    let own = billing
+        .send(billing.request(reqwest::Method::GET, "/v1/sessions/s-1/state/refund"))
+        .await;
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert_eq!(own.body["value"]["amount"], 120);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_for_its_own_memories_with_the_shared_ones_weighted_as_it_says() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = team_project(&server).await;
+    let search = |body: Value| {
+        let project = project.clone();
+        async move { project.search(body).await }
+    };
+    let query = "how does the customer like to be contacted and what about the router?";
+    let own_only =
+        search(json!({"query": query, "user_id": "carol", "agent_id": "support", "min_score": 0}))
+            .await;
+    assert_eq!(
+        contents(&own_only.body, "results"),
+        vec![SUPPORT_OWN.to_string()]
+    );
+    let with_shared = search(json!({"query": query, "user_id": "carol", "agent_id": "support", "include_shared": true, "min_score": 0})).await;
+    let mut seen = contents(&with_shared.body, "results");
+    seen.sort();
+    let mut expected = vec![BILLING_SHARED.to_string(), SUPPORT_OWN.to_string()];
+    expected.sort();
+    assert_eq!(seen, expected, "{}", with_shared.body);
+    // A shared weight of 0 puts the agent's own memory first whatever the match.
+    let weighted = search(json!({"query": "does the customer prefer email or phone?", "user_id": "carol", "agent_id": "support", "include_shared": true, "shared_weight": 0, "min_score": 0})).await;
+    assert_eq!(
+        contents(&weighted.body, "results")[0],
+        SUPPORT_OWN,
+        "{}",
+        weighted.body
+    );
+    let unweighted = search(json!({"query": "does the customer prefer email or phone?", "user_id": "carol", "agent_id": "support", "include_shared": true, "min_score": 0})).await;
+    assert_eq!(
+        contents(&unweighted.body, "results")[0],
+        BILLING_SHARED,
+        "{}",
+        unweighted.body
+    );
+    // `include_shared` needs the agent whose memories the shared ones join.
+    let refused = search(json!({"query": query, "include_shared": true})).await;
+    refused.assert_problem(422, "validation-failed");
+    assert_eq!(refused.error_fields(), vec!["include_shared".to_string()]);
+}
