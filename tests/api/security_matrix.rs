@@ -14,6 +14,10 @@ use std::collections::BTreeMap;
 /// never find it in an answer.
 const SEEDED: &str = "SEEDED-alice";
 
+/// Every text of another agent's the fixture stores (a private memory, a message, a session
+/// state value) starts with this: the key bound to `matrix-agent` must never find it.
+const OTHER_AGENTS: &str = "PRIVATE-other-agent";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Needs {
     Read,
@@ -476,6 +480,10 @@ enum Principal {
     ForeignAdmin,
     ScopedKey(&'static str),
     AllScopes,
+    /// A key of every scope bound to the agent `matrix-agent`: it reads what is shared with
+    /// its agent (the targets are rows of no agent, which every agent reads), changes none
+    /// of them, and administers nothing.
+    AgentBound,
     EndUserToken,
     ConsoleSession,
     /// A signed-in console member of this organization with this role: console sessions
@@ -581,6 +589,32 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 (false, _) => 403,
             }
         }
+        Principal::AgentBound => match (route.method, route.path) {
+            // It lists and mints keys and tokens within its agent; the target keys are of
+            // every agent, so not its to roll or revoke.
+            ("GET", "/v1/keys") | ("POST", "/v1/keys") | ("POST", "/v1/end-user-tokens") => {
+                route.success
+            }
+            ("POST", "/v1/keys/{key}/revoke") | ("POST", "/v1/keys/{key}/roll") => 403,
+            ("GET", "/v1/prices") => route.success,
+            // The targets are rows of no agent: read by every agent, changed by none.
+            ("PATCH", "/v1/memories/{memory}")
+            | ("DELETE", "/v1/memories/{memory}")
+            | ("DELETE", "/v1/files/{file}")
+            | ("PUT", "/v1/sessions/matrix/state/{state}")
+            | ("DELETE", "/v1/sessions/matrix/state/{state}?user_id=alice")
+            | ("POST", "/v1/runs/{agentrun}/steps")
+            | ("POST", "/v1/runs/{agentrun}/end") => 403,
+            _ => match route.needs {
+                Needs::Read | Needs::Write | Needs::Delete => route.success,
+                // Project administration spans every agent, whatever the key's scopes.
+                Needs::Admin
+                | Needs::AdminAndRead
+                | Needs::AdminAndDelete
+                | Needs::AnyApiKey
+                | Needs::Organization => 403,
+            },
+        },
         // Read and write for alice; no delete, no admin, no minting.
         Principal::EndUserToken => match route.needs {
             Needs::Read | Needs::Write => route.success,
@@ -656,6 +690,22 @@ impl Fixture {
             assert_eq!(created.status, 201);
             keys.insert(scope, created.body["secret"].as_str().unwrap().to_string());
         }
+        let bound = admin
+            .send(
+                admin
+                    .request(reqwest::Method::POST, "/v1/keys")
+                    .json(&json!({
+                        "label": "agent-bound",
+                        "scopes": ["memories:read", "memories:write", "memories:delete", "admin"],
+                        "agents": ["matrix-agent"],
+                    })),
+            )
+            .await;
+        assert_eq!(bound.status, 201, "{}", bound.body);
+        keys.insert(
+            "agent-bound",
+            bound.body["secret"].as_str().unwrap().to_string(),
+        );
         let (_, foreign_admin_key) = server.create_project("foreign").unwrap();
         let secrets =
             engram_cli::bootstrap::load_or_create_server_secrets(&server.data_dir).unwrap();
@@ -719,6 +769,7 @@ impl Fixture {
             Principal::ForeignAdmin => Some(self.foreign_admin_key.clone()),
             Principal::ScopedKey(scope) => Some(self.keys[scope].clone()),
             Principal::AllScopes => Some(self.server.bootstrap.api_key.clone()),
+            Principal::AgentBound => Some(self.keys["agent-bound"].clone()),
             Principal::ConsoleSession => Some(self.console_token.clone()),
             Principal::ConsoleRole(role) => Some(self.console_role_tokens[role].clone()),
             Principal::EndUserToken => {
@@ -970,6 +1021,34 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
         }
     })
     .await;
+    // Another agent's words, beside alice's: what the agent-bound key must never be given.
+    let private = fixture
+        .admin
+        .add(json!([{"content": format!("{OTHER_AGENTS}: a private memory of another agent about alice."),
+            "user_id": "alice", "agent_id": "other-agent", "visibility": "private"}]))
+        .await;
+    assert_eq!(private.status, 201, "{}", private.body);
+    let their_message = fixture
+        .admin
+        .send(
+            fixture
+                .admin
+                .request(reqwest::Method::POST, "/v1/sessions/matrix/messages")
+                .json(&json!({"user_id": "alice", "agent_id": "other-agent", "derive_memories": false,
+                    "messages": [{"role": "user", "content": format!("{OTHER_AGENTS}: a message to another agent")}]})),
+        )
+        .await;
+    assert_eq!(their_message.status, 201, "{}", their_message.body);
+    let their_state = fixture
+        .admin
+        .send(
+            fixture
+                .admin
+                .request(reqwest::Method::PUT, "/v1/sessions/matrix/state/their-plan")
+                .json(&json!({"value": {"note": format!("{OTHER_AGENTS}: their plan")}, "user_id": "alice", "agent_id": "other-agent"})),
+        )
+        .await;
+    assert_eq!(their_state.status, 201, "{}", their_state.body);
     let own_ids = [own_memory["id"].as_str().unwrap().to_string()];
     let principals = [
         Principal::NoCredential,
@@ -980,6 +1059,7 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
         Principal::ScopedKey("memories:delete"),
         Principal::ScopedKey("admin"),
         Principal::AllScopes,
+        Principal::AgentBound,
         Principal::EndUserToken,
         Principal::ConsoleSession,
         Principal::ConsoleRole("owner"),
@@ -1045,6 +1125,12 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
                     route.method,
                     route.path,
                     principal.name()
+                ));
+            }
+            if matches!(principal, Principal::AgentBound) && text.contains(OTHER_AGENTS) {
+                mismatches.push(format!(
+                    "{} {} as the agent-bound key ({status}) carried another agent's words: {text:.300}",
+                    route.method, route.path
                 ));
             }
             if matches!(principal, Principal::ForeignAdmin) {

@@ -458,3 +458,145 @@ async fn an_agent_asks_for_its_own_memories_with_the_shared_ones_weighted_as_it_
     refused.assert_problem(422, "validation-failed");
     assert_eq!(refused.error_fields(), vec!["include_shared".to_string()]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_member_makes_a_shared_memory_private_and_the_other_agents_lose_it() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = team_project(&server).await;
+    let (secret, _) = bound_key(&project, json!(["support"]), json!(["memories:read"])).await;
+    let support = server.client_with_key(&secret);
+    let shared_id = project.list("?user_id=carol&agent_id=billing").await.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|memory| memory["content"] == BILLING_SHARED)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(support.get(&shared_id).await.status, 200);
+
+    let (owner, cookie) = server.console_owner_session().await;
+    let made_private = owner
+        .post(format!("{}/console/api/set_memory_flag", server.base_url))
+        .header("Origin", &server.base_url)
+        .header("Cookie", &cookie)
+        .form(&[
+            ("project_id", server.bootstrap.project_id.as_str()),
+            ("memory_id", shared_id.as_str()),
+            ("flag", "visibility"),
+            ("value", "private"),
+            ("reason", "billing disputes are billing's own"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        made_private.status().as_u16(),
+        200,
+        "{:?}",
+        made_private.text().await
+    );
+
+    // Gone for the support key, in lists and by id; still there for a key of every agent.
+    support
+        .get(&shared_id)
+        .await
+        .assert_problem(404, "not-found");
+    assert!(
+        !contents(&support.list("?user_id=carol").await.body, "memories")
+            .contains(&BILLING_SHARED.to_string())
+    );
+    let now = project.get(&shared_id).await;
+    assert_eq!(now.body["visibility"], "private", "{}", now.body);
+    assert_eq!(now.body["version"], 2);
+    // The history keeps who changed it and why; the audit log names the field.
+    let history = project.history(&shared_id).await;
+    assert!(
+        history
+            .body
+            .to_string()
+            .contains("billing disputes are billing's own"),
+        "{}",
+        history.body
+    );
+    let audit = project
+        .send(project.request(reqwest::Method::GET, "/v1/audit?action=memory.updated"))
+        .await;
+    let event = audit.body["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|event| event["target_ids"].to_string().contains(&shared_id))
+        .unwrap_or_else(|| panic!("no audit event for the change: {}", audit.body))
+        .clone();
+    assert!(event.to_string().contains("visibility"), "{event}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memories_derived_from_an_agents_messages_follow_the_projects_default_visibility() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = server.client();
+    let changed = project
+        .send(
+            project
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"default_visibility": "private"})),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    assert_eq!(changed.body["default_visibility"], "private");
+    let (billing_secret, _) = bound_key(
+        &project,
+        json!(["billing"]),
+        json!(["memories:read", "memories:write"]),
+    )
+    .await;
+    let billing = server.client_with_key(&billing_secret);
+    let (support_secret, _) =
+        bound_key(&project, json!(["support"]), json!(["memories:read"])).await;
+    let support = server.client_with_key(&support_secret);
+
+    let said = billing
+        .send(
+            billing
+                .request(reqwest::Method::POST, "/v1/sessions/s-9/messages")
+                .json(&json!({"user_id": "carol", "derive_memories": true,
+                    "messages": [{"role": "user", "content": "My refund should go to the card ending 1881."}]})),
+        )
+        .await;
+    assert_eq!(said.status, 201, "{}", said.body);
+    assert_eq!(
+        said.body["derivation"]["status"], "succeeded",
+        "{}",
+        said.body
+    );
+    // Derived as billing's, private by the project's default: support never sees it.
+    let everything = project.list("?user_id=carol").await;
+    let derived = everything.body["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|memory| memory["content"].as_str().unwrap_or("").contains("1881"))
+        .unwrap_or_else(|| panic!("no derived memory: {}", everything.body))
+        .clone();
+    assert_eq!(derived["agent_id"], "billing");
+    assert_eq!(derived["visibility"], "private", "{derived}");
+    assert!(
+        !support
+            .list("?user_id=carol")
+            .await
+            .body
+            .to_string()
+            .contains("1881")
+    );
+    // Written directly with no visibility, it is private too; one of no agent stays shared.
+    let written = project
+        .add(json!([
+            {"content": "Billing's direct note.", "user_id": "carol", "agent_id": "billing"},
+            {"content": "A note of no agent.", "user_id": "carol"},
+        ]))
+        .await;
+    assert_eq!(written.body["memories"][0]["visibility"], "private");
+    assert_eq!(written.body["memories"][1]["visibility"], "shared");
+}

@@ -199,6 +199,17 @@ async fn the_console_creates_revokes_and_rolls_api_keys() {
         // Write-only: reading is refused.
         client.list("").await.assert_problem(403, "forbidden");
     }
+    // The key bound to an agent in the form writes as that agent, and only as it.
+    let support = server.client_with_key(&secrets["support-bot"]);
+    let written = support
+        .add(json!([{"content": "written by the support bot"}]))
+        .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    assert_eq!(written.body["memories"][0]["agent_id"], "support");
+    support
+        .add(json!([{"content": "as billing", "agent_id": "billing"}]))
+        .await
+        .assert_problem(403, "forbidden");
     // The console's key changes are in the audit log under the console account.
     let audit = server
         .client()

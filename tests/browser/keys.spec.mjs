@@ -143,6 +143,23 @@ try {
       });
       console.log(`secret ingest-rolled ${rolled}`);
     }],
+    ['a key bound to an agent lists its agent', async () => {
+      const before = (await page.getByTestId('new-key-secret').textContent()).trim();
+      await page.getByTestId('key-label').fill('support-bot');
+      await page.getByTestId('scope-read').check();
+      await page.getByTestId('scope-write').check();
+      await page.getByTestId('key-agents').fill('support');
+      await page.getByTestId('create-key').click();
+      const secret = await until('the bound key\'s secret', async () => {
+        const text = (await page.getByTestId('new-key-secret').textContent()).trim();
+        return text !== before ? text : false;
+      });
+      console.log(`secret support-bot ${secret}`);
+      const agents = (await (await row(page, 'support-bot')).getByTestId('key-agents').textContent()).trim();
+      assert(agents === 'support', `agents: ${agents}`);
+      const unbound = (await (await row(page, 'default')).getByTestId('key-agents').textContent()).trim();
+      assert(unbound === 'every agent', `the first key's agents: ${unbound}`);
+    }],
     ['the browser reported no errors', async () => {
       assert(browserErrors.length === 0, browserErrors.join('; '));
     }],

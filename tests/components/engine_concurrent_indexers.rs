@@ -29,7 +29,7 @@ fn draft(number: usize) -> MemoryDraft {
             confidence: 1.0,
             expires_at: None,
             occurred_at: None,
-            visibility: None,
+            visibility: Some(engram_core::Visibility::Shared),
         },
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),

@@ -100,7 +100,7 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
             confidence: 0.9,
             expires_at: None,
             occurred_at: None,
-            visibility: None,
+            visibility: Some(engram_core::Visibility::Shared),
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),
@@ -2118,7 +2118,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
         ["four"]
     );
     let earlier = storage
-        .messages_before(&scope, "s-1", Some("ana"), nobodys[0].id, 2)
+        .messages_before(&scope, "s-1", [Some("ana"), None], nobodys[0].id, 2)
         .await
         .unwrap();
     assert_eq!(
@@ -2131,7 +2131,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     );
     assert!(
         storage
-            .messages_before(&scope, "s-1", Some("bo"), nobodys[0].id, 10)
+            .messages_before(&scope, "s-1", [Some("bo"), None], nobodys[0].id, 10)
             .await
             .unwrap()
             .is_empty(),
@@ -2139,7 +2139,7 @@ async fn conversation_history_llm_calls_and_named_supersede(storage: Storage) {
     );
     assert!(
         storage
-            .messages_before(&scope, "s-1", None, nobodys[0].id, 10)
+            .messages_before(&scope, "s-1", [None, None], nobodys[0].id, 10)
             .await
             .unwrap()
             .is_empty()

@@ -418,7 +418,7 @@ operations! {
     GetMemory => ReadMemories, Content, "read a memory",
         [http("get", "/v1/memories/{memory_id}"), Console("memory_detail"), mem0("get", "/v1/memories/{memory_id}/"), Mcp("get_memory")];
     EditMemory => WriteMemories, ForReaders, "edit a memory",
-        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), mem0("put", "/v1/memories/{memory_id}/"), mem0("put", "/v1/batch/"), Mcp("update_memory")];
+        [http("patch", "/v1/memories/{memory_id}"), Console("correct_memory"), Console("set_memory_visibility"), mem0("put", "/v1/memories/{memory_id}/"), mem0("put", "/v1/batch/"), Mcp("update_memory")];
     // Part of an edit, checked by the edit when it names `expires_at`: setting an expiry
     // schedules a deletion, clearing one cancels a deletion someone scheduled.
     ChangeMemoryExpiry => WriteMemories + DeleteMemories, None, "change or clear a memory's expiry", [];

@@ -394,9 +394,16 @@ impl Principal {
             }
             // The end-user by its subject digest (fixed length, keyed), never the raw id:
             // a stored key outlives an erasure of its answer.
-            Credential::EndUserToken { .. } => {
-                format!("client:user:{}:{client_key}", self.actor.id)
-            }
+            // And by the token's agents: two tokens of one end-user bound to different
+            // agents never replay each other's answers.
+            Credential::EndUserToken { .. } => match self.agents() {
+                None => format!("client:user:{}:{client_key}", self.actor.id),
+                Some(agents) => format!(
+                    "client:user:{}:agents:{}:{client_key}",
+                    self.actor.id,
+                    agents.stored_digest()
+                ),
+            },
             Credential::ConsoleAccount { account_id } => {
                 format!("client:console:{account_id}:{client_key}")
             }

@@ -108,6 +108,14 @@ impl AgentRestriction {
         })
     }
 
+    /// What two disjoint restrictions leave: no agent, nothing shared (fails closed).
+    fn no_agent_at_all() -> Self {
+        Self {
+            agents: Vec::new(),
+            with_shared: false,
+        }
+    }
+
     /// Whether memories shared by other agents are within: false in a scope for changes.
     pub fn with_shared(&self) -> bool {
         self.with_shared
@@ -157,6 +165,17 @@ impl AgentRestriction {
 
     pub fn agents(&self) -> &[ExternalId] {
         &self.agents
+    }
+
+    /// A short fixed-length name of this set of agents (the first 16 hex characters of the
+    /// SHA-256 of its stored form), for keys that must differ per set.
+    pub fn stored_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(self.to_stored_text().as_bytes());
+        digest[..8]
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect()
     }
 
     /// The agents for a message: `["billing", "support"]`.
@@ -227,10 +246,15 @@ impl MemoryScope {
     }
 
     /// This scope narrowed to what a credential bound to `agents` may see (`None` leaves it
-    /// as it is). It only ever narrows: a scope already bound keeps the agents of both.
+    /// as it is). It only ever narrows: a scope already bound keeps the agents of both, and
+    /// two sets with no agent in common leave it seeing no agent's rows at all.
     pub fn bound_to_agents(mut self, agents: Option<AgentRestriction>) -> Self {
         self.agents = match (self.agents.take(), agents) {
-            (Some(bound), Some(more)) => Some(bound.intersection(&more).unwrap_or(bound)),
+            (Some(bound), Some(more)) => Some(
+                bound
+                    .intersection(&more)
+                    .unwrap_or_else(AgentRestriction::no_agent_at_all),
+            ),
             (bound, more) => bound.or(more),
         };
         self

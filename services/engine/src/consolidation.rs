@@ -190,7 +190,13 @@ impl MemoryEngine {
             return Ok(());
         }
         let cutoff = Utc::now() - limits.compact_after;
-        type Session = (Option<ExternalId>, Option<ExternalId>, Option<ExternalId>);
+        // By visibility too: a private episode is never summarised into a shared summary.
+        type Session = (
+            Option<ExternalId>,
+            Option<ExternalId>,
+            Option<ExternalId>,
+            engram_core::Visibility,
+        );
         let mut by_session: BTreeMap<Session, Vec<&Memory>> = BTreeMap::new();
         for memory in memories {
             let compactable = memory.kind == MemoryKind::Episodic
@@ -205,6 +211,7 @@ impl MemoryEngine {
                         memory.user_id.clone(),
                         memory.agent_id.clone(),
                         memory.session_id.clone(),
+                        memory.visibility,
                     ))
                     .or_default()
                     .push(memory);
@@ -212,7 +219,7 @@ impl MemoryEngine {
         }
         // Tallies what `call_llm` spends (its LLM fields only).
         let mut llm_spend = MessageDerivation::default();
-        'sessions: for ((user_id, agent_id, session_id), mut episodes) in by_session {
+        'sessions: for ((user_id, agent_id, session_id, _), mut episodes) in by_session {
             if episodes.len() < limits.min_episodes {
                 continue;
             }
@@ -351,7 +358,17 @@ impl MemoryEngine {
                 expires_at: None,
                 // The summary is about the newest episode's time at the latest.
                 occurred_at: episodes.iter().map(|episode| episode.occurred_at).max(),
-                visibility: None,
+                // As private as the most private episode it replaces.
+                visibility: Some(
+                    if episodes
+                        .iter()
+                        .any(|episode| episode.visibility == engram_core::Visibility::Private)
+                    {
+                        engram_core::Visibility::Private
+                    } else {
+                        engram_core::Visibility::Shared
+                    },
+                ),
             },
             embedding: vector,
             embedding_model: space.model_id.clone(),
@@ -383,12 +400,23 @@ pub(crate) const CONSOLIDATION_CREDENTIAL: &str = "consolidation";
 /// each memory not yet merged keeps every older one at least [`DUPLICATE_SIMILARITY`]
 /// similar to it. Immutable and held memories are never merged away (they may be kept).
 fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<MergedDuplicates> {
-    type Subject = (Option<ExternalId>, Option<ExternalId>, MemoryKind);
+    // By visibility too: a private memory never merges into a shared one.
+    type Subject = (
+        Option<ExternalId>,
+        Option<ExternalId>,
+        MemoryKind,
+        engram_core::Visibility,
+    );
     let mut by_subject: BTreeMap<Subject, Vec<&MemoryWithEmbedding>> = BTreeMap::new();
     for found in memories {
         let memory = &found.memory;
         by_subject
-            .entry((memory.user_id.clone(), memory.agent_id.clone(), memory.kind))
+            .entry((
+                memory.user_id.clone(),
+                memory.agent_id.clone(),
+                memory.kind,
+                memory.visibility,
+            ))
             .or_default()
             .push(found);
     }

@@ -41,6 +41,8 @@ pub struct DerivationInput<'a> {
     pub categories: &'a [String],
     /// Every memory written expires then, unless the LLM set an earlier expiry.
     pub expires_at: Option<chrono::DateTime<Utc>>,
+    /// Who among the project's agents reads what is derived; `None`: the project's default.
+    pub visibility: Option<engram_core::Visibility>,
 }
 
 /// What a derivation of `messages` messages may spend, admitted before it runs: a memory
@@ -131,6 +133,21 @@ impl MemoryEngine {
         };
         let user_id = first.user_id.clone();
         let agent_id = first.agent_id.clone();
+        // What is derived is as visible as asked, else as the project's default; a memory of
+        // no agent is shared (private is an agent's). Storage keeps a replacement of a
+        // private memory private.
+        let visibility = match (input.visibility, &agent_id) {
+            (_, None) => engram_core::Visibility::Shared,
+            (Some(visibility), Some(_)) => visibility,
+            (None, Some(_)) => {
+                self.spaces
+                    .settings_cache()
+                    .of(scope)
+                    .await?
+                    .settings
+                    .default_visibility
+            }
+        };
         // Before any LLM spend: a project that sends its own vectors cannot be embedded for.
         let (space, embedder) = self.project_embedder(scope).await?;
         let mut derivation = MessageDerivation::default();
@@ -296,7 +313,7 @@ impl MemoryEngine {
                         },
                         // What was said happened when it was said (never later than now).
                         occurred_at: message.map(|message| message.sent_at.min(chrono::Utc::now())),
-                        visibility: None,
+                        visibility: Some(visibility),
                     };
                     drafts.push(MemoryDraft {
                         memory: new_memory,

@@ -834,6 +834,38 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .map_err(engine_error)
     }
 
+    async fn set_memory_visibility(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        visibility: String,
+        reason: String,
+    ) -> Result<(), ConsoleError> {
+        let (_, principal) = self
+            .authorized_project(caller, project_id, Operation::EditMemory)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let visibility = visibility
+            .parse()
+            .map_err(|message| invalid("visibility", message))?;
+        let request = engram_engine::EditMemoryRequest {
+            memory_id,
+            edit: engram_engine::MemoryEdit {
+                visibility: Some(visibility),
+                reason: Some(reason),
+                ..Default::default()
+            },
+            client_vector: None,
+            expected_version: None,
+        };
+        self.engine()?
+            .edit_memory_for(&principal, request)
+            .await
+            .map(|_| ())
+            .map_err(engine_error)
+    }
+
     async fn preview_bulk_delete(
         &self,
         caller: &ConsoleCaller,

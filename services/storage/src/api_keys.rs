@@ -377,6 +377,9 @@ impl Storage {
         if !usable {
             return Err(StorageError::NotFound(NotFoundKind::ApiKey));
         }
+        // The new key is bound as the old one was; a stored list that does not parse refuses
+        // the roll rather than making a key of every agent.
+        let agents = stored_agents(found.agents.as_deref())?;
         let old_record = record_from_model(found.clone());
         let lineage_id = found.lineage_id.unwrap_or(found.id);
         let (new_record, presented) = insert_api_key(
@@ -387,7 +390,7 @@ impl Storage {
                 scopes: old_record.scopes.clone(),
                 environment: old_record.environment,
                 expires_at: old_record.expires_at,
-                agents: old_record.agents.clone(),
+                agents,
             },
             Some(lineage_id),
             found.created_by.clone(),

@@ -11,7 +11,9 @@ pub use engram_core::conversation::{LlmModelUsage, NewMessage, SessionMessage};
 use engram_core::usage::UsageUnit;
 use engram_core::{ExternalId, ProjectScope, TaskKind, TaskStatus};
 use engram_core::{MemoryScope, NotFoundKind};
-use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -206,12 +208,14 @@ impl Storage {
 
     /// Up to `limit` messages of the session before message `before`, oldest first (the
     /// conversation a new batch continues) — only `end_user`'s (or, for `None`, only those of
-    /// no end-user): two end-users who share a session id never see each other's words.
+    /// no end-user): two end-users who share a session id never see each other's words. For a
+    /// batch of an agent, only that agent's messages and those of no agent: another agent's
+    /// words never reach the LLM that derives this agent's memories.
     pub async fn messages_before(
         &self,
         scope: &ProjectScope,
         session_id: &str,
-        end_user: Option<&str>,
+        [end_user, agent]: [Option<&str>; 2],
         before: Uuid,
         limit: u64,
     ) -> Result<Vec<SessionMessage>, StorageError> {
@@ -219,9 +223,15 @@ impl Storage {
             Some(user_id) => session_messages::Column::UserId.eq(user_id),
             None => session_messages::Column::UserId.is_null(),
         };
+        let of_agent = agent.map(|agent| {
+            Condition::any()
+                .add(session_messages::Column::AgentId.eq(agent))
+                .add(session_messages::Column::AgentId.is_null())
+        });
         let mut earlier: Vec<SessionMessage> = messages_of(scope)
             .filter(session_messages::Column::SessionId.eq(session_id))
             .filter(of_end_user)
+            .filter(Condition::all().add_option(of_agent))
             .filter(session_messages::Column::Id.lt(before))
             .order_by_desc(session_messages::Column::Id)
             .limit(limit)

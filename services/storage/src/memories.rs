@@ -16,7 +16,7 @@ use engram_core::memory_filter::to_micros;
 use engram_core::{
     ExternalId, Memory, MemoryFilter, MemoryId, MemoryState, NewMemory, ProjectScope, SubjectFilter,
 };
-use engram_core::{MemoryScope, NotFoundKind};
+use engram_core::{MemoryScope, NotFoundKind, Visibility};
 use sea_orm::sea_query::{Expr, Func, LikeExpr};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
@@ -525,6 +525,13 @@ impl Storage {
         let mut superseded = Vec::new();
         for draft in drafts {
             let memory_id = MemoryId::generate();
+            let Some(asked_visibility) = draft.memory.visibility else {
+                return Err(StorageError::Internal(
+                    "a memory to store names no visibility: the engine resolves it first"
+                        .to_string(),
+                ));
+            };
+            let mut replaced = Vec::new();
             if let Some(key) = &draft.memory.key
                 && let Some(previous_id) = supersede_active_with_key(
                     &transaction,
@@ -539,6 +546,7 @@ impl Storage {
             {
                 touched.push(previous_id);
                 superseded.push(previous_id.to_string());
+                replaced.push(previous_id.as_uuid());
             }
             if let Some(target) = draft.supersedes
                 && let Some(previous_id) = supersede_named_memory(
@@ -554,7 +562,24 @@ impl Storage {
             {
                 touched.push(previous_id);
                 superseded.push(previous_id.to_string());
+                replaced.push(previous_id.as_uuid());
             }
+            // A replacement of a private memory stays private: its words may carry the old.
+            let replaces_private = !replaced.is_empty()
+                && draft.memory.agent_id.is_some()
+                && sea_orm::PaginatorTrait::count(
+                    memories_of(scope)
+                        .filter(memories::Column::Id.is_in(replaced))
+                        .filter(memories::Column::Visibility.eq(Visibility::Private.as_str())),
+                    &transaction,
+                )
+                .await
+                .map_err(StorageError::from_db)?
+                    > 0;
+            let visibility = match replaces_private {
+                true => Visibility::Private,
+                false => asked_visibility,
+            };
             let model = memories::ActiveModel {
                 id: Set(memory_id.as_uuid()),
                 organization_id: Set(scope.organization_id().as_uuid()),
@@ -594,12 +619,7 @@ impl Storage {
                 content_hash: Set(content_digest(&draft.memory.content)),
                 immutable: Set(false),
                 legal_hold: Set(false),
-                visibility: Set(draft
-                    .memory
-                    .visibility
-                    .unwrap_or(engram_core::Visibility::Shared)
-                    .as_str()
-                    .to_string()),
+                visibility: Set(visibility.as_str().to_string()),
             };
             let inserted = memories::Entity::insert(model)
                 .exec_with_returning(&transaction)

@@ -626,9 +626,7 @@ impl Storage {
             let recalls_of_memory = memory_uses::Entity::find()
                 .select_only()
                 .column(memory_uses::Column::RecallId)
-                .filter(crate::tenancy::in_project::<memory_uses::Entity>(
-                    scope.project(),
-                ))
+                .filter(crate::tenancy::within::<memory_uses::Entity>(scope))
                 .filter(memory_uses::Column::MemoryId.eq(memory_id.as_uuid()))
                 .filter(memory_uses::Column::RecallId.is_not_null())
                 .into_query();

@@ -69,13 +69,10 @@ fn refuse_unless_changeable(
                 .as_deref()
                 .is_some_and(|agent| agents.contains(agent)) =>
         {
+            // Which agent it is stays unsaid: the value may be one this credential cannot read.
             Err(StorageError::AnotherAgents(format!(
-                "session state {:?} was written by {}: this credential, bound to agents {}, may read it but not change it",
+                "session state {:?} is not one of this credential's agents': a credential bound to agents {} changes only its agents' values",
                 row.key,
-                row.agent_id.as_deref().map_or_else(
-                    || "no agent".to_string(),
-                    |agent| format!("agent {agent:?}")
-                ),
                 agents.describe()
             )))
         }

@@ -441,6 +441,17 @@ impl ConsoleBackend for DevBackend {
         Err(ConsoleError::Refused("the dev server is read-only".into()))
     }
 
+    async fn set_memory_visibility(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+        _visibility: String,
+        _reason: String,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
     async fn preview_bulk_delete(
         &self,
         _caller: &ConsoleCaller,

@@ -111,7 +111,8 @@ pub async fn delete_memory(
     ssr::answer(result).await
 }
 
-/// Set (`on`) or lift (`off`) the `immutable` or `legal_hold` flag of a memory.
+/// Set (`on`) or lift (`off`) the `immutable` or `legal_hold` flag of a memory, or set its
+/// `visibility` (`private` or `shared`).
 #[server(prefix = "/console/api", endpoint = "set_memory_flag")]
 pub async fn set_memory_flag(
     project_id: String,
@@ -120,6 +121,18 @@ pub async fn set_memory_flag(
     value: String,
     reason: String,
 ) -> Result<(), ConsoleError> {
+    if flag == "visibility" {
+        let result = ssr::backend()?
+            .set_memory_visibility(
+                &ssr::caller().await?,
+                &project_id,
+                &memory_id,
+                value,
+                reason,
+            )
+            .await;
+        return ssr::answer(result).await;
+    }
     let on = value == "on";
     let (immutable, legal_hold) = match flag.as_str() {
         "immutable" => (Some(on), None),

@@ -188,6 +188,17 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         reason: String,
     ) -> Result<(), ConsoleError>;
 
+    /// Make a memory `private` (its agent only) or `shared` (every agent of the project),
+    /// with the reason kept in its history.
+    async fn set_memory_visibility(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        visibility: String,
+        reason: String,
+    ) -> Result<(), ConsoleError>;
+
     /// How many memories a filter matches, for a bulk delete's confirmation.
     async fn preview_bulk_delete(
         &self,

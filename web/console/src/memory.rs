@@ -104,6 +104,7 @@ fn detail_view(
     let shown_id = memory.id.clone();
     let metadata_for_form = metadata_json.clone();
     let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
+    let (project_for_visibility, memory_for_visibility) = (project_id.clone(), memory_id.clone());
     let (project_for_impact, memory_for_impact) = (project_id.clone(), memory_id.clone());
     let flag_form = move |flag: &'static str,
                           label_on: &'static str,
@@ -136,6 +137,25 @@ fn detail_view(
         "Lift the legal hold",
         memory.legal_hold,
     );
+    // Private is its agent's alone: a memory of no agent can only be shared.
+    let visibility_form = (memory.visibility == "private" || memory.agent_id.is_some()).then(|| {
+        let (project_id, memory_id) = (project_for_visibility, memory_for_visibility);
+        let (next, label) = if memory.visibility == "private" {
+            ("shared", "Share with every agent")
+        } else {
+            ("private", "Make private to its agent")
+        };
+        view! {
+            <ActionForm action=set_flag attr:class="stack" attr:data-testid="flag-visibility">
+                <input type="hidden" name="project_id" value=project_id />
+                <input type="hidden" name="memory_id" value=memory_id />
+                <input type="hidden" name="flag" value="visibility" />
+                <input type="hidden" name="value" value=next />
+                <input type="text" name="reason" required maxlength="500" placeholder="Reason" data-testid="flag-visibility-reason" />
+                <button type="submit" data-testid="flag-visibility-submit">{label}</button>
+            </ActionForm>
+        }
+    });
     let locked = memory.immutable || memory.legal_hold;
     let correct_section = if locked {
         view! { <p class="muted" data-testid="correct-locked">"Immutable or held memories cannot be corrected."</p> }.into_any()
@@ -212,6 +232,13 @@ fn detail_view(
             <dt>"Happened"</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
             <dt>"User"</dt><dd>{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Agent"</dt><dd>{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Visibility"</dt><dd data-testid="memory-visibility">{
+                if memory.visibility == "private" {
+                    "private: its agent only".to_string()
+                } else {
+                    "shared: every agent of the project".to_string()
+                }
+            }</dd>
             <dt>"Session"</dt><dd>{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Key"</dt><dd>{memory.key.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Categories"</dt><dd>{if memory.categories.is_empty() { "—".to_string() } else { memory.categories.join(", ") }}</dd>
@@ -229,6 +256,7 @@ fn detail_view(
                 <h2>"Flags"</h2>
                 {immutable_form}
                 {hold_form}
+                {visibility_form}
             </section>
             <section class="card">
                 <h2>"Delete"</h2>

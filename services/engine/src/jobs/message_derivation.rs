@@ -40,7 +40,7 @@ pub(super) async fn derive_claimed_batch(
         .messages_before(
             scope,
             &first.session_id,
-            first.user_id.as_deref(),
+            [first.user_id.as_deref(), first.agent_id.as_deref()],
             first.id,
             CONTEXT_MESSAGES,
         )
@@ -62,6 +62,7 @@ pub(super) async fn derive_claimed_batch(
                 metadata: &serde_json::Map::new(),
                 categories: &[],
                 expires_at: None,
+                visibility: None,
             },
             principal.actor(),
         )

@@ -286,6 +286,7 @@ impl MemoryEngine {
                     metadata: &request.metadata,
                     categories: &request.categories,
                     expires_at: request.expires_at,
+                    visibility: request.visibility,
                 },
                 principal.actor(),
             )

@@ -203,8 +203,14 @@ impl MemoryEngine {
             && !console_lookup)
             .then(|| RecordedSearch::of(&request))
             .map(|mut recorded| {
+                let own = |agent: &String| {
+                    principal
+                        .agents()
+                        .is_none_or(|agents| agents.contains(agent))
+                };
                 recorded.agent_id = recorded
                     .agent_id
+                    .filter(own)
                     .or_else(|| principal.acting_agent().map(ToString::to_string));
                 recorded
             });
