@@ -36,6 +36,7 @@ mod m0030_relevance_floor;
 mod m0031_statements_and_fine_prices;
 mod m0032_memories_by_session;
 mod m0033_agents;
+mod m0034_verified_memories;
 
 pub struct Migrator;
 
@@ -76,6 +77,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0031_statements_and_fine_prices::Migration),
             Box::new(m0032_memories_by_session::Migration),
             Box::new(m0033_agents::Migration),
+            Box::new(m0034_verified_memories::Migration),
         ]
     }
 }

@@ -139,6 +139,8 @@ fn memory_of(view: &Value) -> Memory {
             .as_str()
             .and_then(|text| text.parse().ok())
             .unwrap_or(engram_core::Visibility::Shared),
+        verified_at: None,
+        verified_by: None,
         content_omitted: false,
     }
 }

@@ -23,6 +23,8 @@ enum Needs {
     Read,
     Write,
     Delete,
+    /// `memories:verify`: never an end-user token's.
+    Verify,
     Admin,
     /// Any project API key (minting end-user tokens), never an end-user token.
     AnyApiKey,
@@ -80,6 +82,12 @@ const ROUTES: &[Route] = &[
         method: "GET",
         path: "/v1/memories/{memory}/history",
         needs: Needs::Read,
+        success: 200,
+    },
+    Route {
+        method: "POST",
+        path: "/v1/memories/{memory}/verify",
+        needs: Needs::Verify,
         success: 200,
     },
     Route {
@@ -507,6 +515,7 @@ fn body_for(route: &Route) -> Option<Value> {
             Some(json!({"memories": [{"content": "Matrix write.", "user_id": "alice"}]}))
         }
         ("PATCH", "/v1/memories/{memory}") => Some(json!({"content": "Matrix edit."})),
+        ("POST", "/v1/memories/{memory}/verify") => Some(json!({"reason": "matrix review"})),
         ("POST", "/v1/memories/search") => Some(json!({"query": "matrix"})),
         ("POST", "/v1/memories/query") => Some(json!({"filters": {"user_id": "alice"}})),
         // Deletes nothing the other routes need: no memory names this end-user.
@@ -573,6 +582,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 Needs::Read => *scope == "memories:read",
                 Needs::Write => *scope == "memories:write",
                 Needs::Delete => *scope == "memories:delete",
+                Needs::Verify => *scope == "memories:verify",
                 Needs::Admin => *scope == "admin",
                 Needs::AdminAndRead | Needs::AdminAndDelete | Needs::Organization => false,
                 Needs::AnyApiKey => true,
@@ -607,6 +617,8 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
             | ("POST", "/v1/runs/{agentrun}/end") => 403,
             _ => match route.needs {
                 Needs::Read | Needs::Write | Needs::Delete => route.success,
+                // It does not hold `memories:verify`.
+                Needs::Verify => 403,
                 // Project administration spans every agent, whatever the key's scopes.
                 Needs::Admin
                 | Needs::AdminAndRead
@@ -615,10 +627,11 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
                 | Needs::Organization => 403,
             },
         },
-        // Read and write for alice; no delete, no admin, no minting.
+        // Read and write for alice; no delete, no verification, no admin, no minting.
         Principal::EndUserToken => match route.needs {
             Needs::Read | Needs::Write => route.success,
             Needs::Delete
+            | Needs::Verify
             | Needs::Admin
             | Needs::AdminAndRead
             | Needs::AdminAndDelete
@@ -678,6 +691,7 @@ impl Fixture {
             "memories:read",
             "memories:write",
             "memories:delete",
+            "memories:verify",
             "admin",
         ] {
             let created = admin
@@ -1057,6 +1071,7 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
         Principal::ScopedKey("memories:read"),
         Principal::ScopedKey("memories:write"),
         Principal::ScopedKey("memories:delete"),
+        Principal::ScopedKey("memories:verify"),
         Principal::ScopedKey("admin"),
         Principal::AllScopes,
         Principal::AgentBound,
@@ -1117,7 +1132,9 @@ async fn every_route_answers_every_principal_as_the_scope_table_says() {
             // ids, states and counts, never alice's words, whatever the route answers.
             if matches!(
                 principal,
-                Principal::ScopedKey("admin" | "memories:write" | "memories:delete")
+                Principal::ScopedKey(
+                    "admin" | "memories:write" | "memories:delete" | "memories:verify"
+                )
             ) && text.contains(SEEDED)
             {
                 mismatches.push(format!(

@@ -600,3 +600,166 @@ async fn memories_derived_from_an_agents_messages_follow_the_projects_default_vi
     assert_eq!(written.body["memories"][0]["visibility"], "private");
     assert_eq!(written.body["memories"][1]["visibility"], "shared");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_by_whom_and_why() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = server.client();
+    let conclusion = "The outage on May 3 was caused by an expired TLS certificate.";
+    let written = project
+        .add(json!([
+            {"content": conclusion, "user_id": "carol", "agent_id": "researcher", "visibility": "shared"},
+            {"content": "The planner will schedule a certificate audit.", "user_id": "carol", "agent_id": "planner"},
+        ]))
+        .await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    let conclusion_id = written.body["memories"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(written.body["memories"][0]["verified_at"].is_null());
+    let changed = project
+        .send(
+            project
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"verified_only_from_other_agents": true})),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{}", changed.body);
+    let (planner_secret, _) =
+        bound_key(&project, json!(["planner"]), json!(["memories:read"])).await;
+    let planner = server.client_with_key(&planner_secret);
+    let query =
+        json!({"query": "what caused the outage on May 3?", "user_id": "carol", "min_score": 0});
+    let finds = |client: ApiClient, body: Value| async move {
+        let found = client.search(body).await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        contents(&found.body, "results")
+    };
+
+    // Unverified, the researcher's conclusion does not reach the planner; it does when the
+    // planner says verified or not, and its own memory always does.
+    let seen = finds(planner.clone(), query.clone()).await;
+    assert!(!seen.contains(&conclusion.to_string()), "{seen:?}");
+    assert!(
+        seen.iter().any(|text| text.contains("certificate audit")),
+        "{seen:?}"
+    );
+    let mut either = query.clone();
+    either["verified_only"] = json!(false);
+    assert!(
+        finds(planner.clone(), either)
+            .await
+            .contains(&conclusion.to_string())
+    );
+
+    // Verifying needs `memories:verify` (a token never gets it), and a credential bound to
+    // agents verifies only its own agents' memories.
+    let verify = |client: ApiClient, id: String, body: Value| async move {
+        client
+            .send(
+                client
+                    .request(reqwest::Method::POST, &format!("/v1/memories/{id}/verify"))
+                    .json(&body),
+            )
+            .await
+    };
+    verify(
+        planner.clone(),
+        conclusion_id.clone(),
+        json!({"reason": "looks right"}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let (bound_reviewer, _) =
+        bound_key(&project, json!(["planner"]), json!(["memories:verify"])).await;
+    verify(
+        server.client_with_key(&bound_reviewer),
+        conclusion_id.clone(),
+        json!({"reason": "looks right"}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let token = project
+        .send(
+            project
+                .request(reqwest::Method::POST, "/v1/end-user-tokens")
+                .json(&json!({"user_id": "carol", "scopes": ["memories:read", "memories:verify"]})),
+        )
+        .await;
+    token.assert_problem(422, "validation-failed");
+    let reviewer_made = project
+        .send(
+            project
+                .request(reqwest::Method::POST, "/v1/keys")
+                .json(&json!({
+                    "label": "reviewer", "scopes": ["memories:verify"],
+                })),
+        )
+        .await;
+    assert_eq!(reviewer_made.status, 201, "{}", reviewer_made.body);
+    let reviewer = server.client_with_key(reviewer_made.body["secret"].as_str().unwrap());
+    let reviewer_id = reviewer_made.body["key"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let no_reason = verify(
+        reviewer.clone(),
+        conclusion_id.clone(),
+        json!({"reason": " "}),
+    )
+    .await;
+    no_reason.assert_problem(422, "validation-failed");
+    let verified = verify(
+        reviewer.clone(),
+        conclusion_id.clone(),
+        json!({"reason": "matches the incident report"}),
+    )
+    .await;
+    assert_eq!(verified.status, 200, "{}", verified.body);
+    assert_eq!(
+        verified.body["verified_by"],
+        format!("api_key:{reviewer_id}")
+    );
+    assert!(verified.body["verified_at"].is_string());
+    // A key without `memories:read` learns ids, never the words.
+    assert!(verified.body["content"].is_null(), "{}", verified.body);
+
+    // Now the planner finds it, and only verified memories answer `verified_only`.
+    assert!(
+        finds(planner.clone(), query.clone())
+            .await
+            .contains(&conclusion.to_string())
+    );
+    let mut only = query.clone();
+    only["verified_only"] = json!(true);
+    assert_eq!(
+        finds(project.clone(), only.clone()).await,
+        vec![conclusion.to_string()]
+    );
+    let history = project.history(&conclusion_id).await;
+    let entry = history.body["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry.to_string().contains("matches the incident report"))
+        .unwrap_or_else(|| panic!("no verification in the history: {}", history.body))
+        .clone();
+    assert!(entry.to_string().contains(&reviewer_id), "{entry}");
+
+    // Withdrawn, it is an unverified conclusion again.
+    let withdrawn = verify(
+        reviewer,
+        conclusion_id.clone(),
+        json!({"verified": false, "reason": "the report was revised"}),
+    )
+    .await;
+    assert_eq!(withdrawn.status, 200, "{}", withdrawn.body);
+    assert!(withdrawn.body["verified_at"].is_null());
+    assert!(finds(project, only).await.is_empty());
+    assert!(
+        !finds(planner, query)
+            .await
+            .contains(&conclusion.to_string())
+    );
+}

@@ -148,7 +148,7 @@ try {
       await page.getByTestId('key-label').fill('support-bot');
       await page.getByTestId('scope-read').check();
       await page.getByTestId('scope-write').check();
-      await page.getByTestId('key-agents').fill('support');
+      await page.getByTestId('key-agents-input').fill('support');
       await page.getByTestId('create-key').click();
       const secret = await until('the bound key\'s secret', async () => {
         const text = (await page.getByTestId('new-key-secret').textContent()).trim();

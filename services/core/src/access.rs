@@ -16,15 +16,19 @@ pub enum ApiScope {
     MemoriesRead,
     MemoriesWrite,
     MemoriesDelete,
+    /// Mark memories verified (or withdraw it): a supervisor's or a reviewer's word that an
+    /// agent's conclusion holds.
+    MemoriesVerify,
     /// Manage the project's API keys (and, later, its settings).
     Admin,
 }
 
 impl ApiScope {
-    pub const ALL: [ApiScope; 4] = [
+    pub const ALL: [ApiScope; 5] = [
         ApiScope::MemoriesRead,
         ApiScope::MemoriesWrite,
         ApiScope::MemoriesDelete,
+        ApiScope::MemoriesVerify,
         ApiScope::Admin,
     ];
 
@@ -33,6 +37,7 @@ impl ApiScope {
             ApiScope::MemoriesRead => "memories:read",
             ApiScope::MemoriesWrite => "memories:write",
             ApiScope::MemoriesDelete => "memories:delete",
+            ApiScope::MemoriesVerify => "memories:verify",
             ApiScope::Admin => "admin",
         }
     }
@@ -353,7 +358,7 @@ mod tests {
         let all = ApiScopes::all();
         assert_eq!(
             all.to_stored_text(),
-            "memories:read memories:write memories:delete admin"
+            "memories:read memories:write memories:delete memories:verify admin"
         );
         assert_eq!(ApiScopes::from_stored_text(&all.to_stored_text()), all);
         let read_only = ApiScopes::from_scopes([ApiScope::MemoriesRead]);

@@ -137,6 +137,8 @@ pub enum AuditAction {
     MemoryCreated,
     MemoryUpdated,
     MemoryDeleted,
+    /// A memory was verified, or its verification withdrawn.
+    MemoryVerified,
     /// A console page showed memory content.
     MemoryContentViewed,
     ApiKeyCreated,
@@ -176,10 +178,11 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 28] = [
+    pub const ALL: [AuditAction; 29] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
+        AuditAction::MemoryVerified,
         AuditAction::MemoryContentViewed,
         AuditAction::ApiKeyCreated,
         AuditAction::ApiKeyRevoked,
@@ -211,6 +214,7 @@ impl AuditAction {
         match self {
             AuditAction::MemoryCreated => "memory.created",
             AuditAction::MemoryUpdated => "memory.updated",
+            AuditAction::MemoryVerified => "memory.verified",
             AuditAction::MemoryDeleted => "memory.deleted",
             AuditAction::MemoryContentViewed => "memory.content_viewed",
             AuditAction::ApiKeyCreated => "api_key.created",
@@ -249,6 +253,7 @@ impl AuditAction {
             AuditAction::MemoryCreated
             | AuditAction::MemoryUpdated
             | AuditAction::MemoryDeleted
+            | AuditAction::MemoryVerified
             | AuditAction::MemoryContentViewed => "memory",
             AuditAction::ApiKeyCreated | AuditAction::ApiKeyRevoked | AuditAction::ApiKeyRolled => {
                 "api_key"

@@ -35,6 +35,8 @@ pub struct ProjectSettings {
     pub relevance_floor: crate::search::RelevanceFloorSetting,
     /// The visibility among the project's agents of a new memory that names none.
     pub default_visibility: crate::Visibility,
+    /// Whether an agent's searches take other agents' memories only once verified.
+    pub verified_only_from_other_agents: bool,
 }
 
 impl ProjectSettings {
@@ -67,6 +69,7 @@ impl Default for ProjectSettings {
             keep_trajectories: false,
             relevance_floor: crate::search::RelevanceFloorSetting::Model,
             default_visibility: crate::Visibility::Shared,
+            verified_only_from_other_agents: false,
         }
     }
 }

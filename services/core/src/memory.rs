@@ -230,6 +230,11 @@ pub struct Memory {
     pub legal_hold: bool,
     /// Who among the project's agents reads it.
     pub visibility: Visibility,
+    /// When a reviewer or a supervisor verified it; `None`: unverified (an agent's
+    /// intermediate result until someone vouches for it).
+    pub verified_at: Option<DateTime<Utc>>,
+    /// Who verified it (an actor label: `console_account:<id>`, `api_key:<id>`).
+    pub verified_by: Option<String>,
     /// `content` and `metadata` were left out: the caller may not read content.
     #[serde(default)]
     pub content_omitted: bool,

@@ -1282,6 +1282,8 @@ mod tests {
             immutable: false,
             legal_hold: false,
             visibility: crate::Visibility::Shared,
+            verified_at: None,
+            verified_by: None,
             content_omitted: false,
         }
     }

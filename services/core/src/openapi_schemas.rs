@@ -284,7 +284,7 @@ pub fn client_vector() -> utoipa::openapi::schema::Array {
 }
 
 /// Scopes of an API key: at least one of `memories:read`, `memories:write`,
-/// `memories:delete`, `admin`, each once.
+/// `memories:delete`, `memories:verify`, `admin`, each once.
 pub fn key_scopes() -> utoipa::openapi::schema::Array {
     use crate::access::ApiScope;
     utoipa::openapi::schema::ArrayBuilder::new()
@@ -295,19 +295,20 @@ pub fn key_scopes() -> utoipa::openapi::schema::Array {
         .build()
 }
 
-/// Scopes of an end-user token: at least one, each once, never `admin`.
+/// Scopes of an end-user token: at least one, each once, never `admin` or
+/// `memories:verify`.
 pub fn end_user_token_scopes() -> utoipa::openapi::schema::Array {
     use crate::access::ApiScope;
+    let for_tokens = || {
+        ApiScope::ALL
+            .into_iter()
+            .filter(|scope| !matches!(scope, ApiScope::Admin | ApiScope::MemoriesVerify))
+    };
     utoipa::openapi::schema::ArrayBuilder::new()
-        .items(one_of(
-            ApiScope::ALL
-                .iter()
-                .filter(|scope| **scope != ApiScope::Admin)
-                .map(|scope| scope.as_str()),
-        ))
+        .items(one_of(for_tokens().map(|scope| scope.as_str())))
         .unique_items(true)
         .min_items(Some(1))
-        .max_items(Some(ApiScope::ALL.len() - 1))
+        .max_items(Some(for_tokens().count()))
         .build()
 }
 

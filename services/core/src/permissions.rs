@@ -17,6 +17,9 @@ pub enum Permission {
     WriteMemories,
     /// Delete memories, files and session state.
     DeleteMemories,
+    /// Mark a memory verified or withdraw it (`memories:verify`; console owners, admins and
+    /// compliance staff).
+    VerifyMemories,
     /// Mint end-user tokens: held by every project API key, never by a token.
     MintEndUserTokens,
     /// List, create, revoke and roll the project's API keys; rotate the end-user signing key.
@@ -50,10 +53,11 @@ pub enum Permission {
 }
 
 impl Permission {
-    pub const ALL: [Permission; 17] = [
+    pub const ALL: [Permission; 18] = [
         Permission::ReadMemories,
         Permission::WriteMemories,
         Permission::DeleteMemories,
+        Permission::VerifyMemories,
         Permission::MintEndUserTokens,
         Permission::ManageApiKeys,
         Permission::ManageOthersApiKeys,
@@ -75,6 +79,7 @@ impl Permission {
             Permission::ReadMemories => "read_memories",
             Permission::WriteMemories => "write_memories",
             Permission::DeleteMemories => "delete_memories",
+            Permission::VerifyMemories => "verify_memories",
             Permission::MintEndUserTokens => "mint_end_user_tokens",
             Permission::ManageApiKeys => "manage_api_keys",
             Permission::ManageOthersApiKeys => "manage_others_api_keys",
@@ -101,6 +106,7 @@ impl Permission {
             Permission::ReadMemories
                 | Permission::WriteMemories
                 | Permission::DeleteMemories
+                | Permission::VerifyMemories
                 | Permission::MintEndUserTokens
                 | Permission::ManageApiKeys
                 | Permission::ManageOthersApiKeys
@@ -116,6 +122,7 @@ impl Permission {
             Permission::ReadMemories => Some(ApiScope::MemoriesRead),
             Permission::WriteMemories => Some(ApiScope::MemoriesWrite),
             Permission::DeleteMemories => Some(ApiScope::MemoriesDelete),
+            Permission::VerifyMemories => Some(ApiScope::MemoriesVerify),
             Permission::ManageApiKeys
             | Permission::ManageOthersApiKeys
             | Permission::ReadAuditLog
@@ -141,6 +148,7 @@ impl Permission {
             Permission::ReadMemories
             | Permission::WriteMemories
             | Permission::DeleteMemories
+            | Permission::VerifyMemories
             | Permission::ReadAuditLog
             | Permission::ManageProjectSettings
             | Permission::ManageSubjectData
@@ -195,10 +203,12 @@ impl PrincipalKind {
                     .key_scope()
                     .is_some_and(|scope| scopes.contains(scope))
             }
-            // A token never holds `admin` (minting refuses it) and never mints tokens.
-            PrincipalKind::EndUserToken(scopes) => permission
-                .key_scope()
-                .is_some_and(|scope| scope != ApiScope::Admin && scopes.contains(scope)),
+            // A token never holds `admin` or `memories:verify` (minting refuses both: an
+            // end-user does not vouch for an agent's conclusions) and never mints tokens.
+            PrincipalKind::EndUserToken(scopes) => permission.key_scope().is_some_and(|scope| {
+                !matches!(scope, ApiScope::Admin | ApiScope::MemoriesVerify)
+                    && scopes.contains(scope)
+            }),
             PrincipalKind::ConsoleMember(role) => permission.granted_to_role(*role),
             PrincipalKind::Operator => true,
         }
@@ -440,6 +450,9 @@ operations! {
     // from the metadata, and who has memories is for readers of memories.
     ListEntities => ReadMemories, Content, "list the entities memories name",
         [http("get", "/v1/entities"), mem0("get", "/v1/entities/")];
+    // A reviewer's or a supervisor's word that an agent's conclusion holds (or no longer).
+    VerifyMemory => VerifyMemories, ForReaders, "verify a memory",
+        [http("post", "/v1/memories/{memory_id}/verify"), Console("verify_memory")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];
 
@@ -647,8 +660,8 @@ impl Operation {
 pub fn scope_table_markdown() -> String {
     let yes_no = |held: bool| if held { "yes" } else { "no" };
     let mut rows = vec![
-        "| principal | reads content | writes | deletes | erases, changes retention | exports a subject | admin work (keys, audit, settings, usage, recall tuning) | mints API keys with | rolls or revokes |".to_string(),
-        "|---|---|---|---|---|---|---|---|---|".to_string(),
+        "| principal | reads content | writes | deletes | verifies | erases, changes retention | exports a subject | admin work (keys, audit, settings, usage, recall tuning) | mints API keys with | rolls or revokes |".to_string(),
+        "|---|---|---|---|---|---|---|---|---|---|".to_string(),
     ];
     let mut principals: Vec<(String, PrincipalKind, Vec<String>)> = ApiScope::ALL
         .into_iter()
@@ -701,9 +714,10 @@ pub fn scope_table_markdown() -> String {
             "no: content-free answers"
         };
         rows.push(format!(
-            "| {name} | {reads} | {} | {} | {} | {} | {} | {mints} | {rolls} |",
+            "| {name} | {reads} | {} | {} | {} | {} | {} | {} | {mints} | {rolls} |",
             yes_no(may(Operation::AddMemories)),
             yes_no(may(Operation::DeleteMemory)),
+            yes_no(may(Operation::VerifyMemory)),
             yes_no(may(Operation::RequestSubjectErasure) && may(Operation::ChangeRetention)),
             yes_no(may(Operation::ExportSubject)),
             yes_no(may(Operation::ListAuditEvents) || may(Operation::GetUsage)),

@@ -140,6 +140,9 @@ pub struct SearchBody {
     /// `include_shared` (0.8: the agent's own first when they match about as well).
     #[cfg_attr(feature = "openapi", schema(minimum = 0.0, maximum = 1.0))]
     pub shared_weight: Option<f64>,
+    /// `true`: verified memories only; `false`: verified or not, whatever the project's
+    /// `verified_only_from_other_agents` says. Absent: as the project says.
+    pub verified_only: Option<bool>,
     /// 1–8192: also return `context`, the results packed into this many tokens.
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 8192))]
     #[serde(default, deserialize_with = "crate::json_integers::optional_whole")]
@@ -383,6 +386,9 @@ impl SearchBody {
                 now: self.now,
                 include_shared: self.include_shared.unwrap_or(false),
                 shared_weight: self.shared_weight.map_or(1.0, |weight| weight as f32),
+                verified_only: self.verified_only,
+                // The use case resolves it with the project's setting.
+                verification: crate::search::VerificationRule::Any,
             },
             caller_tuning,
             profile: self.profile,

@@ -129,6 +129,17 @@ impl AgentRestriction {
         errors: &mut Vec<crate::FieldError>,
     ) -> Option<Self> {
         let names = names?;
+        // Counted as sent: a list past the limit is refused even when it repeats names.
+        if names.len() > MAX_BOUND_AGENTS {
+            errors.push(crate::FieldError::new(
+                field,
+                format!(
+                    "may name at most {MAX_BOUND_AGENTS} agents, got {}",
+                    names.len()
+                ),
+            ));
+            return None;
+        }
         let mut agents = Vec::with_capacity(names.len());
         for (position, name) in names.iter().enumerate() {
             match ExternalId::parse(name) {

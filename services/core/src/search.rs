@@ -242,6 +242,12 @@ pub struct SearchRequest {
     pub include_shared: bool,
     /// 0–1: what a shared memory's score counts for beside the agent's own (1: the same).
     pub shared_weight: f32,
+    /// `Some(true)`: verified memories only; `Some(false)`: verified or not, whatever the
+    /// project says; `None`: as the project says (its `verified_only_from_other_agents`).
+    pub verified_only: Option<bool>,
+    /// Which memories must be verified to be found: resolved by the search use case from
+    /// `verified_only` and the project's setting.
+    pub verification: VerificationRule,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -274,6 +280,35 @@ impl Default for SearchRequest {
             now: None,
             include_shared: false,
             shared_weight: 1.0,
+            verified_only: None,
+            verification: VerificationRule::Any,
+        }
+    }
+}
+
+/// Which memories a search takes only once verified.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum VerificationRule {
+    /// Verified or not.
+    #[default]
+    Any,
+    /// Verified ones, and unverified ones of these agents (the searcher's own): empty means
+    /// verified ones only.
+    VerifiedUnlessOf(Vec<String>),
+}
+
+impl VerificationRule {
+    /// Whether `memory` passes.
+    pub fn admits(&self, memory: &crate::Memory) -> bool {
+        match self {
+            VerificationRule::Any => true,
+            VerificationRule::VerifiedUnlessOf(own) => {
+                memory.verified_at.is_some()
+                    || memory
+                        .agent_id
+                        .as_ref()
+                        .is_some_and(|agent| own.iter().any(|own| own == agent.as_str()))
+            }
         }
     }
 }

@@ -179,7 +179,10 @@ impl EndUserTokenKeys {
             return None;
         }
         let scopes = ApiScopes::from_stored_text(&claims.scp);
-        if scopes.contains(ApiScope::Admin) || scopes.is_empty() {
+        if scopes.contains(ApiScope::Admin)
+            || scopes.contains(ApiScope::MemoriesVerify)
+            || scopes.is_empty()
+        {
             return None;
         }
         // A claim of agents that does not parse proves nothing (never every agent).

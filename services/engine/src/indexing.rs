@@ -188,6 +188,7 @@ impl IndexApplier {
                     occurred_at: Some(row.occurred_at),
                     metadata: row.metadata,
                     visibility: Some(row.visibility),
+                    verified: Some(row.verified),
                 },
             })
             .collect();

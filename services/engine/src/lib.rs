@@ -68,6 +68,6 @@ pub use use_cases::{
     RememberedMessages, RetentionPreview, RollApiKeyRequest, RolledApiKey, RunTimeline,
     SearchAnswer, SearchMemoriesRequest, SessionStateAddress, SetMemoryFlagsRequest,
     SpendLimitsReport, StartEvaluationRunRequest, SubjectMatch, SubjectSummary, UploadFileRequest,
-    UsageReport, UsageReportRequest, audit_filter_errors, source_json, store_retention_days_of,
-    stores_with_retention_days,
+    UsageReport, UsageReportRequest, VerifyMemoryRequest, audit_filter_errors, source_json,
+    store_retention_days_of, stores_with_retention_days,
 };

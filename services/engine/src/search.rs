@@ -280,6 +280,26 @@ impl MemoryEngine {
             }
             (agent, _) => as_text(agent),
         };
+        // Memories that must be verified to be found are left out before the top-k cut too.
+        if let engram_core::search::VerificationRule::VerifiedUnlessOf(own) = &request.verification
+        {
+            use engram_index::payload_filter::{AGENT_ID_FIELD, VERIFIED_FIELD};
+            let mut passes = vec![PayloadFilter::BoolIs {
+                field: VERIFIED_FIELD.to_string(),
+                value: true,
+            }];
+            if !own.is_empty() {
+                passes.push(PayloadFilter::KeywordIn {
+                    field: AGENT_ID_FIELD.to_string(),
+                    values: own.clone(),
+                });
+            }
+            let verified_or_own = PayloadFilter::Any(passes);
+            payload_filter = Some(match payload_filter {
+                Some(filter) => PayloadFilter::All(vec![filter, verified_or_own]),
+                None => verified_or_own,
+            });
+        }
         let session_id = if request.session_only {
             as_text(&request.subject.session_id)
         } else {
@@ -620,7 +640,9 @@ fn rank_candidates(
         }
     };
     let eligible = |candidate: &Candidate| {
-        !always_ids.contains(&candidate.memory.id) && request.filters.matches(&candidate.memory)
+        !always_ids.contains(&candidate.memory.id)
+            && request.filters.matches(&candidate.memory)
+            && request.verification.admits(&candidate.memory)
     };
     // Each candidate's fused score, computed once for lending and for ranking.
     // With `include_shared`, a memory of another agent (or of none) counts `shared_weight`.

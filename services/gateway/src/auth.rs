@@ -233,6 +233,8 @@ pub struct MemoriesRead;
 pub struct MemoriesWrite;
 /// Delete memories.
 pub struct MemoriesDelete;
+/// Verify memories (or withdraw a verification).
+pub struct MemoriesVerify;
 /// Manage the project's API keys.
 pub struct ProjectAdmin;
 
@@ -244,6 +246,9 @@ impl Permission for MemoriesWrite {
 }
 impl Permission for MemoriesDelete {
     const SCOPE: ApiScope = ApiScope::MemoriesDelete;
+}
+impl Permission for MemoriesVerify {
+    const SCOPE: ApiScope = ApiScope::MemoriesVerify;
 }
 impl Permission for ProjectAdmin {
     const SCOPE: ApiScope = ApiScope::Admin;

@@ -866,6 +866,30 @@ impl ConsoleBackend for GatewayConsoleBackend {
             .map_err(engine_error)
     }
 
+    async fn verify_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        verified: bool,
+        reason: String,
+    ) -> Result<(), ConsoleError> {
+        let (_, principal) = self
+            .authorized_project(caller, project_id, Operation::VerifyMemory)
+            .await?;
+        let memory_id = parse_memory_id(memory_id)?;
+        let request = engram_engine::VerifyMemoryRequest {
+            memory_id,
+            verified,
+            reason,
+        };
+        self.engine()?
+            .verify_memory_for(&principal, request)
+            .await
+            .map(|_| ())
+            .map_err(engine_error)
+    }
+
     async fn preview_bulk_delete(
         &self,
         caller: &ConsoleCaller,
@@ -1324,6 +1348,7 @@ fn memory_row(memory: &engram_core::Memory, score: Option<f32>) -> MemoryRow {
         immutable: memory.immutable,
         legal_hold: memory.legal_hold,
         visibility: memory.visibility.as_str().to_string(),
+        verified_by: memory.verified_by.clone(),
         score,
     }
 }

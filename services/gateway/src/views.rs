@@ -59,6 +59,11 @@ pub struct MemoryView {
     /// bound to no agent) or `shared` (every agent of the project).
     #[schema(example = "shared")]
     pub visibility: String,
+    /// When a reviewer or a supervisor verified it (`POST /v1/memories/{id}/verify`); null:
+    /// unverified.
+    pub verified_at: Option<DateTime<Utc>>,
+    /// Who verified it: `console_account:<id>` or `api_key:<id>`.
+    pub verified_by: Option<String>,
     /// The model its vector came from (`client-vectors-<dimension>` when the client sent it).
     pub embedding_model: String,
     /// True when `content` and `metadata` were left out because the credential may not read
@@ -92,6 +97,8 @@ impl From<&Memory> for MemoryView {
             immutable: memory.immutable,
             legal_hold: memory.legal_hold,
             visibility: memory.visibility.as_str().to_string(),
+            verified_at: memory.verified_at,
+            verified_by: memory.verified_by.clone(),
             embedding_model: memory.embedding_model.clone(),
             content_omitted: memory.content_omitted,
         }

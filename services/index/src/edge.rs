@@ -3,7 +3,8 @@
 
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
-    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VISIBILITY_FIELD, payload_metadata,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VERIFIED_FIELD, VISIBILITY_FIELD,
+    payload_metadata,
 };
 use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
@@ -989,6 +990,7 @@ fn point_struct(
         LAYOUT_FIELD: POINT_LAYOUT,
         SOURCE_FIELD: point.filterable.source.map(|source| source.as_str()),
         VISIBILITY_FIELD: point.filterable.visibility.map(|visibility| visibility.as_str()),
+        VERIFIED_FIELD: point.filterable.verified.unwrap_or(false),
         CATEGORIES_FIELD: point.filterable.categories,
         CONFIDENCE_FIELD: point.filterable.confidence,
         CREATED_MICROS_FIELD: point.created_at.timestamp_micros(),

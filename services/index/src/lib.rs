@@ -52,6 +52,9 @@ pub struct FilterableFields {
     /// Who among the project's agents reads it; `None` (points written before visibility
     /// existed) is read as `shared`, which every such memory is.
     pub visibility: Option<engram_core::Visibility>,
+    /// Whether it was verified; `None` on points written before verification existed (none
+    /// of which was).
+    pub verified: Option<bool>,
 }
 
 /// A page of [`VectorIndex::points_page`].

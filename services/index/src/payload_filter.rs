@@ -26,6 +26,8 @@ pub const METADATA_FIELD: &str = "metadata";
 /// `private` or `shared` among the project's agents; absent on points written before it
 /// existed, all of which are shared.
 pub const VISIBILITY_FIELD: &str = "visibility";
+/// `true` once a reviewer or a supervisor verified the memory.
+pub const VERIFIED_FIELD: &str = "verified";
 
 /// `filter` narrowed to what a scope bound to agents may see: a point of one of its agents,
 /// or (unless the scope is for changes) one shared with every agent. Storage applies the same

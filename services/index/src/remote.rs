@@ -7,7 +7,8 @@
 
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
-    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VISIBILITY_FIELD, payload_metadata,
+    OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VERIFIED_FIELD, VISIBILITY_FIELD,
+    payload_metadata,
 };
 use crate::{
     IndexError, IndexedMemory, KeywordQuery, POINT_LAYOUT, PayloadFilter, PointsPage, VectorHit,
@@ -442,6 +443,7 @@ fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
     if let Some(visibility) = filterable.visibility {
         payload.insert(VISIBILITY_FIELD, visibility.as_str().to_string());
     }
+    payload.insert(VERIFIED_FIELD, filterable.verified.unwrap_or(false));
     payload.insert(CATEGORIES_FIELD, filterable.categories);
     if let Some(confidence) = filterable.confidence {
         payload.insert(CONFIDENCE_FIELD, confidence);

@@ -81,9 +81,7 @@ impl Storage {
         memory_id: MemoryId,
     ) -> Result<Vec<FeedbackRecord>, StorageError> {
         Ok(feedback_of(memory_scope.project())
-            .filter(crate::tenancy::seen_by_agents_of::<feedback::Entity>(
-                memory_scope,
-            ))
+            .filter(crate::tenancy::within::<feedback::Entity>(memory_scope))
             .filter(feedback::Column::MemoryId.eq(memory_id.as_uuid()))
             .order_by_asc(feedback::Column::Id)
             .all(&self.connection)

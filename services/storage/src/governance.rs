@@ -176,6 +176,10 @@ impl Storage {
                 Expr::value(settings.default_visibility.as_str()),
             )
             .col_expr(
+                projects::Column::VerifiedOnlyFromOtherAgents,
+                Expr::value(settings.verified_only_from_other_agents),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -212,6 +216,7 @@ impl Storage {
                     "keep_trajectories": { "from": previous.keep_trajectories, "to": settings.keep_trajectories },
                     "relevance_floor": { "from": previous.relevance_floor.to_json(), "to": settings.relevance_floor.to_json() },
                     "default_visibility": { "from": previous.default_visibility.as_str(), "to": settings.default_visibility.as_str() },
+                    "verified_only_from_other_agents": { "from": previous.verified_only_from_other_agents, "to": settings.verified_only_from_other_agents },
                 }),
             ),
         )
@@ -778,6 +783,7 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             .default_visibility
             .parse()
             .unwrap_or(engram_core::Visibility::Shared),
+        verified_only_from_other_agents: project.verified_only_from_other_agents,
     }
 }
 

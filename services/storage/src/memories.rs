@@ -179,6 +179,8 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
             .visibility
             .parse()
             .map_err(|error| corrupt("visibility", error))?,
+        verified_at: model.verified_at,
+        verified_by: model.verified_by,
         content_omitted: false,
     })
 }
@@ -620,6 +622,8 @@ impl Storage {
                 immutable: Set(false),
                 legal_hold: Set(false),
                 visibility: Set(visibility.as_str().to_string()),
+                verified_at: Set(None),
+                verified_by: Set(None),
             };
             let inserted = memories::Entity::insert(model)
                 .exec_with_returning(&transaction)
@@ -1045,6 +1049,84 @@ impl Storage {
             .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((memory_from_model(updated)?, memory_id))
+    }
+
+    /// Mark an active memory verified by `actor` (`verified`), or withdraw its verification:
+    /// a new version, a history entry naming who and why, an audit event, and the index
+    /// told through the outbox. Verifying vouches for what it says and changes none of it,
+    /// so it is open to immutable and held memories too.
+    pub async fn set_memory_verification(
+        &self,
+        scope: &ProjectScope,
+        memory_id: MemoryId,
+        verified: bool,
+        reason: &str,
+        actor: &Actor,
+    ) -> Result<Memory, StorageError> {
+        let _permit = self.write_permit().await;
+        let transaction = self.begin_write().await?;
+        let current = memories_of(scope)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
+        let now = to_micros(Utc::now());
+        let next_version = current.version + 1;
+        let (verified_at, verified_by) = match verified {
+            true => (Some(now), Some(actor.label())),
+            false => (None, None),
+        };
+        let result = memories::Entity::update_many()
+            .col_expr(memories::Column::Version, Expr::value(next_version))
+            .col_expr(memories::Column::UpdatedAt, Expr::value(now))
+            .col_expr(memories::Column::VerifiedAt, Expr::value(verified_at))
+            .col_expr(memories::Column::VerifiedBy, Expr::value(verified_by))
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .filter(memories::Column::Version.eq(current.version))
+            .exec(&transaction)
+            .await
+            .map_err(StorageError::from_db)?;
+        if result.rows_affected != 1 {
+            return Err(StorageError::VersionConflict {
+                current_version: current.version,
+            });
+        }
+        let action = if verified { "verified" } else { "unverified" };
+        append_history(
+            &transaction,
+            scope,
+            memory_id,
+            next_version,
+            action,
+            None,
+            &actor.label(),
+            Some(reason.to_string()),
+        )
+        .await?;
+        append_audit_event(
+            &transaction,
+            scope.organization_id(),
+            Some(scope),
+            actor,
+            &NewAuditEvent::success(
+                AuditAction::MemoryVerified,
+                vec![memory_id.to_string()],
+                serde_json::json!({ "version": next_version, "verified": verified }),
+            ),
+        )
+        .await?;
+        enqueue_index_change(&transaction, scope, memory_id).await?;
+        let updated = memories_of(scope)
+            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+            .one(&transaction)
+            .await
+            .map_err(StorageError::from_db)?
+            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
+        transaction.commit().await.map_err(StorageError::from_db)?;
+        memory_from_model(updated)
     }
 
     /// Remove a memory and all its content, history text included, leaving a content-free

@@ -46,6 +46,8 @@ pub struct IndexingRow {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Who among the project's agents reads it.
     pub visibility: engram_core::Visibility,
+    /// Whether a reviewer or a supervisor verified it.
+    pub verified: bool,
 }
 
 fn entry_from_model(model: index_outbox::Model) -> OutboxEntry {
@@ -163,6 +165,7 @@ impl Storage {
                         .visibility
                         .parse()
                         .unwrap_or(engram_core::Visibility::Private),
+                    verified: model.verified_at.is_some(),
                 },
             );
         }

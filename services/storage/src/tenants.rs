@@ -467,6 +467,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         // The embedding model's measured floor.
         relevance_floor: Set(None),
         default_visibility: Set(engram_core::Visibility::Shared.as_str().to_string()),
+        verified_only_from_other_agents: Set(false),
     })
     .exec(connection)
     .await

@@ -138,6 +138,7 @@ impl DevBackend {
                     immutable: false,
                     legal_hold: false,
                     visibility: "shared".into(),
+                    verified_by: None,
                     score: None,
                 };
                 (project.to_owned(), row)
@@ -447,6 +448,17 @@ impl ConsoleBackend for DevBackend {
         _project_id: &str,
         _memory_id: &str,
         _visibility: String,
+        _reason: String,
+    ) -> Result<(), ConsoleError> {
+        Err(ConsoleError::Refused("the dev server is read-only".into()))
+    }
+
+    async fn verify_memory(
+        &self,
+        _caller: &ConsoleCaller,
+        _project_id: &str,
+        _memory_id: &str,
+        _verified: bool,
         _reason: String,
     ) -> Result<(), ConsoleError> {
         Err(ConsoleError::Refused("the dev server is read-only".into()))

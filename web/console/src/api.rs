@@ -121,6 +121,18 @@ pub async fn set_memory_flag(
     value: String,
     reason: String,
 ) -> Result<(), ConsoleError> {
+    if flag == "verified" {
+        let result = ssr::backend()?
+            .verify_memory(
+                &ssr::caller().await?,
+                &project_id,
+                &memory_id,
+                value == "on",
+                reason,
+            )
+            .await;
+        return ssr::answer(result).await;
+    }
     if flag == "visibility" {
         let result = ssr::backend()?
             .set_memory_visibility(
@@ -526,6 +538,7 @@ pub async fn create_key(
     read: Option<String>,
     write: Option<String>,
     delete: Option<String>,
+    verify: Option<String>,
     admin: Option<String>,
     environment: Option<String>,
     expires_on: Option<String>,
@@ -535,7 +548,7 @@ pub async fn create_key(
         ssr::create_key(
             project_id,
             label,
-            [read, write, delete, admin],
+            [read, write, delete, verify, admin],
             environment,
             expires_on,
             agents,
@@ -968,7 +981,7 @@ pub(crate) mod ssr {
     pub async fn create_key(
         project_id: Option<String>,
         label: String,
-        checked: [Option<String>; 4],
+        checked: [Option<String>; 5],
         environment: Option<String>,
         expires_on: Option<String>,
         agents: Option<String>,

@@ -199,6 +199,17 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         reason: String,
     ) -> Result<(), ConsoleError>;
 
+    /// Verify a memory (`verified`) or withdraw its verification, with the reason kept in its
+    /// history.
+    async fn verify_memory(
+        &self,
+        caller: &ConsoleCaller,
+        project_id: &str,
+        memory_id: &str,
+        verified: bool,
+        reason: String,
+    ) -> Result<(), ConsoleError>;
+
     /// How many memories a filter matches, for a bulk delete's confirmation.
     async fn preview_bulk_delete(
         &self,

@@ -114,7 +114,7 @@ pub fn KeysPage() -> impl IntoView {
                 </label>
                 {KEY_SCOPES
                     .iter()
-                    .zip(["read", "write", "delete", "admin"])
+                    .zip(["read", "write", "delete", "verify", "admin"])
                     .map(|(scope, field)| {
                         view! {
                             <label class="checkbox">
@@ -137,7 +137,7 @@ pub fn KeysPage() -> impl IntoView {
                 </label>
                 <label>
                     <span>"Agents (optional, comma-separated: the key acts only as them)"</span>
-                    <input type="text" name="agents" placeholder="every agent" data-testid="key-agents" />
+                    <input type="text" name="agents" placeholder="every agent" data-testid="key-agents-input" />
                 </label>
                 <button type="submit" data-testid="create-key">"Create key"</button>
             </ActionForm>

@@ -105,6 +105,7 @@ fn detail_view(
     let metadata_for_form = metadata_json.clone();
     let (project_for_flags, memory_for_flags) = (project_id.clone(), memory_id.clone());
     let (project_for_visibility, memory_for_visibility) = (project_id.clone(), memory_id.clone());
+    let (project_for_verify, memory_for_verify) = (project_id.clone(), memory_id.clone());
     let (project_for_impact, memory_for_impact) = (project_id.clone(), memory_id.clone());
     let flag_form = move |flag: &'static str,
                           label_on: &'static str,
@@ -156,6 +157,25 @@ fn detail_view(
             </ActionForm>
         }
     });
+    // A reviewer's word that an agent's conclusion holds, or its withdrawal.
+    let verify_form = {
+        let verified = memory.verified_by.is_some();
+        let (next, label) = if verified {
+            ("off", "Withdraw the verification")
+        } else {
+            ("on", "Verify: this conclusion holds")
+        };
+        view! {
+            <ActionForm action=set_flag attr:class="stack" attr:data-testid="flag-verified">
+                <input type="hidden" name="project_id" value=project_for_verify />
+                <input type="hidden" name="memory_id" value=memory_for_verify />
+                <input type="hidden" name="flag" value="verified" />
+                <input type="hidden" name="value" value=next />
+                <input type="text" name="reason" required maxlength="500" placeholder="Why" data-testid="flag-verified-reason" />
+                <button type="submit" data-testid="flag-verified-submit">{label}</button>
+            </ActionForm>
+        }
+    };
     let locked = memory.immutable || memory.legal_hold;
     let correct_section = if locked {
         view! { <p class="muted" data-testid="correct-locked">"Immutable or held memories cannot be corrected."</p> }.into_any()
@@ -232,6 +252,9 @@ fn detail_view(
             <dt>"Happened"</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
             <dt>"User"</dt><dd>{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Agent"</dt><dd>{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Verified"</dt><dd data-testid="memory-verified">{
+                memory.verified_by.clone().map_or_else(|| "no: an agent's conclusion until someone vouches for it".to_string(), |by| format!("yes, by {by}"))
+            }</dd>
             <dt>"Visibility"</dt><dd data-testid="memory-visibility">{
                 if memory.visibility == "private" {
                     "private: its agent only".to_string()
@@ -257,6 +280,7 @@ fn detail_view(
                 {immutable_form}
                 {hold_form}
                 {visibility_form}
+                {verify_form}
             </section>
             <section class="card">
                 <h2>"Delete"</h2>

@@ -129,6 +129,9 @@ pub struct MemoryRow {
     /// `private` (its agent only) or `shared` (every agent of the project).
     #[serde(default)]
     pub visibility: String,
+    /// Who verified it (`console_account:<id>`, `api_key:<id>`); none: unverified.
+    #[serde(default)]
+    pub verified_by: Option<String>,
     /// Similarity to the query, for a search by meaning.
     pub score: Option<f32>,
 }
@@ -358,10 +361,11 @@ pub const AUDIT_PAGE_LIMIT: u32 = 100;
 
 /// The actions the audit filter offers: every action the engine records
 /// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).
-pub const AUDIT_ACTIONS: [&str; 28] = [
+pub const AUDIT_ACTIONS: [&str; 29] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
+    "memory.verified",
     "memory.content_viewed",
     "api_key.created",
     "api_key.revoked",
@@ -464,10 +468,11 @@ pub struct NewKeyRequest {
 }
 
 /// The scopes the create form offers.
-pub const KEY_SCOPES: [&str; 4] = [
+pub const KEY_SCOPES: [&str; 5] = [
     "memories:read",
     "memories:write",
     "memories:delete",
+    "memories:verify",
     "admin",
 ];
 

@@ -71,10 +71,12 @@ impl MemoryEngine {
                 let mut scopes = Vec::new();
                 for (position, name) in names.iter().enumerate() {
                     match ApiScope::parse(name) {
-                        Some(ApiScope::Admin) => errors.push(FieldError::new(
-                            format!("scopes[{position}]"),
-                            "`admin` cannot be given to an end-user token",
-                        )),
+                        Some(scope @ (ApiScope::Admin | ApiScope::MemoriesVerify)) => {
+                            errors.push(FieldError::new(
+                                format!("scopes[{position}]"),
+                                format!("`{scope}` cannot be given to an end-user token"),
+                            ))
+                        }
                         Some(scope) if scopes.contains(&scope) => errors.push(FieldError::new(
                             format!("scopes[{position}]"),
                             format!("{name:?} is named twice"),

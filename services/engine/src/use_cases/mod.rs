@@ -34,6 +34,7 @@ mod runs;
 pub(crate) mod search_memories;
 mod session_state;
 pub(crate) mod usage;
+mod verify_memory;
 
 pub use add_memories::{AddMemoriesRequest, ClientIdempotencyKey};
 pub use api_keys::{
@@ -89,6 +90,7 @@ pub use usage::{
     NewPriceRequest, PriceBookEntry, PriceBookUnit, SpendLimitsReport, UsageReport,
     UsageReportRequest,
 };
+pub use verify_memory::VerifyMemoryRequest;
 
 use crate::{EngineError, MemoryEngine};
 use engram_core::{Memory, MemoryId, Principal};

@@ -39,6 +39,8 @@ pub struct ProjectSettingsChange {
     pub relevance_floor: Option<serde_json::Value>,
     /// `shared | private`: the visibility of a new memory that names none.
     pub default_visibility: Option<String>,
+    /// Whether an agent's searches take other agents' memories only once verified.
+    pub verified_only_from_other_agents: Option<bool>,
 }
 
 impl ProjectSettingsChange {
@@ -109,6 +111,9 @@ impl ProjectSettingsChange {
         }
         if let Some(store_retention_days) = &self.store_retention_days {
             apply_store_retention(store_retention_days, settings, &mut errors);
+        }
+        if let Some(verified_only) = self.verified_only_from_other_agents {
+            settings.verified_only_from_other_agents = verified_only;
         }
         if let Some(visibility) = &self.default_visibility {
             match visibility.parse() {

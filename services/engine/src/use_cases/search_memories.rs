@@ -10,6 +10,7 @@ use crate::{
 use engram_core::principal::Credential;
 use engram_core::recall::RecallEventCapture;
 use engram_core::runs::{MemoryAtVersion, MemoryUseKind, NewMemoryUse, RunRecord, RunStepType};
+use engram_core::search::VerificationRule;
 use engram_core::usage::{PlannedSpend, UsageAttribution, UsageUnit};
 use engram_core::{Operation, Principal};
 use engram_storage::recall_quality::NewRecallEvent;
@@ -154,6 +155,39 @@ impl MemoryEngine {
         };
         request.subject.user_id =
             principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
+        request.verification = match request.verified_only {
+            Some(true) => VerificationRule::VerifiedUnlessOf(Vec::new()),
+            Some(false) => VerificationRule::Any,
+            None => {
+                // Other agents' conclusions only once verified, when the project says so: the
+                // searcher's own agents are the one it names and those its credential is
+                // bound to (a search of no agent has no "other agents").
+                let own: Vec<String> = request
+                    .subject
+                    .agent_id
+                    .iter()
+                    .chain(
+                        principal
+                            .agents()
+                            .into_iter()
+                            .flat_map(|agents| agents.agents()),
+                    )
+                    .map(|agent| agent.as_str().to_string())
+                    .collect();
+                let required = !own.is_empty()
+                    && self
+                        .spaces
+                        .settings_cache()
+                        .of(scope)
+                        .await?
+                        .settings
+                        .verified_only_from_other_agents;
+                match required {
+                    true => VerificationRule::VerifiedUnlessOf(own),
+                    false => VerificationRule::Any,
+                }
+            }
+        };
         // A console member's lookup is neither an agent's recall nor bound by what agents may
         // be handed: it records no recall event (which would skew recall quality and keep a
         // compliance officer's query text) and is not shortened by the recall budget.

@@ -93,6 +93,9 @@ pub struct ProjectSettingsView {
     /// (every agent reads it; the default) or `private` (its own agent only).
     #[schema(example = "shared")]
     pub default_visibility: String,
+    /// Whether an agent's searches (with `agent_id`, or by a credential bound to agents)
+    /// take other agents' memories only once verified; a search's `verified_only` wins.
+    pub verified_only_from_other_agents: bool,
 }
 
 /// A project's embedding space.
@@ -133,6 +136,7 @@ impl ProjectSettingsView {
             relevance_floor: report.relevance_floor,
             relevance_floor_setting: settings.relevance_floor.to_json(),
             default_visibility: settings.default_visibility.as_str().to_string(),
+            verified_only_from_other_agents: settings.verified_only_from_other_agents,
         })
     }
 }
@@ -186,6 +190,8 @@ pub struct UpdateProjectSettingsBody {
     pub relevance_floor: Option<serde_json::Value>,
     /// `shared` or `private`: the visibility of a new memory that names none.
     pub default_visibility: Option<String>,
+    /// Whether an agent's searches take other agents' memories only once verified.
+    pub verified_only_from_other_agents: Option<bool>,
 }
 
 /// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
@@ -308,6 +314,7 @@ pub async fn update_project_settings(
         keep_trajectories: body.keep_trajectories,
         relevance_floor: body.relevance_floor,
         default_visibility: body.default_visibility,
+        verified_only_from_other_agents: body.verified_only_from_other_agents,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),

@@ -1,7 +1,7 @@
 //! `/v1/memories…`: add, get, list, edit, delete, history and search, each scoped to the
 //! project of the presented API key.
 
-use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesWrite};
+use crate::auth::{Authorized, MemoriesDelete, MemoriesRead, MemoriesVerify, MemoriesWrite};
 use crate::extract::{
     IdempotencyKey, IfMatchVersion, JsonBody, QueryParams, RunLinkHeader, request_fingerprint,
 };
@@ -46,6 +46,49 @@ pub fn router() -> Router<AppState> {
             get(get_memory).patch(edit_memory).delete(delete_memory),
         )
         .route("/v1/memories/{memory_id}/history", get(memory_history))
+        .route("/v1/memories/{memory_id}/verify", post(verify_memory))
+}
+
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyMemoryBody {
+    /// `true` (default) verifies; `false` withdraws a verification.
+    pub verified: Option<bool>,
+    /// Why, in the verifier's words (1–1,024 characters): kept in the memory's history.
+    #[schema(min_length = 1, max_length = 1024)]
+    pub reason: String,
+}
+
+/// Verify a memory — a reviewer's or a supervisor's word that an agent's conclusion holds —
+/// or withdraw it; who and why are kept in its history. Searches can then ask for verified
+/// memories only (`verified_only`), and a project can take other agents' memories only once
+/// verified (`verified_only_from_other_agents`).
+#[utoipa::path(post, path = "/v1/memories/{memory_id}/verify", tag = "memories", request_body = VerifyMemoryBody,
+    params(("memory_id" = String, Path)),
+    responses((status = 200, body = MemoryView),
+        (status = 403, description = "The API key lacks the `memories:verify` scope, or the memory is another agent's", body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
+    security(("api_key" = ["memories:verify"])))]
+pub async fn verify_memory(
+    principal: Authorized<MemoriesVerify>,
+    State(engine): State<Arc<MemoryEngine>>,
+    Path(memory_id): Path<String>,
+    body: JsonBody<VerifyMemoryBody>,
+) -> Result<Json<MemoryView>, ApiError> {
+    let memory_id = parse_memory_id(&memory_id)?;
+    let body = body.value;
+    let memory = engine
+        .verify_memory_for(
+            principal.principal(),
+            engram_engine::VerifyMemoryRequest {
+                memory_id,
+                verified: body.verified.unwrap_or(true),
+                reason: body.reason,
+            },
+        )
+        .await?;
+    Ok(Json(MemoryView::from(&memory)))
 }
 
 /// An id that is not a UUID cannot exist, so it is simply not found.

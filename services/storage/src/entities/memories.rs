@@ -32,6 +32,10 @@ pub struct Model {
     pub legal_hold: bool,
     /// `private` or `shared` among the project's agents.
     pub visibility: String,
+    /// When it was verified; `None`: unverified.
+    pub verified_at: Option<DateTimeUtc>,
+    /// Who verified it (an actor label).
+    pub verified_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

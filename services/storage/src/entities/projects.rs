@@ -27,6 +27,8 @@ pub struct Model {
     pub relevance_floor: Option<i32>,
     /// The visibility of a new memory that names none: `shared` or `private`.
     pub default_visibility: String,
+    /// Whether searches take other agents' memories only once verified.
+    pub verified_only_from_other_agents: bool,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
