@@ -23,8 +23,9 @@ enum Needs {
     Read,
     Write,
     Delete,
-    /// `memories:verify`: never an end-user token's.
-    Verify,
+    /// `memories:verify` and `memories:read` (vouching for words needs reading them): never
+    /// an end-user token's.
+    VerifyAndRead,
     Admin,
     /// Any project API key (minting end-user tokens), never an end-user token.
     AnyApiKey,
@@ -87,7 +88,7 @@ const ROUTES: &[Route] = &[
     Route {
         method: "POST",
         path: "/v1/memories/{memory}/verify",
-        needs: Needs::Verify,
+        needs: Needs::VerifyAndRead,
         success: 200,
     },
     Route {
@@ -576,13 +577,16 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         // Authorized in its own project: ids of ours do not exist there.
         Principal::ForeignAdmin if targets_an_id => 404,
         Principal::ForeignAdmin | Principal::AllScopes if route.needs == Needs::Organization => 403,
+        // The targets are written by this very key, and a conclusion is verified by
+        // someone else than who wrote it.
+        Principal::AllScopes if route.needs == Needs::VerifyAndRead => 403,
         Principal::ForeignAdmin | Principal::AllScopes => route.success,
         Principal::ScopedKey(scope) => {
             let holds = match route.needs {
                 Needs::Read => *scope == "memories:read",
                 Needs::Write => *scope == "memories:write",
                 Needs::Delete => *scope == "memories:delete",
-                Needs::Verify => *scope == "memories:verify",
+                Needs::VerifyAndRead => false,
                 Needs::Admin => *scope == "admin",
                 Needs::AdminAndRead | Needs::AdminAndDelete | Needs::Organization => false,
                 Needs::AnyApiKey => true,
@@ -618,7 +622,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
             _ => match route.needs {
                 Needs::Read | Needs::Write | Needs::Delete => route.success,
                 // It does not hold `memories:verify`.
-                Needs::Verify => 403,
+                Needs::VerifyAndRead => 403,
                 // Project administration spans every agent, whatever the key's scopes.
                 Needs::Admin
                 | Needs::AdminAndRead
@@ -631,7 +635,7 @@ fn expected_status(route: &Route, principal: &Principal) -> u16 {
         Principal::EndUserToken => match route.needs {
             Needs::Read | Needs::Write => route.success,
             Needs::Delete
-            | Needs::Verify
+            | Needs::VerifyAndRead
             | Needs::Admin
             | Needs::AdminAndRead
             | Needs::AdminAndDelete

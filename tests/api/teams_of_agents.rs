@@ -636,25 +636,55 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
         assert_eq!(found.status, 200, "{}", found.body);
         contents(&found.body, "results")
     };
+    let with = |field: &str, value: Value| {
+        let mut body = query.clone();
+        body[field] = value;
+        body
+    };
+    let context_for_planner = |client: ApiClient| async move {
+        let context = client
+            .send(
+                client
+                    .request(reqwest::Method::POST, "/v1/context")
+                    .json(&json!({
+                        "query": "what caused the outage on May 3?", "user_id": "carol",
+                        "agent_id": "planner", "token_budget": 500,
+                    })),
+            )
+            .await;
+        assert_eq!(context.status, 200, "{}", context.body);
+        context.body.to_string()
+    };
+    let holds_conclusion = |texts: &[String]| texts.iter().any(|text| text == conclusion);
 
-    // Unverified, the researcher's conclusion does not reach the planner; it does when the
-    // planner says verified or not, and its own memory always does.
+    // Unverified, the researcher's conclusion does not reach the planner, whatever it asks:
+    // naming the researcher does not make it its own, and it cannot ask the rule away. Its
+    // own memory always does. A key of every agent asks for everything, or for the planner's
+    // context, which leaves the conclusion out too.
     let seen = finds(planner.clone(), query.clone()).await;
-    assert!(!seen.contains(&conclusion.to_string()), "{seen:?}");
+    assert!(!holds_conclusion(&seen), "{seen:?}");
     assert!(
         seen.iter().any(|text| text.contains("certificate audit")),
         "{seen:?}"
     );
-    let mut either = query.clone();
-    either["verified_only"] = json!(false);
+    assert!(!holds_conclusion(
+        &finds(planner.clone(), with("verified_only", json!(false))).await
+    ));
+    assert!(!holds_conclusion(
+        &finds(planner.clone(), with("agent_id", json!("researcher"))).await
+    ));
+    assert!(holds_conclusion(
+        &finds(project.clone(), with("verified_only", json!(false))).await
+    ));
     assert!(
-        finds(planner.clone(), either)
+        !context_for_planner(project.clone())
             .await
-            .contains(&conclusion.to_string())
+            .contains("expired TLS")
     );
 
-    // Verifying needs `memories:verify` (a token never gets it), and a credential bound to
-    // agents verifies only its own agents' memories.
+    // Verifying needs `memories:verify` and `memories:read` (a token never gets the first),
+    // a credential bound to agents verifies only its own agents' memories, and the key that
+    // wrote the words cannot vouch for them.
     let verify = |client: ApiClient, id: String, body: Value| async move {
         client
             .send(
@@ -671,12 +701,23 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
     )
     .await
     .assert_problem(403, "forbidden");
-    let (bound_reviewer, _) =
-        bound_key(&project, json!(["planner"]), json!(["memories:verify"])).await;
+    let (bound_reviewer, _) = bound_key(
+        &project,
+        json!(["planner"]),
+        json!(["memories:read", "memories:verify"]),
+    )
+    .await;
     verify(
         server.client_with_key(&bound_reviewer),
         conclusion_id.clone(),
         json!({"reason": "looks right"}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    verify(
+        project.clone(),
+        conclusion_id.clone(),
+        json!({"reason": "I wrote it, I am sure"}),
     )
     .await
     .assert_problem(403, "forbidden");
@@ -693,7 +734,7 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
             project
                 .request(reqwest::Method::POST, "/v1/keys")
                 .json(&json!({
-                    "label": "reviewer", "scopes": ["memories:verify"],
+                    "label": "reviewer", "scopes": ["memories:read", "memories:verify"],
                 })),
         )
         .await;
@@ -703,17 +744,17 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
         .as_str()
         .unwrap()
         .to_string();
-    let no_reason = verify(
+    verify(
         reviewer.clone(),
         conclusion_id.clone(),
         json!({"reason": " "}),
     )
-    .await;
-    no_reason.assert_problem(422, "validation-failed");
+    .await
+    .assert_problem(422, "validation-failed");
     let verified = verify(
         reviewer.clone(),
         conclusion_id.clone(),
-        json!({"reason": "matches the incident report"}),
+        json!({"reason": "matches the incident report", "expected_version": 1}),
     )
     .await;
     assert_eq!(verified.status, 200, "{}", verified.body);
@@ -722,19 +763,19 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
         format!("api_key:{reviewer_id}")
     );
     assert!(verified.body["verified_at"].is_string());
-    // A key without `memories:read` learns ids, never the words.
-    assert!(verified.body["content"].is_null(), "{}", verified.body);
+    assert_eq!(verified.body["content"], conclusion);
 
-    // Now the planner finds it, and only verified memories answer `verified_only`.
+    // Now the planner finds it, its context holds it, and it answers `verified_only`.
+    assert!(holds_conclusion(
+        &finds(planner.clone(), query.clone()).await
+    ));
     assert!(
-        finds(planner.clone(), query.clone())
+        context_for_planner(project.clone())
             .await
-            .contains(&conclusion.to_string())
+            .contains("expired TLS")
     );
-    let mut only = query.clone();
-    only["verified_only"] = json!(true);
     assert_eq!(
-        finds(project.clone(), only.clone()).await,
+        finds(project.clone(), with("verified_only", json!(true))).await,
         vec![conclusion.to_string()]
     );
     let history = project.history(&conclusion_id).await;
@@ -747,6 +788,47 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
         .clone();
     assert!(entry.to_string().contains(&reviewer_id), "{entry}");
 
+    // A verification is of what the memory said: a reviewer vouches only for the version it
+    // read, and an edit of the words withdraws it.
+    verify(
+        reviewer.clone(),
+        conclusion_id.clone(),
+        json!({"reason": "again", "expected_version": 1}),
+    )
+    .await
+    .assert_problem(409, "version-conflict");
+    let edited = project
+        .patch(
+            &conclusion_id,
+            None,
+            json!({"content": "The outage on May 3 was caused by a full disk."}),
+        )
+        .await;
+    assert_eq!(edited.status, 200, "{}", edited.body);
+    assert!(edited.body["verified_at"].is_null(), "{}", edited.body);
+    assert!(
+        finds(project.clone(), with("verified_only", json!(true)))
+            .await
+            .is_empty()
+    );
+    let seen = finds(planner.clone(), query.clone()).await;
+    assert!(
+        !seen.iter().any(|text| text.contains("full disk")),
+        "{seen:?}"
+    );
+    let reverified = verify(
+        reviewer.clone(),
+        conclusion_id.clone(),
+        json!({"reason": "the disk was full", "expected_version": edited.body["version"]}),
+    )
+    .await;
+    assert_eq!(reverified.status, 200, "{}", reverified.body);
+    let seen = finds(planner.clone(), query.clone()).await;
+    assert!(
+        seen.iter().any(|text| text.contains("full disk")),
+        "{seen:?}"
+    );
+
     // Withdrawn, it is an unverified conclusion again.
     let withdrawn = verify(
         reviewer,
@@ -756,10 +838,11 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
     .await;
     assert_eq!(withdrawn.status, 200, "{}", withdrawn.body);
     assert!(withdrawn.body["verified_at"].is_null());
-    assert!(finds(project, only).await.is_empty());
     assert!(
-        !finds(planner, query)
+        finds(project, with("verified_only", json!(true)))
             .await
-            .contains(&conclusion.to_string())
+            .is_empty()
     );
+    let seen = finds(planner, query.clone()).await;
+    assert!(!seen.iter().any(|text| text.contains("May 3")), "{seen:?}");
 }

@@ -451,7 +451,8 @@ operations! {
     ListEntities => ReadMemories, Content, "list the entities memories name",
         [http("get", "/v1/entities"), mem0("get", "/v1/entities/")];
     // A reviewer's or a supervisor's word that an agent's conclusion holds (or no longer).
-    VerifyMemory => VerifyMemories, ForReaders, "verify a memory",
+    // Vouching for words needs reading them.
+    VerifyMemory => VerifyMemories + ReadMemories, ForReaders, "verify a memory",
         [http("post", "/v1/memories/{memory_id}/verify"), Console("verify_memory")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];

@@ -389,6 +389,7 @@ impl SearchBody {
                 verified_only: self.verified_only,
                 // The use case resolves it with the project's setting.
                 verification: crate::search::VerificationRule::Any,
+                for_agent: None,
             },
             caller_tuning,
             profile: self.profile,

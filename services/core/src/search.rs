@@ -248,6 +248,9 @@ pub struct SearchRequest {
     /// Which memories must be verified to be found: resolved by the search use case from
     /// `verified_only` and the project's setting.
     pub verification: VerificationRule,
+    /// The agent the search serves when it does not filter by one (context assembly reads
+    /// every agent's memories for an agent): whose memories count as its own.
+    pub for_agent: Option<crate::ExternalId>,
     pub now: Option<DateTime<Utc>>,
 }
 
@@ -282,6 +285,7 @@ impl Default for SearchRequest {
             shared_weight: 1.0,
             verified_only: None,
             verification: VerificationRule::Any,
+            for_agent: None,
         }
     }
 }

@@ -400,12 +400,14 @@ pub(crate) const CONSOLIDATION_CREDENTIAL: &str = "consolidation";
 /// each memory not yet merged keeps every older one at least [`DUPLICATE_SIMILARITY`]
 /// similar to it. Immutable and held memories are never merged away (they may be kept).
 fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<MergedDuplicates> {
-    // By visibility too: a private memory never merges into a shared one.
+    // By visibility and verification too: a private memory never merges into a shared one,
+    // nor a verified one into an unverified one.
     type Subject = (
         Option<ExternalId>,
         Option<ExternalId>,
         MemoryKind,
         engram_core::Visibility,
+        bool,
     );
     let mut by_subject: BTreeMap<Subject, Vec<&MemoryWithEmbedding>> = BTreeMap::new();
     for found in memories {
@@ -416,6 +418,7 @@ fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<Merge
                 memory.agent_id.clone(),
                 memory.kind,
                 memory.visibility,
+                memory.verified_at.is_some(),
             ))
             .or_default()
             .push(found);

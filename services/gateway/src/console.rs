@@ -882,6 +882,7 @@ impl ConsoleBackend for GatewayConsoleBackend {
             memory_id,
             verified,
             reason,
+            expected_version: None,
         };
         self.engine()?
             .verify_memory_for(&principal, request)

@@ -197,7 +197,8 @@ pub struct EntitiesView {
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct HistoryEntryView {
     pub version: i64,
-    /// `created | updated | superseded`
+    /// `created | updated | superseded | verified | unverified` (and the other events a
+    /// memory's history records)
     pub event: String,
     pub content: Option<String>,
     pub actor: String,

@@ -983,6 +983,24 @@ impl Storage {
                 Expr::value(visibility.as_str()),
             );
         }
+        // A verification vouched for what the memory said: a change of what it says (its
+        // words, metadata, categories or time) is unverified until someone vouches again.
+        let changes_what_it_says = patch.content.is_some()
+            || patch.metadata.is_some()
+            || patch.categories.is_some()
+            || patch.occurred_at.is_some();
+        let withdraws_verification = changes_what_it_says && current.verified_at.is_some();
+        if withdraws_verification {
+            update = update
+                .col_expr(
+                    memories::Column::VerifiedAt,
+                    Expr::value(Option::<DateTime<Utc>>::None),
+                )
+                .col_expr(
+                    memories::Column::VerifiedBy,
+                    Expr::value(Option::<String>::None),
+                );
+        }
         // The version guard makes a concurrent patch that slipped in between lose cleanly.
         let result = update
             .filter(crate::tenancy::in_project::<memories::Entity>(scope))
@@ -1035,6 +1053,7 @@ impl Storage {
                     "visibility": patch.visibility.map(|visibility| {
                         serde_json::json!({ "from": current.visibility, "to": visibility.as_str() })
                     }),
+                    "verification_withdrawn": withdraws_verification,
                     "reason_given": patch.reason.is_some(),
                 }),
             ),
@@ -1060,6 +1079,7 @@ impl Storage {
         scope: &ProjectScope,
         memory_id: MemoryId,
         verified: bool,
+        expected_version: Option<i64>,
         reason: &str,
         actor: &Actor,
     ) -> Result<Memory, StorageError> {
@@ -1072,6 +1092,14 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
+        // The reviewer vouches for the version it read, not one written since.
+        if let Some(expected) = expected_version
+            && expected != current.version
+        {
+            return Err(StorageError::VersionConflict {
+                current_version: current.version,
+            });
+        }
         let now = to_micros(Utc::now());
         let next_version = current.version + 1;
         let (verified_at, verified_by) = match verified {

@@ -171,7 +171,7 @@ fn detail_view(
                 <input type="hidden" name="memory_id" value=memory_for_verify />
                 <input type="hidden" name="flag" value="verified" />
                 <input type="hidden" name="value" value=next />
-                <input type="text" name="reason" required maxlength="500" placeholder="Why" data-testid="flag-verified-reason" />
+                <input type="text" name="reason" required maxlength="1024" placeholder="Why" data-testid="flag-verified-reason" />
                 <button type="submit" data-testid="flag-verified-submit">{label}</button>
             </ActionForm>
         }

@@ -231,6 +231,9 @@ impl MemoryEngine {
                             },
                             retrieval: RetrievalMode::default(),
                             top_k: engram_core::limits::MAX_TOP_K,
+                            // Its own memories count as its own under the project's rule
+                            // on other agents' unverified conclusions.
+                            for_agent: request.agent_id.clone(),
                             ..SearchRequest::default()
                         },
                         caller_tuning: SearchTuning::default(),

@@ -155,38 +155,37 @@ impl MemoryEngine {
         };
         request.subject.user_id =
             principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
-        request.verification = match request.verified_only {
-            Some(true) => VerificationRule::VerifiedUnlessOf(Vec::new()),
-            Some(false) => VerificationRule::Any,
-            None => {
-                // Other agents' conclusions only once verified, when the project says so: the
-                // searcher's own agents are the one it names and those its credential is
-                // bound to (a search of no agent has no "other agents").
-                let own: Vec<String> = request
-                    .subject
-                    .agent_id
-                    .iter()
-                    .chain(
-                        principal
-                            .agents()
-                            .into_iter()
-                            .flat_map(|agents| agents.agents()),
-                    )
-                    .map(|agent| agent.as_str().to_string())
-                    .collect();
-                let required = !own.is_empty()
-                    && self
-                        .spaces
-                        .settings_cache()
-                        .of(scope)
-                        .await?
-                        .settings
-                        .verified_only_from_other_agents;
-                match required {
-                    true => VerificationRule::VerifiedUnlessOf(own),
-                    false => VerificationRule::Any,
-                }
-            }
+        // Other agents' conclusions only once verified, when the project says so. The
+        // searcher's own agents: a bound credential's agents (naming another agent does not
+        // make it one's own), else the agent the search is for (a search of no agent has no
+        // "other agents"). A bound credential cannot ask the project's rule away.
+        let own: Vec<String> = match principal.agents() {
+            Some(agents) => agents
+                .agents()
+                .iter()
+                .map(|agent| agent.as_str().to_string())
+                .collect(),
+            None => request
+                .subject
+                .agent_id
+                .iter()
+                .chain(request.for_agent.iter())
+                .map(|agent| agent.as_str().to_string())
+                .collect(),
+        };
+        let project_requires = !own.is_empty()
+            && self
+                .spaces
+                .settings_cache()
+                .of(scope)
+                .await?
+                .settings
+                .verified_only_from_other_agents;
+        request.verification = match (request.verified_only, project_requires) {
+            (Some(true), _) => VerificationRule::VerifiedUnlessOf(Vec::new()),
+            (Some(false), true) if principal.agents().is_none() => VerificationRule::Any,
+            (_, true) => VerificationRule::VerifiedUnlessOf(own),
+            (_, false) => VerificationRule::Any,
         };
         // A console member's lookup is neither an agent's recall nor bound by what agents may
         // be handed: it records no recall event (which would skew recall quality and keep a

@@ -12,6 +12,8 @@ pub struct VerifyMemoryRequest {
     pub verified: bool,
     /// Why, in the verifier's words (1–1,024 characters): kept in the history.
     pub reason: String,
+    /// Only while the memory is at this version (the one the reviewer read).
+    pub expected_version: Option<i64>,
 }
 
 impl MemoryEngine {
@@ -22,8 +24,9 @@ impl MemoryEngine {
     ) -> Result<Memory, EngineError> {
         principal.authorize(Operation::VerifyMemory)?;
         let reason = request.reason.trim();
-        let characters = reason.chars().count();
-        if !(1..=engram_core::limits::MAX_REASON_CHARS).contains(&characters) {
+        // Counted as sent (the published limit), and not blank.
+        let characters = request.reason.chars().count();
+        if reason.is_empty() || characters > engram_core::limits::MAX_REASON_CHARS {
             return Err(InvalidInput(vec![FieldError::new(
                 "reason",
                 format!(
@@ -34,12 +37,30 @@ impl MemoryEngine {
             .into());
         }
         self.changeable_memory(principal, request.memory_id).await?;
+        // A conclusion is vouched for by someone else than who wrote it.
+        if request.verified {
+            let history = self
+                .storage
+                .memory_history(principal.memory_scope(), request.memory_id)
+                .await?;
+            let last_writer = history
+                .iter()
+                .rev()
+                .find(|entry| matches!(entry.event.as_str(), "created" | "updated"))
+                .map(|entry| entry.actor.as_str());
+            if last_writer == Some(principal.actor().label().as_str()) {
+                return Err(EngineError::Forbidden(
+                    "this credential wrote the memory's current words: a conclusion is verified by someone else".to_string(),
+                ));
+            }
+        }
         let memory = self
             .storage
             .set_memory_verification(
                 principal.scope(),
                 request.memory_id,
                 request.verified,
+                request.expected_version,
                 reason,
                 principal.actor(),
             )

@@ -54,9 +54,17 @@ pub fn router() -> Router<AppState> {
 pub struct VerifyMemoryBody {
     /// `true` (default) verifies; `false` withdraws a verification.
     pub verified: Option<bool>,
-    /// Why, in the verifier's words (1–1,024 characters): kept in the memory's history.
-    #[schema(min_length = 1, max_length = 1024)]
+    /// Why, in the verifier's words (1–1,024 characters, not blank): kept in the memory's
+    /// history.
+    #[schema(min_length = 1, max_length = 1024, pattern = "\\S")]
     pub reason: String,
+    /// Only while the memory is at this version (the one the reviewer read): `409` otherwise.
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    #[schema(minimum = 1)]
+    pub expected_version: Option<i64>,
 }
 
 /// Verify a memory — a reviewer's or a supervisor's word that an agent's conclusion holds —
@@ -68,8 +76,9 @@ pub struct VerifyMemoryBody {
     responses((status = 200, body = MemoryView),
         (status = 403, description = "The API key lacks the `memories:verify` scope, or the memory is another agent's", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 404, body = ProblemDocument, content_type = "application/problem+json"),
+        (status = 409, description = "The memory changed since `expected_version`", body = ProblemDocument, content_type = "application/problem+json"),
         (status = 422, body = ProblemDocument, content_type = "application/problem+json")),
-    security(("api_key" = ["memories:verify"])))]
+    security(("api_key" = ["memories:verify", "memories:read"])))]
 pub async fn verify_memory(
     principal: Authorized<MemoriesVerify>,
     State(engine): State<Arc<MemoryEngine>>,
@@ -85,6 +94,7 @@ pub async fn verify_memory(
                 memory_id,
                 verified: body.verified.unwrap_or(true),
                 reason: body.reason,
+                expected_version: body.expected_version,
             },
         )
         .await?;
