@@ -40,6 +40,19 @@ fn contents(answer: &Value, list: &str) -> Vec<String> {
         .collect()
 }
 
+/// The id of the memory with `content` in a list answer.
+fn id_of(list: &Value, content: &str) -> String {
+    list["memories"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {list}"))
+        .iter()
+        .find(|memory| memory["content"] == content)
+        .unwrap_or_else(|| panic!("no memory {content:?} in {list}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 const BILLING_PRIVATE: &str = "Invoice 4471 was disputed by the customer's bank.";
 const BILLING_SHARED: &str = "The customer prefers email over phone calls.";
 const SUPPORT_OWN: &str = "The customer's router was replaced in March.";
@@ -108,15 +121,7 @@ async fn a_key_bound_to_an_agent_reads_its_own_and_the_shared_never_another_agen
     );
     // The private memory does not exist for it, by id either.
     let all = project.list("?user_id=carol").await;
-    let private_id = all.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|memory| memory["content"] == BILLING_PRIVATE)
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let private_id = id_of(&all.body, BILLING_PRIVATE);
     support
         .get(&private_id)
         .await
@@ -194,15 +199,7 @@ async fn a_bound_key_writes_only_as_its_agents_and_changes_only_their_memories()
 
     // Billing's shared memory is read, not owned: no edit, no delete.
     let listed = project.list("?user_id=carol&agent_id=billing").await;
-    let shared_id = listed.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|memory| memory["content"] == BILLING_SHARED)
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let shared_id = id_of(&listed.body, BILLING_SHARED);
     support
         .patch(
             &shared_id,
@@ -465,15 +462,10 @@ async fn a_console_member_makes_a_shared_memory_private_and_the_other_agents_los
     let project = team_project(&server).await;
     let (secret, _) = bound_key(&project, json!(["support"]), json!(["memories:read"])).await;
     let support = server.client_with_key(&secret);
-    let shared_id = project.list("?user_id=carol&agent_id=billing").await.body["memories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|memory| memory["content"] == BILLING_SHARED)
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let shared_id = id_of(
+        &project.list("?user_id=carol&agent_id=billing").await.body,
+        BILLING_SHARED,
+    );
     assert_eq!(support.get(&shared_id).await.status, 200);
 
     let (owner, cookie) = server.console_owner_session().await;

@@ -452,7 +452,7 @@ operations! {
         [http("get", "/v1/entities"), mem0("get", "/v1/entities/")];
     // A reviewer's or a supervisor's word that an agent's conclusion holds (or no longer).
     // Vouching for words needs reading them.
-    VerifyMemory => VerifyMemories + ReadMemories, ForReaders, "verify a memory",
+    VerifyMemory => VerifyMemories + ReadMemories, Content, "verify a memory",
         [http("post", "/v1/memories/{memory_id}/verify"), Console("verify_memory")];
     SetMemoryFlags => ManageProjectSettings, ForReaders, "set a memory's flags",
         [http("put", "/v1/memories/{memory_id}/flags"), Console("set_memory_flags")];

@@ -139,42 +139,33 @@ fn detail_view(
         memory.legal_hold,
     );
     // Private is its agent's alone: a memory of no agent can only be shared.
-    let visibility_form = (memory.visibility == "private" || memory.agent_id.is_some()).then(|| {
-        let (project_id, memory_id) = (project_for_visibility, memory_for_visibility);
-        let (next, label) = if memory.visibility == "private" {
-            ("shared", "Share with every agent")
-        } else {
-            ("private", "Make private to its agent")
-        };
-        view! {
-            <ActionForm action=set_flag attr:class="stack" attr:data-testid="flag-visibility">
-                <input type="hidden" name="project_id" value=project_id />
-                <input type="hidden" name="memory_id" value=memory_id />
-                <input type="hidden" name="flag" value="visibility" />
-                <input type="hidden" name="value" value=next />
-                <input type="text" name="reason" required maxlength="500" placeholder="Reason" data-testid="flag-visibility-reason" />
-                <button type="submit" data-testid="flag-visibility-submit">{label}</button>
-            </ActionForm>
-        }
-    });
+    let visibility_form =
+        (memory.visibility == "private" || memory.agent_id.is_some()).then(|| {
+            let (next, label) = if memory.visibility == "private" {
+                ("shared", "Share with every agent")
+            } else {
+                ("private", "Make private to its agent")
+            };
+            setting_form(
+                set_flag,
+                (project_for_visibility, memory_for_visibility),
+                ("visibility", next),
+                label,
+            )
+        });
     // A reviewer's word that an agent's conclusion holds, or its withdrawal.
     let verify_form = {
-        let verified = memory.verified_by.is_some();
-        let (next, label) = if verified {
+        let (next, label) = if memory.verified_by.is_some() {
             ("off", "Withdraw the verification")
         } else {
             ("on", "Verify: this conclusion holds")
         };
-        view! {
-            <ActionForm action=set_flag attr:class="stack" attr:data-testid="flag-verified">
-                <input type="hidden" name="project_id" value=project_for_verify />
-                <input type="hidden" name="memory_id" value=memory_for_verify />
-                <input type="hidden" name="flag" value="verified" />
-                <input type="hidden" name="value" value=next />
-                <input type="text" name="reason" required maxlength="1024" placeholder="Why" data-testid="flag-verified-reason" />
-                <button type="submit" data-testid="flag-verified-submit">{label}</button>
-            </ActionForm>
-        }
+        setting_form(
+            set_flag,
+            (project_for_verify, memory_for_verify),
+            ("verified", next),
+            label,
+        )
     };
     let locked = memory.immutable || memory.legal_hold;
     let correct_section = if locked {
@@ -294,6 +285,26 @@ fn detail_view(
         </ol>
     }
     .into_any()
+}
+
+/// A form that sets one of a memory's settings (`flag` to `value`) with a reason kept in its
+/// history: its visibility, its verification.
+fn setting_form(
+    set_flag: ServerAction<SetMemoryFlag>,
+    (project_id, memory_id): (String, String),
+    (flag, value): (&'static str, &'static str),
+    label: &'static str,
+) -> impl IntoView {
+    view! {
+        <ActionForm action=set_flag attr:class="stack" attr:data-testid=format!("flag-{flag}")>
+            <input type="hidden" name="project_id" value=project_id />
+            <input type="hidden" name="memory_id" value=memory_id />
+            <input type="hidden" name="flag" value=flag />
+            <input type="hidden" name="value" value=value />
+            <input type="text" name="reason" required maxlength="1024" placeholder="Reason" data-testid=format!("flag-{flag}-reason") />
+            <button type="submit" data-testid=format!("flag-{flag}-submit")>{label}</button>
+        </ActionForm>
+    }
 }
 
 /// What a correction or deletion would reach, said before it is confirmed.
