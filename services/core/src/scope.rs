@@ -189,9 +189,9 @@ impl AgentRestriction {
             .collect()
     }
 
-    /// The agents for a message: `["billing", "support"]`.
+    /// The agents for a message: `["billing", "support"]` (the stored form reads so).
     pub fn describe(&self) -> String {
-        serde_json::to_string(&self.agents).unwrap_or_default()
+        self.to_stored_text()
     }
 
     pub fn contains(&self, agent_id: &str) -> bool {
@@ -218,22 +218,6 @@ impl AgentRestriction {
         .ok()?;
         both.with_shared = self.with_shared && other.with_shared;
         Some(both)
-    }
-
-    /// Whether a credential bound to these agents may see a memory of `agent_id` (none for a
-    /// memory of no agent) whose visibility is `visibility`.
-    pub fn sees_memory(&self, agent_id: Option<&str>, visibility: crate::Visibility) -> bool {
-        (self.with_shared && visibility == crate::Visibility::Shared)
-            || agent_id.is_some_and(|agent| self.contains(agent))
-    }
-
-    /// Whether a credential bound to these agents may see a row (a message, state, run,
-    /// feedback, file, recall) of `agent_id`: its agents' rows and those of no agent.
-    pub fn sees_row_of(&self, agent_id: Option<&str>) -> bool {
-        match agent_id {
-            None => self.with_shared,
-            Some(agent) => self.contains(agent),
-        }
     }
 }
 

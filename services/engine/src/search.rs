@@ -272,10 +272,10 @@ impl MemoryEngine {
                     vec![agent.as_str().to_string()],
                     true,
                 );
-                payload_filter = Some(match payload_filter {
-                    Some(filter) => PayloadFilter::All(vec![filter, agent_or_shared]),
-                    None => agent_or_shared,
-                });
+                payload_filter = Some(engram_index::payload_filter::and_also(
+                    payload_filter.take(),
+                    agent_or_shared,
+                ));
                 None
             }
             (agent, _) => as_text(agent),
@@ -294,11 +294,10 @@ impl MemoryEngine {
                     values: own.clone(),
                 });
             }
-            let verified_or_own = PayloadFilter::Any(passes);
-            payload_filter = Some(match payload_filter {
-                Some(filter) => PayloadFilter::All(vec![filter, verified_or_own]),
-                None => verified_or_own,
-            });
+            payload_filter = Some(engram_index::payload_filter::and_also(
+                payload_filter.take(),
+                PayloadFilter::Any(passes),
+            ));
         }
         let session_id = if request.session_only {
             as_text(&request.subject.session_id)
@@ -472,11 +471,10 @@ impl MemoryEngine {
                 return Ok(None);
             }
             if matching.len() as u64 <= MAX_FILTER_PRESELECTION {
-                let ids = PayloadFilter::Ids(matching);
-                payload_filter = Some(match payload_filter {
-                    Some(narrowed) => PayloadFilter::All(vec![narrowed, ids]),
-                    None => ids,
-                });
+                payload_filter = Some(engram_index::payload_filter::and_also(
+                    payload_filter.take(),
+                    PayloadFilter::Ids(matching),
+                ));
             }
         }
         Ok(Some(engram_index::within_agents(

@@ -48,10 +48,15 @@ pub fn within_agents(
             .collect(),
         agents.with_shared(),
     );
-    Some(match filter {
-        Some(filter) => PayloadFilter::All(vec![filter, seen]),
-        None => seen,
-    })
+    Some(and_also(filter, seen))
+}
+
+/// `filter` and `more` (just `more` when there is no filter yet).
+pub fn and_also(filter: Option<PayloadFilter>, more: PayloadFilter) -> PayloadFilter {
+    match filter {
+        Some(filter) => PayloadFilter::All(vec![filter, more]),
+        None => more,
+    }
 }
 
 /// The points of `agents`, and with `shared_too` those shared with every agent (points
