@@ -6,8 +6,9 @@
 //! project, end-user tokens of `ana` and `ben` (`chen` is only ever named by the key). The
 //! operations: memories (add, list and search with and without a user filter, a list by a
 //! filter tree that names every end-user, the end-users listed as entities, get / edit /
-//! delete / history aimed at memories of anyone), conversation messages and session state in
-//! a tiny shared set of session ids and keys (so projects and end-users collide on them),
+//! delete / history / verify aimed at memories of anyone), conversation messages and
+//! session state in a tiny shared set of session ids and keys (so projects and end-users
+//! collide on them),
 //! files (upload, get), feedback on memories and on recalls, recall events, tasks,
 //! evaluation sets, `Idempotency-Key` replays from a tiny shared set of keys and bodies
 //! (so principals replay each other's keys), and the Mem0-compatible get, search and
@@ -82,6 +83,8 @@ enum Needs {
     Admin,
     /// `admin` and `memories:read` (evaluation cases).
     AdminAndRead,
+    /// `memories:verify` and `memories:read` (verifying a memory).
+    VerifyAndRead,
 }
 
 impl Limited {
@@ -198,6 +201,11 @@ enum Operation {
         target: usize,
     },
     Edit {
+        by: Principal,
+        target: usize,
+    },
+    /// Verify a memory of anyone (`POST /v1/memories/{id}/verify`).
+    Verify {
         by: Principal,
         target: usize,
     },
@@ -341,6 +349,7 @@ impl Operation {
             | Operation::ListEntities { by }
             | Operation::Get { by, .. }
             | Operation::Edit { by, .. }
+            | Operation::Verify { by, .. }
             | Operation::Delete { by, .. }
             | Operation::History { by, .. }
             | Operation::PostMessages { by, .. }
@@ -386,6 +395,7 @@ impl Operation {
             | Operation::IdempotentAdd { .. }
             | Operation::StartRun { .. } => Needs::Write,
             Operation::Delete { .. } => Needs::Delete,
+            Operation::Verify { .. } => Needs::VerifyAndRead,
             Operation::GetTask { .. }
             | Operation::ListEvalSets { .. }
             | Operation::UsageByEndUser { .. }
@@ -424,6 +434,7 @@ impl Operation {
             Operation::ListEntities { .. } => "list entities",
             Operation::Get { .. } => "get",
             Operation::Edit { .. } => "edit",
+            Operation::Verify { .. } => "verify",
             Operation::Delete { .. } => "delete",
             Operation::History { .. } => "history",
             Operation::PostMessages { .. } => "post messages",
@@ -486,6 +497,7 @@ fn operation() -> impl Strategy<Value = Operation> {
         1 => principal().prop_map(|by| Operation::ListEntities { by }),
         2 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Get { by, target }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Edit { by, target }),
+        1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Verify { by, target }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::Delete { by, target }),
         1 => (principal(), any::<usize>()).prop_map(|(by, target)| Operation::History { by, target }),
         2 => (principal(), session.clone(), user())
@@ -885,6 +897,11 @@ fn refused_request(world: &World, operation: &Operation) -> Option<(Method, Stri
             format!("/v1/memories/{}", memory(*target)?),
             RefusedBody::None,
         ),
+        Operation::Verify { target, .. } => (
+            Method::POST,
+            format!("/v1/memories/{}/verify", memory(*target)?),
+            json(json!({"reason": "A refused verification."})),
+        ),
         Operation::History { target, .. } => (
             Method::GET,
             format!("/v1/memories/{}/history", memory(*target)?),
@@ -1170,6 +1187,7 @@ async fn run_operation(
         }
         Operation::Get { by, target }
         | Operation::Edit { by, target }
+        | Operation::Verify { by, target }
         | Operation::Delete { by, target }
         | Operation::History { by, target } => {
             if world.live.is_empty() {
@@ -1191,11 +1209,23 @@ async fn run_operation(
                     )
                 }
                 Operation::Delete { .. } => (client.delete(&id).await, 204),
+                Operation::Verify { .. } => {
+                    let request = client
+                        .request(Method::POST, &format!("/v1/memories/{id}/verify"))
+                        .json(&json!({"reason": "checked against the source"}));
+                    (client.send(request).await, 200)
+                }
                 _ => unreachable!(),
             };
             if matches!(operation, Operation::Delete { .. }) && by.is_token() {
                 // The tokens hold no `memories:delete`.
                 expect(&response, &[403], "a token deleting")?;
+            } else if matches!(operation, Operation::Verify { .. }) && by.is_token() {
+                // A token never holds `memories:verify`.
+                expect(&response, &[403], "a token verifying")?;
+            } else if matches!(operation, Operation::Verify { .. }) && visible {
+                // The key verifies what someone else wrote; what it wrote itself is a 403.
+                expect(&response, &[200, 403], "verifying own project's memory")?;
             } else if visible {
                 expect(&response, &[success], "own memory")?;
                 if matches!(operation, Operation::Delete { .. }) {

@@ -279,8 +279,7 @@ impl Principal {
     /// credential bound to agents changes only its agents' (reading shared ones is not
     /// owning them).
     pub fn may_change_agents_row(&self, agent_id: Option<&str>) -> bool {
-        self.agents()
-            .is_none_or(|agents| agent_id.is_some_and(|agent| agents.contains(agent)))
+        self.memory_scope.changes_rows_of(agent_id)
     }
 
     /// The most agents a key or token this caller mints may be bound to: its own, or any for

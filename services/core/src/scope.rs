@@ -260,6 +260,15 @@ impl MemoryScope {
         self.agents.as_ref()
     }
 
+    /// Whether a change through this scope may touch a row (a memory, a run, a file, a state
+    /// value) of `agent_id`: any row for a scope bound to no agent, else only its agents'
+    /// (rows of other agents, and of no agent, are read, not owned).
+    pub fn changes_rows_of(&self, agent_id: Option<&str>) -> bool {
+        self.agents
+            .as_ref()
+            .is_none_or(|agents| agent_id.is_some_and(|agent| agents.contains(agent)))
+    }
+
     /// What a change or deletion through this scope may reach: for a scope bound to agents,
     /// their own memories only (those shared by other agents are read, not owned).
     pub fn for_changes(&self) -> Self {

@@ -283,20 +283,9 @@ impl MemoryEngine {
         // Memories that must be verified to be found are left out before the top-k cut too.
         if let engram_core::search::VerificationRule::VerifiedUnlessOf(own) = &request.verification
         {
-            use engram_index::payload_filter::{AGENT_ID_FIELD, VERIFIED_FIELD};
-            let mut passes = vec![PayloadFilter::BoolIs {
-                field: VERIFIED_FIELD.to_string(),
-                value: true,
-            }];
-            if !own.is_empty() {
-                passes.push(PayloadFilter::KeywordIn {
-                    field: AGENT_ID_FIELD.to_string(),
-                    values: own.clone(),
-                });
-            }
             payload_filter = Some(engram_index::payload_filter::and_also(
                 payload_filter.take(),
-                PayloadFilter::Any(passes),
+                engram_index::payload_filter::verified_or_of(own),
             ));
         }
         let session_id = if request.session_only {

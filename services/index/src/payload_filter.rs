@@ -51,6 +51,22 @@ pub fn within_agents(
     Some(and_also(filter, seen))
 }
 
+/// The points verified, or (unverified) of `agents`: what a search takes when other agents'
+/// conclusions count only once verified (no agents: verified ones only).
+pub fn verified_or_of(agents: &[String]) -> PayloadFilter {
+    let mut either = vec![PayloadFilter::BoolIs {
+        field: VERIFIED_FIELD.to_string(),
+        value: true,
+    }];
+    if !agents.is_empty() {
+        either.push(PayloadFilter::KeywordIn {
+            field: AGENT_ID_FIELD.to_string(),
+            values: agents.to_vec(),
+        });
+    }
+    PayloadFilter::Any(either)
+}
+
 /// `filter` and `more` (just `more` when there is no filter yet).
 pub fn and_also(filter: Option<PayloadFilter>, more: PayloadFilter) -> PayloadFilter {
     match filter {

@@ -82,7 +82,7 @@ pub struct NewApiKey {
 
 /// The agents of a stored key. A stored list that no longer parses binds the key to no agent
 /// it could name, rather than to every agent: it fails closed.
-fn stored_agents(text: Option<&str>) -> Result<Option<AgentRestriction>, StorageError> {
+pub(crate) fn stored_agents(text: Option<&str>) -> Result<Option<AgentRestriction>, StorageError> {
     text.map(|text| {
         AgentRestriction::from_stored_text(text).ok_or_else(|| {
             StorageError::Internal(format!("stored key agents are invalid: {text:?}"))

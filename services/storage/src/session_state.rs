@@ -63,12 +63,7 @@ fn refuse_unless_changeable(
     row: &session_state::Model,
 ) -> Result<(), StorageError> {
     match memory_scope.agents() {
-        Some(agents)
-            if !row
-                .agent_id
-                .as_deref()
-                .is_some_and(|agent| agents.contains(agent)) =>
-        {
+        Some(agents) if !memory_scope.changes_rows_of(row.agent_id.as_deref()) => {
             // Which agent it is stays unsaid: the value may be one this credential cannot read.
             Err(StorageError::AnotherAgents(format!(
                 "session state {:?} is not one of this credential's agents': a credential bound to agents {} changes only its agents' values",

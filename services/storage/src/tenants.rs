@@ -255,12 +255,8 @@ impl Storage {
         };
         // The minting key's agents bound every token it minted; a stored list that does not
         // parse proves nothing.
-        let key_agents = match minting_key.agents.as_deref() {
-            None => None,
-            Some(text) => match engram_core::AgentRestriction::from_stored_text(text) {
-                Some(agents) => Some(agents),
-                None => return Ok(None),
-            },
+        let Ok(key_agents) = crate::api_keys::stored_agents(minting_key.agents.as_deref()) else {
+            return Ok(None);
         };
         Ok(Some((
             ProjectScope::from_verified_credential(

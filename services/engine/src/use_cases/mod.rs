@@ -188,21 +188,34 @@ impl MemoryEngine {
     }
 }
 
-/// A 403 for a credential bound to agents asked to change another agent's memory.
+/// A 403 for a credential bound to agents asked to change a memory of another agent.
 pub(crate) fn refuse_other_agents_memory(
     principal: &Principal,
     memory: &Memory,
 ) -> Result<(), EngineError> {
-    let agent_id = memory.agent_id.as_ref().map(|agent| agent.as_str());
+    refuse_other_agents_row(
+        principal,
+        memory.agent_id.as_ref().map(|agent| agent.as_str()),
+        &format!("memory {}", memory.id),
+    )
+}
+
+/// A 403 for a credential bound to agents asked to change `what` (`memory …`, `run …`,
+/// `file …`), a row of `agent_id`: it reads other agents' shared rows and rows of no agent,
+/// and changes only its own agents'.
+pub(crate) fn refuse_other_agents_row(
+    principal: &Principal,
+    agent_id: Option<&str>,
+    what: &str,
+) -> Result<(), EngineError> {
     if principal.may_change_agents_row(agent_id) {
         return Ok(());
     }
     Err(EngineError::Forbidden(format!(
-        "memory {} is {}'s, shared with every agent: this credential, bound to agents {}, may read it but not change or delete it",
-        memory.id,
+        "{what} is {}: this credential, bound to agents {}, may read it but not change or delete it",
         agent_id.map_or_else(
-            || "the project's (no agent)".to_string(),
-            |agent| format!("agent {agent:?}")
+            || "the project's (of no agent)".to_string(),
+            |agent| format!("agent {agent:?}'s")
         ),
         principal
             .agents()

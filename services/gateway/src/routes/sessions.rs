@@ -98,11 +98,12 @@ pub struct SessionStateQuery {
 /// The namespace a request addresses: the token's end-user, or the one a project key names
 /// (`field` says where, for errors), or none.
 /// The `user_id` the request names, parsed (the use case decides what it may address).
-fn requested_user(requested: Option<&str>) -> Result<Option<ExternalId>, ApiError> {
+/// An id the request names in `field` (`user_id`, `agent_id`), parsed.
+fn requested_id(requested: Option<&str>, field: &str) -> Result<Option<ExternalId>, ApiError> {
     requested
-        .map(|user_id| {
-            ExternalId::parse(user_id)
-                .map_err(|message| ApiError::invalid(vec![FieldError::new("user_id", message)]))
+        .map(|id| {
+            ExternalId::parse(id)
+                .map_err(|message| ApiError::invalid(vec![FieldError::new(field, message)]))
         })
         .transpose()
 }
@@ -176,7 +177,7 @@ pub async fn get_session_state(
     let address = SessionStateAddress {
         session_id,
         key,
-        user_id: requested_user(query.user_id.as_deref())?,
+        user_id: requested_id(query.user_id.as_deref(), "user_id")?,
     };
     let entry = engine
         .get_session_state_for(principal.principal(), address)
@@ -205,7 +206,7 @@ pub async fn list_session_state(
         .list_session_state_for(
             principal.principal(),
             session_id,
-            requested_user(query.user_id.as_deref())?,
+            requested_id(query.user_id.as_deref(), "user_id")?,
         )
         .await?;
     Ok(Json(SessionStateListView {
@@ -265,20 +266,12 @@ pub async fn put_session_state(
         address: SessionStateAddress {
             session_id,
             key,
-            user_id: requested_user(user_id.as_deref())?,
+            user_id: requested_id(user_id.as_deref(), "user_id")?,
         },
         value: body.value,
         expected,
         create_only,
-        agent_id: body
-            .agent_id
-            .as_deref()
-            .map(|agent| {
-                engram_core::ExternalId::parse(agent).map_err(|message| {
-                    ApiError::invalid(vec![FieldError::new("agent_id", message)])
-                })
-            })
-            .transpose()?,
+        agent_id: requested_id(body.agent_id.as_deref(), "agent_id")?,
     };
     let (entry, created) = engine
         .put_session_state_for(principal.principal(), request)
@@ -317,7 +310,7 @@ pub async fn delete_session_state(
     let address = SessionStateAddress {
         session_id,
         key,
-        user_id: requested_user(query.user_id.as_deref())?,
+        user_id: requested_id(query.user_id.as_deref(), "user_id")?,
     };
     match engine
         .delete_session_state_for(principal.principal(), address, expected)

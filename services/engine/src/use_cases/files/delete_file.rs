@@ -13,15 +13,11 @@ impl MemoryEngine {
         let file = self.visible_file(principal, file_id).await?;
         // A credential bound to agents deletes its agents' files (and the memories they
         // became) only: one of no agent is read by every agent, deleted by none of them.
-        if !principal.may_change_agents_row(file.agent_id.as_deref()) {
-            return Err(EngineError::Forbidden(format!(
-                "file {file_id} is not one of this credential's agents': a credential bound to agents {} reads it but cannot delete it",
-                principal
-                    .agents()
-                    .map(|agents| agents.describe())
-                    .unwrap_or_default()
-            )));
-        }
+        crate::use_cases::refuse_other_agents_row(
+            principal,
+            file.agent_id.as_deref(),
+            &format!("file {file_id}"),
+        )?;
         if file.status.is_in_progress() {
             return Err(EngineError::InProgress(
                 "the file is still being ingested; delete it once its task has finished"

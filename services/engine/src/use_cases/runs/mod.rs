@@ -86,15 +86,11 @@ impl MemoryEngine {
         run_id: uuid::Uuid,
     ) -> Result<RunRecord, EngineError> {
         let run = self.visible_run(principal, run_id).await?;
-        if !principal.may_change_agents_row(run.agent_id.as_deref()) {
-            return Err(EngineError::Forbidden(format!(
-                "run {run_id} is not one of this credential's agents': a credential bound to agents {} reads it but cannot add to or end it",
-                principal
-                    .agents()
-                    .map(|agents| agents.describe())
-                    .unwrap_or_default()
-            )));
-        }
+        crate::use_cases::refuse_other_agents_row(
+            principal,
+            run.agent_id.as_deref(),
+            &format!("run {run_id}"),
+        )?;
         Ok(run)
     }
 
