@@ -641,7 +641,12 @@ fn ids_at(body: &Value, list: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-async fn send(client: &ApiClient, method: Method, path: &str, body: Option<&Value>) -> ApiResponse {
+pub(crate) async fn send(
+    client: &ApiClient,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> ApiResponse {
     let mut request = client.request(method, path);
     if let Some(body) = body {
         request = request.json(body);
@@ -649,7 +654,11 @@ async fn send(client: &ApiClient, method: Method, path: &str, body: Option<&Valu
     client.send(request).await
 }
 
-fn expect(response: &ApiResponse, wanted: &[u16], what: &str) -> Result<(), TestCaseError> {
+pub(crate) fn expect(
+    response: &ApiResponse,
+    wanted: &[u16],
+    what: &str,
+) -> Result<(), TestCaseError> {
     prop_assert!(
         wanted.contains(&response.status),
         "{}: status {} where {:?} was expected: {}",
@@ -672,7 +681,7 @@ fn looks_like_uuid(window: &[u8]) -> bool {
 }
 
 /// The string itself and every UUID written inside it (a detail or history text naming an id).
-fn ids_in(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn ids_in(text: &str) -> impl Iterator<Item = &str> {
     let bytes = text.as_bytes();
     let embedded = (0..bytes.len().saturating_sub(35))
         .filter(move |&start| looks_like_uuid(&bytes[start..start + 36]))
@@ -781,7 +790,7 @@ fn check_user_ids(value: &Value, own: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-fn collect_strings<'a>(value: &'a Value, strings: &mut Vec<&'a str>) {
+pub(crate) fn collect_strings<'a>(value: &'a Value, strings: &mut Vec<&'a str>) {
     match value {
         Value::String(text) => strings.push(text),
         Value::Array(items) => items.iter().for_each(|item| collect_strings(item, strings)),

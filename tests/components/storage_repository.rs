@@ -1962,6 +1962,12 @@ async fn spend_limits_alerts_and_daily_samples(storage: Storage) {
             max_results: Some(5),
             max_tokens: None,
         },
+        memory_limits: Some(engram_core::memory_limits::MemoryLimits {
+            per_end_user: Some(100),
+            per_agent: None,
+            policy: engram_core::memory_limits::MemoryLimitPolicy::EvictLeastImportant,
+            set_by: Some("api_key:setter".to_string()),
+        }),
     };
     storage
         .set_spend_limits(&scope, &limits, &engram_core::audit::Actor::system("test"))
@@ -3210,3 +3216,102 @@ async fn session_positions_follow_write_order_within_one_session(storage: Storag
     assert_eq!(positions.len(), 3);
 }
 on_both_databases!(session_positions_follow_write_order_within_one_session);
+
+/// What the memory limits read: a subject's live and locked memories, and the order each
+/// eviction policy takes them in (recalls and ratings counted on both databases).
+async fn memory_limits_count_and_rank_a_subjects_memories(storage: Storage) {
+    use engram_core::memory_limits::{LimitedSubject, MemoryLimitPolicy};
+    let (scope, _) = project(&storage, None).await;
+    let stored = insert(
+        &storage,
+        &scope,
+        ["oldest", "recalled", "rated", "idle", "newest"]
+            .iter()
+            .map(|content| draft(content, Some("eve"), None))
+            .collect(),
+    )
+    .await;
+    insert(
+        &storage,
+        &scope,
+        vec![draft("not eve's", Some("fay"), None)],
+    )
+    .await;
+    let eve = LimitedSubject::EndUser("eve".to_string());
+    let now = chrono::Utc::now();
+    storage
+        .insert_memory_uses(
+            &scope,
+            &[engram_core::runs::NewMemoryUse {
+                memory: engram_core::runs::MemoryAtVersion {
+                    memory_id: stored[1].id,
+                    version: 1,
+                },
+                kind: engram_core::runs::MemoryUseKind::Returned,
+                used_at: now,
+                recall_id: None,
+                run_id: None,
+                user_id: Some("eve".to_string()),
+            }],
+        )
+        .await
+        .unwrap();
+    storage
+        .record_feedback(
+            &scope,
+            engram_storage::feedback::NewFeedback {
+                memory_id: Some(stored[2].id),
+                recall_id: None,
+                user_id: Some("eve".to_string()),
+                rating: "relevant".to_string(),
+                text: None,
+                credential: "key:test".to_string(),
+                correction: None,
+                agent_id: None,
+            },
+        )
+        .await
+        .unwrap();
+    let count = storage.subject_memory_count(&scope, &eve).await.unwrap();
+    assert_eq!((count.live, count.locked), (5, 0));
+
+    let oldest = storage
+        .eviction_candidates(
+            &scope,
+            &eve,
+            MemoryLimitPolicy::EvictOldest,
+            &[stored[0].id],
+            2,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        oldest,
+        vec![stored[1].id, stored[2].id],
+        "oldest first, kept ones skipped"
+    );
+    let least_important = storage
+        .eviction_candidates(
+            &scope,
+            &eve,
+            MemoryLimitPolicy::EvictLeastImportant,
+            &[],
+            3,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        least_important,
+        vec![stored[0].id, stored[3].id, stored[4].id],
+        "neither recalled nor rated go first, the oldest of equals before the newer"
+    );
+    assert!(
+        storage
+            .replaces_keyed_memory(&scope, Some("eve"), None, "no-such-key")
+            .await
+            .is_ok_and(|replaces| !replaces)
+    );
+}
+on_both_databases!(memory_limits_count_and_rank_a_subjects_memories);

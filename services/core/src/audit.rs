@@ -27,6 +27,17 @@ impl ActorKind {
             ActorKind::System => "system",
         }
     }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            ActorKind::ApiKey,
+            ActorKind::EndUser,
+            ActorKind::ConsoleAccount,
+            ActorKind::System,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == text)
+    }
 }
 
 /// The door a call came through: set by the door when it builds the caller's origin, and
@@ -129,6 +140,20 @@ impl Actor {
     pub fn label(&self) -> String {
         format!("{}:{}", self.kind.as_str(), self.id)
     }
+
+    /// The actor a [`Self::label`] names, acting now through `channel` for `request_id`
+    /// (a policy's setter, in whose name the policy acts); `None` for text no label has.
+    pub fn from_label(label: &str, channel: Channel, request_id: Option<String>) -> Option<Self> {
+        let (kind, id) = label.split_once(':')?;
+        Some(Self {
+            kind: ActorKind::parse(kind)?,
+            id: id.to_string(),
+            ip: None,
+            user_agent: None,
+            request_id,
+            channel,
+        })
+    }
 }
 
 /// What an audit event records.
@@ -159,6 +184,8 @@ pub enum AuditAction {
     SubjectErased,
     SubjectExported,
     MemoryExpired,
+    /// The project's memory limits deleted a subject's memories to make room for newer ones.
+    MemoryEvicted,
     /// Budget, quotas or recall budget of a project changed.
     ProjectLimitsChanged,
     /// The month's cost reached an alert threshold of the project's budget.
@@ -178,7 +205,7 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 29] = [
+    pub const ALL: [AuditAction; 30] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -201,6 +228,7 @@ impl AuditAction {
         AuditAction::SubjectErased,
         AuditAction::SubjectExported,
         AuditAction::MemoryExpired,
+        AuditAction::MemoryEvicted,
         AuditAction::ProjectLimitsChanged,
         AuditAction::BudgetThresholdReached,
         AuditAction::RetentionSwept,
@@ -234,6 +262,7 @@ impl AuditAction {
             AuditAction::SubjectErased => "subject.erased",
             AuditAction::SubjectExported => "subject.exported",
             AuditAction::MemoryExpired => "memory.expired",
+            AuditAction::MemoryEvicted => "memory.evicted",
             AuditAction::ProjectLimitsChanged => "project.limits_changed",
             AuditAction::BudgetThresholdReached => "project.budget_threshold_reached",
             AuditAction::RetentionSwept => "project.retention_swept",
@@ -272,7 +301,9 @@ impl AuditAction {
             | AuditAction::RetentionSwept
             | AuditAction::ProjectCreated => "project",
             AuditAction::AuditChainRekeyed => "audit_chain",
-            AuditAction::MemoryFlagsChanged | AuditAction::MemoryExpired => "memory",
+            AuditAction::MemoryFlagsChanged
+            | AuditAction::MemoryExpired
+            | AuditAction::MemoryEvicted => "memory",
             AuditAction::SubjectErasureRequested
             | AuditAction::SubjectErased
             | AuditAction::SubjectExported => "subject",

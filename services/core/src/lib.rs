@@ -52,6 +52,7 @@ pub mod json_objects;
 pub mod limits;
 pub mod memory;
 pub mod memory_filter;
+pub mod memory_limits;
 pub mod not_found;
 #[cfg(feature = "openapi")]
 pub mod openapi_schemas;

@@ -25,10 +25,13 @@ pub enum UsageUnit {
     LlmTokensIn,
     /// Completion tokens the LLM answered with, as the provider counted them.
     LlmTokensOut,
+    /// Memories deleted by the project's memory limits to make room for newer ones (not
+    /// billed by the default price book; counted so the Usage page shows what the limits do).
+    MemoriesEvicted,
 }
 
 impl UsageUnit {
-    pub const ALL: [UsageUnit; 7] = [
+    pub const ALL: [UsageUnit; 8] = [
         UsageUnit::MemoriesWritten,
         UsageUnit::Searches,
         UsageUnit::TokensEmbedded,
@@ -36,6 +39,7 @@ impl UsageUnit {
         UsageUnit::FileBytes,
         UsageUnit::LlmTokensIn,
         UsageUnit::LlmTokensOut,
+        UsageUnit::MemoriesEvicted,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -47,6 +51,7 @@ impl UsageUnit {
             UsageUnit::FileBytes => "file_bytes",
             UsageUnit::LlmTokensIn => "llm_tokens_in",
             UsageUnit::LlmTokensOut => "llm_tokens_out",
+            UsageUnit::MemoriesEvicted => "memories_evicted",
         }
     }
 
@@ -134,6 +139,9 @@ pub struct SpendLimits {
     /// Most units per calendar month, per unit.
     pub monthly_quotas: BTreeMap<UsageUnit, u64>,
     pub recall: RecallBudget,
+    /// Most live memories per end-user and per agent, and what a write past them does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limits: Option<crate::memory_limits::MemoryLimits>,
 }
 
 /// Most alert thresholds a budget may carry.
@@ -200,6 +208,15 @@ impl SpendLimits {
                 "memory_days is sampled once a day and cannot be capped per request",
             ));
         }
+        if self
+            .monthly_quotas
+            .contains_key(&UsageUnit::MemoriesEvicted)
+        {
+            errors.push(FieldError::new(
+                "monthly_quotas.memories_evicted",
+                "evictions follow from memory_limits; cap memories_written instead",
+            ));
+        }
         if let Some(max_results) = self.recall.max_results
             && !(1..=MAX_TOP_K as u32).contains(&max_results)
         {
@@ -215,6 +232,9 @@ impl SpendLimits {
                 "recall.max_tokens",
                 format!("must be between 1 and {MAX_RECALL_TOKENS}"),
             ));
+        }
+        if let Some(memory_limits) = &self.memory_limits {
+            errors.extend(memory_limits.limit_errors());
         }
         errors
     }
@@ -730,7 +750,7 @@ pub const DEFAULT_PRICE_CURRENCY: &str = "USD";
 /// deployment has no price for a unit, so costs show real money from the first call, and
 /// marked as a default to replace. Rough figures for running Engram on one's own hardware
 /// with a hosted LLM; the operator's `engram admin set-price` replaces them.
-pub const DEFAULT_PRICES_MICROS: [(UsageUnit, i64); 7] = [
+pub const DEFAULT_PRICES_MICROS: [(UsageUnit, i64); 8] = [
     // 0.001 USD per memory stored.
     (UsageUnit::MemoriesWritten, 1_000),
     // 0.0005 USD per search.
@@ -744,6 +764,8 @@ pub const DEFAULT_PRICES_MICROS: [(UsageUnit, i64); 7] = [
     // 1 USD per million prompt tokens, 4 USD per million completion tokens.
     (UsageUnit::LlmTokensIn, 1),
     (UsageUnit::LlmTokensOut, 4),
+    // Evictions are counted to show what the memory limits do, not billed.
+    (UsageUnit::MemoriesEvicted, 0),
 ];
 
 /// The cost of one unit on one day.

@@ -396,6 +396,15 @@ impl MemoryEngine {
                 .collect();
             (201, serde_json::json!(ids).to_string())
         };
+        // Derived memories count against the memory limits like written ones; one that
+        // replaces another adds nothing.
+        let adding: Vec<engram_core::NewMemory> = drafts
+            .iter()
+            .filter(|draft| draft.supersedes.is_none())
+            .map(|draft| draft.memory.clone())
+            .collect();
+        let added = self.memories_added(scope, &adding).await?;
+        self.admit_under_memory_limits(scope, &added).await?;
         let stored_ids: Vec<Option<MemoryId>> = match self
             .storage
             .insert_memories(scope, drafts, actor, Some(claim), render)
@@ -403,6 +412,12 @@ impl MemoryEngine {
         {
             InsertOutcome::Inserted { memories, touched } => {
                 derivation.memories_written += memories.len() as u64;
+                self.evict_over_memory_limits(
+                    scope,
+                    &crate::pipeline::written_subjects(&memories),
+                    actor,
+                )
+                .await;
                 self.index_after_write(scope, &touched, true).await;
                 memories.into_iter().map(|memory| Some(memory.id)).collect()
             }

@@ -65,6 +65,10 @@ pub enum EngineError {
         /// What the caller holds (its key's scopes, its console role), for the message.
         caller: engram_core::permissions::PrincipalKind,
     },
+    /// The project's memory limits refuse the write: a subject would pass its limit and the
+    /// policy refuses, or no room can be made; the message says which subject and why.
+    #[error("{0}")]
+    MemoryLimitReached(String),
     /// A spend limit of the project (budget, quota, rate quota) refuses the request.
     #[error("the project's {} is reached", reached.limit)]
     LimitReached {
@@ -109,6 +113,7 @@ impl EngineError {
             EngineError::LlmUnavailable(_) => "llm-unavailable",
             EngineError::Forbidden(_) => "forbidden",
             EngineError::Conflict(_) => "conflict",
+            EngineError::MemoryLimitReached(_) => "memory-limit-reached",
             EngineError::InProgress(_) => "in-progress",
             EngineError::ScopeNotGrantable { .. } => "scope-not-grantable",
             EngineError::LimitReached { reached, .. } => match reached.limit.as_str() {

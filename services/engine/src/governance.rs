@@ -1148,6 +1148,29 @@ impl DataGovernance {
         Ok((deleted, memory_ids.len() as u64 - deleted))
     }
 
+    /// The bulk delete of the project's memory limits: `memory_ids` go from the database and
+    /// the index in the name of `limit_setter` (immutable and held ones never). Returns how
+    /// many went.
+    pub(crate) async fn evict_memories(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        eviction: &engram_storage::governance::Eviction,
+        limit_setter: &Actor,
+    ) -> Result<u64, EngineError> {
+        let mut evicted = 0u64;
+        for chunk in memory_ids.chunks(500) {
+            let removed = self
+                .storage
+                .evict_memories(scope, chunk, eviction, limit_setter)
+                .await?;
+            evicted += removed.len() as u64;
+            self.index.delete(scope, removed).await?;
+        }
+        self.applier.work_available.notify_one();
+        Ok(evicted)
+    }
+
     /// What the next retention sweep of the project removes, without removing it.
     pub(crate) async fn retention_preview(
         &self,

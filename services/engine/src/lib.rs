@@ -14,6 +14,7 @@ pub mod indexing;
 pub mod jobs;
 pub mod llm;
 pub mod login_throttle;
+mod memory_limits;
 pub mod metering;
 pub mod password_work;
 mod pipeline;

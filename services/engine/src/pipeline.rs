@@ -107,6 +107,22 @@ pub struct MemoryEngine {
     pub(crate) verified_api_keys: crate::api_key_cache::ApiKeyCache,
 }
 
+/// Each written memory with the subjects the memory limits count it against.
+pub(crate) fn written_subjects(
+    memories: &[Memory],
+) -> Vec<(engram_core::MemoryId, Option<&str>, Option<&str>)> {
+    memories
+        .iter()
+        .map(|memory| {
+            (
+                memory.id,
+                memory.user_id.as_ref().map(|id| id.as_str()),
+                memory.agent_id.as_ref().map(|id| id.as_str()),
+            )
+        })
+        .collect()
+}
+
 /// Checked before paying for an embedding; storage checks again inside its transaction.
 fn refuse_locked_memory(memory: &Memory) -> Result<(), EngineError> {
     if memory.legal_hold {
@@ -324,6 +340,9 @@ impl MemoryEngine {
             .settings
             .default_visibility;
         resolve_visibility(&mut new_memories, default_visibility)?;
+        // Before anything is embedded: a write the memory limits refuse costs nothing.
+        let added = self.memories_added(scope, &new_memories).await?;
+        self.admit_under_memory_limits(scope, &added).await?;
         let mut contents: Vec<String> = new_memories
             .iter()
             .map(|memory| memory.content.clone())
@@ -377,6 +396,8 @@ impl MemoryEngine {
             InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
             InsertOutcome::AnswerErased => Ok(AddOutcome::AnswerErased),
             InsertOutcome::Inserted { memories, touched } => {
+                self.evict_over_memory_limits(scope, &written_subjects(&memories), actor)
+                    .await;
                 let indexed = self
                     .index_after_write(scope, &touched, wait_for_index)
                     .await;

@@ -1555,9 +1555,9 @@ fn engine_error(error: EngineError) -> ConsoleError {
         // The role checks before the use case say `Forbidden` naming the role; what the use
         // case still refuses for this object (a key someone else made) is a 403 it explains.
         EngineError::Forbidden(message) => ConsoleError::Denied(message),
-        EngineError::Conflict(message) | EngineError::InProgress(message) => {
-            ConsoleError::Refused(message)
-        }
+        EngineError::Conflict(message)
+        | EngineError::InProgress(message)
+        | EngineError::MemoryLimitReached(message) => ConsoleError::Refused(message),
         EngineError::ScopeNotGrantable {
             missing,
             caller: PrincipalKind::ConsoleMember(role),

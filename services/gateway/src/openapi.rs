@@ -410,7 +410,7 @@ impl Modify for CommonProblemResponses {
         governance::ProjectSettingsView, governance::ProjectEmbeddingView, governance::ProjectEmbeddingBody, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
         crate::views::TaskView, crate::views::TaskProgressView, governance::RetentionPreviewView, governance::StoreRetentionPreviewView, crate::subject_export::ExportedMemoryView,
         usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
-        crate::views::SpendLimitsBody, crate::views::MonthlyBudgetBody, crate::views::RecallBudgetBody, usage::SpendLimitsView,
+        crate::views::SpendLimitsBody, crate::views::MonthlyBudgetBody, crate::views::RecallBudgetBody, crate::views::MemoryLimitsBody, usage::SpendLimitsView,
         usage::MonthToDateView, usage::BudgetAlertView, prices::PricesView, prices::UnitPricesView, prices::PriceView,
         engram_core::statements::Statement, engram_core::statements::StatementParty, engram_core::statements::StatementLine,
         engram_core::statements::StatementTotal, engram_core::statements::StatementBudget, engram_core::statements::StatementAlert,

@@ -320,7 +320,9 @@ impl From<EngineError> for ApiError {
                 problem
             }
             EngineError::Forbidden(message) => ApiError::new(ProblemKind::Forbidden, message),
-            EngineError::Conflict(message) => ApiError::new(ProblemKind::Conflict, message),
+            EngineError::Conflict(message) | EngineError::MemoryLimitReached(message) => {
+                ApiError::new(ProblemKind::Conflict, message)
+            }
             EngineError::InProgress(message) => {
                 ApiError::new(ProblemKind::VersionConflict, message)
             }

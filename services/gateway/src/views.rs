@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use engram_core::api_keys::ApiKeyRecord;
 use engram_core::audit::AuditEventRecord;
 use engram_core::memory::HistoryEntry;
+use engram_core::memory_limits::{MemoryLimitPolicy, MemoryLimits};
 use engram_core::request_bodies::metadata_object;
 use engram_core::usage::{
     DEFAULT_ALERT_THRESHOLDS, MAX_ALERT_THRESHOLDS, MonthlyBudget, RecallBudget, SpendLimits,
@@ -682,9 +683,51 @@ pub struct SpendLimitsBody {
     pub monthly_quotas: BTreeMap<String, u64>,
     #[serde(default, deserialize_with = "engram_core::json_objects::object")]
     pub recall: RecallBudgetBody,
+    /// Most live memories per end-user and per agent, and what a write past them does;
+    /// absent: no memory limits.
+    #[serde(
+        default,
+        deserialize_with = "engram_core::json_objects::optional_object"
+    )]
+    pub memory_limits: Option<MemoryLimitsBody>,
 }
 
-/// The units a quota may cap (all but `memory_days`, which is sampled daily), each a count.
+/// Bounded memory per subject in the limits document: `refuse` answers a write that would
+/// pass a limit with `409 memory-limit-reached`; `evict_oldest` and `evict_least_important`
+/// delete the subject's oldest or least important memories to make room (never immutable or
+/// held ones), audited as deletes by whoever set the limits.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryLimitsBody {
+    /// Most live memories of one end-user, all agents together (1–100,000).
+    #[schema(minimum = 1, maximum = 100000)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    pub per_end_user: Option<u32>,
+    /// Most live memories of one agent, all end-users together (1–100,000).
+    #[schema(minimum = 1, maximum = 100000)]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "engram_core::json_integers::optional_whole"
+    )]
+    pub per_agent: Option<u32>,
+    /// `refuse`, `evict_oldest` or `evict_least_important`.
+    #[schema(schema_with = memory_limit_policy_schema)]
+    pub policy: MemoryLimitPolicy,
+}
+
+fn memory_limit_policy_schema() -> utoipa::openapi::schema::Object {
+    engram_core::openapi_schemas::one_of(
+        MemoryLimitPolicy::ALL.iter().map(|policy| policy.as_str()),
+    )
+}
+
+/// The units a quota may cap (all but `memory_days`, which is sampled daily, and
+/// `memories_evicted`, which follows from the memory limits), each a count.
 fn monthly_quotas_schema() -> utoipa::openapi::schema::Object {
     use utoipa::openapi::schema::{ObjectBuilder, Type};
     ObjectBuilder::new()
@@ -692,7 +735,7 @@ fn monthly_quotas_schema() -> utoipa::openapi::schema::Object {
         .property_names(Some(engram_core::openapi_schemas::one_of(
             UsageUnit::ALL
                 .iter()
-                .filter(|unit| **unit != UsageUnit::MemoryDays)
+                .filter(|unit| !matches!(unit, UsageUnit::MemoryDays | UsageUnit::MemoriesEvicted))
                 .map(|unit| unit.as_str()),
         )))
         .additional_properties(Some(
@@ -742,6 +785,14 @@ impl SpendLimitsBody {
                 max_results: limits.recall.max_results,
                 max_tokens: limits.recall.max_tokens,
             },
+            memory_limits: limits
+                .memory_limits
+                .as_ref()
+                .map(|memory_limits| MemoryLimitsBody {
+                    per_end_user: memory_limits.per_end_user,
+                    per_agent: memory_limits.per_agent,
+                    policy: memory_limits.policy,
+                }),
         }
     }
 
@@ -794,6 +845,13 @@ impl SpendLimitsBody {
                 max_results: self.recall.max_results,
                 max_tokens: self.recall.max_tokens,
             },
+            // Who sets them is the use case's to record.
+            memory_limits: self.memory_limits.map(|memory_limits| MemoryLimits {
+                per_end_user: memory_limits.per_end_user,
+                per_agent: memory_limits.per_agent,
+                policy: memory_limits.policy,
+                set_by: None,
+            }),
         };
         errors.extend(limits.limit_errors());
         if !errors.is_empty() {

@@ -605,6 +605,7 @@ impl Storage {
             AuditAction::MemoryExpired,
             Some("authorised by project policy: the kind's retention_days or the memory's expires_at"),
             actor,
+            serde_json::Map::new(),
         )
         .await
     }
@@ -624,6 +625,37 @@ impl Storage {
             AuditAction::MemoryDeleted,
             Some(reason),
             actor,
+            serde_json::Map::new(),
+        )
+        .await
+    }
+
+    /// Hard-delete memories the project's memory limits evict (immutable and held ones are
+    /// never deleted): one `memory_evicted` event in the name of `limit_setter`, whose policy
+    /// authorises it, with the limit, the subject and the write that made room necessary.
+    pub async fn evict_memories(
+        &self,
+        scope: &ProjectScope,
+        memory_ids: &[MemoryId],
+        eviction: &Eviction,
+        limit_setter: &Actor,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        let mut details = serde_json::Map::new();
+        details.insert("limit".into(), eviction.limit_name.into());
+        details.insert("maximum".into(), eviction.maximum.into());
+        details.insert("policy".into(), eviction.policy.into());
+        details.insert("subject".into(), eviction.subject.clone().into());
+        details.insert(
+            "made_room_for".into(),
+            eviction.made_room_for.clone().into(),
+        );
+        self.hard_delete_memories(
+            scope,
+            memory_ids,
+            AuditAction::MemoryEvicted,
+            Some("authorised by project policy: the project's memory limits"),
+            limit_setter,
+            details,
         )
         .await
     }
@@ -635,6 +667,7 @@ impl Storage {
         action: AuditAction,
         reason: Option<&str>,
         actor: &Actor,
+        mut details: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Vec<MemoryId>, StorageError> {
         if memory_ids.is_empty() {
             return Ok(Vec::new());
@@ -664,16 +697,30 @@ impl Storage {
             scope.organization_id(),
             Some(scope),
             actor,
-            &NewAuditEvent::success(
-                action,
-                ids.iter().map(ToString::to_string).collect(),
-                serde_json::json!({ "count": ids.len(), "bulk": true, "reason": reason }),
-            ),
+            &NewAuditEvent::success(action, ids.iter().map(ToString::to_string).collect(), {
+                details.insert("count".into(), ids.len().into());
+                details.insert("bulk".into(), true.into());
+                details.insert("reason".into(), reason.into());
+                serde_json::Value::Object(details)
+            }),
         )
         .await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
     }
+}
+
+/// Why memories are evicted, for the audit event.
+#[derive(Clone, Debug)]
+pub struct Eviction {
+    /// `memory_limits.per_end_user` or `memory_limits.per_agent`.
+    pub limit_name: &'static str,
+    pub maximum: u32,
+    pub policy: &'static str,
+    /// `end-user "alice"`, `agent "support"`.
+    pub subject: String,
+    /// The writer whose memories needed the room (an actor label).
+    pub made_room_for: String,
 }
 
 /// Inside `transaction`: hard-delete the memories `(id, last version)` with their history

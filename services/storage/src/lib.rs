@@ -16,6 +16,7 @@ pub mod members;
 pub mod memories;
 pub mod memory_entities;
 mod memory_filter_sql;
+pub mod memory_limits;
 pub mod outbox;
 pub mod recall;
 pub mod recall_quality;

@@ -382,7 +382,8 @@ pub async fn load_recalls(
         .await
 }
 
-/// Save the project's budget, quotas and recall budget (empty fields: no limit).
+/// Save the project's budget, quotas, recall budget and memory limits (empty fields: no
+/// limit).
 #[allow(clippy::too_many_arguments)]
 #[server(prefix = "/console/api", endpoint = "save_limits")]
 pub async fn save_limits(
@@ -398,6 +399,9 @@ pub async fn save_limits(
     quota_file_bytes: Option<String>,
     recall_max_results: Option<String>,
     recall_max_tokens: Option<String>,
+    memory_per_end_user: Option<String>,
+    memory_per_agent: Option<String>,
+    memory_policy: Option<String>,
 ) -> Result<(), ConsoleError> {
     let text = |value: Option<String>| value.unwrap_or_default().trim().to_string();
     let form = crate::model::SpendLimitsForm {
@@ -413,6 +417,9 @@ pub async fn save_limits(
         quota_file_bytes: text(quota_file_bytes),
         recall_max_results: text(recall_max_results),
         recall_max_tokens: text(recall_max_tokens),
+        memory_per_end_user: text(memory_per_end_user),
+        memory_per_agent: text(memory_per_agent),
+        memory_policy: text(memory_policy),
     };
     let result = ssr::backend()?
         .save_spend_limits(&ssr::caller().await?, form)

@@ -361,7 +361,7 @@ pub const AUDIT_PAGE_LIMIT: u32 = 100;
 
 /// The actions the audit filter offers: every action the engine records
 /// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).
-pub const AUDIT_ACTIONS: [&str; 29] = [
+pub const AUDIT_ACTIONS: [&str; 30] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -384,6 +384,7 @@ pub const AUDIT_ACTIONS: [&str; 29] = [
     "subject.erased",
     "subject.exported",
     "memory.expired",
+    "memory.evicted",
     "project.limits_changed",
     "project.budget_threshold_reached",
     "project.retention_swept",
@@ -915,6 +916,12 @@ pub struct SpendLimitsForm {
     pub quota_file_bytes: String,
     pub recall_max_results: String,
     pub recall_max_tokens: String,
+    /// Most live memories per end-user; empty: no limit.
+    pub memory_per_end_user: String,
+    /// Most live memories per agent; empty: no limit.
+    pub memory_per_agent: String,
+    /// `refuse`, `evict_oldest` or `evict_least_important`.
+    pub memory_policy: String,
 }
 
 /// Everything the usage and cost page shows for one project.

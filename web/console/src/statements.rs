@@ -243,6 +243,7 @@ fn unit_name(unit: &str, quantity: i64) -> String {
     match unit {
         "searches" => "search".to_string(),
         "memories_written" => "memory written".to_string(),
+        "memories_evicted" => "memory evicted".to_string(),
         "memory_days" => "memory-day".to_string(),
         other => other.replace('_', " ").trim_end_matches('s').to_string(),
     }

@@ -347,6 +347,16 @@ fn usage_view(
     .into_any()
 }
 
+/// What a write past a memory limit does, as the form offers it.
+const MEMORY_POLICIES: [(&str, &str); 3] = [
+    ("refuse", "Refuse the write (409)"),
+    ("evict_oldest", "Evict the oldest memories"),
+    (
+        "evict_least_important",
+        "Evict the least important memories",
+    ),
+];
+
 fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLimits>) -> AnyView {
     let field =
         move |name: &'static str, label: &'static str, value: String, placeholder: &'static str| {
@@ -385,6 +395,16 @@ fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLim
                 {field("quota_file_bytes", "File bytes ingested per month", form.quota_file_bytes, "no quota")}
                 {field("recall_max_results", "Recall budget: most memories per search", form.recall_max_results, "no limit")}
                 {field("recall_max_tokens", "Recall budget: most tokens per search", form.recall_max_tokens, "no limit")}
+                {field("memory_per_end_user", "Most memories per end-user", form.memory_per_end_user, "no limit")}
+                {field("memory_per_agent", "Most memories per agent", form.memory_per_agent, "no limit")}
+                <label>
+                    <span>"Past a memory limit"</span>
+                    <select name="memory_policy" disabled=!can_edit data-testid="limits-memory_policy">
+                        {MEMORY_POLICIES.iter().map(|(value, label)| view! {
+                            <option value=*value selected=form.memory_policy == *value>{*label}</option>
+                        }).collect::<Vec<_>>()}
+                    </select>
+                </label>
                 {can_edit.then(|| view! { <button type="submit" data-testid="limits-save">"Save limits"</button> })}
             </ActionForm>
         </section>

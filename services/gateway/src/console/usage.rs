@@ -2,13 +2,14 @@
 //! burn-down, the organization's top projects, and the spend-limit form both ways.
 
 use super::{GatewayConsoleBackend, engine_error};
-use crate::views::{MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
+use crate::views::{MemoryLimitsBody, MonthlyBudgetBody, RecallBudgetBody, SpendLimitsBody};
 use chrono::{Duration, Utc};
 use engram_console::model::{
     BreakdownEntry, MonthBudget, ProjectCost, SpendLimitsForm, UsageBreakdownTop, UsageDay,
     UsageOverview,
 };
 use engram_console::{ConsoleCaller, ConsoleError};
+use engram_core::memory_limits::MemoryLimitPolicy;
 use engram_core::usage::{
     BillingMonth, BreakdownValue, CostBreakdownRow, Picos, SpendLimits, UsageBreakdown, UsageUnit,
     forecast_month_cost,
@@ -16,7 +17,7 @@ use engram_core::usage::{
 use std::collections::BTreeMap;
 
 /// Units drawn per day, in the order the units are defined.
-const CHARTED_UNITS: [UsageUnit; 7] = UsageUnit::ALL;
+const CHARTED_UNITS: [UsageUnit; 8] = UsageUnit::ALL;
 const DEFAULT_CURRENCY: &str = "USD";
 
 impl GatewayConsoleBackend {
@@ -479,12 +480,35 @@ fn limits_body(form: &SpendLimitsForm) -> Result<SpendLimitsBody, ConsoleError> 
             max_results: parse_number(&form.recall_max_results, "most memories per search")?,
             max_tokens: parse_number(&form.recall_max_tokens, "most tokens per search")?,
         },
+        memory_limits: memory_limits_body(form)?,
     })
+}
+
+/// The memory limits the form names: none when both limits are empty.
+fn memory_limits_body(form: &SpendLimitsForm) -> Result<Option<MemoryLimitsBody>, ConsoleError> {
+    let per_end_user = parse_number(&form.memory_per_end_user, "most memories per end-user")?;
+    let per_agent = parse_number(&form.memory_per_agent, "most memories per agent")?;
+    if per_end_user.is_none() && per_agent.is_none() {
+        return Ok(None);
+    }
+    let policy = if form.memory_policy.is_empty() {
+        MemoryLimitPolicy::Refuse
+    } else {
+        form.memory_policy.parse().map_err(|message| {
+            ConsoleError::InvalidInput(format!("past a memory limit: {message}"))
+        })?
+    };
+    Ok(Some(MemoryLimitsBody {
+        per_end_user,
+        per_agent,
+        policy,
+    }))
 }
 
 fn limits_form(project_id: &str, limits: &SpendLimits) -> SpendLimitsForm {
     let text = |value: Option<String>| value.unwrap_or_default();
     let budget = limits.monthly_budget.as_ref();
+    let memory_limits = limits.memory_limits.as_ref();
     SpendLimitsForm {
         project_id: project_id.to_string(),
         budget_amount: text(
@@ -527,6 +551,16 @@ fn limits_form(project_id: &str, limits: &SpendLimits) -> SpendLimitsForm {
         ),
         recall_max_results: text(limits.recall.max_results.map(|value| value.to_string())),
         recall_max_tokens: text(limits.recall.max_tokens.map(|value| value.to_string())),
+        memory_per_end_user: text(
+            memory_limits.and_then(|limits| limits.per_end_user.map(|value| value.to_string())),
+        ),
+        memory_per_agent: text(
+            memory_limits.and_then(|limits| limits.per_agent.map(|value| value.to_string())),
+        ),
+        memory_policy: memory_limits
+            .map(|limits| limits.policy.as_str())
+            .unwrap_or("refuse")
+            .to_string(),
     }
 }
 

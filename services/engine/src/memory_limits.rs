@@ -1,0 +1,202 @@
+//! Bounded memory per subject at write time: before a write, one that would take an end-user
+//! or an agent past the project's memory limits is refused (or refused when no room can be
+//! made); after it, the `evict_*` policies delete what passes the limits through the bulk delete.
+//!
+//! Every write path that adds memories calls both: the add use case (and through it Mem0's add
+//! and MCP's `add_memory`), file ingestion and derivation from messages.
+
+use crate::{EngineError, MemoryEngine};
+use chrono::Utc;
+use engram_core::ProjectScope;
+use engram_core::audit::Actor;
+use engram_core::memory_limits::{LimitedSubject, MemoryLimitPolicy, MemoryLimits};
+use engram_core::usage::{UsageAttribution, UsageUnit};
+use engram_storage::governance::Eviction;
+use std::collections::BTreeMap;
+
+/// How many memories a write adds per limited subject. A memory that replaces another
+/// (`supersedes`) adds none.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AddedMemories(BTreeMap<LimitedSubject, u64>);
+
+impl AddedMemories {
+    pub(crate) fn count(&mut self, user_id: Option<&str>, agent_id: Option<&str>) {
+        for subject in LimitedSubject::of_memory(user_id, agent_id) {
+            *self.0.entry(subject).or_default() += 1;
+        }
+    }
+}
+
+impl MemoryEngine {
+    /// What `memories` add per subject under the project's limits: nothing to look up when
+    /// the project has none; a keyed memory that replaces an active one adds nothing.
+    pub(crate) async fn memories_added(
+        &self,
+        scope: &ProjectScope,
+        memories: &[engram_core::NewMemory],
+    ) -> Result<AddedMemories, EngineError> {
+        let mut added = AddedMemories::default();
+        if self.memory_limits(scope).await?.is_none() {
+            return Ok(added);
+        }
+        for memory in memories {
+            let user_id = memory.user_id.as_ref().map(|id| id.as_str());
+            let agent_id = memory.agent_id.as_ref().map(|id| id.as_str());
+            if let Some(key) = &memory.key
+                && self
+                    .storage
+                    .replaces_keyed_memory(scope, user_id, agent_id, key.as_str())
+                    .await?
+            {
+                continue;
+            }
+            added.count(user_id, agent_id);
+        }
+        Ok(added)
+    }
+
+    async fn memory_limits(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<Option<MemoryLimits>, EngineError> {
+        Ok(self
+            .spaces
+            .settings_cache()
+            .of(scope)
+            .await?
+            .spend_limits
+            .memory_limits
+            .clone())
+    }
+
+    /// Refuse a write (`409 memory-limit-reached`) that would take a subject past its limit
+    /// when the policy refuses, when the write alone is more than the limit, or when the
+    /// subject's immutable and held memories leave no room to evict.
+    pub(crate) async fn admit_under_memory_limits(
+        &self,
+        scope: &ProjectScope,
+        added: &AddedMemories,
+    ) -> Result<(), EngineError> {
+        let Some(limits) = self.memory_limits(scope).await? else {
+            return Ok(());
+        };
+        for (subject, adding) in &added.0 {
+            let Some(maximum) = limits.of(subject) else {
+                continue;
+            };
+            let maximum = u64::from(maximum);
+            let name = subject.limit_name();
+            let who = subject.describe();
+            if *adding > maximum {
+                return Err(EngineError::MemoryLimitReached(format!(
+                    "this write adds {adding} memories of {who}, more than {name} ({maximum})"
+                )));
+            }
+            let held = self.storage.subject_memory_count(scope, subject).await?;
+            let after = held.live + adding;
+            if after <= maximum {
+                continue;
+            }
+            if limits.policy == MemoryLimitPolicy::Refuse {
+                return Err(EngineError::MemoryLimitReached(format!(
+                    "{who} holds {} memories and {name} is {maximum} (policy refuse): delete some, or ask an admin to raise the limit",
+                    held.live
+                )));
+            }
+            let needed = after - maximum;
+            let evictable = held.live - held.locked;
+            if needed > evictable {
+                return Err(EngineError::MemoryLimitReached(format!(
+                    "{who} holds {} memories and {name} is {maximum}, but {} of them are immutable or under legal hold and are never evicted: no room for {adding} more",
+                    held.live, held.locked
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a write: delete, as the limits' setter, what takes each subject the write touched
+    /// past its limit, never the written memories themselves. A failure here leaves the
+    /// subject over its limit until the next write (the write itself stands), and is logged.
+    pub(crate) async fn evict_over_memory_limits(
+        &self,
+        scope: &ProjectScope,
+        written: &[(engram_core::MemoryId, Option<&str>, Option<&str>)],
+        writer: &Actor,
+    ) {
+        if let Err(error) = self.try_evict(scope, written, writer).await {
+            tracing::warn!(%error, project_id = %scope.project_id(), "eviction under the memory limits failed; the next write retries");
+        }
+    }
+
+    async fn try_evict(
+        &self,
+        scope: &ProjectScope,
+        written: &[(engram_core::MemoryId, Option<&str>, Option<&str>)],
+        writer: &Actor,
+    ) -> Result<(), EngineError> {
+        let Some(limits) = self.memory_limits(scope).await? else {
+            return Ok(());
+        };
+        let policy = limits.policy;
+        if policy == MemoryLimitPolicy::Refuse {
+            return Ok(());
+        }
+        let setter = limits
+            .set_by
+            .as_deref()
+            .and_then(|label| {
+                Actor::from_label(label, writer.channel.clone(), writer.request_id.clone())
+            })
+            .unwrap_or_else(|| Actor::system("memory_limits"));
+        let keep: Vec<engram_core::MemoryId> = written.iter().map(|(id, _, _)| *id).collect();
+        let mut subjects: Vec<LimitedSubject> = written
+            .iter()
+            .flat_map(|(_, user_id, agent_id)| LimitedSubject::of_memory(*user_id, *agent_id))
+            .collect();
+        subjects.sort();
+        subjects.dedup();
+        for subject in subjects {
+            let Some(maximum) = limits.of(&subject) else {
+                continue;
+            };
+            let held = self.storage.subject_memory_count(scope, &subject).await?;
+            let excess = held.live.saturating_sub(u64::from(maximum));
+            if excess == 0 {
+                continue;
+            }
+            let candidates = self
+                .storage
+                .eviction_candidates(scope, &subject, policy, &keep, excess, Utc::now())
+                .await?;
+            let eviction = Eviction {
+                limit_name: subject.limit_name(),
+                maximum,
+                policy: policy.as_str(),
+                subject: subject.describe(),
+                made_room_for: writer.label(),
+            };
+            let evicted = self
+                .governance
+                .evict_memories(scope, &candidates, &eviction, &setter)
+                .await?;
+            if evicted == 0 {
+                continue;
+            }
+            tracing::info!(project_id = %scope.project_id(), limit = eviction.limit_name, policy = eviction.policy, evicted, "memories evicted under the memory limits");
+            metrics::counter!("engram_memories_evicted_total", "policy" => policy.as_str())
+                .increment(evicted);
+            let (user_id, agent_id) = match &subject {
+                LimitedSubject::EndUser(user_id) => (Some(user_id.as_str()), None),
+                LimitedSubject::Agent(agent_id) => (None, Some(agent_id.as_str())),
+            };
+            self.meter.record(
+                scope,
+                &UsageAttribution::engine("memory_limits").for_subject(user_id, agent_id),
+                UsageUnit::MemoriesEvicted,
+                evicted,
+            );
+        }
+        Ok(())
+    }
+}
