@@ -87,6 +87,8 @@ await runSteps(async (browser) => {
       await owner.getByTestId('limits-alert_thresholds').fill('50, 80');
       await owner.getByTestId('limits-hard_cap').check();
       await owner.getByTestId('limits-quota_file_bytes').fill('1000');
+      await owner.getByTestId('limits-memory_per_end_user').fill('500');
+      await owner.getByTestId('limits-memory_policy').selectOption('evict_least_important');
       await owner.getByTestId('limits-save').click();
       await owner.getByTestId('limits-saved').waitFor();
       const budgetLine = owner.getByTestId('burn-budget');
@@ -111,6 +113,9 @@ await runSteps(async (browser) => {
       assert(await owner.getByTestId('limits-budget_amount').inputValue() === '0.05', 'kept after reload');
       assert(await owner.getByTestId('limits-hard_cap').isChecked(), 'hard cap kept');
       assert(await owner.getByTestId('limits-quota_file_bytes').inputValue() === '1000', 'file quota kept');
+      assert(await owner.getByTestId('limits-memory_per_end_user').inputValue() === '500', 'memory limit kept');
+      assert(await owner.getByTestId('limits-memory_policy').inputValue() === 'evict_least_important', 'eviction policy kept');
+      assert(await owner.getByTestId('usage-memories_evicted').count() === 1, 'evictions are drawn with the other units');
       assert((await owner.getByTestId('quota-file_bytes').textContent()).includes('1,000'), 'file quota listed');
     }],
     ['a bad amount is refused with a message and changes nothing', async () => {
