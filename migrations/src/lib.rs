@@ -37,6 +37,7 @@ mod m0031_statements_and_fine_prices;
 mod m0032_memories_by_session;
 mod m0033_agents;
 mod m0034_verified_memories;
+mod m0035_agent_teams;
 
 pub struct Migrator;
 
@@ -78,6 +79,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0032_memories_by_session::Migration),
             Box::new(m0033_agents::Migration),
             Box::new(m0034_verified_memories::Migration),
+            Box::new(m0035_agent_teams::Migration),
         ]
     }
 }

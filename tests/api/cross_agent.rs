@@ -3,7 +3,8 @@
 //! agent's private memory, and no end-user token bound to an agent one of another end-user.
 //! Random operation sequences (proptest) against one real server and one project whose
 //! credentials are its unbound key, a key bound to each of two agents and, for each agent,
-//! an end-user token of `ana` bound to it. Operations: add (as any agent, private or shared),
+//! an end-user token of `ana` bound to it, one agent in the project's one named team.
+//! Operations: add (as any agent, private, shared, or shared with the team),
 //! list and search (with and without `agent_id` and `include_shared`), context, get, edit,
 //! delete, history, a visibility change by the unbound key, Mem0's search and get, MCP's
 //! search and get. Every memory is recorded with its end-user, agent and visibility; its words
@@ -19,6 +20,9 @@ use std::collections::HashMap;
 
 const AGENTS: [&str; 2] = ["scout", "scribe"];
 const USERS: [&str; 2] = ["ana", "ben"];
+/// The project's one named team, and its agents (indexes into `AGENTS`).
+const TEAM: &str = "pair";
+const TEAM_AGENTS: [usize; 1] = [0];
 
 /// Who asks: the unbound key, a key bound to `AGENTS[n]`, or `ana`'s token bound to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,7 +48,10 @@ impl Caller {
     fn sees(self, owner: &Owner) -> bool {
         let agent_sees = match self.agent() {
             None => true,
-            Some(agent) => owner.agent == Some(agent) || owner.shared,
+            Some(agent) => {
+                owner.agent == Some(agent)
+                    || (owner.shared && (!owner.team || TEAM_AGENTS.contains(&agent)))
+            }
         };
         agent_sees && self.end_user().is_none_or(|user| owner.user == Some(user))
     }
@@ -60,6 +67,8 @@ struct Owner {
     user: Option<usize>,
     agent: Option<usize>,
     shared: bool,
+    /// Shared with `TEAM` only.
+    team: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -69,6 +78,7 @@ enum Step {
         user: Option<usize>,
         agent: Option<usize>,
         shared: bool,
+        team: bool,
     },
     List {
         by: Caller,
@@ -130,8 +140,8 @@ fn caller() -> impl Strategy<Value = Caller> {
 fn step() -> impl Strategy<Value = Step> {
     let agent = proptest::option::of(0..AGENTS.len());
     prop_oneof![
-        3 => (caller(), proptest::option::of(0..USERS.len()), agent.clone(), any::<bool>())
-            .prop_map(|(by, user, agent, shared)| Step::Add { by, user, agent, shared }),
+        3 => (caller(), proptest::option::of(0..USERS.len()), agent.clone(), any::<bool>(), any::<bool>())
+            .prop_map(|(by, user, agent, shared, team)| Step::Add { by, user, agent, shared, team }),
         2 => (caller(), agent.clone()).prop_map(|(by, agent)| Step::List { by, agent }),
         2 => (caller(), agent, any::<bool>()).prop_map(|(by, agent, include_shared)| {
             Step::Search { by, agent, include_shared }
@@ -262,16 +272,21 @@ async fn run_step(
             user,
             agent,
             shared,
+            team,
         } => {
             // A bound credential writes as its agent; a token as its end-user.
             let agent = by.agent().or(agent);
             let user = by.end_user().or(user);
             let shared = shared || agent.is_none();
+            let team = team && shared;
             let marker = memories.marker();
             let mut memory = json!({
                 "content": format!("{marker}: the customer likes green tea"),
                 "visibility": if shared { "shared" } else { "private" },
             });
+            if team {
+                memory["shared_with"] = json!(TEAM);
+            }
             if let (Some(user), Caller::Unbound | Caller::BoundKey(_)) = (user, by) {
                 memory["user_id"] = json!(USERS[user]);
             }
@@ -288,6 +303,7 @@ async fn run_step(
                 user,
                 agent,
                 shared,
+                team,
             };
             memories.owner_of.insert(id.clone(), owner);
             memories.marked.insert(marker, id.clone());
@@ -398,7 +414,15 @@ async fn run_step(
                 )
                 .await;
             expect(&response, &[200], "visibility change")?;
-            memories.owner_of.insert(id, Owner { shared, ..owner });
+            // Made private, it is shared with no team; shared again, it keeps its team.
+            memories.owner_of.insert(
+                id,
+                Owner {
+                    shared,
+                    team: shared && owner.team,
+                    ..owner
+                },
+            );
         }
         Step::Mem0Search { by } => {
             let named = match by.end_user() {
@@ -442,6 +466,15 @@ async fn run_step(
 
 async fn credentials_of_one_project(server: &TestServer) -> Credentials {
     let unbound = server.client();
+    let members: Vec<&str> = TEAM_AGENTS.iter().map(|agent| AGENTS[*agent]).collect();
+    let teams = send(
+        &unbound,
+        Method::PATCH,
+        "/v1/project/settings",
+        Some(&json!({"agent_teams": {TEAM: members}})),
+    )
+    .await;
+    assert_eq!(teams.status, 200, "{}", teams.body);
     let mut keys = Vec::new();
     let mut tokens = Vec::new();
     for agent in AGENTS {

@@ -139,6 +139,9 @@ fn memory_of(view: &Value) -> Memory {
             .as_str()
             .and_then(|text| text.parse().ok())
             .unwrap_or(engram_core::Visibility::Shared),
+        shared_with: view["shared_with"]
+            .as_str()
+            .and_then(|team| engram_core::ExternalId::parse(team).ok()),
         verified_at: None,
         verified_by: None,
         content_omitted: false,

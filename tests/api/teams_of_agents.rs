@@ -838,3 +838,123 @@ async fn another_agents_conclusion_is_found_once_verified_and_the_history_says_b
     let seen = finds(planner, query.clone()).await;
     assert!(!seen.iter().any(|text| text.contains("May 3")), "{seen:?}");
 }
+
+const TEAM_NOTE: &str = "Ledger close for March is blocked on the bank statement.";
+
+async fn set_teams(project: &ApiClient, teams: Value) {
+    let set = project
+        .send(
+            project
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"agent_teams": teams})),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+    assert_eq!(set.body["agent_teams"], teams, "{}", set.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_shared_with_a_team_reaches_its_agents_and_no_other() {
+    let server = TestServer::spawn().await.unwrap();
+    let project = server.client();
+    let note = json!({"content": TEAM_NOTE, "user_id": "carol", "agent_id": "billing", "shared_with": "finance"});
+    let unknown = project.add(json!([note.clone()])).await;
+    unknown.assert_problem(422, "validation-failed");
+    assert_eq!(unknown.error_fields(), vec!["memories[0].shared_with"]);
+    set_teams(&project, json!({"finance": ["billing", "ledger"]})).await;
+    let private_and_shared = project
+        .add(json!([{"content": "x", "agent_id": "billing", "visibility": "private", "shared_with": "finance"}]))
+        .await;
+    private_and_shared.assert_problem(422, "validation-failed");
+    let written = project.add(json!([note])).await;
+    assert_eq!(written.status, 201, "{}", written.body);
+    let stored = &written.body["memories"][0];
+    assert_eq!(
+        (&stored["visibility"], &stored["shared_with"]),
+        (&json!("shared"), &json!("finance"))
+    );
+    let note_id = stored["id"].as_str().unwrap().to_string();
+    let scopes = json!(["memories:read", "memories:write"]);
+    let (ledger, _) = bound_key(&project, json!(["ledger"]), scopes.clone()).await;
+    let ledger = server.client_with_key(&ledger);
+    let (support, _) = bound_key(&project, json!(["support"]), scopes).await;
+    let support = server.client_with_key(&support);
+
+    let question = json!({"query": "why is the March ledger close blocked?", "user_id": "carol", "top_k": 10, "min_score": 0});
+    assert!(
+        contents(&ledger.list("?user_id=carol").await.body, "memories")
+            .contains(&TEAM_NOTE.to_string())
+    );
+    assert!(
+        contents(&ledger.search(question.clone()).await.body, "results")
+            .contains(&TEAM_NOTE.to_string())
+    );
+    assert!(
+        !contents(&support.list("?user_id=carol").await.body, "memories")
+            .contains(&TEAM_NOTE.to_string())
+    );
+    assert!(
+        !contents(&support.search(question.clone()).await.body, "results")
+            .contains(&TEAM_NOTE.to_string())
+    );
+    assert_eq!(support.get(&note_id).await.status, 404);
+    // An unbound caller asking for one agent's view sees what that agent's teams see.
+    let as_agent = |agent: &str| {
+        let mut body = question.clone();
+        body["agent_id"] = json!(agent);
+        body["include_shared"] = json!(true);
+        body
+    };
+    assert!(
+        contents(&project.search(as_agent("ledger")).await.body, "results")
+            .contains(&TEAM_NOTE.to_string())
+    );
+    assert!(
+        !contents(&project.search(as_agent("support")).await.body, "results")
+            .contains(&TEAM_NOTE.to_string())
+    );
+
+    // A team's members are read per request: support joins and sees it at once.
+    set_teams(
+        &project,
+        json!({"finance": ["billing", "ledger", "support"]}),
+    )
+    .await;
+    assert_eq!(support.get(&note_id).await.status, 200);
+    assert!(
+        contents(&support.search(question.clone()).await.body, "results")
+            .contains(&TEAM_NOTE.to_string())
+    );
+
+    // Shared with every agent again: an agent of no team reads it too.
+    let (planner, _) = bound_key(&project, json!(["planner"]), json!(["memories:read"])).await;
+    let planner = server.client_with_key(&planner);
+    assert_eq!(planner.get(&note_id).await.status, 404);
+    let widened = project
+        .patch(
+            &note_id,
+            None,
+            json!({"shared_with": null, "reason": "the whole team needs it"}),
+        )
+        .await;
+    assert_eq!(widened.status, 200, "{}", widened.body);
+    assert_eq!(widened.body["shared_with"], Value::Null);
+    assert_eq!(planner.get(&note_id).await.status, 200);
+
+    // MCP's add_memory takes the team too.
+    let by_mcp = ledger
+        .mcp_tool(
+            "add_memory",
+            json!({"content": "The ledger agent reconciled February.", "user_id": "carol", "shared_with": "finance"}),
+        )
+        .await;
+    assert!(
+        by_mcp.body.to_string().contains("finance"),
+        "{}",
+        by_mcp.body
+    );
+    assert_eq!(
+        planner.list("?user_id=carol&agent_id=ledger").await.body["memories"],
+        json!([])
+    );
+}

@@ -30,6 +30,7 @@ fn draft(number: usize) -> MemoryDraft {
             expires_at: None,
             occurred_at: None,
             visibility: Some(engram_core::Visibility::Shared),
+            shared_with: None,
         },
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),

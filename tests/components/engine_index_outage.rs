@@ -134,6 +134,7 @@ fn memory(content: &str) -> NewMemory {
         expires_at: None,
         occurred_at: None,
         visibility: None,
+        shared_with: None,
     }
 }
 

@@ -204,6 +204,7 @@ async fn payload_filters_apply_before_the_limit(index: Arc<dyn VectorIndex>) {
             text: format!("garden note {number}"),
             filterable: FilterableFields {
                 visibility: None,
+                shared_with: None,
                 verified: None,
                 source: Some(if is_rare {
                     engram_core::MemorySource::Manual

@@ -101,6 +101,7 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
             expires_at: None,
             occurred_at: None,
             visibility: Some(engram_core::Visibility::Shared),
+            shared_with: None,
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),

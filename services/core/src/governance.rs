@@ -37,6 +37,8 @@ pub struct ProjectSettings {
     pub default_visibility: crate::Visibility,
     /// Whether an agent's searches take other agents' memories only once verified.
     pub verified_only_from_other_agents: bool,
+    /// Named teams of agents a memory can be shared with.
+    pub agent_teams: crate::agent_teams::AgentTeams,
 }
 
 impl ProjectSettings {
@@ -70,6 +72,7 @@ impl Default for ProjectSettings {
             relevance_floor: crate::search::RelevanceFloorSetting::Model,
             default_visibility: crate::Visibility::Shared,
             verified_only_from_other_agents: false,
+            agent_teams: crate::agent_teams::AgentTeams::default(),
         }
     }
 }

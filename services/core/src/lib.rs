@@ -38,6 +38,7 @@ macro_rules! text_enum {
 }
 
 pub mod access;
+pub mod agent_teams;
 pub mod api_keys;
 pub mod audit;
 pub mod conversation;

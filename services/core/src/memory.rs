@@ -66,6 +66,8 @@ pub struct NewMemory {
     pub occurred_at: Option<DateTime<Utc>>,
     /// Who among the project's agents reads it; `None`: the project's default.
     pub visibility: Option<Visibility>,
+    /// The team of agents a shared memory is shared with; `None`: every agent.
+    pub shared_with: Option<ExternalId>,
 }
 
 /// Content within the documented size: not empty, at most
@@ -230,6 +232,9 @@ pub struct Memory {
     pub legal_hold: bool,
     /// Who among the project's agents reads it.
     pub visibility: Visibility,
+    /// For a shared memory, the one team of agents it is shared with; `None`: every agent.
+    #[serde(default)]
+    pub shared_with: Option<ExternalId>,
     /// When a reviewer or a supervisor verified it; `None`: unverified (an agent's
     /// intermediate result until someone vouches for it).
     pub verified_at: Option<DateTime<Utc>>,
@@ -294,6 +299,7 @@ mod add_limit_tests {
             expires_at: None,
             occurred_at: None,
             visibility: None,
+            shared_with: None,
         }
     }
 

@@ -1282,6 +1282,7 @@ mod tests {
             immutable: false,
             legal_hold: false,
             visibility: crate::Visibility::Shared,
+            shared_with: None,
             verified_at: None,
             verified_by: None,
             content_omitted: false,

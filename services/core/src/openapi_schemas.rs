@@ -16,6 +16,27 @@ pub fn external_id() -> Object {
         .build()
 }
 
+/// A project's teams of agents: at most 32 team names, each with 1–64 agent ids.
+pub fn agent_teams() -> Object {
+    use crate::agent_teams::{MAX_AGENTS_PER_TEAM, MAX_TEAMS};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .max_properties(Some(MAX_TEAMS))
+        .property_names(Some(external_id()))
+        .additional_properties(Some(
+            utoipa::openapi::schema::ArrayBuilder::new()
+                .items(external_id())
+                .min_items(Some(1))
+                .max_items(Some(MAX_AGENTS_PER_TEAM)),
+        ))
+        .build()
+}
+
+/// [`agent_teams`] or `null` (a change that leaves the teams as they are).
+pub fn optional_agent_teams() -> Object {
+    agent_teams().nullable()
+}
+
 /// Any JSON value: an object, array, string, number, boolean or null (a session-state
 /// value is stored as sent).
 pub fn any_json_value() -> Object {

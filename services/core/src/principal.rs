@@ -187,6 +187,12 @@ impl Principal {
     }
 
     /// The scope storage confines this caller's reads and writes of end-user data to.
+    /// This principal knowing which of the project's named teams its agents belong to.
+    pub fn in_agent_teams(mut self, teams: &crate::agent_teams::AgentTeams) -> Self {
+        self.memory_scope = self.memory_scope.in_agent_teams(teams);
+        self
+    }
+
     pub fn memory_scope(&self) -> &MemoryScope {
         &self.memory_scope
     }

@@ -48,6 +48,10 @@ pub struct NewMemoryBody {
     /// `agent_id`) or `shared` (every agent). Default: the project's `default_visibility`.
     #[cfg_attr(feature = "openapi", schema(example = "shared"))]
     pub visibility: Option<String>,
+    /// Shares the memory with one of the project's teams of agents (`agent_teams`) rather
+    /// than with every agent; implies `shared`.
+    #[cfg_attr(feature = "openapi", schema(schema_with = crate::openapi_schemas::optional_external_id))]
+    pub shared_with: Option<String>,
     /// The memory's vector, for a project whose embedding source is `client` (required
     /// there, refused elsewhere): exactly the project's declared dimension, finite numbers,
     /// not all zero.
@@ -272,6 +276,11 @@ impl AddMemoriesBody {
                         })
                     })
                     .and_then(Result::ok),
+                shared_with: ExternalId::parse_field(
+                    body.shared_with.as_deref(),
+                    &path("shared_with"),
+                    &mut errors,
+                ),
             });
         }
         // The limits are the add use case's; reported here with the parse errors in one answer.

@@ -74,6 +74,9 @@ pub struct AgentRestriction {
     /// Whether memories shared by other agents count: yes for reading, no for what a change
     /// or deletion may reach ([`MemoryScope::for_changes`]).
     with_shared: bool,
+    /// The project's named teams these agents belong to (sorted): memories shared with one
+    /// of them count as shared; those shared with another team do not.
+    teams: Vec<String>,
 }
 
 impl Serialize for AgentRestriction {
@@ -105,6 +108,7 @@ impl AgentRestriction {
         Ok(Self {
             agents,
             with_shared: true,
+            teams: Vec::new(),
         })
     }
 
@@ -113,7 +117,13 @@ impl AgentRestriction {
         Self {
             agents: Vec::new(),
             with_shared: false,
+            teams: Vec::new(),
         }
+    }
+
+    /// The named teams of the project these agents belong to.
+    pub fn teams(&self) -> &[String] {
+        &self.teams
     }
 
     /// Whether memories shared by other agents are within: false in a scope for changes.
@@ -252,6 +262,15 @@ impl MemoryScope {
             ),
             (bound, more) => bound.or(more),
         };
+        self
+    }
+
+    /// This scope knowing which of the project's `teams` its agents belong to (a scope bound
+    /// to no agent sees every team's memories already).
+    pub fn in_agent_teams(mut self, teams: &crate::agent_teams::AgentTeams) -> Self {
+        if let Some(agents) = self.agents.as_mut() {
+            agents.teams = teams.teams_of(agents.agents.iter().map(ExternalId::as_str));
+        }
         self
     }
 

@@ -343,6 +343,27 @@ impl MemoryEngine {
             metadata.insert("from".into(), first.valid_from.to_rfc3339().into());
             metadata.insert("to".into(), last.valid_from.to_rfc3339().into());
         }
+        // As confined as the most confined episode it replaces: private if one is (or if they
+        // were shared with different teams, when they have an agent), else within their team.
+        let teams: std::collections::BTreeSet<Option<&ExternalId>> = episodes
+            .iter()
+            .map(|episode| episode.shared_with.as_ref())
+            .collect();
+        let any_private = episodes
+            .iter()
+            .any(|episode| episode.visibility == engram_core::Visibility::Private);
+        let (summary_visibility, summary_team) = match (any_private, teams.len()) {
+            (true, _) => (engram_core::Visibility::Private, None),
+            (false, 1) => (
+                engram_core::Visibility::Shared,
+                teams.into_iter().next().flatten().cloned(),
+            ),
+            (false, _) if agent_id.is_some() => (engram_core::Visibility::Private, None),
+            (false, _) => (
+                engram_core::Visibility::Shared,
+                teams.into_iter().flatten().next().cloned(),
+            ),
+        };
         let draft = MemoryDraft {
             memory: NewMemory {
                 user_id: user_id.clone(),
@@ -359,16 +380,8 @@ impl MemoryEngine {
                 // The summary is about the newest episode's time at the latest.
                 occurred_at: episodes.iter().map(|episode| episode.occurred_at).max(),
                 // As private as the most private episode it replaces.
-                visibility: Some(
-                    if episodes
-                        .iter()
-                        .any(|episode| episode.visibility == engram_core::Visibility::Private)
-                    {
-                        engram_core::Visibility::Private
-                    } else {
-                        engram_core::Visibility::Shared
-                    },
-                ),
+                visibility: Some(summary_visibility),
+                shared_with: summary_team,
             },
             embedding: vector,
             embedding_model: space.model_id.clone(),

@@ -43,6 +43,8 @@ pub struct DerivationInput<'a> {
     pub expires_at: Option<chrono::DateTime<Utc>>,
     /// Who among the project's agents reads what is derived; `None`: the project's default.
     pub visibility: Option<engram_core::Visibility>,
+    /// The team of agents what is derived is shared with; `None`: as `visibility` says.
+    pub shared_with: Option<ExternalId>,
 }
 
 /// What a derivation of `messages` messages may spend, admitted before it runs: a memory
@@ -136,7 +138,20 @@ impl MemoryEngine {
         // What is derived is as visible as asked, else as the project's default; a memory of
         // no agent is shared (private is an agent's). Storage keeps a replacement of a
         // private memory private.
+        if let Some(team) = &input.shared_with {
+            let settings = self.spaces.settings_cache().of(scope).await?;
+            if let Some(message) =
+                crate::pipeline::team_error(team, input.visibility, &settings.settings.agent_teams)
+            {
+                return Err(engram_core::InvalidInput(vec![engram_core::FieldError::new(
+                    "shared_with",
+                    message,
+                )])
+                .into());
+            }
+        }
         let visibility = match (input.visibility, &agent_id) {
+            _ if input.shared_with.is_some() => engram_core::Visibility::Shared,
             (_, None) => engram_core::Visibility::Shared,
             (Some(visibility), Some(_)) => visibility,
             (None, Some(_)) => {
@@ -291,6 +306,7 @@ impl MemoryEngine {
                         metadata.insert("sent_at".into(), message.sent_at.to_rfc3339().into());
                     }
                     let new_memory = NewMemory {
+                        shared_with: input.shared_with.clone(),
                         user_id: external(user_id.as_deref()),
                         agent_id: external(agent_id.as_deref()),
                         session_id: external(Some(first.session_id.as_str())),

@@ -188,6 +188,7 @@ impl IndexApplier {
                     occurred_at: Some(row.occurred_at),
                     metadata: row.metadata,
                     visibility: Some(row.visibility),
+                    shared_with: row.shared_with,
                     verified: Some(row.verified),
                 },
             })

@@ -50,6 +50,8 @@ pub struct MemoryEdit {
     pub occurred_at: Option<DateTime<Utc>>,
     /// Who among the project's agents reads it (`private` needs the memory's `agent_id`).
     pub visibility: Option<engram_core::Visibility>,
+    /// The team a shared memory is shared with (`Some(None)`: every agent again).
+    pub shared_with: Option<Option<engram_core::ExternalId>>,
     pub reason: Option<String>,
     /// New metadata keeps the memory's `app_id` unless it names one (Mem0 keeps `app_id`
     /// beside the metadata, Engram inside it).
@@ -332,14 +334,12 @@ impl MemoryEngine {
             |position| format!("memories[{position}].embedding"),
         )?;
         let mut new_memories = new_memories;
-        let default_visibility = self
-            .spaces
-            .settings_cache()
-            .of(scope)
-            .await?
-            .settings
-            .default_visibility;
-        resolve_visibility(&mut new_memories, default_visibility)?;
+        let settings = self.spaces.settings_cache().of(scope).await?;
+        resolve_visibility(
+            &mut new_memories,
+            settings.settings.default_visibility,
+            &settings.settings.agent_teams,
+        )?;
         // Before anything is embedded: a write the memory limits refuse costs nothing.
         let added = self.memories_added(scope, &new_memories).await?;
         self.admit_under_memory_limits(scope, &added).await?;
@@ -526,6 +526,7 @@ impl MemoryEngine {
             expires_at: edit.expires_at,
             occurred_at: edit.occurred_at,
             visibility: edit.visibility,
+            shared_with: edit.shared_with,
             reason: edit.reason,
         };
         let (updated, _) = self
@@ -667,13 +668,25 @@ pub(crate) fn check_vectors_match_space(
 
 /// Each memory's visibility: the one it names, else the project's default. A private memory
 /// is its agent's, so one of no agent asking for it is refused; the project's default of
-/// `private` leaves a memory of no agent shared (no agent could read it otherwise).
+/// `private` leaves a memory of no agent shared (no agent could read it otherwise). A memory
+/// shared with a team is shared, with a team the project names.
 fn resolve_visibility(
     memories: &mut [NewMemory],
     default_visibility: engram_core::Visibility,
+    teams: &engram_core::agent_teams::AgentTeams,
 ) -> Result<(), InvalidInput> {
     let mut errors = Vec::new();
     for (position, memory) in memories.iter_mut().enumerate() {
+        if let Some(team) = &memory.shared_with {
+            if let Some(message) = team_error(team, memory.visibility, teams) {
+                errors.push(engram_core::FieldError::new(
+                    format!("memories[{position}].shared_with"),
+                    message,
+                ));
+            }
+            memory.visibility = Some(engram_core::Visibility::Shared);
+            continue;
+        }
         memory.visibility = Some(match (memory.visibility, &memory.agent_id) {
             (Some(engram_core::Visibility::Private), None) => {
                 errors.push(engram_core::FieldError::new(
@@ -692,4 +705,26 @@ fn resolve_visibility(
     } else {
         Err(InvalidInput(errors))
     }
+}
+
+/// Why a memory cannot be shared with `team`: it is not one of the project's, or the memory
+/// is asked to be private.
+pub(crate) fn team_error(
+    team: &engram_core::ExternalId,
+    visibility: Option<engram_core::Visibility>,
+    teams: &engram_core::agent_teams::AgentTeams,
+) -> Option<String> {
+    if visibility == Some(engram_core::Visibility::Private) {
+        return Some(
+            "a private memory is shared with no team: leave out one of the two".to_string(),
+        );
+    }
+    if !teams.contains(team.as_str()) {
+        return Some(format!(
+            "the project has no team {:?} (its teams: {}; set them with PATCH /v1/project/settings {{\"agent_teams\": …}})",
+            team.as_str(),
+            teams.names()
+        ));
+    }
+    None
 }

@@ -268,9 +268,10 @@ impl MemoryEngine {
         // payload filter carries instead of the agent's field.
         let agent_id = match (&request.subject.agent_id, request.include_shared) {
             (Some(agent), true) => {
+                let teams = self.teams_of_agent(scope, agent.as_str()).await?;
                 let agent_or_shared = engram_index::payload_filter::of_agents_or_shared(
                     vec![agent.as_str().to_string()],
-                    true,
+                    Some(&teams),
                 );
                 payload_filter = Some(engram_index::payload_filter::and_also(
                     payload_filter.take(),
@@ -472,6 +473,16 @@ impl MemoryEngine {
         )))
     }
 
+    /// The project's named teams `agent` belongs to: what is shared with them is shared with it.
+    async fn teams_of_agent(
+        &self,
+        scope: &engram_core::ProjectScope,
+        agent: &str,
+    ) -> Result<Vec<String>, EngineError> {
+        let settings = self.spaces.settings_cache().of(scope).await?;
+        Ok(settings.settings.agent_teams.teams_of([agent]))
+    }
+
     /// Every memory of the subject that was valid at `as_of` (superseded ones included),
     /// scored in memory: the index only holds what is active now.
     async fn candidates_valid_at(
@@ -492,27 +503,35 @@ impl MemoryEngine {
             .include_shared
             .then(|| subject.agent_id.take())
             .flatten();
+        let teams = match &shared_too {
+            Some(agent) => self.teams_of_agent(scope.project(), agent.as_str()).await?,
+            None => Vec::new(),
+        };
         let valid = self
             .storage
             .memories_valid_at(scope, &subject, &request.kinds, as_of, MAX_AS_OF_CANDIDATES)
             .instrument(tracing::info_span!("db.memories_valid_at"))
             .await?;
         timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
-        let valid: Vec<MemoryWithEmbedding> = valid
-            .into_iter()
-            .filter(|found| {
-                found
-                    .memory
-                    .expires_at
-                    .is_none_or(|expires_at| expires_at > as_of)
-            })
-            .filter(|found| {
-                shared_too.as_ref().is_none_or(|agent| {
-                    found.memory.agent_id.as_ref() == Some(agent)
-                        || found.memory.visibility == engram_core::Visibility::Shared
+        let valid: Vec<MemoryWithEmbedding> =
+            valid
+                .into_iter()
+                .filter(|found| {
+                    found
+                        .memory
+                        .expires_at
+                        .is_none_or(|expires_at| expires_at > as_of)
                 })
-            })
-            .collect();
+                .filter(|found| {
+                    shared_too.as_ref().is_none_or(|agent| {
+                        found.memory.agent_id.as_ref() == Some(agent)
+                            || (found.memory.visibility == engram_core::Visibility::Shared
+                                && found.memory.shared_with.as_ref().is_none_or(|team| {
+                                    teams.iter().any(|own| own == team.as_str())
+                                }))
+                    })
+                })
+                .collect();
         let keyword_started = Instant::now();
         let keyword_scores = if request.retrieval == RetrievalMode::Dense {
             vec![0.0; valid.len()]

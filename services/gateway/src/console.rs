@@ -1349,6 +1349,10 @@ fn memory_row(memory: &engram_core::Memory, score: Option<f32>) -> MemoryRow {
         immutable: memory.immutable,
         legal_hold: memory.legal_hold,
         visibility: memory.visibility.as_str().to_string(),
+        shared_with: memory
+            .shared_with
+            .as_ref()
+            .map(|team| team.as_str().to_string()),
         verified_by: memory.verified_by.clone(),
         score,
     }

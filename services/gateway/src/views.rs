@@ -60,6 +60,9 @@ pub struct MemoryView {
     /// bound to no agent) or `shared` (every agent of the project).
     #[schema(example = "shared")]
     pub visibility: String,
+    /// For a shared memory: the one team of agents (`agent_teams`) it is shared with; null:
+    /// every agent.
+    pub shared_with: Option<String>,
     /// When a reviewer or a supervisor verified it (`POST /v1/memories/{id}/verify`); null:
     /// unverified.
     pub verified_at: Option<DateTime<Utc>>,
@@ -98,6 +101,10 @@ impl From<&Memory> for MemoryView {
             immutable: memory.immutable,
             legal_hold: memory.legal_hold,
             visibility: memory.visibility.as_str().to_string(),
+            shared_with: memory
+                .shared_with
+                .as_ref()
+                .map(|team| team.as_str().to_string()),
             verified_at: memory.verified_at,
             verified_by: memory.verified_by.clone(),
             embedding_model: memory.embedding_model.clone(),
@@ -398,6 +405,11 @@ pub struct EditMemoryBody {
     /// an `agent_id`) or `shared` (every agent).
     #[schema(example = "private")]
     pub visibility: Option<String>,
+    /// Shares the memory with one of the project's teams of agents (`agent_teams`) only;
+    /// null shares it with every agent again.
+    #[serde(default, deserialize_with = "present_or_null_text")]
+    #[schema(schema_with = engram_core::openapi_schemas::optional_external_id)]
+    pub shared_with: Option<Option<String>>,
     /// The new content's vector, for a project whose embedding source is `client`.
     #[schema(schema_with = engram_core::openapi_schemas::optional_client_vector)]
     pub embedding: Option<Vec<f32>>,
@@ -407,6 +419,12 @@ fn present_or_null<'de, D: serde::Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Option<DateTime<Utc>>>, D::Error> {
     Option::<DateTime<Utc>>::deserialize(deserializer).map(Some)
+}
+
+fn present_or_null_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
 }
 
 impl EditMemoryBody {
@@ -422,6 +440,13 @@ impl EditMemoryBody {
                 .map_err(|message| errors.push(FieldError::new("visibility", message)))
                 .ok()
         });
+        let shared_with = self.shared_with.map(|team| {
+            team.and_then(|team| {
+                engram_core::ExternalId::parse(&team)
+                    .map_err(|message| errors.push(FieldError::new("shared_with", message)))
+                    .ok()
+            })
+        });
         let edit = MemoryEdit {
             content: self.content,
             metadata,
@@ -429,6 +454,7 @@ impl EditMemoryBody {
             expires_at: self.expires_at,
             occurred_at: self.occurred_at,
             visibility,
+            shared_with,
             reason: self.reason,
             keep_app_id: false,
         };

@@ -989,7 +989,10 @@ fn point_struct(
         TEXT_FIELD: point.text,
         LAYOUT_FIELD: POINT_LAYOUT,
         SOURCE_FIELD: point.filterable.source.map(|source| source.as_str()),
-        VISIBILITY_FIELD: point.filterable.visibility.map(|visibility| visibility.as_str()),
+        VISIBILITY_FIELD: crate::payload_filter::visibility_keyword(
+            point.filterable.visibility,
+            point.filterable.shared_with.as_deref(),
+        ),
         VERIFIED_FIELD: point.filterable.verified.unwrap_or(false),
         CATEGORIES_FIELD: point.filterable.categories,
         CONFIDENCE_FIELD: point.filterable.confidence,

@@ -52,6 +52,8 @@ pub struct FilterableFields {
     /// Who among the project's agents reads it; `None` (points written before visibility
     /// existed) is read as `shared`, which every such memory is.
     pub visibility: Option<engram_core::Visibility>,
+    /// The team a shared memory is shared with; `None`: every agent.
+    pub shared_with: Option<String>,
     /// Whether it was verified; `None` on points written before verification existed (none
     /// of which was).
     pub verified: Option<bool>,

@@ -46,7 +46,7 @@ pub fn within_agents(
             .iter()
             .map(|agent| agent.as_str().to_string())
             .collect(),
-        agents.with_shared(),
+        agents.with_shared().then_some(agents.teams()),
     );
     Some(and_also(filter, seen))
 }
@@ -75,17 +75,35 @@ pub fn and_also(filter: Option<PayloadFilter>, more: PayloadFilter) -> PayloadFi
     }
 }
 
-/// The points of `agents`, and with `shared_too` those shared with every agent (points
-/// written before visibility existed carry none, and are all shared).
-pub fn of_agents_or_shared(agents: Vec<String>, shared_too: bool) -> PayloadFilter {
+/// The visibility a point carries: `private`, `shared`, or for a memory shared with one
+/// team `team:<name>` (so one keyword answers who reads it).
+pub fn visibility_keyword(
+    visibility: Option<engram_core::Visibility>,
+    shared_with: Option<&str>,
+) -> Option<String> {
+    match (visibility, shared_with) {
+        (Some(engram_core::Visibility::Shared), Some(team)) => Some(format!("team:{team}")),
+        (visibility, _) => visibility.map(|visibility| visibility.as_str().to_string()),
+    }
+}
+
+/// The points of `agents`, and with `shared_with_teams` those shared with every agent or
+/// with one of these teams (points written before visibility existed carry none, and are
+/// all shared).
+pub fn of_agents_or_shared(
+    agents: Vec<String>,
+    shared_with_teams: Option<&[String]>,
+) -> PayloadFilter {
     let mut either = vec![PayloadFilter::KeywordIn {
         field: AGENT_ID_FIELD.to_string(),
         values: agents,
     }];
-    if shared_too {
+    if let Some(teams) = shared_with_teams {
+        let mut readable = vec![engram_core::Visibility::Shared.as_str().to_string()];
+        readable.extend(teams.iter().map(|team| format!("team:{team}")));
         either.push(PayloadFilter::KeywordIn {
             field: VISIBILITY_FIELD.to_string(),
-            values: vec![engram_core::Visibility::Shared.as_str().to_string()],
+            values: readable,
         });
         either.push(PayloadFilter::Not(Box::new(PayloadFilter::Present {
             field: VISIBILITY_FIELD.to_string(),

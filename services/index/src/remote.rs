@@ -440,8 +440,11 @@ fn point_struct(scope: &ProjectScope, point: IndexedMemory) -> PointStruct {
     if let Some(source) = filterable.source {
         payload.insert(SOURCE_FIELD, source.as_str().to_string());
     }
-    if let Some(visibility) = filterable.visibility {
-        payload.insert(VISIBILITY_FIELD, visibility.as_str().to_string());
+    if let Some(visibility) = crate::payload_filter::visibility_keyword(
+        filterable.visibility,
+        filterable.shared_with.as_deref(),
+    ) {
+        payload.insert(VISIBILITY_FIELD, visibility);
     }
     payload.insert(VERIFIED_FIELD, filterable.verified.unwrap_or(false));
     payload.insert(CATEGORIES_FIELD, filterable.categories);

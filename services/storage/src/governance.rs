@@ -180,6 +180,10 @@ impl Storage {
                 Expr::value(settings.verified_only_from_other_agents),
             )
             .col_expr(
+                projects::Column::AgentTeams,
+                Expr::value(serde_json::to_value(&settings.agent_teams).unwrap_or_default()),
+            )
+            .col_expr(
                 projects::Column::EmbeddingSource,
                 Expr::value(settings.embedding.source()),
             )
@@ -217,6 +221,7 @@ impl Storage {
                     "relevance_floor": { "from": previous.relevance_floor.to_json(), "to": settings.relevance_floor.to_json() },
                     "default_visibility": { "from": previous.default_visibility.as_str(), "to": settings.default_visibility.as_str() },
                     "verified_only_from_other_agents": { "from": previous.verified_only_from_other_agents, "to": settings.verified_only_from_other_agents },
+                    "agent_teams": { "from": previous.agent_teams, "to": settings.agent_teams },
                 }),
             ),
         )
@@ -831,6 +836,7 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             .parse()
             .unwrap_or(engram_core::Visibility::Shared),
         verified_only_from_other_agents: project.verified_only_from_other_agents,
+        agent_teams: serde_json::from_value(project.agent_teams.clone()).unwrap_or_default(),
     }
 }
 

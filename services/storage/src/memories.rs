@@ -71,6 +71,8 @@ pub struct MemoryPatch {
     pub occurred_at: Option<DateTime<Utc>>,
     /// Who among the project's agents reads it.
     pub visibility: Option<engram_core::Visibility>,
+    /// The team a shared memory is shared with; `Some(None)`: every agent again.
+    pub shared_with: Option<Option<ExternalId>>,
     pub reason: Option<String>,
 }
 
@@ -179,6 +181,11 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
             .visibility
             .parse()
             .map_err(|error| corrupt("visibility", error))?,
+        shared_with: model
+            .shared_with
+            .map(|team| ExternalId::parse(&team))
+            .transpose()
+            .map_err(|error| corrupt("shared_with", error))?,
         verified_at: model.verified_at,
         verified_by: model.verified_by,
         content_omitted: false,
@@ -566,21 +573,41 @@ impl Storage {
                 superseded.push(previous_id.to_string());
                 replaced.push(previous_id.as_uuid());
             }
-            // A replacement of a private memory stays private: its words may carry the old.
-            let replaces_private = !replaced.is_empty()
-                && draft.memory.agent_id.is_some()
-                && sea_orm::PaginatorTrait::count(
-                    memories_of(scope)
-                        .filter(memories::Column::Id.is_in(replaced))
-                        .filter(memories::Column::Visibility.eq(Visibility::Private.as_str())),
-                    &transaction,
-                )
-                .await
-                .map_err(StorageError::from_db)?
-                    > 0;
-            let visibility = match replaces_private {
-                true => Visibility::Private,
-                false => asked_visibility,
+            // A replacement of a private memory stays private, and one of a memory shared
+            // with a team stays within the team: its words may carry the old.
+            let replaced_sharing: Vec<(String, Option<String>)> = if replaced.is_empty() {
+                Vec::new()
+            } else {
+                memories_of(scope)
+                    .select_only()
+                    .column(memories::Column::Visibility)
+                    .column(memories::Column::SharedWith)
+                    .filter(memories::Column::Id.is_in(replaced))
+                    .into_tuple()
+                    .all(&transaction)
+                    .await
+                    .map_err(StorageError::from_db)?
+            };
+            let replaces_private = draft.memory.agent_id.is_some()
+                && replaced_sharing
+                    .iter()
+                    .any(|(visibility, _)| visibility == Visibility::Private.as_str());
+            let (visibility, shared_with) = match replaces_private {
+                true => (Visibility::Private, None),
+                false if asked_visibility == Visibility::Private => (Visibility::Private, None),
+                false => (
+                    asked_visibility,
+                    draft
+                        .memory
+                        .shared_with
+                        .as_ref()
+                        .map(|team| team.as_str().to_string())
+                        .or_else(|| {
+                            replaced_sharing
+                                .iter()
+                                .find_map(|(_, shared_with)| shared_with.clone())
+                        }),
+                ),
             };
             let model = memories::ActiveModel {
                 id: Set(memory_id.as_uuid()),
@@ -622,6 +649,7 @@ impl Storage {
                 immutable: Set(false),
                 legal_hold: Set(false),
                 visibility: Set(visibility.as_str().to_string()),
+                shared_with: Set(shared_with),
                 verified_at: Set(None),
                 verified_by: Set(None),
             };
@@ -983,6 +1011,12 @@ impl Storage {
                 Expr::value(visibility.as_str()),
             );
         }
+        if let Some(shared_with) = &patch.shared_with {
+            update = update.col_expr(
+                memories::Column::SharedWith,
+                Expr::value(shared_with.as_ref().map(|team| team.as_str().to_string())),
+            );
+        }
         // A verification vouched for what the memory said: a change of what it says (its
         // words, metadata, categories or time) is unverified until someone vouches again.
         let changes_what_it_says = patch.content.is_some()
@@ -1033,6 +1067,7 @@ impl Storage {
             ("expires_at", patch.expires_at.is_some()),
             ("occurred_at", patch.occurred_at.is_some()),
             ("visibility", patch.visibility.is_some()),
+            ("shared_with", patch.shared_with.is_some()),
         ] {
             if changed {
                 changed_fields.push(field);
@@ -1052,6 +1087,12 @@ impl Storage {
                     "content_sha256": patch.content.as_ref().map(|(content, _)| content_digest(content)),
                     "visibility": patch.visibility.map(|visibility| {
                         serde_json::json!({ "from": current.visibility, "to": visibility.as_str() })
+                    }),
+                    "shared_with": patch.shared_with.as_ref().map(|shared_with| {
+                        serde_json::json!({
+                            "from": current.shared_with,
+                            "to": shared_with.as_ref().map(ExternalId::as_str),
+                        })
                     }),
                     "verification_withdrawn": withdraws_verification,
                     "reason_given": patch.reason.is_some(),

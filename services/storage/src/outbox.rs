@@ -46,6 +46,8 @@ pub struct IndexingRow {
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// Who among the project's agents reads it.
     pub visibility: engram_core::Visibility,
+    /// The team a shared memory is shared with; `None`: every agent.
+    pub shared_with: Option<String>,
     /// Whether a reviewer or a supervisor verified it.
     pub verified: bool,
 }
@@ -165,6 +167,7 @@ impl Storage {
                         .visibility
                         .parse()
                         .unwrap_or(engram_core::Visibility::Private),
+                    shared_with: model.shared_with,
                     verified: model.verified_at.is_some(),
                 },
             );

@@ -63,15 +63,20 @@ fn agent_or_none<C: ColumnTrait>(agent_column: C, agents: &AgentRestriction) -> 
 }
 
 /// A memory of one of `agents`, or (unless the scope is for changes) one shared with every
-/// agent.
+/// agent or with a team of one of them.
 fn memory_seen_by(agents: &AgentRestriction) -> Condition {
+    let shared_with_them = || {
+        Condition::all()
+            .add(memories::Column::Visibility.eq(Visibility::Shared.as_str()))
+            .add(
+                Condition::any()
+                    .add(memories::Column::SharedWith.is_null())
+                    .add(memories::Column::SharedWith.is_in(agents.teams().to_vec())),
+            )
+    };
     Condition::any()
         .add(memories::Column::AgentId.is_in(agent_ids(agents)))
-        .add_option(
-            agents
-                .with_shared()
-                .then(|| memories::Column::Visibility.eq(Visibility::Shared.as_str())),
-        )
+        .add_option(agents.with_shared().then(shared_with_them))
 }
 
 /// Rows about a memory (`memory_column`) that `agents` may see.

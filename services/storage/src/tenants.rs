@@ -464,6 +464,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         relevance_floor: Set(None),
         default_visibility: Set(engram_core::Visibility::Shared.as_str().to_string()),
         verified_only_from_other_agents: Set(false),
+        agent_teams: Set(serde_json::json!({})),
     })
     .exec(connection)
     .await

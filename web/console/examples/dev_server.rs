@@ -138,6 +138,7 @@ impl DevBackend {
                     immutable: false,
                     legal_hold: false,
                     visibility: "shared".into(),
+                    shared_with: None,
                     verified_by: None,
                     score: None,
                 };

@@ -247,10 +247,10 @@ fn detail_view(
                 memory.verified_by.clone().map_or_else(|| "no: an agent's conclusion until someone vouches for it".to_string(), |by| format!("yes, by {by}"))
             }</dd>
             <dt>"Visibility"</dt><dd data-testid="memory-visibility">{
-                if memory.visibility == "private" {
-                    "private: its agent only".to_string()
-                } else {
-                    "shared: every agent of the project".to_string()
+                match (memory.visibility.as_str(), &memory.shared_with) {
+                    ("private", _) => "private: its agent only".to_string(),
+                    (_, Some(team)) => format!("shared with the team {team}: its agents and its own"),
+                    _ => "shared: every agent of the project".to_string(),
                 }
             }</dd>
             <dt>"Session"</dt><dd>{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>

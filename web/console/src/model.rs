@@ -129,6 +129,9 @@ pub struct MemoryRow {
     /// `private` (its agent only) or `shared` (every agent of the project).
     #[serde(default)]
     pub visibility: String,
+    /// For a shared memory, the one team of agents it is shared with; none: every agent.
+    #[serde(default)]
+    pub shared_with: Option<String>,
     /// Who verified it (`console_account:<id>`, `api_key:<id>`); none: unverified.
     #[serde(default)]
     pub verified_by: Option<String>,

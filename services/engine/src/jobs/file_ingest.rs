@@ -178,6 +178,7 @@ fn chunk_memory(file: &FileRecord, chunk: &FileChunk, total: usize) -> Result<Ne
         metadata.insert("heading".into(), heading.clone().into());
     }
     Ok(NewMemory {
+        shared_with: None,
         user_id: external(&file.user_id)?,
         agent_id: external(&file.agent_id)?,
         session_id: external(&file.session_id)?,

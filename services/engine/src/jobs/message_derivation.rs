@@ -63,6 +63,7 @@ pub(super) async fn derive_claimed_batch(
                 categories: &[],
                 expires_at: None,
                 visibility: None,
+                shared_with: None,
             },
             principal.actor(),
         )

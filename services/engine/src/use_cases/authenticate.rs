@@ -84,17 +84,18 @@ impl MemoryEngine {
                     verified
                 }
             };
-            return Ok(verified.map(|verified| {
-                let principal = Principal::api_key(
-                    verified.scope,
-                    verified.key_id,
-                    verified.lineage_id,
-                    verified.scopes,
-                    verified.agents,
-                    origin,
-                );
-                (principal, None)
-            }));
+            let Some(verified) = verified else {
+                return Ok(None);
+            };
+            let principal = Principal::api_key(
+                verified.scope,
+                verified.key_id,
+                verified.lineage_id,
+                verified.scopes,
+                verified.agents,
+                origin,
+            );
+            return Ok(Some((self.in_agent_teams(principal).await?, None)));
         }
         let Some(keys) = &self.end_user_tokens else {
             return Ok(None);
@@ -138,6 +139,20 @@ impl MemoryEngine {
             subject_digest,
             origin,
         );
-        Ok(Some((principal, Some(end_user))))
+        Ok(Some((
+            self.in_agent_teams(principal).await?,
+            Some(end_user),
+        )))
+    }
+
+    /// A principal bound to agents with the project's teams they belong to, so what is
+    /// shared with those teams is shared with it (read per request: a team changed is seen
+    /// at once).
+    async fn in_agent_teams(&self, principal: Principal) -> Result<Principal, EngineError> {
+        if principal.memory_scope().agents().is_none() {
+            return Ok(principal);
+        }
+        let settings = self.spaces.settings_cache().of(principal.scope()).await?;
+        Ok(principal.in_agent_teams(&settings.settings.agent_teams))
     }
 }

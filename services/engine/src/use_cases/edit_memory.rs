@@ -27,10 +27,11 @@ impl MemoryEdit {
             && self.expires_at.is_none()
             && self.occurred_at.is_none()
             && self.visibility.is_none()
+            && self.shared_with.is_none()
         {
             errors.push(FieldError::new(
                 "body",
-                "nothing to change: give content, metadata, categories, expires_at, occurred_at or visibility",
+                "nothing to change: give content, metadata, categories, expires_at, occurred_at, visibility or shared_with",
             ));
         }
         if let Some(error) = engram_core::memory::occurred_at_error("occurred_at", self.occurred_at)
@@ -98,6 +99,21 @@ impl MemoryEngine {
                 "`private` needs an agent: this memory has no `agent_id`, so only `shared` fits it",
             )])
             .into());
+        }
+        // A memory shared with a team is shared; one made private is shared with no team.
+        if let Some(Some(team)) = &request.edit.shared_with {
+            let settings = self.spaces.settings_cache().of(principal.scope()).await?;
+            if let Some(message) = crate::pipeline::team_error(
+                team,
+                request.edit.visibility,
+                &settings.settings.agent_teams,
+            ) {
+                return Err(InvalidInput(vec![FieldError::new("shared_with", message)]).into());
+            }
+            request.edit.visibility = Some(engram_core::Visibility::Shared);
+        }
+        if request.edit.visibility == Some(engram_core::Visibility::Private) {
+            request.edit.shared_with = Some(None);
         }
         if request.edit.keep_app_id
             && let Some(metadata) = request.edit.metadata.as_mut()

@@ -41,6 +41,8 @@ pub struct ProjectSettingsChange {
     pub default_visibility: Option<String>,
     /// Whether an agent's searches take other agents' memories only once verified.
     pub verified_only_from_other_agents: Option<bool>,
+    /// Team name → its agents; replaces the project's teams.
+    pub agent_teams: Option<BTreeMap<String, Vec<String>>>,
 }
 
 impl ProjectSettingsChange {
@@ -114,6 +116,12 @@ impl ProjectSettingsChange {
         }
         if let Some(verified_only) = self.verified_only_from_other_agents {
             settings.verified_only_from_other_agents = verified_only;
+        }
+        if let Some(teams) = &self.agent_teams {
+            match engram_core::agent_teams::AgentTeams::parse(teams, "agent_teams") {
+                Ok(teams) => settings.agent_teams = teams,
+                Err(team_errors) => errors.extend(team_errors),
+            }
         }
         if let Some(visibility) = &self.default_visibility {
             match visibility.parse() {

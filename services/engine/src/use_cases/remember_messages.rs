@@ -40,6 +40,8 @@ pub struct RememberMessagesRequest {
     pub infer: bool,
     /// Who among the project's agents reads the memories; `None`: the project's default.
     pub visibility: Option<engram_core::Visibility>,
+    /// The team of agents the memories are shared with; `None`: as `visibility` says.
+    pub shared_with: Option<engram_core::ExternalId>,
 }
 
 /// How the messages were remembered.
@@ -88,6 +90,7 @@ impl RememberMessagesRequest {
             expires_at: self.expires_at,
             occurred_at: self.occurred_at,
             visibility: self.visibility,
+            shared_with: self.shared_with.clone(),
         }
     }
 }
@@ -287,6 +290,7 @@ impl MemoryEngine {
                     categories: &request.categories,
                     expires_at: request.expires_at,
                     visibility: request.visibility,
+                    shared_with: request.shared_with.clone(),
                 },
                 principal.actor(),
             )

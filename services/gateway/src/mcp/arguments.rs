@@ -60,6 +60,9 @@ pub struct AddMemoryArguments {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("enum" = ["private", "shared"]))]
     pub visibility: Option<String>,
+    /// Share it with one of the project's named teams of agents only (implies `shared`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_with: Option<String>,
     /// The run (from `start_run`) this write belongs to.
     #[serde(default, skip_serializing)]
     pub run_id: Option<Uuid>,

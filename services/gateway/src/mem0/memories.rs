@@ -223,11 +223,27 @@ fn add_request(body: &Value) -> Result<RememberMessagesRequest, ApiError> {
             }
         },
     };
+    // And the team of agents they are shared with (Engram's too).
+    let shared_with = match body.get("shared_with") {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_str().map(engram_core::ExternalId::parse) {
+            Some(Ok(team)) => Some(team),
+            Some(Err(message)) => {
+                errors.push(FieldError::new("shared_with", message));
+                None
+            }
+            None => {
+                errors.push(FieldError::new("shared_with", "must be a team's name"));
+                None
+            }
+        },
+    };
     if !errors.is_empty() {
         return Err(ApiError::invalid(errors));
     }
     Ok(RememberMessagesRequest {
         visibility,
+        shared_with,
         messages,
         user_id,
         agent_id,
@@ -446,6 +462,7 @@ fn memory_edit(body: &Value, path: &str) -> Result<MemoryEdit, ApiError> {
         expires_at,
         occurred_at,
         visibility: None,
+        shared_with: None,
         reason: None,
         // Mem0's `app_id` is not part of its metadata: new metadata leaves it as it is.
         keep_app_id: true,

@@ -96,6 +96,10 @@ pub struct ProjectSettingsView {
     /// Whether an agent's searches (with `agent_id`, or by a credential bound to agents)
     /// take other agents' memories only once verified; a search's `verified_only` wins.
     pub verified_only_from_other_agents: bool,
+    /// Named teams of agents (team → its agents): a memory `shared_with` a team is read by
+    /// its own agent and the team's, not by the project's other agents.
+    #[schema(schema_with = engram_core::openapi_schemas::agent_teams)]
+    pub agent_teams: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// A project's embedding space.
@@ -137,6 +141,7 @@ impl ProjectSettingsView {
             relevance_floor_setting: settings.relevance_floor.to_json(),
             default_visibility: settings.default_visibility.as_str().to_string(),
             verified_only_from_other_agents: settings.verified_only_from_other_agents,
+            agent_teams: settings.agent_teams.teams().clone(),
         })
     }
 }
@@ -192,6 +197,11 @@ pub struct UpdateProjectSettingsBody {
     pub default_visibility: Option<String>,
     /// Whether an agent's searches take other agents' memories only once verified.
     pub verified_only_from_other_agents: Option<bool>,
+    /// Replaces the project's named teams of agents (team → 1–64 agent ids; at most 32
+    /// teams; `{}` removes them all). A memory shared with a team that is removed is read by
+    /// its own agent only until it is shared again.
+    #[schema(schema_with = engram_core::openapi_schemas::optional_agent_teams)]
+    pub agent_teams: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 /// One property per store the registry sweeps by age, each 1–its maximum days or `null`.
@@ -315,6 +325,7 @@ pub async fn update_project_settings(
         relevance_floor: body.relevance_floor,
         default_visibility: body.default_visibility,
         verified_only_from_other_agents: body.verified_only_from_other_agents,
+        agent_teams: body.agent_teams,
         embedding: body
             .embedding
             .map(|embedding| (embedding.source, embedding.dimension)),

@@ -32,6 +32,8 @@ pub struct Model {
     pub legal_hold: bool,
     /// `private` or `shared` among the project's agents.
     pub visibility: String,
+    /// The team a shared memory is shared with; `None`: every agent.
+    pub shared_with: Option<String>,
     /// When it was verified; `None`: unverified.
     pub verified_at: Option<DateTimeUtc>,
     /// Who verified it (an actor label).

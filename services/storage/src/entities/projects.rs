@@ -29,6 +29,8 @@ pub struct Model {
     pub default_visibility: String,
     /// Whether searches take other agents' memories only once verified.
     pub verified_only_from_other_agents: bool,
+    /// Team name → its agents.
+    pub agent_teams: Json,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

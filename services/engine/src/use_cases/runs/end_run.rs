@@ -149,6 +149,7 @@ fn trajectory_of(run: &RunRecord, steps: &[RunStepRecord], outcome: &str) -> Opt
     metadata.insert("outcome".into(), serde_json::json!(outcome));
     let id = |value: &Option<String>| value.as_deref().and_then(|id| ExternalId::parse(id).ok());
     Some(NewMemory {
+        shared_with: None,
         user_id: id(&run.user_id),
         agent_id: id(&run.agent_id),
         session_id: id(&run.session_id),
