@@ -63,12 +63,6 @@ impl MemoryLimits {
             LimitedSubject::Agent(_) => self.per_agent,
         }
     }
-
-    /// Whether these limits are the same as `other`, whoever set them.
-    pub fn same_limits_as(&self, other: &MemoryLimits) -> bool {
-        (self.per_end_user, self.per_agent, self.policy)
-            == (other.per_end_user, other.per_agent, other.policy)
-    }
 }
 
 /// Whose memories a limit counts.

@@ -190,12 +190,14 @@ impl MemoryEngine {
             return Ok(());
         }
         let cutoff = Utc::now() - limits.compact_after;
-        // By visibility too: a private episode is never summarised into a shared summary.
+        // By visibility and team too: a private episode is never summarised into a shared
+        // summary, nor one team's into another's.
         type Session = (
             Option<ExternalId>,
             Option<ExternalId>,
             Option<ExternalId>,
             engram_core::Visibility,
+            Option<ExternalId>,
         );
         let mut by_session: BTreeMap<Session, Vec<&Memory>> = BTreeMap::new();
         for memory in memories {
@@ -212,6 +214,7 @@ impl MemoryEngine {
                         memory.agent_id.clone(),
                         memory.session_id.clone(),
                         memory.visibility,
+                        memory.shared_with.clone(),
                     ))
                     .or_default()
                     .push(memory);
@@ -343,27 +346,11 @@ impl MemoryEngine {
             metadata.insert("from".into(), first.valid_from.to_rfc3339().into());
             metadata.insert("to".into(), last.valid_from.to_rfc3339().into());
         }
-        // As confined as the most confined episode it replaces: private if one is (or if they
-        // were shared with different teams, when they have an agent), else within their team.
-        let teams: std::collections::BTreeSet<Option<&ExternalId>> = episodes
-            .iter()
-            .map(|episode| episode.shared_with.as_ref())
-            .collect();
-        let any_private = episodes
-            .iter()
-            .any(|episode| episode.visibility == engram_core::Visibility::Private);
-        let (summary_visibility, summary_team) = match (any_private, teams.len()) {
-            (true, _) => (engram_core::Visibility::Private, None),
-            (false, 1) => (
-                engram_core::Visibility::Shared,
-                teams.into_iter().next().flatten().cloned(),
-            ),
-            (false, _) if agent_id.is_some() => (engram_core::Visibility::Private, None),
-            (false, _) => (
-                engram_core::Visibility::Shared,
-                teams.into_iter().flatten().next().cloned(),
-            ),
-        };
+        // Episodes are grouped by visibility and team: the summary is as visible as they are.
+        let (summary_visibility, summary_team) = episodes
+            .first()
+            .map(|episode| (episode.visibility, episode.shared_with.clone()))
+            .unwrap_or((engram_core::Visibility::Private, None));
         let draft = MemoryDraft {
             memory: NewMemory {
                 user_id: user_id.clone(),
@@ -379,7 +366,6 @@ impl MemoryEngine {
                 expires_at: None,
                 // The summary is about the newest episode's time at the latest.
                 occurred_at: episodes.iter().map(|episode| episode.occurred_at).max(),
-                // As private as the most private episode it replaces.
                 visibility: Some(summary_visibility),
                 shared_with: summary_team,
             },
@@ -413,13 +399,14 @@ pub(crate) const CONSOLIDATION_CREDENTIAL: &str = "consolidation";
 /// each memory not yet merged keeps every older one at least [`DUPLICATE_SIMILARITY`]
 /// similar to it. Immutable and held memories are never merged away (they may be kept).
 fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<MergedDuplicates> {
-    // By visibility and verification too: a private memory never merges into a shared one,
-    // nor a verified one into an unverified one.
+    // By visibility, team and verification too: a private memory never merges into a shared
+    // one, one team's into another's or every agent's, nor a verified one into an unverified.
     type Subject = (
         Option<ExternalId>,
         Option<ExternalId>,
         MemoryKind,
         engram_core::Visibility,
+        Option<ExternalId>,
         bool,
     );
     let mut by_subject: BTreeMap<Subject, Vec<&MemoryWithEmbedding>> = BTreeMap::new();
@@ -431,6 +418,7 @@ fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<Merge
                 memory.agent_id.clone(),
                 memory.kind,
                 memory.visibility,
+                memory.shared_with.clone(),
                 memory.verified_at.is_some(),
             ))
             .or_default()

@@ -12,7 +12,26 @@ use engram_core::audit::Actor;
 use engram_core::memory_limits::{LimitedSubject, MemoryLimitPolicy, MemoryLimits};
 use engram_core::usage::{UsageAttribution, UsageUnit};
 use engram_storage::governance::Eviction;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Most memories one write evicts: a limit lowered below what subjects hold drains over the
+/// next writes instead of in one request.
+pub const MAX_EVICTIONS_PER_WRITE: u64 = 1_000;
+
+/// One lock per project, held while a write's evictions are counted, chosen and deleted.
+#[derive(Debug, Default)]
+pub(crate) struct EvictionLocks(Mutex<HashMap<engram_core::ProjectId, Arc<tokio::sync::Mutex<()>>>>);
+
+impl EvictionLocks {
+    fn of(&self, project: engram_core::ProjectId) -> Arc<tokio::sync::Mutex<()>> {
+        match self.0.lock() {
+            Ok(mut locks) => locks.entry(project).or_default().clone(),
+            // A panic elsewhere while holding the map leaves evictions unserialised, not stopped.
+            Err(_) => Arc::default(),
+        }
+    }
+}
 
 /// How many memories a write adds per limited subject. A memory that replaces another
 /// (`supersedes`) adds none.
@@ -28,6 +47,21 @@ impl AddedMemories {
 }
 
 impl MemoryEngine {
+    /// Whether a write with this idempotency claim was answered before: its retry replays
+    /// the answer and adds nothing.
+    pub(crate) async fn answered_before(
+        &self,
+        scope: &ProjectScope,
+        claim: Option<&engram_storage::IdempotencyClaim>,
+    ) -> Result<bool, EngineError> {
+        match claim {
+            Some(claim) if self.memory_limits(scope).await?.is_some() => {
+                Ok(self.storage.idempotency_key_used(scope, &claim.key).await?)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// What `memories` add per subject under the project's limits: nothing to look up when
     /// the project has none; a keyed memory that replaces an active one adds nothing.
     pub(crate) async fn memories_added(
@@ -97,18 +131,18 @@ impl MemoryEngine {
             if after <= maximum {
                 continue;
             }
+            // The messages give no counts: the subject's memories span agents and end-users
+            // the writer may not read.
             if limits.policy == MemoryLimitPolicy::Refuse {
                 return Err(EngineError::MemoryLimitReached(format!(
-                    "{who} holds {} memories and {name} is {maximum} (policy refuse): delete some, or ask an admin to raise the limit",
-                    held.live
+                    "{who} is at {name} ({maximum}; policy refuse): delete some of its memories, or ask an admin to raise the limit"
                 )));
             }
             let needed = after - maximum;
             let evictable = held.live - held.locked;
             if needed > evictable {
                 return Err(EngineError::MemoryLimitReached(format!(
-                    "{who} holds {} memories and {name} is {maximum}, but {} of them are immutable or under legal hold and are never evicted: no room for {adding} more",
-                    held.live, held.locked
+                    "{who} is at {name} ({maximum}) and the memories that could make room are immutable or under legal hold, which are never evicted"
                 )));
             }
         }
@@ -149,6 +183,8 @@ impl MemoryEngine {
                 Actor::from_label(label, writer.channel.clone(), writer.request_id.clone())
             })
             .unwrap_or_else(|| Actor::system("memory_limits"));
+        let lock = self.evictions.of(scope.project_id());
+        let _one_at_a_time = lock.lock().await;
         let keep: Vec<engram_core::MemoryId> = written.iter().map(|(id, _, _)| *id).collect();
         let mut subjects: Vec<LimitedSubject> = written
             .iter()
@@ -161,7 +197,10 @@ impl MemoryEngine {
                 continue;
             };
             let held = self.storage.subject_memory_count(scope, &subject).await?;
-            let excess = held.live.saturating_sub(u64::from(maximum));
+            let excess = held
+                .live
+                .saturating_sub(u64::from(maximum))
+                .min(MAX_EVICTIONS_PER_WRITE);
             if excess == 0 {
                 continue;
             }

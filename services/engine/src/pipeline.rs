@@ -107,6 +107,8 @@ pub struct MemoryEngine {
     pub(crate) end_user_tokens: Option<crate::end_user_tokens::EndUserTokenKeys>,
     /// Keys verified in the last seconds: authentication without a database read.
     pub(crate) verified_api_keys: crate::api_key_cache::ApiKeyCache,
+    /// One eviction at a time per project, so two writes at a limit do not both make room.
+    pub(crate) evictions: crate::memory_limits::EvictionLocks,
 }
 
 /// Each written memory with the subjects the memory limits count it against.
@@ -215,6 +217,7 @@ impl MemoryEngine {
             api_key_pepper: None,
             end_user_tokens: None,
             verified_api_keys: Default::default(),
+            evictions: Default::default(),
             full_verifications: Default::default(),
         }
     }
@@ -340,9 +343,12 @@ impl MemoryEngine {
             settings.settings.default_visibility,
             &settings.settings.agent_teams,
         )?;
-        // Before anything is embedded: a write the memory limits refuse costs nothing.
-        let added = self.memories_added(scope, &new_memories).await?;
-        self.admit_under_memory_limits(scope, &added).await?;
+        // Before anything is embedded: a write the memory limits refuse costs nothing (a
+        // retry of an answered write replays its answer instead).
+        if !self.answered_before(scope, idempotency.as_ref()).await? {
+            let added = self.memories_added(scope, &new_memories).await?;
+            self.admit_under_memory_limits(scope, &added).await?;
+        }
         let mut contents: Vec<String> = new_memories
             .iter()
             .map(|memory| memory.content.clone())
@@ -721,9 +727,8 @@ pub(crate) fn team_error(
     }
     if !teams.contains(team.as_str()) {
         return Some(format!(
-            "the project has no team {:?} (its teams: {}; set them with PATCH /v1/project/settings {{\"agent_teams\": …}})",
-            team.as_str(),
-            teams.names()
+            "the project has no team {:?} (an admin names teams with PATCH /v1/project/settings {{\"agent_teams\": …}})",
+            team.as_str()
         ));
     }
     None

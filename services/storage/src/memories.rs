@@ -595,17 +595,19 @@ impl Storage {
             let (visibility, shared_with) = match replaces_private {
                 true => (Visibility::Private, None),
                 false if asked_visibility == Visibility::Private => (Visibility::Private, None),
+                // The team of what it replaces wins over the one asked: a write cannot move
+                // words a team was given to another team.
                 false => (
                     asked_visibility,
-                    draft
-                        .memory
-                        .shared_with
-                        .as_ref()
-                        .map(|team| team.as_str().to_string())
+                    replaced_sharing
+                        .iter()
+                        .find_map(|(_, shared_with)| shared_with.clone())
                         .or_else(|| {
-                            replaced_sharing
-                                .iter()
-                                .find_map(|(_, shared_with)| shared_with.clone())
+                            draft
+                                .memory
+                                .shared_with
+                                .as_ref()
+                                .map(|team| team.as_str().to_string())
                         }),
                 ),
             };

@@ -225,3 +225,22 @@ impl Storage {
             > 0)
     }
 }
+
+impl Storage {
+    /// Whether a write with this idempotency key was already answered (a retry replays the
+    /// answer: the memory limits, checked before, must not refuse it).
+    pub async fn idempotency_key_used(
+        &self,
+        scope: &ProjectScope,
+        key: &str,
+    ) -> Result<bool, StorageError> {
+        Ok(crate::entities::idempotency_records::Entity::find_by_id((
+            scope.project_id().as_uuid(),
+            key.to_string(),
+        ))
+        .one(&self.connection)
+        .await
+        .map_err(StorageError::from_db)?
+        .is_some())
+    }
+}

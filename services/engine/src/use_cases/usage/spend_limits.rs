@@ -62,18 +62,9 @@ impl MemoryEngine {
             budget.alert_thresholds_percent.sort_unstable();
             budget.alert_thresholds_percent.dedup();
         }
-        // Evictions are deletes by this policy, in the name of whoever set it: the setter
-        // stays the same while the memory limits do.
+        // Evictions are deletes by this policy, in the name of whoever last set it.
         if let Some(memory_limits) = &mut limits.memory_limits {
-            let current = self.storage.spend_limits(principal.scope()).await?;
-            memory_limits.set_by = match current.memory_limits {
-                Some(current)
-                    if current.same_limits_as(memory_limits) && current.set_by.is_some() =>
-                {
-                    current.set_by
-                }
-                _ => Some(principal.actor().label()),
-            };
+            memory_limits.set_by = Some(principal.actor().label());
         }
         let saved = self
             .storage
