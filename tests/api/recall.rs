@@ -729,6 +729,19 @@ async fn consolidation_merges_near_duplicates_of_one_subject_and_keeps_their_his
     let episodic_copy = client
         .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3", "user_id": "ana", "kind": "episodic"}))
         .await;
+    // A copy shared with one team of agents only is never merged with the others: a merge
+    // would hand its words to every agent, or theirs to the team alone.
+    let teams = client
+        .send(
+            client
+                .request(reqwest::Method::PATCH, "/v1/project/settings")
+                .json(&json!({"agent_teams": {"travel": ["booker"]}})),
+        )
+        .await;
+    assert_eq!(teams.status, 200, "{}", teams.body);
+    let team_copy = client
+        .add_one(json!({"content": "Ana's flight to Oslo leaves on March 3", "user_id": "ana", "shared_with": "travel"}))
+        .await;
 
     let queued = client
         .send(client.request(reqwest::Method::POST, "/v1/consolidations"))
@@ -786,6 +799,7 @@ async fn consolidation_merges_near_duplicates_of_one_subject_and_keeps_their_his
         ids.contains(&episodic_copy["id"].as_str().unwrap()),
         "{found}"
     );
+    assert!(ids.contains(&team_copy["id"].as_str().unwrap()), "{found}");
     assert!(!ids.contains(&oldest["id"].as_str().unwrap()), "{found}");
     assert!(!ids.contains(&older["id"].as_str().unwrap()), "{found}");
 

@@ -51,16 +51,30 @@ await runSteps(async (browser) => {
       const creator = (await page.getByTestId('provenance-creator').textContent()).trim();
       assert(creator.startsWith('api_key'), `creator: ${creator}`);
     }],
+    ['a reviewer verifies the conclusion, and the page and its history say by whom', async () => {
+      const verified = async () => (await page.getByTestId('memory-verified').textContent()).trim();
+      assert((await verified()).startsWith('no'), `unverified at first: ${await verified()}`);
+      await page.getByTestId('flag-verified-reason').fill('checked against the booking');
+      await page.getByTestId('flag-verified-submit').click();
+      await until('the memory to be verified', async () => (await verified()).startsWith('yes, by console_account:'));
+      const reasons = async () => (await page.getByTestId('history-reason').allTextContents()).join(' | ');
+      await until('the verification in the history', async () => (await reasons()).includes('checked against the booking'));
+      await page.getByTestId('flag-verified-reason').fill('the booking changed');
+      await page.getByTestId('flag-verified-submit').click();
+      await until('the verification to be withdrawn', async () => (await verified()).startsWith('no'));
+    }],
     ['a correction needs a reason and shows up as a diff in the history', async () => {
+      const before = Number((await page.getByTestId('memory-version').textContent()).trim());
+      const next = String(before + 1);
       await page.getByTestId('correct-content').fill('Olivia prefers aisle seats on long flights.');
       // Metadata and categories are corrected with the same reason.
       await page.getByTestId('correct-metadata').fill('{"status": "confirmed"}');
       await page.getByTestId('correct-categories').fill('travel, seating');
       await page.getByTestId('correct-reason').fill('customer corrected it on the phone');
       await page.getByTestId('correct-submit').click();
-      await until('version 2', async () => (await page.getByTestId('memory-version').textContent()).trim() === '2');
+      await until(`version ${next}`, async () => (await page.getByTestId('memory-version').textContent()).trim() === next);
       const latest = page.getByTestId('history-entry').first();
-      assert((await latest.getAttribute('data-version')) === '2', 'newest first');
+      assert((await latest.getAttribute('data-version')) === next, 'newest first');
       const removed = await latest.getByTestId('diff-removed').allTextContents();
       const added = await latest.getByTestId('diff-added').allTextContents();
       assert(removed.join(' ').includes('window'), `removed: ${removed}`);

@@ -289,7 +289,7 @@ async fn the_console_reviews_corrects_holds_exports_erases_and_bulk_deletes() {
                 officer["password"].as_str().unwrap().to_string(),
             ),
         ],
-        15,
+        16,
     )
     .await;
     // What the browser did is what the API sees.

@@ -222,7 +222,7 @@ impl MemoryEngine {
         }
         // Tallies what `call_llm` spends (its LLM fields only).
         let mut llm_spend = MessageDerivation::default();
-        'sessions: for ((user_id, agent_id, session_id, _), mut episodes) in by_session {
+        'sessions: for ((user_id, agent_id, session_id, _, _), mut episodes) in by_session {
             if episodes.len() < limits.min_episodes {
                 continue;
             }

@@ -21,7 +21,9 @@ pub const MAX_EVICTIONS_PER_WRITE: u64 = 1_000;
 
 /// One lock per project, held while a write's evictions are counted, chosen and deleted.
 #[derive(Debug, Default)]
-pub(crate) struct EvictionLocks(Mutex<HashMap<engram_core::ProjectId, Arc<tokio::sync::Mutex<()>>>>);
+pub(crate) struct EvictionLocks(
+    Mutex<HashMap<engram_core::ProjectId, Arc<tokio::sync::Mutex<()>>>>,
+);
 
 impl EvictionLocks {
     fn of(&self, project: engram_core::ProjectId) -> Arc<tokio::sync::Mutex<()>> {
