@@ -511,28 +511,8 @@ async fn credentials_of_one_project(server: &TestServer) -> Credentials {
 
 #[test]
 fn no_answer_to_an_agent_bound_credential_holds_another_agents_private_memory() {
-    let cases: u32 = std::env::var("ENGRAM_PROPTEST_CASES")
-        .ok()
-        .and_then(|text| text.parse::<u32>().ok())
-        .map_or(200, |cases| (cases / 5).max(1));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let directory = tempfile::tempdir().unwrap();
-    let server = runtime
-        .block_on(TestServer::spawn_with(
-            directory.path(),
-            &[
-                ("ENGRAM_RATE_LIMIT_BURST", "0"),
-                ("ENGRAM_RATE_LIMIT_PER_SECOND", "0"),
-                ("ENGRAM_END_USER_RATE_LIMIT_BURST", "0"),
-                ("ENGRAM_END_USER_RATE_LIMIT_PER_SECOND", "0"),
-                ("ENGRAM_CONSOLIDATION_INTERVAL_SECS", "0"),
-            ],
-        ))
-        .unwrap();
+    let cases = crate::cross_tenant::proptest_cases().map_or(200, |cases| (cases / 5).max(1));
+    let (runtime, _directory, server) = crate::cross_tenant::property_server();
     let credentials = runtime.block_on(credentials_of_one_project(&server));
     let memories = std::cell::RefCell::new(Memories::default());
     let mut runner = TestRunner::new(Config {

@@ -1949,20 +1949,23 @@ async fn three_organizations_of_two_projects(server: &TestServer) -> Tenants {
     }
 }
 
-#[test]
-fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
-    let cases: u32 = std::env::var("ENGRAM_PROPTEST_CASES")
+/// `ENGRAM_PROPTEST_CASES`, when set.
+pub(crate) fn proptest_cases() -> Option<u32> {
+    std::env::var("ENGRAM_PROPTEST_CASES")
         .ok()
         .and_then(|text| text.parse().ok())
-        .unwrap_or(1_000);
+}
+
+/// The runtime and the server a property runs its sequences against. Rate limits off (per
+/// key and per end-user): a property is about isolation, not throttling. No scheduled
+/// consolidation merging the look-alike memories midway.
+pub(crate) fn property_server() -> (tokio::runtime::Runtime, tempfile::TempDir, TestServer) {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
     let directory = tempfile::tempdir().unwrap();
-    // Rate limits off (per key and per end-user): the property is about isolation, not
-    // throttling. No scheduled consolidation merging the look-alike memories midway.
     let server = runtime
         .block_on(TestServer::spawn_with(
             directory.path(),
@@ -1975,6 +1978,13 @@ fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
             ],
         ))
         .unwrap();
+    (runtime, directory, server)
+}
+
+#[test]
+fn no_response_ever_contains_another_projects_or_end_users_ids_or_content() {
+    let cases = proptest_cases().unwrap_or(1_000);
+    let (runtime, _directory, server) = property_server();
     let tenants = runtime.block_on(three_organizations_of_two_projects(&server));
     let world = std::cell::RefCell::new(World::default());
     let mut runner = TestRunner::new(Config {

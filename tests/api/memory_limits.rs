@@ -356,4 +356,14 @@ async fn evicting_the_least_important_keeps_what_was_recalled_and_rated_relevant
         "the memory never recalled nor rated went, not the oldest"
     );
     assert_eq!(admin.get(&idle).await.status, 404);
+    // The audit log names the end-user by the subject digest, never by the raw id.
+    let evictions = get_json(&admin, "/v1/audit?action=memory.evicted").await;
+    let subject = evictions["events"][0]["details"]["subject"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        subject.starts_with("end-user ") && !subject.contains("dee"),
+        "{evictions}"
+    );
 }

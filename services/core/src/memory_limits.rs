@@ -32,8 +32,8 @@ pub struct MemoryLimits {
     pub set_by: Option<String>,
 }
 
-/// Highest per-subject limit. Evicting the least important memories scores every memory of
-/// the subject, so the bound keeps one write's work bounded.
+/// Highest per-subject limit: evicting the least important memories scores every memory of
+/// the subject at each write past the limit.
 pub const MAX_MEMORIES_PER_SUBJECT: u32 = 100_000;
 
 impl MemoryLimits {

@@ -135,9 +135,9 @@ impl MemoryEngine {
         };
         let user_id = first.user_id.clone();
         let agent_id = first.agent_id.clone();
-        // What is derived is as visible as asked, else as the project's default; a memory of
-        // no agent is shared (private is an agent's). Storage keeps a replacement of a
-        // private memory private.
+        // What is derived is as visible as asked (shared with a team the project names, when
+        // it names one), else as the project's default; a memory of no agent is shared
+        // (private is an agent's). Storage keeps a replacement of a private memory private.
         if let Some(team) = &input.shared_with {
             let settings = self.spaces.settings_cache().of(scope).await?;
             if let Some(message) =
@@ -306,7 +306,6 @@ impl MemoryEngine {
                         metadata.insert("sent_at".into(), message.sent_at.to_rfc3339().into());
                     }
                     let new_memory = NewMemory {
-                        shared_with: input.shared_with.clone(),
                         user_id: external(user_id.as_deref()),
                         agent_id: external(agent_id.as_deref()),
                         session_id: external(Some(first.session_id.as_str())),
@@ -330,6 +329,7 @@ impl MemoryEngine {
                         // What was said happened when it was said (never later than now).
                         occurred_at: message.map(|message| message.sent_at.min(chrono::Utc::now())),
                         visibility: Some(visibility),
+                        shared_with: input.shared_with.clone(),
                     };
                     drafts.push(MemoryDraft {
                         memory: new_memory,

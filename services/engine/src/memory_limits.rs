@@ -214,7 +214,15 @@ impl MemoryEngine {
                 limit_name: subject.limit_name(),
                 maximum,
                 policy: policy.as_str(),
-                subject: subject.describe(),
+                // The audit log names an end-user by the subject digest, never by the raw
+                // id (personal data that would outlive an erasure there).
+                subject: match &subject {
+                    LimitedSubject::EndUser(user_id) => format!(
+                        "end-user {}",
+                        self.governance.subject_digest(scope, user_id)
+                    ),
+                    LimitedSubject::Agent(_) => subject.describe(),
+                },
                 made_room_for: writer.label(),
             };
             let evicted = self

@@ -636,7 +636,7 @@ impl Storage {
     }
 
     /// Hard-delete memories the project's memory limits evict (immutable and held ones are
-    /// never deleted): one `memory_evicted` event in the name of `limit_setter`, whose policy
+    /// never deleted): one `memory.evicted` event in the name of `limit_setter`, whose policy
     /// authorises it, with the limit, the subject and the write that made room necessary.
     pub async fn evict_memories(
         &self,
@@ -722,7 +722,7 @@ pub struct Eviction {
     pub limit_name: &'static str,
     pub maximum: u32,
     pub policy: &'static str,
-    /// `end-user "alice"`, `agent "support"`.
+    /// `end-user <subject digest>`, `agent "support"`.
     pub subject: String,
     /// The writer whose memories needed the room (an actor label).
     pub made_room_for: String,
