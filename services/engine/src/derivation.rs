@@ -419,10 +419,8 @@ impl MemoryEngine {
             .filter(|draft| draft.supersedes.is_none())
             .map(|draft| draft.memory.clone())
             .collect();
-        if !self.answered_before(scope, Some(&claim)).await? {
-            let added = self.memories_added(scope, &adding).await?;
-            self.admit_under_memory_limits(scope, &added).await?;
-        }
+        self.admit_under_memory_limits(scope, &adding, Some(&claim))
+            .await?;
         let stored_ids: Vec<Option<MemoryId>> = match self
             .storage
             .insert_memories(scope, drafts, actor, Some(claim), render)

@@ -35,46 +35,15 @@ impl EvictionLocks {
     }
 }
 
-/// How many memories a write adds per limited subject. A memory that replaces another
-/// (`supersedes`) adds none.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct AddedMemories(BTreeMap<LimitedSubject, u64>);
-
-impl AddedMemories {
-    pub(crate) fn count(&mut self, user_id: Option<&str>, agent_id: Option<&str>) {
-        for subject in LimitedSubject::of_memory(user_id, agent_id) {
-            *self.0.entry(subject).or_default() += 1;
-        }
-    }
-}
-
 impl MemoryEngine {
-    /// Whether a write with this idempotency claim was answered before: its retry replays
-    /// the answer and adds nothing.
-    pub(crate) async fn answered_before(
-        &self,
-        scope: &ProjectScope,
-        claim: Option<&engram_storage::IdempotencyClaim>,
-    ) -> Result<bool, EngineError> {
-        match claim {
-            Some(claim) if self.memory_limits(scope).await?.is_some() => {
-                Ok(self.storage.idempotency_key_used(scope, &claim.key).await?)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// What `memories` add per subject under the project's limits: nothing to look up when
-    /// the project has none; a keyed memory that replaces an active one adds nothing.
-    pub(crate) async fn memories_added(
+    /// What `memories` add per subject: a keyed memory that replaces an active one adds
+    /// nothing.
+    async fn memories_added(
         &self,
         scope: &ProjectScope,
         memories: &[engram_core::NewMemory],
-    ) -> Result<AddedMemories, EngineError> {
-        let mut added = AddedMemories::default();
-        if self.memory_limits(scope).await?.is_none() {
-            return Ok(added);
-        }
+    ) -> Result<BTreeMap<LimitedSubject, u64>, EngineError> {
+        let mut added = BTreeMap::new();
         for memory in memories {
             let user_id = memory.user_id.as_ref().map(|id| id.as_str());
             let agent_id = memory.agent_id.as_ref().map(|id| id.as_str());
@@ -86,7 +55,9 @@ impl MemoryEngine {
             {
                 continue;
             }
-            added.count(user_id, agent_id);
+            for subject in LimitedSubject::of_memory(user_id, agent_id) {
+                *added.entry(subject).or_default() += 1;
+            }
         }
         Ok(added)
     }
@@ -105,18 +76,26 @@ impl MemoryEngine {
             .clone())
     }
 
-    /// Refuse a write (`409 memory-limit-reached`) that would take a subject past its limit
-    /// when the policy refuses, when the write alone is more than the limit, or when the
-    /// subject's immutable and held memories leave no room to evict.
+    /// Refuse a write of `memories` (`409 memory-limit-reached`) that would take a subject
+    /// past its limit when the policy refuses, when the write alone is more than the limit,
+    /// or when the subject's immutable and held memories leave no room to evict. A retry of
+    /// an answered write (its idempotency `claim` used) replays its answer: it is let through.
     pub(crate) async fn admit_under_memory_limits(
         &self,
         scope: &ProjectScope,
-        added: &AddedMemories,
+        memories: &[engram_core::NewMemory],
+        claim: Option<&engram_storage::IdempotencyClaim>,
     ) -> Result<(), EngineError> {
         let Some(limits) = self.memory_limits(scope).await? else {
             return Ok(());
         };
-        for (subject, adding) in &added.0 {
+        if let Some(claim) = claim
+            && self.storage.idempotency_key_used(scope, &claim.key).await?
+        {
+            return Ok(());
+        }
+        let added = self.memories_added(scope, memories).await?;
+        for (subject, adding) in &added {
             let Some(maximum) = limits.of(subject) else {
                 continue;
             };

@@ -345,10 +345,8 @@ impl MemoryEngine {
         )?;
         // Before anything is embedded: a write the memory limits refuse costs nothing (a
         // retry of an answered write replays its answer instead).
-        if !self.answered_before(scope, idempotency.as_ref()).await? {
-            let added = self.memories_added(scope, &new_memories).await?;
-            self.admit_under_memory_limits(scope, &added).await?;
-        }
+        self.admit_under_memory_limits(scope, &new_memories, idempotency.as_ref())
+            .await?;
         let mut contents: Vec<String> = new_memories
             .iter()
             .map(|memory| memory.content.clone())

@@ -192,6 +192,31 @@ pub(crate) fn memory_from_model(model: memories::Model) -> Result<Memory, Storag
     })
 }
 
+/// The memory row `memory_id` of `scope`'s project, read inside `transaction`.
+async fn memory_row(
+    transaction: &crate::WriteTransaction,
+    scope: &ProjectScope,
+    memory_id: MemoryId,
+) -> Result<memories::Model, StorageError> {
+    memories_of(scope)
+        .filter(memories::Column::Id.eq(memory_id.as_uuid()))
+        .one(transaction)
+        .await
+        .map_err(StorageError::from_db)?
+        .ok_or(StorageError::NotFound(NotFoundKind::Memory))
+}
+
+/// A change made only while the memory is at `expected` (when given) is a conflict at any
+/// other version.
+fn expect_version(expected: Option<i64>, current_version: i64) -> Result<(), StorageError> {
+    match expected {
+        Some(expected) if expected != current_version => {
+            Err(StorageError::VersionConflict { current_version })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Immutable and held memories refuse edits and deletes, naming why.
 fn refuse_locked(immutable: bool, legal_hold: bool) -> Result<(), StorageError> {
     if legal_hold {
@@ -951,19 +976,8 @@ impl Storage {
     ) -> Result<(Memory, MemoryId), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let current = memories_of(scope)
-            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
-            .one(&transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
-        if let Some(expected) = expected_version
-            && expected != current.version
-        {
-            return Err(StorageError::VersionConflict {
-                current_version: current.version,
-            });
-        }
+        let current = memory_row(&transaction, scope, memory_id).await?;
+        expect_version(expected_version, current.version)?;
         refuse_locked(current.immutable, current.legal_hold)?;
         // Microseconds, as PostgreSQL keeps them and filters compare them (SQLite would keep
         // nanoseconds the index and the filter language do not).
@@ -1103,12 +1117,7 @@ impl Storage {
         )
         .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
-        let updated = memories_of(scope)
-            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
-            .one(&transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
+        let updated = memory_row(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         Ok((memory_from_model(updated)?, memory_id))
     }
@@ -1136,13 +1145,7 @@ impl Storage {
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
         // The reviewer vouches for the version it read, not one written since.
-        if let Some(expected) = expected_version
-            && expected != current.version
-        {
-            return Err(StorageError::VersionConflict {
-                current_version: current.version,
-            });
-        }
+        expect_version(expected_version, current.version)?;
         let now = to_micros(Utc::now());
         let next_version = current.version + 1;
         let (verified_at, verified_by) = match verified {
@@ -1190,12 +1193,7 @@ impl Storage {
         )
         .await?;
         enqueue_index_change(&transaction, scope, memory_id).await?;
-        let updated = memories_of(scope)
-            .filter(memories::Column::Id.eq(memory_id.as_uuid()))
-            .one(&transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound(NotFoundKind::Memory))?;
+        let updated = memory_row(&transaction, scope, memory_id).await?;
         transaction.commit().await.map_err(StorageError::from_db)?;
         memory_from_model(updated)
     }
