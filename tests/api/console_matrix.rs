@@ -625,6 +625,40 @@ async fn every_console_server_function_answers_every_role_as_the_role_table_says
         }
     }
 
+    // `set_memory_flag`'s other settings go to their own use cases (verification, visibility):
+    // each answers the role table too.
+    for member in &matrix.members {
+        for (flag, value) in [("verified", "on"), ("visibility", "private")] {
+            let tag = format!("set_memory_flag-{flag}-{}", member.role);
+            let memory = matrix
+                .api
+                .add_one(json!({"content": format!("{tag} note"), "user_id": tag, "agent_id": "matrix-agent"}))
+                .await;
+            let memory = text_at(&memory, "/id");
+            let arguments = matrix.project_form(&[
+                ("memory_id", memory.as_str()),
+                ("flag", flag),
+                ("value", value),
+                REASON,
+            ]);
+            let (status, body) = matrix.call(member, "set_memory_flag", &arguments).await;
+            cells += 1;
+            let allowed = RoleRule::ReadMemoryContent.allows(member.role);
+            let as_expected = if allowed {
+                (200..300).contains(&status)
+            } else {
+                status == 403 && body.to_string().contains(member.role)
+            };
+            if !as_expected {
+                let role = member.role;
+                let body = short(&body);
+                mismatches.push(format!(
+                    "set_memory_flag {flag}={value} as {role}: {status}: {body}"
+                ));
+            }
+        }
+    }
+
     // Mint or roll a key, then use it: it does exactly what its scopes allow.
     let mut key_cells = 0;
     for key in &minted {
