@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The floor the service benchmarks compare against: the bare embedding model.
 
-Runs the same int8 all-MiniLM-L6-v2 ONNX file the service uses through the Python
-`onnxruntime` wheel (2 intra-op threads, truncation at 256 tokens, mean pooling and L2
-normalisation), on the texts the benchmark uses, and prints one JSON line:
+Runs the same ONNX file the service uses (int8 all-MiniLM-L6-v2, or multilingual-e5-small
+with its `query: ` / `passage: ` prefixes) through the Python `onnxruntime` wheel (2 intra-op
+threads, truncation at the model's limit, mean pooling and L2 normalisation), on the texts the
+benchmark uses, and prints one JSON line:
   {"query_p50_ms", "query_p95_ms", "batch_texts_per_s", "texts", "threads", ...}
 `make bench` installs its Python packages into .cache/bench-venv.
 """
@@ -40,6 +41,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--query-prefix", default="")
+    parser.add_argument("--passage-prefix", default="")
     arguments = parser.parse_args()
 
     options = onnxruntime.SessionOptions()
@@ -50,7 +54,7 @@ def main():
         arguments.model, options, providers=["CPUExecutionProvider"]
     )
     tokenizer = Tokenizer.from_file(arguments.tokenizer)
-    tokenizer.enable_truncation(max_length=256)
+    tokenizer.enable_truncation(max_length=arguments.max_length)
     tokenizer.enable_padding()  # to the longest text of the batch
     input_names = {model_input.name for model_input in session.get_inputs()}
 
@@ -75,13 +79,14 @@ def main():
 
     query_ms = []
     for index in range(arguments.queries):
-        text = texts[index % len(texts)]
+        text = arguments.query_prefix + texts[index % len(texts)]
         started = time.perf_counter()
         embed([text])
         query_ms.append((time.perf_counter() - started) * 1000.0)
     query_ms.sort()
 
-    by_length = sorted(texts, key=lambda text: len(tokenizer.encode(text).ids))
+    passages = [arguments.passage_prefix + text for text in texts]
+    by_length = sorted(passages, key=lambda text: len(tokenizer.encode(text).ids))
     started = time.perf_counter()
     for start in range(0, len(by_length), arguments.batch):
         embed(by_length[start : start + arguments.batch])

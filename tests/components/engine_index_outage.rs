@@ -5,7 +5,7 @@
 
 use engram_core::search::SearchMemoriesRequest;
 use engram_core::{ExternalId, MemoryKind, MemorySource, NewMemory, ProjectScope};
-use engram_embed::{Embedder, LocalMiniLm};
+use engram_embed::{Embedder, LocalEncoder};
 use engram_engine::{
     AddMemoriesRequest, AddOutcome, EngineError, EngineSettings, MemoryEngine, SearchRequest,
 };
@@ -164,8 +164,14 @@ async fn writes_survive_an_index_outage_and_catch_up_when_it_returns() {
     ))
     .await
     .unwrap();
-    let embedder: Arc<dyn Embedder> =
-        Arc::new(LocalMiniLm::load(&model_dir(), engram_tests::local_model_options()).unwrap());
+    let embedder: Arc<dyn Embedder> = Arc::new(
+        LocalEncoder::load(
+            engram_embed::MINILM,
+            &model_dir(),
+            engram_tests::local_model_options(),
+        )
+        .unwrap(),
+    );
     let index = Arc::new(SwitchableIndex {
         inner: Arc::new(
             EdgeVectorIndex::open(&directory.path().join("index"), embedder.dimension()).unwrap(),

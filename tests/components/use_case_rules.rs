@@ -10,7 +10,7 @@ use engram_core::conversation::NewMessage;
 use engram_core::usage::UsageGranularity;
 use engram_core::usage::{MonthlyBudget, SpendLimits, UsageUnit};
 use engram_core::{ExternalId, InvalidInput, Principal};
-use engram_embed::{Embedder, LocalMiniLm};
+use engram_embed::{Embedder, LocalEncoder};
 use engram_engine::{
     AddMessagesRequest, EngineError, EngineSettings, ListMessagesRequest, MemoryEngine,
     UsageReportRequest,
@@ -35,8 +35,14 @@ async fn fixture() -> Fixture {
     .await
     .unwrap();
     let model_dir = engram_embed::resolve_model_dir(&engram_tests::workspace_root());
-    let embedder: Arc<dyn Embedder> =
-        Arc::new(LocalMiniLm::load(&model_dir, engram_tests::local_model_options()).unwrap());
+    let embedder: Arc<dyn Embedder> = Arc::new(
+        LocalEncoder::load(
+            engram_embed::MINILM,
+            &model_dir,
+            engram_tests::local_model_options(),
+        )
+        .unwrap(),
+    );
     let index = Arc::new(
         EdgeVectorIndex::open(&directory.path().join("index"), embedder.dimension()).unwrap(),
     );

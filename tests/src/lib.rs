@@ -116,6 +116,12 @@ pub fn model_dir() -> PathBuf {
     engram_embed::resolve_model_dir(&workspace_root())
 }
 
+/// The multilingual model installed by `scripts/setup.sh` (or
+/// `ENGRAM_MULTILINGUAL_MODEL_DIR`).
+pub fn multilingual_model_dir() -> PathBuf {
+    engram_embed::resolve_multilingual_model_dir(&workspace_root())
+}
+
 /// The local model's options on this machine, with the ONNX Runtime library `scripts/setup.sh`
 /// installed (or `ORT_DYLIB_PATH`).
 pub fn local_model_options() -> engram_embed::LocalModelOptions {
@@ -225,6 +231,7 @@ impl TestServer {
                     .env("ENGRAM_INDEX_WAIT_MS", patience().as_millis().to_string())
                     .env("ENGRAM_LOG", "warn")
                     .env("ENGRAM_MODEL_DIR", model_dir())
+                    .env("ENGRAM_MULTILINGUAL_MODEL_DIR", multilingual_model_dir())
                     .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::inherit());
@@ -706,6 +713,7 @@ impl RoleProcess {
                 .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
                 .env("ENGRAM_LOG", "warn")
                 .env("ENGRAM_MODEL_DIR", model_dir())
+                .env("ENGRAM_MULTILINGUAL_MODEL_DIR", multilingual_model_dir())
                 .env("ENGRAM_CONSOLE_ASSETS", console_assets_dir())
                 .envs(environment.iter().map(|(key, value)| (key, value)))
                 .stdout(Stdio::piped())

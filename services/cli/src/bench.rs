@@ -735,6 +735,9 @@ pub(crate) fn bench_serve_arguments(
         metrics_listen: Some("127.0.0.1:0".parse()?),
         database_url: None,
         model_dir,
+        // The server's own lookup: ENGRAM_MULTILINGUAL_MODEL_DIR, else the checkout's .cache.
+        multilingual_model_dir: std::env::var_os("ENGRAM_MULTILINGUAL_MODEL_DIR")
+            .map(std::path::PathBuf::from),
         console_assets: None,
         index_wait_ms: 30_000,
         onnxruntime_library: None,
@@ -775,4 +778,46 @@ pub(crate) fn resident_memory_mib() -> Option<f64> {
     let line = status.lines().find(|line| line.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
+}
+
+/// The local model a benchmark's project embeds with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchModel {
+    /// all-MiniLM-L6-v2, the default model.
+    Minilm,
+    /// multilingual-e5-small, set as the project's embedding.
+    Multilingual,
+}
+
+impl BenchModel {
+    pub fn spec(self) -> engram_embed::LocalModelSpec {
+        match self {
+            BenchModel::Minilm => engram_embed::MINILM,
+            BenchModel::Multilingual => engram_embed::MULTILINGUAL_E5_SMALL,
+        }
+    }
+
+    /// Puts the (empty) bench project on this model.
+    pub async fn choose_for_project(
+        self,
+        client: &reqwest::Client,
+        base_url: &str,
+        api_key: &str,
+    ) -> anyhow::Result<()> {
+        if self == BenchModel::Minilm {
+            return Ok(());
+        }
+        let response = client
+            .patch(format!("{base_url}/v1/project/settings"))
+            .bearer_auth(api_key)
+            .json(&serde_json::json!({"embedding": {"source": "local", "model": "multilingual"}}))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "cannot put the bench project on the multilingual model: {}",
+            response.text().await?
+        );
+        Ok(())
+    }
 }

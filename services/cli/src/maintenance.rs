@@ -38,7 +38,10 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
     // Every project's points go to the index of its embedding space; nothing is embedded here.
     let models = crate::server::embedding_models(
         arguments.embedding.provider().as_ref(),
-        &arguments.data_dir,
+        &crate::server::LocalModelDirs {
+            minilm: arguments.data_dir.clone(),
+            multilingual: arguments.data_dir.clone(),
+        },
         &engram_embed::LocalModelOptions::for_runtime(std::path::PathBuf::new()),
         false,
     )?;

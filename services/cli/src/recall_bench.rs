@@ -2,7 +2,7 @@
 //! server (one end-user per conversation, one memory per turn) and prints how often the
 //! evidence turns come back, for dense, keyword and hybrid retrieval side by side.
 
-use crate::bench::{percentile, progress, start_bench_server};
+use crate::bench::{BenchModel, percentile, progress, start_bench_server};
 use anyhow::{Context, Result};
 use clap::Args;
 use serde::Deserialize;
@@ -36,6 +36,12 @@ pub struct RecallBenchArgs {
     pub evaluation: bool,
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// The local model the project embeds with: `minilm` (the default) or `multilingual`.
+    #[arg(long, value_enum, default_value = "minilm")]
+    pub model: BenchModel,
+    /// Extra relevance floors (comma-separated, 0–1) to measure beside the model's own.
+    #[arg(long, value_delimiter = ',')]
+    pub floors: Vec<f64>,
     /// Threads running the embedding model (default: the machine's cores).
     #[arg(long, env = "ENGRAM_EMBED_THREADS")]
     pub embed_threads: Option<usize>,
@@ -143,6 +149,10 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     .await?;
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::new();
+    arguments
+        .model
+        .choose_for_project(&client, &base_url, &api_key)
+        .await?;
 
     // Ingest: every turn as "speaker: text", dated by its session (`occurred_at`), its ids
     // and session date in metadata, 100 per
@@ -322,11 +332,12 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             counts
         });
     println!(
-        "engram bench-recall: LoCoMo ({}), {} conversations, {} turns, {} questions; top_k 10, one end-user per conversation",
+        "engram bench-recall: LoCoMo ({}), {} conversations, {} turns, {} questions; top_k 10, one end-user per conversation; model {}",
         arguments.data.display(),
         conversations.len(),
         turns.len(),
-        questions.len()
+        questions.len(),
+        arguments.model.spec().model_id
     );
     println!(
         "ingest: {:.1} s, {:.0} turns/s over HTTP (embedding and indexing included)",
@@ -367,10 +378,19 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
         "| floor | hit@1 | hit@5 | hit@10 | another conversation's questions: nothing | never-said questions: nothing | both |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for floor in [
-        serde_json::json!("model"),
-        serde_json::json!(engram_core::search::CONVERSATION_RELEVANCE_FLOOR),
-    ] {
+    let mut floors = vec![serde_json::json!("model")];
+    if arguments.model == BenchModel::Minilm {
+        floors.push(serde_json::json!(
+            engram_core::search::CONVERSATION_RELEVANCE_FLOOR
+        ));
+    }
+    floors.extend(
+        arguments
+            .floors
+            .iter()
+            .map(|floor| serde_json::json!(floor)),
+    );
+    for floor in floors {
         let figures = measure_floor(&client, &base_url, &api_key, &questions, &floor).await?;
         let share = |(asked, empty): (usize, usize)| {
             format!(
@@ -392,6 +412,7 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             )),
         );
     }
+    bilingual_figures(&client, &base_url, &api_key, arguments.model).await?;
     if arguments.evaluation {
         evaluate_through_the_api(&client, &base_url, &api_key, &questions, &memory_ids).await?;
     }
@@ -404,6 +425,131 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
 /// Questions about an end-user's life, written for bench-recall: about things no LoCoMo dev
 /// conversation mentions.
 const NEVER_SAID: &str = include_str!("../data/never_said.txt");
+
+/// The bilingual set: each fact in English and in Chinese, a question about it in each.
+const BILINGUAL_FACTS: &str = include_str!("../data/bilingual_facts.jsonl");
+
+#[derive(Debug, Deserialize)]
+struct BilingualFact {
+    subject: String,
+    en: String,
+    zh: String,
+    q_en: String,
+    q_zh: String,
+}
+
+/// Cross-lingual recall on the bilingual set: every fact stored in Chinese under one end-user
+/// per subject and in English under another, then each English question asked of the Chinese
+/// memories and each Chinese question of the English ones. Hit@k: the fact asked about is in
+/// the top k (no relevance floor).
+async fn bilingual_figures(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    model: BenchModel,
+) -> Result<()> {
+    let facts: Vec<BilingualFact> = BILINGUAL_FACTS
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("services/cli/data/bilingual_facts.jsonl is not valid")?;
+    let stored_as = |fact: &BilingualFact, language: &str| format!("{}-{language}", fact.subject);
+    let mut memories = Vec::new();
+    for fact in &facts {
+        memories.push(serde_json::json!({"content": fact.zh, "user_id": stored_as(fact, "zh")}));
+        memories.push(serde_json::json!({"content": fact.en, "user_id": stored_as(fact, "en")}));
+    }
+    for batch in memories.chunks(100) {
+        let response = client
+            .post(format!("{base_url}/v1/memories"))
+            .bearer_auth(api_key)
+            .json(&serde_json::json!({ "memories": batch }))
+            .send()
+            .await?;
+        anyhow::ensure!(
+            response.status().is_success(),
+            "bilingual ingest failed: {}",
+            response.status()
+        );
+    }
+    println!(
+        "bilingual set ({} facts in {} subjects, written for Engram), model {}: hit@1 / hit@5, one end-user per subject and language, no floor",
+        facts.len(),
+        facts
+            .iter()
+            .map(|fact| fact.subject.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        model.spec().model_id
+    );
+    println!(
+        "| retrieval | English question, Chinese memories | Chinese question, English memories | both |"
+    );
+    println!("|---|---:|---:|---:|");
+    let bar = progress(facts.len() * 4, "bilingual");
+    for retrieval in ["dense", "hybrid"] {
+        let mut hits = [[0usize; 2]; 2];
+        for fact in &facts {
+            for (direction, (question, language, expected)) in
+                [(&fact.q_en, "zh", &fact.zh), (&fact.q_zh, "en", &fact.en)]
+                    .into_iter()
+                    .enumerate()
+            {
+                let response = client
+                    .post(format!("{base_url}/v1/memories/search"))
+                    .bearer_auth(api_key)
+                    .json(&serde_json::json!({
+                        "query": question,
+                        "user_id": stored_as(fact, language),
+                        "retrieval": retrieval,
+                        "top_k": 5,
+                        "min_score": 0,
+                        "recency_weight": 0,
+                    }))
+                    .send()
+                    .await?;
+                anyhow::ensure!(
+                    response.status().is_success(),
+                    "bilingual search failed: {}",
+                    response.status()
+                );
+                let answer: serde_json::Value = response.json().await?;
+                let contents: Vec<&str> = answer["results"]
+                    .as_array()
+                    .map(|results| {
+                        results
+                            .iter()
+                            .filter_map(|result| result["memory"]["content"].as_str())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if contents.first() == Some(&expected.as_str()) {
+                    hits[direction][0] += 1;
+                }
+                if contents.contains(&expected.as_str()) {
+                    hits[direction][1] += 1;
+                }
+                bar.inc(1);
+            }
+        }
+        let rate = |count: usize, asked: usize| count as f64 / asked.max(1) as f64;
+        let cell = |hit: [usize; 2], asked: usize| {
+            format!("{:.3} / {:.3}", rate(hit[0], asked), rate(hit[1], asked))
+        };
+        println!(
+            "| {retrieval} | {} | {} | {} |",
+            cell(hits[0], facts.len()),
+            cell(hits[1], facts.len()),
+            cell(
+                [hits[0][0] + hits[1][0], hits[0][1] + hits[1][1]],
+                facts.len() * 2
+            ),
+        );
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
 
 /// The LoCoMo turn ids of a search answer's results, best first.
 fn dia_ids_of(answer: &serde_json::Value) -> Vec<String> {

@@ -81,27 +81,58 @@ pub fn index_opener(backend: &IndexBackend) -> engram_engine::IndexOpener {
     )
 }
 
-/// The models this deployment offers its projects: the local model and, when configured, the
+/// Where the local models' files are.
+pub struct LocalModelDirs {
+    pub minilm: std::path::PathBuf,
+    pub multilingual: std::path::PathBuf,
+}
+
+/// The models this deployment offers its projects: the local models and, when configured, the
 /// OpenAI-compatible provider, which is then the default. `embeds: false` (a worker) knows
-/// them by name only. The local model beside a provider is loaded when a project first needs
-/// it.
+/// them by name only. The local model beside a provider, and the multilingual model always,
+/// are loaded when a project first needs them.
 pub fn embedding_models(
     provider: Option<&crate::config::EmbeddingProviderConfig>,
-    model_dir: &std::path::Path,
+    model_dirs: &LocalModelDirs,
     local_model: &engram_embed::LocalModelOptions,
     embeds: bool,
 ) -> Result<engram_engine::EmbeddingModels> {
     use engram_engine::EmbeddingModel;
     let load_local = {
-        let model_dir = model_dir.to_path_buf();
+        let model_dir = model_dirs.minilm.clone();
         let local_model = local_model.clone();
         move || -> Result<Arc<dyn Embedder>, engram_embed::EmbedError> {
-            Ok(Arc::new(engram_embed::LocalMiniLm::load(
+            Ok(Arc::new(engram_embed::LocalEncoder::load(
+                engram_embed::MINILM,
                 &model_dir,
                 local_model.clone(),
             )?))
         }
     };
+    // One session: each holds ~200 MB of weights, and queries still go first on it.
+    let load_multilingual = {
+        let model_dir = model_dirs.multilingual.clone();
+        let options = local_model.clone().single_session();
+        move || -> Result<Arc<dyn Embedder>, engram_embed::EmbedError> {
+            Ok(Arc::new(engram_embed::LocalEncoder::load(
+                engram_embed::MULTILINGUAL_E5_SMALL,
+                &model_dir,
+                options.clone(),
+            )?))
+        }
+    };
+    let multilingual = Arc::new(if embeds {
+        EmbeddingModel::on_first_use(
+            engram_embed::MULTILINGUAL_E5_SMALL.model_id,
+            engram_embed::MULTILINGUAL_E5_SMALL.dimension,
+            Arc::new(load_multilingual),
+        )
+    } else {
+        EmbeddingModel::identity_only(
+            engram_embed::MULTILINGUAL_E5_SMALL.model_id,
+            engram_embed::MULTILINGUAL_E5_SMALL.dimension,
+        )
+    });
     let local_identity = || {
         EmbeddingModel::identity_only(
             engram_embed::MINILM_MODEL_ID,
@@ -120,6 +151,7 @@ pub fn embedding_models(
             engram_engine::EmbeddingModels {
                 deployment: local.clone(),
                 local: Some(local),
+                local_multilingual: Some(multilingual),
                 provider: None,
             }
         }
@@ -144,6 +176,7 @@ pub fn embedding_models(
             engram_engine::EmbeddingModels {
                 deployment: provider.clone(),
                 local: Some(local),
+                local_multilingual: Some(multilingual),
                 provider: Some(provider),
             }
         }
@@ -159,7 +192,10 @@ async fn open_embedding_spaces(
 ) -> Result<Arc<engram_engine::EmbeddingSpaces>> {
     let models = embedding_models(
         config.embed.provider.as_ref(),
-        &config.embed.model_dir,
+        &LocalModelDirs {
+            minilm: config.embed.model_dir.clone(),
+            multilingual: config.embed.multilingual_model_dir.clone(),
+        },
         &config.embed.local_model,
         embeds,
     )?;

@@ -1,7 +1,9 @@
 //! `engram bench-speed`: the bare embedding model (the floor, Python `onnxruntime`) and then the
 //! service through HTTP on the same texts, in one run: ingest rate, search latency, concurrency.
 
-use crate::bench::{percentile, post_memories, progress, start_bench_server, timed_search};
+use crate::bench::{
+    BenchModel, percentile, post_memories, progress, start_bench_server, timed_search,
+};
 use crate::recall_bench::{Question, Turn, memory_content, read_json_lines};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
@@ -54,6 +56,12 @@ pub struct SpeedBenchArgs {
     pub seed: u64,
     #[arg(long, env = "ENGRAM_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
+    /// The local model the benchmark's project embeds with: `minilm` (the default model) or
+    /// `multilingual` (multilingual-e5-small, set as the project's embedding).
+    #[arg(long, value_enum, default_value = "minilm")]
+    pub model: BenchModel,
+    #[arg(long, env = "ENGRAM_MULTILINGUAL_MODEL_DIR")]
+    pub multilingual_model_dir: Option<PathBuf>,
     /// Threads running the embedding model (default: the machine's cores).
     #[arg(long, env = "ENGRAM_EMBED_THREADS")]
     pub embed_threads: Option<usize>,
@@ -109,6 +117,10 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()?;
+    arguments
+        .model
+        .choose_for_project(&client, &base_url, &api_key)
+        .await?;
     let target = Target {
         client: client.clone(),
         base_url: base_url.clone(),
@@ -213,13 +225,15 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
             TextSet::Synthetic => "synthetic",
             TextSet::Locomo => "LoCoMo dev turns",
         },
-        engram_embed::MINILM_MODEL_ID
+        arguments.model.spec().model_id
     );
+    let local_model = match arguments.model {
+        BenchModel::Minilm => config.embed.local_model.clone(),
+        BenchModel::Multilingual => config.embed.local_model.clone().single_session(),
+    };
     println!(
-        "service: {} model worker(s) × {} thread(s) (ONNX Runtime, int8), {} writers",
-        config.embed.local_model.model_workers,
-        config.embed.local_model.threads_per_worker,
-        arguments.writers
+        "service: {} model worker(s) × {} thread(s) (ONNX Runtime), {} writers",
+        local_model.model_workers, local_model.threads_per_worker, arguments.writers
     );
     match &floor {
         Some(floor) => println!(
@@ -454,10 +468,17 @@ fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Fl
     let Some(python) = &arguments.floor_python else {
         return Ok(None);
     };
-    let model_dir = arguments
-        .model_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MODEL_SUBDIR));
+    let spec = arguments.model.spec();
+    let model_dir = match arguments.model {
+        BenchModel::Minilm => arguments
+            .model_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MODEL_SUBDIR)),
+        BenchModel::Multilingual => arguments
+            .multilingual_model_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MULTILINGUAL_MODEL_SUBDIR)),
+    };
     let texts_file =
         std::env::temp_dir().join(format!("engram-bench-floor-{}.txt", uuid::Uuid::now_v7()));
     {
@@ -476,6 +497,12 @@ fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Fl
         .arg("--texts")
         .arg(&texts_file)
         .args(["--threads", "2", "--batch", "16", "--queries", "300"])
+        .arg("--max-length")
+        .arg(spec.max_sequence_tokens.to_string())
+        .arg("--query-prefix")
+        .arg(spec.query_prefix)
+        .arg("--passage-prefix")
+        .arg(spec.passage_prefix)
         .output()
         .with_context(|| format!("cannot run {}", python.display()))?;
     let _ = std::fs::remove_file(&texts_file);

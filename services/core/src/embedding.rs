@@ -14,8 +14,11 @@ pub enum ProjectEmbedding {
     /// Whatever model the deployment embeds with by default.
     #[default]
     Deployment,
-    /// The built-in all-MiniLM-L6-v2 model, run in process.
+    /// The built-in all-MiniLM-L6-v2 model (English), run in process.
     Local,
+    /// The built-in multilingual-e5-small model (Chinese, English and about 100 other
+    /// languages in one space), run in process: `{"source": "local", "model": "multilingual"}`.
+    LocalMultilingual,
     /// The deployment's OpenAI-compatible embedding provider (`ENGRAM_EMBEDDING_*`).
     Provider,
     /// The client sends a vector of this length with every memory and every query;
@@ -24,13 +27,31 @@ pub enum ProjectEmbedding {
 }
 
 impl ProjectEmbedding {
-    /// The `source` name of the API and the database.
+    /// The `source` name of the API.
     pub const fn source(self) -> &'static str {
         match self {
             ProjectEmbedding::Deployment => "deployment",
-            ProjectEmbedding::Local => "local",
+            ProjectEmbedding::Local | ProjectEmbedding::LocalMultilingual => "local",
             ProjectEmbedding::Provider => "provider",
             ProjectEmbedding::ClientVectors { .. } => "client",
+        }
+    }
+
+    /// The local model picked, by its API name (`minilm`, `multilingual`).
+    pub const fn local_model(self) -> Option<&'static str> {
+        match self {
+            ProjectEmbedding::Local => Some("minilm"),
+            ProjectEmbedding::LocalMultilingual => Some("multilingual"),
+            _ => None,
+        }
+    }
+
+    /// The database's `embedding_source`: the API's source, but each local model by its name
+    /// (no column to add for the model).
+    pub const fn stored_source(self) -> &'static str {
+        match self {
+            ProjectEmbedding::LocalMultilingual => "local-multilingual",
+            other => other.source(),
         }
     }
 
@@ -42,8 +63,15 @@ impl ProjectEmbedding {
         }
     }
 
-    /// From the API's `{source, dimension}`; errors name `field.source` / `field.dimension`.
-    pub fn parse(source: &str, dimension: Option<i64>, field: &str) -> Result<Self, FieldError> {
+    /// From the API's `{source, model, dimension}`; errors name `field.source`,
+    /// `field.model` / `field.dimension`. `model` goes with `local` only: `minilm` (the
+    /// default) or `multilingual` (also by their model ids).
+    pub fn parse(
+        source: &str,
+        model: Option<&str>,
+        dimension: Option<i64>,
+        field: &str,
+    ) -> Result<Self, FieldError> {
         let no_dimension = |embedding: ProjectEmbedding| match dimension {
             None => Ok(embedding),
             Some(_) => Err(FieldError::new(
@@ -51,9 +79,30 @@ impl ProjectEmbedding {
                 "only a project with source \"client\" declares a dimension",
             )),
         };
+        if source != "local"
+            && let Some(model) = model
+        {
+            return Err(FieldError::new(
+                format!("{field}.model"),
+                format!(
+                    "only source \"local\" picks a model (the others bring their own); got {model:?}"
+                ),
+            ));
+        }
         match source {
             "deployment" => no_dimension(ProjectEmbedding::Deployment),
-            "local" => no_dimension(ProjectEmbedding::Local),
+            "local" => match model {
+                None | Some("minilm" | "all-MiniLM-L6-v2") => no_dimension(ProjectEmbedding::Local),
+                Some("multilingual" | "multilingual-e5-small") => {
+                    no_dimension(ProjectEmbedding::LocalMultilingual)
+                }
+                Some(other) => Err(FieldError::new(
+                    format!("{field}.model"),
+                    format!(
+                        "must be \"minilm\" (English, the default) or \"multilingual\"; got {other:?}"
+                    ),
+                )),
+            },
             "provider" => no_dimension(ProjectEmbedding::Provider),
             "client" => match dimension {
                 Some(dimension)
@@ -83,6 +132,7 @@ impl ProjectEmbedding {
     pub fn from_columns(source: &str, dimension: Option<i32>) -> Self {
         match (source, dimension) {
             ("local", _) => ProjectEmbedding::Local,
+            ("local-multilingual", _) => ProjectEmbedding::LocalMultilingual,
             ("provider", _) => ProjectEmbedding::Provider,
             ("client", Some(dimension)) if dimension > 0 => ProjectEmbedding::ClientVectors {
                 dimension: dimension as u32,
@@ -128,17 +178,37 @@ mod tests {
     #[test]
     fn client_vectors_need_a_dimension_in_range() {
         assert_eq!(
-            ProjectEmbedding::parse("client", Some(8), "embedding"),
+            ProjectEmbedding::parse("client", None, Some(8), "embedding"),
             Ok(ProjectEmbedding::ClientVectors { dimension: 8 })
         );
-        let missing = ProjectEmbedding::parse("client", None, "embedding").unwrap_err();
+        let missing = ProjectEmbedding::parse("client", None, None, "embedding").unwrap_err();
         assert_eq!(missing.field, "embedding.dimension");
-        let too_long = ProjectEmbedding::parse("client", Some(4_097), "embedding").unwrap_err();
+        let too_long =
+            ProjectEmbedding::parse("client", None, Some(4_097), "embedding").unwrap_err();
         assert!(too_long.message.contains("1–4096"), "{}", too_long.message);
-        let stray = ProjectEmbedding::parse("local", Some(8), "embedding").unwrap_err();
+        let stray = ProjectEmbedding::parse("local", None, Some(8), "embedding").unwrap_err();
         assert_eq!(stray.field, "embedding.dimension");
-        let unknown = ProjectEmbedding::parse("openai", None, "embedding").unwrap_err();
+        let unknown = ProjectEmbedding::parse("openai", None, None, "embedding").unwrap_err();
         assert_eq!(unknown.field, "embedding.source");
+    }
+
+    #[test]
+    fn a_local_project_picks_its_model() {
+        assert_eq!(
+            ProjectEmbedding::parse("local", Some("multilingual"), None, "embedding"),
+            Ok(ProjectEmbedding::LocalMultilingual)
+        );
+        assert_eq!(
+            ProjectEmbedding::parse("local", Some("minilm"), None, "embedding"),
+            Ok(ProjectEmbedding::Local)
+        );
+        let unknown =
+            ProjectEmbedding::parse("local", Some("bge-m3"), None, "embedding").unwrap_err();
+        assert_eq!(unknown.field, "embedding.model");
+        let not_local =
+            ProjectEmbedding::parse("provider", Some("multilingual"), None, "embedding")
+                .unwrap_err();
+        assert_eq!(not_local.field, "embedding.model");
     }
 
     #[test]
@@ -146,6 +216,7 @@ mod tests {
         for embedding in [
             ProjectEmbedding::Deployment,
             ProjectEmbedding::Local,
+            ProjectEmbedding::LocalMultilingual,
             ProjectEmbedding::Provider,
             ProjectEmbedding::ClientVectors { dimension: 768 },
         ] {
@@ -153,7 +224,7 @@ mod tests {
                 .client_dimension()
                 .map(|dimension| dimension as i32);
             assert_eq!(
-                ProjectEmbedding::from_columns(embedding.source(), dimension),
+                ProjectEmbedding::from_columns(embedding.stored_source(), dimension),
                 embedding
             );
         }

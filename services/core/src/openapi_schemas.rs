@@ -132,6 +132,11 @@ pub fn embedding_source() -> Object {
     one_of(["deployment", "local", "provider", "client"])
 }
 
+/// The local model a project picks (`ProjectEmbedding::parse`), or none.
+pub fn optional_local_model() -> Object {
+    one_of(["minilm", "multilingual"]).nullable()
+}
+
 /// An integer from `minimum` to `maximum`.
 pub fn integer_between(minimum: u64, maximum: u64) -> ObjectBuilder {
     ObjectBuilder::new()

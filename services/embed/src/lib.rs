@@ -1,5 +1,6 @@
 //! Text embedders: the `Embedder` trait the engine uses, its local model backend
-//! (all-MiniLM-L6-v2 on ONNX Runtime, batched across requests) and an OpenAI-compatible client.
+//! (all-MiniLM-L6-v2 or multilingual-e5-small on ONNX Runtime, batched across requests) and
+//! an OpenAI-compatible client.
 
 use async_trait::async_trait;
 
@@ -71,13 +72,15 @@ pub fn estimate_tokens(text: &str) -> u64 {
 }
 
 mod batching;
-pub mod local_minilm;
+pub mod local_model;
 pub mod onnx_runtime;
 pub mod openai_compatible;
 
-pub use local_minilm::{
-    DEFAULT_MODEL_SUBDIR, LocalMiniLm, LocalModelOptions, MINILM_DIMENSION, MINILM_MODEL_ID,
-    MODEL_DIR_ENV_VAR, available_cores, resolve_model_dir,
+pub use local_model::{
+    DEFAULT_MODEL_SUBDIR, DEFAULT_MULTILINGUAL_MODEL_SUBDIR, LocalEncoder, LocalModelOptions,
+    LocalModelSpec, MINILM, MINILM_DIMENSION, MINILM_MODEL_ID, MODEL_DIR_ENV_VAR,
+    MULTILINGUAL_E5_SMALL, MULTILINGUAL_MODEL_DIR_ENV_VAR, MULTILINGUAL_MODEL_ID, available_cores,
+    resolve_model_dir, resolve_multilingual_model_dir,
 };
 pub use onnx_runtime::{DEFAULT_RUNTIME_SUBPATH, RUNTIME_PATH_ENV_VAR, resolve_runtime_library};
 pub use openai_compatible::{OpenAiCompatibleEmbedder, OpenAiCompatibleOptions};

@@ -117,6 +117,8 @@ pub struct EmbeddingModels {
     pub deployment: Arc<EmbeddingModel>,
     /// `local`: the built-in model, when this deployment has it (may be `deployment`).
     pub local: Option<Arc<EmbeddingModel>>,
+    /// `local` + `multilingual`: the built-in multilingual model, when this deployment has it.
+    pub local_multilingual: Option<Arc<EmbeddingModel>>,
     /// `provider`: the OpenAI-compatible provider, when one is configured.
     pub provider: Option<Arc<EmbeddingModel>>,
 }
@@ -201,6 +203,7 @@ impl EmbeddingSpaces {
             EmbeddingModels {
                 deployment: model.clone(),
                 local: Some(model),
+                local_multilingual: None,
                 provider: None,
             },
             open_index,
@@ -230,6 +233,13 @@ impl EmbeddingSpaces {
                     "this deployment has no local embedding model".to_string(),
                 )
             }),
+            ProjectEmbedding::LocalMultilingual => {
+                self.models.local_multilingual.clone().map(Some).ok_or_else(|| {
+                    EngineError::EmbeddingUnavailable(
+                        "this deployment has no multilingual model".to_string(),
+                    )
+                })
+            }
             ProjectEmbedding::Provider => self.models.provider.clone().map(Some).ok_or_else(|| {
                 EngineError::EmbeddingUnavailable(
                     "this deployment has no embedding provider configured (ENGRAM_EMBEDDING_BASE_URL)"

@@ -185,7 +185,7 @@ impl Storage {
             )
             .col_expr(
                 projects::Column::EmbeddingSource,
-                Expr::value(settings.embedding.source()),
+                Expr::value(settings.embedding.stored_source()),
             )
             .col_expr(
                 projects::Column::EmbeddingDimension,
@@ -857,7 +857,11 @@ fn store_retention_json(
 }
 
 fn embedding_json(embedding: engram_core::ProjectEmbedding) -> serde_json::Value {
-    serde_json::json!({ "source": embedding.source(), "dimension": embedding.client_dimension() })
+    serde_json::json!({
+        "source": embedding.source(),
+        "model": embedding.local_model(),
+        "dimension": embedding.client_dimension(),
+    })
 }
 
 fn retention_json(retention_days: &BTreeMap<MemoryKind, u32>) -> serde_json::Value {

@@ -449,7 +449,7 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         query_cache_epoch: Set(0),
         derive_memories: Set(true),
         embedding_source: Set(engram_core::ProjectEmbedding::Deployment
-            .source()
+            .stored_source()
             .to_string()),
         embedding_dimension: Set(None),
         recall_events: Set(engram_core::recall::RecallEventCapture::default()

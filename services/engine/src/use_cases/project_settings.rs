@@ -15,6 +15,16 @@ use std::collections::BTreeMap;
 /// Longest retention of a kind: 100 years.
 pub const MAX_RETENTION_DAYS: u32 = 36_500;
 
+/// A project's embedding as asked: `{"source": "local", "model": "multilingual"}`, …
+#[derive(Debug, Clone, Default)]
+pub struct EmbeddingChoice {
+    pub source: String,
+    /// With `local`: `minilm` (the default) or `multilingual`.
+    pub model: Option<String>,
+    /// With `client`: the length of the vectors.
+    pub dimension: Option<i64>,
+}
+
 /// What a caller asks to change; `None` leaves a setting as it is.
 #[derive(Clone, Debug, Default)]
 pub struct ProjectSettingsChange {
@@ -30,8 +40,8 @@ pub struct ProjectSettingsChange {
     /// days (1–[`MAX_RETENTION_DAYS`]) or `None` for no limit (recall events: back to the
     /// default 30 days); the stores named change, the others stay as they are.
     pub store_retention_days: Option<BTreeMap<String, Option<u32>>>,
-    /// The embedding source and, for client vectors, the dimension.
-    pub embedding: Option<(String, Option<i64>)>,
+    /// The embedding source, its local model and, for client vectors, the dimension.
+    pub embedding: Option<EmbeddingChoice>,
     /// `digests | full`
     pub run_capture: Option<String>,
     pub keep_trajectories: Option<bool>,
@@ -144,8 +154,13 @@ impl ProjectSettingsChange {
                 Err(error) => errors.push(error),
             }
         }
-        if let Some((source, dimension)) = &self.embedding {
-            match ProjectEmbedding::parse(source, *dimension, "embedding") {
+        if let Some(choice) = &self.embedding {
+            match ProjectEmbedding::parse(
+                &choice.source,
+                choice.model.as_deref(),
+                choice.dimension,
+                "embedding",
+            ) {
                 Ok(embedding) => settings.embedding = embedding,
                 Err(error) => errors.push(error),
             }

