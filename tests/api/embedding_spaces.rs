@@ -506,6 +506,27 @@ async fn a_project_on_the_multilingual_model_finds_chinese_memories_with_english
             found.body
         );
     }
+    // e5 puts two facts that differ in one value at a cosine of 0.977: read on the
+    // thresholds' scale, neither hides the other as a near-duplicate.
+    let added = client
+        .add(json!([
+            {"content": "用户住在上海。", "user_id": "cai"},
+            {"content": "用户住在北京。", "user_id": "cai"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let found = client
+        .search(json!({"query": "where does the user live?", "user_id": "cai", "top_k": 5}))
+        .await;
+    let mut cities = result_contents(&found.body);
+    cities.sort();
+    assert_eq!(
+        cities,
+        vec!["用户住在上海。", "用户住在北京。"],
+        "{}",
+        found.body
+    );
+
     // The default project stays on MiniLM, in its own index.
     assert_eq!(
         settings(&server.client()).await["embedding"]["model"],

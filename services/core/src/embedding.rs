@@ -65,7 +65,7 @@ impl ProjectEmbedding {
 
     /// From the API's `{source, model, dimension}`; errors name `field.source`,
     /// `field.model` / `field.dimension`. `model` goes with `local` only: `minilm` (the
-    /// default) or `multilingual` (also by their model ids).
+    /// default) or `multilingual`.
     pub fn parse(
         source: &str,
         model: Option<&str>,
@@ -79,23 +79,20 @@ impl ProjectEmbedding {
                 "only a project with source \"client\" declares a dimension",
             )),
         };
-        if source != "local"
-            && let Some(model) = model
-        {
-            return Err(FieldError::new(
+        let no_model = |embedding: ProjectEmbedding| match model {
+            None => Ok(embedding),
+            Some(model) => Err(FieldError::new(
                 format!("{field}.model"),
                 format!(
                     "only source \"local\" picks a model (the others bring their own); got {model:?}"
                 ),
-            ));
-        }
+            )),
+        };
         match source {
-            "deployment" => no_dimension(ProjectEmbedding::Deployment),
+            "deployment" => no_dimension(ProjectEmbedding::Deployment).and_then(no_model),
             "local" => match model {
-                None | Some("minilm" | "all-MiniLM-L6-v2") => no_dimension(ProjectEmbedding::Local),
-                Some("multilingual" | "multilingual-e5-small") => {
-                    no_dimension(ProjectEmbedding::LocalMultilingual)
-                }
+                None | Some("minilm") => no_dimension(ProjectEmbedding::Local),
+                Some("multilingual") => no_dimension(ProjectEmbedding::LocalMultilingual),
                 Some(other) => Err(FieldError::new(
                     format!("{field}.model"),
                     format!(
@@ -103,7 +100,8 @@ impl ProjectEmbedding {
                     ),
                 )),
             },
-            "provider" => no_dimension(ProjectEmbedding::Provider),
+            "provider" => no_dimension(ProjectEmbedding::Provider).and_then(no_model),
+            "client" if model.is_some() => no_model(ProjectEmbedding::Deployment),
             "client" => match dimension {
                 Some(dimension)
                     if (1..=i64::from(MAX_CLIENT_VECTOR_DIMENSION)).contains(&dimension) =>
@@ -139,6 +137,27 @@ impl ProjectEmbedding {
             },
             _ => ProjectEmbedding::Deployment,
         }
+    }
+}
+
+/// Where unrelated texts' cosines sit for multilingual-e5-small (measured: 0.81–0.85 for
+/// unrelated short facts, against about 0 for all-MiniLM-L6-v2).
+const MULTILINGUAL_E5_UNRELATED_COSINE: f32 = 0.8;
+
+/// A cosine between two vectors of `model_id` on the scale the similarity thresholds were
+/// set on (all-MiniLM-L6-v2's, where unrelated texts sit near 0): the thresholds that
+/// merge, drop or hide a near-duplicate read this, never a raw cosine. multilingual-e5-small
+/// packs everything near its top — "用户住在上海。" / "用户住在北京。" is 0.977, "two cats" /
+/// "three cats" 0.951, a paraphrase 0.96–0.99 — so its cosine `c` reads as
+/// `(c − 0.8) / 0.2`: a value changed then reads 0.76–0.89, below every duplicate threshold
+/// (0.95, 0.97), and only a near-verbatim restatement (≥ 0.99) above them. Other models
+/// (and client vectors) read as they are.
+pub fn comparable_similarity(model_id: &str, cosine: f32) -> f32 {
+    if model_id == "multilingual-e5-small" {
+        ((cosine - MULTILINGUAL_E5_UNRELATED_COSINE) / (1.0 - MULTILINGUAL_E5_UNRELATED_COSINE))
+            .clamp(-1.0, 1.0)
+    } else {
+        cosine
     }
 }
 
@@ -190,6 +209,16 @@ mod tests {
         assert_eq!(stray.field, "embedding.dimension");
         let unknown = ProjectEmbedding::parse("openai", None, None, "embedding").unwrap_err();
         assert_eq!(unknown.field, "embedding.source");
+    }
+
+    #[test]
+    fn multilingual_cosines_read_on_the_thresholds_scale() {
+        // Measured e5 cosines: a changed value must not read as a duplicate (0.95).
+        assert!(comparable_similarity("multilingual-e5-small", 0.977) < 0.95);
+        assert!(comparable_similarity("multilingual-e5-small", 0.951) < 0.95);
+        assert!(comparable_similarity("multilingual-e5-small", 0.994) >= 0.95);
+        assert!(comparable_similarity("multilingual-e5-small", 0.81) < 0.55);
+        assert_eq!(comparable_similarity("all-MiniLM-L6-v2", 0.96), 0.96);
     }
 
     #[test]

@@ -438,8 +438,10 @@ fn plan_merges(memories: &[MemoryWithEmbedding], max_merges: usize) -> Vec<Merge
                 if merged_away[older] || candidate.immutable || candidate.legal_hold {
                     continue;
                 }
-                let similarity =
-                    cosine_similarity(&group[newer].embedding, &group[older].embedding);
+                let similarity = engram_core::embedding::comparable_similarity(
+                    &candidate.embedding_model,
+                    cosine_similarity(&group[newer].embedding, &group[older].embedding),
+                );
                 if similarity >= DUPLICATE_SIMILARITY {
                     merged_away[older] = true;
                     merged.push(candidate.id);

@@ -646,18 +646,20 @@ impl MemoryEngine {
         let mut active = self.storage.active_memories_by_id(scope, &ids).await?;
         let mut related = Vec::new();
         for hit in hits {
-            if hit.score < RELATED_SIMILARITY {
-                continue;
-            }
             // The index filters on the user when one is given; a batch without one sees
             // only memories without one, never another end-user's.
             let Some(memory) = active.remove(&hit.memory_id) else {
                 continue;
             };
+            let similarity =
+                engram_core::embedding::comparable_similarity(&memory.embedding_model, hit.score);
+            if similarity < RELATED_SIMILARITY {
+                continue;
+            }
             if user_id.is_none() && memory.user_id.is_some() {
                 continue;
             }
-            related.push((memory, hit.score.clamp(0.0, 1.0)));
+            related.push((memory, similarity.clamp(0.0, 1.0)));
             if related.len() == RELATED_PER_CANDIDATE {
                 break;
             }

@@ -745,7 +745,10 @@ fn rank_candidates(
         }
         let near_duplicate = request.diversify
             && kept.iter().any(|(_, kept_embedding)| {
-                cosine_similarity(kept_embedding, &embedding) >= NEAR_DUPLICATE_SIMILARITY
+                engram_core::embedding::comparable_similarity(
+                    &hit.memory.embedding_model,
+                    cosine_similarity(kept_embedding, &embedding),
+                ) >= NEAR_DUPLICATE_SIMILARITY
             });
         if !near_duplicate {
             kept.push((hit, embedding));

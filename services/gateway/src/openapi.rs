@@ -190,8 +190,19 @@ impl Modify for CrossFieldRules {
                     utoipa::openapi::Schema,
                 >::FreeForm(false)))
                 .build();
-            let built_in = ObjectBuilder::new()
-                .property("source", one_of(["deployment", "local", "provider"]))
+            let deployment_or_provider = ObjectBuilder::new()
+                .property("source", one_of(["deployment", "provider"]))
+                .required("source")
+                .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::<
+                    utoipa::openapi::Schema,
+                >::FreeForm(false)))
+                .build();
+            let local = ObjectBuilder::new()
+                .property("source", one_of(["local"]))
+                .property(
+                    "model",
+                    engram_core::openapi_schemas::optional_local_model(),
+                )
                 .required("source")
                 .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::<
                     utoipa::openapi::Schema,
@@ -199,9 +210,10 @@ impl Modify for CrossFieldRules {
                 .build();
             let embedding = utoipa::openapi::schema::OneOfBuilder::new()
                 .item(client)
-                .item(built_in)
+                .item(deployment_or_provider)
+                .item(local)
                 .description(Some(
-                    "`{\"source\": \"client\", \"dimension\": 1–4096}` or `{\"source\": \"deployment\" | \"local\" | \"provider\"}`",
+                    "`{\"source\": \"client\", \"dimension\": 1–4096}`, `{\"source\": \"deployment\" | \"provider\"}` or `{\"source\": \"local\", \"model\": \"minilm\" (default) | \"multilingual\"}`",
                 ))
                 .build();
             components.schemas.insert(
