@@ -538,7 +538,7 @@ async fn bilingual_figures(
             format!("{:.3} / {:.3}", rate(hit[0], asked), rate(hit[1], asked))
         };
         println!(
-            "| {retrieval} | {} | {} | {} |",
+            "| {retrieval} (bilingual) | {} | {} | {} |",
             cell(hits[0], facts.len()),
             cell(hits[1], facts.len()),
             cell(
