@@ -38,6 +38,7 @@ mod m0032_memories_by_session;
 mod m0033_agents;
 mod m0034_verified_memories;
 mod m0035_agent_teams;
+mod m0036_reembedding;
 
 pub struct Migrator;
 
@@ -80,6 +81,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0033_agents::Migration),
             Box::new(m0034_verified_memories::Migration),
             Box::new(m0035_agent_teams::Migration),
+            Box::new(m0036_reembedding::Migration),
         ]
     }
 }

@@ -266,8 +266,9 @@ async fn a_project_sends_its_own_vectors_and_engram_embeds_nothing_for_it() {
         stored_only.body
     );
 
-    // The space is fixed while memories hold its vectors.
-    settings_patch(&client, json!({"embedding": {"source": "local"}}))
+    // A move to a model this deployment does not offer is refused, memories or not (moving
+    // to one it offers re-embeds them: see the re-embedding test).
+    settings_patch(&client, json!({"embedding": {"source": "provider"}}))
         .await
         .assert_problem(409, "embedding-unavailable");
 
@@ -546,4 +547,307 @@ async fn a_project_on_the_multilingual_model_finds_chinese_memories_with_english
         "{}",
         found.body
     );
+}
+
+/// The embedding setting of a project with memories, changed: the move is a task, and the
+/// project's searches answer from the old space until it switches.
+async fn task_status(client: &ApiClient, task_id: &str) -> String {
+    let task = client
+        .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
+        .await;
+    assert_eq!(task.status, 200, "{}", task.body);
+    task.body["status"].as_str().unwrap_or_default().to_string()
+}
+
+fn listed_models(body: &Value) -> Vec<String> {
+    body["memories"]
+        .as_array()
+        .map(|memories| {
+            memories
+                .iter()
+                .filter_map(|memory| memory["embedding_model"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Moving projects with memories to the provider (a TEST DOUBLE of a third-party
+/// embedding API, held or failing on demand): a failed move leaves the project on its
+/// model; a held one shows searches answering from the old space, refuses a second move,
+/// takes writes, and after the switch finds old and new memories in the new space.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_answering() {
+    let provider = EmbeddingStandIn::start(32).await.unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let environment = [
+        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
+        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
+        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
+        // Held on purpose for as long as the test looks: only this timeout could end it.
+        ("ENGRAM_EMBEDDING_TIMEOUT_SECS", "600"),
+    ];
+    let server = TestServer::spawn_with(directory.path(), &environment)
+        .await
+        .unwrap();
+    let provider_space =
+        json!({"source": "provider", "model": "stand-in-bag-of-words", "dimension": 32});
+    let minilm = json!({"source": "local", "model": "all-MiniLM-L6-v2", "dimension": 384});
+
+    // A move that fails (the provider is down) leaves the project where it was.
+    let (_, failing_key) = server.create_project("move-fails").unwrap();
+    let failing = server.client_with_key(&failing_key);
+    assert_eq!(
+        settings_patch(&failing, json!({"embedding": {"source": "local"}}))
+            .await
+            .status,
+        200
+    );
+    let added = failing
+        .add(json!([{"content": "Iris drinks green tea every morning"}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    provider.fail(true);
+    let started = settings_patch(&failing, json!({"embedding": {"source": "provider"}})).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.body["embedding"], minilm, "{}", started.body);
+    assert_eq!(started.body["embedding_change"]["to"], provider_space);
+    let task_id = started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let task = finished_task(&failing, &task_id).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    let after = settings(&failing).await;
+    assert_eq!(after["embedding"], minilm, "{after}");
+    assert!(after["embedding_change"].is_null(), "{after}");
+    let found = failing
+        .search(json!({"query": "a hot beverage", "retrieval": "dense", "top_k": 1}))
+        .await;
+    assert_eq!(
+        result_contents(&found.body),
+        vec!["Iris drinks green tea every morning"],
+        "the old space still answers: {}",
+        found.body
+    );
+    provider.fail(false);
+
+    // A project with memories on the local model moves to the provider.
+    let (_, key) = server.create_project("moving").unwrap();
+    let client = server.client_with_key(&key);
+    assert_eq!(
+        settings_patch(&client, json!({"embedding": {"source": "local"}}))
+            .await
+            .status,
+        200
+    );
+    let mut memories = vec![
+        json!({"content": "Iris drinks green tea every morning", "user_id": "iris"}),
+        json!({"content": "Iris repairs old radios", "user_id": "iris", "key": "hobby"}),
+    ];
+    memories.extend((0..70).map(|number| {
+        json!({"content": format!("Ledger entry {number}: the invoice for order {number} was paid"), "user_id": "ledger"})
+    }));
+    let added = client.add(Value::Array(memories)).await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let superseded = client
+        .add(json!([{"content": "Iris repairs old radios and clocks", "user_id": "iris", "key": "hobby"}]))
+        .await;
+    assert_eq!(superseded.status, 201, "{}", superseded.body);
+
+    // Held, the provider keeps the move under way for as long as this test looks.
+    provider.hold();
+    let started = settings_patch(&client, json!({"embedding": {"source": "provider"}})).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(started.body["embedding"], minilm, "{}", started.body);
+    assert_eq!(started.body["embedding_change"]["to"], provider_space);
+    let task_id = started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    engram_tests::eventually("the re-embedding task to be running", || async {
+        match task_status(&client, &task_id).await.as_str() {
+            "running" => Ok(()),
+            other => Err(other.to_string()),
+        }
+    })
+    .await;
+    // Searches answer from the old space: meaning, which only MiniLM reads here.
+    for (query, expected) in [
+        ("a hot beverage", "Iris drinks green tea every morning"),
+        ("fixing electronics", "Iris repairs old radios and clocks"),
+    ] {
+        let found = client
+            .search(json!({"query": query, "user_id": "iris", "retrieval": "dense", "top_k": 1}))
+            .await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        assert_eq!(
+            result_contents(&found.body),
+            vec![expected],
+            "{}",
+            found.body
+        );
+    }
+    // One move at a time.
+    settings_patch(&client, json!({"embedding": {"source": "deployment"}}))
+        .await
+        .assert_problem(409, "conflict");
+    // A write during the move is stored in the old space, and moves too.
+    let during = client
+        .add(json!([{"content": "Iris bought a vintage radio in Lyon", "user_id": "iris"}]))
+        .await;
+    assert_eq!(during.status, 201, "{}", during.body);
+    assert_eq!(
+        during.body["memories"][0]["embedding_model"],
+        "all-MiniLM-L6-v2"
+    );
+    assert_eq!(task_status(&client, &task_id).await, "running");
+    let shown = settings(&client).await;
+    assert_eq!(shown["embedding"], minilm, "{shown}");
+    assert_eq!(shown["embedding_change"]["task_id"], task_id.as_str());
+
+    provider.release();
+    let task = finished_task(&client, &task_id).await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    assert_eq!(task["result"]["model"], "stand-in-bag-of-words", "{task}");
+    // Every searchable memory moved: the 72 first ones (one now superseded, which as_of
+    // searches read), the one superseding it and the one written during the move.
+    assert_eq!(task["result"]["memories"], 74, "{task}");
+    assert_eq!(
+        task["progress"]["done"], task["progress"]["total"],
+        "{task}"
+    );
+    let after = settings(&client).await;
+    assert_eq!(after["embedding"], provider_space, "{after}");
+    assert!(after["embedding_change"].is_null(), "{after}");
+
+    // Old memories and the one written during the move are found in the new space.
+    for (query, expected) in [
+        (
+            "green tea every morning",
+            "Iris drinks green tea every morning",
+        ),
+        ("vintage radio Lyon", "Iris bought a vintage radio in Lyon"),
+    ] {
+        let found = client
+            .search(json!({"query": query, "user_id": "iris", "retrieval": "dense", "top_k": 1}))
+            .await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        assert_eq!(
+            result_contents(&found.body),
+            vec![expected],
+            "{}",
+            found.body
+        );
+    }
+    let listed = client.list("?user_id=iris&limit=100").await;
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let models = listed_models(&listed.body);
+    assert_eq!(models.len(), 3, "{}", listed.body);
+    assert!(
+        models.iter().all(|model| model == "stand-in-bag-of-words"),
+        "{models:?}"
+    );
+    // New writes go to the new space.
+    let added = client
+        .add(json!([{"content": "Iris sold the vintage radio", "user_id": "iris"}]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(
+        added.body["memories"][0]["embedding_model"],
+        "stand-in-bag-of-words"
+    );
+}
+
+/// A project's memories, written on MiniLM, moved to the multilingual model: afterwards an
+/// English question finds a Chinese memory, which MiniLM's space could not, and the
+/// embedding the move did is metered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_memories_answer_questions_in_the_other_language_after_a_move_to_the_multilingual_model()
+ {
+    let server = TestServer::spawn().await.unwrap();
+    let (_, key) = server.create_project("to-multilingual").unwrap();
+    let client = server.client_with_key(&key);
+    let added = client
+        .add(json!([
+            {"content": "用户住在上海，喜欢喝乌龙茶。", "user_id": "ana"},
+            {"content": "用户每周六上午去游泳。", "user_id": "ana"},
+            {"content": "The user's sister is a nurse in Lyon.", "user_id": "ben"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    assert_eq!(
+        added.body["memories"][0]["embedding_model"],
+        "all-MiniLM-L6-v2"
+    );
+    let tokens_embedded = || async {
+        let usage = client
+            .send(client.request(reqwest::Method::GET, "/v1/usage"))
+            .await;
+        usage.body["totals"]["tokens_embedded"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let metered_before = engram_tests::eventually("the writes to be metered", || async {
+        match tokens_embedded().await {
+            0 => Err("nothing metered yet".to_string()),
+            tokens => Ok(tokens),
+        }
+    })
+    .await;
+
+    let started = settings_patch(
+        &client,
+        json!({"embedding": {"source": "local", "model": "multilingual"}}),
+    )
+    .await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    assert_eq!(
+        started.body["embedding_change"]["to"]["model"], "multilingual-e5-small",
+        "{}",
+        started.body
+    );
+    let task_id = started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let task = finished_task(&client, &task_id).await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    assert_eq!(
+        settings(&client).await["embedding"],
+        json!({"source": "local", "model": "multilingual-e5-small", "dimension": 384})
+    );
+    for (question, user, expected) in [
+        (
+            "where does the user live?",
+            "ana",
+            "用户住在上海，喜欢喝乌龙茶。",
+        ),
+        (
+            "用户的姐姐做什么工作？",
+            "ben",
+            "The user's sister is a nurse in Lyon.",
+        ),
+    ] {
+        let found = client
+            .search(json!({"query": question, "user_id": user, "retrieval": "dense", "top_k": 1}))
+            .await;
+        assert_eq!(found.status, 200, "{}", found.body);
+        assert_eq!(
+            result_contents(&found.body),
+            vec![expected],
+            "{question}: {}",
+            found.body
+        );
+    }
+    let task_tokens = task["result"]["tokens_embedded"].as_u64().unwrap_or(0);
+    assert!(task_tokens > 0, "{task}");
+    engram_tests::eventually("the move's embedding to be metered", || async {
+        let now = tokens_embedded().await;
+        if now >= metered_before + task_tokens {
+            Ok(())
+        } else {
+            Err(format!("{now} tokens metered; {metered_before} before the move, which embedded {task_tokens}"))
+        }
+    })
+    .await;
 }

@@ -395,6 +395,79 @@ async fn the_console_sets_pii_and_retention_and_sweeps_what_the_dry_run_named() 
     assert_eq!(expired_events.body["events"].as_array().unwrap().len(), 1);
 }
 
+/// A project moving to another embedding model (the provider: a TEST DOUBLE of a
+/// third-party embedding API, held so the move stays under way while the page is looked
+/// at): the settings page says where it moves and draws the task's progress.
+#[tokio::test]
+async fn the_console_shows_a_move_to_another_embedding_model_with_its_progress() {
+    let provider = engram_tests::embedding_stand_in::EmbeddingStandIn::start(32)
+        .await
+        .unwrap();
+    let directory = tempfile::tempdir().unwrap();
+    let environment = [
+        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
+        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
+        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
+        // Held on purpose for as long as the test looks: only this timeout could end it.
+        ("ENGRAM_EMBEDDING_TIMEOUT_SECS", "600"),
+    ];
+    let server = TestServer::spawn_with(directory.path(), &environment)
+        .await
+        .unwrap();
+    let client = server.client();
+    let patch = |body: Value| {
+        let request = client
+            .request(reqwest::Method::PATCH, "/v1/project/settings")
+            .json(&body);
+        async { client.send(request).await }
+    };
+    assert_eq!(
+        patch(json!({"embedding": {"source": "local"}}))
+            .await
+            .status,
+        200
+    );
+    let added = client
+        .add(json!([
+            {"content": "Sam likes jazz.", "user_id": "sam"},
+            {"content": "Sam plays the trumpet.", "user_id": "sam"},
+            {"content": "Sam lives by the sea.", "user_id": "sam"},
+        ]))
+        .await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    provider.hold();
+    let started = patch(json!({"embedding": {"source": "provider"}})).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let task_id = started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut environment = owner_environment(&server);
+    environment.push(("ENGRAM_MOVE_TO", "stand-in-bag-of-words".to_string()));
+    environment.push(("ENGRAM_MOVE_MEMORIES", "3".to_string()));
+    run_spec("embedding-move.spec.mjs", environment, 2).await;
+    provider.release();
+    let task = engram_tests::eventually("the move to finish", || async {
+        let task = client
+            .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
+            .await;
+        match task.body["status"].as_str() {
+            Some("succeeded" | "failed") => Ok(task.body),
+            _ => Err(task.body.to_string()),
+        }
+    })
+    .await;
+    assert_eq!(task["status"], "succeeded", "{task}");
+    let settings = client
+        .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
+        .await;
+    assert_eq!(
+        settings.body["embedding"]["model"], "stand-in-bag-of-words",
+        "{}",
+        settings.body
+    );
+}
+
 /// A scripted agent run (context → model call given one memory → tool call → search → end)
 /// shown in the console: the run's timeline, the recalls it made, and the memory's impact
 /// before its deletion; afterwards the run shows the memory as deleted, and who saw the

@@ -34,6 +34,7 @@ fn draft(number: usize) -> MemoryDraft {
         },
         embedding: vector(number),
         embedding_model: "test-vectors".to_string(),
+        embedding_generation: 0,
         supersedes: None,
         reason: None,
     }

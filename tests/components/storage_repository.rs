@@ -105,6 +105,7 @@ fn draft(content: &str, user: Option<&str>, key: Option<&str>) -> MemoryDraft {
         },
         embedding: vec![0.25, -0.5, 1.0],
         embedding_model: "test-model".to_string(),
+        embedding_generation: 0,
         supersedes: None,
         reason: None,
     }
@@ -3316,3 +3317,174 @@ async fn memory_limits_count_and_rank_a_subjects_memories(storage: Storage) {
     );
 }
 on_both_databases!(memory_limits_count_and_rank_a_subjects_memories);
+
+/// A project with memories moving to another embedding: it switches only once every
+/// searchable memory has a fresh vector (writes and edits during the move need theirs), at
+/// once, with the staged vectors gone; a write embedded before the switch is refused after
+/// it; an abandoned move leaves the project as it was.
+async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(storage: Storage) {
+    use engram_core::governance::EmbeddingChange;
+    use engram_core::{MemoryScope, ProjectEmbedding, TaskKind};
+    use engram_storage::reembedding::{StagedVector, SwitchOutcome};
+    let (scope, _) = project(&storage, None).await;
+    let actor = system_actor();
+    let first = insert(&storage, &scope, vec![draft("tea", Some("ana"), None)]).await;
+    let second = insert(&storage, &scope, vec![draft("radios", Some("ana"), None)]).await;
+    let (first, second) = (first[0].clone(), second[0].clone());
+
+    let to = ProjectEmbedding::LocalMultilingual;
+    let task = storage
+        .start_embedding_change(&scope, to, None, &actor)
+        .await
+        .unwrap();
+    assert_eq!(task.kind, TaskKind::Reembedding);
+    assert_eq!(task.progress_total, 2);
+    let another = storage
+        .start_embedding_change(&scope, ProjectEmbedding::Local, None, &actor)
+        .await;
+    assert!(
+        matches!(another, Err(StorageError::EmbeddingChangeUnderWay(_))),
+        "{another:?}"
+    );
+    let settings = storage.project_settings(&scope).await.unwrap();
+    assert_eq!(settings.embedding, ProjectEmbedding::Deployment);
+    assert_eq!(
+        settings.embedding_change,
+        Some(EmbeddingChange {
+            to,
+            task_id: task.id
+        })
+    );
+
+    let stage = |memory: &engram_core::Memory, component: f32| StagedVector {
+        memory_id: memory.id,
+        content_hash: engram_core::memory::content_digest(&memory.content),
+        vector: vec![component, 0.0, 0.0],
+    };
+    let to_embed = storage
+        .memories_to_reembed(&scope, "new-model", 10)
+        .await
+        .unwrap();
+    assert_eq!(to_embed.len(), 2);
+    storage
+        .stage_reembeddings(&scope, "new-model", &[stage(&first, 0.5)])
+        .await
+        .unwrap();
+    let to_embed = storage
+        .memories_to_reembed(&scope, "new-model", 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        to_embed
+            .iter()
+            .map(|source| source.memory_id)
+            .collect::<Vec<_>>(),
+        vec![second.id]
+    );
+    let switch = || storage.switch_embedding(&scope, task.id, to, "new-model", &actor);
+    assert_eq!(
+        switch().await.unwrap(),
+        SwitchOutcome::Behind { memories: 1 }
+    );
+    storage
+        .stage_reembeddings(&scope, "new-model", &[stage(&second, 0.25)])
+        .await
+        .unwrap();
+    // A write during the move (embedded in the space in use) needs its vector too.
+    let third = insert(&storage, &scope, vec![draft("clocks", Some("ana"), None)]).await;
+    assert_eq!(
+        switch().await.unwrap(),
+        SwitchOutcome::Behind { memories: 1 }
+    );
+    storage
+        .stage_reembeddings(&scope, "new-model", &[stage(&third[0], 0.75)])
+        .await
+        .unwrap();
+    // A deleted memory takes its staged vector with it.
+    storage
+        .delete_memory(&scope, second.id, &actor)
+        .await
+        .unwrap();
+    assert_eq!(storage.count_staged_reembeddings(&scope).await.unwrap(), 2);
+
+    assert_eq!(
+        switch().await.unwrap(),
+        SwitchOutcome::Switched { memories: 2 }
+    );
+    let settings = storage.project_settings(&scope).await.unwrap();
+    assert_eq!(settings.embedding, to);
+    assert_eq!(settings.embedding_generation, 1);
+    assert_eq!(settings.embedding_change, None);
+    assert_eq!(storage.count_staged_reembeddings(&scope).await.unwrap(), 0);
+    let moved = storage
+        .get_memory(&MemoryScope::project_wide(scope), first.id)
+        .await
+        .unwrap();
+    assert_eq!(moved.embedding_model, "new-model");
+    let rows = storage.indexing_rows(&scope, &[first.id]).await.unwrap();
+    assert_eq!(rows[&first.id].vector, vec![0.5, 0.0, 0.0]);
+
+    // Embedded in the old space, a write arriving after the switch is refused.
+    let late = storage
+        .insert_memories(
+            &scope,
+            vec![draft("late", Some("ana"), None)],
+            &actor,
+            None,
+            render,
+        )
+        .await;
+    assert!(
+        matches!(late, Err(StorageError::EmbeddingSpaceChanged)),
+        "{:?}",
+        late.err()
+    );
+    let late_edit = storage
+        .update_memory(
+            &scope,
+            first.id,
+            MemoryPatch {
+                content: Some(("tea and cake".to_string(), vec![1.0, 0.0, 0.0])),
+                ..Default::default()
+            },
+            None,
+            &actor,
+        )
+        .await;
+    assert!(
+        matches!(late_edit, Err(StorageError::EmbeddingSpaceChanged)),
+        "{:?}",
+        late_edit.err()
+    );
+    let mut current = draft("on time", Some("ana"), None);
+    current.embedding_generation = 1;
+    insert(&storage, &scope, vec![current]).await;
+
+    // Abandoned, a move leaves the project where it was and its staged vectors go.
+    let task = storage
+        .start_embedding_change(&scope, ProjectEmbedding::Local, None, &actor)
+        .await
+        .unwrap();
+    storage
+        .stage_reembeddings(&scope, "minilm", &[stage(&first, 0.1)])
+        .await
+        .unwrap();
+    assert!(
+        storage
+            .abandon_embedding_change(&scope, task.id, "cancelled", &actor)
+            .await
+            .unwrap()
+    );
+    assert_eq!(storage.count_staged_reembeddings(&scope).await.unwrap(), 0);
+    let settings = storage.project_settings(&scope).await.unwrap();
+    assert_eq!((settings.embedding, settings.embedding_change), (to, None));
+    assert_eq!(
+        storage
+            .switch_embedding(&scope, task.id, ProjectEmbedding::Local, "minilm", &actor)
+            .await
+            .unwrap(),
+        SwitchOutcome::NoLongerWanted
+    );
+}
+
+on_both_databases!(a_move_to_another_embedding_switches_at_once_and_refuses_late_writes);

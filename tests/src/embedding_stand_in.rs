@@ -7,7 +7,7 @@ use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A running stand-in; dropped with the test.
 pub struct EmbeddingStandIn {
@@ -15,6 +15,8 @@ pub struct EmbeddingStandIn {
     pub base_url: String,
     pub dimension: usize,
     texts_embedded: Arc<AtomicUsize>,
+    held: tokio::sync::watch::Sender<bool>,
+    failing: Arc<AtomicBool>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -22,16 +24,24 @@ pub struct EmbeddingStandIn {
 struct StandInState {
     dimension: usize,
     texts_embedded: Arc<AtomicUsize>,
+    /// While true, requests wait (a provider that is slow, for as long as a test needs).
+    held: tokio::sync::watch::Receiver<bool>,
+    /// While true, requests fail with 503 (a provider that is down).
+    failing: Arc<AtomicBool>,
 }
 
 impl EmbeddingStandIn {
     pub async fn start(dimension: usize) -> anyhow::Result<Self> {
         let texts_embedded = Arc::new(AtomicUsize::new(0));
+        let (held, held_receiver) = tokio::sync::watch::channel(false);
+        let failing = Arc::new(AtomicBool::new(false));
         let router = Router::new()
             .route("/v1/embeddings", post(embed))
             .with_state(StandInState {
                 dimension,
                 texts_embedded: texts_embedded.clone(),
+                held: held_receiver,
+                failing: failing.clone(),
             });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
@@ -42,8 +52,25 @@ impl EmbeddingStandIn {
             base_url: format!("http://{address}/v1"),
             dimension,
             texts_embedded,
+            held,
+            failing,
             server,
         })
+    }
+
+    /// Requests wait from now until [`Self::release`].
+    pub fn hold(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Waiting requests are answered, and new ones at once.
+    pub fn release(&self) {
+        self.held.send_replace(false);
+    }
+
+    /// Requests fail with 503 from now on (`false`: they succeed again).
+    pub fn fail(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
     }
 
     /// Texts embedded so far (writes and queries).
@@ -78,7 +105,15 @@ pub fn bag_of_words_vector(text: &str, dimension: usize) -> Vec<f32> {
     vector
 }
 
-async fn embed(State(state): State<StandInState>, Json(body): Json<Value>) -> Json<Value> {
+async fn embed(
+    State(mut state): State<StandInState>,
+    Json(body): Json<Value>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    // The sender lives as long as the stand-in: a closed channel only ends the wait.
+    let _ = state.held.wait_for(|held| !held).await;
+    if state.failing.load(Ordering::SeqCst) {
+        return Err(axum::http::StatusCode::SERVICE_UNAVAILABLE);
+    }
     let texts: Vec<String> = match &body["input"] {
         Value::String(text) => vec![text.clone()],
         Value::Array(items) => items
@@ -97,10 +132,10 @@ async fn embed(State(state): State<StandInState>, Json(body): Json<Value>) -> Js
             json!({"object": "embedding", "index": index, "embedding": bag_of_words_vector(text, state.dimension)})
         })
         .collect();
-    Json(json!({
+    Ok(Json(json!({
         "object": "list",
         "data": data,
         "model": body["model"],
         "usage": {"prompt_tokens": 0, "total_tokens": 0},
-    }))
+    })))
 }

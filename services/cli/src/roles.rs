@@ -66,6 +66,8 @@ pub enum BackgroundJob {
     MessageDerivation,
     /// Runs queued consolidations (embeds).
     ConsolidationRunner,
+    /// Moves projects to the embedding model they change to (embeds).
+    ReembeddingRunner,
     /// Runs queued evaluation runs (searches, so embeds).
     EvaluationRunner,
     /// Periodically queues due evaluation runs and purges old recall events.
@@ -90,6 +92,7 @@ const GATEWAY_JOBS: &[BackgroundJob] = &[
     BackgroundJob::FileIngest,
     BackgroundJob::MessageDerivation,
     BackgroundJob::ConsolidationRunner,
+    BackgroundJob::ReembeddingRunner,
     BackgroundJob::EvaluationRunner,
     BackgroundJob::EvaluationScheduler,
     BackgroundJob::ConsolidationScheduler,
@@ -108,6 +111,7 @@ impl BackgroundJob {
             BackgroundJob::FileIngest => "file-ingest",
             BackgroundJob::MessageDerivation => "message-derivation",
             BackgroundJob::ConsolidationRunner => "consolidation-runner",
+            BackgroundJob::ReembeddingRunner => "reembedding-runner",
             BackgroundJob::EvaluationRunner => "evaluation-runner",
             BackgroundJob::EvaluationScheduler => "evaluation-scheduler",
             BackgroundJob::ConsolidationScheduler => "consolidation-scheduler",
@@ -237,6 +241,9 @@ pub fn spawn_jobs(
                     stop,
                 ))
             }
+            BackgroundJob::ReembeddingRunner => tokio::spawn(
+                engram_worker::reembedding::run_reembedding_runner(engine()?, stop),
+            ),
             BackgroundJob::EvaluationRunner => tokio::spawn(
                 engram_worker::evaluation::run_evaluation_runner(engine()?, stop),
             ),

@@ -179,6 +179,12 @@ pub enum AuditAction {
     ConsoleMemberRoleChanged,
     ConsoleMemberRemoved,
     ProjectSettingsChanged,
+    /// A project with memories started moving to another embedding model.
+    EmbeddingChangeStarted,
+    /// It switched: searches now use the new model's space.
+    EmbeddingSwitched,
+    /// The move failed or was replaced; the project stays in its old space.
+    EmbeddingChangeAbandoned,
     MemoryFlagsChanged,
     SubjectErasureRequested,
     SubjectErased,
@@ -205,7 +211,7 @@ pub enum AuditAction {
 }
 
 impl AuditAction {
-    pub const ALL: [AuditAction; 30] = [
+    pub const ALL: [AuditAction; 33] = [
         AuditAction::MemoryCreated,
         AuditAction::MemoryUpdated,
         AuditAction::MemoryDeleted,
@@ -223,6 +229,9 @@ impl AuditAction {
         AuditAction::ConsoleMemberRoleChanged,
         AuditAction::ConsoleMemberRemoved,
         AuditAction::ProjectSettingsChanged,
+        AuditAction::EmbeddingChangeStarted,
+        AuditAction::EmbeddingSwitched,
+        AuditAction::EmbeddingChangeAbandoned,
         AuditAction::MemoryFlagsChanged,
         AuditAction::SubjectErasureRequested,
         AuditAction::SubjectErased,
@@ -257,6 +266,9 @@ impl AuditAction {
             AuditAction::ConsoleMemberRoleChanged => "console.member_role_changed",
             AuditAction::ConsoleMemberRemoved => "console.member_removed",
             AuditAction::ProjectSettingsChanged => "project.settings_changed",
+            AuditAction::EmbeddingChangeStarted => "project.embedding_change_started",
+            AuditAction::EmbeddingSwitched => "project.embedding_switched",
+            AuditAction::EmbeddingChangeAbandoned => "project.embedding_change_abandoned",
             AuditAction::MemoryFlagsChanged => "memory.flags_changed",
             AuditAction::SubjectErasureRequested => "subject.erasure_requested",
             AuditAction::SubjectErased => "subject.erased",
@@ -296,6 +308,9 @@ impl AuditAction {
                 "console_invitation"
             }
             AuditAction::ProjectSettingsChanged
+            | AuditAction::EmbeddingChangeStarted
+            | AuditAction::EmbeddingSwitched
+            | AuditAction::EmbeddingChangeAbandoned
             | AuditAction::ProjectLimitsChanged
             | AuditAction::BudgetThresholdReached
             | AuditAction::RetentionSwept

@@ -39,6 +39,19 @@ pub struct ProjectSettings {
     pub verified_only_from_other_agents: bool,
     /// Named teams of agents a memory can be shared with.
     pub agent_teams: crate::agent_teams::AgentTeams,
+    /// Raised at every switch of the embedding of a project with memories; a memory
+    /// embedded in another generation is not written.
+    pub embedding_generation: i64,
+    /// The move to another embedding under way, if any.
+    pub embedding_change: Option<EmbeddingChange>,
+}
+
+/// A project with memories moving to another embedding: a task embeds every memory into the
+/// new space while searches keep using the old one, then switches at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmbeddingChange {
+    pub to: crate::ProjectEmbedding,
+    pub task_id: uuid::Uuid,
 }
 
 impl ProjectSettings {
@@ -73,6 +86,8 @@ impl Default for ProjectSettings {
             default_visibility: crate::Visibility::Shared,
             verified_only_from_other_agents: false,
             agent_teams: crate::agent_teams::AgentTeams::default(),
+            embedding_generation: 0,
+            embedding_change: None,
         }
     }
 }

@@ -597,6 +597,8 @@ operations! {
         [Job("consolidation-runner")];
     RunEvaluation => TuneRecall, None, "run a queued evaluation",
         [Job("evaluation-runner")];
+    ReembedProject => WriteMemories, None, "move a project's memories to another embedding model",
+        [Job("reembedding-runner")];
     EraseSubject => ManageSubjectData + DeleteMemories, None, "run a queued subject erasure",
         [Job("erasure-runner")];
     EraseOrganizationSubject => ManageOrganizationSubjectData + DeleteMemories, None,

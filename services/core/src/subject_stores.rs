@@ -359,6 +359,10 @@ pub const TABLES_WITHOUT_SUBJECT_DATA: &[(&str, &str)] = &[
         "ids of memories whose index points must change; no content",
     ),
     (
+        "memory_reembeddings",
+        "vectors of memories being moved to another embedding model, no text and no user: deleted with their memory (foreign key), at the switch, or when the move is abandoned",
+    ),
+    (
         "memory_tombstones",
         "id and last version of deleted memories; no content, no user",
     ),

@@ -12,6 +12,7 @@ text_enum!(
         EvaluationRun => "evaluation_run",
         FileIngest => "file_ingest",
         MessageDerivation => "message_derivation",
+        Reembedding => "reembedding",
     }
 );
 

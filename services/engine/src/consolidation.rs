@@ -371,6 +371,7 @@ impl MemoryEngine {
             },
             embedding: vector,
             embedding_model: space.model_id.clone(),
+            embedding_generation: space.generation,
             supersedes: None,
             reason: Some("summary of older episodes (consolidation)".to_string()),
         };
@@ -378,7 +379,8 @@ impl MemoryEngine {
         match self
             .storage
             .insert_memories(scope, vec![draft], actor, None, render)
-            .await?
+            .await
+            .map_err(|error| self.after_write_error(scope, error))?
         {
             InsertOutcome::Inserted { memories, touched } => {
                 report.memories_written += memories.len() as u64;

@@ -335,6 +335,7 @@ impl MemoryEngine {
                         memory: new_memory,
                         embedding: vector,
                         embedding_model: space.model_id.clone(),
+                        embedding_generation: space.generation,
                         supersedes: decision.target,
                         reason: Some(decision.reason.clone()),
                     });
@@ -424,7 +425,8 @@ impl MemoryEngine {
         let stored_ids: Vec<Option<MemoryId>> = match self
             .storage
             .insert_memories(scope, drafts, actor, Some(claim), render)
-            .await?
+            .await
+            .map_err(|error| self.after_write_error(scope, error))?
         {
             InsertOutcome::Inserted { memories, touched } => {
                 derivation.memories_written += memories.len() as u64;

@@ -130,6 +130,9 @@ pub struct ProjectSpace {
     /// Stored with each memory, and names the index.
     pub model_id: String,
     pub dimension: usize,
+    /// Which of the project's successive spaces this is: a vector computed here is refused
+    /// by storage once the project has switched to another.
+    pub generation: i64,
     model: Option<Arc<EmbeddingModel>>,
     pub index: Arc<dyn VectorIndex>,
 }
@@ -291,7 +294,18 @@ impl EmbeddingSpaces {
 
     /// The project's space: its model (if Engram embeds for it) and its index.
     pub async fn space_for(&self, scope: &ProjectScope) -> Result<ProjectSpace, EngineError> {
-        let embedding = self.project_embedding(scope).await?;
+        let configuration = self.settings.of(scope).await?;
+        let settings = &configuration.settings;
+        self.space_of(settings.embedding, settings.embedding_generation)
+            .await
+    }
+
+    /// The space an embedding setting means here (a project's, or the one it moves to).
+    pub async fn space_of(
+        &self,
+        embedding: ProjectEmbedding,
+        generation: i64,
+    ) -> Result<ProjectSpace, EngineError> {
         let model = self.model_of(embedding)?;
         let (model_id, dimension) = self.identity_of(embedding)?;
         let index = self.index_for_model(&model_id, dimension).await?;
@@ -299,6 +313,7 @@ impl EmbeddingSpaces {
             embedding,
             model_id,
             dimension,
+            generation,
             model,
             index,
         })

@@ -180,6 +180,8 @@ impl From<StorageError> for EngineError {
             error @ StorageError::ProjectNotEmpty { .. } => {
                 EngineError::EmbeddingUnavailable(error.to_string())
             }
+            error @ (StorageError::EmbeddingSpaceChanged
+            | StorageError::EmbeddingChangeUnderWay(_)) => EngineError::Conflict(error.to_string()),
             other => EngineError::Internal(other.to_string()),
         }
     }

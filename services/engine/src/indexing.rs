@@ -46,6 +46,32 @@ impl ReconcileReport {
 pub const INDEX_DRIFT_POINTS: &str = "engram_index_drift_points";
 const RECONCILE_PAGE_SIZE: usize = 1_000;
 
+/// A memory's index point as its row holds it.
+pub(crate) fn indexed_memory(row: engram_storage::outbox::IndexingRow) -> IndexedMemory {
+    IndexedMemory {
+        memory_id: row.memory_id,
+        version: row.version,
+        vector: row.vector,
+        user_id: row.user_id,
+        agent_id: row.agent_id,
+        session_id: row.session_id,
+        kind: row.kind,
+        created_at: row.created_at,
+        text: row.content,
+        filterable: engram_index::FilterableFields {
+            source: Some(row.source),
+            categories: row.categories,
+            confidence: Some(row.confidence),
+            updated_at: Some(row.updated_at),
+            occurred_at: Some(row.occurred_at),
+            metadata: row.metadata,
+            visibility: Some(row.visibility),
+            shared_with: row.shared_with,
+            verified: Some(row.verified),
+        },
+    }
+}
+
 pub struct IndexApplier {
     /// The outbox and every project's scope: the applier is maintenance work.
     maintenance: MaintenanceStore,
@@ -168,31 +194,7 @@ impl IndexApplier {
             .filter(|id| !rows.contains_key(id))
             .copied()
             .collect();
-        let to_upsert: Vec<IndexedMemory> = rows
-            .into_values()
-            .map(|row| IndexedMemory {
-                memory_id: row.memory_id,
-                version: row.version,
-                vector: row.vector,
-                user_id: row.user_id,
-                agent_id: row.agent_id,
-                session_id: row.session_id,
-                kind: row.kind,
-                created_at: row.created_at,
-                text: row.content,
-                filterable: engram_index::FilterableFields {
-                    source: Some(row.source),
-                    categories: row.categories,
-                    confidence: Some(row.confidence),
-                    updated_at: Some(row.updated_at),
-                    occurred_at: Some(row.occurred_at),
-                    metadata: row.metadata,
-                    visibility: Some(row.visibility),
-                    shared_with: row.shared_with,
-                    verified: Some(row.verified),
-                },
-            })
-            .collect();
+        let to_upsert: Vec<IndexedMemory> = rows.into_values().map(indexed_memory).collect();
         let upserted: Vec<MemoryId> = to_upsert.iter().map(|memory| memory.memory_id).collect();
         if !to_upsert.is_empty() {
             self.index.upsert(scope, to_upsert).await?;

@@ -284,6 +284,19 @@ impl MemoryEngine {
         self.spaces.settings_cache().forget(project_id);
     }
 
+    /// A write refused because the project switched embedding spaces under it: this process
+    /// read the old space, so it forgets the settings, and a retry embeds in the new one.
+    pub(crate) fn after_write_error(
+        &self,
+        scope: &ProjectScope,
+        error: engram_storage::StorageError,
+    ) -> EngineError {
+        if matches!(error, engram_storage::StorageError::EmbeddingSpaceChanged) {
+            self.forget_project_settings(scope.project_id());
+        }
+        error.into()
+    }
+
     /// The project's embedder, or why Engram cannot embed for it (client vectors).
     pub(crate) async fn project_embedder(
         &self,
@@ -387,6 +400,7 @@ impl MemoryEngine {
                 memory,
                 embedding,
                 embedding_model: model_id.clone(),
+                embedding_generation: space.generation,
                 supersedes: None,
                 reason: None,
             })
@@ -395,7 +409,8 @@ impl MemoryEngine {
             .storage
             .insert_memories(scope, drafts, actor, idempotency, render_response)
             .instrument(tracing::info_span!("db.insert_memories"))
-            .await?;
+            .await
+            .map_err(|error| self.after_write_error(scope, error))?;
         match outcome {
             InsertOutcome::Replayed { status, body } => Ok(AddOutcome::Replayed { status, body }),
             InsertOutcome::AnswerErased => Ok(AddOutcome::AnswerErased),
@@ -525,6 +540,7 @@ impl MemoryEngine {
         };
         let patch = MemoryPatch {
             content,
+            embedding_generation: space.generation,
             metadata: edit.metadata,
             categories: edit.categories,
             expires_at: edit.expires_at,
@@ -536,7 +552,8 @@ impl MemoryEngine {
         let (updated, _) = self
             .storage
             .update_memory(scope, memory_id, patch, expected_version, actor)
-            .await?;
+            .await
+            .map_err(|error| self.after_write_error(scope, error))?;
         self.index_after_write(scope, &[memory_id], true).await;
         Ok(EditedMemory {
             memory: updated,

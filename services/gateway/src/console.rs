@@ -1155,6 +1155,14 @@ impl ConsoleBackend for GatewayConsoleBackend {
             },
             relevance_floor_in_effect: format!("{:.3}", report.relevance_floor),
             embedding_model: report.embedding_model,
+            embedding_change: report.embedding_change.map(|change| {
+                engram_console::model::EmbeddingMove {
+                    to_model: change.model,
+                    task_id: change.task_id.to_string(),
+                    memories_embedded: change.memories_embedded,
+                    memories: change.memories,
+                }
+            }),
         })
     }
 

@@ -419,7 +419,7 @@ impl Modify for CommonProblemResponses {
         crate::views::ApiKeyView, keys::ApiKeyListView, keys::CreatedApiKeyView, keys::CreateApiKeyBody, keys::RollApiKeyBody,
         crate::views::AuditEventView, audit::AuditPageView, audit::AuditVerificationView, audit::BrokenLinkView,
         end_user_tokens::MintEndUserTokenBody, end_user_tokens::EndUserTokenView, end_user_tokens::SigningKeyView,
-        governance::ProjectSettingsView, governance::ProjectEmbeddingView, governance::ProjectEmbeddingBody, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
+        governance::ProjectSettingsView, governance::ProjectEmbeddingView, governance::EmbeddingChangeView, governance::ProjectEmbeddingBody, governance::UpdateProjectSettingsBody, governance::MemoryFlagsBody,
         crate::views::TaskView, crate::views::TaskProgressView, governance::RetentionPreviewView, governance::StoreRetentionPreviewView, crate::subject_export::ExportedMemoryView,
         usage::UsageView, usage::UsageRowView, usage::CostsView, usage::CostRowView,
         crate::views::SpendLimitsBody, crate::views::MonthlyBudgetBody, crate::views::RecallBudgetBody, crate::views::MemoryLimitsBody, usage::SpendLimitsView,

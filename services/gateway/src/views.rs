@@ -466,11 +466,13 @@ impl EditMemoryBody {
     }
 }
 
-/// A background task (erasure, file ingest, derivation, evaluation) and its progress.
+/// A background task (erasure, file ingest, derivation, evaluation, re-embedding) and its
+/// progress.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
 pub struct TaskView {
     pub id: String,
-    /// `subject_erasure`
+    /// `subject_erasure`, `organization_subject_erasure`, `consolidation`, `evaluation_run`,
+    /// `file_ingest`, `message_derivation` or `reembedding`
     pub kind: String,
     /// `queued | running | succeeded | failed`
     pub status: String,

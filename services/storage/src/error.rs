@@ -38,6 +38,14 @@ pub enum StorageError {
         "the project holds {memories} memories embedded in its current space: delete or erase them before changing the embedding"
     )]
     ProjectNotEmpty { memories: u64 },
+    /// A write embedded in the project's old space arrived after it switched to another.
+    #[error(
+        "the project's embedding model changed while this was being written: nothing was stored; send it again"
+    )]
+    EmbeddingSpaceChanged,
+    /// The project is already moving to another embedding; the message says where.
+    #[error("{0}")]
+    EmbeddingChangeUnderWay(String),
 }
 
 impl StorageError {
@@ -55,6 +63,8 @@ impl StorageError {
             StorageError::Refused(_) => "refused",
             StorageError::AnotherAgents(_) => "forbidden",
             StorageError::ProjectNotEmpty { .. } => "project-not-empty",
+            StorageError::EmbeddingSpaceChanged => "embedding-space-changed",
+            StorageError::EmbeddingChangeUnderWay(_) => "conflict",
         }
     }
 

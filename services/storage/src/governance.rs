@@ -7,6 +7,7 @@ use crate::entities::{
     erasure_ledger, index_outbox, memories, memory_history, memory_tombstones, projects,
 };
 use crate::memories::memory_from_model;
+use crate::reembedding::embedding_json;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
 use engram_core::NotFoundKind;
@@ -112,14 +113,12 @@ impl Storage {
     ) -> Result<ProjectSettings, StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
-        let project = projects::Entity::find()
-            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
-            .one(&transaction)
-            .await
-            .map_err(StorageError::from_db)?
-            .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
+        // Locked: a write of vectors holds the row shared until it commits, so the count of
+        // memories below sees every write embedded in the old space.
+        let project = crate::reembedding::lock_project_for_switch(&transaction, scope).await?;
         let previous = settings_from_model(&project);
-        if previous.embedding != settings.embedding {
+        let changes_space = previous.embedding != settings.embedding;
+        if changes_space {
             // Vectors of two spaces cannot be compared: the space changes only while no
             // memory (active or superseded, both searchable) holds a vector of the old one.
             let memories_with_vectors = memories::Entity::find()
@@ -195,6 +194,14 @@ impl Storage {
                         .client_dimension()
                         .map(|dimension| dimension as i32),
                 ),
+            )
+            .col_expr(
+                projects::Column::EmbeddingGeneration,
+                Expr::col(projects::Column::EmbeddingGeneration).add(if changes_space {
+                    1
+                } else {
+                    0
+                }),
             )
             .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)
@@ -837,6 +844,17 @@ fn settings_from_model(project: &projects::Model) -> ProjectSettings {
             .unwrap_or(engram_core::Visibility::Shared),
         verified_only_from_other_agents: project.verified_only_from_other_agents,
         agent_teams: serde_json::from_value(project.agent_teams.clone()).unwrap_or_default(),
+        embedding_generation: project.embedding_generation,
+        embedding_change: match (
+            &project.embedding_target_source,
+            project.embedding_target_task,
+        ) {
+            (Some(source), Some(task_id)) => Some(engram_core::governance::EmbeddingChange {
+                to: engram_core::ProjectEmbedding::from_columns(source, None),
+                task_id,
+            }),
+            _ => None,
+        },
     }
 }
 
@@ -854,14 +872,6 @@ fn store_retention_json(
             })
             .collect(),
     )
-}
-
-fn embedding_json(embedding: engram_core::ProjectEmbedding) -> serde_json::Value {
-    serde_json::json!({
-        "source": embedding.source(),
-        "model": embedding.local_model(),
-        "dimension": embedding.client_dimension(),
-    })
 }
 
 fn retention_json(retention_days: &BTreeMap<MemoryKind, u32>) -> serde_json::Value {

@@ -20,6 +20,7 @@ pub mod memory_limits;
 pub mod outbox;
 pub mod recall;
 pub mod recall_quality;
+pub mod reembedding;
 pub mod runs;
 pub mod session_state;
 pub mod statements;

@@ -30,6 +30,9 @@ pub struct MemoryDraft {
     pub memory: NewMemory,
     pub embedding: Vec<f32>,
     pub embedding_model: String,
+    /// The generation of the project's space `embedding` was computed in: refused once the
+    /// project switched to another (`ProjectSettings::embedding_generation`).
+    pub embedding_generation: i64,
     /// An active memory this one replaces (reconciliation's SUPERSEDE): marked superseded
     /// in the same transaction, unless it is immutable, on legal hold or no longer active.
     pub supersedes: Option<MemoryId>,
@@ -64,6 +67,8 @@ pub enum InsertOutcome {
 pub struct MemoryPatch {
     /// New content with its embedding.
     pub content: Option<(String, Vec<f32>)>,
+    /// With `content`: the generation of the project's space its embedding was computed in.
+    pub embedding_generation: i64,
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
     pub categories: Option<Vec<String>>,
     /// `Some(None)` clears the expiry.
@@ -529,6 +534,13 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         lock_write_targets(&transaction, scope, drafts, idempotency).await?;
+        for generation in drafts
+            .iter()
+            .map(|draft| draft.embedding_generation)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            crate::reembedding::check_embedding_generation(&transaction, scope, generation).await?;
+        }
         if let Some(claim) = idempotency {
             let previous = idempotency_records::Entity::find_by_id((
                 scope.project_id().as_uuid(),
@@ -976,6 +988,14 @@ impl Storage {
     ) -> Result<(Memory, MemoryId), StorageError> {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
+        if patch.content.is_some() {
+            crate::reembedding::check_embedding_generation(
+                &transaction,
+                scope,
+                patch.embedding_generation,
+            )
+            .await?;
+        }
         let current = memory_row(&transaction, scope, memory_id).await?;
         expect_version(expected_version, current.version)?;
         refuse_locked(current.immutable, current.legal_hold)?;

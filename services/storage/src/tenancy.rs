@@ -136,6 +136,7 @@ tenanted!(
     llm_calls,
     memories,
     memory_history,
+    memory_reembeddings,
     memory_tombstones,
     memory_uses,
     recall_events,

@@ -465,6 +465,9 @@ async fn insert_project_with_key<C: sea_orm::ConnectionTrait>(
         default_visibility: Set(engram_core::Visibility::Shared.as_str().to_string()),
         verified_only_from_other_agents: Set(false),
         agent_teams: Set(serde_json::json!({})),
+        embedding_generation: Set(0),
+        embedding_target_source: Set(None),
+        embedding_target_task: Set(None),
     })
     .exec(connection)
     .await

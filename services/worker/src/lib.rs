@@ -6,6 +6,7 @@ pub mod evaluation;
 pub mod file_ingest;
 pub mod message_derivation;
 pub mod periodic;
+pub mod reembedding;
 pub mod retention;
 pub mod statements;
 pub mod tasks;

@@ -364,7 +364,7 @@ pub const AUDIT_PAGE_LIMIT: u32 = 100;
 
 /// The actions the audit filter offers: every action the engine records
 /// (`engram_core::audit::AuditAction::ALL`, which a test compares with this list).
-pub const AUDIT_ACTIONS: [&str; 30] = [
+pub const AUDIT_ACTIONS: [&str; 33] = [
     "memory.created",
     "memory.updated",
     "memory.deleted",
@@ -382,6 +382,9 @@ pub const AUDIT_ACTIONS: [&str; 30] = [
     "console.member_role_changed",
     "console.member_removed",
     "project.settings_changed",
+    "project.embedding_change_started",
+    "project.embedding_switched",
+    "project.embedding_change_abandoned",
     "memory.flags_changed",
     "subject.erasure_requested",
     "subject.erased",
@@ -850,6 +853,19 @@ pub struct GovernanceSettings {
     pub relevance_floor_in_effect: String,
     /// The project's embedding model (whose measured floor `model` means).
     pub embedding_model: String,
+    /// The move to another embedding model under way, if any.
+    pub embedding_change: Option<EmbeddingMove>,
+}
+
+/// A project's move to another embedding model: searches use the current one until the task
+/// has embedded every memory into the new space.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbeddingMove {
+    /// The model id its memories will carry.
+    pub to_model: String,
+    pub task_id: String,
+    pub memories_embedded: i64,
+    pub memories: i64,
 }
 
 /// The retention dry run.

@@ -91,7 +91,26 @@ fn settings_view(
         relevance_floor,
         relevance_floor_in_effect,
         embedding_model,
+        embedding_change,
     } = settings;
+    let embedding_card = embedding_change.map(|change| {
+        let total = change.memories.max(change.memories_embedded).max(1);
+        let text = format!(
+            "Moving from {embedding_model} to {}: {} of {} memories embedded (task {}). Searches use {embedding_model} until every memory is in the new space, then switch at once; if the move fails, the project stays on {embedding_model}.",
+            change.to_model, change.memories_embedded, change.memories, change.task_id
+        );
+        view! {
+            <section class="card" data-testid="embedding-move">
+                <h2>"Embedding model"</h2>
+                <p>{text}</p>
+                <progress
+                    max=total.to_string()
+                    value=change.memories_embedded.to_string()
+                    data-testid="embedding-move-progress"
+                ></progress>
+            </section>
+        }
+    });
     let by_kind = preview
         .by_kind
         .iter()
@@ -100,6 +119,7 @@ fn settings_view(
         .join(", ");
     let project_for_sweep = project_id.clone();
     view! {
+        {embedding_card}
         <section class="card">
             <h2>"Personal data, retention and recall"</h2>
             <ActionForm action=save attr:class="stack" attr:data-testid="settings-form">

@@ -6,6 +6,7 @@ mod consolidation;
 mod evaluation;
 mod file_ingest;
 mod message_derivation;
+mod reembedding;
 
 use crate::consolidation::ConsolidationLimits;
 use crate::{DataGovernance, EngineError, IndexApplier, MemoryEngine};
@@ -19,6 +20,7 @@ pub const FILE_INGEST_LEASE: Duration = Duration::from_secs(120);
 pub const MESSAGE_DERIVATION_LEASE: Duration = Duration::from_secs(300);
 pub const CONSOLIDATION_LEASE: Duration = Duration::from_secs(600);
 pub const EVALUATION_LEASE: Duration = Duration::from_secs(600);
+pub const REEMBEDDING_LEASE: Duration = Duration::from_secs(300);
 
 /// The operator in the claimed task's project, acting for the request that queued it.
 fn operator_for(task: &ClaimedTask, job: &str) -> Principal {
@@ -62,6 +64,17 @@ impl MemoryEngine {
         let principal = operator_for(task, "consolidation");
         authorized(&principal, Operation::ConsolidateMemories)?;
         consolidation::consolidate_claimed(self, &principal, task, limits).await
+    }
+
+    /// The re-embedding job: move the claimed project's memories to the embedding it is
+    /// changing to, then switch its searches there at once.
+    pub async fn run_reembedding_task(
+        &self,
+        task: &ClaimedTask,
+    ) -> Result<serde_json::Value, String> {
+        let principal = operator_for(task, "reembedding-runner");
+        authorized(&principal, Operation::ReembedProject)?;
+        reembedding::reembed_claimed(self, &principal, task).await
     }
 
     /// The evaluation job: run the claimed evaluation run and record its figures.

@@ -72,8 +72,8 @@ pub use list_memories::ListMemoriesRequest;
 pub use memory_impact::{DEFAULT_IMPACT_DAYS, MemoryImpact, MemoryImpactRequest};
 pub use messages::{AddMessagesRequest, DERIVATION_WAIT, ListMessagesRequest};
 pub use project_settings::{
-    EmbeddingChoice, MAX_RETENTION_DAYS, ProjectSettingsChange, ProjectSettingsReport,
-    store_retention_days_of, stores_with_retention_days,
+    EmbeddingChangeReport, EmbeddingChoice, MAX_RETENTION_DAYS, ProjectSettingsChange,
+    ProjectSettingsReport, store_retention_days_of, stores_with_retention_days,
 };
 pub use query_memories::{QueriedMemories, QueryMemoriesRequest};
 pub use recall_quality::{ListRecallEventsRequest, PutRetrievalProfileRequest, RecallInspection};

@@ -8,6 +8,7 @@ use engram_core::pii::PiiRedaction;
 use engram_core::recall::{MAX_RECALL_EVENT_RETENTION_DAYS, RecallEventCapture};
 use engram_core::search::RelevanceFloorSetting;
 use engram_core::{FieldError, InvalidInput, MemoryKind, Operation, Principal, ProjectEmbedding};
+use engram_storage::StorageError;
 use engram_storage::governance::ProjectSettings;
 use engram_storage::subject_data::{StoreRetention, SubjectStore};
 use std::collections::BTreeMap;
@@ -257,23 +258,46 @@ impl MemoryEngine {
     ) -> Result<ProjectSettingsReport, EngineError> {
         principal.authorize(Operation::GetProjectSettings)?;
         let settings = self.storage.project_settings(principal.scope()).await?;
-        Ok(self.settings_report(settings))
+        self.settings_report(principal.scope(), settings).await
     }
 
     /// The settings with the model and dimension their embedding setting means here.
-    fn settings_report(&self, settings: ProjectSettings) -> ProjectSettingsReport {
+    async fn settings_report(
+        &self,
+        scope: &engram_core::ProjectScope,
+        settings: ProjectSettings,
+    ) -> Result<ProjectSettingsReport, EngineError> {
         // A model the deployment stopped offering reads as `unavailable`, dimension 0.
         let (embedding_model, embedding_dimension) = self
             .spaces
             .identity_of(settings.embedding)
             .unwrap_or_else(|_| ("unavailable".to_string(), 0));
         let relevance_floor = settings.relevance_floor.effective(&embedding_model);
-        ProjectSettingsReport {
+        let embedding_change = match settings.embedding_change {
+            Some(change) => {
+                let (model, dimension) = self
+                    .spaces
+                    .identity_of(change.to)
+                    .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+                let task = self.storage.task(scope, change.task_id).await?;
+                Some(EmbeddingChangeReport {
+                    to: change.to,
+                    model,
+                    dimension,
+                    task_id: change.task_id,
+                    memories_embedded: task.as_ref().map_or(0, |task| task.progress_done),
+                    memories: task.as_ref().map_or(0, |task| task.progress_total),
+                })
+            }
+            None => None,
+        };
+        Ok(ProjectSettingsReport {
             settings,
             embedding_model,
             embedding_dimension,
             relevance_floor,
-        }
+            embedding_change,
+        })
     }
 
     /// The settings as saved.
@@ -290,20 +314,77 @@ impl MemoryEngine {
         }
         let scope = principal.scope();
         let mut settings = self.storage.project_settings(scope).await?;
+        let in_use = settings.embedding;
         let changes_embedding = change.embedding.is_some();
         change.apply_to(&mut settings)?;
+        let requested = settings.embedding;
         // Before saving: a model this deployment cannot run is refused, not discovered later
         // (only when the change names one: a stored model the deployment no longer offers
         // must not block a change of PII or retention).
         if changes_embedding {
-            self.spaces.check_available(settings.embedding).await?;
+            self.spaces.check_available(requested).await?;
         }
-        let saved = self
+        let under_way = settings.embedding_change;
+        if changes_embedding
+            && let Some(under_way) = under_way
+            && requested != in_use
+            && requested != under_way.to
+        {
+            return Err(EngineError::Conflict(format!(
+                "the project is already moving to the {} embedding (task {}): wait for that task, or change the embedding back to the one in use to cancel it",
+                under_way.to.stored_source(),
+                under_way.task_id
+            )));
+        }
+        let actor = principal.actor();
+        match self
             .storage
-            .update_project_settings(scope, &settings, principal.actor())
-            .await?;
+            .update_project_settings(scope, &settings, actor)
+            .await
+        {
+            Ok(_) => {}
+            // Memories hold vectors of the space in use: the rest of the change is saved, and
+            // a task moves them to the new space while searches keep the old one.
+            Err(StorageError::ProjectNotEmpty { .. }) => {
+                settings.embedding = in_use;
+                self.storage
+                    .update_project_settings(scope, &settings, actor)
+                    .await?;
+                if under_way.is_none() {
+                    self.storage
+                        .start_embedding_change(
+                            scope,
+                            requested,
+                            actor.request_id.as_deref(),
+                            actor,
+                        )
+                        .await
+                        .map_err(|error| match error {
+                            StorageError::Refused(message) => EngineError::Conflict(message),
+                            other => other.into(),
+                        })?;
+                    self.governance.task_queued.notify_one();
+                }
+            }
+            Err(other) => return Err(other.into()),
+        }
+        // Back to the embedding in use: the move under way is cancelled.
+        if changes_embedding
+            && requested == in_use
+            && let Some(under_way) = under_way
+        {
+            self.storage
+                .abandon_embedding_change(
+                    scope,
+                    under_way.task_id,
+                    "cancelled: the embedding was set back to the one in use",
+                    actor,
+                )
+                .await?;
+        }
         self.forget_project_settings(scope.project_id());
-        Ok(self.settings_report(saved))
+        let saved = self.storage.project_settings(scope).await?;
+        self.settings_report(scope, saved).await
     }
 }
 
@@ -318,4 +399,20 @@ pub struct ProjectSettingsReport {
     pub embedding_dimension: usize,
     /// The floor searches apply when they set no `min_score` (the setting resolved).
     pub relevance_floor: f32,
+    /// The move to another embedding under way: searches use the current one until it ends.
+    pub embedding_change: Option<EmbeddingChangeReport>,
+}
+
+/// A project's move to another embedding, as a door shows it.
+#[derive(Clone, Debug)]
+pub struct EmbeddingChangeReport {
+    pub to: ProjectEmbedding,
+    /// The model id its memories will carry, and its dimension.
+    pub model: String,
+    pub dimension: usize,
+    /// The task doing it: its progress counts memories embedded.
+    pub task_id: uuid::Uuid,
+    /// The task's progress: memories embedded into the new space so far, of `memories`.
+    pub memories_embedded: i64,
+    pub memories: i64,
 }

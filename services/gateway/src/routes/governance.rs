@@ -100,6 +100,34 @@ pub struct ProjectSettingsView {
     /// its own agent and the team's, not by the project's other agents.
     #[schema(schema_with = engram_core::openapi_schemas::agent_teams)]
     pub agent_teams: std::collections::BTreeMap<String, Vec<String>>,
+    /// The move to another embedding under way (`null`: none): set when the embedding of a
+    /// project with memories is changed. Searches use `embedding` until the task has
+    /// embedded every memory into the new space, then switch at once; a failed task leaves
+    /// `embedding` as it was. Setting the embedding back to the one in use cancels it.
+    #[schema(schema_with = embedding_change_schema)]
+    pub embedding_change: Option<EmbeddingChangeView>,
+}
+
+/// A project's move to another embedding.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct EmbeddingChangeView {
+    /// The embedding it moves to.
+    pub to: ProjectEmbeddingView,
+    /// The task moving it (`GET /v1/tasks/{task_id}`).
+    pub task_id: uuid::Uuid,
+    /// Memories embedded into the new space so far (some twice, when they change during
+    /// the move), of `memories`.
+    pub memories_embedded: i64,
+    /// Searchable memories the project held when the move started.
+    pub memories: i64,
+}
+
+fn embedding_change_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    use utoipa::openapi::schema::{OneOfBuilder, Ref, Type};
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name("EmbeddingChangeView"))
+        .item(utoipa::openapi::ObjectBuilder::new().schema_type(Type::Null))
+        .into()
 }
 
 /// A project's embedding space.
@@ -143,6 +171,19 @@ impl ProjectSettingsView {
             default_visibility: settings.default_visibility.as_str().to_string(),
             verified_only_from_other_agents: settings.verified_only_from_other_agents,
             agent_teams: settings.agent_teams.teams().clone(),
+            embedding_change: report
+                .embedding_change
+                .as_ref()
+                .map(|change| EmbeddingChangeView {
+                    to: ProjectEmbeddingView {
+                        source: change.to.source().to_string(),
+                        model: change.model.clone(),
+                        dimension: change.dimension,
+                    },
+                    task_id: change.task_id,
+                    memories_embedded: change.memories_embedded,
+                    memories: change.memories,
+                }),
         })
     }
 }
@@ -161,8 +202,9 @@ pub struct UpdateProjectSettingsBody {
     )]
     pub retention_days: Option<BTreeMap<String, Option<u32>>>,
     pub derive_memories: Option<bool>,
-    /// Change where the project's vectors come from; only while it holds no memories
-    /// (`409 embedding-unavailable` otherwise).
+    /// Change where the project's vectors come from. An empty project changes at once; one
+    /// with memories starts a task that re-embeds them (see `embedding_change`), and
+    /// cannot move to `client` vectors (`409 conflict`).
     #[serde(
         default,
         deserialize_with = "engram_core::json_objects::optional_object"

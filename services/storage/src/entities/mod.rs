@@ -21,6 +21,7 @@ pub(crate) mod index_outbox;
 pub(crate) mod llm_calls;
 pub(crate) mod memories;
 pub(crate) mod memory_history;
+pub(crate) mod memory_reembeddings;
 pub(crate) mod memory_tombstones;
 pub(crate) mod memory_uses;
 pub(crate) mod organizations;

@@ -31,6 +31,13 @@ pub struct Model {
     pub verified_only_from_other_agents: bool,
     /// Team name → its agents.
     pub agent_teams: Json,
+    /// Raised by every switch of the embedding model of a project with memories: a write
+    /// embedded in an older generation is refused.
+    pub embedding_generation: i64,
+    /// The source the project is being re-embedded into; `NULL`: no move under way.
+    pub embedding_target_source: Option<String>,
+    /// The task moving it.
+    pub embedding_target_task: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
