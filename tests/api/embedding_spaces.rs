@@ -631,6 +631,38 @@ async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_
     );
     provider.fail(false);
 
+    // Setting the embedding back to the one in use cancels a move under way.
+    provider.hold();
+    let started = settings_patch(&failing, json!({"embedding": {"source": "provider"}})).await;
+    assert_eq!(started.status, 200, "{}", started.body);
+    let task_id = started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    engram_tests::eventually("the move to be running", || async {
+        match task_status(&failing, &task_id).await.as_str() {
+            "running" => Ok(()),
+            other => Err(other.to_string()),
+        }
+    })
+    .await;
+    let cancelled = settings_patch(&failing, json!({"embedding": {"source": "local"}})).await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.body);
+    assert_eq!(cancelled.body["embedding"], minilm, "{}", cancelled.body);
+    assert!(
+        cancelled.body["embedding_change"].is_null(),
+        "{}",
+        cancelled.body
+    );
+    provider.release();
+    let task = finished_task(&failing, &task_id).await;
+    assert_eq!(task["status"], "failed", "{task}");
+    assert!(
+        task["error"].as_str().unwrap_or_default().contains("cancelled"),
+        "{task}"
+    );
+    assert_eq!(settings(&failing).await["embedding"], minilm);
+
     // A project with memories on the local model moves to the provider.
     let (_, key) = server.create_project("moving").unwrap();
     let client = server.client_with_key(&key);

@@ -573,6 +573,10 @@ fn the_engines_public_methods_are_its_use_cases() {
             "job: runs as the operator, through the table",
         ),
         (
+            "run_reembedding_task",
+            "job: runs as the operator, through the table",
+        ),
+        (
             "run_evaluation_task",
             "job: runs as the operator, through the table",
         ),

@@ -3367,7 +3367,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         .unwrap();
     assert_eq!(to_embed.len(), 2);
     storage
-        .stage_reembeddings(&scope, "new-model", &[stage(&first, 0.5)])
+        .stage_reembeddings(&scope, task.id, "new-model", &[stage(&first, 0.5)])
         .await
         .unwrap();
     let to_embed = storage
@@ -3387,7 +3387,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         SwitchOutcome::Behind { memories: 1 }
     );
     storage
-        .stage_reembeddings(&scope, "new-model", &[stage(&second, 0.25)])
+        .stage_reembeddings(&scope, task.id, "new-model", &[stage(&second, 0.25)])
         .await
         .unwrap();
     // A write during the move (embedded in the space in use) needs its vector too.
@@ -3397,7 +3397,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         SwitchOutcome::Behind { memories: 1 }
     );
     storage
-        .stage_reembeddings(&scope, "new-model", &[stage(&third[0], 0.75)])
+        .stage_reembeddings(&scope, task.id, "new-model", &[stage(&third[0], 0.75)])
         .await
         .unwrap();
     // A deleted memory takes its staged vector with it.
@@ -3466,7 +3466,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         .await
         .unwrap();
     storage
-        .stage_reembeddings(&scope, "minilm", &[stage(&first, 0.1)])
+        .stage_reembeddings(&scope, task.id, "minilm", &[stage(&first, 0.1)])
         .await
         .unwrap();
     assert!(
@@ -3474,6 +3474,14 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
             .abandon_embedding_change(&scope, task.id, "cancelled", &actor)
             .await
             .unwrap()
+    );
+    assert_eq!(storage.count_staged_reembeddings(&scope).await.unwrap(), 0);
+    let late_stage = storage
+        .stage_reembeddings(&scope, task.id, "minilm", &[stage(&first, 0.1)])
+        .await;
+    assert!(
+        matches!(late_stage, Err(StorageError::Refused(_))),
+        "{late_stage:?}"
     );
     assert_eq!(storage.count_staged_reembeddings(&scope).await.unwrap(), 0);
     let settings = storage.project_settings(&scope).await.unwrap();

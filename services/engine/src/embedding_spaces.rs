@@ -347,6 +347,24 @@ impl EmbeddingSpaces {
             .await?)
     }
 
+    /// The index of the space the project is moving to, while a move is under way.
+    async fn index_being_filled(
+        &self,
+        scope: &ProjectScope,
+    ) -> Result<Option<Arc<dyn VectorIndex>>, IndexError> {
+        let configuration = self.settings.of(scope).await.map_err(|error| {
+            IndexError::Unavailable(format!("the project's settings cannot be read: {error}"))
+        })?;
+        let Some(change) = configuration.settings.embedding_change else {
+            return Ok(None);
+        };
+        // A target this deployment cannot open holds nothing of this process's making.
+        let Ok((model_id, dimension)) = self.identity_of(change.to) else {
+            return Ok(None);
+        };
+        Ok(Some(self.index_for_model(&model_id, dimension).await?))
+    }
+
     async fn opened_indexes(&self) -> Vec<Arc<dyn VectorIndex>> {
         self.indexes.lock().await.values().cloned().collect()
     }
@@ -405,15 +423,22 @@ impl RoutedVectorIndex {
         }
     }
 
-    /// The project's index first, then every other open one.
+    /// The project's index first, then the one a move of the project is filling (opened
+    /// here if no other call did: a delete or an erasure must reach it in every process),
+    /// then every other open one.
     async fn every_index(
         &self,
         scope: &ProjectScope,
     ) -> Result<Vec<Arc<dyn VectorIndex>>, IndexError> {
         let own = self.index_of(scope).await?;
         let mut indexes = vec![own.clone()];
+        if let Some(filling) = self.spaces.index_being_filled(scope).await? {
+            if !Arc::ptr_eq(&filling, &own) {
+                indexes.push(filling);
+            }
+        }
         for index in self.spaces.opened_indexes().await {
-            if !Arc::ptr_eq(&index, &own) {
+            if !indexes.iter().any(|listed| Arc::ptr_eq(listed, &index)) {
                 indexes.push(index);
             }
         }

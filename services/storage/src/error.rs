@@ -35,7 +35,7 @@ pub enum StorageError {
     AnotherAgents(String),
     /// The project's embedding space cannot change while memories hold vectors of it.
     #[error(
-        "the project holds {memories} memories embedded in its current space: delete or erase them before changing the embedding"
+        "the project holds {memories} memories embedded in its current space: changing the embedding moves them with a re-embedding task"
     )]
     ProjectNotEmpty { memories: u64 },
     /// A write embedded in the project's old space arrived after it switched to another.

@@ -534,13 +534,6 @@ impl Storage {
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         lock_write_targets(&transaction, scope, drafts, idempotency).await?;
-        for generation in drafts
-            .iter()
-            .map(|draft| draft.embedding_generation)
-            .collect::<std::collections::BTreeSet<_>>()
-        {
-            crate::reembedding::check_embedding_generation(&transaction, scope, generation).await?;
-        }
         if let Some(claim) = idempotency {
             let previous = idempotency_records::Entity::find_by_id((
                 scope.project_id().as_uuid(),
@@ -562,6 +555,14 @@ impl Storage {
                     body: previous.response_body,
                 });
             }
+        }
+        // After the replay: a repeated request that succeeded before the switch is answered.
+        for generation in drafts
+            .iter()
+            .map(|draft| draft.embedding_generation)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            crate::reembedding::check_embedding_generation(&transaction, scope, generation).await?;
         }
         // Microseconds, as PostgreSQL keeps them and filters compare them (SQLite would keep
         // nanoseconds the index and the filter language do not).

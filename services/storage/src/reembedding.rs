@@ -13,7 +13,7 @@ use crate::tasks::{TaskRecord, insert_task};
 use crate::{Storage, StorageError};
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 use engram_core::{MemoryId, MemoryState, NotFoundKind, ProjectEmbedding, ProjectScope, TaskKind};
-use sea_orm::sea_query::{Expr, Query, SimpleExpr, SubQueryStatement};
+use sea_orm::sea_query::{Expr, LockType, Query, SimpleExpr, SubQueryStatement};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait,
     QueryFilter, QueryOrder, QuerySelect,
@@ -53,11 +53,12 @@ fn searchable() -> sea_orm::Condition {
     sea_orm::Condition::all().add(memories::Column::State.ne(MemoryState::Deleted.as_str()))
 }
 
-/// Memories without a fresh staged vector of `model_id`.
-fn without_fresh_stage(model_id: &str) -> SimpleExpr {
+/// Memories of `scope`'s project without a fresh staged vector of `model_id`.
+fn without_fresh_stage(scope: &ProjectScope, model_id: &str) -> SimpleExpr {
     let fresh = Query::select()
         .expr(Expr::val(1))
         .from(memory_reembeddings::Entity)
+        .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(scope))
         .and_where(
             Expr::col((
                 memory_reembeddings::Entity,
@@ -93,11 +94,13 @@ async fn locked_project<C: ConnectionTrait>(
     let mut query =
         projects::Entity::find().filter(crate::tenancy::in_project::<projects::Entity>(scope));
     if connection.get_database_backend() == DbBackend::Postgres {
-        query = if exclusive {
-            query.lock_exclusive()
+        // NO KEY UPDATE: conflicts with the shared lock of writers, not with the key-share
+        // locks foreign keys take (inserts of memories and keys of the project).
+        query = query.lock(if exclusive {
+            LockType::NoKeyUpdate
         } else {
-            query.lock_shared()
-        };
+            LockType::Share
+        });
     }
     query
         .one(connection)
@@ -180,6 +183,7 @@ impl Storage {
                 crate::entities::tasks::Column::ProgressTotal,
                 Expr::value(i64::try_from(memories).unwrap_or(i64::MAX)),
             )
+            .filter(crate::tenancy::in_project::<crate::entities::tasks::Entity>(scope))
             .filter(crate::entities::tasks::Column::Id.eq(task_id))
             .exec(&transaction)
             .await
@@ -217,15 +221,20 @@ impl Storage {
             .ok_or(StorageError::NotFound(NotFoundKind::Task))
     }
 
-    /// Up to `limit` searchable memories (by id) without a fresh vector of `model_id`.
+    /// Up to `limit` searchable memories after `after` (by id) without a fresh vector of
+    /// `model_id`.
     pub async fn memories_to_reembed(
         &self,
         scope: &ProjectScope,
         model_id: &str,
+        after: Option<MemoryId>,
         limit: u64,
     ) -> Result<Vec<ReembeddingSource>, StorageError> {
-        let rows: Vec<(uuid::Uuid, String, String, String)> = count_searchable(scope)
-            .filter(without_fresh_stage(model_id))
+        let mut query = count_searchable(scope).filter(without_fresh_stage(scope, model_id));
+        if let Some(after) = after {
+            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+        }
+        let rows: Vec<(uuid::Uuid, String, String, String)> = query
             .select_only()
             .column(memories::Column::Id)
             .column(memories::Column::Content)
@@ -248,11 +257,13 @@ impl Storage {
             .collect())
     }
 
-    /// Keep new vectors of `model_id` until the switch. A memory deleted meanwhile is
-    /// skipped (its vector must not outlive it).
+    /// Keep new vectors of `model_id` for the move `task_id` until the switch. A memory
+    /// deleted meanwhile is skipped (its vector must not outlive it), and a move cancelled or
+    /// replaced meanwhile keeps nothing.
     pub async fn stage_reembeddings(
         &self,
         scope: &ProjectScope,
+        task_id: uuid::Uuid,
         model_id: &str,
         staged: &[StagedVector],
     ) -> Result<(), StorageError> {
@@ -261,14 +272,28 @@ impl Storage {
         }
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
+        // Shared: an abandonment (exclusive) waits for this batch and then removes it.
+        let project = locked_project(&transaction, scope, false).await?;
+        if project.embedding_target_task != Some(task_id) {
+            return Err(StorageError::Refused(
+                "the move was cancelled or replaced".to_string(),
+            ));
+        }
         let ids: Vec<uuid::Uuid> = staged
             .iter()
             .map(|vector| vector.memory_id.as_uuid())
             .collect();
-        let existing: std::collections::HashSet<uuid::Uuid> = crate::memories::memories_of(scope)
+        // Key-share locked (PostgreSQL), in id order: a concurrent delete of one of these
+        // memories waits for this batch, then takes its staged vector with it.
+        let mut existing_query = crate::memories::memories_of(scope)
             .select_only()
             .column(memories::Column::Id)
             .filter(memories::Column::Id.is_in(ids.clone()))
+            .order_by_asc(memories::Column::Id);
+        if transaction.get_database_backend() == DbBackend::Postgres {
+            existing_query = existing_query.lock(LockType::KeyShare);
+        }
+        let existing: std::collections::HashSet<uuid::Uuid> = existing_query
             .into_tuple::<uuid::Uuid>()
             .all(&transaction)
             .await
@@ -326,22 +351,38 @@ impl Storage {
             return Ok(SwitchOutcome::NoLongerWanted);
         }
         let behind = count_searchable(scope)
-            .filter(without_fresh_stage(model_id))
+            .filter(without_fresh_stage(scope, model_id))
             .count(&transaction)
             .await
             .map_err(StorageError::from_db)?;
         if behind > 0 {
             return Ok(SwitchOutcome::Behind { memories: behind });
         }
+        // Only a fresh vector of the model (every searchable memory has one: counted above).
         let staged_vector = Query::select()
             .column(memory_reembeddings::Column::Embedding)
             .from(memory_reembeddings::Entity)
+            .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(scope))
             .and_where(
                 Expr::col((
                     memory_reembeddings::Entity,
                     memory_reembeddings::Column::MemoryId,
                 ))
                 .equals((memories::Entity, memories::Column::Id)),
+            )
+            .and_where(
+                Expr::col((
+                    memory_reembeddings::Entity,
+                    memory_reembeddings::Column::ContentHash,
+                ))
+                .equals((memories::Entity, memories::Column::ContentHash)),
+            )
+            .and_where(
+                Expr::col((
+                    memory_reembeddings::Entity,
+                    memory_reembeddings::Column::EmbeddingModel,
+                ))
+                .eq(model_id),
             )
             .to_owned();
         let moved = memories::Entity::update_many()

@@ -59,21 +59,20 @@ pub(super) async fn reembed_claimed(
                 .to_string(),
         );
     };
+    // The old space is only needed to empty it afterwards: a model the deployment no longer
+    // offers is exactly one a project may need to leave.
     let old_space = engine
         .spaces
         .space_of(settings.embedding, settings.embedding_generation)
         .await
-        .map_err(|error| error.to_string());
-    let new_space = engine
+        .ok();
+    let outcome = match engine
         .spaces
         .space_of(change.to, settings.embedding_generation + 1)
-        .await;
-    let outcome = match (old_space, new_space) {
-        (Ok(old_space), Ok(new_space)) => {
-            move_to(engine, principal, task, &old_space, &new_space).await
-        }
-        (Err(error), _) => Err(error),
-        (_, Err(error)) => Err(error.to_string()),
+        .await
+    {
+        Ok(new_space) => move_to(engine, principal, task, old_space.as_ref(), &new_space).await,
+        Err(error) => Err(error.to_string()),
     };
     if let Err(error) = &outcome {
         abandon(engine, principal, task, change.to, error).await;
@@ -85,7 +84,7 @@ async fn move_to(
     engine: &MemoryEngine,
     principal: &Principal,
     task: &ClaimedTask,
-    old_space: &ProjectSpace,
+    old_space: Option<&ProjectSpace>,
     new_space: &ProjectSpace,
 ) -> Result<serde_json::Value, String> {
     let scope = &task.scope;
@@ -100,15 +99,29 @@ async fn move_to(
     let mut embedded: u64 = 0;
     let mut tokens_embedded: u64 = 0;
     for _attempt in 0..SWITCH_ATTEMPTS {
+        // Each pass walks forward by id; the next one catches up with what changed behind it.
+        let mut after = None;
         loop {
+            // Cancelled or replaced: stop now rather than embed the rest for nothing.
+            let still_wanted = engine
+                .storage
+                .project_settings(scope)
+                .await
+                .map_err(|error| fail(&error))?
+                .embedding_change
+                .is_some_and(|change| change.task_id == task.id);
+            if !still_wanted {
+                return Err("the move was cancelled or replaced".to_string());
+            }
             let sources = engine
                 .storage
-                .memories_to_reembed(scope, &new_space.model_id, BATCH)
+                .memories_to_reembed(scope, &new_space.model_id, after, BATCH)
                 .await
                 .map_err(|error| fail(&error))?;
-            if sources.is_empty() {
+            let Some(last) = sources.last() else {
                 break;
-            }
+            };
+            after = Some(last.memory_id);
             let texts: Vec<String> = sources
                 .iter()
                 .map(|source| source.content.clone())
@@ -133,7 +146,7 @@ async fn move_to(
                 .collect();
             engine
                 .storage
-                .stage_reembeddings(scope, &new_space.model_id, &staged)
+                .stage_reembeddings(scope, task.id, &new_space.model_id, &staged)
                 .await
                 .map_err(|error| fail(&error))?;
             let active: Vec<(MemoryId, Vec<f32>)> = sources
@@ -179,9 +192,9 @@ async fn move_to(
                 if let Err(error) = engine.applier.reconcile_project(scope).await {
                     tracing::warn!(%error, "cannot reconcile the new space after the switch; the reconciler will");
                 }
-                let old_points_removed = if old_space.model_id == new_space.model_id {
-                    0
-                } else {
+                let old_points_removed = if let Some(old_space) =
+                    old_space.filter(|old_space| old_space.model_id != new_space.model_id)
+                {
                     // Other processes read the new setting within the settings cache's
                     // lifetime; until then their searches still go to the old index.
                     tracing::info!(
@@ -189,12 +202,14 @@ async fn move_to(
                         "waiting for every process to read the new embedding before emptying the old index"
                     );
                     tokio::time::sleep(PROJECT_SETTINGS_TTL).await;
-                    empty_space(scope, &old_space.index)
+                    empty_unused_space(engine, scope, old_space)
                         .await
                         .unwrap_or_else(|error| {
                             tracing::warn!(%error, "cannot remove the old space's points");
                             0
                         })
+                } else {
+                    0
                 };
                 let total = i64::try_from(memories).unwrap_or(i64::MAX);
                 if let Err(error) = engine
@@ -267,8 +282,60 @@ async fn index_in_new_space(
     if points.is_empty() {
         return Ok(());
     }
+    let upserted: Vec<MemoryId> = points.iter().map(|point| point.memory_id).collect();
     index
         .upsert(scope, points)
+        .await
+        .map_err(|error| error.to_string())?;
+    // A memory deleted or erased between the read and the upsert is removed again (as the
+    // outbox applier does): deletes are final.
+    let still_active = engine
+        .storage
+        .active_memory_ids(scope, &upserted)
+        .await
+        .map_err(|error| error.to_string())?;
+    let gone: Vec<MemoryId> = upserted
+        .into_iter()
+        .filter(|memory_id| !still_active.contains(memory_id))
+        .collect();
+    if !gone.is_empty() {
+        index
+            .delete(scope, gone)
+            .await
+            .map_err(|error| error.to_string())?;
+    }
+    Ok(())
+}
+
+/// Empties `space` of the project's points unless the project uses it again (it may have
+/// moved back meanwhile) or another move is filling it.
+async fn empty_unused_space(
+    engine: &MemoryEngine,
+    scope: &ProjectScope,
+    space: &ProjectSpace,
+) -> Result<u64, String> {
+    let settings = engine
+        .storage
+        .project_settings(scope)
+        .await
+        .map_err(|error| error.to_string())?;
+    let model_of = |embedding| {
+        engine
+            .spaces
+            .identity_of(embedding)
+            .map(|(model_id, _)| model_id)
+            .ok()
+    };
+    let in_use = model_of(settings.embedding);
+    let filling = settings
+        .embedding_change
+        .and_then(|change| model_of(change.to));
+    if in_use.as_deref() == Some(space.model_id.as_str())
+        || filling.as_deref() == Some(space.model_id.as_str())
+    {
+        return Ok(0);
+    }
+    empty_space(scope, &space.index)
         .await
         .map_err(|error| error.to_string())
 }
@@ -341,15 +408,12 @@ async fn abandon(
     {
         tracing::warn!(%abandon_error, "cannot record the abandoned re-embedding");
     }
-    // Only from an index the project does not use (the same model may serve both settings).
-    let Ok(settings) = engine.storage.project_settings(scope).await else {
+    // Only from an index the project does not use (the same model may serve both settings)
+    // and no other move of the project is filling now.
+    let Ok(abandoned) = engine.spaces.space_of(to, 0).await else {
         return;
     };
-    let in_use = engine.spaces.identity_of(settings.embedding).ok();
-    if let Ok(space) = engine.spaces.space_of(to, 0).await
-        && in_use.is_some_and(|(model_id, _)| model_id != space.model_id)
-        && let Err(cleanup_error) = empty_space(scope, &space.index).await
-    {
+    if let Err(cleanup_error) = empty_unused_space(engine, scope, &abandoned).await {
         tracing::warn!(%cleanup_error, "cannot remove the abandoned space's points");
     }
 }

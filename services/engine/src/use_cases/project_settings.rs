@@ -337,19 +337,44 @@ impl MemoryEngine {
             )));
         }
         let actor = principal.actor();
+        // Back to the embedding in use: the move under way is cancelled first; if it switched
+        // meanwhile, nothing is saved and the caller learns where the project is now.
+        if changes_embedding
+            && requested == in_use
+            && let Some(under_way) = under_way
+        {
+            let cancelled = self
+                .storage
+                .abandon_embedding_change(
+                    scope,
+                    under_way.task_id,
+                    "cancelled: the embedding was set back to the one in use",
+                    actor,
+                )
+                .await?;
+            if !cancelled {
+                self.forget_project_settings(scope.project_id());
+                return Err(EngineError::Conflict(format!(
+                    "the move to the {} embedding ended before it could be cancelled: read the settings for where the project is now",
+                    under_way.to.stored_source()
+                )));
+            }
+        }
         match self
             .storage
             .update_project_settings(scope, &settings, actor)
             .await
         {
             Ok(_) => {}
-            // Memories hold vectors of the space in use: the rest of the change is saved, and
-            // a task moves them to the new space while searches keep the old one.
+            // Memories hold vectors of the space in use: a task moves them to the new space
+            // while searches keep the old one, and the rest of the change is saved. The move
+            // starts first: refused (another one won the race), nothing is saved.
             Err(StorageError::ProjectNotEmpty { .. }) => {
-                settings.embedding = in_use;
-                self.storage
-                    .update_project_settings(scope, &settings, actor)
-                    .await?;
+                if requested.client_dimension().is_some() {
+                    return Err(EngineError::Conflict(
+                        "a project with memories cannot move to client-supplied vectors: Engram cannot embed its memories for them".to_string(),
+                    ));
+                }
                 if under_way.is_none() {
                     self.storage
                         .start_embedding_change(
@@ -365,22 +390,12 @@ impl MemoryEngine {
                         })?;
                     self.governance.task_queued.notify_one();
                 }
+                settings.embedding = in_use;
+                self.storage
+                    .update_project_settings(scope, &settings, actor)
+                    .await?;
             }
             Err(other) => return Err(other.into()),
-        }
-        // Back to the embedding in use: the move under way is cancelled.
-        if changes_embedding
-            && requested == in_use
-            && let Some(under_way) = under_way
-        {
-            self.storage
-                .abandon_embedding_change(
-                    scope,
-                    under_way.task_id,
-                    "cancelled: the embedding was set back to the one in use",
-                    actor,
-                )
-                .await?;
         }
         self.forget_project_settings(scope.project_id());
         let saved = self.storage.project_settings(scope).await?;
