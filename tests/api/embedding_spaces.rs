@@ -658,7 +658,10 @@ async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_
     let task = finished_task(&failing, &task_id).await;
     assert_eq!(task["status"], "failed", "{task}");
     assert!(
-        task["error"].as_str().unwrap_or_default().contains("cancelled"),
+        task["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cancelled"),
         "{task}"
     );
     assert_eq!(settings(&failing).await["embedding"], minilm);

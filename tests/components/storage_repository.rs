@@ -3362,7 +3362,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         vector: vec![component, 0.0, 0.0],
     };
     let to_embed = storage
-        .memories_to_reembed(&scope, "new-model", 10)
+        .memories_to_reembed(&scope, "new-model", None, 10)
         .await
         .unwrap();
     assert_eq!(to_embed.len(), 2);
@@ -3371,7 +3371,7 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
         .await
         .unwrap();
     let to_embed = storage
-        .memories_to_reembed(&scope, "new-model", 10)
+        .memories_to_reembed(&scope, "new-model", None, 10)
         .await
         .unwrap();
     assert_eq!(

@@ -58,7 +58,9 @@ fn without_fresh_stage(scope: &ProjectScope, model_id: &str) -> SimpleExpr {
     let fresh = Query::select()
         .expr(Expr::val(1))
         .from(memory_reembeddings::Entity)
-        .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(scope))
+        .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(
+            scope,
+        ))
         .and_where(
             Expr::col((
                 memory_reembeddings::Entity,
@@ -362,7 +364,9 @@ impl Storage {
         let staged_vector = Query::select()
             .column(memory_reembeddings::Column::Embedding)
             .from(memory_reembeddings::Entity)
-            .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(scope))
+            .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(
+                scope,
+            ))
             .and_where(
                 Expr::col((
                     memory_reembeddings::Entity,
