@@ -54,6 +54,12 @@ pub enum EngineError {
     /// pass 100 %); the message says how.
     #[error("{0}")]
     Conflict(String),
+    /// A write embedded in the project's old space arrived after it switched models: nothing
+    /// was stored; sent again, it is embedded in the new space.
+    #[error(
+        "the project's embedding model changed while this was being written: nothing was stored; send it again"
+    )]
+    EmbeddingSpaceChanged,
     /// The thing is still being worked on (a file being ingested); the message says what to
     /// wait for.
     #[error("{0}")]
@@ -113,6 +119,7 @@ impl EngineError {
             EngineError::LlmUnavailable(_) => "llm-unavailable",
             EngineError::Forbidden(_) => "forbidden",
             EngineError::Conflict(_) => "conflict",
+            EngineError::EmbeddingSpaceChanged => "embedding-space-changed",
             EngineError::MemoryLimitReached(_) => "memory-limit-reached",
             EngineError::InProgress(_) => "in-progress",
             EngineError::ScopeNotGrantable { .. } => "scope-not-grantable",
@@ -180,8 +187,10 @@ impl From<StorageError> for EngineError {
             error @ StorageError::ProjectNotEmpty { .. } => {
                 EngineError::EmbeddingUnavailable(error.to_string())
             }
-            error @ (StorageError::EmbeddingSpaceChanged
-            | StorageError::EmbeddingChangeUnderWay(_)) => EngineError::Conflict(error.to_string()),
+            StorageError::EmbeddingSpaceChanged => EngineError::EmbeddingSpaceChanged,
+            error @ StorageError::EmbeddingChangeUnderWay(_) => {
+                EngineError::Conflict(error.to_string())
+            }
             other => EngineError::Internal(other.to_string()),
         }
     }

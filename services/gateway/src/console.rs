@@ -1570,6 +1570,9 @@ fn engine_error(error: EngineError) -> ConsoleError {
         EngineError::Conflict(message)
         | EngineError::InProgress(message)
         | EngineError::MemoryLimitReached(message) => ConsoleError::Refused(message),
+        EngineError::EmbeddingSpaceChanged => {
+            ConsoleError::Refused(EngineError::EmbeddingSpaceChanged.to_string())
+        }
         EngineError::ScopeNotGrantable {
             missing,
             caller: PrincipalKind::ConsoleMember(role),

@@ -323,6 +323,9 @@ impl From<EngineError> for ApiError {
             EngineError::Conflict(message) | EngineError::MemoryLimitReached(message) => {
                 ApiError::new(ProblemKind::Conflict, message)
             }
+            EngineError::EmbeddingSpaceChanged => {
+                ApiError::new(ProblemKind::Conflict, error.to_string())
+            }
             EngineError::InProgress(message) => {
                 ApiError::new(ProblemKind::VersionConflict, message)
             }

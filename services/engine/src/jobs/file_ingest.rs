@@ -94,9 +94,17 @@ async fn ingest(
                 .collect();
             (201, serde_json::json!(ids).to_string())
         };
-        let stored_ids = match engine
-            .add_memories(scope, new_memories, actor, Some(claim), false, render)
-            .await
+        let stored_ids = match super::again_after_space_switch(|| {
+            engine.add_memories(
+                scope,
+                new_memories.clone(),
+                actor,
+                Some(claim.clone()),
+                false,
+                render,
+            )
+        })
+        .await
         {
             Ok(AddOutcome::Stored {
                 memories,

@@ -50,8 +50,9 @@ pub(super) async fn derive_claimed_batch(
     // agent.
     let attribution = UsageAttribution::from_billing_label(&subject.credential)
         .for_subject(first.user_id.as_deref(), first.agent_id.as_deref());
-    let derivation = engine
-        .derive_memories(
+    let no_metadata = serde_json::Map::new();
+    let derivation = super::again_after_space_switch(|| {
+        engine.derive_memories(
             scope,
             DerivationInput {
                 messages: &messages,
@@ -59,7 +60,7 @@ pub(super) async fn derive_claimed_batch(
                 attribution: &attribution,
                 batch_id: subject.batch_id,
                 may_delete: subject.may_delete,
-                metadata: &serde_json::Map::new(),
+                metadata: &no_metadata,
                 categories: &[],
                 expires_at: None,
                 visibility: None,
@@ -67,8 +68,9 @@ pub(super) async fn derive_claimed_batch(
             },
             principal.actor(),
         )
-        .await
-        .map_err(|error| error.to_string())?;
+    })
+    .await
+    .map_err(|error| error.to_string())?;
     // LLM tokens were billed with each call's record; the rest is billed here. Messages
     // erased while the derivation ran belonged to an erased end-user: the rest of the bill
     // names no end-user.

@@ -27,6 +27,35 @@ fn operator_for(task: &ClaimedTask, job: &str) -> Principal {
     Principal::operator(task.scope, job).for_request(task.request_id.clone())
 }
 
+/// Attempts at a job's write while the project keeps switching embedding models under it.
+const ATTEMPTS_ACROSS_SPACE_SWITCHES: usize = 3;
+
+/// Runs `write` again when a switch of the project's embedding model refused it (the space
+/// was forgotten then, so the next attempt embeds in the new one): work a request handed to
+/// a job is not lost to a move.
+async fn again_after_space_switch<T, Attempt>(
+    mut write: impl FnMut() -> Attempt,
+) -> Result<T, crate::EngineError>
+where
+    Attempt: std::future::Future<Output = Result<T, crate::EngineError>>,
+{
+    let mut attempt = 1;
+    loop {
+        match write().await {
+            Err(crate::EngineError::EmbeddingSpaceChanged)
+                if attempt < ATTEMPTS_ACROSS_SPACE_SWITCHES =>
+            {
+                attempt += 1;
+                tracing::info!(
+                    attempt,
+                    "the project switched embedding models under a job's write; writing again"
+                );
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 /// `Err` (the task's error text) when the table does not let the job's principal do it.
 fn authorized(principal: &Principal, operation: Operation) -> Result<(), String> {
     principal
