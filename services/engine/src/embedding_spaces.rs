@@ -432,10 +432,10 @@ impl RoutedVectorIndex {
     ) -> Result<Vec<Arc<dyn VectorIndex>>, IndexError> {
         let own = self.index_of(scope).await?;
         let mut indexes = vec![own.clone()];
-        if let Some(filling) = self.spaces.index_being_filled(scope).await? {
-            if !Arc::ptr_eq(&filling, &own) {
-                indexes.push(filling);
-            }
+        if let Some(filling) = self.spaces.index_being_filled(scope).await?
+            && !Arc::ptr_eq(&filling, &own)
+        {
+            indexes.push(filling);
         }
         for index in self.spaces.opened_indexes().await {
             if !indexes.iter().any(|listed| Arc::ptr_eq(listed, &index)) {
