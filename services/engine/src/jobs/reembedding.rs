@@ -202,6 +202,11 @@ async fn move_to(
                         "waiting for every process to read the new embedding before emptying the old index"
                     );
                     tokio::time::sleep(PROJECT_SETTINGS_TTL).await;
+                    // What those processes' outbox appliers sent to the old index meanwhile
+                    // is brought into the new one.
+                    if let Err(error) = engine.applier.reconcile_project(scope).await {
+                        tracing::warn!(%error, "cannot reconcile the new space after the switch; the reconciler will");
+                    }
                     empty_unused_space(engine, scope, old_space)
                         .await
                         .unwrap_or_else(|error| {
