@@ -53,35 +53,28 @@ fn searchable() -> sea_orm::Condition {
     sea_orm::Condition::all().add(memories::Column::State.ne(MemoryState::Deleted.as_str()))
 }
 
+/// The staged vector of the memory in the outer query, fresh: of `model_id`, from the
+/// memory's current content, in `scope`'s project.
+fn fresh_stage_of_memory(scope: &ProjectScope, model_id: &str) -> sea_orm::Condition {
+    let staged = |column| Expr::col((memory_reembeddings::Entity, column));
+    crate::tenancy::in_project::<memory_reembeddings::Entity>(scope)
+        .add(
+            staged(memory_reembeddings::Column::MemoryId)
+                .equals((memories::Entity, memories::Column::Id)),
+        )
+        .add(
+            staged(memory_reembeddings::Column::ContentHash)
+                .equals((memories::Entity, memories::Column::ContentHash)),
+        )
+        .add(staged(memory_reembeddings::Column::EmbeddingModel).eq(model_id))
+}
+
 /// Memories of `scope`'s project without a fresh staged vector of `model_id`.
 fn without_fresh_stage(scope: &ProjectScope, model_id: &str) -> SimpleExpr {
     let fresh = Query::select()
         .expr(Expr::val(1))
         .from(memory_reembeddings::Entity)
-        .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(
-            scope,
-        ))
-        .and_where(
-            Expr::col((
-                memory_reembeddings::Entity,
-                memory_reembeddings::Column::MemoryId,
-            ))
-            .equals((memories::Entity, memories::Column::Id)),
-        )
-        .and_where(
-            Expr::col((
-                memory_reembeddings::Entity,
-                memory_reembeddings::Column::ContentHash,
-            ))
-            .equals((memories::Entity, memories::Column::ContentHash)),
-        )
-        .and_where(
-            Expr::col((
-                memory_reembeddings::Entity,
-                memory_reembeddings::Column::EmbeddingModel,
-            ))
-            .eq(model_id),
-        )
+        .cond_where(fresh_stage_of_memory(scope, model_id))
         .to_owned();
     Expr::exists(fresh).not()
 }
@@ -364,30 +357,7 @@ impl Storage {
         let staged_vector = Query::select()
             .column(memory_reembeddings::Column::Embedding)
             .from(memory_reembeddings::Entity)
-            .cond_where(crate::tenancy::in_project::<memory_reembeddings::Entity>(
-                scope,
-            ))
-            .and_where(
-                Expr::col((
-                    memory_reembeddings::Entity,
-                    memory_reembeddings::Column::MemoryId,
-                ))
-                .equals((memories::Entity, memories::Column::Id)),
-            )
-            .and_where(
-                Expr::col((
-                    memory_reembeddings::Entity,
-                    memory_reembeddings::Column::ContentHash,
-                ))
-                .equals((memories::Entity, memories::Column::ContentHash)),
-            )
-            .and_where(
-                Expr::col((
-                    memory_reembeddings::Entity,
-                    memory_reembeddings::Column::EmbeddingModel,
-                ))
-                .eq(model_id),
-            )
+            .cond_where(fresh_stage_of_memory(scope, model_id))
             .to_owned();
         let moved = memories::Entity::update_many()
             .col_expr(
