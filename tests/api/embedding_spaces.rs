@@ -348,11 +348,7 @@ async fn a_project_sends_its_own_vectors_and_engram_embeds_nothing_for_it() {
 async fn projects_of_one_deployment_choose_the_provider_or_the_local_model() {
     let provider = EmbeddingStandIn::start(32).await.unwrap();
     let directory = tempfile::tempdir().unwrap();
-    let environment = [
-        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
-        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
-        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
-    ];
+    let environment = provider.deployment_environment();
     let server = TestServer::spawn_with(directory.path(), &environment)
         .await
         .unwrap();
@@ -549,8 +545,25 @@ async fn a_project_on_the_multilingual_model_finds_chinese_memories_with_english
     );
 }
 
-/// The embedding setting of a project with memories, changed: the move is a task, and the
-/// project's searches answer from the old space until it switches.
+/// The task a change of a project's embedding started (`embedding_change.task_id`).
+fn move_task_id(started: &ApiResponse) -> String {
+    started.body["embedding_change"]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no move was started: {}", started.body))
+        .to_string()
+}
+
+/// Waits until the runner holds the task `task_id`.
+async fn running(client: &ApiClient, task_id: &str) {
+    engram_tests::eventually("the move to be running", || async {
+        match task_status(client, task_id).await.as_str() {
+            "running" => Ok(()),
+            other => Err(other.to_string()),
+        }
+    })
+    .await;
+}
+
 async fn task_status(client: &ApiClient, task_id: &str) -> String {
     let task = client
         .send(client.request(reqwest::Method::GET, &format!("/v1/tasks/{task_id}")))
@@ -579,13 +592,7 @@ fn listed_models(body: &Value) -> Vec<String> {
 async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_answering() {
     let provider = EmbeddingStandIn::start(32).await.unwrap();
     let directory = tempfile::tempdir().unwrap();
-    let environment = [
-        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
-        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
-        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
-        // Held on purpose for as long as the test looks: only this timeout could end it.
-        ("ENGRAM_EMBEDDING_TIMEOUT_SECS", "600"),
-    ];
+    let environment = provider.deployment_environment();
     let server = TestServer::spawn_with(directory.path(), &environment)
         .await
         .unwrap();
@@ -611,10 +618,7 @@ async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_
     assert_eq!(started.status, 200, "{}", started.body);
     assert_eq!(started.body["embedding"], minilm, "{}", started.body);
     assert_eq!(started.body["embedding_change"]["to"], provider_space);
-    let task_id = started.body["embedding_change"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task_id = move_task_id(&started);
     let task = finished_task(&failing, &task_id).await;
     assert_eq!(task["status"], "failed", "{task}");
     let after = settings(&failing).await;
@@ -635,17 +639,8 @@ async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_
     provider.hold();
     let started = settings_patch(&failing, json!({"embedding": {"source": "provider"}})).await;
     assert_eq!(started.status, 200, "{}", started.body);
-    let task_id = started.body["embedding_change"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    engram_tests::eventually("the move to be running", || async {
-        match task_status(&failing, &task_id).await.as_str() {
-            "running" => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await;
+    let task_id = move_task_id(&started);
+    running(&failing, &task_id).await;
     let cancelled = settings_patch(&failing, json!({"embedding": {"source": "local"}})).await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.body);
     assert_eq!(cancelled.body["embedding"], minilm, "{}", cancelled.body);
@@ -695,17 +690,8 @@ async fn a_project_with_memories_moves_to_another_model_while_its_searches_keep_
     assert_eq!(started.status, 200, "{}", started.body);
     assert_eq!(started.body["embedding"], minilm, "{}", started.body);
     assert_eq!(started.body["embedding_change"]["to"], provider_space);
-    let task_id = started.body["embedding_change"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    engram_tests::eventually("the re-embedding task to be running", || async {
-        match task_status(&client, &task_id).await.as_str() {
-            "running" => Ok(()),
-            other => Err(other.to_string()),
-        }
-    })
-    .await;
+    let task_id = move_task_id(&started);
+    running(&client, &task_id).await;
     // Searches answer from the old space: meaning, which only MiniLM reads here.
     for (query, expected) in [
         ("a hot beverage", "Iris drinks green tea every morning"),
@@ -841,10 +827,7 @@ async fn old_memories_answer_questions_in_the_other_language_after_a_move_to_the
         "{}",
         started.body
     );
-    let task_id = started.body["embedding_change"]["task_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let task_id = move_task_id(&started);
     let task = finished_task(&client, &task_id).await;
     assert_eq!(task["status"], "succeeded", "{task}");
     assert_eq!(

@@ -404,13 +404,7 @@ async fn the_console_shows_a_move_to_another_embedding_model_with_its_progress()
         .await
         .unwrap();
     let directory = tempfile::tempdir().unwrap();
-    let environment = [
-        ("ENGRAM_EMBEDDING_BASE_URL", provider.base_url.as_str()),
-        ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
-        ("ENGRAM_EMBEDDING_DIMENSION", "32"),
-        // Held on purpose for as long as the test looks: only this timeout could end it.
-        ("ENGRAM_EMBEDDING_TIMEOUT_SECS", "600"),
-    ];
+    let environment = provider.deployment_environment();
     let server = TestServer::spawn_with(directory.path(), &environment)
         .await
         .unwrap();

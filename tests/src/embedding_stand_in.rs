@@ -14,6 +14,8 @@ pub struct EmbeddingStandIn {
     /// `http://127.0.0.1:<port>/v1`: pass as `ENGRAM_EMBEDDING_BASE_URL`.
     pub base_url: String,
     pub dimension: usize,
+    /// `dimension` as the environment takes it.
+    dimension_text: String,
     texts_embedded: Arc<AtomicUsize>,
     held: tokio::sync::watch::Sender<bool>,
     failing: Arc<AtomicBool>,
@@ -51,11 +53,24 @@ impl EmbeddingStandIn {
         Ok(Self {
             base_url: format!("http://{address}/v1"),
             dimension,
+            dimension_text: dimension.to_string(),
             texts_embedded,
             held,
             failing,
             server,
         })
+    }
+
+    /// The environment that makes a server's deployment model this stand-in
+    /// (`stand-in-bag-of-words`). Its timeout is long: a test may hold requests for as long as
+    /// it looks, and only the timeout could end them.
+    pub fn deployment_environment(&self) -> [(&'static str, &str); 4] {
+        [
+            ("ENGRAM_EMBEDDING_BASE_URL", self.base_url.as_str()),
+            ("ENGRAM_EMBEDDING_MODEL", "stand-in-bag-of-words"),
+            ("ENGRAM_EMBEDDING_DIMENSION", self.dimension_text.as_str()),
+            ("ENGRAM_EMBEDDING_TIMEOUT_SECS", "600"),
+        ]
     }
 
     /// Requests wait from now until [`Self::release`].

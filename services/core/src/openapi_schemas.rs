@@ -438,14 +438,19 @@ impl utoipa::PartialSchema for MemoryFilterSchema {
     }
 }
 
-/// `filters` of a search, query or bulk delete: the `MemoryFilter` component, or null.
-pub fn optional_memory_filter() -> utoipa::openapi::schema::Schema {
+/// The component `name`, or null: an optional field that is present as `null`.
+pub fn component_or_null(name: &str) -> utoipa::openapi::schema::Schema {
     utoipa::openapi::schema::Schema::OneOf(
         utoipa::openapi::schema::OneOfBuilder::new()
-            .item(utoipa::openapi::Ref::from_schema_name("MemoryFilter"))
+            .item(utoipa::openapi::Ref::from_schema_name(name))
             .item(ObjectBuilder::new().schema_type(Type::Null))
             .build(),
     )
+}
+
+/// `filters` of a search, query or bulk delete: the `MemoryFilter` component, or null.
+pub fn optional_memory_filter() -> utoipa::openapi::schema::Schema {
+    component_or_null("MemoryFilter")
 }
 
 fn memory_filter_schema() -> Object {

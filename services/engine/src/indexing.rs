@@ -46,6 +46,30 @@ impl ReconcileReport {
 pub const INDEX_DRIFT_POINTS: &str = "engram_index_drift_points";
 const RECONCILE_PAGE_SIZE: usize = 1_000;
 
+/// After upserting `upserted` into `index`: another worker may have applied a delete of one
+/// of these memories between our read and our upsert, and our upsert would then bring the
+/// point back. Deletes are final (ids are never reused), so one re-read after writing settles
+/// it: whatever is no longer active now is removed again.
+pub(crate) async fn remove_points_no_longer_active(
+    storage: &Storage,
+    index: &dyn VectorIndex,
+    scope: &ProjectScope,
+    upserted: Vec<MemoryId>,
+) -> Result<(), EngineError> {
+    if upserted.is_empty() {
+        return Ok(());
+    }
+    let still_active = storage.active_memory_ids(scope, &upserted).await?;
+    let resurrected: Vec<MemoryId> = upserted
+        .into_iter()
+        .filter(|memory_id| !still_active.contains(memory_id))
+        .collect();
+    if !resurrected.is_empty() {
+        index.delete(scope, resurrected).await?;
+    }
+    Ok(())
+}
+
 /// A memory's index point as its row holds it.
 pub(crate) fn indexed_memory(row: engram_storage::outbox::IndexingRow) -> IndexedMemory {
     IndexedMemory {
@@ -202,21 +226,7 @@ impl IndexApplier {
         if !to_delete.is_empty() {
             self.index.delete(scope, to_delete).await?;
         }
-        // Another worker may have applied a delete of one of these memories between our read
-        // and our upsert, and our upsert would then bring the point back. Deletes are final
-        // (ids are never reused), so one re-read after writing settles it: whatever is no
-        // longer active now is removed again.
-        if !upserted.is_empty() {
-            let still_active = self.storage.active_memory_ids(scope, &upserted).await?;
-            let resurrected: Vec<MemoryId> = upserted
-                .into_iter()
-                .filter(|memory_id| !still_active.contains(memory_id))
-                .collect();
-            if !resurrected.is_empty() {
-                self.index.delete(scope, resurrected).await?;
-            }
-        }
-        Ok(())
+        remove_points_no_longer_active(&self.storage, self.index.as_ref(), scope, upserted).await
     }
 
     /// Compare every project's active memories with its index points and repair what

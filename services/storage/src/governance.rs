@@ -197,11 +197,7 @@ impl Storage {
             )
             .col_expr(
                 projects::Column::EmbeddingGeneration,
-                Expr::col(projects::Column::EmbeddingGeneration).add(if changes_space {
-                    1
-                } else {
-                    0
-                }),
+                Expr::col(projects::Column::EmbeddingGeneration).add(i64::from(changes_space)),
             )
             .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)

@@ -53,6 +53,39 @@ fn searchable() -> sea_orm::Condition {
     sea_orm::Condition::all().add(memories::Column::State.ne(MemoryState::Deleted.as_str()))
 }
 
+/// The searchable memories of `scope`'s project.
+fn searchable_memories_of(scope: &ProjectScope) -> sea_orm::Select<memories::Entity> {
+    crate::memories::memories_of(scope).filter(searchable())
+}
+
+/// Ends the project's move, switched or abandoned: no target any more, no staged vector.
+async fn end_move(
+    transaction: &WriteTransaction,
+    scope: &ProjectScope,
+) -> Result<(), StorageError> {
+    projects::Entity::update_many()
+        .col_expr(
+            projects::Column::EmbeddingTargetSource,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            projects::Column::EmbeddingTargetTask,
+            Expr::value(Option::<uuid::Uuid>::None),
+        )
+        .filter(crate::tenancy::in_project::<projects::Entity>(scope))
+        .exec(transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+    memory_reembeddings::Entity::delete_many()
+        .filter(crate::tenancy::in_project::<memory_reembeddings::Entity>(
+            scope,
+        ))
+        .exec(transaction)
+        .await
+        .map_err(StorageError::from_db)?;
+    Ok(())
+}
+
 /// The staged vector of the memory in the outer query, fresh: of `model_id`, from the
 /// memory's current content, in `scope`'s project.
 fn fresh_stage_of_memory(scope: &ProjectScope, model_id: &str) -> sea_orm::Condition {
@@ -135,10 +168,6 @@ pub(crate) fn embedding_json(embedding: ProjectEmbedding) -> serde_json::Value {
     })
 }
 
-fn count_searchable(scope: &ProjectScope) -> sea_orm::Select<memories::Entity> {
-    crate::memories::memories_of(scope).filter(searchable())
-}
-
 impl Storage {
     /// Start moving the project to `to`: record the move and queue its task (one move at a
     /// time). The current space stays in use until the task switches.
@@ -149,11 +178,6 @@ impl Storage {
         request_id: Option<&str>,
         actor: &Actor,
     ) -> Result<TaskRecord, StorageError> {
-        if to.client_dimension().is_some() {
-            return Err(StorageError::Refused(
-                "a project with memories cannot move to client-supplied vectors: Engram cannot embed its memories for it".to_string(),
-            ));
-        }
         let _permit = self.write_permit().await;
         let transaction = self.begin_write().await?;
         let project = lock_project_for_switch(&transaction, scope).await?;
@@ -167,7 +191,7 @@ impl Storage {
         }
         let from =
             ProjectEmbedding::from_columns(&project.embedding_source, project.embedding_dimension);
-        let memories = count_searchable(scope)
+        let memories = searchable_memories_of(scope)
             .count(&transaction)
             .await
             .map_err(StorageError::from_db)?;
@@ -225,7 +249,7 @@ impl Storage {
         after: Option<MemoryId>,
         limit: u64,
     ) -> Result<Vec<ReembeddingSource>, StorageError> {
-        let mut query = count_searchable(scope).filter(without_fresh_stage(scope, model_id));
+        let mut query = searchable_memories_of(scope).filter(without_fresh_stage(scope, model_id));
         if let Some(after) = after {
             query = query.filter(memories::Column::Id.gt(after.as_uuid()));
         }
@@ -345,7 +369,7 @@ impl Storage {
         {
             return Ok(SwitchOutcome::NoLongerWanted);
         }
-        let behind = count_searchable(scope)
+        let behind = searchable_memories_of(scope)
             .filter(without_fresh_stage(scope, model_id))
             .count(&transaction)
             .await
@@ -393,25 +417,11 @@ impl Storage {
                 projects::Column::QueryCacheEpoch,
                 Expr::col(projects::Column::QueryCacheEpoch).add(1),
             )
-            .col_expr(
-                projects::Column::EmbeddingTargetSource,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                projects::Column::EmbeddingTargetTask,
-                Expr::value(Option::<uuid::Uuid>::None),
-            )
             .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .exec(&transaction)
             .await
             .map_err(StorageError::from_db)?;
-        memory_reembeddings::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<memory_reembeddings::Entity>(
-                scope,
-            ))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
+        end_move(&transaction, scope).await?;
         append_audit_event(
             &transaction,
             scope.organization_id(),
@@ -448,26 +458,7 @@ impl Storage {
         if project.embedding_target_task != Some(task_id) {
             return Ok(false);
         }
-        projects::Entity::update_many()
-            .col_expr(
-                projects::Column::EmbeddingTargetSource,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                projects::Column::EmbeddingTargetTask,
-                Expr::value(Option::<uuid::Uuid>::None),
-            )
-            .filter(crate::tenancy::in_project::<projects::Entity>(scope))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
-        memory_reembeddings::Entity::delete_many()
-            .filter(crate::tenancy::in_project::<memory_reembeddings::Entity>(
-                scope,
-            ))
-            .exec(&transaction)
-            .await
-            .map_err(StorageError::from_db)?;
+        end_move(&transaction, scope).await?;
         append_audit_event(
             &transaction,
             scope.organization_id(),

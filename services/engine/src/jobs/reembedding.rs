@@ -101,18 +101,8 @@ async fn move_to(
     for _attempt in 0..SWITCH_ATTEMPTS {
         // Each pass walks forward by id; the next one catches up with what changed behind it.
         let mut after = None;
+        // Cancelled or replaced, the move stops at its next batch: staging refuses it.
         loop {
-            // Cancelled or replaced: stop now rather than embed the rest for nothing.
-            let still_wanted = engine
-                .storage
-                .project_settings(scope)
-                .await
-                .map_err(|error| fail(&error))?
-                .embedding_change
-                .is_some_and(|change| change.task_id == task.id);
-            if !still_wanted {
-                return Err("the move was cancelled or replaced".to_string());
-            }
             let sources = engine
                 .storage
                 .memories_to_reembed(scope, &new_space.model_id, after, BATCH)
@@ -126,15 +116,16 @@ async fn move_to(
                 .iter()
                 .map(|source| source.content.clone())
                 .collect();
-            let counted = embedder
+            let (vectors, tokens): (Vec<Vec<f32>>, Vec<u64>) = embedder
                 .embed_counted(texts)
                 .await
-                .map_err(|error| fail(&error))?;
-            if counted.len() != sources.len() {
+                .map_err(|error| fail(&error))?
+                .into_iter()
+                .unzip();
+            if vectors.len() != sources.len() {
                 return Err("the embedder returned a different number of vectors".to_string());
             }
-            let vectors: Vec<Vec<f32>> = counted.iter().map(|(vector, _)| vector.clone()).collect();
-            let batch_tokens: u64 = counted.iter().map(|(_, tokens)| tokens).sum();
+            let batch_tokens: u64 = tokens.iter().sum();
             let staged: Vec<StagedVector> = sources
                 .iter()
                 .zip(&vectors)
@@ -184,38 +175,8 @@ async fn move_to(
             .map_err(|error| fail(&error))?
         {
             SwitchOutcome::Switched { memories } => {
-                engine.forget_project_settings(scope.project_id());
-                // Switched: what follows is upkeep the reconciler would also do, so a failure
-                // is logged, not the task's.
-                // Points of memories changed or deleted during the move are brought to what
-                // the database now holds, in the new space.
-                if let Err(error) = engine.applier.reconcile_project(scope).await {
-                    tracing::warn!(%error, "cannot reconcile the new space after the switch; the reconciler will");
-                }
-                let old_points_removed = if let Some(old_space) =
-                    old_space.filter(|old_space| old_space.model_id != new_space.model_id)
-                {
-                    // Other processes read the new setting within the settings cache's
-                    // lifetime; until then their searches still go to the old index.
-                    tracing::info!(
-                        wait_seconds = PROJECT_SETTINGS_TTL.as_secs(),
-                        "waiting for every process to read the new embedding before emptying the old index"
-                    );
-                    tokio::time::sleep(PROJECT_SETTINGS_TTL).await;
-                    // What those processes' outbox appliers sent to the old index meanwhile
-                    // is brought into the new one.
-                    if let Err(error) = engine.applier.reconcile_project(scope).await {
-                        tracing::warn!(%error, "cannot reconcile the new space after the switch; the reconciler will");
-                    }
-                    empty_unused_space(engine, scope, old_space)
-                        .await
-                        .unwrap_or_else(|error| {
-                            tracing::warn!(%error, "cannot remove the old space's points");
-                            0
-                        })
-                } else {
-                    0
-                };
+                let old_points_removed =
+                    settle_after_switch(engine, scope, old_space, new_space).await;
                 let total = i64::try_from(memories).unwrap_or(i64::MAX);
                 if let Err(error) = engine
                     .maintenance_store()
@@ -257,6 +218,44 @@ async fn move_to(
     ))
 }
 
+/// After the switch: the new space brought to what the database holds and the old one
+/// emptied, once every process reads the new setting; how many old points went. This is
+/// upkeep the reconciler would also do, so a failure is logged, not the task's.
+async fn settle_after_switch(
+    engine: &MemoryEngine,
+    scope: &ProjectScope,
+    old_space: Option<&ProjectSpace>,
+    new_space: &ProjectSpace,
+) -> u64 {
+    engine.forget_project_settings(scope.project_id());
+    let reconcile = || async {
+        // Points of memories changed or deleted during the move, and what processes still
+        // on the old setting sent to the old index, are brought into the new space.
+        if let Err(error) = engine.applier.reconcile_project(scope).await {
+            tracing::warn!(%error, "cannot reconcile the new space after the switch; the reconciler will");
+        }
+    };
+    reconcile().await;
+    let Some(old_space) = old_space.filter(|old_space| old_space.model_id != new_space.model_id)
+    else {
+        return 0;
+    };
+    // Other processes read the new setting within the settings cache's lifetime; until then
+    // their searches still go to the old index.
+    tracing::info!(
+        wait_seconds = PROJECT_SETTINGS_TTL.as_secs(),
+        "waiting for every process to read the new embedding before emptying the old index"
+    );
+    tokio::time::sleep(PROJECT_SETTINGS_TTL).await;
+    reconcile().await;
+    empty_unused_space(engine, scope, old_space)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot remove the old space's points");
+            0
+        })
+}
+
 /// Upserts the active memories into the new space's index with their new vectors (read
 /// again: the point carries what filters read, as the database holds it now).
 async fn index_in_new_space(
@@ -292,24 +291,14 @@ async fn index_in_new_space(
         .upsert(scope, points)
         .await
         .map_err(|error| error.to_string())?;
-    // A memory deleted or erased between the read and the upsert is removed again (as the
-    // outbox applier does): deletes are final.
-    let still_active = engine
-        .storage
-        .active_memory_ids(scope, &upserted)
-        .await
-        .map_err(|error| error.to_string())?;
-    let gone: Vec<MemoryId> = upserted
-        .into_iter()
-        .filter(|memory_id| !still_active.contains(memory_id))
-        .collect();
-    if !gone.is_empty() {
-        index
-            .delete(scope, gone)
-            .await
-            .map_err(|error| error.to_string())?;
-    }
-    Ok(())
+    crate::indexing::remove_points_no_longer_active(
+        &engine.storage,
+        index.as_ref(),
+        scope,
+        upserted,
+    )
+    .await
+    .map_err(|error| error.to_string())
 }
 
 /// Empties `space` of the project's points unless the project uses it again (it may have

@@ -383,11 +383,7 @@ impl MemoryEngine {
                             actor.request_id.as_deref(),
                             actor,
                         )
-                        .await
-                        .map_err(|error| match error {
-                            StorageError::Refused(message) => EngineError::Conflict(message),
-                            other => other.into(),
-                        })?;
+                        .await?;
                     self.governance.task_queued.notify_one();
                 }
                 settings.embedding = in_use;

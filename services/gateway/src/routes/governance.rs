@@ -122,12 +122,8 @@ pub struct EmbeddingChangeView {
     pub memories: i64,
 }
 
-fn embedding_change_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    use utoipa::openapi::schema::{OneOfBuilder, Ref, Type};
-    OneOfBuilder::new()
-        .item(Ref::from_schema_name("EmbeddingChangeView"))
-        .item(utoipa::openapi::ObjectBuilder::new().schema_type(Type::Null))
-        .into()
+fn embedding_change_schema() -> utoipa::openapi::schema::Schema {
+    engram_core::openapi_schemas::component_or_null("EmbeddingChangeView")
 }
 
 /// A project's embedding space.
