@@ -39,6 +39,7 @@ mod m0033_agents;
 mod m0034_verified_memories;
 mod m0035_agent_teams;
 mod m0036_reembedding;
+mod m0037_console_language;
 
 pub struct Migrator;
 
@@ -82,6 +83,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0034_verified_memories::Migration),
             Box::new(m0035_agent_teams::Migration),
             Box::new(m0036_reembedding::Migration),
+            Box::new(m0037_console_language::Migration),
         ]
     }
 }

@@ -139,6 +139,8 @@ fn every_engine_use_case_checks_the_permission_table() {
         "organization_name",
         "organization_projects",
         "principal_in_project",
+        // The member's own console language: a preference of their own account.
+        "choose_console_language",
     ];
     let root = engram_tests::workspace_root();
     let mut files = Vec::new();
@@ -286,6 +288,10 @@ fn the_tenant_store_takes_the_scope_first() {
         ("organization_named", "the operator's admin command"),
         ("organization_name", "organization"),
         ("list_projects", "organization"),
+        (
+            "set_console_account_language",
+            "a console account's own preference, by its verified id",
+        ),
         ("record_audit_event", "organization audit chain"),
         (
             "add_usage",

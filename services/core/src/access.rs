@@ -179,6 +179,36 @@ impl ConsoleRole {
     }
 }
 
+/// The language the console speaks to a member who chose one (none chosen: the browser's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsoleLanguage {
+    English,
+    Chinese,
+}
+
+impl ConsoleLanguage {
+    pub const ALL: [ConsoleLanguage; 2] = [ConsoleLanguage::English, ConsoleLanguage::Chinese];
+
+    /// The stored and sent tag: `en`, `zh`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConsoleLanguage::English => "en",
+            ConsoleLanguage::Chinese => "zh",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|language| language.as_str() == text)
+    }
+
+    /// A stored tag this version does not know: none chosen.
+    pub fn from_stored(text: &str) -> Option<Self> {
+        Self::parse(text)
+    }
+}
+
 /// Live keys serve production traffic; test keys are for development and CI. The prefix
 /// shows which one a key is, so a test key pasted into production is noticed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

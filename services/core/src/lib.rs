@@ -75,7 +75,7 @@ pub mod token_header;
 pub mod usage;
 pub mod validation;
 
-pub use access::{ApiScope, ApiScopes, ConsoleRole, KeyEnvironment};
+pub use access::{ApiScope, ApiScopes, ConsoleLanguage, ConsoleRole, KeyEnvironment};
 pub use embedding::ProjectEmbedding;
 pub use ids::{MemoryId, OrganizationId, ProjectId};
 pub use memory::{Memory, MemoryKind, MemorySource, MemoryState, NewMemory, Visibility};

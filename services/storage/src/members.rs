@@ -189,6 +189,7 @@ impl Storage {
             password_hash: Set(password_hash.to_string()),
             role: Set(invitation.role.clone()),
             created_at: Set(now),
+            language: Set(None),
         })
         .exec_without_returning(&transaction)
         .await
@@ -227,6 +228,7 @@ impl Storage {
             email: invitation.email,
             password_hash: password_hash.to_string(),
             role: ConsoleRole::from_stored(&invitation.role),
+            language: None,
         })
     }
 

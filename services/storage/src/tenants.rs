@@ -28,6 +28,8 @@ pub struct ConsoleAccountRecord {
     pub email: String,
     pub password_hash: String,
     pub role: engram_core::ConsoleRole,
+    /// The language the console speaks to the account; none: the browser's.
+    pub language: Option<engram_core::ConsoleLanguage>,
 }
 
 impl std::fmt::Debug for ConsoleAccountRecord {
@@ -78,6 +80,7 @@ impl Storage {
             password_hash: Set(console_password_hash.to_string()),
             role: Set(engram_core::ConsoleRole::Owner.as_str().to_string()),
             created_at: Set(now),
+            language: Set(None),
         })
         .exec(&transaction)
         .await
@@ -345,6 +348,7 @@ impl Storage {
             password_hash: Set(password_hash.to_string()),
             role: Set(role.as_str().to_string()),
             created_at: Set(Utc::now()),
+            language: Set(None),
         })
         .exec_without_returning(&self.connection)
         .await
@@ -381,6 +385,28 @@ impl Storage {
             .await
             .map_err(StorageError::from_db)?;
         Ok(found.map(account_record))
+    }
+
+    /// Speak `language` to the account in the console from now on (none: the browser's
+    /// language). `NotFound` when the account is gone.
+    pub async fn set_console_account_language(
+        &self,
+        id: ConsoleAccountId,
+        language: Option<engram_core::ConsoleLanguage>,
+    ) -> Result<(), StorageError> {
+        let updated = console_accounts::Entity::update_many()
+            .col_expr(
+                console_accounts::Column::Language,
+                sea_orm::sea_query::Expr::value(language.map(|language| language.as_str())),
+            )
+            .filter(console_accounts::Column::Id.eq(id.as_uuid()))
+            .exec(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        if updated.rows_affected == 0 {
+            return Err(StorageError::NotFound(NotFoundKind::Member));
+        }
+        Ok(())
     }
 
     pub async fn list_projects(
@@ -506,6 +532,10 @@ fn account_record(model: console_accounts::Model) -> ConsoleAccountRecord {
         email: model.email,
         password_hash: model.password_hash,
         role: engram_core::ConsoleRole::from_stored(&model.role),
+        language: model
+            .language
+            .as_deref()
+            .and_then(engram_core::ConsoleLanguage::from_stored),
     }
 }
 

@@ -10,6 +10,8 @@ pub struct Model {
     pub password_hash: String,
     pub role: String,
     pub created_at: DateTimeUtc,
+    /// `en` or `zh`; none: the browser's `Accept-Language` decides.
+    pub language: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -7,6 +7,7 @@
 //! build either, so a console door cannot pick a project of another organization.
 
 mod invitations;
+mod language;
 mod members;
 mod organization;
 mod prices;
