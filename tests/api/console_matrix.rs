@@ -41,10 +41,12 @@ impl RoleRule {
 const ROLES: [&str; 5] = ["owner", "admin", "compliance", "analyst", "developer"];
 
 /// About the session itself, not a role: outside the matrix (`session` is checked per role).
-const SESSION_FUNCTIONS: [&str; 5] = [
+const SESSION_FUNCTIONS: [&str; 6] = [
     "login",
     "logout",
     "session",
+    // The account's own console language: every role chooses its own.
+    "language",
     "invitation",
     "accept_invitation",
 ];

@@ -409,3 +409,88 @@ async fn owners_and_admins_manage_members_within_their_rights() {
     let (_, audit, _) = call(&server, &owner, "audit", &[]).await;
     assert_eq!(audit["chain"]["verified"], true, "{audit}");
 }
+
+/// Each member chooses the console's language for their own account (any role may); a
+/// language the console does not speak is a 400 that changes nothing; pages follow the
+/// account's choice over the browser's `Accept-Language`, which decides only for those who
+/// never chose (and on the sign-in page).
+#[tokio::test]
+async fn each_member_chooses_their_own_console_language_over_the_browsers() {
+    let server = TestServer::spawn().await.unwrap();
+    let owner = login(
+        &server,
+        &server.bootstrap.console_email,
+        &server.bootstrap.console_password,
+    )
+    .await;
+    let (analyst_email, analyst_password) =
+        create_member(&server, "analyst@example.com", "analyst");
+    let analyst = login(&server, &analyst_email, &analyst_password).await;
+    let language_of = |cookie: String| {
+        let server = &server;
+        async move {
+            let (status, session, _) = call(server, &cookie, "session", &[]).await;
+            assert_eq!(status, 200, "{session}");
+            session["account"]["language"].clone()
+        }
+    };
+    let page_lang = |cookie: Option<String>, path: &'static str, accept: &'static str| {
+        let base = server.base_url.clone();
+        async move {
+            let mut request = client()
+                .get(format!("{base}{path}"))
+                .header("Accept-Language", accept);
+            if let Some(cookie) = cookie {
+                request = request.header("Cookie", cookie);
+            }
+            let page = request.send().await.unwrap().text().await.unwrap();
+            let start = page
+                .find("<html lang=\"")
+                .expect("the page names its language")
+                + 12;
+            page[start..start + page[start..].find('"').unwrap()].to_string()
+        }
+    };
+
+    assert_eq!(language_of(owner.clone()).await, Value::Null);
+    assert_eq!(
+        page_lang(None, "/console/login", "zh-CN,zh;q=0.9").await,
+        "zh-CN"
+    );
+    assert_eq!(page_lang(None, "/console/login", "en-US,en").await, "en");
+    assert_eq!(
+        page_lang(Some(owner.clone()), "/console/memories", "zh-CN").await,
+        "zh-CN",
+        "without a choice the browser decides"
+    );
+
+    let (status, refused, _) = call(&server, &analyst, "language", &[("language", "fr")]).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.to_string().contains("language"), "{refused}");
+    assert_eq!(
+        language_of(analyst.clone()).await,
+        Value::Null,
+        "nothing saved"
+    );
+
+    let (status, body, _) = call(&server, &analyst, "language", &[("language", "zh")]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(language_of(analyst.clone()).await, "zh");
+    assert_eq!(
+        language_of(owner.clone()).await,
+        Value::Null,
+        "one member's choice is their own"
+    );
+    assert_eq!(
+        page_lang(Some(analyst.clone()), "/console/recall", "en-US").await,
+        "zh-CN",
+        "the account's choice wins over the browser's"
+    );
+
+    let (status, body, _) = call(&server, &owner, "language", &[("language", "en")]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        page_lang(Some(owner.clone()), "/console/memories", "zh-CN").await,
+        "en"
+    );
+}

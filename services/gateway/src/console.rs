@@ -200,7 +200,23 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 .into_iter()
                 .map(str::to_string)
                 .collect(),
+            language: member
+                .language()
+                .map(|language| language.as_str().to_string()),
         })
+    }
+
+    async fn choose_language(
+        &self,
+        caller: &ConsoleCaller,
+        language: &str,
+    ) -> Result<(), ConsoleError> {
+        let member = self.member_for(caller).await?;
+        self.access
+            .choose_console_language(&member, language)
+            .await
+            .map_err(engine_error)?;
+        Ok(())
     }
 
     async fn list_projects(
@@ -1536,6 +1552,7 @@ fn parse_subject(text: &str) -> Result<engram_core::ExternalId, ConsoleError> {
 
 /// The one conversion from the engine's failures into the console's terms.
 fn engine_error(error: EngineError) -> ConsoleError {
+    let code = error.code();
     match error {
         EngineError::Unauthenticated(_) => ConsoleError::Unauthorized,
         EngineError::WrongCredentials => ConsoleError::InvalidCredentials,
@@ -1549,29 +1566,33 @@ fn engine_error(error: EngineError) -> ConsoleError {
         },
         EngineError::NotFound(_) => ConsoleError::NotFound,
         EngineError::Locked(message) | EngineError::EmbeddingUnavailable(message) => {
-            ConsoleError::Refused(message)
+            ConsoleError::refused(code, message)
         }
-        EngineError::SubjectHeld { memory_ids } => ConsoleError::Refused(format!(
-            "{} memories of this end-user are under legal hold: {}",
-            memory_ids.len(),
-            memory_ids
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+        EngineError::SubjectHeld { memory_ids } => ConsoleError::refused(
+            code,
+            format!(
+                "{} memories of this end-user are under legal hold: {}",
+                memory_ids.len(),
+                memory_ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ),
         EngineError::Invalid(invalid) => ConsoleError::InvalidInput(invalid.to_string()),
-        EngineError::VersionConflict { .. } => {
-            ConsoleError::Refused("the memory changed meanwhile: reload and try again".to_string())
-        }
+        EngineError::VersionConflict { .. } => ConsoleError::refused(
+            code,
+            "the memory changed meanwhile: reload and try again".to_string(),
+        ),
         // The role checks before the use case say `Forbidden` naming the role; what the use
         // case still refuses for this object (a key someone else made) is a 403 it explains.
         EngineError::Forbidden(message) => ConsoleError::Denied(message),
         EngineError::Conflict(message)
         | EngineError::InProgress(message)
-        | EngineError::MemoryLimitReached(message) => ConsoleError::Refused(message),
+        | EngineError::MemoryLimitReached(message) => ConsoleError::refused(code, message),
         EngineError::EmbeddingSpaceChanged => {
-            ConsoleError::Refused(EngineError::EmbeddingSpaceChanged.to_string())
+            ConsoleError::refused(code, EngineError::EmbeddingSpaceChanged.to_string())
         }
         EngineError::ScopeNotGrantable {
             missing,
@@ -1580,10 +1601,13 @@ fn engine_error(error: EngineError) -> ConsoleError {
             role: role.as_str().to_string(),
             permission: missing.as_str().to_string(),
         },
-        error @ EngineError::ScopeNotGrantable { .. } => ConsoleError::Refused(error.to_string()),
-        error @ EngineError::LimitReached { .. } => ConsoleError::Refused(format!(
-            "{error}; raise the limit on the Usage page or wait for it to reset"
-        )),
+        error @ EngineError::ScopeNotGrantable { .. } => {
+            ConsoleError::refused(code, error.to_string())
+        }
+        error @ EngineError::LimitReached { .. } => ConsoleError::refused(
+            code,
+            format!("{error}; raise the limit on the Usage page or wait for it to reset"),
+        ),
         other => internal(other),
     }
 }

@@ -188,6 +188,7 @@ impl ConsoleBackend for DevBackend {
                 .iter()
                 .map(|page| page.function.to_string())
                 .collect(),
+            language: None,
         };
         self.sessions
             .lock()
@@ -213,6 +214,22 @@ impl ConsoleBackend for DevBackend {
 
     async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount> {
         self.account(&caller.session_token)
+    }
+
+    async fn choose_language(
+        &self,
+        caller: &ConsoleCaller,
+        language: &str,
+    ) -> Result<(), ConsoleError> {
+        let mut sessions = self
+            .sessions
+            .lock()
+            .map_err(|_| ConsoleError::Internal("sessions lock poisoned".into()))?;
+        let account = sessions
+            .get_mut(&caller.session_token)
+            .ok_or(ConsoleError::Unauthorized)?;
+        account.language = Some(language.to_string()).filter(|tag| !tag.is_empty());
+        Ok(())
     }
 
     async fn list_projects(
@@ -355,7 +372,8 @@ impl ConsoleBackend for DevBackend {
         _email: &str,
         _role: &str,
     ) -> Result<engram_console::model::NewInvitation, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server has no invitations".into(),
         ))
     }
@@ -418,7 +436,10 @@ impl ConsoleBackend for DevBackend {
         _memory_id: &str,
         _correction: engram_console::model::MemoryCorrection,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn delete_memory(
@@ -428,7 +449,10 @@ impl ConsoleBackend for DevBackend {
         _memory_id: &str,
         _reason: String,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn set_memory_flags(
@@ -440,7 +464,10 @@ impl ConsoleBackend for DevBackend {
         _legal_hold: Option<bool>,
         _reason: String,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn set_memory_visibility(
@@ -451,7 +478,10 @@ impl ConsoleBackend for DevBackend {
         _visibility: String,
         _reason: String,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn verify_memory(
@@ -462,7 +492,10 @@ impl ConsoleBackend for DevBackend {
         _verified: bool,
         _reason: String,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn preview_bulk_delete(
@@ -470,7 +503,10 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _query: MemoryListQuery,
     ) -> Result<engram_console::model::BulkDeletePreview, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn bulk_delete(
@@ -480,7 +516,10 @@ impl ConsoleBackend for DevBackend {
         _expected: u64,
         _reason: String,
     ) -> Result<engram_console::model::BulkDeleteOutcome, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn subject_summary(
@@ -509,7 +548,10 @@ impl ConsoleBackend for DevBackend {
         _user_id: &str,
         _confirm: &str,
     ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn request_organization_erasure(
@@ -519,7 +561,10 @@ impl ConsoleBackend for DevBackend {
         _user_id: &str,
         _confirm: &str,
     ) -> Result<engram_console::model::ErasureStatus, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn erasure_status(
@@ -545,7 +590,8 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _project_id: &str,
     ) -> Result<engram_console::model::GovernanceSettings, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server has no settings".into(),
         ))
     }
@@ -558,7 +604,10 @@ impl ConsoleBackend for DevBackend {
         _retention_days: Vec<(String, Option<u32>)>,
         _relevance_floor: &str,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn sweep_retention_now(
@@ -566,7 +615,10 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _project_id: &str,
     ) -> Result<u64, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn recall_dashboard(
@@ -576,7 +628,8 @@ impl ConsoleBackend for DevBackend {
         _from: &str,
         _to: &str,
     ) -> Result<engram_console::model::RecallDashboard, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server records no recall events".into(),
         ))
     }
@@ -586,7 +639,8 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _form: engram_console::model::NewEvaluationSetForm,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server runs no evaluations".into(),
         ))
     }
@@ -597,7 +651,8 @@ impl ConsoleBackend for DevBackend {
         _project_id: &str,
         _set_id: &str,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server runs no evaluations".into(),
         ))
     }
@@ -652,7 +707,8 @@ impl ConsoleBackend for DevBackend {
         _project_id: &str,
         _days: u32,
     ) -> Result<engram_console::model::UsageOverview, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server meters no usage".into(),
         ))
     }
@@ -662,14 +718,20 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _form: engram_console::model::SpendLimitsForm,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn price_book(
         &self,
         _caller: &ConsoleCaller,
     ) -> Result<engram_console::model::PriceBook, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server has no prices".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server has no prices".into(),
+        ))
     }
 
     async fn add_organization_price(
@@ -677,7 +739,10 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _form: engram_console::model::NewPriceForm,
     ) -> Result<String, ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn withdraw_organization_price(
@@ -685,7 +750,10 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _price_id: &str,
     ) -> Result<(), ConsoleError> {
-        Err(ConsoleError::Refused("the dev server is read-only".into()))
+        Err(ConsoleError::refused(
+            "conflict",
+            "the dev server is read-only".into(),
+        ))
     }
 
     async fn organization_statement(
@@ -693,7 +761,8 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _month: &str,
     ) -> Result<engram_console::model::StatementPage, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server has no statements".into(),
         ))
     }
@@ -703,7 +772,8 @@ impl ConsoleBackend for DevBackend {
         _caller: &ConsoleCaller,
         _month: &str,
     ) -> Result<String, ConsoleError> {
-        Err(ConsoleError::Refused(
+        Err(ConsoleError::refused(
+            "conflict",
             "the dev server has no statements".into(),
         ))
     }

@@ -23,6 +23,13 @@ pub async fn logout() -> Result<(), ConsoleError> {
     ssr::answer(ssr::logout().await).await
 }
 
+/// Speak `language` (`en` or `zh`) to the signed-in account from now on (the top bar's
+/// switch); the page reloads in it.
+#[server(prefix = "/console/api", endpoint = "language")]
+pub async fn choose_language(language: String) -> Result<(), ConsoleError> {
+    ssr::answer(ssr::choose_language(language).await).await
+}
+
 /// The signed-in account and its projects.
 #[server(prefix = "/console/api", endpoint = "session")]
 pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
@@ -660,9 +667,22 @@ pub(crate) mod ssr {
             }
         };
         start_session_cookies(&tokens).await?;
-        // The landing page of the member's role.
-        leptos_axum::redirect("/console");
+        // The landing page of the member's role. Without JavaScript the form post follows
+        // this redirect; the hydrated sign-in page loads it itself, as a whole page, so the
+        // console comes in the account's language rather than the sign-in page's.
+        if accepts_html().await {
+            leptos_axum::redirect("/console");
+        }
         Ok(())
+    }
+
+    /// Whether the caller is a plain form post (or a page render), not the browser's `fetch`.
+    async fn accepts_html() -> bool {
+        request_headers().await.is_some_and(|h| {
+            h.get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.contains("text/html"))
+        })
     }
 
     async fn start_session_cookies(
@@ -687,6 +707,12 @@ pub(crate) mod ssr {
         set_cookie(clearing_refresh_cookie(secure));
         leptos_axum::redirect("/console/login");
         Ok(())
+    }
+
+    pub async fn choose_language(language: String) -> Result<(), ConsoleError> {
+        backend()?
+            .choose_language(&caller().await?, &language)
+            .await
     }
 
     pub async fn load_session() -> Result<SessionInfo, ConsoleError> {
@@ -1124,12 +1150,9 @@ pub(crate) mod ssr {
         let Err(err) = result else {
             return result;
         };
-        let accepts_html = request_headers().await.is_some_and(|h| {
-            h.get(header::ACCEPT)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.contains("text/html"))
-        });
-        if !accepts_html && let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        if !accepts_html().await
+            && let Some(response) = use_context::<leptos_axum::ResponseOptions>()
+        {
             if let ConsoleError::TooManyAttempts {
                 retry_after_seconds,
             } = &err
@@ -1147,7 +1170,7 @@ pub(crate) mod ssr {
                 | ConsoleError::Denied(_) => StatusCode::FORBIDDEN,
                 ConsoleError::TooManyAttempts { .. } => StatusCode::TOO_MANY_REQUESTS,
                 ConsoleError::InvalidInput(_) => StatusCode::BAD_REQUEST,
-                ConsoleError::Refused(_) => StatusCode::CONFLICT,
+                ConsoleError::Refused { .. } => StatusCode::CONFLICT,
                 ConsoleError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             });
         }

@@ -2,6 +2,7 @@
 //! Every route lives under `/console`; the router sees full paths, nothing is nested.
 
 use crate::audit::AuditPage;
+use crate::i18n::{Language, tr};
 use crate::invite::InvitePage;
 use crate::keys::KeysPage;
 use crate::login::LoginPage;
@@ -42,7 +43,7 @@ pub fn shell(options: LeptosOptions, hydrate: bool) -> impl IntoView {
 
     view! {
         <!DOCTYPE html>
-        <html lang="en">
+        <html lang=page_language().html_lang()>
             <head>
                 <meta charset="utf-8" />
                 <meta name="viewport" content="width=device-width, initial-scale=1" />
@@ -60,10 +61,27 @@ pub fn shell(options: LeptosOptions, hydrate: bool) -> impl IntoView {
     }
 }
 
+/// The language of this page: on the server the one the session guard settled on (the
+/// account's choice, else the browser's `Accept-Language`); in the browser the page's own
+/// `<html lang>`, which the server wrote.
+fn page_language() -> Language {
+    #[cfg(feature = "ssr")]
+    {
+        use_context::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Language>().copied())
+            .unwrap_or_default()
+    }
+    #[cfg(not(feature = "ssr"))]
+    {
+        crate::i18n::hydrated_language()
+    }
+}
+
 /// The console application, rendered on the server and hydrated in the browser.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
+    provide_context(page_language());
 
     // Effects only run in the browser, after hydration: the flag tells tests (and the
     // stylesheet, which hides no-JS-only controls) that the page is interactive.
@@ -110,11 +128,11 @@ fn NotFound() -> impl IntoView {
         response.set_status(axum::http::StatusCode::NOT_FOUND);
     }
     view! {
-        <Title text="Not found · Engram console" />
+        <Title text=tr("Not found · Engram console") />
         <main class="centered">
             <section class="card">
-                <h1>"Page not found"</h1>
-                <p><a href="/console">"Back to the console"</a></p>
+                <h1>{tr("Page not found")}</h1>
+                <p><a href="/console">{tr("Back to the console")}</a></p>
             </section>
         </main>
     }

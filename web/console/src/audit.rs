@@ -2,6 +2,7 @@
 //! of the project (and the organization's console logins) and a CSV export link.
 
 use crate::api::{load_audit, load_session};
+use crate::i18n::{format_count, format_time_short, term, tr, trf};
 use crate::model::{AUDIT_ACTIONS, AuditFilters, AuditListing, AuditRow, ConsoleError};
 use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
@@ -95,10 +96,10 @@ pub fn AuditPage() -> impl IntoView {
     };
 
     view! {
-        <Title text="Audit log · Engram console" />
+        <Title text=tr("Audit log · Engram console") />
         <TopBar current="/console/audit" />
         <main class="content">
-            <h1>"Audit log"</h1>
+            <h1>{tr("Audit log")}</h1>
             <form
                 class="filters"
                 method="get"
@@ -119,11 +120,11 @@ pub fn AuditPage() -> impl IntoView {
                 }
             >
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label>
-                    <span>"Action"</span>
+                    <span>{tr("Action")}</span>
                     <select
                         name="action"
                         data-testid="action-select"
@@ -138,7 +139,7 @@ pub fn AuditPage() -> impl IntoView {
                             });
                         }
                     >
-                        <option value="" selected=initial_action.is_empty()>"All actions"</option>
+                        <option value="" selected=initial_action.is_empty()>{tr("All actions")}</option>
                         {AUDIT_ACTIONS
                             .iter()
                             .map(|a| view! { <option value=*a selected=initial_action == *a>{*a}</option> })
@@ -146,38 +147,38 @@ pub fn AuditPage() -> impl IntoView {
                     </select>
                 </label>
                 <label class="grow">
-                    <span>"Actor"</span>
-                    <input type="text" name="actor" placeholder="e-mail, key label or id" bind:value=actor data-testid="audit-actor" />
+                    <span>{tr("Actor")}</span>
+                    <input type="text" name="actor" placeholder=tr("e-mail, key label or id") bind:value=actor data-testid="audit-actor" />
                 </label>
                 <label>
-                    <span>"Target"</span>
-                    <input type="text" name="target" placeholder="memory, key or user id" bind:value=target data-testid="audit-target" />
+                    <span>{tr("Target")}</span>
+                    <input type="text" name="target" placeholder=tr("memory, key or user id") bind:value=target data-testid="audit-target" />
                 </label>
                 <label>
-                    <span>"From"</span>
+                    <span>{tr("From")}</span>
                     <input type="date" name="since" bind:value=since data-testid="audit-since" />
                 </label>
                 <label>
-                    <span>"To"</span>
+                    <span>{tr("To")}</span>
                     <input type="date" name="until" bind:value=until data-testid="audit-until" />
                 </label>
-                <button type="submit" data-testid="audit-apply">"Apply"</button>
+                <button type="submit" data-testid="audit-apply">{tr("Apply")}</button>
                 <button
                     type="submit"
                     name="full"
                     value="true"
                     class="ghost"
                     data-testid="verify-from-start"
-                    title="Re-hash every event of the organization's chain (once a minute)"
+                    title=tr("Re-hash every event of the organization's chain (once a minute)")
                     on:click=move |ev| {
                         ev.prevent_default();
                         filters.update(|filters| filters.full = true);
                     }
                 >
-                    "Verify from the first event"
+                    {tr("Verify from the first event")}
                 </button>
             </form>
-            <Transition fallback=|| view! { <p class="muted">"Loading the audit log…"</p> }>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading the audit log…")}</p> }>
                 {listing}
             </Transition>
         </main>
@@ -195,25 +196,28 @@ fn audit_view(
             return view! { <Redirect path="/console/login" /> }.into_any();
         }
         Err(err) => {
-            return view! { <p class="error" role="alert" data-testid="audit-error">{err.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="audit-error">{err.localized()}</p> }
                 .into_any();
         }
     };
     let Some(project_id) = listing.project_id else {
-        return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
+        return view! { <p class="empty">{tr("This organization has no projects yet.")}</p> }
+            .into_any();
     };
     let chain = listing.chain;
     let status = if chain.verified {
         view! {
             <p class="badge state-active" data-testid="audit-verification" data-verified="true">
-                {format!(
+                {trf(
                     "Hash chain verified: {} events recomputed{}",
-                    chain.events_checked,
-                    match chain.recomputed_from_sequence {
-                        Some(1) => " from the first event".to_string(),
-                        Some(sequence) => format!(" (continued at sequence {sequence})"),
-                        None => String::new(),
-                    }
+                    &[
+                        &format_count(chain.events_checked),
+                        &match chain.recomputed_from_sequence {
+                            Some(1) => tr(" from the first event").to_string(),
+                            Some(sequence) => trf(" (continued at sequence {})", &[&sequence]),
+                            None => String::new(),
+                        },
+                    ],
                 )}
             </p>
         }
@@ -221,10 +225,12 @@ fn audit_view(
     } else {
         view! {
             <p class="error" role="alert" data-testid="audit-verification" data-verified="false">
-                {format!(
+                {trf(
                     "Hash chain broken{}: {}",
-                    chain.broken_at_event.map(|id| format!(" at event {id}")).unwrap_or_default(),
-                    chain.broken_reason.unwrap_or_default()
+                    &[
+                        &chain.broken_at_event.map(|id| trf(" at event {}", &[&id])).unwrap_or_default(),
+                        &chain.broken_reason.unwrap_or_default(),
+                    ],
                 )}
             </p>
         }
@@ -246,7 +252,7 @@ fn audit_view(
                     data-testid="audit-newest"
                     on:click=move |_| page_to(AuditFilters { before: None, full: false, ..applied.clone() })
                 >
-                    "← Newest"
+                    {tr("← Newest")}
                 </button>
             }
         });
@@ -261,14 +267,14 @@ fn audit_view(
                     data-before=before.to_string()
                     on:click=move |_| page_to(AuditFilters { before: Some(before), full: false, ..applied.clone() })
                 >
-                    "Older events →"
+                    {tr("Older events →")}
                 </button>
             }
         });
         view! { <p class="paging">{newest}" "{older}</p> }
     };
     let rows = if listing.events.is_empty() {
-        view! { <p class="empty" data-testid="audit-empty">"No events match."</p> }.into_any()
+        view! { <p class="empty" data-testid="audit-empty">{tr("No events match.")}</p> }.into_any()
     } else {
         view! {
             <div class="table-wrap">
@@ -276,13 +282,13 @@ fn audit_view(
                     <thead>
                         <tr>
                             <th class="num">"#"</th>
-                            <th>"When (UTC)"</th>
-                            <th>"Action"</th>
-                            <th>"Actor"</th>
-                            <th>"Targets"</th>
-                            <th>"Reason"</th>
-                            <th>"Outcome"</th>
-                            <th>"From"</th>
+                            <th>{tr("When (UTC)")}</th>
+                            <th>{tr("Action")}</th>
+                            <th>{tr("Actor")}</th>
+                            <th>{tr("Targets")}</th>
+                            <th>{tr("Reason")}</th>
+                            <th>{tr("Outcome")}</th>
+                            <th>{tr("From")}</th>
                         </tr>
                     </thead>
                     <tbody>{grouped(listing.events).into_iter().map(audit_line).collect_view()}</tbody>
@@ -294,7 +300,7 @@ fn audit_view(
     view! {
         {status}
         <p>
-            <a href=export_href download="audit.csv" data-testid="audit-export">"Export CSV (this filter)"</a>
+            <a href=export_href download="audit.csv" data-testid="audit-export">{tr("Export CSV (this filter)")}</a>
         </p>
         {rows}
         {paging}
@@ -332,7 +338,7 @@ fn grouped(events: Vec<AuditRow>) -> Vec<AuditLine> {
 }
 
 fn when_of(at: &str) -> String {
-    at.get(..19).unwrap_or(at).replacen('T', " ", 1)
+    format_time_short(at)
 }
 
 /// The actor as a person reads it: the name (e-mail, key label) beside the kind and id.
@@ -349,7 +355,7 @@ fn actor_view(
             actor_id.chars().take(12).collect::<String>()
         ),
     };
-    view! { <span title=title data-testid="audit-actor-name">{shown}</span> }
+    view! { <span title=title data-testid="audit-actor-name" translate="no">{shown}</span> }
 }
 
 /// The targets as a person reads them: a key, member or project by its name (the id on
@@ -366,10 +372,10 @@ fn targets_view(
             match names.get(&id) {
                 Some(name) => view! {
                     {separator}
-                    <span title=id.clone() data-testid="audit-target-name" data-id=id>{name.clone()}</span>
+                    <span title=id.clone() data-testid="audit-target-name" data-id=id translate="no">{name.clone()}</span>
                 }
                 .into_any(),
-                None => view! { {separator}{id} }.into_any(),
+                None => view! { {separator}<span translate="no">{id}</span> }.into_any(),
             }
         })
         .collect_view()
@@ -404,7 +410,7 @@ fn audit_line(line: AuditLine) -> AnyView {
                 >
                     <td class="num">{first.sequence}</td>
                     <td class="nowrap"><time datetime=first.at.clone()>{span}</time></td>
-                    <td data-testid="audit-action">
+                    <td data-testid="audit-action" translate="no">
                         {if count == 1 {
                             "memory.content_viewed".to_string()
                         } else {
@@ -414,13 +420,13 @@ fn audit_line(line: AuditLine) -> AnyView {
                     <td>{actor_view(&first.actor_type, &first.actor_id, first.actor_name.clone())}</td>
                     <td class="content">
                         <details data-testid="audit-views">
-                            <summary>{format!("{viewed} memories shown in {count} page views")}</summary>
-                            <p class="muted">{targets}</p>
+                            <summary>{trf("{} memories shown in {} page views", &[&viewed, &count])}</summary>
+                            <p class="muted" translate="no">{targets}</p>
                         </details>
                     </td>
                     <td></td>
-                    <td>{first.outcome.clone()}</td>
-                    <td>{first.ip.clone().unwrap_or_default()}</td>
+                    <td>{term(&first.outcome)}</td>
+                    <td translate="no">{first.ip.clone().unwrap_or_default()}</td>
                 </tr>
             }
             .into_any()
@@ -450,12 +456,12 @@ fn audit_row(event: AuditRow) -> impl IntoView {
         <tr data-testid="audit-row" data-action=action_attribute>
             <td class="num">{sequence}</td>
             <td class="nowrap"><time datetime=at>{when}</time></td>
-            <td data-testid="audit-action">{action}</td>
+            <td data-testid="audit-action" translate="no">{action}</td>
             <td>{actor_view(&actor_type, &actor_id, actor_name)}</td>
             <td class="content">{targets}</td>
-            <td data-testid="audit-reason">{reason.unwrap_or_default()}</td>
-            <td>{outcome}</td>
-            <td>{ip.unwrap_or_default()}</td>
+            <td data-testid="audit-reason" translate="no">{reason.unwrap_or_default()}</td>
+            <td>{term(&outcome)}</td>
+            <td translate="no">{ip.unwrap_or_default()}</td>
         </tr>
     }
 }

@@ -45,6 +45,13 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// The account behind a live session, `None` when the token is unknown or expired.
     async fn current_account(&self, caller: &ConsoleCaller) -> Option<ConsoleAccount>;
 
+    /// Speak `language` (`en`, `zh`; empty: the browser's) to the session's account from now on.
+    async fn choose_language(
+        &self,
+        caller: &ConsoleCaller,
+        language: &str,
+    ) -> Result<(), ConsoleError>;
+
     /// Projects visible to the session's account, in display order (the first one is the
     /// console's default). [`ConsoleError::Unauthorized`] when the session is not live.
     async fn list_projects(

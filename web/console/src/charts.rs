@@ -2,6 +2,7 @@
 //! the budget burn-down with its forecast, and ranked horizontal bars. Pure functions from
 //! numbers to markup, so they are tested without a browser.
 
+use crate::i18n::{Language, breakdown_label, tr, trf};
 use crate::model::{MonthBudget, ProjectCost, UsageBreakdownTop};
 
 const WIDTH: f64 = 640.0;
@@ -94,11 +95,32 @@ fn money_parts(sign: &str, whole: &str, fraction: &str, currency: &str) -> Strin
     while decimals.len() < minimum {
         decimals.push('0');
     }
-    if decimals.is_empty() {
-        format!("{sign}{whole} {currency}")
+    let number = if decimals.is_empty() {
+        whole.to_string()
     } else {
-        format!("{sign}{whole}.{decimals} {currency}")
+        format!("{whole}.{decimals}")
+    };
+    // Chinese writes the currency's sign before the amount (US$12.34, ¥12.34, €12.34), as
+    // zh-CN number formatting does; a currency without a known sign keeps its code after.
+    if Language::current() == Language::Chinese
+        && let Some(symbol) = chinese_currency_sign(currency)
+    {
+        return format!("{sign}{symbol}{number}");
     }
+    format!("{sign}{number} {currency}")
+}
+
+/// The sign zh-CN writes before an amount of `currency`.
+fn chinese_currency_sign(currency: &str) -> Option<&'static str> {
+    Some(match currency {
+        "USD" => "US$",
+        "CNY" => "¥",
+        "EUR" => "€",
+        "GBP" => "£",
+        "JPY" => "JP¥",
+        "HKD" => "HK$",
+        _ => return None,
+    })
 }
 
 /// A vertical bar per day. `labels` and `values` have the same length.
@@ -180,7 +202,8 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
     let x_of = |day: f64| left + (day / days) * plot_width;
     let y_of = |micros: i64| TOP + plot_height - (micros as f64 / top_value) * plot_height;
     let mut svg = format!(
-        r#"<svg class="chart" data-testid="chart-burn-down" role="img" aria-label="Cost this month against the budget" viewBox="0 0 {WIDTH} {HEIGHT}">"#
+        r#"<svg class="chart" data-testid="chart-burn-down" role="img" aria-label="{caption}" viewBox="0 0 {WIDTH} {HEIGHT}">"#,
+        caption = escape(tr("Cost this month against the budget")),
     );
     svg.push_str(&axes(&maximum_label, left));
     let mut points = format!("{:.1},{:.1}", x_of(0.0), y_of(0));
@@ -196,17 +219,20 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
         count = month.cumulative_micros.len(),
     ));
     svg.push_str(&format!(
-        r##"<line data-testid="burn-forecast" data-value="{forecast}" x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="#2563eb" stroke-width="2" stroke-dasharray="6 4" opacity="0.6"><title>Forecast: {shown}</title></line>"##,
+        r##"<line data-testid="burn-forecast" data-value="{forecast}" x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="#2563eb" stroke-width="2" stroke-dasharray="6 4" opacity="0.6"><title>{forecast_label}{shown}</title></line>"##,
         forecast = month.forecast_micros,
         x1 = x_of(f64::from(month.day_of_month)),
         y1 = y_of(month.spent_micros),
         x2 = x_of(days),
         y2 = y_of(month.forecast_micros),
         shown = escape(&money(month.forecast_micros, currency)),
+        forecast_label = escape(tr("Forecast: ")),
     ));
     if let Some(budget) = month.budget_micros {
         svg.push_str(&format!(
-            r##"<line data-testid="burn-budget" data-value="{budget}" x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dc2626" stroke-width="1.5"><title>Budget: {shown}</title></line><text class="tick" x="{label_x}" y="{label_y:.1}" fill="#dc2626">budget</text>"##,
+            r##"<line data-testid="burn-budget" data-value="{budget}" x1="{left}" y1="{y:.1}" x2="{x2}" y2="{y:.1}" stroke="#dc2626" stroke-width="1.5"><title>{budget_label}{shown}</title></line><text class="tick" x="{label_x}" y="{label_y:.1}" fill="#dc2626">{budget_word}</text>"##,
+            budget_label = escape(tr("Budget: ")),
+            budget_word = escape(tr("budget")),
             y = y_of(budget),
             x2 = WIDTH - RIGHT,
             label_x = left + 4.0,
@@ -215,10 +241,11 @@ pub fn burn_down(month: &MonthBudget, currency: &str) -> String {
         ));
     }
     svg.push_str(&format!(
-        r#"<text class="tick" x="{left}" y="{y}">day 1</text><text class="tick" text-anchor="end" x="{x}" y="{y}">day {days}</text></svg>"#,
+        r#"<text class="tick" x="{left}" y="{y}">{first_day}</text><text class="tick" text-anchor="end" x="{x}" y="{y}">{last_day}</text></svg>"#,
+        first_day = escape(&trf("day {}", &[&1])),
+        last_day = escape(&trf("day {}", &[&month.days_in_month])),
         y = HEIGHT - 8.0,
         x = WIDTH - RIGHT,
-        days = month.days_in_month,
     ));
     svg
 }
@@ -236,7 +263,7 @@ pub fn ranked_bars(projects: &[ProjectCost], currency: &str, current: &str) -> S
         .collect();
     ranked(
         "chart-top-projects",
-        "Projects by cost this month",
+        tr("Projects by cost this month"),
         &bars,
         currency,
     )
@@ -244,20 +271,26 @@ pub fn ranked_bars(projects: &[ProjectCost], currency: &str, current: &str) -> S
 
 /// One horizontal bar per entry of a usage breakdown (keys, end-users, agents, channels),
 /// in the order given (highest cost first).
-pub fn breakdown_bars(breakdown: &UsageBreakdownTop, currency: &str) -> String {
+pub fn breakdown_bars(breakdown: &UsageBreakdownTop, title: &str, currency: &str) -> String {
+    let shown: Vec<String> = breakdown
+        .entries
+        .iter()
+        .map(|entry| breakdown_label(&entry.label))
+        .collect();
     let bars: Vec<RankedBar> = breakdown
         .entries
         .iter()
-        .map(|entry| RankedBar {
+        .zip(&shown)
+        .map(|(entry, shown)| RankedBar {
             key: ("entry", &entry.label),
-            label: &entry.label,
+            label: shown,
             value: entry.cost_micros,
             emphasized: false,
         })
         .collect();
     ranked(
         &format!("chart-by-{}", breakdown.by),
-        &breakdown.title,
+        title,
         &bars,
         currency,
     )
@@ -298,7 +331,7 @@ fn ranked(test_id: &str, caption: &str, bars: &[RankedBar], currency: &str) -> S
             bar.label.to_string()
         };
         svg.push_str(&format!(
-            r#"<text class="label" x="{label_x}" y="{text_y:.1}" text-anchor="end">{name}</text><rect class="bar" data-{attribute}="{id}" data-value="{value}" x="{label_width}" y="{y:.1}" width="{width:.1}" height="18" fill="{color}"><title>{full}: {amount}</title></rect><text class="tick" x="{amount_x:.1}" y="{text_y:.1}">{amount}</text>"#,
+            r#"<text class="label" x="{label_x}" y="{text_y:.1}" text-anchor="end" translate="no">{name}</text><rect class="bar" data-{attribute}="{id}" data-value="{value}" x="{label_width}" y="{y:.1}" width="{width:.1}" height="18" fill="{color}"><title translate="no">{full}: {amount}</title></rect><text class="tick" x="{amount_x:.1}" y="{text_y:.1}">{amount}</text>"#,
             label_x = label_width - 8.0,
             text_y = y + 13.0,
             name = escape(&shown),
@@ -407,8 +440,9 @@ pub fn line_chart(
             && let Some(Some(value)) = values.get(*index)
         {
             svg.push_str(&format!(
-                r##"<circle class="marked" data-testid="{id}-marked" cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="#dc2626" stroke-width="2"><title>regression</title></circle>"##,
+                r##"<circle class="marked" data-testid="{id}-marked" cx="{x:.1}" cy="{y:.1}" r="7" fill="none" stroke="#dc2626" stroke-width="2"><title>{regression}</title></circle>"##,
                 id = escape(test_id),
+                regression = escape(tr("regression")),
                 x = x_of(*index),
                 y = y_of(*value),
             ));

@@ -2,6 +2,7 @@
 //! organization and role, and lets the invitee choose a password (which signs them in).
 
 use crate::api::{AcceptInvitation, load_invitation};
+use crate::i18n::{tr, trf};
 use crate::model::{ConsoleError, MIN_PASSWORD_CHARS};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -14,15 +15,22 @@ pub fn InvitePage() -> impl IntoView {
         .get("token")
         .unwrap_or_default();
     let accept = ServerAction::<AcceptInvitation>::new();
+    // Joined and signed in: the console, loaded as a whole page (see the sign-in page).
+    Effect::new(move |_| {
+        if matches!(accept.value().get(), Some(Ok(()))) {
+            #[cfg(feature = "hydrate")]
+            let _ = window().location().set_href("/console");
+        }
+    });
     let token_for_preview = token.clone();
     let preview = Resource::new(|| (), move |_| load_invitation(token_for_preview.clone()));
     let error = move || {
         accept.value().get().and_then(Result::err).map(|error| {
             let message = match error {
                 ConsoleError::NotFound => {
-                    "This invitation is no longer valid: ask for a new one.".to_string()
+                    tr("This invitation is no longer valid: ask for a new one.").to_string()
                 }
-                other => other.to_string(),
+                other => other.localized(),
             };
             view! { <p class="error" role="alert" data-testid="invite-error">{message}</p> }
         })
@@ -33,27 +41,27 @@ pub fn InvitePage() -> impl IntoView {
             match preview.await {
                 Ok(invitation) => view! {
                     <p data-testid="invite-greeting">
-                        "You are invited to "<strong>{invitation.organization_name}</strong>
-                        " as "<strong>{invitation.role}</strong>" ("{invitation.email}")."
+                        {tr("You are invited to ")}<strong translate="no">{invitation.organization_name}</strong>
+                        {tr(" as ")}<strong>{invitation.role}</strong>" ("{invitation.email}")."
                     </p>
                     <ActionForm action=accept attr:class="stack" attr:data-testid="accept-form">
                         <input type="hidden" name="token" value=token />
                         <label>
-                            <span>{format!("New password (at least {MIN_PASSWORD_CHARS} characters)")}</span>
+                            <span>{trf("New password (at least {} characters)", &[&MIN_PASSWORD_CHARS])}</span>
                             <input type="password" name="password" required autocomplete="new-password" data-testid="invite-password" />
                         </label>
                         <label>
-                            <span>"The same password again"</span>
+                            <span>{tr("The same password again")}</span>
                             <input type="password" name="password_again" required autocomplete="new-password" data-testid="invite-password-again" />
                         </label>
                         {error}
-                        <button type="submit" class="primary" data-testid="accept-invitation">"Join"</button>
+                        <button type="submit" class="primary" data-testid="accept-invitation">{tr("Join")}</button>
                     </ActionForm>
                 }
                 .into_any(),
                 Err(_) => view! {
                     <p class="error" role="alert" data-testid="invite-invalid">
-                        "This invitation is no longer valid: it was used, withdrawn or has expired. Ask for a new one."
+                        {tr("This invitation is no longer valid: it was used, withdrawn or has expired. Ask for a new one.")}
                     </p>
                 }
                 .into_any(),
@@ -61,11 +69,11 @@ pub fn InvitePage() -> impl IntoView {
         })
     };
     view! {
-        <Title text="Join · Engram console" />
+        <Title text=tr("Join · Engram console") />
         <main class="centered">
             <section class="card login-card">
                 <h1 class="brand">"Engram"</h1>
-                <Suspense fallback=|| view! { <p class="muted">"Checking the invitation…"</p> }>{body}</Suspense>
+                <Suspense fallback=|| view! { <p class="muted">{tr("Checking the invitation…")}</p> }>{body}</Suspense>
             </section>
         </main>
     }

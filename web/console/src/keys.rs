@@ -3,6 +3,7 @@
 
 use crate::api::{CreateKey, RevokeKey, RollKey, load_keys};
 use crate::confirm::Confirm;
+use crate::i18n::{format_day, format_time_short, term, tr, trf};
 use crate::model::{ConsoleError, KEY_SCOPES, KeyListing, KeyRow, NewKeySecret};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -51,8 +52,8 @@ pub fn KeysPage() -> impl IntoView {
             view! {
                 <section class="card secret" data-testid="new-key">
                     <p>
-                        "The secret of "<strong>{key.label}</strong>
-                        " — copy it now, it is shown only once:"
+                        {tr("The secret of ")}<strong>{key.label}</strong>
+                        {tr(" — copy it now, it is shown only once:")}
                     </p>
                     <code data-testid="new-key-secret">{secret}</code>
                 </section>
@@ -63,12 +64,12 @@ pub fn KeysPage() -> impl IntoView {
     let last_done = RwSignal::new(None::<&'static str>);
     Effect::new(move |_| {
         if let Some(Ok(())) = revoke.value().get() {
-            last_done.set(Some("The key was revoked: it no longer works."));
+            last_done.set(Some(tr("The key was revoked: it no longer works.")));
         }
     });
     Effect::new(move |_| {
         if let Some(Ok(_)) = roll.value().get() {
-            last_done.set(Some("The key was rolled: its new secret is below."));
+            last_done.set(Some(tr("The key was rolled: its new secret is below.")));
         }
     });
     let done = move || {
@@ -92,7 +93,7 @@ pub fn KeysPage() -> impl IntoView {
             roll.value().get().and_then(Result::err),
         ];
         errors.into_iter().flatten().next().map(|error| {
-            view! { <p class="error" role="alert" data-testid="keys-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="keys-error">{error.localized()}</p> }
         })
     };
     let project_field = project.clone();
@@ -102,14 +103,14 @@ pub fn KeysPage() -> impl IntoView {
     };
 
     view! {
-        <Title text="API keys · Engram console" />
+        <Title text=tr("API keys · Engram console") />
         <TopBar current="/console/keys" />
         <main class="content">
-            <h1>"API keys"</h1>
+            <h1>{tr("API keys")}</h1>
             <ActionForm action=create node_ref=create_form attr:class="filters" attr:data-testid="create-key-form">
                 <input type="hidden" name="project_id" value=project_field />
                 <label class="grow">
-                    <span>"Label"</span>
+                    <span>{tr("Label")}</span>
                     <input type="text" name="label" required maxlength="100" data-testid="key-label" />
                 </label>
                 {KEY_SCOPES
@@ -119,32 +120,32 @@ pub fn KeysPage() -> impl IntoView {
                         view! {
                             <label class="checkbox">
                                 <input type="checkbox" name=field data-testid=format!("scope-{field}") />
-                                <span>{*scope}</span>
+                                <span translate="no">{*scope}</span>
                             </label>
                         }
                     })
                     .collect_view()}
                 <label>
-                    <span>"Environment"</span>
+                    <span>{tr("Environment")}</span>
                     <select name="environment" data-testid="key-environment">
-                        <option value="live" selected=true>"live"</option>
-                        <option value="test">"test"</option>
+                        <option value="live" selected=true>{tr("live")}</option>
+                        <option value="test">{tr("test")}</option>
                     </select>
                 </label>
                 <label>
-                    <span>"Works until (UTC, optional)"</span>
+                    <span>{tr("Works until (UTC, optional)")}</span>
                     <input type="date" name="expires_on" data-testid="key-expires" />
                 </label>
                 <label>
-                    <span>"Agents (optional, comma-separated: the key acts only as them)"</span>
-                    <input type="text" name="agents" placeholder="every agent" data-testid="key-agents-input" />
+                    <span>{tr("Agents (optional, comma-separated: the key acts only as them)")}</span>
+                    <input type="text" name="agents" placeholder=tr("every agent") data-testid="key-agents-input" />
                 </label>
-                <button type="submit" data-testid="create-key">"Create key"</button>
+                <button type="submit" data-testid="create-key">{tr("Create key")}</button>
             </ActionForm>
             {action_error}
             {done}
             {new_secret}
-            <Transition fallback=|| view! { <p class="muted">"Loading keys…"</p> }>{table}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading keys…")}</p> }>{table}</Transition>
         </main>
     }
 }
@@ -161,26 +162,26 @@ fn keys_view(
             return view! { <Redirect path="/console/login" /> }.into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="keys-error">{error.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="keys-error">{error.localized()}</p> }
                 .into_any();
         }
     };
     if listing.keys.is_empty() {
-        return view! { <p class="empty">"No keys yet."</p> }.into_any();
+        return view! { <p class="empty">{tr("No keys yet.")}</p> }.into_any();
     }
     view! {
         <div class="table-wrap">
             <table class="memories" data-testid="keys-table">
                 <thead>
                     <tr>
-                        <th>"Label"</th>
-                        <th>"Key"</th>
-                        <th>"Scopes"</th>
-                        <th>"State"</th>
-                        <th>"Expires"</th>
-                        <th>"Last used"</th>
-                        <th>"Made by"</th>
-                        <th>"Agents"</th>
+                        <th>{tr("Label")}</th>
+                        <th>{tr("Key")}</th>
+                        <th>{tr("Scopes")}</th>
+                        <th>{tr("State")}</th>
+                        <th>{tr("Expires")}</th>
+                        <th>{tr("Last used")}</th>
+                        <th>{tr("Made by")}</th>
+                        <th>{tr("Agents")}</th>
                         <th></th>
                     </tr>
                 </thead>
@@ -220,41 +221,44 @@ fn key_row(
     let project_for_roll = project.clone();
     let key_id_for_roll = key_id.clone();
     let label_attribute = label.clone();
-    let roll_question = format!(
-        "Roll the key “{label}”? A new secret is made; the old one keeps working for the overlap window, then stops."
+    let roll_question = trf(
+        "Roll the key “{}”? A new secret is made; the old one keeps working for the overlap window, then stops.",
+        &[&label],
     );
-    let revoke_question =
-        format!("Revoke the key “{label}”? Every client using it is refused at once.");
+    let revoke_question = trf(
+        "Revoke the key “{}”? Every client using it is refused at once.",
+        &[&label],
+    );
     let state_attribute = state.clone();
     let state_class = format!("badge state-{state}");
     view! {
         <tr data-testid="key-row" data-label=label_attribute data-state=state_attribute>
-            <td>{label}</td>
-            <td><code>{prefix}"…"</code></td>
-            <td data-testid="key-scopes">{scopes.join(" ")}</td>
-            <td><span class=state_class>{state}</span></td>
-            <td class="nowrap">{expires_at.unwrap_or_else(|| "never".into())}</td>
-            <td class="nowrap">{last_used_at.unwrap_or_else(|| "never".into())}</td>
-            <td class="nowrap" data-testid="key-maker">{created_by.unwrap_or_else(|| "unknown".into())}</td>
+            <td translate="no">{label}</td>
+            <td translate="no"><code>{prefix}"…"</code></td>
+            <td data-testid="key-scopes" translate="no">{scopes.join(" ")}</td>
+            <td><span class=state_class>{term(&state)}</span></td>
+            <td class="nowrap">{expires_at.map(|day| format_day(&day)).unwrap_or_else(|| tr("never").into())}</td>
+            <td class="nowrap">{last_used_at.map(|at| format_time_short(&at)).unwrap_or_else(|| tr("never").into())}</td>
+            <td class="nowrap" data-testid="key-maker">{created_by.map(|maker| view! { <span translate="no">{maker}</span> }.into_any()).unwrap_or_else(|| tr("unknown").into_any())}</td>
             <td data-testid="key-agents">
-                {if agents.is_empty() { "every agent".to_string() } else { agents.join(", ") }}
+                {if agents.is_empty() { tr("every agent").into_any() } else { view! { <span translate="no">{agents.join(", ")}</span> }.into_any() }}
             </td>
             <td class="nowrap">
                 {active
                     .then(|| {
                         view! {
-                            <Confirm label="Roll…" question=roll_question test_id="roll-key-ask">
+                            <Confirm label=tr("Roll…") question=roll_question test_id="roll-key-ask">
                                 <ActionForm action=roll attr:class="inline">
                                     <input type="hidden" name="project_id" value=project_for_roll />
                                     <input type="hidden" name="key_id" value=key_id_for_roll />
-                                    <button type="submit" class="danger" data-testid="roll-key">"Roll the key"</button>
+                                    <button type="submit" class="danger" data-testid="roll-key">{tr("Roll the key")}</button>
                                 </ActionForm>
                             </Confirm>
-                            <Confirm label="Revoke…" question=revoke_question test_id="revoke-key-ask">
+                            <Confirm label=tr("Revoke…") question=revoke_question test_id="revoke-key-ask">
                                 <ActionForm action=revoke attr:class="inline">
                                     <input type="hidden" name="project_id" value=project />
                                     <input type="hidden" name="key_id" value=key_id />
-                                    <button type="submit" class="danger" data-testid="revoke-key">"Revoke the key"</button>
+                                    <button type="submit" class="danger" data-testid="revoke-key">{tr("Revoke the key")}</button>
                                 </ActionForm>
                             </Confirm>
                         }

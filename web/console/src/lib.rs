@@ -10,6 +10,7 @@ mod audit;
 pub mod charts;
 mod confirm;
 pub mod diff;
+pub mod i18n;
 mod invite;
 mod keys;
 mod login;

@@ -2,6 +2,7 @@
 //! It works before hydration too: the plain form post redirects back with the error in the URL.
 
 use crate::api::Login;
+use crate::i18n::{tr, trf};
 use crate::model::ConsoleError;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -9,32 +10,41 @@ use leptos_meta::Title;
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let login = ServerAction::<Login>::new();
+    // Signed in: a full page load rather than the router's in-page move, so the console
+    // comes in the account's language, which the server settles on for the page it sends
+    // (this sign-in page is in the browser's).
+    Effect::new(move |_| {
+        if matches!(login.value().get(), Some(Ok(()))) {
+            #[cfg(feature = "hydrate")]
+            let _ = window().location().set_href("/console");
+        }
+    });
     let error = move || {
         login
             .value()
             .get()
             .and_then(Result::err)
             .map(|err| match err {
-                ConsoleError::InvalidCredentials => "Wrong e-mail or password.".to_owned(),
+                ConsoleError::InvalidCredentials => tr("Wrong e-mail or password.").to_owned(),
                 ConsoleError::TooManyAttempts {
                     retry_after_seconds,
-                } => format!(
+                } => trf(
                     "Too many failed sign-ins. Try again in {} minutes.",
-                    retry_after_seconds.div_ceil(60)
+                    &[&retry_after_seconds.div_ceil(60)],
                 ),
-                other => format!("Sign-in failed: {other}."),
+                other => trf("Sign-in failed: {}.", &[&other.localized()]),
             })
     };
 
     view! {
-        <Title text="Sign in · Engram console" />
+        <Title text=tr("Sign in · Engram console") />
         <main class="centered">
             <section class="card login-card">
                 <h1 class="brand">"Engram"</h1>
-                <p class="muted">"Sign in to the admin console."</p>
+                <p class="muted">{tr("Sign in to the admin console.")}</p>
                 <ActionForm action=login attr:class="stack" attr:data-testid="login-form">
                     <label>
-                        <span>"E-mail"</span>
+                        <span>{tr("E-mail")}</span>
                         <input
                             type="email"
                             name="email"
@@ -44,7 +54,7 @@ pub fn LoginPage() -> impl IntoView {
                         />
                     </label>
                     <label>
-                        <span>"Password"</span>
+                        <span>{tr("Password")}</span>
                         <input
                             type="password"
                             name="password"
@@ -69,7 +79,7 @@ pub fn LoginPage() -> impl IntoView {
                         data-testid="login-submit"
                         disabled=move || login.pending().get()
                     >
-                        "Sign in"
+                        {tr("Sign in")}
                     </button>
                 </ActionForm>
             </section>

@@ -3,6 +3,8 @@
 
 use crate::api::{ChangeMemberRole, InviteMember, RemoveMember, RevokeInvitation, load_members};
 use crate::confirm::Confirm;
+use crate::i18n::{format_time_short, tr, trf};
+use crate::model::role_name;
 use crate::model::{ConsoleError, InvitationRow, MemberListing, MemberRow, NewInvitation};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -36,8 +38,8 @@ pub fn MembersPage() -> impl IntoView {
                 view! {
                     <section class="card secret" data-testid="new-invitation">
                         <p>
-                            "Send this link to "<strong>{invitation.email}</strong>" ("
-                            {invitation.role}") — it is shown only once and works for 7 days:"
+                            {tr("Send this link to ")}<strong translate="no">{invitation.email}</strong>
+                            {trf(" ({}) — it is shown only once and works for 7 days:", &[&role_name(&invitation.role)])}
                         </p>
                         <code data-testid="invitation-link">{link_path}</code>
                     </section>
@@ -53,7 +55,7 @@ pub fn MembersPage() -> impl IntoView {
             remove.value().get().and_then(Result::err),
         ];
         errors.into_iter().flatten().next().map(|error| {
-            view! { <p class="error" role="alert" data-testid="members-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="members-error">{error.localized()}</p> }
         })
     };
     // What the last action did, beside the list it changed.
@@ -61,19 +63,21 @@ pub fn MembersPage() -> impl IntoView {
     let last_done = RwSignal::new(None::<&'static str>);
     Effect::new(move |_| {
         if let Some(Ok(())) = remove.value().get() {
-            last_done.set(Some("The member was removed; their sessions have ended."));
+            last_done.set(Some(tr(
+                "The member was removed; their sessions have ended.",
+            )));
         }
     });
     Effect::new(move |_| {
         if let Some(Ok(())) = change_role.value().get() {
-            last_done.set(Some("The role was changed; it applies at once."));
+            last_done.set(Some(tr("The role was changed; it applies at once.")));
         }
     });
     Effect::new(move |_| {
         if let Some(Ok(())) = revoke.value().get() {
-            last_done.set(Some(
+            last_done.set(Some(tr(
                 "The invitation was withdrawn; its link no longer works.",
-            ));
+            )));
         }
     });
     let done = move || {
@@ -88,14 +92,14 @@ pub fn MembersPage() -> impl IntoView {
     };
 
     view! {
-        <Title text="Members · Engram console" />
+        <Title text=tr("Members · Engram console") />
         <TopBar current="/console/members" />
         <main class="content">
-            <h1>"Members"</h1>
+            <h1>{tr("Members")}</h1>
             {action_error}
             {done}
             {new_invitation}
-            <Transition fallback=|| view! { <p class="muted">"Loading members…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading members…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -115,13 +119,13 @@ fn members_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="members-forbidden">
-                    "Your role (" {role} ") cannot manage members: ask an owner or admin."
+                    {trf("Your role ({}) cannot manage members: ask an owner or admin.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="members-error">{error.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="members-error">{error.localized()}</p> }
                 .into_any();
         }
     };
@@ -134,24 +138,24 @@ fn members_view(
     view! {
         <ActionForm action=invite attr:class="filters" attr:data-testid="invite-form">
             <label class="grow">
-                <span>"E-mail"</span>
+                <span>{tr("E-mail")}</span>
                 <input type="email" name="email" required maxlength="320" data-testid="invite-email" />
             </label>
             <label>
-                <span>"Role"</span>
+                <span>{tr("Role")}</span>
                 <select name="role" data-testid="invite-role">
                     {role_options(&invite_roles, "analyst")}
                 </select>
             </label>
-            <button type="submit" data-testid="invite-submit">"Invite"</button>
+            <button type="submit" data-testid="invite-submit">{tr("Invite")}</button>
         </ActionForm>
         <div class="table-wrap">
             <table class="memories" data-testid="members-table">
                 <thead>
                     <tr>
-                        <th>"E-mail"</th>
-                        <th>"Role"</th>
-                        <th>"Joined"</th>
+                        <th>{tr("E-mail")}</th>
+                        <th>{tr("Role")}</th>
+                        <th>{tr("Joined")}</th>
                         <th></th>
                     </tr>
                 </thead>
@@ -166,14 +170,14 @@ fn members_view(
         {(!invitations.is_empty())
             .then(|| {
                 view! {
-                    <h2>"Pending invitations"</h2>
+                    <h2>{tr("Pending invitations")}</h2>
                     <div class="table-wrap">
                         <table class="memories" data-testid="invitations-table">
                             <thead>
                                 <tr>
-                                    <th>"E-mail"</th>
-                                    <th>"Role"</th>
-                                    <th>"Expires"</th>
+                                    <th>{tr("E-mail")}</th>
+                                    <th>{tr("Role")}</th>
+                                    <th>{tr("Expires")}</th>
                                     <th></th>
                                 </tr>
                             </thead>
@@ -196,7 +200,7 @@ fn role_options(roles: &[String], selected: &str) -> impl IntoView + use<> {
         .iter()
         .map(|role| {
             let is_selected = role == selected;
-            view! { <option value=role.clone() selected=is_selected>{role.clone()}</option> }
+            view! { <option value=role.clone() selected=is_selected>{role_name(role)}</option> }
         })
         .collect_view()
 }
@@ -220,35 +224,36 @@ fn member_row(
     let email_attribute = email.clone();
     let role_attribute = role.clone();
     let id_for_remove = id.clone();
-    let remove_question = format!(
-        "Remove {email} from the organization? Their sessions end at once; an invitation can bring them back."
+    let remove_question = trf(
+        "Remove {} from the organization? Their sessions end at once; an invitation can bring them back.",
+        &[&email],
     );
     view! {
         <tr data-testid="member-row" data-email=email_attribute data-role=role_attribute>
-            <td>{email}{is_you.then(|| view! { <span class="muted">" (you)"</span> })}</td>
+            <td><span translate="no">{email}</span>{is_you.then(|| view! { <span class="muted">{tr(" (you)")}</span> })}</td>
             <td>
                 {if manageable {
                     view! {
                         <ActionForm action=change_role attr:class="inline">
                             <input type="hidden" name="member_id" value=id />
                             <select name="role" data-testid="member-role">{options}</select>
-                            <button type="submit" class="ghost" data-testid="change-role">"Change"</button>
+                            <button type="submit" class="ghost" data-testid="change-role">{tr("Change")}</button>
                         </ActionForm>
                     }
                         .into_any()
                 } else {
-                    view! { <span class="badge">{role}</span> }.into_any()
+                    view! { <span class="badge">{role_name(&role)}</span> }.into_any()
                 }}
             </td>
-            <td class="nowrap">{joined_at}</td>
+            <td class="nowrap">{format_time_short(&joined_at)}</td>
             <td class="nowrap">
                 {manageable
                     .then(|| {
                         view! {
-                            <Confirm label="Remove…" question=remove_question test_id="remove-member-ask">
+                            <Confirm label=tr("Remove…") question=remove_question test_id="remove-member-ask">
                                 <ActionForm action=remove attr:class="inline">
                                     <input type="hidden" name="member_id" value=id_for_remove />
-                                    <button type="submit" class="danger" data-testid="remove-member">"Remove the member"</button>
+                                    <button type="submit" class="danger" data-testid="remove-member">{tr("Remove the member")}</button>
                                 </ActionForm>
                             </Confirm>
                         }
@@ -271,13 +276,13 @@ fn invitation_row(
     let email_attribute = email.clone();
     view! {
         <tr data-testid="invitation-row" data-email=email_attribute>
-            <td>{email}</td>
-            <td><span class="badge">{role}</span></td>
-            <td class="nowrap">{expires_at}</td>
+            <td translate="no">{email}</td>
+            <td><span class="badge">{role_name(&role)}</span></td>
+            <td class="nowrap">{format_time_short(&expires_at)}</td>
             <td>
                 <ActionForm action=revoke attr:class="inline">
                     <input type="hidden" name="invitation_id" value=id />
-                    <button type="submit" class="ghost" data-testid="revoke-invitation">"Withdraw"</button>
+                    <button type="submit" class="ghost" data-testid="revoke-invitation">{tr("Withdraw")}</button>
                 </ActionForm>
             </td>
         </tr>

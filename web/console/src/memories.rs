@@ -2,6 +2,7 @@
 //! Filters reload through the `list_memories` server function; a GET form keeps them usable without JS.
 
 use crate::api::{BulkDelete, PreviewBulkDelete, list_memories, load_session};
+use crate::i18n::{format_count, format_time_short, term, tr, trf};
 use crate::model::{
     ConsoleError, MEMORY_KINDS, MEMORY_PAGE_LIMIT, MEMORY_SOURCES, MemoryFilters, MemoryListing,
     MemoryRow, SessionInfo, percent_encode,
@@ -140,7 +141,7 @@ pub fn MemoriesPage() -> impl IntoView {
                         <span class="account-email" data-testid="account-email">
                             {account.email}
                         </span>
-                        <span class="muted">{account.organization_name}</span>
+                        <span class="muted" translate="no">{account.organization_name}</span>
                     </span>
                 }
             })
@@ -168,7 +169,7 @@ pub fn MemoriesPage() -> impl IntoView {
         // Offered only under a filter: deleting a whole project is not one click away.
         if !has_filter(&filters.get()) {
             return view! {
-                <p class="muted" data-testid="bulk-needs-filter">"Bulk delete needs a filter (a user, a kind, a date, …)."</p>
+                <p class="muted" data-testid="bulk-needs-filter">{tr("Bulk delete needs a filter (a user, a kind, a date, …).")}</p>
             }
             .into_any();
         }
@@ -184,20 +185,22 @@ pub fn MemoriesPage() -> impl IntoView {
                         preview.dispatch(PreviewBulkDelete { filters: filters.get_untracked() });
                     }
                 >
-                    "Bulk delete…"
+                    {tr("Bulk delete…")}
                 </button>
                 {preview_result.map(|result| match result {
                     Ok(counted) => view! {
                         <span data-testid="bulk-count" data-matching=counted.matching.to_string()>
-                            {format!(
+                            {trf(
                                 "{} memories match these filters{}. Type the number and a reason to delete them:",
-                                counted.matching,
-                                if counted.locked > 0 { format!(" ({} immutable or held ones will be kept)", counted.locked) } else { String::new() }
+                                &[
+                                    &counted.matching,
+                                    &if counted.locked > 0 { trf(" ({} immutable or held ones will be kept)", &[&counted.locked]) } else { String::new() },
+                                ],
                             )}
                         </span>
-                        <input type="number" min="0" placeholder="how many" data-testid="bulk-expected"
+                        <input type="number" min="0" placeholder=tr("how many") data-testid="bulk-expected"
                             on:input=move |ev| bulk_expected.set(event_target_value(&ev)) />
-                        <input type="text" placeholder="reason" maxlength="500" data-testid="bulk-reason"
+                        <input type="text" placeholder=tr("reason") maxlength="500" data-testid="bulk-reason"
                             on:input=move |ev| bulk_reason.set(event_target_value(&ev)) />
                         <button type="button" class="danger" data-testid="bulk-confirm"
                             on:click=move |_| {
@@ -208,18 +211,18 @@ pub fn MemoriesPage() -> impl IntoView {
                                     reason: bulk_reason.get_untracked(),
                                 });
                             }>
-                            "Delete them"
+                            {tr("Delete them")}
                         </button>
                     }.into_any(),
-                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.to_string()}</span> }.into_any(),
+                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.localized()}</span> }.into_any(),
                 })}
                 {outcome.map(|result| match result {
                     Ok(done) => view! {
                         <span class="notice" data-testid="bulk-outcome" data-deleted=done.deleted.to_string()>
-                            {format!("Deleted {} memories; kept {} immutable or held.", done.deleted, done.skipped_locked)}
+                            {trf("Deleted {} memories; kept {} immutable or held.", &[&done.deleted, &done.skipped_locked])}
                         </span>
                     }.into_any(),
-                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.to_string()}</span> }.into_any(),
+                    Err(error) => view! { <span class="error" data-testid="bulk-error">{error.localized()}</span> }.into_any(),
                 })}
             </div>
         }
@@ -243,22 +246,22 @@ pub fn MemoriesPage() -> impl IntoView {
                 <option value="" selected=initial.is_empty()>{all_label}</option>
                 {options
                     .into_iter()
-                    .map(|option| view! { <option value=option selected=initial == option>{option}</option> })
+                    .map(|option| view! { <option value=option selected=initial == option>{term(option)}</option> })
                     .collect_view()}
             </select>
         }
     };
 
     view! {
-        <Title text="Memories · Engram console" />
+        <Title text=tr("Memories · Engram console") />
         <TopBar current="/console/memories">
             <Transition fallback=|| ()>{header_account}</Transition>
         </TopBar>
         <main class="content">
-            <h1>"Memories"</h1>
+            <h1>{tr("Memories")}</h1>
             {just_deleted.then(|| view! {
                 <p class="notice" role="status" data-testid="memory-deleted">
-                    "The memory was deleted, with its history; the list below no longer has it."
+                    {tr("The memory was deleted, with its history; the list below no longer has it.")}
                 </p>
             })}
             <form
@@ -268,17 +271,17 @@ pub fn MemoriesPage() -> impl IntoView {
                 on:submit=|ev| ev.prevent_default()
             >
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>
                         {project_selector}
                     </Transition>
                 </label>
                 <label class="grow">
-                    <span>"Search"</span>
+                    <span>{tr("Search")}</span>
                     <input
                         type="search"
                         name="q"
-                        placeholder="Content or user id"
+                        placeholder=tr("Content or user id")
                         autocomplete="off"
                         value=initial.text.clone().unwrap_or_default()
                         data-testid="memory-filter"
@@ -289,11 +292,11 @@ pub fn MemoriesPage() -> impl IntoView {
                     />
                 </label>
                 <label class="grow">
-                    <span>"By meaning"</span>
+                    <span>{tr("By meaning")}</span>
                     <input
                         type="search"
                         name="meaning"
-                        placeholder="What it is about"
+                        placeholder=tr("What it is about")
                         autocomplete="off"
                         value=initial.meaning.clone().unwrap_or_default()
                         data-testid="memory-meaning"
@@ -304,34 +307,34 @@ pub fn MemoriesPage() -> impl IntoView {
                     />
                 </label>
                 <label>
-                    <span>"Kind"</span>
-                    {select("kind", "All kinds", MEMORY_KINDS.to_vec(), initial_kind, |f, v| f.kind = v)}
+                    <span>{tr("Kind")}</span>
+                    {select("kind", tr("All kinds"), MEMORY_KINDS.to_vec(), initial_kind, |f, v| f.kind = v)}
                 </label>
                 <label>
-                    <span>"State"</span>
-                    {select("state", "Active", vec!["superseded"], initial_state, |f, v| f.state = v)}
+                    <span>{tr("State")}</span>
+                    {select("state", tr("Active"), vec!["superseded"], initial_state, |f, v| f.state = v)}
                 </label>
                 <label>
-                    <span>"Source"</span>
-                    {select("source", "All sources", MEMORY_SOURCES.to_vec(), initial_source, |f, v| f.source = v)}
+                    <span>{tr("Source")}</span>
+                    {select("source", tr("All sources"), MEMORY_SOURCES.to_vec(), initial_source, |f, v| f.source = v)}
                 </label>
-                {filter_input("User", "user", "user id", "text", initial.user_id.clone().unwrap_or_default(), filters, |f, v| f.user_id = v)}
-                {filter_input("Agent", "agent", "agent id", "text", initial.agent_id.clone().unwrap_or_default(), filters, |f, v| f.agent_id = v)}
-                {filter_input("Session", "session", "session id", "text", initial.session_id.clone().unwrap_or_default(), filters, |f, v| f.session_id = v)}
-                {filter_input("Category", "category", "category", "text", initial.category.clone().unwrap_or_default(), filters, |f, v| f.category = v)}
-                {filter_input("From", "from", "", "date", initial.created_from.clone().unwrap_or_default(), filters, |f, v| f.created_from = v)}
-                {filter_input("To", "to", "", "date", initial.created_to.clone().unwrap_or_default(), filters, |f, v| f.created_to = v)}
-                {filter_input("Happened from", "happened_from", "", "date", initial.occurred_from.clone().unwrap_or_default(), filters, |f, v| f.occurred_from = v)}
-                {filter_input("Happened to", "happened_to", "", "date", initial.occurred_to.clone().unwrap_or_default(), filters, |f, v| f.occurred_to = v)}
-                {filter_input("Metadata", "metadata", "key=value", "text", initial.metadata.clone().unwrap_or_default(), filters, |f, v| f.metadata = v)}
-                {filter_input("Min confidence", "min_confidence", "0–1", "text", initial.min_confidence.clone().unwrap_or_default(), filters, |f, v| f.min_confidence = v)}
-                {filter_input("Min relevance (by meaning)", "min_score", "0–1", "text", initial.min_score.clone().unwrap_or_default(), filters, |f, v| f.min_score = v)}
+                {filter_input(tr("User"), "user", tr("user id"), "text", initial.user_id.clone().unwrap_or_default(), filters, |f, v| f.user_id = v)}
+                {filter_input(tr("Agent"), "agent", tr("agent id"), "text", initial.agent_id.clone().unwrap_or_default(), filters, |f, v| f.agent_id = v)}
+                {filter_input(tr("Session"), "session", tr("session id"), "text", initial.session_id.clone().unwrap_or_default(), filters, |f, v| f.session_id = v)}
+                {filter_input(tr("Category"), "category", tr("category"), "text", initial.category.clone().unwrap_or_default(), filters, |f, v| f.category = v)}
+                {filter_input(tr("From"), "from", "", "date", initial.created_from.clone().unwrap_or_default(), filters, |f, v| f.created_from = v)}
+                {filter_input(tr("To"), "to", "", "date", initial.created_to.clone().unwrap_or_default(), filters, |f, v| f.created_to = v)}
+                {filter_input(tr("Happened from"), "happened_from", "", "date", initial.occurred_from.clone().unwrap_or_default(), filters, |f, v| f.occurred_from = v)}
+                {filter_input(tr("Happened to"), "happened_to", "", "date", initial.occurred_to.clone().unwrap_or_default(), filters, |f, v| f.occurred_to = v)}
+                {filter_input(tr("Metadata"), "metadata", "key=value", "text", initial.metadata.clone().unwrap_or_default(), filters, |f, v| f.metadata = v)}
+                {filter_input(tr("Min confidence"), "min_confidence", "0–1", "text", initial.min_confidence.clone().unwrap_or_default(), filters, |f, v| f.min_confidence = v)}
+                {filter_input(tr("Min relevance (by meaning)"), "min_score", "0–1", "text", initial.min_score.clone().unwrap_or_default(), filters, |f, v| f.min_score = v)}
                 <button type="submit" class="no-js-only">
-                    "Apply"
+                    {tr("Apply")}
                 </button>
             </form>
             {bulk_section}
-            <Transition fallback=|| view! { <p class="muted">"Loading memories…"</p> }>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading memories…")}</p> }>
                 {table}
             </Transition>
         </main>
@@ -425,7 +428,7 @@ fn listing_view(
         Err(ConsoleError::NotFound) => {
             return view! {
                 <p class="error" role="alert" data-testid="memories-error">
-                    "This project does not exist or is not visible to you."
+                    {tr("This project does not exist or is not visible to you.")}
                 </p>
             }
             .into_any();
@@ -433,28 +436,29 @@ fn listing_view(
         Err(err) => {
             return view! {
                 <p class="error" role="alert" data-testid="memories-error">
-                    {err.to_string()}
+                    {err.localized()}
                 </p>
             }
             .into_any();
         }
     };
     if listing.project_id.is_none() {
-        return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
+        return view! { <p class="empty">{tr("This organization has no projects yet.")}</p> }
+            .into_any();
     }
     let project_id = listing.project_id.clone().unwrap_or_default();
     let page = listing.page;
     if page.memories.is_empty() {
         return view! {
             <p class="empty" data-testid="memories-empty">
-                "No memories match these filters."
+                {tr("No memories match these filters.")}
             </p>
         }
         .into_any();
     }
     let memories = |count: u64| match count {
-        1 => "1 memory".to_owned(),
-        n => format!("{n} memories"),
+        1 => tr("1 memory").to_owned(),
+        n => trf("{} memories", &[&format_count(n)]),
     };
     let shown = page.total_shown as u64;
     let summary = match (page.total_matching, page_number, page.next_cursor.is_some()) {
@@ -463,13 +467,13 @@ fn listing_view(
             let first = (number as u64 - 1) * u64::from(MEMORY_PAGE_LIMIT) + 1;
             let last = first + shown.saturating_sub(1);
             let rest = if more {
-                " — more on the next pages"
+                tr(" — more on the next pages")
             } else {
-                ", the last page"
+                tr(", the last page")
             };
-            format!("{first}–{last} of {}{rest}", memories(total))
+            trf("{}–{} of {}{}", &[&first, &last, &memories(total), &rest])
         }
-        (None, _, _) => format!("The {} nearest in meaning", memories(shown)),
+        (None, _, _) => trf("The {} nearest in meaning", &[&memories(shown)]),
     };
     let total_attribute = page.total_matching.map(|total| total.to_string());
     let next_cursor = page.next_cursor.clone();
@@ -484,9 +488,9 @@ fn listing_view(
                     disabled=page_number == 1
                     on:click=move |_| paging.update(Paging::previous)
                 >
-                    "← Previous page"
+                    {tr("← Previous page")}
                 </button>
-                <span class="muted">{format!("Page {page_number}")}</span>
+                <span class="muted">{trf("Page {}", &[&page_number])}</span>
                 <button
                     type="button"
                     class="ghost"
@@ -499,7 +503,7 @@ fn listing_view(
                         }
                     }
                 >
-                    "Next page →"
+                    {tr("Next page →")}
                 </button>
             </nav>
         }
@@ -513,13 +517,13 @@ fn listing_view(
             <table class="memories" data-testid="memories-table">
                 <thead>
                     <tr>
-                        <th>"Content"</th>
-                        <th>"Kind"</th>
-                        <th>"User"</th>
-                        <th>"Key"</th>
-                        <th>"State"</th>
-                        <th class="num">"Version"</th>
-                        <th>"Updated (UTC)"</th>
+                        <th>{tr("Content")}</th>
+                        <th>{tr("Kind")}</th>
+                        <th>{tr("User")}</th>
+                        <th>{tr("Key")}</th>
+                        <th>{tr("State")}</th>
+                        <th class="num">{tr("Version")}</th>
+                        <th>{tr("Updated (UTC)")}</th>
                     </tr>
                 </thead>
                 <tbody>
@@ -552,31 +556,31 @@ fn memory_row(memory: MemoryRow, project_id: String) -> impl IntoView {
         visibility,
         ..
     } = memory;
-    let updated_short = short_timestamp(&updated_at);
+    let updated_short = format_time_short(&short_timestamp(&updated_at));
     let link = format!("/console/memory?project={project_id}&id={id}");
     view! {
         <tr data-testid="memory-row" data-memory-id=id data-kind=kind.clone()>
             <td class="content">
-                <a href=link data-testid="memory-link"><span data-testid="memory-content">{content}</span></a>
-                {legal_hold.then(|| view! { <span class="badge state-held">" legal hold"</span> })}
-                {immutable.then(|| view! { <span class="badge">" immutable"</span> })}
+                <a href=link data-testid="memory-link"><span data-testid="memory-content" translate="no">{content}</span></a>
+                {legal_hold.then(|| view! { <span class="badge state-held">{tr(" legal hold")}</span> })}
+                {immutable.then(|| view! { <span class="badge">{tr(" immutable")}</span> })}
                 {(visibility == "private")
                     .then(|| {
-                        let title = format!(
+                        let title = trf(
                             "private to agent {}",
-                            agent_id.unwrap_or_default()
+                            &[&agent_id.unwrap_or_default()],
                         );
-                        view! { <span class="badge" title=title data-testid="memory-private">" private"</span> }
+                        view! { <span class="badge" title=title data-testid="memory-private">{tr(" private")}</span> }
                     })}
                 {score.map(|score| view! { <span class="muted" data-testid="memory-score">{format!(" {score:.2}")}</span> })}
             </td>
             <td>
-                <span class=format!("badge kind-{kind}")>{kind.clone()}</span>
+                <span class=format!("badge kind-{kind}")>{term(&kind)}</span>
             </td>
-            <td data-testid="memory-user">{or_dash(user_id)}</td>
-            <td>{or_dash(key)}</td>
+            <td data-testid="memory-user" translate="no">{or_dash(user_id)}</td>
+            <td translate="no">{or_dash(key)}</td>
             <td>
-                <span class=format!("badge state-{state}")>{state.clone()}</span>
+                <span class=format!("badge state-{state}")>{term(&state)}</span>
             </td>
             <td class="num">{version}</td>
             <td class="nowrap">

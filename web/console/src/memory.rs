@@ -3,6 +3,8 @@
 //! mark immutable or put under legal hold (and lift), delete (reason and confirmation).
 
 use crate::api::{CorrectMemory, DeleteMemory, SetMemoryFlag, load_memory};
+use crate::i18n::{format_time, format_time_short, term, tr, trf};
+use crate::model::role_name;
 use crate::model::{
     ConsoleError, DiffPart, HistoryRow, IMPACT_DAYS, MemoryDetail, MemoryImpactSummary,
 };
@@ -27,7 +29,7 @@ pub fn MemoryPage() -> impl IntoView {
     // A flag's failure at the top; a correction's and a deletion's beside their buttons.
     let action_error = move || {
         set_flag.value().get().and_then(Result::err).map(|error| {
-            view! { <p class="error" role="alert" data-testid="memory-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="memory-error">{error.localized()}</p> }
         })
     };
     // After a correction the form is ready for the next one (its reason box empty).
@@ -46,12 +48,12 @@ pub fn MemoryPage() -> impl IntoView {
         )
     };
     view! {
-        <Title text="Memory · Engram console" />
+        <Title text=tr("Memory · Engram console") />
         <TopBar current="/console/memories" />
         <main class="content">
-            <p><a href=back>"← All memories"</a></p>
+            <p><a href=back>{tr("← All memories")}</a></p>
             {action_error}
-            <Transition fallback=|| view! { <p class="muted">"Loading the memory…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading the memory…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -71,7 +73,7 @@ fn detail_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="memory-forbidden">
-                    "Your role (" {role} ") cannot see memory content."
+                    {trf("Your role ({}) cannot see memory content.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
@@ -79,13 +81,13 @@ fn detail_view(
         Err(ConsoleError::NotFound) => {
             return view! {
                 <p class="notice" data-testid="memory-gone">
-                    "This memory does not exist (it may have been deleted or erased)."
+                    {tr("This memory does not exist (it may have been deleted or erased).")}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert">{error.localized()}</p> }.into_any();
         }
     };
     let MemoryDetail {
@@ -119,7 +121,7 @@ fn detail_view(
                 <input type="hidden" name="memory_id" value=memory_id />
                 <input type="hidden" name="flag" value=flag />
                 <input type="hidden" name="value" value=if is_on { "off" } else { "on" } />
-                <input type="text" name="reason" required maxlength="500" placeholder="Reason" data-testid=format!("flag-{flag}-reason") />
+                <input type="text" name="reason" required maxlength="500" placeholder=tr("Reason") data-testid=format!("flag-{flag}-reason") />
                 <button type="submit" data-testid=format!("flag-{flag}-submit")>
                     {if is_on { label_off } else { label_on }}
                 </button>
@@ -128,23 +130,23 @@ fn detail_view(
     };
     let immutable_form = flag_form(
         "immutable",
-        "Mark immutable",
-        "Make editable again",
+        tr("Mark immutable"),
+        tr("Make editable again"),
         memory.immutable,
     );
     let hold_form = flag_form(
         "legal_hold",
-        "Put under legal hold",
-        "Lift the legal hold",
+        tr("Put under legal hold"),
+        tr("Lift the legal hold"),
         memory.legal_hold,
     );
     // Private is its agent's alone: a memory of no agent can only be shared.
     let visibility_form =
         (memory.visibility == "private" || memory.agent_id.is_some()).then(|| {
             let (next, label) = if memory.visibility == "private" {
-                ("shared", "Share with every agent")
+                ("shared", tr("Share with every agent"))
             } else {
-                ("private", "Make private to its agent")
+                ("private", tr("Make private to its agent"))
             };
             setting_form(
                 set_flag,
@@ -156,9 +158,9 @@ fn detail_view(
     // A reviewer's word that an agent's conclusion holds, or its withdrawal.
     let verify_form = {
         let (next, label) = if memory.verified_by.is_some() {
-            ("off", "Withdraw the verification")
+            ("off", tr("Withdraw the verification"))
         } else {
-            ("on", "Verify: this conclusion holds")
+            ("on", tr("Verify: this conclusion holds"))
         };
         setting_form(
             set_flag,
@@ -169,7 +171,7 @@ fn detail_view(
     };
     let locked = memory.immutable || memory.legal_hold;
     let correct_section = if locked {
-        view! { <p class="muted" data-testid="correct-locked">"Immutable or held memories cannot be corrected."</p> }.into_any()
+        view! { <p class="muted" data-testid="correct-locked">{tr("Immutable or held memories cannot be corrected.")}</p> }.into_any()
     } else {
         let (project_id, memory_id) = (project_id.clone(), memory_id.clone());
         let content = memory.content.clone();
@@ -185,21 +187,21 @@ fn detail_view(
                 <input type="hidden" name="categories_shown" value=categories_for_form.clone() />
                 <textarea name="content" required data-testid="correct-content">{content}</textarea>
                 <label>
-                    <span>"Metadata (a JSON object)"</span>
+                    <span>{tr("Metadata (a JSON object)")}</span>
                     <textarea name="metadata" rows="3" data-testid="correct-metadata">{metadata_for_form}</textarea>
                 </label>
                 <label>
-                    <span>"Categories (comma-separated)"</span>
+                    <span>{tr("Categories (comma-separated)")}</span>
                     <input type="text" name="categories" value=categories_for_form data-testid="correct-categories" />
                 </label>
-                <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="correct-reason" />
-                <button type="submit" data-testid="correct-submit">"Save the correction"</button>
+                <input type="text" name="reason" required maxlength="500" placeholder=tr("Reason (required)") data-testid="correct-reason" />
+                <button type="submit" data-testid="correct-submit">{tr("Save the correction")}</button>
                 {move || correct.value().get().map(|result| match result {
                     Ok(()) => view! {
-                        <p class="notice" role="status" data-testid="correct-done">"Corrected: the new version and your reason are in the history below."</p>
+                        <p class="notice" role="status" data-testid="correct-done">{tr("Corrected: the new version and your reason are in the history below.")}</p>
                     }.into_any(),
                     Err(error) => view! {
-                        <p class="error" role="alert" data-testid="correct-error">{error.to_string()}</p>
+                        <p class="error" role="alert" data-testid="correct-error">{error.localized()}</p>
                     }.into_any(),
                 })}
             </ActionForm>
@@ -212,74 +214,74 @@ fn detail_view(
         <ActionForm action=delete attr:class="stack" attr:data-testid="delete-form">
             <input type="hidden" name="project_id" value=project_id />
             <input type="hidden" name="memory_id" value=memory_id />
-            <input type="text" name="reason" required maxlength="500" placeholder="Reason (required)" data-testid="delete-reason" />
+            <input type="text" name="reason" required maxlength="500" placeholder=tr("Reason (required)") data-testid="delete-reason" />
             <label class="checkbox">
                 <input type="checkbox" name="confirm" value="yes" data-testid="delete-confirm" />
-                <span>"Delete this memory and its history for good"</span>
+                <span>{tr("Delete this memory and its history for good")}</span>
             </label>
-            <button type="submit" class="danger" data-testid="delete-submit">"Delete"</button>
+            <button type="submit" class="danger" data-testid="delete-submit">{tr("Delete")}</button>
             {move || delete.value().get().and_then(Result::err).map(|error| view! {
-                <p class="error" role="alert" data-testid="delete-error">{error.to_string()}</p>
+                <p class="error" role="alert" data-testid="delete-error">{error.localized()}</p>
             })}
         </ActionForm>
     };
     let state_class = format!("badge state-{}", memory.state);
     let kind_class = format!("badge kind-{}", memory.kind);
     view! {
-        <h1 data-testid="memory-heading">"Memory"</h1>
-        <p class="content" data-testid="memory-detail-content">{memory.content.clone()}</p>
+        <h1 data-testid="memory-heading">{tr("Memory")}</h1>
+        <p class="content" data-testid="memory-detail-content" translate="no">{memory.content.clone()}</p>
         <p>
             <span class=kind_class>{memory.kind.clone()}</span>" "
             <span class=state_class>{memory.state.clone()}</span>" "
-            {memory.legal_hold.then(|| view! { <span class="badge state-held" data-testid="badge-held">"legal hold"</span> })}" "
-            {memory.immutable.then(|| view! { <span class="badge" data-testid="badge-immutable">"immutable"</span> })}
+            {memory.legal_hold.then(|| view! { <span class="badge state-held" data-testid="badge-held">{tr("legal hold")}</span> })}" "
+            {memory.immutable.then(|| view! { <span class="badge" data-testid="badge-immutable">{tr("immutable")}</span> })}
         </p>
         <dl class="detail" data-testid="provenance">
-            <dt>"Id"</dt><dd><code class="copyable" data-testid="memory-id" title="Click to select">{shown_id}</code></dd>
-            <dt>"Source"</dt><dd data-testid="provenance-source">{memory.source.clone()}</dd>
-            <dt>"Confidence"</dt><dd>{format!("{confidence:.2}")}</dd>
-            <dt>"Created by"</dt><dd data-testid="provenance-creator">{created_by.unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Created"</dt><dd>{created_at}</dd>
-            <dt>"Happened"</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
-            <dt>"User"</dt><dd>{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Agent"</dt><dd>{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Verified"</dt><dd data-testid="memory-verified">{
-                memory.verified_by.clone().map_or_else(|| "no: an agent's conclusion until someone vouches for it".to_string(), |by| format!("yes, by {by}"))
+            <dt>{tr("Id")}</dt><dd><code class="copyable" data-testid="memory-id" title=tr("Click to select")>{shown_id}</code></dd>
+            <dt>{tr("Source")}</dt><dd data-testid="provenance-source">{term(&memory.source)}</dd>
+            <dt>{tr("Confidence")}</dt><dd>{format!("{confidence:.2}")}</dd>
+            <dt>{tr("Created by")}</dt><dd data-testid="provenance-creator" translate="no">{created_by.unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Created")}</dt><dd>{format_time(&created_at)}</dd>
+            <dt>{tr("Happened")}</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
+            <dt>{tr("User")}</dt><dd translate="no">{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Agent")}</dt><dd translate="no">{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Verified")}</dt><dd data-testid="memory-verified">{
+                memory.verified_by.clone().map_or_else(|| tr("no: an agent's conclusion until someone vouches for it").to_string(), |by| trf("yes, by {}", &[&by]))
             }</dd>
-            <dt>"Visibility"</dt><dd data-testid="memory-visibility">{
+            <dt>{tr("Visibility")}</dt><dd data-testid="memory-visibility">{
                 match (memory.visibility.as_str(), &memory.shared_with) {
-                    ("private", _) => "private: its agent only".to_string(),
-                    (_, Some(team)) => format!("shared with the team {team}: its agents and its own"),
-                    _ => "shared: every agent of the project".to_string(),
+                    ("private", _) => tr("private: its agent only").to_string(),
+                    (_, Some(team)) => trf("shared with the team {}: its agents and its own", &[team]),
+                    _ => tr("shared: every agent of the project").to_string(),
                 }
             }</dd>
-            <dt>"Session"</dt><dd>{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Key"</dt><dd>{memory.key.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Categories"</dt><dd>{if memory.categories.is_empty() { "—".to_string() } else { memory.categories.join(", ") }}</dd>
-            <dt>"Expires"</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
-            <dt>"Version"</dt><dd data-testid="memory-version">{memory.version}</dd>
-            <dt>"Metadata"</dt><dd><code>{metadata_json}</code></dd>
+            <dt>{tr("Session")}</dt><dd translate="no">{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Key")}</dt><dd translate="no">{memory.key.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Categories")}</dt><dd translate="no">{if memory.categories.is_empty() { "—".to_string() } else { memory.categories.join(", ") }}</dd>
+            <dt>{tr("Expires")}</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
+            <dt>{tr("Version")}</dt><dd data-testid="memory-version">{memory.version}</dd>
+            <dt>{tr("Metadata")}</dt><dd><code>{metadata_json}</code></dd>
         </dl>
         <div class="actions">
             <section class="card">
-                <h2>"Correct"</h2>
+                <h2>{tr("Correct")}</h2>
                 <p class="notice" data-testid="correct-impact">{reach_for_correct}</p>
                 {correct_section}
             </section>
             <section class="card">
-                <h2>"Flags"</h2>
+                <h2>{tr("Flags")}</h2>
                 {immutable_form}
                 {hold_form}
                 {visibility_form}
                 {verify_form}
             </section>
             <section class="card">
-                <h2>"Delete"</h2>
+                <h2>{tr("Delete")}</h2>
                 {delete_section}
             </section>
         </div>
         {impact_view(&project_for_impact, &memory_for_impact, impact)}
-        <h2>"History"</h2>
+        <h2>{tr("History")}</h2>
         <ol class="history" data-testid="history">
             {history.into_iter().rev().map(history_item).collect_view()}
         </ol>
@@ -301,7 +303,7 @@ fn setting_form(
             <input type="hidden" name="memory_id" value=memory_id />
             <input type="hidden" name="flag" value=flag />
             <input type="hidden" name="value" value=value />
-            <input type="text" name="reason" required maxlength="1024" placeholder="Reason" data-testid=format!("flag-{flag}-reason") />
+            <input type="text" name="reason" required maxlength="1024" placeholder=tr("Reason") data-testid=format!("flag-{flag}-reason") />
             <button type="submit" data-testid=format!("flag-{flag}-submit")>{label}</button>
         </ActionForm>
     }
@@ -309,14 +311,17 @@ fn setting_form(
 
 /// What a correction or deletion would reach, said before it is confirmed.
 fn impact_sentence(impact: &MemoryImpactSummary) -> String {
-    let plural = |count: u64, one: &str, many: &str| {
-        format!("{count} {}", if count == 1 { one } else { many })
+    let plural = |count: u64, one: &'static str, many: &'static str| {
+        trf(if count == 1 { one } else { many }, &[&count])
     };
-    format!(
-        "In the last {IMPACT_DAYS} days this memory was injected into or recalled for {}, returned by {} and packed into {}.",
-        plural(impact.runs, "run", "runs"),
-        plural(impact.recalls, "search", "searches"),
-        plural(impact.contexts, "context", "contexts"),
+    trf(
+        "In the last {} days this memory was injected into or recalled for {}, returned by {} and packed into {}.",
+        &[
+            &IMPACT_DAYS,
+            &plural(impact.runs, tr("{} run"), tr("{} runs")),
+            &plural(impact.recalls, tr("{} search"), tr("{} searches")),
+            &plural(impact.contexts, tr("{} context"), tr("{} contexts")),
+        ],
     )
 }
 
@@ -330,36 +335,36 @@ fn impact_view(project_id: &str, memory_id: &str, impact: MemoryImpactSummary) -
             let link = match (&used.run_id, &used.recall_id) {
                 (Some(run_id), _) => {
                     let href = format!("/console/runs?project={project_id}&run={run_id}");
-                    view! { <a href=href data-testid="impact-run-link">"run"</a> }.into_any()
+                    view! { <a href=href data-testid="impact-run-link">{tr("run")}</a> }.into_any()
                 }
                 (None, Some(recall_id)) => {
                     let href = format!("/console/recall?project={project_id}&recall={recall_id}");
-                    view! { <a href=href>"recall"</a> }.into_any()
+                    view! { <a href=href>{tr("recall")}</a> }.into_any()
                 }
                 (None, None) => "—".into_any(),
             };
             view! {
                 <tr data-testid="impact-row" data-kind=used.kind.clone()>
-                    <td>{used.at.clone()}</td>
-                    <td>{used.kind.clone()}</td>
+                    <td>{format_time_short(&used.at)}</td>
+                    <td>{term(&used.kind)}</td>
                     <td>{format!("v{}", used.version)}</td>
-                    <td>{used.user_id.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td translate="no">{used.user_id.clone().unwrap_or_else(|| "—".into())}</td>
                     <td>{link}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <h2>"Used by"</h2>
+        <h2>{tr("Used by")}</h2>
         <p data-testid="impact-counts">
-            {format!(
-                "Last {IMPACT_DAYS} days: {} searches, {} contexts, {} runs. ",
-                impact.recalls, impact.contexts, impact.runs
+            {trf(
+                "Last {} days: {} searches, {} contexts, {} runs. ",
+                &[&IMPACT_DAYS, &impact.recalls, &impact.contexts, &impact.runs],
             )}
-            <a href=all_recalls data-testid="impact-recalls-link">"Every recall that returned it"</a>
+            <a href=all_recalls data-testid="impact-recalls-link">{tr("Every recall that returned it")}</a>
         </p>
         <table class="memories" data-testid="impact-table">
-            <thead><tr><th>"When"</th><th>"Use"</th><th>"Version"</th><th>"End-user"</th><th>""</th></tr></thead>
+            <thead><tr><th>{tr("When")}</th><th>{tr("Use")}</th><th>{tr("Version")}</th><th>{tr("End-user")}</th><th>""</th></tr></thead>
             <tbody>{rows}</tbody>
         </table>
     }
@@ -378,10 +383,10 @@ fn history_item(entry: HistoryRow) -> impl IntoView {
     } = entry;
     view! {
         <li data-testid="history-entry" data-version=version.to_string() data-event=event.clone()>
-            <strong>{format!("v{version} {event}")}</strong>
-            <span class="muted">{format!(" · {at} · {actor}")}</span>
-            {reason.map(|reason| view! { <div data-testid="history-reason">"Reason: " {reason}</div> })}
-            <div class="diff" data-testid="history-diff">{diff.into_iter().map(diff_part).collect_view()}</div>
+            <strong>{format!("v{version} ")}{term(&event)}</strong>
+            <span class="muted">" · "{format_time(&at)}" · "<span translate="no">{actor}</span></span>
+            {reason.map(|reason| view! { <div data-testid="history-reason">{tr("Reason: ")}<span translate="no">{reason}</span></div> })}
+            <div class="diff" data-testid="history-diff" translate="no">{diff.into_iter().map(diff_part).collect_view()}</div>
         </li>
     }
 }

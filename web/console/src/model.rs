@@ -31,6 +31,9 @@ pub struct ConsoleAccount {
     /// permission table: the navigation offers only the pages among them.
     #[serde(default)]
     pub functions: Vec<String>,
+    /// The language the account chose for the console (`en`, `zh`); none: the browser's.
+    #[serde(default)]
+    pub language: Option<String>,
 }
 
 /// A project the signed-in account may inspect.
@@ -198,12 +201,110 @@ pub enum ConsoleError {
     /// The input cannot be used (a malformed e-mail, a too-short password); says what to fix.
     #[error("{0}")]
     InvalidInput(String),
-    /// A rule forbids the change (e.g. removing the last owner); says which.
-    #[error("{0}")]
-    Refused(String),
+    /// A rule forbids the change (e.g. removing the last owner); says which, and carries
+    /// the engine's code for it (`conflict`, `legal-hold`, `memory-limit-reached`, …).
+    #[error("{message}")]
+    Refused { code: String, message: String },
     /// Anything else; the text is shown to the user, so it must not carry secrets.
     #[error("something went wrong: {0}")]
     Internal(String),
+}
+
+impl ConsoleError {
+    /// A refusal with the engine's `code` for it.
+    pub fn refused(code: &str, message: String) -> Self {
+        ConsoleError::Refused {
+            code: code.to_string(),
+            message,
+        }
+    }
+
+    /// The engine's code for this failure (its error table's, as the HTTP API's problems
+    /// carry it): what the console's translation of the failure is chosen by.
+    pub fn code(&self) -> &str {
+        match self {
+            ConsoleError::Unauthorized => "unauthenticated",
+            ConsoleError::InvalidCredentials => "wrong-credentials",
+            ConsoleError::TooManyAttempts { .. } => "too-many-attempts",
+            ConsoleError::NotFound => "not-found",
+            ConsoleError::Forbidden { .. } | ConsoleError::Denied(_) => "forbidden",
+            ConsoleError::MissingPermission { .. } => "scope-not-grantable",
+            ConsoleError::InvalidInput(_) => "validation-failed",
+            ConsoleError::Refused { code, .. } => code,
+            ConsoleError::Internal(_) => "internal",
+        }
+    }
+
+    /// The failure as the page's language says it. In Chinese the sentence is chosen by
+    /// [`Self::code`]; what the engine adds in words (which field, which memory) follows it
+    /// as the engine wrote it.
+    pub fn localized(&self) -> String {
+        use crate::i18n::{Language, tr, trf};
+        if Language::current() == Language::English {
+            return self.to_string();
+        }
+        match self {
+            ConsoleError::Unauthorized => tr("you are not signed in").to_string(),
+            ConsoleError::InvalidCredentials => tr("wrong e-mail or password").to_string(),
+            ConsoleError::TooManyAttempts {
+                retry_after_seconds,
+            } => trf(
+                "too many sign-in attempts; try again in {} s",
+                &[retry_after_seconds],
+            ),
+            ConsoleError::NotFound => tr("not found").to_string(),
+            ConsoleError::Forbidden { role } => {
+                trf("your role ({}) cannot see this", &[&role_name(role)])
+            }
+            ConsoleError::MissingPermission { role, permission } => trf(
+                "your role ({}) lacks the `{}` permission, so it cannot give it to a key",
+                &[&role_name(role), permission],
+            ),
+            ConsoleError::Denied(detail)
+            | ConsoleError::InvalidInput(detail)
+            | ConsoleError::Refused {
+                message: detail, ..
+            }
+            | ConsoleError::Internal(detail) => {
+                format!("{}{}{detail}", failure_headline(self.code()), tr(": "))
+            }
+        }
+    }
+}
+
+/// What a failure with the engine's `code` is, in a few words of the page's language.
+fn failure_headline(code: &str) -> &'static str {
+    use crate::i18n::tr;
+    match code {
+        "validation-failed" => tr("The input cannot be used"),
+        "forbidden" => tr("Your role may not do this"),
+        "version-conflict" => tr("The memory changed meanwhile"),
+        "memory-locked" => tr("The memory is immutable or under legal hold"),
+        "legal-hold" => tr("Memories of this end-user are under legal hold"),
+        "embedding-unavailable" => tr("The embedding model cannot embed this now"),
+        "embedding-space-changed" => tr("The project's embedding model changed meanwhile"),
+        "memory-limit-reached" => tr("A memory limit is reached"),
+        "in-progress" => tr("This is already under way"),
+        "scope-not-grantable" => tr("A key cannot get a power its maker lacks"),
+        "budget-exceeded" => tr("The monthly budget is spent"),
+        "rate-limited" => tr("Too many requests"),
+        "quota-exceeded" => tr("A quota is reached"),
+        "conflict" => tr("Refused"),
+        _ => tr("Something went wrong"),
+    }
+}
+
+/// A role's name in the page's language.
+pub fn role_name(role: &str) -> &'static str {
+    use crate::i18n::tr;
+    match role {
+        "owner" => tr("owner"),
+        "admin" => tr("admin"),
+        "compliance" => tr("compliance"),
+        "analyst" => tr("analyst"),
+        "developer" => tr("developer"),
+        _ => tr("unknown role"),
+    }
 }
 
 impl FromServerFnError for ConsoleError {

@@ -5,6 +5,8 @@
 use crate::api::{AddOrganizationPrice, WithdrawOrganizationPrice, load_price_book};
 use crate::charts::money_text;
 use crate::confirm::Confirm;
+use crate::i18n::{format_day, tr, trf, unit_label};
+use crate::model::role_name;
 use crate::model::{ConsoleError, PriceBook, PriceRow};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -22,14 +24,14 @@ pub fn PricesPage() -> impl IntoView {
     let last_done = RwSignal::new(None::<&'static str>);
     Effect::new(move |_| {
         if let Some(Ok(_)) = add.value().get() {
-            last_done.set(Some(
+            last_done.set(Some(tr(
                 "The price was added; it applies from its first day and never re-prices a day before it.",
-            ));
+            )));
         }
     });
     Effect::new(move |_| {
         if let Some(Ok(())) = withdraw.value().get() {
-            last_done.set(Some("The scheduled price was withdrawn."));
+            last_done.set(Some(tr("The scheduled price was withdrawn.")));
         }
     });
     // A refusal replaces the report of what an earlier action did.
@@ -54,21 +56,21 @@ pub fn PricesPage() -> impl IntoView {
         .flatten()
         .next()
         .map(|error| {
-            view! { <p class="error" role="alert" data-testid="prices-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="prices-error">{error.localized()}</p> }
         })
     };
     let body = move || Suspend::new(async move { prices_view(book.await, add, withdraw) });
     view! {
-        <Title text="Prices · Engram console" />
+        <Title text=tr("Prices · Engram console") />
         <TopBar current="/console/prices" />
         <main class="content">
-            <h1>"Prices"</h1>
+            <h1>{tr("Prices")}</h1>
             <p class="muted">
-                "What each unit costs this organization: its own price where it set one, else the deployment's, else Engram's default book. Costs, budgets and statements use the price in effect on each day; a new price starts today or later, so no day that is over is ever re-priced."
+                {tr("What each unit costs this organization: its own price where it set one, else the deployment's, else Engram's default book. Costs, budgets and statements use the price in effect on each day; a new price starts today or later, so no day that is over is ever re-priced.")}
             </p>
             {action_error}
             {done}
-            <Transition fallback=|| view! { <p class="muted">"Loading prices…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading prices…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -86,13 +88,13 @@ fn prices_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="prices-forbidden">
-                    "Your role (" {role} ") cannot see prices."
+                    {trf("Your role ({}) cannot see prices.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert">{error.localized()}</p> }.into_any();
         }
     };
     let can_edit = book.can_edit;
@@ -104,10 +106,10 @@ fn prices_view(
                 Some(price) => view! {
                     <td class="amount" data-testid="price-current">{money_text(&price.unit_price, &price.currency)}</td>
                     <td>{source_label(&price.source)}</td>
-                    <td>{price.effective_from.clone()}</td>
+                    <td>{format_day(&price.effective_from)}</td>
                 }
                 .into_any(),
-                None => view! { <td class="muted" colspan="3">"No price: this unit costs nothing"</td> }
+                None => view! { <td class="muted" colspan="3">{tr("No price: this unit costs nothing")}</td> }
                     .into_any(),
             };
             let scheduled = unit
@@ -117,7 +119,7 @@ fn prices_view(
                 .collect_view();
             view! {
                 <tr data-testid=format!("price-{}", unit.unit)>
-                    <td>{unit.unit.replace('_', " ")}</td>
+                    <td>{unit_label(&unit.unit)}</td>
                     {current}
                     <td><ul class="plain">{scheduled}</ul></td>
                 </tr>
@@ -126,42 +128,42 @@ fn prices_view(
         .collect_view();
     let form = can_edit.then(|| {
         let units = book.units.iter().map(|unit| {
-            view! { <option value=unit.unit.clone()>{unit.unit.replace('_', " ")}</option> }
+            view! { <option value=unit.unit.clone()>{unit_label(&unit.unit)}</option> }
         });
         let units = units.collect_view();
         let today = book.today.clone();
         view! {
             <section class="card">
-                <h2>"Add a price of " {book.organization.clone()}</h2>
+                <h2>{tr("Add a price of ")}<span translate="no">{book.organization.clone()}</span></h2>
                 <ActionForm action=add attr:class="filters" attr:data-testid="price-form">
                     <label>
-                        <span>"Unit"</span>
+                        <span>{tr("Unit")}</span>
                         <select name="unit" data-testid="price-unit">{units}</select>
                     </label>
                     <label>
-                        <span>"Price"</span>
+                        <span>{tr("Price")}</span>
                         <input name="price" required inputmode="decimal" placeholder="0.02" data-testid="price-amount" />
                     </label>
                     <label>
-                        <span>"Per"</span>
+                        <span>{tr("Per")}</span>
                         <select name="per" data-testid="price-per">
-                            <option value="1">"unit"</option>
-                            <option value="1000">"1,000 units"</option>
-                            <option value="1000000">"1,000,000 units"</option>
+                            <option value="1">{tr("unit")}</option>
+                            <option value="1000">{tr("1,000 units")}</option>
+                            <option value="1000000">{tr("1,000,000 units")}</option>
                         </select>
                     </label>
                     <label>
-                        <span>"Currency"</span>
+                        <span>{tr("Currency")}</span>
                         <input name="currency" value="USD" maxlength="3" size="4" data-testid="price-currency" />
                     </label>
                     <label>
-                        <span>"From"</span>
+                        <span>{tr("From")}</span>
                         <input type="date" name="effective_from" min=today.clone() value=today data-testid="price-from" />
                     </label>
-                    <button type="submit" data-testid="price-submit">"Add price"</button>
+                    <button type="submit" data-testid="price-submit">{tr("Add price")}</button>
                 </ActionForm>
                 <p class="muted">
-                    "Token prices are usually quoted per million tokens: choose “1,000,000 units”. Prices are exact to a trillionth of the currency per unit."
+                    {tr("Token prices are usually quoted per million tokens: choose “1,000,000 units”. Prices are exact to a trillionth of the currency per unit.")}
                 </p>
             </section>
         }
@@ -172,11 +174,11 @@ fn prices_view(
             <table class="table" data-testid="price-table">
                 <thead>
                     <tr>
-                        <th>"Unit"</th>
-                        <th>"Price per unit today"</th>
-                        <th>"Set by"</th>
-                        <th>"Since"</th>
-                        <th>"Scheduled"</th>
+                        <th>{tr("Unit")}</th>
+                        <th>{tr("Price per unit today")}</th>
+                        <th>{tr("Set by")}</th>
+                        <th>{tr("Since")}</th>
+                        <th>{tr("Scheduled")}</th>
                     </tr>
                 </thead>
                 <tbody>{rows}</tbody>
@@ -188,9 +190,9 @@ fn prices_view(
 
 fn source_label(source: &str) -> &'static str {
     match source {
-        "organization" => "this organization",
-        "deployment" => "the deployment's operator",
-        _ => "Engram's default (placeholder)",
+        "organization" => tr("this organization"),
+        "deployment" => tr("the deployment's operator"),
+        _ => tr("Engram's default (placeholder)"),
     }
 }
 
@@ -199,11 +201,13 @@ fn scheduled_item(
     can_edit: bool,
     withdraw: ServerAction<WithdrawOrganizationPrice>,
 ) -> impl IntoView + use<> {
-    let text = format!(
+    let text = trf(
         "{} from {} ({})",
-        money_text(&price.unit_price, &price.currency),
-        price.effective_from,
-        source_label(&price.source)
+        &[
+            &money_text(&price.unit_price, &price.currency),
+            &format_day(&price.effective_from),
+            &source_label(&price.source),
+        ],
     );
     let withdrawable = can_edit && price.source == "organization";
     let text_again = text.clone();
@@ -214,13 +218,13 @@ fn scheduled_item(
             {withdrawable.then(|| {
                 view! {
                     <Confirm
-                        label="Withdraw…"
-                        question=format!("Withdraw {text_again}? It has not priced any day yet.")
+                        label=tr("Withdraw…")
+                        question=trf("Withdraw {}? It has not priced any day yet.", &[&text_again])
                         test_id="price-withdraw-ask"
                     >
                         <ActionForm action=withdraw attr:class="inline">
                             <input type="hidden" name="price_id" value=price_id.clone() />
-                            <button type="submit" class="danger" data-testid="price-withdraw">"Withdraw the price"</button>
+                            <button type="submit" class="danger" data-testid="price-withdraw">{tr("Withdraw the price")}</button>
                         </ActionForm>
                     </Confirm>
                 }

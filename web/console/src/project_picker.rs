@@ -30,7 +30,7 @@ pub fn project_select(
                     .map(|p| {
                         let selected = initial_project.as_deref() == Some(p.id.as_str());
                         view! {
-                            <option value=p.id selected=selected>
+                            <option value=p.id selected=selected translate="no">
                                 {p.name}
                             </option>
                         }
@@ -40,7 +40,7 @@ pub fn project_select(
         }
         .into_any(),
         Err(ConsoleError::Unauthorized) => view! { <Redirect path="/console/login" /> }.into_any(),
-        Err(err) => view! { <span class="error">{err.to_string()}</span> }.into_any(),
+        Err(err) => view! { <span class="error">{err.localized()}</span> }.into_any(),
     }
 }
 

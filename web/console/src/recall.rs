@@ -7,6 +7,8 @@ use crate::api::{
     CreateEvaluationSet, RunEvaluationSet, load_recall, load_recall_event, load_session,
 };
 use crate::charts::{daily_bars, group_digits, line_chart};
+use crate::i18n::{format_day, format_time, format_time_short, term, tr, trf};
+use crate::model::role_name;
 use crate::model::{ConsoleError, RecallDashboard, RecallEventDetail};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -74,7 +76,7 @@ pub fn RecallPage() -> impl IntoView {
             .and_then(Result::err)
             .or_else(|| run.value().get().and_then(Result::err));
         failed.map(|error| {
-            view! { <p class="error" role="alert" data-testid="evaluation-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="evaluation-error">{error.localized()}</p> }
         })
     };
     let detail = move || {
@@ -86,19 +88,19 @@ pub fn RecallPage() -> impl IntoView {
         })
     };
     view! {
-        <Title text="Recall quality · Engram console" />
+        <Title text=tr("Recall quality · Engram console") />
         <TopBar current="/console/recall" />
         <main class="content">
-            <h1>"Recall quality"</h1>
+            <h1>{tr("Recall quality")}</h1>
             <form class="filters" on:submit=|ev| ev.prevent_default()>
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
             </form>
             {action_outcome}
-            <Transition fallback=|| view! { <p class="muted">"Loading the recall event…"</p> }>{detail}</Transition>
-            <Transition fallback=|| view! { <p class="muted">"Loading recall quality…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading the recall event…")}</p> }>{detail}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading recall quality…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -112,12 +114,12 @@ fn range_picker(
     view! {
         <form class="filters" data-testid="recall-range" on:submit=|ev| ev.prevent_default()>
             <label>
-                <span>"From"</span>
+                <span>{tr("From")}</span>
                 <input type="date" name="from" data-testid="recall-from" value=dashboard.from.clone()
                     on:change=move |ev| from.set(event_target_value(&ev)) />
             </label>
             <label>
-                <span>"To"</span>
+                <span>{tr("To")}</span>
                 <input type="date" name="to" data-testid="recall-to" value=dashboard.to.clone()
                     on:change=move |ev| to.set(event_target_value(&ev)) />
             </label>
@@ -137,18 +139,18 @@ struct EvaluationActions {
 fn new_set_form(project_id: String, create: ServerAction<CreateEvaluationSet>) -> AnyView {
     view! {
         <details data-testid="new-evaluation-set">
-            <summary>"New evaluation set"</summary>
+            <summary>{tr("New evaluation set")}</summary>
             <ActionForm action=create attr:class="stack" attr:data-testid="evaluation-form">
                 <input type="hidden" name="project_id" value=project_id />
-                <label><span>"Name"</span><input name="name" data-testid="evaluation-name" required /></label>
-                <label><span>"k (default 10)"</span><input name="k" data-testid="evaluation-k" placeholder="10" /></label>
-                <label><span>"Run every (hours; empty: on request)"</span><input name="schedule_hours" data-testid="evaluation-schedule" /></label>
+                <label><span>{tr("Name")}</span><input name="name" data-testid="evaluation-name" required /></label>
+                <label><span>{tr("k (default 10)")}</span><input name="k" data-testid="evaluation-k" placeholder="10" /></label>
+                <label><span>{tr("Run every (hours; empty: on request)")}</span><input name="schedule_hours" data-testid="evaluation-schedule" /></label>
                 <label>
-                    <span>"Cases, one JSON object per line: query, user_id, expected_memory_ids or expected_contents"</span>
+                    <span>{tr("Cases, one JSON object per line: query, user_id, expected_memory_ids or expected_contents")}</span>
                     <textarea name="cases_jsonl" rows="6" data-testid="evaluation-cases"
                         placeholder=r#"{"query": "where does Ines live", "expected_contents": ["Lisbon"]}"#></textarea>
                 </label>
-                <button type="submit" data-testid="evaluation-create">"Create set"</button>
+                <button type="submit" data-testid="evaluation-create">{tr("Create set")}</button>
             </ActionForm>
         </details>
     }
@@ -169,13 +171,13 @@ fn dashboard_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="recall-forbidden">
-                    "Your role (" {role} ") cannot see recall quality."
+                    {trf("Your role ({}) cannot see recall quality.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="recall-error">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert" data-testid="recall-error">{error.localized()}</p> }.into_any();
         }
     };
     let totals = dashboard.totals.clone();
@@ -191,7 +193,7 @@ fn dashboard_view(
         .collect();
     let volume_svg = daily_bars(
         "chart-recall-volume",
-        &format!("searches per {}", dashboard.bucket),
+        &trf("searches per {}", &[&term(&dashboard.bucket)]),
         &labels,
         &searches,
         "#2563eb",
@@ -199,7 +201,7 @@ fn dashboard_view(
     );
     let latency_svg = line_chart(
         "chart-recall-latency",
-        "search latency percentiles",
+        tr("search latency percentiles"),
         &labels,
         &[
             (
@@ -236,10 +238,10 @@ fn dashboard_view(
     );
     let empty_svg = line_chart(
         "chart-recall-empty",
-        "share of searches that found nothing",
+        tr("share of searches that found nothing"),
         &labels,
         &[(
-            "empty",
+            tr("empty"),
             "#7c3aed",
             dashboard
                 .buckets
@@ -253,10 +255,10 @@ fn dashboard_view(
     );
     let precision_svg = line_chart(
         "chart-recall-precision",
-        "precision from feedback",
+        tr("precision from feedback"),
         &labels,
         &[(
-            "precision",
+            tr("precision"),
             "#2563eb",
             dashboard
                 .buckets
@@ -278,7 +280,7 @@ fn dashboard_view(
         .collect();
     let scores_svg = daily_bars(
         "chart-recall-top-scores",
-        "searches by best score",
+        tr("searches by best score"),
         &bin_labels,
         &bins,
         "#0f766e",
@@ -286,7 +288,7 @@ fn dashboard_view(
     );
     let project_id = dashboard.project_id.clone();
     let empty_rows = if dashboard.empty_queries.is_empty() {
-        view! { <tr><td colspan="3" class="muted">"Every search found something."</td></tr> }
+        view! { <tr><td colspan="3" class="muted">{tr("Every search found something.")}</td></tr> }
             .into_any()
     } else {
         dashboard
@@ -300,12 +302,12 @@ fn dashboard_view(
                 let shown = row
                     .query
                     .clone()
-                    .unwrap_or_else(|| "(query text not shown)".to_string());
+                    .unwrap_or_else(|| tr("(query text not shown)").to_string());
                 view! {
                     <tr data-testid="empty-query" data-count=row.count.to_string()>
-                        <td><a href=href data-testid="empty-query-link">{shown}</a></td>
+                        <td translate=row.query.is_some().then_some("no")><a href=href data-testid="empty-query-link">{shown}</a></td>
                         <td>{group_digits(row.count as i64)}</td>
-                        <td>{row.last_seen.clone()}</td>
+                        <td>{format_time_short(&row.last_seen)}</td>
                     </tr>
                 }
             })
@@ -318,7 +320,7 @@ fn dashboard_view(
         .map(|row| {
             view! {
                 <tr data-testid=format!("profile-{}", row.profile)>
-                    <td>{row.profile.clone()}</td>
+                    <td translate="no">{row.profile.clone()}</td>
                     <td>{group_digits(row.searches as i64)}</td>
                     <td>{percent(row.empty_rate)}</td>
                     <td>{milliseconds(row.p95_ms)}</td>
@@ -342,7 +344,7 @@ fn dashboard_view(
                 .collect();
             let svg = line_chart(
                 &format!("chart-eval-{}", set.set_id),
-                &format!("{} over time", set.name),
+                &trf("{} over time", &[&set.name]),
                 &run_labels,
                 &[
                     (&format!("hit@{}", set.k), "#2563eb", set.runs.iter().map(|run| Some(run.hit_at_k)).collect()),
@@ -355,9 +357,9 @@ fn dashboard_view(
             );
             let last = set.runs.last();
             let status = match last {
-                None => "No runs yet.".to_string(),
-                Some(run) if run.regression => format!("Last run flagged a regression: {}", run.regression_reasons.join("; ")),
-                Some(run) => format!("Last run ({}, profile {}): no regression.", run.at, run.profile),
+                None => tr("No runs yet.").to_string(),
+                Some(run) if run.regression => trf("Last run flagged a regression: {}", &[&run.regression_reasons.join("; ")]),
+                Some(run) => trf("Last run ({}, profile {}): no regression.", &[&format_time_short(&run.at), &run.profile]),
             };
             let regressed = last.is_some_and(|run| run.regression);
             let comparison = set.comparison.as_ref().map(|comparison| {
@@ -368,24 +370,24 @@ fn dashboard_view(
                         view! {
                             <tr data-testid="comparison-row" data-figure=row.figure.clone()
                                 data-significant=row.significant.to_string()>
-                                <td>{row.figure.replace('_', " ")}</td>
+                                <td translate="no">{row.figure.replace('_', " ")}</td>
                                 <td>{format!("{:.3}", row.first)}</td>
                                 <td>{format!("{:.3}", row.second)}</td>
                                 <td>{format!("{:+.3} [{:+.3}, {:+.3}]", row.difference, row.low, row.high)}</td>
-                                <td>{if row.significant { "yes" } else { "no" }}</td>
+                                <td>{if row.significant { tr("yes") } else { tr("no") }}</td>
                             </tr>
                         }
                     })
                     .collect_view();
                 view! {
                     <table class="table" data-testid="evaluation-comparison">
-                        <caption>{format!("{} vs {} ({})", comparison.first_profile, comparison.second_profile, comparison.run_at)}</caption>
+                        <caption>{trf("{} vs {} ({})", &[&comparison.first_profile, &comparison.second_profile, &format_time_short(&comparison.run_at)])}</caption>
                         <thead><tr>
-                            <th>"Figure"</th>
-                            <th>{comparison.first_profile.clone()}</th>
-                            <th>{comparison.second_profile.clone()}</th>
-                            <th>"Difference, 95 % interval"</th>
-                            <th>"Beyond noise"</th>
+                            <th>{tr("Figure")}</th>
+                            <th translate="no">{comparison.first_profile.clone()}</th>
+                            <th translate="no">{comparison.second_profile.clone()}</th>
+                            <th>{tr("Difference, 95 % interval")}</th>
+                            <th>{tr("Beyond noise")}</th>
                         </tr></thead>
                         <tbody>{rows}</tbody>
                     </table>
@@ -396,15 +398,15 @@ fn dashboard_view(
                 <ActionForm action=actions.run attr:class="inline">
                     <input type="hidden" name="project_id" value=run_project />
                     <input type="hidden" name="set_id" value=run_set />
-                    <button type="submit" class="ghost" data-testid="evaluation-run">"Run now"</button>
+                    <button type="submit" class="ghost" data-testid="evaluation-run">{tr("Run now")}</button>
                 </ActionForm>
             };
             view! {
                 <figure class="chart-card" data-testid="evaluation-set" data-name=set.name.clone()
                     data-runs=set.runs.len().to_string() data-regression=regressed.to_string()>
                     <figcaption>
-                        <strong>{set.name.clone()}</strong>
-                        {format!(" · {} cases · k = {}", set.cases, set.k)}
+                        <strong translate="no">{set.name.clone()}</strong>
+                        {trf(" · {} cases · k = {}", &[&set.cases, &set.k])}
                     </figcaption>
                     <p class=if regressed { "error" } else { "muted" } data-testid="evaluation-status">{status}</p>
                     {run_now}
@@ -415,7 +417,7 @@ fn dashboard_view(
         })
         .collect_view();
     let evaluation_note = dashboard.evaluations.is_empty().then(|| {
-        view! { <p class="muted">"No evaluation sets yet: create one below or with POST /v1/eval-sets."</p> }
+        view! { <p class="muted">{tr("No evaluation sets yet: create one below or with POST /v1/eval-sets.")}</p> }
     });
     let new_set = new_set_form(dashboard.project_id.clone(), actions.create);
     let picker = range_picker(&dashboard, from, to);
@@ -423,52 +425,52 @@ fn dashboard_view(
         {picker}
         <section class="card" data-testid="recall-summary" data-searches=totals.searches.to_string()
             data-empty=totals.empty.to_string()>
-            <h2>{format!("{} · {} to {}", dashboard.project_name, dashboard.from, dashboard.to)}</h2>
+            <h2><span translate="no">{dashboard.project_name.clone()}</span>{trf(" · {} to {}", &[&format_day(&dashboard.from), &format_day(&dashboard.to)])}</h2>
             <dl class="figures">
-                <div><dt>"Searches"</dt><dd data-testid="figure-searches">{group_digits(totals.searches as i64)}</dd></div>
-                <div><dt>"Found nothing"</dt><dd data-testid="figure-empty-rate">{percent(totals.empty_rate)}</dd></div>
-                <div><dt>"Latency p50 / p95 / p99"</dt><dd>{format!("{} / {} / {}", milliseconds(totals.p50_ms), milliseconds(totals.p95_ms), milliseconds(totals.p99_ms))}</dd></div>
-                <div><dt>"Mean best score"</dt><dd>{decimal(totals.mean_top_score)}</dd></div>
-                <div><dt>"Precision from feedback"</dt><dd data-testid="figure-precision">{format!("{} ({} ratings)", percent(totals.precision), totals.ratings)}</dd></div>
-                <div><dt>"Recalled, later superseded or corrected"</dt><dd data-testid="figure-corrected">{format!("{} of {} memories ({})", totals.superseded_or_corrected, totals.recalled_memories, percent(totals.corrected_share))}</dd></div>
+                <div><dt>{tr("Searches")}</dt><dd data-testid="figure-searches">{group_digits(totals.searches as i64)}</dd></div>
+                <div><dt>{tr("Found nothing")}</dt><dd data-testid="figure-empty-rate">{percent(totals.empty_rate)}</dd></div>
+                <div><dt>{tr("Latency p50 / p95 / p99")}</dt><dd>{format!("{} / {} / {}", milliseconds(totals.p50_ms), milliseconds(totals.p95_ms), milliseconds(totals.p99_ms))}</dd></div>
+                <div><dt>{tr("Mean best score")}</dt><dd>{decimal(totals.mean_top_score)}</dd></div>
+                <div><dt>{tr("Precision from feedback")}</dt><dd data-testid="figure-precision">{trf("{} ({} ratings)", &[&percent(totals.precision), &totals.ratings])}</dd></div>
+                <div><dt>{tr("Recalled, later superseded or corrected")}</dt><dd data-testid="figure-corrected">{trf("{} of {} memories ({})", &[&totals.superseded_or_corrected, &totals.recalled_memories, &percent(totals.corrected_share)])}</dd></div>
             </dl>
-            {dashboard.truncated.then(|| view! { <p class="notice">"More searches than are read at once: the figures cover the newest."</p> })}
+            {dashboard.truncated.then(|| view! { <p class="notice">{tr("More searches than are read at once: the figures cover the newest.")}</p> })}
             <p class="muted" data-testid="recall-counts-what">
-                "Searches agents made (the API, MCP, Mem0's clients). Lookups in this console are billed — the Usage page lists them under the channel console — but are not recall events, so they are not counted here."
+                {tr("Searches agents made (the API, MCP, Mem0's clients). Lookups in this console are billed — the Usage page lists them under the channel console — but are not recall events, so they are not counted here.")}
             </p>
         </section>
         <section class="card">
-            <h2>"Volume and latency"</h2>
+            <h2>{tr("Volume and latency")}</h2>
             <div class="chart-grid">
-                <figure class="chart-card"><figcaption>{format!("Searches per {}", dashboard.bucket)}</figcaption><div inner_html=volume_svg></div></figure>
-                <figure class="chart-card"><figcaption>"Latency p50 / p95 / p99"</figcaption><div inner_html=latency_svg></div></figure>
+                <figure class="chart-card"><figcaption>{trf("Searches per {}", &[&term(&dashboard.bucket)])}</figcaption><div inner_html=volume_svg></div></figure>
+                <figure class="chart-card"><figcaption>{tr("Latency p50 / p95 / p99")}</figcaption><div inner_html=latency_svg></div></figure>
             </div>
         </section>
         <section class="card">
-            <h2>"Did it find anything?"</h2>
+            <h2>{tr("Did it find anything?")}</h2>
             <p class="muted" data-testid="found-nothing-means">
-                "A search finds nothing when nothing it could consider clears the project's relevance floor (set per project with PATCH /v1/project/settings; none by default — 0.38 suits conversation turns on the built-in model) or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. With the floor at 0 every search that has memories to consider returns some, and this rate stays near 0."
+                {tr("A search finds nothing when nothing it could consider clears the project's relevance floor (set per project with PATCH /v1/project/settings; none by default — 0.38 suits conversation turns on the built-in model) or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. With the floor at 0 every search that has memories to consider returns some, and this rate stays near 0.")}
             </p>
             <div class="chart-grid">
-                <figure class="chart-card"><figcaption>"Searches that found nothing"</figcaption><div inner_html=empty_svg></div></figure>
-                <figure class="chart-card"><figcaption>"Best score per search"</figcaption><div inner_html=scores_svg></div></figure>
-                <figure class="chart-card"><figcaption>"Precision from feedback"</figcaption><div inner_html=precision_svg></div></figure>
+                <figure class="chart-card"><figcaption>{tr("Searches that found nothing")}</figcaption><div inner_html=empty_svg></div></figure>
+                <figure class="chart-card"><figcaption>{tr("Best score per search")}</figcaption><div inner_html=scores_svg></div></figure>
+                <figure class="chart-card"><figcaption>{tr("Precision from feedback")}</figcaption><div inner_html=precision_svg></div></figure>
             </div>
-            <h3>"Queries that found nothing"</h3>
+            <h3>{tr("Queries that found nothing")}</h3>
             <table class="table" data-testid="empty-queries">
-                <thead><tr><th>"Query"</th><th>"Times"</th><th>"Last"</th></tr></thead>
+                <thead><tr><th>{tr("Query")}</th><th>{tr("Times")}</th><th>{tr("Last")}</th></tr></thead>
                 <tbody>{empty_rows}</tbody>
             </table>
         </section>
         <section class="card">
-            <h2>"Retrieval profiles"</h2>
+            <h2>{tr("Retrieval profiles")}</h2>
             <table class="table" data-testid="recall-profiles">
-                <thead><tr><th>"Profile"</th><th>"Searches"</th><th>"Found nothing"</th><th>"p95"</th><th>"Mean best score"</th><th>"Precision"</th></tr></thead>
+                <thead><tr><th>{tr("Profile")}</th><th>{tr("Searches")}</th><th>{tr("Found nothing")}</th><th>{tr("p95")}</th><th>{tr("Mean best score")}</th><th>{tr("Precision")}</th></tr></thead>
                 <tbody>{profile_rows}</tbody>
             </table>
         </section>
         <section class="card">
-            <h2>"Evaluations"</h2>
+            <h2>{tr("Evaluations")}</h2>
             {evaluation_note}
             <div class="chart-grid">{evaluations}</div>
             {new_set}
@@ -481,14 +483,14 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
     let detail = match detail {
         Ok(detail) => detail,
         Err(ConsoleError::NotFound) => {
-            return view! { <p class="notice" data-testid="recall-event-missing">"That recall event no longer exists (erased, or past its retention)."</p> }.into_any();
+            return view! { <p class="notice" data-testid="recall-event-missing">{tr("That recall event no longer exists (erased, or past its retention).")}</p> }.into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert">{error.localized()}</p> }.into_any();
         }
     };
     let results = if detail.results.is_empty() {
-        view! { <tr><td colspan="4" class="muted">"The search returned nothing."</td></tr> }
+        view! { <tr><td colspan="4" class="muted">{tr("The search returned nothing.")}</td></tr> }
             .into_any()
     } else {
         detail
@@ -504,8 +506,8 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
                     <tr data-testid="recalled-memory">
                         <td>{row.rank}</td>
                         <td>{format!("{:.3}", row.score)}</td>
-                        <td><a href=href>{content}</a></td>
-                        <td>{row.state.clone()}</td>
+                        <td translate="no"><a href=href>{content}</a></td>
+                        <td>{term(&row.state)}</td>
                     </tr>
                 }
             })
@@ -515,13 +517,16 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
     let stages = detail
         .stages
         .iter()
-        .map(|(stage, ms)| format!("{stage} {ms:.2} ms"))
+        .map(|(stage, ms)| format!("{} {ms:.2} ms", term(stage)))
         .collect::<Vec<_>>()
         .join(" · ");
     let subject = [
-        detail.user_id.as_ref().map(|id| format!("user {id}")),
-        detail.agent_id.as_ref().map(|id| format!("agent {id}")),
-        detail.session_id.as_ref().map(|id| format!("session {id}")),
+        detail.user_id.as_ref().map(|id| trf("user {}", &[id])),
+        detail.agent_id.as_ref().map(|id| trf("agent {}", &[id])),
+        detail
+            .session_id
+            .as_ref()
+            .map(|id| trf("session {}", &[id])),
     ]
     .into_iter()
     .flatten()
@@ -529,21 +534,21 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
     .join(", ");
     view! {
         <section class="card" data-testid="recall-event" data-recall-id=detail.recall_id.clone()>
-            <h2>"Recall event"</h2>
+            <h2>{tr("Recall event")}</h2>
             <p>
-                <strong data-testid="recall-event-query">
-                    {detail.query.clone().unwrap_or_else(|| "(query text not shown)".to_string())}
+                <strong data-testid="recall-event-query" translate=detail.query.is_some().then_some("no")>
+                    {detail.query.clone().unwrap_or_else(|| tr("(query text not shown)").to_string())}
                 </strong>
-                {format!(" · {} · profile {} · {} · {}", detail.created_at, detail.profile, detail.retrieval,
-                    if subject.is_empty() { "no subject".to_string() } else { subject })}
+                {trf(" · {} · profile {} · {} · {}", &[&format_time(&detail.created_at), &detail.profile, &term(&detail.retrieval),
+                    &if subject.is_empty() { tr("no subject").to_string() } else { subject }])}
             </p>
-            <p class="muted" data-testid="recall-event-stages">{format!("{:.2} ms in all: {stages}", detail.total_ms)}</p>
-            {detail.trace_id.clone().map(|trace| view! { <p class="muted">"Trace " <code>{trace}</code></p> })}
+            <p class="muted" data-testid="recall-event-stages">{trf("{} ms in all: {}", &[&format!("{:.2}", detail.total_ms), &stages])}</p>
+            {detail.trace_id.clone().map(|trace| view! { <p class="muted">{tr("Trace ")} <code translate="no">{trace}</code></p> })}
             <table class="table">
-                <thead><tr><th>"Rank"</th><th>"Score"</th><th>"Memory"</th><th>"Now"</th></tr></thead>
+                <thead><tr><th>{tr("Rank")}</th><th>{tr("Score")}</th><th>{tr("Memory")}</th><th>{tr("Now")}</th></tr></thead>
                 <tbody>{results}</tbody>
             </table>
-            <details><summary>"Filters and parameters"</summary><pre>{detail.filters.clone()}</pre></details>
+            <details><summary>{tr("Filters and parameters")}</summary><pre>{detail.filters.clone()}</pre></details>
         </section>
     }
     .into_any()

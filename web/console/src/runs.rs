@@ -5,6 +5,8 @@
 //! end-user, session, memory and run, each opening its recall event.
 
 use crate::api::{load_recalls, load_run, load_runs, load_session};
+use crate::i18n::{format_time, format_time_short, term, tr, trf};
+use crate::model::role_name;
 use crate::model::{
     ConsoleError, RecallListing, RunListing, RunRow, RunStepRow, RunTimelineDetail, StepMemory,
 };
@@ -19,18 +21,18 @@ fn failure(error: ConsoleError, test_id: &'static str) -> AnyView {
         ConsoleError::Unauthorized => view! { <Redirect path="/console/login" /> }.into_any(),
         ConsoleError::Forbidden { role } => view! {
             <p class="notice" data-testid=test_id>
-                "Your role (" {role} ") cannot see runs and recalls: they hold memory content."
+                {trf("Your role ({}) cannot see runs and recalls: they hold memory content.", &[&role_name(&role)])}
             </p>
         }
         .into_any(),
         ConsoleError::NotFound => view! {
             <p class="notice" data-testid=test_id>
-                "Nothing with this id in this project (it may have been erased)."
+                {tr("Nothing with this id in this project (it may have been erased).")}
             </p>
         }
         .into_any(),
         other => {
-            view! { <p class="error" role="alert" data-testid=test_id>{other.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid=test_id>{other.localized()}</p> }
                 .into_any()
         }
     }
@@ -83,35 +85,35 @@ pub fn RunsPage() -> impl IntoView {
         })
     };
     view! {
-        <Title text="Runs · Engram console" />
+        <Title text=tr("Runs · Engram console") />
         <TopBar current="/console/runs" />
         <main class="content">
-            <h1>"Agent runs"</h1>
+            <h1>{tr("Agent runs")}</h1>
             <form class="filters" method="get" action="/console/runs">
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label>
-                    <span>"End-user"</span>
+                    <span>{tr("End-user")}</span>
                     <input type="text" name="user_id" value=user data-testid="runs-user" />
                 </label>
                 <label>
-                    <span>"Status"</span>
+                    <span>{tr("Status")}</span>
                     <select name="status" data-testid="runs-status">
                         {["", "open", "ended", "expired"]
                             .into_iter()
                             .map(|value| {
-                                let label = if value.is_empty() { "Any" } else { value };
+                                let label = if value.is_empty() { tr("Any").to_string() } else { term(value) };
                                 view! { <option value=value selected=status == value>{label}</option> }
                             })
                             .collect_view()}
                     </select>
                 </label>
-                <button type="submit" data-testid="runs-apply">"Apply"</button>
+                <button type="submit" data-testid="runs-apply">{tr("Apply")}</button>
             </form>
-            <Transition fallback=|| view! { <p class="muted">"Loading the run…"</p> }>{detail}</Transition>
-            <Transition fallback=|| view! { <p class="muted">"Loading runs…"</p> }>{list}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading the run…")}</p> }>{detail}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading runs…")}</p> }>{list}</Transition>
         </main>
     }
 }
@@ -122,14 +124,16 @@ fn runs_view(listing: Result<RunListing, ConsoleError>) -> AnyView {
         Err(error) => return failure(error, "runs-error"),
     };
     let Some(project_id) = listing.project_id else {
-        return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
+        return view! { <p class="empty">{tr("This organization has no projects yet.")}</p> }
+            .into_any();
     };
     if listing.runs.is_empty() {
-        return view! { <p class="empty" data-testid="runs-empty">"No runs match."</p> }.into_any();
+        return view! { <p class="empty" data-testid="runs-empty">{tr("No runs match.")}</p> }
+            .into_any();
     }
     let next = listing.next_cursor.map(|cursor| {
         let href = format!("/console/runs?project={project_id}&before={cursor}");
-        view! { <p><a href=href data-testid="runs-next">"Older runs →"</a></p> }
+        view! { <p><a href=href data-testid="runs-next">{tr("Older runs →")}</a></p> }
     });
     let rows = listing
         .runs
@@ -139,13 +143,13 @@ fn runs_view(listing: Result<RunListing, ConsoleError>) -> AnyView {
             let status_class = format!("badge run-{}", run.status);
             view! {
                 <tr data-testid="run-row" data-run-id=run.run_id.clone()>
-                    <td><a href=href data-testid="run-link">{run.task.clone()}</a></td>
-                    <td>{run.user_id.clone().unwrap_or_else(|| "—".into())}</td>
-                    <td>{run.agent_id.clone().unwrap_or_else(|| "—".into())}</td>
-                    <td><span class=status_class>{run.status.clone()}</span></td>
-                    <td>{run.outcome.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td translate="no"><a href=href data-testid="run-link">{run.task.clone()}</a></td>
+                    <td translate="no">{run.user_id.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td translate="no">{run.agent_id.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td><span class=status_class>{term(&run.status)}</span></td>
+                    <td>{run.outcome.as_deref().map(term).unwrap_or_else(|| "—".into())}</td>
                     <td class="number">{run.step_count}</td>
-                    <td>{run.created_at.clone()}</td>
+                    <td>{format_time_short(&run.created_at)}</td>
                 </tr>
             }
         })
@@ -153,8 +157,8 @@ fn runs_view(listing: Result<RunListing, ConsoleError>) -> AnyView {
     view! {
         <table class="memories" data-testid="runs-table">
             <thead><tr>
-                <th>"Task"</th><th>"End-user"</th><th>"Agent"</th><th>"Status"</th>
-                <th>"Outcome"</th><th>"Steps"</th><th>"Started"</th>
+                <th>{tr("Task")}</th><th>{tr("End-user")}</th><th>{tr("Agent")}</th><th>{tr("Status")}</th>
+                <th>{tr("Outcome")}</th><th>{tr("Steps")}</th><th>{tr("Started")}</th>
             </tr></thead>
             <tbody>{rows}</tbody>
         </table>
@@ -165,17 +169,17 @@ fn runs_view(listing: Result<RunListing, ConsoleError>) -> AnyView {
 
 fn run_header(run: &RunRow) -> impl IntoView + use<> {
     let trajectory = run.trajectory_memory_id.clone().map(|id| {
-        view! { <dt>"Trajectory"</dt><dd data-testid="run-trajectory">{id}</dd> }
+        view! { <dt>{tr("Trajectory")}</dt><dd data-testid="run-trajectory" translate="no">{id}</dd> }
     });
     view! {
-        <h2 data-testid="run-task">{run.task.clone()}</h2>
+        <h2 data-testid="run-task" translate="no">{run.task.clone()}</h2>
         <dl class="detail">
-            <dt>"Status"</dt><dd data-testid="run-status">{run.status.clone()}</dd>
-            <dt>"Outcome"</dt><dd data-testid="run-outcome">{run.outcome.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"End-user"</dt><dd>{run.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Agent"</dt><dd>{run.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Session"</dt><dd>{run.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
-            <dt>"Started"</dt><dd>{run.created_at.clone()}</dd>
+            <dt>{tr("Status")}</dt><dd data-testid="run-status">{term(&run.status)}</dd>
+            <dt>{tr("Outcome")}</dt><dd data-testid="run-outcome">{run.outcome.as_deref().map(term).unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("End-user")}</dt><dd translate="no">{run.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Agent")}</dt><dd translate="no">{run.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Session")}</dt><dd translate="no">{run.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>{tr("Started")}</dt><dd>{format_time(&run.created_at)}</dd>
             {trajectory}
         </dl>
     }
@@ -198,7 +202,7 @@ fn step_view(step: RunStepRow) -> impl IntoView {
         .texts
         .into_iter()
         .map(|(label, text)| {
-            view! { <div class="step-text" data-testid="step-text"><strong>{label}": "</strong><code>{text}</code></div> }
+            view! { <div class="step-text" data-testid="step-text"><strong>{term(&label)}{tr(": ")}</strong><code translate="no">{text}</code></div> }
         })
         .collect_view();
     let memories = (!step.memories.is_empty()).then(|| {
@@ -211,8 +215,8 @@ fn step_view(step: RunStepRow) -> impl IntoView {
     });
     view! {
         <li data-testid="run-step" data-step-type=step.step_type.clone()>
-            <strong>{format!("{}. {}", step.seq, step.step_type)}</strong>
-            <span class="muted">{format!(" · {} · {}", step.at, step.summary)}</span>
+            <strong>{format!("{}. ", step.seq)}{term(&step.step_type)}</strong>
+            <span class="muted">" · "{format_time_short(&step.at)}" · "<span translate="no">{step.summary.clone()}</span></span>
             {texts}
             {memories}
         </li>
@@ -223,21 +227,21 @@ fn memory_then_view(memory: StepMemory) -> impl IntoView {
     if memory.deleted {
         return view! {
             <li data-testid="step-memory" data-deleted="true">
-                <span class="badge state-deleted">"deleted"</span>
-                <span class="muted">{format!(" {} (v{})", memory.memory_id, memory.version)}</span>
+                <span class="badge state-deleted">{tr("deleted")}</span>
+                <span class="muted" translate="no">{format!(" {} (v{})", memory.memory_id, memory.version)}</span>
             </li>
         }
         .into_any();
     }
     let now = match (memory.now_version, memory.now_state) {
         (Some(version), Some(state)) if version != memory.version || state != "active" => {
-            format!(" · now v{version}, {state}")
+            trf(" · now v{}, {}", &[&version, &term(&state)])
         }
         _ => String::new(),
     };
     view! {
         <li data-testid="step-memory" data-deleted="false" data-version=memory.version.to_string()>
-            <span data-testid="step-memory-content">{memory.content_then.unwrap_or_default()}</span>
+            <span data-testid="step-memory-content" translate="no">{memory.content_then.unwrap_or_default()}</span>
             <span class="muted">{format!(" · v{}{now}", memory.version)}</span>
         </li>
     }
@@ -285,22 +289,22 @@ pub fn RecallsPage() -> impl IntoView {
     };
     let list = move || Suspend::new(async move { recalls_view(recalls.await) });
     view! {
-        <Title text="Recalls · Engram console" />
+        <Title text=tr("Recalls · Engram console") />
         <TopBar current="/console/recalls" />
         <main class="content">
-            <h1>"Recalls"</h1>
+            <h1>{tr("Recalls")}</h1>
             <form class="filters" method="get" action="/console/recalls">
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
-                <label><span>"End-user"</span><input type="text" name="user_id" value=user data-testid="recalls-user" /></label>
-                <label><span>"Session"</span><input type="text" name="session_id" value=session_id /></label>
-                <label><span>"Memory id"</span><input type="text" name="memory_id" value=memory data-testid="recalls-memory" /></label>
-                <label><span>"Run id"</span><input type="text" name="run_id" value=run data-testid="recalls-run" /></label>
-                <button type="submit" data-testid="recalls-apply">"Apply"</button>
+                <label><span>{tr("End-user")}</span><input type="text" name="user_id" value=user data-testid="recalls-user" /></label>
+                <label><span>{tr("Session")}</span><input type="text" name="session_id" value=session_id /></label>
+                <label><span>{tr("Memory id")}</span><input type="text" name="memory_id" value=memory data-testid="recalls-memory" /></label>
+                <label><span>{tr("Run id")}</span><input type="text" name="run_id" value=run data-testid="recalls-run" /></label>
+                <button type="submit" data-testid="recalls-apply">{tr("Apply")}</button>
             </form>
-            <Transition fallback=|| view! { <p class="muted">"Loading recalls…"</p> }>{list}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading recalls…")}</p> }>{list}</Transition>
         </main>
     }
 }
@@ -311,15 +315,16 @@ fn recalls_view(listing: Result<RecallListing, ConsoleError>) -> AnyView {
         Err(error) => return failure(error, "recalls-error"),
     };
     let Some(project_id) = listing.project_id else {
-        return view! { <p class="empty">"This organization has no projects yet."</p> }.into_any();
+        return view! { <p class="empty">{tr("This organization has no projects yet.")}</p> }
+            .into_any();
     };
     if listing.recalls.is_empty() {
-        return view! { <p class="empty" data-testid="recalls-empty">"No recalls match."</p> }
+        return view! { <p class="empty" data-testid="recalls-empty">{tr("No recalls match.")}</p> }
             .into_any();
     }
     let next = listing.next_cursor.map(|cursor| {
         let href = format!("/console/recalls?project={project_id}&before={cursor}");
-        view! { <p><a href=href>"Older recalls →"</a></p> }
+        view! { <p><a href=href>{tr("Older recalls →")}</a></p> }
     });
     let rows = listing
         .recalls
@@ -331,15 +336,15 @@ fn recalls_view(listing: Result<RecallListing, ConsoleError>) -> AnyView {
             );
             let run = recall.run_id.clone().map(|run_id| {
                 let href = format!("/console/runs?project={project_id}&run={run_id}");
-                view! { <a href=href data-testid="recall-run-link">"run"</a> }
+                view! { <a href=href data-testid="recall-run-link">{tr("run")}</a> }
             });
             view! {
                 <tr data-testid="recall-row" data-purpose=recall.purpose.clone()>
-                    <td>{recall.at.clone()}</td>
-                    <td><a href=href data-testid="recall-link">{recall.query.clone().unwrap_or_else(|| "(query text not kept)".into())}</a></td>
-                    <td>{recall.purpose.clone()}</td>
-                    <td>{recall.user_id.clone().unwrap_or_else(|| "—".into())}</td>
-                    <td>{recall.profile.clone()}</td>
+                    <td>{format_time_short(&recall.at)}</td>
+                    <td translate=recall.query.is_some().then_some("no")><a href=href data-testid="recall-link">{recall.query.clone().unwrap_or_else(|| tr("(query text not kept)").into())}</a></td>
+                    <td>{term(&recall.purpose)}</td>
+                    <td translate="no">{recall.user_id.clone().unwrap_or_else(|| "—".into())}</td>
+                    <td translate="no">{recall.profile.clone()}</td>
                     <td class="number">{recall.result_count}</td>
                     <td class="number">{recall.top_score.map_or_else(|| "–".to_string(), |score| format!("{score:.3}"))}</td>
                     <td>{run}</td>
@@ -350,8 +355,8 @@ fn recalls_view(listing: Result<RecallListing, ConsoleError>) -> AnyView {
     view! {
         <table class="memories" data-testid="recalls-table">
             <thead><tr>
-                <th>"When"</th><th>"Query"</th><th>"Purpose"</th><th>"End-user"</th>
-                <th>"Profile"</th><th>"Results"</th><th>"Top score"</th><th>"Run"</th>
+                <th>{tr("When")}</th><th>{tr("Query")}</th><th>{tr("Purpose")}</th><th>{tr("End-user")}</th>
+                <th>{tr("Profile")}</th><th>{tr("Results")}</th><th>{tr("Top score")}</th><th>{tr("Run")}</th>
             </tr></thead>
             <tbody>{rows}</tbody>
         </table>

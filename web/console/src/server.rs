@@ -11,6 +11,7 @@ use crate::api::{
 };
 use crate::app::{App, shell};
 use crate::backend::ConsoleBackend;
+use crate::i18n::Language;
 use axum::{
     Router,
     extract::{Request, State},
@@ -356,23 +357,43 @@ async fn require_session(
     }
     // An expired (or missing) access token is renewed with the refresh token; the request
     // then continues with the new session, and the response carries both new cookies.
-    let mut signed_in = match token_from_headers(req.headers()) {
-        Some(token) => backend
-            .current_account(&crate::model::ConsoleCaller::new(token, Default::default()))
-            .await
-            .is_some(),
-        None => false,
+    let account_of = |token: String| {
+        let backend = backend.clone();
+        async move {
+            backend
+                .current_account(&crate::model::ConsoleCaller::new(token, Default::default()))
+                .await
+        }
+    };
+    let mut account = match token_from_headers(req.headers()) {
+        Some(token) => account_of(token).await,
+        None => None,
     };
     let mut renewed = None;
-    if !signed_in
+    if account.is_none()
         && let Some(refresh) = refresh_token_from_headers(req.headers())
         && let Some(tokens) = backend.refresh(&refresh).await
         && let Some(cookie) = with_session_cookies(req.headers(), &tokens.access, &tokens.refresh)
     {
         req.headers_mut().insert(header::COOKIE, cookie);
-        signed_in = true;
+        account = account_of(tokens.access.clone()).await;
         renewed = Some(tokens);
     }
+    let signed_in = account.is_some() || renewed.is_some();
+    // The page's language: the account's choice, else what the browser asks for.
+    let language = account
+        .as_ref()
+        .and_then(|account| account.language.as_deref())
+        .and_then(Language::from_tag)
+        .unwrap_or_else(|| {
+            Language::from_accept_language(
+                req.headers()
+                    .get(header::ACCEPT_LANGUAGE)
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or(""),
+            )
+        });
+    req.extensions_mut().insert(language);
     let secure = is_https(req.headers());
     let is_api = req
         .uri()

@@ -4,6 +4,8 @@
 
 use crate::api::{SaveSettings, SweepNow, load_session, load_settings};
 use crate::confirm::Confirm;
+use crate::i18n::{term, tr, trf};
+use crate::model::role_name;
 use crate::model::{ConsoleError, GovernanceSettings, PII_MODES};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -29,34 +31,34 @@ pub fn SettingsPage() -> impl IntoView {
     };
     let messages = move || {
         let saved = save.value().get().map(|result| match result {
-            Ok(()) => view! { <p class="notice" data-testid="settings-saved">"Saved."</p> }.into_any(),
-            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.to_string()}</p> }.into_any(),
+            Ok(()) => view! { <p class="notice" data-testid="settings-saved">{tr("Saved.")}</p> }.into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.localized()}</p> }.into_any(),
         });
         let swept = sweep.value().get().map(|result| match result {
             Ok(removed) => view! {
                 <p class="notice" data-testid="sweep-result" data-removed=removed.to_string()>
-                    {format!("The sweep removed {removed} memories from the database and the index.")}
+                    {trf("The sweep removed {} memories from the database and the index.", &[&removed])}
                 </p>
             }
             .into_any(),
-            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.to_string()}</p> }.into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="settings-error">{error.localized()}</p> }.into_any(),
         });
         (saved, swept)
     };
     let body = move || Suspend::new(async move { settings_view(settings.await, save, sweep) });
     view! {
-        <Title text="Settings · Engram console" />
+        <Title text=tr("Settings · Engram console") />
         <TopBar current="/console/settings" />
         <main class="content">
-            <h1>"Data governance"</h1>
+            <h1>{tr("Data governance")}</h1>
             <form class="filters" on:submit=|ev| ev.prevent_default()>
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
             </form>
             {messages}
-            <Transition fallback=|| view! { <p class="muted">"Loading settings…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading settings…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -74,13 +76,13 @@ fn settings_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="settings-forbidden">
-                    "Your role (" {role} ") cannot change data governance settings."
+                    {trf("Your role ({}) cannot change data governance settings.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert">{error.localized()}</p> }.into_any();
         }
     };
     let GovernanceSettings {
@@ -95,13 +97,19 @@ fn settings_view(
     } = settings;
     let embedding_card = embedding_change.map(|change| {
         let total = change.memories.max(change.memories_embedded).max(1);
-        let text = format!(
-            "Moving from {embedding_model} to {}: {} of {} memories embedded (task {}). Searches use {embedding_model} until every memory is in the new space, then switch at once; if the move fails, the project stays on {embedding_model}.",
-            change.to_model, change.memories_embedded, change.memories, change.task_id
+        let text = trf(
+            "Moving from {0} to {1}: {2} of {3} memories embedded (task {4}). Searches use {0} until every memory is in the new space, then switch at once; if the move fails, the project stays on {0}.",
+            &[
+                &embedding_model,
+                &change.to_model,
+                &change.memories_embedded,
+                &change.memories,
+                &change.task_id,
+            ],
         );
         view! {
             <section class="card" data-testid="embedding-move">
-                <h2>"Embedding model"</h2>
+                <h2>{tr("Embedding model")}</h2>
                 <p>{text}</p>
                 <progress
                     max=total.to_string()
@@ -114,29 +122,29 @@ fn settings_view(
     let by_kind = preview
         .by_kind
         .iter()
-        .map(|(kind, count)| format!("{kind}: {count}"))
+        .map(|(kind, count)| format!("{}{}{count}", term(kind), tr(": ")))
         .collect::<Vec<_>>()
         .join(", ");
     let project_for_sweep = project_id.clone();
     view! {
         {embedding_card}
         <section class="card">
-            <h2>"Personal data, retention and recall"</h2>
+            <h2>{tr("Personal data, retention and recall")}</h2>
             <ActionForm action=save attr:class="stack" attr:data-testid="settings-form">
                 <input type="hidden" name="project_id" value=project_id />
                 <label>
-                    <span>"PII redaction (e-mail, phone, card and national id numbers)"</span>
+                    <span>{tr("PII redaction (e-mail, phone, card and national id numbers)")}</span>
                     <select name="pii_redaction" data-testid="settings-pii">
                         {PII_MODES
                             .iter()
-                            .map(|mode| view! { <option value=*mode selected=*mode == pii_redaction>{*mode}</option> })
+                            .map(|mode| view! { <option value=*mode selected=*mode == pii_redaction>{term(mode)}</option> })
                             .collect_view()}
                     </select>
                 </label>
                 {retention_days
                     .into_iter()
                     .map(|(kind, days)| {
-                        let label = format!("Keep {kind} memories for (days, empty = until deleted)");
+                        let label = trf("Keep {} memories for (days, empty = until deleted)", &[&term(&kind)]);
                         view! {
                             <label>
                                 <span>{label}</span>
@@ -153,7 +161,7 @@ fn settings_view(
                     })
                     .collect_view()}
                 <label>
-                    <span>"Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floor; 0 = never abstain)"</span>
+                    <span>{tr("Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floor; 0 = never abstain)")}</span>
                     <input
                         name="relevance_floor"
                         value=relevance_floor
@@ -162,29 +170,32 @@ fn settings_view(
                     />
                 </label>
                 <p class="muted" data-testid="settings-relevance-floor-in-effect">
-                    {format!("In effect: {relevance_floor_in_effect} (model {embedding_model}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.")}
+                    {trf(
+                        "In effect: {} (model {}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.",
+                        &[&relevance_floor_in_effect, &embedding_model],
+                    )}
                 </p>
-                <button type="submit" data-testid="settings-save">"Save"</button>
+                <button type="submit" data-testid="settings-save">{tr("Save")}</button>
             </ActionForm>
         </section>
         <section class="card" data-testid="retention-preview" data-would-delete=preview.would_delete.to_string()>
-            <h2>"Next retention sweep"</h2>
+            <h2>{tr("Next retention sweep")}</h2>
             <p>
-                {format!("The next sweep removes {} memories", preview.would_delete)}
+                {trf("The next sweep removes {} memories", &[&preview.would_delete])}
                 {(!by_kind.is_empty()).then(|| format!(" ({by_kind})"))}
-                "; immutable and held memories are never removed."
+                {tr("; immutable and held memories are never removed.")}
             </p>
             {(!preview.memory_ids.is_empty()).then(|| view! {
-                <p class="muted">"First: " {preview.memory_ids.join(", ")}</p>
+                <p class="muted">{tr("First: ")}<span translate="no">{preview.memory_ids.join(", ")}</span></p>
             })}
             <Confirm
-                label="Run the sweep now…"
-                question=format!("Delete the {} memories past their retention now, from the database and the index? This cannot be undone.", preview.would_delete)
+                label=tr("Run the sweep now…")
+                question=trf("Delete the {} memories past their retention now, from the database and the index? This cannot be undone.", &[&preview.would_delete])
                 test_id="sweep-now-ask"
             >
                 <ActionForm action=sweep attr:class="inline">
                     <input type="hidden" name="project_id" value=project_for_sweep />
-                    <button type="submit" class="danger" data-testid="sweep-now">"Run the sweep"</button>
+                    <button type="submit" class="danger" data-testid="sweep-now">{tr("Run the sweep")}</button>
                 </ActionForm>
             </Confirm>
         </section>

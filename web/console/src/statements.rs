@@ -4,20 +4,29 @@
 
 use crate::api::load_organization_statement;
 use crate::charts::{group_digits, money_text};
+use crate::i18n::{
+    Language, breakdown_label, format_day, format_month, format_time, tr, trf, unit_label,
+};
+use crate::model::role_name;
 use crate::model::{ConsoleError, StatementPage};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{components::Redirect, hooks::use_query_map};
 
-/// The breakdowns in the order the page shows them, with their headings.
-const BREAKDOWNS: [(&str, &str); 5] = [
-    ("project", "By project"),
-    ("key", "By key"),
-    ("end_user", "By end-user"),
-    ("agent", "By agent"),
-    ("channel", "By channel"),
-];
+/// The breakdowns in the order the page shows them.
+const BREAKDOWNS: [&str; 5] = ["project", "key", "end_user", "agent", "channel"];
+
+/// A breakdown's heading in the page's language.
+fn breakdown_heading(by: &str) -> &'static str {
+    match by {
+        "project" => tr("By project"),
+        "key" => tr("By key"),
+        "end_user" => tr("By end-user"),
+        "agent" => tr("By agent"),
+        _ => tr("By channel"),
+    }
+}
 
 #[component]
 pub fn StatementsPage() -> impl IntoView {
@@ -29,11 +38,11 @@ pub fn StatementsPage() -> impl IntoView {
     let statement = Resource::new(move || month.get(), load_organization_statement);
     let body = move || Suspend::new(async move { statement_view(statement.await, month) });
     view! {
-        <Title text="Statements · Engram console" />
+        <Title text=tr("Statements · Engram console") />
         <TopBar current="/console/statements" />
         <main class="content">
-            <h1>"Monthly statement"</h1>
-            <Transition fallback=|| view! { <p class="muted">"Loading the statement…"</p> }>{body}</Transition>
+            <h1>{tr("Monthly statement")}</h1>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading the statement…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -50,13 +59,13 @@ fn statement_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="statement-forbidden">
-                    "Your role (" {role} ") cannot see statements."
+                    {trf("Your role ({}) cannot see statements.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="statement-error">{error.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="statement-error">{error.localized()}</p> }
                 .into_any();
         }
     };
@@ -66,22 +75,25 @@ fn statement_view(
         .iter()
         .map(|offered| {
             let selected = *offered == shown_month;
-            view! { <option value=offered.clone() selected=selected>{offered.clone()}</option> }
+            view! { <option value=offered.clone() selected=selected>{format_month(offered)}</option> }
         })
         .collect_view();
     let status = if statement.provisional {
-        format!(
+        trf(
             "Provisional: the month is still open and these figures can change until it closes at {}.",
-            statement.closes_at
+            &[&format_time(&statement.closes_at)],
         )
     } else {
-        format!(
+        trf(
             "Closed at {}: this statement was stored on {} and never changes (an erased end-user is shown by digest).",
-            statement.closes_at, statement.generated_at
+            &[
+                &format_time(&statement.closes_at),
+                &format_time(&statement.generated_at),
+            ],
         )
     };
     let lines = if statement.lines.is_empty() {
-        view! { <tr><td colspan="5" class="muted">"Nothing was used this month."</td></tr> }
+        view! { <tr><td colspan="5" class="muted">{tr("Nothing was used this month.")}</td></tr> }
             .into_any()
     } else {
         statement
@@ -91,13 +103,13 @@ fn statement_view(
                 let currency = line.currency.clone().unwrap_or_default();
                 let price = match &line.unit_price {
                     Some(price) => money_text(price, &currency),
-                    None => "no price".to_string(),
+                    None => tr("no price").to_string(),
                 };
-                let from = line.price_from.clone().unwrap_or_default();
-                let default_note = line.default_price.then_some(" (default price)");
+                let from = line.price_from.as_deref().map(format_day).unwrap_or_default();
+                let default_note = line.default_price.then(|| tr(" (default price)"));
                 view! {
                     <tr data-testid="statement-line" data-unit=line.unit.clone() data-cost=line.cost.clone()>
-                        <td>{line.unit.replace('_', " ")}</td>
+                        <td>{unit_label(&line.unit)}</td>
                         <td class="amount">{group_digits(line.quantity)}</td>
                         <td class="amount">{price}{default_note}</td>
                         <td>{from}</td>
@@ -114,14 +126,14 @@ fn statement_view(
         .map(|(currency, total)| {
             view! {
                 <tr data-testid="statement-total" data-currency=currency.clone() data-total=total.clone()>
-                    <th colspan="4">"Total"</th>
+                    <th colspan="4">{tr("Total")}</th>
                     <th class="amount">{money_text(total, currency)}</th>
                 </tr>
             }
         })
         .collect_view();
     let budgets = if statement.budgets.is_empty() {
-        view! { <p class="muted">"No project has a monthly budget."</p> }.into_any()
+        view! { <p class="muted">{tr("No project has a monthly budget.")}</p> }.into_any()
     } else {
         let rows = statement
             .budgets
@@ -134,13 +146,13 @@ fn statement_view(
                 let alerts = budget
                     .alerts
                     .iter()
-                    .map(|(threshold, at)| format!("{threshold} % at {at}"))
+                    .map(|(threshold, at)| trf("{} % at {}", &[threshold, &format_time(at)]))
                     .collect::<Vec<_>>()
                     .join("; ");
                 view! {
                     <tr data-testid="statement-budget">
-                        <td>{budget.project.clone()}</td>
-                        <td class="amount">{money_text(&budget.amount, &budget.currency)}{budget.hard_cap.then_some(" (hard cap)")}</td>
+                        <td translate="no">{budget.project.clone()}</td>
+                        <td class="amount">{money_text(&budget.amount, &budget.currency)}{budget.hard_cap.then(|| tr(" (hard cap)"))}</td>
                         <td class="amount">{money_text(&budget.spent, &budget.currency)}</td>
                         <td class="amount">{used}</td>
                         <td>{alerts}</td>
@@ -150,7 +162,7 @@ fn statement_view(
             .collect_view();
         view! {
             <table class="table" data-testid="statement-budgets">
-                <thead><tr><th>"Project"</th><th>"Budget"</th><th>"Spent"</th><th>"Used"</th><th>"Alerts"</th></tr></thead>
+                <thead><tr><th>{tr("Project")}</th><th>{tr("Budget")}</th><th>{tr("Spent")}</th><th>{tr("Used")}</th><th>{tr("Alerts")}</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         }
@@ -158,14 +170,14 @@ fn statement_view(
     };
     let breakdowns = BREAKDOWNS
         .iter()
-        .map(|(by, heading)| {
+        .map(|by| {
             let rows: Vec<_> = statement
                 .breakdowns
                 .iter()
                 .filter(|row| row.by == *by)
                 .collect();
             let body = if rows.is_empty() {
-                view! { <tr><td colspan="4" class="muted">"Nothing this month."</td></tr> }.into_any()
+                view! { <tr><td colspan="4" class="muted">{tr("Nothing this month.")}</td></tr> }.into_any()
             } else {
                 rows.into_iter()
                     .map(|row| {
@@ -178,8 +190,8 @@ fn statement_view(
                             .join(", ");
                         view! {
                             <tr data-testid="statement-breakdown" data-by=row.by.clone() data-label=row.label.clone() data-cost=row.cost.clone()>
-                                <td>{row.label.clone()}</td>
-                                <td>{row.project.clone()}</td>
+                                <td translate=(breakdown_label(&row.label) == row.label).then_some("no")>{breakdown_label(&row.label)}</td>
+                                <td translate="no">{row.project.clone()}</td>
                                 <td class="amount">{money_text(&row.cost, &currency)}</td>
                                 <td>{used}</td>
                             </tr>
@@ -190,9 +202,9 @@ fn statement_view(
             };
             view! {
                 <section class="card" data-testid=format!("statement-by-{by}")>
-                    <h2>{*heading}</h2>
+                    <h2>{breakdown_heading(by)}</h2>
                     <table class="table">
-                        <thead><tr><th>"Who"</th><th>"Project"</th><th class="amount">"Cost"</th><th>"Used"</th></tr></thead>
+                        <thead><tr><th>{tr("Who")}</th><th>{tr("Project")}</th><th class="amount">{tr("Cost")}</th><th>{tr("Used")}</th></tr></thead>
                         <tbody>{body}</tbody>
                     </table>
                 </section>
@@ -203,7 +215,7 @@ fn statement_view(
     view! {
         <form class="filters no-print" on:submit=|ev| ev.prevent_default()>
             <label>
-                <span>"Month"</span>
+                <span>{tr("Month")}</span>
                 <select
                     name="month"
                     data-testid="statement-month"
@@ -212,21 +224,21 @@ fn statement_view(
                     {months}
                 </select>
             </label>
-            <a href=csv_href download=format!("statement-{shown_month}.csv") data-testid="statement-csv">"Download CSV"</a>
-            <button type="button" class="ghost" data-testid="statement-print" onclick="window.print()">"Print"</button>
+            <a href=csv_href download=format!("statement-{shown_month}.csv") data-testid="statement-csv">{tr("Download CSV")}</a>
+            <button type="button" class="ghost" data-testid="statement-print" onclick="window.print()">{tr("Print")}</button>
         </form>
         <section class="card" data-testid="statement" data-month=statement.month.clone()
             data-provisional=statement.provisional.to_string()>
-            <h2>{format!("{} · {}", statement.organization, statement.month)}</h2>
+            <h2><span translate="no">{statement.organization.clone()}</span>" · "{format_month(&statement.month)}</h2>
             <p class=if statement.provisional { "warning" } else { "notice" } data-testid="statement-status">{status}</p>
             <table class="table" data-testid="statement-lines">
-                <thead><tr><th>"Unit"</th><th class="amount">"Quantity"</th><th class="amount">"Price per unit"</th><th>"Price since"</th><th class="amount">"Cost"</th></tr></thead>
+                <thead><tr><th>{tr("Unit")}</th><th class="amount">{tr("Quantity")}</th><th class="amount">{tr("Price per unit")}</th><th>{tr("Price since")}</th><th class="amount">{tr("Cost")}</th></tr></thead>
                 <tbody>{lines}</tbody>
                 <tfoot>{totals}</tfoot>
             </table>
         </section>
         <section class="card">
-            <h2>"Budgets"</h2>
+            <h2>{tr("Budgets")}</h2>
             {budgets}
         </section>
         {breakdowns}
@@ -236,8 +248,9 @@ fn statement_view(
 
 /// A unit's name for `quantity` of it: `1 search`, `3 searches`, `1 memory written`.
 fn unit_name(unit: &str, quantity: i64) -> String {
-    let name = unit.replace('_', " ");
-    if quantity != 1 {
+    let name = unit_label(unit);
+    // Chinese has no plural: the label serves every quantity.
+    if quantity != 1 || Language::current() == Language::Chinese {
         return name;
     }
     match unit {

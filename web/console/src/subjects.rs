@@ -8,6 +8,8 @@ use crate::api::{
     RequestErasure, RequestOrganizationErasure, find_subjects, load_erasure_status, load_session,
     load_subject,
 };
+use crate::i18n::{format_count, format_time, term, tr, trf};
+use crate::model::role_name;
 use crate::model::{ConsoleError, ErasureStatus, SubjectMatchRow, SubjectSummary, percent_encode};
 use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
@@ -159,15 +161,15 @@ pub fn SubjectsPage() -> impl IntoView {
             .and_then(Result::err)
             .or_else(|| erase_everywhere.value().get().and_then(Result::err));
         failed.map(|error| {
-            view! { <p class="error" role="alert" data-testid="erasure-error">{error.to_string()}</p> }
+            view! { <p class="error" role="alert" data-testid="erasure-error">{error.localized()}</p> }
         })
     };
     view! {
-        <Title text="Subjects · Engram console" />
+        <Title text=tr("Subjects · Engram console") />
         <TopBar current="/console/subjects" />
         <main class="content">
-            <h1>"Subjects"</h1>
-            <p class="muted">"Everything about one end-user: find them, export it, or erase it from every store."</p>
+            <h1>{tr("Subjects")}</h1>
+            <p class="muted">{tr("Everything about one end-user: find them, export it, or erase it from every store.")}</p>
             <form
                 class="filters"
                 method="get"
@@ -181,11 +183,11 @@ pub fn SubjectsPage() -> impl IntoView {
                 }
             >
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label class="grow">
-                    <span>"End-user id, or its start"</span>
+                    <span>{tr("End-user id, or its start")}</span>
                     <input
                         type="search"
                         name="user"
@@ -195,22 +197,22 @@ pub fn SubjectsPage() -> impl IntoView {
                     />
                 </label>
                 <label class="grow">
-                    <span>"Or a metadata value of their memories"</span>
+                    <span>{tr("Or a metadata value of their memories")}</span>
                     <input
                         type="search"
                         name="metadata"
                         autocomplete="off"
-                        placeholder="key=value"
+                        placeholder=tr("key=value")
                         bind:value=metadata_text
                         data-testid="subject-metadata"
                     />
                 </label>
-                <button type="submit" data-testid="subject-lookup">"Look up"</button>
+                <button type="submit" data-testid="subject-lookup">{tr("Look up")}</button>
             </form>
             {erase_error}
             {progress}
             <Transition fallback=|| ()>{matches_view}</Transition>
-            <Transition fallback=|| view! { <p class="muted">"Looking up…"</p> }>{summary_view}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Looking up…")}</p> }>{summary_view}</Transition>
         </main>
     }
 }
@@ -235,7 +237,7 @@ fn matches_table(
         // the lookup's own.
         Err(ConsoleError::Unauthorized | ConsoleError::Forbidden { .. }) => return ().into_any(),
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="subject-find-error">{error.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="subject-find-error">{error.localized()}</p> }
                 .into_any();
         }
     };
@@ -248,19 +250,20 @@ fn matches_table(
         return ().into_any();
     }
     let described = match (&lookup.user, &lookup.metadata) {
-        (Some(user), Some(metadata)) => {
-            format!("whose id starts with “{user}” and with a memory carrying {metadata}")
-        }
-        (Some(user), None) => format!("whose id starts with “{user}”"),
-        (None, Some(metadata)) => format!("with a memory carrying {metadata}"),
+        (Some(user), Some(metadata)) => trf(
+            "whose id starts with “{}” and with a memory carrying {}",
+            &[user, metadata],
+        ),
+        (Some(user), None) => trf("whose id starts with “{}”", &[user]),
+        (None, Some(metadata)) => trf("with a memory carrying {}", &[metadata]),
         (None, None) => String::new(),
     };
     if found.is_empty() {
-        return view! { <p class="empty" data-testid="subject-matches-empty">{format!("No end-user {described}.")}</p> }
+        return view! { <p class="empty" data-testid="subject-matches-empty">{trf("No end-user {}.", &[&described])}</p> }
             .into_any();
     }
     let limit_note = (found.len() as u64 >= MAX_SUBJECT_MATCHES_SHOWN).then(
-        || view! { <p class="muted">"Only the first of them are shown: narrow the lookup."</p> },
+        || view! { <p class="muted">{tr("Only the first of them are shown: narrow the lookup.")}</p> },
     );
     let rows = found
         .into_iter()
@@ -296,8 +299,8 @@ fn matches_table(
     view! {
         <section class="card" data-testid="subject-matches">
             <table class="table">
-                <caption>{format!("End-users {described}")}</caption>
-                <thead><tr><th>"End-user"</th><th class="num">"Matching memories"</th></tr></thead>
+                <caption>{trf("End-users {}", &[&described])}</caption>
+                <thead><tr><th>{tr("End-user")}</th><th class="num">{tr("Matching memories")}</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
             {limit_note}
@@ -322,13 +325,13 @@ fn subject_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="subjects-forbidden">
-                    "Your role (" {role} ") cannot export or erase end-users."
+                    {trf("Your role ({}) cannot export or erase end-users.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert" data-testid="subject-error">{error.to_string()}</p> }
+            return view! { <p class="error" role="alert" data-testid="subject-error">{error.localized()}</p> }
                 .into_any();
         }
     };
@@ -349,7 +352,7 @@ fn subject_view(
             view! {
                 <details class="erased" data-testid="subject-erased" data-erased-at=erasure.erased_at.clone()>
                     <summary>
-                        {format!("Erased on {} with receipt ", erasure.erased_at)}
+                        {trf("Erased on {} with receipt ", &[&format_time(&erasure.erased_at)])}
                         <code data-testid="subject-erased-digest">{digest}</code>
                     </summary>
                     {receipt_table(&erasure.receipt, "subject-erased-receipt")}
@@ -377,38 +380,38 @@ fn subject_view(
     view! {
         <section class="card" data-testid="subject-summary" data-memories=memories.to_string()>
             <p>
-                <strong>{user_id}</strong>
-                {format!(" has {memories} memories in this project.")}
+                <strong translate="no">{user_id}</strong>
+                {trf(" has {} memories in this project.", &[&format_count(memories)])}
             </p>
             <table class="stores" data-testid="subject-stores">
-                <caption>"What the project holds of them, store by store (the registry of subject data)"</caption>
-                <thead><tr><th>"Store"</th><th>"Records"</th></tr></thead>
+                <caption>{tr("What the project holds of them, store by store (the registry of subject data)")}</caption>
+                <thead><tr><th>{tr("Store")}</th><th>{tr("Records")}</th></tr></thead>
                 <tbody>{store_rows}</tbody>
             </table>
             {erasures}
             {(!held.is_empty()).then(|| view! {
                 <p class="error" data-testid="subject-held">
-                    {format!("{} of them are under legal hold — erasure is refused until the holds are lifted: {}", held.len(), held.join(", "))}
+                    {trf("{} of them are under legal hold — erasure is refused until the holds are lifted: {}", &[&held.len(), &held.join(", ")])}
                 </p>
             })}
-            <p><a href=export_link data-testid="subject-export" download>"Download everything (NDJSON)"</a></p>
+            <p><a href=export_link data-testid="subject-export" download>{tr("Download everything (NDJSON)")}</a></p>
             <ActionForm action=erase attr:class="filters" attr:data-testid="erase-form">
                 <input type="hidden" name="project_id" value=project />
                 <input type="hidden" name="user_id" value=user_for_erase />
                 <label class="grow">
-                    <span>"Type the end-user id again to erase everything about them"</span>
+                    <span>{tr("Type the end-user id again to erase everything about them")}</span>
                     <input type="text" name="confirm" required autocomplete="off" data-testid="erase-confirm" />
                 </label>
-                <button type="submit" class="danger" data-testid="erase-submit">"Erase"</button>
+                <button type="submit" class="danger" data-testid="erase-submit">{tr("Erase")}</button>
             </ActionForm>
             <ActionForm action=erase_everywhere attr:class="filters" attr:data-testid="erase-everywhere-form">
                 <input type="hidden" name="project_id" value=project_everywhere />
                 <input type="hidden" name="user_id" value=user_everywhere />
                 <label class="grow">
-                    <span>"Or erase them from every project of the organization: type the id again"</span>
+                    <span>{tr("Or erase them from every project of the organization: type the id again")}</span>
                     <input type="text" name="confirm" required autocomplete="off" data-testid="erase-everywhere-confirm" />
                 </label>
-                <button type="submit" class="danger" data-testid="erase-everywhere-submit">"Erase everywhere"</button>
+                <button type="submit" class="danger" data-testid="erase-everywhere-submit">{tr("Erase everywhere")}</button>
             </ActionForm>
         </section>
     }
@@ -421,25 +424,24 @@ fn erasure_view(status: ErasureStatus) -> impl IntoView {
     view! {
         <section class="card" data-testid="erasure" data-status=status.status.clone() data-verified=status.verified.map(|v| v.to_string()).unwrap_or_default() data-organization-wide=status.organization_wide.to_string()>
             <p>
-                <strong>{format!("Erasure {}", status.status)}</strong>
-                {format!(
-                    " — {} of {} {}",
-                    status.done,
-                    status.total,
-                    if status.organization_wide { "projects" } else { "memories" }
-                )}
+                <strong>{trf("Erasure {}", &[&term(&status.status)])}</strong>
+                {if status.organization_wide {
+                    trf(" — {} of {} projects", &[&status.done, &status.total])
+                } else {
+                    trf(" — {} of {} memories", &[&status.done, &status.total])
+                }}
             </p>
             {(!finished).then(|| view! { <progress data-testid="erasure-progress" value=status.done.to_string() max=total.to_string()></progress> })}
             {status.verified.map(|verified| view! {
                 <p data-testid="erasure-verified">
-                    {if verified { "Verified: nothing of this end-user remains in the database or the index." } else { "Verification found remains." }}
+                    {if verified { tr("Verified: nothing of this end-user remains in the database or the index.") } else { tr("Verification found remains.") }}
                 </p>
             })}
-            {status.digest.map(|digest| view! { <p class="muted">"Receipt digest " <code data-testid="erasure-digest">{digest}</code></p> })}
+            {status.digest.map(|digest| view! { <p class="muted">{tr("Receipt digest ")} <code data-testid="erasure-digest">{digest}</code></p> })}
             {status.receipt.map(|receipt| view! {
                 {receipt_table(&receipt, "erasure-receipt-table")}
                 <details>
-                    <summary>"The receipt as signed (JSON)"</summary>
+                    <summary>{tr("The receipt as signed (JSON)")}</summary>
                     <pre class="receipt" data-testid="erasure-receipt">{receipt}</pre>
                 </details>
             })}

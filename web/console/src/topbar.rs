@@ -2,7 +2,8 @@
 //! role may use (the current page marked), optional extra items and the logout button; and
 //! the landing page each role starts on.
 
-use crate::api::{Logout, load_session};
+use crate::api::{ChooseLanguage, Logout, load_session};
+use crate::i18n::{Language, tr};
 use crate::model::{ConsoleError, SessionInfo};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
@@ -145,7 +146,7 @@ pub fn TopBar(
                             data-testid=page.test_id
                             aria-current=is_current.then_some("page")
                         >
-                            {page.label}
+                            {Language::current().text(page.label)}
                         </a>
                     }
                 })
@@ -160,10 +161,52 @@ pub fn TopBar(
             </nav>
             <span class="spacer"></span>
             {children.map(|children| children())}
+            <LanguageSwitch />
             <ActionForm action=logout attr:class="logout-form">
-                <button type="submit" class="ghost" data-testid="logout-button">"Log out"</button>
+                <button type="submit" class="ghost" data-testid="logout-button">{tr("Log out")}</button>
             </ActionForm>
         </header>
+    }
+}
+
+/// The top bar's switch to the other language: saved with the account, then the page is
+/// shown again in it (without JavaScript the form post comes back to the same page).
+#[component]
+fn LanguageSwitch() -> impl IntoView {
+    let choose = ServerAction::<ChooseLanguage>::new();
+    Effect::new(move |_| {
+        if matches!(choose.value().get(), Some(Ok(()))) {
+            #[cfg(feature = "hydrate")]
+            let _ = window().location().reload();
+        }
+    });
+    let other = match Language::current() {
+        Language::English => Language::Chinese,
+        Language::Chinese => Language::English,
+    };
+    let failed = move || {
+        choose
+            .value()
+            .get()
+            .and_then(Result::err)
+            .map(|error| view! { <span class="error" role="alert">{error.localized()}</span> })
+    };
+    view! {
+        <ActionForm action=choose attr:class="language-form">
+            <input type="hidden" name="language" value=other.tag() />
+            <button
+                type="submit"
+                class="ghost"
+                data-testid="language-switch"
+                data-language=other.tag()
+                lang=other.html_lang()
+                translate="no"
+                title=tr("Show the console in this language")
+            >
+                {other.own_name()}
+            </button>
+            {failed}
+        </ActionForm>
     }
 }
 
@@ -184,7 +227,7 @@ pub fn Landing() -> impl IntoView {
                 // to the login page would send them straight back here).
                 Err(error) => view! {
                     <main class="centered">
-                        <p class="error" role="alert">{error.to_string()}</p>
+                        <p class="error" role="alert">{error.localized()}</p>
                     </main>
                 }
                 .into_any(),

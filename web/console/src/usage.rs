@@ -5,6 +5,8 @@
 
 use crate::api::{SaveLimits, load_session, load_usage};
 use crate::charts::{breakdown_bars, burn_down, daily_bars, group_digits, money, ranked_bars};
+use crate::i18n::{breakdown_label, format_month, format_time, tr, trf, unit_label};
+use crate::model::role_name;
 use crate::model::{ConsoleError, SpendLimitsForm, USAGE_RANGES, UsageOverview};
 use crate::project_picker::{non_empty, project_select};
 use crate::topbar::TopBar;
@@ -38,23 +40,23 @@ pub fn UsagePage() -> impl IntoView {
     };
     let saved = move || {
         save.value().get().map(|result| match result {
-            Ok(()) => view! { <p class="notice" data-testid="limits-saved">"Limits saved."</p> }.into_any(),
-            Err(error) => view! { <p class="error" role="alert" data-testid="limits-error">{error.to_string()}</p> }.into_any(),
+            Ok(()) => view! { <p class="notice" data-testid="limits-saved">{tr("Limits saved.")}</p> }.into_any(),
+            Err(error) => view! { <p class="error" role="alert" data-testid="limits-error">{error.localized()}</p> }.into_any(),
         })
     };
     let body = move || Suspend::new(async move { usage_view(overview.await, save) });
     view! {
-        <Title text="Usage and cost · Engram console" />
+        <Title text=tr("Usage and cost · Engram console") />
         <TopBar current="/console/usage" />
         <main class="content">
-            <h1>"Usage and cost"</h1>
+            <h1>{tr("Usage and cost")}</h1>
             <form class="filters" on:submit=|ev| ev.prevent_default()>
                 <label>
-                    <span>"Project"</span>
+                    <span>{tr("Project")}</span>
                     <Transition fallback=|| view! { <select disabled></select> }>{project_selector}</Transition>
                 </label>
                 <label>
-                    <span>"Range"</span>
+                    <span>{tr("Range")}</span>
                     <select
                         name="days"
                         data-testid="usage-range"
@@ -68,7 +70,7 @@ pub fn UsagePage() -> impl IntoView {
                             .iter()
                             .map(|range| view! {
                                 <option value=range.to_string() selected=*range == initial_days>
-                                    {format!("Last {range} days")}
+                                    {trf("Last {} days", &[range])}
                                 </option>
                             })
                             .collect_view()}
@@ -76,7 +78,7 @@ pub fn UsagePage() -> impl IntoView {
                 </label>
             </form>
             {saved}
-            <Transition fallback=|| view! { <p class="muted">"Loading usage…"</p> }>{body}</Transition>
+            <Transition fallback=|| view! { <p class="muted">{tr("Loading usage…")}</p> }>{body}</Transition>
         </main>
     }
 }
@@ -93,13 +95,13 @@ fn usage_view(
         Err(ConsoleError::Forbidden { role }) => {
             return view! {
                 <p class="notice" data-testid="usage-forbidden">
-                    "Your role (" {role} ") cannot see usage and cost."
+                    {trf("Your role ({}) cannot see usage and cost.", &[&role_name(&role)])}
                 </p>
             }
             .into_any();
         }
         Err(error) => {
-            return view! { <p class="error" role="alert">{error.to_string()}</p> }.into_any();
+            return view! { <p class="error" role="alert">{error.localized()}</p> }.into_any();
         }
     };
     let currency = overview.currency.clone();
@@ -118,7 +120,7 @@ fn usage_view(
             let total: i64 = values.iter().sum();
             let svg = daily_bars(
                 &format!("chart-usage-{unit}"),
-                &format!("{unit} per day"),
+                &trf("{} per day", &[&unit_label(unit)]),
                 &day_labels,
                 &values,
                 UNIT_COLORS[index % UNIT_COLORS.len()],
@@ -127,8 +129,8 @@ fn usage_view(
             view! {
                 <figure class="chart-card" data-testid=format!("usage-{unit}") data-total=total.to_string()>
                     <figcaption>
-                        <strong>{unit.replace('_', " ")}</strong>
-                        " · " {group_digits(total)} " in range"
+                        <strong>{unit_label(unit)}</strong>
+                        {trf(" · {} in range", &[&group_digits(total)])}
                     </figcaption>
                     <div inner_html=svg></div>
                 </figure>
@@ -139,7 +141,7 @@ fn usage_view(
     let cost_currency = currency.clone();
     let cost_svg = daily_bars(
         "chart-cost-per-day",
-        "cost per day",
+        tr("cost per day"),
         &day_labels,
         &cost_values,
         "#0f766e",
@@ -154,22 +156,27 @@ fn usage_view(
             } else {
                 100.0
             };
-            format!(
-                "{} of {} spent ({share:.0} %), forecast {} by month end{}",
-                money(month.spent_micros, &currency),
-                money(budget, &currency),
-                money(month.forecast_micros, &currency),
-                if month.hard_cap {
-                    "; requests stop when the budget is spent"
-                } else {
-                    ""
-                }
+            trf(
+                "{} of {} spent ({} %), forecast {} by month end{}",
+                &[
+                    &money(month.spent_micros, &currency),
+                    &money(budget, &currency),
+                    &format!("{share:.0}"),
+                    &money(month.forecast_micros, &currency),
+                    &if month.hard_cap {
+                        tr("; requests stop when the budget is spent")
+                    } else {
+                        ""
+                    },
+                ],
             )
         }
-        None => format!(
+        None => trf(
             "{} spent, forecast {} by month end; no budget set",
-            money(month.spent_micros, &currency),
-            money(month.forecast_micros, &currency)
+            &[
+                &money(month.spent_micros, &currency),
+                &money(month.forecast_micros, &currency),
+            ],
         ),
     };
     // A forecast past the budget is said where the forecast is shown.
@@ -179,11 +186,13 @@ fn usage_view(
         .map(|budget| {
             view! {
                 <p class="warning" role="status" data-testid="forecast-over-budget">
-                    {format!(
+                    {trf(
                         "At this rate the month ends at {}: {} over its budget of {}.",
-                        money(month.forecast_micros, &currency),
-                        money(month.forecast_micros - budget, &currency),
-                        money(budget, &currency),
+                        &[
+                            &money(month.forecast_micros, &currency),
+                            &money(month.forecast_micros - budget, &currency),
+                            &money(budget, &currency),
+                        ],
                     )}
                 </p>
             }
@@ -194,7 +203,7 @@ fn usage_view(
         .map(|(threshold, at)| {
             view! {
                 <li data-testid="budget-alert" data-threshold=threshold.to_string()>
-                    {format!("{threshold} % of the budget reached at {at}")}
+                    {trf("{} % of the budget reached at {}", &[threshold, &format_time(at)])}
                 </li>
             }
         })
@@ -205,10 +214,10 @@ fn usage_view(
         .map(|(unit, used, quota)| {
             let limit = quota
                 .map(|quota| group_digits(quota as i64))
-                .unwrap_or_else(|| "no quota".to_string());
+                .unwrap_or_else(|| tr("no quota").to_string());
             view! {
                 <tr data-testid=format!("quota-{unit}")>
-                    <td>{unit.replace('_', " ")}</td>
+                    <td>{unit_label(unit)}</td>
                     <td>{group_digits(*used)}</td>
                     <td>{limit}</td>
                 </tr>
@@ -216,7 +225,7 @@ fn usage_view(
         })
         .collect_view();
     let llm_rows = if overview.llm_by_model.is_empty() {
-        view! { <tr><td colspan="5" class="muted">"No LLM calls in this range."</td></tr> }
+        view! { <tr><td colspan="5" class="muted">{tr("No LLM calls in this range.")}</td></tr> }
             .into_any()
     } else {
         overview
@@ -225,7 +234,7 @@ fn usage_view(
             .map(|usage| {
                 view! {
                     <tr data-testid=format!("llm-model-{}", usage.model)>
-                        <td>{usage.model.clone()}</td>
+                        <td translate="no">{usage.model.clone()}</td>
                         <td>{group_digits(usage.calls)}</td>
                         <td>{group_digits(usage.failed_calls)}</td>
                         <td>{group_digits(usage.tokens_in)}</td>
@@ -240,12 +249,12 @@ fn usage_view(
         .breakdowns
         .iter()
         .map(|breakdown| {
-            let svg = breakdown_bars(breakdown, &currency);
+            let svg = breakdown_bars(breakdown, breakdown_title(&breakdown.by), &currency);
             let empty = breakdown.entries.is_empty();
             let more = (breakdown.more > 0).then(|| {
-                format!(
+                trf(
                     "and {} more (GET /v1/costs?by={} lists every one)",
-                    breakdown.more, breakdown.by
+                    &[&breakdown.more, &breakdown.by],
                 )
             });
             let rows = breakdown
@@ -255,7 +264,7 @@ fn usage_view(
                     view! {
                         <tr data-testid="breakdown-entry" data-label=entry.label.clone()
                             data-cost=entry.cost_micros.to_string()>
-                            <td>{entry.label.clone()}</td>
+                            <td translate=breakdown_label_is_data(&entry.label).then_some("no")>{breakdown_label(&entry.label)}</td>
                             <td>{money(entry.cost_micros, &currency)}</td>
                             <td>{group_digits(entry.searches)}</td>
                             <td>{group_digits(entry.memories_written)}</td>
@@ -265,20 +274,20 @@ fn usage_view(
                 .collect_view();
             view! {
                 <div class="breakdown" data-testid=format!("breakdown-{}", breakdown.by)>
-                    <h3>{breakdown.title.clone()}</h3>
+                    <h3>{breakdown_title(&breakdown.by)}</h3>
                     {if empty {
-                        view! { <p class="muted">"Nothing used in this range."</p> }.into_any()
+                        view! { <p class="muted">{tr("Nothing used in this range.")}</p> }.into_any()
                     } else {
                         view! {
                             <div inner_html=svg></div>
                             <table class="table">
-                                <thead><tr><th>"Who"</th><th>"Cost"</th><th>"Searches"</th><th>"Memories written"</th></tr></thead>
+                                <thead><tr><th>{tr("Who")}</th><th>{tr("Cost")}</th><th>{tr("Searches")}</th><th>{tr("Memories written")}</th></tr></thead>
                                 <tbody>{rows}</tbody>
                             </table>
                             <p class="muted">{more}</p>
                             {(breakdown.by == "channel").then(|| view! {
                                 <p class="muted" data-testid="usage-console-searches">
-                                    "Searches made in this console are billed as searches (channel console); the Recall page counts agents' searches only."
+                                    {tr("Searches made in this console are billed as searches (channel console); the Recall page counts agents' searches only.")}
                                 </p>
                             })}
                         }
@@ -291,9 +300,9 @@ fn usage_view(
     let default_prices_note = overview.default_prices.then(|| {
         view! {
             <p class="notice" data-testid="default-prices">
-                "Some of these costs use Engram's default price book, a placeholder: set your organization's prices on the "
-                <a href="/console/prices">"Prices"</a>" page, or the deployment's with "
-                <code>"engram admin set-price --unit <unit> --price <price>"</code>"."
+                {tr("Some of these costs use Engram's default price book, a placeholder: set your organization's prices on the ")}
+                <a href="/console/prices">{tr("Prices")}</a>{tr(" page, or the deployment's with ")}
+                <code translate="no">"engram admin set-price --unit <unit> --price <price>"</code>"."
             </p>
         }
     });
@@ -302,43 +311,43 @@ fn usage_view(
     view! {
         <section class="card" data-testid="month-summary" data-spent=month.spent_micros.to_string()
             data-forecast=month.forecast_micros.to_string()>
-            <h2>{format!("{} · {}", overview.project_name, month.month)}</h2>
+            <h2><span translate="no">{overview.project_name.clone()}</span>" · "{format_month(&month.month)}</h2>
             <p data-testid="budget-line">{budget_line}</p>
             {over_budget}
             <ul class="alerts">{alerts}</ul>
             <div inner_html=burn_svg></div>
-            <p class="legend muted">"Solid: cost to date. Dashed: forecast at the current rate. Red: budget."</p>
+            <p class="legend muted">{tr("Solid: cost to date. Dashed: forecast at the current rate. Red: budget.")}</p>
         </section>
         <section class="card">
-            <h2>"Cost per day"</h2>
-            <p data-testid="range-cost">{format!("{range_cost} over the range")}</p>
+            <h2>{tr("Cost per day")}</h2>
+            <p data-testid="range-cost">{trf("{} over the range", &[&range_cost])}</p>
             {default_prices_note}
             <div inner_html=cost_svg></div>
         </section>
         <section class="card" data-testid="cost-breakdowns">
-            <h2>"Who drives the cost"</h2>
-            <p class="muted">"The range's top ten by cost. An end-user token's calls count under the key that minted it."</p>
+            <h2>{tr("Who drives the cost")}</h2>
+            <p class="muted">{tr("The range's top ten by cost. An end-user token's calls count under the key that minted it.")}</p>
             <div class="chart-grid">{breakdown_cards}</div>
         </section>
         <section class="card">
-            <h2>"Usage per day"</h2>
+            <h2>{tr("Usage per day")}</h2>
             <div class="chart-grid">{unit_charts}</div>
         </section>
         <section class="card">
-            <h2>"Top projects this month"</h2>
+            <h2>{tr("Top projects this month")}</h2>
             <div inner_html=top_svg></div>
         </section>
         <section class="card">
-            <h2>"Quotas this month"</h2>
+            <h2>{tr("Quotas this month")}</h2>
             <table class="table">
-                <thead><tr><th>"Unit"</th><th>"Used"</th><th>"Monthly quota"</th></tr></thead>
+                <thead><tr><th>{tr("Unit")}</th><th>{tr("Used")}</th><th>{tr("Monthly quota")}</th></tr></thead>
                 <tbody>{quotas}</tbody>
             </table>
         </section>
         <section class="card">
-            <h2>"LLM tokens by model"</h2>
+            <h2>{tr("LLM tokens by model")}</h2>
             <table class="table" data-testid="llm-by-model">
-                <thead><tr><th>"Model"</th><th>"Calls"</th><th>"Failed"</th><th>"Tokens in"</th><th>"Tokens out"</th></tr></thead>
+                <thead><tr><th>{tr("Model")}</th><th>{tr("Calls")}</th><th>{tr("Failed")}</th><th>{tr("Tokens in")}</th><th>{tr("Tokens out")}</th></tr></thead>
                 <tbody>{llm_rows}</tbody>
             </table>
         </section>
@@ -348,14 +357,32 @@ fn usage_view(
 }
 
 /// What a write past a memory limit does, as the form offers it.
-const MEMORY_POLICIES: [(&str, &str); 3] = [
-    ("refuse", "Refuse the write (409)"),
-    ("evict_oldest", "Evict the oldest memories"),
-    (
-        "evict_least_important",
-        "Evict the least important memories",
-    ),
-];
+const MEMORY_POLICIES: [&str; 3] = ["refuse", "evict_oldest", "evict_least_important"];
+
+/// A memory policy as the form names it, in the page's language.
+fn memory_policy_label(policy: &str) -> &'static str {
+    match policy {
+        "refuse" => tr("Refuse the write (409)"),
+        "evict_oldest" => tr("Evict the oldest memories"),
+        _ => tr("Evict the least important memories"),
+    }
+}
+
+/// Whether a breakdown entry names someone (data, never translated) rather than being the
+/// server's words for no one.
+fn breakdown_label_is_data(label: &str) -> bool {
+    breakdown_label(label) == label
+}
+
+/// A cost breakdown's heading in the page's language.
+fn breakdown_title(by: &str) -> &'static str {
+    match by {
+        "key" => tr("Keys"),
+        "end_user" => tr("End-users"),
+        "agent" => tr("Agents"),
+        _ => tr("Channels"),
+    }
+}
 
 fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLimits>) -> AnyView {
     let field =
@@ -375,37 +402,37 @@ fn limits_form(form: SpendLimitsForm, can_edit: bool, save: ServerAction<SaveLim
         };
     view! {
         <section class="card">
-            <h2>"Budget and limits"</h2>
+            <h2>{tr("Budget and limits")}</h2>
             {(!can_edit).then(|| view! {
-                <p class="muted" data-testid="limits-read-only">"Only owners and admins can change these."</p>
+                <p class="muted" data-testid="limits-read-only">{tr("Only owners and admins can change these.")}</p>
             })}
             <ActionForm action=save attr:class="stack" attr:data-testid="limits-form">
                 <input type="hidden" name="project_id" value=form.project_id.clone() />
-                {field("budget_amount", "Monthly budget (empty: none)", form.budget_amount, "250.00")}
-                {field("currency", "Currency", form.currency, "USD")}
-                {field("alert_thresholds", "Alert at (% of the budget)", form.alert_thresholds, "80, 100")}
+                {field("budget_amount", tr("Monthly budget (empty: none)"), form.budget_amount, "250.00")}
+                {field("currency", tr("Currency"), form.currency, "USD")}
+                {field("alert_thresholds", tr("Alert at (% of the budget)"), form.alert_thresholds, "80, 100")}
                 <label class="checkbox">
                     <input type="checkbox" name="hard_cap" checked=form.hard_cap disabled=!can_edit data-testid="limits-hard_cap" />
-                    <span>"Hard cap: refuse requests (402) once the budget is spent"</span>
+                    <span>{tr("Hard cap: refuse requests (402) once the budget is spent")}</span>
                 </label>
-                {field("requests_per_minute", "Requests per minute (project)", form.requests_per_minute, "no limit")}
-                {field("quota_memories_written", "Memories written per month", form.quota_memories_written, "no quota")}
-                {field("quota_searches", "Searches per month", form.quota_searches, "no quota")}
-                {field("quota_tokens_embedded", "Tokens embedded per month", form.quota_tokens_embedded, "no quota")}
-                {field("quota_file_bytes", "File bytes ingested per month", form.quota_file_bytes, "no quota")}
-                {field("recall_max_results", "Recall budget: most memories per search", form.recall_max_results, "no limit")}
-                {field("recall_max_tokens", "Recall budget: most tokens per search", form.recall_max_tokens, "no limit")}
-                {field("memory_per_end_user", "Most memories per end-user", form.memory_per_end_user, "no limit")}
-                {field("memory_per_agent", "Most memories per agent", form.memory_per_agent, "no limit")}
+                {field("requests_per_minute", tr("Requests per minute (project)"), form.requests_per_minute, tr("no limit"))}
+                {field("quota_memories_written", tr("Memories written per month"), form.quota_memories_written, tr("no quota"))}
+                {field("quota_searches", tr("Searches per month"), form.quota_searches, tr("no quota"))}
+                {field("quota_tokens_embedded", tr("Tokens embedded per month"), form.quota_tokens_embedded, tr("no quota"))}
+                {field("quota_file_bytes", tr("File bytes ingested per month"), form.quota_file_bytes, tr("no quota"))}
+                {field("recall_max_results", tr("Recall budget: most memories per search"), form.recall_max_results, tr("no limit"))}
+                {field("recall_max_tokens", tr("Recall budget: most tokens per search"), form.recall_max_tokens, tr("no limit"))}
+                {field("memory_per_end_user", tr("Most memories per end-user"), form.memory_per_end_user, tr("no limit"))}
+                {field("memory_per_agent", tr("Most memories per agent"), form.memory_per_agent, tr("no limit"))}
                 <label>
-                    <span>"Past a memory limit"</span>
+                    <span>{tr("Past a memory limit")}</span>
                     <select name="memory_policy" disabled=!can_edit data-testid="limits-memory_policy">
-                        {MEMORY_POLICIES.iter().map(|(value, label)| view! {
-                            <option value=*value selected=form.memory_policy == *value>{*label}</option>
+                        {MEMORY_POLICIES.iter().map(|value| view! {
+                            <option value=*value selected=form.memory_policy == *value>{memory_policy_label(value)}</option>
                         }).collect::<Vec<_>>()}
                     </select>
                 </label>
-                {can_edit.then(|| view! { <button type="submit" data-testid="limits-save">"Save limits"</button> })}
+                {can_edit.then(|| view! { <button type="submit" data-testid="limits-save">{tr("Save limits")}</button> })}
             </ActionForm>
         </section>
     }
