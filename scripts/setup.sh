@@ -103,6 +103,17 @@ if [ "$purpose" = "test" ]; then
     apt-get update -qq
     apt-get install -y -qq chromium chromium-driver >/dev/null
   fi
+  # The console's Chinese pages need a CJK font, or Chromium draws empty boxes: Debian's
+  # fonts-noto-cjk, its .deb kept in the machine cache so a fresh clone installs it offline.
+  if ! fc-list 2>/dev/null | grep -q "Noto Sans CJK"; then
+    say "installing the CJK font for the browser tests (Debian fonts-noto-cjk)"
+    mkdir -p "$cache_dir/debs"
+    if ! ls "$cache_dir"/debs/fonts-noto-cjk_*.deb >/dev/null 2>&1; then
+      (cd "$cache_dir/debs" && apt-get download fonts-noto-cjk 2>/dev/null) \
+        || { apt-get update -qq && (cd "$cache_dir/debs" && apt-get download fonts-noto-cjk); }
+    fi
+    dpkg -i "$cache_dir"/debs/fonts-noto-cjk_*.deb >/dev/null
+  fi
   if [ ! -d tests/browser/node_modules/playwright-core ]; then
     say "installing playwright-core (npm ci)"
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)

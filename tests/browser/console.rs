@@ -594,6 +594,27 @@ async fn each_role_lands_on_its_own_page_and_every_page_of_its_menu_works() {
     .await;
 }
 
+/// The console in Chinese (`chinese.spec.mjs`): a browser asking for zh-CN gets every main
+/// page in Chinese with nothing left in English, and the top bar's switch saves English as
+/// the account's language, which then wins over the browser's.
+#[tokio::test]
+async fn the_console_speaks_chinese_on_every_main_page_and_the_account_can_switch_to_english() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    for (content, user) in [
+        ("用户住在上海，喜欢喝乌龙茶。", "li-wei"),
+        ("Prefers the aisle seat.", "olivia"),
+    ] {
+        client
+            .add_one(json!({"content": content, "user_id": user}))
+            .await;
+    }
+    client
+        .search(json!({"query": "用户喜欢喝什么？", "user_id": "li-wei"}))
+        .await;
+    run_spec("chinese.spec.mjs", owner_environment(&server), 4).await;
+}
+
 fn owner_environment(server: &TestServer) -> Vec<(&'static str, String)> {
     vec![
         ("ENGRAM_URL", server.base_url.clone()),
