@@ -68,6 +68,23 @@ await runSteps(async (browser) => {
         const left = await untranslated(page);
         assert(left.length === 0, `untranslated on /console/${name}: ${JSON.stringify(left)}`);
       }
+      // The pages one opens from them: a memory, an end-user, a recall event.
+      await openInChinese(page, 'memories');
+      await page.getByTestId('memory-link').first().click();
+      await page.waitForURL((url) => url.pathname === '/console/memory');
+      await openInChinese(page, `memory${new URL(page.url()).search}`);
+      await page.getByTestId('memory-detail-content').waitFor();
+      let left = await untranslated(page);
+      assert(left.length === 0, `untranslated on a memory's page: ${JSON.stringify(left)}`);
+      await openInChinese(page, 'subjects?user=li-wei');
+      await page.getByTestId('subject-summary').waitFor();
+      left = await untranslated(page);
+      assert(left.length === 0, `untranslated on an end-user's page: ${JSON.stringify(left)}`);
+      await openInChinese(page, 'recalls');
+      await page.getByTestId('recall-link').first().click();
+      await page.getByTestId('recall-event').waitFor();
+      left = await untranslated(page);
+      assert(left.length === 0, `untranslated on a recall event: ${JSON.stringify(left)}`);
       await openInChinese(page, 'memories');
       assert((await page.getByTestId('nav-memories').innerText()) === '记忆', 'the navigation is Chinese');
       await screenshot(page, '42-console-in-chinese.png');

@@ -189,6 +189,12 @@ pub fn term(value: &str) -> String {
         "developer" => tr("developer"),
         "success" => tr("success"),
         "hour" => tr("hour"),
+        "hybrid" => tr("hybrid"),
+        "dense" => tr("dense"),
+        "keyword" => tr("keyword"),
+        "embed" => tr("embed"),
+        "hydrate" => tr("hydrate"),
+        "rank" => tr("rank"),
         "day" => tr("day"),
         "off" => tr("off"),
         "mask" => tr("mask"),
@@ -221,6 +227,30 @@ pub fn breakdown_label(label: &str) -> String {
             None => label.to_string(),
         },
     }
+}
+
+/// A store of the registry of subject data (`memories`, `recall_events`, …) as the page's
+/// language names it; English shows the registry's own name.
+pub fn store_name(store: &str) -> String {
+    let known = match store {
+        "memories" => tr("memories"),
+        "history" => tr("history"),
+        "messages" => tr("messages"),
+        "session_state" => tr("session_state"),
+        "files" => tr("files"),
+        "feedback" => tr("feedback"),
+        "recall_events" => tr("recall_events"),
+        "runs" => tr("runs"),
+        "evaluation_cases" => tr("evaluation_cases"),
+        "evaluation_runs" => tr("evaluation_runs"),
+        "task_results" => tr("task_results"),
+        "idempotency" => tr("idempotency"),
+        "index" => tr("index"),
+        "usage" => tr("usage"),
+        "query_cache" => tr("query_cache"),
+        other => return other.to_string(),
+    };
+    known.to_string()
 }
 
 /// A metered unit (`tokens_embedded`, …) as the page's language names it: `tokens embedded`.

@@ -185,10 +185,10 @@ fn detail_view(
                 <input type="hidden" name="version" value=version_for_form />
                 <input type="hidden" name="metadata_shown" value=metadata_for_form.clone() />
                 <input type="hidden" name="categories_shown" value=categories_for_form.clone() />
-                <textarea name="content" required data-testid="correct-content">{content}</textarea>
+                <textarea name="content" required data-testid="correct-content" translate="no">{content}</textarea>
                 <label>
                     <span>{tr("Metadata (a JSON object)")}</span>
-                    <textarea name="metadata" rows="3" data-testid="correct-metadata">{metadata_for_form}</textarea>
+                    <textarea name="metadata" rows="3" data-testid="correct-metadata" translate="no">{metadata_for_form}</textarea>
                 </label>
                 <label>
                     <span>{tr("Categories (comma-separated)")}</span>
@@ -231,8 +231,8 @@ fn detail_view(
         <h1 data-testid="memory-heading">{tr("Memory")}</h1>
         <p class="content" data-testid="memory-detail-content" translate="no">{memory.content.clone()}</p>
         <p>
-            <span class=kind_class>{memory.kind.clone()}</span>" "
-            <span class=state_class>{memory.state.clone()}</span>" "
+            <span class=kind_class>{term(&memory.kind)}</span>" "
+            <span class=state_class>{term(&memory.state)}</span>" "
             {memory.legal_hold.then(|| view! { <span class="badge state-held" data-testid="badge-held">{tr("legal hold")}</span> })}" "
             {memory.immutable.then(|| view! { <span class="badge" data-testid="badge-immutable">{tr("immutable")}</span> })}
         </p>
@@ -258,7 +258,7 @@ fn detail_view(
             <dt>{tr("Session")}</dt><dd translate="no">{memory.session_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>{tr("Key")}</dt><dd translate="no">{memory.key.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>{tr("Categories")}</dt><dd translate="no">{if memory.categories.is_empty() { "—".to_string() } else { memory.categories.join(", ") }}</dd>
-            <dt>{tr("Expires")}</dt><dd>{expires_at.unwrap_or_else(|| "never".into())}</dd>
+            <dt>{tr("Expires")}</dt><dd>{expires_at.map(|at| format_time(&at)).unwrap_or_else(|| tr("never").into())}</dd>
             <dt>{tr("Version")}</dt><dd data-testid="memory-version">{memory.version}</dd>
             <dt>{tr("Metadata")}</dt><dd><code>{metadata_json}</code></dd>
         </dl>

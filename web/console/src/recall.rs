@@ -520,18 +520,23 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
         .map(|(stage, ms)| format!("{} {ms:.2} ms", term(stage)))
         .collect::<Vec<_>>()
         .join(" · ");
-    let subject = [
-        detail.user_id.as_ref().map(|id| trf("user {}", &[id])),
-        detail.agent_id.as_ref().map(|id| trf("agent {}", &[id])),
-        detail
-            .session_id
-            .as_ref()
-            .map(|id| trf("session {}", &[id])),
+    // Who it was for: each id marked as the user's words, not the console's.
+    let subject: Vec<_> = [
+        (tr("user "), detail.user_id.clone()),
+        (tr("agent "), detail.agent_id.clone()),
+        (tr("session "), detail.session_id.clone()),
     ]
     .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(", ");
+    .filter_map(|(what, id)| id.map(|id| (what, id)))
+    .collect();
+    let no_subject = subject.is_empty();
+    let subject = subject
+        .into_iter()
+        .enumerate()
+        .map(|(position, (what, id))| {
+            view! { {(position > 0).then_some(", ")}{what}<span translate="no">{id}</span> }
+        })
+        .collect_view();
     view! {
         <section class="card" data-testid="recall-event" data-recall-id=detail.recall_id.clone()>
             <h2>{tr("Recall event")}</h2>
@@ -539,8 +544,8 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
                 <strong data-testid="recall-event-query" translate=detail.query.is_some().then_some("no")>
                     {detail.query.clone().unwrap_or_else(|| tr("(query text not shown)").to_string())}
                 </strong>
-                {trf(" · {} · profile {} · {} · {}", &[&format_time(&detail.created_at), &detail.profile, &term(&detail.retrieval),
-                    &if subject.is_empty() { tr("no subject").to_string() } else { subject }])}
+                " · "{format_time(&detail.created_at)}" · "{tr("profile ")}<span translate="no">{detail.profile.clone()}</span>
+                " · "{term(&detail.retrieval)}" · "{no_subject.then(|| tr("no subject"))}{subject}
             </p>
             <p class="muted" data-testid="recall-event-stages">{trf("{} ms in all: {}", &[&format!("{:.2}", detail.total_ms), &stages])}</p>
             {detail.trace_id.clone().map(|trace| view! { <p class="muted">{tr("Trace ")} <code translate="no">{trace}</code></p> })}
@@ -548,7 +553,7 @@ fn event_view(detail: Result<RecallEventDetail, ConsoleError>) -> AnyView {
                 <thead><tr><th>{tr("Rank")}</th><th>{tr("Score")}</th><th>{tr("Memory")}</th><th>{tr("Now")}</th></tr></thead>
                 <tbody>{results}</tbody>
             </table>
-            <details><summary>{tr("Filters and parameters")}</summary><pre>{detail.filters.clone()}</pre></details>
+            <details><summary>{tr("Filters and parameters")}</summary><pre translate="no">{detail.filters.clone()}</pre></details>
         </section>
     }
     .into_any()
