@@ -18,8 +18,6 @@ pub enum Language {
 }
 
 impl Language {
-    pub const ALL: [Language; 2] = [Language::English, Language::Chinese];
-
     /// The tag the account setting stores and the top bar's switch sends (`en`, `zh`).
     pub fn tag(self) -> &'static str {
         match self {
@@ -282,15 +280,6 @@ pub fn format_count(value: u64) -> String {
     out
 }
 
-/// An amount of US dollars as the page's language writes it: `$12.34`, `US$12.34`.
-pub fn format_usd(amount: &str) -> String {
-    let amount = amount.trim().trim_start_matches('$');
-    match Language::current() {
-        Language::English => format!("${amount}"),
-        Language::Chinese => format!("US${amount}"),
-    }
-}
-
 /// An RFC 3339 (or `YYYY-MM-DD HH:MM[:SS]`) UTC time as the page's language writes it, to
 /// the second: `2026-12-05 11:49:31 UTC`, `2026年12月5日 11:49:31 (UTC)`. Anything that
 /// does not parse is shown as it came.
@@ -453,6 +442,43 @@ mod tests {
             .map(|(english, _)| *english)
             .collect();
         assert!(blank.is_empty(), "texts with a blank side: {blank:?}");
+    }
+
+    #[test]
+    fn a_failure_is_said_in_chinese_by_its_engine_code() {
+        use crate::model::ConsoleError;
+        let held = ConsoleError::refused(
+            "legal-hold",
+            "2 memories of this end-user are under legal hold: m1, m2".to_string(),
+        );
+        assert_eq!(held.code(), "legal-hold");
+        assert_eq!(
+            held.localized(),
+            "2 memories of this end-user are under legal hold: m1, m2",
+            "English says it as the engine did"
+        );
+        let owner = leptos::prelude::Owner::new();
+        owner.with(|| {
+            leptos::prelude::provide_context(Language::Chinese);
+            assert_eq!(
+                held.localized(),
+                "该终端用户的记忆处于法律保留中：2 memories of this end-user are under legal hold: m1, m2"
+            );
+            assert_eq!(ConsoleError::NotFound.localized(), "未找到");
+            assert_eq!(
+                ConsoleError::Forbidden {
+                    role: "analyst".to_string()
+                }
+                .localized(),
+                "你的角色（分析师）无权查看此内容"
+            );
+            assert_eq!(
+                ConsoleError::InvalidInput("k: a whole number, such as 10".to_string()).code(),
+                "validation-failed"
+            );
+            assert_eq!(crate::charts::money(12_340_000, "USD"), "US$12.34");
+            assert_eq!(format_day("2026-12-05"), "2026年12月5日");
+        });
     }
 
     #[test]
