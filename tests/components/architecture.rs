@@ -816,3 +816,22 @@ fn the_consoles_audit_filter_offers_every_recorded_action() {
         .collect();
     assert_eq!(engram_console::model::AUDIT_ACTIONS.to_vec(), recorded);
 }
+
+/// The languages an account may choose (the engine's) are the languages the console speaks,
+/// by the same tags: a choice the console could not honour is refused before it is saved.
+#[test]
+fn the_console_speaks_every_language_an_account_may_choose() {
+    use engram_console::i18n::Language;
+    let chosen: Vec<&str> = engram_core::ConsoleLanguage::ALL
+        .iter()
+        .map(|language| language.as_str())
+        .collect();
+    let spoken: Vec<&str> = [Language::English, Language::Chinese]
+        .iter()
+        .map(|language| language.tag())
+        .collect();
+    assert_eq!(chosen, spoken);
+    for tag in chosen {
+        assert_eq!(Language::from_tag(tag).map(Language::tag), Some(tag));
+    }
+}

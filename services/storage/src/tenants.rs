@@ -388,9 +388,10 @@ impl Storage {
     }
 
     /// Speak `language` to the account in the console from now on (none: the browser's
-    /// language). `NotFound` when the account is gone.
+    /// language). `NotFound` when the account is gone or not of `organization_id`.
     pub async fn set_console_account_language(
         &self,
+        organization_id: OrganizationId,
         id: ConsoleAccountId,
         language: Option<engram_core::ConsoleLanguage>,
     ) -> Result<(), StorageError> {
@@ -400,6 +401,7 @@ impl Storage {
                 sea_orm::sea_query::Expr::value(language.map(|language| language.as_str())),
             )
             .filter(console_accounts::Column::Id.eq(id.as_uuid()))
+            .filter(console_accounts::Column::OrganizationId.eq(organization_id.as_uuid()))
             .exec(&self.connection)
             .await
             .map_err(StorageError::from_db)?;

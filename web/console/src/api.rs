@@ -1137,8 +1137,11 @@ pub(crate) mod ssr {
             .accept_invitation(token.trim(), password, &request_origin().await)
             .await?;
         start_session_cookies(&tokens).await?;
-        // The landing page of the member's role.
-        leptos_axum::redirect("/console");
+        // The landing page of the member's role: for a plain form post; the hydrated
+        // invitation page loads it itself, as a whole page (see `login`).
+        if accepts_html().await {
+            leptos_axum::redirect("/console");
+        }
         Ok(())
     }
 

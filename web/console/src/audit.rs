@@ -2,7 +2,7 @@
 //! of the project (and the organization's console logins) and a CSV export link.
 
 use crate::api::{load_audit, load_session};
-use crate::i18n::{format_count, format_time_short, term, tr, trf};
+use crate::i18n::{format_time_short, term, tr, trf};
 use crate::model::{AUDIT_ACTIONS, AuditFilters, AuditListing, AuditRow, ConsoleError};
 use crate::project_picker::{in_place, non_empty, project_select};
 use crate::topbar::TopBar;
@@ -211,7 +211,7 @@ fn audit_view(
                 {trf(
                     "Hash chain verified: {} events recomputed{}",
                     &[
-                        &format_count(chain.events_checked),
+                        &chain.events_checked,
                         &match chain.recomputed_from_sequence {
                             Some(1) => tr(" from the first event").to_string(),
                             Some(sequence) => trf(" (continued at sequence {})", &[&sequence]),
@@ -338,7 +338,7 @@ fn grouped(events: Vec<AuditRow>) -> Vec<AuditLine> {
 }
 
 fn when_of(at: &str) -> String {
-    format_time_short(at)
+    format_time_short(&at.get(..19).unwrap_or(at).replacen('T', " ", 1))
 }
 
 /// The actor as a person reads it: the name (e-mail, key label) beside the kind and id.

@@ -267,40 +267,27 @@ pub fn unit_label(unit: &str) -> String {
     known.to_string()
 }
 
-/// A whole number with thousands separators (both languages group by three: 12,345).
-pub fn format_count(value: u64) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (index, digit) in digits.chars().enumerate() {
-        if index > 0 && (digits.len() - index).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(digit);
-    }
-    out
-}
-
-/// An RFC 3339 (or `YYYY-MM-DD HH:MM[:SS]`) UTC time as the page's language writes it, to
-/// the second: `2026-12-05 11:49:31 UTC`, `2026年12月5日 11:49:31 (UTC)`. Anything that
-/// does not parse is shown as it came.
+/// An RFC 3339 (or `YYYY-MM-DD HH:MM[:SS] UTC`) time as the page's language writes it:
+/// English as the server sent it, Chinese `2026年12月5日 11:49:31 (UTC)`. Anything that does
+/// not parse is shown as it came.
 pub fn format_time(timestamp: &str) -> String {
-    let Some((date, time)) = split_timestamp(timestamp) else {
+    if Language::current() == Language::English {
         return timestamp.to_string();
-    };
-    match Language::current() {
-        Language::English => format!("{date} {time} UTC"),
-        Language::Chinese => format!("{} {time} (UTC)", chinese_date(date)),
+    }
+    match split_timestamp(timestamp) {
+        Some((date, time)) => format!("{} {time} (UTC)", chinese_date(date)),
+        None => timestamp.to_string(),
     }
 }
 
 /// Like [`format_time`] without the zone, for tables whose header already says UTC.
 pub fn format_time_short(timestamp: &str) -> String {
-    let Some((date, time)) = split_timestamp(timestamp) else {
+    if Language::current() == Language::English {
         return timestamp.to_string();
-    };
-    match Language::current() {
-        Language::English => format!("{date} {time}"),
-        Language::Chinese => format!("{} {time}", chinese_date(date)),
+    }
+    match split_timestamp(timestamp) {
+        Some((date, time)) => format!("{} {time}", chinese_date(date)),
+        None => timestamp.to_string(),
     }
 }
 
@@ -384,13 +371,6 @@ mod tests {
             "共 2 条中的第 1 条"
         );
         assert_eq!(fill("a {brace} stays", &[&1]), "a {brace} stays");
-    }
-
-    #[test]
-    fn counts_are_grouped_by_thousands() {
-        assert_eq!(format_count(0), "0");
-        assert_eq!(format_count(999), "999");
-        assert_eq!(format_count(1234567), "1,234,567");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use crate::api::{AcceptInvitation, load_invitation};
 use crate::i18n::{tr, trf};
-use crate::model::{ConsoleError, MIN_PASSWORD_CHARS};
+use crate::model::{ConsoleError, MIN_PASSWORD_CHARS, role_name};
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
@@ -42,7 +42,7 @@ pub fn InvitePage() -> impl IntoView {
                 Ok(invitation) => view! {
                     <p data-testid="invite-greeting">
                         {tr("You are invited to ")}<strong translate="no">{invitation.organization_name}</strong>
-                        {tr(" as ")}<strong>{invitation.role}</strong>" ("{invitation.email}")."
+                        {tr(" as ")}<strong>{role_name(&invitation.role)}</strong>" ("<span translate="no">{invitation.email}</span>")."
                     </p>
                     <ActionForm action=accept attr:class="stack" attr:data-testid="accept-form">
                         <input type="hidden" name="token" value=token />

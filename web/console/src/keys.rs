@@ -3,7 +3,7 @@
 
 use crate::api::{CreateKey, RevokeKey, RollKey, load_keys};
 use crate::confirm::Confirm;
-use crate::i18n::{format_day, format_time_short, term, tr, trf};
+use crate::i18n::{format_time, term, tr, trf};
 use crate::model::{ConsoleError, KEY_SCOPES, KeyListing, KeyRow, NewKeySecret};
 use crate::topbar::TopBar;
 use leptos::prelude::*;
@@ -237,8 +237,8 @@ fn key_row(
             <td translate="no"><code>{prefix}"…"</code></td>
             <td data-testid="key-scopes" translate="no">{scopes.join(" ")}</td>
             <td><span class=state_class>{term(&state)}</span></td>
-            <td class="nowrap">{expires_at.map(|day| format_day(&day)).unwrap_or_else(|| tr("never").into())}</td>
-            <td class="nowrap">{last_used_at.map(|at| format_time_short(&at)).unwrap_or_else(|| tr("never").into())}</td>
+            <td class="nowrap">{expires_at.map(|at| format_time(&at)).unwrap_or_else(|| tr("never").into())}</td>
+            <td class="nowrap">{last_used_at.map(|at| format_time(&at)).unwrap_or_else(|| tr("never").into())}</td>
             <td class="nowrap" data-testid="key-maker">{created_by.map(|maker| view! { <span translate="no">{maker}</span> }.into_any()).unwrap_or_else(|| tr("unknown").into_any())}</td>
             <td data-testid="key-agents">
                 {if agents.is_empty() { tr("every agent").into_any() } else { view! { <span translate="no">{agents.join(", ")}</span> }.into_any() }}

@@ -3,7 +3,7 @@
 
 use crate::api::{ChangeMemberRole, InviteMember, RemoveMember, RevokeInvitation, load_members};
 use crate::confirm::Confirm;
-use crate::i18n::{format_time_short, tr, trf};
+use crate::i18n::{format_time, tr, trf};
 use crate::model::role_name;
 use crate::model::{ConsoleError, InvitationRow, MemberListing, MemberRow, NewInvitation};
 use crate::topbar::TopBar;
@@ -245,7 +245,7 @@ fn member_row(
                     view! { <span class="badge">{role_name(&role)}</span> }.into_any()
                 }}
             </td>
-            <td class="nowrap">{format_time_short(&joined_at)}</td>
+            <td class="nowrap">{format_time(&joined_at)}</td>
             <td class="nowrap">
                 {manageable
                     .then(|| {
@@ -278,7 +278,7 @@ fn invitation_row(
         <tr data-testid="invitation-row" data-email=email_attribute>
             <td translate="no">{email}</td>
             <td><span class="badge">{role_name(&role)}</span></td>
-            <td class="nowrap">{format_time_short(&expires_at)}</td>
+            <td class="nowrap">{format_time(&expires_at)}</td>
             <td>
                 <ActionForm action=revoke attr:class="inline">
                     <input type="hidden" name="invitation_id" value=id />

@@ -2,7 +2,7 @@
 //! Filters reload through the `list_memories` server function; a GET form keeps them usable without JS.
 
 use crate::api::{BulkDelete, PreviewBulkDelete, list_memories, load_session};
-use crate::i18n::{format_count, format_time_short, term, tr, trf};
+use crate::i18n::{format_time_short, term, tr, trf};
 use crate::model::{
     ConsoleError, MEMORY_KINDS, MEMORY_PAGE_LIMIT, MEMORY_SOURCES, MemoryFilters, MemoryListing,
     MemoryRow, SessionInfo, percent_encode,
@@ -458,7 +458,7 @@ fn listing_view(
     }
     let memories = |count: u64| match count {
         1 => tr("1 memory").to_owned(),
-        n => trf("{} memories", &[&format_count(n)]),
+        n => trf("{} memories", &[&n]),
     };
     let shown = page.total_shown as u64;
     let summary = match (page.total_matching, page_number, page.next_cursor.is_some()) {

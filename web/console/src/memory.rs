@@ -3,7 +3,7 @@
 //! mark immutable or put under legal hold (and lift), delete (reason and confirmation).
 
 use crate::api::{CorrectMemory, DeleteMemory, SetMemoryFlag, load_memory};
-use crate::i18n::{format_time, format_time_short, term, tr, trf};
+use crate::i18n::{format_time, term, tr, trf};
 use crate::model::role_name;
 use crate::model::{
     ConsoleError, DiffPart, HistoryRow, IMPACT_DAYS, MemoryDetail, MemoryImpactSummary,
@@ -242,7 +242,7 @@ fn detail_view(
             <dt>{tr("Confidence")}</dt><dd>{format!("{confidence:.2}")}</dd>
             <dt>{tr("Created by")}</dt><dd data-testid="provenance-creator" translate="no">{created_by.unwrap_or_else(|| "—".into())}</dd>
             <dt>{tr("Created")}</dt><dd>{format_time(&created_at)}</dd>
-            <dt>{tr("Happened")}</dt><dd data-testid="provenance-occurred">{occurred_at}</dd>
+            <dt>{tr("Happened")}</dt><dd data-testid="provenance-occurred">{format_time(&occurred_at)}</dd>
             <dt>{tr("User")}</dt><dd translate="no">{memory.user_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>{tr("Agent")}</dt><dd translate="no">{memory.agent_id.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>{tr("Verified")}</dt><dd data-testid="memory-verified">{
@@ -311,17 +311,21 @@ fn setting_form(
 
 /// What a correction or deletion would reach, said before it is confirmed.
 fn impact_sentence(impact: &MemoryImpactSummary) -> String {
-    let plural = |count: u64, one: &'static str, many: &'static str| {
-        trf(if count == 1 { one } else { many }, &[&count])
+    let runs = match impact.runs {
+        1 => trf("{} run", &[&1]),
+        count => trf("{} runs", &[&count]),
+    };
+    let searches = match impact.recalls {
+        1 => trf("{} search", &[&1]),
+        count => trf("{} searches", &[&count]),
+    };
+    let contexts = match impact.contexts {
+        1 => trf("{} context", &[&1]),
+        count => trf("{} contexts", &[&count]),
     };
     trf(
         "In the last {} days this memory was injected into or recalled for {}, returned by {} and packed into {}.",
-        &[
-            &IMPACT_DAYS,
-            &plural(impact.runs, tr("{} run"), tr("{} runs")),
-            &plural(impact.recalls, tr("{} search"), tr("{} searches")),
-            &plural(impact.contexts, tr("{} context"), tr("{} contexts")),
-        ],
+        &[&IMPACT_DAYS, &runs, &searches, &contexts],
     )
 }
 
@@ -345,7 +349,7 @@ fn impact_view(project_id: &str, memory_id: &str, impact: MemoryImpactSummary) -
             };
             view! {
                 <tr data-testid="impact-row" data-kind=used.kind.clone()>
-                    <td>{format_time_short(&used.at)}</td>
+                    <td>{format_time(&used.at)}</td>
                     <td>{term(&used.kind)}</td>
                     <td>{format!("v{}", used.version)}</td>
                     <td translate="no">{used.user_id.clone().unwrap_or_else(|| "—".into())}</td>

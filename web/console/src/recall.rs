@@ -7,7 +7,7 @@ use crate::api::{
     CreateEvaluationSet, RunEvaluationSet, load_recall, load_recall_event, load_session,
 };
 use crate::charts::{daily_bars, group_digits, line_chart};
-use crate::i18n::{format_day, format_time, format_time_short, term, tr, trf};
+use crate::i18n::{format_day, format_time, term, tr, trf};
 use crate::model::role_name;
 use crate::model::{ConsoleError, RecallDashboard, RecallEventDetail};
 use crate::project_picker::{non_empty, project_select};
@@ -307,7 +307,7 @@ fn dashboard_view(
                     <tr data-testid="empty-query" data-count=row.count.to_string()>
                         <td translate=row.query.is_some().then_some("no")><a href=href data-testid="empty-query-link">{shown}</a></td>
                         <td>{group_digits(row.count as i64)}</td>
-                        <td>{format_time_short(&row.last_seen)}</td>
+                        <td>{format_time(&row.last_seen)}</td>
                     </tr>
                 }
             })
@@ -359,7 +359,7 @@ fn dashboard_view(
             let status = match last {
                 None => tr("No runs yet.").to_string(),
                 Some(run) if run.regression => trf("Last run flagged a regression: {}", &[&run.regression_reasons.join("; ")]),
-                Some(run) => trf("Last run ({}, profile {}): no regression.", &[&format_time_short(&run.at), &run.profile]),
+                Some(run) => trf("Last run ({}, profile {}): no regression.", &[&format_time(&run.at), &run.profile]),
             };
             let regressed = last.is_some_and(|run| run.regression);
             let comparison = set.comparison.as_ref().map(|comparison| {
@@ -381,7 +381,7 @@ fn dashboard_view(
                     .collect_view();
                 view! {
                     <table class="table" data-testid="evaluation-comparison">
-                        <caption>{trf("{} vs {} ({})", &[&comparison.first_profile, &comparison.second_profile, &format_time_short(&comparison.run_at)])}</caption>
+                        <caption>{trf("{} vs {} ({})", &[&comparison.first_profile, &comparison.second_profile, &format_time(&comparison.run_at)])}</caption>
                         <thead><tr>
                             <th>{tr("Figure")}</th>
                             <th translate="no">{comparison.first_profile.clone()}</th>

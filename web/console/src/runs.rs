@@ -5,7 +5,7 @@
 //! end-user, session, memory and run, each opening its recall event.
 
 use crate::api::{load_recalls, load_run, load_runs, load_session};
-use crate::i18n::{format_time, format_time_short, term, tr, trf};
+use crate::i18n::{format_time, term, tr, trf};
 use crate::model::role_name;
 use crate::model::{
     ConsoleError, RecallListing, RunListing, RunRow, RunStepRow, RunTimelineDetail, StepMemory,
@@ -149,7 +149,7 @@ fn runs_view(listing: Result<RunListing, ConsoleError>) -> AnyView {
                     <td><span class=status_class>{term(&run.status)}</span></td>
                     <td>{run.outcome.as_deref().map(term).unwrap_or_else(|| "—".into())}</td>
                     <td class="number">{run.step_count}</td>
-                    <td>{format_time_short(&run.created_at)}</td>
+                    <td>{format_time(&run.created_at)}</td>
                 </tr>
             }
         })
@@ -216,7 +216,7 @@ fn step_view(step: RunStepRow) -> impl IntoView {
     view! {
         <li data-testid="run-step" data-step-type=step.step_type.clone()>
             <strong>{format!("{}. ", step.seq)}{term(&step.step_type)}</strong>
-            <span class="muted">" · "{format_time_short(&step.at)}" · "<span translate="no">{step.summary.clone()}</span></span>
+            <span class="muted">" · "{format_time(&step.at)}" · "<span translate="no">{step.summary.clone()}</span></span>
             {texts}
             {memories}
         </li>
@@ -340,7 +340,7 @@ fn recalls_view(listing: Result<RecallListing, ConsoleError>) -> AnyView {
             });
             view! {
                 <tr data-testid="recall-row" data-purpose=recall.purpose.clone()>
-                    <td>{format_time_short(&recall.at)}</td>
+                    <td>{format_time(&recall.at)}</td>
                     <td translate=recall.query.is_some().then_some("no")><a href=href data-testid="recall-link">{recall.query.clone().unwrap_or_else(|| tr("(query text not kept)").into())}</a></td>
                     <td>{term(&recall.purpose)}</td>
                     <td translate="no">{recall.user_id.clone().unwrap_or_else(|| "—".into())}</td>

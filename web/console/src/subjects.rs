@@ -8,7 +8,7 @@ use crate::api::{
     RequestErasure, RequestOrganizationErasure, find_subjects, load_erasure_status, load_session,
     load_subject,
 };
-use crate::i18n::{format_count, format_time, store_name, term, tr, trf};
+use crate::i18n::{format_time, store_name, term, tr, trf};
 use crate::model::role_name;
 use crate::model::{ConsoleError, ErasureStatus, SubjectMatchRow, SubjectSummary, percent_encode};
 use crate::project_picker::{in_place, non_empty, project_select};
@@ -381,7 +381,7 @@ fn subject_view(
         <section class="card" data-testid="subject-summary" data-memories=memories.to_string()>
             <p>
                 <strong translate="no">{user_id}</strong>
-                {trf(" has {} memories in this project.", &[&format_count(memories)])}
+                {trf(" has {} memories in this project.", &[&memories])}
             </p>
             <table class="stores" data-testid="subject-stores">
                 <caption>{tr("What the project holds of them, store by store (the registry of subject data)")}</caption>

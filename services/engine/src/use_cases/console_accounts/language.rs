@@ -22,14 +22,15 @@ impl ConsoleAccess {
         let language = match language.trim() {
             "" => None,
             tag => Some(ConsoleLanguage::parse(tag).ok_or_else(|| {
+                let shown: String = tag.chars().take(16).collect();
                 InvalidInput::single(
                     "language",
-                    format!("{tag:?} is not a language of the console: `en` or `zh`"),
+                    format!("{shown:?} is not a language of the console: `en` or `zh`"),
                 )
             })?),
         };
         self.storage
-            .set_console_account_language(member.account_id(), language)
+            .set_console_account_language(member.organization_id(), member.account_id(), language)
             .await?;
         Ok(language)
     }
