@@ -3496,3 +3496,63 @@ async fn a_move_to_another_embedding_switches_at_once_and_refuses_late_writes(st
 }
 
 on_both_databases!(a_move_to_another_embedding_switches_at_once_and_refuses_late_writes);
+
+/// A console account keeps the language it chose; another organization's caller cannot set
+/// it (the account is not found there), and clearing it leaves the choice to the browser.
+async fn a_console_account_keeps_its_language_within_its_organization(storage: Storage) {
+    use engram_core::{ConsoleLanguage, ConsoleRole};
+    let (home, _) = project(&storage, None).await;
+    let (elsewhere, _) = project(&storage, None).await;
+    let account = storage
+        .create_console_account(
+            home.organization_id(),
+            "linguist@example.com",
+            "not-a-real-hash",
+            ConsoleRole::Analyst,
+        )
+        .await
+        .unwrap();
+    let language = |storage: Storage| async move {
+        storage
+            .console_account(account)
+            .await
+            .unwrap()
+            .expect("the account exists")
+            .language
+    };
+    assert_eq!(language(storage.clone()).await, None);
+    storage
+        .set_console_account_language(
+            home.organization_id(),
+            account,
+            Some(ConsoleLanguage::Chinese),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        language(storage.clone()).await,
+        Some(ConsoleLanguage::Chinese)
+    );
+    let foreign = storage
+        .set_console_account_language(
+            elsewhere.organization_id(),
+            account,
+            Some(ConsoleLanguage::English),
+        )
+        .await;
+    assert!(
+        matches!(foreign, Err(StorageError::NotFound(_))),
+        "{foreign:?}"
+    );
+    assert_eq!(
+        language(storage.clone()).await,
+        Some(ConsoleLanguage::Chinese),
+        "nothing changed"
+    );
+    storage
+        .set_console_account_language(home.organization_id(), account, None)
+        .await
+        .unwrap();
+    assert_eq!(language(storage.clone()).await, None);
+}
+on_both_databases!(a_console_account_keeps_its_language_within_its_organization);
