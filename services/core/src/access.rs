@@ -202,11 +202,6 @@ impl ConsoleLanguage {
             .into_iter()
             .find(|language| language.as_str() == text)
     }
-
-    /// A stored tag this version does not know: none chosen.
-    pub fn from_stored(text: &str) -> Option<Self> {
-        Self::parse(text)
-    }
 }
 
 /// Live keys serve production traffic; test keys are for development and CI. The prefix

@@ -54,6 +54,13 @@ pub struct EmbeddingChange {
     pub task_id: uuid::Uuid,
 }
 
+/// Why another embedding change is refused while one is under way: what to do instead.
+pub fn move_under_way(target_source: &str, task_id: uuid::Uuid) -> String {
+    format!(
+        "the project is already moving to the {target_source} embedding (task {task_id}): wait for that task, or change the embedding back to the one in use to cancel it"
+    )
+}
+
 impl ProjectSettings {
     /// Days these settings keep `store`'s records; `None`: until deleted or erased, or the
     /// store is not swept by age.

@@ -14,7 +14,7 @@ use engram_core::NotFoundKind;
 use engram_core::audit::{Actor, AuditAction, NewAuditEvent};
 pub use engram_core::governance::{ExportedMemory, MemoryFlags, ProjectSettings};
 use engram_core::pii::PiiRedaction;
-use engram_core::{MemoryId, MemoryKind, MemoryState, ProjectScope};
+use engram_core::{MemoryId, MemoryKind, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, Condition, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
@@ -121,9 +121,7 @@ impl Storage {
         if changes_space {
             // Vectors of two spaces cannot be compared: the space changes only while no
             // memory (active or superseded, both searchable) holds a vector of the old one.
-            let memories_with_vectors = memories::Entity::find()
-                .filter(crate::tenancy::in_project::<memories::Entity>(scope))
-                .filter(memories::Column::State.ne(MemoryState::Deleted.as_str()))
+            let memories_with_vectors = crate::reembedding::searchable_memories_of(scope)
                 .count(&transaction)
                 .await
                 .map_err(StorageError::from_db)?;

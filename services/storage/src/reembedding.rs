@@ -54,7 +54,7 @@ fn searchable() -> sea_orm::Condition {
 }
 
 /// The searchable memories of `scope`'s project.
-fn searchable_memories_of(scope: &ProjectScope) -> sea_orm::Select<memories::Entity> {
+pub(crate) fn searchable_memories_of(scope: &ProjectScope) -> sea_orm::Select<memories::Entity> {
     crate::memories::memories_of(scope).filter(searchable())
 }
 
@@ -185,9 +185,9 @@ impl Storage {
             &project.embedding_target_source,
             project.embedding_target_task,
         ) {
-            return Err(StorageError::EmbeddingChangeUnderWay(format!(
-                "the project is already moving to the {target} embedding (task {task_id}): wait for that task, or change the embedding back to the one in use to cancel it"
-            )));
+            return Err(StorageError::EmbeddingChangeUnderWay(
+                engram_core::governance::move_under_way(target, task_id),
+            ));
         }
         let from =
             ProjectEmbedding::from_columns(&project.embedding_source, project.embedding_dimension);

@@ -395,6 +395,7 @@ impl Storage {
         id: ConsoleAccountId,
         language: Option<engram_core::ConsoleLanguage>,
     ) -> Result<(), StorageError> {
+        let _permit = self.write_permit().await;
         let updated = console_accounts::Entity::update_many()
             .col_expr(
                 console_accounts::Column::Language,
@@ -537,7 +538,8 @@ fn account_record(model: console_accounts::Model) -> ConsoleAccountRecord {
         language: model
             .language
             .as_deref()
-            .and_then(engram_core::ConsoleLanguage::from_stored),
+            // A stored tag this version does not know: none chosen.
+            .and_then(engram_core::ConsoleLanguage::parse),
     }
 }
 

@@ -107,6 +107,26 @@ pub(crate) fn hydrated_language() -> Language {
     Language::English
 }
 
+/// Once `succeeded()` turns true, loads `href` (none: this page again) as a whole page
+/// rather than through the router, so it comes in the language the server settles on for
+/// the account (after signing in, joining, or choosing another language).
+pub fn load_whole_page_when(succeeded: impl Fn() -> bool + 'static, href: Option<&'static str>) {
+    leptos::prelude::Effect::new(move |_| {
+        if succeeded() {
+            #[cfg(feature = "hydrate")]
+            {
+                let location = leptos::prelude::window().location();
+                let _ = match href {
+                    Some(href) => location.set_href(href),
+                    None => location.reload(),
+                };
+            }
+            #[cfg(not(feature = "hydrate"))]
+            let _ = href;
+        }
+    });
+}
+
 static CHINESE: LazyLock<HashMap<&'static str, &'static str>> =
     LazyLock::new(|| chinese::TEXTS.iter().copied().collect());
 
@@ -150,67 +170,88 @@ fn fill(template: &str, values: &[&dyn Display]) -> String {
     out
 }
 
-/// A value of the API's vocabulary (a memory kind, state or source, a key or task state) as
-/// the page's language names it; a value it does not know is shown as it is.
+/// The API's vocabulary the console shows as it is in English (memory kinds, states and
+/// sources, key, task and run states, roles, audit outcomes, recall buckets, retrieval modes
+/// and search stages, the stores of the registry of subject data): each has its Chinese.
+const VOCABULARY: &[&str] = &[
+    "semantic",
+    "episodic",
+    "procedural",
+    "preference",
+    "trajectory",
+    "active",
+    "superseded",
+    "deleted",
+    "expired",
+    "revoked",
+    "open",
+    "ended",
+    "user_stated",
+    "tool_result",
+    "model_inferred",
+    "manual",
+    "file",
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "done",
+    "pending",
+    "live",
+    "test",
+    "owner",
+    "admin",
+    "compliance",
+    "analyst",
+    "developer",
+    "success",
+    "hour",
+    "hybrid",
+    "dense",
+    "keyword",
+    "embed",
+    "hydrate",
+    "rank",
+    "day",
+    "off",
+    "mask",
+    "reject",
+    "created",
+    "updated",
+    "corrected",
+    "merged",
+    "consolidated",
+    "injected",
+    "recalled",
+    "search",
+    "context",
+    "failure",
+    "denied",
+    "memories",
+    "history",
+    "messages",
+    "session_state",
+    "files",
+    "feedback",
+    "recall_events",
+    "runs",
+    "evaluation_cases",
+    "evaluation_runs",
+    "task_results",
+    "idempotency",
+    "index",
+    "usage",
+    "query_cache",
+];
+
+/// A value of the API's vocabulary as the page's language names it; a value it does not
+/// know (a name, an id) is shown as it is.
 pub fn term(value: &str) -> String {
-    let known = match value {
-        "semantic" => tr("semantic"),
-        "episodic" => tr("episodic"),
-        "procedural" => tr("procedural"),
-        "preference" => tr("preference"),
-        "trajectory" => tr("trajectory"),
-        "active" => tr("active"),
-        "superseded" => tr("superseded"),
-        "deleted" => tr("deleted"),
-        "expired" => tr("expired"),
-        "revoked" => tr("revoked"),
-        "open" => tr("open"),
-        "ended" => tr("ended"),
-        "user_stated" => tr("user_stated"),
-        "tool_result" => tr("tool_result"),
-        "model_inferred" => tr("model_inferred"),
-        "manual" => tr("manual"),
-        "file" => tr("file"),
-        "queued" => tr("queued"),
-        "running" => tr("running"),
-        "succeeded" => tr("succeeded"),
-        "failed" => tr("failed"),
-        "cancelled" => tr("cancelled"),
-        "done" => tr("done"),
-        "pending" => tr("pending"),
-        "live" => tr("live"),
-        "test" => tr("test"),
-        "owner" => tr("owner"),
-        "admin" => tr("admin"),
-        "compliance" => tr("compliance"),
-        "analyst" => tr("analyst"),
-        "developer" => tr("developer"),
-        "success" => tr("success"),
-        "hour" => tr("hour"),
-        "hybrid" => tr("hybrid"),
-        "dense" => tr("dense"),
-        "keyword" => tr("keyword"),
-        "embed" => tr("embed"),
-        "hydrate" => tr("hydrate"),
-        "rank" => tr("rank"),
-        "day" => tr("day"),
-        "off" => tr("off"),
-        "mask" => tr("mask"),
-        "reject" => tr("reject"),
-        "created" => tr("created"),
-        "updated" => tr("updated"),
-        "corrected" => tr("corrected"),
-        "merged" => tr("merged"),
-        "consolidated" => tr("consolidated"),
-        "injected" => tr("injected"),
-        "recalled" => tr("recalled"),
-        "search" => tr("search"),
-        "context" => tr("context"),
-        "failure" => tr("failure"),
-        "denied" => tr("denied"),
-        _ => return value.to_string(),
-    };
-    known.to_string()
+    match VOCABULARY.iter().find(|word| **word == value) {
+        Some(word) => Language::current().text(word).to_string(),
+        None => value.to_string(),
+    }
 }
 
 /// A cost breakdown's entry as the page's language names it: the server's words for calls
@@ -227,28 +268,10 @@ pub fn breakdown_label(label: &str) -> String {
     }
 }
 
-/// A store of the registry of subject data (`memories`, `recall_events`, …) as the page's
-/// language names it; English shows the registry's own name.
-pub fn store_name(store: &str) -> String {
-    let known = match store {
-        "memories" => tr("memories"),
-        "history" => tr("history"),
-        "messages" => tr("messages"),
-        "session_state" => tr("session_state"),
-        "files" => tr("files"),
-        "feedback" => tr("feedback"),
-        "recall_events" => tr("recall_events"),
-        "runs" => tr("runs"),
-        "evaluation_cases" => tr("evaluation_cases"),
-        "evaluation_runs" => tr("evaluation_runs"),
-        "task_results" => tr("task_results"),
-        "idempotency" => tr("idempotency"),
-        "index" => tr("index"),
-        "usage" => tr("usage"),
-        "query_cache" => tr("query_cache"),
-        other => return other.to_string(),
-    };
-    known.to_string()
+/// Whether a breakdown entry names someone (a name or id, never translated) rather than
+/// being the server's words for no one.
+pub fn names_someone(label: &str) -> bool {
+    breakdown_label(label) == label
 }
 
 /// A metered unit (`tokens_embedded`, …) as the page's language names it: `tokens embedded`.
@@ -462,7 +485,10 @@ mod tests {
     }
 
     #[test]
-    fn every_page_of_the_navigation_has_its_chinese_name() {
+    fn every_page_of_the_navigation_and_every_word_of_the_vocabulary_has_its_chinese() {
+        for word in VOCABULARY {
+            assert!(CHINESE.contains_key(word), "{word} has no Chinese");
+        }
         for page in crate::topbar::PAGES {
             assert!(
                 CHINESE.contains_key(page.label),

@@ -2,7 +2,7 @@
 //! organization and role, and lets the invitee choose a password (which signs them in).
 
 use crate::api::{AcceptInvitation, load_invitation};
-use crate::i18n::{tr, trf};
+use crate::i18n::{load_whole_page_when, tr, trf};
 use crate::model::{ConsoleError, MIN_PASSWORD_CHARS, role_name};
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -15,13 +15,11 @@ pub fn InvitePage() -> impl IntoView {
         .get("token")
         .unwrap_or_default();
     let accept = ServerAction::<AcceptInvitation>::new();
-    // Joined and signed in: the console, loaded as a whole page (see the sign-in page).
-    Effect::new(move |_| {
-        if matches!(accept.value().get(), Some(Ok(()))) {
-            #[cfg(feature = "hydrate")]
-            let _ = window().location().set_href("/console");
-        }
-    });
+    // Joined and signed in: the console, in the account's language.
+    load_whole_page_when(
+        move || matches!(accept.value().get(), Some(Ok(()))),
+        Some("/console"),
+    );
     let token_for_preview = token.clone();
     let preview = Resource::new(|| (), move |_| load_invitation(token_for_preview.clone()));
     let error = move || {

@@ -2,7 +2,7 @@
 //! It works before hydration too: the plain form post redirects back with the error in the URL.
 
 use crate::api::Login;
-use crate::i18n::{tr, trf};
+use crate::i18n::{load_whole_page_when, tr, trf};
 use crate::model::ConsoleError;
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -10,15 +10,12 @@ use leptos_meta::Title;
 #[component]
 pub fn LoginPage() -> impl IntoView {
     let login = ServerAction::<Login>::new();
-    // Signed in: a full page load rather than the router's in-page move, so the console
-    // comes in the account's language, which the server settles on for the page it sends
-    // (this sign-in page is in the browser's).
-    Effect::new(move |_| {
-        if matches!(login.value().get(), Some(Ok(()))) {
-            #[cfg(feature = "hydrate")]
-            let _ = window().location().set_href("/console");
-        }
-    });
+    // Signed in: the console in the account's language (this sign-in page is in the
+    // browser's).
+    load_whole_page_when(
+        move || matches!(login.value().get(), Some(Ok(()))),
+        Some("/console"),
+    );
     let error = move || {
         login
             .value()

@@ -295,15 +295,11 @@ fn failure_headline(code: &str) -> &'static str {
 }
 
 /// A role's name in the page's language.
-pub fn role_name(role: &str) -> &'static str {
-    use crate::i18n::tr;
+pub fn role_name(role: &str) -> String {
+    use crate::i18n::{term, tr};
     match role {
-        "owner" => tr("owner"),
-        "admin" => tr("admin"),
-        "compliance" => tr("compliance"),
-        "analyst" => tr("analyst"),
-        "developer" => tr("developer"),
-        _ => tr("unknown role"),
+        "owner" | "admin" | "compliance" | "analyst" | "developer" => term(role),
+        _ => tr("unknown role").to_string(),
     }
 }
 
@@ -1075,8 +1071,6 @@ pub struct UsageOverview {
 pub struct UsageBreakdownTop {
     /// `key`, `end_user`, `agent` or `channel`.
     pub by: String,
-    /// `Keys`, `End-users`, …
-    pub title: String,
     /// Highest cost first, at most ten.
     pub entries: Vec<BreakdownEntry>,
     /// How many more were left out of the ten.

@@ -5,7 +5,8 @@
 use crate::api::load_organization_statement;
 use crate::charts::{group_digits, money_text};
 use crate::i18n::{
-    Language, breakdown_label, format_day, format_month, format_time, tr, trf, unit_label,
+    Language, breakdown_label, format_day, format_month, format_time, names_someone, tr, trf,
+    unit_label,
 };
 use crate::model::role_name;
 use crate::model::{ConsoleError, StatementPage};
@@ -190,7 +191,7 @@ fn statement_view(
                             .join(", ");
                         view! {
                             <tr data-testid="statement-breakdown" data-by=row.by.clone() data-label=row.label.clone() data-cost=row.cost.clone()>
-                                <td translate=(breakdown_label(&row.label) == row.label).then_some("no")>{breakdown_label(&row.label)}</td>
+                                <td translate=names_someone(&row.label).then_some("no")>{breakdown_label(&row.label)}</td>
                                 <td translate="no">{row.project.clone()}</td>
                                 <td class="amount">{money_text(&row.cost, &currency)}</td>
                                 <td>{used}</td>

@@ -8,7 +8,7 @@ use crate::api::{
     RequestErasure, RequestOrganizationErasure, find_subjects, load_erasure_status, load_session,
     load_subject,
 };
-use crate::i18n::{format_time, store_name, term, tr, trf};
+use crate::i18n::{format_time, term, tr, trf};
 use crate::model::role_name;
 use crate::model::{ConsoleError, ErasureStatus, SubjectMatchRow, SubjectSummary, percent_encode};
 use crate::project_picker::{in_place, non_empty, project_select};
@@ -371,7 +371,7 @@ fn subject_view(
         .map(|line| {
             view! {
                 <tr data-testid=format!("subject-store-{}", line.store) data-records=line.records.to_string()>
-                    <td>{store_name(&line.store)}</td>
+                    <td>{term(&line.store)}</td>
                     <td>{line.records.to_string()}</td>
                 </tr>
             }

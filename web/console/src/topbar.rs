@@ -3,7 +3,7 @@
 //! the landing page each role starts on.
 
 use crate::api::{ChooseLanguage, Logout, load_session};
-use crate::i18n::{Language, tr};
+use crate::i18n::{Language, load_whole_page_when, tr};
 use crate::model::{ConsoleError, SessionInfo};
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
@@ -174,12 +174,7 @@ pub fn TopBar(
 #[component]
 fn LanguageSwitch() -> impl IntoView {
     let choose = ServerAction::<ChooseLanguage>::new();
-    Effect::new(move |_| {
-        if matches!(choose.value().get(), Some(Ok(()))) {
-            #[cfg(feature = "hydrate")]
-            let _ = window().location().reload();
-        }
-    });
+    load_whole_page_when(move || matches!(choose.value().get(), Some(Ok(()))), None);
     let other = match Language::current() {
         Language::English => Language::Chinese,
         Language::Chinese => Language::English,

@@ -5,7 +5,7 @@
 
 use crate::api::{SaveLimits, load_session, load_usage};
 use crate::charts::{breakdown_bars, burn_down, daily_bars, group_digits, money, ranked_bars};
-use crate::i18n::{breakdown_label, format_month, format_time, tr, trf, unit_label};
+use crate::i18n::{breakdown_label, format_month, format_time, names_someone, tr, trf, unit_label};
 use crate::model::role_name;
 use crate::model::{ConsoleError, SpendLimitsForm, USAGE_RANGES, UsageOverview};
 use crate::project_picker::{non_empty, project_select};
@@ -264,7 +264,7 @@ fn usage_view(
                     view! {
                         <tr data-testid="breakdown-entry" data-label=entry.label.clone()
                             data-cost=entry.cost_micros.to_string()>
-                            <td translate=breakdown_label_is_data(&entry.label).then_some("no")>{breakdown_label(&entry.label)}</td>
+                            <td translate=names_someone(&entry.label).then_some("no")>{breakdown_label(&entry.label)}</td>
                             <td>{money(entry.cost_micros, &currency)}</td>
                             <td>{group_digits(entry.searches)}</td>
                             <td>{group_digits(entry.memories_written)}</td>
@@ -366,12 +366,6 @@ fn memory_policy_label(policy: &str) -> &'static str {
         "evict_oldest" => tr("Evict the oldest memories"),
         _ => tr("Evict the least important memories"),
     }
-}
-
-/// Whether a breakdown entry names someone (data, never translated) rather than being the
-/// server's words for no one.
-fn breakdown_label_is_data(label: &str) -> bool {
-    breakdown_label(label) == label
 }
 
 /// A cost breakdown's heading in the page's language.

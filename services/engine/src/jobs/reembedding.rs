@@ -88,13 +88,15 @@ async fn move_to(
     new_space: &ProjectSpace,
 ) -> Result<serde_json::Value, String> {
     let scope = &task.scope;
-    let fail = |error: &dyn std::fmt::Display| error.to_string();
-    let embedder = new_space.embedder().await.map_err(|error| fail(&error))?;
+    let embedder = new_space
+        .embedder()
+        .await
+        .map_err(|error| error.to_string())?;
     let total = engine
         .storage
         .task(scope, task.id)
         .await
-        .map_err(|error| fail(&error))?
+        .map_err(|error| error.to_string())?
         .map_or(0, |record| record.progress_total);
     let mut embedded: u64 = 0;
     let mut tokens_embedded: u64 = 0;
@@ -107,7 +109,7 @@ async fn move_to(
                 .storage
                 .memories_to_reembed(scope, &new_space.model_id, after, BATCH)
                 .await
-                .map_err(|error| fail(&error))?;
+                .map_err(|error| error.to_string())?;
             let Some(last) = sources.last() else {
                 break;
             };
@@ -119,7 +121,7 @@ async fn move_to(
             let (vectors, tokens): (Vec<Vec<f32>>, Vec<u64>) = embedder
                 .embed_counted(texts)
                 .await
-                .map_err(|error| fail(&error))?
+                .map_err(|error| error.to_string())?
                 .into_iter()
                 .unzip();
             if vectors.len() != sources.len() {
@@ -139,7 +141,7 @@ async fn move_to(
                 .storage
                 .stage_reembeddings(scope, task.id, &new_space.model_id, &staged)
                 .await
-                .map_err(|error| fail(&error))?;
+                .map_err(|error| error.to_string())?;
             let active: Vec<(MemoryId, Vec<f32>)> = sources
                 .iter()
                 .zip(vectors)
@@ -155,13 +157,13 @@ async fn move_to(
                 .maintenance_store()
                 .task_progress(task.id, done, total.max(done), REEMBEDDING_LEASE)
                 .await
-                .map_err(|error| fail(&error))?;
+                .map_err(|error| error.to_string())?;
         }
         new_space
             .index
             .flush()
             .await
-            .map_err(|error| fail(&error))?;
+            .map_err(|error| error.to_string())?;
         match engine
             .storage
             .switch_embedding(
@@ -172,7 +174,7 @@ async fn move_to(
                 principal.actor(),
             )
             .await
-            .map_err(|error| fail(&error))?
+            .map_err(|error| error.to_string())?
         {
             SwitchOutcome::Switched { memories } => {
                 let old_points_removed =
@@ -199,7 +201,7 @@ async fn move_to(
                     tokens_embedded,
                     old_points_removed,
                 })
-                .map_err(|error| fail(&error));
+                .map_err(|error| error.to_string());
             }
             SwitchOutcome::Behind { memories } => {
                 tracing::info!(

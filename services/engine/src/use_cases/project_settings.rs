@@ -262,23 +262,25 @@ impl MemoryEngine {
     }
 
     /// The settings with the model and dimension their embedding setting means here.
+    /// The model id and dimension of `embedding`; a model the deployment stopped offering
+    /// reads as `unavailable`, dimension 0.
+    fn identity_or_unavailable(&self, embedding: engram_core::ProjectEmbedding) -> (String, usize) {
+        self.spaces
+            .identity_of(embedding)
+            .unwrap_or_else(|_| ("unavailable".to_string(), 0))
+    }
+
     async fn settings_report(
         &self,
         scope: &engram_core::ProjectScope,
         settings: ProjectSettings,
     ) -> Result<ProjectSettingsReport, EngineError> {
-        // A model the deployment stopped offering reads as `unavailable`, dimension 0.
-        let (embedding_model, embedding_dimension) = self
-            .spaces
-            .identity_of(settings.embedding)
-            .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+        let (embedding_model, embedding_dimension) =
+            self.identity_or_unavailable(settings.embedding);
         let relevance_floor = settings.relevance_floor.effective(&embedding_model);
         let embedding_change = match settings.embedding_change {
             Some(change) => {
-                let (model, dimension) = self
-                    .spaces
-                    .identity_of(change.to)
-                    .unwrap_or_else(|_| ("unavailable".to_string(), 0));
+                let (model, dimension) = self.identity_or_unavailable(change.to);
                 let task = self.storage.task(scope, change.task_id).await?;
                 Some(EmbeddingChangeReport {
                     to: change.to,
@@ -330,11 +332,12 @@ impl MemoryEngine {
             && requested != in_use
             && requested != under_way.to
         {
-            return Err(EngineError::Conflict(format!(
-                "the project is already moving to the {} embedding (task {}): wait for that task, or change the embedding back to the one in use to cancel it",
-                under_way.to.stored_source(),
-                under_way.task_id
-            )));
+            return Err(EngineError::Conflict(
+                engram_core::governance::move_under_way(
+                    under_way.to.stored_source(),
+                    under_way.task_id,
+                ),
+            ));
         }
         let actor = principal.actor();
         // Back to the embedding in use: the move under way is cancelled first; if it switched

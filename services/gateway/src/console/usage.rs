@@ -339,13 +339,6 @@ fn top_ten(
     entries.truncate(BREAKDOWN_TOP);
     UsageBreakdownTop {
         by: by.as_str().to_string(),
-        title: match by {
-            UsageBreakdown::Key => "Keys",
-            UsageBreakdown::EndUser => "End-users",
-            UsageBreakdown::Agent => "Agents",
-            UsageBreakdown::Channel => "Channels",
-        }
-        .to_string(),
         entries,
         more,
     }
