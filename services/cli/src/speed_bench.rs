@@ -613,15 +613,21 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
             )
         })
         .collect();
-    let bar = progress(queries.len(), "search");
-    let mut latencies = Vec::with_capacity(queries.len());
-    for (text, vector) in &queries {
-        let body = serde_json::json!({"query": text, "query_vector": vector, "top_k": 10});
-        latencies.push(timed_search(&client, &base_url, &api_key, &body).await?);
-        bar.inc(1);
+    // Each retrieval mode on its own, then its phases as the engine reports them (`explain`).
+    let mut by_mode = Vec::new();
+    for mode in ["dense", "keyword", "hybrid"] {
+        let bar = progress(queries.len(), mode);
+        let mut latencies = Vec::with_capacity(queries.len());
+        for (text, vector) in &queries {
+            let body = scale_search_body(mode, text, vector, false);
+            latencies.push(timed_search(&client, &base_url, &api_key, &body).await?);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        latencies.sort();
+        let phases = scale_phases(&client, &base_url, &api_key, mode, &queries).await?;
+        by_mode.push((mode, latencies, phases));
     }
-    bar.finish_and_clear();
-    latencies.sort();
     let resident_mib = crate::bench::resident_memory_mib();
     println!();
     println!(
@@ -633,20 +639,26 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
         arguments.memories as f64 / load_seconds,
         arguments.writers
     );
+    println!(
+        "| retrieval | p50 ms | p95 ms | p99 ms | phases (mean ms over {SCALE_EXPLAINED_QUERIES} searches) |"
+    );
+    println!("|---|---:|---:|---:|---|");
+    for (mode, latencies, phases) in &by_mode {
+        let phases: Vec<String> = phases
+            .iter()
+            .filter(|(_, mean)| *mean > 0.0)
+            .map(|(phase, mean)| format!("{phase} {mean:.2}"))
+            .collect();
+        println!(
+            "| {mode} | {:.2} | {:.2} | {:.2} | {} |",
+            percentile(latencies, 0.50),
+            percentile(latencies, 0.95),
+            percentile(latencies, 0.99),
+            phases.join(", ")
+        );
+    }
     println!("| measure | value |");
     println!("|---|---:|");
-    println!(
-        "| hybrid search p50 | {:.2} ms |",
-        percentile(&latencies, 0.50)
-    );
-    println!(
-        "| hybrid search p95 | {:.2} ms |",
-        percentile(&latencies, 0.95)
-    );
-    println!(
-        "| hybrid search p99 | {:.2} ms |",
-        percentile(&latencies, 0.99)
-    );
     match resident_mib {
         Some(resident_mib) => println!(
             "| resident memory (server and this client, one process) | {resident_mib:.0} MiB |"
@@ -659,4 +671,51 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     }
     telemetry.shutdown();
     Ok(())
+}
+
+/// Searches `bench-scale` asks with `explain` for each mode's phases.
+const SCALE_EXPLAINED_QUERIES: usize = 50;
+
+/// A project-wide search of `bench-scale`: the query text and the client's query vector.
+fn scale_search_body(mode: &str, text: &str, vector: &[f32], explain: bool) -> serde_json::Value {
+    serde_json::json!({
+        "query": text,
+        "query_vector": vector,
+        "top_k": 10,
+        "retrieval": mode,
+        "explain": explain,
+    })
+}
+
+/// Mean milliseconds per engine phase of `mode` over the last queries of the list.
+async fn scale_phases(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    mode: &str,
+    queries: &[(String, Vec<f32>)],
+) -> Result<Vec<(&'static str, f64)>> {
+    const PHASES: [&str; 5] = ["dense", "keyword", "hydrate", "rank", "total"];
+    let mut sums = [0f64; 5];
+    let mut measured = 0usize;
+    for (text, vector) in queries.iter().rev().take(SCALE_EXPLAINED_QUERIES) {
+        let response: serde_json::Value = client
+            .post(format!("{base_url}/v1/memories/search"))
+            .bearer_auth(api_key)
+            .json(&scale_search_body(mode, text, vector, true))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        for (sum, phase) in sums.iter_mut().zip(PHASES) {
+            *sum += response["timings_ms"][phase].as_f64().unwrap_or(0.0);
+        }
+        measured += 1;
+    }
+    Ok(PHASES
+        .into_iter()
+        .zip(sums)
+        .map(|(phase, sum)| (phase, sum / measured.max(1) as f64))
+        .collect())
 }
