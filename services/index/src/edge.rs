@@ -18,9 +18,9 @@ use qdrant_edge::{
     EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition,
     FieldIndexOperations, Filter, HasIdCondition, IdfCorpusParams, IdfParams, JsonPath,
     KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery, OperationError, Payload,
-    PayloadFieldSchema, PayloadSchemaParams, PayloadSchemaType, PointId, PointInsertOperations,
-    PointOperations, PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder,
-    ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
+    PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations, PointOperations,
+    PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder, ScoringQuery,
+    ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
     StemmingAlgorithm, StopwordsInterface, TextIndexParamsBuilder, TextQueryBuilder,
     TextQueryScoring, TextScoringParams, TextScoringType, TokenizerType, UpdateOperation,
     VectorInternal, WithPayloadInterface, WithVector,
@@ -877,52 +877,60 @@ fn run_maintenance(
     tracing::debug!("vector index maintenance thread stopped");
 }
 
-/// Create the keyword payload indexes that are missing. Creating an existing index again would
-/// rebuild it, so the shard's schema is consulted first.
+/// Create the payload indexes that are missing, and rebuild those an older version created
+/// with other parameters (so a shard written before HNSW links were limited to the tenant
+/// field gets the new schema once, at open). Creating an index rebuilds it, so the shard's
+/// schema is consulted first.
 fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
     let existing_schema = shard
         .info()
         .map_err(|engine_error| engine_failure("read the payload schema", engine_error))?
         .payload_schema;
+    let mut wanted = Vec::with_capacity(KEYWORD_INDEXED_FIELDS.len() + 1);
     for field in KEYWORD_INDEXED_FIELDS {
+        wanted.push((field, keyword_index_params(field)));
+    }
+    wanted.push((
+        TEXT_FIELD,
+        PayloadSchemaParams::Text(keyword_text_index_params()),
+    ));
+    for (field, params) in wanted {
         let field_path = field_path(field)?;
-        if existing_schema.contains_key(&field_path) {
+        let existing = existing_schema.get(&field_path);
+        if existing.is_some_and(|existing| existing.params.as_ref() == Some(&params)) {
             continue;
         }
-        let field_schema = if field == PROJECT_ID_FIELD {
-            // The tenant flag lets qdrant co-locate each project's points on disk and plan
-            // searches per project, which is how every query here is shaped.
-            PayloadFieldSchema::FieldParams(PayloadSchemaParams::Keyword(
-                KeywordIndexParamsBuilder::new().is_tenant(true).build(),
-            ))
-        } else {
-            PayloadFieldSchema::FieldType(PayloadSchemaType::Keyword)
-        };
+        let rebuilt = existing.is_some();
         shard
             .update(UpdateOperation::FieldIndexOperation(
                 FieldIndexOperations::CreateIndex(CreateIndex {
                     field_name: field_path,
-                    field_schema: Some(field_schema),
+                    field_schema: Some(PayloadFieldSchema::FieldParams(params)),
                 }),
             ))
             .map_err(|engine_error| engine_failure("create a payload index", engine_error))?;
-        tracing::debug!(field, "created payload index");
-    }
-    let text_path = field_path(TEXT_FIELD)?;
-    if !existing_schema.contains_key(&text_path) {
-        shard
-            .update(UpdateOperation::FieldIndexOperation(
-                FieldIndexOperations::CreateIndex(CreateIndex {
-                    field_name: text_path,
-                    field_schema: Some(PayloadFieldSchema::FieldParams(PayloadSchemaParams::Text(
-                        keyword_text_index_params(),
-                    ))),
-                }),
-            ))
-            .map_err(|engine_error| engine_failure("create the keyword index", engine_error))?;
-        tracing::debug!(field = TEXT_FIELD, "created keyword index");
+        if rebuilt {
+            tracing::info!(field, "rebuilt a payload index with new parameters");
+        } else {
+            tracing::debug!(field, "created payload index");
+        }
     }
     Ok(())
+}
+
+/// The keyword index of `field`. Only the project gets HNSW links of its own (payload-aware
+/// links, one subgraph per project): every query is inside one project, while a subgraph per
+/// end-user, agent, session or kind would cost graph building and memory for filters the
+/// planner answers by scanning their few points, or by the project's graph.
+fn keyword_index_params(field: &str) -> PayloadSchemaParams {
+    let params = if field == PROJECT_ID_FIELD {
+        // The tenant flag lets qdrant co-locate each project's points on disk and plan
+        // searches per project, which is how every query here is shaped.
+        KeywordIndexParamsBuilder::new().is_tenant(true).build()
+    } else {
+        KeywordIndexParamsBuilder::new().enable_hnsw(false).build()
+    };
+    PayloadSchemaParams::Keyword(params)
 }
 
 /// How memory text is tokenized for keyword search: Unicode word segmentation with Chinese
@@ -940,6 +948,8 @@ fn keyword_text_index_params() -> qdrant_edge::TextIndexParams {
         .scoring(TextScoringParams {
             r#type: TextScoringType::Bm25,
         })
+        // No HNSW subgraph per frequent word: keyword search reads the inverted index.
+        .enable_hnsw(false)
         .build()
 }
 
@@ -1117,4 +1127,129 @@ fn engine_failure(action: &str, engine_error: OperationError) -> IndexError {
 /// The locks guard no data (only ordering), so a panic while holding one leaves nothing broken.
 fn lock_ignoring_poison(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qdrant_edge::PayloadSchemaType;
+
+    /// The payload schema of the shard in `directory`, field by field.
+    fn schema_of(directory: &Path) -> HashMap<String, Option<PayloadSchemaParams>> {
+        let shard = EdgeShard::load(directory, None).expect("reopen the shard");
+        let schema = shard.info().expect("shard info").payload_schema;
+        schema
+            .into_iter()
+            .map(|(field, info)| (field.to_string(), info.params))
+            .collect()
+    }
+
+    fn builds_hnsw_links(params: &Option<PayloadSchemaParams>) -> bool {
+        match params {
+            Some(PayloadSchemaParams::Keyword(keyword)) => keyword.enable_hnsw != Some(false),
+            Some(PayloadSchemaParams::Text(text)) => text.enable_hnsw != Some(false),
+            _ => true,
+        }
+    }
+
+    /// A shard an older version created (every keyword field indexed with default parameters,
+    /// so each grew HNSW links of its own) gets the new schema when it is opened: links for
+    /// the project field only, and its points still searchable by keyword.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_the_project_field_keeps_hnsw_links_and_older_shards_are_rebuilt_so() {
+        let directory = tempfile::tempdir().unwrap();
+        let scope = ProjectScope::from_verified_credential(
+            engram_core::OrganizationId::generate(),
+            engram_core::ProjectId::generate(),
+        );
+        let memory_id = MemoryId::generate();
+        {
+            let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+            let point = IndexedMemory {
+                memory_id,
+                version: 1,
+                vector: vec![1.0, 0.0, 0.0, 0.0],
+                user_id: Some("ann".to_string()),
+                agent_id: None,
+                session_id: None,
+                kind: engram_core::MemoryKind::Semantic,
+                created_at: chrono::Utc::now(),
+                text: "Ann keeps bees on the roof".to_string(),
+                filterable: crate::FilterableFields::default(),
+            };
+            index.upsert(&scope, vec![point]).await.unwrap();
+            // Put the older schema back: plain keyword indexes, a text index with links.
+            let shard = &index.shared.shard;
+            for field in KEYWORD_INDEXED_FIELDS
+                .into_iter()
+                .filter(|field| *field != PROJECT_ID_FIELD)
+            {
+                shard
+                    .update(UpdateOperation::FieldIndexOperation(
+                        FieldIndexOperations::CreateIndex(CreateIndex {
+                            field_name: field_path(field).unwrap(),
+                            field_schema: Some(PayloadFieldSchema::FieldType(
+                                PayloadSchemaType::Keyword,
+                            )),
+                        }),
+                    ))
+                    .unwrap();
+            }
+            let mut older_text = keyword_text_index_params();
+            older_text.enable_hnsw = None;
+            shard
+                .update(UpdateOperation::FieldIndexOperation(
+                    FieldIndexOperations::CreateIndex(CreateIndex {
+                        field_name: field_path(TEXT_FIELD).unwrap(),
+                        field_schema: Some(PayloadFieldSchema::FieldParams(
+                            PayloadSchemaParams::Text(older_text),
+                        )),
+                    }),
+                ))
+                .unwrap();
+        }
+        let older = schema_of(directory.path());
+        assert!(builds_hnsw_links(&older[USER_ID_FIELD]), "{older:?}");
+        assert!(builds_hnsw_links(&older[TEXT_FIELD]), "{older:?}");
+
+        let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+        let hits = index
+            .keyword_search(
+                &scope,
+                KeywordQuery {
+                    text: "bees".to_string(),
+                    limit: 10,
+                    user_id: Some("ann".to_string()),
+                    agent_id: None,
+                    session_id: None,
+                    kinds: Vec::new(),
+                    only_ids: None,
+                    filter: None,
+                },
+            )
+            .await
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits[0].memory_id, memory_id);
+        drop(index);
+
+        let rebuilt = schema_of(directory.path());
+        for field in KEYWORD_INDEXED_FIELDS.into_iter().chain([TEXT_FIELD]) {
+            let params = &rebuilt[field];
+            // Stored as asked, so the next open finds nothing to rebuild.
+            let wanted = match field {
+                TEXT_FIELD => PayloadSchemaParams::Text(keyword_text_index_params()),
+                keyword => keyword_index_params(keyword),
+            };
+            assert_eq!(params.as_ref(), Some(&wanted), "{field}");
+            assert_eq!(
+                builds_hnsw_links(params),
+                field == PROJECT_ID_FIELD,
+                "{field}: {params:?}"
+            );
+        }
+        assert!(
+            matches!(&rebuilt[PROJECT_ID_FIELD], Some(PayloadSchemaParams::Keyword(keyword)) if keyword.is_tenant == Some(true))
+        );
+    }
 }

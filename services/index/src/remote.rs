@@ -18,13 +18,13 @@ use async_trait::async_trait;
 use engram_core::memory_filter::Comparison;
 use engram_core::{MemoryId, ProjectScope};
 use qdrant_client::qdrant::{
-    Condition, CreateCollectionBuilder, CreateFieldIndexCollectionBuilder,
-    DatetimeIndexParamsBuilder, DeleteCollectionBuilder, DeletePointsBuilder, Distance, FieldType,
-    Filter, IdfParams, KeywordIndexParamsBuilder, PayloadIncludeSelector, PointId, PointStruct,
-    Query, QueryPointsBuilder, Range, RetrievedPoint, ScoredPoint, ScrollPointsBuilder,
-    SearchParams, TextIndexParamsBuilder, TextQueryBuilder, TokenizerType, UpsertPointsBuilder,
-    Value, VectorParamsBuilder, WriteOrderingType, point_id::PointIdOptions, value::Kind,
-    vectors_config,
+    Condition, CreateCollectionBuilder, CreateFieldIndexCollection,
+    CreateFieldIndexCollectionBuilder, DatetimeIndexParamsBuilder, DeleteCollectionBuilder,
+    DeletePointsBuilder, Distance, FieldType, Filter, IdfParams, KeywordIndexParamsBuilder,
+    PayloadIncludeSelector, PointId, PointStruct, Query, QueryPointsBuilder, Range, RetrievedPoint,
+    ScoredPoint, ScrollPointsBuilder, SearchParams, TextIndexParamsBuilder, TextQueryBuilder,
+    TokenizerType, UpsertPointsBuilder, Value, VectorParamsBuilder, WriteOrderingType,
+    point_id::PointIdOptions, value::Kind, vectors_config,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use std::collections::{BTreeMap, HashMap};
@@ -226,73 +226,16 @@ impl QdrantVectorIndex {
         }
     }
 
-    /// `project_id` is the tenant key (`is_tenant` co-locates each project's points); the
-    /// other filters get keyword indexes and `created_at` a datetime index. Creating an index
-    /// that exists is accepted by Qdrant, so every process may run this at start.
+    /// Creating an index that exists is accepted by Qdrant, so every process may run this at
+    /// start; one with other parameters is rebuilt with these.
     async fn ensure_payload_indexes(&self) -> Result<(), IndexError> {
-        let tenant_index = CreateFieldIndexCollectionBuilder::new(
-            &self.collection_name,
-            PROJECT_ID_FIELD,
-            FieldType::Keyword,
-        )
-        .field_index_params(KeywordIndexParamsBuilder::default().is_tenant(true))
-        .wait(true);
-        self.client
-            .create_field_index(tenant_index)
-            .await
-            .map_err(|error| qdrant_failure("create the tenant index", error))?;
-        for field in [
-            ORGANIZATION_ID_FIELD,
-            USER_ID_FIELD,
-            AGENT_ID_FIELD,
-            SESSION_ID_FIELD,
-            KIND_FIELD,
-            VISIBILITY_FIELD,
-        ] {
+        for request in payload_index_requests(&self.collection_name) {
+            let field = request.field_name.clone();
             self.client
-                .create_field_index(
-                    CreateFieldIndexCollectionBuilder::new(
-                        &self.collection_name,
-                        field,
-                        FieldType::Keyword,
-                    )
-                    .field_index_params(KeywordIndexParamsBuilder::default())
-                    .wait(true),
-                )
+                .create_field_index(request)
                 .await
-                .map_err(|error| qdrant_failure("create a keyword index", error))?;
+                .map_err(|error| qdrant_failure(&format!("create the index of {field}"), error))?;
         }
-        self.client
-            .create_field_index(
-                CreateFieldIndexCollectionBuilder::new(
-                    &self.collection_name,
-                    CREATED_AT_FIELD,
-                    FieldType::Datetime,
-                )
-                .field_index_params(DatetimeIndexParamsBuilder::default())
-                .wait(true),
-            )
-            .await
-            .map_err(|error| qdrant_failure("create the datetime index", error))?;
-        // The same tokenization as the embedded index (see `edge::keyword_text_index_params`).
-        self.client
-            .create_field_index(
-                CreateFieldIndexCollectionBuilder::new(
-                    &self.collection_name,
-                    TEXT_FIELD,
-                    FieldType::Text,
-                )
-                .field_index_params(
-                    TextIndexParamsBuilder::new(TokenizerType::Multilingual)
-                        .lowercase(true)
-                        .stopwords_language("english".to_string())
-                        .snowball_stemmer("english".to_string())
-                        .bm25_scoring(),
-                )
-                .wait(true),
-            )
-            .await
-            .map_err(|error| qdrant_failure("create the keyword index", error))?;
         Ok(())
     }
 
@@ -810,12 +753,118 @@ impl VectorIndex for QdrantVectorIndex {
     }
 }
 
+/// The payload indexes of a collection. `project_id` is the tenant key (`is_tenant`
+/// co-locates each project's points) and the only field with HNSW links of its own (one
+/// subgraph per project); the other filters get keyword indexes, `created_at` a datetime
+/// index and `text` the embedded index's tokenization (see `edge::keyword_text_index_params`),
+/// none of them with links: a subgraph per end-user, agent, session, kind, day or frequent
+/// word would cost graph building and memory for filters answered by scanning their few
+/// points or by the project's graph.
+fn payload_index_requests(collection_name: &str) -> Vec<CreateFieldIndexCollection> {
+    let mut requests = vec![
+        CreateFieldIndexCollectionBuilder::new(
+            collection_name,
+            PROJECT_ID_FIELD,
+            FieldType::Keyword,
+        )
+        .field_index_params(KeywordIndexParamsBuilder::default().is_tenant(true))
+        .wait(true)
+        .build(),
+    ];
+    for field in [
+        ORGANIZATION_ID_FIELD,
+        USER_ID_FIELD,
+        AGENT_ID_FIELD,
+        SESSION_ID_FIELD,
+        KIND_FIELD,
+        VISIBILITY_FIELD,
+    ] {
+        requests.push(
+            CreateFieldIndexCollectionBuilder::new(collection_name, field, FieldType::Keyword)
+                .field_index_params(KeywordIndexParamsBuilder::default().enable_hnsw(false))
+                .wait(true)
+                .build(),
+        );
+    }
+    requests.push(
+        CreateFieldIndexCollectionBuilder::new(
+            collection_name,
+            CREATED_AT_FIELD,
+            FieldType::Datetime,
+        )
+        .field_index_params(DatetimeIndexParamsBuilder::default().enable_hnsw(false))
+        .wait(true)
+        .build(),
+    );
+    requests.push(
+        CreateFieldIndexCollectionBuilder::new(collection_name, TEXT_FIELD, FieldType::Text)
+            .field_index_params(
+                TextIndexParamsBuilder::new(TokenizerType::Multilingual)
+                    .lowercase(true)
+                    .stopwords_language("english".to_string())
+                    .snowball_stemmer("english".to_string())
+                    .bm25_scoring()
+                    .enable_hnsw(false),
+            )
+            .wait(true)
+            .build(),
+    );
+    requests
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::payload_filter::{PayloadBound, payload_filter_for};
     use engram_core::memory_filter::parse_memory_filter;
     use qdrant_client::qdrant::{condition::ConditionOneOf, r#match::MatchValue};
+
+    /// There is no Qdrant server here: the collection's indexes are checked on the requests
+    /// the client sends. Only the tenant field builds HNSW links of its own.
+    #[test]
+    fn only_the_tenant_index_asks_for_hnsw_links() {
+        use qdrant_client::qdrant::payload_index_params::IndexParams;
+        let requests = payload_index_requests("engram_test");
+        let fields: Vec<&str> = requests
+            .iter()
+            .map(|request| request.field_name.as_str())
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                PROJECT_ID_FIELD,
+                ORGANIZATION_ID_FIELD,
+                USER_ID_FIELD,
+                AGENT_ID_FIELD,
+                SESSION_ID_FIELD,
+                KIND_FIELD,
+                VISIBILITY_FIELD,
+                CREATED_AT_FIELD,
+                TEXT_FIELD,
+            ]
+        );
+        for request in &requests {
+            let params = request
+                .field_index_params
+                .as_ref()
+                .and_then(|params| params.index_params.as_ref());
+            let (enable_hnsw, is_tenant) = match params {
+                Some(IndexParams::KeywordIndexParams(keyword)) => {
+                    (keyword.enable_hnsw, keyword.is_tenant)
+                }
+                Some(IndexParams::DatetimeIndexParams(datetime)) => (datetime.enable_hnsw, None),
+                Some(IndexParams::TextIndexParams(text)) => (text.enable_hnsw, None),
+                other => panic!("{}: unexpected parameters {other:?}", request.field_name),
+            };
+            if request.field_name == PROJECT_ID_FIELD {
+                assert_eq!(is_tenant, Some(true));
+                assert_ne!(enable_hnsw, Some(false), "the tenant field keeps its links");
+            } else {
+                assert_eq!(enable_hnsw, Some(false), "{}", request.field_name);
+            }
+            assert_eq!(request.wait, Some(true));
+        }
+    }
 
     /// There is no Qdrant server here: the translation is checked on the filter it builds.
     #[test]
