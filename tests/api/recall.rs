@@ -369,6 +369,62 @@ async fn explain_reports_ranking_signals_and_per_stage_latency() {
     assert!(plain.get("timings_ms").is_none() && plain["results"][0].get("signals").is_none());
 }
 
+/// A hybrid search compares its candidates on both signals: the nearest memory holds the
+/// query's word but ranks below the keyword list's depth (sixty shorter memories say it more
+/// strongly), and it still gets its keyword score.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dense_candidate_below_the_keyword_lists_depth_still_gets_its_keyword_score() {
+    let server = TestServer::spawn().await.unwrap();
+    let client = server.client();
+    let switched = settings_patch(
+        &client,
+        json!({"embedding": {"source": "client", "dimension": 4}}),
+    )
+    .await;
+    assert_eq!(switched.status, 200, "{}", switched.body);
+    // Far from the query's vector, and each holding "apple" in a short text.
+    let decoys: Vec<Value> = (0..60)
+        .map(|number| {
+            let angle = number as f64 * 0.05;
+            json!({
+                "content": format!("apple note number {number}"),
+                "embedding": [0.0, angle.cos(), angle.sin(), 0.0],
+            })
+        })
+        .collect();
+    let added = client.add(json!(decoys)).await;
+    assert_eq!(added.status, 201, "{}", added.body);
+    let nearest = "On the long walk home through the old town we talked about an apple tree, \
+                   the weather, the harbour and the neighbours";
+    client
+        .add_one(json!({"content": nearest, "embedding": [1.0, 0.0, 0.0, 0.0]}))
+        .await;
+
+    // The keyword list alone (its depth for top_k 1 is 50) leaves the nearest memory out.
+    let keyword = search_ok(
+        &client,
+        // (The decoys' vectors are near one another: no diversification to thin them out.)
+        json!({"query": "apple", "retrieval": "keyword", "top_k": 50, "diversify": false}),
+    )
+    .await;
+    assert_eq!(contents(&keyword).len(), 50, "{keyword}");
+    assert!(!contents(&keyword).contains(&nearest.to_string()));
+
+    let hybrid = search_ok(
+        &client,
+        json!({"query": "apple", "query_vector": [1.0, 0.0, 0.0, 0.0], "top_k": 1, "explain": true}),
+    )
+    .await;
+    let first = &hybrid["results"][0];
+    assert_eq!(first["memory"]["content"], nearest, "{hybrid}");
+    assert!(
+        first["signals"]["keyword_score"]
+            .as_f64()
+            .is_some_and(|score| score > 0.0),
+        "the nearest memory is scored on the keyword signal too: {hybrid}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_retrieval_parameters_are_refused_with_the_field_named() {
     let server = TestServer::spawn().await.unwrap();
