@@ -282,6 +282,29 @@ async fn metrics_are_served_on_the_admin_port() {
             &[]
         ) >= Some(2.0)
     );
+
+    // The embedded index reports its size, and when its optimizer has seen every write.
+    let index = r#"index="index""#;
+    let settled = engram_tests::eventually("the index optimizer to see the write", || async {
+        let metrics = reqwest::get(&server.metrics_url)
+            .await
+            .map_err(|error| error.to_string())?
+            .text()
+            .await
+            .map_err(|error| error.to_string())?;
+        let seen = sample(&metrics, "engram_index_optimizer_passes_total", &[index]) >= Some(1.0)
+            && sample(&metrics, "engram_index_unoptimized_writes", &[index]) == Some(0.0)
+            && sample(&metrics, "engram_index_optimizing", &[index]) == Some(0.0);
+        if seen { Ok(metrics) } else { Err(metrics) }
+    })
+    .await;
+    assert_eq!(
+        sample(&settled, "engram_index_points", &[index]),
+        Some(1.0),
+        "the one memory is in the index:\n{settled}"
+    );
+    assert!(sample(&settled, "engram_index_segments", &[index]) >= Some(1.0));
+    assert!(sample(&settled, "engram_index_indexed_vectors", &[index]).is_some());
 }
 
 /// `engram migrate` brings an empty PostgreSQL database to the current schema and exits;

@@ -59,6 +59,19 @@ const KEYWORD_INDEXED_FIELDS: [&str; 7] = [
     VISIBILITY_FIELD,
 ];
 
+/// Points stored in an embedded index (approximate, as qdrant-edge counts them), by index
+/// directory (`index` for the default model).
+pub const INDEX_POINTS: &str = "engram_index_points";
+/// Of those, vectors inside HNSW-indexed segments: searches over the rest scan them.
+pub const INDEX_INDEXED_VECTORS: &str = "engram_index_indexed_vectors";
+pub const INDEX_SEGMENTS: &str = "engram_index_segments";
+/// Points written since the optimizer last started: 0 means it has seen every write.
+pub const INDEX_UNOPTIMIZED_WRITES: &str = "engram_index_unoptimized_writes";
+/// 1 while the optimizer runs (building HNSW graphs, merging or vacuuming segments).
+pub const INDEX_OPTIMIZING: &str = "engram_index_optimizing";
+/// Optimizer passes that ended, whether or not they found work.
+pub const INDEX_OPTIMIZER_PASSES_TOTAL: &str = "engram_index_optimizer_passes_total";
+
 /// Tuning of the background maintenance. The defaults suit a service; tests and benchmarks lower
 /// the indexing threshold so HNSW building happens on small data sets too.
 #[derive(Clone, Debug)]
@@ -111,6 +124,8 @@ struct SharedShard {
     shard: EdgeShard,
     dimension: usize,
     directory: PathBuf,
+    /// The directory's name, the `index` label of this index's metrics.
+    index_label: String,
     /// Serialises upserts and deletes, so the stored-version check and the write it guards form
     /// one critical section: two concurrent upserts of one memory cannot both pass the check.
     write_lock: Mutex<()>,
@@ -187,12 +202,17 @@ impl EdgeVectorIndex {
             shard,
             dimension,
             directory: directory.to_path_buf(),
+            index_label: directory
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             write_lock: Mutex::new(()),
             optimize_lock: Mutex::new(()),
             points_written_since_optimize: AtomicU64::new(0),
             unflushed_writes: AtomicBool::new(false),
             background_work_healthy: AtomicBool::new(true),
         });
+        shared.publish_sizes();
         let optimize_after_written_points = options.optimize_after_written_points.max(1);
         let maintenance = MaintenanceThread::start(Arc::clone(&shared), &options)?;
         tracing::info!(directory = %directory.display(), dimension, "opened edge vector index");
@@ -285,6 +305,7 @@ impl EdgeVectorIndex {
             .shared
             .points_written_since_optimize
             .fetch_add(written, Ordering::AcqRel);
+        self.shared.publish_unoptimized_writes();
         // Wake the thread once per threshold crossing rather than on every write after it.
         if before < self.optimize_after_written_points
             && before + written >= self.optimize_after_written_points
@@ -772,14 +793,42 @@ impl SharedShard {
         })
     }
 
+    /// Publish the shard's segments, points and indexed vectors (a failed read is logged and
+    /// leaves the last figures).
+    fn publish_sizes(&self) {
+        let info = match self.shard.info() {
+            Ok(info) => info,
+            Err(engine_error) => {
+                tracing::warn!(error = %engine_error, "could not read the index's sizes");
+                return;
+            }
+        };
+        let label = self.index_label.clone();
+        metrics::gauge!(INDEX_POINTS, "index" => label.clone()).set(info.points_count as f64);
+        metrics::gauge!(INDEX_INDEXED_VECTORS, "index" => label.clone())
+            .set(info.indexed_vectors_count as f64);
+        metrics::gauge!(INDEX_SEGMENTS, "index" => label).set(info.segments_count as f64);
+    }
+
+    fn publish_unoptimized_writes(&self) {
+        let unoptimized = self.points_written_since_optimize.load(Ordering::Acquire);
+        metrics::gauge!(INDEX_UNOPTIMIZED_WRITES, "index" => self.index_label.clone())
+            .set(unoptimized as f64);
+    }
+
     fn optimize(&self) -> Result<bool, IndexError> {
         let _optimize_guard = lock_ignoring_poison(&self.optimize_lock);
         let pending_points = self.points_written_since_optimize.swap(0, Ordering::AcqRel);
+        self.publish_unoptimized_writes();
+        let label = self.index_label.clone();
+        metrics::gauge!(INDEX_OPTIMIZING, "index" => label.clone()).set(1.0);
         let started = Instant::now();
-        let optimized = self
-            .shard
-            .optimize()
-            .map_err(|engine_error| engine_failure("optimize the shard", engine_error))?;
+        let outcome = self.shard.optimize();
+        metrics::gauge!(INDEX_OPTIMIZING, "index" => label.clone()).set(0.0);
+        metrics::counter!(INDEX_OPTIMIZER_PASSES_TOTAL, "index" => label).increment(1);
+        self.publish_sizes();
+        let optimized =
+            outcome.map_err(|engine_error| engine_failure("optimize the shard", engine_error))?;
         // Most passes find nothing worth rebuilding; only real work is worth an info line.
         let elapsed_ms = started.elapsed().as_millis() as u64;
         if optimized {
@@ -850,6 +899,9 @@ fn run_maintenance(
             Ok(MaintenanceSignal::WritesAccumulated) | Err(RecvTimeoutError::Timeout) => {}
         }
 
+        // Writes and an optimizer pass publish this too, and may overtake each other: the
+        // tick sets it right.
+        shared.publish_unoptimized_writes();
         let pending_points = shared.points_written_since_optimize.load(Ordering::Acquire);
         let optimize_due = pending_points >= schedule.optimize_after_written_points
             || (pending_points > 0 && last_optimize.elapsed() >= schedule.optimize_interval);

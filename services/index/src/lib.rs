@@ -11,7 +11,11 @@ pub mod keywords;
 pub mod payload_filter;
 pub mod remote;
 
-pub use edge::{EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex};
+pub use edge::{
+    EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex, INDEX_INDEXED_VECTORS,
+    INDEX_OPTIMIZER_PASSES_TOTAL, INDEX_OPTIMIZING, INDEX_POINTS, INDEX_SEGMENTS,
+    INDEX_UNOPTIMIZED_WRITES,
+};
 pub use keywords::InMemoryKeywordScorer;
 pub use payload_filter::{
     PayloadBound, PayloadFilter, PayloadTranslation, or_written_before_filters, payload_filter_for,
