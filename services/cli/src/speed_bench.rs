@@ -611,8 +611,7 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     let built_index = wait_for_the_optimizer(
         &client,
         &metrics_url,
-        loaded_index.passes,
-        // An HNSW build on 2 cores: about 10 minutes per million points, and twice that spare.
+        // Ten minutes, and about half an hour more per million points.
         Duration::from_secs(600 + arguments.memories as u64 / 500),
     )
     .await?;
@@ -782,24 +781,32 @@ async fn index_sizes(client: &reqwest::Client, metrics_url: &str) -> Result<Inde
     })
 }
 
-/// Waits until an optimizer pass that started after the load has ended with no write left
-/// unseen and none running, showing the indexed share as it grows.
+/// Waits until no optimizer pass runs and none of the writes is left unseen, showing the
+/// indexed share as it grows. The two figures are published by writes and passes, which may
+/// overtake each other for up to one maintenance tick (the tick then republishes them), so
+/// "done" is the state holding across more than a tick.
 async fn wait_for_the_optimizer(
     client: &reqwest::Client,
     metrics_url: &str,
-    passes_at_load_end: u64,
     deadline: Duration,
 ) -> Result<IndexSizes> {
+    /// Longer than the embedded index's maintenance tick (1 s).
+    const SETTLED_FOR: Duration = Duration::from_millis(2_500);
     let started = Instant::now();
     let mut sizes = index_sizes(client, metrics_url).await?;
     let bar = progress(sizes.points as usize, "optimize");
+    let mut idle_since: Option<(Instant, u64)> = None;
     loop {
         bar.set_length(sizes.points);
         bar.set_position(sizes.indexed_vectors.min(sizes.points));
-        let done = sizes.passes > passes_at_load_end
-            && sizes.unoptimized_writes == 0
-            && sizes.optimizing == 0;
-        if done {
+        let idle = sizes.unoptimized_writes == 0 && sizes.optimizing == 0;
+        idle_since = match idle_since {
+            // A pass that began and ended between two reads shows as a new pass count.
+            Some((since, passes)) if idle && passes == sizes.passes => Some((since, passes)),
+            _ if idle => Some((Instant::now(), sizes.passes)),
+            _ => None,
+        };
+        if idle_since.is_some_and(|(since, _)| since.elapsed() >= SETTLED_FOR) {
             bar.finish_and_clear();
             return Ok(sizes);
         }

@@ -348,9 +348,10 @@ impl MemoryEngine {
         // Dense candidates beyond the keyword list's depth may still hold query terms (BM25
         // ties are common among similar memories): score them too, so that fusion compares
         // every candidate on both signals. A keyword list shorter than its limit already holds
-        // every memory with a query term, so the others would all score nothing: no second
-        // pass then.
-        let keyword_list_was_cut = keyword_hits.len() >= candidate_limit;
+        // every memory with a query term (where the index promises complete lists), so the
+        // others would all score nothing: no second pass then.
+        let keyword_list_was_cut =
+            keyword_hits.len() >= candidate_limit || !index.keyword_lists_are_complete();
         if request.retrieval == RetrievalMode::Hybrid && keyword_list_was_cut {
             let keyword_known: std::collections::HashSet<MemoryId> =
                 keyword_hits.iter().map(|hit| hit.memory_id).collect();

@@ -498,6 +498,11 @@ impl VectorIndex for EdgeVectorIndex {
         .await
     }
 
+    fn keyword_lists_are_complete(&self) -> bool {
+        // Every segment is asked for the full limit, and the filter is applied exactly.
+        true
+    }
+
     async fn flush(&self) -> Result<(), IndexError> {
         self.run_blocking(|shared| shared.flush()).await
     }
@@ -827,8 +832,13 @@ impl SharedShard {
         metrics::gauge!(INDEX_OPTIMIZING, "index" => label.clone()).set(0.0);
         metrics::counter!(INDEX_OPTIMIZER_PASSES_TOTAL, "index" => label).increment(1);
         self.publish_sizes();
-        let optimized =
-            outcome.map_err(|engine_error| engine_failure("optimize the shard", engine_error))?;
+        let optimized = outcome.map_err(|engine_error| {
+            // The writes this pass took are still to be optimized: the next pass retries them.
+            self.points_written_since_optimize
+                .fetch_add(pending_points, Ordering::AcqRel);
+            self.publish_unoptimized_writes();
+            engine_failure("optimize the shard", engine_error)
+        })?;
         // Most passes find nothing worth rebuilding; only real work is worth an info line.
         let elapsed_ms = started.elapsed().as_millis() as u64;
         if optimized {
@@ -925,14 +935,17 @@ fn run_maintenance(
         shared
             .background_work_healthy
             .store(healthy, Ordering::Release);
+        // While writes arrive, the published sizes are at most a tick old.
+        shared.publish_sizes();
     }
     tracing::debug!("vector index maintenance thread stopped");
 }
 
-/// Create the payload indexes that are missing, and rebuild those an older version created
-/// with other parameters (so a shard written before HNSW links were limited to the tenant
-/// field gets the new schema once, at open). Creating an index rebuilds it, so the shard's
-/// schema is consulted first.
+/// Create the payload indexes that are missing, and ask again for those an older version
+/// created with other parameters (a shard written before HNSW links were limited to the tenant
+/// field takes the new parameters at open; graphs already built keep their links until the
+/// optimizer rebuilds their segments). Asking for an existing index again may rebuild it, so
+/// the shard's schema is consulted first.
 fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
     let existing_schema = shard
         .info()
@@ -952,7 +965,7 @@ fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
         if existing.is_some_and(|existing| existing.params.as_ref() == Some(&params)) {
             continue;
         }
-        let rebuilt = existing.is_some();
+        let changed = existing.is_some();
         shard
             .update(UpdateOperation::FieldIndexOperation(
                 FieldIndexOperations::CreateIndex(CreateIndex {
@@ -961,8 +974,8 @@ fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
                 }),
             ))
             .map_err(|engine_error| engine_failure("create a payload index", engine_error))?;
-        if rebuilt {
-            tracing::info!(field, "rebuilt a payload index with new parameters");
+        if changed {
+            tracing::info!(field, "updated the parameters of a payload index");
         } else {
             tracing::debug!(field, "created payload index");
         }
@@ -1208,7 +1221,7 @@ mod tests {
     /// so each grew HNSW links of its own) gets the new schema when it is opened: links for
     /// the project field only, and its points still searchable by keyword.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn only_the_project_field_keeps_hnsw_links_and_older_shards_are_rebuilt_so() {
+    async fn only_the_project_field_keeps_hnsw_links_and_older_shards_take_that_at_open() {
         let directory = tempfile::tempdir().unwrap();
         let scope = ProjectScope::from_verified_credential(
             engram_core::OrganizationId::generate(),

@@ -158,6 +158,13 @@ pub trait VectorIndex: Send + Sync + 'static {
         query: KeywordQuery,
     ) -> Result<Vec<VectorHit>, IndexError>;
 
+    /// Whether a keyword search that returns fewer hits than its limit is known to hold
+    /// every memory its filters let through that has a query term. A sharded cluster may ask
+    /// each shard for fewer than the limit, so the default is no.
+    fn keyword_lists_are_complete(&self) -> bool {
+        false
+    }
+
     /// The stored version of each of `ids` that is present in `scope`'s project.
     async fn versions(
         &self,

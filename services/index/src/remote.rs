@@ -227,7 +227,8 @@ impl QdrantVectorIndex {
     }
 
     /// Creating an index that exists is accepted by Qdrant, so every process may run this at
-    /// start; one with other parameters is rebuilt with these.
+    /// start; one with other parameters takes these (graphs already built keep their links
+    /// until their segments are rebuilt).
     async fn ensure_payload_indexes(&self) -> Result<(), IndexError> {
         for request in payload_index_requests(&self.collection_name) {
             let field = request.field_name.clone();
