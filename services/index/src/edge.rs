@@ -135,6 +135,9 @@ struct SharedShard {
     unflushed_writes: AtomicBool,
     /// Cleared when a background flush or optimization fails, so `/readyz` reports the broken disk.
     background_work_healthy: AtomicBool,
+    /// When the sizes were last published from the write path: at most once a second there,
+    /// since a long optimizer pass keeps the maintenance thread from publishing them.
+    sizes_published_at: Mutex<Instant>,
 }
 
 enum MaintenanceSignal {
@@ -211,6 +214,7 @@ impl EdgeVectorIndex {
             points_written_since_optimize: AtomicU64::new(0),
             unflushed_writes: AtomicBool::new(false),
             background_work_healthy: AtomicBool::new(true),
+            sizes_published_at: Mutex::new(Instant::now()),
         });
         shared.publish_sizes();
         let optimize_after_written_points = options.optimize_after_written_points.max(1);
@@ -306,6 +310,7 @@ impl EdgeVectorIndex {
             .points_written_since_optimize
             .fetch_add(written, Ordering::AcqRel);
         self.shared.publish_unoptimized_writes();
+        self.shared.publish_sizes_at_most_each_second();
         // Wake the thread once per threshold crossing rather than on every write after it.
         if before < self.optimize_after_written_points
             && before + written >= self.optimize_after_written_points
@@ -815,6 +820,19 @@ impl SharedShard {
         metrics::gauge!(INDEX_SEGMENTS, "index" => label).set(info.segments_count as f64);
     }
 
+    fn publish_sizes_at_most_each_second(&self) {
+        // A writer that finds another publishing simply skips it.
+        let Ok(mut published_at) = self.sizes_published_at.try_lock() else {
+            return;
+        };
+        if published_at.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        *published_at = Instant::now();
+        drop(published_at);
+        self.publish_sizes();
+    }
+
     fn publish_unoptimized_writes(&self) {
         let unoptimized = self.points_written_since_optimize.load(Ordering::Acquire);
         metrics::gauge!(INDEX_UNOPTIMIZED_WRITES, "index" => self.index_label.clone())
@@ -935,7 +953,6 @@ fn run_maintenance(
         shared
             .background_work_healthy
             .store(healthy, Ordering::Release);
-        // While writes arrive, the published sizes are at most a tick old.
         shared.publish_sizes();
     }
     tracing::debug!("vector index maintenance thread stopped");
