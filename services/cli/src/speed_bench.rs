@@ -379,35 +379,15 @@ async fn explain_phases(
     queries: &[BenchQuery],
     count: usize,
 ) -> Result<Vec<(&'static str, f64)>> {
-    const PHASES: [&str; 6] = ["embed", "dense", "keyword", "hydrate", "rank", "total"];
-    let mut sums = [0f64; 6];
-    let mut measured = 0usize;
     // From the end of the list, so these queries are new to the cache and to the other runs.
-    for query in queries.iter().rev().take(count) {
+    let bodies = queries.iter().rev().take(count).map(|query| {
         let mut body = serde_json::json!({"query": query.text, "top_k": 10, "explain": true});
         if let Some(user_id) = &query.user_id {
             body["user_id"] = serde_json::json!(user_id);
         }
-        let response: serde_json::Value = target
-            .client
-            .post(format!("{}/v1/memories/search", target.base_url))
-            .bearer_auth(&target.api_key)
-            .json(&body)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        for (sum, phase) in sums.iter_mut().zip(PHASES) {
-            *sum += response["timings_ms"][phase].as_f64().unwrap_or(0.0);
-        }
-        measured += 1;
-    }
-    Ok(PHASES
-        .into_iter()
-        .zip(sums)
-        .map(|(phase, sum)| (phase, sum / measured.max(1) as f64))
-        .collect())
+        body
+    });
+    mean_phases(&target.client, &target.base_url, &target.api_key, bodies).await
 }
 
 fn synthetic_set(arguments: &SpeedBenchArgs) -> (Vec<BenchMemory>, Vec<BenchQuery>) {
@@ -717,14 +697,29 @@ async fn scale_phases(
     mode: &str,
     queries: &[(String, Vec<f32>)],
 ) -> Result<Vec<(&'static str, f64)>> {
-    const PHASES: [&str; 5] = ["dense", "keyword", "hydrate", "rank", "total"];
-    let mut sums = [0f64; 5];
+    let bodies = queries
+        .iter()
+        .rev()
+        .take(SCALE_EXPLAINED_QUERIES)
+        .map(|(text, vector)| scale_search_body(mode, text, vector, true));
+    mean_phases(client, base_url, api_key, bodies).await
+}
+
+/// Mean milliseconds per engine phase (`explain` timings) over the searches of `bodies`.
+async fn mean_phases(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    bodies: impl Iterator<Item = serde_json::Value>,
+) -> Result<Vec<(&'static str, f64)>> {
+    const PHASES: [&str; 6] = ["embed", "dense", "keyword", "hydrate", "rank", "total"];
+    let mut sums = [0f64; 6];
     let mut measured = 0usize;
-    for (text, vector) in queries.iter().rev().take(SCALE_EXPLAINED_QUERIES) {
+    for body in bodies {
         let response: serde_json::Value = client
             .post(format!("{base_url}/v1/memories/search"))
             .bearer_auth(api_key)
-            .json(&scale_search_body(mode, text, vector, true))
+            .json(&body)
             .send()
             .await?
             .error_for_status()?
