@@ -1240,15 +1240,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn only_the_project_field_keeps_hnsw_links_and_older_shards_take_that_at_open() {
         let directory = tempfile::tempdir().unwrap();
-        let scope = ProjectScope::from_verified_credential(
-            engram_core::OrganizationId::generate(),
-            engram_core::ProjectId::generate(),
-        );
-        let memory_id = MemoryId::generate();
+        // Written and searched through the shard itself: a project scope is only ever minted
+        // from a verified credential, never in this crate.
+        let point_uuid = Uuid::now_v7();
         {
             let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
             let point = IndexedMemory {
-                memory_id,
+                memory_id: MemoryId::from_uuid(point_uuid),
                 version: 1,
                 vector: vec![1.0, 0.0, 0.0, 0.0],
                 user_id: Some("ann".to_string()),
@@ -1259,7 +1257,15 @@ mod tests {
                 text: "Ann keeps bees on the roof".to_string(),
                 filterable: crate::FilterableFields::default(),
             };
-            index.upsert(&scope, vec![point]).await.unwrap();
+            index
+                .shared
+                .shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
+                        point_struct(point_uuid, "organization", "project", point).into(),
+                    ])),
+                ))
+                .unwrap();
             // Put the older schema back: plain keyword indexes, a text index with links.
             let shard = &index.shared.shard;
             for field in KEYWORD_INDEXED_FIELDS
@@ -1295,24 +1301,19 @@ mod tests {
         assert!(builds_hnsw_links(&older[TEXT_FIELD]), "{older:?}");
 
         let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
-        let hits = index
-            .keyword_search(
-                &scope,
-                KeywordQuery {
-                    text: "bees".to_string(),
-                    limit: 10,
-                    user_id: Some("ann".to_string()),
-                    agent_id: None,
-                    session_id: None,
-                    kinds: Vec::new(),
-                    only_ids: None,
-                    filter: None,
-                },
+        let request = QueryRequestBuilder::new(10)
+            .query(
+                TextQueryBuilder::new(field_path(TEXT_FIELD).unwrap(), "bees".to_string())
+                    .scoring(TextQueryScoring::Bm25(Bm25Params::default()))
+                    .build(),
             )
-            .await
-            .unwrap();
+            .filter(Filter::new_must(
+                keyword_condition(USER_ID_FIELD, Match::from("ann".to_string())).unwrap(),
+            ))
+            .build();
+        let hits = index.shared.shard.query(request).unwrap();
         assert_eq!(hits.len(), 1, "{hits:?}");
-        assert_eq!(hits[0].memory_id, memory_id);
+        assert_eq!(hits[0].id, PointId::Uuid(point_uuid));
         drop(index);
 
         let rebuilt = schema_of(directory.path());
