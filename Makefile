@@ -41,8 +41,9 @@ bench: setup bench-build
 bench-large: setup bench-build
 	$(RELEASE_ENGRAM) bench-speed --set synthetic --memories 100000 --floor-python $(BENCH_PYTHON)
 	$(RELEASE_ENGRAM) bench-speed --set locomo --memories 100000 --floor-python $(BENCH_PYTHON)
-## One million synthetic memories in one project (client vectors, for loading speed): search
-## p95 and the server's resident memory.
+## One million synthetic memories in one project (client vectors, for loading speed): the index
+## before and after its optimizer, dense, keyword and hybrid search with their phases, and the
+## server's resident memory.
 bench-1m: setup bench-build
 	$(RELEASE_ENGRAM) bench-scale --memories 1000000
 bench-build:

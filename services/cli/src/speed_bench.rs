@@ -519,8 +519,9 @@ pub struct ScaleBenchArgs {
 }
 
 /// `engram bench-scale`: one project with `memories` synthetic memories carrying their own
-/// (client) vectors, so loading is not bound by the model; then hybrid search p50/p95 with
-/// client query vectors, and the process's resident memory.
+/// (client) vectors, so loading is not bound by the model; the index before and after the
+/// optimizer; dense, keyword and hybrid search p50/p95/p99 with client query vectors and their
+/// phases; and the process's resident memory.
 pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
     use rand::Rng;
     let telemetry = crate::telemetry::init_telemetry();

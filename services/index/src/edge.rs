@@ -953,7 +953,6 @@ fn run_maintenance(
         shared
             .background_work_healthy
             .store(healthy, Ordering::Release);
-        shared.publish_sizes();
     }
     tracing::debug!("vector index maintenance thread stopped");
 }
@@ -968,14 +967,13 @@ fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
         .info()
         .map_err(|engine_error| engine_failure("read the payload schema", engine_error))?
         .payload_schema;
-    let mut wanted = Vec::with_capacity(KEYWORD_INDEXED_FIELDS.len() + 1);
-    for field in KEYWORD_INDEXED_FIELDS {
-        wanted.push((field, keyword_index_params(field)));
-    }
-    wanted.push((
-        TEXT_FIELD,
-        PayloadSchemaParams::Text(keyword_text_index_params()),
-    ));
+    let wanted = KEYWORD_INDEXED_FIELDS
+        .into_iter()
+        .map(|field| (field, keyword_index_params(field)))
+        .chain([(
+            TEXT_FIELD,
+            PayloadSchemaParams::Text(keyword_text_index_params()),
+        )]);
     for (field, params) in wanted {
         let field_path = field_path(field)?;
         let existing = existing_schema.get(&field_path);

@@ -261,7 +261,6 @@ impl MemoryEngine {
         self.settings_report(principal.scope(), settings).await
     }
 
-    /// The settings with the model and dimension their embedding setting means here.
     /// The model id and dimension of `embedding`; a model the deployment stopped offering
     /// reads as `unavailable`, dimension 0.
     fn identity_or_unavailable(&self, embedding: engram_core::ProjectEmbedding) -> (String, usize) {
@@ -270,6 +269,7 @@ impl MemoryEngine {
             .unwrap_or_else(|_| ("unavailable".to_string(), 0))
     }
 
+    /// The settings with the model and dimension their embedding setting means here.
     async fn settings_report(
         &self,
         scope: &engram_core::ProjectScope,
