@@ -92,11 +92,12 @@ async fn keyword_search_finds_exact_terms_inflections_chinese_and_japanese() {
         assert_eq!(found.len(), 1, "{query}: {found:?}");
         assert!(found[0].contains(expected), "{query}: {found:?}");
     }
-    // Dense retrieval ranks everything by meaning, so it returns unrelated memories too.
+    // Dense retrieval ranks everything by meaning, so with no floor (`min_score` 0) it
+    // returns unrelated memories too.
     let dense = contents(
         &search_ok(
             &client,
-            json!({"query": "北京", "user_id": "dana", "retrieval": "dense"}),
+            json!({"query": "北京", "user_id": "dana", "retrieval": "dense", "min_score": 0}),
         )
         .await,
     );
@@ -485,8 +486,8 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
             .add_one(json!({"content": content, "user_id": "tea-lover"}))
             .await;
     }
-    // A new project gets the floor measured safe for its model: none yet for the built-in
-    // one (its cosine does not separate short facts from unrelated text).
+    // A new project gets the floors measured for its model: one for every query, and a
+    // higher one for a query naming someone no memory within reach mentions.
     let settings = client
         .send(client.request(reqwest::Method::GET, "/v1/project/settings"))
         .await;
@@ -495,12 +496,70 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
         "{}",
         settings.body
     );
-    assert_eq!(settings.body["relevance_floor"], 0.0, "{}", settings.body);
+    let close = |value: &Value, expected: f64| {
+        value
+            .as_f64()
+            .is_some_and(|value| (value - expected).abs() < 1e-6)
+    };
+    assert!(
+        close(&settings.body["relevance_floor"], 0.15),
+        "{}",
+        settings.body
+    );
+    assert!(
+        close(
+            &settings.body["relevance_floor_for_unmentioned_names"],
+            0.45
+        ),
+        "{}",
+        settings.body
+    );
     let unrelated = json!({"query": "unicorn dragons", "user_id": "tea-lover"});
-    let unfloored = search_ok(&client, unrelated.clone()).await;
-    assert_eq!(contents(&unfloored).len(), 2, "{unfloored}");
-    assert_eq!(unfloored["abstained"], false);
-    assert!(unfloored.get("relevance_floor").is_none(), "{unfloored}");
+    let nothing_known = search_ok(&client, unrelated.clone()).await;
+    assert_eq!(
+        contents(&nothing_known),
+        Vec::<String>::new(),
+        "{nothing_known}"
+    );
+    assert_eq!(nothing_known["abstained"], true, "{nothing_known}");
+    assert!(
+        close(&nothing_known["relevance_floor"], 0.15),
+        "{nothing_known}"
+    );
+    // A plain question about a short fact is still answered.
+    let drink = search_ok(
+        &client,
+        json!({"query": "What does the user like to drink?", "user_id": "tea-lover"}),
+    )
+    .await;
+    assert_eq!(drink["abstained"], false, "{drink}");
+    assert!(contents(&drink)[0].contains("tea"), "{drink}");
+    // Asked about someone these memories never mention, it answers nothing, and says why.
+    let about_caroline = json!({
+        "query": "What does Caroline like to drink?",
+        "user_id": "tea-lover",
+        "explain": true,
+    });
+    let stranger = search_ok(&client, about_caroline.clone()).await;
+    assert_eq!(stranger["abstained"], true, "{stranger}");
+    assert!(close(&stranger["relevance_floor"], 0.45), "{stranger}");
+    assert_eq!(
+        stranger["unmentioned_names"],
+        json!(["caroline"]),
+        "{stranger}"
+    );
+    // Once a memory names her, she is someone known: the usual floor, and her memory first.
+    client
+        .add_one(json!({
+            "content": "Caroline is the user's sister; she drinks espresso.",
+            "user_id": "tea-lover",
+        }))
+        .await;
+    let known = search_ok(&client, about_caroline).await;
+    assert_eq!(known["abstained"], false, "{known}");
+    assert!(contents(&known)[0].contains("Caroline"), "{known}");
+    assert!(known.get("unmentioned_names").is_none(), "{known}");
+    assert!(close(&known["relevance_floor"], 0.15), "{known}");
 
     // An admin sets the floor measured for conversation turns.
     let saved = settings_patch(&client, json!({"relevance_floor": 0.38})).await;
@@ -542,7 +601,7 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
     let mut explicit = unrelated.clone();
     explicit["min_score"] = json!(0);
     let everything = search_ok(&client, explicit).await;
-    assert_eq!(contents(&everything).len(), 3, "{everything}");
+    assert_eq!(contents(&everything).len(), 4, "{everything}");
     assert_eq!(everything["abstained"], false);
     assert!(everything.get("relevance_floor").is_none(), "{everything}");
 
@@ -572,14 +631,25 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
         search_ok(&client, unrelated.clone()).await["abstained"],
         true
     );
-    // Back to the model's floor: none.
+    // 0 is no floor at all, for unmentioned names too.
+    let saved = settings_patch(&client, json!({"relevance_floor": 0})).await;
+    assert_eq!(
+        saved.body["relevance_floor_for_unmentioned_names"], 0.0,
+        "{}",
+        saved.body
+    );
+    let unfloored = search_ok(&client, unrelated.clone()).await;
+    assert_eq!(contents(&unfloored).len(), 4, "{unfloored}");
+    assert_eq!(unfloored["abstained"], false);
+    assert!(unfloored.get("relevance_floor").is_none(), "{unfloored}");
+    // Back to the model's floors.
     let saved = settings_patch(&client, json!({"relevance_floor": "model"})).await;
     assert_eq!(
         saved.body["relevance_floor_setting"], "model",
         "{}",
         saved.body
     );
-    assert_eq!(search_ok(&client, unrelated).await["abstained"], false);
+    assert_eq!(search_ok(&client, unrelated).await["abstained"], true);
 
     // A project on client vectors gets no floor: its scores are not ours to calibrate.
     let (_, key) = server.create_project("own-vectors").unwrap();
@@ -591,6 +661,11 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
     .await;
     assert_eq!(saved.status, 200, "{}", saved.body);
     assert_eq!(saved.body["relevance_floor"], 0.0, "{}", saved.body);
+    assert_eq!(
+        saved.body["relevance_floor_for_unmentioned_names"], 0.0,
+        "{}",
+        saved.body
+    );
 }
 
 /// The turn that answers a question often shares no word with it ("What did you bake?" —
@@ -733,8 +808,13 @@ async fn time_named_in_the_question_lifts_memories_of_that_time_in_english_and_c
             "{query}: {body}"
         );
         assert_eq!(first["signals"]["time_bonus"], 0.1, "{first}");
-        // A boost, not a filter: the other memories are still there.
-        assert_eq!(contents(&body).len(), 3, "{query}: {body}");
+        // A boost, not a filter: with no relevance floor the other memories are still there.
+        let unfloored = search_ok(
+            &client,
+            json!({"query": query, "user_id": "traveller", "now": now, "min_score": 0}),
+        )
+        .await;
+        assert_eq!(contents(&unfloored).len(), 3, "{query}: {unfloored}");
     }
     let plain = search_ok(
         &client,
@@ -1127,9 +1207,17 @@ fn the_recall_benchmark_prints_its_table() {
         "the evaluation run and the benchmark agree on hybrid hit@10"
     );
     assert!((evaluation_hit_at_10("dense") - hit_at_10("dense")).abs() < 0.02);
+    // Ranking: the hybrid default, before its relevance floor leaves anything out, at least
+    // as good as either signal alone; the floor itself costs at most 0.02 of hit@10.
+    let unfloored = hit_at_10("hybrid, no floor");
     assert!(
-        hybrid >= dense && hybrid >= keyword,
-        "hybrid {hybrid} vs dense {dense}, keyword {keyword}"
+        unfloored >= dense && unfloored >= keyword,
+        "hybrid {unfloored} vs dense {dense}, keyword {keyword}"
+    );
+    assert!(
+        unfloored - hybrid <= 0.02 + 1e-9,
+        "the model's floor costs {:.3} of hit@10 ({hybrid} against {unfloored})",
+        unfloored - hybrid
     );
     // Borrowing from neighbouring turns is what lifts the default; without it, it falls back.
     let without_neighbours = hit_at_10("hybrid, no neighbours");

@@ -60,6 +60,7 @@ pub mod openapi_schemas;
 pub mod permissions;
 pub mod pii;
 pub mod principal;
+pub mod query_names;
 pub mod query_time;
 pub mod recall;
 pub mod request_bodies;

@@ -383,6 +383,7 @@ impl SearchBody {
                 min_score,
                 // The project's floor: the use case sets it when no cut-off was asked for.
                 relevance_floor: 0.0,
+                unmentioned_name_floor: 0.0,
                 retrieval,
                 fusion,
                 keyword_weight,

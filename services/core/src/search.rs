@@ -110,29 +110,59 @@ pub fn relevance_of(dense_similarity: f32, keyword_score: Option<f32>) -> f32 {
     (dense_similarity.max(0.0) + RELEVANCE_KEYWORD_BONUS * saturated).min(1.0)
 }
 
-/// The relevance floor a project on `model_id` gets unless it sets one: the floor measured
-/// safe for that model. None is, yet, for any model here: on LoCoMo dev, all-MiniLM-L6-v2
-/// at [`CONVERSATION_RELEVANCE_FLOOR`] answers nothing to 51 % of questions asked of the
-/// wrong end-user (92 % of questions about things never said) for 0.010 of hit@10, but it
-/// also answers nothing to "where does the user work?" against "Works as a marine biologist
-/// in Lisbon." (relevance 0.18): on short facts its cosine does not separate relevant from
-/// unrelated, and a floor low enough to keep such answers (0.15) abstains on 2 % of that
-/// set. multilingual-e5-small separates LoCoMo better (the best turn's cosine: median 0.862
-/// for the right end-user, 0.789 for another's), but a question in one language meets its
-/// answer in the other at a median of 0.794 — where unrelated memories in the question's
-/// own language sit — so a floor that abstains on many foreign questions (0.82 on the
-/// relevance scale: 39.7 % of them, 58.3 % of never-said ones) also drops most
-/// cross-lingual answers (at a cosine of 0.81, 70 % of the bilingual set's), the reason to
-/// pick that model. Client vectors get none: their scores are not ours to calibrate.
-pub fn measured_relevance_floor(model_id: &str) -> f32 {
+/// The relevance floors a project on one embedding model gets unless it sets a number.
+/// One cosine floor cannot serve both kinds of memory these models meet: on short facts
+/// ("Works as a marine biologist in Lisbon.") a right answer can sit at a cosine of 0.17
+/// with all-MiniLM-L6-v2, below many conversation turns about someone else (LoCoMo: the best
+/// turn of another person's conversation, median 0.36). What tells those apart is a name:
+/// asked of the wrong person, a question names someone no memory there mentions. So a low
+/// floor holds everywhere, and a higher one where the query names someone or something
+/// ([`crate::query_names`]) that no candidate mentions. Measured by bench-recall on LoCoMo
+/// dev (each conversation's questions asked of another conversation's end-user, and
+/// questions about things never said) and on short facts; the figures are in the engine's
+/// reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredFloors {
+    /// What every result must clear: below it a memory is no nearer the question than
+    /// unrelated text is.
+    pub everywhere: f32,
+    /// What every result must clear when the query names someone or something that no
+    /// candidate mentions (and no candidate is written in a script a Latin name cannot be
+    /// matched in: "李伟" may be the "Li Wei" asked about). Compared with the relevance
+    /// without its keyword bonus: the words such a memory shares with the question are
+    /// about someone else.
+    pub unmentioned_name: f32,
+}
+
+/// The floors measured for `model_id`; `None` for a model never measured and for client
+/// vectors, whose scores are not ours to calibrate.
+pub fn measured_relevance_floors(model_id: &str) -> Option<MeasuredFloors> {
     MEASURED_RELEVANCE_FLOORS
         .iter()
         .find(|(model, _)| *model == model_id)
-        .map_or(0.0, |(_, floor)| *floor)
+        .map(|(_, floors)| *floors)
 }
 
-/// (model id, floor) for the models whose floor was measured safe as a default.
-const MEASURED_RELEVANCE_FLOORS: &[(&str, f32)] = &[];
+/// (model id, floors). multilingual-e5-small's cosines sit higher and closer together (an
+/// unrelated memory in the question's language near 0.79, a cross-lingual answer at a
+/// median of 0.79 too), so its low floor stays under the cross-lingual answers (0.74 keeps
+/// 98 % of the bilingual set's) and the name floor does the abstaining.
+const MEASURED_RELEVANCE_FLOORS: &[(&str, MeasuredFloors)] = &[
+    (
+        "all-MiniLM-L6-v2",
+        MeasuredFloors {
+            everywhere: 0.15,
+            unmentioned_name: 0.45,
+        },
+    ),
+    (
+        crate::embedding::MULTILINGUAL_E5_MODEL_ID,
+        MeasuredFloors {
+            everywhere: 0.74,
+            unmentioned_name: 0.84,
+        },
+    ),
+];
 
 /// The floor measured for all-MiniLM-L6-v2 on conversational memories (LoCoMo dev): a
 /// project whose memories are conversation turns may set it (`relevance_floor`).
@@ -172,8 +202,21 @@ impl RelevanceFloorSetting {
     /// The floor searches of a project on `model_id` apply.
     pub fn effective(self, model_id: &str) -> f32 {
         match self {
-            Self::Model => measured_relevance_floor(model_id),
+            Self::Model => {
+                measured_relevance_floors(model_id).map_or(0.0, |floors| floors.everywhere)
+            }
             Self::Fixed(thousandths) => f32::from(thousandths) / 1000.0,
+        }
+    }
+
+    /// The floor in place of [`Self::effective`] for a query naming what no candidate
+    /// mentions (see [`MeasuredFloors`]); 0 with a number set, which is the one floor.
+    pub fn for_unmentioned_names(self, model_id: &str) -> f32 {
+        match self {
+            Self::Model => {
+                measured_relevance_floors(model_id).map_or(0.0, |floors| floors.unmentioned_name)
+            }
+            Self::Fixed(_) => 0.0,
         }
     }
 
@@ -221,6 +264,9 @@ pub struct SearchRequest {
     /// project's floor, applied when the caller set no `min_score`. Needs the cosine: a
     /// search without one (keyword retrieval) is not floored.
     pub relevance_floor: f32,
+    /// 0–1: the floor in place of `relevance_floor`, when higher, for a hybrid search whose
+    /// query names someone or something no candidate mentions (see [`MeasuredFloors`]).
+    pub unmentioned_name_floor: f32,
     pub retrieval: RetrievalMode,
     pub fusion: FusionMethod,
     /// 0–1: share of the keyword signal in the hybrid score.
@@ -277,6 +323,7 @@ impl Default for SearchRequest {
             top_k: crate::limits::DEFAULT_TOP_K,
             min_score: 0.0,
             relevance_floor: 0.0,
+            unmentioned_name_floor: 0.0,
             retrieval: RetrievalMode::Hybrid,
             fusion: FusionMethod::Weighted,
             keyword_weight: DEFAULT_KEYWORD_WEIGHT,
@@ -565,6 +612,23 @@ impl SearchMemoriesRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_setting_means_each_models_measured_floors_and_a_number_is_the_one_floor() {
+        let model = RelevanceFloorSetting::Model;
+        assert_eq!(model.effective("all-MiniLM-L6-v2"), 0.15);
+        assert_eq!(model.for_unmentioned_names("all-MiniLM-L6-v2"), 0.45);
+        assert_eq!(
+            model.effective(crate::embedding::MULTILINGUAL_E5_MODEL_ID),
+            0.74
+        );
+        // Client vectors and models never measured: no floor at all.
+        assert_eq!(model.effective("client-vectors-3"), 0.0);
+        assert_eq!(model.for_unmentioned_names("client-vectors-3"), 0.0);
+        let fixed = RelevanceFloorSetting::parse(&serde_json::json!(0.38), "floor").unwrap();
+        assert_eq!(fixed.effective("all-MiniLM-L6-v2"), 0.38);
+        assert_eq!(fixed.for_unmentioned_names("all-MiniLM-L6-v2"), 0.0);
+    }
 
     #[test]
     fn tunings_parse_round_trip_and_apply() {

@@ -74,6 +74,8 @@ pub struct SearchOutcome {
     pub abstained: bool,
     /// The window of event time the query names, whose memories got a bonus.
     pub understood_time: Option<engram_core::query_time::TimeInQuery>,
+    /// The names of the query no candidate mentions, which raised the relevance floor.
+    pub unmentioned_names: Vec<String>,
 }
 
 /// Candidates fetched per requested result from each retriever: fusion needs both lists
@@ -203,7 +205,7 @@ impl MemoryEngine {
             &request.query,
             request.now.or(request.as_of).unwrap_or_else(Utc::now),
         );
-        let (results, floored) = rank_candidates(
+        let ranked = rank_candidates(
             candidates,
             &request,
             query_vector,
@@ -212,14 +214,15 @@ impl MemoryEngine {
             request.as_of.unwrap_or_else(Utc::now),
             understood_time.as_ref(),
         );
-        let relevance_floor = (request.relevance_floor > 0.0 && query_vector.is_some())
-            .then_some(request.relevance_floor);
+        let relevance_floor =
+            (ranked.floor > 0.0 && query_vector.is_some()).then_some(ranked.floor);
         timings.rank_micros = ranking_started.elapsed().as_micros() as u64;
         timings.total_micros = started.elapsed().as_micros() as u64;
 
         let outcome = SearchOutcome {
-            abstained: results.is_empty() && floored > 0,
-            results,
+            abstained: ranked.hits.is_empty() && ranked.floored > 0,
+            results: ranked.hits,
+            unmentioned_names: ranked.unmentioned_names,
             always,
             recall_id: Uuid::now_v7(),
             timings,
@@ -562,8 +565,7 @@ impl MemoryEngine {
 }
 
 /// Score, filter, order and diversify the candidates; `always` procedures are left out (they
-/// are returned on their own). Also says how many candidates only the relevance floor left
-/// out.
+/// are returned on their own). Also says what the relevance floor did.
 fn rank_candidates(
     candidates: Vec<Candidate>,
     request: &SearchRequest,
@@ -572,7 +574,7 @@ fn rank_candidates(
     positions: &HashMap<MemoryId, usize>,
     now: DateTime<Utc>,
     understood_time: Option<&engram_core::query_time::TimeInQuery>,
-) -> (Vec<SearchHit>, usize) {
+) -> Ranked {
     let mut floored = 0;
     let folded_query = request.query.trim().to_lowercase();
     // Only under a floor, and only for a query that names something: a phrase, or a word
@@ -654,6 +656,29 @@ fn rank_candidates(
             && request.filters.matches(&candidate.memory)
             && request.verification.admits(&candidate.memory)
     };
+    // A query naming someone or something no candidate mentions is about someone these
+    // memories do not know: its results must clear the higher floor. Only where the keyword
+    // list was searched, which brings the memories holding a rare name among the candidates.
+    let unmentioned_names = match request.retrieval == RetrievalMode::Hybrid
+        && request.unmentioned_name_floor > request.relevance_floor
+    {
+        true => {
+            let names = engram_core::query_names::names_in_query(&request.query);
+            let known = candidates.iter().any(|(candidate, _)| {
+                eligible(candidate)
+                    && (engram_core::query_names::mentions_any(&candidate.memory.content, &names)
+                        || engram_core::query_names::written_without_latin_names(
+                            &candidate.memory.content,
+                        ))
+            });
+            if known { Vec::new() } else { names }
+        }
+        false => Vec::new(),
+    };
+    let floor = match unmentioned_names.is_empty() {
+        true => request.relevance_floor,
+        false => request.unmentioned_name_floor,
+    };
     // Each candidate's fused score, computed once for lending and for ranking.
     // With `include_shared`, a memory of another agent (or of none) counts `shared_weight`.
     let shared_from_others = |candidate: &Candidate| {
@@ -710,11 +735,20 @@ fn rank_candidates(
                 .content
                 .to_lowercase()
                 .contains(folded_query.as_str());
+        // Under the floor for unmentioned names the keyword bonus does not count: the words
+        // a memory shares with such a question are about someone else.
+        let keyword_score = match unmentioned_names.is_empty() {
+            true => candidate.keyword_score,
+            false => None,
+        };
         let relevance = dense_similarity.map(|similarity| match mentions_query {
             true => 1.0,
-            false => relevance_of(similarity, candidate.keyword_score),
+            false => (relevance_of(similarity, keyword_score) + time_bonus).min(1.0),
         });
-        if relevance.is_some_and(|relevance| relevance < request.relevance_floor) {
+        // A memory of the time the query names answers it whatever its words ("what did I
+        // do last month?", "上个月我做了什么？"), unless the query is about someone unknown.
+        let answers_the_time = time_bonus > 0.0 && unmentioned_names.is_empty();
+        if !answers_the_time && relevance.is_some_and(|relevance| relevance < floor) {
             floored += 1;
             continue;
         }
@@ -758,7 +792,23 @@ fn rank_candidates(
             kept.push((hit, embedding));
         }
     }
-    (kept.into_iter().map(|(hit, _)| hit).collect(), floored)
+    Ranked {
+        hits: kept.into_iter().map(|(hit, _)| hit).collect(),
+        floored,
+        floor,
+        unmentioned_names,
+    }
+}
+
+/// What ranking kept, and what the relevance floor did.
+struct Ranked {
+    hits: Vec<SearchHit>,
+    /// Candidates only the floor left out.
+    floored: usize,
+    /// The floor compared: the project's, or its floor for unmentioned names.
+    floor: f32,
+    /// The names of the query no candidate mentions, when they raised the floor.
+    unmentioned_names: Vec<String>,
 }
 
 /// A session: its end-user (none for the project's own) and its id. The same session id of

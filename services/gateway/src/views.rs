@@ -343,6 +343,11 @@ pub struct SearchResponseView {
     /// With `explain: true`, when the query names a time: what was understood.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub understood_time: Option<UnderstoodTimeView>,
+    /// With `explain: true`, when the query names someone or something (a capitalised word
+    /// inside a sentence) that no memory within reach mentions: those names, lowercased. The
+    /// project's floor for such queries applied (`relevance_floor` says which).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmentioned_names: Option<Vec<String>>,
 }
 
 /// The window of event time a query names ("last month", "上个月"), read against `now`.

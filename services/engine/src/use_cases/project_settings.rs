@@ -278,6 +278,9 @@ impl MemoryEngine {
         let (embedding_model, embedding_dimension) =
             self.identity_or_unavailable(settings.embedding);
         let relevance_floor = settings.relevance_floor.effective(&embedding_model);
+        let unmentioned_name_floor = settings
+            .relevance_floor
+            .for_unmentioned_names(&embedding_model);
         let embedding_change = match settings.embedding_change {
             Some(change) => {
                 let (model, dimension) = self.identity_or_unavailable(change.to);
@@ -298,6 +301,7 @@ impl MemoryEngine {
             embedding_model,
             embedding_dimension,
             relevance_floor,
+            unmentioned_name_floor,
             embedding_change,
         })
     }
@@ -413,6 +417,8 @@ pub struct ProjectSettingsReport {
     pub embedding_dimension: usize,
     /// The floor searches apply when they set no `min_score` (the setting resolved).
     pub relevance_floor: f32,
+    /// The floor for a query naming what no memory within reach mentions (0: none).
+    pub unmentioned_name_floor: f32,
     /// The move to another embedding under way: searches use the current one until it ends.
     pub embedding_change: Option<EmbeddingChangeReport>,
 }

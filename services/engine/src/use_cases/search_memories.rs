@@ -148,10 +148,10 @@ impl MemoryEngine {
             }
             None => DEFAULT_PROFILE.to_string(),
         };
-        request.relevance_floor = if cut_off_asked {
-            0.0
+        (request.relevance_floor, request.unmentioned_name_floor) = if cut_off_asked {
+            (0.0, 0.0)
         } else {
-            self.relevance_floor_of(scope).await?
+            self.relevance_floors_of(scope).await?
         };
         request.subject.user_id =
             principal.end_user_subject(request.subject.user_id.take(), "user_id")?;
@@ -315,15 +315,20 @@ impl MemoryEngine {
 }
 
 impl MemoryEngine {
-    /// The project's relevance floor, its setting resolved for the model it embeds with.
-    pub(crate) async fn relevance_floor_of(
+    /// The project's relevance floors, its setting resolved for the model it embeds with:
+    /// the one every search applies, and the one for a query naming what no candidate
+    /// mentions.
+    pub(crate) async fn relevance_floors_of(
         &self,
         scope: &engram_core::ProjectScope,
-    ) -> Result<f32, EngineError> {
+    ) -> Result<(f32, f32), EngineError> {
         let configuration = self.spaces.settings_cache().of(scope).await?;
         let settings = &configuration.settings;
         let (model_id, _) = self.spaces.identity_of(settings.embedding)?;
-        Ok(settings.relevance_floor.effective(&model_id))
+        Ok((
+            settings.relevance_floor.effective(&model_id),
+            settings.relevance_floor.for_unmentioned_names(&model_id),
+        ))
     }
 }
 
@@ -431,6 +436,7 @@ impl RecordedSearch {
                 "top_k": request.top_k,
                 "min_score": request.min_score,
                 "relevance_floor": request.relevance_floor,
+                "unmentioned_name_floor": request.unmentioned_name_floor,
                 "fusion": request.fusion.as_str(),
                 "keyword_weight": request.keyword_weight,
                 "recency_weight": request.recency_weight,

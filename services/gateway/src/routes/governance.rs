@@ -83,10 +83,16 @@ pub struct ProjectSettingsView {
     /// whose `relevance` is below it are left out, and an answer left empty says
     /// `"abstained": true`.
     pub relevance_floor: f32,
-    /// Where the floor comes from: `"model"` (what new projects get: the floor measured
-    /// safe for the embedding model — none yet for any model; see the engine's reference,
-    /// which gives 0.38 as the floor measured for conversation turns) or the number the
-    /// project set (projects created before floors existed: 0).
+    /// The higher floor a search applies instead when its query names someone or something
+    /// (a capitalised word inside a sentence) that no memory within reach mentions: asked of
+    /// the wrong person, a question is about someone these memories do not know. 0 when the
+    /// project set a number (that number is its one floor) or its model has no measured
+    /// floors.
+    pub relevance_floor_for_unmentioned_names: f32,
+    /// Where the floor comes from: `"model"` (what new projects get: the floors measured
+    /// for the embedding model — all-MiniLM-L6-v2 0.15, and 0.45 for unmentioned names;
+    /// multilingual-e5-small 0.74 and 0.84; none for client vectors; see the engine's
+    /// reference) or the number the project set (projects created before floors existed: 0).
     #[schema(schema_with = engram_core::openapi_schemas::relevance_floor_setting)]
     pub relevance_floor_setting: serde_json::Value,
     /// The visibility among the project's agents of a new memory that names none: `shared`
@@ -163,6 +169,7 @@ impl ProjectSettingsView {
             run_capture: settings.run_capture.as_str().to_string(),
             keep_trajectories: settings.keep_trajectories,
             relevance_floor: report.relevance_floor,
+            relevance_floor_for_unmentioned_names: report.unmentioned_name_floor,
             relevance_floor_setting: settings.relevance_floor.to_json(),
             default_visibility: settings.default_visibility.as_str().to_string(),
             verified_only_from_other_agents: settings.verified_only_from_other_agents,

@@ -609,6 +609,8 @@ pub async fn search_memories(
             .as_ref()
             .filter(|_| explain)
             .map(crate::views::UnderstoodTimeView::from),
+        unmentioned_names: (explain && !outcome.unmentioned_names.is_empty())
+            .then(|| outcome.unmentioned_names.clone()),
     }))
 }
 
