@@ -371,14 +371,19 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
     println!("baseline (README, RRF of BM25 and dense, cat 1-4): hit@5 .525, hit@10 .632");
     // The relevance floor: what it costs on these questions, and how often it answers
     // nothing where nothing relevant exists.
+    // Written after the tables above, under end-users of their own: LoCoMo's figures do
+    // not see them.
+    let bilingual = ingest_bilingual(&client, &base_url, &api_key).await?;
+    let short_facts = ingest_short_facts(&client, &base_url, &api_key).await?;
     println!(
-        "relevance floor: hybrid (default) on cat 1-4, and questions about what an end-user never said (answered with nothing is right)"
+        "relevance floor: hybrid (default) on cat 1-4, questions about what an end-user never said (answered with nothing is right), and answers a floor must keep: short facts asked about, the bilingual set asked across languages"
     );
     println!(
-        "| floor | hit@1 | hit@5 | hit@10 | another conversation's questions: nothing | never-said questions: nothing | both |"
+        "| floor | hit@1 | hit@5 | hit@10 | another conversation's questions: nothing | never-said questions: nothing | both | short facts: answer kept | cross-lingual: answer kept |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
-    let mut floors = vec![serde_json::json!("model")];
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // No floor first: what the others cost is read against it.
+    let mut floors = vec![serde_json::json!(0), serde_json::json!("model")];
     if arguments.model == BenchModel::Minilm {
         floors.push(serde_json::json!(
             engram_core::search::CONVERSATION_RELEVANCE_FLOOR
@@ -391,15 +396,26 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             .map(|floor| serde_json::json!(floor)),
     );
     for floor in floors {
-        let figures = measure_floor(&client, &base_url, &api_key, &questions, &floor).await?;
-        let share = |(asked, empty): (usize, usize)| {
+        let figures = measure_floor(
+            &client,
+            &base_url,
+            &api_key,
+            FloorQuestions {
+                locomo: &questions,
+                short_facts: &short_facts,
+                bilingual: &bilingual,
+            },
+            &floor,
+        )
+        .await?;
+        let share = |(asked, counted): (usize, usize)| {
             format!(
                 "{:.1} % of {asked}",
-                100.0 * empty as f64 / asked.max(1) as f64
+                100.0 * counted as f64 / asked.max(1) as f64
             )
         };
         println!(
-            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {} |",
             figures.floor,
             Tally::rate(figures.tally.hit_at[0], figures.tally.questions),
             Tally::rate(figures.tally.hit_at[1], figures.tally.questions),
@@ -410,9 +426,11 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
                 figures.foreign.0 + figures.never_said.0,
                 figures.foreign.1 + figures.never_said.1
             )),
+            share(figures.short_facts_kept),
+            share(figures.cross_lingual_kept),
         );
     }
-    bilingual_figures(&client, &base_url, &api_key, arguments.model).await?;
+    bilingual_figures(&client, &base_url, &api_key, &bilingual, arguments.model).await?;
     if arguments.evaluation {
         evaluate_through_the_api(&client, &base_url, &api_key, &questions, &memory_ids).await?;
     }
@@ -429,6 +447,16 @@ const NEVER_SAID: &str = include_str!("../data/never_said.txt");
 /// The bilingual set: each fact in English and in Chinese, a question about it in each.
 const BILINGUAL_FACTS: &str = include_str!("../data/bilingual_facts.jsonl");
 
+/// Short facts as a memory service extracts them, and a question about each, written for
+/// bench-recall: answers a relevance floor must keep.
+const SHORT_FACTS: &str = include_str!("../data/short_facts.jsonl");
+
+#[derive(Deserialize)]
+struct ShortFact {
+    fact: String,
+    question: String,
+}
+
 #[derive(Debug, Deserialize)]
 struct BilingualFact {
     subject: String,
@@ -442,24 +470,19 @@ struct BilingualFact {
 /// per subject and in English under another, then each English question asked of the Chinese
 /// memories and each Chinese question of the English ones. Hit@k: the fact asked about is in
 /// the top k (no relevance floor).
-async fn bilingual_figures(
+/// The end-user a bilingual fact is stored under in `language` (`en`, `zh`).
+fn stored_as(fact: &BilingualFact, language: &str) -> String {
+    format!("{}-{language}", fact.subject)
+}
+
+/// Writes `memories` (`{content, user_id}`) in batches.
+async fn write_memories(
     client: &reqwest::Client,
     base_url: &str,
     api_key: &str,
-    model: BenchModel,
+    memories: &[serde_json::Value],
+    what: &str,
 ) -> Result<()> {
-    let facts: Vec<BilingualFact> = BILINGUAL_FACTS
-        .lines()
-        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .context("services/cli/data/bilingual_facts.jsonl is not valid")?;
-    let stored_as = |fact: &BilingualFact, language: &str| format!("{}-{language}", fact.subject);
-    let mut memories = Vec::new();
-    for fact in &facts {
-        memories.push(serde_json::json!({"content": fact.zh, "user_id": stored_as(fact, "zh")}));
-        memories.push(serde_json::json!({"content": fact.en, "user_id": stored_as(fact, "en")}));
-    }
     for batch in memories.chunks(100) {
         let response = client
             .post(format!("{base_url}/v1/memories"))
@@ -469,10 +492,69 @@ async fn bilingual_figures(
             .await?;
         anyhow::ensure!(
             response.status().is_success(),
-            "bilingual ingest failed: {}",
+            "{what} ingest failed: {}",
             response.status()
         );
     }
+    Ok(())
+}
+
+/// Stores every bilingual fact in Chinese under one end-user per subject and in English
+/// under another.
+async fn ingest_bilingual(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+) -> Result<Vec<BilingualFact>> {
+    let facts: Vec<BilingualFact> = json_lines(BILINGUAL_FACTS)
+        .context("services/cli/data/bilingual_facts.jsonl is not valid")?;
+    let memories: Vec<serde_json::Value> = facts
+        .iter()
+        .flat_map(|fact| {
+            [
+                serde_json::json!({"content": fact.zh, "user_id": stored_as(fact, "zh")}),
+                serde_json::json!({"content": fact.en, "user_id": stored_as(fact, "en")}),
+            ]
+        })
+        .collect();
+    write_memories(client, base_url, api_key, &memories, "bilingual").await?;
+    Ok(facts)
+}
+
+/// The end-user the short facts are stored under.
+const SHORT_FACTS_USER: &str = "short-facts";
+
+/// Stores every short fact under one end-user.
+async fn ingest_short_facts(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+) -> Result<Vec<ShortFact>> {
+    let facts: Vec<ShortFact> =
+        json_lines(SHORT_FACTS).context("services/cli/data/short_facts.jsonl is not valid")?;
+    let memories: Vec<serde_json::Value> = facts
+        .iter()
+        .map(|fact| serde_json::json!({"content": fact.fact, "user_id": SHORT_FACTS_USER}))
+        .collect();
+    write_memories(client, base_url, api_key, &memories, "short facts").await?;
+    Ok(facts)
+}
+
+/// The JSON lines of a committed data file, comments (`#`) and blank lines left out.
+fn json_lines<T: for<'de> Deserialize<'de>>(text: &str) -> serde_json::Result<Vec<T>> {
+    text.lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(serde_json::from_str)
+        .collect()
+}
+
+async fn bilingual_figures(
+    client: &reqwest::Client,
+    base_url: &str,
+    api_key: &str,
+    facts: &[BilingualFact],
+    model: BenchModel,
+) -> Result<()> {
     println!(
         "bilingual set ({} facts in {} subjects, written for Engram), model {}: hit@1 / hit@5, one end-user per subject and language, no floor",
         facts.len(),
@@ -490,7 +572,7 @@ async fn bilingual_figures(
     let bar = progress(facts.len() * 4, "bilingual");
     for retrieval in ["dense", "hybrid"] {
         let mut hits = [[0usize; 2]; 2];
-        for fact in &facts {
+        for fact in facts {
             for (direction, (question, language, expected)) in
                 [(&fact.q_en, "zh", &fact.zh), (&fact.q_zh, "en", &fact.en)]
                     .into_iter()
@@ -576,6 +658,18 @@ struct FloorFigures {
     foreign: (usize, usize),
     /// (asked, answered with nothing): the never-said questions asked of every end-user.
     never_said: (usize, usize),
+    /// (asked, answered with the fact among the results): each short fact's question.
+    short_facts_kept: (usize, usize),
+    /// (asked, answered with the fact among the results): each bilingual question asked of
+    /// the memories in the other language.
+    cross_lingual_kept: (usize, usize),
+}
+
+/// What a floor is measured on.
+struct FloorQuestions<'a> {
+    locomo: &'a [Question],
+    short_facts: &'a [ShortFact],
+    bilingual: &'a [BilingualFact],
 }
 
 /// Sets the project's relevance floor to `floor`, then asks every question at the default.
@@ -583,9 +677,10 @@ async fn measure_floor(
     client: &reqwest::Client,
     base_url: &str,
     api_key: &str,
-    questions: &[Question],
+    asked: FloorQuestions<'_>,
     floor: &serde_json::Value,
 ) -> Result<FloorFigures> {
+    let questions = asked.locomo;
     let saved = client
         .patch(format!("{base_url}/v1/project/settings"))
         .bearer_auth(api_key)
@@ -610,9 +705,15 @@ async fn measure_floor(
                 "search failed: {}",
                 response.status()
             );
-            let answer: serde_json::Value = response.json().await?;
-            Ok::<_, anyhow::Error>(dia_ids_of(&answer))
+            Ok::<serde_json::Value, anyhow::Error>(response.json().await?)
         }
+    };
+    let holds = |answer: &serde_json::Value, content: &str| {
+        answer["results"].as_array().is_some_and(|results| {
+            results
+                .iter()
+                .any(|result| result["memory"]["content"].as_str() == Some(content))
+        })
     };
     let conversations: Vec<&str> = questions
         .iter()
@@ -630,17 +731,29 @@ async fn measure_floor(
         .filter(|question| question.category != 5)
         .collect();
     let bar = progress(
-        answerable.len() * 2 + never_said.len() * conversations.len(),
+        answerable.len() * 2
+            + never_said.len() * conversations.len()
+            + asked.short_facts.len()
+            + asked.bilingual.len() * 2,
         "floor",
     );
     let mut figures = FloorFigures {
-        floor: saved["relevance_floor"].to_string(),
+        floor: match saved["relevance_floor_for_unmentioned_names"].as_f64() {
+            Some(names_floor) if names_floor > 0.0 => format!(
+                "{} ({}; {names_floor} for unmentioned names)",
+                saved["relevance_floor_setting"], saved["relevance_floor"]
+            )
+            .replace('"', ""),
+            _ => saved["relevance_floor"].to_string(),
+        },
         tally: Tally::default(),
         foreign: (0, 0),
         never_said: (0, 0),
+        short_facts_kept: (0, 0),
+        cross_lingual_kept: (0, 0),
     };
     for question in &answerable {
-        let ranked = search(&question.question, &question.conv_id).await?;
+        let ranked = dia_ids_of(&search(&question.question, &question.conv_id).await?);
         let evidence: HashSet<&str> = question.evidence.iter().map(String::as_str).collect();
         figures.tally.add(&evidence, &ranked);
         bar.inc(1);
@@ -651,7 +764,7 @@ async fn measure_floor(
             .unwrap_or(0);
         let other = conversations[(position + 1) % conversations.len()];
         if other != question.conv_id {
-            let ranked = search(&question.question, other).await?;
+            let ranked = dia_ids_of(&search(&question.question, other).await?);
             figures.foreign.0 += 1;
             figures.foreign.1 += usize::from(ranked.is_empty());
         }
@@ -659,9 +772,25 @@ async fn measure_floor(
     }
     for text in &never_said {
         for conversation in &conversations {
-            let ranked = search(text, conversation).await?;
+            let ranked = dia_ids_of(&search(text, conversation).await?);
             figures.never_said.0 += 1;
             figures.never_said.1 += usize::from(ranked.is_empty());
+            bar.inc(1);
+        }
+    }
+    for fact in asked.short_facts {
+        let answer = search(&fact.question, SHORT_FACTS_USER).await?;
+        figures.short_facts_kept.0 += 1;
+        figures.short_facts_kept.1 += usize::from(holds(&answer, &fact.fact));
+        bar.inc(1);
+    }
+    for fact in asked.bilingual {
+        for (question, language, expected) in
+            [(&fact.q_en, "zh", &fact.zh), (&fact.q_zh, "en", &fact.en)]
+        {
+            let answer = search(question, &stored_as(fact, language)).await?;
+            figures.cross_lingual_kept.0 += 1;
+            figures.cross_lingual_kept.1 += usize::from(holds(&answer, expected));
             bar.inc(1);
         }
     }
