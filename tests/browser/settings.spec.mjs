@@ -29,11 +29,15 @@ await runSteps(async (browser) => {
       await hydrated(page);
       assert((await page.getByTestId('settings-pii').inputValue()) === 'mask', 'mask kept');
       assert((await page.getByTestId('settings-retention-episodic').inputValue()) === '30', '30 days kept');
-      // The relevance floor: a number kept and applied, a wrong one refused naming the field.
+      // The relevance floor: the model's two floors in effect on a new project, then a
+      // number kept and applied (the one floor), a wrong one refused naming the field.
+      const inEffect = await page.getByTestId('settings-relevance-floor-in-effect').textContent();
+      assert(inEffect.includes('0.150') && inEffect.includes('0.450'), inEffect);
       await page.getByTestId('settings-relevance-floor').fill('0.38');
       await page.getByTestId('settings-save').click();
       await until('the floor in effect', async () =>
         (await page.getByTestId('settings-relevance-floor-in-effect').textContent()).includes('0.380'));
+      assert(!(await page.getByTestId('settings-relevance-floor-in-effect').textContent()).includes('0.450'), 'a number set is the one floor');
       await page.reload();
       await hydrated(page);
       assert((await page.getByTestId('settings-relevance-floor').inputValue()) === '0.38', 'floor kept');

@@ -1170,6 +1170,9 @@ impl ConsoleBackend for GatewayConsoleBackend {
                 number => number.to_string(),
             },
             relevance_floor_in_effect: format!("{:.3}", report.relevance_floor),
+            relevance_floor_for_unmentioned_names: (report.unmentioned_name_floor
+                > report.relevance_floor)
+                .then(|| format!("{:.3}", report.unmentioned_name_floor)),
             embedding_model: report.embedding_model,
             embedding_change: report.embedding_change.map(|change| {
                 engram_console::model::EmbeddingMove {

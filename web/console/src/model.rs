@@ -948,6 +948,9 @@ pub struct GovernanceSettings {
     pub relevance_floor: String,
     /// The floor searches apply now, with three decimals.
     pub relevance_floor_in_effect: String,
+    /// The floor for a question naming someone no memory mentions, with three decimals;
+    /// `None` when there is none (a number set is the one floor).
+    pub relevance_floor_for_unmentioned_names: Option<String>,
     /// The project's embedding model (whose measured floor `model` means).
     pub embedding_model: String,
     /// The move to another embedding model under way, if any.

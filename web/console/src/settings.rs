@@ -92,6 +92,7 @@ fn settings_view(
         preview,
         relevance_floor,
         relevance_floor_in_effect,
+        relevance_floor_for_unmentioned_names,
         embedding_model,
         embedding_change,
     } = settings;
@@ -170,10 +171,16 @@ fn settings_view(
                     />
                 </label>
                 <p class="muted" data-testid="settings-relevance-floor-in-effect">
-                    {trf(
-                        "In effect: {} (model {}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.",
-                        &[&relevance_floor_in_effect, &embedding_model],
-                    )}
+                    {match relevance_floor_for_unmentioned_names {
+                        Some(names_floor) => trf(
+                            "In effect: {}, and {} when a question names someone or something no memory mentions (model {}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.",
+                            &[&relevance_floor_in_effect, &names_floor, &embedding_model],
+                        ),
+                        None => trf(
+                            "In effect: {} (model {}). An explicit min_score, Mem0's threshold or an MCP tool's min_score always wins.",
+                            &[&relevance_floor_in_effect, &embedding_model],
+                        ),
+                    }}
                 </p>
                 <button type="submit" data-testid="settings-save">{tr("Save")}</button>
             </ActionForm>
