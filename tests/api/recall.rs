@@ -560,6 +560,17 @@ async fn a_search_about_nothing_known_abstains_unless_a_cut_off_is_asked_for() {
     assert!(contents(&known)[0].contains("Caroline"), "{known}");
     assert!(known.get("unmentioned_names").is_none(), "{known}");
     assert!(close(&known["relevance_floor"], 0.15), "{known}");
+    // The end-user searched for is someone known, though their facts name no one.
+    client
+        .add_one(json!({"content": "Likes oolong tea.", "user_id": "caroline"}))
+        .await;
+    let own = search_ok(
+        &client,
+        json!({"query": "What does Caroline like to drink?", "user_id": "caroline"}),
+    )
+    .await;
+    assert_eq!(own["abstained"], false, "{own}");
+    assert!(contents(&own)[0].contains("oolong"), "{own}");
 
     // An admin sets the floor measured for conversation turns.
     let saved = settings_patch(&client, json!({"relevance_floor": 0.38})).await;

@@ -175,6 +175,12 @@ impl MemoryEngine {
         mut progress: impl FnMut(usize),
     ) -> Result<EvaluationMetrics, EngineError> {
         let tuning = self.profile_tuning(scope, profile).await?;
+        // The floors every door's search gets, unless the profile asks for a cut-off: an
+        // evaluation measures the search agents get.
+        let (relevance_floor, unmentioned_name_floor) = match tuning.min_score {
+            Some(_) => (0.0, 0.0),
+            None => self.relevance_floors_of(scope).await?,
+        };
         let k = set.k.max(1) as usize;
         let mut per_case = Vec::with_capacity(cases.len());
         let mut latencies_micros = Vec::with_capacity(cases.len());
@@ -182,7 +188,9 @@ impl MemoryEngine {
         let evaluation_attribution =
             engram_core::usage::UsageAttribution::engine(EVALUATION_CREDENTIAL);
         for (position, case) in cases.iter().enumerate() {
-            let request = search_request(case, k, &tuning)?;
+            let mut request = search_request(case, k, &tuning)?;
+            request.relevance_floor = relevance_floor;
+            request.unmentioned_name_floor = unmentioned_name_floor;
             let started = Instant::now();
             let outcome = self
                 .search(&engram_core::MemoryScope::project_wide(*scope), request)

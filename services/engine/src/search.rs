@@ -663,14 +663,29 @@ fn rank_candidates(
         && request.unmentioned_name_floor > request.relevance_floor
     {
         true => {
-            let names = engram_core::query_names::names_in_query(&request.query);
-            let known = candidates.iter().any(|(candidate, _)| {
-                eligible(candidate)
-                    && (engram_core::query_names::mentions_any(&candidate.memory.content, &names)
-                        || engram_core::query_names::written_without_latin_names(
+            // The end-user searched for is someone known: "What does Caroline like?" asked
+            // of the end-user `caroline`, whose facts name no one ("Likes oolong tea.").
+            let names: Vec<String> = engram_core::query_names::names_in_query(&request.query)
+                .into_iter()
+                .filter(|name| {
+                    !request.subject.user_id.as_ref().is_some_and(|user| {
+                        engram_core::query_names::mentions_any(
+                            user.as_str(),
+                            std::slice::from_ref(name),
+                        )
+                    })
+                })
+                .collect();
+            let known = names.is_empty()
+                || candidates.iter().any(|(candidate, _)| {
+                    eligible(candidate)
+                        && (engram_core::query_names::mentions_any(
+                            &candidate.memory.content,
+                            &names,
+                        ) || engram_core::query_names::written_without_latin_names(
                             &candidate.memory.content,
                         ))
-            });
+                });
             if known { Vec::new() } else { names }
         }
         false => Vec::new(),
@@ -743,7 +758,7 @@ fn rank_candidates(
         };
         let relevance = dense_similarity.map(|similarity| match mentions_query {
             true => 1.0,
-            false => (relevance_of(similarity, keyword_score) + time_bonus).min(1.0),
+            false => relevance_of(similarity, keyword_score),
         });
         // A memory of the time the query names answers it whatever its words ("what did I
         // do last month?", "上个月我做了什么？"), unless the query is about someone unknown.

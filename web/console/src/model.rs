@@ -943,7 +943,7 @@ pub struct GovernanceSettings {
     /// (kind, days) for every kind; `None` keeps memories of that kind until deleted.
     pub retention_days: Vec<(String, Option<u32>)>,
     pub preview: RetentionPreview,
-    /// The relevance floor as set: `model` (the embedding model's measured floor) or a
+    /// The relevance floor as set: `model` (the embedding model's measured floors) or a
     /// number from 0 to 1.
     pub relevance_floor: String,
     /// The floor searches apply now, with three decimals.

@@ -449,7 +449,7 @@ fn dashboard_view(
         <section class="card">
             <h2>{tr("Did it find anything?")}</h2>
             <p class="muted" data-testid="found-nothing-means">
-                {tr("A search finds nothing when nothing it could consider clears the project's relevance floor or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. New projects get the floors measured for their embedding model (the built-in one: 0.15, and 0.45 when a question names someone no memory mentions), so this rate counts questions about what the memories do not know. Projects created before floors existed keep 0 until an admin sets one (the Settings page or PATCH /v1/project/settings); with the floor at 0 every search that has memories to consider returns some, and this rate stays near 0.")}
+                {tr("A search finds nothing when nothing it could consider clears the project's relevance floor or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. New projects get the floors measured for their embedding model (the built-in one: 0.15, and 0.45 when a question names someone no memory mentions), so this rate counts searches the memories held nothing relevant for — most often questions about someone they do not know. Projects created before floors existed keep 0 until an admin sets one (the Settings page or PATCH /v1/project/settings); with the floor at 0 every search that has memories to consider returns some, and this rate stays near 0.")}
             </p>
             <div class="chart-grid">
                 <figure class="chart-card"><figcaption>{tr("Searches that found nothing")}</figcaption><div inner_html=empty_svg></div></figure>

@@ -162,7 +162,7 @@ fn settings_view(
                     })
                     .collect_view()}
                 <label>
-                    <span>{tr("Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floor; 0 = never abstain)")}</span>
+                    <span>{tr("Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floors; 0 = never abstain)")}</span>
                     <input
                         name="relevance_floor"
                         value=relevance_floor

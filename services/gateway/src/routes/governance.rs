@@ -80,8 +80,9 @@ pub struct ProjectSettingsView {
     /// otherwise (default false).
     pub keep_trajectories: bool,
     /// The relevance floor searches apply when they set no `min_score` (0: none): results
-    /// whose `relevance` is below it are left out, and an answer left empty says
-    /// `"abstained": true`.
+    /// whose `relevance` is below it are left out (a memory of the time the query names
+    /// excepted, unless the query names someone no memory mentions), and an answer left
+    /// empty says `"abstained": true`.
     pub relevance_floor: f32,
     /// The higher floor a search applies instead when its query names someone or something
     /// (a capitalised word inside a sentence) that no memory within reach mentions: asked of

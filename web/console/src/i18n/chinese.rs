@@ -580,8 +580,8 @@ pub(super) const TEXTS: &[(&str, &str)] = &[
     ("Searches per {}", "每{}搜索次数"),
     ("Did it find anything?", "是否找到了内容？"),
     (
-        "A search finds nothing when nothing it could consider clears the project's relevance floor or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. New projects get the floors measured for their embedding model (the built-in one: 0.15, and 0.45 when a question names someone no memory mentions), so this rate counts questions about what the memories do not know. Projects created before floors existed keep 0 until an admin sets one (the Settings page or PATCH /v1/project/settings); with the floor at 0 every search that has memories to consider returns some, and this rate stays near 0.",
-        "当可考虑的内容都达不到项目的相关度下限或请求的 min_score 时，搜索不返回任何结果：它回答 \"abstained\": true，表示没有已知的相关内容——这不是错误。新项目使用为其嵌入模型测得的下限（内置模型：0.15；问题提到的人或事物没有任何记忆提及时为 0.45），因此这个比率统计的是记忆并不了解的问题。下限出现之前创建的项目保持 0，直到管理员设置下限（设置页或 PATCH /v1/project/settings）；下限为 0 时，只要有可考虑的记忆，每次搜索都会返回一些结果，这个比率会接近 0。",
+        "A search finds nothing when nothing it could consider clears the project's relevance floor or the min_score it asked for: it answers \"abstained\": true, meaning nothing relevant is known — not an error. New projects get the floors measured for their embedding model (the built-in one: 0.15, and 0.45 when a question names someone no memory mentions), so this rate counts searches the memories held nothing relevant for — most often questions about someone they do not know. Projects created before floors existed keep 0 until an admin sets one (the Settings page or PATCH /v1/project/settings); with the floor at 0 every search that has memories to consider returns some, and this rate stays near 0.",
+        "当可考虑的内容都达不到项目的相关度下限或请求的 min_score 时，搜索不返回任何结果：它回答 \"abstained\": true，表示没有已知的相关内容——这不是错误。新项目使用为其嵌入模型测得的下限（内置模型：0.15；问题提到的人或事物没有任何记忆提及时为 0.45），因此这个比率统计的是记忆中没有相关内容的搜索——最常见的是关于记忆并不认识的人的问题。下限出现之前创建的项目保持 0，直到管理员设置下限（设置页或 PATCH /v1/project/settings）；下限为 0 时，只要有可考虑的记忆，每次搜索都会返回一些结果，这个比率会接近 0。",
     ),
     ("Searches that found nothing", "无结果的搜索"),
     ("Best score per search", "每次搜索的最高得分"),
@@ -674,7 +674,7 @@ pub(super) const TEXTS: &[(&str, &str)] = &[
         "{}记忆保留天数（留空 = 直到删除）",
     ),
     (
-        "Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floor; 0 = never abstain)",
+        "Relevance floor: searches that ask for no minimum score answer nothing below it (0 to 1; “model” = the embedding model's measured floors; 0 = never abstain)",
         "相关度下限：未指定最低得分的搜索不返回低于此值的结果（0 到 1；“model” = 嵌入模型实测的下限；0 = 从不放弃作答）",
     ),
     (
