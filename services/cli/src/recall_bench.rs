@@ -430,6 +430,18 @@ pub async fn run(arguments: RecallBenchArgs) -> Result<()> {
             share(figures.cross_lingual_kept),
         );
     }
+    // Back to the model's floors: what follows measures the search agents get.
+    let restored = client
+        .patch(format!("{base_url}/v1/project/settings"))
+        .bearer_auth(&api_key)
+        .json(&serde_json::json!({ "relevance_floor": "model" }))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        restored.status().is_success(),
+        "restoring the floor failed: {}",
+        restored.status()
+    );
     bilingual_figures(&client, &base_url, &api_key, &bilingual, arguments.model).await?;
     if arguments.evaluation {
         evaluate_through_the_api(&client, &base_url, &api_key, &questions, &memory_ids).await?;
