@@ -40,6 +40,7 @@ mod m0034_verified_memories;
 mod m0035_agent_teams;
 mod m0036_reembedding;
 mod m0037_console_language;
+mod m0038_memories_changed_since;
 
 pub struct Migrator;
 
@@ -84,6 +85,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0035_agent_teams::Migration),
             Box::new(m0036_reembedding::Migration),
             Box::new(m0037_console_language::Migration),
+            Box::new(m0038_memories_changed_since::Migration),
         ]
     }
 }

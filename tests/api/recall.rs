@@ -1237,3 +1237,73 @@ fn the_recall_benchmark_prints_its_table() {
         "hybrid {hybrid} vs the same without neighbours {without_neighbours}"
     );
 }
+
+/// `engram bench-scale` at a small size: the bench client runs in its own process, every row
+/// the scale benchmark prints is there, and dense recall@10 against exact search (computed
+/// by the client from the seed) is what a small, exactly searched index gives: all of it.
+#[test]
+fn the_scale_benchmark_measures_recall_against_exact_search_from_its_own_process() {
+    let output = run_engram(
+        &[
+            "bench-scale",
+            "--memories",
+            "3000",
+            "--queries",
+            "20",
+            "--clients",
+            "4",
+            "--writers",
+            "2",
+            "--end-users",
+            "30",
+        ],
+        &[(
+            "ENGRAM_MODEL_DIR".to_string(),
+            engram_tests::model_dir().display().to_string(),
+        )],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{stdout}");
+    let value_of = |row_start: &str, column: usize| -> f64 {
+        let row = stdout
+            .lines()
+            .find(|line| line.starts_with(row_start))
+            .unwrap_or_else(|| panic!("no row starting {row_start:?} in:\n{stdout}"));
+        row.split('|')
+            .map(str::trim)
+            .nth(column)
+            .and_then(|cell| cell.split_whitespace().next())
+            .and_then(|number| number.parse().ok())
+            .unwrap_or_else(|| panic!("no number in column {column} of {row:?}"))
+    };
+    assert!(
+        stdout.contains("3000 memories in one project over 30 end-users"),
+        "{stdout}"
+    );
+    let recall = value_of("| dense recall@10 against exact search", 2);
+    assert!(
+        recall >= 0.99,
+        "a 3,000-memory index is searched exactly, yet recall@10 is {recall}"
+    );
+    for mode in ["dense", "keyword", "hybrid"] {
+        assert!(
+            value_of(&format!("| {mode} |"), 2) > 0.0,
+            "{mode}: {stdout}"
+        );
+    }
+    assert!(value_of("| 4 clients |", 5) > 0.0, "{stdout}");
+    assert!(value_of("| 1 client beside a load", 5) > 0.0, "{stdout}");
+    assert!(
+        value_of("| server VmRSS now (its own process) |", 2) > 0.0,
+        "{stdout}"
+    );
+    assert!(
+        value_of("| server peak VmRSS (VmHWM) |", 2) > 0.0,
+        "{stdout}"
+    );
+}

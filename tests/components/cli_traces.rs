@@ -39,6 +39,7 @@ async fn a_search_continues_the_callers_trace_with_embed_index_and_db_spans() {
         embed_threads: Some(1),
         embed_workers: None,
         reconcile_interval_secs: 600,
+        full_reconcile_interval_secs: 86_400,
         rate_limit_burst: 0,
         rate_limit_per_second: 0,
         end_user_rate_limit_burst: 0,

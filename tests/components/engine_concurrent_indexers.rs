@@ -420,3 +420,122 @@ async fn the_reconciler_repairs_missing_stale_and_orphaned_points() {
         0
     );
 }
+
+/// Loses the outbox entries written so far, as a crash between commit and indexing could.
+async fn lose_pending_outbox_entries(storage: &Storage) {
+    let maintenance = engram_storage::MaintenanceStore::new(storage.clone());
+    let entries = maintenance
+        .claim_index_changes("lost-worker", 100, std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let entry_ids: Vec<i64> = entries.iter().map(|entry| entry.id).collect();
+    maintenance
+        .complete_index_changes(&entry_ids)
+        .await
+        .unwrap();
+}
+
+/// The periodic pass between full ones reads only what changed since it last looked: the
+/// stale point of a memory edited since then, and the point of a memory deleted since then,
+/// are repaired, and nothing else is read. A point lost for a memory untouched since then is
+/// left to the full pass, which finds it.
+async fn the_pass_over_changes_repairs_what_changed(storage: Storage) {
+    let directory = tempfile::tempdir().unwrap();
+    let index: Arc<dyn VectorIndex> =
+        Arc::new(EdgeVectorIndex::open(&directory.path().join("index"), 3).unwrap());
+    let scope = project(&storage).await;
+    let applier = IndexApplier::new(storage.clone(), index.clone());
+    let memories = insert(&storage, &scope, (0..6).map(draft).collect()).await;
+    assert_eq!(applier.apply_oldest_pending(100).await.unwrap(), 6);
+    let ids: Vec<MemoryId> = memories.iter().map(|memory| memory.id).collect();
+    // The previous pass looked at everything up to just after these writes.
+    let since = memories
+        .iter()
+        .map(|memory| memory.updated_at)
+        .max()
+        .unwrap()
+        + chrono::Duration::microseconds(1);
+
+    // Untouched since, its point lost by the index.
+    index.delete(&scope, vec![ids[0]]).await.unwrap();
+    // Edited and deleted since, both outbox entries lost.
+    storage
+        .update_memory(
+            &scope,
+            ids[1],
+            MemoryPatch {
+                content: Some(("edited".to_string(), vector(77))),
+                ..Default::default()
+            },
+            None,
+            &engram_core::audit::Actor::system("test"),
+        )
+        .await
+        .unwrap();
+    storage
+        .delete_memory(&scope, ids[2], &engram_core::audit::Actor::system("test"))
+        .await
+        .unwrap();
+    lose_pending_outbox_entries(&storage).await;
+
+    let changes = applier.reconcile_changed_since(since).await.unwrap();
+    assert_eq!(
+        (
+            changes.points_missing,
+            changes.points_stale,
+            changes.points_orphaned
+        ),
+        (0, 1, 1),
+        "{changes:?}"
+    );
+    assert_eq!(
+        changes.memories_checked, 1,
+        "only the edited memory is read among the active ones"
+    );
+    let indexed = index.versions(&scope, ids.clone()).await.unwrap();
+    assert_eq!(indexed[&ids[1]], 2, "the edit is indexed");
+    assert!(
+        !indexed.contains_key(&ids[2]),
+        "the deleted memory's point is gone"
+    );
+    assert!(
+        !indexed.contains_key(&ids[0]),
+        "the untouched memory is not the pass's business"
+    );
+
+    let full = applier.reconcile_all_projects(|_, _| {}).await.unwrap();
+    assert_eq!(
+        (full.points_missing, full.points_stale, full.points_orphaned),
+        (1, 0, 0),
+        "{full:?}"
+    );
+    assert_eq!(
+        index.versions(&scope, ids.clone()).await.unwrap().len(),
+        5,
+        "every active memory indexed after the full pass"
+    );
+    assert_eq!(
+        applier
+            .reconcile_changed_since(since)
+            .await
+            .unwrap()
+            .drift(),
+        0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pass_over_changes_repairs_what_changed_on_sqlite() {
+    let directory = tempfile::tempdir().unwrap();
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        directory.path().join("test.db").display()
+    );
+    the_pass_over_changes_repairs_what_changed(Storage::connect(&url).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pass_over_changes_repairs_what_changed_on_postgres() {
+    let url = engram_test_postgres::fresh_database_url().await;
+    the_pass_over_changes_repairs_what_changed(Storage::connect(&url).await.unwrap()).await;
+}

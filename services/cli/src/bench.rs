@@ -474,7 +474,14 @@ pub(crate) async fn start_bench_server(
 ) -> Result<(EmbeddedServer, EngramConfig, String)> {
     let serve_arguments =
         bench_serve_arguments(data_dir.to_path_buf(), model_dir, embed_threads, metering)?;
-    let config = EngramConfig::resolve(&serve_arguments, crate::config::Role::AllInOne);
+    start_bench_server_with(&serve_arguments).await
+}
+
+/// [`start_bench_server`] with arguments the caller adjusted.
+pub(crate) async fn start_bench_server_with(
+    serve_arguments: &ServeArgs,
+) -> Result<(EmbeddedServer, EngramConfig, String)> {
+    let config = EngramConfig::resolve(serve_arguments, crate::config::Role::AllInOne);
     let server = EmbeddedServer::start(&config).await?;
     let api_key = match &server.bootstrap {
         Some(bootstrap) => bootstrap.api_key.clone(),
@@ -748,6 +755,7 @@ pub(crate) fn bench_serve_arguments(
             .and_then(|workers| workers.parse().ok()),
         allow_unsafe_durability: false,
         reconcile_interval_secs: 600,
+        full_reconcile_interval_secs: 86_400,
         rate_limit_burst: 0,
         rate_limit_per_second: 0,
         end_user_rate_limit_burst: 0,

@@ -97,9 +97,17 @@ pub struct ServeArgs {
     /// else the header is ignored. None by default.
     #[arg(long, env = "ENGRAM_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<String>,
-    /// Seconds between two full index reconciliations (the first runs at start).
+    /// Seconds between two index reconciliations of the memories changed since the last one.
     #[arg(long, env = "ENGRAM_RECONCILE_INTERVAL_SECS", default_value_t = 600)]
     pub reconcile_interval_secs: u64,
+    /// Seconds between two full index reconciliations, which compare every memory of every
+    /// project with the index (the first runs at start).
+    #[arg(
+        long,
+        env = "ENGRAM_FULL_RECONCILE_INTERVAL_SECS",
+        default_value_t = 86_400
+    )]
+    pub full_reconcile_interval_secs: u64,
     /// Start even if the database could lose acknowledged writes (PostgreSQL `fsync=off` or
     /// `synchronous_commit=off`); without it such a database is refused.
     #[arg(long, env = "ENGRAM_ALLOW_UNSAFE_DURABILITY", default_value_t = false)]
@@ -293,9 +301,18 @@ impl LlmArgs {
     }
 }
 
-/// A Qdrant server or cluster instead of the embedded index.
+/// The vector index: the embedded engine's tuning, or a Qdrant server or cluster instead.
 #[derive(Clone, Debug, Args)]
 pub struct QdrantArgs {
+    /// Candidates a vector search keeps while walking the HNSW graph (Qdrant's `hnsw_ef`),
+    /// embedded or cluster. Higher finds more of the true nearest memories, slower; the
+    /// default is the one `engram bench-scale` measured (see tests/BENCHMARKS.md).
+    #[arg(long, env = "ENGRAM_INDEX_SEARCH_EF", default_value_t = DEFAULT_SEARCH_EF)]
+    pub index_search_ef: u64,
+    /// Threads the embedded index's optimizer may use to build graphs; default: the cores but
+    /// one, so searches and writes keep a core while it runs.
+    #[arg(long, env = "ENGRAM_INDEX_OPTIMIZER_THREADS")]
+    pub index_optimizer_threads: Option<usize>,
     /// gRPC URL of a Qdrant server or cluster (`http://qdrant:6334`). Unset: the embedded
     /// index in the data dir (`serve` only; `gateway` and `worker` require it).
     #[arg(long, env = "QDRANT_URL")]
@@ -325,6 +342,32 @@ pub struct QdrantArgs {
     /// Deadline of one request to Qdrant, in seconds.
     #[arg(long, env = "ENGRAM_QDRANT_TIMEOUT_SECS", default_value_t = 10)]
     pub qdrant_timeout_secs: u64,
+    /// How a collection Engram creates is sharded: `automatic` (every project in every shard)
+    /// or `tiered` (projects share one shard; those in --qdrant-dedicated-projects get their own).
+    #[arg(long, env = "ENGRAM_QDRANT_SHARDING", value_enum, default_value_t = QdrantShardingArg::Automatic)]
+    pub qdrant_sharding: QdrantShardingArg,
+    /// Where a collection Engram creates keeps vectors: `disk-int8` (floats on disk, an int8
+    /// copy in RAM, candidates re-scored) or `ram` (floats in RAM).
+    #[arg(long, env = "ENGRAM_QDRANT_VECTORS", value_enum, default_value_t = QdrantVectorsArg::DiskInt8)]
+    pub qdrant_vectors: QdrantVectorsArg,
+    /// Project ids (comma-separated) moved to a shard of their own in a tiered collection.
+    #[arg(long, env = "ENGRAM_QDRANT_DEDICATED_PROJECTS", value_delimiter = ',')]
+    pub qdrant_dedicated_projects: Vec<uuid::Uuid>,
+}
+
+/// The measured default of `--index-search-ef`.
+pub const DEFAULT_SEARCH_EF: u64 = engram_index::HnswSettings::MEASURED_SEARCH_EF;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum QdrantShardingArg {
+    Automatic,
+    Tiered,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum QdrantVectorsArg {
+    DiskInt8,
+    Ram,
 }
 
 impl QdrantArgs {
@@ -338,6 +381,11 @@ impl QdrantArgs {
             qdrant_replication_factor: 1,
             qdrant_write_consistency_factor: 1,
             qdrant_timeout_secs: 10,
+            index_search_ef: DEFAULT_SEARCH_EF,
+            index_optimizer_threads: None,
+            qdrant_sharding: QdrantShardingArg::Automatic,
+            qdrant_vectors: QdrantVectorsArg::DiskInt8,
+            qdrant_dedicated_projects: Vec::new(),
         }
     }
 }
@@ -346,7 +394,10 @@ impl QdrantArgs {
 #[derive(Clone, Debug)]
 pub enum IndexBackend {
     /// qdrant-edge in this directory; one process at a time.
-    Embedded { index_dir: PathBuf },
+    Embedded {
+        index_dir: PathBuf,
+        tuning: engram_index::EdgeIndexTuning,
+    },
     /// A Qdrant server or cluster shared by every gateway and worker.
     Cluster(engram_index::QdrantClusterOptions),
 }
@@ -542,18 +593,49 @@ impl EngramConfig {
             exposed(&arguments.database_url).as_deref(),
             &arguments.data_dir,
         );
-        let index_backend = match &arguments.qdrant.qdrant_url {
+        let index = &arguments.qdrant;
+        let search_ef = index.index_search_ef.max(1);
+        let index_backend = match &index.qdrant_url {
             Some(url) => IndexBackend::Cluster(engram_index::QdrantClusterOptions {
                 url: url.clone(),
-                api_key: exposed(&arguments.qdrant.qdrant_api_key),
-                collection_prefix: arguments.qdrant.qdrant_collection_prefix.clone(),
-                shard_number: arguments.qdrant.qdrant_shard_number.max(1),
-                replication_factor: arguments.qdrant.qdrant_replication_factor.max(1),
-                write_consistency_factor: arguments.qdrant.qdrant_write_consistency_factor.max(1),
-                timeout: Duration::from_secs(arguments.qdrant.qdrant_timeout_secs.max(1)),
+                api_key: exposed(&index.qdrant_api_key),
+                collection_prefix: index.qdrant_collection_prefix.clone(),
+                layout: engram_index::ClusterLayout {
+                    sharding: match index.qdrant_sharding {
+                        QdrantShardingArg::Automatic => engram_index::ClusterSharding::Automatic,
+                        QdrantShardingArg::Tiered => engram_index::ClusterSharding::Tiered,
+                    },
+                    shard_number: index.qdrant_shard_number.max(1),
+                    replication_factor: index.qdrant_replication_factor.max(1),
+                    write_consistency_factor: index.qdrant_write_consistency_factor.max(1),
+                    vector_storage: match index.qdrant_vectors {
+                        QdrantVectorsArg::DiskInt8 => {
+                            engram_index::ClusterVectorStorage::DiskWithInt8InRam
+                        }
+                        QdrantVectorsArg::Ram => engram_index::ClusterVectorStorage::Ram,
+                    },
+                    hnsw: engram_index::HnswSettings {
+                        search_ef,
+                        ..engram_index::HnswSettings::default()
+                    },
+                    dedicated_shard_projects: index
+                        .qdrant_dedicated_projects
+                        .iter()
+                        .copied()
+                        .map(engram_core::ProjectId::from_uuid)
+                        .collect(),
+                },
+                timeout: Duration::from_secs(index.qdrant_timeout_secs.max(1)),
             }),
             None => IndexBackend::Embedded {
                 index_dir: arguments.data_dir.join("index"),
+                tuning: engram_index::EdgeIndexTuning {
+                    search_ef,
+                    optimizer_threads: index
+                        .index_optimizer_threads
+                        .unwrap_or_else(engram_index::EdgeIndexTuning::cores_but_one)
+                        .max(1),
+                },
             },
         };
         let model_dir = arguments
@@ -669,6 +751,9 @@ impl EngramConfig {
             },
             jobs: engram_worker::JobSettings {
                 reconcile_interval: Duration::from_secs(arguments.reconcile_interval_secs.max(1)),
+                full_reconcile_interval: Duration::from_secs(
+                    arguments.full_reconcile_interval_secs.max(1),
+                ),
                 tombstone_retention: Duration::from_secs(
                     arguments.tombstone_retention_hours.saturating_mul(3600),
                 ),
@@ -954,26 +1039,35 @@ impl fmt::Display for EngramConfig {
             self.embed.multilingual_model_dir.display()
         )?;
         match &self.index_backend {
-            IndexBackend::Embedded { index_dir } => writeln!(
+            IndexBackend::Embedded { index_dir, tuning } => writeln!(
                 f,
-                "  index           embedded qdrant-edge in {}",
-                index_dir.display()
+                "  index           embedded qdrant-edge in {}, search ef {}, optimizer threads {}",
+                index_dir.display(),
+                tuning.search_ef,
+                tuning.optimizer_threads
             )?,
-            IndexBackend::Cluster(options) => writeln!(
-                f,
-                "  index           qdrant {} (api key {}), collections {}_<model>, shards {}, replication {}, write consistency {}, timeout {} s",
-                options.url,
-                if options.api_key.is_some() {
-                    "***"
-                } else {
-                    "none"
-                },
-                options.collection_prefix,
-                options.shard_number,
-                options.replication_factor,
-                options.write_consistency_factor,
-                options.timeout.as_secs()
-            )?,
+            IndexBackend::Cluster(options) => {
+                let layout = &options.layout;
+                writeln!(
+                    f,
+                    "  index           qdrant {} (api key {}), collections {}_<model>, sharding {:?}, shards {}, replication {}, write consistency {}, vectors {:?}, search ef {}, dedicated projects {}, timeout {} s",
+                    options.url,
+                    if options.api_key.is_some() {
+                        "***"
+                    } else {
+                        "none"
+                    },
+                    options.collection_prefix,
+                    layout.sharding,
+                    layout.shard_number,
+                    layout.replication_factor,
+                    layout.write_consistency_factor,
+                    layout.vector_storage,
+                    layout.hnsw.search_ef,
+                    layout.dedicated_shard_projects.len(),
+                    options.timeout.as_secs()
+                )?
+            }
         }
         writeln!(
             f,
@@ -994,8 +1088,9 @@ impl fmt::Display for EngramConfig {
         )?;
         writeln!(
             f,
-            "  reconcile_every {} s",
-            self.jobs.reconcile_interval.as_secs()
+            "  reconcile_every {} s (changes), {} s (full)",
+            self.jobs.reconcile_interval.as_secs(),
+            self.jobs.full_reconcile_interval.as_secs()
         )?;
         writeln!(
             f,
@@ -1320,5 +1415,92 @@ mod tests {
             Some(secrets[0].to_string())
         );
         assert!(config_printed.contains("server_secret   ***"));
+    }
+
+    /// The index's tuning and the cluster's layout come from their flags, reach the options
+    /// the index is opened with, and are printed at start; a project id that is not one is
+    /// refused with the flag's name.
+    #[test]
+    fn index_tuning_and_the_cluster_layout_come_from_their_flags() {
+        use clap::Parser;
+        let embedded = Serve::try_parse_from([
+            "serve",
+            "--index-search-ef",
+            "200",
+            "--index-optimizer-threads",
+            "1",
+        ])
+        .unwrap();
+        let config = EngramConfig::resolve(&embedded.arguments, Role::AllInOne);
+        let IndexBackend::Embedded { tuning, .. } = &config.index_backend else {
+            panic!("no --qdrant-url: the embedded index");
+        };
+        assert_eq!((tuning.search_ef, tuning.optimizer_threads), (200, 1));
+        assert!(
+            config
+                .to_string()
+                .contains("search ef 200, optimizer threads 1"),
+            "{config}"
+        );
+        let defaults = Serve::try_parse_from(["serve"]).unwrap();
+        let IndexBackend::Embedded { tuning, .. } =
+            EngramConfig::resolve(&defaults.arguments, Role::AllInOne).index_backend
+        else {
+            panic!("the embedded index");
+        };
+        assert_eq!(tuning.search_ef, DEFAULT_SEARCH_EF);
+        assert!(
+            tuning.optimizer_threads >= 1
+                && tuning.optimizer_threads
+                    < std::thread::available_parallelism()
+                        .map_or(2, |cores| cores.get())
+                        .max(2),
+            "the optimizer leaves a core: {tuning:?}"
+        );
+
+        let project = uuid::Uuid::now_v7();
+        let cluster = Serve::try_parse_from([
+            "serve",
+            "--qdrant-url",
+            "http://127.0.0.1:6334",
+            "--qdrant-sharding",
+            "tiered",
+            "--qdrant-vectors",
+            "ram",
+            "--qdrant-shard-number",
+            "2",
+            "--qdrant-dedicated-projects",
+            &project.to_string(),
+        ])
+        .unwrap();
+        let config = EngramConfig::resolve(&cluster.arguments, Role::Gateway);
+        let IndexBackend::Cluster(options) = &config.index_backend else {
+            panic!("--qdrant-url: the cluster");
+        };
+        let layout = &options.layout;
+        assert_eq!(layout.sharding, engram_index::ClusterSharding::Tiered);
+        assert_eq!(
+            layout.vector_storage,
+            engram_index::ClusterVectorStorage::Ram
+        );
+        assert_eq!(layout.shard_number, 2);
+        assert_eq!(
+            layout.dedicated_shard_projects,
+            vec![engram_core::ProjectId::from_uuid(project)]
+        );
+        assert!(
+            config
+                .to_string()
+                .contains(&format!("sharding Tiered, shards 2, replication 1, write consistency 1, vectors Ram, search ef {DEFAULT_SEARCH_EF}, dedicated projects 1")),
+            "{config}"
+        );
+
+        let refused =
+            Serve::try_parse_from(["serve", "--qdrant-dedicated-projects", "not-a-project"])
+                .expect_err("not a project id");
+        assert!(
+            refused.to_string().contains("--qdrant-dedicated-projects"),
+            "{refused}"
+        );
     }
 }

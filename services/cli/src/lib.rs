@@ -10,6 +10,7 @@ pub mod maintenance;
 pub mod pricing;
 mod recall_bench;
 pub mod roles;
+mod scale_bench;
 pub mod secrets;
 pub mod server;
 mod speed_bench;
@@ -53,7 +54,7 @@ enum Command {
     /// texts: ingest rate, search p50/p95/p99, searches/s at 1, 4 and 16 clients.
     BenchSpeed(speed_bench::SpeedBenchArgs),
     /// One project with a million memories (client vectors): search p95 and resident memory.
-    BenchScale(speed_bench::ScaleBenchArgs),
+    BenchScale(scale_bench::ScaleBenchArgs),
     /// Apply pending database migrations and exit (a deployment's migration step).
     Migrate(maintenance::MigrateArgs),
 }
@@ -103,7 +104,7 @@ pub async fn run_from_command_line() -> ExitCode {
         Command::Bench(arguments) => bench::run(arguments).await,
         Command::BenchRecall(arguments) => recall_bench::run(arguments).await,
         Command::BenchSpeed(arguments) => speed_bench::run(arguments).await,
-        Command::BenchScale(arguments) => speed_bench::run_scale(arguments).await,
+        Command::BenchScale(arguments) => scale_bench::run_scale(arguments).await,
         Command::Migrate(arguments) => maintenance::migrate_command(arguments).await,
     };
     match outcome {

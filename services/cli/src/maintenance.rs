@@ -50,6 +50,7 @@ pub async fn reconcile_command(arguments: ReconcileArgs) -> Result<()> {
         models,
         crate::server::index_opener(&crate::config::IndexBackend::Embedded {
             index_dir: arguments.data_dir.join("index"),
+            tuning: engram_index::EdgeIndexTuning::default(),
         }),
     ));
     spaces

@@ -192,7 +192,10 @@ pub fn spawn_jobs(
             }
             BackgroundJob::Reconciler => tokio::spawn(engram_worker::run_reconciler(
                 parts.applier.clone(),
-                settings.reconcile_interval,
+                engram_worker::ReconcileSchedule {
+                    changes_every: settings.reconcile_interval,
+                    full_every: settings.full_reconcile_interval,
+                },
                 stop,
             )),
             BackgroundJob::TombstonePurge => tokio::spawn(engram_worker::run_tombstone_purge(

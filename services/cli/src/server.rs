@@ -52,7 +52,7 @@ pub fn index_opener(backend: &IndexBackend) -> engram_engine::IndexOpener {
             let backend = backend.clone();
             Box::pin(async move {
                 let index: Arc<dyn VectorIndex> = match backend {
-                    IndexBackend::Embedded { index_dir } => {
+                    IndexBackend::Embedded { index_dir, tuning } => {
                         let index_dir = if model_id == engram_embed::MINILM_MODEL_ID {
                             index_dir
                         } else {
@@ -62,7 +62,14 @@ pub fn index_opener(backend: &IndexBackend) -> engram_engine::IndexOpener {
                         };
                         Arc::new(
                             tokio::task::spawn_blocking(move || {
-                                engram_index::EdgeVectorIndex::open(&index_dir, dimension)
+                                engram_index::EdgeVectorIndex::open_with_options(
+                                    &index_dir,
+                                    dimension,
+                                    engram_index::EdgeIndexOptions {
+                                        tuning,
+                                        ..engram_index::EdgeIndexOptions::default()
+                                    },
+                                )
                             })
                             .await
                             .map_err(|error| {

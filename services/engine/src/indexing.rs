@@ -2,6 +2,7 @@
 //! upserts it (with its version) or deletes its point, then flushes and clears the entries.
 
 use crate::EngineError;
+use chrono::{DateTime, Utc};
 use engram_core::{MemoryId, ProjectScope};
 use engram_index::{IndexedMemory, VectorIndex};
 use engram_storage::{MaintenanceStore, OutboxEntry, Storage};
@@ -282,13 +283,101 @@ impl IndexApplier {
                 None => break,
             }
         }
+        let maybe_orphaned: Vec<MemoryId> = indexed
+            .keys()
+            .filter(|memory_id| !active.contains_key(memory_id))
+            .copied()
+            .collect();
+        self.repair(scope, &active, &indexed, maybe_orphaned).await
+    }
+
+    /// Reconcile only what changed at or after `since` in every project: memories written,
+    /// edited, superseded or deleted (their tombstones) since then are compared with their
+    /// points and repaired.
+    /// This is the periodic pass between full ones (see `run_reconciler`): its cost follows
+    /// the writes, not the size of the projects. Points lost without a change in the database
+    /// (an index restored from an old backup) wait for the next full pass.
+    pub async fn reconcile_changed_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> Result<ReconcileReport, EngineError> {
+        let scopes = self.maintenance.all_project_scopes().await?;
+        let mut report = ReconcileReport::default();
+        for scope in &scopes {
+            report.add(&self.reconcile_changes_in_project(scope, since).await?);
+        }
+        self.index.flush().await?;
+        Ok(report)
+    }
+
+    async fn reconcile_changes_in_project(
+        &self,
+        scope: &ProjectScope,
+        since: DateTime<Utc>,
+    ) -> Result<ReconcileReport, EngineError> {
+        let mut active: HashMap<MemoryId, i64> = HashMap::new();
+        let mut no_longer_active: Vec<MemoryId> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self
+                .storage
+                .memory_versions_changed_since(scope, since, after, RECONCILE_PAGE_SIZE as u64)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.memory_id);
+            for changed in page {
+                if changed.active {
+                    active.insert(changed.memory_id, changed.version);
+                } else {
+                    no_longer_active.push(changed.memory_id);
+                }
+            }
+        }
+        let mut after = None;
+        loop {
+            let page = self
+                .storage
+                .memories_deleted_since(scope, since, after, RECONCILE_PAGE_SIZE as u64)
+                .await?;
+            let Some(last) = page.last() else { break };
+            after = Some(*last);
+            no_longer_active.extend(page);
+        }
+        if active.is_empty() && no_longer_active.is_empty() {
+            return Ok(ReconcileReport::default());
+        }
+        let mut indexed: HashMap<MemoryId, i64> = HashMap::with_capacity(active.len());
+        let changed_ids: Vec<MemoryId> = active
+            .keys()
+            .copied()
+            .chain(no_longer_active.iter().copied())
+            .collect();
+        for ids in changed_ids.chunks(RECONCILE_PAGE_SIZE) {
+            indexed.extend(self.index.versions(scope, ids.to_vec()).await?);
+        }
+        let maybe_orphaned: Vec<MemoryId> = no_longer_active
+            .into_iter()
+            .filter(|memory_id| indexed.contains_key(memory_id))
+            .collect();
+        self.repair(scope, &active, &indexed, maybe_orphaned).await
+    }
+
+    /// Upserts the `active` memories whose point is missing or older, and deletes the
+    /// `maybe_orphaned` points whose memory is still not active when re-read.
+    async fn repair(
+        &self,
+        scope: &ProjectScope,
+        active: &HashMap<MemoryId, i64>,
+        indexed: &HashMap<MemoryId, i64>,
+        maybe_orphaned: Vec<MemoryId>,
+    ) -> Result<ReconcileReport, EngineError> {
         let mut report = ReconcileReport {
             projects_checked: 1,
             memories_checked: active.len() as u64,
             ..Default::default()
         };
         let mut needs_upsert = Vec::new();
-        for (memory_id, version) in &active {
+        for (memory_id, version) in active {
             match indexed.get(memory_id) {
                 None => {
                     report.points_missing += 1;
@@ -301,11 +390,6 @@ impl IndexApplier {
                 Some(_) => {}
             }
         }
-        let maybe_orphaned: Vec<MemoryId> = indexed
-            .keys()
-            .filter(|memory_id| !active.contains_key(memory_id))
-            .copied()
-            .collect();
         if needs_upsert.is_empty() && maybe_orphaned.is_empty() {
             return Ok(report);
         }

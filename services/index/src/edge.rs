@@ -16,11 +16,11 @@ use engram_core::{MemoryId, ProjectScope};
 use qdrant_edge::{
     Bm25Params, Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance,
     EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition,
-    FieldIndexOperations, Filter, HasIdCondition, IdfCorpusParams, IdfParams, JsonPath,
-    KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery, OperationError, Payload,
-    PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations, PointOperations,
-    PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder, ScoringQuery,
-    ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
+    FieldIndexOperations, Filter, HasIdCondition, HnswIndexConfig, IdfCorpusParams, IdfParams,
+    JsonPath, KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery, OperationError,
+    Payload, PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations,
+    PointOperations, PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder,
+    ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
     StemmingAlgorithm, StopwordsInterface, TextIndexParamsBuilder, TextQueryBuilder,
     TextQueryScoring, TextScoringParams, TextScoringType, TokenizerType, UpdateOperation,
     VectorInternal, WithPayloadInterface, WithVector,
@@ -86,6 +86,7 @@ pub struct EdgeIndexOptions {
     /// Size (KB of vectors) above which a segment gets an HNSW index. `None` keeps what the shard
     /// already has, or qdrant-edge's default (10,000 KB) for a new shard.
     pub indexing_threshold_kb: Option<usize>,
+    pub tuning: EdgeIndexTuning,
 }
 
 impl Default for EdgeIndexOptions {
@@ -95,6 +96,38 @@ impl Default for EdgeIndexOptions {
             optimize_interval: Duration::from_secs(5),
             maintenance_tick: Duration::from_secs(1),
             indexing_threshold_kb: None,
+            tuning: EdgeIndexTuning::default(),
+        }
+    }
+}
+
+/// What an operator may tune in the embedded index (`--index-search-ef`,
+/// `--index-optimizer-threads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EdgeIndexTuning {
+    /// Candidates kept while walking the HNSW graph (`hnsw_ef`).
+    pub search_ef: u64,
+    /// Threads one optimizer pass may use to build a graph. Fewer than the cores leaves
+    /// searches and writes a core while the optimizer runs.
+    pub optimizer_threads: usize,
+}
+
+impl EdgeIndexTuning {
+    /// The machine's cores but one (at least one).
+    pub fn cores_but_one() -> usize {
+        std::thread::available_parallelism()
+            .map(|cores| cores.get())
+            .unwrap_or(1)
+            .saturating_sub(1)
+            .max(1)
+    }
+}
+
+impl Default for EdgeIndexTuning {
+    fn default() -> Self {
+        Self {
+            search_ef: crate::HnswSettings::MEASURED_SEARCH_EF,
+            optimizer_threads: Self::cores_but_one(),
         }
     }
 }
@@ -123,6 +156,8 @@ pub struct EdgeVectorIndex {
 struct SharedShard {
     shard: EdgeShard,
     dimension: usize,
+    /// `hnsw_ef` of every vector search.
+    search_ef: usize,
     directory: PathBuf,
     /// The directory's name, the `index` label of this index's metrics.
     index_label: String,
@@ -180,6 +215,13 @@ impl EdgeVectorIndex {
                 DEFAULT_VECTOR_NAME,
                 EdgeVectorParams::builder(dimension, Distance::Cosine).build(),
             )
+            // The graph settings are qdrant-edge's defaults (m 16, ef_construct 100, measured in
+            // tests/BENCHMARKS.md); the thread cap does not change a built graph, so an existing
+            // shard takes it without a rebuild.
+            .hnsw_config(HnswIndexConfig {
+                max_indexing_threads: options.tuning.optimizer_threads.max(1),
+                ..HnswIndexConfig::default()
+            })
             // Payloads are a few short strings per point; pre-loading them into the page cache
             // keeps filtered search and version lookups free of disk reads.
             .payload_memory(Memory::Cached);
@@ -204,6 +246,7 @@ impl EdgeVectorIndex {
         let shared = Arc::new(SharedShard {
             shard,
             dimension,
+            search_ef: options.tuning.search_ef.max(1) as usize,
             directory: directory.to_path_buf(),
             index_label: directory
                 .file_name()
@@ -667,6 +710,10 @@ impl SharedShard {
                 query: VectorInternal::Dense(query.vector),
                 using: None,
             })))
+            .params(SearchParams {
+                hnsw_ef: Some(self.search_ef),
+                ..SearchParams::default()
+            })
             .filter(search_filter)
             .with_payload(WithPayloadInterface::Fields(vec![field_path(
                 VERSION_FIELD,
@@ -1213,6 +1260,69 @@ fn lock_ignoring_poison(mutex: &Mutex<()>) -> MutexGuard<'_, ()> {
 mod tests {
     use super::*;
     use qdrant_edge::PayloadSchemaType;
+
+    /// The operator's tuning reaches the shard: the optimizer's thread cap is in the shard's
+    /// configuration, an existing shard takes a new cap at open without losing its points,
+    /// and searches walk the graph with the configured `hnsw_ef`.
+    #[tokio::test]
+    async fn the_optimizer_thread_cap_and_search_ef_reach_the_shard() {
+        let directory = tempfile::tempdir().unwrap();
+        let tuned = |optimizer_threads, search_ef| EdgeIndexOptions {
+            tuning: EdgeIndexTuning {
+                search_ef,
+                optimizer_threads,
+            },
+            ..EdgeIndexOptions::default()
+        };
+        let point_uuid = Uuid::now_v7();
+        {
+            let index =
+                EdgeVectorIndex::open_with_options(directory.path(), 4, tuned(1, 64)).unwrap();
+            assert_eq!(
+                index.shared.shard.config().hnsw_config().max_indexing_threads,
+                1
+            );
+            assert_eq!(index.shared.search_ef, 64);
+            let point = IndexedMemory {
+                memory_id: MemoryId::from_uuid(point_uuid),
+                version: 1,
+                vector: vec![1.0, 0.0, 0.0, 0.0],
+                user_id: None,
+                agent_id: None,
+                session_id: None,
+                kind: engram_core::MemoryKind::Semantic,
+                created_at: chrono::Utc::now(),
+                text: "kept across a reopening".to_string(),
+                filterable: crate::FilterableFields::default(),
+            };
+            index
+                .shared
+                .shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
+                        point_struct(point_uuid, "organization", "project", point).into(),
+                    ])),
+                ))
+                .unwrap();
+        }
+        let reopened =
+            EdgeVectorIndex::open_with_options(directory.path(), 4, tuned(3, 200)).unwrap();
+        assert_eq!(
+            reopened
+                .shared
+                .shard
+                .config()
+                .hnsw_config()
+                .max_indexing_threads,
+            3
+        );
+        assert_eq!(reopened.shared.search_ef, 200);
+        assert_eq!(
+            reopened.statistics().await.unwrap().point_count,
+            1,
+            "the point written before the new cap is still there"
+        );
+    }
 
     /// The payload schema of the shard in `directory`, field by field.
     fn schema_of(directory: &Path) -> HashMap<String, Option<PayloadSchemaParams>> {

@@ -6,13 +6,15 @@ use chrono::{DateTime, Utc};
 use engram_core::{MemoryId, MemoryKind, ProjectScope};
 use std::collections::HashMap;
 
+pub mod cluster_layout;
 pub mod edge;
 pub mod keywords;
 pub mod payload_filter;
 pub mod remote;
 
+pub use cluster_layout::{ClusterLayout, ClusterSharding, ClusterVectorStorage, HnswSettings};
 pub use edge::{
-    EdgeIndexOptions, EdgeIndexStatistics, EdgeVectorIndex, INDEX_INDEXED_VECTORS,
+    EdgeIndexOptions, EdgeIndexStatistics, EdgeIndexTuning, EdgeVectorIndex, INDEX_INDEXED_VECTORS,
     INDEX_OPTIMIZER_PASSES_TOTAL, INDEX_OPTIMIZING, INDEX_POINTS, INDEX_SEGMENTS,
     INDEX_UNOPTIMIZED_WRITES,
 };

@@ -5,6 +5,9 @@
 //! tenant boundary holds: every read and write goes through [`project_filter`], and there is no
 //! code path that talks to the collection without it.
 
+use crate::cluster_layout::{
+    self, ClusterLayout, ClusterSharding, ClusterVectorStorage, HnswSettings, SHARED_SHARD_KEY,
+};
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
     OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VERIFIED_FIELD, VISIBILITY_FIELD,
@@ -16,15 +19,16 @@ use crate::{
 };
 use async_trait::async_trait;
 use engram_core::memory_filter::Comparison;
-use engram_core::{MemoryId, ProjectScope};
+use engram_core::{MemoryId, ProjectId, ProjectScope};
 use qdrant_client::qdrant::{
-    Condition, CreateCollectionBuilder, CreateFieldIndexCollection,
-    CreateFieldIndexCollectionBuilder, DatetimeIndexParamsBuilder, DeleteCollectionBuilder,
-    DeletePointsBuilder, Distance, FieldType, Filter, IdfParams, KeywordIndexParamsBuilder,
-    PayloadIncludeSelector, PointId, PointStruct, Query, QueryPointsBuilder, Range, RetrievedPoint,
-    ScoredPoint, ScrollPointsBuilder, SearchParams, TextIndexParamsBuilder, TextQueryBuilder,
-    TokenizerType, UpsertPointsBuilder, Value, VectorParamsBuilder, WriteOrderingType,
-    point_id::PointIdOptions, value::Kind, vectors_config,
+    Condition, CountPointsBuilder, CreateFieldIndexCollection, CreateFieldIndexCollectionBuilder,
+    CreateShardKeyRequest, DatetimeIndexParamsBuilder, DeleteCollectionBuilder,
+    DeletePointsBuilder, FieldType, Filter, IdfParams, KeywordIndexParamsBuilder,
+    PayloadIncludeSelector, PointId, PointStruct, Query, QueryPointsBuilder, Range,
+    ReplicatePointsBuilder, RetrievedPoint, ScoredPoint, ScrollPointsBuilder, SearchParams,
+    ShardKey, ShardKeySelector, TextIndexParamsBuilder, TextQueryBuilder, TokenizerType,
+    UpdateCollectionClusterSetupRequest, UpsertPointsBuilder, Value, point_id::PointIdOptions,
+    update_collection_cluster_setup_request::Operation, value::Kind, vectors_config,
 };
 use qdrant_client::{Payload, Qdrant, QdrantError};
 use std::collections::{BTreeMap, HashMap};
@@ -49,7 +53,8 @@ use crate::payload_filter::LAYOUT_FIELD;
 const CREATED_AT_FIELD: &str = "created_at";
 
 /// Where the cluster is and how the collection is laid out when this process creates it.
-/// An existing collection keeps its layout (Qdrant cannot reshard in place).
+/// An existing collection keeps its sharding and storage (Qdrant cannot reshard in place);
+/// the search parameters and dedicated shards apply to it too.
 #[derive(Clone)]
 pub struct QdrantClusterOptions {
     /// gRPC endpoint, such as `http://qdrant:6334`.
@@ -58,9 +63,7 @@ pub struct QdrantClusterOptions {
     /// Collections are named `<prefix>_<model>`; several deployments (or test runs) can share
     /// one cluster with different prefixes.
     pub collection_prefix: String,
-    pub shard_number: u32,
-    pub replication_factor: u32,
-    pub write_consistency_factor: u32,
+    pub layout: ClusterLayout,
     /// Deadline of one request.
     pub timeout: Duration,
 }
@@ -71,9 +74,15 @@ impl Default for QdrantClusterOptions {
             url: "http://127.0.0.1:6334".to_string(),
             api_key: None,
             collection_prefix: "engram".to_string(),
-            shard_number: 1,
-            replication_factor: 1,
-            write_consistency_factor: 1,
+            layout: ClusterLayout {
+                sharding: ClusterSharding::Automatic,
+                shard_number: 1,
+                replication_factor: 1,
+                write_consistency_factor: 1,
+                vector_storage: ClusterVectorStorage::default(),
+                hnsw: HnswSettings::default(),
+                dedicated_shard_projects: Vec::new(),
+            },
             timeout: Duration::from_secs(10),
         }
     }
@@ -85,9 +94,7 @@ impl fmt::Debug for QdrantClusterOptions {
             .field("url", &self.url)
             .field("api_key", &self.api_key.as_ref().map(|_| "***"))
             .field("collection_prefix", &self.collection_prefix)
-            .field("shard_number", &self.shard_number)
-            .field("replication_factor", &self.replication_factor)
-            .field("write_consistency_factor", &self.write_consistency_factor)
+            .field("layout", &self.layout)
             .field("timeout", &self.timeout)
             .finish()
     }
@@ -115,6 +122,9 @@ pub struct QdrantVectorIndex {
     collection_name: String,
     dimension: usize,
     timeout_secs: u64,
+    layout: ClusterLayout,
+    /// The collection's actual sharding (an existing collection keeps the one it was made with).
+    sharding: ClusterSharding,
 }
 
 impl QdrantVectorIndex {
@@ -139,13 +149,15 @@ impl QdrantVectorIndex {
                     options.url
                 ))
             })?;
-        let index = Self {
+        let mut index = Self {
             client,
             collection_name: collection_name_for_model(&options.collection_prefix, model_name),
             dimension,
             timeout_secs: options.timeout.as_secs().max(1),
+            layout: options.layout.clone(),
+            sharding: options.layout.sharding,
         };
-        index.ensure_collection(options).await?;
+        index.ensure_collection().await?;
         Ok(index)
     }
 
@@ -166,47 +178,47 @@ impl QdrantVectorIndex {
         Ok(())
     }
 
-    async fn ensure_collection(&self, options: &QdrantClusterOptions) -> Result<(), IndexError> {
+    async fn ensure_collection(&mut self) -> Result<(), IndexError> {
         let exists = self
             .client
             .collection_exists(&self.collection_name)
             .await
             .map_err(|error| qdrant_failure("check collection", error))?;
         if !exists {
-            let created = self
-                .client
-                .create_collection(
-                    CreateCollectionBuilder::new(&self.collection_name)
-                        .vectors_config(VectorParamsBuilder::new(
-                            self.dimension as u64,
-                            Distance::Cosine,
-                        ))
-                        .shard_number(options.shard_number.max(1))
-                        .replication_factor(options.replication_factor.max(1))
-                        .write_consistency_factor(options.write_consistency_factor.max(1))
-                        .timeout(self.timeout_secs),
-                )
-                .await;
+            let mut request = self
+                .layout
+                .create_collection(&self.collection_name, self.dimension);
+            request.timeout = Some(self.timeout_secs);
+            let created = self.client.create_collection(request).await;
             // Another gateway or worker may have created it in the meantime; the dimension
             // check below tells a real failure from that race.
             if let Err(error) = created {
                 tracing::info!(collection = %self.collection_name, %error, "collection creation did not succeed; checking whether another process created it");
             }
         }
-        self.check_collection_dimension().await?;
-        self.ensure_payload_indexes().await
+        self.sharding = self.check_collection_dimension().await?;
+        if self.sharding == ClusterSharding::Tiered {
+            self.ensure_shared_shard_key().await?;
+        }
+        self.ensure_payload_indexes().await?;
+        self.ensure_dedicated_shards().await
     }
 
-    async fn check_collection_dimension(&self) -> Result<(), IndexError> {
+    /// Checks the stored vector dimension against this process's and returns the collection's
+    /// sharding method.
+    async fn check_collection_dimension(&self) -> Result<ClusterSharding, IndexError> {
         let info = self
             .client
             .collection_info(&self.collection_name)
             .await
             .map_err(|error| qdrant_failure("read collection info", error))?;
-        let stored_dimension = info
+        let params = info
             .result
             .and_then(|collection| collection.config)
-            .and_then(|config| config.params)
+            .and_then(|config| config.params);
+        let sharding =
+            cluster_layout::sharding_of(params.as_ref().and_then(|params| params.sharding_method));
+        let stored_dimension = params
             .and_then(|params| params.vectors_config)
             .and_then(|vectors| vectors.config)
             .and_then(|config| match config {
@@ -214,7 +226,7 @@ impl QdrantVectorIndex {
                 vectors_config::Config::ParamsMap(_) => None,
             });
         match stored_dimension {
-            Some(stored) if stored == self.dimension => Ok(()),
+            Some(stored) if stored == self.dimension => Ok(sharding),
             Some(stored) => Err(IndexError::DimensionMismatch {
                 expected: stored,
                 actual: self.dimension,
@@ -240,6 +252,129 @@ impl QdrantVectorIndex {
         Ok(())
     }
 
+    /// The shard keys the collection has (none unless it is custom-sharded).
+    async fn shard_keys(&self) -> Result<Vec<ShardKey>, IndexError> {
+        let listed = self
+            .client
+            .list_shard_keys(&self.collection_name)
+            .await
+            .map_err(|error| qdrant_failure("list shard keys", error))?;
+        Ok(listed
+            .shard_keys
+            .into_iter()
+            .filter_map(|description| description.key)
+            .collect())
+    }
+
+    /// A tiered collection's shared shard key, created once by whichever process gets there
+    /// first (a refusal is fine when the key then exists).
+    async fn ensure_shared_shard_key(&self) -> Result<(), IndexError> {
+        let has_shared = |keys: &[ShardKey]| {
+            keys.iter()
+                .any(|key| cluster_layout::is_shard_key(Some(key), SHARED_SHARD_KEY))
+        };
+        if has_shared(&self.shard_keys().await?) {
+            return Ok(());
+        }
+        let created = self
+            .client
+            .create_shard_key(CreateShardKeyRequest {
+                collection_name: self.collection_name.clone(),
+                request: Some(self.layout.create_shared_shard_key()),
+                timeout: Some(self.timeout_secs),
+            })
+            .await;
+        if let Err(error) = created
+            && !has_shared(&self.shard_keys().await?)
+        {
+            return Err(qdrant_failure("create the shared shard key", error));
+        }
+        Ok(())
+    }
+
+    /// Gives each project named in the options a shard key of its own (tiered sharding):
+    /// a new key starts partial and Qdrant copies the project's points into it from the shared
+    /// shard; once every replica of it is active, the project's copies left in the shared
+    /// shard are deleted (at the next start of a gateway or worker after the copy).
+    async fn ensure_dedicated_shards(&self) -> Result<(), IndexError> {
+        if self.layout.dedicated_shard_projects.is_empty() {
+            return Ok(());
+        }
+        if self.sharding != ClusterSharding::Tiered {
+            tracing::warn!(
+                collection = %self.collection_name,
+                "dedicated shards need a collection created with tiered sharding; this one is sharded automatically, so every project stays where it is"
+            );
+            return Ok(());
+        }
+        let existing = self.shard_keys().await?;
+        for project_id in &self.layout.dedicated_shard_projects {
+            let key = cluster_layout::dedicated_shard_key(*project_id);
+            let only_this_project = Filter::must([project_condition(*project_id)]);
+            if !existing.contains(&key) {
+                self.client
+                    .create_shard_key(CreateShardKeyRequest {
+                        collection_name: self.collection_name.clone(),
+                        request: Some(self.layout.create_dedicated_shard_key(*project_id)),
+                        timeout: Some(self.timeout_secs),
+                    })
+                    .await
+                    .map_err(|error| qdrant_failure("create a project's shard key", error))?;
+                self.client
+                    .update_collection_cluster_setup(UpdateCollectionClusterSetupRequest {
+                        collection_name: self.collection_name.clone(),
+                        operation: Some(Operation::ReplicatePoints(
+                            ReplicatePointsBuilder::new(
+                                ShardKey::from(SHARED_SHARD_KEY.to_string()),
+                                key,
+                            )
+                            .filter(only_this_project)
+                            .build(),
+                        )),
+                        timeout: Some(self.timeout_secs),
+                    })
+                    .await
+                    .map_err(|error| {
+                        qdrant_failure("copy a project's points to its shard", error)
+                    })?;
+                tracing::info!(project_id = %project_id, "project moving to a shard of its own; its searches use the shared shard until the copy is done");
+                continue;
+            }
+            let cluster = self
+                .client
+                .collection_cluster_info(&self.collection_name)
+                .await
+                .map_err(|error| qdrant_failure("read the cluster's shards", error))?;
+            if !cluster_layout::shard_key_is_active(&cluster, &key) {
+                continue;
+            }
+            self.client
+                .delete_points(
+                    DeletePointsBuilder::new(&self.collection_name)
+                        .points(only_this_project)
+                        .shard_key_selector(ShardKeySelector {
+                            shard_keys: vec![ShardKey::from(SHARED_SHARD_KEY.to_string())],
+                            fallback: None,
+                        })
+                        .ordering(ClusterLayout::write_ordering())
+                        .timeout(self.timeout_secs)
+                        .wait(true),
+                )
+                .await
+                .map_err(|error| {
+                    qdrant_failure(
+                        "delete a moved project's points from the shared shard",
+                        error,
+                    )
+                })?;
+        }
+        Ok(())
+    }
+
+    fn shard_key_selector(&self, scope: &ProjectScope) -> Option<ShardKeySelector> {
+        ClusterLayout::shard_key_selector(self.sharding, scope)
+    }
+
     fn check_dimension(&self, vector: &[f32]) -> Result<(), IndexError> {
         if vector.len() != self.dimension {
             return Err(IndexError::DimensionMismatch {
@@ -254,13 +389,42 @@ impl QdrantVectorIndex {
 /// The one way to build a filter here: the project condition first, then `extra`.
 fn project_filter(scope: &ProjectScope, extra: Vec<Condition>) -> Filter {
     let mut conditions = Vec::with_capacity(extra.len() + 1);
-    conditions.push(Condition::matches(
-        PROJECT_ID_FIELD,
-        scope.project_id().as_uuid().to_string(),
-    ));
+    conditions.push(project_condition(scope.project_id()));
     conditions.extend(extra);
     Filter::must(conditions)
 }
+
+/// One project's points. Requests take it through [`project_filter`]; only moving a project
+/// named in the operator's options to its own shard uses it alone.
+fn project_condition(project_id: ProjectId) -> Condition {
+    Condition::matches(PROJECT_ID_FIELD, project_id.as_uuid().to_string())
+}
+
+/// Sets a shard key selector on a request builder when there is one (tiered collections).
+trait ShardKeySelectorIf: Sized {
+    fn shard_key_selector_if(self, selector: Option<ShardKeySelector>) -> Self;
+}
+
+macro_rules! shard_key_selector_if {
+    ($($builder:ty),*) => {$(
+        impl ShardKeySelectorIf for $builder {
+            fn shard_key_selector_if(self, selector: Option<ShardKeySelector>) -> Self {
+                match selector {
+                    Some(selector) => self.shard_key_selector(selector),
+                    None => self,
+                }
+            }
+        }
+    )*};
+}
+
+shard_key_selector_if!(
+    UpsertPointsBuilder,
+    DeletePointsBuilder,
+    CountPointsBuilder,
+    QueryPointsBuilder,
+    ScrollPointsBuilder
+);
 
 /// Conditions on the given subject fields and kinds (the project condition is added by
 /// [`project_filter`]).
@@ -502,9 +666,8 @@ impl VectorIndex for QdrantVectorIndex {
                 .upsert_points(
                     UpsertPointsBuilder::new(&self.collection_name, points)
                         .update_filter(only_older_points_of_this_project)
-                        .ordering(qdrant_client::qdrant::WriteOrdering {
-                            r#type: WriteOrderingType::Strong as i32,
-                        })
+                        .ordering(ClusterLayout::write_ordering())
+                        .shard_key_selector_if(self.shard_key_selector(scope))
                         .timeout(self.timeout_secs)
                         .wait(true),
                 )
@@ -527,9 +690,8 @@ impl VectorIndex for QdrantVectorIndex {
             .delete_points(
                 DeletePointsBuilder::new(&self.collection_name)
                     .points(filter)
-                    .ordering(qdrant_client::qdrant::WriteOrdering {
-                        r#type: WriteOrderingType::Strong as i32,
-                    })
+                    .ordering(ClusterLayout::write_ordering())
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .timeout(self.timeout_secs)
                     .wait(true),
             )
@@ -547,9 +709,8 @@ impl VectorIndex for QdrantVectorIndex {
             .delete_points(
                 DeletePointsBuilder::new(&self.collection_name)
                     .points(filter)
-                    .ordering(qdrant_client::qdrant::WriteOrdering {
-                        r#type: WriteOrderingType::Strong as i32,
-                    })
+                    .ordering(ClusterLayout::write_ordering())
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .timeout(self.timeout_secs)
                     .wait(true),
             )
@@ -569,8 +730,9 @@ impl VectorIndex for QdrantVectorIndex {
         let counted = self
             .client
             .count(
-                qdrant_client::qdrant::CountPointsBuilder::new(&self.collection_name)
+                CountPointsBuilder::new(&self.collection_name)
                     .filter(project_filter(scope, conditions))
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .exact(true),
             )
             .await
@@ -600,6 +762,8 @@ impl VectorIndex for QdrantVectorIndex {
                 QueryPointsBuilder::new(&self.collection_name)
                     .query(Query::new_nearest(query.vector))
                     .filter(project_filter(scope, conditions))
+                    .params(self.layout.search_params())
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .limit(query.limit as u64)
                     .with_payload(version_only())
                     .timeout(self.timeout_secs),
@@ -635,7 +799,7 @@ impl VectorIndex for QdrantVectorIndex {
             idf: Some(IdfParams {
                 corpus: Some(corpus),
             }),
-            ..SearchParams::default()
+            ..self.layout.search_params()
         };
         let response = self
             .client
@@ -645,6 +809,7 @@ impl VectorIndex for QdrantVectorIndex {
                     .using(TEXT_FIELD)
                     .params(params)
                     .filter(filter)
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .limit(query.limit as u64)
                     .with_payload(version_only())
                     .timeout(self.timeout_secs),
@@ -672,6 +837,7 @@ impl VectorIndex for QdrantVectorIndex {
             .scroll(
                 ScrollPointsBuilder::new(&self.collection_name)
                     .filter(filter)
+                    .shard_key_selector_if(self.shard_key_selector(scope))
                     .limit(wanted_count)
                     .with_payload(version_only())
                     .with_vectors(false)
@@ -699,6 +865,7 @@ impl VectorIndex for QdrantVectorIndex {
     ) -> Result<PointsPage, IndexError> {
         let mut request = ScrollPointsBuilder::new(&self.collection_name)
             .filter(project_filter(scope, Vec::new()))
+            .shard_key_selector_if(self.shard_key_selector(scope))
             .limit(limit.clamp(1, u32::MAX as usize) as u32)
             .with_payload(PayloadIncludeSelector {
                 fields: vec![VERSION_FIELD.to_string(), LAYOUT_FIELD.to_string()],

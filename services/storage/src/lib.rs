@@ -40,7 +40,7 @@ pub use memories::{
     HistoryEntry, IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryListFilter, MemoryPage,
     MemoryPatch,
 };
-pub use outbox::{IndexingRow, OutboxEntry};
+pub use outbox::{ChangedMemoryVersion, IndexingRow, OutboxEntry};
 pub use tenants::{BootstrapRecord, ConsoleAccountRecord, ProjectRecord};
 
 use engram_core::ProjectScope;

@@ -2,7 +2,7 @@
 //! the indexer, which re-reads the memory row and makes the vector index match it.
 
 use crate::MaintenanceStore;
-use crate::entities::{index_outbox, memories};
+use crate::entities::{index_outbox, memories, memory_tombstones};
 use crate::memories::decode_embedding;
 use crate::{Storage, StorageError};
 use chrono::{DateTime, Utc};
@@ -227,6 +227,83 @@ impl Storage {
             .map(|(id, version)| (MemoryId::from_uuid(id), version))
             .collect())
     }
+
+    /// One project's memories changed at or after `since` (written, edited, deleted or
+    /// superseded), in id order after `after`: their versions and whether they are active. The
+    /// database side of the reconciler's pass over recent changes.
+    pub async fn memory_versions_changed_since(
+        &self,
+        scope: &ProjectScope,
+        since: DateTime<Utc>,
+        after: Option<MemoryId>,
+        limit: u64,
+    ) -> Result<Vec<ChangedMemoryVersion>, StorageError> {
+        let mut query = memories::Entity::find()
+            .select_only()
+            .column(memories::Column::Id)
+            .column(memories::Column::Version)
+            .column(memories::Column::State)
+            .filter(crate::tenancy::in_project::<memories::Entity>(scope))
+            .filter(memories::Column::UpdatedAt.gte(since));
+        if let Some(after) = after {
+            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+        }
+        let rows: Vec<(uuid::Uuid, i64, String)> = query
+            .order_by_asc(memories::Column::Id)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, version, state)| ChangedMemoryVersion {
+                memory_id: MemoryId::from_uuid(id),
+                version,
+                active: state == MemoryState::Active.as_str(),
+            })
+            .collect())
+    }
+}
+
+impl Storage {
+    /// One project's memories deleted at or after `since` (their tombstones), in id order after
+    /// `after`: points of theirs still in the index are orphans.
+    pub async fn memories_deleted_since(
+        &self,
+        scope: &ProjectScope,
+        since: DateTime<Utc>,
+        after: Option<MemoryId>,
+        limit: u64,
+    ) -> Result<Vec<MemoryId>, StorageError> {
+        let mut query = memory_tombstones::Entity::find()
+            .select_only()
+            .column(memory_tombstones::Column::MemoryId)
+            .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(
+                scope,
+            ))
+            .filter(memory_tombstones::Column::DeletedAt.gte(since));
+        if let Some(after) = after {
+            query = query.filter(memory_tombstones::Column::MemoryId.gt(after.as_uuid()));
+        }
+        let ids: Vec<uuid::Uuid> = query
+            .order_by_asc(memory_tombstones::Column::MemoryId)
+            .limit(limit)
+            .into_tuple()
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)?;
+        Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
+    }
+}
+
+/// A memory that changed since a reconciler pass began (see
+/// [`Storage::memory_versions_changed_since`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChangedMemoryVersion {
+    pub memory_id: MemoryId,
+    pub version: i64,
+    pub active: bool,
 }
 
 impl MaintenanceStore {

@@ -95,7 +95,10 @@ pub async fn run_indexer(applier: Arc<IndexApplier>, mut shutdown: watch::Receiv
 /// configuration this crate consumes.
 #[derive(Clone, Debug)]
 pub struct JobSettings {
+    /// Between two reconciliations of what changed.
     pub reconcile_interval: Duration,
+    /// Between two reconciliations of everything.
+    pub full_reconcile_interval: Duration,
     pub tombstone_retention: Duration,
     /// How long a stored idempotency answer is kept; the purge removes older ones.
     pub idempotency_ttl: Duration,
@@ -108,38 +111,101 @@ pub struct JobSettings {
     pub consolidation_limits: ConsolidationLimits,
 }
 
-/// Reconcile every project's index with the database every `interval` until `shutdown`:
-/// repairs what no outbox entry describes (an index restored from an old backup, points
-/// lost by the index itself) and keeps the drift gauge current.
+/// When the reconciler compares the index with the database.
+#[derive(Clone, Copy, Debug)]
+pub struct ReconcileSchedule {
+    /// Between two passes over the memories changed since the previous pass.
+    pub changes_every: Duration,
+    /// Between two passes over every memory (the process's first full pass runs at start).
+    pub full_every: Duration,
+}
+
+/// How far before the previous pass's start a pass over changes looks: a row is stamped
+/// before its transaction commits, and processes' clocks differ a little, so a change
+/// committed during the previous pass may carry an earlier time than that pass's start.
+const CHANGES_OVERLAP: Duration = Duration::from_secs(300);
+
+/// Reconcile the index with the database until `shutdown`: every `changes_every`, the
+/// memories changed since the previous pass (its cost follows the writes, not the projects'
+/// size); every `full_every`, every memory, which also finds what no change in the database
+/// describes (an index restored from an old backup, points lost by the index itself) and sets
+/// the drift gauge.
 pub async fn run_reconciler(
     applier: Arc<IndexApplier>,
-    interval: Duration,
+    schedule: ReconcileSchedule,
     shutdown: watch::Receiver<bool>,
 ) {
-    let schedule = Schedule {
+    let periodic = Schedule {
         name: "reconciler",
-        interval,
+        interval: schedule.changes_every,
         first_run: FirstRun::AfterInterval,
     };
-    let applier = &applier;
-    run_periodic(schedule, shutdown, move || async move {
-        match applier.reconcile_all_projects(|_, _| {}).await {
-            Ok(report) if report.drift() > 0 => tracing::warn!(
-                missing = report.points_missing,
-                stale = report.points_stale,
-                orphaned = report.points_orphaned,
-                "periodic reconciliation repaired index drift"
-            ),
-            Ok(report) => tracing::debug!(
-                memories = report.memories_checked,
-                "periodic reconciliation found no drift"
-            ),
-            Err(error) => {
-                tracing::warn!(%error, "periodic reconciliation failed; retrying next period")
+    // The full pass at start (in the server) covers everything before this task began.
+    let state = std::sync::Mutex::new(ReconcilerState {
+        changes_since: chrono::Utc::now(),
+        last_full_pass: std::time::Instant::now(),
+    });
+    let (applier, state) = (&applier, &state);
+    run_periodic(periodic, shutdown, move || async move {
+        let started = chrono::Utc::now();
+        let (changes_since, full_due) = {
+            let state = state
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            (
+                state.changes_since,
+                state.last_full_pass.elapsed() >= schedule.full_every,
+            )
+        };
+        let outcome = if full_due {
+            applier.reconcile_all_projects(|_, _| {}).await
+        } else {
+            let overlap = chrono::Duration::from_std(CHANGES_OVERLAP).unwrap_or_default();
+            applier
+                .reconcile_changed_since(changes_since - overlap)
+                .await
+        };
+        let pass = if full_due { "full" } else { "changes" };
+        match outcome {
+            Ok(report) => {
+                let mut state = state
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                state.changes_since = started;
+                if full_due {
+                    state.last_full_pass = std::time::Instant::now();
+                }
+                if report.drift() > 0 {
+                    tracing::warn!(
+                        pass,
+                        missing = report.points_missing,
+                        stale = report.points_stale,
+                        orphaned = report.points_orphaned,
+                        "periodic reconciliation repaired index drift"
+                    );
+                } else {
+                    tracing::debug!(
+                        pass,
+                        memories = report.memories_checked,
+                        "periodic reconciliation found no drift"
+                    );
+                }
             }
+            // The next pass looks from the same point again.
+            Err(error) => tracing::warn!(
+                pass,
+                %error,
+                "periodic reconciliation failed; retrying next period"
+            ),
         }
     })
     .await;
+}
+
+struct ReconcilerState {
+    /// Where the next pass over changes starts looking (less the overlap).
+    changes_since: chrono::DateTime<chrono::Utc>,
+    last_full_pass: std::time::Instant,
 }
 
 pub const TOMBSTONES_PURGED_TOTAL: &str = "engram_tombstones_purged_total";

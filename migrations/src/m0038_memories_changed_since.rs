@@ -1,0 +1,43 @@
+//! An index of each project's memories by when they last changed, so the periodic reconciler
+//! reads only the memories written, edited or deleted since its last pass.
+
+use sea_orm_migration::prelude::*;
+
+#[derive(DeriveMigrationName)]
+pub struct Migration;
+
+#[derive(DeriveIden)]
+enum Memories {
+    Table,
+    ProjectId,
+    UpdatedAt,
+}
+
+const INDEX_NAME: &str = "memories_project_updated";
+
+#[async_trait::async_trait]
+impl MigrationTrait for Migration {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .create_index(
+                Index::create()
+                    .name(INDEX_NAME)
+                    .table(Memories::Table)
+                    .col(Memories::ProjectId)
+                    .col(Memories::UpdatedAt)
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        manager
+            .drop_index(
+                Index::drop()
+                    .name(INDEX_NAME)
+                    .table(Memories::Table)
+                    .to_owned(),
+            )
+            .await
+    }
+}
