@@ -305,6 +305,32 @@ async fn metrics_are_served_on_the_admin_port() {
     );
     assert!(sample(&settled, "engram_index_segments", &[index]) >= Some(1.0));
     assert!(sample(&settled, "engram_index_indexed_vectors", &[index]).is_some());
+
+    // Every series the Grafana dashboard charts is exported by a server that has written,
+    // searched and indexed: a renamed metric would otherwise leave an empty panel.
+    let dashboard = std::fs::read_to_string(
+        engram_tests::workspace_root().join("infra/grafana/engram-dashboard.json"),
+    )
+    .unwrap();
+    let charted: std::collections::BTreeSet<&str> = dashboard
+        .match_indices("engram_")
+        .map(|(start, _)| {
+            let rest = &dashboard[start..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))
+                .unwrap_or(rest.len());
+            &rest[..end]
+        })
+        .collect();
+    assert!(charted.len() >= 10, "the dashboard's series: {charted:?}");
+    for series in charted {
+        assert!(
+            settled.lines().any(|line| line
+                .strip_prefix(series)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))),
+            "the dashboard charts {series}, which /metrics does not export:\n{settled}"
+        );
+    }
 }
 
 /// `engram migrate` brings an empty PostgreSQL database to the current schema and exits;
