@@ -20,7 +20,11 @@ impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         manager
             .create_index(
+                // On a large PostgreSQL table, an operator may build it first with
+                // `CREATE INDEX CONCURRENTLY memories_project_updated ON memories (project_id,
+                // updated_at)` so writes are not held up; this then finds it.
                 Index::create()
+                    .if_not_exists()
                     .name(INDEX_NAME)
                     .table(Memories::Table)
                     .col(Memories::ProjectId)

@@ -478,6 +478,47 @@ async fn the_pass_over_changes_repairs_what_changed(storage: Storage) {
         .unwrap();
     lose_pending_outbox_entries(&storage).await;
 
+    // Read a row at a time, the changes of the last day are what one read gives: every
+    // memory still there, each once, and the one deletion.
+    let a_day_before = since - chrono::Duration::days(1);
+    let mut paged = Vec::new();
+    let mut after = None;
+    loop {
+        let page = storage
+            .memory_versions_changed_since(&scope, a_day_before, after.as_ref(), 1)
+            .await
+            .unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(*last);
+        paged.extend(page.iter().map(|changed| changed.memory_id));
+    }
+    paged.sort();
+    let mut expected: Vec<MemoryId> = ids
+        .iter()
+        .copied()
+        .filter(|memory_id| *memory_id != ids[2])
+        .collect();
+    expected.sort();
+    assert_eq!(paged, expected);
+    let deleted = storage
+        .memories_deleted_since(&scope, a_day_before, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        deleted
+            .iter()
+            .map(|(_, memory_id)| *memory_id)
+            .collect::<Vec<_>>(),
+        vec![ids[2]]
+    );
+    assert!(
+        storage
+            .memories_deleted_since(&scope, a_day_before, deleted.last(), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
     let changes = applier.reconcile_changed_since(since).await.unwrap();
     assert_eq!(
         (

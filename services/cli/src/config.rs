@@ -351,8 +351,31 @@ pub struct QdrantArgs {
     #[arg(long, env = "ENGRAM_QDRANT_VECTORS", value_enum, default_value_t = QdrantVectorsArg::DiskInt8)]
     pub qdrant_vectors: QdrantVectorsArg,
     /// Project ids (comma-separated) moved to a shard of their own in a tiered collection.
-    #[arg(long, env = "ENGRAM_QDRANT_DEDICATED_PROJECTS", value_delimiter = ',')]
-    pub qdrant_dedicated_projects: Vec<uuid::Uuid>,
+    #[arg(
+        long,
+        env = "ENGRAM_QDRANT_DEDICATED_PROJECTS",
+        value_parser = project_id_list,
+        default_value = ""
+    )]
+    pub qdrant_dedicated_projects: ProjectIdList,
+}
+
+/// Comma-separated project ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProjectIdList(pub Vec<uuid::Uuid>);
+
+/// Parses a comma-separated list of project ids; an empty text (what a chart renders for an
+/// empty list) is none.
+fn project_id_list(text: &str) -> Result<ProjectIdList, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| {
+            uuid::Uuid::parse_str(id)
+                .map_err(|error| format!("{id:?} is not a project id: {error}"))
+        })
+        .collect::<Result<_, _>>()
+        .map(ProjectIdList)
 }
 
 /// The measured default of `--index-search-ef`.
@@ -385,7 +408,7 @@ impl QdrantArgs {
             index_optimizer_threads: None,
             qdrant_sharding: QdrantShardingArg::Automatic,
             qdrant_vectors: QdrantVectorsArg::DiskInt8,
-            qdrant_dedicated_projects: Vec::new(),
+            qdrant_dedicated_projects: ProjectIdList::default(),
         }
     }
 }
@@ -620,6 +643,7 @@ impl EngramConfig {
                     },
                     dedicated_shard_projects: index
                         .qdrant_dedicated_projects
+                        .0
                         .iter()
                         .copied()
                         .map(engram_core::ProjectId::from_uuid)
@@ -1495,6 +1519,9 @@ mod tests {
             "{config}"
         );
 
+        // An empty list, as the chart renders one, is none.
+        let none = Serve::try_parse_from(["serve", "--qdrant-dedicated-projects", ""]).unwrap();
+        assert!(none.arguments.qdrant.qdrant_dedicated_projects.0.is_empty());
         let refused =
             Serve::try_parse_from(["serve", "--qdrant-dedicated-projects", "not-a-project"])
                 .expect_err("not a project id");

@@ -166,6 +166,9 @@ pub struct JobParts {
     pub applier: Arc<IndexApplier>,
     pub governance: Arc<DataGovernance>,
     pub engine: Option<Arc<MemoryEngine>>,
+    /// Whether the process compared the whole index with the database before starting its
+    /// jobs; otherwise the reconciler's first pass, at once, is a full one.
+    pub index_reconciled_at_start: bool,
 }
 
 /// Starts `jobs`, each stopping when `shutdown` turns true.
@@ -195,6 +198,7 @@ pub fn spawn_jobs(
                 engram_worker::ReconcileSchedule {
                     changes_every: settings.reconcile_interval,
                     full_every: settings.full_reconcile_interval,
+                    full_pass_done_at_start: parts.index_reconciled_at_start,
                 },
                 stop,
             )),

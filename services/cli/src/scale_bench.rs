@@ -96,9 +96,27 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
         },
         arguments.search_ef
     );
+    let client_run = run_client_process(&arguments, &server, &api_key).await;
+    // The server stops and the data dir goes whatever became of the client.
+    server.shutdown().await?;
+    if !keep_data_dir {
+        let _ = std::fs::remove_dir_all(&temporary);
+    }
+    telemetry.shutdown();
+    let status = client_run?;
+    anyhow::ensure!(status.success(), "the bench client failed: {status}");
+    Ok(())
+}
+
+/// Runs this binary as the bench client against `server` and waits for it to end.
+async fn run_client_process(
+    arguments: &ScaleBenchArgs,
+    server: &crate::server::EmbeddedServer,
+    api_key: &str,
+) -> Result<std::process::ExitStatus> {
     let executable =
         std::env::current_exe().context("cannot find this binary to run the client")?;
-    let status = tokio::process::Command::new(executable)
+    tokio::process::Command::new(executable)
         .arg("bench-scale")
         .args(["--memories", &arguments.memories.to_string()])
         .args(["--queries", &arguments.queries.to_string()])
@@ -113,18 +131,11 @@ pub async fn run_scale(arguments: ScaleBenchArgs) -> Result<()> {
             &format!("http://{}/metrics", server.metrics_address),
         ])
         .args(["--server-pid", &std::process::id().to_string()])
-        .env(API_KEY_VARIABLE, &api_key)
+        .env(API_KEY_VARIABLE, api_key)
         .kill_on_drop(true)
         .status()
         .await
-        .context("cannot start the bench client process")?;
-    server.shutdown().await?;
-    if !keep_data_dir {
-        let _ = std::fs::remove_dir_all(&temporary);
-    }
-    telemetry.shutdown();
-    anyhow::ensure!(status.success(), "the bench client failed: {status}");
-    Ok(())
+        .context("cannot start the bench client process")
 }
 
 /// One synthetic memory of the load: the n-th of the run, its end-user, text and vector.

@@ -361,6 +361,8 @@ impl EmbeddedServer {
                 applier: engine.applier(),
                 governance: engine.data_governance(),
                 engine: Some(engine.clone()),
+                // The all-in-one server reconciled everything above, before it answered.
+                index_reconciled_at_start: all_in_one,
             },
             &config.jobs,
             &shutdown_receiver,
@@ -513,36 +515,19 @@ impl WorkerProcess {
             );
         }
         let (shutdown_sender, shutdown_receiver) = watch::channel(false);
-        // The first reconciliation runs at start in the background, so a large backlog does
-        // not delay readiness.
-        let first_reconciliation = {
-            let applier = applier.clone();
-            tokio::spawn(async move {
-                match applier.reconcile_all_projects(|_, _| {}).await {
-                    Ok(report) => tracing::info!(
-                        checked = report.memories_checked,
-                        missing = report.points_missing,
-                        stale = report.points_stale,
-                        orphaned = report.points_orphaned,
-                        "start-up reconciliation done"
-                    ),
-                    Err(error) => {
-                        tracing::warn!(%error, "start-up reconciliation failed; the periodic one will retry")
-                    }
-                }
-            })
-        };
-        let mut background_tasks = crate::roles::spawn_jobs(
+        // The reconciler job starts with a full pass, in the background, so a large backlog
+        // does not delay readiness; until one succeeds, every pass is a full one.
+        let background_tasks = crate::roles::spawn_jobs(
             &config.role.background_jobs(&config.jobs),
             &crate::roles::JobParts {
                 applier: applier.clone(),
                 governance,
                 engine: None,
+                index_reconciled_at_start: false,
             },
             &config.jobs,
             &shutdown_receiver,
         )?;
-        background_tasks.push(first_reconciliation);
         let mut admin_shutdown = shutdown_receiver;
         let admin_server = crate::telemetry::AdminServer::start(
             config.process.metrics_listen,

@@ -321,10 +321,15 @@ impl IndexApplier {
         loop {
             let page = self
                 .storage
-                .memory_versions_changed_since(scope, since, after, RECONCILE_PAGE_SIZE as u64)
+                .memory_versions_changed_since(
+                    scope,
+                    since,
+                    after.as_ref(),
+                    RECONCILE_PAGE_SIZE as u64,
+                )
                 .await?;
             let Some(last) = page.last() else { break };
-            after = Some(last.memory_id);
+            after = Some(*last);
             for changed in page {
                 if changed.active {
                     active.insert(changed.memory_id, changed.version);
@@ -337,11 +342,11 @@ impl IndexApplier {
         loop {
             let page = self
                 .storage
-                .memories_deleted_since(scope, since, after, RECONCILE_PAGE_SIZE as u64)
+                .memories_deleted_since(scope, since, after.as_ref(), RECONCILE_PAGE_SIZE as u64)
                 .await?;
             let Some(last) = page.last() else { break };
             after = Some(*last);
-            no_longer_active.extend(page);
+            no_longer_active.extend(page.into_iter().map(|(_, memory_id)| memory_id));
         }
         if active.is_empty() && no_longer_active.is_empty() {
             return Ok(ReconcileReport::default());

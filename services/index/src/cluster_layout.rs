@@ -241,6 +241,28 @@ pub fn shard_key_is_active(cluster: &CollectionClusterInfoResponse, wanted: &Sha
             .all(|state| *state == ReplicaState::Active as i32)
 }
 
+/// Whether a shard transfer into one of the key's shards is under way (a project's copy from
+/// the shared shard, say). A partial key without one needs its copy asked for again.
+pub fn shard_key_is_receiving(cluster: &CollectionClusterInfoResponse, wanted: &ShardKey) -> bool {
+    let shard_ids: Vec<u32> = cluster
+        .local_shards
+        .iter()
+        .filter(|shard| shard.shard_key.as_ref() == Some(wanted))
+        .map(|shard| shard.shard_id)
+        .chain(
+            cluster
+                .remote_shards
+                .iter()
+                .filter(|shard| shard.shard_key.as_ref() == Some(wanted))
+                .map(|shard| shard.shard_id),
+        )
+        .collect();
+    cluster
+        .shard_transfers
+        .iter()
+        .any(|transfer| shard_ids.contains(&transfer.to_shard_id.unwrap_or(transfer.shard_id)))
+}
+
 /// The shard key of a dedicated project, for lookups in what the cluster lists.
 pub fn dedicated_shard_key(project_id: ProjectId) -> ShardKey {
     project_shard_key(project_id)
@@ -258,7 +280,8 @@ pub fn is_shard_key(key: Option<&ShardKey>, name: &str) -> bool {
 mod tests {
     use super::*;
     use qdrant_client::qdrant::{
-        LocalShardInfo, RemoteShardInfo, quantization_config::Quantization, vectors_config,
+        LocalShardInfo, RemoteShardInfo, ShardTransferInfo, quantization_config::Quantization,
+        vectors_config,
     };
 
     fn layout(sharding: ClusterSharding, vector_storage: ClusterVectorStorage) -> ClusterLayout {
@@ -448,6 +471,22 @@ mod tests {
             ),
             "a key with no shard is not active"
         );
+
+        // A partial key is receiving while a transfer into one of its shards runs.
+        let mut copying = cluster(
+            vec![local(ReplicaState::Active, &shared)],
+            vec![remote(ReplicaState::Partial, &key)],
+        );
+        assert!(!shard_key_is_receiving(&copying, &key));
+        copying.shard_transfers.push(ShardTransferInfo {
+            shard_id: 1,
+            to_shard_id: Some(2),
+            from: 1,
+            to: 7,
+            sync: false,
+        });
+        assert!(shard_key_is_receiving(&copying, &key));
+        assert!(!shard_key_is_receiving(&copying, &shared));
     }
 
     #[test]

@@ -1279,7 +1279,12 @@ mod tests {
             let index =
                 EdgeVectorIndex::open_with_options(directory.path(), 4, tuned(1, 64)).unwrap();
             assert_eq!(
-                index.shared.shard.config().hnsw_config().max_indexing_threads,
+                index
+                    .shared
+                    .shard
+                    .config()
+                    .hnsw_config()
+                    .max_indexing_threads,
                 1
             );
             assert_eq!(index.shared.search_ef, 64);

@@ -2,8 +2,9 @@
 //! embedding model, every project's points in it, each request confined to one project.
 //!
 //! Qdrant no longer enforces tenant filters carried in its JWTs, so this module is where the
-//! tenant boundary holds: every read and write goes through [`project_filter`], and there is no
-//! code path that talks to the collection without it.
+//! tenant boundary holds: every read and write of the [`VectorIndex`] goes through
+//! [`project_filter`]. The one exception is the operator's move of a project named in the
+//! options to a shard of its own, which copies and then clears that one project's points.
 
 use crate::cluster_layout::{
     self, ClusterLayout, ClusterSharding, ClusterVectorStorage, HnswSettings, SHARED_SHARD_KEY,
@@ -294,8 +295,9 @@ impl QdrantVectorIndex {
 
     /// Gives each project named in the options a shard key of its own (tiered sharding):
     /// a new key starts partial and Qdrant copies the project's points into it from the shared
-    /// shard; once every replica of it is active, the project's copies left in the shared
-    /// shard are deleted (at the next start of a gateway or worker after the copy).
+    /// shard (asked again when a partial key receives nothing); once every replica of it is
+    /// active, the project's copies left in the shared shard are deleted (at the next start of
+    /// a gateway or worker after the copy).
     async fn ensure_dedicated_shards(&self) -> Result<(), IndexError> {
         if self.layout.dedicated_shard_projects.is_empty() {
             return Ok(());
@@ -310,34 +312,23 @@ impl QdrantVectorIndex {
         let existing = self.shard_keys().await?;
         for project_id in &self.layout.dedicated_shard_projects {
             let key = cluster_layout::dedicated_shard_key(*project_id);
-            let only_this_project = Filter::must([project_condition(*project_id)]);
             if !existing.contains(&key) {
-                self.client
+                let created = self
+                    .client
                     .create_shard_key(CreateShardKeyRequest {
                         collection_name: self.collection_name.clone(),
                         request: Some(self.layout.create_dedicated_shard_key(*project_id)),
                         timeout: Some(self.timeout_secs),
                     })
-                    .await
-                    .map_err(|error| qdrant_failure("create a project's shard key", error))?;
-                self.client
-                    .update_collection_cluster_setup(UpdateCollectionClusterSetupRequest {
-                        collection_name: self.collection_name.clone(),
-                        operation: Some(Operation::ReplicatePoints(
-                            ReplicatePointsBuilder::new(
-                                ShardKey::from(SHARED_SHARD_KEY.to_string()),
-                                key,
-                            )
-                            .filter(only_this_project)
-                            .build(),
-                        )),
-                        timeout: Some(self.timeout_secs),
-                    })
-                    .await
-                    .map_err(|error| {
-                        qdrant_failure("copy a project's points to its shard", error)
-                    })?;
-                tracing::info!(project_id = %project_id, "project moving to a shard of its own; its searches use the shared shard until the copy is done");
+                    .await;
+                match created {
+                    Ok(_) => self.copy_project_to_its_shard(*project_id, &key).await?,
+                    // Another gateway or worker created it first and asked for the copy.
+                    Err(_) if self.shard_keys().await?.contains(&key) => {}
+                    Err(error) => {
+                        return Err(qdrant_failure("create a project's shard key", error));
+                    }
+                }
                 continue;
             }
             let cluster = self
@@ -346,28 +337,60 @@ impl QdrantVectorIndex {
                 .await
                 .map_err(|error| qdrant_failure("read the cluster's shards", error))?;
             if !cluster_layout::shard_key_is_active(&cluster, &key) {
+                if !cluster_layout::shard_key_is_receiving(&cluster, &key) {
+                    // Partial with no transfer under way: the copy was lost (a failed request,
+                    // a restarted node). Ask again; copying a point twice changes nothing.
+                    tracing::warn!(project_id = %project_id, "a project's shard is partial and receives nothing; asking for its copy again");
+                    self.copy_project_to_its_shard(*project_id, &key).await?;
+                }
                 continue;
             }
-            self.client
+            // Housekeeping: a failure leaves copies that no search reads (the project's
+            // requests go to its own shard), so it is logged and retried at the next start
+            // rather than keeping this process from starting.
+            let cleared = self
+                .client
                 .delete_points(
                     DeletePointsBuilder::new(&self.collection_name)
-                        .points(only_this_project)
+                        .points(Filter::must([project_condition(*project_id)]))
                         .shard_key_selector(ShardKeySelector {
                             shard_keys: vec![ShardKey::from(SHARED_SHARD_KEY.to_string())],
                             fallback: None,
                         })
                         .ordering(ClusterLayout::write_ordering())
                         .timeout(self.timeout_secs)
-                        .wait(true),
+                        .wait(false),
                 )
-                .await
-                .map_err(|error| {
-                    qdrant_failure(
-                        "delete a moved project's points from the shared shard",
-                        error,
-                    )
-                })?;
+                .await;
+            if let Err(error) = cleared {
+                tracing::warn!(project_id = %project_id, %error, "could not clear a moved project's points from the shared shard; the next start retries");
+            }
         }
+        Ok(())
+    }
+
+    /// Has Qdrant copy `project_id`'s points from the shared shard into its own `key`.
+    async fn copy_project_to_its_shard(
+        &self,
+        project_id: ProjectId,
+        key: &ShardKey,
+    ) -> Result<(), IndexError> {
+        self.client
+            .update_collection_cluster_setup(UpdateCollectionClusterSetupRequest {
+                collection_name: self.collection_name.clone(),
+                operation: Some(Operation::ReplicatePoints(
+                    ReplicatePointsBuilder::new(
+                        ShardKey::from(SHARED_SHARD_KEY.to_string()),
+                        key.clone(),
+                    )
+                    .filter(Filter::must([project_condition(project_id)]))
+                    .build(),
+                )),
+                timeout: Some(self.timeout_secs),
+            })
+            .await
+            .map_err(|error| qdrant_failure("copy a project's points to its shard", error))?;
+        tracing::info!(project_id = %project_id, "project moving to a shard of its own; its searches use the shared shard until the copy is done");
         Ok(())
     }
 
@@ -799,7 +822,7 @@ impl VectorIndex for QdrantVectorIndex {
             idf: Some(IdfParams {
                 corpus: Some(corpus),
             }),
-            ..self.layout.search_params()
+            ..SearchParams::default()
         };
         let response = self
             .client

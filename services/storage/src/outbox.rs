@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 use engram_core::{MemoryId, MemoryKind, MemoryState, OrganizationId, ProjectId, ProjectScope};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Statement, UpdateMany,
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait, QueryFilter,
+    QueryOrder, QuerySelect, Statement, UpdateMany,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -228,14 +228,15 @@ impl Storage {
             .collect())
     }
 
-    /// One project's memories changed at or after `since` (written, edited, deleted or
-    /// superseded), in id order after `after`: their versions and whether they are active. The
-    /// database side of the reconciler's pass over recent changes.
+    /// One project's memories changed at or after `since` (written, edited or superseded), in
+    /// (change time, id) order after `after` (the last one of the previous page): their
+    /// versions and whether they are active. The database side of the reconciler's pass over
+    /// recent changes; each page is one range read of the (project, change time) index.
     pub async fn memory_versions_changed_since(
         &self,
         scope: &ProjectScope,
         since: DateTime<Utc>,
-        after: Option<MemoryId>,
+        after: Option<&ChangedMemoryVersion>,
         limit: u64,
     ) -> Result<Vec<ChangedMemoryVersion>, StorageError> {
         let mut query = memories::Entity::find()
@@ -243,12 +244,22 @@ impl Storage {
             .column(memories::Column::Id)
             .column(memories::Column::Version)
             .column(memories::Column::State)
+            .column(memories::Column::UpdatedAt)
             .filter(crate::tenancy::in_project::<memories::Entity>(scope))
             .filter(memories::Column::UpdatedAt.gte(since));
         if let Some(after) = after {
-            query = query.filter(memories::Column::Id.gt(after.as_uuid()));
+            query = query.filter(
+                Condition::any()
+                    .add(memories::Column::UpdatedAt.gt(after.changed_at))
+                    .add(
+                        Condition::all()
+                            .add(memories::Column::UpdatedAt.eq(after.changed_at))
+                            .add(memories::Column::Id.gt(after.memory_id.as_uuid())),
+                    ),
+            );
         }
-        let rows: Vec<(uuid::Uuid, i64, String)> = query
+        let rows: Vec<(uuid::Uuid, i64, String, DateTime<Utc>)> = query
+            .order_by_asc(memories::Column::UpdatedAt)
             .order_by_asc(memories::Column::Id)
             .limit(limit)
             .into_tuple()
@@ -257,43 +268,58 @@ impl Storage {
             .map_err(StorageError::from_db)?;
         Ok(rows
             .into_iter()
-            .map(|(id, version, state)| ChangedMemoryVersion {
+            .map(|(id, version, state, changed_at)| ChangedMemoryVersion {
                 memory_id: MemoryId::from_uuid(id),
                 version,
                 active: state == MemoryState::Active.as_str(),
+                changed_at,
             })
             .collect())
     }
 }
 
 impl Storage {
-    /// One project's memories deleted at or after `since` (their tombstones), in id order after
-    /// `after`: points of theirs still in the index are orphans.
+    /// One project's memories deleted at or after `since` (their tombstones), in (deletion
+    /// time, id) order after `after` (the last one of the previous page): points of theirs
+    /// still in the index are orphans.
     pub async fn memories_deleted_since(
         &self,
         scope: &ProjectScope,
         since: DateTime<Utc>,
-        after: Option<MemoryId>,
+        after: Option<&(DateTime<Utc>, MemoryId)>,
         limit: u64,
-    ) -> Result<Vec<MemoryId>, StorageError> {
+    ) -> Result<Vec<(DateTime<Utc>, MemoryId)>, StorageError> {
         let mut query = memory_tombstones::Entity::find()
             .select_only()
+            .column(memory_tombstones::Column::DeletedAt)
             .column(memory_tombstones::Column::MemoryId)
             .filter(crate::tenancy::in_project::<memory_tombstones::Entity>(
                 scope,
             ))
             .filter(memory_tombstones::Column::DeletedAt.gte(since));
-        if let Some(after) = after {
-            query = query.filter(memory_tombstones::Column::MemoryId.gt(after.as_uuid()));
+        if let Some((deleted_at, memory_id)) = after {
+            query = query.filter(
+                Condition::any()
+                    .add(memory_tombstones::Column::DeletedAt.gt(*deleted_at))
+                    .add(
+                        Condition::all()
+                            .add(memory_tombstones::Column::DeletedAt.eq(*deleted_at))
+                            .add(memory_tombstones::Column::MemoryId.gt(memory_id.as_uuid())),
+                    ),
+            );
         }
-        let ids: Vec<uuid::Uuid> = query
+        let rows: Vec<(DateTime<Utc>, uuid::Uuid)> = query
+            .order_by_asc(memory_tombstones::Column::DeletedAt)
             .order_by_asc(memory_tombstones::Column::MemoryId)
             .limit(limit)
             .into_tuple()
             .all(&self.connection)
             .await
             .map_err(StorageError::from_db)?;
-        Ok(ids.into_iter().map(MemoryId::from_uuid).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(deleted_at, id)| (deleted_at, MemoryId::from_uuid(id)))
+            .collect())
     }
 }
 
@@ -304,6 +330,8 @@ pub struct ChangedMemoryVersion {
     pub memory_id: MemoryId,
     pub version: i64,
     pub active: bool,
+    /// When the row last changed (`updated_at`).
+    pub changed_at: DateTime<Utc>,
 }
 
 impl MaintenanceStore {

@@ -116,8 +116,11 @@ pub struct JobSettings {
 pub struct ReconcileSchedule {
     /// Between two passes over the memories changed since the previous pass.
     pub changes_every: Duration,
-    /// Between two passes over every memory (the process's first full pass runs at start).
+    /// Between two passes over every memory.
     pub full_every: Duration,
+    /// The process already compared everything before starting the job. If not, the job's
+    /// first pass runs at once and is a full one; until a full pass succeeds, every pass is.
+    pub full_pass_done_at_start: bool,
 }
 
 /// How far before the previous pass's start a pass over changes looks: a row is stamped
@@ -138,12 +141,17 @@ pub async fn run_reconciler(
     let periodic = Schedule {
         name: "reconciler",
         interval: schedule.changes_every,
-        first_run: FirstRun::AfterInterval,
+        first_run: if schedule.full_pass_done_at_start {
+            FirstRun::AfterInterval
+        } else {
+            FirstRun::AtStart
+        },
     };
-    // The full pass at start (in the server) covers everything before this task began.
     let state = std::sync::Mutex::new(ReconcilerState {
         changes_since: chrono::Utc::now(),
-        last_full_pass: std::time::Instant::now(),
+        last_full_pass: schedule
+            .full_pass_done_at_start
+            .then(std::time::Instant::now),
     });
     let (applier, state) = (&applier, &state);
     run_periodic(periodic, shutdown, move || async move {
@@ -154,7 +162,9 @@ pub async fn run_reconciler(
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             (
                 state.changes_since,
-                state.last_full_pass.elapsed() >= schedule.full_every,
+                state
+                    .last_full_pass
+                    .is_none_or(|last| last.elapsed() >= schedule.full_every),
             )
         };
         let outcome = if full_due {
@@ -173,7 +183,7 @@ pub async fn run_reconciler(
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
                 state.changes_since = started;
                 if full_due {
-                    state.last_full_pass = std::time::Instant::now();
+                    state.last_full_pass = Some(std::time::Instant::now());
                 }
                 if report.drift() > 0 {
                     tracing::warn!(
@@ -205,7 +215,8 @@ pub async fn run_reconciler(
 struct ReconcilerState {
     /// Where the next pass over changes starts looking (less the overlap).
     changes_since: chrono::DateTime<chrono::Utc>,
-    last_full_pass: std::time::Instant,
+    /// None until a full pass of this job (or the process's, before it) succeeded.
+    last_full_pass: Option<std::time::Instant>,
 }
 
 pub const TOMBSTONES_PURGED_TOTAL: &str = "engram_tombstones_purged_total";

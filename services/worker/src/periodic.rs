@@ -10,7 +10,7 @@ use tokio::sync::watch;
 pub enum FirstRun {
     /// At start, then every interval (sweeps whose backlog should not wait).
     AtStart,
-    /// One interval after start (schedulers, the reconciler: start-up did the work).
+    /// One interval after start (schedulers; the reconciler when start-up did the work).
     AfterInterval,
 }
 
