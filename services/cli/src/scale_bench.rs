@@ -145,10 +145,41 @@ struct ScaleMemory {
     vector: Vec<f32>,
 }
 
+/// Topics the synthetic vectors gather around. Uniformly random vectors have no
+/// neighbourhoods at all (in 384 dimensions every pair is about as far apart), which no
+/// embedding model produces and on which a graph index finds 17 % of the true ten nearest
+/// (measured at 100k, hnsw_ef 128); vectors around topics are closer to what models give.
+const TOPICS: usize = 2_000;
+/// Spread of a vector around its topic: one memory of a topic meets another, or a query of
+/// that topic, at a cosine of about 0.6, and a memory of another topic at about 0.
+const TOPIC_SPREAD: f32 = 0.072;
+
+/// The topic centres, from the seed.
+struct Topics(Vec<Vec<f32>>);
+
+impl Topics {
+    fn new(seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7091);
+        Self((0..TOPICS).map(|_| random_unit_vector(&mut rng)).collect())
+    }
+
+    /// A vector near a random topic's centre.
+    fn vector_near_one(&self, rng: &mut StdRng) -> Vec<f32> {
+        use rand::Rng;
+        let centre = &self.0[rng.gen_range(0..self.0.len())];
+        let vector: Vec<f32> = centre
+            .iter()
+            .map(|component| component + rng.gen_range(-TOPIC_SPREAD..TOPIC_SPREAD))
+            .collect();
+        normalized(vector)
+    }
+}
+
 /// The load's memories in order, from the seed: the same seed gives the same memories, so
 /// exact search can regenerate them instead of keeping a million vectors in memory.
 struct ScaleMemories {
     rng: StdRng,
+    topics: Topics,
     end_users: usize,
     generated: usize,
 }
@@ -157,6 +188,7 @@ impl ScaleMemories {
     fn new(seed: u64, end_users: usize) -> Self {
         Self {
             rng: StdRng::seed_from_u64(seed),
+            topics: Topics::new(seed),
             end_users: end_users.max(1),
             generated: 0,
         }
@@ -164,7 +196,7 @@ impl ScaleMemories {
 
     fn next_memory(&mut self) -> ScaleMemory {
         let (_, content) = crate::bench::synthetic_memory(&mut self.rng);
-        let vector = random_unit_vector(&mut self.rng);
+        let vector = self.topics.vector_near_one(&mut self.rng);
         let user_id = format!("user-{:04}", self.generated % self.end_users);
         self.generated += 1;
         ScaleMemory {
@@ -177,9 +209,14 @@ impl ScaleMemories {
 
 fn random_unit_vector(rng: &mut StdRng) -> Vec<f32> {
     use rand::Rng;
-    let mut vector: Vec<f32> = (0..DIMENSION)
-        .map(|_| rng.gen_range(-1.0f32..1.0))
-        .collect();
+    normalized(
+        (0..DIMENSION)
+            .map(|_| rng.gen_range(-1.0f32..1.0))
+            .collect(),
+    )
+}
+
+fn normalized(mut vector: Vec<f32>) -> Vec<f32> {
     let norm = vector.iter().map(|c| c * c).sum::<f32>().sqrt().max(1e-12);
     vector.iter_mut().for_each(|c| *c /= norm);
     vector
@@ -246,7 +283,7 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
         .map(|number| {
             (
                 crate::bench::synthetic_query(&mut query_rng, number),
-                random_unit_vector(&mut query_rng),
+                memories.topics.vector_near_one(&mut query_rng),
             )
         })
         .collect();
