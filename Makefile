@@ -37,13 +37,16 @@ bench: setup bench-build
 	$(RELEASE_ENGRAM) bench-speed --set synthetic --memories 10000 --floor-python $(BENCH_PYTHON)
 	$(RELEASE_ENGRAM) bench-speed --set locomo --memories 10000 --floor-python $(BENCH_PYTHON)
 	$(RELEASE_ENGRAM) bench-speed --set locomo --memories 10000 --model multilingual --floor-python $(BENCH_PYTHON)
-## The same at 100k memories.
+## The same at 100k memories, then bench-scale's figures (below) at 100k.
 bench-large: setup bench-build
 	$(RELEASE_ENGRAM) bench-speed --set synthetic --memories 100000 --floor-python $(BENCH_PYTHON)
 	$(RELEASE_ENGRAM) bench-speed --set locomo --memories 100000 --floor-python $(BENCH_PYTHON)
-## One million synthetic memories in one project (client vectors, for loading speed): the index
-## before and after its optimizer, dense, keyword and hybrid search with their phases, and the
-## server's resident memory.
+	$(RELEASE_ENGRAM) bench-scale --memories 100000
+## One million synthetic memories in one project over 1,000 end-users (client vectors, for
+## loading speed), served in one process and loaded and searched from another: load rate until
+## the outbox is empty, the index before and after its optimizer, dense, keyword and hybrid
+## search with their phases, hybrid at 1 and 16 clients and beside a load, dense recall@10
+## against exact search, and the server's resident memory (anonymous, file-backed, peak).
 bench-1m: setup bench-build
 	$(RELEASE_ENGRAM) bench-scale --memories 1000000
 bench-build:
