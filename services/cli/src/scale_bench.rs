@@ -7,7 +7,7 @@
 //! same binary, `--server-url`), so the resident memory printed is the server's alone.
 
 use crate::bench::{percentile, progress, start_bench_server_with, timed_search};
-use crate::speed_bench::mean_phases;
+use crate::speed_bench::{SearchFigures, Target, mean_phases};
 use anyhow::{Context, Result};
 use clap::Args;
 use rand::SeedableRng;
@@ -287,7 +287,7 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
             )
         })
         .collect();
-    let target = SearchTarget {
+    let target = Target {
         client: client.clone(),
         base_url: base_url.clone(),
         api_key: api_key.clone(),
@@ -471,27 +471,12 @@ fn memory_batches(
         .collect()
 }
 
-#[derive(Clone)]
-struct SearchTarget {
-    client: reqwest::Client,
-    base_url: String,
-    api_key: String,
-}
-
-/// Latency percentiles and throughput of one batch of searches.
-struct SearchFigures {
-    p50_ms: f64,
-    p95_ms: f64,
-    p99_ms: f64,
-    per_second: f64,
-}
-
 struct SearchesBesideALoad {
     searches: SearchFigures,
     written_per_second: f64,
 }
 
-impl SearchTarget {
+impl Target {
     /// The numbers (`metadata.n`) of the ten memories a dense search ranks first.
     async fn dense_answer_numbers(&self, text: &str, vector: &[f32]) -> Result<Vec<u64>> {
         let body = serde_json::json!({

@@ -306,18 +306,20 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where a benchmark's searches go: the server and the key they carry.
 #[derive(Clone)]
-struct Target {
-    client: reqwest::Client,
-    base_url: String,
-    api_key: String,
+pub(crate) struct Target {
+    pub(crate) client: reqwest::Client,
+    pub(crate) base_url: String,
+    pub(crate) api_key: String,
 }
 
-struct SearchFigures {
-    p50_ms: f64,
-    p95_ms: f64,
-    p99_ms: f64,
-    per_second: f64,
+/// Latency percentiles and throughput of one batch of searches.
+pub(crate) struct SearchFigures {
+    pub(crate) p50_ms: f64,
+    pub(crate) p95_ms: f64,
+    pub(crate) p99_ms: f64,
+    pub(crate) per_second: f64,
 }
 
 /// `total` searches by `clients` concurrent clients, each taking the next query in turn.
