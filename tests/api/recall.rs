@@ -6,7 +6,7 @@
 
 use engram_tests::embedding_stand_in::EmbeddingStandIn;
 use engram_tests::llm_stand_in::{LlmStandIn, ScriptedReply};
-use engram_tests::{ApiClient, TestServer, run_engram, workspace_root};
+use engram_tests::{ApiClient, TestServer, run_bench, workspace_root};
 use serde_json::{Value, json};
 
 fn contents(response_body: &Value) -> Vec<String> {
@@ -1154,27 +1154,14 @@ fn the_recall_benchmark_prints_its_table() {
         println!("SKIPPED: LoCoMo data not found at {}", data.display());
         return;
     }
-    let output = run_engram(
-        &[
-            "bench-recall",
-            "--data",
-            &data.display().to_string(),
-            "--conversations",
-            "conv-30",
-            "--evaluation",
-        ],
-        &[(
-            "ENGRAM_MODEL_DIR".to_string(),
-            engram_tests::model_dir().display().to_string(),
-        )],
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("{stdout}");
+    let stdout = run_bench(&[
+        "bench-recall",
+        "--data",
+        &data.display().to_string(),
+        "--conversations",
+        "conv-30",
+        "--evaluation",
+    ]);
     let hit_at_10 = |method: &str| -> f64 {
         let row = stdout
             .lines()
@@ -1243,32 +1230,19 @@ fn the_recall_benchmark_prints_its_table() {
 /// by the client from the seed) is what a small, exactly searched index gives: all of it.
 #[test]
 fn the_scale_benchmark_measures_recall_against_exact_search_from_its_own_process() {
-    let output = run_engram(
-        &[
-            "bench-scale",
-            "--memories",
-            "3000",
-            "--queries",
-            "20",
-            "--clients",
-            "4",
-            "--writers",
-            "2",
-            "--end-users",
-            "30",
-        ],
-        &[(
-            "ENGRAM_MODEL_DIR".to_string(),
-            engram_tests::model_dir().display().to_string(),
-        )],
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("{stdout}");
+    let stdout = run_bench(&[
+        "bench-scale",
+        "--memories",
+        "3000",
+        "--queries",
+        "20",
+        "--clients",
+        "4",
+        "--writers",
+        "2",
+        "--end-users",
+        "30",
+    ]);
     let value_of = |row_start: &str, column: usize| -> f64 {
         let row = stdout
             .lines()

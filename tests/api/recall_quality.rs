@@ -593,27 +593,14 @@ async fn a_traffic_share_sends_searches_to_a_profile_and_metrics_split_by_profil
 /// events (figures are printed, never asserted).
 #[test]
 fn the_recall_event_benchmark_times_both_modes_and_records_only_when_on() {
-    let output = engram_tests::run_engram(
-        &[
-            "bench",
-            "--memories",
-            "200",
-            "--queries",
-            "30",
-            "--compare-recall-events",
-        ],
-        &[(
-            "ENGRAM_MODEL_DIR".to_string(),
-            engram_tests::model_dir().display().to_string(),
-        )],
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    println!("{stdout}");
+    let stdout = engram_tests::run_bench(&[
+        "bench",
+        "--memories",
+        "200",
+        "--queries",
+        "30",
+        "--compare-recall-events",
+    ]);
     assert!(
         stdout.contains("30 queries x 6 rounds per mode, 4 concurrent clients, 180 events stored"),
         "{stdout}"

@@ -780,6 +780,26 @@ pub fn run_engram(arguments: &[&str], environment: &[(String, String)]) -> std::
         .expect("run engram")
 }
 
+/// Run an `engram` benchmark command with the test model to completion, fail the test with
+/// its output unless it succeeded, print its table and return it (stdout).
+pub fn run_bench(arguments: &[&str]) -> String {
+    let output = run_engram(
+        arguments,
+        &[(
+            "ENGRAM_MODEL_DIR".to_string(),
+            model_dir().display().to_string(),
+        )],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    println!("{stdout}");
+    stdout
+}
+
 /// `engram admin set-price` on a server's data dir: `price` of one `unit` in `currency`
 /// from today (a price never starts in the past). Returns the command's output.
 pub fn set_price(data_dir: &Path, unit: &str, price: &str, currency: &str) -> std::process::Output {

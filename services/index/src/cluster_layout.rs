@@ -11,7 +11,7 @@ use qdrant_client::qdrant::{
     CreateShardKeyBuilder, Distance, HnswConfigDiffBuilder, Memory, PayloadStorageParams,
     QuantizationSearchParamsBuilder, QuantizationType, ReplicaState, ScalarQuantizationBuilder,
     SearchParams, ShardKey, ShardKeySelector, ShardingMethod, VectorParamsBuilder, WriteOrdering,
-    WriteOrderingType, shard_key,
+    WriteOrderingType,
 };
 
 /// The shard key every project without a shard of its own lives in (tiered sharding).
@@ -42,8 +42,8 @@ pub enum ClusterVectorStorage {
     Ram,
 }
 
-/// HNSW graph and search settings. The defaults are the ones `engram bench-scale` measured on
-/// the embedded index (see `tests/BENCHMARKS.md`).
+/// HNSW graph and search settings: Qdrant's `m` and `ef_construct`, and the `hnsw_ef`
+/// `engram bench-scale` measured on the embedded index (see `tests/BENCHMARKS.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HnswSettings {
     /// Links per point in each project's graph.
@@ -141,7 +141,7 @@ impl ClusterLayout {
     /// shard until the project's points are copied over, then Qdrant marks it active.
     pub fn create_dedicated_shard_key(&self, project_id: ProjectId) -> CreateShardKey {
         CreateShardKeyBuilder::default()
-            .shard_key(project_shard_key(project_id))
+            .shard_key(dedicated_shard_key(project_id))
             .shards_number(self.shard_number.max(1))
             .replication_factor(self.replication_factor.max(1))
             .initial_state(ReplicaState::Partial)
@@ -197,17 +197,19 @@ fn project_shard_key_selector(
     match sharding {
         ClusterSharding::Automatic => None,
         ClusterSharding::Tiered => Some(ShardKeySelector {
-            shard_keys: vec![project_shard_key(project_id)],
+            shard_keys: vec![dedicated_shard_key(project_id)],
             fallback: Some(shared_shard_key()),
         }),
     }
 }
 
-fn project_shard_key(project_id: ProjectId) -> ShardKey {
+/// The shard key of a project with a shard of its own: its id.
+pub fn dedicated_shard_key(project_id: ProjectId) -> ShardKey {
     ShardKey::from(project_id.as_uuid().to_string())
 }
 
-fn shared_shard_key() -> ShardKey {
+/// The shard key the projects without a shard of their own share.
+pub fn shared_shard_key() -> ShardKey {
     ShardKey::from(SHARED_SHARD_KEY.to_string())
 }
 
@@ -222,40 +224,34 @@ pub fn sharding_of(sharding_method: Option<i32>) -> ClusterSharding {
 /// Whether a shard key's every replica, local or remote, is active: only then do the
 /// project's searches go to it, and may its copies in the shared shard go.
 pub fn shard_key_is_active(cluster: &CollectionClusterInfoResponse, wanted: &ShardKey) -> bool {
-    let states = cluster
+    let mut replicas = replicas_of(cluster, wanted).peekable();
+    replicas.peek().is_some() && replicas.all(|(_, state)| state == ReplicaState::Active as i32)
+}
+
+/// The (shard id, state) of every replica, local or remote, of the shards of `wanted`.
+fn replicas_of<'a>(
+    cluster: &'a CollectionClusterInfoResponse,
+    wanted: &'a ShardKey,
+) -> impl Iterator<Item = (u32, i32)> + 'a {
+    let local = cluster
         .local_shards
         .iter()
-        .map(|shard| (shard.shard_key.as_ref(), shard.state))
-        .chain(
-            cluster
-                .remote_shards
-                .iter()
-                .map(|shard| (shard.shard_key.as_ref(), shard.state)),
-        )
-        .filter(|(key, _)| *key == Some(wanted))
-        .map(|(_, state)| state)
-        .collect::<Vec<_>>();
-    !states.is_empty()
-        && states
-            .iter()
-            .all(|state| *state == ReplicaState::Active as i32)
+        .map(|shard| (shard.shard_key.as_ref(), shard.shard_id, shard.state));
+    let remote = cluster
+        .remote_shards
+        .iter()
+        .map(|shard| (shard.shard_key.as_ref(), shard.shard_id, shard.state));
+    local
+        .chain(remote)
+        .filter(move |(key, _, _)| *key == Some(wanted))
+        .map(|(_, shard_id, state)| (shard_id, state))
 }
 
 /// Whether a shard transfer into one of the key's shards is under way (a project's copy from
 /// the shared shard, say). A partial key without one needs its copy asked for again.
 pub fn shard_key_is_receiving(cluster: &CollectionClusterInfoResponse, wanted: &ShardKey) -> bool {
-    let shard_ids: Vec<u32> = cluster
-        .local_shards
-        .iter()
-        .filter(|shard| shard.shard_key.as_ref() == Some(wanted))
-        .map(|shard| shard.shard_id)
-        .chain(
-            cluster
-                .remote_shards
-                .iter()
-                .filter(|shard| shard.shard_key.as_ref() == Some(wanted))
-                .map(|shard| shard.shard_id),
-        )
+    let shard_ids: Vec<u32> = replicas_of(cluster, wanted)
+        .map(|(shard_id, _)| shard_id)
         .collect();
     cluster
         .shard_transfers
@@ -263,25 +259,12 @@ pub fn shard_key_is_receiving(cluster: &CollectionClusterInfoResponse, wanted: &
         .any(|transfer| shard_ids.contains(&transfer.to_shard_id.unwrap_or(transfer.shard_id)))
 }
 
-/// The shard key of a dedicated project, for lookups in what the cluster lists.
-pub fn dedicated_shard_key(project_id: ProjectId) -> ShardKey {
-    project_shard_key(project_id)
-}
-
-/// Whether `key` names a keyword shard key equal to `name`.
-pub fn is_shard_key(key: Option<&ShardKey>, name: &str) -> bool {
-    matches!(
-        key.and_then(|key| key.key.as_ref()),
-        Some(shard_key::Key::Keyword(keyword)) if keyword == name
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use qdrant_client::qdrant::{
         LocalShardInfo, RemoteShardInfo, ShardTransferInfo, quantization_config::Quantization,
-        vectors_config,
+        shard_key, vectors_config,
     };
 
     fn layout(sharding: ClusterSharding, vector_storage: ClusterVectorStorage) -> ClusterLayout {
@@ -294,6 +277,14 @@ mod tests {
             hnsw: HnswSettings::default(),
             dedicated_shard_projects: Vec::new(),
         }
+    }
+
+    /// Whether `key` names a keyword shard key equal to `name`.
+    fn is_shard_key(key: Option<&ShardKey>, name: &str) -> bool {
+        matches!(
+            key.and_then(|key| key.key.as_ref()),
+            Some(shard_key::Key::Keyword(keyword)) if keyword == name
+        )
     }
 
     fn new_project_id() -> ProjectId {

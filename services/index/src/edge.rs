@@ -215,9 +215,9 @@ impl EdgeVectorIndex {
                 DEFAULT_VECTOR_NAME,
                 EdgeVectorParams::builder(dimension, Distance::Cosine).build(),
             )
-            // The graph settings are qdrant-edge's defaults (m 16, ef_construct 100, measured in
-            // tests/BENCHMARKS.md); the thread cap does not change a built graph, so an existing
-            // shard takes it without a rebuild.
+            // The graph settings are qdrant-edge's defaults (m 16, ef_construct 100; only the
+            // search's hnsw_ef was measured, in tests/BENCHMARKS.md); the thread cap does not
+            // change a built graph, so an existing shard takes it without a rebuild.
             .hnsw_config(HnswIndexConfig {
                 max_indexing_threads: options.tuning.optimizer_threads.max(1),
                 ..HnswIndexConfig::default()

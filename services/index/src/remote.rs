@@ -7,7 +7,7 @@
 //! options to a shard of its own, which copies and then clears that one project's points.
 
 use crate::cluster_layout::{
-    self, ClusterLayout, ClusterSharding, ClusterVectorStorage, HnswSettings, SHARED_SHARD_KEY,
+    self, ClusterLayout, ClusterSharding, ClusterVectorStorage, HnswSettings,
 };
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
@@ -270,10 +270,7 @@ impl QdrantVectorIndex {
     /// A tiered collection's shared shard key, created once by whichever process gets there
     /// first (a refusal is fine when the key then exists).
     async fn ensure_shared_shard_key(&self) -> Result<(), IndexError> {
-        let has_shared = |keys: &[ShardKey]| {
-            keys.iter()
-                .any(|key| cluster_layout::is_shard_key(Some(key), SHARED_SHARD_KEY))
-        };
+        let has_shared = |keys: &[ShardKey]| keys.contains(&cluster_layout::shared_shard_key());
         if has_shared(&self.shard_keys().await?) {
             return Ok(());
         }
@@ -310,6 +307,8 @@ impl QdrantVectorIndex {
             return Ok(());
         }
         let existing = self.shard_keys().await?;
+        // Read once, when some project's key exists already: what each such key's state is.
+        let mut cluster = None;
         for project_id in &self.layout.dedicated_shard_projects {
             let key = cluster_layout::dedicated_shard_key(*project_id);
             if !existing.contains(&key) {
@@ -331,13 +330,17 @@ impl QdrantVectorIndex {
                 }
                 continue;
             }
-            let cluster = self
-                .client
-                .collection_cluster_info(&self.collection_name)
-                .await
-                .map_err(|error| qdrant_failure("read the cluster's shards", error))?;
-            if !cluster_layout::shard_key_is_active(&cluster, &key) {
-                if !cluster_layout::shard_key_is_receiving(&cluster, &key) {
+            let cluster = match &mut cluster {
+                Some(cluster) => cluster,
+                None => cluster.insert(
+                    self.client
+                        .collection_cluster_info(&self.collection_name)
+                        .await
+                        .map_err(|error| qdrant_failure("read the cluster's shards", error))?,
+                ),
+            };
+            if !cluster_layout::shard_key_is_active(cluster, &key) {
+                if !cluster_layout::shard_key_is_receiving(cluster, &key) {
                     // Partial with no transfer under way: the copy was lost (a failed request,
                     // a restarted node). Ask again; copying a point twice changes nothing.
                     tracing::warn!(project_id = %project_id, "a project's shard is partial and receives nothing; asking for its copy again");
@@ -354,7 +357,7 @@ impl QdrantVectorIndex {
                     DeletePointsBuilder::new(&self.collection_name)
                         .points(Filter::must([project_condition(*project_id)]))
                         .shard_key_selector(ShardKeySelector {
-                            shard_keys: vec![ShardKey::from(SHARED_SHARD_KEY.to_string())],
+                            shard_keys: vec![cluster_layout::shared_shard_key()],
                             fallback: None,
                         })
                         .ordering(ClusterLayout::write_ordering())
@@ -379,12 +382,9 @@ impl QdrantVectorIndex {
             .update_collection_cluster_setup(UpdateCollectionClusterSetupRequest {
                 collection_name: self.collection_name.clone(),
                 operation: Some(Operation::ReplicatePoints(
-                    ReplicatePointsBuilder::new(
-                        ShardKey::from(SHARED_SHARD_KEY.to_string()),
-                        key.clone(),
-                    )
-                    .filter(Filter::must([project_condition(project_id)]))
-                    .build(),
+                    ReplicatePointsBuilder::new(cluster_layout::shared_shard_key(), key.clone())
+                        .filter(Filter::must([project_condition(project_id)]))
+                        .build(),
                 )),
                 timeout: Some(self.timeout_secs),
             })
