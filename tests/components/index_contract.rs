@@ -7,9 +7,9 @@
 use chrono::Utc;
 use engram_core::{MemoryId, MemoryKind, OrganizationId, ProjectId, ProjectScope};
 use engram_index::{
-    EdgeIndexOptions, EdgeVectorIndex, FilterableFields, IndexError, IndexedMemory, KeywordQuery,
-    PayloadBound, QdrantClusterOptions, QdrantVectorIndex, VectorHit, VectorIndex, VectorQuery,
-    payload_filter_for,
+    EdgeIndexOptions, EdgeVectorIndex, FilterableFields, InMemoryKeywordScorer, IndexError,
+    IndexedMemory, KeywordQuery, PayloadBound, QdrantClusterOptions, QdrantVectorIndex, VectorHit,
+    VectorIndex, VectorQuery, payload_filter_for,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -949,6 +949,161 @@ async fn data_survives_closing_and_reopening_the_directory() {
     drop(reopened);
     let reopened_again = open_index(&directory);
     assert_eq!(reopened_again.point_count(&scope).await.unwrap(), 2);
+}
+
+/// One memory of the keyword-statistics test: who owns it and what it says.
+struct OwnedText {
+    memory_id: MemoryId,
+    user_id: Option<&'static str>,
+    text: &'static str,
+}
+
+/// Asserts that `index` scores `query` over `scope` (as `user_id`, if any) exactly as BM25 over
+/// the texts of that corpus alone: the in-memory scorer's figures, a memory without a query
+/// term absent.
+async fn assert_bm25_over(
+    index: &EdgeVectorIndex,
+    scope: &ProjectScope,
+    texts: &[OwnedText],
+    user_id: Option<&str>,
+    query: &str,
+) {
+    let corpus: Vec<&OwnedText> = texts
+        .iter()
+        .filter(|owned| user_id.is_none() || owned.user_id == user_id)
+        .collect();
+    let corpus_texts: Vec<&str> = corpus.iter().map(|owned| owned.text).collect();
+    let expected = InMemoryKeywordScorer::new()
+        .unwrap()
+        .score(query, &corpus_texts);
+    let hits = index
+        .keyword_search(
+            scope,
+            KeywordQuery {
+                user_id: user_id.map(str::to_string),
+                ..keyword_query(query, 100)
+            },
+        )
+        .await
+        .unwrap();
+    let scores: std::collections::HashMap<MemoryId, f32> =
+        hits.iter().map(|hit| (hit.memory_id, hit.score)).collect();
+    for (owned, expected_score) in corpus.iter().zip(&expected) {
+        match scores.get(&owned.memory_id) {
+            Some(score) => assert!(
+                (score - expected_score).abs() < 1e-4,
+                "{:?} as {user_id:?}: scored {score}, BM25 over the corpus gives {expected_score}",
+                owned.text
+            ),
+            None => assert_eq!(
+                *expected_score, 0.0,
+                "{:?} as {user_id:?} was not found",
+                owned.text
+            ),
+        }
+    }
+    let matching = expected.iter().filter(|score| **score > 0.0).count();
+    assert_eq!(hits.len(), matching, "{user_id:?}: {hits:?}");
+}
+
+/// The embedded index scores keywords with BM25 over the project's memories, or over the
+/// end-user's when an end-user searches: another project's or end-user's words never weigh
+/// in. The statistics follow every write, correction, deletion and erasure, and are the same
+/// after the index is reopened; scoring a few given memories gives their scores in the full
+/// search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyword_scores_are_bm25_over_the_project_or_end_user_through_every_change() {
+    let directory = tempfile::tempdir().unwrap();
+    let scope = new_scope();
+    let owned = |user_id, text| OwnedText {
+        memory_id: MemoryId::generate(),
+        user_id,
+        text,
+    };
+    let mut texts = vec![
+        owned(Some("ann"), "zebra crossing near the office"),
+        owned(Some("ann"), "lion statue in the park"),
+        owned(Some("bob"), "zebra zebra herd at the zoo"),
+        owned(Some("bob"), "a lion and a zebra at the crossing"),
+        owned(None, "crossing guard on Friday"),
+    ];
+    let point = |owned: &OwnedText, version| IndexedMemory {
+        user_id: owned.user_id.map(str::to_string),
+        text: owned.text.to_string(),
+        ..memory(owned.memory_id, version, axis_vector(0))
+    };
+    let query = "zebra lion crossing";
+    let index = open_index(&directory);
+    index
+        .upsert(&scope, texts.iter().map(|owned| point(owned, 1)).collect())
+        .await
+        .unwrap();
+    // Another project full of one of the words.
+    let foreign: Vec<IndexedMemory> = (0..30)
+        .map(|position| with_text(MemoryId::generate(), position, "zebra zebra herd"))
+        .collect();
+    index.upsert(&new_scope(), foreign).await.unwrap();
+    for user_id in [None, Some("ann"), Some("bob")] {
+        assert_bm25_over(&index, &scope, &texts, user_id, query).await;
+    }
+
+    // Scoring given memories only gives them the scores of the full search.
+    let full = index
+        .keyword_search(&scope, keyword_query(query, 100))
+        .await
+        .unwrap();
+    let given = vec![texts[1].memory_id, texts[3].memory_id, texts[4].memory_id];
+    let only_given = index
+        .keyword_search(
+            &scope,
+            KeywordQuery {
+                only_ids: Some(given.clone()),
+                ..keyword_query(query, 100)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(only_given.len(), 3, "{only_given:?}");
+    for hit in &only_given {
+        assert!(given.contains(&hit.memory_id));
+        let in_full = full.iter().find(|each| each.memory_id == hit.memory_id);
+        assert_eq!(in_full.map(|each| each.score), Some(hit.score));
+    }
+
+    // A correction replaces the old words, a stale write changes nothing, a deletion removes.
+    texts[1].text = "a quiet office";
+    index
+        .upsert(&scope, vec![point(&texts[1], 2)])
+        .await
+        .unwrap();
+    index
+        .upsert(
+            &scope,
+            vec![IndexedMemory {
+                text: "lion lion lion".to_string(),
+                ..point(&texts[1], 1)
+            }],
+        )
+        .await
+        .unwrap();
+    let deleted = texts.remove(3);
+    index.delete(&scope, vec![deleted.memory_id]).await.unwrap();
+    for user_id in [None, Some("ann"), Some("bob")] {
+        assert_bm25_over(&index, &scope, &texts, user_id, query).await;
+    }
+
+    // Erasing an end-user takes their words out of the project's statistics.
+    index.delete_subject(&scope, "bob").await.unwrap();
+    texts.retain(|owned| owned.user_id != Some("bob"));
+    assert_bm25_over(&index, &scope, &texts, None, query).await;
+    assert_bm25_over(&index, &scope, &texts, Some("bob"), query).await;
+
+    // Reopened, the statistics are counted again from the stored points.
+    drop(index);
+    let reopened = open_index(&directory);
+    for user_id in [None, Some("ann")] {
+        assert_bm25_over(&reopened, &scope, &texts, user_id, query).await;
+    }
 }
 
 #[tokio::test]

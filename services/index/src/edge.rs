@@ -1,6 +1,7 @@
 //! The in-process vector index on qdrant-edge: one shard directory holds every project's points,
 //! isolated by payload filters, plus the background thread that builds HNSW indexes and flushes.
 
+use crate::keyword_statistics::{DocumentTerms, KeywordStatistics};
 use crate::payload_filter::{
     CATEGORIES_FIELD, CONFIDENCE_FIELD, CREATED_MICROS_FIELD, METADATA_FIELD,
     OCCURRED_MICROS_FIELD, SOURCE_FIELD, UPDATED_MICROS_FIELD, VERIFIED_FIELD, VISIBILITY_FIELD,
@@ -13,24 +14,26 @@ use crate::{
 use async_trait::async_trait;
 use engram_core::memory_filter::Comparison;
 use engram_core::{MemoryId, ProjectScope};
+use qdrant_edge::bm25_embed::EdgeBm25;
 use qdrant_edge::{
     Bm25Params, Condition, CountRequestBuilder, CreateIndex, DEFAULT_VECTOR_NAME, Distance,
-    EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeVectorParams, FieldCondition,
-    FieldIndexOperations, Filter, HasIdCondition, HnswIndexConfig, IdfCorpusParams, IdfParams,
-    JsonPath, KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery, OperationError,
-    Payload, PayloadFieldSchema, PayloadSchemaParams, PointId, PointInsertOperations,
-    PointOperations, PointStruct, QueryEnum, QueryRequestBuilder, RetrieveRequestBuilder,
-    ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
-    StemmingAlgorithm, StopwordsInterface, TextIndexParamsBuilder, TextQueryBuilder,
-    TextQueryScoring, TextScoringParams, TextScoringType, TokenizerType, UpdateOperation,
-    VectorInternal, WithPayloadInterface, WithVector,
+    EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
+    FieldCondition, FieldIndexOperations, Filter, HasIdCondition, HnswIndexConfig, IdfCorpusParams,
+    IdfParams, JsonPath, KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery,
+    OperationError, Payload, PayloadFieldSchema, PayloadSchemaParams, PointId,
+    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequestBuilder,
+    RetrieveRequestBuilder, ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball,
+    SnowballLanguage, SnowballParams, SparseVector, StemmingAlgorithm, StopwordsInterface,
+    TextIndexParamsBuilder, TextQueryBuilder, TextQueryScoring, TextScoringParams, TextScoringType,
+    TokenizerType, UpdateOperation, VectorInternal, VectorStructInternal, Vectors,
+    WithPayloadInterface, WithVector,
 };
 use serde_json::{Value as JsonValue, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -43,8 +46,11 @@ const SESSION_ID_FIELD: &str = "session_id";
 const KIND_FIELD: &str = "kind";
 const VERSION_FIELD: &str = "version";
 const CREATED_AT_FIELD: &str = "created_at";
-/// The memory's content, with a BM25-scored full-text index.
+/// The memory's content, with a BM25-scored full-text index, in shards created before the
+/// sparse BM25 vector (new shards store no text).
 const TEXT_FIELD: &str = "text";
+/// Each memory's BM25 term weights, as a sparse vector (see [`crate::keyword_statistics`]).
+const BM25_VECTOR: &str = "bm25";
 use crate::payload_filter::LAYOUT_FIELD;
 
 /// Fields every filter may touch; each gets a keyword payload index so filtered search does not
@@ -152,9 +158,25 @@ pub struct EdgeVectorIndex {
     optimize_after_written_points: u64,
 }
 
+/// How a shard answers keyword queries, fixed when the shard is created.
+enum KeywordScoring {
+    /// Each point holds its BM25 term weights as a sparse vector; the query's term weights come
+    /// from statistics kept here, so a query reads only its terms' posting lists.
+    SparseVector {
+        model: EdgeBm25,
+        statistics: RwLock<KeywordStatistics>,
+    },
+    /// A shard created before the sparse vector: a BM25-scored full-text index whose term
+    /// statistics are gathered over the query's corpus on every query, at a cost that grows
+    /// with the project. Rebuilding the index (removing its directory; the start-up
+    /// reconciliation writes every memory again) moves it to the sparse vector.
+    FullText,
+}
+
 /// State shared between the index handle, its blocking tasks and the maintenance thread.
 struct SharedShard {
     shard: EdgeShard,
+    keyword_scoring: KeywordScoring,
     dimension: usize,
     /// `hnsw_ef` of every vector search.
     search_ef: usize,
@@ -210,6 +232,12 @@ impl EdgeVectorIndex {
             ))
         })?;
 
+        // A shard keeps the vectors it was created with: one created before the sparse BM25
+        // vector keeps its full-text index.
+        let created_with_full_text = matches!(
+            EdgeConfig::load(directory),
+            Some(Ok(stored)) if !stored.sparse_vectors.contains_key(BM25_VECTOR)
+        );
         let mut config_builder = EdgeConfig::builder()
             .vector(
                 DEFAULT_VECTOR_NAME,
@@ -231,6 +259,12 @@ impl EdgeVectorIndex {
                 ..EdgeOptimizersConfig::default()
             });
         }
+        if !created_with_full_text {
+            // The inverted index stays in RAM (qdrant's default for sparse vectors): a
+            // memory has a few dozen terms, so it is small beside the dense vectors.
+            config_builder =
+                config_builder.sparse_vector(BM25_VECTOR, EdgeSparseVectorParams::default());
+        }
 
         // `load` creates a fresh shard in an empty directory and, for an existing one, checks the
         // vector definition against the stored segments and replays the WAL left by a crash.
@@ -241,10 +275,25 @@ impl EdgeVectorIndex {
                     directory.display()
                 ))
             })?;
-        ensure_payload_indexes(&shard)?;
+        ensure_payload_indexes(&shard, created_with_full_text)?;
+        let keyword_scoring = if created_with_full_text {
+            tracing::warn!(
+                directory = %directory.display(),
+                "this index was created before sparse keyword vectors: keyword search keeps \
+                 gathering its term statistics per query, at a cost that grows with the \
+                 project; remove the directory to rebuild it from the database"
+            );
+            KeywordScoring::FullText
+        } else {
+            KeywordScoring::SparseVector {
+                model: crate::keywords::bm25_model()?,
+                statistics: RwLock::new(keyword_statistics_of(&shard)?),
+            }
+        };
 
         let shared = Arc::new(SharedShard {
             shard,
+            keyword_scoring,
             dimension,
             search_ef: options.tuning.search_ef.max(1) as usize,
             directory: directory.to_path_buf(),
@@ -489,7 +538,7 @@ impl VectorIndex for EdgeVectorIndex {
         }
         let project_id = project_id_text(scope);
         self.run_blocking(move |shared| {
-            let stored = shared.stored_points(ids.iter().map(MemoryId::as_uuid))?;
+            let stored = shared.stored_points(ids.iter().map(MemoryId::as_uuid), false)?;
             Ok(stored
                 .into_iter()
                 .filter(|(_, stored_point)| {
@@ -574,6 +623,8 @@ impl VectorIndex for EdgeVectorIndex {
 struct StoredPoint {
     project_id: Option<String>,
     version: i64,
+    /// Its share of the keyword statistics, when asked for.
+    terms: Option<DocumentTerms>,
 }
 
 impl SharedShard {
@@ -598,10 +649,17 @@ impl SharedShard {
         let project_id = project_id_text(scope);
         let organization_id = scope.organization_id().as_uuid().to_string();
         let _write_guard = lock_ignoring_poison(&self.write_lock);
-        let stored = self.stored_points(newest_by_id.keys().copied())?;
+        let keyword_model = match &self.keyword_scoring {
+            KeywordScoring::SparseVector { model, .. } => Some(model),
+            KeywordScoring::FullText => None,
+        };
+        let mut stored =
+            self.stored_points(newest_by_id.keys().copied(), keyword_model.is_some())?;
 
         let mut skipped_stale_count = 0usize;
         let mut accepted_points = Vec::with_capacity(newest_by_id.len());
+        // (replaced, written) shares of the keyword statistics, applied once the write is in.
+        let mut term_changes = Vec::new();
         for (point_uuid, point) in newest_by_id {
             if let Some(stored_point) = stored.get(&point_uuid) {
                 if stored_point.project_id.as_deref() != Some(project_id.as_str()) {
@@ -619,8 +677,28 @@ impl SharedShard {
                     continue;
                 }
             }
-            accepted_points
-                .push(point_struct(point_uuid, &organization_id, &project_id, point).into());
+            let keyword_weights = keyword_model.map(|model| model.embed_document(&point.text));
+            if let Some(weights) = &keyword_weights {
+                let replaced = stored
+                    .remove(&point_uuid)
+                    .and_then(|stored_point| stored_point.terms);
+                let written = DocumentTerms {
+                    project_id: project_id.clone(),
+                    user_id: point.user_id.clone(),
+                    terms: weights.indices.clone(),
+                };
+                term_changes.push((replaced, written));
+            }
+            accepted_points.push(
+                point_struct(
+                    point_uuid,
+                    &organization_id,
+                    &project_id,
+                    point,
+                    keyword_weights,
+                )
+                .into(),
+            );
         }
 
         let written_point_count = accepted_points.len();
@@ -631,6 +709,17 @@ impl SharedShard {
             self.shard
                 .update(operation)
                 .map_err(|engine_error| engine_failure("upsert points", engine_error))?;
+        }
+        if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring
+            && !term_changes.is_empty()
+        {
+            let mut statistics = statistics.write().unwrap_or_else(PoisonError::into_inner);
+            for (replaced, written) in &term_changes {
+                if let Some(replaced) = replaced {
+                    statistics.remove(replaced);
+                }
+                statistics.add(written);
+            }
         }
         tracing::debug!(
             project_id = %project_id,
@@ -658,11 +747,30 @@ impl SharedShard {
             must_not: None,
         };
         let _write_guard = lock_ignoring_poison(&self.write_lock);
+        // The deleted points' terms leave the statistics; only this project's points are
+        // deleted, so only theirs are read.
+        let removed_terms: Vec<DocumentTerms> = match &self.keyword_scoring {
+            KeywordScoring::SparseVector { .. } => {
+                let project_id = project_id_text(scope);
+                self.stored_points(ids.iter().map(MemoryId::as_uuid), true)?
+                    .into_values()
+                    .filter(|stored_point| stored_point.project_id.as_deref() == Some(&project_id))
+                    .filter_map(|stored_point| stored_point.terms)
+                    .collect()
+            }
+            KeywordScoring::FullText => Vec::new(),
+        };
         self.shard
             .update(UpdateOperation::PointOperation(
                 PointOperations::DeletePointsByFilter(delete_filter),
             ))
             .map_err(|engine_error| engine_failure("delete points", engine_error))?;
+        if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring {
+            let mut statistics = statistics.write().unwrap_or_else(PoisonError::into_inner);
+            for removed in &removed_terms {
+                statistics.remove(removed);
+            }
+        }
         tracing::debug!(
             project_id = %scope.project_id(),
             requested_count,
@@ -677,7 +785,7 @@ impl SharedShard {
             min_should: None,
             must: Some(vec![
                 project_condition(scope)?,
-                keyword_condition(USER_ID_FIELD, Match::from(user_id))?,
+                keyword_condition(USER_ID_FIELD, Match::from(user_id.clone()))?,
             ]),
             must_not: None,
         };
@@ -687,6 +795,12 @@ impl SharedShard {
                 PointOperations::DeletePointsByFilter(delete_filter),
             ))
             .map_err(|engine_error| engine_failure("delete a subject's points", engine_error))?;
+        if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring {
+            statistics
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove_end_user(&project_id_text(scope), &user_id);
+        }
         Ok(())
     }
 
@@ -728,6 +842,82 @@ impl SharedShard {
     }
 
     fn keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        match &self.keyword_scoring {
+            KeywordScoring::SparseVector { model, statistics } => {
+                self.sparse_keyword_search(scope, query, model, statistics)
+            }
+            KeywordScoring::FullText => self.full_text_keyword_search(scope, query),
+        }
+    }
+
+    /// BM25 as a dot product: the query's terms weighted by their inverse document frequency
+    /// in the project (or the end-user's memories), against each memory's stored term
+    /// weights. Only the query terms' posting lists are read; with `only_ids`, only those
+    /// points are scored.
+    fn sparse_keyword_search(
+        &self,
+        scope: &ProjectScope,
+        query: KeywordQuery,
+        model: &EdgeBm25,
+        statistics: &RwLock<KeywordStatistics>,
+    ) -> Result<Vec<VectorHit>, IndexError> {
+        let query_terms = model.embed_query(&query.text).indices;
+        let weights = statistics
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .weights(
+                &project_id_text(scope),
+                query.user_id.as_deref(),
+                &query_terms,
+            );
+        if weights.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (indices, values) = weights.into_iter().unzip();
+        let mut search_filter = search_filter(
+            scope,
+            [query.user_id, query.agent_id, query.session_id],
+            &query.kinds,
+        )?;
+        if let Some(conditions) = search_filter.must.as_mut() {
+            if let Some(only_ids) = &query.only_ids {
+                conditions.push(Condition::HasId(
+                    only_ids
+                        .iter()
+                        .map(|memory_id| PointId::Uuid(memory_id.as_uuid()))
+                        .collect::<HasIdCondition>(),
+                ));
+            }
+            if let Some(filter) = &query.filter {
+                conditions.push(payload_condition(filter)?);
+            }
+        }
+        let request = QueryRequestBuilder::new(query.limit)
+            .query(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+                query: VectorInternal::Sparse(SparseVector { indices, values }),
+                using: Some(BM25_VECTOR.to_string()),
+            })))
+            .filter(search_filter)
+            .with_payload(WithPayloadInterface::Fields(vec![field_path(
+                VERSION_FIELD,
+            )?]))
+            .with_vector(WithVector::Bool(false))
+            .build();
+        let scored_points = self
+            .shard
+            .query(request)
+            .map_err(|engine_error| engine_failure("keyword search points", engine_error))?;
+        // A few filtered points are scored one by one, those without a query term too.
+        let mut hits = hits_of(scored_points);
+        hits.retain(|hit| hit.score > 0.0);
+        Ok(hits)
+    }
+
+    fn full_text_keyword_search(
         &self,
         scope: &ProjectScope,
         query: KeywordQuery,
@@ -798,9 +988,11 @@ fn hits_of(scored_points: Vec<qdrant_edge::ScoredPoint>) -> Vec<VectorHit> {
 
 impl SharedShard {
     /// Project and version of each of `point_uuids` present in the shard, whatever its project.
+    /// With `with_terms`, also each point's keyword terms (sparse-vector shards only).
     fn stored_points(
         &self,
         point_uuids: impl Iterator<Item = Uuid>,
+        with_terms: bool,
     ) -> Result<HashMap<Uuid, StoredPoint>, IndexError> {
         let point_ids: Vec<PointId> = point_uuids.map(PointId::Uuid).collect();
         if point_ids.is_empty() {
@@ -810,8 +1002,13 @@ impl SharedShard {
             .with_payload(WithPayloadInterface::Fields(vec![
                 field_path(PROJECT_ID_FIELD)?,
                 field_path(VERSION_FIELD)?,
+                field_path(USER_ID_FIELD)?,
             ]))
-            .with_vector(WithVector::Bool(false))
+            .with_vector(if with_terms {
+                WithVector::Selector(vec![BM25_VECTOR.to_string()])
+            } else {
+                WithVector::Bool(false)
+            })
             .build();
         let records = self
             .shard
@@ -823,17 +1020,18 @@ impl SharedShard {
                 let PointId::Uuid(point_uuid) = record.id else {
                     return None;
                 };
-                let project_id = record
-                    .payload
-                    .as_ref()
-                    .and_then(|payload| payload.0.get(PROJECT_ID_FIELD))
-                    .and_then(JsonValue::as_str)
-                    .map(str::to_string);
+                let project_id = payload_text(record.payload.as_ref(), PROJECT_ID_FIELD);
+                let terms = with_terms.then(|| DocumentTerms {
+                    project_id: project_id.clone().unwrap_or_default(),
+                    user_id: payload_text(record.payload.as_ref(), USER_ID_FIELD),
+                    terms: stored_terms(record.vector.as_ref()),
+                });
                 Some((
                     point_uuid,
                     StoredPoint {
                         project_id,
                         version: payload_version(record.payload.as_ref()),
+                        terms,
                     },
                 ))
             })
@@ -1008,8 +1206,9 @@ fn run_maintenance(
 /// created with other parameters (a shard written before HNSW links were limited to the tenant
 /// field takes the new parameters at open; graphs already built keep their links until the
 /// optimizer rebuilds their segments). Asking for an existing index again may rebuild it, so
-/// the shard's schema is consulted first.
-fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
+/// the shard's schema is consulted first. The full-text index is only for a shard created
+/// with it (`with_full_text`, before sparse BM25 vectors).
+fn ensure_payload_indexes(shard: &EdgeShard, with_full_text: bool) -> Result<(), IndexError> {
     let existing_schema = shard
         .info()
         .map_err(|engine_error| engine_failure("read the payload schema", engine_error))?
@@ -1017,10 +1216,12 @@ fn ensure_payload_indexes(shard: &EdgeShard) -> Result<(), IndexError> {
     let wanted = KEYWORD_INDEXED_FIELDS
         .into_iter()
         .map(|field| (field, keyword_index_params(field)))
-        .chain([(
-            TEXT_FIELD,
-            PayloadSchemaParams::Text(keyword_text_index_params()),
-        )]);
+        .chain(with_full_text.then(|| {
+            (
+                TEXT_FIELD,
+                PayloadSchemaParams::Text(keyword_text_index_params()),
+            )
+        }));
     for (field, params) in wanted {
         let field_path = field_path(field)?;
         let existing = existing_schema.get(&field_path);
@@ -1108,13 +1309,17 @@ fn search_filter(
     })
 }
 
+/// The point of `point`. With keyword weights (a sparse-vector shard) they are stored as the
+/// BM25 vector and the text is not kept; without, the text is, for the full-text index.
 fn point_struct(
     point_uuid: Uuid,
     organization_id: &str,
     project_id: &str,
     point: IndexedMemory,
+    keyword_weights: Option<SparseVector>,
 ) -> PointStruct {
-    let payload = json!({
+    let text = keyword_weights.is_none().then_some(point.text);
+    let mut payload = json!({
         ORGANIZATION_ID_FIELD: organization_id,
         PROJECT_ID_FIELD: project_id,
         USER_ID_FIELD: point.user_id,
@@ -1123,7 +1328,6 @@ fn point_struct(
         KIND_FIELD: point.kind.as_str(),
         VERSION_FIELD: point.version,
         CREATED_AT_FIELD: point.created_at.to_rfc3339(),
-        TEXT_FIELD: point.text,
         LAYOUT_FIELD: POINT_LAYOUT,
         SOURCE_FIELD: point.filterable.source.map(|source| source.as_str()),
         VISIBILITY_FIELD: crate::payload_filter::visibility_keyword(
@@ -1138,7 +1342,87 @@ fn point_struct(
         OCCURRED_MICROS_FIELD: point.filterable.occurred_at.map(|at| at.timestamp_micros()),
         METADATA_FIELD: payload_metadata(&point.filterable.metadata),
     });
-    PointStruct::new(PointId::Uuid(point_uuid), point.vector, payload)
+    if let (Some(text), Some(fields)) = (text, payload.as_object_mut()) {
+        fields.insert(TEXT_FIELD.to_string(), JsonValue::String(text));
+    }
+    let vectors = match keyword_weights {
+        None => Vectors::from(point.vector),
+        Some(weights) => Vectors(VectorStructInternal::Named(HashMap::from([
+            (
+                DEFAULT_VECTOR_NAME.to_string(),
+                VectorInternal::Dense(point.vector),
+            ),
+            (BM25_VECTOR.to_string(), VectorInternal::Sparse(weights)),
+        ]))),
+    };
+    PointStruct::new(PointId::Uuid(point_uuid), vectors, payload)
+}
+
+fn payload_text(payload: Option<&Payload>, field: &str) -> Option<String> {
+    payload
+        .and_then(|payload| payload.0.get(field))
+        .and_then(JsonValue::as_str)
+        .map(str::to_string)
+}
+
+/// The term ids of a point's BM25 vector (none when it has none).
+fn stored_terms(vectors: Option<&VectorStructInternal>) -> Vec<u32> {
+    match vectors {
+        Some(VectorStructInternal::Named(named)) => match named.get(BM25_VECTOR) {
+            Some(VectorInternal::Sparse(weights)) => weights.indices.clone(),
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    }
+}
+
+/// Points read per page while counting the terms of a shard at open.
+const STATISTICS_PAGE: usize = 2_000;
+
+/// The keyword statistics of every point in `shard`, counted page by page. A shard's points
+/// and its statistics then agree after any restart, including after a crash the WAL replayed.
+fn keyword_statistics_of(shard: &EdgeShard) -> Result<KeywordStatistics, IndexError> {
+    let started = Instant::now();
+    let mut statistics = KeywordStatistics::default();
+    let mut point_count = 0usize;
+    let mut from = None;
+    loop {
+        let mut request = ScrollRequestBuilder::new()
+            .limit(STATISTICS_PAGE)
+            .with_payload(WithPayloadInterface::Fields(vec![
+                field_path(PROJECT_ID_FIELD)?,
+                field_path(USER_ID_FIELD)?,
+            ]))
+            .with_vector(WithVector::Selector(vec![BM25_VECTOR.to_string()]));
+        if let Some(from) = from.take() {
+            request = request.offset(from);
+        }
+        let (records, next) = shard
+            .scroll(request.build())
+            .map_err(|engine_error| engine_failure("count keyword terms", engine_error))?;
+        for record in &records {
+            let Some(project_id) = payload_text(record.payload.as_ref(), PROJECT_ID_FIELD) else {
+                continue;
+            };
+            statistics.add(&DocumentTerms {
+                project_id,
+                user_id: payload_text(record.payload.as_ref(), USER_ID_FIELD),
+                terms: stored_terms(record.vector.as_ref()),
+            });
+            point_count += 1;
+        }
+        match next {
+            Some(next) => from = Some(next),
+            None => break,
+        }
+    }
+    tracing::info!(
+        point_count,
+        term_entries = statistics.term_entries(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "counted the keyword terms of the index"
+    );
+    Ok(statistics)
 }
 
 /// The qdrant-edge condition of a payload filter.
@@ -1305,7 +1589,7 @@ mod tests {
                 .shard
                 .update(UpdateOperation::PointOperation(
                     PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
-                        point_struct(point_uuid, "organization", "project", point).into(),
+                        point_struct(point_uuid, "organization", "project", point, None).into(),
                     ])),
                 ))
                 .unwrap();
@@ -1327,6 +1611,79 @@ mod tests {
             1,
             "the point written before the new cap is still there"
         );
+    }
+
+    /// A shard as versions before the sparse BM25 vector created it: one dense vector.
+    fn create_full_text_shard(directory: &Path) {
+        let config = EdgeConfig::builder()
+            .vector(
+                DEFAULT_VECTOR_NAME,
+                EdgeVectorParams::builder(4, Distance::Cosine).build(),
+            )
+            .build();
+        drop(EdgeShard::load(directory, Some(config)).expect("create a full-text shard"));
+    }
+
+    /// A new shard stores BM25 vectors, keeps no text and builds no full-text index; one
+    /// created before them keeps its full-text index (the test below).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_shard_scores_keywords_with_sparse_vectors_and_keeps_no_text() {
+        let directory = tempfile::tempdir().unwrap();
+        let point_uuid = Uuid::now_v7();
+        {
+            let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+            let KeywordScoring::SparseVector { model, .. } = &index.shared.keyword_scoring else {
+                panic!("a new shard must score keywords with sparse vectors");
+            };
+            let weights = model.embed_document("Ann keeps bees on the roof");
+            let point = IndexedMemory {
+                memory_id: MemoryId::from_uuid(point_uuid),
+                version: 1,
+                vector: vec![1.0, 0.0, 0.0, 0.0],
+                user_id: Some("ann".to_string()),
+                agent_id: None,
+                session_id: None,
+                kind: engram_core::MemoryKind::Semantic,
+                created_at: chrono::Utc::now(),
+                text: "Ann keeps bees on the roof".to_string(),
+                filterable: crate::FilterableFields::default(),
+            };
+            index
+                .shared
+                .shard
+                .update(UpdateOperation::PointOperation(
+                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
+                        point_struct(point_uuid, "organization", "project", point, Some(weights))
+                            .into(),
+                    ])),
+                ))
+                .unwrap();
+            let stored = index
+                .shared
+                .shard
+                .retrieve(
+                    RetrieveRequestBuilder::new(vec![PointId::Uuid(point_uuid)])
+                        .with_payload(WithPayloadInterface::Bool(true))
+                        .with_vector(WithVector::Bool(true))
+                        .build(),
+                )
+                .unwrap();
+            let payload = stored[0].payload.as_ref().unwrap();
+            assert!(!payload.0.contains_key(TEXT_FIELD), "{payload:?}");
+            assert!(!stored_terms(stored[0].vector.as_ref()).is_empty());
+        }
+        let schema = schema_of(directory.path());
+        assert!(!schema.contains_key(TEXT_FIELD), "{schema:?}");
+        // Reopened, its statistics are counted from the stored vectors.
+        let reopened = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+        let KeywordScoring::SparseVector { model, statistics } = &reopened.shared.keyword_scoring
+        else {
+            panic!("a reopened shard keeps its sparse vectors");
+        };
+        let bees = model.embed_query("bees").indices;
+        let statistics = statistics.read().unwrap();
+        assert_eq!(statistics.weights("project", Some("ann"), &bees).len(), 1);
+        assert!(statistics.weights("project", Some("bob"), &bees).is_empty());
     }
 
     /// The payload schema of the shard in `directory`, field by field.
@@ -1356,8 +1713,13 @@ mod tests {
         // Written and searched through the shard itself: a project scope is only ever minted
         // from a verified credential, never in this crate.
         let point_uuid = Uuid::now_v7();
+        create_full_text_shard(directory.path());
         {
             let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+            assert!(matches!(
+                index.shared.keyword_scoring,
+                KeywordScoring::FullText
+            ));
             let point = IndexedMemory {
                 memory_id: MemoryId::from_uuid(point_uuid),
                 version: 1,
@@ -1375,7 +1737,7 @@ mod tests {
                 .shard
                 .update(UpdateOperation::PointOperation(
                     PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
-                        point_struct(point_uuid, "organization", "project", point).into(),
+                        point_struct(point_uuid, "organization", "project", point, None).into(),
                     ])),
                 ))
                 .unwrap();

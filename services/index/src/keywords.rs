@@ -9,25 +9,35 @@ use std::collections::HashMap;
 /// Memories are short: a sentence or a paragraph.
 const AVERAGE_MEMORY_TOKENS: f64 = 24.0;
 
-/// Scores texts against one query with BM25 (k1 1.2, b 0.75), term statistics taken over
-/// the given texts only.
+/// Scores texts against one query with BM25 ([`bm25_model`]), term statistics taken over the
+/// given texts only: the same scores the embedded index gives those texts as a corpus.
 pub struct InMemoryKeywordScorer {
     model: EdgeBm25,
 }
 
+/// The BM25 model of every keyword path: the tokenizer of the full-text index (Unicode words
+/// with Chinese and Japanese segmentation, lowercase, English stop words dropped, English
+/// words stemmed), k1 1.2, b 0.75, and a fixed average length. The embedded index stores each
+/// memory's term weights from it, so a memory's weights never change after it is written; the
+/// average is fixed for that reason, at what a memory holds.
+pub(crate) fn bm25_model() -> Result<EdgeBm25, crate::IndexError> {
+    let average_length = NotNan::new(AVERAGE_MEMORY_TOKENS)
+        .map_err(|error| crate::IndexError::Internal(error.to_string()))?;
+    let config = EdgeBm25Config {
+        tokenizer: TokenizerType::Multilingual,
+        avg_len: average_length,
+        language: Some("english".to_string()),
+        ..EdgeBm25Config::default()
+    };
+    EdgeBm25::new(config)
+        .map_err(|error| crate::IndexError::Internal(format!("BM25 model: {error}")))
+}
+
 impl InMemoryKeywordScorer {
     pub fn new() -> Result<Self, crate::IndexError> {
-        let average_length = NotNan::new(AVERAGE_MEMORY_TOKENS)
-            .map_err(|error| crate::IndexError::Internal(error.to_string()))?;
-        let config = EdgeBm25Config {
-            tokenizer: TokenizerType::Multilingual,
-            avg_len: average_length,
-            language: Some("english".to_string()),
-            ..EdgeBm25Config::default()
-        };
-        let model = EdgeBm25::new(config)
-            .map_err(|error| crate::IndexError::Internal(format!("BM25 model: {error}")))?;
-        Ok(Self { model })
+        Ok(Self {
+            model: bm25_model()?,
+        })
     }
 
     /// One BM25 score per text, in order; 0 for a text without any query term.

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 pub mod cluster_layout;
 pub mod edge;
+mod keyword_statistics;
 pub mod keywords;
 pub mod payload_filter;
 pub mod remote;
@@ -88,7 +89,9 @@ pub struct VectorQuery {
 
 /// A keyword (BM25) query inside one project: `text` is tokenized by the index itself
 /// (English stemming and stop words, Chinese and Japanese segmentation). Term statistics
-/// (IDF) are gathered over the points the filters let through, never over other projects.
+/// (IDF) never include another project's points, nor, when `user_id` is given, another
+/// end-user's: the embedded index counts them over the project, or over the end-user's
+/// points; a cluster gathers them over the points the filters let through.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeywordQuery {
     pub text: String,
@@ -98,8 +101,8 @@ pub struct KeywordQuery {
     pub session_id: Option<String>,
     /// Empty means every kind.
     pub kinds: Vec<MemoryKind>,
-    /// Score only these memories (their term statistics still come from everything the
-    /// other filters let through). `None`: every memory.
+    /// Score only these memories (their term statistics are those of the query without
+    /// it). `None`: every memory.
     pub only_ids: Option<Vec<MemoryId>>,
     /// Conditions of the caller's filter the payload answers, applied before the top-k cut
     /// (term statistics do not depend on it).
