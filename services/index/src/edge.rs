@@ -360,7 +360,7 @@ impl EdgeVectorIndex {
             Ok(EdgeIndexStatistics {
                 segment_count: info.segments_count,
                 point_count: info.points_count,
-                indexed_vector_count: info.indexed_vectors_count,
+                indexed_vector_count: shared.indexed_dense_vectors(&info),
             })
         })
         .await
@@ -677,7 +677,7 @@ impl SharedShard {
                     continue;
                 }
             }
-            let keyword_weights = keyword_model.map(|model| model.embed_document(&point.text));
+            let keyword_weights = keyword_model.map(|model| keyword_weights_of(model, &point.text));
             if let Some(weights) = &keyword_weights {
                 let replaced = stored
                     .remove(&point_uuid)
@@ -685,7 +685,7 @@ impl SharedShard {
                 let written = DocumentTerms {
                     project_id: project_id.clone(),
                     user_id: point.user_id.clone(),
-                    terms: weights.indices.clone(),
+                    terms: terms_of(weights),
                 };
                 term_changes.push((replaced, written));
             }
@@ -1048,6 +1048,16 @@ impl SharedShard {
         })
     }
 
+    /// Dense vectors in HNSW-indexed segments. qdrant counts every vector of such a segment,
+    /// and a sparse-vector shard stores one BM25 vector beside each dense one (a text without
+    /// terms too, see [`keyword_weights_of`]), so half of its count is the dense vectors.
+    fn indexed_dense_vectors(&self, info: &qdrant_edge::ShardInfo) -> usize {
+        match self.keyword_scoring {
+            KeywordScoring::SparseVector { .. } => info.indexed_vectors_count / 2,
+            KeywordScoring::FullText => info.indexed_vectors_count,
+        }
+    }
+
     /// Publish the shard's segments, points and indexed vectors (a failed read is logged and
     /// leaves the last figures).
     fn publish_sizes(&self) {
@@ -1061,7 +1071,7 @@ impl SharedShard {
         let label = self.index_label.clone();
         metrics::gauge!(INDEX_POINTS, "index" => label.clone()).set(info.points_count as f64);
         metrics::gauge!(INDEX_INDEXED_VECTORS, "index" => label.clone())
-            .set(info.indexed_vectors_count as f64);
+            .set(self.indexed_dense_vectors(&info) as f64);
         metrics::gauge!(INDEX_SEGMENTS, "index" => label).set(info.segments_count as f64);
     }
 
@@ -1365,15 +1375,39 @@ fn payload_text(payload: Option<&Payload>, field: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// The term ids of a point's BM25 vector (none when it has none).
+/// The BM25 vector stored for `text`. A text without a term gets one term of weight 0, which
+/// never scores: qdrant does not count an empty vector, and the dense share of its indexed
+/// vectors is read as half of them (see [`SharedShard::indexed_dense_vectors`]).
+fn keyword_weights_of(model: &EdgeBm25, text: &str) -> SparseVector {
+    let weights = model.embed_document(text);
+    if weights.indices.is_empty() {
+        return SparseVector {
+            indices: vec![0],
+            values: vec![0.0],
+        };
+    }
+    weights
+}
+
+/// The term ids of a point's BM25 vector (none when it has none); a weight of 0 is no term.
 fn stored_terms(vectors: Option<&VectorStructInternal>) -> Vec<u32> {
     match vectors {
         Some(VectorStructInternal::Named(named)) => match named.get(BM25_VECTOR) {
-            Some(VectorInternal::Sparse(weights)) => weights.indices.clone(),
+            Some(VectorInternal::Sparse(weights)) => terms_of(weights),
             _ => Vec::new(),
         },
         _ => Vec::new(),
     }
+}
+
+fn terms_of(weights: &SparseVector) -> Vec<u32> {
+    weights
+        .indices
+        .iter()
+        .zip(&weights.values)
+        .filter(|(_, weight)| **weight > 0.0)
+        .map(|(term, _)| *term)
+        .collect()
 }
 
 /// Points read per page while counting the terms of a shard at open.
