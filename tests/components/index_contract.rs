@@ -1180,6 +1180,8 @@ async fn search_stays_exact_after_hnsw_optimization() {
         .collect();
     index.upsert(&other_scope, decoys).await.unwrap();
 
+    let unbuilt = index.statistics().await.unwrap();
+    assert_eq!(unbuilt.indexed_vector_count, 0, "{unbuilt:?}");
     let optimize_index = &index;
     let optimized = tokio::task::block_in_place(|| optimize_index.optimize_now()).unwrap();
     assert!(

@@ -161,7 +161,9 @@ pub struct EdgeVectorIndex {
 /// How a shard answers keyword queries, fixed when the shard is created.
 enum KeywordScoring {
     /// Each point holds its BM25 term weights as a sparse vector; the query's term weights come
-    /// from statistics kept here, so a query reads only its terms' posting lists.
+    /// from statistics kept here, so a query reads only its terms' posting lists (shared by
+    /// the shard's projects, each entry checked against the query's filter) instead of
+    /// gathering statistics over the project.
     SparseVector {
         model: EdgeBm25,
         statistics: RwLock<KeywordStatistics>,
@@ -192,6 +194,8 @@ struct SharedShard {
     unflushed_writes: AtomicBool,
     /// Cleared when a background flush or optimization fails, so `/readyz` reports the broken disk.
     background_work_healthy: AtomicBool,
+    /// Set when a write failed: the maintenance thread then counts the keyword statistics again.
+    keyword_statistics_need_recount: AtomicBool,
     /// When the sizes were last published from the write path: at most once a second there,
     /// since a long optimizer pass keeps the maintenance thread from publishing them.
     sizes_published_at: Mutex<Instant>,
@@ -306,6 +310,7 @@ impl EdgeVectorIndex {
             points_written_since_optimize: AtomicU64::new(0),
             unflushed_writes: AtomicBool::new(false),
             background_work_healthy: AtomicBool::new(true),
+            keyword_statistics_need_recount: AtomicBool::new(false),
             sizes_published_at: Mutex::new(Instant::now()),
         });
         shared.publish_sizes();
@@ -648,13 +653,17 @@ impl SharedShard {
 
         let project_id = project_id_text(scope);
         let organization_id = scope.organization_id().as_uuid().to_string();
-        let _write_guard = lock_ignoring_poison(&self.write_lock);
-        let keyword_model = match &self.keyword_scoring {
-            KeywordScoring::SparseVector { model, .. } => Some(model),
-            KeywordScoring::FullText => None,
+        // Tokenizing (jieba, vaporetto, stemming) happens before the lock every write takes.
+        let mut keyword_weights: HashMap<Uuid, SparseVector> = match &self.keyword_scoring {
+            KeywordScoring::SparseVector { model, .. } => newest_by_id
+                .iter()
+                .map(|(point_uuid, point)| (*point_uuid, keyword_weights_of(model, &point.text)))
+                .collect(),
+            KeywordScoring::FullText => HashMap::new(),
         };
-        let mut stored =
-            self.stored_points(newest_by_id.keys().copied(), keyword_model.is_some())?;
+        let sparse = matches!(self.keyword_scoring, KeywordScoring::SparseVector { .. });
+        let _write_guard = lock_ignoring_poison(&self.write_lock);
+        let mut stored = self.stored_points(newest_by_id.keys().copied(), sparse)?;
 
         let mut skipped_stale_count = 0usize;
         let mut accepted_points = Vec::with_capacity(newest_by_id.len());
@@ -677,7 +686,7 @@ impl SharedShard {
                     continue;
                 }
             }
-            let keyword_weights = keyword_model.map(|model| keyword_weights_of(model, &point.text));
+            let keyword_weights = keyword_weights.remove(&point_uuid);
             if let Some(weights) = &keyword_weights {
                 let replaced = stored
                     .remove(&point_uuid)
@@ -706,9 +715,10 @@ impl SharedShard {
             let operation = UpdateOperation::PointOperation(PointOperations::UpsertPoints(
                 PointInsertOperations::PointsList(accepted_points),
             ));
-            self.shard
-                .update(operation)
-                .map_err(|engine_error| engine_failure("upsert points", engine_error))?;
+            self.shard.update(operation).map_err(|engine_error| {
+                self.recount_keyword_statistics_later();
+                engine_failure("upsert points", engine_error)
+            })?;
         }
         if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring
             && !term_changes.is_empty()
@@ -764,7 +774,10 @@ impl SharedShard {
             .update(UpdateOperation::PointOperation(
                 PointOperations::DeletePointsByFilter(delete_filter),
             ))
-            .map_err(|engine_error| engine_failure("delete points", engine_error))?;
+            .map_err(|engine_error| {
+                self.recount_keyword_statistics_later();
+                engine_failure("delete points", engine_error)
+            })?;
         if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring {
             let mut statistics = statistics.write().unwrap_or_else(PoisonError::into_inner);
             for removed in &removed_terms {
@@ -794,7 +807,10 @@ impl SharedShard {
             .update(UpdateOperation::PointOperation(
                 PointOperations::DeletePointsByFilter(delete_filter),
             ))
-            .map_err(|engine_error| engine_failure("delete a subject's points", engine_error))?;
+            .map_err(|engine_error| {
+                self.recount_keyword_statistics_later();
+                engine_failure("delete a subject's points", engine_error)
+            })?;
         if let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring {
             statistics
                 .write()
@@ -1048,14 +1064,38 @@ impl SharedShard {
         })
     }
 
-    /// Dense vectors in HNSW-indexed segments. qdrant counts every vector of such a segment,
-    /// and a sparse-vector shard stores one BM25 vector beside each dense one (a text without
-    /// terms too, see [`keyword_weights_of`]), so half of its count is the dense vectors.
+    /// Dense vectors in HNSW-indexed segments. With a sparse vector every segment counts as
+    /// indexed, and qdrant counts each of its sparse vectors; a sparse-vector shard stores one
+    /// BM25 vector per point (a text without terms too, see [`keyword_weights_of`]), so the
+    /// points are taken off. Approximate, as qdrant's counts are.
     fn indexed_dense_vectors(&self, info: &qdrant_edge::ShardInfo) -> usize {
         match self.keyword_scoring {
-            KeywordScoring::SparseVector { .. } => info.indexed_vectors_count / 2,
+            KeywordScoring::SparseVector { .. } => {
+                info.indexed_vectors_count.saturating_sub(info.points_count)
+            }
             KeywordScoring::FullText => info.indexed_vectors_count,
         }
+    }
+
+    /// A write the shard refused may have been applied in part, so the keyword statistics
+    /// can no longer be updated by difference: the maintenance thread counts them again.
+    fn recount_keyword_statistics_later(&self) {
+        if matches!(self.keyword_scoring, KeywordScoring::SparseVector { .. }) {
+            self.keyword_statistics_need_recount
+                .store(true, Ordering::Release);
+        }
+    }
+
+    /// Count the keyword statistics again from the stored points, holding writes off so no
+    /// write lands between the count and the swap.
+    fn recount_keyword_statistics(&self) -> Result<(), IndexError> {
+        let KeywordScoring::SparseVector { statistics, .. } = &self.keyword_scoring else {
+            return Ok(());
+        };
+        let _write_guard = lock_ignoring_poison(&self.write_lock);
+        let recounted = keyword_statistics_of(&self.shard)?;
+        *statistics.write().unwrap_or_else(PoisonError::into_inner) = recounted;
+        Ok(())
     }
 
     /// Publish the shard's segments, points and indexed vectors (a failed read is logged and
@@ -1189,6 +1229,16 @@ fn run_maintenance(
         let optimize_due = pending_points >= schedule.optimize_after_written_points
             || (pending_points > 0 && last_optimize.elapsed() >= schedule.optimize_interval);
         let flush_due = shared.unflushed_writes.load(Ordering::Acquire);
+        if shared
+            .keyword_statistics_need_recount
+            .swap(false, Ordering::AcqRel)
+            && let Err(index_error) = shared.recount_keyword_statistics()
+        {
+            tracing::error!(error = %index_error, "counting the keyword statistics again failed");
+            shared
+                .keyword_statistics_need_recount
+                .store(true, Ordering::Release);
+        }
         if !optimize_due && !flush_due {
             continue;
         }

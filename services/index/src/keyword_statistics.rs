@@ -4,8 +4,8 @@
 //! Each memory is stored with its BM25 term weights as a sparse vector (term frequency,
 //! saturated and length-normalised). A keyword query is then the query's terms weighted by
 //! their inverse document frequency, and a memory's score is the dot product: BM25. The
-//! index's posting lists answer it, so its cost follows the query's terms, not the project's
-//! size. The frequencies come from here, counted over the project's memories, or over the
+//! index's posting lists answer it, so its cost follows the query's terms (how common they
+//! are in the shard), with no pass over the project to gather statistics. The frequencies come from here, counted over the project's memories, or over the
 //! end-user's when the query is an end-user's: one tenant's words never weigh in another's
 //! ranking, and an end-user's scores say nothing of another end-user's memories.
 
@@ -68,7 +68,10 @@ impl TermCounts {
             .iter()
             .filter_map(|term| {
                 let holding = *self.documents_with_term.get(term)? as f64;
-                let inverse_frequency = (1.0 + (documents - holding + 0.5) / (holding + 0.5)).ln();
+                // Never below 0, even if the counts were ever off (n above N).
+                let inverse_frequency = (1.0 + (documents - holding + 0.5) / (holding + 0.5))
+                    .ln()
+                    .max(0.0);
                 Some((*term, inverse_frequency as f32))
             })
             .collect()

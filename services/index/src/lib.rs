@@ -91,7 +91,8 @@ pub struct VectorQuery {
 /// (English stemming and stop words, Chinese and Japanese segmentation). Term statistics
 /// (IDF) never include another project's points, nor, when `user_id` is given, another
 /// end-user's: the embedded index counts them over the project, or over the end-user's
-/// points; a cluster gathers them over the points the filters let through.
+/// points; a cluster, and an embedded index created before sparse BM25 vectors, gather them
+/// over the points the filters let through.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KeywordQuery {
     pub text: String,
