@@ -1014,12 +1014,12 @@ impl SharedShard {
         if point_ids.is_empty() {
             return Ok(HashMap::new());
         }
+        let mut fields = vec![field_path(PROJECT_ID_FIELD)?, field_path(VERSION_FIELD)?];
+        if with_terms {
+            fields.push(field_path(USER_ID_FIELD)?);
+        }
         let request = RetrieveRequestBuilder::new(point_ids)
-            .with_payload(WithPayloadInterface::Fields(vec![
-                field_path(PROJECT_ID_FIELD)?,
-                field_path(VERSION_FIELD)?,
-                field_path(USER_ID_FIELD)?,
-            ]))
+            .with_payload(WithPayloadInterface::Fields(fields))
             .with_vector(if with_terms {
                 WithVector::Selector(vec![BM25_VECTOR.to_string()])
             } else {
@@ -1426,8 +1426,9 @@ fn payload_text(payload: Option<&Payload>, field: &str) -> Option<String> {
 }
 
 /// The BM25 vector stored for `text`. A text without a term gets one term of weight 0, which
-/// never scores: qdrant does not count an empty vector, and the dense share of its indexed
-/// vectors is read as half of them (see [`SharedShard::indexed_dense_vectors`]).
+/// never scores: qdrant does not store an empty vector, and the dense share of its indexed
+/// vectors is read by taking one BM25 vector per point off (see
+/// [`SharedShard::indexed_dense_vectors`]).
 fn keyword_weights_of(model: &EdgeBm25, text: &str) -> SparseVector {
     let weights = model.embed_document(text);
     if weights.indices.is_empty() {
@@ -1656,27 +1657,7 @@ mod tests {
                 1
             );
             assert_eq!(index.shared.search_ef, 64);
-            let point = IndexedMemory {
-                memory_id: MemoryId::from_uuid(point_uuid),
-                version: 1,
-                vector: vec![1.0, 0.0, 0.0, 0.0],
-                user_id: None,
-                agent_id: None,
-                session_id: None,
-                kind: engram_core::MemoryKind::Semantic,
-                created_at: chrono::Utc::now(),
-                text: "kept across a reopening".to_string(),
-                filterable: crate::FilterableFields::default(),
-            };
-            index
-                .shared
-                .shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
-                        point_struct(point_uuid, "organization", "project", point, None).into(),
-                    ])),
-                ))
-                .unwrap();
+            write_through_shard(&index, point_uuid, None, "kept across a reopening", None);
         }
         let reopened =
             EdgeVectorIndex::open_with_options(directory.path(), 4, tuned(3, 200)).unwrap();
@@ -1695,6 +1676,45 @@ mod tests {
             1,
             "the point written before the new cap is still there"
         );
+    }
+
+    /// Writes one point of project "project" straight into the shard: a project scope is only
+    /// ever minted from a verified credential, never in this crate.
+    fn write_through_shard(
+        index: &EdgeVectorIndex,
+        point_uuid: Uuid,
+        user_id: Option<&str>,
+        text: &str,
+        keyword_weights: Option<SparseVector>,
+    ) {
+        let point = IndexedMemory {
+            memory_id: MemoryId::from_uuid(point_uuid),
+            version: 1,
+            vector: vec![1.0, 0.0, 0.0, 0.0],
+            user_id: user_id.map(str::to_string),
+            agent_id: None,
+            session_id: None,
+            kind: engram_core::MemoryKind::Semantic,
+            created_at: chrono::Utc::now(),
+            text: text.to_string(),
+            filterable: crate::FilterableFields::default(),
+        };
+        index
+            .shared
+            .shard
+            .update(UpdateOperation::PointOperation(
+                PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
+                    point_struct(
+                        point_uuid,
+                        "organization",
+                        "project",
+                        point,
+                        keyword_weights,
+                    )
+                    .into(),
+                ])),
+            ))
+            .unwrap();
     }
 
     /// A shard as versions before the sparse BM25 vector created it: one dense vector.
@@ -1720,28 +1740,13 @@ mod tests {
                 panic!("a new shard must score keywords with sparse vectors");
             };
             let weights = model.embed_document("Ann keeps bees on the roof");
-            let point = IndexedMemory {
-                memory_id: MemoryId::from_uuid(point_uuid),
-                version: 1,
-                vector: vec![1.0, 0.0, 0.0, 0.0],
-                user_id: Some("ann".to_string()),
-                agent_id: None,
-                session_id: None,
-                kind: engram_core::MemoryKind::Semantic,
-                created_at: chrono::Utc::now(),
-                text: "Ann keeps bees on the roof".to_string(),
-                filterable: crate::FilterableFields::default(),
-            };
-            index
-                .shared
-                .shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
-                        point_struct(point_uuid, "organization", "project", point, Some(weights))
-                            .into(),
-                    ])),
-                ))
-                .unwrap();
+            write_through_shard(
+                &index,
+                point_uuid,
+                Some("ann"),
+                "Ann keeps bees on the roof",
+                Some(weights),
+            );
             let stored = index
                 .shared
                 .shard
@@ -1804,27 +1809,13 @@ mod tests {
                 index.shared.keyword_scoring,
                 KeywordScoring::FullText
             ));
-            let point = IndexedMemory {
-                memory_id: MemoryId::from_uuid(point_uuid),
-                version: 1,
-                vector: vec![1.0, 0.0, 0.0, 0.0],
-                user_id: Some("ann".to_string()),
-                agent_id: None,
-                session_id: None,
-                kind: engram_core::MemoryKind::Semantic,
-                created_at: chrono::Utc::now(),
-                text: "Ann keeps bees on the roof".to_string(),
-                filterable: crate::FilterableFields::default(),
-            };
-            index
-                .shared
-                .shard
-                .update(UpdateOperation::PointOperation(
-                    PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
-                        point_struct(point_uuid, "organization", "project", point, None).into(),
-                    ])),
-                ))
-                .unwrap();
+            write_through_shard(
+                &index,
+                point_uuid,
+                Some("ann"),
+                "Ann keeps bees on the roof",
+                None,
+            );
             // Put the older schema back: plain keyword indexes, a text index with links.
             let shard = &index.shared.shard;
             for field in KEYWORD_INDEXED_FIELDS

@@ -68,14 +68,19 @@ impl TermCounts {
             .iter()
             .filter_map(|term| {
                 let holding = *self.documents_with_term.get(term)? as f64;
-                // Never below 0, even if the counts were ever off (n above N).
-                let inverse_frequency = (1.0 + (documents - holding + 0.5) / (holding + 0.5))
-                    .ln()
-                    .max(0.0);
+                let inverse_frequency = inverse_document_frequency(documents, holding);
                 Some((*term, inverse_frequency as f32))
             })
             .collect()
     }
+}
+
+/// BM25's inverse document frequency of a term that `holding` of `documents` documents hold,
+/// `ln(1 + (N - n + 0.5) / (n + 0.5))`; never below 0, even if counts were ever off (n > N).
+pub(crate) fn inverse_document_frequency(documents: f64, holding: f64) -> f64 {
+    (1.0 + (documents - holding + 0.5) / (holding + 0.5))
+        .ln()
+        .max(0.0)
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -60,8 +60,10 @@ impl InMemoryKeywordScorer {
                 .iter()
                 .filter(|document| document.contains_key(term))
                 .count() as f32;
-            let inverse_frequency =
-                (1.0 + (document_count - containing + 0.5) / (containing + 0.5)).ln();
+            let inverse_frequency = crate::keyword_statistics::inverse_document_frequency(
+                f64::from(document_count),
+                f64::from(containing),
+            ) as f32;
             weights.insert(*term, inverse_frequency);
         }
         documents
