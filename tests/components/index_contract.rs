@@ -1266,6 +1266,43 @@ async fn the_maintenance_thread_optimizes_after_enough_writes() {
     assert_eq!(index.point_count(&scope).await.unwrap(), 1_000);
 }
 
+/// Points that waited for a load to pause are optimized once enough of them wait, pause or
+/// not, so searches never scan an unbounded number of points without a graph (when the
+/// optimizer waits is the schedule's unit test, `edge::tests`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enough_waiting_points_are_optimized_before_the_writes_pause() {
+    let directory = tempfile::tempdir().unwrap();
+    let options = EdgeIndexOptions {
+        indexing_threshold_kb: Some(10),
+        optimize_after_written_points: 100,
+        bulk_load_pause: Duration::from_secs(3600),
+        bulk_load_longest_wait: Duration::from_secs(3600),
+        bulk_load_most_waiting_points: 1_000,
+        maintenance_tick: Duration::from_millis(50),
+        ..EdgeIndexOptions::default()
+    };
+    let index = EdgeVectorIndex::open_with_options(directory.path(), DIMENSION, options).unwrap();
+    let scope = new_scope();
+    let points = pseudo_random_vectors(1_000, 13)
+        .into_iter()
+        .map(|vector| memory(MemoryId::generate(), 1, vector))
+        .collect();
+    index.upsert(&scope, points).await.unwrap();
+
+    let deadline = Instant::now() + engram_tests::patience();
+    loop {
+        let statistics = index.statistics().await.unwrap();
+        if statistics.indexed_vector_count > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "1,000 points waited and the optimizer still did not run: {statistics:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Set in the child process of the crash test: where to write before aborting.
 const CRASH_DIRECTORY_VARIABLE: &str = "ENGRAM_INDEX_CRASH_TEST_DIRECTORY";
 

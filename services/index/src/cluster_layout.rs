@@ -5,6 +5,7 @@
 //! There is no Qdrant server in the test environment, so every choice here is unit-tested on
 //! the requests it builds, and argued (not measured) in `infra/CAPACITY.md`.
 
+use crate::{QUANTIZATION_QUANTILE, RESCORE_OVERSAMPLING};
 use engram_core::{ProjectId, ProjectScope};
 use qdrant_client::qdrant::{
     CollectionClusterInfoResponse, CreateCollection, CreateCollectionBuilder, CreateShardKey,
@@ -69,12 +70,6 @@ impl Default for HnswSettings {
         }
     }
 }
-
-/// Re-scored candidates per result when vectors are quantized: twice the results are read
-/// again from the float vectors, which recovers what int8 rounding reorders.
-const RESCORE_OVERSAMPLING: f64 = 2.0;
-/// Scalar quantization ignores the 1 % most extreme components when choosing its range.
-const QUANTIZATION_QUANTILE: f32 = 0.99;
 
 /// The layout of a collection and the routing of each request, from the deployment's options.
 #[derive(Clone, Debug, PartialEq, Eq)]

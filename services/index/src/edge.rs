@@ -21,12 +21,12 @@ use qdrant_edge::{
     FieldCondition, FieldIndexOperations, Filter, HasIdCondition, HnswIndexConfig, IdfCorpusParams,
     IdfParams, JsonPath, KeywordIndexParamsBuilder, Language, Match, Memory, NamedQuery,
     OperationError, Payload, PayloadFieldSchema, PayloadSchemaParams, PointId,
-    PointInsertOperations, PointOperations, PointStruct, QueryEnum, QueryRequestBuilder,
-    RetrieveRequestBuilder, ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball,
-    SnowballLanguage, SnowballParams, SparseVector, StemmingAlgorithm, StopwordsInterface,
-    TextIndexParamsBuilder, TextQueryBuilder, TextQueryScoring, TextScoringParams, TextScoringType,
-    TokenizerType, UpdateOperation, VectorInternal, VectorStructInternal, Vectors,
-    WithPayloadInterface, WithVector,
+    PointInsertOperations, PointOperations, PointStruct, QuantizationSearchParams, QueryEnum,
+    QueryRequestBuilder, RetrieveRequestBuilder, ScalarQuantizationConfig, ScalarType,
+    ScoringQuery, ScrollRequestBuilder, SearchParams, Snowball, SnowballLanguage, SnowballParams,
+    SparseVector, StemmingAlgorithm, StopwordsInterface, TextIndexParamsBuilder, TextQueryBuilder,
+    TextQueryScoring, TextScoringParams, TextScoringType, TokenizerType, UpdateOperation,
+    VectorInternal, VectorStructInternal, Vectors, WithPayloadInterface, WithVector,
 };
 use serde_json::{Value as JsonValue, json};
 use std::collections::HashMap;
@@ -86,22 +86,46 @@ pub struct EdgeIndexOptions {
     pub optimize_after_written_points: u64,
     /// Run the optimizer at least this often while there were writes, however few.
     pub optimize_interval: Duration,
+    /// While writes keep arriving (a bulk load, a reconciliation), the optimizer waits until
+    /// they pause this long, so graphs are built once over what was loaded rather than again
+    /// after every thousand points...
+    pub bulk_load_pause: Duration,
+    /// ...unless this many points are waiting: searches during a long load then scan about
+    /// this many points that no graph holds yet (plus what is written during a pass)...
+    pub bulk_load_most_waiting_points: u64,
+    /// ...or the last pass was this long ago: steady traffic that never pauses for
+    /// `bulk_load_pause` is still put in graphs within this time.
+    pub bulk_load_longest_wait: Duration,
     /// How often the maintenance thread wakes to flush pending writes to disk (and to check the
     /// optimize interval). This bounds how much an OS crash or power loss can take.
     pub maintenance_tick: Duration,
     /// Size (KB of vectors) above which a segment gets an HNSW index. `None` keeps what the shard
     /// already has, or qdrant-edge's default (10,000 KB) for a new shard.
     pub indexing_threshold_kb: Option<usize>,
+    /// Size (KB of float vectors) up to which the optimizer merges segments. Every search
+    /// walks each segment's graph, so fewer, larger segments cost a search less; qdrant-edge's
+    /// default (256 MB per optimizer thread) left a million memories in 9 segments here.
+    pub max_segment_size_kb: usize,
     pub tuning: EdgeIndexTuning,
 }
+
+/// Segments grow to 1 GiB of float vectors (or qdrant-edge's 256 MB per optimizer thread,
+/// if more): about 700,000 memories of 384 dimensions, so on this 2-core machine (where
+/// qdrant-edge aims at 2 segments) a million memories are two segments (see
+/// `tests/BENCHMARKS.md`, "The embedded index on disk").
+pub const DEFAULT_MAX_SEGMENT_SIZE_KB: usize = 1024 * 1024;
 
 impl Default for EdgeIndexOptions {
     fn default() -> Self {
         Self {
             optimize_after_written_points: 1_000,
             optimize_interval: Duration::from_secs(5),
+            bulk_load_pause: Duration::from_secs(2),
+            bulk_load_most_waiting_points: 100_000,
+            bulk_load_longest_wait: Duration::from_secs(60),
             maintenance_tick: Duration::from_secs(1),
             indexing_threshold_kb: None,
+            max_segment_size_kb: DEFAULT_MAX_SEGMENT_SIZE_KB,
             tuning: EdgeIndexTuning::default(),
         }
     }
@@ -196,6 +220,10 @@ struct SharedShard {
     background_work_healthy: AtomicBool,
     /// Set when a write failed: the maintenance thread then counts the keyword statistics again.
     keyword_statistics_need_recount: AtomicBool,
+    /// When the shard opened: the clock `last_write_millis` counts from.
+    opened_at: Instant,
+    /// Milliseconds from `opened_at` to the last write, for the bulk-load pause.
+    last_write_millis: AtomicU64,
     /// When the sizes were last published from the write path: at most once a second there,
     /// since a long optimizer pass keeps the maintenance thread from publishing them.
     sizes_published_at: Mutex<Instant>,
@@ -238,15 +266,18 @@ impl EdgeVectorIndex {
 
         // A shard keeps the vectors it was created with: one created before the sparse BM25
         // vector keeps its full-text index.
-        let created_with_full_text = matches!(
-            EdgeConfig::load(directory),
-            Some(Ok(stored)) if !stored.sparse_vectors.contains_key(BM25_VECTOR)
-        );
+        let stored_config = EdgeConfig::load(directory).and_then(Result::ok);
+        let created_with_full_text = stored_config
+            .as_ref()
+            .is_some_and(|stored| !stored.sparse_vectors.contains_key(BM25_VECTOR));
+        // A shard laid out otherwise (floats in RAM, payloads cached) is rebuilt by the
+        // optimizer: a pass is due soon after the open, not only after the next write.
+        let laid_out_otherwise = stored_config.as_ref().is_some_and(|stored| {
+            stored.vectors.get(DEFAULT_VECTOR_NAME) != Some(&dense_vector_params(dimension))
+                || stored.payload_memory != Some(Memory::Cold)
+        });
         let mut config_builder = EdgeConfig::builder()
-            .vector(
-                DEFAULT_VECTOR_NAME,
-                EdgeVectorParams::builder(dimension, Distance::Cosine).build(),
-            )
+            .vector(DEFAULT_VECTOR_NAME, dense_vector_params(dimension))
             // The graph settings are qdrant-edge's defaults (m 16, ef_construct 100; only the
             // search's hnsw_ef was measured, in tests/BENCHMARKS.md); the thread cap does not
             // change a built graph, so an existing shard takes it without a rebuild.
@@ -254,15 +285,27 @@ impl EdgeVectorIndex {
                 max_indexing_threads: options.tuning.optimizer_threads.max(1),
                 ..HnswIndexConfig::default()
             })
-            // Payloads are a few short strings per point; pre-loading them into the page cache
-            // keeps filtered search and version lookups free of disk reads.
-            .payload_memory(Memory::Cached);
-        if let Some(indexing_threshold_kb) = options.indexing_threshold_kb {
-            config_builder = config_builder.optimizers(EdgeOptimizersConfig {
-                indexing_threshold: Some(indexing_threshold_kb),
-                ..EdgeOptimizersConfig::default()
-            });
-        }
+            // Payloads are read for a search's hits and a write's version check, never scanned
+            // (filters go through the payload indexes): they stay on disk, paged in as read.
+            .payload_memory(Memory::Cold);
+        // Optimizer settings given here replace the stored ones as a whole, so they start
+        // from what the shard has.
+        let stored_optimizers = stored_config
+            .as_ref()
+            .and_then(|stored| stored.optimizers.clone())
+            .unwrap_or_default();
+        config_builder = config_builder.optimizers(EdgeOptimizersConfig {
+            indexing_threshold: options
+                .indexing_threshold_kb
+                .or(stored_optimizers.indexing_threshold),
+            // Never below qdrant-edge's own default (256 MB per optimizer thread).
+            max_segment_size: Some(
+                options
+                    .max_segment_size_kb
+                    .max(options.tuning.optimizer_threads.max(1) * 256_000),
+            ),
+            ..stored_optimizers
+        });
         if !created_with_full_text {
             // The inverted index stays in RAM (qdrant's default for sparse vectors): a
             // memory has a few dozen terms, so it is small beside the dense vectors.
@@ -307,10 +350,12 @@ impl EdgeVectorIndex {
                 .unwrap_or_default(),
             write_lock: Mutex::new(()),
             optimize_lock: Mutex::new(()),
-            points_written_since_optimize: AtomicU64::new(0),
+            points_written_since_optimize: AtomicU64::new(u64::from(laid_out_otherwise)),
             unflushed_writes: AtomicBool::new(false),
             background_work_healthy: AtomicBool::new(true),
             keyword_statistics_need_recount: AtomicBool::new(false),
+            opened_at: Instant::now(),
+            last_write_millis: AtomicU64::new(0),
             sizes_published_at: Mutex::new(Instant::now()),
         });
         shared.publish_sizes();
@@ -401,6 +446,11 @@ impl EdgeVectorIndex {
             return;
         }
         self.shared.unflushed_writes.store(true, Ordering::Release);
+        // Writers race: the latest of their clocks must win.
+        self.shared.last_write_millis.fetch_max(
+            self.shared.opened_at.elapsed().as_millis() as u64,
+            Ordering::AcqRel,
+        );
         let written = written_point_count as u64;
         let before = self
             .shared
@@ -840,10 +890,7 @@ impl SharedShard {
                 query: VectorInternal::Dense(query.vector),
                 using: None,
             })))
-            .params(SearchParams {
-                hnsw_ef: Some(self.search_ef),
-                ..SearchParams::default()
-            })
+            .params(rescored_search_params(self.search_ef))
             .filter(search_filter)
             .with_payload(WithPayloadInterface::Fields(vec![field_path(
                 VERSION_FIELD,
@@ -1128,6 +1175,12 @@ impl SharedShard {
         self.publish_sizes();
     }
 
+    /// How long ago the last write was recorded (since the open, if none was).
+    fn since_last_write(&self) -> Duration {
+        let last_write = Duration::from_millis(self.last_write_millis.load(Ordering::Acquire));
+        self.opened_at.elapsed().saturating_sub(last_write)
+    }
+
     fn publish_unoptimized_writes(&self) {
         let unoptimized = self.points_written_since_optimize.load(Ordering::Acquire);
         metrics::gauge!(INDEX_UNOPTIMIZED_WRITES, "index" => self.index_label.clone())
@@ -1177,6 +1230,9 @@ impl MaintenanceThread {
         let schedule = MaintenanceSchedule {
             optimize_after_written_points: options.optimize_after_written_points.max(1),
             optimize_interval: options.optimize_interval,
+            bulk_load_pause: options.bulk_load_pause,
+            bulk_load_most_waiting_points: options.bulk_load_most_waiting_points.max(1),
+            bulk_load_longest_wait: options.bulk_load_longest_wait,
             maintenance_tick: options.maintenance_tick.max(Duration::from_millis(10)),
         };
         let handle = std::thread::Builder::new()
@@ -1205,7 +1261,29 @@ impl MaintenanceThread {
 struct MaintenanceSchedule {
     optimize_after_written_points: u64,
     optimize_interval: Duration,
+    bulk_load_pause: Duration,
+    bulk_load_most_waiting_points: u64,
+    bulk_load_longest_wait: Duration,
     maintenance_tick: Duration,
+}
+
+impl MaintenanceSchedule {
+    /// Whether the optimizer should run now: enough writes are waiting (or some, and the
+    /// interval passed), and either the writes paused, or too many are waiting, or they have
+    /// waited too long.
+    fn optimize_is_due(
+        &self,
+        waiting_points: u64,
+        since_last_optimize: Duration,
+        since_last_write: Duration,
+    ) -> bool {
+        let enough_waiting = waiting_points >= self.optimize_after_written_points
+            || (waiting_points > 0 && since_last_optimize >= self.optimize_interval);
+        let no_longer_worth_waiting = since_last_write >= self.bulk_load_pause
+            || waiting_points >= self.bulk_load_most_waiting_points
+            || since_last_optimize >= self.bulk_load_longest_wait;
+        enough_waiting && no_longer_worth_waiting
+    }
 }
 
 /// The maintenance loop: optimize when enough writes accumulated (or some did and the interval
@@ -1226,8 +1304,11 @@ fn run_maintenance(
         // tick sets it right.
         shared.publish_unoptimized_writes();
         let pending_points = shared.points_written_since_optimize.load(Ordering::Acquire);
-        let optimize_due = pending_points >= schedule.optimize_after_written_points
-            || (pending_points > 0 && last_optimize.elapsed() >= schedule.optimize_interval);
+        let optimize_due = schedule.optimize_is_due(
+            pending_points,
+            last_optimize.elapsed(),
+            shared.since_last_write(),
+        );
         let flush_due = shared.unflushed_writes.load(Ordering::Acquire);
         if shared
             .keyword_statistics_need_recount
@@ -1306,6 +1387,40 @@ fn ensure_payload_indexes(shard: &EdgeShard, with_full_text: bool) -> Result<(),
     Ok(())
 }
 
+/// The dense vectors' layout: float vectors on disk (memory-mapped), and in every segment
+/// with a graph an int8 copy in RAM that the graph is built over and searches walk, the
+/// best candidates re-scored on the floats: a quarter of the RAM floats would take. Segments
+/// without a graph yet (the one being written, the small ones) are scanned on the floats.
+/// The settings apply to existing shards too: the optimizer rebuilds segments laid out
+/// otherwise, in the background (a pass runs soon after such a shard opens).
+#[allow(deprecated)] // `always_ram`: qdrant-edge 0.9 still has the field; `memory` replaces it
+fn dense_vector_params(dimension: usize) -> EdgeVectorParams {
+    let int8_in_ram = ScalarQuantizationConfig {
+        r#type: ScalarType::Int8,
+        quantile: Some(crate::QUANTIZATION_QUANTILE),
+        always_ram: None,
+        memory: Some(Memory::Pinned),
+    };
+    EdgeVectorParams::builder(dimension, Distance::Cosine)
+        .memory(Memory::Cold)
+        .quantization_config(int8_in_ram.into())
+        .build()
+}
+
+/// How a dense search uses the int8 copy: it ranks candidates, and the best of them (twice
+/// the limit) are scored again on the float vectors, which recovers what rounding reorders.
+fn rescored_search_params(search_ef: usize) -> SearchParams {
+    SearchParams {
+        hnsw_ef: Some(search_ef),
+        quantization: Some(QuantizationSearchParams {
+            ignore: false,
+            rescore: Some(true),
+            oversampling: Some(crate::RESCORE_OVERSAMPLING),
+        }),
+        ..SearchParams::default()
+    }
+}
+
 /// The keyword index of `field`. Only the project gets HNSW links of its own (payload-aware
 /// links, one subgraph per project): every query is inside one project, while a subgraph per
 /// end-user, agent, session or kind would cost graph building and memory for filters the
@@ -1313,10 +1428,18 @@ fn ensure_payload_indexes(shard: &EdgeShard, with_full_text: bool) -> Result<(),
 fn keyword_index_params(field: &str) -> PayloadSchemaParams {
     let params = if field == PROJECT_ID_FIELD {
         // The tenant flag lets qdrant co-locate each project's points on disk and plan
-        // searches per project, which is how every query here is shaped.
+        // searches per project, which is how every query here is shaped. Every query reads
+        // it, so it stays in RAM.
         KeywordIndexParamsBuilder::new().is_tenant(true).build()
     } else {
-        KeywordIndexParamsBuilder::new().enable_hnsw(false).build()
+        // The others narrow some queries only: on disk, paged in as they are read. `on_disk`
+        // rather than `memory`: qdrant-edge 0.9 switches an existing index to it in place,
+        // where a new `memory` makes it rebuild every segment's index at open.
+        #[allow(deprecated)]
+        KeywordIndexParamsBuilder::new()
+            .enable_hnsw(false)
+            .on_disk(true)
+            .build()
     };
     PayloadSchemaParams::Keyword(params)
 }
@@ -1657,7 +1780,13 @@ mod tests {
                 1
             );
             assert_eq!(index.shared.search_ef, 64);
-            write_through_shard(&index, point_uuid, None, "kept across a reopening", None);
+            write_through_shard(
+                &index.shared.shard,
+                point_uuid,
+                None,
+                "kept across a reopening",
+                None,
+            );
         }
         let reopened =
             EdgeVectorIndex::open_with_options(directory.path(), 4, tuned(3, 200)).unwrap();
@@ -1672,6 +1801,17 @@ mod tests {
         );
         assert_eq!(reopened.shared.search_ef, 200);
         assert_eq!(
+            reopened
+                .shared
+                .shard
+                .config()
+                .optimizers
+                .as_ref()
+                .and_then(|optimizers| optimizers.max_segment_size),
+            Some(DEFAULT_MAX_SEGMENT_SIZE_KB),
+            "segments may grow past qdrant-edge's default"
+        );
+        assert_eq!(
             reopened.statistics().await.unwrap().point_count,
             1,
             "the point written before the new cap is still there"
@@ -1681,7 +1821,7 @@ mod tests {
     /// Writes one point of project "project" straight into the shard: a project scope is only
     /// ever minted from a verified credential, never in this crate.
     fn write_through_shard(
-        index: &EdgeVectorIndex,
+        shard: &EdgeShard,
         point_uuid: Uuid,
         user_id: Option<&str>,
         text: &str,
@@ -1699,9 +1839,7 @@ mod tests {
             text: text.to_string(),
             filterable: crate::FilterableFields::default(),
         };
-        index
-            .shared
-            .shard
+        shard
             .update(UpdateOperation::PointOperation(
                 PointOperations::UpsertPoints(PointInsertOperations::PointsList(vec![
                     point_struct(
@@ -1728,6 +1866,145 @@ mod tests {
         drop(EdgeShard::load(directory, Some(config)).expect("create a full-text shard"));
     }
 
+    /// A bulk load is indexed once: while writes keep arriving the optimizer waits for them to
+    /// pause, unless too many points are waiting or they waited a minute; writes further
+    /// apart than the pause are optimized as before.
+    #[test]
+    fn the_optimizer_waits_for_a_bulk_load_to_pause_unless_too_much_waits() {
+        let schedule = MaintenanceSchedule {
+            optimize_after_written_points: 1_000,
+            optimize_interval: Duration::from_secs(5),
+            bulk_load_pause: Duration::from_secs(2),
+            bulk_load_most_waiting_points: 100_000,
+            bulk_load_longest_wait: Duration::from_secs(60),
+            maintenance_tick: Duration::from_secs(1),
+        };
+        let seconds = Duration::from_secs;
+        let millis = Duration::from_millis;
+        // (waiting points, since the last optimization, since the last write) → due
+        let cases = [
+            (0, seconds(60), seconds(60), false),
+            (5_000, seconds(1), millis(100), false),
+            (99_999, seconds(30), millis(100), false),
+            (100_000, seconds(1), millis(100), true),
+            (5_000, seconds(1), seconds(2), true),
+            (10, seconds(1), seconds(10), false),
+            (10, seconds(5), seconds(2), true),
+            (10, seconds(5), millis(100), false),
+            // Steady traffic that never pauses is optimized once a minute.
+            (10, seconds(59), millis(100), false),
+            (10, seconds(60), millis(100), true),
+        ];
+        for (waiting, since_optimize, since_write, due) in cases {
+            assert_eq!(
+                schedule.optimize_is_due(waiting, since_optimize, since_write),
+                due,
+                "{waiting} points waiting, {since_optimize:?} since the optimizer, \
+                 {since_write:?} since a write"
+            );
+        }
+    }
+
+    /// How each segment of the shard in `directory` keeps its dense vectors: whether the float
+    /// vectors are on disk, and whether it has an int8 copy, by whether it has an HNSW graph.
+    fn dense_layout_of_segments(directory: &Path) -> Vec<(bool, bool, bool)> {
+        let segments = std::fs::read_dir(directory.join("segments")).unwrap();
+        segments
+            .map(|entry| entry.unwrap().path())
+            // Segments being removed are renamed first.
+            .filter(|path| {
+                path.extension()
+                    .is_none_or(|extension| extension != "deleted")
+            })
+            .filter_map(|path| {
+                let state_file = path.join(qdrant_edge::SEGMENT_STATE_FILE);
+                let state: qdrant_edge::SegmentState =
+                    serde_json::from_slice(&std::fs::read(state_file).ok()?).unwrap();
+                let dense = &state.config.vector_data[DEFAULT_VECTOR_NAME];
+                Some((
+                    dense.index.is_indexed(),
+                    dense
+                        .storage_type
+                        .memory()
+                        .is_some_and(|memory| memory.is_cold()),
+                    dense.quantization_config.is_some(),
+                ))
+            })
+            .collect()
+    }
+
+    /// A shard whose graphs were built over float vectors in RAM (before this layout) takes
+    /// the layout when it opens: an optimizer pass is due at once, and it rebuilds those
+    /// segments with the floats on disk and an int8 copy in RAM, every point still found.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_older_shard_moves_its_float_vectors_to_disk_and_searches_int8_in_ram() {
+        let directory = tempfile::tempdir().unwrap();
+        let point_count = 400;
+        {
+            let in_ram = EdgeConfig::builder()
+                .vector(
+                    DEFAULT_VECTOR_NAME,
+                    EdgeVectorParams::builder(4, Distance::Cosine).build(),
+                )
+                .sparse_vector(BM25_VECTOR, EdgeSparseVectorParams::default())
+                .payload_memory(Memory::Cached)
+                .optimizers(EdgeOptimizersConfig {
+                    indexing_threshold: Some(1),
+                    ..EdgeOptimizersConfig::default()
+                })
+                .build();
+            let older = EdgeShard::load(directory.path(), Some(in_ram)).unwrap();
+            for _ in 0..point_count {
+                write_through_shard(&older, Uuid::now_v7(), None, "a memory", None);
+            }
+            older.optimize().unwrap();
+        }
+        let graphs_of = |layouts: Vec<(bool, bool, bool)>| -> Vec<(bool, bool)> {
+            layouts
+                .into_iter()
+                .filter(|(indexed, ..)| *indexed)
+                .map(|(_, floats_on_disk, int8)| (floats_on_disk, int8))
+                .collect()
+        };
+        let before = graphs_of(dense_layout_of_segments(directory.path()));
+        assert!(
+            !before.is_empty() && before.iter().all(|graph| *graph == (false, false)),
+            "the older shard has graphs over floats in RAM: {before:?}"
+        );
+
+        let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+        assert_eq!(
+            index
+                .shared
+                .points_written_since_optimize
+                .load(Ordering::Acquire),
+            1,
+            "a pass is due without waiting for a write"
+        );
+        index.optimize_now().unwrap();
+        // qdrant removes replaced segments' files after the next flush.
+        index.shared.flush().unwrap();
+        let after = graphs_of(dense_layout_of_segments(directory.path()));
+        assert!(
+            !after.is_empty() && after.iter().all(|graph| *graph == (true, true)),
+            "every graph is rebuilt with floats on disk and int8 in RAM: {after:?}"
+        );
+        let found = index
+            .shared
+            .shard
+            .query(
+                QueryRequestBuilder::new(point_count)
+                    .query(ScoringQuery::Vector(QueryEnum::Nearest(NamedQuery {
+                        query: VectorInternal::Dense(vec![1.0, 0.0, 0.0, 0.0]),
+                        using: None,
+                    })))
+                    .params(rescored_search_params(index.shared.search_ef))
+                    .build(),
+            )
+            .unwrap();
+        assert_eq!(found.len(), point_count);
+    }
+
     /// A new shard stores BM25 vectors, keeps no text and builds no full-text index; one
     /// created before them keeps its full-text index (the test below).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1741,7 +2018,7 @@ mod tests {
             };
             let weights = model.embed_document("Ann keeps bees on the roof");
             write_through_shard(
-                &index,
+                &index.shared.shard,
                 point_uuid,
                 Some("ann"),
                 "Ann keeps bees on the roof",
@@ -1810,7 +2087,7 @@ mod tests {
                 KeywordScoring::FullText
             ));
             write_through_shard(
-                &index,
+                &index.shared.shard,
                 point_uuid,
                 Some("ann"),
                 "Ann keeps bees on the roof",

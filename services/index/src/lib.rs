@@ -28,6 +28,13 @@ pub use remote::{
     MINIMUM_QDRANT_VERSION, QdrantClusterOptions, QdrantVectorIndex, collection_name_for_model,
 };
 
+/// Re-scored candidates per result when vectors are quantized: twice the results are read
+/// again from the float vectors, which recovers what int8 rounding reorders. Both backends'
+/// quantized layouts use it (the embedded index always, a cluster by default).
+pub(crate) const RESCORE_OVERSAMPLING: f64 = 2.0;
+/// Scalar quantization ignores the 1 % most extreme components when choosing its range.
+pub(crate) const QUANTIZATION_QUANTILE: f32 = 0.99;
+
 /// What the index stores for one memory: its vector plus the payload the scope filter needs.
 /// The point id is the memory id; `version` lets a stale write be recognised and skipped.
 #[derive(Clone, Debug, PartialEq)]
