@@ -1250,18 +1250,7 @@ async fn the_maintenance_thread_optimizes_after_enough_writes() {
         .collect();
     index.upsert(&scope, points).await.unwrap();
 
-    let deadline = Instant::now() + engram_tests::patience();
-    loop {
-        let statistics = index.statistics().await.unwrap();
-        if statistics.indexed_vector_count > 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no background optimization happened: {statistics:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_a_graph(&index, "no background optimization happened").await;
     index.check_ready().await.unwrap();
     assert_eq!(index.point_count(&scope).await.unwrap(), 1_000);
 }
@@ -1289,16 +1278,23 @@ async fn enough_waiting_points_are_optimized_before_the_writes_pause() {
         .collect();
     index.upsert(&scope, points).await.unwrap();
 
+    wait_for_a_graph(
+        &index,
+        "1,000 points waited and the optimizer still did not run",
+    )
+    .await;
+}
+
+/// Waits (within the tests' patience) until the maintenance thread put some vectors in a
+/// graph; fails with `failure` and the index's sizes otherwise.
+async fn wait_for_a_graph(index: &EdgeVectorIndex, failure: &str) {
     let deadline = Instant::now() + engram_tests::patience();
     loop {
         let statistics = index.statistics().await.unwrap();
         if statistics.indexed_vector_count > 0 {
-            break;
+            return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "1,000 points waited and the optimizer still did not run: {statistics:?}"
-        );
+        assert!(Instant::now() < deadline, "{failure}: {statistics:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -115,6 +115,10 @@ pub struct EdgeIndexOptions {
 /// `tests/BENCHMARKS.md`, "The embedded index on disk").
 pub const DEFAULT_MAX_SEGMENT_SIZE_KB: usize = 1024 * 1024;
 
+/// qdrant-edge's own segment cap per optimizer thread (KB), which the configured one never
+/// goes below (qdrant-edge 0.9 does not export it).
+const QDRANT_EDGE_SEGMENT_KB_PER_THREAD: usize = 256_000;
+
 impl Default for EdgeIndexOptions {
     fn default() -> Self {
         Self {
@@ -294,18 +298,16 @@ impl EdgeVectorIndex {
             .as_ref()
             .and_then(|stored| stored.optimizers.clone())
             .unwrap_or_default();
-        config_builder = config_builder.optimizers(EdgeOptimizersConfig {
-            indexing_threshold: options
-                .indexing_threshold_kb
-                .or(stored_optimizers.indexing_threshold),
-            // Never below qdrant-edge's own default (256 MB per optimizer thread).
-            max_segment_size: Some(
-                options
-                    .max_segment_size_kb
-                    .max(options.tuning.optimizer_threads.max(1) * 256_000),
-            ),
-            ..stored_optimizers
-        });
+        config_builder =
+            config_builder.optimizers(EdgeOptimizersConfig {
+                indexing_threshold: options
+                    .indexing_threshold_kb
+                    .or(stored_optimizers.indexing_threshold),
+                max_segment_size: Some(options.max_segment_size_kb.max(
+                    options.tuning.optimizer_threads.max(1) * QDRANT_EDGE_SEGMENT_KB_PER_THREAD,
+                )),
+                ..stored_optimizers
+            });
         if !created_with_full_text {
             // The inverted index stays in RAM (qdrant's default for sparse vectors): a
             // memory has a few dozen terms, so it is small beside the dense vectors.
@@ -1227,14 +1229,7 @@ impl SharedShard {
 impl MaintenanceThread {
     fn start(shared: Arc<SharedShard>, options: &EdgeIndexOptions) -> Result<Self, IndexError> {
         let (signal_sender, signal_receiver) = mpsc::channel();
-        let schedule = MaintenanceSchedule {
-            optimize_after_written_points: options.optimize_after_written_points.max(1),
-            optimize_interval: options.optimize_interval,
-            bulk_load_pause: options.bulk_load_pause,
-            bulk_load_most_waiting_points: options.bulk_load_most_waiting_points.max(1),
-            bulk_load_longest_wait: options.bulk_load_longest_wait,
-            maintenance_tick: options.maintenance_tick.max(Duration::from_millis(10)),
-        };
+        let schedule = MaintenanceSchedule::of(options);
         let handle = std::thread::Builder::new()
             .name("engram-index-maintenance".to_string())
             .spawn(move || run_maintenance(&shared, &signal_receiver, &schedule))
@@ -1268,6 +1263,17 @@ struct MaintenanceSchedule {
 }
 
 impl MaintenanceSchedule {
+    fn of(options: &EdgeIndexOptions) -> Self {
+        Self {
+            optimize_after_written_points: options.optimize_after_written_points.max(1),
+            optimize_interval: options.optimize_interval,
+            bulk_load_pause: options.bulk_load_pause,
+            bulk_load_most_waiting_points: options.bulk_load_most_waiting_points.max(1),
+            bulk_load_longest_wait: options.bulk_load_longest_wait,
+            maintenance_tick: options.maintenance_tick.max(Duration::from_millis(10)),
+        }
+    }
+
     /// Whether the optimizer should run now: enough writes are waiting (or some, and the
     /// interval passed), and either the writes paused, or too many are waiting, or they have
     /// waited too long.
@@ -1871,14 +1877,8 @@ mod tests {
     /// apart than the pause are optimized as before.
     #[test]
     fn the_optimizer_waits_for_a_bulk_load_to_pause_unless_too_much_waits() {
-        let schedule = MaintenanceSchedule {
-            optimize_after_written_points: 1_000,
-            optimize_interval: Duration::from_secs(5),
-            bulk_load_pause: Duration::from_secs(2),
-            bulk_load_most_waiting_points: 100_000,
-            bulk_load_longest_wait: Duration::from_secs(60),
-            maintenance_tick: Duration::from_secs(1),
-        };
+        // The defaults: 1,000 writes or 5 s, a 2 s pause, 100,000 points, a minute.
+        let schedule = MaintenanceSchedule::of(&EdgeIndexOptions::default());
         let seconds = Duration::from_secs;
         let millis = Duration::from_millis;
         // (waiting points, since the last optimization, since the last write) → due
