@@ -118,6 +118,8 @@ pub const DEFAULT_MAX_SEGMENT_SIZE_KB: usize = 1024 * 1024;
 /// qdrant-edge's own segment cap per optimizer thread (KB), which the configured one never
 /// goes below (qdrant-edge 0.9 does not export it).
 const QDRANT_EDGE_SEGMENT_KB_PER_THREAD: usize = 256_000;
+/// Where qdrant-edge keeps a shard's segments (its `SEGMENTS_PATH`, not exported).
+const SEGMENTS_DIRECTORY: &str = "segments";
 
 impl Default for EdgeIndexOptions {
     fn default() -> Self {
@@ -270,7 +272,9 @@ impl EdgeVectorIndex {
 
         // A shard keeps the vectors it was created with: one created before the sparse BM25
         // vector keeps its full-text index.
-        let stored_config = EdgeConfig::load(directory).and_then(Result::ok);
+        let stored_config = EdgeConfig::load(directory)
+            .and_then(Result::ok)
+            .or_else(|| config_of_segments(directory));
         let created_with_full_text = stored_config
             .as_ref()
             .is_some_and(|stored| !stored.sparse_vectors.contains_key(BM25_VECTOR));
@@ -1595,6 +1599,30 @@ const STATISTICS_PAGE: usize = 2_000;
 
 /// The keyword statistics of every point in `shard`, counted page by page. A shard's points
 /// and its statistics then agree after any restart, including after a crash the WAL replayed.
+/// What the segments in `directory` were created with, for a shard whose `edge_config.json`
+/// is gone (a partial copy or restore): without it, a shard created before the sparse keyword
+/// vectors would be taken for a new one, and its segments would refuse the new definition.
+/// `None` when there are no segments (a new shard).
+fn config_of_segments(directory: &Path) -> Option<EdgeConfig> {
+    let mut segments = std::fs::read_dir(directory.join(SEGMENTS_DIRECTORY)).ok()?;
+    segments.next()?.ok()?;
+    let shard = EdgeShard::load(directory, None)
+        .inspect_err(|engine_error| {
+            tracing::warn!(
+                directory = %directory.display(),
+                error = %engine_error,
+                "the index has no edge_config.json and its segments could not be read"
+            );
+        })
+        .ok()?;
+    let derived = shard.config().clone();
+    tracing::warn!(
+        directory = %directory.display(),
+        "the index had no edge_config.json: its vector definitions were read from its segments"
+    );
+    Some(derived)
+}
+
 fn keyword_statistics_of(shard: &EdgeShard) -> Result<KeywordStatistics, IndexError> {
     let started = Instant::now();
     let mut statistics = KeywordStatistics::default();
@@ -1859,6 +1887,99 @@ mod tests {
                 ])),
             ))
             .unwrap();
+    }
+
+    /// Keyword statistics out of step with the stored points (as a write the shard refused
+    /// part-way leaves them) are counted again by the maintenance thread, without a write.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_maintenance_thread_counts_the_keyword_statistics_again_after_a_refused_write() {
+        let directory = tempfile::tempdir().unwrap();
+        let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+        let KeywordScoring::SparseVector { model, statistics } = &index.shared.keyword_scoring
+        else {
+            panic!("a new shard scores keywords with sparse vectors");
+        };
+        let bees = model.embed_query("bees").indices;
+        // Written past the statistics: they no longer match the points.
+        for _ in 0..3 {
+            write_through_shard(
+                &index.shared.shard,
+                Uuid::now_v7(),
+                Some("ann"),
+                "Ann keeps bees",
+                Some(model.embed_document("Ann keeps bees")),
+            );
+        }
+        let counted = || {
+            statistics
+                .read()
+                .unwrap()
+                .weights("project", Some("ann"), &bees)
+                .len()
+        };
+        assert_eq!(counted(), 0, "the statistics missed the writes");
+
+        index.shared.recount_keyword_statistics_later();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while counted() == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the maintenance thread did not count the keyword statistics again within 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            !index
+                .shared
+                .keyword_statistics_need_recount
+                .load(Ordering::Acquire),
+            "the recount is done, not left pending"
+        );
+        let recounted = statistics.read().unwrap().clone();
+        assert_eq!(
+            recounted,
+            keyword_statistics_of(&index.shared.shard).unwrap(),
+            "the statistics are those of the stored points"
+        );
+    }
+
+    /// A shard whose edge_config.json is gone opens with what its segments were created with:
+    /// one created before the sparse keyword vectors keeps its full-text keyword search, a
+    /// newer one its sparse vectors, and both keep their points.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_shard_without_its_config_file_opens_as_its_segments_were_created() {
+        for created_with_full_text in [true, false] {
+            let directory = tempfile::tempdir().unwrap();
+            if created_with_full_text {
+                create_full_text_shard(directory.path());
+            }
+            {
+                let index = EdgeVectorIndex::open(directory.path(), 4).unwrap();
+                let weights = match &index.shared.keyword_scoring {
+                    KeywordScoring::SparseVector { model, .. } => {
+                        Some(model.embed_document("Ann keeps bees"))
+                    }
+                    KeywordScoring::FullText => None,
+                };
+                write_through_shard(
+                    &index.shared.shard,
+                    Uuid::now_v7(),
+                    Some("ann"),
+                    "Ann keeps bees",
+                    weights,
+                );
+            }
+            std::fs::remove_file(directory.path().join("edge_config.json")).unwrap();
+
+            let reopened = EdgeVectorIndex::open(directory.path(), 4)
+                .unwrap_or_else(|error| panic!("full text {created_with_full_text}: {error}"));
+            assert_eq!(
+                matches!(reopened.shared.keyword_scoring, KeywordScoring::FullText),
+                created_with_full_text
+            );
+            assert_eq!(reopened.statistics().await.unwrap().point_count, 1);
+            assert!(directory.path().join("edge_config.json").exists());
+        }
     }
 
     /// A shard as versions before the sparse BM25 vector created it: one dense vector.
