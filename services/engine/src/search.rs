@@ -48,7 +48,8 @@ pub struct SearchHit {
     pub signals: RankingSignals,
 }
 
-/// Where the time of one search went, in microseconds.
+/// Where the time of one search went, in microseconds. Each phase is its own duration; they
+/// overlap (see `candidates_from_index`), so they may add up to more than `total_micros`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SearchTimings {
     pub embed_micros: u64,
@@ -90,6 +91,50 @@ pub const MAX_FILTER_PRESELECTION: u64 = 10_000;
 /// Search latency by phase (`embed`, `dense`, `keyword`, `hydrate`, `rank`, `total`).
 pub const SEARCH_DURATION_SECONDS: &str = "engram_search_duration_seconds";
 
+/// A query's vector and the tokens embedding it took (0 when it came from a cache or the
+/// caller).
+type EmbeddedQuery = (Arc<Vec<f32>>, u64);
+
+/// What confines a search of the index within the project (see `index_bounds_of`).
+#[derive(Clone)]
+struct IndexBounds {
+    user_id: Option<String>,
+    agent_id: Option<String>,
+    session_id: Option<String>,
+    payload_filter: Option<PayloadFilter>,
+}
+
+impl IndexBounds {
+    fn keyword_query(
+        &self,
+        request: &SearchRequest,
+        limit: usize,
+        only_ids: Option<Vec<MemoryId>>,
+    ) -> KeywordQuery {
+        KeywordQuery {
+            text: request.query.clone(),
+            limit,
+            user_id: self.user_id.clone(),
+            agent_id: self.agent_id.clone(),
+            session_id: self.session_id.clone(),
+            kinds: request.kinds.clone(),
+            only_ids,
+            filter: self.payload_filter.clone(),
+        }
+    }
+}
+
+/// The keyword hits of a search, hydrated while the query was being embedded.
+#[derive(Default)]
+struct KeywordHalf {
+    /// `None` when nothing can match.
+    bounds: Option<IndexBounds>,
+    hits: Vec<VectorHit>,
+    hydrated: HashMap<MemoryId, MemoryWithEmbedding>,
+    keyword_micros: u64,
+    hydrate_micros: u64,
+}
+
 /// One memory under consideration, with what the retrievers said about it.
 struct Candidate {
     memory: Memory,
@@ -125,45 +170,53 @@ impl MemoryEngine {
             request.subject.user_id = Some(end_user.clone());
         }
         let space = self.spaces.space_for(scope).await?;
-        let query_vector = if request.retrieval == RetrievalMode::Keyword {
-            None
-        } else if space.client_dimension().is_some() || request.query_vector.is_some() {
-            let vectors = request.query_vector.take().map(|vector| vec![vector]);
-            crate::pipeline::check_vectors_match_space(&space, vectors.as_deref(), 1, |_| {
+        let client_vector = match request.query_vector.take() {
+            Some(vector) if request.retrieval != RetrievalMode::Keyword => Some(vector),
+            _ => None,
+        };
+        let embeds_here = request.retrieval != RetrievalMode::Keyword
+            && client_vector.is_none()
+            && space.client_dimension().is_none();
+        if request.retrieval != RetrievalMode::Keyword && !embeds_here {
+            let vectors = client_vector.as_ref().map(std::slice::from_ref);
+            crate::pipeline::check_vectors_match_space(&space, vectors, 1, |_| {
                 "query_vector".to_string()
             })?;
-            vectors
-                .and_then(|mut vectors| vectors.pop())
-                .map(|vector| (Arc::new(vector), 0))
-        } else {
-            Some(self.embed_query(scope, &space, &request.query).await?)
+        }
+        // The query's vector and the tokens embedding it took. Left unstarted: a search of
+        // the index runs its keyword half while the model embeds the query.
+        let embedding = async {
+            let embedded = match client_vector {
+                Some(vector) => Some((Arc::new(vector), 0)),
+                None if embeds_here => Some(self.embed_query(scope, &space, &request.query).await?),
+                None => None,
+            };
+            Ok::<_, EngineError>((embedded, started.elapsed().as_micros() as u64))
         };
-        let tokens_embedded = query_vector.as_ref().map_or(0, |(_, tokens)| *tokens);
-        let query_vector: Option<Arc<Vec<f32>>> = query_vector.map(|(vector, _)| vector);
-        timings.embed_micros = started.elapsed().as_micros() as u64;
 
-        let candidates = match request.as_of {
+        let (candidates, embedded) = match request.as_of {
             Some(as_of) => {
-                self.candidates_valid_at(
-                    memory_scope,
-                    &request,
-                    as_of,
-                    query_vector.as_deref(),
-                    &mut timings,
-                )
-                .await?
+                let (embedded, embed_micros) = embedding.await?;
+                timings.embed_micros = embed_micros;
+                let query_vector = embedded.as_ref().map(|(vector, _)| vector.as_ref());
+                let candidates = self
+                    .candidates_valid_at(memory_scope, &request, as_of, query_vector, &mut timings)
+                    .await?;
+                (candidates, embedded)
             }
             None => {
                 self.candidates_from_index(
                     memory_scope,
                     space.index.as_ref(),
                     &request,
-                    query_vector.as_deref(),
+                    embedding,
                     &mut timings,
                 )
                 .await?
             }
         };
+        let tokens_embedded = embedded.as_ref().map_or(0, |(_, tokens)| *tokens);
+        let query_vector: Option<Arc<Vec<f32>>> = embedded.map(|(vector, _)| vector);
 
         let ranking_started = Instant::now();
         let always = if request.include_always {
@@ -245,109 +298,116 @@ impl MemoryEngine {
         Ok(outcome)
     }
 
-    /// Dense and keyword candidates from the index (concurrently), hydrated from the database.
-    /// `index` is the project's own (resolved once per search, not once per call).
+    /// Dense and keyword candidates from the index, hydrated from the database. The keyword
+    /// search runs while `embedding` is computed (a lone query's embedding is most of a
+    /// search), and so does the reading of its hits when they arrive before the embedding
+    /// does; the dense search follows the embedding, and hydration then reads the hits not
+    /// read yet. Returns the candidates and what
+    /// `embedding` gave. `index` is the project's own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
         index: &dyn engram_index::VectorIndex,
         request: &SearchRequest,
-        query_vector: Option<&Vec<f32>>,
+        embedding: impl Future<Output = Result<(Option<EmbeddedQuery>, u64), EngineError>>,
         timings: &mut SearchTimings,
-    ) -> Result<Vec<Candidate>, EngineError> {
-        let scope = memory_scope.project();
+    ) -> Result<(Vec<Candidate>, Option<EmbeddedQuery>), EngineError> {
         let candidate_limit = if request.filters.is_everything() {
             (request.top_k * CANDIDATE_FACTOR).max(MIN_CANDIDATES)
         } else {
             FILTERED_CANDIDATES
         };
-        let Some(mut payload_filter) = self.payload_filter_of(memory_scope, request).await? else {
-            return Ok(Vec::new());
-        };
-        let as_text =
-            |id: &Option<engram_core::ExternalId>| id.as_ref().map(|id| id.as_str().to_string());
-        let user_id = as_text(&request.subject.user_id);
-        // With `include_shared`, the agent's memories and the shared ones: an either-or the
-        // payload filter carries instead of the agent's field.
-        let agent_id = match (&request.subject.agent_id, request.include_shared) {
-            (Some(agent), true) => {
-                let teams = self.teams_of_agent(scope, agent.as_str()).await?;
-                let agent_or_shared = engram_index::payload_filter::of_agents_or_shared(
-                    vec![agent.as_str().to_string()],
-                    Some(&teams),
-                );
-                payload_filter = Some(engram_index::payload_filter::and_also(
-                    payload_filter.take(),
-                    agent_or_shared,
-                ));
-                None
-            }
-            (agent, _) => as_text(agent),
-        };
-        // Memories that must be verified to be found are left out before the top-k cut too.
-        if let engram_core::search::VerificationRule::VerifiedUnlessOf(own) = &request.verification
-        {
-            payload_filter = Some(engram_index::payload_filter::and_also(
-                payload_filter.take(),
-                engram_index::payload_filter::verified_or_of(own),
-            ));
-        }
-        let session_id = if request.session_only {
-            as_text(&request.subject.session_id)
-        } else {
-            None
-        };
-        let dense_search = async {
-            let Some(vector) = query_vector else {
-                return Ok((Vec::new(), 0));
+        // The keyword half decides the bounds (it may read the database) and hands them to the
+        // dense half; `None` when nothing can match. A dropped sender means the keyword half
+        // failed, and its error is the one returned.
+        let (bounds_sender, bounds_receiver) =
+            tokio::sync::oneshot::channel::<Option<IndexBounds>>();
+        // The keyword hits are read from the database early only while the query is still
+        // being embedded; otherwise (a caller's vector, a cached query) they are read in one
+        // go with the dense hits, as one query is cheaper than two.
+        let still_embedding = std::sync::atomic::AtomicBool::new(true);
+        let keyword_half = async {
+            let bounds = self.index_bounds_of(memory_scope, request).await?;
+            let _ = bounds_sender.send(bounds.clone());
+            let Some(bounds) = bounds else {
+                return Ok::<_, EngineError>(KeywordHalf::default());
             };
-            let dense_started = Instant::now();
-            let hits = index
-                .search(
-                    scope,
-                    VectorQuery {
-                        vector: vector.clone(),
-                        limit: candidate_limit,
-                        user_id: user_id.clone(),
-                        agent_id: agent_id.clone(),
-                        session_id: session_id.clone(),
-                        kinds: request.kinds.clone(),
-                        filter: payload_filter.clone(),
-                    },
-                )
-                .instrument(tracing::info_span!("index.search", limit = candidate_limit))
-                .await?;
-            Ok::<_, EngineError>((hits, dense_started.elapsed().as_micros() as u64))
-        };
-        let keyword_search = async {
             if request.retrieval == RetrievalMode::Dense {
-                return Ok((Vec::new(), 0));
+                return Ok(KeywordHalf {
+                    bounds: Some(bounds),
+                    ..KeywordHalf::default()
+                });
             }
             let keyword_started = Instant::now();
             let hits = index
                 .keyword_search(
-                    scope,
-                    KeywordQuery {
-                        text: request.query.clone(),
-                        limit: candidate_limit,
-                        user_id: user_id.clone(),
-                        agent_id: agent_id.clone(),
-                        session_id: session_id.clone(),
-                        kinds: request.kinds.clone(),
-                        only_ids: None,
-                        filter: payload_filter.clone(),
-                    },
+                    memory_scope.project(),
+                    bounds.keyword_query(request, candidate_limit, None),
                 )
                 .instrument(tracing::info_span!(
                     "index.keyword_search",
                     limit = candidate_limit
                 ))
                 .await?;
-            Ok::<_, EngineError>((hits, keyword_started.elapsed().as_micros() as u64))
+            let keyword_micros = keyword_started.elapsed().as_micros() as u64;
+            let hydrate_started = Instant::now();
+            let hydrated = if still_embedding.load(std::sync::atomic::Ordering::Acquire) {
+                let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.memory_id).collect();
+                self.storage
+                    .active_memories_with_embeddings(memory_scope, &ids)
+                    .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+                    .await?
+            } else {
+                HashMap::new()
+            };
+            Ok(KeywordHalf {
+                bounds: Some(bounds),
+                hits,
+                hydrated,
+                keyword_micros,
+                hydrate_micros: hydrate_started.elapsed().as_micros() as u64,
+            })
         };
-        let (dense, keyword) = tokio::join!(dense_search, keyword_search);
-        let (dense_hits, dense_micros) = dense?;
-        let (mut keyword_hits, mut keyword_micros) = keyword?;
+        let dense_half = async {
+            let embedded = embedding.await;
+            still_embedding.store(false, std::sync::atomic::Ordering::Release);
+            let (embedded, embed_micros) = embedded?;
+            let no_hits = |embedded| Ok::<_, EngineError>((embedded, embed_micros, Vec::new(), 0));
+            let Ok(Some(bounds)) = bounds_receiver.await else {
+                return no_hits(embedded);
+            };
+            let Some((vector, _)) = &embedded else {
+                return no_hits(embedded);
+            };
+            let dense_started = Instant::now();
+            let hits = index
+                .search(
+                    memory_scope.project(),
+                    VectorQuery {
+                        vector: vector.as_ref().clone(),
+                        limit: candidate_limit,
+                        user_id: bounds.user_id,
+                        agent_id: bounds.agent_id,
+                        session_id: bounds.session_id,
+                        kinds: request.kinds.clone(),
+                        filter: bounds.payload_filter,
+                    },
+                )
+                .instrument(tracing::info_span!("index.search", limit = candidate_limit))
+                .await?;
+            let dense_micros = dense_started.elapsed().as_micros() as u64;
+            Ok((embedded, embed_micros, hits, dense_micros))
+        };
+        let (keyword, dense) = tokio::join!(keyword_half, dense_half);
+        let KeywordHalf {
+            bounds,
+            hits: mut keyword_hits,
+            mut hydrated,
+            mut keyword_micros,
+            mut hydrate_micros,
+        } = keyword?;
+        let (embedded, embed_micros, dense_hits, dense_micros) = dense?;
+        timings.embed_micros = embed_micros;
         // Dense candidates beyond the keyword list's depth may still hold query terms (BM25
         // ties are common among similar memories): score them too, so that fusion compares
         // every candidate on both signals. A keyword list shorter than its limit already holds
@@ -363,21 +423,13 @@ impl MemoryEngine {
                 .map(|hit| hit.memory_id)
                 .filter(|memory_id| !keyword_known.contains(memory_id))
                 .collect();
-            if !unscored.is_empty() {
+            if let (false, Some(bounds)) = (unscored.is_empty(), &bounds) {
                 let rescoring_started = Instant::now();
+                let limit = unscored.len();
                 let extra = index
                     .keyword_search(
-                        scope,
-                        KeywordQuery {
-                            text: request.query.clone(),
-                            limit: unscored.len(),
-                            user_id: user_id.clone(),
-                            agent_id: agent_id.clone(),
-                            session_id: session_id.clone(),
-                            kinds: request.kinds.clone(),
-                            only_ids: Some(unscored),
-                            filter: payload_filter.clone(),
-                        },
+                        memory_scope.project(),
+                        bounds.keyword_query(request, limit, Some(unscored)),
                     )
                     .await?;
                 keyword_hits.extend(extra);
@@ -399,11 +451,19 @@ impl MemoryEngine {
             .collect();
         ids.sort();
         ids.dedup();
-        let mut hydrated = self
-            .storage
-            .active_memories_with_embeddings(memory_scope, &ids)
-            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
-            .await?;
+        let unread: Vec<MemoryId> = ids
+            .iter()
+            .copied()
+            .filter(|memory_id| !hydrated.contains_key(memory_id))
+            .collect();
+        if !unread.is_empty() {
+            hydrated.extend(
+                self.storage
+                    .active_memories_with_embeddings(memory_scope, &unread)
+                    .instrument(tracing::info_span!("db.hydrate", candidates = unread.len()))
+                    .await?,
+            );
+        }
         let now = Utc::now();
         let candidates = ids
             .into_iter()
@@ -420,8 +480,61 @@ impl MemoryEngine {
                 embedding: found.embedding,
             })
             .collect();
-        timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
-        Ok(candidates)
+        hydrate_micros += hydrate_started.elapsed().as_micros() as u64;
+        timings.hydrate_micros = hydrate_micros;
+        Ok((candidates, embedded))
+    }
+
+    /// What confines a search of the index beyond the project: the request's end-user, agent
+    /// (or agent and what is shared with it), session and filters, and the verification rule.
+    /// `None` when nothing can match.
+    async fn index_bounds_of(
+        &self,
+        memory_scope: &MemoryScope,
+        request: &SearchRequest,
+    ) -> Result<Option<IndexBounds>, EngineError> {
+        let Some(mut payload_filter) = self.payload_filter_of(memory_scope, request).await? else {
+            return Ok(None);
+        };
+        let as_text =
+            |id: &Option<engram_core::ExternalId>| id.as_ref().map(|id| id.as_str().to_string());
+        // With `include_shared`, the agent's memories and the shared ones: an either-or the
+        // payload filter carries instead of the agent's field.
+        let agent_id = match (&request.subject.agent_id, request.include_shared) {
+            (Some(agent), true) => {
+                let teams = self
+                    .teams_of_agent(memory_scope.project(), agent.as_str())
+                    .await?;
+                let agent_or_shared = engram_index::payload_filter::of_agents_or_shared(
+                    vec![agent.as_str().to_string()],
+                    Some(&teams),
+                );
+                payload_filter = Some(engram_index::payload_filter::and_also(
+                    payload_filter.take(),
+                    agent_or_shared,
+                ));
+                None
+            }
+            (agent, _) => as_text(agent),
+        };
+        // Memories that must be verified to be found are left out before the top-k cut too.
+        if let engram_core::search::VerificationRule::VerifiedUnlessOf(own) = &request.verification
+        {
+            payload_filter = Some(engram_index::payload_filter::and_also(
+                payload_filter.take(),
+                engram_index::payload_filter::verified_or_of(own),
+            ));
+        }
+        Ok(Some(IndexBounds {
+            user_id: as_text(&request.subject.user_id),
+            agent_id,
+            session_id: if request.session_only {
+                as_text(&request.subject.session_id)
+            } else {
+                None
+            },
+            payload_filter,
+        }))
     }
 
     /// The payload filter the index applies before its top-k cut: `Some(None)` when the

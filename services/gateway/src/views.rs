@@ -277,7 +277,9 @@ impl From<&engram_engine::RankingSignals> for RankingSignalsView {
     }
 }
 
-/// Where one search's time went, in milliseconds (with `explain: true`).
+/// Where one search's time went, in milliseconds (with `explain: true`). The phases overlap
+/// (keyword search, and often its hydration, run while the query is embedded), so their sum may
+/// exceed `total`.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SearchTimingsView {
     pub embed: f64,
