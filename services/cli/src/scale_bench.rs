@@ -1,7 +1,8 @@
 //! `engram bench-scale`: one project loaded with synthetic memories that carry their own
 //! (client) vectors, then what decides at scale, printed as tables: load rate, the index before
-//! and after its optimizer, search latency per retrieval mode and phase at 1 and N clients and
-//! beside a concurrent load, dense recall@10 against exact search, and the server's memory.
+//! and after its optimizer, search latency per retrieval mode and phase at 1 and N clients,
+//! while the optimizer indexes the load and beside a concurrent load, dense recall@10 against
+//! exact search, and the server's memory.
 //!
 //! The server runs in this process and the bench client in a child process of its own (the
 //! same binary, `--server-url`), so the resident memory printed is the server's alone.
@@ -29,7 +30,7 @@ pub struct ScaleBenchArgs {
     /// Concurrent HTTP writers while loading.
     #[arg(long, default_value_t = 4)]
     pub writers: usize,
-    /// Concurrent searching clients of the throughput row (hybrid).
+    /// Concurrent searching clients of the throughput rows.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
     /// End-users the memories are spread over.
@@ -265,18 +266,6 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
     // A memory counts as loaded once the index has it: the outbox is empty.
     wait_for_an_empty_outbox(&client, &metrics_url, Duration::from_secs(600)).await?;
     let load_seconds = load_started.elapsed().as_secs_f64();
-    // Searches are timed on a built index: the optimizer gets to finish what the load left.
-    let loaded_index = index_sizes(&client, &metrics_url).await?;
-    let optimizer_started = Instant::now();
-    let built_index = wait_for_the_optimizer(
-        &client,
-        &metrics_url,
-        // Ten minutes, and about half an hour more per million points.
-        Duration::from_secs(600 + arguments.memories as u64 / 500),
-    )
-    .await?;
-    let optimizer_seconds = optimizer_started.elapsed().as_secs_f64();
-
     // Queries from a stream of their own, so the load's memories stay the seed's alone.
     let mut query_rng = StdRng::seed_from_u64(arguments.seed.wrapping_add(1));
     let queries: Vec<(String, Vec<f32>)> = (0..arguments.queries.max(1))
@@ -292,7 +281,37 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
         base_url: base_url.clone(),
         api_key: api_key.clone(),
     };
-    // Each retrieval mode on its own, then its phases as the engine reports them (`explain`).
+    let hybrid_bodies: Vec<serde_json::Value> = queries
+        .iter()
+        .map(|(text, vector)| scale_search_body("hybrid", text, vector, false))
+        .collect();
+
+    // The other searches are timed on a built index: the optimizer gets to finish what the
+    // load left, while one client searches to show what a search costs meanwhile.
+    let loaded_index = index_sizes(&client, &metrics_url).await?;
+    let optimizer_started = Instant::now();
+    let searching = Arc::new(AtomicBool::new(true));
+    let searches_during_optimizer = tokio::spawn(
+        target
+            .clone()
+            .searches_until_stopped(hybrid_bodies.clone(), searching.clone()),
+    );
+    let built_index = wait_for_the_optimizer(
+        &client,
+        &metrics_url,
+        // Ten minutes, and about half an hour more per million points.
+        Duration::from_secs(600 + arguments.memories as u64 / 500),
+    )
+    .await;
+    let optimizer_seconds = optimizer_started.elapsed().as_secs_f64();
+    searching.store(false, Ordering::Relaxed);
+    let during_optimizer = searches_during_optimizer
+        .await
+        .context("the searches during the optimizer failed")??;
+    let built_index = built_index?;
+    // Each retrieval mode on its own by one client, then by many, then its phases as the
+    // engine reports them (`explain`).
+    let clients = arguments.clients.max(1);
     let mut by_mode = Vec::new();
     let mut dense_answers = Vec::new();
     for mode in ["dense", "keyword", "hybrid"] {
@@ -305,8 +324,15 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
         }
         bar.finish_and_clear();
         latencies.sort();
+        let bodies: Vec<serde_json::Value> = queries
+            .iter()
+            .map(|(text, vector)| scale_search_body(mode, text, vector, false))
+            .collect();
+        let many = target
+            .concurrent_searches(&bodies, clients, &format!("{mode}, {clients} clients"))
+            .await?;
         let phases = scale_phases(&client, &base_url, &api_key, mode, &queries).await?;
-        by_mode.push((mode, latencies, phases));
+        by_mode.push((mode, latencies, many, phases));
     }
     // Dense answers ranked by similarity alone: no recency, no neighbours, no diversifying.
     let bar = progress(queries.len(), "recall");
@@ -316,19 +342,11 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
     }
     bar.finish_and_clear();
 
-    let hybrid_bodies: Vec<serde_json::Value> = queries
-        .iter()
-        .map(|(text, vector)| scale_search_body("hybrid", text, vector, false))
-        .collect();
     let one_client = target
         .concurrent_searches(&hybrid_bodies, 1, "1 client")
         .await?;
     let many_clients = target
-        .concurrent_searches(
-            &hybrid_bodies,
-            arguments.clients.max(1),
-            &format!("{} clients", arguments.clients.max(1)),
-        )
+        .concurrent_searches(&hybrid_bodies, clients, &format!("{clients} clients"))
         .await?;
     let while_loading = target
         .searches_beside_a_load(
@@ -384,31 +402,37 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
         );
     }
     println!(
-        "| retrieval (1 client) | p50 ms | p95 ms | p99 ms | phases (mean ms over {SCALE_EXPLAINED_QUERIES} searches) |"
+        "| retrieval | 1 client: p50 ms | p95 ms | p99 ms | {clients} clients: p50 ms | p95 ms | p99 ms | searches/s | phases at 1 client (mean ms over {SCALE_EXPLAINED_QUERIES} searches) |"
     );
-    println!("|---|---:|---:|---:|---|");
-    for (mode, latencies, phases) in &by_mode {
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (mode, latencies, many, phases) in &by_mode {
         let phases: Vec<String> = phases
             .iter()
             .filter(|(_, mean)| *mean > 0.0)
             .map(|(phase, mean)| format!("{phase} {mean:.2}"))
             .collect();
         println!(
-            "| {mode} | {:.2} | {:.2} | {:.2} | {} |",
+            "| {mode} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
             percentile(latencies, 0.50),
             percentile(latencies, 0.95),
             percentile(latencies, 0.99),
+            many.p50_ms,
+            many.p95_ms,
+            many.p99_ms,
+            many.per_second,
             phases.join(", ")
         );
     }
     println!("| hybrid search by | p50 ms | p95 ms | p99 ms | searches/s |");
     println!("|---|---:|---:|---:|---:|");
+    let during_optimizer_label = format!(
+        "1 client while the optimizer indexed the load ({} searches in {optimizer_seconds:.0} s)",
+        during_optimizer.searches
+    );
     for (label, figures) in [
         ("1 client".to_string(), &one_client),
-        (
-            format!("{} clients", arguments.clients.max(1)),
-            &many_clients,
-        ),
+        (format!("{clients} clients"), &many_clients),
+        (during_optimizer_label, &during_optimizer.figures),
         (
             format!(
                 "1 client beside a load ({:.0} memories/s written)",
@@ -469,6 +493,12 @@ fn memory_batches(
         .chunks(100)
         .map(<[serde_json::Value]>::to_vec)
         .collect()
+}
+
+/// The searches one client made while the optimizer finished the load's index.
+struct SearchesDuringOptimizer {
+    searches: usize,
+    figures: SearchFigures,
 }
 
 struct SearchesBesideALoad {
@@ -549,6 +579,33 @@ impl Target {
             p95_ms: percentile(&latencies, 0.95),
             p99_ms: percentile(&latencies, 0.99),
             per_second: latencies.len() as f64 / elapsed.max(f64::EPSILON),
+        })
+    }
+
+    /// The bodies by one client, round and round, until `searching` turns false (at least
+    /// one search, so the figures are never of nothing).
+    async fn searches_until_stopped(
+        self,
+        bodies: Vec<serde_json::Value>,
+        searching: Arc<AtomicBool>,
+    ) -> Result<SearchesDuringOptimizer> {
+        let mut latencies = Vec::new();
+        for body in bodies.iter().cycle() {
+            latencies.push(timed_search(&self.client, &self.base_url, &self.api_key, body).await?);
+            if !searching.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        let elapsed: f64 = latencies.iter().map(Duration::as_secs_f64).sum();
+        latencies.sort();
+        Ok(SearchesDuringOptimizer {
+            searches: latencies.len(),
+            figures: SearchFigures {
+                p50_ms: percentile(&latencies, 0.50),
+                p95_ms: percentile(&latencies, 0.95),
+                p99_ms: percentile(&latencies, 0.99),
+                per_second: latencies.len() as f64 / elapsed.max(f64::EPSILON),
+            },
         })
     }
 
@@ -712,7 +769,7 @@ fn process_memory(pid: u32) -> Option<ProcessMemory> {
 /// The embedded indexes' sizes and optimizer state, summed over the indexes the server opened,
 /// as its metrics report them.
 #[derive(Clone, Copy, Debug, Default)]
-struct IndexSizes {
+pub(crate) struct IndexSizes {
     segments: u64,
     points: u64,
     indexed_vectors: u64,
@@ -744,7 +801,7 @@ fn metric_sum(text: &str, name: &str) -> u64 {
 
 /// Waits until the outbox backlog reads 0 twice, a second apart (the gauge is sampled by the
 /// indexer, so one 0 may predate the last writes).
-async fn wait_for_an_empty_outbox(
+pub(crate) async fn wait_for_an_empty_outbox(
     client: &reqwest::Client,
     metrics_url: &str,
     deadline: Duration,
@@ -785,7 +842,7 @@ async fn index_sizes(client: &reqwest::Client, metrics_url: &str) -> Result<Inde
 /// indexed share as it grows. The two figures are published by writes and passes, which may
 /// overtake each other for up to one maintenance tick (the tick then republishes them), so
 /// "done" is the state holding across more than a tick.
-async fn wait_for_the_optimizer(
+pub(crate) async fn wait_for_the_optimizer(
     client: &reqwest::Client,
     metrics_url: &str,
     deadline: Duration,
