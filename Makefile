@@ -45,8 +45,9 @@ bench-large: setup bench-build
 ## One million synthetic memories in one project over 1,000 end-users (client vectors, for
 ## loading speed), served in one process and loaded and searched from another: load rate until
 ## the outbox is empty, the index before and after its optimizer, dense, keyword and hybrid
-## search with their phases, hybrid at 1 and 16 clients and beside a load, dense recall@10
-## against exact search, and the server's resident memory (anonymous, file-backed, peak).
+## search at 1 and 16 clients with their phases, hybrid while the optimizer indexes the load
+## and beside a load, dense recall@10 against exact search, and the server's resident memory
+## (anonymous, file-backed, peak).
 bench-1m: setup bench-build
 	$(RELEASE_ENGRAM) bench-scale --memories 1000000
 bench-build:
