@@ -159,8 +159,13 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     let settling_started = Instant::now();
     crate::scale_bench::wait_for_an_empty_outbox(&client, &metrics_url, Duration::from_secs(600))
         .await?;
-    crate::scale_bench::wait_for_the_optimizer(&client, &metrics_url, Duration::from_secs(600))
-        .await?;
+    crate::scale_bench::wait_for_the_optimizer(
+        &client,
+        &metrics_url,
+        // Ten minutes, and about half an hour more per million memories (as bench-scale).
+        Duration::from_secs(600 + memories.len() as u64 / 500),
+    )
+    .await?;
     let settle_seconds = settling_started.elapsed().as_secs_f64();
 
     // Single client, every query new to the query cache.

@@ -124,12 +124,15 @@ impl IndexBounds {
     }
 }
 
-/// The keyword hits of a search, hydrated while the query was being embedded.
+/// What the keyword half of a search found: the bounds it decided for both halves, its hits,
+/// and those it read from the database while the query was being embedded.
 #[derive(Default)]
 struct KeywordHalf {
     /// `None` when nothing can match.
     bounds: Option<IndexBounds>,
     hits: Vec<VectorHit>,
+    /// The ids read early (found or not: no longer active ones are not asked for again).
+    read_early: std::collections::HashSet<MemoryId>,
     hydrated: HashMap<MemoryId, MemoryWithEmbedding>,
     keyword_micros: u64,
     hydrate_micros: u64,
@@ -302,8 +305,8 @@ impl MemoryEngine {
     /// search runs while `embedding` is computed (a lone query's embedding is most of a
     /// search), and so does the reading of its hits when they arrive before the embedding
     /// does; the dense search follows the embedding, and hydration then reads the hits not
-    /// read yet. Returns the candidates and what
-    /// `embedding` gave. `index` is the project's own (resolved once per search).
+    /// read yet. Returns the candidates and what `embedding` gave. `index` is the project's
+    /// own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
@@ -351,18 +354,22 @@ impl MemoryEngine {
                 .await?;
             let keyword_micros = keyword_started.elapsed().as_micros() as u64;
             let hydrate_started = Instant::now();
-            let hydrated = if still_embedding.load(std::sync::atomic::Ordering::Acquire) {
-                let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.memory_id).collect();
-                self.storage
-                    .active_memories_with_embeddings(memory_scope, &ids)
-                    .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
-                    .await?
-            } else {
-                HashMap::new()
-            };
+            let (read_early, hydrated) =
+                if still_embedding.load(std::sync::atomic::Ordering::Acquire) {
+                    let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.memory_id).collect();
+                    let hydrated = self
+                        .storage
+                        .active_memories_with_embeddings(memory_scope, &ids)
+                        .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+                        .await?;
+                    (ids.into_iter().collect(), hydrated)
+                } else {
+                    Default::default()
+                };
             Ok(KeywordHalf {
                 bounds: Some(bounds),
                 hits,
+                read_early,
                 hydrated,
                 keyword_micros,
                 hydrate_micros: hydrate_started.elapsed().as_micros() as u64,
@@ -398,15 +405,18 @@ impl MemoryEngine {
             let dense_micros = dense_started.elapsed().as_micros() as u64;
             Ok((embedded, embed_micros, hits, dense_micros))
         };
-        let (keyword, dense) = tokio::join!(keyword_half, dense_half);
+        // The dense half first: a vector that is already there clears `still_embedding`
+        // before the keyword half looks at it. The first error ends the search.
+        let ((embedded, embed_micros, dense_hits, dense_micros), keyword) =
+            tokio::try_join!(biased; dense_half, keyword_half)?;
         let KeywordHalf {
             bounds,
             hits: mut keyword_hits,
+            read_early,
             mut hydrated,
             mut keyword_micros,
             mut hydrate_micros,
-        } = keyword?;
-        let (embedded, embed_micros, dense_hits, dense_micros) = dense?;
+        } = keyword;
         timings.embed_micros = embed_micros;
         // Dense candidates beyond the keyword list's depth may still hold query terms (BM25
         // ties are common among similar memories): score them too, so that fusion compares
@@ -423,7 +433,9 @@ impl MemoryEngine {
                 .map(|hit| hit.memory_id)
                 .filter(|memory_id| !keyword_known.contains(memory_id))
                 .collect();
-            if let (false, Some(bounds)) = (unscored.is_empty(), &bounds) {
+            if let Some(bounds) = &bounds
+                && !unscored.is_empty()
+            {
                 let rescoring_started = Instant::now();
                 let limit = unscored.len();
                 let extra = index
@@ -454,7 +466,7 @@ impl MemoryEngine {
         let unread: Vec<MemoryId> = ids
             .iter()
             .copied()
-            .filter(|memory_id| !hydrated.contains_key(memory_id))
+            .filter(|memory_id| !read_early.contains(memory_id))
             .collect();
         if !unread.is_empty() {
             hydrated.extend(

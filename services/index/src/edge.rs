@@ -272,9 +272,10 @@ impl EdgeVectorIndex {
 
         // A shard keeps the vectors it was created with: one created before the sparse BM25
         // vector keeps its full-text index.
-        let stored_config = EdgeConfig::load(directory)
-            .and_then(Result::ok)
-            .or_else(|| config_of_segments(directory));
+        let stored_config = match EdgeConfig::load(directory) {
+            Some(stored) => stored.ok(),
+            None => config_of_segments(directory),
+        };
         let created_with_full_text = stored_config
             .as_ref()
             .is_some_and(|stored| !stored.sparse_vectors.contains_key(BM25_VECTOR));
@@ -1597,15 +1598,21 @@ fn terms_of(weights: &SparseVector) -> Vec<u32> {
 /// Points read per page while counting the terms of a shard at open.
 const STATISTICS_PAGE: usize = 2_000;
 
-/// The keyword statistics of every point in `shard`, counted page by page. A shard's points
-/// and its statistics then agree after any restart, including after a crash the WAL replayed.
 /// What the segments in `directory` were created with, for a shard whose `edge_config.json`
 /// is gone (a partial copy or restore): without it, a shard created before the sparse keyword
 /// vectors would be taken for a new one, and its segments would refuse the new definition.
 /// `None` when there are no segments (a new shard).
 fn config_of_segments(directory: &Path) -> Option<EdgeConfig> {
-    let mut segments = std::fs::read_dir(directory.join(SEGMENTS_DIRECTORY)).ok()?;
-    segments.next()?.ok()?;
+    // A segment is a directory of its own (qdrant's own check for existing segments).
+    let has_segments = std::fs::read_dir(directory.join(SEGMENTS_DIRECTORY))
+        .ok()?
+        .filter_map(Result::ok)
+        .any(|entry| {
+            entry.path().is_dir() && !entry.file_name().to_string_lossy().starts_with('.')
+        });
+    if !has_segments {
+        return None;
+    }
     let shard = EdgeShard::load(directory, None)
         .inspect_err(|engine_error| {
             tracing::warn!(
@@ -1623,6 +1630,8 @@ fn config_of_segments(directory: &Path) -> Option<EdgeConfig> {
     Some(derived)
 }
 
+/// The keyword statistics of every point in `shard`, counted page by page. A shard's points
+/// and its statistics then agree after any restart, including after a crash the WAL replayed.
 fn keyword_statistics_of(shard: &EdgeShard) -> Result<KeywordStatistics, IndexError> {
     let started = Instant::now();
     let mut statistics = KeywordStatistics::default();
