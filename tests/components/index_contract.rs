@@ -58,6 +58,14 @@ fn hit_ids(hits: &[VectorHit]) -> Vec<MemoryId> {
     hits.iter().map(|hit| hit.memory_id).collect()
 }
 
+/// `count` new memories (version 1) of [`pseudo_random_vectors`].
+fn random_memories(count: usize, seed: u64) -> Vec<IndexedMemory> {
+    pseudo_random_vectors(count, seed)
+        .into_iter()
+        .map(|vector| memory(MemoryId::generate(), 1, vector))
+        .collect()
+}
+
 /// Deterministic pseudo-random vectors (an LCG), so the large test needs no extra crate.
 fn pseudo_random_vectors(count: usize, seed: u64) -> Vec<Vec<f32>> {
     let mut state = seed;
@@ -1244,11 +1252,10 @@ async fn the_maintenance_thread_optimizes_after_enough_writes() {
     };
     let index = EdgeVectorIndex::open_with_options(directory.path(), DIMENSION, options).unwrap();
     let scope = new_scope();
-    let points = pseudo_random_vectors(1_000, 11)
-        .into_iter()
-        .map(|vector| memory(MemoryId::generate(), 1, vector))
-        .collect();
-    index.upsert(&scope, points).await.unwrap();
+    index
+        .upsert(&scope, random_memories(1_000, 11))
+        .await
+        .unwrap();
 
     wait_for_a_graph(&index, "no background optimization happened").await;
     index.check_ready().await.unwrap();
@@ -1272,11 +1279,10 @@ async fn enough_waiting_points_are_optimized_before_the_writes_pause() {
     };
     let index = EdgeVectorIndex::open_with_options(directory.path(), DIMENSION, options).unwrap();
     let scope = new_scope();
-    let points = pseudo_random_vectors(1_000, 13)
-        .into_iter()
-        .map(|vector| memory(MemoryId::generate(), 1, vector))
-        .collect();
-    index.upsert(&scope, points).await.unwrap();
+    index
+        .upsert(&scope, random_memories(1_000, 13))
+        .await
+        .unwrap();
 
     wait_for_a_graph(
         &index,

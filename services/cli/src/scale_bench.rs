@@ -302,8 +302,7 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
     let built_index = wait_for_the_optimizer(
         &client,
         &metrics_url,
-        // Ten minutes, and about half an hour more per million points.
-        Duration::from_secs(600 + arguments.memories as u64 / 500),
+        optimizer_deadline(arguments.memories),
     )
     .await;
     let optimizer_seconds = optimizer_started.elapsed().as_secs_f64();
@@ -373,7 +372,7 @@ async fn run_scale_client(arguments: ScaleBenchArgs, base_url: String) -> Result
     let built_after_load = wait_for_the_optimizer(
         &client,
         &metrics_url,
-        Duration::from_secs(600 + arguments.memories as u64 / 500),
+        optimizer_deadline(arguments.memories),
     )
     .await?;
 
@@ -580,13 +579,7 @@ impl Target {
         }
         let elapsed = started.elapsed().as_secs_f64();
         bar.finish_and_clear();
-        latencies.sort();
-        Ok(SearchFigures {
-            p50_ms: percentile(&latencies, 0.50),
-            p95_ms: percentile(&latencies, 0.95),
-            p99_ms: percentile(&latencies, 0.99),
-            per_second: latencies.len() as f64 / elapsed.max(f64::EPSILON),
-        })
+        Ok(SearchFigures::of(latencies, elapsed))
     }
 
     /// The bodies by one client, round and round, until `searching` turns false (at least
@@ -605,15 +598,9 @@ impl Target {
             }
         }
         let elapsed = started.elapsed().as_secs_f64();
-        latencies.sort();
         Ok(SearchesDuringOptimizer {
             searches: latencies.len(),
-            figures: SearchFigures {
-                p50_ms: percentile(&latencies, 0.50),
-                p95_ms: percentile(&latencies, 0.95),
-                p99_ms: percentile(&latencies, 0.99),
-                per_second: latencies.len() as f64 / elapsed.max(f64::EPSILON),
-            },
+            figures: SearchFigures::of(latencies, elapsed),
         })
     }
 
@@ -844,6 +831,12 @@ async fn index_sizes(client: &reqwest::Client, metrics_url: &str) -> Result<Inde
         optimizing: sum(engram_index::INDEX_OPTIMIZING),
         passes: sum(engram_index::INDEX_OPTIMIZER_PASSES_TOTAL),
     })
+}
+
+/// How long the optimizer may take after a load of `memories`: ten minutes, and about half
+/// an hour more per million.
+pub(crate) fn optimizer_deadline(memories: usize) -> Duration {
+    Duration::from_secs(600 + memories as u64 / 500)
 }
 
 /// Waits until no optimizer pass runs and none of the writes is left unseen, showing the

@@ -162,8 +162,7 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     crate::scale_bench::wait_for_the_optimizer(
         &client,
         &metrics_url,
-        // Ten minutes, and about half an hour more per million memories (as bench-scale).
-        Duration::from_secs(600 + memories.len() as u64 / 500),
+        crate::scale_bench::optimizer_deadline(memories.len()),
     )
     .await?;
     let settle_seconds = settling_started.elapsed().as_secs_f64();
@@ -339,6 +338,19 @@ pub(crate) struct SearchFigures {
     pub(crate) per_second: f64,
 }
 
+impl SearchFigures {
+    /// The figures of `latencies`, searches that took `elapsed_seconds` of wall-clock time.
+    pub(crate) fn of(mut latencies: Vec<Duration>, elapsed_seconds: f64) -> Self {
+        latencies.sort();
+        Self {
+            p50_ms: percentile(&latencies, 0.50),
+            p95_ms: percentile(&latencies, 0.95),
+            p99_ms: percentile(&latencies, 0.99),
+            per_second: latencies.len() as f64 / elapsed_seconds.max(f64::EPSILON),
+        }
+    }
+}
+
 /// `total` searches by `clients` concurrent clients, each taking the next query in turn.
 async fn run_searches(
     target: &Target,
@@ -383,13 +395,7 @@ async fn run_searches(
     }
     let elapsed = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    latencies.sort();
-    Ok(SearchFigures {
-        p50_ms: percentile(&latencies, 0.50),
-        p95_ms: percentile(&latencies, 0.95),
-        p99_ms: percentile(&latencies, 0.99),
-        per_second: latencies.len() as f64 / elapsed,
-    })
+    Ok(SearchFigures::of(latencies, elapsed))
 }
 
 /// Mean milliseconds per engine phase over `count` searches with `explain: true`.
