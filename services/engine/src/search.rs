@@ -48,8 +48,9 @@ pub struct SearchHit {
     pub signals: RankingSignals,
 }
 
-/// Where the time of one search went, in microseconds. Each phase is its own duration; they
-/// overlap (see `candidates_from_index`), so they may add up to more than `total_micros`.
+/// Where the time of one search went, in microseconds. Each phase is its own duration; the
+/// dense and keyword searches run side by side (see `candidates_from_index`), so the phases
+/// may add up to more than `total_micros`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SearchTimings {
     pub embed_micros: u64,
@@ -124,18 +125,14 @@ impl IndexBounds {
     }
 }
 
-/// What the keyword half of a search found: the bounds it decided for both halves, its hits,
-/// and those it read from the database while the query was being embedded.
+/// What the keyword half of a search found: the bounds it decided for both halves, and its
+/// hits.
 #[derive(Default)]
 struct KeywordHalf {
     /// `None` when nothing can match.
     bounds: Option<IndexBounds>,
     hits: Vec<VectorHit>,
-    /// The ids read early (found or not: no longer active ones are not asked for again).
-    read_early: std::collections::HashSet<MemoryId>,
-    hydrated: HashMap<MemoryId, MemoryWithEmbedding>,
     keyword_micros: u64,
-    hydrate_micros: u64,
 }
 
 /// One memory under consideration, with what the retrievers said about it.
@@ -301,12 +298,13 @@ impl MemoryEngine {
         Ok(outcome)
     }
 
-    /// Dense and keyword candidates from the index, hydrated from the database. The keyword
-    /// search runs while `embedding` is computed (a lone query's embedding is most of a
-    /// search), and so does the reading of its hits when they arrive before the embedding
-    /// does; the dense search follows the embedding, and hydration then reads the hits not
-    /// read yet. Returns the candidates and what `embedding` gave. `index` is the project's
-    /// own (resolved once per search).
+    /// Dense and keyword candidates from the index, hydrated from the database. The query is
+    /// embedded first, while the bounds of the search are decided (they may wait on the
+    /// database, not on a core); then the dense and the keyword search run side by side, and
+    /// their hits are read in one query. The keyword search does not run beside the
+    /// embedding: a lone query's forward pass uses every core, and a search beside it slows
+    /// both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what `embedding`
+    /// gave. `index` is the project's own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
@@ -325,10 +323,10 @@ impl MemoryEngine {
         // failed, and its error is the one returned.
         let (bounds_sender, bounds_receiver) =
             tokio::sync::oneshot::channel::<Option<IndexBounds>>();
-        // The keyword hits are read from the database early only while the query is still
-        // being embedded; otherwise (a caller's vector, a cached query) they are read in one
-        // go with the dense hits, as one query is cheaper than two.
-        let still_embedding = std::sync::atomic::AtomicBool::new(true);
+        // The dense half says when the embedding is done (a caller's vector or a cached query
+        // at once); the keyword search starts then. A dropped sender means the embedding
+        // failed, and its error is the one returned.
+        let (embedded_sender, embedded_receiver) = tokio::sync::oneshot::channel::<()>();
         let keyword_half = async {
             let bounds = self.index_bounds_of(memory_scope, request).await?;
             let _ = bounds_sender.send(bounds.clone());
@@ -341,6 +339,7 @@ impl MemoryEngine {
                     ..KeywordHalf::default()
                 });
             }
+            let _ = embedded_receiver.await;
             let keyword_started = Instant::now();
             let hits = index
                 .keyword_search(
@@ -352,32 +351,15 @@ impl MemoryEngine {
                     limit = candidate_limit
                 ))
                 .await?;
-            let keyword_micros = keyword_started.elapsed().as_micros() as u64;
-            let hydrate_started = Instant::now();
-            let (read_early, hydrated) =
-                if still_embedding.load(std::sync::atomic::Ordering::Acquire) {
-                    let ids: Vec<MemoryId> = hits.iter().map(|hit| hit.memory_id).collect();
-                    let hydrated = self
-                        .storage
-                        .active_memories_with_embeddings(memory_scope, &ids)
-                        .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
-                        .await?;
-                    (ids.into_iter().collect(), hydrated)
-                } else {
-                    Default::default()
-                };
             Ok(KeywordHalf {
                 bounds: Some(bounds),
                 hits,
-                read_early,
-                hydrated,
-                keyword_micros,
-                hydrate_micros: hydrate_started.elapsed().as_micros() as u64,
+                keyword_micros: keyword_started.elapsed().as_micros() as u64,
             })
         };
         let dense_half = async {
             let embedded = embedding.await;
-            still_embedding.store(false, std::sync::atomic::Ordering::Release);
+            let _ = embedded_sender.send(());
             let (embedded, embed_micros) = embedded?;
             let no_hits = |embedded| Ok::<_, EngineError>((embedded, embed_micros, Vec::new(), 0));
             let Ok(Some(bounds)) = bounds_receiver.await else {
@@ -405,17 +387,13 @@ impl MemoryEngine {
             let dense_micros = dense_started.elapsed().as_micros() as u64;
             Ok((embedded, embed_micros, hits, dense_micros))
         };
-        // The dense half first: a vector that is already there clears `still_embedding`
-        // before the keyword half looks at it. The first error ends the search.
+        // The first error ends the search; the dense half's (the embedding's) comes first.
         let ((embedded, embed_micros, dense_hits, dense_micros), keyword) =
             tokio::try_join!(biased; dense_half, keyword_half)?;
         let KeywordHalf {
             bounds,
             hits: mut keyword_hits,
-            read_early,
-            mut hydrated,
             mut keyword_micros,
-            mut hydrate_micros,
         } = keyword;
         timings.embed_micros = embed_micros;
         // Dense candidates beyond the keyword list's depth may still hold query terms (BM25
@@ -463,19 +441,11 @@ impl MemoryEngine {
             .collect();
         ids.sort();
         ids.dedup();
-        let unread: Vec<MemoryId> = ids
-            .iter()
-            .copied()
-            .filter(|memory_id| !read_early.contains(memory_id))
-            .collect();
-        if !unread.is_empty() {
-            hydrated.extend(
-                self.storage
-                    .active_memories_with_embeddings(memory_scope, &unread)
-                    .instrument(tracing::info_span!("db.hydrate", candidates = unread.len()))
-                    .await?,
-            );
-        }
+        let mut hydrated = self
+            .storage
+            .active_memories_with_embeddings(memory_scope, &ids)
+            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+            .await?;
         let now = Utc::now();
         let candidates = ids
             .into_iter()
@@ -492,8 +462,7 @@ impl MemoryEngine {
                 embedding: found.embedding,
             })
             .collect();
-        hydrate_micros += hydrate_started.elapsed().as_micros() as u64;
-        timings.hydrate_micros = hydrate_micros;
+        timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
         Ok((candidates, embedded))
     }
 

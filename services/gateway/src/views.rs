@@ -277,9 +277,8 @@ impl From<&engram_engine::RankingSignals> for RankingSignalsView {
     }
 }
 
-/// Where one search's time went, in milliseconds (with `explain: true`). The phases overlap
-/// (keyword search, and often its hydration, run while the query is embedded), so their sum may
-/// exceed `total`.
+/// Where one search's time went, in milliseconds (with `explain: true`). The dense and keyword
+/// searches run side by side, so the phases may add up to more than `total`.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SearchTimingsView {
     pub embed: f64,
