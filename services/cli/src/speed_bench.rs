@@ -113,6 +113,12 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         true,
     )
     .await?;
+    // The service's own embedder on the floor's texts, before anything else runs: what the
+    // hand-off to a model thread and the Rust tokenizer add to the bare model.
+    let embedder_alone = match &floor {
+        Some(_) => Some(measure_embedder_alone(&arguments, &config, &floor_texts).await?),
+        None => None,
+    };
     let base_url = format!("http://{}", server.address);
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -281,6 +287,13 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     println!(
         "| index built after the last write (outbox empty, optimizer done) | {settle_seconds:.1} s | – | – |"
     );
+    if let Some((alone_p50, alone_p95)) = embedder_alone {
+        println!(
+            "| the service's embedder alone, one text at a time (p50 / p95, no search) | {alone_p50:.2} / {alone_p95:.2} ms | {} | {} |",
+            floor_cell(floor_query, "ms"),
+            ratio(alone_p50, floor_query)
+        );
+    }
     println!(
         "| search p50, 1 client | {:.2} ms | {} | {} |",
         single.p50_ms,
@@ -468,6 +481,43 @@ fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<Bench
     Ok((memories, queries))
 }
 
+/// Texts the floor script times one at a time (its `--queries`).
+const FLOOR_QUERIES: usize = 300;
+
+/// The single-text p50 and p95 (ms) of the service's own embedder, loaded in this process as
+/// the server loads it, on the texts the floor times one at a time, with the same warm-up.
+async fn measure_embedder_alone(
+    arguments: &SpeedBenchArgs,
+    config: &crate::config::EngramConfig,
+    texts: &[&str],
+) -> Result<(f64, f64)> {
+    use engram_embed::Embedder;
+    let (spec, model_dir, options) = match arguments.model {
+        BenchModel::Minilm => (
+            engram_embed::MINILM,
+            &config.embed.model_dir,
+            config.embed.local_model.clone(),
+        ),
+        BenchModel::Multilingual => (
+            engram_embed::MULTILINGUAL_E5_SMALL,
+            &config.embed.multilingual_model_dir,
+            config.embed.local_model.clone().single_session(),
+        ),
+    };
+    let encoder = engram_embed::LocalEncoder::load(spec, model_dir, options)?;
+    for text in texts.iter().take(20) {
+        encoder.embed_query(text.to_string()).await?;
+    }
+    let mut latencies = Vec::with_capacity(FLOOR_QUERIES);
+    for text in texts.iter().cycle().take(FLOOR_QUERIES) {
+        let started = Instant::now();
+        encoder.embed_query(text.to_string()).await?;
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.95)))
+}
+
 /// Runs the floor script on `texts` (written to a temporary file, removed afterwards).
 fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Floor>> {
     let Some(python) = &arguments.floor_python else {
@@ -501,7 +551,8 @@ fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Fl
         .arg(model_dir.join("tokenizer.json"))
         .arg("--texts")
         .arg(&texts_file)
-        .args(["--threads", "2", "--batch", "16", "--queries", "300"])
+        .args(["--threads", "2", "--batch", "16", "--queries"])
+        .arg(FLOOR_QUERIES.to_string())
         .arg("--max-length")
         .arg(spec.max_sequence_tokens.to_string())
         .arg("--query-prefix")
