@@ -303,8 +303,8 @@ impl MemoryEngine {
     /// database, not on a core); then the dense and the keyword search run side by side, and
     /// their hits are read in one query. The keyword search does not run beside the
     /// embedding: a lone query's forward pass uses every core, and a search beside it slows
-    /// both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what `embedding`
-    /// gave. `index` is the project's own (resolved once per search).
+    /// both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what
+    /// `embedding` gave. `index` is the project's own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
