@@ -289,8 +289,11 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     );
     if let Some((alone_p50, alone_p95)) = embedder_alone {
         println!(
-            "| the service's embedder alone, one text at a time (p50 / p95, no search) | {alone_p50:.2} / {alone_p95:.2} ms | {} | {} |",
-            floor_cell(floor_query, "ms"),
+            "| the service's embedder alone, one text at a time (p50 / p95, no search; ratio of p50) | {alone_p50:.2} / {alone_p95:.2} ms | {} | {} |",
+            match &floor {
+                Some(floor) => format!("{:.2} / {:.2} ms", floor.query_p50_ms, floor.query_p95_ms),
+                None => "–".to_string(),
+            },
             ratio(alone_p50, floor_query)
         );
     }
@@ -504,14 +507,24 @@ async fn measure_embedder_alone(
             config.embed.local_model.clone().single_session(),
         ),
     };
-    let encoder = engram_embed::LocalEncoder::load(spec, model_dir, options)?;
+    let model_dir = model_dir.clone();
+    let encoder = tokio::task::spawn_blocking(move || {
+        engram_embed::LocalEncoder::load(spec, &model_dir, options)
+    })
+    .await??;
+    // The texts as the floor script reads them: one line each, trimmed, none empty.
+    let texts: Vec<String> = texts
+        .iter()
+        .map(|text| text.replace('\n', " ").trim().to_string())
+        .filter(|text| !text.is_empty())
+        .collect();
     for text in texts.iter().take(20) {
-        encoder.embed_query(text.to_string()).await?;
+        encoder.embed_query(text.clone()).await?;
     }
     let mut latencies = Vec::with_capacity(FLOOR_QUERIES);
     for text in texts.iter().cycle().take(FLOOR_QUERIES) {
         let started = Instant::now();
-        encoder.embed_query(text.to_string()).await?;
+        encoder.embed_query(text.clone()).await?;
         latencies.push(started.elapsed());
     }
     latencies.sort();

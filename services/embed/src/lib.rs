@@ -46,6 +46,12 @@ pub trait Embedder: Send + Sync + 'static {
         Ok(self.embed(texts).await?.into_iter().zip(tokens).collect())
     }
 
+    /// Whether embedding runs on this machine's cores (the local model) rather than at a
+    /// provider: a search then keeps other work off the cores while its query is embedded.
+    fn embeds_on_this_machine(&self) -> bool {
+        false
+    }
+
     /// Tokens the model reads for `text` (what usage metering bills as tokens embedded and
     /// what recall budgets count). The default estimates four characters per token, for
     /// providers whose tokenizer is not available here; the local model counts exactly.

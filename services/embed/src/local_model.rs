@@ -335,6 +335,10 @@ impl Embedder for LocalEncoder {
         Ok(self.embed_query_counted(query).await?.0)
     }
 
+    fn embeds_on_this_machine(&self) -> bool {
+        true
+    }
+
     async fn embed_query_counted(&self, query: String) -> Result<(Vec<f32>, u64), EmbedError> {
         let query = format!("{}{query}", self.spec.query_prefix);
         let embedded = self
@@ -352,6 +356,7 @@ impl Embedder for LocalEncoder {
 /// machine: the service's embedder alone went from 1.09–1.33× the bare model's p50 to
 /// 0.89–1.03×), as waking a sleeping thread before each operator costs more than the
 /// operator; it is for the query session only, whose passes are short and wait for nobody.
+/// A single-session model (multilingual-e5-small) has no query session and never spins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Spinning {
     Never,
@@ -389,8 +394,9 @@ impl OnnxEncoder {
             .map_err(|error| invalid("cannot set the inter-op threads", &error))?
             .with_intra_op_spinning(spinning == Spinning::DuringPasses)
             .map_err(|error| invalid("cannot set the threads' spinning", &error))?
-            // Spinning stops when a pass ends: a pool that spins on would take the cores the
-            // rest of the search needs, and another worker's pass.
+            // A spinning pool stops when its pass ends: spinning on, it would take the cores
+            // the rest of the search needs, and another worker's pass. (Without spinning the
+            // entry changes nothing.)
             .with_config_entry("session.force_spinning_stop", "1")
             .map_err(|error| invalid("cannot stop the threads spinning between passes", &error))?
             .commit_from_file(model_path)

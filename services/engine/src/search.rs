@@ -183,8 +183,12 @@ impl MemoryEngine {
                 "query_vector".to_string()
             })?;
         }
+        // The local model's forward pass takes every core, so a keyword search waits for it;
+        // a provider's is a network call, and the keyword search runs beside it.
+        let embedding_takes_the_cores =
+            embeds_here && space.embedder().await?.embeds_on_this_machine();
         // The query's vector and the tokens embedding it took. Left unstarted: a search of
-        // the index runs its keyword half while the model embeds the query.
+        // the index decides its bounds while the model embeds the query.
         let embedding = async {
             let embedded = match client_vector {
                 Some(vector) => Some((Arc::new(vector), 0)),
@@ -210,6 +214,7 @@ impl MemoryEngine {
                     space.index.as_ref(),
                     &request,
                     embedding,
+                    embedding_takes_the_cores,
                     &mut timings,
                 )
                 .await?
@@ -301,16 +306,18 @@ impl MemoryEngine {
     /// Dense and keyword candidates from the index, hydrated from the database. The query is
     /// embedded first, while the bounds of the search are decided (they may wait on the
     /// database, not on a core); then the dense and the keyword search run side by side, and
-    /// their hits are read in one query. The keyword search does not run beside the
-    /// embedding: a lone query's forward pass uses every core, and a search beside it slows
-    /// both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what
-    /// `embedding` gave. `index` is the project's own (resolved once per search).
+    /// their hits are read in one query. With `embedding_takes_the_cores` (the local model)
+    /// the keyword search does not run beside the embedding: a lone query's forward pass uses
+    /// every core, and a search beside it slows both (tests/BENCHMARKS.md, "The embedding
+    /// first"). Returns the candidates and what `embedding` gave. `index` is the project's
+    /// own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
         index: &dyn engram_index::VectorIndex,
         request: &SearchRequest,
         embedding: impl Future<Output = Result<(Option<EmbeddedQuery>, u64), EngineError>>,
+        embedding_takes_the_cores: bool,
         timings: &mut SearchTimings,
     ) -> Result<(Vec<Candidate>, Option<EmbeddedQuery>), EngineError> {
         let candidate_limit = if request.filters.is_everything() {
@@ -324,8 +331,8 @@ impl MemoryEngine {
         let (bounds_sender, bounds_receiver) =
             tokio::sync::oneshot::channel::<Option<IndexBounds>>();
         // The dense half says when the embedding is done (a caller's vector or a cached query
-        // at once); the keyword search starts then. A dropped sender means the embedding
-        // failed, and its error is the one returned.
+        // at once), whether it succeeded or failed (a failure ends the search through
+        // `try_join!`); a keyword search that waits for the local model starts then.
         let (embedded_sender, embedded_receiver) = tokio::sync::oneshot::channel::<()>();
         let keyword_half = async {
             let bounds = self.index_bounds_of(memory_scope, request).await?;
@@ -339,7 +346,9 @@ impl MemoryEngine {
                     ..KeywordHalf::default()
                 });
             }
-            let _ = embedded_receiver.await;
+            if embedding_takes_the_cores {
+                let _ = embedded_receiver.await;
+            }
             let keyword_started = Instant::now();
             let hits = index
                 .keyword_search(
