@@ -97,10 +97,12 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         TextSet::Synthetic => synthetic_set(&arguments),
         TextSet::Locomo => locomo_set(&arguments)?,
     };
-    let floor_texts: Vec<&str> = memories
+    // As the floor script reads them: one line each, trimmed, none empty.
+    let floor_texts: Vec<String> = memories
         .iter()
         .take(1000)
-        .map(|memory| memory.content.as_str())
+        .map(|memory| memory.content.replace('\n', " ").trim().to_string())
+        .filter(|text| !text.is_empty())
         .collect();
     let floor = measure_floor(&arguments, &floor_texts)?;
 
@@ -246,10 +248,7 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         },
         arguments.model.spec().model_id
     );
-    let local_model = match arguments.model {
-        BenchModel::Minilm => config.embed.local_model.clone(),
-        BenchModel::Multilingual => config.embed.local_model.clone().single_session(),
-    };
+    let local_model = local_model_of(arguments.model, &config);
     println!(
         "service: {} model worker(s) × {} thread(s) (ONNX Runtime), {} writers",
         local_model.model_workers, local_model.threads_per_worker, arguments.writers
@@ -492,47 +491,47 @@ const FLOOR_QUERIES: usize = 300;
 async fn measure_embedder_alone(
     arguments: &SpeedBenchArgs,
     config: &crate::config::EngramConfig,
-    texts: &[&str],
+    texts: &[String],
 ) -> Result<(f64, f64)> {
     use engram_embed::Embedder;
-    let (spec, model_dir, options) = match arguments.model {
-        BenchModel::Minilm => (
-            engram_embed::MINILM,
-            &config.embed.model_dir,
-            config.embed.local_model.clone(),
-        ),
-        BenchModel::Multilingual => (
-            engram_embed::MULTILINGUAL_E5_SMALL,
-            &config.embed.multilingual_model_dir,
-            config.embed.local_model.clone().single_session(),
-        ),
+    let spec = arguments.model.spec();
+    let model_dir = match arguments.model {
+        BenchModel::Minilm => config.embed.model_dir.clone(),
+        BenchModel::Multilingual => config.embed.multilingual_model_dir.clone(),
     };
-    let model_dir = model_dir.clone();
+    let options = local_model_of(arguments.model, config);
     let encoder = tokio::task::spawn_blocking(move || {
         engram_embed::LocalEncoder::load(spec, &model_dir, options)
     })
     .await??;
-    // The texts as the floor script reads them: one line each, trimmed, none empty.
-    let texts: Vec<String> = texts
-        .iter()
-        .map(|text| text.replace('\n', " ").trim().to_string())
-        .filter(|text| !text.is_empty())
-        .collect();
     for text in texts.iter().take(20) {
         encoder.embed_query(text.clone()).await?;
     }
+    let started = Instant::now();
     let mut latencies = Vec::with_capacity(FLOOR_QUERIES);
     for text in texts.iter().cycle().take(FLOOR_QUERIES) {
-        let started = Instant::now();
+        let text_started = Instant::now();
         encoder.embed_query(text.clone()).await?;
-        latencies.push(started.elapsed());
+        latencies.push(text_started.elapsed());
     }
-    latencies.sort();
-    Ok((percentile(&latencies, 0.50), percentile(&latencies, 0.95)))
+    let figures = SearchFigures::of(latencies, started.elapsed().as_secs_f64());
+    Ok((figures.p50_ms, figures.p95_ms))
+}
+
+/// The local model's workers and threads as the bench server runs `model` (the multilingual
+/// model in one session, as the server loads it).
+fn local_model_of(
+    model: BenchModel,
+    config: &crate::config::EngramConfig,
+) -> engram_embed::LocalModelOptions {
+    match model {
+        BenchModel::Minilm => config.embed.local_model.clone(),
+        BenchModel::Multilingual => config.embed.local_model.clone().single_session(),
+    }
 }
 
 /// Runs the floor script on `texts` (written to a temporary file, removed afterwards).
-fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Floor>> {
+fn measure_floor(arguments: &SpeedBenchArgs, texts: &[String]) -> Result<Option<Floor>> {
     let Some(python) = &arguments.floor_python else {
         return Ok(None);
     };
@@ -552,7 +551,7 @@ fn measure_floor(arguments: &SpeedBenchArgs, texts: &[&str]) -> Result<Option<Fl
     {
         let mut file = std::fs::File::create(&texts_file)?;
         for text in texts {
-            writeln!(file, "{}", text.replace('\n', " "))?;
+            writeln!(file, "{text}")?;
         }
     }
     println!("floor: the bare model on {} of the texts…", texts.len());

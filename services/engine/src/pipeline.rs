@@ -586,12 +586,13 @@ impl MemoryEngine {
         Ok(())
     }
 
-    /// The query's vector in the project's space and the tokens embedding it took (0 when it
-    /// came from the cache).
+    /// The query's vector in the project's space, embedded by `embedder` (the space's own),
+    /// and the tokens embedding it took (0 when it came from the cache).
     pub(crate) async fn embed_query(
         &self,
         scope: &ProjectScope,
         space: &ProjectSpace,
+        embedder: &dyn Embedder,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
         // Keyed by project, erasure epoch and model (see `query_cache_key`). A newer epoch
@@ -625,7 +626,6 @@ impl MemoryEngine {
         {
             return Ok((vector.clone(), 0));
         }
-        let embedder = space.embedder().await?;
         // The query lane: a search runs ahead of queued ingest in the local model, which
         // counts the tokens from the same tokenisation.
         let (vector, tokens) = embedder

@@ -183,17 +183,25 @@ impl MemoryEngine {
                 "query_vector".to_string()
             })?;
         }
+        let embedder = match embeds_here {
+            true => Some(space.embedder().await?),
+            false => None,
+        };
         // The local model's forward pass takes every core, so a keyword search waits for it;
         // a provider's is a network call, and the keyword search runs beside it.
-        let embedding_takes_the_cores =
-            embeds_here && space.embedder().await?.embeds_on_this_machine();
+        let embedding_takes_the_cores = embedder
+            .as_ref()
+            .is_some_and(|embedder| embedder.embeds_on_this_machine());
         // The query's vector and the tokens embedding it took. Left unstarted: a search of
         // the index decides its bounds while the model embeds the query.
         let embedding = async {
-            let embedded = match client_vector {
-                Some(vector) => Some((Arc::new(vector), 0)),
-                None if embeds_here => Some(self.embed_query(scope, &space, &request.query).await?),
-                None => None,
+            let embedded = match (client_vector, &embedder) {
+                (Some(vector), _) => Some((Arc::new(vector), 0)),
+                (None, Some(embedder)) => Some(
+                    self.embed_query(scope, &space, embedder.as_ref(), &request.query)
+                        .await?,
+                ),
+                (None, None) => None,
             };
             Ok::<_, EngineError>((embedded, started.elapsed().as_micros() as u64))
         };
