@@ -202,7 +202,11 @@ impl Storage {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(sqlite_busy_timeout);
+            // No ping before each use: a SQLite connection is a file in this process, not a
+            // socket that can go stale, and the ping is a round trip to the connection's
+            // thread on every query (tests/BENCHMARKS.md, "Where the hydrate's time goes").
             let pool = SqlitePoolOptions::new()
+                .test_before_acquire(false)
                 .max_connections(8)
                 .connect_with(options)
                 .await
