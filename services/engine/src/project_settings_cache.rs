@@ -68,9 +68,12 @@ impl ProjectSettingsCache {
             }
             Err(_) => 0,
         };
-        let (settings, spend_limits) = self.storage.project_settings_and_limits(scope).await?;
+        let engram_storage::governance::ProjectRowConfiguration {
+            settings,
+            spend_limits,
+            query_cache_epoch,
+        } = self.storage.project_configuration(scope).await?;
         let retrieval_profiles = self.storage.retrieval_profiles(scope).await?;
-        let query_cache_epoch = self.storage.query_cache_epoch(scope).await?;
         let traffic = retrieval_profiles
             .iter()
             .filter(|profile| profile.traffic_share > 0.0)

@@ -47,6 +47,16 @@ pub struct ErasureLedgerEntry {
     pub erased_at: DateTime<Utc>,
 }
 
+/// What a project's row says about how it is searched and spent, read together so that the
+/// settings and the query-cache epoch a process caches come from one moment.
+#[derive(Clone, Debug)]
+pub struct ProjectRowConfiguration {
+    pub settings: ProjectSettings,
+    pub spend_limits: engram_core::usage::SpendLimits,
+    /// Raised by every erasure; a process drops its cached query embeddings when it changes.
+    pub query_cache_epoch: i64,
+}
+
 impl Storage {
     pub async fn project_settings(
         &self,
@@ -61,19 +71,22 @@ impl Storage {
         Ok(settings_from_model(&project))
     }
 
-    /// The project's settings and spend limits, from one read of its row.
-    pub async fn project_settings_and_limits(
+    /// The project's settings, spend limits and query-cache epoch, from one read of its row.
+    pub async fn project_configuration(
         &self,
         scope: &ProjectScope,
-    ) -> Result<(ProjectSettings, engram_core::usage::SpendLimits), StorageError> {
+    ) -> Result<ProjectRowConfiguration, StorageError> {
         let project = projects::Entity::find()
             .filter(crate::tenancy::in_project::<projects::Entity>(scope))
             .one(&self.connection)
             .await
             .map_err(StorageError::from_db)?
             .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
-        let limits = serde_json::from_value(project.spend_limits.clone()).unwrap_or_default();
-        Ok((settings_from_model(&project), limits))
+        Ok(ProjectRowConfiguration {
+            settings: settings_from_model(&project),
+            spend_limits: serde_json::from_value(project.spend_limits.clone()).unwrap_or_default(),
+            query_cache_epoch: project.query_cache_epoch,
+        })
     }
 
     /// Replace the project's settings; the change is audited (old and new values, which
