@@ -1,8 +1,8 @@
 //! Each project's settings as this process knows them — its project settings (embedding,
-//! recall-event capture), spend limits and retrieval profiles — read together at most every
-//! few seconds, and forgotten at once when a use case here changes any of them. Other
-//! processes see a change within [`PROJECT_SETTINGS_TTL`]. One cache serves the embedding
-//! spaces, the recall recorder and the spend guard.
+//! recall-event capture), spend limits, retrieval profiles and query-cache epoch — read
+//! together at most every few seconds, and forgotten at once when a use case here changes
+//! any of them. Other processes see a change within [`PROJECT_SETTINGS_TTL`]. One cache
+//! serves the embedding spaces, the recall recorder and the spend guard.
 
 use engram_core::usage::SpendLimits;
 use engram_core::{ProjectId, ProjectScope};

@@ -89,8 +89,6 @@ impl Storage {
         })
     }
 
-    /// Replace the project's settings; the change is audited (old and new values, which
-    /// hold no personal data).
     /// The project's query-cache epoch (raised by every erasure).
     pub async fn query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
         Ok(projects::Entity::find()
@@ -118,6 +116,8 @@ impl Storage {
         self.query_cache_epoch(scope).await
     }
 
+    /// Replace the project's settings; the change is audited (old and new values, which
+    /// hold no personal data).
     pub async fn update_project_settings(
         &self,
         scope: &ProjectScope,

@@ -202,9 +202,10 @@ impl Storage {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(sqlite_busy_timeout);
-            // No ping before each use: a SQLite connection is a file in this process, not a
-            // socket that can go stale, and the ping is a round trip to the connection's
-            // thread on every query (tests/BENCHMARKS.md, "Where the hydrate's time goes").
+            // No ping before each use: it is a round trip to the connection's thread on the
+            // request's path, and sqlx pings every connection again when it goes back to the
+            // pool (dropping a dead one there), so the ping before use only repeated that
+            // (tests/BENCHMARKS.md, "Where the hydrate's time goes").
             let pool = SqlitePoolOptions::new()
                 .test_before_acquire(false)
                 .max_connections(8)
