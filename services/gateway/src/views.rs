@@ -278,7 +278,8 @@ impl From<&engram_engine::RankingSignals> for RankingSignalsView {
 }
 
 /// Where one search's time went, in milliseconds (with `explain: true`). The dense and keyword
-/// searches run side by side, so the phases may add up to more than `total`.
+/// searches run side by side (the keyword search beside an embedding provider's call too), so
+/// the phases may add up to more than `total`.
 #[derive(Clone, Debug, Serialize, Deserialize, ToSchema)]
 pub struct SearchTimingsView {
     pub embed: f64,

@@ -84,7 +84,7 @@ impl Storage {
             .ok_or(StorageError::NotFound(NotFoundKind::Project))?;
         Ok(ProjectRowConfiguration {
             settings: settings_from_model(&project),
-            spend_limits: serde_json::from_value(project.spend_limits.clone()).unwrap_or_default(),
+            spend_limits: serde_json::from_value(project.spend_limits).unwrap_or_default(),
             query_cache_epoch: project.query_cache_epoch,
         })
     }
