@@ -248,6 +248,25 @@ async fn metrics_are_served_on_the_admin_port() {
         ) >= Some(1.0),
         "search latency recorded:\n{metrics}"
     );
+    // On a SQLite file the search reads its candidates on its own thread, not through the
+    // pool (tests/BENCHMARKS.md, "The hydrate on the caller's thread").
+    assert!(
+        sample(
+            &metrics,
+            "engram_search_candidate_reads_total",
+            &[r#"read="caller_thread""#]
+        ) >= Some(1.0),
+        "the search's candidates were read on the caller's thread:\n{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "engram_search_candidate_reads_total",
+            &[r#"read="pool""#]
+        ),
+        None,
+        "no candidate read fell back to the pool:\n{metrics}"
+    );
     assert!(
         sample(
             &metrics,

@@ -294,6 +294,10 @@ fn the_tenant_store_takes_the_scope_first() {
         ),
         ("record_audit_event", "organization audit chain"),
         (
+            "candidate_reads",
+            "the handle's own read counters: no project's data",
+        ),
+        (
             "add_usage",
             "the usage meter's flush: each increment carries its scope",
         ),

@@ -3556,3 +3556,141 @@ async fn a_console_account_keeps_its_language_within_its_organization(storage: S
     assert_eq!(language(storage.clone()).await, None);
 }
 on_both_databases!(a_console_account_keeps_its_language_within_its_organization);
+
+/// A search reads its candidates as they were stored, whichever way it reads them. On SQLite
+/// a search's read of a few candidates runs on the caller's thread through a connection of
+/// its own and decodes rows by hand, and a larger read goes through the pool: both must give
+/// back exactly what the plain read of each memory does, and only the active ones.
+async fn search_candidates_read_as_stored(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let whole = engram_core::MemoryScope::project_wide(scope);
+    let now = chrono::Utc::now();
+    let mut varied = draft(
+        "Ana drinks 绿茶 at 08:00 — \"always\", never ☕",
+        Some("ana"),
+        Some("morning-tea"),
+    );
+    varied.memory.agent_id = Some(ExternalId::parse("planner").unwrap());
+    varied.memory.session_id = Some(ExternalId::parse("s-1").unwrap());
+    varied.memory.kind = MemoryKind::Procedural;
+    varied.memory.metadata = serde_json::json!({
+        "always": true,
+        "nested": {"list": [1, 2.5, null, "x"], "empty": {}},
+        "ünïcode": "値"
+    })
+    .as_object()
+    .unwrap()
+    .clone();
+    varied.memory.categories = vec!["food".to_string(), "habits".to_string()];
+    varied.memory.confidence = 0.123_456_789_012_345_6;
+    varied.memory.expires_at = Some(now + chrono::Duration::days(30));
+    varied.memory.occurred_at = Some(now - chrono::Duration::days(400));
+    varied.memory.visibility = Some(engram_core::Visibility::Private);
+    varied.embedding = (0..384).map(|index| (index as f32).sin() / 3.0).collect();
+    let mut team_shared = draft("The team's standup is at ten", None, None);
+    team_shared.memory.shared_with = Some(ExternalId::parse("ops").unwrap());
+    team_shared.memory.categories = Vec::new();
+    let stored = insert(
+        &storage,
+        &scope,
+        vec![
+            varied,
+            team_shared,
+            draft("Ben's old address", Some("ben"), None),
+            draft("to be deleted", None, None),
+        ],
+    )
+    .await;
+    let mut replacing = draft("Ben's new address", Some("ben"), None);
+    replacing.supersedes = Some(stored[2].id);
+    let replacement = insert(&storage, &scope, vec![replacing]).await.remove(0);
+    storage
+        .set_memory_verification(&scope, stored[0].id, true, None, "checked", &system_actor())
+        .await
+        .unwrap();
+    storage
+        .delete_memory(&scope, stored[3].id, &system_actor())
+        .await
+        .unwrap();
+
+    let asked: Vec<_> = stored
+        .iter()
+        .map(|memory| memory.id)
+        .chain([replacement.id])
+        .collect();
+    let reads_before = storage.candidate_reads();
+    let few = storage
+        .active_memories_with_embeddings(&whole, &asked)
+        .await
+        .unwrap();
+    let mut found: Vec<_> = few.keys().copied().collect();
+    found.sort();
+    let mut active = vec![stored[0].id, stored[1].id, replacement.id];
+    active.sort();
+    assert_eq!(
+        found, active,
+        "the active ones, not the superseded or deleted"
+    );
+    for (id, candidate) in &few {
+        let plain = storage.get_memory(&whole, *id).await.unwrap();
+        assert_eq!(
+            candidate.memory, plain,
+            "read as a candidate as it reads alone"
+        );
+    }
+    assert!(few[&stored[0].id].memory.verified_at.is_some());
+    assert_eq!(
+        few[&stored[0].id].embedding,
+        (0..384)
+            .map(|index| (index as f32).sin() / 3.0)
+            .collect::<Vec<f32>>()
+    );
+    assert_eq!(few[&stored[1].id].embedding, vec![0.25, -0.5, 1.0]);
+
+    // A key bound to the planner agent (and no team): its own memory and those shared with
+    // every agent, not the one shared with the ops team.
+    let planners = whole.clone().bound_to_agents(Some(
+        engram_core::AgentRestriction::new([ExternalId::parse("planner").unwrap()]).unwrap(),
+    ));
+    let for_planner = storage
+        .active_memories_with_embeddings(&planners, &asked)
+        .await
+        .unwrap();
+    let mut seen_by_planner: Vec<_> = for_planner.keys().copied().collect();
+    seen_by_planner.sort();
+    let mut expected = vec![stored[0].id, replacement.id];
+    expected.sort();
+    assert_eq!(seen_by_planner, expected);
+    for (id, candidate) in &for_planner {
+        assert_eq!(candidate.memory, few[id].memory);
+    }
+
+    // Among hundreds of ids asked for (an `as_of` search ranks thousands), the same answer.
+    let many: Vec<_> = asked
+        .iter()
+        .copied()
+        .chain((0..400).map(|_| engram_core::MemoryId::generate()))
+        .collect();
+    let from_many = storage
+        .active_memories_with_embeddings(&whole, &many)
+        .await
+        .unwrap();
+    assert_eq!(from_many.len(), few.len());
+    for (id, candidate) in &few {
+        assert_eq!(from_many[id].memory, candidate.memory);
+        assert_eq!(from_many[id].embedding, candidate.embedding);
+    }
+
+    // Which way each read went: on SQLite the two small ones on the caller's thread (none
+    // fell back), on PostgreSQL every one through the pool.
+    let reads = storage.candidate_reads();
+    let (caller_thread, pool) = (
+        reads.caller_thread - reads_before.caller_thread,
+        reads.pool - reads_before.pool,
+    );
+    match storage.backend_name() {
+        "sqlite" => assert_eq!((caller_thread, pool), (2, 1), "{reads:?}"),
+        _ => assert_eq!((caller_thread, pool), (0, 3), "{reads:?}"),
+    }
+}
+on_both_databases!(search_candidates_read_as_stored);

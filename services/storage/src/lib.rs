@@ -4,6 +4,7 @@
 pub mod api_keys;
 pub mod audit;
 pub mod audit_seal;
+mod caller_thread_read;
 pub mod console_sessions;
 pub mod conversations;
 mod entities;
@@ -65,6 +66,10 @@ pub struct Storage {
     /// The key and anchor of the audit chain (see [`audit_seal`]); `None` writes and
     /// verifies plain hashes with no anchor (component tests that need neither).
     audit_seal: Option<Arc<AuditSeal>>,
+    /// Reads a search's candidates on the caller's thread (SQLite files only; `None` for
+    /// PostgreSQL and in-memory SQLite, where the pool reads them).
+    caller_thread_reader: Option<Arc<caller_thread_read::CallerThreadReader>>,
+    candidate_reads: Arc<recall::CandidateReadCounters>,
 }
 
 /// The tenant store's other face: work that spans every project — the outbox the indexer
@@ -202,6 +207,7 @@ impl Storage {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(sqlite_busy_timeout);
+            let file = options.get_filename().to_path_buf();
             // No ping before each use: it is a round trip to the connection's thread on the
             // request's path, and sqlx pings every connection again when it goes back to the
             // pool (dropping a dead one there), so the ping before use only repeated that
@@ -214,10 +220,25 @@ impl Storage {
                 .map_err(|error| {
                     StorageError::Unavailable(format!("cannot open SQLite database: {error}"))
                 })?;
+            // Only a plain file is read beside the pool: an in-memory database lives only in
+            // the pool's connections (another connection to its name is another database), an
+            // empty name is a private temporary one, and another VFS or `immutable` changes
+            // locking in ways a second connection must not guess at. Resolved now that the
+            // pool has created the file: a later change of directory changes nothing.
+            let plain_file = !(database_url.contains(":memory:")
+                || ["mode=memory", "vfs=", "immutable="]
+                    .iter()
+                    .any(|option| database_url.contains(option)));
+            let caller_thread_reader = plain_file
+                .then(|| std::fs::canonicalize(&file).ok())
+                .flatten()
+                .map(|file| Arc::new(caller_thread_read::CallerThreadReader::new(file)));
             Self {
                 connection: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool),
                 write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
                 audit_seal: None,
+                caller_thread_reader,
+                candidate_reads: Default::default(),
             }
         } else if database_url.starts_with("postgres:") || database_url.starts_with("postgresql:") {
             let pool = PgPoolOptions::new()
@@ -232,6 +253,8 @@ impl Storage {
                 connection: SqlxPostgresConnector::from_sqlx_postgres_pool(pool),
                 write_gate: None,
                 audit_seal: None,
+                caller_thread_reader: None,
+                candidate_reads: Default::default(),
             }
         } else {
             // Only the scheme: the rest of a URL may hold a password.
@@ -352,6 +375,9 @@ impl Storage {
     }
 
     pub async fn close(self) -> Result<(), StorageError> {
+        if let Some(reader) = &self.caller_thread_reader {
+            reader.close();
+        }
         self.connection.close().await.map_err(StorageError::from_db)
     }
 

@@ -3,6 +3,7 @@
 //! moment (`as_of`), and `always` procedures.
 
 use crate::MaintenanceStore;
+use crate::caller_thread_read::{CallerThreadReadError, MAX_CALLER_THREAD_ROWS};
 use crate::entities::memories;
 use crate::memories::{decode_embedding, memories_of, memory_from_model, subject_condition};
 use crate::{Storage, StorageError};
@@ -38,6 +39,25 @@ pub struct SessionMember<'a> {
     pub session: &'a str,
 }
 
+/// How many of a storage handle's candidate reads ran where.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CandidateReads {
+    /// On the caller's thread (a SQLite file).
+    pub caller_thread: u64,
+    /// Through the pool (PostgreSQL, a large read, or the caller's thread could not).
+    pub pool: u64,
+}
+
+/// The counters behind [`CandidateReads`], shared by a handle's clones.
+#[derive(Debug, Default)]
+pub(crate) struct CandidateReadCounters {
+    caller_thread: std::sync::atomic::AtomicU64,
+    pool: std::sync::atomic::AtomicU64,
+}
+
+/// Searches' candidate reads, by where they ran (`read`: `caller_thread` or `pool`).
+pub const SEARCH_CANDIDATE_READS_TOTAL: &str = "engram_search_candidate_reads_total";
+
 /// Procedural memories returned at task start carry `"always": true` in their metadata.
 pub const ALWAYS_METADATA_KEY: &str = "always";
 
@@ -51,12 +71,10 @@ impl Storage {
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
-        let models = crate::memories::owned_memories_of(scope)
+        let candidates = crate::memories::owned_memories_of(scope)
             .filter(memories::Column::State.eq(MemoryState::Active.as_str()))
-            .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())))
-            .all(&self.connection)
-            .await
-            .map_err(StorageError::from_db)?;
+            .filter(memories::Column::Id.is_in(ids.iter().map(|id| id.as_uuid())));
+        let models = self.read_candidates(candidates, ids.len()).await?;
         models
             .into_iter()
             .map(|model| {
@@ -64,6 +82,66 @@ impl Storage {
                 Ok((found.memory.id, found))
             })
             .collect()
+    }
+
+    /// The memories `candidates` selects (at most `rows_at_most`): on the caller's thread
+    /// when the database is a SQLite file and the read is small, else through the pool.
+    async fn read_candidates(
+        &self,
+        candidates: sea_orm::Select<memories::Entity>,
+        rows_at_most: usize,
+    ) -> Result<Vec<memories::Model>, StorageError> {
+        if let Some(reader) = self.caller_thread_reader.as_deref()
+            && rows_at_most <= MAX_CALLER_THREAD_ROWS
+        {
+            match reader.memories(&candidates) {
+                Ok(models) => {
+                    metrics::counter!(SEARCH_CANDIDATE_READS_TOTAL, "read" => "caller_thread")
+                        .increment(1);
+                    self.candidate_reads
+                        .caller_thread
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Ok(models);
+                }
+                // Another connection holds a lock the reader would wait for; the pool waits.
+                Err(CallerThreadReadError::Busy) => {
+                    tracing::debug!("candidate read found the database busy; using the pool");
+                }
+                Err(CallerThreadReadError::Closed) => {}
+                Err(error) => {
+                    // Once: a row in an odd form would otherwise warn on every search; the
+                    // metric's `pool` count keeps counting.
+                    static WARNED: std::sync::atomic::AtomicBool =
+                        std::sync::atomic::AtomicBool::new(false);
+                    if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        tracing::warn!(%error, "candidate read on the caller's thread failed; using the pool (warned once)");
+                    }
+                }
+            }
+        }
+        metrics::counter!(SEARCH_CANDIDATE_READS_TOTAL, "read" => "pool").increment(1);
+        self.candidate_reads
+            .pool
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        candidates
+            .all(&self.connection)
+            .await
+            .map_err(StorageError::from_db)
+    }
+
+    /// How this handle's searches have read their candidates so far (what
+    /// `engram_search_candidate_reads_total` counts for the whole process).
+    pub fn candidate_reads(&self) -> CandidateReads {
+        CandidateReads {
+            caller_thread: self
+                .candidate_reads
+                .caller_thread
+                .load(std::sync::atomic::Ordering::Relaxed),
+            pool: self
+                .candidate_reads
+                .pool
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// Where each of `members` stands in its session, in write order: a position counted
