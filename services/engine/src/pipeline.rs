@@ -10,7 +10,7 @@ use engram_embed::Embedder;
 use engram_index::VectorIndex;
 use engram_storage::{IdempotencyClaim, InsertOutcome, MemoryDraft, MemoryPatch, Storage};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
@@ -88,9 +88,6 @@ pub struct MemoryEngine {
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
     pub(crate) query_embeddings: crate::governance::QueryCache,
-    /// The query-cache epoch of each project this process last saw (see `embed_query`).
-    pub(crate) query_cache_epochs:
-        std::sync::Mutex<std::collections::HashMap<engram_core::ProjectId, i64>>,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
     /// When each organization's audit chain was last recomputed from its first event.
     pub(crate) full_verifications: crate::use_cases::FullVerificationTimes,
@@ -177,8 +174,7 @@ impl MemoryEngine {
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
         let capacity =
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
-        let query_embeddings: crate::governance::QueryCache =
-            Arc::new(Mutex::new(lru::LruCache::new(capacity)));
+        let query_embeddings = crate::governance::QueryCache::new(capacity);
         let recall_events = Arc::new(crate::recall_events::RecallRecorder::start(
             storage.clone(),
             spaces.settings_cache().clone(),
@@ -208,7 +204,6 @@ impl MemoryEngine {
             applier,
             settings,
             query_embeddings,
-            query_cache_epochs: Default::default(),
             governance,
             llm,
             recall_events,
@@ -595,36 +590,19 @@ impl MemoryEngine {
         embedder: &dyn Embedder,
         query: &str,
     ) -> Result<(Arc<Vec<f32>>, u64), EngineError> {
-        // Keyed by project, erasure epoch and model (see `query_cache_key`). A newer epoch
-        // than this process last saw means an erasure somewhere: the project's older
-        // entries go before anything is answered from the cache.
+        // Keyed by project, erasure epoch and model (see `QueryCache`): an erasure anywhere
+        // raises the epoch, and the project's older entries are never answered from.
         let epoch = self
             .spaces
             .settings_cache()
             .of(scope)
             .await?
             .query_cache_epoch;
-        let advanced = self
-            .query_cache_epochs
-            .lock()
-            .map(|mut seen| {
-                let last = seen.insert(scope.project_id(), epoch);
-                last.is_some_and(|last| last < epoch)
-            })
-            .unwrap_or(false);
-        if advanced {
-            crate::governance::drop_project_queries(
-                &self.query_embeddings,
-                scope.project_id(),
-                Some(epoch),
-            );
-        }
-        let cache_key =
-            crate::governance::query_cache_key(scope.project_id(), epoch, &space.model_id, query);
-        if let Ok(mut cache) = self.query_embeddings.lock()
-            && let Some(vector) = cache.get(&cache_key)
+        if let Some(vector) =
+            self.query_embeddings
+                .get(scope.project_id(), epoch, &space.model_id, query)
         {
-            return Ok((vector.clone(), 0));
+            return Ok((vector, 0));
         }
         // The query lane: a search runs ahead of queued ingest in the local model, which
         // counts the tokens from the same tokenisation.
@@ -633,9 +611,13 @@ impl MemoryEngine {
             .instrument(tracing::info_span!("embed", texts = 1))
             .await?;
         let vector = Arc::new(vector);
-        if let Ok(mut cache) = self.query_embeddings.lock() {
-            cache.put(cache_key, vector.clone());
-        }
+        self.query_embeddings.put(
+            scope.project_id(),
+            epoch,
+            &space.model_id,
+            query,
+            vector.clone(),
+        );
         Ok((vector, tokens))
     }
 }

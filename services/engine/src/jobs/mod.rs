@@ -147,8 +147,6 @@ impl MemoryEngine {
 
     /// Benches: forget cached query embeddings, to time cold queries.
     pub fn clear_query_cache(&self) {
-        if let Ok(mut cache) = self.query_embeddings.lock() {
-            cache.clear();
-        }
+        self.query_embeddings.clear();
     }
 }
