@@ -3665,7 +3665,8 @@ async fn search_candidates_read_as_stored(storage: Storage) {
         assert_eq!(candidate.memory, few[id].memory);
     }
 
-    // Among hundreds of ids asked for (an `as_of` search ranks thousands), the same answer.
+    // Among hundreds of ids asked for (a filtered search reads up to 500 from each half),
+    // the same answer.
     let many: Vec<_> = asked
         .iter()
         .copied()

@@ -224,6 +224,8 @@ impl TestServer {
                     // even when the developer's shell points QDRANT_URL at a cluster.
                     .env_remove("QDRANT_URL")
                     .env_remove("QDRANT_API_KEY")
+                    // And the embedded SQLite database, whatever ENGRAM_DATABASE_URL says.
+                    .env_remove("ENGRAM_DATABASE_URL")
                     .env_remove("ENGRAM_METRICS_LISTEN")
                     // A write answers 201 once the index has it, or 202 after this budget: on a
                     // busy machine the default 5 s can pass, and the suites assert 201. A test

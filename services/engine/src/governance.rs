@@ -170,9 +170,10 @@ struct ErasureWork {
     erased_case_ids: Vec<uuid::Uuid>,
     history_entries: u64,
     index_points_before: u64,
-    /// The query-cache epoch this erasure raised the project to: its verification counts the
-    /// cached queries from before it (a later erasure's raise must not count a search made
-    /// after this one).
+    /// The query-cache epoch read right after this erasure raised it: its verification counts
+    /// the cached queries from before it (a later erasure's raise must not count a search
+    /// made after this one; an erasure running at the same moment may have raised it further,
+    /// which only drops more).
     raised_query_cache_epoch: Option<i64>,
 }
 
@@ -1415,7 +1416,7 @@ mod tests {
     /// settings are cached for a few seconds) caches nothing: the erasure's verification
     /// finds nothing left from before it, and nothing of the search outlives the erasure.
     #[test]
-    fn a_search_racing_an_erasure_caches_under_the_raised_epoch() {
+    fn a_search_racing_an_erasure_keeps_nothing() {
         let cache = query_cache();
         let project = engram_core::ProjectId::generate();
         let other = engram_core::ProjectId::generate();

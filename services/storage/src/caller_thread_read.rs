@@ -16,8 +16,9 @@ use std::sync::{Mutex, PoisonError};
 
 /// Most rows read on the caller's thread: the read holds an async worker while it runs (about
 /// 15 µs a row from a warm page cache), so a larger one — a filtered search (up to 500
-/// candidates from each half) or a `top_k` past about 25 — goes through the pool. A search
-/// with the default `top_k` reads about 70.
+/// candidates from each half) or a `top_k` past about 13–25 (depending on how much the two
+/// halves' hits overlap) — goes through the pool. A search with the default `top_k` reads
+/// about 70.
 pub(crate) const MAX_CALLER_THREAD_ROWS: usize = 128;
 
 /// Connections kept open between reads, at least: one per core, since a read holds its
@@ -45,6 +46,15 @@ pub(crate) enum CallerThreadReadError {
 
 impl From<rusqlite::Error> for CallerThreadReadError {
     fn from(error: rusqlite::Error) -> Self {
+        // A value of a type the decode did not expect is the row's, not the connection's.
+        if matches!(
+            error,
+            rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::IntegralValueOutOfRange(..)
+        ) {
+            return Self::Unsupported(error.to_string());
+        }
         match error.sqlite_error_code() {
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Self::Busy,
             _ => Self::Sqlite(error),

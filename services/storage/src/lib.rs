@@ -233,6 +233,12 @@ impl Storage {
                 .then(|| std::fs::canonicalize(&file).ok())
                 .flatten()
                 .map(|file| Arc::new(caller_thread_read::CallerThreadReader::new(file)));
+            if caller_thread_reader.is_none() {
+                tracing::info!(
+                    "searches read their candidates through the pool: the SQLite database is \
+                     not a plain file this process can open again"
+                );
+            }
             Self {
                 connection: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool),
                 write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
