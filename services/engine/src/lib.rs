@@ -20,6 +20,7 @@ pub mod password_work;
 mod pipeline;
 pub mod profiles;
 pub mod project_settings_cache;
+pub mod query_cache;
 pub mod recall_events;
 pub mod recall_metrics;
 mod search;

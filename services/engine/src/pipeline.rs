@@ -87,7 +87,7 @@ pub struct MemoryEngine {
     pub(crate) embedder: Arc<dyn Embedder>,
     pub(crate) applier: Arc<IndexApplier>,
     pub(crate) settings: EngineSettings,
-    pub(crate) query_embeddings: crate::governance::QueryCache,
+    pub(crate) query_embeddings: crate::query_cache::QueryCache,
     pub(crate) governance: Arc<crate::governance::DataGovernance>,
     /// When each organization's audit chain was last recomputed from its first event.
     pub(crate) full_verifications: crate::use_cases::FullVerificationTimes,
@@ -174,7 +174,7 @@ impl MemoryEngine {
         let applier = Arc::new(IndexApplier::new(storage.clone(), index.clone()));
         let capacity =
             NonZeroUsize::new(settings.query_cache_entries.max(1)).unwrap_or(NonZeroUsize::MIN);
-        let query_embeddings = crate::governance::QueryCache::new(capacity);
+        let query_embeddings = crate::query_cache::QueryCache::new(capacity);
         let recall_events = Arc::new(crate::recall_events::RecallRecorder::start(
             storage.clone(),
             spaces.settings_cache().clone(),

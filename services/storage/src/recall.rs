@@ -55,6 +55,24 @@ pub(crate) struct CandidateReadCounters {
     pool: std::sync::atomic::AtomicU64,
 }
 
+#[derive(Clone, Copy)]
+enum CandidateRead {
+    CallerThread,
+    Pool,
+}
+
+impl CandidateReadCounters {
+    /// One read, in the handle's counters and the process's metric.
+    fn count(&self, read: CandidateRead) {
+        let (counter, label) = match read {
+            CandidateRead::CallerThread => (&self.caller_thread, "caller_thread"),
+            CandidateRead::Pool => (&self.pool, "pool"),
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::counter!(SEARCH_CANDIDATE_READS_TOTAL, "read" => label).increment(1);
+    }
+}
+
 /// Searches' candidate reads, by where they ran (`read`: `caller_thread` or `pool`).
 pub const SEARCH_CANDIDATE_READS_TOTAL: &str = "engram_search_candidate_reads_total";
 
@@ -96,11 +114,7 @@ impl Storage {
         {
             match reader.memories(&candidates) {
                 Ok(models) => {
-                    metrics::counter!(SEARCH_CANDIDATE_READS_TOTAL, "read" => "caller_thread")
-                        .increment(1);
-                    self.candidate_reads
-                        .caller_thread
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.candidate_reads.count(CandidateRead::CallerThread);
                     return Ok(models);
                 }
                 // Another connection holds a lock the reader would wait for; the pool waits.
@@ -119,10 +133,7 @@ impl Storage {
                 }
             }
         }
-        metrics::counter!(SEARCH_CANDIDATE_READS_TOTAL, "read" => "pool").increment(1);
-        self.candidate_reads
-            .pool
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.candidate_reads.count(CandidateRead::Pool);
         candidates
             .all(&self.connection)
             .await
