@@ -3695,3 +3695,99 @@ async fn search_candidates_read_as_stored(storage: Storage) {
     }
 }
 on_both_databases!(search_candidates_read_as_stored);
+
+/// An erasure raises its project's query-cache epoch and is told the epoch its own raise
+/// wrote, whatever other erasures raise at the same moment; another project's stays put.
+async fn each_raise_of_the_query_cache_epoch_reports_its_own(storage: Storage) {
+    let (scope, _) = project(&storage, None).await;
+    let (other, _) = project(&storage, None).await;
+    let before = storage.query_cache_epoch(&scope).await.unwrap();
+    let mut raises = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let storage = storage.clone();
+        raises.spawn(async move { storage.raise_query_cache_epoch(&scope).await.unwrap() });
+    }
+    let mut reported: Vec<i64> = raises.join_all().await;
+    reported.sort_unstable();
+    let expected: Vec<i64> = (before + 1..=before + 8).collect();
+    assert_eq!(reported, expected, "eight raises, eight distinct epochs");
+    assert_eq!(storage.query_cache_epoch(&scope).await.unwrap(), before + 8);
+    assert_eq!(
+        storage.query_cache_epoch(&other).await.unwrap(),
+        0,
+        "another project's epoch is its own"
+    );
+}
+on_both_databases!(each_raise_of_the_query_cache_epoch_reports_its_own);
+
+/// Only a plain file is read beside the pool: a URL that opens the database through another
+/// VFS (here one that takes no locks) gets no second connection, however it spells the option,
+/// since that connection would lock the file in a way the pool's do not expect.
+#[tokio::test]
+async fn a_database_behind_another_vfs_is_read_through_the_pool() {
+    let directory = tempfile::tempdir().unwrap();
+    // `%76` is `v`: sqlx decodes the option's name, so this is `vfs=unix-none`.
+    let url = format!(
+        "sqlite://{}?mode=rwc&%76fs=unix-none",
+        directory.path().join("test.db").display()
+    );
+    let storage = Storage::connect(&url).await.unwrap();
+    let (scope, _) = project(&storage, None).await;
+    let stored = insert(&storage, &scope, vec![draft("no locks", Some("ana"), None)]).await;
+    let before = storage.candidate_reads();
+    let read = storage
+        .active_memories_with_embeddings(
+            &engram_core::MemoryScope::project_wide(scope),
+            &[stored[0].id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(read[&stored[0].id].memory.content, "no locks");
+    let reads = storage.candidate_reads();
+    assert_eq!(
+        (
+            reads.caller_thread - before.caller_thread,
+            reads.pool - before.pool
+        ),
+        (0, 1),
+        "read through the pool: {reads:?}"
+    );
+}
+
+/// A search whose read beside the pool cannot open the database file still gets its answer:
+/// the pool reads it (here the file was moved after the pool opened it, so no new connection
+/// can open it by name), and the next search does not fail either.
+#[tokio::test]
+async fn a_search_reads_through_the_pool_when_the_file_cannot_be_opened_again() {
+    let directory = tempfile::tempdir().unwrap();
+    let path = directory.path().join("test.db");
+    let storage = Storage::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    let (scope, _) = project(&storage, None).await;
+    let stored = insert(
+        &storage,
+        &scope,
+        vec![draft("still here", Some("ana"), None)],
+    )
+    .await;
+    std::fs::rename(&path, directory.path().join("moved.db")).unwrap();
+    let whole = engram_core::MemoryScope::project_wide(scope);
+    let before = storage.candidate_reads();
+    for _ in 0..2 {
+        let read = storage
+            .active_memories_with_embeddings(&whole, &[stored[0].id])
+            .await
+            .unwrap();
+        assert_eq!(read[&stored[0].id].memory.content, "still here");
+    }
+    let reads = storage.candidate_reads();
+    assert_eq!(
+        (
+            reads.caller_thread - before.caller_thread,
+            reads.pool - before.pool
+        ),
+        (0, 2),
+        "{reads:?}"
+    );
+}

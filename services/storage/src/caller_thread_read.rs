@@ -25,6 +25,10 @@ pub(crate) const MAX_CALLER_THREAD_ROWS: usize = 128;
 /// worker thread and so no more run at once than there are workers.
 const MIN_IDLE_CONNECTIONS: usize = 8;
 
+/// How long after a failed open no other is tried: a file this process cannot open would
+/// otherwise cost every search a failed open before it reads through the pool.
+const OPEN_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Prepared statements kept per connection: one per distinct candidate count and scope shape.
 const STATEMENT_CACHE_CAPACITY: usize = 64;
 
@@ -42,6 +46,9 @@ pub(crate) enum CallerThreadReadError {
     /// The database was closed.
     #[error("the database is closed")]
     Closed,
+    /// The last open failed less than [`OPEN_RETRY_AFTER`] ago.
+    #[error("the last open of the database file failed; not retried yet")]
+    OpenFailedRecently,
 }
 
 impl From<rusqlite::Error> for CallerThreadReadError {
@@ -69,17 +76,61 @@ pub(crate) struct CallerThreadReader {
     max_idle: usize,
     /// Set once the database is closed: no read opens a connection after that.
     closed: std::sync::atomic::AtomicBool,
+    /// When the last open failed, if the one after it has not succeeded.
+    open_failed_at: Mutex<Option<std::time::Instant>>,
 }
 
 impl CallerThreadReader {
+    /// A reader of the database `database_url` names, which `connection` (the pool) has
+    /// opened; `None` unless it is a plain file. An in-memory database lives only in the
+    /// pool's connections (another connection to its name is another database), an empty
+    /// name is a private temporary one, and another VFS or `immutable` changes locking in
+    /// ways a second connection must not guess at. The URL's options are decoded as sqlx
+    /// decodes them, and SQLite itself names the file (an empty name for memory or a
+    /// temporary database), as an absolute path: a later change of directory changes nothing.
+    pub(crate) async fn for_database(
+        database_url: &str,
+        connection: &sea_orm::DatabaseConnection,
+    ) -> Option<Self> {
+        use sea_orm::ConnectionTrait;
+        let options = database_url
+            .split_once('?')
+            .map_or("", |(_, options)| options);
+        let changes_how_it_opens =
+            url::form_urlencoded::parse(options.as_bytes()).any(|(key, value)| match &*key {
+                "mode" => value == "memory",
+                "vfs" | "immutable" => true,
+                _ => false,
+            });
+        if changes_how_it_opens {
+            return None;
+        }
+        let main = connection
+            .query_one(sea_orm::Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT file FROM pragma_database_list WHERE name = 'main'",
+            ))
+            .await;
+        let file: String = match main {
+            Ok(Some(row)) => row.try_get("", "file").ok()?,
+            Ok(None) => return None,
+            Err(error) => {
+                tracing::warn!(%error, "cannot ask SQLite which file it opened");
+                return None;
+            }
+        };
+        (!file.is_empty()).then(|| Self::new(PathBuf::from(file)))
+    }
+
     /// A reader of the database file at `path` (opened on first use, never created).
-    pub(crate) fn new(path: PathBuf) -> Self {
+    fn new(path: PathBuf) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         Self {
             path,
             idle: Mutex::new(Vec::new()),
             max_idle: cores.max(MIN_IDLE_CONNECTIONS),
             closed: std::sync::atomic::AtomicBool::new(false),
+            open_failed_at: Mutex::new(None),
         }
     }
 
@@ -128,6 +179,26 @@ impl CallerThreadReader {
         if let Some(connection) = idle {
             return Ok(connection);
         }
+        let mut open_failed_at = self
+            .open_failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if open_failed_at.is_some_and(|failed_at| failed_at.elapsed() < OPEN_RETRY_AFTER) {
+            return Err(CallerThreadReadError::OpenFailedRecently);
+        }
+        match self.open() {
+            Ok(connection) => {
+                *open_failed_at = None;
+                Ok(connection)
+            }
+            Err(error) => {
+                *open_failed_at = Some(std::time::Instant::now());
+                Err(error.into())
+            }
+        }
+    }
+
+    fn open(&self) -> Result<rusqlite::Connection, rusqlite::Error> {
         // Read-only and never created: this connection cannot change the database, and a
         // missing file is an error rather than a new empty database.
         let connection = rusqlite::Connection::open_with_flags(

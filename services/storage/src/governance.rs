@@ -100,20 +100,33 @@ impl Storage {
     }
 
     /// Raise the project's query-cache epoch: every process drops the project's cached query
-    /// embeddings when it next reads its settings. Returns the new epoch.
+    /// embeddings when it next reads its settings. Returns the new epoch: the one this raise
+    /// wrote (`RETURNING`, in the same statement), never another erasure's after it.
     pub async fn raise_query_cache_epoch(&self, scope: &ProjectScope) -> Result<i64, StorageError> {
-        let _permit = self.write_permit().await;
-        projects::Entity::update_many()
+        use sea_orm::{ConnectionTrait, IdenStatic, QueryTrait};
+        let mut raise = projects::Entity::update_many()
             .col_expr(
                 projects::Column::QueryCacheEpoch,
                 Expr::col(projects::Column::QueryCacheEpoch).add(1),
             )
             .filter(crate::tenancy::in_project::<projects::Entity>(scope))
-            .exec(&self.connection)
+            .into_query();
+        raise.returning_col(projects::Column::QueryCacheEpoch);
+        let statement = self.connection.get_database_backend().build(&raise);
+        let _permit = self.write_permit().await;
+        let raised = self
+            .connection
+            .query_one(statement)
             .await
             .map_err(StorageError::from_db)?;
         drop(_permit);
-        self.query_cache_epoch(scope).await
+        match raised {
+            Some(row) => row
+                .try_get::<i64>("", projects::Column::QueryCacheEpoch.as_str())
+                .map_err(StorageError::from_db),
+            // No such project: nothing was cached under it either.
+            None => Ok(0),
+        }
     }
 
     /// Replace the project's settings; the change is audited (old and new values, which

@@ -207,7 +207,6 @@ impl Storage {
                 .synchronous(SqliteSynchronous::Full)
                 .foreign_keys(true)
                 .busy_timeout(sqlite_busy_timeout);
-            let file = options.get_filename().to_path_buf();
             // No ping before each use: it is a round trip to the connection's thread on the
             // request's path, and sqlx pings every connection again when it goes back to the
             // pool (dropping a dead one there), so the ping before use only repeated that
@@ -220,19 +219,11 @@ impl Storage {
                 .map_err(|error| {
                     StorageError::Unavailable(format!("cannot open SQLite database: {error}"))
                 })?;
-            // Only a plain file is read beside the pool: an in-memory database lives only in
-            // the pool's connections (another connection to its name is another database), an
-            // empty name is a private temporary one, and another VFS or `immutable` changes
-            // locking in ways a second connection must not guess at. Resolved now that the
-            // pool has created the file: a later change of directory changes nothing.
-            let plain_file = !(database_url.contains(":memory:")
-                || ["mode=memory", "vfs=", "immutable="]
-                    .iter()
-                    .any(|option| database_url.contains(option)));
-            let caller_thread_reader = plain_file
-                .then(|| std::fs::canonicalize(&file).ok())
-                .flatten()
-                .map(|file| Arc::new(caller_thread_read::CallerThreadReader::new(file)));
+            let connection = SqlxSqliteConnector::from_sqlx_sqlite_pool(pool);
+            let caller_thread_reader =
+                caller_thread_read::CallerThreadReader::for_database(database_url, &connection)
+                    .await
+                    .map(Arc::new);
             if caller_thread_reader.is_none() {
                 tracing::info!(
                     "searches read their candidates through the pool: the SQLite database is \
@@ -240,7 +231,7 @@ impl Storage {
                 );
             }
             Self {
-                connection: SqlxSqliteConnector::from_sqlx_sqlite_pool(pool),
+                connection,
                 write_gate: Some(Arc::new(tokio::sync::Mutex::new(()))),
                 audit_seal: None,
                 caller_thread_reader,

@@ -121,7 +121,7 @@ impl Storage {
                 Err(CallerThreadReadError::Busy) => {
                     tracing::debug!("candidate read found the database busy; using the pool");
                 }
-                Err(CallerThreadReadError::Closed) => {}
+                Err(CallerThreadReadError::Closed | CallerThreadReadError::OpenFailedRecently) => {}
                 Err(error) => {
                     // Once: a row in an odd form would otherwise warn on every search; the
                     // metric's `pool` count keeps counting.
