@@ -314,10 +314,10 @@ impl MemoryEngine {
     /// Dense and keyword candidates from the index, hydrated from the database. The query is
     /// embedded first, while the bounds of the search are decided (they may wait on the
     /// database, not on a core); then the dense and the keyword search run side by side, and
-    /// their hits are read in one query. With `embedding_takes_the_cores` (the local model)
-    /// the keyword search does not run beside the embedding: a lone query's forward pass uses
-    /// every core, and a search beside it slows both (tests/BENCHMARKS.md, "The embedding
-    /// first"). Returns the candidates and what `embedding` gave. `index` is the project's
+    /// their hits are read in one query, beside the keyword scoring of the dense-only hits.
+    /// With `embedding_takes_the_cores` (the local model) the keyword search does not run
+    /// beside the embedding: a lone query's forward pass uses every core, and a search beside
+    /// it slows both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what `embedding` gave. `index` is the project's
     /// own (resolved once per search).
     async fn candidates_from_index(
         &self,
@@ -420,37 +420,35 @@ impl MemoryEngine {
         // others would all score nothing: no second pass then.
         let keyword_list_was_cut =
             keyword_hits.len() >= candidate_limit || !index.keyword_lists_are_complete();
-        if request.retrieval == RetrievalMode::Hybrid && keyword_list_was_cut {
-            let keyword_known: std::collections::HashSet<MemoryId> =
-                keyword_hits.iter().map(|hit| hit.memory_id).collect();
-            let unscored: Vec<MemoryId> = dense_hits
-                .iter()
-                .map(|hit| hit.memory_id)
-                .filter(|memory_id| !keyword_known.contains(memory_id))
-                .collect();
-            if let Some(bounds) = &bounds
-                && !unscored.is_empty()
-            {
-                let rescoring_started = Instant::now();
-                let limit = unscored.len();
-                let extra = index
-                    .keyword_search(
-                        memory_scope.project(),
-                        bounds.keyword_query(request, limit, Some(unscored)),
-                    )
-                    .await?;
-                keyword_hits.extend(extra);
-                keyword_micros += rescoring_started.elapsed().as_micros() as u64;
+        let unscored: Vec<MemoryId> = match (request.retrieval, keyword_list_was_cut, &bounds) {
+            (RetrievalMode::Hybrid, true, Some(_)) => {
+                let keyword_known: std::collections::HashSet<MemoryId> =
+                    keyword_hits.iter().map(|hit| hit.memory_id).collect();
+                dense_hits
+                    .iter()
+                    .map(|hit| hit.memory_id)
+                    .filter(|memory_id| !keyword_known.contains(memory_id))
+                    .collect()
             }
-        }
-        timings.dense_micros = dense_micros;
-        timings.keyword_micros = keyword_micros;
-
-        let hydrate_started = Instant::now();
-        let keyword_scores: HashMap<MemoryId, f32> = keyword_hits
-            .iter()
-            .map(|hit| (hit.memory_id, hit.score))
-            .collect();
+            _ => Vec::new(),
+        };
+        let rescoring = async move {
+            let Some(bounds) = bounds.as_ref().filter(|_| !unscored.is_empty()) else {
+                return Ok::<_, EngineError>((Vec::new(), 0));
+            };
+            let rescoring_started = Instant::now();
+            let limit = unscored.len();
+            let extra = index
+                .keyword_search(
+                    memory_scope.project(),
+                    bounds.keyword_query(request, limit, Some(unscored)),
+                )
+                .await?;
+            Ok((extra, rescoring_started.elapsed().as_micros() as u64))
+        };
+        // The second pass scores only dense hits, which are read anyway: the read of every
+        // candidate runs beside it (the index searches on its own threads, the read of a few
+        // candidates on this one), rather than after it.
         let mut ids: Vec<MemoryId> = dense_hits
             .iter()
             .chain(keyword_hits.iter())
@@ -458,11 +456,26 @@ impl MemoryEngine {
             .collect();
         ids.sort();
         ids.dedup();
-        let mut hydrated = self
-            .storage
-            .active_memories_with_embeddings(memory_scope, &ids)
-            .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
-            .await?;
+        let hydrating = async {
+            let hydrate_started = Instant::now();
+            let hydrated = self
+                .storage
+                .active_memories_with_embeddings(memory_scope, &ids)
+                .instrument(tracing::info_span!("db.hydrate", candidates = ids.len()))
+                .await?;
+            Ok::<_, EngineError>((hydrated, hydrate_started.elapsed().as_micros() as u64))
+        };
+        let ((extra, rescoring_micros), (mut hydrated, read_micros)) =
+            tokio::try_join!(biased; rescoring, hydrating)?;
+        let assembling_started = Instant::now();
+        keyword_hits.extend(extra);
+        keyword_micros += rescoring_micros;
+        timings.dense_micros = dense_micros;
+        timings.keyword_micros = keyword_micros;
+        let keyword_scores: HashMap<MemoryId, f32> = keyword_hits
+            .iter()
+            .map(|hit| (hit.memory_id, hit.score))
+            .collect();
         let now = Utc::now();
         let candidates = ids
             .into_iter()
@@ -479,7 +492,7 @@ impl MemoryEngine {
                 embedding: found.embedding,
             })
             .collect();
-        timings.hydrate_micros = hydrate_started.elapsed().as_micros() as u64;
+        timings.hydrate_micros = read_micros + assembling_started.elapsed().as_micros() as u64;
         Ok((candidates, embedded))
     }
 
