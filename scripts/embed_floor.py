@@ -6,6 +6,11 @@ with its `query: ` / `passage: ` prefixes) through the Python `onnxruntime` whee
 threads, truncation at the model's limit, mean pooling and L2 normalisation), on the texts the
 benchmark uses, and prints one JSON line:
   {"query_p50_ms", "query_p95_ms", "batch_texts_per_s", "texts", "threads", ...}
+With --serve it prints the batch rate (the same line without the query figures), then
+answers rounds for as long as its stdin stays open: each line read is a JSON list of query
+texts, each embedded alone, and each answer one line {"ms": [...]}, a duration per text, in
+order. A benchmark then times the floor and the service in alternating rounds, so both see
+the same machine.
 `make bench` installs its Python packages into .cache/bench-venv.
 """
 
@@ -44,6 +49,7 @@ def main():
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--query-prefix", default="")
     parser.add_argument("--passage-prefix", default="")
+    parser.add_argument("--serve", action="store_true", help="answer rounds read from stdin")
     arguments = parser.parse_args()
 
     options = onnxruntime.SessionOptions()
@@ -77,6 +83,10 @@ def main():
     for text in texts[:20]:  # warm-up: first runs allocate
         embed([text])
 
+    if arguments.serve:
+        serve(arguments, embed, tokenizer, texts)
+        return
+
     query_ms = []
     for index in range(arguments.queries):
         text = arguments.query_prefix + texts[index % len(texts)]
@@ -84,13 +94,7 @@ def main():
         embed([text])
         query_ms.append((time.perf_counter() - started) * 1000.0)
     query_ms.sort()
-
-    passages = [arguments.passage_prefix + text for text in texts]
-    by_length = sorted(passages, key=lambda text: len(tokenizer.encode(text).ids))
-    started = time.perf_counter()
-    for start in range(0, len(by_length), arguments.batch):
-        embed(by_length[start : start + arguments.batch])
-    batch_seconds = time.perf_counter() - started
+    texts_per_s = batch_rate(arguments, embed, tokenizer, texts)
 
     def percentile(sorted_values, fraction):
         return sorted_values[min(len(sorted_values) - 1, int(fraction * len(sorted_values)))]
@@ -100,7 +104,7 @@ def main():
             {
                 "query_p50_ms": round(statistics.median(query_ms), 2),
                 "query_p95_ms": round(percentile(query_ms, 0.95), 2),
-                "batch_texts_per_s": round(len(texts) / batch_seconds, 1),
+                "batch_texts_per_s": round(texts_per_s, 1),
                 "texts": len(texts),
                 "threads": arguments.threads,
                 "batch": arguments.batch,
@@ -108,6 +112,40 @@ def main():
             }
         )
     )
+
+
+def batch_rate(arguments, embed, tokenizer, texts):
+    """Passages per second, embedded in length-sorted batches."""
+    passages = [arguments.passage_prefix + text for text in texts]
+    by_length = sorted(passages, key=lambda text: len(tokenizer.encode(text).ids))
+    started = time.perf_counter()
+    for start in range(0, len(by_length), arguments.batch):
+        embed(by_length[start : start + arguments.batch])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def serve(arguments, embed, tokenizer, texts):
+    print(
+        json.dumps(
+            {
+                "batch_texts_per_s": round(batch_rate(arguments, embed, tokenizer, texts), 1),
+                "texts": len(texts),
+                "threads": arguments.threads,
+                "batch": arguments.batch,
+                "onnxruntime": onnxruntime.__version__,
+            }
+        ),
+        flush=True,
+    )
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        round_ms = []
+        for text in json.loads(line):
+            started = time.perf_counter()
+            embed([arguments.query_prefix + text])
+            round_ms.append(round((time.perf_counter() - started) * 1000.0, 4))
+        print(json.dumps({"ms": round_ms}), flush=True)
 
 
 if __name__ == "__main__":

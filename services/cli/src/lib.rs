@@ -50,8 +50,9 @@ enum Command {
     /// Ingest the LoCoMo conversations and print recall (hit@k, all@k) for dense, keyword and
     /// hybrid retrieval side by side.
     BenchRecall(recall_bench::RecallBenchArgs),
-    /// The bare embedding model (the floor) and then the service through HTTP on the same
-    /// texts: ingest rate, search p50/p95/p99, searches/s at 1, 4 and 16 clients.
+    /// The bare embedding model (the floor) and the service through HTTP on the same texts:
+    /// ingest rate, search p50/p95/p99 (in rounds taken in turn with the floor on the same
+    /// queries), searches/s at 1, 4 and 16 clients.
     BenchSpeed(speed_bench::SpeedBenchArgs),
     /// One project with a million memories (client vectors): search p95 and resident memory.
     BenchScale(scale_bench::ScaleBenchArgs),

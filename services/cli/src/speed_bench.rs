@@ -1,5 +1,7 @@
-//! `engram bench-speed`: the bare embedding model (the floor, Python `onnxruntime`) and then the
+//! `engram bench-speed`: the bare embedding model (the floor, Python `onnxruntime`) and the
 //! service through HTTP on the same texts, in one run: ingest rate, search latency, concurrency.
+//! The single-client searches are timed in rounds, each after the floor and the service's own
+//! embedder have embedded the same query texts, so the ratio compares the same moments.
 
 use crate::bench::{
     BenchModel, percentile, post_memories, progress, start_bench_server, timed_search,
@@ -68,14 +70,20 @@ pub struct SpeedBenchArgs {
 }
 
 /// What the bare model did on the same texts.
+/// What the floor script says once it has loaded the model and timed the batches.
 #[derive(Debug, Deserialize)]
-struct Floor {
-    query_p50_ms: f64,
-    query_p95_ms: f64,
+struct FloorHeader {
     batch_texts_per_s: f64,
+    texts: usize,
     threads: usize,
     batch: usize,
     onnxruntime: String,
+}
+
+/// One round of the floor script: a duration per text, in order.
+#[derive(Debug, Deserialize)]
+struct FloorRound {
+    ms: Vec<f64>,
 }
 
 /// One memory to write and the end-user it belongs to.
@@ -104,7 +112,7 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         .map(|memory| memory.content.replace('\n', " ").trim().to_string())
         .filter(|text| !text.is_empty())
         .collect();
-    let floor = measure_floor(&arguments, &floor_texts)?;
+    let mut floor = FloorProcess::start(&arguments, &floor_texts).await?;
 
     let data_dir =
         std::env::temp_dir().join(format!("engram-bench-speed-{}", uuid::Uuid::now_v7()));
@@ -115,10 +123,10 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         true,
     )
     .await?;
-    // The service's own embedder on the floor's texts, before anything else runs: what the
+    // The service's own embedder, loaded in this process as the server loads it: what the
     // hand-off to a model thread and the Rust tokenizer add to the bare model.
     let embedder_alone = match &floor {
-        Some(_) => Some(measure_embedder_alone(&arguments, &config, &floor_texts).await?),
+        Some(_) => Some(load_embedder_alone(&arguments, &config, &floor_texts).await?),
         None => None,
     };
     let base_url = format!("http://{}", server.address);
@@ -175,9 +183,25 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     .await?;
     let settle_seconds = settling_started.elapsed().as_secs_f64();
 
-    // Single client, every query new to the query cache.
+    // A few searches first, untimed, as the floor and the embedder alone are warmed: the
+    // first searches after a load meet cold caches (the query's model session, the index's
+    // pages). Then a single client, every query new to the query cache, in rounds with the
+    // floor and the embedder alone on the same query texts.
+    run_searches(&target, &queries, SEARCH_WARM_UP, 1, "warm-up").await?;
     server.engine.clear_query_cache();
-    let single = run_searches(&target, &queries, arguments.queries, 1, "1 client").await?;
+    let single = single_client_rounds(
+        &target,
+        &queries,
+        arguments.queries,
+        floor.as_mut(),
+        embedder_alone.as_ref(),
+    )
+    .await?;
+    let floor = match floor {
+        Some(floor) => Some(floor.stop().await),
+        None => None,
+    };
+    drop(embedder_alone);
 
     // Where a search's time goes inside the engine (`explain: true`), cold query cache.
     server.engine.clear_query_cache();
@@ -253,17 +277,18 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         "service: {} model worker(s) × {} thread(s) (ONNX Runtime), {} writers",
         local_model.model_workers, local_model.threads_per_worker, arguments.writers
     );
-    match &floor {
-        Some(floor) => println!(
-            "floor (bare model, Python onnxruntime {}, {} threads, length-sorted batches of {}, same texts): query p50 {:.2} ms, p95 {:.2} ms; batch rate {:.1} texts/s",
+    match (&floor, &single.floor) {
+        (Some(floor), Some((query_p50_ms, query_p95_ms))) => println!(
+            "floor (bare model, Python onnxruntime {}, {} threads): the searches' own {} query texts one at a time, in {} rounds taken in turn with the service's embedder alone and the searches, p50 {query_p50_ms:.2} ms, p95 {query_p95_ms:.2} ms; batch rate on {} of the memories' texts in length-sorted batches of {}, {:.1} texts/s",
             floor.onnxruntime,
             floor.threads,
+            single.searched,
+            single.round_ratios.len(),
+            floor.texts,
             floor.batch,
-            floor.query_p50_ms,
-            floor.query_p95_ms,
             floor.batch_texts_per_s
         ),
-        None => println!("floor: not measured (no --floor-python; `make bench` installs one)"),
+        _ => println!("floor: not measured (no --floor-python; `make bench` installs one)"),
     }
     println!("| measure | Engram | floor | Engram / floor |");
     println!("|---|---:|---:|---:|");
@@ -275,8 +300,8 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
         Some(value) => format!("{value:.2} {unit}"),
         None => "–".to_string(),
     };
-    let floor_query = floor.as_ref().map(|floor| floor.query_p50_ms);
-    let floor_query_p95 = floor.as_ref().map(|floor| floor.query_p95_ms);
+    let floor_query = single.floor.map(|(p50_ms, _)| p50_ms);
+    let floor_query_p95 = single.floor.map(|(_, p95_ms)| p95_ms);
     let floor_rate = floor.as_ref().map(|floor| floor.batch_texts_per_s);
     println!(
         "| ingest, batches of 100 | {ingest_rate:.1} memories/s | {} | {} |",
@@ -286,29 +311,41 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     println!(
         "| index built after the last write (outbox empty, optimizer done) | {settle_seconds:.1} s | – | – |"
     );
-    if let Some((alone_p50, alone_p95)) = embedder_alone {
+    if let (Some((alone_p50, alone_p95)), Some((floor_p50, floor_p95))) =
+        (single.embedder_alone, single.floor)
+    {
         println!(
-            "| the service's embedder alone, one text at a time (p50 / p95, no search; ratio of p50) | {alone_p50:.2} / {alone_p95:.2} ms | {} | {} |",
-            match &floor {
-                Some(floor) => format!("{:.2} / {:.2} ms", floor.query_p50_ms, floor.query_p95_ms),
-                None => "–".to_string(),
-            },
+            "| the service's embedder alone, one query text at a time (p50 / p95, no search; ratio of p50) | {alone_p50:.2} / {alone_p95:.2} ms | {floor_p50:.2} / {floor_p95:.2} ms | {} |",
             ratio(alone_p50, floor_query)
         );
     }
     println!(
         "| search p50, 1 client | {:.2} ms | {} | {} |",
-        single.p50_ms,
+        single.searches.p50_ms,
         floor_cell(floor_query, "ms"),
-        ratio(single.p50_ms, floor_query)
+        ratio(single.searches.p50_ms, floor_query)
     );
     println!(
         "| search p95, 1 client | {:.2} ms | {} | {} |",
-        single.p95_ms,
+        single.searches.p95_ms,
         floor_cell(floor_query_p95, "ms"),
-        ratio(single.p95_ms, floor_query_p95)
+        ratio(single.searches.p95_ms, floor_query_p95)
     );
-    println!("| search p99, 1 client | {:.2} ms | – | – |", single.p99_ms);
+    println!(
+        "| search p99, 1 client | {:.2} ms | – | – |",
+        single.searches.p99_ms
+    );
+    if !single.round_ratios.is_empty() {
+        println!(
+            "search p50 ÷ floor p50, round by round: {}",
+            single
+                .round_ratios
+                .iter()
+                .map(|ratio| format!("{ratio:.2}×"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for (clients, level) in &levels {
         println!(
             "| {clients} clients: searches/s (p95) | {:.1}/s ({:.1} ms) | {} | {} |",
@@ -483,16 +520,115 @@ fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<Bench
     Ok((memories, queries))
 }
 
-/// Texts the floor script times one at a time (its `--queries`).
-const FLOOR_QUERIES: usize = 300;
+/// Rounds a single client's searches are timed in, each beside the floor and the embedder
+/// alone on the same query texts: the machine's pace drifts over seconds, and a floor timed
+/// minutes apart from the searches moved their ratio more than the service did.
+const SINGLE_CLIENT_ROUNDS: usize = 6;
 
-/// The single-text p50 and p95 (ms) of the service's own embedder, loaded in this process as
-/// the server loads it, on the texts the floor times one at a time, with the same warm-up.
-async fn measure_embedder_alone(
+/// Searches run untimed before the single client's rounds (the floor and the embedder alone
+/// embed as many texts before they are timed).
+const SEARCH_WARM_UP: usize = 20;
+
+/// How long one round (of the floor, the embedder alone, or the searches) may take.
+const ROUND_DEADLINE: Duration = Duration::from_secs(300);
+
+/// One client's searches, timed round by round beside the bare model and the service's own
+/// embedder on the same query texts.
+struct SingleClient {
+    searches: SearchFigures,
+    searched: usize,
+    /// The bare model's p50 and p95 (ms), each query text embedded alone.
+    floor: Option<(f64, f64)>,
+    /// The service's embedder alone: p50 and p95 (ms).
+    embedder_alone: Option<(f64, f64)>,
+    /// Each round's search p50 ÷ its floor p50.
+    round_ratios: Vec<f64>,
+}
+
+/// `total` searches by one client in [`SINGLE_CLIENT_ROUNDS`] rounds; before each round's
+/// searches the floor and then the embedder alone embed the round's query texts one by one.
+async fn single_client_rounds(
+    target: &Target,
+    queries: &[BenchQuery],
+    total: usize,
+    mut floor: Option<&mut FloorProcess>,
+    embedder_alone: Option<&engram_embed::LocalEncoder>,
+) -> Result<SingleClient> {
+    use engram_embed::Embedder;
+    anyhow::ensure!(!queries.is_empty(), "no queries to run");
+    let bar = progress(total, "1 client");
+    let round_size = total.div_ceil(SINGLE_CLIENT_ROUNDS).max(1);
+    let mut searches = Vec::with_capacity(total);
+    let mut floor_latencies = Vec::new();
+    let mut alone_latencies = Vec::new();
+    let mut round_ratios = Vec::new();
+    let mut searching = Duration::ZERO;
+    let round_queries: Vec<&BenchQuery> = queries.iter().cycle().take(total).collect();
+    for round in round_queries.chunks(round_size) {
+        let texts: Vec<String> = round.iter().map(|query| query.text.clone()).collect();
+        let round_floor = match floor.as_deref_mut() {
+            Some(floor) => Some(floor.time(&texts).await?),
+            None => None,
+        };
+        if let Some(encoder) = embedder_alone {
+            for text in &texts {
+                let started = Instant::now();
+                tokio::time::timeout(ROUND_DEADLINE, encoder.embed_query(text.clone()))
+                    .await
+                    .context("the embedder alone did not answer within 5 minutes")??;
+                alone_latencies.push(started.elapsed());
+            }
+        }
+        let round_started = Instant::now();
+        let mut round_searches = Vec::with_capacity(round.len());
+        for query in round {
+            let mut body = serde_json::json!({"query": query.text, "top_k": 10});
+            if let Some(user_id) = &query.user_id {
+                body["user_id"] = serde_json::json!(user_id);
+            }
+            let latency = tokio::time::timeout(
+                ROUND_DEADLINE,
+                timed_search(&target.client, &target.base_url, &target.api_key, &body),
+            )
+            .await
+            .context("a search did not answer within 5 minutes")??;
+            round_searches.push(latency);
+            bar.inc(1);
+        }
+        searching += round_started.elapsed();
+        if let Some(round_floor) = round_floor {
+            let floor_p50 = SearchFigures::of(round_floor.clone(), 1.0).p50_ms;
+            let search_p50 = SearchFigures::of(round_searches.clone(), 1.0).p50_ms;
+            if floor_p50 > 0.0 {
+                round_ratios.push(search_p50 / floor_p50);
+            }
+            floor_latencies.extend(round_floor);
+        }
+        searches.extend(round_searches);
+    }
+    bar.finish_and_clear();
+    let p50_and_p95 = |latencies: Vec<Duration>| {
+        (!latencies.is_empty()).then(|| {
+            let figures = SearchFigures::of(latencies, 1.0);
+            (figures.p50_ms, figures.p95_ms)
+        })
+    };
+    Ok(SingleClient {
+        searched: searches.len(),
+        searches: SearchFigures::of(searches, searching.as_secs_f64()),
+        floor: p50_and_p95(floor_latencies),
+        embedder_alone: p50_and_p95(alone_latencies),
+        round_ratios,
+    })
+}
+
+/// The service's own embedder, loaded in this process as the server loads it, warmed on the
+/// first texts of `warm_up`.
+async fn load_embedder_alone(
     arguments: &SpeedBenchArgs,
     config: &crate::config::EngramConfig,
-    texts: &[String],
-) -> Result<(f64, f64)> {
+    warm_up: &[String],
+) -> Result<engram_embed::LocalEncoder> {
     use engram_embed::Embedder;
     let spec = arguments.model.spec();
     let model_dir = match arguments.model {
@@ -504,18 +640,10 @@ async fn measure_embedder_alone(
         engram_embed::LocalEncoder::load(spec, &model_dir, options)
     })
     .await??;
-    for text in texts.iter().take(20) {
+    for text in warm_up.iter().take(20) {
         encoder.embed_query(text.clone()).await?;
     }
-    let started = Instant::now();
-    let mut latencies = Vec::with_capacity(FLOOR_QUERIES);
-    for text in texts.iter().cycle().take(FLOOR_QUERIES) {
-        let text_started = Instant::now();
-        encoder.embed_query(text.clone()).await?;
-        latencies.push(text_started.elapsed());
-    }
-    let figures = SearchFigures::of(latencies, started.elapsed().as_secs_f64());
-    Ok((figures.p50_ms, figures.p95_ms))
+    Ok(encoder)
 }
 
 /// The local model's workers and threads as the bench server runs `model` (the multilingual
@@ -530,62 +658,134 @@ fn local_model_of(
     }
 }
 
-/// Runs the floor script on `texts` (written to a temporary file, removed afterwards).
-fn measure_floor(arguments: &SpeedBenchArgs, texts: &[String]) -> Result<Option<Floor>> {
-    let Some(python) = &arguments.floor_python else {
-        return Ok(None);
-    };
-    let spec = arguments.model.spec();
-    let model_dir = match arguments.model {
-        BenchModel::Minilm => arguments
-            .model_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MODEL_SUBDIR)),
-        BenchModel::Multilingual => arguments
-            .multilingual_model_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MULTILINGUAL_MODEL_SUBDIR)),
-    };
-    let texts_file =
-        std::env::temp_dir().join(format!("engram-bench-floor-{}.txt", uuid::Uuid::now_v7()));
-    {
-        let mut file = std::fs::File::create(&texts_file)?;
-        for text in texts {
-            writeln!(file, "{text}")?;
+/// The floor script kept running (`--serve`): it timed its batches on start, and times
+/// rounds of single texts when asked, so that the floor and the service share the machine.
+struct FloorProcess {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    answers: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    header: FloorHeader,
+}
+
+impl FloorProcess {
+    /// Starts the floor script on `passages` (its batch rate) when a Python is given.
+    async fn start(arguments: &SpeedBenchArgs, passages: &[String]) -> Result<Option<Self>> {
+        use tokio::io::AsyncBufReadExt;
+        let Some(python) = &arguments.floor_python else {
+            return Ok(None);
+        };
+        let spec = arguments.model.spec();
+        let model_dir = match arguments.model {
+            BenchModel::Minilm => arguments
+                .model_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MODEL_SUBDIR)),
+            BenchModel::Multilingual => arguments
+                .multilingual_model_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(engram_embed::DEFAULT_MULTILINGUAL_MODEL_SUBDIR)),
+        };
+        let texts_file =
+            std::env::temp_dir().join(format!("engram-bench-floor-{}.txt", uuid::Uuid::now_v7()));
+        {
+            let mut file = std::fs::File::create(&texts_file)?;
+            for text in passages {
+                writeln!(file, "{text}")?;
+            }
         }
+        println!(
+            "floor: the bare model, batches of {} of the texts…",
+            passages.len()
+        );
+        let mut child = tokio::process::Command::new(python)
+            .arg(&arguments.floor_script)
+            .arg("--model")
+            .arg(model_dir.join("model.onnx"))
+            .arg("--tokenizer")
+            .arg(model_dir.join("tokenizer.json"))
+            .arg("--texts")
+            .arg(&texts_file)
+            .args(["--threads", "2", "--batch", "16", "--serve"])
+            .arg("--max-length")
+            .arg(spec.max_sequence_tokens.to_string())
+            .arg("--query-prefix")
+            .arg(spec.query_prefix)
+            .arg("--passage-prefix")
+            .arg(spec.passage_prefix)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot run {}", python.display()))?;
+        let stdin = child
+            .stdin
+            .take()
+            .context("the floor script has no stdin")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("the floor script has no stdout")?;
+        let mut answers = tokio::io::BufReader::new(stdout).lines();
+        // Loading the model and embedding the passages in batches.
+        let header = tokio::time::timeout(Duration::from_secs(600), answers.next_line()).await;
+        let _ = std::fs::remove_file(&texts_file);
+        let line = header
+            .context("the floor script did not report its batch rate within 10 minutes")??
+            .context("the floor script ended before reporting its batch rate")?;
+        Ok(Some(Self {
+            child,
+            stdin,
+            answers,
+            header: serde_json::from_str(&line).with_context(|| {
+                format!("the floor script's first line is not its figures: {line}")
+            })?,
+        }))
     }
-    println!("floor: the bare model on {} of the texts…", texts.len());
-    let output = std::process::Command::new(python)
-        .arg(&arguments.floor_script)
-        .arg("--model")
-        .arg(model_dir.join("model.onnx"))
-        .arg("--tokenizer")
-        .arg(model_dir.join("tokenizer.json"))
-        .arg("--texts")
-        .arg(&texts_file)
-        .args(["--threads", "2", "--batch", "16", "--queries"])
-        .arg(FLOOR_QUERIES.to_string())
-        .arg("--max-length")
-        .arg(spec.max_sequence_tokens.to_string())
-        .arg("--query-prefix")
-        .arg(spec.query_prefix)
-        .arg("--passage-prefix")
-        .arg(spec.passage_prefix)
-        .output()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    let _ = std::fs::remove_file(&texts_file);
-    anyhow::ensure!(
-        output.status.success(),
-        "the floor script failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|line| line.starts_with('{'))
-        .context("the floor script printed no figures")?;
-    Ok(Some(serde_json::from_str(line)?))
+
+    /// Each of `texts` embedded alone by the bare model: a duration each, in order.
+    async fn time(&mut self, texts: &[String]) -> Result<Vec<Duration>> {
+        use tokio::io::AsyncWriteExt;
+        let mut request = serde_json::to_string(texts)?;
+        request.push('\n');
+        self.stdin.write_all(request.as_bytes()).await?;
+        self.stdin.flush().await?;
+        let line = tokio::time::timeout(ROUND_DEADLINE, self.answers.next_line())
+            .await
+            .context("the floor script did not answer a round within 5 minutes")??
+            .context("the floor script ended during a round")?;
+        let round: FloorRound = serde_json::from_str(&line)
+            .with_context(|| format!("the floor script's answer is not a round: {line}"))?;
+        anyhow::ensure!(
+            round.ms.len() == texts.len(),
+            "the floor script timed {} texts of {}",
+            round.ms.len(),
+            texts.len()
+        );
+        Ok(round
+            .ms
+            .into_iter()
+            .map(|millis| Duration::from_secs_f64(millis.max(0.0) / 1000.0))
+            .collect())
+    }
+
+    /// Closes the script's input (it ends) and hands back what it reported on start.
+    async fn stop(self) -> FloorHeader {
+        let Self {
+            mut child,
+            stdin,
+            header,
+            ..
+        } = self;
+        drop(stdin);
+        if tokio::time::timeout(Duration::from_secs(30), child.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the floor script did not end within 30 s of its input closing; killed");
+            let _ = child.kill().await;
+        }
+        header
+    }
 }
 
 /// Mean milliseconds per engine phase (`explain` timings) over the searches of `bodies`.
