@@ -3756,7 +3756,7 @@ async fn a_database_behind_another_vfs_is_read_through_the_pool() {
 
 /// A search whose read beside the pool cannot open the database file still gets its answer:
 /// the pool reads it (here the file was moved after the pool opened it, so no new connection
-/// can open it by name), and the next search does not fail either.
+/// can open it by name). The next search does not try to open it again: a failed open rests.
 #[tokio::test]
 async fn a_search_reads_through_the_pool_when_the_file_cannot_be_opened_again() {
     let directory = tempfile::tempdir().unwrap();
@@ -3789,5 +3789,10 @@ async fn a_search_reads_through_the_pool_when_the_file_cannot_be_opened_again() 
         ),
         (0, 2),
         "{reads:?}"
+    );
+    assert_eq!(
+        reads.caller_thread_opens - before.caller_thread_opens,
+        1,
+        "one open tried, then none for a while: {reads:?}"
     );
 }

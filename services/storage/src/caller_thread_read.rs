@@ -25,8 +25,9 @@ pub(crate) const MAX_CALLER_THREAD_ROWS: usize = 128;
 /// worker thread and so no more run at once than there are workers.
 const MIN_IDLE_CONNECTIONS: usize = 8;
 
-/// How long after a failed open no other is tried: a file this process cannot open would
-/// otherwise cost every search a failed open before it reads through the pool.
+/// How long after a new connection failed (to open, or its first read) no other is opened: a
+/// file this process cannot read again would otherwise cost every search a failed open
+/// before it reads through the pool.
 const OPEN_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Prepared statements kept per connection: one per distinct candidate count and scope shape.
@@ -46,8 +47,8 @@ pub(crate) enum CallerThreadReadError {
     /// The database was closed.
     #[error("the database is closed")]
     Closed,
-    /// The last open failed less than [`OPEN_RETRY_AFTER`] ago.
-    #[error("the last open of the database file failed; not retried yet")]
+    /// A new connection failed less than [`OPEN_RETRY_AFTER`] ago.
+    #[error("the last new connection to the database file failed; not retried yet")]
     OpenFailedRecently,
 }
 
@@ -76,8 +77,11 @@ pub(crate) struct CallerThreadReader {
     max_idle: usize,
     /// Set once the database is closed: no read opens a connection after that.
     closed: std::sync::atomic::AtomicBool,
-    /// When the last open failed, if the one after it has not succeeded.
+    /// When the last new connection failed (to open, or its first read), if none has read
+    /// since.
     open_failed_at: Mutex<Option<std::time::Instant>>,
+    /// Connections opened (or tried), for [`crate::recall::CandidateReads`].
+    opens: std::sync::atomic::AtomicU64,
 }
 
 impl CallerThreadReader {
@@ -85,7 +89,8 @@ impl CallerThreadReader {
     /// opened; `None` unless it is a plain file. An in-memory database lives only in the
     /// pool's connections (another connection to its name is another database), an empty
     /// name is a private temporary one, and another VFS or `immutable` changes locking in
-    /// ways a second connection must not guess at. The URL's options are decoded as sqlx
+    /// ways a second connection must not guess at (any `immutable` option is taken as such,
+    /// even `immutable=0`, which changes nothing). The URL's options are decoded as sqlx
     /// decodes them, and SQLite itself names the file (an empty name for memory or a
     /// temporary database), as an absolute path: a later change of directory changes nothing.
     pub(crate) async fn for_database(
@@ -111,14 +116,15 @@ impl CallerThreadReader {
                 "SELECT file FROM pragma_database_list WHERE name = 'main'",
             ))
             .await;
-        let file: String = match main {
-            Ok(Some(row)) => row.try_get("", "file").ok()?,
-            Ok(None) => return None,
-            Err(error) => {
-                tracing::warn!(%error, "cannot ask SQLite which file it opened");
-                return None;
-            }
-        };
+        let file: String =
+            match main.and_then(|row| row.map(|row| row.try_get("", "file")).transpose()) {
+                Ok(Some(file)) => file,
+                Ok(None) => return None,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot ask SQLite which file it opened");
+                    return None;
+                }
+            };
         (!file.is_empty()).then(|| Self::new(PathBuf::from(file)))
     }
 
@@ -131,6 +137,7 @@ impl CallerThreadReader {
             max_idle: cores.max(MIN_IDLE_CONNECTIONS),
             closed: std::sync::atomic::AtomicBool::new(false),
             open_failed_at: Mutex::new(None),
+            opens: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -157,17 +164,31 @@ impl CallerThreadReader {
             .into_iter()
             .map(parameter)
             .collect::<Result<Vec<_>, _>>()?;
-        let connection = self.take()?;
+        let (connection, fresh) = self.take()?;
         let read = read_memories(&connection, &statement.sql, &parameters);
         // After busy or a row it does not decode the connection is as good as before (its
-        // statement was reset); after any other SQLite error the next read opens afresh.
-        if !matches!(read, Err(CallerThreadReadError::Sqlite(_))) {
+        // statement was reset); after any other SQLite error the next read opens afresh,
+        // though not at once if this connection never read (the file is not readable so).
+        let failed = matches!(read, Err(CallerThreadReadError::Sqlite(_)));
+        if fresh {
+            *self
+                .open_failed_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = failed.then(std::time::Instant::now);
+        }
+        if !failed {
             self.give_back(connection);
         }
         read
     }
 
-    fn take(&self) -> Result<rusqlite::Connection, CallerThreadReadError> {
+    /// Connections this reader opened or tried to open.
+    pub(crate) fn opens(&self) -> u64 {
+        self.opens.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// An idle connection, or a new one (`true`).
+    fn take(&self) -> Result<(rusqlite::Connection, bool), CallerThreadReadError> {
         if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(CallerThreadReadError::Closed);
         }
@@ -177,22 +198,26 @@ impl CallerThreadReader {
             .unwrap_or_else(PoisonError::into_inner)
             .pop();
         if let Some(connection) = idle {
-            return Ok(connection);
+            return Ok((connection, false));
         }
-        let mut open_failed_at = self
+        let resting = self
             .open_failed_at
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if open_failed_at.is_some_and(|failed_at| failed_at.elapsed() < OPEN_RETRY_AFTER) {
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some_and(|failed_at| failed_at.elapsed() < OPEN_RETRY_AFTER);
+        if resting {
             return Err(CallerThreadReadError::OpenFailedRecently);
         }
+        // Opened outside the lock: searches that find no idle connection open theirs at once.
+        self.opens
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match self.open() {
-            Ok(connection) => {
-                *open_failed_at = None;
-                Ok(connection)
-            }
+            Ok(connection) => Ok((connection, true)),
             Err(error) => {
-                *open_failed_at = Some(std::time::Instant::now());
+                *self
+                    .open_failed_at
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(std::time::Instant::now());
                 Err(error.into())
             }
         }

@@ -46,6 +46,8 @@ pub struct CandidateReads {
     pub caller_thread: u64,
     /// Through the pool (PostgreSQL, a large read, or the caller's thread could not).
     pub pool: u64,
+    /// Connections the reads on the caller's thread opened, or tried to.
+    pub caller_thread_opens: u64,
 }
 
 /// The counters behind [`CandidateReads`], shared by a handle's clones.
@@ -152,6 +154,10 @@ impl Storage {
                 .candidate_reads
                 .pool
                 .load(std::sync::atomic::Ordering::Relaxed),
+            caller_thread_opens: self
+                .caller_thread_reader
+                .as_deref()
+                .map_or(0, crate::caller_thread_read::CallerThreadReader::opens),
         }
     }
 
