@@ -49,8 +49,9 @@ pub struct SearchHit {
 }
 
 /// Where the time of one search went, in microseconds. Each phase is its own duration; the
-/// dense and keyword searches run side by side (see `candidates_from_index`), so the phases
-/// may add up to more than `total_micros`.
+/// dense and keyword searches run side by side, and a second keyword pass beside the
+/// hydrate, whose time it then includes (see `candidates_from_index`), so the phases may add
+/// up to more than `total_micros`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SearchTimings {
     pub embed_micros: u64,
@@ -448,7 +449,11 @@ impl MemoryEngine {
         };
         // The second pass scores only dense hits, which are read anyway: the read of every
         // candidate runs beside it (the index searches on its own threads, the read of a few
-        // candidates on this one), rather than after it.
+        // candidates on this one), rather than after it. `biased` makes that so: the pass is
+        // polled first and hands its search to the index's thread before the read, which
+        // runs to its end on its first poll, takes this thread. The pass's time is therefore
+        // seen when both are done: the `keyword` phase then spans the read too. Either's
+        // error ends the search.
         let mut ids: Vec<MemoryId> = dense_hits
             .iter()
             .chain(keyword_hits.iter())
