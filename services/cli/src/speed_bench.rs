@@ -69,7 +69,6 @@ pub struct SpeedBenchArgs {
     pub embed_threads: Option<usize>,
 }
 
-/// What the bare model did on the same texts.
 /// What the floor script says once it has loaded the model and timed the batches.
 #[derive(Debug, Deserialize)]
 struct FloorHeader {
@@ -183,11 +182,8 @@ pub async fn run(arguments: SpeedBenchArgs) -> Result<()> {
     .await?;
     let settle_seconds = settling_started.elapsed().as_secs_f64();
 
-    // A few searches first, untimed, as the floor and the embedder alone are warmed: the
-    // first searches after a load meet cold caches (the query's model session, the index's
-    // pages). Then a single client, every query new to the query cache, in rounds with the
-    // floor and the embedder alone on the same query texts.
-    run_searches(&target, &queries, SEARCH_WARM_UP, 1, "warm-up").await?;
+    // A single client, every query new to the query cache, in rounds with the floor and the
+    // embedder alone on the same query texts, after a round of each that is not timed.
     server.engine.clear_query_cache();
     let single = single_client_rounds(
         &target,
@@ -525,11 +521,14 @@ fn locomo_set(arguments: &SpeedBenchArgs) -> Result<(Vec<BenchMemory>, Vec<Bench
 /// minutes apart from the searches moved their ratio more than the service did.
 const SINGLE_CLIENT_ROUNDS: usize = 6;
 
-/// Searches run untimed before the single client's rounds (the floor and the embedder alone
-/// embed as many texts before they are timed).
-const SEARCH_WARM_UP: usize = 20;
+/// Queries of the warm-up round, which is not timed: the first searches after a load meet
+/// cold caches (the query's model session, the index's pages), and the floor and the
+/// embedder alone get the same texts first. They follow the timed queries in the list, so
+/// no timed query was asked before (the `explain` searches take the list's last 100).
+const WARM_UP_QUERIES: usize = 20;
 
-/// How long one round (of the floor, the embedder alone, or the searches) may take.
+/// How long one round (the floor, the embedder alone and the searches on its queries) may
+/// take.
 const ROUND_DEADLINE: Duration = Duration::from_secs(300);
 
 /// One client's searches, timed round by round beside the bare model and the service's own
@@ -545,8 +544,8 @@ struct SingleClient {
     round_ratios: Vec<f64>,
 }
 
-/// `total` searches by one client in [`SINGLE_CLIENT_ROUNDS`] rounds; before each round's
-/// searches the floor and then the embedder alone embed the round's query texts one by one.
+/// `total` searches by one client in [`SINGLE_CLIENT_ROUNDS`] rounds, after an untimed round
+/// of [`WARM_UP_QUERIES`] other queries.
 async fn single_client_rounds(
     target: &Target,
     queries: &[BenchQuery],
@@ -554,8 +553,14 @@ async fn single_client_rounds(
     mut floor: Option<&mut FloorProcess>,
     embedder_alone: Option<&engram_embed::LocalEncoder>,
 ) -> Result<SingleClient> {
-    use engram_embed::Embedder;
     anyhow::ensure!(!queries.is_empty(), "no queries to run");
+    let warm_up: Vec<&BenchQuery> = queries
+        .iter()
+        .cycle()
+        .skip(total)
+        .take(WARM_UP_QUERIES)
+        .collect();
+    one_round(target, &warm_up, floor.as_deref_mut(), embedder_alone, None).await?;
     let bar = progress(total, "1 client");
     let round_size = total.div_ceil(SINGLE_CLIENT_ROUNDS).max(1);
     let mut searches = Vec::with_capacity(total);
@@ -563,48 +568,27 @@ async fn single_client_rounds(
     let mut alone_latencies = Vec::new();
     let mut round_ratios = Vec::new();
     let mut searching = Duration::ZERO;
-    let round_queries: Vec<&BenchQuery> = queries.iter().cycle().take(total).collect();
-    for round in round_queries.chunks(round_size) {
-        let texts: Vec<String> = round.iter().map(|query| query.text.clone()).collect();
-        let round_floor = match floor.as_deref_mut() {
-            Some(floor) => Some(floor.time(&texts).await?),
-            None => None,
-        };
-        if let Some(encoder) = embedder_alone {
-            for text in &texts {
-                let started = Instant::now();
-                tokio::time::timeout(ROUND_DEADLINE, encoder.embed_query(text.clone()))
-                    .await
-                    .context("the embedder alone did not answer within 5 minutes")??;
-                alone_latencies.push(started.elapsed());
-            }
-        }
-        let round_started = Instant::now();
-        let mut round_searches = Vec::with_capacity(round.len());
-        for query in round {
-            let mut body = serde_json::json!({"query": query.text, "top_k": 10});
-            if let Some(user_id) = &query.user_id {
-                body["user_id"] = serde_json::json!(user_id);
-            }
-            let latency = tokio::time::timeout(
-                ROUND_DEADLINE,
-                timed_search(&target.client, &target.base_url, &target.api_key, &body),
-            )
-            .await
-            .context("a search did not answer within 5 minutes")??;
-            round_searches.push(latency);
-            bar.inc(1);
-        }
-        searching += round_started.elapsed();
-        if let Some(round_floor) = round_floor {
+    let timed: Vec<&BenchQuery> = queries.iter().cycle().take(total).collect();
+    for round in timed.chunks(round_size) {
+        let times = one_round(
+            target,
+            round,
+            floor.as_deref_mut(),
+            embedder_alone,
+            Some(&bar),
+        )
+        .await?;
+        if let Some(round_floor) = times.floor {
             let floor_p50 = SearchFigures::of(round_floor.clone(), 1.0).p50_ms;
-            let search_p50 = SearchFigures::of(round_searches.clone(), 1.0).p50_ms;
+            let search_p50 = SearchFigures::of(times.searches.clone(), 1.0).p50_ms;
             if floor_p50 > 0.0 {
                 round_ratios.push(search_p50 / floor_p50);
             }
             floor_latencies.extend(round_floor);
         }
-        searches.extend(round_searches);
+        alone_latencies.extend(times.embedder_alone);
+        searches.extend(times.searches);
+        searching += times.searching;
     }
     bar.finish_and_clear();
     let p50_and_p95 = |latencies: Vec<Duration>| {
@@ -620,6 +604,71 @@ async fn single_client_rounds(
         embedder_alone: p50_and_p95(alone_latencies),
         round_ratios,
     })
+}
+
+/// What one round took: each text or search on its own.
+struct RoundTimes {
+    floor: Option<Vec<Duration>>,
+    embedder_alone: Vec<Duration>,
+    searches: Vec<Duration>,
+    /// The searches' wall-clock time, for their rate.
+    searching: Duration,
+}
+
+/// The floor, then the embedder alone, then one search each, on the queries of `round`,
+/// within [`ROUND_DEADLINE`].
+async fn one_round(
+    target: &Target,
+    round: &[&BenchQuery],
+    floor: Option<&mut FloorProcess>,
+    embedder_alone: Option<&engram_embed::LocalEncoder>,
+    bar: Option<&indicatif::ProgressBar>,
+) -> Result<RoundTimes> {
+    use engram_embed::Embedder;
+    let timed_round = async {
+        let texts: Vec<String> = round.iter().map(|query| query.text.clone()).collect();
+        let floor = match floor {
+            Some(floor) => Some(floor.time(&texts).await?),
+            None => None,
+        };
+        let mut alone = Vec::new();
+        if let Some(encoder) = embedder_alone {
+            for text in &texts {
+                let started = Instant::now();
+                encoder.embed_query(text.clone()).await?;
+                alone.push(started.elapsed());
+            }
+        }
+        let searching_started = Instant::now();
+        let mut searches = Vec::with_capacity(round.len());
+        for query in round {
+            let mut body = serde_json::json!({"query": query.text, "top_k": 10});
+            if let Some(user_id) = &query.user_id {
+                body["user_id"] = serde_json::json!(user_id);
+            }
+            searches.push(
+                timed_search(&target.client, &target.base_url, &target.api_key, &body).await?,
+            );
+            if let Some(bar) = bar {
+                bar.inc(1);
+            }
+        }
+        Ok::<_, anyhow::Error>(RoundTimes {
+            floor,
+            embedder_alone: alone,
+            searches,
+            searching: searching_started.elapsed(),
+        })
+    };
+    tokio::time::timeout(ROUND_DEADLINE, timed_round)
+        .await
+        .with_context(|| {
+            format!(
+                "a round of {} queries (floor, embedder alone, searches) did not finish within {} s",
+                round.len(),
+                ROUND_DEADLINE.as_secs()
+            )
+        })?
 }
 
 /// The service's own embedder, loaded in this process as the server loads it, warmed on the
@@ -745,13 +794,15 @@ impl FloorProcess {
     /// Each of `texts` embedded alone by the bare model: a duration each, in order.
     async fn time(&mut self, texts: &[String]) -> Result<Vec<Duration>> {
         use tokio::io::AsyncWriteExt;
+        // No deadline of its own: it is part of a round, which has one.
         let mut request = serde_json::to_string(texts)?;
         request.push('\n');
         self.stdin.write_all(request.as_bytes()).await?;
         self.stdin.flush().await?;
-        let line = tokio::time::timeout(ROUND_DEADLINE, self.answers.next_line())
-            .await
-            .context("the floor script did not answer a round within 5 minutes")??
+        let line = self
+            .answers
+            .next_line()
+            .await?
             .context("the floor script ended during a round")?;
         let round: FloorRound = serde_json::from_str(&line)
             .with_context(|| format!("the floor script's answer is not a round: {line}"))?;
