@@ -3684,14 +3684,23 @@ async fn search_candidates_read_as_stored(storage: Storage) {
 
     // Which way each read went: on SQLite the two small ones on the caller's thread (none
     // fell back), on PostgreSQL every one through the pool.
-    let reads = storage.candidate_reads();
-    let (caller_thread, pool) = (
-        reads.caller_thread - reads_before.caller_thread,
-        reads.pool - reads_before.pool,
-    );
+    let reads = reads_since(&storage, reads_before);
     match storage.backend_name() {
-        "sqlite" => assert_eq!((caller_thread, pool), (2, 1), "{reads:?}"),
-        _ => assert_eq!((caller_thread, pool), (0, 3), "{reads:?}"),
+        "sqlite" => assert_eq!((reads.caller_thread, reads.pool), (2, 1), "{reads:?}"),
+        _ => assert_eq!((reads.caller_thread, reads.pool), (0, 3), "{reads:?}"),
+    }
+}
+
+/// How `storage` read candidates since `before`.
+fn reads_since(
+    storage: &Storage,
+    before: engram_storage::recall::CandidateReads,
+) -> engram_storage::recall::CandidateReads {
+    let now = storage.candidate_reads();
+    engram_storage::recall::CandidateReads {
+        caller_thread: now.caller_thread - before.caller_thread,
+        pool: now.pool - before.pool,
+        caller_thread_opens: now.caller_thread_opens - before.caller_thread_opens,
     }
 }
 on_both_databases!(search_candidates_read_as_stored);
@@ -3743,12 +3752,9 @@ async fn a_database_behind_another_vfs_is_read_through_the_pool() {
         .await
         .unwrap();
     assert_eq!(read[&stored[0].id].memory.content, "no locks");
-    let reads = storage.candidate_reads();
+    let reads = reads_since(&storage, before);
     assert_eq!(
-        (
-            reads.caller_thread - before.caller_thread,
-            reads.pool - before.pool
-        ),
+        (reads.caller_thread, reads.pool),
         (0, 1),
         "read through the pool: {reads:?}"
     );
@@ -3781,18 +3787,10 @@ async fn a_search_reads_through_the_pool_when_the_file_cannot_be_opened_again() 
             .unwrap();
         assert_eq!(read[&stored[0].id].memory.content, "still here");
     }
-    let reads = storage.candidate_reads();
+    let reads = reads_since(&storage, before);
+    assert_eq!((reads.caller_thread, reads.pool), (0, 2), "{reads:?}");
     assert_eq!(
-        (
-            reads.caller_thread - before.caller_thread,
-            reads.pool - before.pool
-        ),
-        (0, 2),
-        "{reads:?}"
-    );
-    assert_eq!(
-        reads.caller_thread_opens - before.caller_thread_opens,
-        1,
+        reads.caller_thread_opens, 1,
         "one open tried, then none for a while: {reads:?}"
     );
 }

@@ -170,10 +170,9 @@ struct ErasureWork {
     erased_case_ids: Vec<uuid::Uuid>,
     history_entries: u64,
     index_points_before: u64,
-    /// The query-cache epoch read right after this erasure raised it: its verification counts
-    /// the cached queries from before it (a later erasure's raise must not count a search
-    /// made after this one; an erasure running at the same moment may have raised it further,
-    /// which only drops more).
+    /// The query-cache epoch this erasure's raise wrote: its verification counts the cached
+    /// queries from before it (a later erasure's raise must not count a search made after
+    /// this one).
     raised_query_cache_epoch: Option<i64>,
 }
 

@@ -318,8 +318,8 @@ impl MemoryEngine {
     /// their hits are read in one query, beside the keyword scoring of the dense-only hits.
     /// With `embedding_takes_the_cores` (the local model) the keyword search does not run
     /// beside the embedding: a lone query's forward pass uses every core, and a search beside
-    /// it slows both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and what `embedding` gave. `index` is the project's
-    /// own (resolved once per search).
+    /// it slows both (tests/BENCHMARKS.md, "The embedding first"). Returns the candidates and
+    /// what `embedding` gave. `index` is the project's own (resolved once per search).
     async fn candidates_from_index(
         &self,
         memory_scope: &MemoryScope,
@@ -421,30 +421,26 @@ impl MemoryEngine {
         // others would all score nothing: no second pass then.
         let keyword_list_was_cut =
             keyword_hits.len() >= candidate_limit || !index.keyword_lists_are_complete();
-        let unscored: Vec<MemoryId> = match (request.retrieval, keyword_list_was_cut, &bounds) {
-            (RetrievalMode::Hybrid, true, Some(_)) => {
+        let second_pass = match (request.retrieval, keyword_list_was_cut, &bounds) {
+            (RetrievalMode::Hybrid, true, Some(bounds)) => {
                 let keyword_known: std::collections::HashSet<MemoryId> =
                     keyword_hits.iter().map(|hit| hit.memory_id).collect();
-                dense_hits
+                let unscored: Vec<MemoryId> = dense_hits
                     .iter()
                     .map(|hit| hit.memory_id)
                     .filter(|memory_id| !keyword_known.contains(memory_id))
-                    .collect()
+                    .collect();
+                (!unscored.is_empty())
+                    .then(|| bounds.keyword_query(request, unscored.len(), Some(unscored)))
             }
-            _ => Vec::new(),
+            _ => None,
         };
         let rescoring = async move {
-            let Some(bounds) = bounds.as_ref().filter(|_| !unscored.is_empty()) else {
+            let Some(query) = second_pass else {
                 return Ok::<_, EngineError>((Vec::new(), 0));
             };
             let rescoring_started = Instant::now();
-            let limit = unscored.len();
-            let extra = index
-                .keyword_search(
-                    memory_scope.project(),
-                    bounds.keyword_query(request, limit, Some(unscored)),
-                )
-                .await?;
+            let extra = index.keyword_search(memory_scope.project(), query).await?;
             Ok((extra, rescoring_started.elapsed().as_micros() as u64))
         };
         // The second pass scores only dense hits, which are read anyway: the read of every
